@@ -1,0 +1,282 @@
+/* Opening arrays and describing nodes (SPEC §2, §3, §4 `info`): metadata is read once per open —
+ * zarr.json for v3 (one request), .zarray + .zattrs for v2 — and everything a read needs later is
+ * derived here (element size, decoded unit size, the range-readable shard stage, the index cache).
+ * A missing metadata document is SM_E_DATA naming the keys tried. */
+#include "array_int.h"
+
+#include <jansson.h>
+#include <string.h>
+
+#include "shardmill/alloc.h"
+
+/* "a/b/" for path "a/b", "/a/b/" or "a/b/"; "" for the root. */
+static char *node_prefix(const char *path)
+{
+    while (*path == '/') {
+        path++;
+    }
+    size_t n = strlen(path);
+    while (n > 0 && path[n - 1] == '/') {
+        n--;
+    }
+    char *p = sm_malloc(n + 2);
+    if (p != NULL) {
+        memcpy(p, path, n);
+        if (n > 0) {
+            p[n++] = '/';
+        }
+        p[n] = '\0';
+    }
+    return p;
+}
+
+/* Reads prefix+name as metadata; *found false if absent. */
+static sm_status get_meta(struct sm_store *s, const char *prefix, const char *name,
+                          struct sm_buf *out, bool *found, struct sm_err *err)
+{
+    char key[1024];
+    if ((size_t)snprintf(key, sizeof(key), "%s%s", prefix, name) >= sizeof(key)) {
+        SM_FAIL(err, SM_E_USAGE, "node path too long");
+    }
+    return sm_store_get(s, key, sm_range_all(), SM_IO_META, out, found, err);
+}
+
+static sm_status not_a_node(struct sm_store *s, const char *prefix, struct sm_err *err)
+{
+    sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
+               "no Zarr metadata found (tried zarr.json, .zarray, .zgroup)");
+    sm_err_where(err, "%s%s%.*s", s->url, prefix[0] != '\0' ? "/" : "",
+                 (int)(prefix[0] != '\0' ? strlen(prefix) - 1 : 0), prefix);
+    return err->status;
+}
+
+static sm_status is_group(struct sm_store *s, const char *prefix, struct sm_err *err)
+{
+    sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
+               "is a group, not an array (address an array inside it by its path; `shardmill info` "
+               "lists the members)");
+    sm_err_where(err, "%s%s%.*s", s->url, prefix[0] != '\0' ? "/" : "",
+                 (int)(prefix[0] != '\0' ? strlen(prefix) - 1 : 0), prefix);
+    return err->status;
+}
+
+/* Reads and parses the node's metadata: an array (meta) or a group (meta NULL, *kind GROUP). */
+static sm_status read_node(struct sm_store *s, const char *prefix, enum sm_node_kind *kind,
+                           struct sm_array_meta **meta, json_t **group_attrs, int *zarr_format,
+                           struct sm_err *err)
+{
+    struct sm_buf doc = SM_BUF_INIT, attrs = SM_BUF_INIT;
+    bool found;
+    sm_status st;
+    *meta = NULL;
+    *group_attrs = NULL;
+    st = get_meta(s, prefix, "zarr.json", &doc, &found, err);
+    if (st == SM_OK && found) {
+        *zarr_format = 3;
+        st = sm_meta_parse_v3((const char *)doc.ptr, doc.len, kind, meta, group_attrs, err);
+        if (st != SM_OK) {
+            sm_err_where(err, "%s/%szarr.json", s->url, prefix);
+        }
+        goto out;
+    }
+    if (st == SM_OK) {
+        st = get_meta(s, prefix, ".zarray", &doc, &found, err);
+    }
+    if (st == SM_OK && found) {
+        *zarr_format = 2;
+        *kind = SM_NODE_ARRAY;
+        bool have_attrs = false;
+        st = get_meta(s, prefix, ".zattrs", &attrs, &have_attrs, err);
+        if (st == SM_OK) {
+            st =
+                sm_meta_parse_v2((const char *)doc.ptr, doc.len,
+                                 have_attrs ? (const char *)attrs.ptr : NULL, attrs.len, meta, err);
+            if (st != SM_OK) {
+                sm_err_where(err, "%s/%s.zarray", s->url, prefix);
+            }
+        }
+        goto out;
+    }
+    if (st == SM_OK) {
+        st = get_meta(s, prefix, ".zgroup", &doc, &found, err);
+    }
+    if (st == SM_OK && found) {
+        *zarr_format = 2;
+        *kind = SM_NODE_GROUP;
+        bool have_attrs = false;
+        st = get_meta(s, prefix, ".zattrs", &attrs, &have_attrs, err);
+        if (st == SM_OK && have_attrs) {
+            json_error_t je;
+            *group_attrs = json_loadb((const char *)attrs.ptr, attrs.len, 0, &je);
+            if (*group_attrs == NULL) {
+                sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
+                           "malformed JSON at line %d column %d: %s", je.line, je.column, je.text);
+                sm_err_where(err, "%s/%s.zattrs", s->url, prefix);
+                st = err->status;
+            }
+        }
+        goto out;
+    }
+    if (st == SM_OK) {
+        st = not_a_node(s, prefix, err);
+    }
+out:
+    sm_buf_free(&doc);
+    sm_buf_free(&attrs);
+    return st;
+}
+
+/* Decoded bytes of the innermost unit a ranged shard read decodes. */
+static size_t innermost_len(const struct sm_shard_codec *sc)
+{
+    const struct sm_codec_chain *inner = sm_shard_inner(sc);
+    const struct sm_shard_codec *nested = sm_codec_chain_shard(inner);
+    return nested != NULL ? innermost_len(nested) : sm_codec_chain_repr(inner)->len;
+}
+
+sm_status sm_array_open(struct sm_store *store, const char *path, const struct sm_array_opts *opts,
+                        struct sm_array **out, struct sm_err *err)
+{
+    *out = NULL;
+    struct sm_array *a = sm_calloc(1, sizeof(*a));
+    if (a == NULL) {
+        SM_FAIL(err, SM_E_NOMEM, "cannot allocate an array");
+    }
+    a->store = store;
+    a->opts = *opts;
+    a->prefix = node_prefix(path);
+    if (a->prefix == NULL) {
+        sm_free(a);
+        SM_FAIL(err, SM_E_NOMEM, "cannot allocate an array");
+    }
+    store->max_object_bytes = opts->limits.max_object_bytes;
+    enum sm_node_kind kind = SM_NODE_ARRAY;
+    json_t *gattrs = NULL;
+    int zf = 0;
+    sm_status st = read_node(store, a->prefix, &kind, &a->meta, &gattrs, &zf, err);
+    json_decref(gattrs);
+    if (st == SM_OK && kind == SM_NODE_GROUP) {
+        st = is_group(store, a->prefix, err);
+    }
+    if (st == SM_OK) {
+        const struct sm_array_meta *m = a->meta;
+        a->elem = sm_dtype_size(m->dtype);
+        a->chunk_len = sm_codec_chain_repr(m->chain)->len;
+        a->shard = sm_codec_chain_shard(m->chain);
+        a->unit_len = a->shard != NULL ? innermost_len(a->shard) : a->chunk_len;
+        if (a->shard != NULL) {
+            st = sm_index_cache_new(opts->index_cache_bytes, opts->index_cache_entries, &a->icache,
+                                    err);
+        }
+    }
+    if (st != SM_OK) {
+        sm_array_close(a);
+        return st;
+    }
+    *out = a;
+    return SM_OK;
+}
+
+void sm_array_close(struct sm_array *a)
+{
+    if (a == NULL) {
+        return;
+    }
+    sm_index_cache_free(a->icache);
+    sm_meta_free(a->meta);
+    sm_free(a->prefix);
+    sm_free(a);
+}
+
+const struct sm_array_meta *sm_array_meta(const struct sm_array *a)
+{
+    return a->meta;
+}
+
+struct sm_store *sm_array_store(const struct sm_array *a)
+{
+    return a->store;
+}
+
+void sm_array_stats(const struct sm_array *a, struct sm_array_stats *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (a->icache != NULL) {
+        sm_index_cache_stats(a->icache, &out->index_cache_hits, &out->index_cache_misses,
+                             &out->index_cache_peak_bytes);
+    }
+    out->chunks_read = atomic_load(&a->chunks_read);
+    out->chunks_missing = atomic_load(&a->chunks_missing);
+    out->inner_chunks_read = atomic_load(&a->inner_read);
+    out->inner_chunks_missing = atomic_load(&a->inner_missing);
+}
+
+/* Members of a group for `info`: each child with its node type (file stores only; stores that
+ * cannot list leave "members" out). */
+static sm_status list_members(struct sm_store *s, const char *prefix, json_t *desc,
+                              struct sm_err *err)
+{
+    if ((s->ops->caps & SM_STORE_LIST) == 0) {
+        return SM_OK;
+    }
+    struct sm_strv names = {NULL, 0, 0};
+    char sub[1024];
+    snprintf(sub, sizeof(sub), "%.*s", (int)(prefix[0] != '\0' ? strlen(prefix) - 1 : 0), prefix);
+    SM_TRY(sm_store_list(s, sub, &names, err));
+    json_t *members = json_array();
+    for (size_t i = 0; i < names.n; i++) {
+        static const struct {
+            const char *doc, *type;
+        } probes[] = {{"zarr.json", NULL}, {".zarray", "array"}, {".zgroup", "group"}};
+        for (size_t k = 0; k < 3; k++) {
+            char key[1200];
+            bool exists = false;
+            snprintf(key, sizeof(key), "%s%s/%s", prefix, names.v[i], probes[k].doc);
+            if (sm_store_exists(s, key, &exists, err) != SM_OK) {
+                break;
+            }
+            if (exists) {
+                json_t *m = json_object();
+                json_object_set_new(m, "path", json_string(names.v[i]));
+                json_object_set_new(m, "zarr_format", json_integer(k == 0 ? 3 : 2));
+                if (probes[k].type != NULL) {
+                    json_object_set_new(m, "node_type", json_string(probes[k].type));
+                }
+                json_array_append_new(members, m);
+                break;
+            }
+        }
+    }
+    sm_strv_free(&names);
+    json_object_set_new(desc, "members", members);
+    return err->status;
+}
+
+sm_status sm_node_describe(struct sm_store *store, const char *path, json_t **out,
+                           struct sm_err *err)
+{
+    *out = NULL;
+    char *prefix = node_prefix(path);
+    if (prefix == NULL) {
+        SM_FAIL(err, SM_E_NOMEM, "cannot allocate a path");
+    }
+    enum sm_node_kind kind = SM_NODE_ARRAY;
+    struct sm_array_meta *meta = NULL;
+    json_t *gattrs = NULL;
+    int zf = 0;
+    sm_status st = read_node(store, prefix, &kind, &meta, &gattrs, &zf, err);
+    if (st == SM_OK && kind == SM_NODE_ARRAY) {
+        *out = sm_meta_describe(meta);
+    } else if (st == SM_OK) {
+        json_t *d = json_object();
+        json_object_set_new(d, "zarr_format", json_integer(zf));
+        json_object_set_new(d, "node_type", json_string("group"));
+        json_object_set_new(d, "attributes", gattrs != NULL ? json_incref(gattrs) : json_object());
+        st = list_members(store, prefix, d, err);
+        *out = d;
+    }
+    json_decref(gattrs);
+    sm_meta_free(meta);
+    sm_free(prefix);
+    return st;
+}

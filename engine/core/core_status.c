@@ -1,0 +1,74 @@
+/* Error context: first failure wins, `where` filled by the innermost layer that knows the object
+ * (STYLE B5). */
+#include "shardmill/status.h"
+
+#include <stdio.h>
+#include <string.h>
+
+void sm_err_clear(struct sm_err *err)
+{
+    memset(err, 0, sizeof(*err));
+}
+
+sm_status sm_err_vset(struct sm_err *err, sm_status st, const char *file, int line, const char *fmt,
+                      va_list ap)
+{
+    if (err->status != SM_OK) {
+        return err->status;
+    }
+    err->status = st;
+    err->file = file;
+    err->line = line;
+    vsnprintf(err->what, sizeof(err->what), fmt, ap);
+    return st;
+}
+
+sm_status sm_err_set(struct sm_err *err, sm_status st, const char *file, int line, const char *fmt,
+                     ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    sm_status r = sm_err_vset(err, st, file, line, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+void sm_err_cause(struct sm_err *err, const char *lib, int cause)
+{
+    if (err->status != SM_OK && err->cause_lib == NULL) {
+        err->cause_lib = lib;
+        err->cause = cause;
+    }
+}
+
+void sm_err_where(struct sm_err *err, const char *fmt, ...)
+{
+    if (err->where[0] != '\0') {
+        return;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->where, sizeof(err->where), fmt, ap);
+    va_end(ap);
+}
+
+const char *sm_status_name(sm_status st)
+{
+    switch (st) {
+    case SM_OK:
+        return "ok";
+    case SM_E_USAGE:
+        return "usage";
+    case SM_E_DATA:
+        return "data";
+    case SM_E_IO:
+        return "io";
+    case SM_E_LIMIT:
+        return "limit";
+    case SM_E_NOMEM:
+        return "nomem";
+    case SM_E_INTERNAL:
+        return "internal";
+    }
+    return "unknown";
+}

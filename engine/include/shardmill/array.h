@@ -1,0 +1,72 @@
+/* Opened arrays and typed region reads (SPEC §2, §3). An array borrows its store; opening reads
+ * metadata once. Region reads fetch only the chunks (and, for sharded arrays, only the shard index
+ * and the inner chunks) the region touches; missing chunks read as the fill value. */
+#ifndef SM_ARRAY_ARRAY_H
+#define SM_ARRAY_ARRAY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shardmill/codec.h"
+#include "shardmill/meta.h"
+#include "shardmill/status.h"
+#include "shardmill/store.h"
+
+struct json_t;
+
+/* Resource limits; 0 means unlimited. Exceeding one is SM_E_LIMIT naming the limit. */
+struct sm_limits {
+    uint64_t max_object_bytes; /* largest encoded object (chunk, shard part) fetched */
+    uint64_t max_chunk_bytes;  /* largest decoded chunk */
+    uint64_t max_region_bytes; /* largest region one read_region may return */
+};
+#define SM_LIMITS_DEFAULTS                                                                         \
+    {                                                                                              \
+        512ull << 20, 1ull << 30, 0                                                                \
+    }
+
+struct sm_array_opts {
+    struct sm_limits limits;
+    uint64_t index_cache_bytes;   /* shard-index cache: 0 disables */
+    uint64_t index_cache_entries; /* 0 disables */
+};
+#define SM_ARRAY_OPTS_DEFAULTS                                                                     \
+    {                                                                                              \
+        SM_LIMITS_DEFAULTS, 16ull << 20, 64                                                        \
+    }
+
+/* Read counters beyond the store's request/byte counters (SPEC §7). */
+struct sm_array_stats {
+    uint64_t index_cache_hits, index_cache_misses, index_cache_peak_bytes;
+    uint64_t chunks_read, chunks_missing, inner_chunks_read, inner_chunks_missing;
+};
+
+struct sm_array;
+
+/* Opens the node at `path` ("" = store root) of `store` (borrowed; must outlive the array).
+ * Tries v3 zarr.json, then v2 .zarray (+ .zattrs). A group is SM_E_DATA naming the path, unless
+ * it is OME-Zarr and `path` names a level. Missing metadata is SM_E_DATA naming the key. */
+sm_status sm_array_open(struct sm_store *store, const char *path, const struct sm_array_opts *opts,
+                        struct sm_array **out, struct sm_err *err);
+void sm_array_close(struct sm_array *a);
+
+const struct sm_array_meta *sm_array_meta(const struct sm_array *a);
+struct sm_store *sm_array_store(const struct sm_array *a);
+void sm_array_stats(const struct sm_array *a, struct sm_array_stats *out);
+
+/* Reads the box [offset, offset + shape) into out: C order, native (little-endian) values of the
+ * array's dtype, exactly out_len = product(shape) * dtype size bytes.
+ * Thread-safe for concurrent calls with distinct scratches.
+ * SM_E_USAGE if the box is outside the array or out_len is wrong; SM_E_LIMIT past a limit;
+ * SM_E_DATA for corrupt or inconsistent data (naming the key and byte offset); SM_E_IO. */
+sm_status sm_array_read_region(struct sm_array *a, const uint64_t *offset, const uint64_t *shape,
+                               void *out, size_t out_len, struct sm_scratch *scratch,
+                               struct sm_err *err);
+
+/* Describes a node for `shardmill info`: an array's metadata, or a group's attributes and members.
+ * New JSON reference in *out. SM_E_DATA if there is no node at path. */
+sm_status sm_node_describe(struct sm_store *store, const char *path, struct json_t **out,
+                           struct sm_err *err);
+
+#endif

@@ -1,0 +1,120 @@
+/* Codecs, the codec registry and prepared codec chains (STYLE B8, SPEC §2).
+ * Codecs do no I/O, print nothing, and allocate only into `out` or `scratch`.
+ * A chain is prepared once per chunk shape (sm_codec_chain_new) and is then immutable and shared
+ * by threads; each thread brings its own sm_scratch (zstd/libdeflate contexts, temp buffers). */
+#ifndef SM_CODEC_CODEC_H
+#define SM_CODEC_CODEC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shardmill/buf.h"
+#include "shardmill/dtype.h"
+#include "shardmill/status.h"
+
+struct json_t; /* jansson */
+
+#define SM_MAX_DIMS 32
+#define SM_LEN_VARIABLE SIZE_MAX
+
+/* The representation flowing between two stages of a chain. */
+struct sm_repr {
+    enum sm_dtype dtype;
+    unsigned ndim;
+    uint64_t shape[SM_MAX_DIMS];
+    size_t len;      /* exact byte length, or SM_LEN_VARIABLE */
+    uint8_t fill[8]; /* fill value, little-endian bytes of dtype (for sharding's empty chunks) */
+};
+
+enum sm_codec_kind { SM_CODEC_A2A, SM_CODEC_A2B, SM_CODEC_B2B };
+
+struct sm_scratch;
+
+struct sm_codec_ops {
+    const char *name;  /* v3 name, e.g. "zstd" */
+    const char *v2_id; /* numcodecs id, or NULL */
+    enum sm_codec_kind kind;
+    /* Parses and validates the "configuration" object (NULL if absent). SM_E_DATA naming the key.
+     */
+    sm_status (*parse)(const struct json_t *cfg, void **conf, struct sm_err *);
+    /* Once per shape: `in` is the decoded-side representation; fills the encoded side `out`. */
+    sm_status (*prepare)(const void *conf, const struct sm_repr *in, struct sm_repr *out,
+                         void **prep, struct sm_err *);
+    /* Decodes `in` (encoded side) into out, reserving the exact decoded size. */
+    sm_status (*decode)(const void *prep, struct sm_bytes in, struct sm_buf *out,
+                        struct sm_scratch *, struct sm_err *);
+    /* Encodes `in` (decoded side) into out (reserving a known bound). */
+    sm_status (*encode)(const void *prep, struct sm_bytes in, struct sm_buf *out,
+                        struct sm_scratch *, struct sm_err *);
+    void (*free_conf)(void *conf);
+    void (*free_prep)(void *prep);
+};
+
+/* The registry: NULL-terminated, looked up by v3 name or by numcodecs id. */
+const struct sm_codec_ops *sm_codec_find(const char *name);
+const struct sm_codec_ops *sm_codec_find_v2(const char *v2_id);
+
+/* Per-thread codec state. Not thread-safe: one per thread. */
+sm_status sm_scratch_new(struct sm_scratch **out, struct sm_err *err);
+void sm_scratch_free(struct sm_scratch *s);
+
+/* A prepared codec chain, ordered as in the metadata: A2A..., one A2B, B2B... */
+struct sm_codec_chain;
+
+/* Parses a v3 "codecs" JSON array (objects {"name", "configuration"} or bare name strings) and
+ * prepares it for chunks described by `chunk` (dtype, ndim, shape, len, fill).
+ * SM_E_DATA for an unknown codec (naming it), a bad configuration or an illegal order. */
+sm_status sm_codec_chain_new(const struct json_t *codecs, const struct sm_repr *chunk,
+                             struct sm_codec_chain **out, struct sm_err *err);
+void sm_codec_chain_free(struct sm_codec_chain *c);
+
+/* Decodes an encoded chunk into out: exactly the chunk's byte length, C order, native endian.
+ * Runs B2B in reverse, then A2B, then A2A in reverse, checking the length after every stage
+ * (a mismatch is SM_E_DATA, never a silent pad). Thread-safe with a per-thread scratch. */
+sm_status sm_codec_chain_decode(const struct sm_codec_chain *c, struct sm_bytes in,
+                                struct sm_buf *out, struct sm_scratch *scratch, struct sm_err *err);
+/* Encodes a decoded chunk (exactly the chunk's byte length) into out. Deterministic. */
+sm_status sm_codec_chain_encode(const struct sm_codec_chain *c, struct sm_bytes in,
+                                struct sm_buf *out, struct sm_scratch *scratch, struct sm_err *err);
+
+/* The chunk representation the chain was prepared for. */
+const struct sm_repr *sm_codec_chain_repr(const struct sm_codec_chain *c);
+
+/* ---- sharding_indexed: the pure parts (array/shard_read.c does the I/O) ---- */
+
+#define SM_SHARD_EMPTY UINT64_MAX /* offset and length of an absent inner chunk */
+
+enum sm_shard_index_location { SM_SHARD_INDEX_END, SM_SHARD_INDEX_START };
+
+struct sm_shard_layout {
+    unsigned ndim;
+    uint64_t inner_shape[SM_MAX_DIMS];      /* inner chunk shape */
+    uint64_t chunks_per_shard[SM_MAX_DIMS]; /* shard shape / inner shape, per axis */
+    uint64_t n_inner;                       /* product of chunks_per_shard */
+    size_t index_len;                       /* encoded index bytes (fixed) */
+    enum sm_shard_index_location location;
+};
+
+struct sm_shard_codec; /* a prepared sharding_indexed stage */
+
+/* The sharding stage if the chain is exactly [sharding_indexed] (so a reader can fetch the index
+ * and single inner chunks by range); NULL otherwise (the chain then decodes whole objects). */
+const struct sm_shard_codec *sm_codec_chain_shard(const struct sm_codec_chain *c);
+
+const struct sm_shard_layout *sm_shard_layout(const struct sm_shard_codec *sc);
+/* The prepared chain of the inner chunks (may itself be sharded: nested sharding). */
+const struct sm_codec_chain *sm_shard_inner(const struct sm_shard_codec *sc);
+
+/* Decodes the encoded index (exactly layout->index_len bytes) into 2 * n_inner little-endian
+ * (offset, nbytes) pairs in C order of the inner grid, verifying any crc32c.
+ * SM_E_DATA on a checksum mismatch, or an entry that is not SM_SHARD_EMPTY in both fields and
+ * ends past `shard_len` (the whole shard object's size; offsets count from the shard start). */
+sm_status sm_shard_index_decode(const struct sm_shard_codec *sc, struct sm_bytes index,
+                                uint64_t shard_len, uint64_t *pairs, struct sm_scratch *scratch,
+                                struct sm_err *err);
+/* Encodes 2 * n_inner pairs into out (exactly index_len bytes). */
+sm_status sm_shard_index_encode(const struct sm_shard_codec *sc, const uint64_t *pairs,
+                                struct sm_buf *out, struct sm_scratch *scratch, struct sm_err *err);
+
+#endif

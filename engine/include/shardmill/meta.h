@@ -1,0 +1,66 @@
+/* Zarr v2 and v3 metadata: parse, validate, and describe (SPEC §2). Both versions end as the same
+ * struct with a v3-style codec chain (v2 compressor, filters, order and byte order converted), so
+ * nothing downstream knows the Zarr version. */
+#ifndef SM_FORMAT_META_H
+#define SM_FORMAT_META_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shardmill/codec.h"
+#include "shardmill/dtype.h"
+#include "shardmill/status.h"
+
+struct json_t;
+
+enum sm_node_kind { SM_NODE_ARRAY, SM_NODE_GROUP };
+
+struct sm_array_meta {
+    int zarr_format; /* 2 or 3 */
+    unsigned ndim;
+    uint64_t shape[SM_MAX_DIMS];
+    uint64_t chunk_shape[SM_MAX_DIMS]; /* the stored object grid: the shard shape if sharded */
+    enum sm_dtype dtype;
+    uint8_t fill[8]; /* fill value as little-endian bytes of dtype (zero if null) */
+    bool fill_is_null;
+    /* chunk keys: v2 -> prefix "", separator '.' or '/'; v3 default -> "c" + '/', v3 "v2" -> ""
+     * + '.' or '/'. A 0-d array's key is the prefix alone ("c" for v3 default, "0" for v2). */
+    char key_prefix[8];
+    char key_separator;
+    struct sm_codec_chain *chain;   /* prepared for chunk_shape (owned) */
+    struct json_t *codecs;          /* the v3-form codec list (owned; for info and provenance) */
+    struct json_t *attributes;      /* owned; empty object if none */
+    struct json_t *dimension_names; /* owned; NULL if none */
+    /* Sharded arrays: the inner chunk shape, for `info` (ndim 0 if not sharded). */
+    unsigned inner_ndim;
+    uint64_t inner_chunk_shape[SM_MAX_DIMS];
+};
+
+/* Parses a v3 zarr.json document. *kind tells whether it is an array or a group; for a group,
+ * *out is NULL and *attrs (if non-NULL) receives the attributes (owned by the caller).
+ * SM_E_DATA with a precise message for malformed JSON (line:column), a missing or mistyped
+ * field, a non-positive shape, an unknown data type or codec (named), a chunk product that
+ * overflows, or an unsupported chunk grid / key encoding. */
+sm_status sm_meta_parse_v3(const char *json, size_t len, enum sm_node_kind *kind,
+                           struct sm_array_meta **out, struct json_t **attrs, struct sm_err *err);
+
+/* Parses a v2 .zarray document; `zattrs` (may be NULL) is the .zattrs document. */
+sm_status sm_meta_parse_v2(const char *zarray, size_t len, const char *zattrs, size_t zattrs_len,
+                           struct sm_array_meta **out, struct sm_err *err);
+
+void sm_meta_free(struct sm_array_meta *m);
+
+/* Writes the key of the chunk at grid index idx[ndim] into buf ("c/0/1/2", "0.1.2").
+ * SM_E_INTERNAL if it does not fit. */
+sm_status sm_meta_chunk_key(const struct sm_array_meta *m, const uint64_t *idx, char *buf,
+                            size_t cap, struct sm_err *err);
+
+/* A JSON description for `shardmill info`: shape, dtype, chunks, shards (or null), codecs,
+ * fill_value, zarr_format, attributes, dimension_names. New reference for the caller. */
+struct json_t *sm_meta_describe(const struct sm_array_meta *m);
+
+/* The fill value as JSON the way Zarr v3 writes it ("NaN", "Infinity", numbers, bools). */
+struct json_t *sm_meta_fill_json(const struct sm_array_meta *m);
+
+#endif

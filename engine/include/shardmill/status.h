@@ -1,0 +1,68 @@
+/* Status categories and the error context every fallible engine call fills (STYLE B5).
+ * The lowest layer records *what* (with numbers); the layer that knows the object adds *where*.
+ * Only jobs/ prints, once: "shardmill: error: <where>: <what>". The first error wins. */
+#ifndef SM_CORE_STATUS_H
+#define SM_CORE_STATUS_H
+
+#include <stdarg.h>
+
+typedef enum sm_status {
+    SM_OK = 0,
+    SM_E_USAGE,    /* CLI or config value          -> exit 2 */
+    SM_E_DATA,     /* invalid/unsupported input    -> exit 3 */
+    SM_E_IO,       /* disk, network                -> exit 4 */
+    SM_E_LIMIT,    /* a configured resource limit  -> exit 5 */
+    SM_E_NOMEM,    /* allocation failed            -> exit 1 */
+    SM_E_INTERNAL, /* broken invariant, i.e. a bug -> exit 1 */
+} sm_status;
+
+struct sm_err {
+    sm_status status;
+    int cause;             /* errno, ZSTD_ErrorCode, libdeflate result, ... (0 if none) */
+    const char *cause_lib; /* "errno", "zstd", "libdeflate", "blosc", or NULL */
+    char where[256];       /* key, path, byte offset, YAML line:col */
+    char what[256];
+    const char *file; /* origin of the first failure */
+    int line;
+};
+
+/* Resets an error context to SM_OK with empty strings. */
+void sm_err_clear(struct sm_err *err);
+
+/* Records a failure unless one is already recorded (the first error wins) and returns the status
+ * that is now in err (so SM_FAIL can `return` it). `st` must not be SM_OK. */
+sm_status sm_err_set(struct sm_err *err, sm_status st, const char *file, int line, const char *fmt,
+                     ...) __attribute__((format(printf, 5, 6)));
+sm_status sm_err_vset(struct sm_err *err, sm_status st, const char *file, int line, const char *fmt,
+                      va_list ap) __attribute__((format(printf, 5, 0)));
+
+/* Records the underlying library cause of the failure already in err (no-op if err is OK). */
+void sm_err_cause(struct sm_err *err, const char *lib, int cause);
+
+/* Fills `where` only if it is still empty: the innermost layer that knows the object names it. */
+void sm_err_where(struct sm_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Short lowercase name of a status ("data", "io", ...). */
+const char *sm_status_name(sm_status st);
+
+/* Record a failure with what/file/line, then return its status from the calling function. */
+#define SM_FAIL(err, st, ...) return sm_err_set((err), (st), __FILE__, __LINE__, __VA_ARGS__)
+
+/* Forward a failure of a call that already filled err. */
+#define SM_TRY(expr)                                                                               \
+    do {                                                                                           \
+        sm_status sm_try_st_ = (expr);                                                             \
+        if (sm_try_st_ != SM_OK) {                                                                 \
+            return sm_try_st_;                                                                     \
+        }                                                                                          \
+    } while (0)
+
+/* Invariants (never input data): on in Debug builds, compiled out with NDEBUG. */
+#ifndef NDEBUG
+#include <assert.h>
+#define SM_ASSERT(c) assert(c)
+#else
+#define SM_ASSERT(c) ((void)0)
+#endif
+
+#endif

@@ -1,0 +1,142 @@
+/* Key-value stores: the `sm_store` vtable and the dispatch every caller goes through (STYLE B7,
+ * SPEC §3). Keys are relative to the store root, '/'-separated, without a leading '/'.
+ * Absence is not an error: get/size return SM_OK with *found = false.
+ * The dispatch layer (store.c) checks capabilities, supplies defaults for NULL slots, counts
+ * requests and bytes per I/O class, and checks that a ranged read returned exactly the range. */
+#ifndef SM_STORE_STORE_H
+#define SM_STORE_STORE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shardmill/buf.h"
+#include "shardmill/status.h"
+
+enum sm_range_kind {
+    SM_RANGE_ALL,    /* the whole object */
+    SM_RANGE_SPAN,   /* [offset, offset + len) */
+    SM_RANGE_SUFFIX, /* the last len bytes */
+};
+
+struct sm_range {
+    enum sm_range_kind kind;
+    uint64_t offset, len;
+};
+
+static inline struct sm_range sm_range_all(void)
+{
+    struct sm_range r = {SM_RANGE_ALL, 0, 0};
+    return r;
+}
+static inline struct sm_range sm_range_span(uint64_t offset, uint64_t len)
+{
+    struct sm_range r = {SM_RANGE_SPAN, offset, len};
+    return r;
+}
+static inline struct sm_range sm_range_suffix(uint64_t len)
+{
+    struct sm_range r = {SM_RANGE_SUFFIX, 0, len};
+    return r;
+}
+
+/* What a read is for; the counters of SPEC §7 are kept per class. */
+enum sm_io_class { SM_IO_META, SM_IO_PAYLOAD, SM_IO_INDEX, SM_IO_NCLASS };
+
+/* Request and byte counters (atomic: stores are shared by threads). A request that found nothing
+ * (absent file, HTTP 404) still counts as a request with 0 bytes (SPEC §5). */
+struct sm_store_stats {
+    atomic_uint_fast64_t requests[SM_IO_NCLASS];
+    atomic_uint_fast64_t bytes[SM_IO_NCLASS];
+    atomic_uint_fast64_t puts, put_bytes;
+};
+
+/* Capability bits. */
+#define SM_STORE_RANGE 0x1u      /* ranged reads are served without reading the whole object */
+#define SM_STORE_WRITE 0x2u      /* put_atomic */
+#define SM_STORE_LIST 0x4u       /* list */
+#define SM_STORE_THREADSAFE 0x8u /* every slot may be called concurrently */
+
+struct sm_store;
+
+/* A NULL-terminated list of strings, owned (sm_strv_free). */
+struct sm_strv {
+    char **v;
+    size_t n, cap;
+};
+void sm_strv_free(struct sm_strv *s);
+
+struct sm_store_ops {
+    const char *scheme; /* "file", "mem", "http", "cache" */
+    unsigned caps;
+    /* Reads `range` of `key` into out (reserving exactly the object or range size). If objsize is
+     * non-NULL the driver stores the whole object's size there when it learns it (file: fstat,
+     * HTTP: Content-Range), else leaves it untouched. Ranges past the end are clipped; the
+     * dispatch layer turns a short result into an error. */
+    sm_status (*get)(struct sm_store *, const char *key, struct sm_range range, struct sm_buf *out,
+                     bool *found, uint64_t *objsize, struct sm_err *);
+    /* Several ranges of one object; NULL: the dispatch loops over get. */
+    sm_status (*get_many)(struct sm_store *, const char *key, const struct sm_range *ranges,
+                          size_t n, struct sm_buf *outs, bool *found, struct sm_err *);
+    sm_status (*size)(struct sm_store *, const char *key, uint64_t *size, bool *found,
+                      struct sm_err *);
+    /* Makes `key` hold exactly `data`, atomically for readers (tmp + fsync + rename for files). */
+    sm_status (*put_atomic)(struct sm_store *, const char *key, struct sm_bytes data,
+                            struct sm_err *);
+    /* Appends the keys directly under `prefix` ("" = root; names only, no '/'). */
+    sm_status (*list)(struct sm_store *, const char *prefix, struct sm_strv *out, struct sm_err *);
+    void (*close)(struct sm_store *);
+};
+
+/* Drivers embed this first and downcast only in their own file. */
+struct sm_store {
+    const struct sm_store_ops *ops;
+    struct sm_store_stats stats;
+    uint64_t max_object_bytes; /* 0: no limit; larger objects fail with SM_E_LIMIT */
+    char *url;                 /* the URL or path the store was opened with (owned) */
+};
+
+/* Opens a store from a path, file:// URL or other registered scheme.
+ * SM_E_USAGE for an unknown scheme; SM_E_IO if the root cannot be opened. */
+sm_status sm_store_open(const char *url, struct sm_store **out, struct sm_err *err);
+/* Closes and frees; accepts NULL. */
+void sm_store_close(struct sm_store *s);
+
+/* Reads a range of an object. A missing object is SM_OK with *found = false and out->len = 0.
+ * A ranged read that returns a length other than requested, or past the end, is SM_E_DATA.
+ * Objects larger than max_object_bytes are SM_E_LIMIT (checked before allocating). */
+sm_status sm_store_get(struct sm_store *s, const char *key, struct sm_range range,
+                       enum sm_io_class cls, struct sm_buf *out, bool *found, struct sm_err *err);
+/* As sm_store_get, and also reports the whole object's size in *objsize (UINT64_MAX if the driver
+ * could not tell). Used for shard indexes, whose entries are checked against the shard size. */
+sm_status sm_store_get_sized(struct sm_store *s, const char *key, struct sm_range range,
+                             enum sm_io_class cls, struct sm_buf *out, bool *found,
+                             uint64_t *objsize, struct sm_err *err);
+/* Several ranges of the same object in one call (parallel or merged where the driver can). */
+sm_status sm_store_get_many(struct sm_store *s, const char *key, const struct sm_range *ranges,
+                            size_t n, enum sm_io_class cls, struct sm_buf *outs, bool *found,
+                            struct sm_err *err);
+sm_status sm_store_size(struct sm_store *s, const char *key, uint64_t *size, bool *found,
+                        struct sm_err *err);
+sm_status sm_store_put_atomic(struct sm_store *s, const char *key, struct sm_bytes data,
+                              struct sm_err *err);
+sm_status sm_store_list(struct sm_store *s, const char *prefix, struct sm_strv *out,
+                        struct sm_err *err);
+/* True if `key` exists (a size probe). */
+sm_status sm_store_exists(struct sm_store *s, const char *key, bool *exists, struct sm_err *err);
+
+/* Counter snapshot helpers. */
+uint64_t sm_store_requests(const struct sm_store *s, enum sm_io_class cls);
+uint64_t sm_store_bytes(const struct sm_store *s, enum sm_io_class cls);
+
+/* For drivers: SM_E_LIMIT naming key when n exceeds the store's max_object_bytes. */
+sm_status sm_store_check_len(const struct sm_store *s, const char *key, uint64_t n,
+                             struct sm_err *err);
+
+/* Driver constructors (also reachable through sm_store_open by scheme). */
+sm_status sm_store_file_open(const char *root, struct sm_store **out, struct sm_err *err);
+/* An in-memory store, for tests and fixtures; thread-safe. */
+sm_status sm_store_mem_new(struct sm_store **out, struct sm_err *err);
+
+#endif

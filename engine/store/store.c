@@ -1,0 +1,234 @@
+/* Store dispatch (STYLE B7): every caller goes through here, never through ops->. This layer does
+ * what each driver would otherwise repeat: key checks, capability checks and defaults for NULL
+ * slots, the per-class request/byte counters (so file and HTTP report identical numbers), the
+ * check that a ranged read returned exactly the bytes asked for, and naming the object on error. */
+#include "shardmill/store.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+#include "shardmill/alloc.h"
+
+void sm_strv_free(struct sm_strv *s)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        sm_free(s->v[i]);
+    }
+    sm_free(s->v);
+    s->v = NULL;
+    s->n = s->cap = 0;
+}
+
+void sm_store_close(struct sm_store *s)
+{
+    if (s == NULL) {
+        return;
+    }
+    char *url = s->url;
+    s->ops->close(s);
+    sm_free(url);
+}
+
+/* Keys are relative and may not climb out of the store root. */
+static sm_status check_key(const struct sm_store *s, const char *key, struct sm_err *err)
+{
+    const char *p = key;
+    if (key[0] == '/') {
+        goto bad;
+    }
+    while (*p != '\0') {
+        const char *e = strchr(p, '/');
+        size_t n = e != NULL ? (size_t)(e - p) : strlen(p);
+        if (n == 2 && p[0] == '.' && p[1] == '.') {
+            goto bad;
+        }
+        p += n;
+        if (*p == '/') {
+            p++;
+        }
+    }
+    return SM_OK;
+bad:
+    sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "key '%s' escapes the store root", key);
+    sm_err_where(err, "%s", s->url);
+    return err->status;
+}
+
+static void name_object(const struct sm_store *s, const char *key, struct sm_err *err)
+{
+    sm_err_where(err, "%s%s%s", s->url, key[0] != '\0' ? "/" : "", key);
+}
+
+sm_status sm_store_check_len(const struct sm_store *s, const char *key, uint64_t n,
+                             struct sm_err *err)
+{
+    if (s->max_object_bytes != 0 && n > s->max_object_bytes) {
+        sm_err_set(err, SM_E_LIMIT, __FILE__, __LINE__,
+                   "object of %" PRIu64 " bytes exceeds limits.max_object_bytes (%" PRIu64 ")", n,
+                   s->max_object_bytes);
+        name_object(s, key, err);
+        return err->status;
+    }
+    return SM_OK;
+}
+
+/* The length a ranged read must return, given what the driver delivered. */
+static sm_status check_range(const struct sm_store *s, const char *key, struct sm_range r,
+                             size_t got, struct sm_err *err)
+{
+    if (r.kind == SM_RANGE_ALL || got == r.len) {
+        return SM_OK;
+    }
+    if (r.kind == SM_RANGE_SPAN) {
+        sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
+                   "read of %" PRIu64 " bytes at offset %" PRIu64 " returned %zu bytes "
+                   "(range past the end of the object)",
+                   r.len, r.offset, got);
+    } else {
+        sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
+                   "object is %zu bytes, shorter than the %" PRIu64 "-byte suffix requested", got,
+                   r.len);
+    }
+    name_object(s, key, err);
+    return err->status;
+}
+
+static void count(struct sm_store *s, enum sm_io_class cls, uint64_t requests, uint64_t bytes)
+{
+    atomic_fetch_add_explicit(&s->stats.requests[cls], requests, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->stats.bytes[cls], bytes, memory_order_relaxed);
+}
+
+sm_status sm_store_get(struct sm_store *s, const char *key, struct sm_range range,
+                       enum sm_io_class cls, struct sm_buf *out, bool *found, struct sm_err *err)
+{
+    return sm_store_get_sized(s, key, range, cls, out, found, NULL, err);
+}
+
+sm_status sm_store_get_sized(struct sm_store *s, const char *key, struct sm_range range,
+                             enum sm_io_class cls, struct sm_buf *out, bool *found,
+                             uint64_t *objsize, struct sm_err *err)
+{
+    *found = false;
+    if (objsize != NULL) {
+        *objsize = UINT64_MAX;
+    }
+    out->len = 0;
+    SM_TRY(check_key(s, key, err));
+    if (range.kind != SM_RANGE_ALL) {
+        SM_TRY(sm_store_check_len(s, key, range.len, err));
+    }
+    sm_status st = s->ops->get(s, key, range, out, found, objsize, err);
+    count(s, cls, 1, out->len);
+    if (st != SM_OK) {
+        name_object(s, key, err);
+        return st;
+    }
+    if (!*found) {
+        out->len = 0;
+        return SM_OK;
+    }
+    return check_range(s, key, range, out->len, err);
+}
+
+sm_status sm_store_get_many(struct sm_store *s, const char *key, const struct sm_range *ranges,
+                            size_t n, enum sm_io_class cls, struct sm_buf *outs, bool *found,
+                            struct sm_err *err)
+{
+    *found = false;
+    SM_TRY(check_key(s, key, err));
+    for (size_t i = 0; i < n; i++) {
+        outs[i].len = 0;
+        if (ranges[i].kind != SM_RANGE_ALL) {
+            SM_TRY(sm_store_check_len(s, key, ranges[i].len, err));
+        }
+    }
+    if (s->ops->get_many == NULL) {
+        for (size_t i = 0; i < n; i++) {
+            SM_TRY(sm_store_get(s, key, ranges[i], cls, &outs[i], found, err));
+            if (!*found) {
+                return SM_OK;
+            }
+        }
+        return SM_OK;
+    }
+    sm_status st = s->ops->get_many(s, key, ranges, n, outs, found, err);
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < n; i++) {
+        bytes += outs[i].len;
+    }
+    count(s, cls, n, bytes);
+    if (st != SM_OK) {
+        name_object(s, key, err);
+        return st;
+    }
+    for (size_t i = 0; *found && i < n; i++) {
+        SM_TRY(check_range(s, key, ranges[i], outs[i].len, err));
+    }
+    return SM_OK;
+}
+
+sm_status sm_store_size(struct sm_store *s, const char *key, uint64_t *size, bool *found,
+                        struct sm_err *err)
+{
+    *found = false;
+    *size = 0;
+    SM_TRY(check_key(s, key, err));
+    if (s->ops->size == NULL) {
+        SM_FAIL(err, SM_E_INTERNAL, "store '%s' cannot report sizes", s->ops->scheme);
+    }
+    sm_status st = s->ops->size(s, key, size, found, err);
+    if (st != SM_OK) {
+        name_object(s, key, err);
+    }
+    return st;
+}
+
+sm_status sm_store_exists(struct sm_store *s, const char *key, bool *exists, struct sm_err *err)
+{
+    uint64_t size;
+    return sm_store_size(s, key, &size, exists, err);
+}
+
+sm_status sm_store_put_atomic(struct sm_store *s, const char *key, struct sm_bytes data,
+                              struct sm_err *err)
+{
+    SM_TRY(check_key(s, key, err));
+    if ((s->ops->caps & SM_STORE_WRITE) == 0 || s->ops->put_atomic == NULL) {
+        sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "store '%s' is read-only", s->ops->scheme);
+        name_object(s, key, err);
+        return err->status;
+    }
+    sm_status st = s->ops->put_atomic(s, key, data, err);
+    if (st != SM_OK) {
+        name_object(s, key, err);
+        return st;
+    }
+    atomic_fetch_add_explicit(&s->stats.puts, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->stats.put_bytes, data.len, memory_order_relaxed);
+    return SM_OK;
+}
+
+sm_status sm_store_list(struct sm_store *s, const char *prefix, struct sm_strv *out,
+                        struct sm_err *err)
+{
+    SM_TRY(check_key(s, prefix, err));
+    if ((s->ops->caps & SM_STORE_LIST) == 0 || s->ops->list == NULL) {
+        SM_FAIL(err, SM_E_USAGE, "store '%s' cannot list keys", s->ops->scheme);
+    }
+    sm_status st = s->ops->list(s, prefix, out, err);
+    if (st != SM_OK) {
+        name_object(s, prefix, err);
+    }
+    return st;
+}
+
+uint64_t sm_store_requests(const struct sm_store *s, enum sm_io_class cls)
+{
+    return atomic_load_explicit(&s->stats.requests[cls], memory_order_relaxed);
+}
+
+uint64_t sm_store_bytes(const struct sm_store *s, enum sm_io_class cls)
+{
+    return atomic_load_explicit(&s->stats.bytes[cls], memory_order_relaxed);
+}

@@ -1,0 +1,350 @@
+/* The `file` store (SPEC §3): keys are paths under a root directory. Reads use pread of exact byte
+ * ranges on a descriptor opened relative to the root (openat), so a shard index and the selected
+ * inner chunks are read without touching the rest of the file. A missing root or file is "not
+ * found", not an error. Writes are atomic: temporary name in the target directory, fsync, rename.
+ */
+#include "shardmill/sm_config.h"
+
+#include "shardmill/store.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "shardmill/alloc.h"
+
+struct file_store {
+    struct sm_store base;
+    atomic_int rootfd; /* -1 while the root does not exist */
+    char *root;
+    atomic_uint tmp_counter;
+};
+
+static struct file_store *fs_of(struct sm_store *s)
+{
+    return (struct file_store *)s;
+}
+
+static sm_status io_fail(struct sm_err *err, const char *what, int e)
+{
+    sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "%s: %s", what, strerror(e));
+    sm_err_cause(err, "errno", e);
+    return err->status;
+}
+
+/* Re-tries opening the root if it appeared since the store was opened (outputs are created). */
+static int root_fd(struct file_store *fs)
+{
+    int fd = atomic_load(&fs->rootfd);
+    if (fd >= 0) {
+        return fd;
+    }
+    fd = open(fs->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+        return -1;
+    }
+    int expected = -1;
+    if (!atomic_compare_exchange_strong(&fs->rootfd, &expected, fd)) {
+        close(fd); /* another thread won the race */
+        return expected;
+    }
+    return fd;
+}
+
+static sm_status open_key(struct file_store *fs, const char *key, int *fd, bool *found,
+                          struct sm_err *err)
+{
+    *fd = -1;
+    int dfd = root_fd(fs);
+    if (dfd < 0) {
+        return SM_OK; /* no root: nothing is found */
+    }
+    *fd = openat(dfd, key[0] == '\0' ? "." : key, O_RDONLY | O_CLOEXEC);
+    if (*fd < 0) {
+        if (errno == ENOENT || errno == ENOTDIR) {
+            return SM_OK;
+        }
+        return io_fail(err, "open", errno);
+    }
+    *found = true;
+    return SM_OK;
+}
+
+/* Reads exactly n bytes at off, or fewer at end of file. */
+static sm_status read_at(int fd, uint64_t off, size_t n, struct sm_buf *out, struct sm_err *err)
+{
+    SM_TRY(sm_buf_reserve(out, n, err));
+    size_t done = 0;
+    while (done < n) {
+        ssize_t r = pread(fd, out->ptr + done, n - done, (off_t)(off + done));
+        if (r < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            return io_fail(err, "read", errno);
+        }
+        if (r == 0) {
+            break;
+        }
+        done += (size_t)r;
+    }
+    out->len = done;
+    return SM_OK;
+}
+
+static sm_status read_range(struct file_store *fs, int fd, const char *key, struct sm_range r,
+                            struct sm_buf *out, uint64_t *objsize, struct sm_err *err)
+{
+    uint64_t off = r.offset, n = r.len;
+    if (r.kind != SM_RANGE_SPAN || objsize != NULL) {
+        struct stat st;
+        if (fstat(fd, &st) != 0) {
+            return io_fail(err, "stat", errno);
+        }
+        if (S_ISDIR(st.st_mode)) {
+            return sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
+                              "is a directory, expected an object");
+        }
+        uint64_t size = (uint64_t)st.st_size;
+        if (objsize != NULL) {
+            *objsize = size;
+        }
+        if (r.kind == SM_RANGE_ALL) {
+            off = 0;
+            n = size;
+            SM_TRY(sm_store_check_len(&fs->base, key, n, err));
+        } else if (r.kind == SM_RANGE_SUFFIX) {
+            n = r.len < size ? r.len : size;
+            off = size - n;
+        }
+    }
+    if (n > SIZE_MAX) {
+        return sm_err_set(err, SM_E_LIMIT, __FILE__, __LINE__, "object too large");
+    }
+    return read_at(fd, off, (size_t)n, out, err);
+}
+
+static sm_status file_get(struct sm_store *s, const char *key, struct sm_range range,
+                          struct sm_buf *out, bool *found, uint64_t *objsize, struct sm_err *err)
+{
+    struct file_store *fs = fs_of(s);
+    int fd;
+    SM_TRY(open_key(fs, key, &fd, found, err));
+    if (fd < 0) {
+        return SM_OK;
+    }
+    sm_status st = read_range(fs, fd, key, range, out, objsize, err);
+    close(fd);
+    return st;
+}
+
+static sm_status file_get_many(struct sm_store *s, const char *key, const struct sm_range *ranges,
+                               size_t n, struct sm_buf *outs, bool *found, struct sm_err *err)
+{
+    struct file_store *fs = fs_of(s);
+    int fd;
+    SM_TRY(open_key(fs, key, &fd, found, err));
+    if (fd < 0) {
+        return SM_OK;
+    }
+    sm_status st = SM_OK;
+    for (size_t i = 0; i < n && st == SM_OK; i++) {
+        st = read_range(fs, fd, key, ranges[i], &outs[i], NULL, err);
+    }
+    close(fd);
+    return st;
+}
+
+static sm_status file_size(struct sm_store *s, const char *key, uint64_t *size, bool *found,
+                           struct sm_err *err)
+{
+    struct file_store *fs = fs_of(s);
+    int dfd = root_fd(fs);
+    if (dfd < 0) {
+        return SM_OK;
+    }
+    struct stat st;
+    if (fstatat(dfd, key[0] == '\0' ? "." : key, &st, 0) != 0) {
+        if (errno == ENOENT || errno == ENOTDIR) {
+            return SM_OK;
+        }
+        return io_fail(err, "stat", errno);
+    }
+    *found = true;
+    *size = (uint64_t)st.st_size;
+    return SM_OK;
+}
+
+/* Creates the directories of `path` (relative to the root) below the root, like mkdir -p. */
+static sm_status make_parents(struct file_store *fs, const char *key, struct sm_err *err)
+{
+    char path[4096];
+    if (snprintf(path, sizeof(path), "%s/%s", fs->root, key) >= (int)sizeof(path)) {
+        return sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "path too long");
+    }
+    for (char *p = path + 1; *p != '\0'; p++) {
+        if (*p != '/') {
+            continue;
+        }
+        *p = '\0';
+        if (mkdir(path, 0777) != 0 && errno != EEXIST) {
+            return io_fail(err, "mkdir", errno);
+        }
+        *p = '/';
+    }
+    return SM_OK;
+}
+
+static sm_status write_all(int fd, struct sm_bytes data, struct sm_err *err)
+{
+    size_t done = 0;
+    while (done < data.len) {
+        ssize_t w = write(fd, data.ptr + done, data.len - done);
+        if (w < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            return io_fail(err, "write", errno);
+        }
+        done += (size_t)w;
+    }
+    return SM_OK;
+}
+
+static sm_status file_put_atomic(struct sm_store *s, const char *key, struct sm_bytes data,
+                                 struct sm_err *err)
+{
+    struct file_store *fs = fs_of(s);
+    SM_TRY(make_parents(fs, key, err));
+    char path[4096], tmp[4200];
+    snprintf(path, sizeof(path), "%s/%s", fs->root, key);
+    snprintf(tmp, sizeof(tmp), "%s.tmp.%ld.%u", path, (long)getpid(),
+             atomic_fetch_add(&fs->tmp_counter, 1));
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0) {
+        return io_fail(err, "create", errno);
+    }
+    sm_status st = write_all(fd, data, err);
+    if (st == SM_OK && fsync(fd) != 0) {
+        st = io_fail(err, "fsync", errno);
+    }
+    if (close(fd) != 0 && st == SM_OK) {
+        st = io_fail(err, "close", errno);
+    }
+    if (st == SM_OK && rename(tmp, path) != 0) {
+        st = io_fail(err, "rename", errno);
+    }
+    if (st != SM_OK) {
+        unlink(tmp);
+    }
+    return st;
+}
+
+static sm_status file_list(struct sm_store *s, const char *prefix, struct sm_strv *out,
+                           struct sm_err *err)
+{
+    struct file_store *fs = fs_of(s);
+    int dfd = root_fd(fs);
+    if (dfd < 0) {
+        return SM_OK;
+    }
+    int fd = openat(dfd, prefix[0] == '\0' ? "." : prefix, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+        return (errno == ENOENT || errno == ENOTDIR) ? SM_OK : io_fail(err, "opendir", errno);
+    }
+    DIR *d = fdopendir(fd);
+    if (d == NULL) {
+        close(fd);
+        return io_fail(err, "opendir", errno);
+    }
+    sm_status st = SM_OK;
+    struct dirent *e;
+    while (st == SM_OK && (e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) {
+            continue;
+        }
+        if (out->n + 1 >= out->cap) {
+            size_t cap = out->cap == 0 ? 16 : out->cap * 2;
+            char **v = sm_realloc(out->v, cap * sizeof(*v));
+            if (v == NULL) {
+                st = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__, "cannot list keys");
+                break;
+            }
+            out->v = v;
+            out->cap = cap;
+        }
+        out->v[out->n] = sm_strdup(e->d_name);
+        if (out->v[out->n] == NULL) {
+            st = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__, "cannot list keys");
+            break;
+        }
+        out->v[++out->n] = NULL;
+    }
+    closedir(d);
+    return st;
+}
+
+static void file_close(struct sm_store *s)
+{
+    struct file_store *fs = fs_of(s);
+    int fd = atomic_load(&fs->rootfd);
+    if (fd >= 0) {
+        close(fd);
+    }
+    sm_free(fs->root);
+    sm_free(fs);
+}
+
+static const struct sm_store_ops file_ops = {
+    .scheme = "file",
+    .caps = SM_STORE_RANGE | SM_STORE_WRITE | SM_STORE_LIST | SM_STORE_THREADSAFE,
+    .get = file_get,
+    .get_many = file_get_many,
+    .size = file_size,
+    .put_atomic = file_put_atomic,
+    .list = file_list,
+    .close = file_close,
+};
+
+sm_status sm_store_file_open(const char *root, struct sm_store **out, struct sm_err *err)
+{
+    *out = NULL;
+    struct file_store *fs = sm_calloc(1, sizeof(*fs));
+    if (fs == NULL) {
+        SM_FAIL(err, SM_E_NOMEM, "cannot allocate a file store");
+    }
+    size_t n = strlen(root);
+    while (n > 1 && root[n - 1] == '/') {
+        n--; /* "a/b/" and "a/b" are the same root */
+    }
+    fs->root = sm_malloc(n + 1);
+    fs->base.url = sm_malloc(n + 1);
+    if (fs->root == NULL || fs->base.url == NULL) {
+        sm_free(fs->root);
+        sm_free(fs->base.url);
+        sm_free(fs);
+        SM_FAIL(err, SM_E_NOMEM, "cannot allocate a file store");
+    }
+    memcpy(fs->root, root, n);
+    fs->root[n] = '\0';
+    memcpy(fs->base.url, root, n);
+    fs->base.url[n] = '\0';
+    fs->base.ops = &file_ops;
+    atomic_init(&fs->rootfd, -1);
+    if (root_fd(fs) < 0 && errno != ENOENT) {
+        int e = errno;
+        sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "cannot open store root: %s", strerror(e));
+        sm_err_cause(err, "errno", e);
+        sm_err_where(err, "%s", fs->root);
+        file_close(&fs->base);
+        return err->status;
+    }
+    *out = &fs->base;
+    return SM_OK;
+}

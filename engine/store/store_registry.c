@@ -1,0 +1,37 @@
+/* Store registry: URL scheme -> driver constructor, a NULL-terminated table (STYLE B7). A plain
+ * path is a file store; `file://` URLs are stripped to their path. */
+#include "shardmill/store.h"
+
+#include <string.h>
+
+typedef sm_status (*sm_store_open_fn)(const char *rest, struct sm_store **out, struct sm_err *err);
+
+static const struct {
+    const char *prefix; /* matched case-sensitively at the start of the URL */
+    sm_store_open_fn open;
+} registry[] = {
+    {"file://", sm_store_file_open},
+    {NULL, NULL},
+};
+
+sm_status sm_store_open(const char *url, struct sm_store **out, struct sm_err *err)
+{
+    *out = NULL;
+    for (size_t i = 0; registry[i].prefix != NULL; i++) {
+        size_t n = strlen(registry[i].prefix);
+        if (strncmp(url, registry[i].prefix, n) == 0) {
+            return registry[i].open(url + n, out, err);
+        }
+    }
+    const char *colon = strstr(url, "://");
+    if (colon != NULL) {
+        sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "unsupported store scheme '%.*s'",
+                   (int)(colon - url), url);
+        sm_err_where(err, "%s", url);
+        return err->status;
+    }
+    if (url[0] == '\0') {
+        SM_FAIL(err, SM_E_USAGE, "empty store path");
+    }
+    return sm_store_file_open(url, out, err);
+}

@@ -1,0 +1,55 @@
+/* `shardmill info STORE [--array PATH]`: a node's metadata as JSON on stdout (SPEC §4). */
+#include "jobs.h"
+
+#include <jansson.h>
+#include <stdio.h>
+
+#include <shardmill/array.h>
+#include <shardmill/store.h>
+
+int sm_cmd_info(int argc, char **argv)
+{
+    const char *array_path = "";
+    bool compact = false;
+    const struct sm_opt opts[] = {
+        {"array", 0, SM_OPT_STRING, "PATH", "node inside STORE (group member, OME-Zarr level)",
+         &array_path},
+        {"compact", 0, SM_OPT_FLAG, NULL, "print the JSON on one line", &compact},
+        {NULL, 0, SM_OPT_FLAG, NULL, NULL, NULL},
+    };
+    const struct sm_cmd_spec spec = {
+        "info",
+        "STORE [--array PATH]",
+        "Prints the Zarr metadata of the array or group at STORE (a directory path or file:// "
+        "URL) as JSON: zarr_format, node_type, shape, dtype, chunks, shards, codecs, fill_value, "
+        "attributes; a group lists its members.",
+        opts,
+        1,
+        1};
+    const char *pos[1];
+    unsigned npos;
+    int rc = sm_cli_parse(&spec, argc, argv, pos, &npos);
+    if (rc >= 0) {
+        return rc;
+    }
+    struct sm_err err;
+    sm_err_clear(&err);
+    struct sm_store *store = NULL;
+    json_t *desc = NULL;
+    sm_status st = sm_store_open(pos[0], &store, &err);
+    if (st == SM_OK) {
+        st = sm_node_describe(store, array_path, &desc, &err);
+    }
+    if (st == SM_OK) {
+        char *text = json_dumps(desc, compact ? JSON_COMPACT : JSON_INDENT(2));
+        if (text == NULL || puts(text) < 0 || fflush(stdout) != 0) {
+            sm_err_set(&err, SM_E_IO, __FILE__, __LINE__, "cannot write to standard output");
+            sm_err_where(&err, "info");
+            st = err.status;
+        }
+        free(text);
+    }
+    json_decref(desc);
+    sm_store_close(store);
+    return st == SM_OK ? 0 : sm_report_error(&err);
+}

@@ -1,0 +1,239 @@
+/* `shardmill read STORE --offset ... --shape ... -o FILE`: a region as raw little-endian values of
+ * the array's dtype in C order (SPEC §4). The output is written to a temporary name and renamed
+ * on success, so a failed read leaves no partial file. --repeat and --stats serve the W3
+ * benchmark: read_ns times sm_array_read_region alone, the metadata open is outside it. */
+#include "shardmill/sm_config.h"
+
+#include "jobs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <shardmill/alloc.h>
+#include <shardmill/array.h>
+#include <shardmill/clock.h>
+#include <shardmill/codec.h>
+#include <shardmill/store.h>
+
+static sm_status write_fd(int fd, const uint8_t *p, size_t n, struct sm_err *err)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            int e = errno;
+            sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "write failed: %s", strerror(e));
+            sm_err_cause(err, "errno", e);
+            return err->status;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return SM_OK;
+}
+
+/* Writes the region to path atomically (tmp + rename), or to stdout for "-". */
+static sm_status write_output(const char *path, const uint8_t *p, size_t n, struct sm_err *err)
+{
+    if (strcmp(path, "-") == 0) {
+        sm_status st = write_fd(STDOUT_FILENO, p, n, err);
+        if (st != SM_OK) {
+            sm_err_where(err, "standard output");
+        }
+        return st;
+    }
+    char tmp[4096];
+    if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid()) >= sizeof(tmp)) {
+        sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "output path too long");
+        sm_err_where(err, "%s", path);
+        return err->status;
+    }
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    if (fd < 0) {
+        int e = errno;
+        sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "cannot create output: %s", strerror(e));
+        sm_err_where(err, "%s", path);
+        return err->status;
+    }
+    sm_status st = write_fd(fd, p, n, err);
+    if (close(fd) != 0 && st == SM_OK) {
+        int e = errno;
+        st = sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "close failed: %s", strerror(e));
+    }
+    if (st == SM_OK && rename(tmp, path) != 0) {
+        int e = errno;
+        st = sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "rename failed: %s", strerror(e));
+    }
+    if (st != SM_OK) {
+        unlink(tmp);
+        sm_err_where(err, "%s", path);
+    }
+    return st;
+}
+
+static json_t *class_counts(const struct sm_store *s, bool bytes)
+{
+    static const char *const names[SM_IO_NCLASS] = {"metadata", "payload", "index"};
+    json_t *o = json_object();
+    for (int c = 0; c < SM_IO_NCLASS; c++) {
+        uint64_t v = bytes ? sm_store_bytes(s, (enum sm_io_class)c)
+                           : sm_store_requests(s, (enum sm_io_class)c);
+        json_object_set_new(o, names[c], json_integer((json_int_t)v));
+    }
+    return o;
+}
+
+static sm_status write_stats(const char *path, const struct sm_array *a, const uint64_t *ns,
+                             uint64_t reps, struct sm_err *err)
+{
+    const struct sm_store *s = sm_array_store(a);
+    struct sm_array_stats as;
+    sm_array_stats(a, &as);
+    json_t *o = json_object();
+    json_t *t = json_array();
+    for (uint64_t i = 0; i < reps; i++) {
+        json_array_append_new(t, json_integer((json_int_t)ns[i]));
+    }
+    json_object_set_new(o, "read_ns", t);
+    json_object_set_new(o, "requests", class_counts(s, false));
+    json_object_set_new(o, "bytes", class_counts(s, true));
+    json_object_set_new(o, "index_cache",
+                        json_pack("{s:I,s:I,s:I}", "hits", (json_int_t)as.index_cache_hits,
+                                  "misses", (json_int_t)as.index_cache_misses, "peak_bytes",
+                                  (json_int_t)as.index_cache_peak_bytes));
+    json_object_set_new(o, "chunks",
+                        json_pack("{s:I,s:I,s:I,s:I}", "read", (json_int_t)as.chunks_read,
+                                  "missing", (json_int_t)as.chunks_missing, "inner_read",
+                                  (json_int_t)as.inner_chunks_read, "inner_missing",
+                                  (json_int_t)as.inner_chunks_missing));
+    json_object_set_new(o, "peak_rss_bytes", json_integer((json_int_t)sm_peak_rss_bytes()));
+    char *text = json_dumps(o, JSON_INDENT(2));
+    json_decref(o);
+    sm_status st = SM_OK;
+    if (text == NULL) {
+        st = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__, "cannot format statistics");
+    } else {
+        st = write_output(path, (const uint8_t *)text, strlen(text), err);
+        free(text);
+    }
+    return st;
+}
+
+int sm_cmd_read(int argc, char **argv)
+{
+    struct sm_array_opts aopts = SM_ARRAY_OPTS_DEFAULTS;
+    const char *array_path = "", *output = NULL, *stats = NULL;
+    struct sm_u64_list offset = {0}, shape = {0};
+    uint64_t repeat = 1;
+    const struct sm_opt opts[] = {
+        {"array", 0, SM_OPT_STRING, "PATH", "node inside STORE (group member, OME-Zarr level)",
+         &array_path},
+        {"offset", 0, SM_OPT_LIST, "z,y,x", "first voxel of the region (default: origin)", &offset},
+        {"shape", 0, SM_OPT_LIST, "d,h,w", "extent of the region (default: to the array's end)",
+         &shape},
+        {"output", 'o', SM_OPT_STRING, "FILE", "output file, '-' for standard output (required)",
+         &output},
+        {"repeat", 0, SM_OPT_U64, "N", "read the region N times in-process (benchmarks)", &repeat},
+        {"stats", 0, SM_OPT_STRING, "FILE", "write read timings and I/O counters as JSON", &stats},
+        {"index-cache-bytes", 0, SM_OPT_SIZE, "SIZE", "shard-index cache bytes, 0 disables (16MiB)",
+         &aopts.index_cache_bytes},
+        {"index-cache-entries", 0, SM_OPT_U64, "N", "shard-index cache entries, 0 disables (64)",
+         &aopts.index_cache_entries},
+        {"max-object-bytes", 0, SM_OPT_SIZE, "SIZE", "largest encoded object read (512MiB)",
+         &aopts.limits.max_object_bytes},
+        {"max-chunk-bytes", 0, SM_OPT_SIZE, "SIZE", "largest decoded chunk (1GiB)",
+         &aopts.limits.max_chunk_bytes},
+        {"max-region-bytes", 0, SM_OPT_SIZE, "SIZE", "largest region (0 = no limit)",
+         &aopts.limits.max_region_bytes},
+        {NULL, 0, SM_OPT_FLAG, NULL, NULL, NULL},
+    };
+    const struct sm_cmd_spec spec = {
+        "read",
+        "STORE --offset z,y,x --shape d,h,w -o FILE [options]",
+        "Reads a region of the array at STORE and writes it as raw little-endian values of the "
+        "array's data type in C order (bool as one 0/1 byte). Missing chunks read as the fill "
+        "value. A failed read leaves no output file.",
+        opts,
+        1,
+        1};
+    const char *pos[1];
+    unsigned npos;
+    int rc = sm_cli_parse(&spec, argc, argv, pos, &npos);
+    if (rc >= 0) {
+        return rc;
+    }
+    if (output == NULL) {
+        return sm_usage_error("read", "-o FILE is required ('-' for standard output)");
+    }
+    if (repeat == 0) {
+        return sm_usage_error("read", "--repeat must be at least 1");
+    }
+    struct sm_err err;
+    sm_err_clear(&err);
+    struct sm_store *store = NULL;
+    struct sm_array *a = NULL;
+    struct sm_scratch *scratch = NULL;
+    uint8_t *buf = NULL;
+    uint64_t *ns = NULL;
+    sm_status st = sm_store_open(pos[0], &store, &err);
+    if (st == SM_OK) {
+        st = sm_array_open(store, array_path, &aopts, &a, &err);
+    }
+    uint64_t off[SM_MAX_DIMS] = {0}, ext[SM_MAX_DIMS] = {0};
+    size_t nbytes = 0;
+    if (st == SM_OK) {
+        const struct sm_array_meta *m = sm_array_meta(a);
+        if ((offset.set && offset.n != m->ndim) || (shape.set && shape.n != m->ndim)) {
+            sm_array_close(a);
+            sm_store_close(store);
+            return sm_usage_error("read", "--offset and --shape need %u values for this array",
+                                  m->ndim);
+        }
+        uint64_t n = sm_dtype_size(m->dtype);
+        for (unsigned d = 0; d < m->ndim; d++) {
+            off[d] = offset.set ? offset.v[d] : 0;
+            ext[d] = shape.set ? shape.v[d] : (off[d] < m->shape[d] ? m->shape[d] - off[d] : 0);
+            if (__builtin_mul_overflow(n, ext[d], &n)) {
+                n = UINT64_MAX;
+            }
+        }
+        nbytes = n > SIZE_MAX ? SIZE_MAX : (size_t)n;
+        st = sm_scratch_new(&scratch, &err);
+    }
+    if (st == SM_OK) {
+        buf = sm_malloc(nbytes == 0 ? 1 : nbytes);
+        ns = sm_calloc(repeat, sizeof(uint64_t));
+        if (buf == NULL || ns == NULL) {
+            st = sm_err_set(&err, SM_E_NOMEM, __FILE__, __LINE__,
+                            "cannot allocate a %zu-byte region", nbytes);
+        }
+    }
+    for (uint64_t r = 0; st == SM_OK && r < repeat; r++) {
+        uint64_t t0 = sm_clock_ns();
+        st = sm_array_read_region(a, off, ext, buf, nbytes, scratch, &err);
+        ns[r] = sm_clock_ns() - t0;
+    }
+    if (st == SM_OK) {
+        st = write_output(output, buf, nbytes, &err);
+    }
+    if (st == SM_OK && stats != NULL) {
+        st = write_stats(stats, a, ns, repeat, &err);
+    }
+    sm_free(ns);
+    sm_free(buf);
+    sm_scratch_free(scratch);
+    sm_array_close(a);
+    sm_store_close(store);
+    if (st != SM_OK) {
+        sm_err_where(&err, "%s", pos[0]);
+        return sm_report_error(&err);
+    }
+    return 0;
+}

@@ -1,0 +1,43 @@
+/* Status -> exit code (SPEC §4) and the single error line every failure prints. */
+#include "jobs.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+int sm_exit_code(sm_status st)
+{
+    switch (st) {
+    case SM_OK:
+        return 0;
+    case SM_E_USAGE:
+        return 2;
+    case SM_E_DATA:
+        return 3;
+    case SM_E_IO:
+        return 4;
+    case SM_E_LIMIT:
+        return 5;
+    case SM_E_NOMEM:
+    case SM_E_INTERNAL:
+        return 1;
+    }
+    return 1;
+}
+
+int sm_report_error(const struct sm_err *err)
+{
+    const char *where = err->where[0] != '\0' ? err->where : "shardmill";
+    fprintf(stderr, "shardmill: error: %s: %s\n", where, err->what);
+    return sm_exit_code(err->status);
+}
+
+int sm_usage_error(const char *where, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "shardmill: error: %s: ", where);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return 2;
+}

@@ -1,0 +1,71 @@
+/* Internal interface of the shardmill binary: commands, option tables, error printing and exit
+ * codes. jobs/ owns the process (printing, exit codes, env vars); the engine takes plain structs.
+ */
+#ifndef SM_JOBS_JOBS_H
+#define SM_JOBS_JOBS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <shardmill/status.h>
+
+/* A command of the command table in main.c. run() returns the process exit status. */
+struct sm_cmd {
+    const char *name;
+    const char *summary;
+    int (*run)(int argc, char **argv);
+};
+
+int sm_cmd_info(int argc, char **argv);
+int sm_cmd_read(int argc, char **argv);
+
+/* SPEC §4 exit status of a status category. */
+int sm_exit_code(sm_status st);
+
+/* Prints the one error line "shardmill: error: <where>: <what>" and returns the exit code. */
+int sm_report_error(const struct sm_err *err);
+
+/* Prints "shardmill: error: <where>: <what>" for a usage error and returns 2. */
+int sm_usage_error(const char *where, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- option tables (cli.c) ---- */
+enum sm_opt_kind { SM_OPT_FLAG, SM_OPT_STRING, SM_OPT_U64, SM_OPT_SIZE, SM_OPT_LIST };
+
+struct sm_opt {
+    const char *name; /* long name without "--" */
+    char short_name;  /* 0 if none */
+    enum sm_opt_kind kind;
+    const char *arg; /* metavar for --help, e.g. "z,y,x" */
+    const char *help;
+    void *dst; /* bool*, const char**, uint64_t*, uint64_t* (size), struct sm_u64_list* */
+};
+
+#define SM_LIST_MAX 32
+struct sm_u64_list {
+    unsigned n;
+    uint64_t v[SM_LIST_MAX];
+    bool set;
+};
+
+struct sm_cmd_spec {
+    const char *name;          /* "read" */
+    const char *usage;         /* "STORE --offset z,y,x --shape d,h,w -o FILE [options]" */
+    const char *about;         /* one paragraph */
+    const struct sm_opt *opts; /* terminated by {NULL} */
+    unsigned min_pos, max_pos;
+};
+
+/* Parses argv (argv[0] is the command name). Fills option destinations and positionals.
+ * Returns -1 on success, or the exit status to return (0 after --help, 2 on a usage error). */
+int sm_cli_parse(const struct sm_cmd_spec *spec, int argc, char **argv, const char **pos,
+                 unsigned *npos);
+
+/* Parses "123", "64KiB", "2MiB", "1GiB", "512B". */
+bool sm_parse_size(const char *s, uint64_t *out);
+/* Parses "7,11" into a list. */
+bool sm_parse_u64_list(const char *s, struct sm_u64_list *out);
+
+/* Peak resident set size of this process in bytes (getrusage). */
+uint64_t sm_peak_rss_bytes(void);
+
+#endif

@@ -1,0 +1,48 @@
+/* The only main(): a command table {name, summary, run} (after IOR's aiori table). */
+#include <stdio.h>
+#include <string.h>
+
+#include <shardmill/sm_version.h>
+
+#include "jobs.h"
+
+static const struct sm_cmd commands[] = {
+    {"info", "print the metadata of an array or group as JSON", sm_cmd_info},
+    {"read", "write a region of an array as raw little-endian values", sm_cmd_read},
+    {NULL, NULL, NULL},
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: shardmill COMMAND [options]   (shardmill COMMAND --help for details)\n\n"
+               "commands:\n");
+    for (const struct sm_cmd *c = commands; c->name != NULL; c++) {
+        fprintf(f, "  %-10s %s\n", c->name, c->summary);
+    }
+    fprintf(f, "\n  --version  print the version and commit\n  --help     show this help\n\n"
+               "exit status: 0 ok, 2 usage/configuration, 3 invalid or unsupported input data,\n"
+               "4 I/O failure, 5 resource limit, 1 anything else\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) {
+        printf("shardmill %s (commit %s)\n", SM_VERSION_STRING, SM_GIT_COMMIT);
+        return 0;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+        strcmp(argv[1], "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    for (const struct sm_cmd *c = commands; c->name != NULL; c++) {
+        if (strcmp(argv[1], c->name) == 0) {
+            return c->run(argc - 1, argv + 1);
+        }
+    }
+    return sm_usage_error("shardmill", "unknown command '%s' (see shardmill --help)", argv[1]);
+}
