@@ -99,6 +99,11 @@ static void count(struct sm_store *s, enum sm_io_class cls, uint64_t requests, u
     atomic_fetch_add_explicit(&s->stats.bytes[cls], bytes, memory_order_relaxed);
 }
 
+void sm_store_count_retry(struct sm_store *s, enum sm_io_class cls)
+{
+    count(s, cls, 1, 0);
+}
+
 sm_status sm_store_get(struct sm_store *s, const char *key, struct sm_range range,
                        enum sm_io_class cls, struct sm_buf *out, bool *found, struct sm_err *err)
 {
@@ -118,7 +123,7 @@ sm_status sm_store_get_sized(struct sm_store *s, const char *key, struct sm_rang
     if (range.kind != SM_RANGE_ALL) {
         SM_TRY(sm_store_check_len(s, key, range.len, err));
     }
-    sm_status st = s->ops->get(s, key, range, out, found, objsize, err);
+    sm_status st = s->ops->get(s, key, range, cls, out, found, objsize, err);
     count(s, cls, 1, out->len);
     if (st != SM_OK) {
         name_object(s, key, err);
@@ -152,7 +157,7 @@ sm_status sm_store_get_many(struct sm_store *s, const char *key, const struct sm
         }
         return SM_OK;
     }
-    sm_status st = s->ops->get_many(s, key, ranges, n, outs, found, err);
+    sm_status st = s->ops->get_many(s, key, ranges, n, cls, outs, found, err);
     uint64_t bytes = 0;
     for (size_t i = 0; i < n; i++) {
         bytes += outs[i].len;

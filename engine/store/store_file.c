@@ -131,8 +131,10 @@ static sm_status read_range(struct file_store *fs, int fd, const char *key, stru
 }
 
 static sm_status file_get(struct sm_store *s, const char *key, struct sm_range range,
-                          struct sm_buf *out, bool *found, uint64_t *objsize, struct sm_err *err)
+                          enum sm_io_class cls, struct sm_buf *out, bool *found, uint64_t *objsize,
+                          struct sm_err *err)
 {
+    (void)cls;
     struct file_store *fs = fs_of(s);
     int fd;
     SM_TRY(open_key(fs, key, &fd, found, err));
@@ -145,8 +147,10 @@ static sm_status file_get(struct sm_store *s, const char *key, struct sm_range r
 }
 
 static sm_status file_get_many(struct sm_store *s, const char *key, const struct sm_range *ranges,
-                               size_t n, struct sm_buf *outs, bool *found, struct sm_err *err)
+                               size_t n, enum sm_io_class cls, struct sm_buf *outs, bool *found,
+                               struct sm_err *err)
 {
+    (void)cls;
     struct file_store *fs = fs_of(s);
     int fd;
     SM_TRY(open_key(fs, key, &fd, found, err));

@@ -36,9 +36,11 @@ static struct mem_obj *find(struct mem_store *ms, const char *key)
     return NULL;
 }
 
-static sm_status mem_get(struct sm_store *s, const char *key, struct sm_range r, struct sm_buf *out,
-                         bool *found, uint64_t *objsize, struct sm_err *err)
+static sm_status mem_get(struct sm_store *s, const char *key, struct sm_range r,
+                         enum sm_io_class cls, struct sm_buf *out, bool *found, uint64_t *objsize,
+                         struct sm_err *err)
 {
+    (void)cls;
     struct mem_store *ms = ms_of(s);
     sm_status st = SM_OK;
     pthread_mutex_lock(&ms->mu);

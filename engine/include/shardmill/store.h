@@ -73,12 +73,15 @@ struct sm_store_ops {
     /* Reads `range` of `key` into out (reserving exactly the object or range size). If objsize is
      * non-NULL the driver stores the whole object's size there when it learns it (file: fstat,
      * HTTP: Content-Range), else leaves it untouched. Ranges past the end are clipped; the
-     * dispatch layer turns a short result into an error. */
-    sm_status (*get)(struct sm_store *, const char *key, struct sm_range range, struct sm_buf *out,
-                     bool *found, uint64_t *objsize, struct sm_err *);
+     * dispatch layer turns a short result into an error. The dispatch counts one request per
+     * call; a driver that retries reports each further attempt with sm_store_count_retry(). */
+    sm_status (*get)(struct sm_store *, const char *key, struct sm_range range,
+                     enum sm_io_class cls, struct sm_buf *out, bool *found, uint64_t *objsize,
+                     struct sm_err *);
     /* Several ranges of one object; NULL: the dispatch loops over get. */
     sm_status (*get_many)(struct sm_store *, const char *key, const struct sm_range *ranges,
-                          size_t n, struct sm_buf *outs, bool *found, struct sm_err *);
+                          size_t n, enum sm_io_class cls, struct sm_buf *outs, bool *found,
+                          struct sm_err *);
     sm_status (*size)(struct sm_store *, const char *key, uint64_t *size, bool *found,
                       struct sm_err *);
     /* Makes `key` hold exactly `data`, atomically for readers (tmp + fsync + rename for files). */
@@ -129,6 +132,9 @@ sm_status sm_store_exists(struct sm_store *s, const char *key, bool *exists, str
 /* Counter snapshot helpers. */
 uint64_t sm_store_requests(const struct sm_store *s, enum sm_io_class cls);
 uint64_t sm_store_bytes(const struct sm_store *s, enum sm_io_class cls);
+
+/* For drivers: one more request of class cls was sent (a retry), SPEC §5. */
+void sm_store_count_retry(struct sm_store *s, enum sm_io_class cls);
 
 /* For drivers: SM_E_LIMIT naming key when n exceeds the store's max_object_bytes. */
 sm_status sm_store_check_len(const struct sm_store *s, const char *key, uint64_t n,
