@@ -140,8 +140,33 @@ void sm_store_count_retry(struct sm_store *s, enum sm_io_class cls);
 sm_status sm_store_check_len(const struct sm_store *s, const char *key, uint64_t n,
                              struct sm_err *err);
 
+/* HTTP store settings (SPEC §3). Retries: 5xx, 429 (Retry-After honoured, capped at
+ * backoff_max_ms), connection reset, truncated body, timeout; delay = min(backoff_max_ms,
+ * backoff_base_ms * 2^attempt) scaled by a random factor in [0.5, 1) (jitter). */
+struct sm_http_opts {
+    long connect_timeout_ms; /* TCP + TLS connect */
+    long low_speed_bytes;    /* abort a transfer slower than this many bytes/s ... */
+    long low_speed_time_s;   /* ... for this many seconds */
+    unsigned max_retries;    /* further attempts after the first */
+    unsigned backoff_base_ms;
+    unsigned backoff_max_ms;
+    bool verify_tls; /* peer and host verification (never off by default) */
+};
+#define SM_HTTP_OPTS_DEFAULTS                                                                      \
+    {                                                                                              \
+        10000, 1024, 20, 4, 100, 5000, true                                                        \
+    }
+
+/* Opens a store with explicit HTTP settings (other schemes ignore them). */
+sm_status sm_store_open_with(const char *url, const struct sm_http_opts *http,
+                             struct sm_store **out, struct sm_err *err);
+
 /* Driver constructors (also reachable through sm_store_open by scheme). */
 sm_status sm_store_file_open(const char *root, struct sm_store **out, struct sm_err *err);
+/* http:// and https:// via libcurl: keep-alive connection reuse, ranged GETs, a handle per
+ * concurrent caller, bounded retries. Read-only. */
+sm_status sm_store_http_open(const char *url, const struct sm_http_opts *opts,
+                             struct sm_store **out, struct sm_err *err);
 /* An in-memory store, for tests and fixtures; thread-safe. */
 sm_status sm_store_mem_new(struct sm_store **out, struct sm_err *err);
 
