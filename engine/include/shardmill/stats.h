@@ -1,0 +1,82 @@
+/* Intensity statistics on typed spans (SPEC §5): histograms, checksums, percentiles and the
+ * float32 normalizations. Pure compute: no I/O, never sees encoded bytes. Histograms of 8- and
+ * 16-bit data count raw values first and fold them into bins at the end (exact, branch-free);
+ * other types bin each value with the SPEC §5 formula evaluated in double precision. */
+#ifndef SM_STATS_STATS_H
+#define SM_STATS_STATS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shardmill/dtype.h"
+#include "shardmill/status.h"
+
+/* A histogram with `bins` bins over [lo, hi) plus underflow, overflow and NaN counts. */
+struct sm_hist {
+    enum sm_dtype dtype;
+    uint32_t bins;
+    double lo, hi;
+    uint64_t *counts; /* bins entries (owned) */
+    uint64_t underflow, overflow, nan;
+    uint64_t *raw; /* 8/16-bit types: one counter per possible value, folded by sm_hist_finish */
+    size_t nraw;
+};
+
+/* The SPEC §5 default for a type: uint8 -> 256 bins over [0, 256); int8, int16, uint16 -> one bin
+ * per value over the whole type range. SM_E_USAGE for wider types and floats (they need an
+ * explicit range), naming `histogram.range`. */
+sm_status sm_hist_default(enum sm_dtype dt, uint32_t *bins, double *lo, double *hi,
+                          struct sm_err *err);
+
+/* Prepares an empty histogram. SM_E_USAGE unless bins >= 1 and lo < hi (both finite). */
+sm_status sm_hist_init(struct sm_hist *h, enum sm_dtype dt, uint32_t bins, double lo, double hi,
+                       struct sm_err *err);
+void sm_hist_destroy(struct sm_hist *h);
+
+/* Counts n values (native little-endian elements of h->dtype). Not thread-safe: one histogram
+ * per thread, merged in a fixed order. */
+void sm_hist_add(struct sm_hist *h, const void *values, size_t n);
+
+/* Adds src into dst (same dtype, bins and range). Raw counters merge too. */
+void sm_hist_merge(struct sm_hist *dst, const struct sm_hist *src);
+
+/* Folds raw value counters into bins (idempotent). Call before reading counts. */
+void sm_hist_finish(struct sm_hist *h);
+
+/* Number of non-NaN values counted (underflow and overflow included). */
+uint64_t sm_hist_total(const struct sm_hist *h);
+
+/* Lower edge of bin i: lo + i * (hi - lo) / bins. */
+double sm_hist_edge(const struct sm_hist *h, uint32_t i);
+
+/* SPEC §5 percentile p in [0, 100] of a finished histogram: the lower edge of the first bin at
+ * which the cumulative count (underflow first) reaches ceil(p/100 * N); `lo` if that happens in
+ * the underflow, `hi` in the overflow. Returns lo for an empty histogram. */
+double sm_hist_percentile(const struct sm_hist *h, double p);
+
+/* SPEC §5 checksums: sum of values (signed 64-bit, wrapping) and sum of value * (1 + i) mod 2^64
+ * where i is the linear C-order index in the whole array. Floats contribute their IEEE bit
+ * pattern read as an unsigned integer. */
+struct sm_checksums {
+    uint64_t sum; /* reinterpret as int64_t for the report */
+    uint64_t weighted;
+};
+
+/* Adds a run of n consecutive elements whose first has linear index `first_index`. */
+void sm_checksums_add_run(struct sm_checksums *c, enum sm_dtype dt, const void *values, size_t n,
+                          uint64_t first_index);
+
+/* Normalization (SPEC §5), computed in float32 exactly as written. */
+enum sm_norm_mode { SM_NORM_SCALE, SM_NORM_WINDOW };
+struct sm_norm {
+    enum sm_norm_mode mode;
+    double divisor; /* scale */
+    double lo, hi;  /* window (percentile resolves to a window) */
+};
+
+/* Writes n float32 outputs for n input values of dtype dt. */
+void sm_normalize(const struct sm_norm *nm, enum sm_dtype dt, const void *values, size_t n,
+                  float *out);
+
+#endif

@@ -1,0 +1,219 @@
+/* Histograms and percentiles (SPEC §5): bin = floor((v - lo) * B / (hi - lo)), evaluated in double
+ * in exactly that order so a NumPy oracle can repeat it; v < lo is underflow, v >= hi overflow,
+ * NaN separate. 8/16-bit types (and bool) count each possible value in `raw` and fold once at the
+ * end: the hot loop is one increment per voxel and the result is the same formula. */
+#include "shardmill/stats.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "shardmill/alloc.h"
+
+sm_status sm_hist_default(enum sm_dtype dt, uint32_t *bins, double *lo, double *hi,
+                          struct sm_err *err)
+{
+    switch (dt) {
+    case SM_DT_BOOL:
+        *bins = 2, *lo = 0, *hi = 2;
+        return SM_OK;
+    case SM_DT_UINT8:
+        *bins = 256, *lo = 0, *hi = 256;
+        return SM_OK;
+    case SM_DT_INT8:
+        *bins = 256, *lo = -128, *hi = 128;
+        return SM_OK;
+    case SM_DT_INT16:
+        *bins = 65536, *lo = -32768, *hi = 32768;
+        return SM_OK;
+    case SM_DT_UINT16:
+        *bins = 65536, *lo = 0, *hi = 65536;
+        return SM_OK;
+    default:
+        SM_FAIL(err, SM_E_USAGE,
+                "histogram.range is required for %s data (no exact default for this type)",
+                sm_dtype_name(dt));
+    }
+}
+
+/* Number of raw counters for a type: every possible value of 8/16-bit types, else 0. */
+static size_t raw_size(enum sm_dtype dt)
+{
+    switch (dt) {
+    case SM_DT_BOOL:
+    case SM_DT_INT8:
+    case SM_DT_UINT8:
+        return 256;
+    case SM_DT_INT16:
+    case SM_DT_UINT16:
+        return 65536;
+    default:
+        return 0;
+    }
+}
+
+sm_status sm_hist_init(struct sm_hist *h, enum sm_dtype dt, uint32_t bins, double lo, double hi,
+                       struct sm_err *err)
+{
+    memset(h, 0, sizeof(*h));
+    if (bins == 0 || !isfinite(lo) || !isfinite(hi) || !(lo < hi)) {
+        SM_FAIL(err, SM_E_USAGE, "histogram needs bins >= 1 and a finite range lo < hi");
+    }
+    h->dtype = dt;
+    h->bins = bins;
+    h->lo = lo;
+    h->hi = hi;
+    h->nraw = raw_size(dt);
+    h->counts = sm_calloc(bins, sizeof(uint64_t));
+    if (h->nraw != 0) {
+        h->raw = sm_calloc(h->nraw, sizeof(uint64_t));
+    }
+    if (h->counts == NULL || (h->nraw != 0 && h->raw == NULL)) {
+        sm_hist_destroy(h);
+        SM_FAIL(err, SM_E_NOMEM, "cannot allocate a %u-bin histogram", bins);
+    }
+    return SM_OK;
+}
+
+void sm_hist_destroy(struct sm_hist *h)
+{
+    sm_free(h->counts);
+    sm_free(h->raw);
+    h->counts = h->raw = NULL;
+}
+
+/* SPEC §5 binning of one non-NaN value. */
+static void bin_value(struct sm_hist *h, double v, uint64_t k)
+{
+    if (v < h->lo) {
+        h->underflow += k;
+    } else if (v >= h->hi) {
+        h->overflow += k;
+    } else {
+        double b = floor((v - h->lo) * (double)h->bins / (h->hi - h->lo));
+        uint32_t i = b >= (double)h->bins ? h->bins - 1 : (uint32_t)b; /* rounding at hi */
+        h->counts[i] += k;
+    }
+}
+
+#define RAW_LOOP(T, OFFSET)                                                                        \
+    do {                                                                                           \
+        const T *p = values;                                                                       \
+        uint64_t *raw = h->raw;                                                                    \
+        for (size_t i = 0; i < n; i++) {                                                           \
+            raw[(size_t)((int)p[i] + (OFFSET))]++;                                                 \
+        }                                                                                          \
+    } while (0)
+
+#define VALUE_LOOP(T)                                                                              \
+    do {                                                                                           \
+        const T *p = values;                                                                       \
+        for (size_t i = 0; i < n; i++) {                                                           \
+            double v = (double)p[i];                                                               \
+            if (v != v) {                                                                          \
+                h->nan++;                                                                          \
+            } else {                                                                               \
+                bin_value(h, v, 1);                                                                \
+            }                                                                                      \
+        }                                                                                          \
+    } while (0)
+
+void sm_hist_add(struct sm_hist *h, const void *values, size_t n)
+{
+    switch (h->dtype) {
+    case SM_DT_BOOL:
+    case SM_DT_UINT8:
+        RAW_LOOP(uint8_t, 0);
+        break;
+    case SM_DT_INT8:
+        RAW_LOOP(int8_t, 128);
+        break;
+    case SM_DT_UINT16:
+        RAW_LOOP(uint16_t, 0);
+        break;
+    case SM_DT_INT16:
+        RAW_LOOP(int16_t, 32768);
+        break;
+    case SM_DT_INT32:
+        VALUE_LOOP(int32_t);
+        break;
+    case SM_DT_UINT32:
+        VALUE_LOOP(uint32_t);
+        break;
+    case SM_DT_INT64:
+        VALUE_LOOP(int64_t);
+        break;
+    case SM_DT_UINT64:
+        VALUE_LOOP(uint64_t);
+        break;
+    case SM_DT_FLOAT32:
+        VALUE_LOOP(float);
+        break;
+    case SM_DT_FLOAT64:
+        VALUE_LOOP(double);
+        break;
+    case SM_DT_COUNT:
+        break;
+    }
+}
+
+void sm_hist_merge(struct sm_hist *dst, const struct sm_hist *src)
+{
+    for (uint32_t i = 0; i < dst->bins; i++) {
+        dst->counts[i] += src->counts[i];
+    }
+    for (size_t i = 0; i < dst->nraw; i++) {
+        dst->raw[i] += src->raw[i];
+    }
+    dst->underflow += src->underflow;
+    dst->overflow += src->overflow;
+    dst->nan += src->nan;
+}
+
+void sm_hist_finish(struct sm_hist *h)
+{
+    if (h->nraw == 0) {
+        return;
+    }
+    const int offset = h->dtype == SM_DT_INT8 ? -128 : h->dtype == SM_DT_INT16 ? -32768 : 0;
+    for (size_t i = 0; i < h->nraw; i++) {
+        if (h->raw[i] != 0) {
+            bin_value(h, (double)((int)i + offset), h->raw[i]);
+            h->raw[i] = 0;
+        }
+    }
+}
+
+uint64_t sm_hist_total(const struct sm_hist *h)
+{
+    uint64_t n = h->underflow + h->overflow;
+    for (uint32_t i = 0; i < h->bins; i++) {
+        n += h->counts[i];
+    }
+    return n;
+}
+
+double sm_hist_edge(const struct sm_hist *h, uint32_t i)
+{
+    return h->lo + (double)i * (h->hi - h->lo) / (double)h->bins;
+}
+
+double sm_hist_percentile(const struct sm_hist *h, double p)
+{
+    const uint64_t n = sm_hist_total(h);
+    if (n == 0) {
+        return h->lo;
+    }
+    double t = ceil(p / 100.0 * (double)n);
+    uint64_t target = t < 1 ? 1 : (t > (double)n ? n : (uint64_t)t);
+    uint64_t cum = h->underflow;
+    if (cum >= target) {
+        return h->lo;
+    }
+    for (uint32_t i = 0; i < h->bins; i++) {
+        cum += h->counts[i];
+        if (cum >= target) {
+            return sm_hist_edge(h, i);
+        }
+    }
+    return h->hi;
+}
