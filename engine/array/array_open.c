@@ -106,13 +106,9 @@ static sm_status read_node(struct sm_store *s, const char *prefix, enum sm_node_
         bool have_attrs = false;
         st = get_meta(s, prefix, ".zattrs", &attrs, &have_attrs, err);
         if (st == SM_OK && have_attrs) {
-            json_error_t je;
-            *group_attrs = json_loadb((const char *)attrs.ptr, attrs.len, 0, &je);
-            if (*group_attrs == NULL) {
-                sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
-                           "malformed JSON at line %d column %d: %s", je.line, je.column, je.text);
+            st = sm_meta_parse_attrs((const char *)attrs.ptr, attrs.len, group_attrs, err);
+            if (st != SM_OK) {
                 sm_err_where(err, "%s/%s.zattrs", s->url, prefix);
-                st = err->status;
             }
         }
         goto out;

@@ -1,5 +1,8 @@
 /* Chunk keys (SPEC §2): v3 "default" encoding ("c/1/2/3", "c" for 0-d) and the v2 / v3 "v2"
- * encoding ("1.2.3" or "1/2/3", "0" for 0-d), both with '.' or '/' separators. */
+ * encoding ("1.2.3" or "1/2/3", "0" for 0-d), both with '.' or '/' separators.
+ * https://zarr-specs.readthedocs.io/en/latest/v3/core/index.html#chunk-key-encoding
+ * https://zarr-specs.readthedocs.io/en/latest/v2/v2.0.html#chunks
+ * Invariant: a key that does not fit the caller's buffer is an error, never truncated. */
 #include "shardmill/meta.h"
 
 #include <inttypes.h>

@@ -40,27 +40,46 @@ struct sm_array_meta {
 /* Parses a v3 zarr.json document. *kind tells whether it is an array or a group; for a group,
  * *out is NULL and *attrs (if non-NULL) receives the attributes (owned by the caller).
  * SM_E_DATA with a precise message for malformed JSON (line:column), a missing or mistyped
- * field, a non-positive shape, an unknown data type or codec (named), a chunk product that
- * overflows, or an unsupported chunk grid / key encoding. */
+ * field, a negative shape entry or a chunk dimension below 1 (zero-length array dimensions are
+ * valid), an unknown data type or codec (named), a shape or chunk product that overflows, an
+ * unsupported chunk grid / key encoding / storage transformer, or an unknown member that is not
+ * an extension object with "must_understand": false. SM_E_NOMEM on allocation failure.
+ * Bare NaN / Infinity / -Infinity tokens and integers beyond int64 (uint64 fill values) are
+ * accepted although they are not strict JSON. Thread-safe (no shared state). */
 sm_status sm_meta_parse_v3(const char *json, size_t len, enum sm_node_kind *kind,
                            struct sm_array_meta **out, struct json_t **attrs, struct sm_err *err);
 
-/* Parses a v2 .zarray document; `zattrs` (may be NULL) is the .zattrs document. */
+/* Parses a v2 .zarray document; `zattrs` (may be NULL) is the .zattrs document. Order F, byte
+ * order and the compressor become a v3 chain ([transpose], bytes, [gzip|zlib|zstd|blosc]).
+ * SM_E_DATA as for v3, and for an unsupported compressor or any filter (named); errors in
+ * .zattrs start with ".zattrs: ". SM_E_NOMEM on allocation failure. */
 sm_status sm_meta_parse_v2(const char *zarray, size_t len, const char *zattrs, size_t zattrs_len,
                            struct sm_array_meta **out, struct sm_err *err);
 
+/* Releases m and everything it owns; accepts NULL. */
 void sm_meta_free(struct sm_array_meta *m);
+
+/* Parses a free-form attributes document (a v2 .zattrs, e.g. of a group) with the same lenient
+ * JSON rules as the metadata parsers; *out is a new object owned by the caller.
+ * SM_E_DATA "malformed JSON at line L column C: ..." or "... is not a JSON object"; SM_E_NOMEM. */
+sm_status sm_meta_parse_attrs(const char *json, size_t len, struct json_t **out,
+                              struct sm_err *err);
 
 /* Writes the key of the chunk at grid index idx[ndim] into buf ("c/0/1/2", "0.1.2").
  * SM_E_INTERNAL if it does not fit. */
 sm_status sm_meta_chunk_key(const struct sm_array_meta *m, const uint64_t *idx, char *buf,
                             size_t cap, struct sm_err *err);
 
-/* A JSON description for `shardmill info`: shape, dtype, chunks, shards (or null), codecs,
- * fill_value, zarr_format, attributes, dimension_names. New reference for the caller. */
+/* A JSON description for `shardmill info`: zarr_format, node_type, shape, dtype, chunks (the
+ * inner chunk shape if sharded), shards (the shard shape, or null), codecs (v3 form, also for v2
+ * arrays), fill_value, chunk_key_encoding {name, separator}, attributes, dimension_names (or
+ * null). New reference for the caller, sharing nothing with m; NULL on allocation failure. */
 struct json_t *sm_meta_describe(const struct sm_array_meta *m);
 
-/* The fill value as JSON the way Zarr v3 writes it ("NaN", "Infinity", numbers, bools). */
+/* The fill value as JSON the way Zarr v3 writes it ("NaN", "Infinity", numbers, bools; a NaN
+ * with a non-canonical payload as its hex bit pattern "0x..."; null if fill_is_null). A uint64
+ * above 2^63-1 comes out as a JSON real, since jansson integers are int64. NULL on allocation
+ * failure. */
 struct json_t *sm_meta_fill_json(const struct sm_array_meta *m);
 
 #endif
