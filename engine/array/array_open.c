@@ -146,6 +146,7 @@ sm_status sm_array_open(struct sm_store *store, const char *path, const struct s
         SM_FAIL(err, SM_E_NOMEM, "cannot allocate an array");
     }
     store->max_object_bytes = opts->limits.max_object_bytes;
+    sm_store_backing(store)->max_object_bytes = opts->limits.max_object_bytes;
     enum sm_node_kind kind = SM_NODE_ARRAY;
     json_t *gattrs = NULL;
     int zf = 0;

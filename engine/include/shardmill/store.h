@@ -167,6 +167,21 @@ sm_status sm_store_file_open(const char *root, struct sm_store **out, struct sm_
  * concurrent caller, bounded retries. Read-only. */
 sm_status sm_store_http_open(const char *url, const struct sm_http_opts *opts,
                              struct sm_store **out, struct sm_err *err);
+/* The encoded-object cache (SPEC §3): a decorator holding whole responses (objects and byte
+ * ranges) in a byte-capped LRU. Concurrent misses on the same key and range are single-flight:
+ * one caller fetches, the others wait, so each distinct object is requested once while it stays
+ * cached. Takes ownership of `inner` (closed with the cache). Objects larger than max_bytes pass
+ * through uncached. The outer store's counters count lookups; the inner store's count requests. */
+sm_status sm_store_cache_new(struct sm_store *inner_take, uint64_t max_bytes, struct sm_store **out,
+                             struct sm_err *err);
+struct sm_cache_stats {
+    uint64_t hits, misses, evictions, bytes, peak_bytes;
+};
+/* Counters of a cache store; all zero for other stores. */
+void sm_store_cache_stats(struct sm_store *s, struct sm_cache_stats *out);
+/* The store that really performs requests: the inner store of a cache, else s itself. */
+struct sm_store *sm_store_backing(struct sm_store *s);
+
 /* An in-memory store, for tests and fixtures; thread-safe. */
 sm_status sm_store_mem_new(struct sm_store **out, struct sm_err *err);
 

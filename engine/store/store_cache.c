@@ -1,0 +1,305 @@
+/* The encoded-object cache (SPEC §3), a store wrapping a store (zarrs storage_adapter idea):
+ * whole responses keyed by (key, range) in a byte-capped LRU. Misses are single-flight: the first
+ * caller inserts a pending entry and fetches outside the lock, later callers for the same entry
+ * wait on a condition variable, so a chunk touched by many tiles and threads is requested once.
+ * "Not found" is cached too (a missing chunk is a fill chunk on every pass). */
+#include "shardmill/sm_config.h"
+
+#include "shardmill/store.h"
+
+#include <pthread.h>
+#include <string.h>
+
+#include "shardmill/alloc.h"
+
+struct centry {
+    struct centry *prev, *next; /* LRU: head = most recent; only ready entries are listed */
+    struct centry *hnext;       /* hash chain */
+    char *key;
+    struct sm_range range;
+    uint64_t hash;
+    bool ready, found, failed;
+    unsigned waiters;
+    struct sm_buf data;
+    uint64_t objsize;
+    uint64_t charge; /* bytes counted against the cap: data plus bookkeeping */
+};
+
+#define NBUCKETS 4096
+
+struct cache_store {
+    struct sm_store base;
+    struct sm_store *inner;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    uint64_t max_bytes;
+    struct centry *buckets[NBUCKETS];
+    struct centry *head, *tail;
+    struct sm_cache_stats st;
+};
+
+static struct cache_store *cs_of(struct sm_store *s)
+{
+    return (struct cache_store *)s;
+}
+
+static uint64_t hash_of(const char *key, struct sm_range r)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (const char *p = key; *p != '\0'; p++) {
+        h = (h ^ (uint8_t)*p) * 1099511628211ull;
+    }
+    h ^= ((uint64_t)r.kind << 62) ^ (r.offset * 0x9e3779b97f4a7c15ull) ^ r.len;
+    return h;
+}
+
+static bool same(const struct centry *e, const char *key, struct sm_range r, uint64_t h)
+{
+    return e->hash == h && e->range.kind == r.kind && e->range.offset == r.offset &&
+           e->range.len == r.len && strcmp(e->key, key) == 0;
+}
+
+static struct centry **slot_of(struct cache_store *cs, const char *key, struct sm_range r,
+                               uint64_t h)
+{
+    struct centry **pp = &cs->buckets[h % NBUCKETS];
+    while (*pp != NULL && !same(*pp, key, r, h)) {
+        pp = &(*pp)->hnext;
+    }
+    return pp;
+}
+
+static void lru_unlink(struct cache_store *cs, struct centry *e)
+{
+    if (e->prev != NULL) {
+        e->prev->next = e->next;
+    } else if (cs->head == e) {
+        cs->head = e->next;
+    }
+    if (e->next != NULL) {
+        e->next->prev = e->prev;
+    } else if (cs->tail == e) {
+        cs->tail = e->prev;
+    }
+    e->prev = e->next = NULL;
+}
+
+static void lru_front(struct cache_store *cs, struct centry *e)
+{
+    e->prev = NULL;
+    e->next = cs->head;
+    if (cs->head != NULL) {
+        cs->head->prev = e;
+    }
+    cs->head = e;
+    if (cs->tail == NULL) {
+        cs->tail = e;
+    }
+}
+
+/* Removes e from the hash chain and frees it (the lock is held; nobody waits on it). */
+static void destroy(struct cache_store *cs, struct centry *e)
+{
+    struct centry **pp = slot_of(cs, e->key, e->range, e->hash);
+    if (*pp == e) {
+        *pp = e->hnext;
+    }
+    lru_unlink(cs, e);
+    cs->st.bytes -= e->charge;
+    sm_buf_free(&e->data);
+    sm_free(e->key);
+    sm_free(e);
+}
+
+static void evict_for(struct cache_store *cs, uint64_t need)
+{
+    struct centry *e = cs->tail;
+    while (e != NULL && cs->st.bytes + need > cs->max_bytes) {
+        struct centry *prev = e->prev;
+        if (e->waiters == 0) {
+            destroy(cs, e);
+            cs->st.evictions++;
+        }
+        e = prev;
+    }
+}
+
+static sm_status copy_out(const struct centry *e, struct sm_buf *out, bool *found,
+                          uint64_t *objsize, struct sm_err *err)
+{
+    *found = e->found;
+    if (objsize != NULL && e->objsize != UINT64_MAX) {
+        *objsize = e->objsize;
+    }
+    return e->found ? sm_buf_set(out, sm_buf_bytes(&e->data), err) : SM_OK;
+}
+
+static sm_status cache_get(struct sm_store *s, const char *key, struct sm_range r,
+                           enum sm_io_class cls, struct sm_buf *out, bool *found, uint64_t *objsize,
+                           struct sm_err *err)
+{
+    struct cache_store *cs = cs_of(s);
+    const uint64_t h = hash_of(key, r);
+    pthread_mutex_lock(&cs->mu);
+    struct centry **pp = slot_of(cs, key, r, h);
+    struct centry *e = *pp;
+    if (e != NULL) {
+        e->waiters++;
+        while (!e->ready) {
+            pthread_cond_wait(&cs->cv, &cs->mu);
+        }
+        e->waiters--;
+        if (!e->failed) {
+            cs->st.hits++;
+            lru_unlink(cs, e);
+            lru_front(cs, e);
+            sm_status st = copy_out(e, out, found, objsize, err);
+            pthread_mutex_unlock(&cs->mu);
+            return st;
+        }
+        /* The fetch we waited for failed: fetch ourselves, uncached. */
+        if (e->waiters == 0) {
+            destroy(cs, e);
+        }
+        cs->st.misses++;
+        pthread_mutex_unlock(&cs->mu);
+        return sm_store_get_sized(cs->inner, key, r, cls, out, found, objsize, err);
+    }
+    cs->st.misses++;
+    e = sm_calloc(1, sizeof(*e));
+    char *k = sm_strdup(key);
+    if (e == NULL || k == NULL) {
+        sm_free(e);
+        sm_free(k);
+        pthread_mutex_unlock(&cs->mu);
+        return sm_store_get_sized(cs->inner, key, r, cls, out, found, objsize, err);
+    }
+    e->key = k;
+    e->range = r;
+    e->hash = h;
+    e->objsize = UINT64_MAX;
+    *pp = e; /* pending: later callers wait for it */
+    pthread_mutex_unlock(&cs->mu);
+
+    sm_status st =
+        sm_store_get_sized(cs->inner, key, r, cls, &e->data, &e->found, &e->objsize, err);
+
+    pthread_mutex_lock(&cs->mu);
+    e->ready = true;
+    e->failed = st != SM_OK;
+    if (st == SM_OK) {
+        st = copy_out(e, out, found, objsize, err);
+    }
+    const uint64_t charge = e->data.cap + sizeof(*e) + strlen(e->key) + 1;
+    if (!e->failed && charge <= cs->max_bytes) {
+        evict_for(cs, charge);
+        e->charge = charge;
+        lru_front(cs, e);
+        cs->st.bytes += charge;
+        if (cs->st.bytes > cs->st.peak_bytes) {
+            cs->st.peak_bytes = cs->st.bytes;
+        }
+    } else if (e->waiters == 0) {
+        destroy(cs, e); /* too large, or failed: waiters (if any) see `failed` and refetch */
+    } else {
+        e->failed = true;
+    }
+    pthread_cond_broadcast(&cs->cv);
+    pthread_mutex_unlock(&cs->mu);
+    return st;
+}
+
+static sm_status cache_size(struct sm_store *s, const char *key, uint64_t *size, bool *found,
+                            struct sm_err *err)
+{
+    return sm_store_size(cs_of(s)->inner, key, size, found, err);
+}
+
+static sm_status cache_put(struct sm_store *s, const char *key, struct sm_bytes data,
+                           struct sm_err *err)
+{
+    return sm_store_put_atomic(cs_of(s)->inner, key, data, err);
+}
+
+static sm_status cache_list(struct sm_store *s, const char *prefix, struct sm_strv *out,
+                            struct sm_err *err)
+{
+    return sm_store_list(cs_of(s)->inner, prefix, out, err);
+}
+
+static void cache_close(struct sm_store *s)
+{
+    struct cache_store *cs = cs_of(s);
+    for (size_t i = 0; i < NBUCKETS; i++) {
+        while (cs->buckets[i] != NULL) {
+            destroy(cs, cs->buckets[i]);
+        }
+    }
+    pthread_cond_destroy(&cs->cv);
+    pthread_mutex_destroy(&cs->mu);
+    sm_store_close(cs->inner);
+    sm_free(cs);
+}
+
+/* Two tables: the cache writes and lists only when the store it wraps does. */
+static const struct sm_store_ops cache_ops_ro = {
+    .scheme = "cache",
+    .caps = SM_STORE_RANGE | SM_STORE_THREADSAFE,
+    .get = cache_get,
+    .get_many = NULL,
+    .size = cache_size,
+    .put_atomic = cache_put,
+    .list = cache_list,
+    .close = cache_close,
+};
+
+static const struct sm_store_ops cache_ops_rw = {
+    .scheme = "cache",
+    .caps = SM_STORE_RANGE | SM_STORE_THREADSAFE | SM_STORE_WRITE | SM_STORE_LIST,
+    .get = cache_get,
+    .get_many = NULL,
+    .size = cache_size,
+    .put_atomic = cache_put,
+    .list = cache_list,
+    .close = cache_close,
+};
+
+sm_status sm_store_cache_new(struct sm_store *inner_take, uint64_t max_bytes, struct sm_store **out,
+                             struct sm_err *err)
+{
+    *out = NULL;
+    struct cache_store *cs = sm_calloc(1, sizeof(*cs));
+    char *url = inner_take->url != NULL ? sm_strdup(inner_take->url) : NULL;
+    if (cs == NULL || url == NULL) {
+        sm_free(cs);
+        sm_free(url);
+        sm_store_close(inner_take);
+        SM_FAIL(err, SM_E_NOMEM, "cannot allocate the object cache");
+    }
+    const unsigned rw = SM_STORE_WRITE | SM_STORE_LIST;
+    cs->base.ops = (inner_take->ops->caps & rw) == rw ? &cache_ops_rw : &cache_ops_ro;
+    cs->base.url = url;
+    cs->inner = inner_take;
+    cs->max_bytes = max_bytes;
+    pthread_mutex_init(&cs->mu, NULL);
+    pthread_cond_init(&cs->cv, NULL);
+    *out = &cs->base;
+    return SM_OK;
+}
+
+void sm_store_cache_stats(struct sm_store *s, struct sm_cache_stats *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (s->ops->close != cache_close) {
+        return;
+    }
+    struct cache_store *cs = cs_of(s);
+    pthread_mutex_lock(&cs->mu);
+    *out = cs->st;
+    pthread_mutex_unlock(&cs->mu);
+}
+
+struct sm_store *sm_store_backing(struct sm_store *s)
+{
+    return s->ops->close == cache_close ? cs_of(s)->inner : s;
+}
