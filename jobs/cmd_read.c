@@ -132,6 +132,9 @@ int sm_cmd_read(int argc, char **argv)
     const char *array_path = "", *output = NULL, *stats = NULL;
     struct sm_u64_list offset = {0}, shape = {0};
     uint64_t repeat = 1;
+    struct sm_http_opts http = SM_HTTP_OPTS_DEFAULTS;
+    uint64_t http_timeout_ms = 0, http_retries = http.max_retries,
+             http_backoff_ms = http.backoff_base_ms;
     const struct sm_opt opts[] = {
         {"array", 0, SM_OPT_STRING, "PATH", "node inside STORE (group member, OME-Zarr level)",
          &array_path},
@@ -152,6 +155,13 @@ int sm_cmd_read(int argc, char **argv)
          &aopts.limits.max_chunk_bytes},
         {"max-region-bytes", 0, SM_OPT_SIZE, "SIZE", "largest region (0 = no limit)",
          &aopts.limits.max_region_bytes},
+        {"http-timeout-ms", 0, SM_OPT_U64, "MS",
+         "HTTP connect timeout, and abort a transfer stalled this long (10000 / 20000)",
+         &http_timeout_ms},
+        {"http-retries", 0, SM_OPT_U64, "N", "HTTP retries after the first attempt (4)",
+         &http_retries},
+        {"http-backoff-ms", 0, SM_OPT_U64, "MS", "first HTTP retry delay, doubling (100)",
+         &http_backoff_ms},
         {NULL, 0, SM_OPT_FLAG, NULL, NULL, NULL},
     };
     const struct sm_cmd_spec spec = {
@@ -182,7 +192,13 @@ int sm_cmd_read(int argc, char **argv)
     struct sm_scratch *scratch = NULL;
     uint8_t *buf = NULL;
     uint64_t *ns = NULL;
-    sm_status st = sm_store_open(pos[0], &store, &err);
+    if (http_timeout_ms != 0) {
+        http.connect_timeout_ms = (long)http_timeout_ms;
+        http.low_speed_time_s = http_timeout_ms < 1000 ? 1 : (long)(http_timeout_ms / 1000);
+    }
+    http.max_retries = (unsigned)http_retries;
+    http.backoff_base_ms = (unsigned)http_backoff_ms;
+    sm_status st = sm_store_open_with(pos[0], &http, &store, &err);
     if (st == SM_OK) {
         st = sm_array_open(store, array_path, &aopts, &a, &err);
     }

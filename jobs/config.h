@@ -1,0 +1,116 @@
+/* The effective job configuration (SPEC §4): what the YAML loader (config_yaml.c, driven by the
+ * schema table in config_schema.c) fills and what the jobs read. Every field has a documented
+ * default (docs/CONFIG.md is generated from the schema table). Strings are owned by the config
+ * and released by sm_config_destroy(). The engine never sees this struct: jobs translate it into
+ * the engine's parameter structs. */
+#ifndef SM_JOBS_CONFIG_H
+#define SM_JOBS_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <shardmill/status.h>
+#include <shardmill/store.h>
+
+#define SM_CFG_MAX_DIMS 32
+
+/* A list of non-negative integers (shapes, offsets); set=false means "not given". */
+struct sm_cfg_dims {
+    bool set;
+    unsigned n;
+    uint64_t v[SM_CFG_MAX_DIMS];
+};
+
+enum sm_job_kind { SM_JOB_SCAN, SM_JOB_CONVERT, SM_JOB_INGEST, SM_JOB_READ_BENCH };
+enum sm_norm_kind { SM_CFG_NORM_SCALE, SM_CFG_NORM_WINDOW, SM_CFG_NORM_PERCENTILE };
+enum sm_exists_policy { SM_EXISTS_ERROR, SM_EXISTS_OVERWRITE, SM_EXISTS_RESUME };
+enum sm_partition_kind { SM_PARTITION_BALANCED, SM_PARTITION_BLOCK };
+
+struct sm_job_config {
+    enum sm_job_kind job; /* job: scan | convert | ingest | read-bench (required) */
+
+    struct {
+        char *store;           /* input.store: path, file:// or http(s):// URL (required) */
+        char *array;           /* input.array: node path inside the store ("" = the store) */
+        bool cache_enabled;    /* input.cache.enabled (true) */
+        uint64_t cache_max_bytes;      /* input.cache.max_bytes (256MiB) */
+        uint64_t index_cache_bytes;    /* input.index_cache.max_bytes (16MiB; 0 disables) */
+        uint64_t index_cache_entries;  /* input.index_cache.max_entries (64; 0 disables) */
+        struct sm_http_opts http;      /* input.http.{connect_timeout_ms, low_speed_bytes,
+                                          low_speed_time_s, retries, backoff_base_ms,
+                                          backoff_max_ms, verify_tls} */
+        /* ingest only */
+        char *format;          /* input.format: zarr | raw | nifti (zarr; ingest: from suffix) */
+        char *raw_dtype;       /* input.raw.dtype: v3 data type name */
+        struct sm_cfg_dims raw_shape;  /* input.raw.shape: [z, y, x] */
+        char *raw_byte_order;  /* input.raw.byte_order: little | big (little) */
+        uint64_t raw_header_bytes;     /* input.raw.header_bytes (0) */
+    } input;
+
+    struct {
+        struct sm_cfg_dims offset; /* roi.offset (zeros) */
+        struct sm_cfg_dims shape;  /* roi.shape (to the end of the array) */
+    } roi;
+
+    struct sm_cfg_dims tile; /* tile (the input's chunk shape) */
+    uint64_t passes;         /* passes (1; scan only) */
+
+    struct {
+        uint64_t bins;       /* histogram.bins (type default, SPEC §5) */
+        bool range_set;      /* histogram.range given */
+        double lo, hi;       /* histogram.range: [lo, hi) */
+    } histogram;
+
+    struct {
+        enum sm_norm_kind mode; /* normalize.mode (scale) */
+        double divisor;         /* normalize.divisor (255) */
+        double lo, hi;          /* normalize.lo / .hi: window values or percentiles (0..100) */
+    } normalize;
+
+    struct {
+        char *path;                /* output.path (required for convert and ingest) */
+        struct sm_cfg_dims shard;  /* output.shard ([8,32,32]; [] = not sharded) */
+        struct sm_cfg_dims chunk;  /* output.chunk ([2,16,16]) */
+        char *codec;               /* output.codec.name: zstd | gzip | blosc | none (zstd) */
+        int64_t codec_level;       /* output.codec.level (3) */
+        char *dtype;               /* output.dtype (float32; ingest: the input's type) */
+        enum sm_exists_policy exists; /* output.exists (error) */
+        bool fsync;                /* output.fsync (true) */
+    } output;
+
+    struct {
+        char *hdf5_path;   /* export.hdf5.path (none) */
+        bool hdf5_deflate; /* export.hdf5.deflate (false) */
+    } export_;
+
+    struct {
+        uint64_t threads;  /* parallel.threads (0 = auto: OMP_NUM_THREADS or the cores) */
+        enum sm_partition_kind partition; /* parallel.partition (balanced) */
+    } parallel;
+
+    struct {
+        uint64_t memory_bytes;     /* limits.memory_bytes (2GiB) */
+        uint64_t max_object_bytes; /* limits.max_object_bytes (512MiB) */
+        uint64_t max_chunk_bytes;  /* limits.max_chunk_bytes (1GiB) */
+        uint64_t max_requests;     /* limits.max_requests (1000000) */
+    } limits;
+
+    char *report;    /* report: path of the JSON report (none) */
+    bool progress;   /* progress (true): progress lines on stderr from rank 0 */
+
+    char *source_path;  /* the YAML file loaded (for messages and provenance) */
+    char *effective;    /* canonical text of the effective configuration (for its SHA-256) */
+};
+
+/* Fills every field with its documented default. */
+void sm_config_defaults(struct sm_job_config *c);
+
+/* Loads a YAML file, applies `--set key.path=value` overrides (in order), validates. Errors are
+ * SM_E_USAGE with `where` = "FILE:LINE:COL" (or "--set KEY") and `what` naming the key: unknown
+ * keys, wrong types, out-of-range values, missing required keys. */
+sm_status sm_config_load(const char *path, const char *const *sets, unsigned nsets,
+                         struct sm_job_config *out, struct sm_err *err);
+
+void sm_config_destroy(struct sm_job_config *c);
+
+#endif
