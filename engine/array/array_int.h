@@ -20,6 +20,7 @@ struct sm_array {
     const struct sm_shard_codec *shard; /* non-NULL when shards are read by range */
     struct sm_index_cache *icache;      /* NULL when disabled */
     atomic_uint_fast64_t chunks_read, chunks_missing, inner_read, inner_missing;
+    atomic_uint_fast64_t fetch_ns, decode_ns;
 };
 
 /* Destination of a region read: the output array and where the region starts in global
@@ -29,6 +30,9 @@ struct sm_region_dst {
     uint8_t *ptr;
     const uint64_t *origin; /* region offset in array coordinates */
 };
+
+/* Adds the time since t0 to a counter and returns the current time. */
+uint64_t sm_array_lap(atomic_uint_fast64_t *counter, uint64_t t0);
 
 /* Per-call buffers of a region read. */
 struct sm_read_bufs {

@@ -206,6 +206,8 @@ void sm_array_stats(const struct sm_array *a, struct sm_array_stats *out)
     out->chunks_missing = atomic_load(&a->chunks_missing);
     out->inner_chunks_read = atomic_load(&a->inner_read);
     out->inner_chunks_missing = atomic_load(&a->inner_missing);
+    out->fetch_ns = atomic_load(&a->fetch_ns);
+    out->decode_ns = atomic_load(&a->decode_ns);
 }
 
 /* Members of a group for `info`: each child with its node type (file stores only; stores that

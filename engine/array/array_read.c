@@ -9,6 +9,14 @@
 #include <string.h>
 
 #include "shardmill/alloc.h"
+#include "shardmill/clock.h"
+
+uint64_t sm_array_lap(atomic_uint_fast64_t *counter, uint64_t t0)
+{
+    const uint64_t now = sm_clock_ns();
+    atomic_fetch_add_explicit(counter, now - t0, memory_order_relaxed);
+    return now;
+}
 
 void sm_region_put(const struct sm_region_dst *dst, const void *block, const uint64_t *block_origin,
                    const uint64_t *block_shape, const uint64_t *lo, const uint64_t *hi,
@@ -80,7 +88,9 @@ static sm_status read_chunk(struct sm_array *a, const char *key, const uint64_t 
 {
     const struct sm_array_meta *m = a->meta;
     bool found;
+    uint64_t t = sm_clock_ns();
     SM_TRY(sm_store_get(a->store, key, sm_range_all(), SM_IO_PAYLOAD, &bufs->enc, &found, err));
+    t = sm_array_lap(&a->fetch_ns, t);
     if (!found) {
         atomic_fetch_add_explicit(&a->chunks_missing, 1, memory_order_relaxed);
         sm_region_put(dst, NULL, origin, m->chunk_shape, lo, hi, m->fill);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "shardmill/alloc.h"
+#include "shardmill/clock.h"
 
 /* Largest merged read: bounds the memory of one batch of inner chunks. */
 #define MERGE_MAX_BYTES (8u << 20)
@@ -44,7 +45,9 @@ static sm_status load_index(struct sm_array *a, const char *key, uint64_t base, 
                           L->index_len);
     }
     uint64_t objsize = UINT64_MAX;
+    uint64_t t = sm_clock_ns();
     SM_TRY(sm_store_get_sized(a->store, key, r, SM_IO_INDEX, &bufs->enc, found, &objsize, err));
+    t = sm_array_lap(&a->fetch_ns, t);
     if (!*found) {
         return SM_OK;
     }
@@ -56,6 +59,7 @@ static sm_status load_index(struct sm_array *a, const char *key, uint64_t base, 
     }
     sm_status st =
         sm_shard_index_decode(sc, sm_buf_bytes(&bufs->enc), shard_len, pairs, scratch, err);
+    sm_array_lap(&a->decode_ns, t);
     if (st != SM_OK) {
         sm_err_where(err, "%s/%s (shard index)", a->store->url, key);
         return st;
@@ -86,8 +90,10 @@ static sm_status place_run(struct sm_array *a, const char *key, const struct sm_
     const uint64_t run_off = refs[0].off;
     const uint64_t run_len = refs[n - 1].off + refs[n - 1].len - run_off;
     bool found;
+    uint64_t t = sm_clock_ns();
     SM_TRY(sm_store_get(a->store, key, sm_range_span(run_off, run_len), SM_IO_PAYLOAD, &bufs->enc,
                         &found, err));
+    t = sm_array_lap(&a->fetch_ns, t);
     if (!found) {
         sm_err_set(err, SM_E_DATA, __FILE__, __LINE__, "shard disappeared while reading it");
         sm_err_where(err, "%s/%s", a->store->url, key);
@@ -96,6 +102,7 @@ static sm_status place_run(struct sm_array *a, const char *key, const struct sm_
     for (size_t i = 0; i < n; i++) {
         struct sm_bytes piece = sm_bytes_of(bufs->enc.ptr + (refs[i].off - run_off), refs[i].len);
         sm_status st = sm_codec_chain_decode(inner, piece, &bufs->dec, scratch, err);
+        sm_array_lap(&a->decode_ns, t);
         if (st != SM_OK) {
             sm_err_where(err, "%s/%s (inner chunk at byte %" PRIu64 ")", a->store->url, key,
                          refs[i].off);
@@ -108,6 +115,7 @@ static sm_status place_run(struct sm_array *a, const char *key, const struct sm_
             ihi[d] = io[d] + L->inner_shape[d] < hi[d] ? io[d] + L->inner_shape[d] : hi[d];
         }
         sm_region_put(dst, bufs->dec.ptr, io, L->inner_shape, ilo, ihi, NULL);
+        t = sm_clock_ns();
     }
     atomic_fetch_add_explicit(&a->inner_read, n, memory_order_relaxed);
     return SM_OK;

@@ -40,6 +40,9 @@ struct sm_array_opts {
 struct sm_array_stats {
     uint64_t index_cache_hits, index_cache_misses, index_cache_peak_bytes;
     uint64_t chunks_read, chunks_missing, inner_chunks_read, inner_chunks_missing;
+    /* Time inside region reads, summed over calling threads: waiting for the store (fetch) and
+     * running codec chains (decode); copying into the region is in neither. */
+    uint64_t fetch_ns, decode_ns;
 };
 
 struct sm_array;

@@ -14,4 +14,5 @@
 #include "shardmill/stats.h"
 #include "shardmill/status.h"
 #include "shardmill/store.h"
+#include "shardmill/tile.h"
 #endif

@@ -1,0 +1,58 @@
+/* ROI tiling and the tiled scan driver (SPEC §1, §5): tiles of a fixed shape over a region of
+ * interest in C order (edge tiles clipped), split across ranks, and a scan that reads every tile
+ * with OpenMP threads into per-thread histograms and checksums merged in a fixed order, so the
+ * result is identical for any thread count. */
+#ifndef SM_TILE_TILE_H
+#define SM_TILE_TILE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "shardmill/array.h"
+#include "shardmill/stats.h"
+#include "shardmill/status.h"
+
+struct sm_tiling {
+    unsigned ndim;
+    uint64_t roi_offset[SM_MAX_DIMS];
+    uint64_t roi_shape[SM_MAX_DIMS];
+    uint64_t tile[SM_MAX_DIMS];
+    uint64_t grid[SM_MAX_DIMS]; /* tiles per axis */
+    uint64_t ntiles;
+};
+
+/* Prepares the tiling of the ROI [offset, offset + shape) of an array of extent `array_shape`.
+ * SM_E_USAGE naming `roi` if the ROI leaves the array, `tile` if a tile side is 0. */
+sm_status sm_tiling_init(struct sm_tiling *t, unsigned ndim, const uint64_t *array_shape,
+                         const uint64_t *offset, const uint64_t *shape, const uint64_t *tile,
+                         struct sm_err *err);
+
+/* The box of tile `index` (C order over the tile grid), clipped to the ROI. */
+void sm_tiling_box(const struct sm_tiling *t, uint64_t index, uint64_t *offset, uint64_t *shape);
+
+/* Contiguous split of n items over `nranks`: rank r gets [first, first + count). */
+void sm_partition_block(uint64_t n, int nranks, int rank, uint64_t *first, uint64_t *count);
+
+/* What one scan of tiles [first, first + count) produced. */
+struct sm_scan_result {
+    struct sm_hist hist; /* finished */
+    struct sm_checksums sums;
+    uint64_t voxels, tiles;
+    uint64_t fetch_ns, decode_ns, process_ns; /* summed over threads */
+};
+
+struct sm_scan_params {
+    uint32_t bins;
+    double lo, hi;
+    int threads; /* <= 0: the OpenMP default */
+};
+
+/* Scans tiles of `t` with OpenMP threads. On failure the error reported is that of the lowest
+ * failing tile index, so the message does not depend on the thread count. `out` is initialised
+ * by the call (sm_scan_result_destroy releases it, also after a failure). */
+sm_status sm_scan_tiles(struct sm_array *a, const struct sm_tiling *t, uint64_t first,
+                        uint64_t count, const struct sm_scan_params *p, struct sm_scan_result *out,
+                        struct sm_err *err);
+void sm_scan_result_destroy(struct sm_scan_result *r);
+
+#endif

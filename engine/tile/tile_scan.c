@@ -1,0 +1,173 @@
+/* The tiled scan driver (SPEC §1 "OpenMP threads over its tiles: fetch -> decode -> per-thread
+ * histogram", §5): each thread owns a scratch, a tile buffer, a histogram and checksums; tiles are
+ * handed out dynamically; results merge in thread-index order. Counts and wrapping sums are
+ * order-independent, so the result is identical for any thread count. On failure, threads skip
+ * tiles past the lowest failing index and that tile's error is reported. */
+#include "shardmill/tile.h"
+
+#include <stdatomic.h>
+#include <string.h>
+
+#include "shardmill/alloc.h"
+#include "shardmill/clock.h"
+#include "shardmill/codec.h"
+#include "tile_omp.h"
+
+struct worker {
+    struct sm_scratch *scratch;
+    uint8_t *buf;
+    struct sm_hist hist;
+    struct sm_checksums sums;
+    uint64_t voxels, tiles, process_ns;
+    uint64_t fail_index; /* UINT64_MAX: none */
+    struct sm_err err;
+};
+
+/* Adds one tile's checksums, row by row: each row's first element has a known linear index in
+ * the whole array, so the weights are (1 + i) exactly as SPEC §5 defines them. */
+static void checksum_tile(struct sm_checksums *c, enum sm_dtype dt, size_t elem, const uint8_t *buf,
+                          unsigned nd, const uint64_t *astride, const uint64_t *off,
+                          const uint64_t *shape)
+{
+    if (nd == 0) {
+        sm_checksums_add_run(c, dt, buf, 1, 0);
+        return;
+    }
+    uint64_t idx[SM_MAX_DIMS] = {0};
+    uint64_t base = 0;
+    for (unsigned d = 0; d < nd; d++) {
+        base += off[d] * astride[d];
+    }
+    const size_t row = (size_t)shape[nd - 1];
+    for (;;) {
+        sm_checksums_add_run(c, dt, buf, row, base);
+        buf += row * elem;
+        unsigned d = nd - 1;
+        while (d-- > 0) {
+            base += astride[d];
+            if (++idx[d] < shape[d]) {
+                break;
+            }
+            base -= astride[d] * shape[d];
+            idx[d] = 0;
+        }
+        if (d == (unsigned)-1) {
+            return;
+        }
+    }
+}
+
+static void worker_destroy(struct worker *w)
+{
+    sm_scratch_free(w->scratch);
+    sm_free(w->buf);
+    sm_hist_destroy(&w->hist);
+}
+
+static sm_status worker_init(struct worker *w, const struct sm_scan_params *p, enum sm_dtype dt,
+                             size_t tile_bytes, struct sm_err *err)
+{
+    memset(w, 0, sizeof(*w));
+    w->fail_index = UINT64_MAX;
+    SM_TRY(sm_hist_init(&w->hist, dt, p->bins, p->lo, p->hi, err));
+    SM_TRY(sm_scratch_new(&w->scratch, err));
+    w->buf = sm_malloc(tile_bytes == 0 ? 1 : tile_bytes);
+    if (w->buf == NULL) {
+        SM_FAIL(err, SM_E_NOMEM, "cannot allocate a %zu-byte tile buffer", tile_bytes);
+    }
+    return SM_OK;
+}
+
+void sm_scan_result_destroy(struct sm_scan_result *r)
+{
+    sm_hist_destroy(&r->hist);
+}
+
+sm_status sm_scan_tiles(struct sm_array *a, const struct sm_tiling *t, uint64_t first,
+                        uint64_t count, const struct sm_scan_params *p, struct sm_scan_result *out,
+                        struct sm_err *err)
+{
+    const struct sm_array_meta *m = sm_array_meta(a);
+    const enum sm_dtype dt = m->dtype;
+    const size_t elem = sm_dtype_size(dt);
+    const unsigned nd = t->ndim;
+    memset(out, 0, sizeof(*out));
+    SM_TRY(sm_hist_init(&out->hist, dt, p->bins, p->lo, p->hi, err));
+
+    uint64_t astride[SM_MAX_DIMS];
+    size_t tile_bytes = elem;
+    for (unsigned d = nd; d-- > 0;) {
+        astride[d] = d + 1 < nd ? astride[d + 1] * m->shape[d + 1] : 1;
+        tile_bytes *= (size_t)t->tile[d];
+    }
+    const int nthreads = p->threads > 0 ? p->threads : omp_get_max_threads();
+    struct worker *ws = sm_calloc((size_t)nthreads, sizeof(*ws));
+    if (ws == NULL) {
+        SM_FAIL(err, SM_E_NOMEM, "cannot allocate %d workers", nthreads);
+    }
+    sm_status st = SM_OK;
+    for (int i = 0; i < nthreads && st == SM_OK; i++) {
+        st = worker_init(&ws[i], p, dt, tile_bytes, err);
+    }
+    atomic_uint_fast64_t lowest_fail = UINT64_MAX;
+    if (st == SM_OK) {
+#pragma omp parallel num_threads(nthreads) default(none)                                           \
+    shared(a, t, ws, lowest_fail, first, count, dt, elem, nd, astride)
+        {
+            struct worker *w = &ws[omp_get_thread_num()];
+#pragma omp for schedule(dynamic, 1)
+            for (uint64_t k = first; k < first + count; k++) {
+                if (k > atomic_load_explicit(&lowest_fail, memory_order_relaxed)) {
+                    continue; /* a lower tile failed: the job fails with that error */
+                }
+                uint64_t off[SM_MAX_DIMS], shape[SM_MAX_DIMS];
+                sm_tiling_box(t, k, off, shape);
+                size_t n = 1;
+                for (unsigned d = 0; d < nd; d++) {
+                    n *= (size_t)shape[d];
+                }
+                struct sm_err e;
+                sm_err_clear(&e);
+                if (sm_array_read_region(a, off, shape, w->buf, n * elem, w->scratch, &e) !=
+                    SM_OK) {
+                    if (k < w->fail_index) {
+                        w->fail_index = k;
+                        w->err = e;
+                    }
+                    uint_fast64_t cur = atomic_load(&lowest_fail);
+                    while (k < cur && !atomic_compare_exchange_weak(&lowest_fail, &cur, k)) {
+                    }
+                    continue;
+                }
+                const uint64_t t0 = sm_clock_ns();
+                sm_hist_add(&w->hist, w->buf, n);
+                checksum_tile(&w->sums, dt, elem, w->buf, nd, astride, off, shape);
+                w->process_ns += sm_clock_ns() - t0;
+                w->voxels += n;
+                w->tiles++;
+            }
+        }
+        uint64_t best = UINT64_MAX;
+        for (int i = 0; i < nthreads; i++) {
+            if (ws[i].fail_index < best) {
+                best = ws[i].fail_index;
+                *err = ws[i].err;
+                st = err->status;
+            }
+        }
+    }
+    for (int i = 0; i < nthreads; i++) {
+        if (st == SM_OK) { /* fixed order */
+            sm_hist_merge(&out->hist, &ws[i].hist);
+            out->sums.sum += ws[i].sums.sum;
+            out->sums.weighted += ws[i].sums.weighted;
+            out->voxels += ws[i].voxels;
+            out->tiles += ws[i].tiles;
+            out->process_ns += ws[i].process_ns;
+        }
+        worker_destroy(&ws[i]);
+    }
+    sm_free(ws);
+    sm_hist_finish(&out->hist);
+    return st;
+}
