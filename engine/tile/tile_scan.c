@@ -78,6 +78,11 @@ static sm_status worker_init(struct worker *w, const struct sm_scan_params *p, e
     return SM_OK;
 }
 
+int sm_tile_default_threads(void)
+{
+    return omp_get_max_threads();
+}
+
 void sm_scan_result_destroy(struct sm_scan_result *r)
 {
     sm_hist_destroy(&r->hist);
@@ -100,7 +105,7 @@ sm_status sm_scan_tiles(struct sm_array *a, const struct sm_tiling *t, uint64_t 
         astride[d] = d + 1 < nd ? astride[d + 1] * m->shape[d + 1] : 1;
         tile_bytes *= (size_t)t->tile[d];
     }
-    const int nthreads = p->threads > 0 ? p->threads : omp_get_max_threads();
+    const int nthreads = p->threads > 0 ? p->threads : sm_tile_default_threads();
     struct worker *ws = sm_calloc((size_t)nthreads, sizeof(*ws));
     if (ws == NULL) {
         SM_FAIL(err, SM_E_NOMEM, "cannot allocate %d workers", nthreads);

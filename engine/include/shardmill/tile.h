@@ -55,4 +55,8 @@ sm_status sm_scan_tiles(struct sm_array *a, const struct sm_tiling *t, uint64_t 
                         struct sm_err *err);
 void sm_scan_result_destroy(struct sm_scan_result *r);
 
+/* Threads a driver uses when none are configured: OpenMP's default (OMP_NUM_THREADS or the
+ * cores), 1 without OpenMP. */
+int sm_tile_default_threads(void);
+
 #endif
