@@ -41,7 +41,7 @@ int sm_cmd_info(int argc, char **argv)
         st = sm_node_describe(store, array_path, &desc, &err);
     }
     if (st == SM_OK) {
-        char *text = json_dumps(desc, compact ? JSON_COMPACT : JSON_INDENT(2));
+        char *text = sm_json_dumps(desc, compact ? JSON_COMPACT : JSON_INDENT(2));
         if (text == NULL || puts(text) < 0 || fflush(stdout) != 0) {
             sm_err_set(&err, SM_E_IO, __FILE__, __LINE__, "cannot write to standard output");
             sm_err_where(&err, "info");

@@ -57,15 +57,16 @@ void sm_region_put(const struct sm_region_dst *dst, const void *block, const uin
                    const uint64_t *block_shape, const uint64_t *lo, const uint64_t *hi,
                    const uint8_t *fill);
 
-/* Shard-index cache: byte- and entry-capped LRU keyed by (key, base offset). Thread-safe. */
+/* Shard-index cache: byte- and entry-capped LRU keyed by (key, base offset, base length), so a
+ * nested shard stored at byte 0 never aliases its top-level shard (base_len UINT64_MAX). */
 sm_status sm_index_cache_new(uint64_t max_bytes, uint64_t max_entries, struct sm_index_cache **out,
                              struct sm_err *err);
 void sm_index_cache_free(struct sm_index_cache *c);
 /* Copies a cached index (n pairs*2 values) into pairs and returns true on a hit. */
-bool sm_index_cache_get(struct sm_index_cache *c, const char *key, uint64_t base, uint64_t *pairs,
-                        size_t n_values, uint64_t *shard_len);
+bool sm_index_cache_get(struct sm_index_cache *c, const char *key, uint64_t base, uint64_t base_len,
+                        uint64_t *pairs, size_t n_values, uint64_t *shard_len);
 /* Inserts a copy (best effort: a failed allocation just skips caching). */
-void sm_index_cache_put(struct sm_index_cache *c, const char *key, uint64_t base,
+void sm_index_cache_put(struct sm_index_cache *c, const char *key, uint64_t base, uint64_t base_len,
                         const uint64_t *pairs, size_t n_values, uint64_t shard_len);
 void sm_index_cache_stats(struct sm_index_cache *c, uint64_t *hits, uint64_t *misses,
                           uint64_t *peak_bytes);

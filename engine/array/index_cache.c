@@ -1,7 +1,8 @@
 /* Shard-index cache (SPEC §3): decoded shard indexes, byte- and entry-capped, least recently used
- * evicted first. Keyed by (object key, base offset) so nested shard indexes cache too. One mutex:
- * lookups are rare next to the inner-chunk reads they save, and a hit copies the pairs out so no
- * entry is ever referenced outside the lock. */
+ * evicted first. Keyed by (object key, base offset, base length) so nested shard indexes cache
+ * too, without aliasing the top-level shard (base length UINT64_MAX) when stored at byte 0. One
+ * mutex: lookups are rare next to the inner-chunk reads they save, and a hit copies the pairs out
+ * so no entry is ever referenced outside the lock. */
 #include "shardmill/sm_config.h"
 
 #include "array_int.h"
@@ -14,7 +15,7 @@
 struct entry {
     struct entry *prev, *next; /* LRU list: head = most recent */
     char *key;
-    uint64_t base, shard_len;
+    uint64_t base, base_len, shard_len;
     uint64_t *pairs;
     size_t n_values;
     size_t bytes; /* charged against the cap */
@@ -96,21 +97,22 @@ void sm_index_cache_free(struct sm_index_cache *c)
     sm_free(c);
 }
 
-static struct entry *find(struct sm_index_cache *c, const char *key, uint64_t base)
+static struct entry *find(struct sm_index_cache *c, const char *key, uint64_t base,
+                          uint64_t base_len)
 {
     for (struct entry *e = c->head; e != NULL; e = e->next) {
-        if (e->base == base && strcmp(e->key, key) == 0) {
+        if (e->base == base && e->base_len == base_len && strcmp(e->key, key) == 0) {
             return e;
         }
     }
     return NULL;
 }
 
-bool sm_index_cache_get(struct sm_index_cache *c, const char *key, uint64_t base, uint64_t *pairs,
-                        size_t n_values, uint64_t *shard_len)
+bool sm_index_cache_get(struct sm_index_cache *c, const char *key, uint64_t base, uint64_t base_len,
+                        uint64_t *pairs, size_t n_values, uint64_t *shard_len)
 {
     pthread_mutex_lock(&c->mu);
-    struct entry *e = find(c, key, base);
+    struct entry *e = find(c, key, base, base_len);
     bool hit = e != NULL && e->n_values == n_values;
     if (hit) {
         memcpy(pairs, e->pairs, n_values * sizeof(uint64_t));
@@ -125,7 +127,7 @@ bool sm_index_cache_get(struct sm_index_cache *c, const char *key, uint64_t base
     return hit;
 }
 
-void sm_index_cache_put(struct sm_index_cache *c, const char *key, uint64_t base,
+void sm_index_cache_put(struct sm_index_cache *c, const char *key, uint64_t base, uint64_t base_len,
                         const uint64_t *pairs, size_t n_values, uint64_t shard_len)
 {
     const size_t bytes = n_values * sizeof(uint64_t) + strlen(key) + 1 + sizeof(struct entry);
@@ -142,9 +144,9 @@ void sm_index_cache_put(struct sm_index_cache *c, const char *key, uint64_t base
         return;
     }
     memcpy(p, pairs, n_values * sizeof(uint64_t));
-    *e = (struct entry){NULL, NULL, k, base, shard_len, p, n_values, bytes};
+    *e = (struct entry){NULL, NULL, k, base, base_len, shard_len, p, n_values, bytes};
     pthread_mutex_lock(&c->mu);
-    struct entry *old = find(c, key, base);
+    struct entry *old = find(c, key, base, base_len);
     if (old != NULL) {
         drop(c, old);
     }

@@ -28,7 +28,8 @@ static sm_status load_index(struct sm_array *a, const char *key, uint64_t base, 
     const size_t nvals = 2 * (size_t)L->n_inner;
     uint64_t shard_len = base_len;
     *found = true;
-    if (a->icache != NULL && sm_index_cache_get(a->icache, key, base, pairs, nvals, &shard_len)) {
+    if (a->icache != NULL &&
+        sm_index_cache_get(a->icache, key, base, base_len, pairs, nvals, &shard_len)) {
         return SM_OK;
     }
     struct sm_range r;
@@ -72,7 +73,7 @@ static sm_status load_index(struct sm_array *a, const char *key, uint64_t base, 
         }
     }
     if (a->icache != NULL) {
-        sm_index_cache_put(a->icache, key, base, pairs, nvals, shard_len);
+        sm_index_cache_put(a->icache, key, base, base_len, pairs, nvals, shard_len);
     }
     return SM_OK;
 }
@@ -150,7 +151,7 @@ sm_status sm_shard_read_box(struct sm_array *a, const char *key, uint64_t base, 
         sm_free(pairs);
         return st;
     }
-    if (base == 0) {
+    if (base_len == UINT64_MAX) { /* the stored object itself, not a nested shard inside it */
         atomic_fetch_add_explicit(&a->chunks_read, 1, memory_order_relaxed);
     }
 

@@ -246,7 +246,7 @@ json_t *sm_fmt_fill_to_json(enum sm_dtype dt, const uint8_t fill[8], bool is_nul
     case SM_DT_UINT32:
     case SM_DT_UINT64:
         /* jansson integers are int64: a uint64 above 2^63-1 can only be shown as a real. */
-        return raw <= INT64_MAX ? json_integer((json_int_t)raw) : json_real((double)raw);
+        return sm_json_u64(raw);
     case SM_DT_FLOAT32: {
         float f;
         const uint32_t b = (uint32_t)raw;

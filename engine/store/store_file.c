@@ -346,6 +346,7 @@ sm_status sm_store_file_open(const char *root, struct sm_store **out, struct sm_
         sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "cannot open store root: %s", strerror(e));
         sm_err_cause(err, "errno", e);
         sm_err_where(err, "%s", fs->root);
+        sm_free(fs->base.url); /* sm_store_close frees it on the normal path */
         file_close(&fs->base);
         return err->status;
     }

@@ -111,14 +111,13 @@ static sm_status mem_put(struct sm_store *s, const char *key, struct sm_bytes da
         o = &ms->objs[ms->n++];
         o->key = k;
         o->data = copy;
+        copy = (struct sm_buf)SM_BUF_INIT; /* moved into the store */
     } else {
         sm_buf_swap(&o->data, &copy);
     }
 out:
     pthread_mutex_unlock(&ms->mu);
-    if (st != SM_OK || o->data.ptr != copy.ptr) {
-        sm_buf_free(&copy);
-    }
+    sm_buf_free(&copy); /* the replaced data, or ours on failure; empty if it was moved */
     return st;
 }
 

@@ -76,6 +76,13 @@ sm_status sm_meta_chunk_key(const struct sm_array_meta *m, const uint64_t *idx, 
  * null). New reference for the caller, sharing nothing with m; NULL on allocation failure. */
 struct json_t *sm_meta_describe(const struct sm_array_meta *m);
 
+/* JSON output of unsigned 64-bit values. jansson integers are int64, so a value above INT64_MAX is
+ * held as the marked string "\u0001u64:<digits>", which sm_json_dumps() renders as the bare
+ * number. Use both for every JSON document shardmill prints (info, reports, markers). */
+struct json_t *sm_json_u64(uint64_t v);
+/* json_dumps(j, flags) with marked values unmarked; free() the result (jansson's allocator). */
+char *sm_json_dumps(const struct json_t *j, size_t flags);
+
 /* The fill value as JSON the way Zarr v3 writes it ("NaN", "Infinity", numbers, bools; a NaN
  * with a non-canonical payload as its hex bit pattern "0x..."; null if fill_is_null). A uint64
  * above 2^63-1 comes out as a JSON real, since jansson integers are int64. NULL on allocation

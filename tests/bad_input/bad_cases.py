@@ -1,0 +1,542 @@
+"""Golden error corpus for shardmill (tests/bad_input, STYLE B11): broken stores and the table.
+
+Each CASE: name → build(dir) writes a broken (or valid) store under dir and returns the store
+path; args (after `shardmill`, with {store} and {out} placeholders); exit (expected code, SPEC
+§4, or a list of acceptable codes where the SPEC allows two readings); must (substrings the one
+error line must contain, case-insensitive; they name the object: metadata document, chunk key,
+codec, limit); any (groups of alternatives, one of each group must appear); control (optional
+args that must succeed on the same store, so a limit case proves the limit, not a broken store,
+caused the failure). Stores are built with shard_writer.py (v3) and zarr-python 2.13 (v2), then
+damaged. `python3 bad_cases.py OUTDIR` writes every store and the table as OUTDIR/cases.json
+(read by run_bad.py, which so needs no zarr import); `--list` prints the case names.
+"""
+
+import json
+import os
+import shutil
+import struct
+import sys
+
+import crc32c
+import numcodecs
+import numpy as np
+import zarr
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "interop"))
+import shard_writer as sw  # noqa: E402
+
+EMPTY = 2**64 - 1
+
+
+def _data(shape, dtype="<u2"):
+    return (np.arange(int(np.prod(shape))) % 1000 + 1).astype(dtype).reshape(shape)
+
+
+def _v2(d, compressor, shape=(10, 10), chunks=(5, 5), dtype="<u2", sep="."):
+    store = os.path.join(d, "a.zarr")
+    z = zarr.create(shape=shape, chunks=chunks, dtype=dtype, compressor=compressor,
+                    store=zarr.DirectoryStore(store, dimension_separator=sep), fill_value=0,
+                    dimension_separator=sep)
+    z[...] = _data(shape, dtype)
+    return store
+
+
+def _v3(d, codec="raw", shape=(10, 10), chunks=(5, 5)):
+    store = os.path.join(d, "a.zarr")
+    sw.write_plain_v3(store, _data(shape), chunks, codec=codec)
+    return store
+
+
+def _sharded(d, shape=(16, 16), shard=(16, 16), inner=(4, 4), codec="raw", crc=True,
+             location="end"):
+    store = os.path.join(d, "s.zarr")
+    sw.write_sharded_array(store, _data(shape), shard, inner, inner_codec=codec,
+                           index_crc32c=crc, index_location=location)
+    return store
+
+
+def _edit_json(path, fn):
+    with open(path) as f:
+        meta = json.load(f)
+    fn(meta)
+    with open(path, "w") as f:
+        json.dump(meta, f, indent=2)
+
+
+def _write_text(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def _patch(path, fn):
+    with open(path, "rb") as f:
+        b = bytearray(f.read())
+    b = fn(b)
+    with open(path, "wb") as f:
+        f.write(bytes(b))
+
+
+# ---- builders --------------------------------------------------------------------------------
+
+def _write_bad_json(path, text, line):
+    """Write malformed JSON whose error Python's json module also places on `line`."""
+    try:
+        json.loads(text)
+        raise AssertionError("JSON unexpectedly valid")
+    except json.JSONDecodeError as e:
+        assert e.lineno == line, (e.lineno, line)
+    _write_text(path, text)
+
+
+def b_json_v3(d):
+    """zarr.json with a doubled comma on line 4."""
+    store = os.path.join(d, "a.zarr")
+    os.makedirs(store)
+    _write_bad_json(os.path.join(store, "zarr.json"),
+                    '{\n  "zarr_format": 3,\n  "node_type": "array",\n  "shape": [4, 4],,\n'
+                    '  "data_type": "uint8"\n}\n', 4)
+    return store
+
+
+def b_json_v2(d):
+    """.zarray with a doubled comma on line 6."""
+    store = _v2(d, None)
+    _write_bad_json(os.path.join(store, ".zarray"),
+                    '{\n    "chunks": [5, 5],\n    "compressor": null,\n    "dtype": "<u2",\n'
+                    '    "fill_value": 0,\n    "filters": null,, \n    "order": "C",\n'
+                    '    "shape": [10, 10],\n    "zarr_format": 2\n}\n', 6)
+    return store
+
+
+def b_ndim(d):
+    store = _v3(d)
+    _edit_json(os.path.join(store, "zarr.json"),
+               lambda m: m["chunk_grid"]["configuration"].update(chunk_shape=[5]))
+    return store
+
+
+def b_zero_chunk_v2(d):
+    store = _v2(d, None)
+    _edit_json(os.path.join(store, ".zarray"), lambda m: m.update(chunks=[0, 5]))
+    return store
+
+
+def b_negative_chunk_v3(d):
+    store = _v3(d)
+    _edit_json(os.path.join(store, "zarr.json"),
+               lambda m: m["chunk_grid"]["configuration"].update(chunk_shape=[-5, 5]))
+    return store
+
+
+def b_dtype_v3(d):
+    store = _v3(d)
+    _edit_json(os.path.join(store, "zarr.json"), lambda m: m.update(data_type="complex64"))
+    return store
+
+
+def b_dtype_v2(d):
+    store = _v2(d, None)
+    _edit_json(os.path.join(store, ".zarray"), lambda m: m.update(dtype="<c8"))
+    return store
+
+
+def b_codec_v3(d):
+    store = _v3(d)
+    _edit_json(os.path.join(store, "zarr.json"),
+               lambda m: m["codecs"].append({"name": "lzma_fancy", "configuration": {}}))
+    return store
+
+
+def b_codec_v2(d):
+    store = _v2(d, None)
+    _edit_json(os.path.join(store, ".zarray"), lambda m: m.update(compressor={"id": "lz77x"}))
+    return store
+
+
+def b_no_meta(d):
+    store = os.path.join(d, "empty.zarr")
+    os.makedirs(store)
+    return store
+
+
+def b_group_v3(d):
+    store = os.path.join(d, "g.zarr")
+    sw.write_group_v3(store)
+    sw.write_plain_v3(os.path.join(store, "arr"), _data((4, 4)), (2, 2))
+    return store
+
+
+def b_bad_fill(d):
+    store = os.path.join(d, "a.zarr")
+    sw.write_plain_v3(store, _data((10, 10), "<f4"), (5, 5))
+    _edit_json(os.path.join(store, "zarr.json"), lambda m: m.update(fill_value="banana"))
+    return store
+
+
+def b_zarr_format(d):
+    store = _v3(d)
+    _edit_json(os.path.join(store, "zarr.json"), lambda m: m.update(zarr_format=4))
+    return store
+
+
+def b_transpose(d):
+    store = os.path.join(d, "a.zarr")
+    sw.write_plain_v3(store, _data((10, 10)), (5, 5), transpose=(1, 0))
+    _edit_json(os.path.join(store, "zarr.json"),
+               lambda m: m["codecs"][0]["configuration"].update(order=[0, 0]))
+    return store
+
+
+def b_no_endian(d):
+    store = _v3(d)
+    _edit_json(os.path.join(store, "zarr.json"), lambda m: m["codecs"][0].pop("configuration"))
+    return store
+
+
+def b_shard_indivisible(d):
+    store = _sharded(d)
+    _edit_json(os.path.join(store, "zarr.json"),
+               lambda m: m["codecs"][0]["configuration"].update(chunk_shape=[5, 4]))
+    return store
+
+
+def b_v2_filter(d):
+    """A v2 filter (numcodecs Delta) shardmill does not implement: must not be ignored."""
+    store = os.path.join(d, "a.zarr")
+    z = zarr.create(shape=(10, 10), chunks=(5, 5), dtype="<u2", compressor=None,
+                    filters=[numcodecs.Delta(dtype="<u2")], store=zarr.DirectoryStore(store))
+    z[...] = _data((10, 10))
+    return store
+
+
+def b_v2_order(d):
+    store = _v2(d, None)
+    _edit_json(os.path.join(store, ".zarray"), lambda m: m.update(order="X"))
+    return store
+
+
+def b_key_encoding(d):
+    store = _v3(d)
+    _edit_json(os.path.join(store, "zarr.json"),
+               lambda m: m.update(chunk_key_encoding={"name": "morton"}))
+    return store
+
+
+def b_no_array_to_bytes(d):
+    store = _v3(d, codec="gzip")
+    _edit_json(os.path.join(store, "zarr.json"), lambda m: m["codecs"].pop(0))
+    return store
+
+
+def b_truncated_v3(d):
+    store = _v3(d)
+    _patch(os.path.join(store, "c", "0", "1"), lambda b: b[:-3])
+    return store
+
+
+def b_truncated_v2(d):
+    store = _v2(d, None)
+    _patch(os.path.join(store, "1.0"), lambda b: b[:-2])
+    return store
+
+
+def b_zstd(d):
+    store = _v3(d, codec="zstd", shape=(64, 64), chunks=(32, 32))
+
+    def corrupt(b):
+        for i in range(8, min(len(b) - 4, 40)):
+            b[i] ^= 0x5A
+        return b
+    _patch(os.path.join(store, "c", "1", "0"), corrupt)
+    return store
+
+
+def b_gzip_v2(d):
+    store = _v2(d, numcodecs.GZip(5), shape=(64, 64), chunks=(32, 32))
+
+    def corrupt(b):
+        for i in range(12, min(len(b) - 8, 40)):
+            b[i] ^= 0xA5
+        return b
+    _patch(os.path.join(store, "0.1"), corrupt)
+    return store
+
+
+def b_gzip_v3_trailer(d):
+    """gzip member whose CRC-32 trailer is wrong (the deflate stream itself is fine)."""
+    store = _v3(d, codec="gzip")
+    _patch(os.path.join(store, "c", "1", "1"), lambda b: b[:-8] + bytes([b[-8] ^ 1]) + b[-7:])
+    return store
+
+
+def b_zlib_v2(d):
+    store = _v2(d, numcodecs.Zlib(1))
+    _patch(os.path.join(store, "0.0"), lambda b: bytearray(b"\x78\x9c") + b"\xff" * (len(b) - 2))
+    return store
+
+
+def b_blosc_nbytes(d):
+    """blosc header claims 4x the decoded bytes the chunk holds."""
+    store = _v2(d, numcodecs.Blosc("lz4", 5, 1), shape=(32, 32), chunks=(16, 16))
+
+    def lie(b):
+        nbytes = struct.unpack_from("<I", b, 4)[0]
+        struct.pack_into("<I", b, 4, nbytes * 4)
+        return b
+    _patch(os.path.join(store, "1.1"), lie)
+    return store
+
+
+def b_blosc_cbytes(d):
+    """blosc header claims more compressed bytes than the object has."""
+    store = _v2(d, numcodecs.Blosc("zstd", 5, 2), shape=(32, 32), chunks=(16, 16))
+
+    def lie(b):
+        cbytes = struct.unpack_from("<I", b, 12)[0]
+        struct.pack_into("<I", b, 12, cbytes + 1000)
+        return b
+    _patch(os.path.join(store, "0.1"), lie)
+    return store
+
+
+def _shard_path(store, *idx):
+    return os.path.join(store, "c", *map(str, idx))
+
+
+def b_index_crc(d):
+    store = _sharded(d, shape=(32, 16), shard=(16, 16))
+
+    def flip(b):
+        b[-10] ^= 0x01  # inside the last index entry, before the 4-byte CRC32C
+        return b
+    _patch(_shard_path(store, 1, 0), flip)
+    return store
+
+
+def b_index_past_end(d):
+    """Index entry (offset, length) ends past the shard object; CRC32C recomputed (valid)."""
+    store = _sharded(d, shape=(32, 16), shard=(16, 16))
+
+    def move(b):
+        n = 16 * 16 // 16  # 16 inner chunks
+        ib = bytearray(b[-(n * 16 + 4):-4])
+        entries = np.frombuffer(bytes(ib), dtype="<u8").reshape(n, 2).copy()
+        entries[5, 0] = len(b) - 8  # inner chunk (1, 1) starts 8 bytes before the end
+        ib = entries.tobytes()
+        return b[:-(n * 16 + 4)] + ib + crc32c.crc32c(ib).to_bytes(4, "little")
+    _patch(_shard_path(store, 1, 0), move)
+    return store
+
+
+def b_shard_short(d):
+    """Shard object shorter than its index."""
+    store = _sharded(d)
+    _patch(_shard_path(store, 0, 0), lambda b: b[:10])
+    return store
+
+
+def b_inner_crc(d):
+    store = _sharded(d, codec=["zstd", "crc32c"])
+    _patch(_shard_path(store, 0, 0), lambda b: bytearray([b[0]]) + bytearray([b[1] ^ 0x10]) + b[2:])
+    return store
+
+
+def b_inner_wrong_size(d):
+    """Index length of an inner chunk one byte short (raw inner chunks: decoded size wrong)."""
+    store = _sharded(d, crc=False)
+
+    def shorten(b):
+        n = 16
+        entries = np.frombuffer(bytes(b[-n * 16:]), dtype="<u8").reshape(n, 2).copy()
+        entries[2, 1] -= 1
+        return b[:-n * 16] + entries.tobytes()
+    _patch(_shard_path(store, 0, 0), shorten)
+    return store
+
+
+def b_index_start_crc(d):
+    store = _sharded(d, location="start")
+    _patch(_shard_path(store, 0, 0), lambda b: bytearray([b[0] ^ 0x80]) + b[1:])
+    return store
+
+
+def b_chunk_symlink_loop(d):
+    """Chunk key 1.1 is a symlink to itself: opening it fails with ELOOP (an I/O error)."""
+    store = _v2(d, None)
+    os.remove(os.path.join(store, "1.1"))
+    os.symlink("1.1", os.path.join(store, "1.1"))
+    return store
+
+
+def b_chunk_is_dir(d):
+    store = _v2(d, None)
+    os.remove(os.path.join(store, "1.1"))
+    os.makedirs(os.path.join(store, "1.1"))
+    return store
+
+
+def b_big_zlib(d):
+    """Valid v2 array, random data: each encoded chunk is about 8 KiB (limits tests)."""
+    store = os.path.join(d, "a.zarr")
+    z = zarr.create(shape=(64, 64), chunks=(64, 64), dtype="<u2", compressor=numcodecs.Zlib(1),
+                    store=zarr.DirectoryStore(store), fill_value=0)
+    z[...] = np.random.default_rng(1).integers(0, 65535, (64, 64), dtype="<u2")
+    return store
+
+
+def b_big_index(d):
+    """Valid sharded array: one 64x64 shard of 1x1 inner chunks (a 65,540-byte index)."""
+    return _sharded(d, shape=(64, 64), shard=(64, 64), inner=(1, 1))
+
+
+def b_valid_v3(d):
+    return _v3(d, codec="zstd")
+
+
+R = ["read", "{store}", "-o", "{out}"]
+
+
+def _read(offset="0,0", shape="10,10", extra=()):
+    return ["read", "{store}", "--offset", offset, "--shape", shape, "-o", "{out}", *extra]
+
+
+CASES = [
+    dict(name="json_malformed_zarr_json", build=b_json_v3, args=["info", "{store}"], exit=3,
+         must=["zarr.json"], any=[["line 4", ":4:", "line: 4"], ["col"]]),
+    dict(name="json_malformed_zarray", build=b_json_v2, args=_read(), exit=3,
+         must=[".zarray"], any=[["line 6", ":6:", "line: 6"], ["col"]]),
+    dict(name="ndim_mismatch_shape_chunks", build=b_ndim, args=["info", "{store}"], exit=3,
+         must=["zarr.json"], any=[["chunk"]]),
+    dict(name="zero_chunk_v2", build=b_zero_chunk_v2, args=_read(), exit=3,
+         must=[".zarray"], any=[["chunk"]]),
+    dict(name="negative_chunk_v3", build=b_negative_chunk_v3, args=["info", "{store}"], exit=3,
+         must=["zarr.json"], any=[["chunk"]]),
+    dict(name="unknown_dtype_v3", build=b_dtype_v3, args=["info", "{store}"], exit=3,
+         must=["complex64"]),
+    dict(name="unknown_dtype_v2", build=b_dtype_v2, args=_read(), exit=3, must=["<c8"]),
+    dict(name="unknown_codec_v3", build=b_codec_v3, args=_read(), exit=3, must=["lzma_fancy"]),
+    dict(name="unknown_compressor_v2", build=b_codec_v2, args=["info", "{store}"], exit=3,
+         must=["lz77x"]),
+    dict(name="missing_metadata", build=b_no_meta, args=_read(), exit=3,
+         any=[["zarr.json", ".zarray"]]),
+    dict(name="missing_metadata_info", build=b_no_meta, args=["info", "{store}"], exit=3,
+         any=[["zarr.json", ".zarray"]]),
+    dict(name="missing_array_in_group", build=b_group_v3,
+         args=["read", "{store}", "--array", "nope", "--offset", "0,0", "--shape", "1,1",
+               "-o", "{out}"], exit=3, must=["nope"]),
+    dict(name="bad_fill_value", build=b_bad_fill, args=["info", "{store}"], exit=3,
+         must=["fill_value"]),
+    dict(name="unsupported_zarr_format", build=b_zarr_format, args=["info", "{store}"], exit=3,
+         must=["zarr_format"]),
+    dict(name="transpose_not_a_permutation", build=b_transpose, args=_read(), exit=3,
+         must=["transpose"]),
+    dict(name="bytes_codec_without_endian", build=b_no_endian, args=_read(), exit=3,
+         must=["endian"]),
+    dict(name="shard_shape_not_multiple_of_inner", build=b_shard_indivisible,
+         args=_read("0,0", "16,16"), exit=3, any=[["sharding", "chunk_shape"]]),
+    dict(name="unsupported_v2_filter", build=b_v2_filter, args=_read(), exit=3, must=["delta"]),
+    dict(name="invalid_v2_order", build=b_v2_order, args=["info", "{store}"], exit=3,
+         must=[".zarray", "order"]),
+    dict(name="unknown_chunk_key_encoding", build=b_key_encoding, args=_read(), exit=3,
+         must=["morton"]),
+    dict(name="codecs_without_array_to_bytes", build=b_no_array_to_bytes, args=_read(), exit=3,
+         must=["zarr.json"], any=[["bytes", "array", "codec"]]),
+    dict(name="truncated_chunk_raw_v3", build=b_truncated_v3, args=_read(), exit=3,
+         must=["c/0/1"], any=[["size", "length", "bytes", "short", "truncat"]]),
+    dict(name="truncated_chunk_raw_v2", build=b_truncated_v2, args=_read(), exit=3,
+         must=["1.0"], any=[["size", "length", "bytes", "short", "truncat"]]),
+    dict(name="corrupt_zstd_stream", build=b_zstd, args=_read("0,0", "64,64"), exit=3,
+         must=["c/1/0", "zstd"]),
+    dict(name="corrupt_gzip_stream_v2", build=b_gzip_v2, args=_read("0,0", "64,64"), exit=3,
+         must=["0.1"], any=[["gzip", "deflate", "inflate"]]),
+    dict(name="gzip_crc_trailer_wrong_v3", build=b_gzip_v3_trailer, args=_read(), exit=3,
+         must=["c/1/1"], any=[["gzip", "crc", "checksum"]]),
+    dict(name="corrupt_zlib_stream_v2", build=b_zlib_v2, args=_read(), exit=3,
+         must=["0.0"], any=[["zlib", "deflate", "inflate"]]),
+    dict(name="blosc_header_nbytes_lie", build=b_blosc_nbytes, args=_read("0,0", "32,32"),
+         exit=3, must=["1.1", "blosc"]),
+    dict(name="blosc_header_cbytes_lie", build=b_blosc_cbytes, args=_read("0,0", "32,32"),
+         exit=3, must=["0.1", "blosc"]),
+    dict(name="shard_index_crc32c_mismatch", build=b_index_crc, args=_read("0,0", "32,16"),
+         exit=3, must=["c/1/0", "crc32c"]),
+    dict(name="shard_index_start_crc32c_mismatch", build=b_index_start_crc,
+         args=_read("0,0", "16,16"), exit=3, must=["c/0/0", "crc32c"]),
+    dict(name="shard_index_entry_past_end", build=b_index_past_end, args=_read("0,0", "32,16"),
+         exit=3, must=["c/1/0"], any=[["offset", "past", "beyond", "outside", "exceed", "range"]]),
+    dict(name="shard_shorter_than_index", build=b_shard_short, args=_read("0,0", "16,16"),
+         exit=3, must=["c/0/0"]),
+    dict(name="inner_chunk_crc32c_mismatch", build=b_inner_crc, args=_read("0,0", "16,16"),
+         exit=3, must=["c/0/0", "crc32c"]),
+    dict(name="inner_chunk_wrong_size", build=b_inner_wrong_size, args=_read("0,0", "16,16"),
+         exit=3, must=["c/0/0"], any=[["size", "length", "bytes", "short", "truncat"]]),
+    dict(name="chunk_key_is_a_directory", build=b_chunk_is_dir, args=_read(), exit=[3, 4],
+         must=["1.1"]),
+    dict(name="chunk_key_symlink_loop", build=b_chunk_symlink_loop, args=_read(), exit=4,
+         must=["1.1"]),
+    dict(name="limit_max_object_bytes", build=b_big_zlib,
+         args=_read("0,0", "64,64", ["--max-object-bytes", "4KiB"]), exit=5,
+         control=_read("0,0", "64,64", ["--max-object-bytes", "16KiB"]),
+         must=["0.0"], any=[["max_object_bytes", "max-object-bytes"]]),
+    dict(name="limit_max_object_bytes_shard_index", build=b_big_index,
+         args=_read("0,0", "2,2", ["--max-object-bytes", "32KiB"]), exit=5,
+         control=_read("0,0", "2,2", ["--max-object-bytes", "128KiB"]),
+         must=["c/0/0"], any=[["max_object_bytes", "max-object-bytes"]]),
+    dict(name="limit_max_chunk_bytes", build=b_big_zlib,
+         args=_read("0,0", "1,1", ["--max-chunk-bytes", "4KiB"]), exit=5,
+         control=_read("0,0", "1,1", ["--max-chunk-bytes", "8KiB"]),
+         any=[["max_chunk_bytes", "max-chunk-bytes"]]),
+    dict(name="limit_max_region_bytes", build=b_valid_v3,
+         args=_read("0,0", "10,10", ["--max-region-bytes", "64"]), exit=5,
+         control=_read("0,0", "10,10", ["--max-region-bytes", "200"]),
+         any=[["max_region_bytes", "max-region-bytes"]]),
+    dict(name="region_outside_array", build=b_valid_v3, args=_read("0,0", "11,5"), exit=2,
+         control=_read("0,0", "10,5"),
+         any=[["outside", "exceed", "beyond", "bound", "out of", "past"]]),
+    dict(name="region_offset_past_end", build=b_valid_v3, args=_read("10,0", "1,1"), exit=2,
+         control=_read("9,0", "1,1"),
+         any=[["outside", "exceed", "beyond", "bound", "out of", "past"]]),
+    dict(name="region_negative_offset", build=b_valid_v3, args=_read("-1,0", "1,1"), exit=2,
+         must=["offset"]),
+    dict(name="region_wrong_ndim", build=b_valid_v3, args=_read("0,0,0", "1,1,1"), exit=2,
+         any=[["offset", "shape"]]),
+    dict(name="read_without_output", build=b_valid_v3,
+         args=["read", "{store}", "--offset", "0,0", "--shape", "1,1"], exit=2, must=["-o"]),
+    dict(name="bad_size_suffix", build=b_valid_v3,
+         args=_read("0,0", "1,1", ["--max-object-bytes", "12XB"]), exit=2,
+         must=["max-object-bytes"]),
+]
+
+# Cases that also put an existing file at {out}: a failed read must leave it untouched.
+KEEP_EXISTING = {"corrupt_zstd_stream", "shard_index_crc32c_mismatch", "limit_max_region_bytes"}
+
+
+def build_all(outdir):
+    """Build every case's store under OUTDIR/<case>/ and the table as OUTDIR/cases.json."""
+    os.makedirs(outdir, exist_ok=True)
+    table = [{k: v for k, v in c.items() if k != "build"} for c in CASES]
+    for t in table:
+        t["keep_existing"] = t["name"] in KEEP_EXISTING
+    with open(os.path.join(outdir, "cases.json"), "w") as f:
+        json.dump(table, f, indent=1)
+    for c in CASES:
+        d = os.path.join(outdir, c["name"])
+        if os.path.exists(d):
+            shutil.rmtree(d)
+        os.makedirs(d)
+        store = c["build"](d)
+        with open(os.path.join(d, "store.txt"), "w") as f:
+            f.write(os.path.relpath(store, d))
+
+
+def main(argv):
+    if len(argv) > 1 and argv[1] == "--list":
+        print(";".join(c["name"] for c in CASES), end="")
+        return 0
+    outdir = argv[1] if len(argv) > 1 else "bad_input_out"
+    build_all(outdir)
+    print(f"bad_cases: built {len(CASES)} cases in {outdir}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
