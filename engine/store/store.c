@@ -162,7 +162,7 @@ sm_status sm_store_get_many(struct sm_store *s, const char *key, const struct sm
     for (size_t i = 0; i < n; i++) {
         bytes += outs[i].len;
     }
-    count(s, cls, n, bytes);
+    count(s, cls, *found ? n : 1, bytes); /* a missing object is one request, as with get */
     if (st != SM_OK) {
         name_object(s, key, err);
         return st;

@@ -1,0 +1,695 @@
+/* Unit tests for engine/array/array_read.c: region reads of unsharded arrays against a reference
+ * computed in the test. Arrays are written by hand into a mem store — zarr.json or .zarray plus
+ * raw chunks (`bytes` codec only) cut from a random reference array, edge chunks padded with a
+ * marker byte, some chunks left out (they must read as the non-zero fill value). Covers whole,
+ * partial and nonaligned regions in 0-, 1-, 2- and 4-d, v2 keys, limits, bad regions, counters,
+ * corrupt chunks and concurrent reads. */
+#include "shardmill/sm_config.h"
+
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "array_int.h"
+#include "shardmill/alloc.h"
+#include "sm_test.h"
+#include "sm_test_zarr.h"
+
+struct spec {
+    const char *path;    /* node path ("" = the store root) */
+    int zarr_format;     /* 2 or 3 */
+    const char *dtype;   /* v3 data type name */
+    const char *v2dtype; /* numpy type string for v2 (byte order included) */
+    size_t elem;         /* bytes per element */
+    unsigned ndim;
+    uint64_t shape[SM_TEST_MAXD], chunks[SM_TEST_MAXD];
+    const char *fill_json; /* the fill value as metadata writes it */
+    uint8_t fill[8];       /* ... and as little-endian bytes */
+    char sep;              /* key separator */
+    bool big_endian;       /* chunks stored big-endian */
+    uint64_t missing_mod;  /* chunk with linear grid index % missing_mod == missing_rem is absent */
+    uint64_t missing_rem;  /* (missing_mod 0: none absent) */
+    uint64_t seed;
+    bool fortran; /* v2 order "F": chunks stored with the axes reversed */
+};
+
+struct fx {
+    struct sm_store *s;
+    struct sm_array *a;
+    struct sm_scratch *scr;
+    struct sm_err err;
+    struct sm_array_opts opts;
+    struct sm_test_ref ref;
+    struct spec sp;
+    uint64_t nchunks, nmissing;
+};
+
+static int setup(void **state)
+{
+    struct fx *f = test_calloc(1, sizeof(*f));
+    sm_err_clear(&f->err);
+    const struct sm_array_opts defaults = SM_ARRAY_OPTS_DEFAULTS;
+    f->opts = defaults;
+    if (sm_store_mem_new(&f->s, &f->err) != SM_OK || sm_scratch_new(&f->scr, &f->err) != SM_OK) {
+        return -1;
+    }
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fx *f = *state;
+    sm_alloc_fail_at(0);
+    sm_array_close(f->a);
+    sm_scratch_free(f->scr);
+    sm_store_close(f->s);
+    if (f->ref.data != NULL) {
+        sm_test_ref_free(&f->ref);
+    }
+    test_free(f);
+    return 0;
+}
+
+static void json_dims(char *buf, size_t cap, unsigned nd, const uint64_t *v)
+{
+    size_t pos = (size_t)snprintf(buf, cap, "[");
+    for (unsigned d = 0; d < nd; d++) {
+        pos += (size_t)snprintf(buf + pos, cap - pos, "%s%llu", d > 0 ? "," : "",
+                                (unsigned long long)v[d]);
+    }
+    snprintf(buf + pos, cap - pos, "]");
+}
+
+static void write_metadata(struct fx *f)
+{
+    const struct spec *sp = &f->sp;
+    char shape[256], chunks[256], doc[2048], key[512];
+    json_dims(shape, sizeof(shape), sp->ndim, sp->shape);
+    json_dims(chunks, sizeof(chunks), sp->ndim, sp->chunks);
+    const char *slash = sp->path[0] != '\0' ? "/" : "";
+    if (sp->zarr_format == 3) {
+        snprintf(doc, sizeof(doc),
+                 "{\"zarr_format\":3,\"node_type\":\"array\",\"shape\":%s,\"data_type\":\"%s\","
+                 "\"chunk_grid\":{\"name\":\"regular\",\"configuration\":{\"chunk_shape\":%s}},"
+                 "\"chunk_key_encoding\":{\"name\":\"default\",\"configuration\":{\"separator\":"
+                 "\"%c\"}},\"fill_value\":%s,\"codecs\":[{\"name\":\"bytes\",\"configuration\":"
+                 "{\"endian\":\"%s\"}}],\"attributes\":{}}",
+                 shape, sp->dtype, chunks, sp->sep, sp->fill_json,
+                 sp->big_endian ? "big" : "little");
+        snprintf(key, sizeof(key), "%s%szarr.json", sp->path, slash);
+    } else {
+        snprintf(doc, sizeof(doc),
+                 "{\"zarr_format\":2,\"shape\":%s,\"chunks\":%s,\"dtype\":\"%s\","
+                 "\"compressor\":null,\"fill_value\":%s,\"order\":\"%s\",\"filters\":null,"
+                 "\"dimension_separator\":\"%c\"}",
+                 shape, chunks, sp->v2dtype, sp->fill_json, sp->fortran ? "F" : "C", sp->sep);
+        snprintf(key, sizeof(key), "%s%s.zarray", sp->path, slash);
+    }
+    sm_test_put_str(f->s, key, doc);
+}
+
+static void swap_elems(uint8_t *p, size_t n, size_t elem)
+{
+    for (size_t i = 0; i < n; i++) {
+        for (size_t b = 0; b < elem / 2; b++) {
+            uint8_t t = p[i * elem + b];
+            p[i * elem + b] = p[i * elem + elem - 1 - b];
+            p[i * elem + elem - 1 - b] = t;
+        }
+    }
+}
+
+/* C order -> F order (axes reversed) of one chunk. */
+static void to_fortran(const uint8_t *c, uint8_t *out, unsigned nd, const uint64_t *shape,
+                       size_t elem)
+{
+    uint64_t idx[SM_TEST_MAXD] = {0}, fstride[SM_TEST_MAXD];
+    size_t i = 0;
+    for (unsigned d = 0; d < nd; d++) {
+        fstride[d] = d == 0 ? 1 : fstride[d - 1] * shape[d - 1];
+    }
+    do {
+        size_t fl = 0;
+        for (unsigned d = 0; d < nd; d++) {
+            fl += (size_t)(idx[d] * fstride[d]);
+        }
+        memcpy(out + fl * elem, c + i * elem, elem);
+        i++;
+    } while (sm_test_next(nd, shape, idx));
+}
+
+/* Writes metadata and every present chunk; absent chunks become fill in the reference. */
+static void build(struct fx *f, const struct spec *sp)
+{
+    f->sp = *sp;
+    sm_test_ref_init(&f->ref, sp->ndim, sp->shape, sp->elem, sp->seed);
+    write_metadata(f);
+    uint64_t grid[SM_TEST_MAXD], ci[SM_TEST_MAXD] = {0};
+    size_t chunk_elems = 1;
+    for (unsigned d = 0; d < sp->ndim; d++) {
+        grid[d] = (sp->shape[d] + sp->chunks[d] - 1) / sp->chunks[d];
+        chunk_elems *= (size_t)sp->chunks[d];
+    }
+    uint8_t *chunk = test_malloc(chunk_elems * sp->elem);
+    uint8_t *fchunk = test_malloc(chunk_elems * sp->elem);
+    uint64_t lin = 0;
+    do {
+        uint64_t origin[SM_TEST_MAXD];
+        for (unsigned d = 0; d < sp->ndim; d++) {
+            origin[d] = ci[d] * sp->chunks[d];
+        }
+        f->nchunks++;
+        if (sp->missing_mod != 0 && lin % sp->missing_mod == sp->missing_rem) {
+            sm_test_ref_fill_box(&f->ref, origin, sp->chunks, sp->fill);
+            f->nmissing++;
+        } else {
+            char key[512];
+            sm_test_chunk_key(key, sizeof(key), sp->path, sp->zarr_format == 3 ? "c" : "", sp->sep,
+                              sp->ndim, ci);
+            sm_test_ref_chunk(&f->ref, origin, sp->chunks, chunk);
+            if (sp->big_endian) {
+                swap_elems(chunk, chunk_elems, sp->elem);
+            }
+            if (sp->fortran) {
+                to_fortran(chunk, fchunk, sp->ndim, sp->chunks, sp->elem);
+                memcpy(chunk, fchunk, chunk_elems * sp->elem);
+            }
+            sm_test_put(f->s, key, chunk, chunk_elems * sp->elem);
+        }
+        lin++;
+    } while (sp->ndim > 0 && sm_test_next(sp->ndim, grid, ci));
+    test_free(fchunk);
+    test_free(chunk);
+    assert_ok(sm_array_open(f->s, sp->path, &f->opts, &f->a, &f->err), &f->err);
+}
+
+static size_t region_bytes(const struct fx *f, const uint64_t *ext)
+{
+    size_t n = f->sp.elem;
+    for (unsigned d = 0; d < f->sp.ndim; d++) {
+        n *= (size_t)ext[d];
+    }
+    return n;
+}
+
+/* Reads [off, off + ext) and compares it with the reference. */
+static void check_read(struct fx *f, const uint64_t *off, const uint64_t *ext)
+{
+    const size_t n = region_bytes(f, ext);
+    uint8_t *got = test_malloc(n == 0 ? 1 : n);
+    uint8_t *want = test_malloc(n == 0 ? 1 : n);
+    sm_test_ref_extract(&f->ref, off, ext, want);
+    sm_err_clear(&f->err);
+    assert_ok(sm_array_read_region(f->a, off, ext, got, n, f->scr, &f->err), &f->err);
+    if (memcmp(got, want, n) != 0) {
+        size_t i = 0;
+        while (got[i] == want[i]) {
+            i++;
+        }
+        fail_msg("region differs from the reference at byte %zu (elem %zu): got %02x want %02x", i,
+                 i / f->sp.elem, got[i], want[i]);
+    }
+    test_free(got);
+    test_free(want);
+}
+
+static void random_regions(struct fx *f, int iters, uint64_t seed)
+{
+    struct sm_test_rng rng = {seed};
+    for (int i = 0; i < iters; i++) {
+        uint64_t off[SM_TEST_MAXD], ext[SM_TEST_MAXD];
+        for (unsigned d = 0; d < f->sp.ndim; d++) {
+            off[d] = sm_test_rng_below(&rng, f->sp.shape[d]);
+            ext[d] = 1 + sm_test_rng_below(&rng, f->sp.shape[d] - off[d]);
+        }
+        check_read(f, off, ext);
+    }
+}
+
+/* 2-d uint16 [10, 7] in chunks [4, 3] (3 x 3 grid, partial edge chunks), chunk 4 = (1, 1)
+ * missing, fill 4242. */
+static const struct spec spec_2d = {"",      3,      "uint16", "<u2",        2,   2,
+                                    {10, 7}, {4, 3}, "4242",   {0x92, 0x10}, '/', false,
+                                    9,       4,      11,       false};
+
+static void test_read_whole_array_matches_reference(void **state)
+{
+    struct fx *f = *state;
+    build(f, &spec_2d);
+    const uint64_t off[2] = {0, 0}, ext[2] = {10, 7};
+    check_read(f, off, ext);
+    struct sm_array_stats st;
+    sm_array_stats(f->a, &st);
+    assert_int_equal(st.chunks_read, 8);
+    assert_int_equal(st.chunks_missing, 1);
+}
+
+static void test_read_chunk_aligned_region(void **state)
+{
+    struct fx *f = *state;
+    build(f, &spec_2d);
+    const uint64_t off[2] = {4, 3}, ext[2] = {4, 3};
+    check_read(f, off, ext);
+    const uint64_t off2[2] = {0, 3}, ext2[2] = {8, 4};
+    check_read(f, off2, ext2);
+}
+
+static void test_read_random_nonaligned_regions_match_reference(void **state)
+{
+    struct fx *f = *state;
+    build(f, &spec_2d);
+    random_regions(f, 300, 99);
+}
+
+static void test_read_single_element_regions(void **state)
+{
+    struct fx *f = *state;
+    build(f, &spec_2d);
+    for (uint64_t y = 0; y < 10; y++) {
+        for (uint64_t x = 0; x < 7; x++) {
+            const uint64_t off[2] = {y, x}, ext[2] = {1, 1};
+            check_read(f, off, ext);
+        }
+    }
+}
+
+static void test_read_missing_chunk_is_fill_value(void **state)
+{
+    struct fx *f = *state;
+    build(f, &spec_2d);
+    const uint64_t off[2] = {5, 4}, ext[2] = {2, 2}; /* inside missing chunk (1, 1) */
+    uint16_t got[4] = {0};
+    assert_ok(sm_array_read_region(f->a, off, ext, got, sizeof(got), f->scr, &f->err), &f->err);
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(got[i], 4242);
+    }
+    struct sm_array_stats st;
+    sm_array_stats(f->a, &st);
+    assert_int_equal(st.chunks_missing, 1);
+    assert_int_equal(st.chunks_read, 0);
+    /* the absent chunk still cost one payload request, with no bytes (SPEC §5) */
+    assert_int_equal(sm_store_requests(f->s, SM_IO_PAYLOAD), 1);
+    assert_int_equal(sm_store_bytes(f->s, SM_IO_PAYLOAD), 0);
+}
+
+static void test_read_counts_one_payload_request_per_chunk_touched(void **state)
+{
+    struct fx *f = *state;
+    build(f, &spec_2d);
+    const uint64_t off[2] = {3, 2}, ext[2] = {2, 2}; /* chunks (0,0) (0,1) (1,0) (1,1) */
+    uint16_t got[4];
+    assert_ok(sm_array_read_region(f->a, off, ext, got, sizeof(got), f->scr, &f->err), &f->err);
+    assert_int_equal(sm_store_requests(f->s, SM_IO_PAYLOAD), 4);
+    assert_int_equal(sm_store_bytes(f->s, SM_IO_PAYLOAD), 3 * 4 * 3 * 2); /* 3 present chunks */
+    assert_int_equal(sm_store_requests(f->s, SM_IO_INDEX), 0);
+    assert_int_equal(sm_store_requests(f->s, SM_IO_META), 1); /* the open */
+}
+
+static void test_read_region_outside_array_is_usage_error(void **state)
+{
+    struct fx *f = *state;
+    build(f, &spec_2d);
+    uint16_t buf[200];
+    const uint64_t cases[][4] = {
+        {0, 0, 11, 7}, {0, 0, 10, 8}, {10, 0, 1, 1},
+        {9, 6, 2, 1},  {11, 0, 0, 0}, {UINT64_MAX, 0, 2, 1}, /* offset + shape wraps around */
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const uint64_t off[2] = {cases[i][0], cases[i][1]}, ext[2] = {cases[i][2], cases[i][3]};
+        sm_err_clear(&f->err);
+        size_t n = (size_t)(ext[0] * ext[1] * 2);
+        assert_int_equal(
+            sm_array_read_region(f->a, off, ext, buf, n < sizeof(buf) ? n : 0, f->scr, &f->err),
+            SM_E_USAGE);
+        assert_contains(f->err.what, "outside");
+    }
+    assert_int_equal(sm_store_requests(f->s, SM_IO_PAYLOAD), 0);
+}
+
+static void test_read_out_len_mismatch_is_usage_error(void **state)
+{
+    struct fx *f = *state;
+    build(f, &spec_2d);
+    uint16_t buf[16];
+    const uint64_t off[2] = {1, 1}, ext[2] = {2, 3};
+    const size_t wrong[] = {0, 11, 13, sizeof(buf)};
+    for (size_t i = 0; i < 4; i++) {
+        sm_err_clear(&f->err);
+        assert_int_equal(sm_array_read_region(f->a, off, ext, buf, wrong[i], f->scr, &f->err),
+                         SM_E_USAGE);
+        assert_contains(f->err.what, "12");
+    }
+    assert_int_equal(sm_store_requests(f->s, SM_IO_PAYLOAD), 0);
+}
+
+static void test_read_zero_sized_region_reads_nothing(void **state)
+{
+    struct fx *f = *state;
+    build(f, &spec_2d);
+    const uint64_t off[2] = {3, 7}, ext[2] = {5, 0}; /* at the very end of axis 1 */
+    uint8_t dummy;
+    assert_ok(sm_array_read_region(f->a, off, ext, &dummy, 0, f->scr, &f->err), &f->err);
+    assert_int_equal(sm_store_requests(f->s, SM_IO_PAYLOAD), 0);
+}
+
+static void test_read_max_region_bytes_is_limit(void **state)
+{
+    struct fx *f = *state;
+    f->opts.limits.max_region_bytes = 24;
+    build(f, &spec_2d);
+    uint16_t buf[16];
+    const uint64_t off[2] = {0, 0}, ok[2] = {3, 4}, big[2] = {2, 7};
+    check_read(f, off, ok); /* exactly 24 bytes */
+    assert_int_equal(sm_array_read_region(f->a, off, big, buf, 28, f->scr, &f->err), SM_E_LIMIT);
+    assert_contains(f->err.what, "limits.max_region_bytes");
+    assert_contains(f->err.what, "28");
+}
+
+static void test_read_max_chunk_bytes_is_limit(void **state)
+{
+    struct fx *f = *state;
+    f->opts.limits.max_chunk_bytes = 23; /* a chunk decodes to 4 * 3 * 2 = 24 bytes */
+    build(f, &spec_2d);
+    uint16_t buf[1];
+    const uint64_t off[2] = {0, 0}, ext[2] = {1, 1};
+    assert_int_equal(sm_array_read_region(f->a, off, ext, buf, 2, f->scr, &f->err), SM_E_LIMIT);
+    assert_contains(f->err.what, "limits.max_chunk_bytes");
+    assert_int_equal(sm_store_requests(f->s, SM_IO_PAYLOAD), 0);
+}
+
+static void test_read_max_object_bytes_is_limit_naming_the_chunk(void **state)
+{
+    struct fx *f = *state;
+    /* zarr.json (about 420 bytes) fits in 600 bytes; one 40 x 9 uint16 chunk (720 bytes) does not
+     */
+    f->opts.limits.max_object_bytes = 600;
+    struct spec sp = spec_2d;
+    sp.shape[0] = sp.chunks[0] = 40;
+    sp.shape[1] = sp.chunks[1] = 9;
+    build(f, &sp);
+    uint16_t buf[1];
+    const uint64_t off[2] = {0, 0}, ext[2] = {1, 1};
+    assert_int_equal(sm_array_read_region(f->a, off, ext, buf, 2, f->scr, &f->err), SM_E_LIMIT);
+    assert_contains(f->err.what, "limits.max_object_bytes");
+    assert_contains(f->err.where, "c/0/0");
+}
+
+static void test_read_short_chunk_is_data_error_naming_key(void **state)
+{
+    struct fx *f = *state;
+    build(f, &spec_2d);
+    sm_test_put(f->s, "c/2/1", "\x01\x02\x03", 3); /* 3 bytes instead of 24 */
+    uint16_t buf[1];
+    const uint64_t off[2] = {8, 3}, ext[2] = {1, 1};
+    assert_int_equal(sm_array_read_region(f->a, off, ext, buf, 2, f->scr, &f->err), SM_E_DATA);
+    assert_contains(f->err.where, "c/2/1");
+}
+
+static void test_read_0d_array(void **state)
+{
+    struct fx *f = *state;
+    const struct spec sp = {"scalar", 3,     "float64", "<f8",  8,
+                            0,        {0},   {0},       "-2.5", {0, 0, 0, 0, 0, 0, 0x04, 0xc0},
+                            '/',      false, 0,         0,      5,
+                            false};
+    build(f, &sp);
+    double v = 0;
+    assert_ok(sm_array_read_region(f->a, NULL, NULL, &v, sizeof(v), f->scr, &f->err), &f->err);
+    assert_memory_equal(&v, f->ref.data, 8);
+    assert_int_equal(sm_store_requests(f->s, SM_IO_PAYLOAD), 1);
+    assert_int_equal(sm_store_bytes(f->s, SM_IO_PAYLOAD), 8);
+    /* wrong out_len */
+    assert_int_equal(sm_array_read_region(f->a, NULL, NULL, &v, 4, f->scr, &f->err), SM_E_USAGE);
+}
+
+static void test_read_0d_missing_chunk_is_fill(void **state)
+{
+    struct fx *f = *state;
+    const struct spec sp = {
+        "",  3,     "float64", "<f8", 8, 0,    {0}, {0}, "-2.5", {0, 0, 0, 0, 0, 0, 0x04, 0xc0},
+        '/', false, 1,         0,     5, false};
+    build(f, &sp);
+    double v = 0;
+    assert_ok(sm_array_read_region(f->a, NULL, NULL, &v, sizeof(v), f->scr, &f->err), &f->err);
+    assert_true(v == -2.5);
+}
+
+static void test_read_0d_v2_array(void **state)
+{
+    struct fx *f = *state;
+    const struct spec sp = {"",  2,      "int16", "<i2", 2, 0, {0}, {0},
+                            "7", {7, 0}, '.',     false, 0, 0, 77,  false};
+    build(f, &sp);
+    int16_t v = 0;
+    assert_ok(sm_array_read_region(f->a, NULL, NULL, &v, sizeof(v), f->scr, &f->err), &f->err);
+    assert_memory_equal(&v, f->ref.data, 2);
+}
+
+static void test_read_1d_array_random_regions(void **state)
+{
+    struct fx *f = *state;
+    const struct spec sp = {"one", 3,     "uint8", "|u1", 1, 1, {1000}, {64},
+                            "200", {200}, '/',     false, 3, 1, 21,     false};
+    build(f, &sp);
+    const uint64_t off[1] = {0}, ext[1] = {1000};
+    check_read(f, off, ext);
+    random_regions(f, 300, 5);
+}
+
+static void test_read_4d_array_random_regions(void **state)
+{
+    struct fx *f = *state;
+    const struct spec sp = {"four",
+                            3,
+                            "int32",
+                            "<i4",
+                            4,
+                            4,
+                            {5, 4, 6, 7},
+                            {2, 3, 4, 3},
+                            "-7",
+                            {0xf9, 0xff, 0xff, 0xff},
+                            '.',
+                            false,
+                            5,
+                            2,
+                            31,
+                            false};
+    build(f, &sp);
+    const uint64_t off[4] = {0, 0, 0, 0}, ext[4] = {5, 4, 6, 7};
+    check_read(f, off, ext);
+    random_regions(f, 300, 6);
+}
+
+static void test_read_v2_array_with_dot_separator(void **state)
+{
+    struct fx *f = *state;
+    struct spec sp = spec_2d;
+    sp.zarr_format = 2;
+    sp.sep = '.';
+    sp.path = "v2/dot";
+    build(f, &sp);
+    const uint64_t off[2] = {0, 0}, ext[2] = {10, 7};
+    check_read(f, off, ext);
+    random_regions(f, 50, 8);
+}
+
+static void test_read_v2_array_with_slash_separator(void **state)
+{
+    struct fx *f = *state;
+    struct spec sp = spec_2d;
+    sp.zarr_format = 2;
+    sp.sep = '/';
+    build(f, &sp);
+    const uint64_t off[2] = {0, 0}, ext[2] = {10, 7};
+    check_read(f, off, ext);
+}
+
+static void test_read_v3_dot_separator_keys(void **state)
+{
+    struct fx *f = *state;
+    struct spec sp = spec_2d;
+    sp.sep = '.';
+    build(f, &sp);
+    const uint64_t off[2] = {0, 0}, ext[2] = {10, 7};
+    check_read(f, off, ext);
+}
+
+static void test_read_big_endian_chunks_come_out_native(void **state)
+{
+    struct fx *f = *state;
+    struct spec sp = spec_2d;
+    sp.big_endian = true;
+    build(f, &sp);
+    const uint64_t off[2] = {0, 0}, ext[2] = {10, 7};
+    check_read(f, off, ext);
+    struct spec v2 = spec_2d;
+    v2.zarr_format = 2;
+    v2.v2dtype = ">u2";
+    v2.big_endian = true;
+    v2.path = "be";
+    sm_array_close(f->a);
+    f->a = NULL;
+    sm_test_ref_free(&f->ref);
+    build(f, &v2);
+    check_read(f, off, ext);
+}
+
+static void test_read_v2_null_fill_reads_zero(void **state)
+{
+    struct fx *f = *state;
+    struct spec sp = spec_2d;
+    sp.zarr_format = 2;
+    sp.fill_json = "null";
+    memset(sp.fill, 0, sizeof(sp.fill));
+    build(f, &sp);
+    const uint64_t off[2] = {4, 3}, ext[2] = {4, 3}; /* the missing chunk (1, 1) */
+    uint16_t got[12];
+    assert_ok(sm_array_read_region(f->a, off, ext, got, sizeof(got), f->scr, &f->err), &f->err);
+    for (int i = 0; i < 12; i++) {
+        assert_int_equal(got[i], 0);
+    }
+    const uint64_t all[2] = {0, 0}, ext_all[2] = {10, 7};
+    check_read(f, all, ext_all);
+}
+
+static void test_read_v2_fortran_order_chunks(void **state)
+{
+    struct fx *f = *state;
+    struct spec sp = spec_2d;
+    sp.zarr_format = 2;
+    sp.fortran = true;
+    build(f, &sp);
+    const uint64_t off[2] = {0, 0}, ext[2] = {10, 7};
+    check_read(f, off, ext);
+    random_regions(f, 100, 14);
+    struct spec sp4 = {
+        "f4", 2,     "int32", "<i4", 4,  3,   {5, 6, 7}, {2, 4, 3}, "-7", {0xf9, 0xff, 0xff, 0xff},
+        '.',  false, 4,       1,     33, true};
+    sm_array_close(f->a);
+    f->a = NULL;
+    sm_test_ref_free(&f->ref);
+    build(f, &sp4);
+    const uint64_t off3[3] = {0, 0, 0};
+    check_read(f, off3, sp4.shape);
+    random_regions(f, 100, 15);
+}
+
+struct reader {
+    struct sm_array *a;
+    const struct sm_test_ref *ref;
+    unsigned id;
+    int bad;
+    char msg[512];
+};
+
+static void *read_worker(void *arg)
+{
+    struct reader *r = arg;
+    struct sm_scratch *scr = NULL;
+    struct sm_err err;
+    sm_err_clear(&err);
+    if (sm_scratch_new(&scr, &err) != SM_OK) {
+        r->bad = 1;
+        return NULL;
+    }
+    struct sm_test_rng rng = {r->id + 100};
+    static uint8_t bufs[4][2][10 * 7 * 2];
+    uint8_t *got = bufs[r->id][0], *want = bufs[r->id][1];
+    for (int i = 0; i < 300 && r->bad == 0; i++) {
+        uint64_t off[2], ext[2];
+        for (int d = 0; d < 2; d++) {
+            off[d] = sm_test_rng_below(&rng, r->ref->shape[d]);
+            ext[d] = 1 + sm_test_rng_below(&rng, r->ref->shape[d] - off[d]);
+        }
+        const size_t n = (size_t)(ext[0] * ext[1] * 2);
+        sm_test_ref_extract(r->ref, off, ext, want);
+        sm_err_clear(&err);
+        if (sm_array_read_region(r->a, off, ext, got, n, scr, &err) != SM_OK ||
+            memcmp(got, want, n) != 0) {
+            r->bad = 1;
+            snprintf(r->msg, sizeof(r->msg), "region %d: %.200s", i, err.what);
+        }
+    }
+    sm_scratch_free(scr);
+    return NULL;
+}
+
+static void test_read_from_threads_with_own_scratch(void **state)
+{
+    struct fx *f = *state;
+    build(f, &spec_2d);
+    struct reader r[4];
+    pthread_t th[4];
+    for (unsigned i = 0; i < 4; i++) {
+        r[i] = (struct reader){f->a, &f->ref, i, 0, ""};
+        assert_int_equal(pthread_create(&th[i], NULL, read_worker, &r[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+    }
+    for (int i = 0; i < 4; i++) {
+        if (r[i].bad) {
+            fail_msg("thread %d: %s", i, r[i].msg);
+        }
+    }
+}
+
+static void test_read_allocation_failures_are_nomem_without_leaks(void **state)
+{
+    struct fx *f = *state;
+    build(f, &spec_2d);
+    const uint64_t off[2] = {1, 1}, ext[2] = {8, 5};
+    uint16_t buf[40];
+    const uint64_t base = sm_alloc_current();
+    for (uint64_t n = 1; n <= 12; n++) {
+        sm_err_clear(&f->err);
+        sm_alloc_fail_at(n);
+        sm_status st = sm_array_read_region(f->a, off, ext, buf, sizeof(buf), f->scr, &f->err);
+        sm_alloc_fail_at(0);
+        assert_true(st == SM_OK || st == SM_E_NOMEM);
+        assert_int_equal(sm_alloc_current(), base);
+    }
+    check_read(f, off, ext);
+}
+
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        T(test_read_whole_array_matches_reference),
+        T(test_read_chunk_aligned_region),
+        T(test_read_random_nonaligned_regions_match_reference),
+        T(test_read_single_element_regions),
+        T(test_read_missing_chunk_is_fill_value),
+        T(test_read_counts_one_payload_request_per_chunk_touched),
+        T(test_read_region_outside_array_is_usage_error),
+        T(test_read_out_len_mismatch_is_usage_error),
+        T(test_read_zero_sized_region_reads_nothing),
+        T(test_read_max_region_bytes_is_limit),
+        T(test_read_max_chunk_bytes_is_limit),
+        T(test_read_max_object_bytes_is_limit_naming_the_chunk),
+        T(test_read_short_chunk_is_data_error_naming_key),
+        T(test_read_0d_array),
+        T(test_read_0d_missing_chunk_is_fill),
+        T(test_read_0d_v2_array),
+        T(test_read_1d_array_random_regions),
+        T(test_read_4d_array_random_regions),
+        T(test_read_v2_array_with_dot_separator),
+        T(test_read_v2_array_with_slash_separator),
+        T(test_read_v3_dot_separator_keys),
+        T(test_read_big_endian_chunks_come_out_native),
+        T(test_read_v2_null_fill_reads_zero),
+        T(test_read_v2_fortran_order_chunks),
+        T(test_read_from_threads_with_own_scratch),
+        T(test_read_allocation_failures_are_nomem_without_leaks),
+    };
+    return cmocka_run_group_tests_name("array_read", tests, NULL, NULL);
+}

@@ -1,0 +1,212 @@
+/* Unit tests for engine/core/core_status.c: the error context of STYLE B5. The first error wins,
+ * `where` is filled once by the innermost layer that knows the object, SM_FAIL records file and
+ * line, SM_TRY forwards a failure without running the rest of the caller. */
+#include "shardmill/sm_config.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "shardmill/status.h"
+#include "sm_test.h"
+
+static int fail_line; /* the line of the SM_FAIL in fail_data() */
+
+static sm_status fail_data(struct sm_err *err, int n)
+{
+    fail_line = __LINE__ + 1;
+    SM_FAIL(err, SM_E_DATA, "crc32c mismatch: stored %08x, computed %08x", n, n + 1);
+}
+
+static sm_status succeed(struct sm_err *err)
+{
+    (void)err;
+    return SM_OK;
+}
+
+static int after_try; /* set when the code after an SM_TRY runs */
+
+static sm_status try_then_mark(sm_status (*inner)(struct sm_err *, int), struct sm_err *err)
+{
+    after_try = 0;
+    SM_TRY(inner(err, 1));
+    after_try = 1;
+    return SM_OK;
+}
+
+static sm_status ok_inner(struct sm_err *err, int n)
+{
+    (void)n;
+    return succeed(err);
+}
+
+static sm_status vset_wrapper(struct sm_err *err, sm_status st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    sm_status r = sm_err_vset(err, st, "wrapper.c", 7, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+static void test_err_clear_resets_everything(void **state)
+{
+    (void)state;
+    struct sm_err err;
+    memset(&err, 0x5a, sizeof(err));
+    sm_err_clear(&err);
+    assert_int_equal(err.status, SM_OK);
+    assert_int_equal(err.cause, 0);
+    assert_null(err.cause_lib);
+    assert_string_equal(err.where, "");
+    assert_string_equal(err.what, "");
+    assert_null(err.file);
+    assert_int_equal(err.line, 0);
+}
+
+static void test_fail_records_what_file_and_line(void **state)
+{
+    (void)state;
+    struct sm_err err;
+    sm_err_clear(&err);
+    assert_int_equal(fail_data(&err, 0x10), SM_E_DATA);
+    assert_int_equal(err.status, SM_E_DATA);
+    assert_string_equal(err.what, "crc32c mismatch: stored 00000010, computed 00000011");
+    assert_string_equal(err.file, __FILE__);
+    assert_int_equal(err.line, fail_line);
+    assert_string_equal(err.where, "");
+}
+
+static void test_first_error_wins(void **state)
+{
+    (void)state;
+    struct sm_err err;
+    sm_err_clear(&err);
+    assert_int_equal(sm_err_set(&err, SM_E_IO, "a.c", 1, "first %d", 1), SM_E_IO);
+    /* A later failure returns the recorded status and changes nothing. */
+    assert_int_equal(sm_err_set(&err, SM_E_LIMIT, "b.c", 2, "second"), SM_E_IO);
+    assert_int_equal(fail_data(&err, 3), SM_E_IO);
+    assert_int_equal(err.status, SM_E_IO);
+    assert_string_equal(err.what, "first 1");
+    assert_string_equal(err.file, "a.c");
+    assert_int_equal(err.line, 1);
+}
+
+static void test_err_vset_formats_like_set(void **state)
+{
+    (void)state;
+    struct sm_err err;
+    sm_err_clear(&err);
+    assert_int_equal(vset_wrapper(&err, SM_E_USAGE, "bad %s=%u", "tile", 7u), SM_E_USAGE);
+    assert_string_equal(err.what, "bad tile=7");
+    assert_string_equal(err.file, "wrapper.c");
+    assert_int_equal(err.line, 7);
+    assert_int_equal(vset_wrapper(&err, SM_E_IO, "later"), SM_E_USAGE);
+    assert_string_equal(err.what, "bad tile=7");
+}
+
+static void test_what_is_truncated_not_overflowed(void **state)
+{
+    (void)state;
+    struct sm_err err;
+    char big[1000];
+    memset(big, 'x', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    sm_err_clear(&err);
+    sm_err_set(&err, SM_E_DATA, __FILE__, __LINE__, "%s", big);
+    assert_int_equal(strlen(err.what), sizeof(err.what) - 1);
+    sm_err_where(&err, "%s", big);
+    assert_int_equal(strlen(err.where), sizeof(err.where) - 1);
+}
+
+static void test_where_is_filled_once(void **state)
+{
+    (void)state;
+    struct sm_err err;
+    sm_err_clear(&err);
+    fail_data(&err, 0);
+    sm_err_where(&err, "%s/%s", "store", "c/0/1");
+    sm_err_where(&err, "outer layer %d", 2);
+    assert_string_equal(err.where, "store/c/0/1");
+}
+
+static void test_where_before_failure_is_kept(void **state)
+{
+    (void)state;
+    struct sm_err err;
+    sm_err_clear(&err);
+    sm_err_where(&err, "config.yaml:3:7");
+    fail_data(&err, 0);
+    assert_int_equal(err.status, SM_E_DATA);
+    assert_string_equal(err.where, "config.yaml:3:7");
+}
+
+static void test_cause_needs_a_failure_and_first_cause_wins(void **state)
+{
+    (void)state;
+    struct sm_err err;
+    sm_err_clear(&err);
+    sm_err_cause(&err, "errno", 2);
+    assert_null(err.cause_lib);
+    assert_int_equal(err.cause, 0);
+    sm_err_set(&err, SM_E_IO, __FILE__, __LINE__, "open failed");
+    sm_err_cause(&err, "errno", 13);
+    sm_err_cause(&err, "zstd", 99);
+    assert_string_equal(err.cause_lib, "errno");
+    assert_int_equal(err.cause, 13);
+}
+
+static void test_try_forwards_failure_and_skips_rest(void **state)
+{
+    (void)state;
+    struct sm_err err;
+    sm_err_clear(&err);
+    assert_int_equal(try_then_mark(fail_data, &err), SM_E_DATA);
+    assert_int_equal(after_try, 0);
+    assert_int_equal(err.line, fail_line);
+}
+
+static void test_try_passes_ok_through(void **state)
+{
+    (void)state;
+    struct sm_err err;
+    sm_err_clear(&err);
+    assert_int_equal(try_then_mark(ok_inner, &err), SM_OK);
+    assert_int_equal(after_try, 1);
+    assert_int_equal(err.status, SM_OK);
+}
+
+static void test_status_names_are_short_and_lowercase(void **state)
+{
+    (void)state;
+    assert_string_equal(sm_status_name(SM_OK), "ok");
+    assert_string_equal(sm_status_name(SM_E_USAGE), "usage");
+    assert_string_equal(sm_status_name(SM_E_DATA), "data");
+    assert_string_equal(sm_status_name(SM_E_IO), "io");
+    assert_string_equal(sm_status_name(SM_E_LIMIT), "limit");
+    assert_string_equal(sm_status_name(SM_E_NOMEM), "nomem");
+    assert_string_equal(sm_status_name(SM_E_INTERNAL), "internal");
+    assert_string_equal(sm_status_name((sm_status)42), "unknown");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_err_clear_resets_everything),
+        cmocka_unit_test(test_fail_records_what_file_and_line),
+        cmocka_unit_test(test_first_error_wins),
+        cmocka_unit_test(test_err_vset_formats_like_set),
+        cmocka_unit_test(test_what_is_truncated_not_overflowed),
+        cmocka_unit_test(test_where_is_filled_once),
+        cmocka_unit_test(test_where_before_failure_is_kept),
+        cmocka_unit_test(test_cause_needs_a_failure_and_first_cause_wins),
+        cmocka_unit_test(test_try_forwards_failure_and_skips_rest),
+        cmocka_unit_test(test_try_passes_ok_through),
+        cmocka_unit_test(test_status_names_are_short_and_lowercase),
+    };
+    return cmocka_run_group_tests_name("core_status", tests, NULL, NULL);
+}
