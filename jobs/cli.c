@@ -1,6 +1,6 @@
 /* Command-line parsing driven by per-command option tables: the same table gives parsing, type
  * and range checks and the --help text, so they cannot drift apart. */
-#include "shardmill/sm_config.h"
+#include <shardmill/sm_config.h>
 
 #include "jobs.h"
 
@@ -125,6 +125,14 @@ static int set_opt(const struct sm_cmd_spec *spec, const struct sm_opt *o, const
                 spec->name, "--%s: '%s' is not a comma-separated list of integers", o->name, val);
         }
         return -1;
+    case SM_OPT_STRINGS: {
+        struct sm_str_list *l = (struct sm_str_list *)o->dst;
+        if (l->n == SM_STR_LIST_MAX) {
+            return sm_usage_error(spec->name, "--%s: at most %d values", o->name, SM_STR_LIST_MAX);
+        }
+        l->v[l->n++] = val;
+        return -1;
+    }
     }
     return -1;
 }

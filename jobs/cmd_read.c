@@ -194,7 +194,7 @@ int sm_cmd_read(int argc, char **argv)
     uint64_t *ns = NULL;
     if (http_timeout_ms != 0) {
         http.connect_timeout_ms = (long)http_timeout_ms;
-        http.low_speed_time_s = http_timeout_ms < 1000 ? 1 : (long)(http_timeout_ms / 1000);
+        http.low_speed_time_s = (long)((http_timeout_ms + 999) / 1000); /* curl counts seconds */
     }
     http.max_retries = (unsigned)http_retries;
     http.backoff_base_ms = (unsigned)http_backoff_ms;

@@ -7,6 +7,7 @@
 #define SM_JOBS_CONFIG_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include <shardmill/status.h>
@@ -30,21 +31,21 @@ struct sm_job_config {
     enum sm_job_kind job; /* job: scan | convert | ingest | read-bench (required) */
 
     struct {
-        char *store;           /* input.store: path, file:// or http(s):// URL (required) */
-        char *array;           /* input.array: node path inside the store ("" = the store) */
-        bool cache_enabled;    /* input.cache.enabled (true) */
-        uint64_t cache_max_bytes;      /* input.cache.max_bytes (256MiB) */
-        uint64_t index_cache_bytes;    /* input.index_cache.max_bytes (16MiB; 0 disables) */
-        uint64_t index_cache_entries;  /* input.index_cache.max_entries (64; 0 disables) */
-        struct sm_http_opts http;      /* input.http.{connect_timeout_ms, low_speed_bytes,
-                                          low_speed_time_s, retries, backoff_base_ms,
-                                          backoff_max_ms, verify_tls} */
+        char *store;                  /* input.store: path, file:// or http(s):// URL (required) */
+        char *array;                  /* input.array: node path inside the store ("" = the store) */
+        bool cache_enabled;           /* input.cache.enabled (true) */
+        uint64_t cache_max_bytes;     /* input.cache.max_bytes (256MiB) */
+        uint64_t index_cache_bytes;   /* input.index_cache.max_bytes (16MiB; 0 disables) */
+        uint64_t index_cache_entries; /* input.index_cache.max_entries (64; 0 disables) */
+        struct sm_http_opts http;     /* input.http.{connect_timeout_ms, low_speed_bytes,
+                                         low_speed_time_s, retries, backoff_base_ms,
+                                         backoff_max_ms, verify_tls} */
         /* ingest only */
-        char *format;          /* input.format: zarr | raw | nifti (zarr; ingest: from suffix) */
-        char *raw_dtype;       /* input.raw.dtype: v3 data type name */
-        struct sm_cfg_dims raw_shape;  /* input.raw.shape: [z, y, x] */
-        char *raw_byte_order;  /* input.raw.byte_order: little | big (little) */
-        uint64_t raw_header_bytes;     /* input.raw.header_bytes (0) */
+        char *format;                 /* input.format: zarr | raw | nifti (see sm_config_load) */
+        char *raw_dtype;              /* input.raw.dtype: v3 data type name */
+        struct sm_cfg_dims raw_shape; /* input.raw.shape: [z, y, x] */
+        char *raw_byte_order;         /* input.raw.byte_order: little | big (little) */
+        uint64_t raw_header_bytes;    /* input.raw.header_bytes (0) */
     } input;
 
     struct {
@@ -56,26 +57,27 @@ struct sm_job_config {
     uint64_t passes;         /* passes (1; scan only) */
 
     struct {
-        uint64_t bins;       /* histogram.bins (type default, SPEC §5) */
-        bool range_set;      /* histogram.range given */
-        double lo, hi;       /* histogram.range: [lo, hi) */
+        uint64_t bins;  /* histogram.bins (0 = the type default, SPEC §5) */
+        bool range_set; /* histogram.range given */
+        double lo, hi;  /* histogram.range: [lo, hi) */
     } histogram;
 
     struct {
         enum sm_norm_kind mode; /* normalize.mode (scale) */
         double divisor;         /* normalize.divisor (255) */
-        double lo, hi;          /* normalize.lo / .hi: window values or percentiles (0..100) */
+        double lo, hi;          /* normalize.lo / .hi: window values or percentiles (0..100);
+                                   required by window and percentile */
     } normalize;
 
     struct {
-        char *path;                /* output.path (required for convert and ingest) */
-        struct sm_cfg_dims shard;  /* output.shard ([8,32,32]; [] = not sharded) */
-        struct sm_cfg_dims chunk;  /* output.chunk ([2,16,16]) */
-        char *codec;               /* output.codec.name: zstd | gzip | blosc | none (zstd) */
-        int64_t codec_level;       /* output.codec.level (3) */
-        char *dtype;               /* output.dtype (float32; ingest: the input's type) */
+        char *path;                   /* output.path (required for convert and ingest) */
+        struct sm_cfg_dims shard;     /* output.shard ([8,32,32]; [] = not sharded) */
+        struct sm_cfg_dims chunk;     /* output.chunk ([2,16,16]) */
+        char *codec;                  /* output.codec.name: zstd | gzip | blosc | none (zstd) */
+        int64_t codec_level;          /* output.codec.level (3) */
+        char *dtype;                  /* output.dtype (float32; ingest: the input's type) */
         enum sm_exists_policy exists; /* output.exists (error) */
-        bool fsync;                /* output.fsync (true) */
+        bool fsync;                   /* output.fsync (true) */
     } output;
 
     struct {
@@ -84,7 +86,7 @@ struct sm_job_config {
     } export_;
 
     struct {
-        uint64_t threads;  /* parallel.threads (0 = auto: OMP_NUM_THREADS or the cores) */
+        uint64_t threads; /* parallel.threads (0 = auto: OMP_NUM_THREADS or the cores) */
         enum sm_partition_kind partition; /* parallel.partition (balanced) */
     } parallel;
 
@@ -95,22 +97,47 @@ struct sm_job_config {
         uint64_t max_requests;     /* limits.max_requests (1000000) */
     } limits;
 
-    char *report;    /* report: path of the JSON report (none) */
-    bool progress;   /* progress (true): progress lines on stderr from rank 0 */
+    char *report;  /* report: path of the JSON report (none) */
+    bool progress; /* progress (true): progress lines on stderr from rank 0 */
 
-    char *source_path;  /* the YAML file loaded (for messages and provenance) */
-    char *effective;    /* canonical text of the effective configuration (for its SHA-256) */
+    char *source_path; /* the YAML file loaded (for messages and provenance) */
+    char *effective;   /* canonical text of the effective configuration (for its SHA-256): one
+                          "key=value\n" line per schema key, sorted by key; sizes in bytes,
+                          strings JSON-quoted, unset values `null` */
 };
 
-/* Fills every field with its documented default. */
+/* Fills every field with its documented default (the `def` column of the schema table; keys
+ * without a default are zero/NULL/unset). Owned strings are allocated; if an allocation fails the
+ * string stays NULL and sm_config_load reports SM_E_NOMEM. */
 void sm_config_defaults(struct sm_job_config *c);
 
 /* Loads a YAML file, applies `--set key.path=value` overrides (in order), validates. Errors are
  * SM_E_USAGE with `where` = "FILE:LINE:COL" (or "--set KEY") and `what` naming the key: unknown
- * keys, wrong types, out-of-range values, missing required keys. */
+ * keys, wrong types, out-of-range values, missing required keys. Defaults that depend on the job
+ * are resolved here: input.format (zarr; ingest: nifti for .nii/.nii.gz, else raw) and
+ * output.dtype (float32; ingest: NULL = the input's type). `out` need not be initialized; on
+ * success release it with sm_config_destroy(), on failure it is already released (zeroed).
+ * Other statuses: SM_E_NOMEM. A missing or unreadable file is SM_E_USAGE naming the path. */
 sm_status sm_config_load(const char *path, const char *const *sets, unsigned nsets,
                          struct sm_job_config *out, struct sm_err *err);
 
+/* sm_config_load on YAML text held in memory; `name` stands for the file in messages and in
+ * source_path. */
+sm_status sm_config_load_string(const char *name, const char *text, size_t len,
+                                const char *const *sets, unsigned nsets, struct sm_job_config *out,
+                                struct sm_err *err);
+
+/* Releases the owned strings and zeroes c; accepts a zeroed or already destroyed config. */
 void sm_config_destroy(struct sm_job_config *c);
+
+/* Name of a job kind as written in YAML ("read-bench"). */
+const char *sm_config_job_name(enum sm_job_kind job);
+
+/* The effective configuration as YAML that loads back to the same values: every key, in schema
+ * order, nested. An sm_malloc'd string (sm_free it), or NULL when out of memory. */
+char *sm_config_format_yaml(const struct sm_job_config *c);
+
+/* docs/CONFIG.md, generated from the schema table. sm_malloc'd; NULL when out of memory. */
+char *sm_config_markdown(void);
 
 #endif

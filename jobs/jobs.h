@@ -18,6 +18,9 @@ struct sm_cmd {
 
 int sm_cmd_info(int argc, char **argv);
 int sm_cmd_read(int argc, char **argv);
+int sm_cmd_run(int argc, char **argv);
+int sm_cmd_validate(int argc, char **argv);
+int sm_cmd_verify(int argc, char **argv);
 
 /* SPEC §4 exit status of a status category. */
 int sm_exit_code(sm_status st);
@@ -29,7 +32,15 @@ int sm_report_error(const struct sm_err *err);
 int sm_usage_error(const char *where, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---- option tables (cli.c) ---- */
-enum sm_opt_kind { SM_OPT_FLAG, SM_OPT_STRING, SM_OPT_U64, SM_OPT_SIZE, SM_OPT_LIST };
+/* SM_OPT_STRINGS is repeatable: every occurrence appends to a struct sm_str_list (--set). */
+enum sm_opt_kind {
+    SM_OPT_FLAG,
+    SM_OPT_STRING,
+    SM_OPT_U64,
+    SM_OPT_SIZE,
+    SM_OPT_LIST,
+    SM_OPT_STRINGS
+};
 
 struct sm_opt {
     const char *name; /* long name without "--" */
@@ -37,7 +48,8 @@ struct sm_opt {
     enum sm_opt_kind kind;
     const char *arg; /* metavar for --help, e.g. "z,y,x" */
     const char *help;
-    void *dst; /* bool*, const char**, uint64_t*, uint64_t* (size), struct sm_u64_list* */
+    void *dst; /* bool*, const char**, uint64_t*, uint64_t* (size), struct sm_u64_list*,
+                  struct sm_str_list* */
 };
 
 #define SM_LIST_MAX 32
@@ -45,6 +57,13 @@ struct sm_u64_list {
     unsigned n;
     uint64_t v[SM_LIST_MAX];
     bool set;
+};
+
+/* The values of a repeatable option, in command-line order (borrowed from argv). */
+#define SM_STR_LIST_MAX 64
+struct sm_str_list {
+    unsigned n;
+    const char *v[SM_STR_LIST_MAX];
 };
 
 struct sm_cmd_spec {

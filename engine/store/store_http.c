@@ -307,12 +307,17 @@ static enum outcome judge(struct http_store *hs, struct xfer *x, CURLcode cc, lo
     if (x->cr_total_known) {
         *objsize = x->cr_total;
     }
+    /* Shorter than asked only where the object ends (the total after '/' says where). */
+    const uint64_t got = x->cr_last - x->cr_first + 1;
     bool ok;
     if (r.kind == SM_RANGE_SPAN) {
-        ok = x->cr_first == r.offset && x->cr_last - x->cr_first + 1 <= r.len;
+        const uint64_t end = r.offset + r.len;
+        ok = x->cr_first == r.offset && got <= r.len &&
+             (!x->cr_total_known || x->cr_last + 1 == (end < x->cr_total ? end : x->cr_total));
     } else {
-        ok = (!x->cr_total_known || x->cr_last + 1 == x->cr_total) &&
-             x->cr_last - x->cr_first + 1 <= r.len;
+        ok = got <= r.len &&
+             (!x->cr_total_known || (x->cr_last + 1 == x->cr_total &&
+                                     got == (r.len < x->cr_total ? r.len : x->cr_total)));
     }
     if (!ok) {
         sm_err_set(err, SM_E_IO, __FILE__, __LINE__,
@@ -352,13 +357,43 @@ static void common_opts(struct http_store *hs, CURL *h)
     curl_easy_setopt(h, CURLOPT_USERAGENT, "shardmill");
 }
 
+/* base + "/" + key, percent-encoding every key byte outside RFC 3986 "unreserved" and '/': a key
+ * names an object, so '%', '#', '?', spaces and non-ASCII are data, never URL syntax. */
+static bool build_url(char *url, size_t cap, const char *base, const char *key)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    int n = snprintf(url, cap, "%s/", base);
+    if (n < 0 || (size_t)n >= cap) {
+        return false;
+    }
+    size_t o = (size_t)n;
+    for (const unsigned char *p = (const unsigned char *)key; *p != '\0'; p++) {
+        const unsigned char c = *p;
+        const bool plain = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+                           (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_' || c == '~' ||
+                           c == '/';
+        if (o + (plain ? 1 : 3) >= cap) {
+            return false;
+        }
+        if (plain) {
+            url[o++] = (char)c;
+        } else {
+            url[o++] = '%';
+            url[o++] = hex[c >> 4];
+            url[o++] = hex[c & 15];
+        }
+    }
+    url[o] = '\0';
+    return true;
+}
+
 /* One logical request with retries. `head` asks for the size only. */
 static sm_status request(struct http_store *hs, const char *key, struct sm_range r,
                          enum sm_io_class cls, struct sm_buf *out, bool head, bool *found,
                          uint64_t *objsize, struct sm_err *err)
 {
     char url[4096];
-    if ((size_t)snprintf(url, sizeof(url), "%s/%s", hs->base.url, key) >= sizeof(url)) {
+    if (!build_url(url, sizeof(url), hs->base.url, key)) {
         SM_FAIL(err, SM_E_USAGE, "URL too long");
     }
     CURL *h = borrow(hs);
@@ -367,6 +402,12 @@ static sm_status request(struct http_store *hs, const char *key, struct sm_range
     }
     char range[64];
     sm_status st = SM_OK;
+    if (r.kind != SM_RANGE_ALL && r.len == 0 && !head) {
+        give_back(hs, h); /* an empty range needs no request */
+        out->len = 0;
+        *found = true;
+        return SM_OK;
+    }
     for (unsigned attempt = 0;; attempt++) {
         sm_err_clear(err); /* only the last attempt's failure is reported */
         struct xfer x = {0};
@@ -509,6 +550,8 @@ sm_status sm_store_http_open(const char *url, const struct sm_http_opts *opts,
         pthread_mutex_init(&hs->share_mu[i], NULL);
     }
     pthread_mutex_init(&hs->pool_mu, NULL);
+    hs->pool = sm_calloc(8, sizeof(*hs->pool)); /* up front: a first get must not grow state */
+    hs->cap = hs->pool != NULL ? 8 : 0;
     hs->share = curl_share_init();
     if (hs->share == NULL) {
         http_close(&hs->base);

@@ -1,0 +1,61 @@
+/* `shardmill run CONFIG.yaml [--set key.path=value]... [--report PATH]` (SPEC §4): loads the
+ * pipeline, runs its job, writes the report (to --report, else the config's `report`, else
+ * standard output) and maps the outcome to the exit status. */
+#include "jobs.h"
+
+#include <stdio.h>
+
+#include "config.h"
+#include "jobs_run.h"
+
+int sm_cmd_run(int argc, char **argv)
+{
+    struct sm_str_list set_list = {0};
+    const char *report = NULL;
+    bool quiet = false;
+    const struct sm_opt opts[] = {
+        {"set", 0, SM_OPT_STRINGS, "KEY=VALUE",
+         "override a configuration key (repeatable), e.g. --set tile=[32,32,32]", &set_list},
+        {"report", 0, SM_OPT_STRING, "PATH", "write the JSON report here ('-' = stdout)", &report},
+        {"quiet", 'q', SM_OPT_FLAG, NULL, "no progress output", &quiet},
+        {NULL, 0, SM_OPT_FLAG, NULL, NULL, NULL},
+    };
+    const struct sm_cmd_spec spec = {
+        "run",
+        "CONFIG.yaml [--set KEY=VALUE]... [--report PATH]",
+        "Runs the job a YAML pipeline describes (scan, convert, ingest, read-bench). See "
+        "docs/CONFIG.md for every key and its default.",
+        opts,
+        1,
+        1};
+    const char *pos[1];
+    unsigned npos;
+    int rc = sm_cli_parse(&spec, argc, argv, pos, &npos);
+    if (rc >= 0) {
+        return rc;
+    }
+    struct sm_err err;
+    sm_err_clear(&err);
+    struct sm_job_config c;
+    sm_status st = sm_config_load(pos[0], set_list.v, set_list.n, &c, &err);
+    if (st != SM_OK) {
+        return sm_report_error(&err);
+    }
+    if (quiet) {
+        c.progress = false;
+    }
+    const char *path = report != NULL ? report : (c.report != NULL ? c.report : "-");
+    switch (c.job) {
+    case SM_JOB_SCAN:
+        st = sm_job_scan(&c, path, &err);
+        break;
+    default:
+        sm_err_set(&err, SM_E_USAGE, __FILE__, __LINE__,
+                   "this job is not available in this version (only `scan` is)");
+        sm_err_where(&err, "%s: job", pos[0]);
+        st = err.status;
+        break;
+    }
+    sm_config_destroy(&c);
+    return st == SM_OK ? 0 : sm_report_error(&err);
+}

@@ -1,0 +1,1110 @@
+/* The configuration schema table (SPEC §4, STYLE B10): one row per YAML key with its type,
+ * default, range, required-for jobs, help, example and struct offset. Everything else about keys
+ * (defaults, parsing, range checks, --set, `validate` output, docs/CONFIG.md) is derived from it.
+ * Invariant: every field of struct sm_job_config except source_path and effective has a row, and
+ * the rows of one group are contiguous (tests/unit/jobs/test_config_schema.c checks both). */
+#include <shardmill/sm_config.h>
+
+#include "config_schema.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <shardmill/alloc.h>
+
+#define KIB (UINT64_C(1) << 10)
+#define MIB (UINT64_C(1) << 20)
+#define GIB (UINT64_C(1) << 30)
+#define TIB (UINT64_C(1) << 40)
+#define SIZE_CAP (1024 * TIB) /* upper bound of byte sizes: keeps products of sizes in range */
+
+#define FIELD(m)                                                                                   \
+    .off = offsetof(struct sm_job_config, m), .size = sizeof(((struct sm_job_config *)0)->m)
+
+#define DTYPES "bool|int8|int16|int32|int64|uint8|uint16|uint32|uint64|float32|float64"
+#define CONVERT_INGEST (SM_CFG_JOB(SM_JOB_CONVERT) | SM_CFG_JOB(SM_JOB_INGEST))
+
+/* ---- the table ---- */
+
+const struct sm_cfg_key sm_cfg_keys[] = {
+    {.path = "job",
+     .type = SM_CFG_ENUM,
+     .choices = "scan|convert|ingest|read-bench",
+     .required = SM_CFG_ALL_JOBS,
+     .help = "the job to run (SPEC §4): scan, convert, ingest or read-bench",
+     .example = "convert",
+     FIELD(job)},
+
+    {.path = "input.store",
+     .type = SM_CFG_STRING,
+     .flags = SM_CFGF_NONEMPTY,
+     .required = SM_CFG_ALL_JOBS,
+     .help = "the input: a Zarr store path, file:// or http(s):// URL (ingest: the raw or NIfTI "
+             "file)",
+     .example = "http://127.0.0.1:8080/ct.zarr",
+     FIELD(input.store)},
+    {.path = "input.array",
+     .type = SM_CFG_STRING,
+     .def = "\"\"",
+     .def_doc = "the store's root node",
+     .help = "path of the array inside a group, e.g. an OME-Zarr level",
+     .example = "\"0\"",
+     FIELD(input.array)},
+    {.path = "input.cache.enabled",
+     .type = SM_CFG_BOOL,
+     .def = "true",
+     .help = "keep fetched encoded objects in a byte-capped LRU cache (SPEC §3)",
+     .example = "false",
+     FIELD(input.cache_enabled)},
+    {.path = "input.cache.max_bytes",
+     .type = SM_CFG_SIZE,
+     .def = "256MiB",
+     .min = 1,
+     .max = SIZE_CAP,
+     .help = "byte cap of the encoded-object cache",
+     .example = "1GiB",
+     FIELD(input.cache_max_bytes)},
+    {.path = "input.index_cache.max_bytes",
+     .type = SM_CFG_SIZE,
+     .def = "16MiB",
+     .def_doc = "0 disables the shard-index cache",
+     .min = 0,
+     .max = SIZE_CAP,
+     .help = "byte cap of the shard-index cache",
+     .example = "64MiB",
+     FIELD(input.index_cache_bytes)},
+    {.path = "input.index_cache.max_entries",
+     .type = SM_CFG_UINT,
+     .def = "64",
+     .def_doc = "0 disables the shard-index cache",
+     .min = 0,
+     .max = 1u << 20,
+     .help = "entry cap of the shard-index cache",
+     .example = "256",
+     FIELD(input.index_cache_entries)},
+    {.path = "input.http.connect_timeout_ms",
+     .type = SM_CFG_INT,
+     .def = "10000",
+     .min = 1,
+     .max = 600000,
+     .help = "TCP and TLS connect timeout, in milliseconds",
+     .example = "2000",
+     FIELD(input.http.connect_timeout_ms)},
+    {.path = "input.http.low_speed_bytes",
+     .type = SM_CFG_INT,
+     .def = "1024",
+     .def_doc = "0 never aborts a slow transfer",
+     .min = 0,
+     .max = 1u << 30,
+     .help = "a transfer slower than this many bytes/s for low_speed_time_s is aborted and "
+             "retried",
+     .example = "4096",
+     FIELD(input.http.low_speed_bytes)},
+    {.path = "input.http.low_speed_time_s",
+     .type = SM_CFG_INT,
+     .def = "20",
+     .min = 0,
+     .max = 86400,
+     .help = "seconds below low_speed_bytes before a transfer is aborted and retried",
+     .example = "60",
+     FIELD(input.http.low_speed_time_s)},
+    {.path = "input.http.retries",
+     .type = SM_CFG_UINT,
+     .def = "4",
+     .min = 0,
+     .max = 100,
+     .help = "further attempts after the first, on 5xx, 429, a reset or a truncated body",
+     .example = "8",
+     FIELD(input.http.max_retries)},
+    {.path = "input.http.backoff_base_ms",
+     .type = SM_CFG_UINT,
+     .def = "100",
+     .min = 0,
+     .max = 600000,
+     .help = "delay before the first retry, in milliseconds; doubles with every retry",
+     .example = "250",
+     FIELD(input.http.backoff_base_ms)},
+    {.path = "input.http.backoff_max_ms",
+     .type = SM_CFG_UINT,
+     .def = "5000",
+     .min = 0,
+     .max = 3600000,
+     .help = "cap of the retry delay, in milliseconds (at least backoff_base_ms)",
+     .example = "10000",
+     FIELD(input.http.backoff_max_ms)},
+    {.path = "input.http.verify_tls",
+     .type = SM_CFG_BOOL,
+     .def = "true",
+     .help = "verify the TLS peer certificate and host name",
+     .example = "true",
+     FIELD(input.http.verify_tls)},
+    {.path = "input.format",
+     .type = SM_CFG_NAME,
+     .choices = "zarr|raw|nifti",
+     .flags = SM_CFGF_NULLABLE,
+     .def_doc = "zarr; ingest: nifti for a .nii or .nii.gz file, raw otherwise",
+     .help = "what input.store holds (raw and nifti are read by ingest only)",
+     .example = "nifti",
+     FIELD(input.format)},
+    {.path = "input.raw.dtype",
+     .type = SM_CFG_NAME,
+     .choices = DTYPES,
+     .flags = SM_CFGF_NULLABLE,
+     .def_doc = "required to ingest raw input",
+     .help = "element type of a raw volume (a Zarr v3 data type name)",
+     .example = "int16",
+     FIELD(input.raw_dtype)},
+    {.path = "input.raw.shape",
+     .type = SM_CFG_DIMS,
+     .flags = SM_CFGF_NULLABLE | SM_CFGF_NONEMPTY | SM_CFGF_POSITIVE,
+     .def_doc = "required to ingest raw input",
+     .help = "shape of a raw volume, slowest axis first: [z, y, x]",
+     .example = "[108, 256, 256]",
+     FIELD(input.raw_shape)},
+    {.path = "input.raw.byte_order",
+     .type = SM_CFG_NAME,
+     .choices = "little|big",
+     .def = "little",
+     .help = "byte order of a raw volume",
+     .example = "big",
+     FIELD(input.raw_byte_order)},
+    {.path = "input.raw.header_bytes",
+     .type = SM_CFG_SIZE,
+     .def = "0",
+     .min = 0,
+     .max = TIB,
+     .help = "bytes to skip at the start of a raw file",
+     .example = "352",
+     FIELD(input.raw_header_bytes)},
+
+    {.path = "roi.offset",
+     .type = SM_CFG_DIMS,
+     .flags = SM_CFGF_NULLABLE | SM_CFGF_NONEMPTY,
+     .def_doc = "zeros",
+     .help = "first voxel of the region of interest, one index per axis",
+     .example = "[1, 2, 3]",
+     FIELD(roi.offset)},
+    {.path = "roi.shape",
+     .type = SM_CFG_DIMS,
+     .flags = SM_CFGF_NULLABLE | SM_CFGF_NONEMPTY | SM_CFGF_POSITIVE,
+     .def_doc = "to the end of the array",
+     .help = "extent of the region of interest, one length per axis",
+     .example = "[128, 128, 128]",
+     FIELD(roi.shape)},
+
+    {.path = "tile",
+     .type = SM_CFG_DIMS,
+     .flags = SM_CFGF_NULLABLE | SM_CFGF_NONEMPTY | SM_CFGF_POSITIVE,
+     .def_doc = "the input's chunk shape",
+     .help = "shape of the tiles the ROI is traversed in (the unit of thread work)",
+     .example = "[8, 32, 32]",
+     FIELD(tile)},
+    {.path = "passes",
+     .type = SM_CFG_UINT,
+     .def = "1",
+     .min = 1,
+     .max = 1000000,
+     .help = "traverse the ROI this many times (scan only; every pass must agree)",
+     .example = "8",
+     FIELD(passes)},
+
+    {.path = "histogram.bins",
+     .type = SM_CFG_UINT,
+     .def = "0",
+     .def_doc = "0 takes the type default of SPEC §5: 256 for uint8, one bin per value for "
+                "int8, int16 and uint16",
+     .min = 0,
+     .max = 1u << 24,
+     .help = "number of histogram bins",
+     .example = "256",
+     FIELD(histogram.bins)},
+    {.path = "histogram.range",
+     .type = SM_CFG_RANGE,
+     .flags = SM_CFGF_NULLABLE,
+     .def_doc = "the type range of SPEC §5; wider integers and floats need one",
+     .help = "[lo, hi): the interval the bins divide evenly",
+     .example = "[0, 256]",
+     .off = offsetof(struct sm_job_config, histogram.lo),
+     .size = sizeof(double),
+     .off2 = offsetof(struct sm_job_config, histogram.hi),
+     .off_set = offsetof(struct sm_job_config, histogram.range_set)},
+
+    {.path = "normalize.mode",
+     .type = SM_CFG_ENUM,
+     .choices = "scale|window|percentile",
+     .def = "scale",
+     .help = "scale: v / divisor; window: clamp((v - lo) / (hi - lo), 0, 1); percentile: window "
+             "between the lo-th and hi-th percentiles of the global histogram (SPEC §5)",
+     .example = "percentile",
+     FIELD(normalize.mode)},
+    {.path = "normalize.divisor",
+     .type = SM_CFG_FLOAT,
+     .def = "255",
+     .flags = SM_CFGF_NONZERO,
+     .help = "the divisor of scale mode",
+     .example = "4095",
+     FIELD(normalize.divisor)},
+    {.path = "normalize.lo",
+     .type = SM_CFG_FLOAT,
+     .def_doc = "required by window and percentile",
+     .help = "window: the value mapped to 0; percentile: a percentile in 0..100",
+     .example = "1",
+     FIELD(normalize.lo)},
+    {.path = "normalize.hi",
+     .type = SM_CFG_FLOAT,
+     .def_doc = "required by window and percentile",
+     .help = "window: the value mapped to 1; percentile: a percentile in 0..100, above lo",
+     .example = "99",
+     FIELD(normalize.hi)},
+
+    {.path = "output.path",
+     .type = SM_CFG_STRING,
+     .flags = SM_CFGF_NULLABLE | SM_CFGF_NONEMPTY,
+     .required = CONVERT_INGEST,
+     .help = "the output Zarr v3 array, a local directory (never written outside it)",
+     .example = "out/ct.zarr",
+     FIELD(output.path)},
+    {.path = "output.shard",
+     .type = SM_CFG_DIMS,
+     .flags = SM_CFGF_POSITIVE,
+     .def = "[8, 32, 32]",
+     .def_doc = "[] writes an unsharded array",
+     .help = "shard shape of the output",
+     .example = "[16, 64, 64]",
+     FIELD(output.shard)},
+    {.path = "output.chunk",
+     .type = SM_CFG_DIMS,
+     .flags = SM_CFGF_NONEMPTY | SM_CFGF_POSITIVE,
+     .def = "[2, 16, 16]",
+     .help = "inner chunk shape of every shard (the chunk shape when unsharded); divides "
+             "output.shard",
+     .example = "[4, 32, 32]",
+     FIELD(output.chunk)},
+    {.path = "output.codec.name",
+     .type = SM_CFG_NAME,
+     .choices = "zstd|gzip|blosc|none",
+     .def = "zstd",
+     .help = "compression of the (inner) chunks",
+     .example = "gzip",
+     FIELD(output.codec)},
+    {.path = "output.codec.level",
+     .type = SM_CFG_INT,
+     .def = "3",
+     .min = -131072,
+     .max = 22,
+     .help = "compression level: zstd -131072..22, gzip 0..9, blosc 0..9 (none ignores it)",
+     .example = "5",
+     FIELD(output.codec_level)},
+    {.path = "output.dtype",
+     .type = SM_CFG_NAME,
+     .choices = DTYPES,
+     .flags = SM_CFGF_NULLABLE,
+     .def_doc = "float32; ingest: the input's type",
+     .help = "data type of the output array (convert: float32 or float64)",
+     .example = "float64",
+     FIELD(output.dtype)},
+    {.path = "output.exists",
+     .type = SM_CFG_ENUM,
+     .choices = "error|overwrite|resume",
+     .def = "error",
+     .help = "when the output exists: refuse (exit 2), replace it, or rewrite only the shards "
+             "that are missing or damaged (SPEC §6)",
+     .example = "resume",
+     FIELD(output.exists)},
+    {.path = "output.fsync",
+     .type = SM_CFG_BOOL,
+     .def = "true",
+     .help = "fsync every shard and directory before the completion marker (SPEC §6)",
+     .example = "false",
+     FIELD(output.fsync)},
+
+    {.path = "export.hdf5.path",
+     .type = SM_CFG_STRING,
+     .flags = SM_CFGF_NULLABLE | SM_CFGF_NONEMPTY,
+     .def_doc = "no HDF5 export",
+     .help = "also write the output as one chunked HDF5 dataset with the histogram and "
+             "provenance as attributes (convert)",
+     .example = "out/ct.h5",
+     FIELD(export_.hdf5_path)},
+    {.path = "export.hdf5.deflate",
+     .type = SM_CFG_BOOL,
+     .def = "false",
+     .help = "deflate-compress the HDF5 dataset",
+     .example = "true",
+     FIELD(export_.hdf5_deflate)},
+
+    {.path = "parallel.threads",
+     .type = SM_CFG_UINT,
+     .flags = SM_CFGF_AUTO,
+     .def = "auto",
+     .def_doc = "stored as 0: OMP_NUM_THREADS, else the number of cores",
+     .min = 1,
+     .max = 65536,
+     .help = "OpenMP threads per rank",
+     .example = "8",
+     FIELD(parallel.threads)},
+    {.path = "parallel.partition",
+     .type = SM_CFG_ENUM,
+     .choices = "balanced|block",
+     .def = "balanced",
+     .help = "how the shard grid is split across ranks: balanced counts, or contiguous blocks",
+     .example = "block",
+     FIELD(parallel.partition)},
+
+    {.path = "limits.memory_bytes",
+     .type = SM_CFG_SIZE,
+     .def = "2GiB",
+     .min = 1,
+     .max = SIZE_CAP,
+     .help = "memory budget of a rank: decoded input is kept for the write pass only when it "
+             "fits, else re-read (SPEC §1)",
+     .example = "8GiB",
+     FIELD(limits.memory_bytes)},
+    {.path = "limits.max_object_bytes",
+     .type = SM_CFG_SIZE,
+     .def = "512MiB",
+     .min = 1,
+     .max = SIZE_CAP,
+     .help = "largest encoded object (chunk, shard part, metadata) fetched; a larger one is "
+             "exit 5",
+     .example = "64MiB",
+     FIELD(limits.max_object_bytes)},
+    {.path = "limits.max_chunk_bytes",
+     .type = SM_CFG_SIZE,
+     .def = "1GiB",
+     .min = 1,
+     .max = SIZE_CAP,
+     .help = "largest decoded chunk; a larger one is exit 5",
+     .example = "256MiB",
+     FIELD(limits.max_chunk_bytes)},
+    {.path = "limits.max_requests",
+     .type = SM_CFG_UINT,
+     .def = "1000000",
+     .min = 1,
+     .max = TIB,
+     .help = "store requests a rank may send; one more is exit 5",
+     .example = "50000",
+     FIELD(limits.max_requests)},
+
+    {.path = "report",
+     .type = SM_CFG_STRING,
+     .flags = SM_CFGF_NULLABLE | SM_CFGF_NONEMPTY,
+     .def_doc = "no report file",
+     .help = "path of the JSON report written by rank 0 (SPEC §7)",
+     .example = "out/report.json",
+     FIELD(report)},
+    {.path = "progress",
+     .type = SM_CFG_BOOL,
+     .def = "true",
+     .help = "progress lines on stderr from rank 0",
+     .example = "false",
+     FIELD(progress)},
+};
+
+const unsigned sm_cfg_nkeys = sizeof(sm_cfg_keys) / sizeof(sm_cfg_keys[0]);
+
+const struct sm_cfg_group sm_cfg_groups[] = {
+    {"job", "What to run."},
+    {"input", "Where the volume comes from: the store and array, the encoded-object and "
+              "shard-index caches, HTTP behaviour, and the raw or NIfTI file of `ingest`."},
+    {"roi", "The region of interest; by default the whole array."},
+    {"tile", "How the ROI is cut into units of work."},
+    {"passes", "Repetitions of a `scan` (benchmarks, cache checks)."},
+    {"histogram", "The intensity histogram every job computes (SPEC §5)."},
+    {"normalize", "How `convert` maps voxels to float (SPEC §5)."},
+    {"output", "The Zarr v3 array `convert` and `ingest` write (SPEC §2, §6)."},
+    {"export", "Optional HDF5 copy of the output (SPEC §2)."},
+    {"parallel", "Threads per rank and the rank partition (ranks come from mpirun/srun)."},
+    {"limits", "Resource limits; hitting one stops the job with exit 5."},
+    {"report", "The JSON report (SPEC §7)."},
+    {"progress", "Progress output."},
+    {NULL, NULL},
+};
+
+/* ---- lookups ---- */
+
+const struct sm_cfg_key *sm_cfg_find(const char *path)
+{
+    for (unsigned i = 0; i < sm_cfg_nkeys; i++) {
+        if (strcmp(sm_cfg_keys[i].path, path) == 0) {
+            return &sm_cfg_keys[i];
+        }
+    }
+    return NULL;
+}
+
+bool sm_cfg_is_group(const char *path)
+{
+    size_t n = strlen(path);
+    if (n == 0) {
+        return false;
+    }
+    for (unsigned i = 0; i < sm_cfg_nkeys; i++) {
+        const char *p = sm_cfg_keys[i].path;
+        if (strncmp(p, path, n) == 0 && p[n] == '.') {
+            return true;
+        }
+    }
+    return false;
+}
+
+unsigned sm_cfg_distance(const char *a, const char *b)
+{
+    enum { MAXLEN = 64, CUT = 3 };
+    size_t n = strlen(a), m = strlen(b);
+    if (n > MAXLEN || m > MAXLEN) {
+        return CUT + 1;
+    }
+    if ((n > m ? n - m : m - n) > CUT) {
+        return CUT + 1;
+    }
+    unsigned d[MAXLEN + 1][MAXLEN + 1];
+    for (size_t i = 0; i <= n; i++) {
+        d[i][0] = (unsigned)i;
+    }
+    for (size_t j = 0; j <= m; j++) {
+        d[0][j] = (unsigned)j;
+    }
+    for (size_t i = 1; i <= n; i++) {
+        for (size_t j = 1; j <= m; j++) {
+            unsigned cost = a[i - 1] == b[j - 1] ? 0u : 1u;
+            unsigned best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best) {
+                best = d[i][j - 1] + 1;
+            }
+            if (d[i - 1][j - 1] + cost < best) {
+                best = d[i - 1][j - 1] + cost;
+            }
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+                d[i - 2][j - 2] + 1 < best) {
+                best = d[i - 2][j - 2] + 1; /* transposition */
+            }
+            d[i][j] = best;
+        }
+    }
+    return d[n][m] > CUT ? CUT + 1 : d[n][m];
+}
+
+/* Tries `cand` as a suggestion: keeps the first candidate of the smallest distance. */
+static void consider(const char *path, const char *cand, size_t cand_len, const char **best,
+                     size_t *best_len, unsigned *best_d)
+{
+    char buf[128];
+    if (cand_len >= sizeof(buf)) {
+        return;
+    }
+    memcpy(buf, cand, cand_len);
+    buf[cand_len] = '\0';
+    unsigned d = sm_cfg_distance(path, buf);
+    if (d < *best_d) {
+        *best_d = d;
+        *best = cand;
+        *best_len = cand_len;
+    }
+}
+
+bool sm_cfg_suggest(const char *path, char *buf, size_t cap)
+{
+    const char *best = NULL;
+    size_t best_len = 0;
+    unsigned best_d = 3; /* accept at most 2 */
+    for (unsigned i = 0; i < sm_cfg_nkeys; i++) {
+        const char *p = sm_cfg_keys[i].path;
+        for (const char *dot = strchr(p, '.'); dot != NULL; dot = strchr(dot + 1, '.')) {
+            consider(path, p, (size_t)(dot - p), &best, &best_len, &best_d); /* a group */
+        }
+        consider(path, p, strlen(p), &best, &best_len, &best_d);
+    }
+    if (best == NULL || best_d == 0 || best_len >= cap) {
+        return false;
+    }
+    memcpy(buf, best, best_len);
+    buf[best_len] = '\0';
+    return true;
+}
+
+const char *sm_config_job_name(enum sm_job_kind job)
+{
+    switch (job) {
+    case SM_JOB_SCAN:
+        return "scan";
+    case SM_JOB_CONVERT:
+        return "convert";
+    case SM_JOB_INGEST:
+        return "ingest";
+    case SM_JOB_READ_BENCH:
+        return "read-bench";
+    }
+    return "?";
+}
+
+const char *sm_cfg_expected(const struct sm_cfg_key *k, char *buf, size_t cap)
+{
+    switch (k->type) {
+    case SM_CFG_BOOL:
+        return "true or false";
+    case SM_CFG_UINT:
+        if ((k->flags & SM_CFGF_AUTO) != 0) {
+            snprintf(buf, cap, "'auto' or an integer >= %" PRId64, k->min);
+            return buf;
+        }
+        return "a non-negative integer";
+    case SM_CFG_INT:
+        return "an integer";
+    case SM_CFG_FLOAT:
+        return "a finite number";
+    case SM_CFG_SIZE:
+        return "a size like 256MiB";
+    case SM_CFG_STRING:
+        return "a string";
+    case SM_CFG_ENUM:
+    case SM_CFG_NAME: {
+        size_t n = (size_t)snprintf(buf, cap, "one of ");
+        for (const char *c = k->choices; *c != '\0' && n + 3 < cap; c++) {
+            if (*c == '|') {
+                buf[n++] = ',';
+                buf[n++] = ' ';
+            } else {
+                buf[n++] = *c;
+            }
+        }
+        buf[n] = '\0';
+        return buf;
+    }
+    case SM_CFG_DIMS:
+        return (k->flags & SM_CFGF_POSITIVE) != 0
+                   ? "a list of positive integers like [64, 64, 64]"
+                   : "a list of non-negative integers like [0, 0, 0]";
+    case SM_CFG_RANGE:
+        return "a pair [lo, hi] of finite numbers";
+    }
+    return "?";
+}
+
+/* ---- string building ---- */
+
+void sm_cfg_sb_printf(struct sm_cfg_sb *sb, const char *fmt, ...)
+{
+    if (sb->oom) {
+        return;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+        sb->oom = true;
+        return;
+    }
+    size_t need = sb->len + (size_t)n + 1;
+    if (need > sb->cap) {
+        size_t cap = sb->cap == 0 ? 256 : sb->cap;
+        while (cap < need) {
+            cap *= 2;
+        }
+        char *p = sm_realloc(sb->p, cap);
+        if (p == NULL) {
+            sb->oom = true;
+            return;
+        }
+        sb->p = p;
+        sb->cap = cap;
+    }
+    va_start(ap, fmt);
+    vsnprintf(sb->p + sb->len, sb->cap - sb->len, fmt, ap);
+    va_end(ap);
+    sb->len += (size_t)n;
+}
+
+void sm_cfg_sb_quote(struct sm_cfg_sb *sb, const char *s)
+{
+    sm_cfg_sb_printf(sb, "\"");
+    for (const unsigned char *c = (const unsigned char *)s; *c != '\0'; c++) {
+        switch (*c) {
+        case '"':
+            sm_cfg_sb_printf(sb, "\\\"");
+            break;
+        case '\\':
+            sm_cfg_sb_printf(sb, "\\\\");
+            break;
+        case '\n':
+            sm_cfg_sb_printf(sb, "\\n");
+            break;
+        case '\t':
+            sm_cfg_sb_printf(sb, "\\t");
+            break;
+        case '\r':
+            sm_cfg_sb_printf(sb, "\\r");
+            break;
+        default:
+            if (*c < 0x20 || *c == 0x7f) {
+                sm_cfg_sb_printf(sb, "\\u%04x", (unsigned)*c);
+            } else {
+                sm_cfg_sb_printf(sb, "%c", (char)*c);
+            }
+        }
+    }
+    sm_cfg_sb_printf(sb, "\"");
+}
+
+/* ---- values ---- */
+
+static uint64_t get_uint(const struct sm_job_config *c, const struct sm_cfg_key *k)
+{
+    const char *p = (const char *)c + k->off;
+    if (k->size == sizeof(uint32_t)) {
+        uint32_t v;
+        memcpy(&v, p, sizeof(v));
+        return v;
+    }
+    uint64_t v;
+    memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+static int64_t get_int(const struct sm_job_config *c, const struct sm_cfg_key *k)
+{
+    const char *p = (const char *)c + k->off;
+    if (k->size == sizeof(int32_t)) {
+        int32_t v;
+        memcpy(&v, p, sizeof(v));
+        return v;
+    }
+    int64_t v;
+    memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+/* The enum-th name of "a|b|c" into buf. */
+static const char *choice_name(const char *choices, int index, char *buf, size_t cap)
+{
+    const char *s = choices;
+    for (int i = 0; i < index && s != NULL; i++) {
+        s = strchr(s, '|');
+        if (s != NULL) {
+            s++;
+        }
+    }
+    if (s == NULL) {
+        return "?";
+    }
+    const char *e = strchr(s, '|');
+    size_t n = e != NULL ? (size_t)(e - s) : strlen(s);
+    snprintf(buf, cap, "%.*s", (int)n, s);
+    return buf;
+}
+
+static void format_double(struct sm_cfg_sb *sb, double v)
+{
+    char buf[40];
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(buf, sizeof(buf), "%.*g", prec, v);
+        if (strtod(buf, NULL) == v) {
+            break;
+        }
+    }
+    sm_cfg_sb_printf(sb, "%s", buf);
+}
+
+static void format_size(struct sm_cfg_sb *sb, uint64_t v, bool canonical)
+{
+    static const struct {
+        const char *unit;
+        uint64_t mult;
+    } units[] = {{"TiB", TIB}, {"GiB", GIB}, {"MiB", MIB}, {"KiB", KIB}};
+    if (!canonical && v != 0) {
+        for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+            if (v % units[i].mult == 0) {
+                sm_cfg_sb_printf(sb, "%" PRIu64 "%s", v / units[i].mult, units[i].unit);
+                return;
+            }
+        }
+    }
+    sm_cfg_sb_printf(sb, "%" PRIu64, v);
+}
+
+void sm_cfg_format_value(struct sm_cfg_sb *sb, const struct sm_cfg_key *k,
+                         const struct sm_job_config *c, bool canonical)
+{
+    const char *p = (const char *)c + k->off;
+    switch (k->type) {
+    case SM_CFG_BOOL: {
+        bool v;
+        memcpy(&v, p, sizeof(v));
+        sm_cfg_sb_printf(sb, "%s", v ? "true" : "false");
+        return;
+    }
+    case SM_CFG_UINT:
+        if ((k->flags & SM_CFGF_AUTO) != 0 && get_uint(c, k) == 0) {
+            sm_cfg_sb_printf(sb, "auto");
+            return;
+        }
+        sm_cfg_sb_printf(sb, "%" PRIu64, get_uint(c, k));
+        return;
+    case SM_CFG_INT:
+        sm_cfg_sb_printf(sb, "%" PRId64, get_int(c, k));
+        return;
+    case SM_CFG_SIZE:
+        format_size(sb, get_uint(c, k), canonical);
+        return;
+    case SM_CFG_FLOAT: {
+        double v;
+        memcpy(&v, p, sizeof(v));
+        format_double(sb, v);
+        return;
+    }
+    case SM_CFG_STRING:
+    case SM_CFG_NAME: {
+        const char *s;
+        memcpy(&s, p, sizeof(s));
+        if (s == NULL) {
+            sm_cfg_sb_printf(sb, "null");
+        } else if (k->type == SM_CFG_NAME) {
+            sm_cfg_sb_printf(sb, "%s", s);
+        } else {
+            sm_cfg_sb_quote(sb, s);
+        }
+        return;
+    }
+    case SM_CFG_ENUM: {
+        int v;
+        char buf[64];
+        memcpy(&v, p, sizeof(v));
+        sm_cfg_sb_printf(sb, "%s", choice_name(k->choices, v, buf, sizeof(buf)));
+        return;
+    }
+    case SM_CFG_DIMS: {
+        const struct sm_cfg_dims *d = (const struct sm_cfg_dims *)(const void *)p;
+        if (!d->set) {
+            sm_cfg_sb_printf(sb, "null");
+            return;
+        }
+        sm_cfg_sb_printf(sb, "[");
+        for (unsigned i = 0; i < d->n; i++) {
+            sm_cfg_sb_printf(sb, "%s%" PRIu64, i == 0 ? "" : ", ", d->v[i]);
+        }
+        sm_cfg_sb_printf(sb, "]");
+        return;
+    }
+    case SM_CFG_RANGE: {
+        bool set;
+        double lo, hi;
+        memcpy(&set, (const char *)c + k->off_set, sizeof(set));
+        if (!set) {
+            sm_cfg_sb_printf(sb, "null");
+            return;
+        }
+        memcpy(&lo, p, sizeof(lo));
+        memcpy(&hi, (const char *)c + k->off2, sizeof(hi));
+        sm_cfg_sb_printf(sb, "[");
+        format_double(sb, lo);
+        sm_cfg_sb_printf(sb, ", ");
+        format_double(sb, hi);
+        sm_cfg_sb_printf(sb, "]");
+        return;
+    }
+    }
+}
+
+static char *sb_finish(struct sm_cfg_sb *sb)
+{
+    if (sb->oom || sb->p == NULL) {
+        sm_free(sb->p);
+        return NULL;
+    }
+    return sb->p;
+}
+
+/* ---- the effective configuration as YAML ---- */
+
+static unsigned count_dots(const char *s)
+{
+    unsigned n = 0;
+    for (; *s != '\0'; s++) {
+        n += *s == '.';
+    }
+    return n;
+}
+
+/* Splits a dotted path into at most `max` components (start, length). Returns the count. */
+static unsigned split_path(const char *path, const char **part, size_t *len, unsigned max)
+{
+    unsigned n = 0;
+    const char *s = path;
+    while (n < max) {
+        const char *dot = strchr(s, '.');
+        part[n] = s;
+        len[n] = dot != NULL ? (size_t)(dot - s) : strlen(s);
+        n++;
+        if (dot == NULL) {
+            break;
+        }
+        s = dot + 1;
+    }
+    return n;
+}
+
+char *sm_config_format_yaml(const struct sm_job_config *c)
+{
+    enum { MAXPARTS = 8 };
+    struct sm_cfg_sb sb = {NULL, 0, 0, false};
+    const char *prev[MAXPARTS];
+    size_t prev_len[MAXPARTS];
+    unsigned nprev = 0;
+    for (unsigned i = 0; i < sm_cfg_nkeys; i++) {
+        const struct sm_cfg_key *k = &sm_cfg_keys[i];
+        const char *part[MAXPARTS];
+        size_t len[MAXPARTS];
+        unsigned n = split_path(k->path, part, len, MAXPARTS);
+        /* Groups shared with the previous key are open already (the rows of a group are
+         * contiguous); open the rest. */
+        unsigned common = 0;
+        while (common + 1 < n && common + 1 < nprev && len[common] == prev_len[common] &&
+               memcmp(part[common], prev[common], len[common]) == 0) {
+            common++;
+        }
+        for (unsigned g = common; g + 1 < n; g++) {
+            sm_cfg_sb_printf(&sb, "%*s%.*s:\n", (int)(2 * g), "", (int)len[g], part[g]);
+        }
+        sm_cfg_sb_printf(&sb, "%*s%.*s: ", (int)(2 * (n - 1)), "", (int)len[n - 1], part[n - 1]);
+        sm_cfg_format_value(&sb, k, c, false);
+        sm_cfg_sb_printf(&sb, "\n");
+        for (unsigned g = 0; g < n; g++) {
+            prev[g] = part[g];
+            prev_len[g] = len[g];
+        }
+        nprev = n;
+    }
+    return sb_finish(&sb);
+}
+
+/* ---- docs/CONFIG.md ---- */
+
+static void format_bound(struct sm_cfg_sb *sb, const struct sm_cfg_key *k, uint64_t v,
+                         bool negative)
+{
+    if (negative) {
+        sm_cfg_sb_printf(sb, "-%" PRIu64, v);
+    } else if (k->type == SM_CFG_SIZE) {
+        format_size(sb, v, false);
+    } else {
+        sm_cfg_sb_printf(sb, "%" PRIu64, v);
+    }
+}
+
+void sm_cfg_format_range(struct sm_cfg_sb *sb, const struct sm_cfg_key *k)
+{
+    format_bound(sb, k, k->min < 0 ? (uint64_t)(-(k->min + 1)) + 1 : (uint64_t)k->min, k->min < 0);
+    sm_cfg_sb_printf(sb, " to ");
+    format_bound(sb, k, k->max, false);
+}
+
+static void md_type_only(struct sm_cfg_sb *sb, const struct sm_cfg_key *k)
+{
+    switch (k->type) {
+    case SM_CFG_BOOL:
+        sm_cfg_sb_printf(sb, "bool (`true` or `false`)");
+        return;
+    case SM_CFG_UINT:
+    case SM_CFG_INT:
+    case SM_CFG_SIZE:
+        if ((k->flags & SM_CFGF_AUTO) != 0) {
+            sm_cfg_sb_printf(sb, "`auto` or an integer, ");
+        } else {
+            sm_cfg_sb_printf(sb, "%s, ",
+                             k->type == SM_CFG_SIZE
+                                 ? "size (bytes, or a number with KiB, MiB, GiB or TiB)"
+                                 : "integer");
+        }
+        sm_cfg_format_range(sb, k);
+        return;
+    case SM_CFG_FLOAT:
+        sm_cfg_sb_printf(sb, "number (finite%s)",
+                         (k->flags & SM_CFGF_NONZERO) != 0 ? ", not 0" : "");
+        return;
+    case SM_CFG_STRING:
+        sm_cfg_sb_printf(sb, "string%s", (k->flags & SM_CFGF_NONEMPTY) != 0 ? " (not empty)" : "");
+        return;
+    case SM_CFG_ENUM:
+    case SM_CFG_NAME: {
+        sm_cfg_sb_printf(sb, "one of ");
+        const char *s = k->choices;
+        while (s != NULL) {
+            const char *e = strchr(s, '|');
+            size_t n = e != NULL ? (size_t)(e - s) : strlen(s);
+            sm_cfg_sb_printf(sb, "%s`%.*s`", s == k->choices ? "" : ", ", (int)n, s);
+            s = e != NULL ? e + 1 : NULL;
+        }
+        return;
+    }
+    case SM_CFG_DIMS:
+        sm_cfg_sb_printf(sb, "list of %s integers (at most %d)%s",
+                         (k->flags & SM_CFGF_POSITIVE) != 0 ? "positive" : "non-negative",
+                         SM_CFG_MAX_DIMS,
+                         (k->flags & SM_CFGF_NONEMPTY) != 0 ? ", not empty" : ", may be empty");
+        return;
+    case SM_CFG_RANGE:
+        sm_cfg_sb_printf(sb, "pair `[lo, hi]` of finite numbers, lo < hi");
+        return;
+    }
+}
+
+static void md_type(struct sm_cfg_sb *sb, const struct sm_cfg_key *k)
+{
+    md_type_only(sb, k);
+    if ((k->flags & SM_CFGF_NULLABLE) != 0) {
+        sm_cfg_sb_printf(sb, "; or `null`");
+    }
+}
+
+/* `def` (def_doc), or def_doc alone for a key without a default value, or "none". */
+static void md_default(struct sm_cfg_sb *sb, const struct sm_cfg_key *k, bool brief)
+{
+    if (k->def != NULL) {
+        sm_cfg_sb_printf(sb, "`%s`", k->def);
+        if (k->def_doc != NULL && !brief) {
+            sm_cfg_sb_printf(sb, " (%s)", k->def_doc);
+        }
+    } else if (k->def_doc != NULL) {
+        sm_cfg_sb_printf(sb, "%s", k->def_doc);
+    } else {
+        sm_cfg_sb_printf(sb, "none");
+    }
+}
+
+static void md_required(struct sm_cfg_sb *sb, const struct sm_cfg_key *k)
+{
+    if (k->required == SM_CFG_ALL_JOBS) {
+        sm_cfg_sb_printf(sb, "by every job");
+        return;
+    }
+    const char *sep = "by ";
+    for (int j = SM_JOB_SCAN; j <= SM_JOB_READ_BENCH; j++) {
+        if ((k->required & SM_CFG_JOB(j)) != 0) {
+            sm_cfg_sb_printf(sb, "%s`%s`", sep, sm_config_job_name((enum sm_job_kind)j));
+            sep = " and ";
+        }
+    }
+}
+
+/* `a: {b: {c: V}}` for path a.b.c and example V. */
+static void md_example(struct sm_cfg_sb *sb, const struct sm_cfg_key *k)
+{
+    unsigned depth = count_dots(k->path);
+    const char *s = k->path;
+    sm_cfg_sb_printf(sb, "`");
+    for (unsigned g = 0; g <= depth; g++) {
+        const char *dot = strchr(s, '.');
+        size_t n = dot != NULL ? (size_t)(dot - s) : strlen(s);
+        sm_cfg_sb_printf(sb, "%.*s: %s", (int)n, s, g < depth ? "{" : "");
+        s = dot != NULL ? dot + 1 : s;
+    }
+    sm_cfg_sb_printf(sb, "%s", k->example);
+    for (unsigned g = 0; g < depth; g++) {
+        sm_cfg_sb_printf(sb, "}");
+    }
+    bool quote = strpbrk(k->example, " []\"'{}") != NULL;
+    sm_cfg_sb_printf(sb, "` or `--set %s%s=%s%s`", quote ? "'" : "", k->path, k->example,
+                     quote ? "'" : "");
+}
+
+static const char md_head[] =
+    "# Configuration reference\n"
+    "\n"
+    "<!-- Generated by `shardmill validate --markdown` from the schema table in\n"
+    "     jobs/config_schema.c. Do not edit: ctest unit.jobs.config_doc_matches fails when this\n"
+    "     file and the table differ. Regenerate with\n"
+    "     `build/jobs/shardmill validate --markdown > docs/CONFIG.md`. -->\n"
+    "\n"
+    "A job is one YAML file (SPEC §4): `shardmill run CONFIG.yaml [--set key.path=value]...`.\n"
+    "`shardmill validate CONFIG.yaml [--set key.path=value]...` checks a file without opening any\n"
+    "store and prints `CONFIG.yaml: ok (job NAME)`, then the effective configuration (every key,\n"
+    "defaults included) as YAML that loads back to the same values. Examples are in `configs/`.\n"
+    "\n"
+    "## Syntax\n"
+    "\n"
+    "- Keys nest as YAML mappings, in block or flow style: `input: {cache: {max_bytes: 1GiB}}` is "
+    "the\n"
+    "  same as the block form. A dotted key (`input.cache.max_bytes: 1GiB`) names the same key.\n"
+    "- Sizes are a byte count or a number with `KiB`, `MiB`, `GiB` or `TiB` (binary: 1KiB = "
+    "1024).\n"
+    "- Booleans are `true` or `false`. Numbers are decimal; `inf` and `nan` are refused.\n"
+    "- `null`, `~` or an empty value unsets a key whose default is \"none\".\n"
+    "- `--set key.path=value` (repeatable) applies after the file, in order. The value is parsed "
+    "as a\n"
+    "  YAML scalar or flow node by the same rules: `--set 'tile=[32, 32, 32]'`, `--set "
+    "report=null`,\n"
+    "  `--set 'input.cache={enabled: false}'`.\n"
+    "- Anchors, aliases, tags and multiple documents are refused.\n"
+    "- An error is one line on stderr, `shardmill: error: FILE:LINE:COL: <what>` (or\n"
+    "  `shardmill: error: --set KEY: <what>`), and exit status 2: an unknown key (with the "
+    "closest\n"
+    "  known key when it is at most two edits away), a wrong type, an out-of-range value, a "
+    "duplicate\n"
+    "  key, a missing required key, malformed YAML.\n"
+    "- Checks across keys: `roi.offset` and `roi.shape` have the same length; `output.chunk` has "
+    "the\n"
+    "  length of a non-empty `output.shard` and divides it; `window` and `percentile` need\n"
+    "  `normalize.lo` < `normalize.hi`, within 0..100 for `percentile`; gzip and blosc levels are\n"
+    "  0..9; `input.http.backoff_base_ms` <= `input.http.backoff_max_ms`; `input.format` is "
+    "`zarr`\n"
+    "  except for `ingest`, which reads `raw` (with `input.raw.dtype` and `input.raw.shape`) or\n"
+    "  `nifti`; `convert` writes `float32` or `float64`.\n"
+    "- The canonical text of the effective configuration (sorted `key=value` lines, sizes in "
+    "bytes,\n"
+    "  unset keys `null`) is what the output's provenance hashes with SHA-256 (SPEC §6).\n";
+
+char *sm_config_markdown(void)
+{
+    struct sm_cfg_sb sb = {NULL, 0, 0, false};
+    sm_cfg_sb_printf(&sb, "%s\n## Keys\n\n| key | type | default |\n| --- | --- | --- |\n",
+                     md_head);
+    for (unsigned i = 0; i < sm_cfg_nkeys; i++) {
+        const struct sm_cfg_key *k = &sm_cfg_keys[i];
+        static const char *const tnames[] = {"bool",   "uint", "int",  "float", "size",
+                                             "string", "enum", "enum", "list",  "range"};
+        sm_cfg_sb_printf(&sb, "| [`%s`](#", k->path);
+        for (const char *s = k->path; *s != '\0'; s++) {
+            if (*s != '.') { /* GitHub's heading anchors drop dots */
+                sm_cfg_sb_printf(&sb, "%c", *s);
+            }
+        }
+        sm_cfg_sb_printf(&sb, ") | %s | ", tnames[k->type]);
+        if (k->required != 0) {
+            sm_cfg_sb_printf(&sb, "required (");
+            md_required(&sb, k);
+            sm_cfg_sb_printf(&sb, ")");
+        } else {
+            md_default(&sb, k, true);
+        }
+        sm_cfg_sb_printf(&sb, " |\n");
+    }
+    for (const struct sm_cfg_group *g = sm_cfg_groups; g->name != NULL; g++) {
+        sm_cfg_sb_printf(&sb, "\n## %s\n\n%s\n", g->name, g->help);
+        size_t n = strlen(g->name);
+        for (unsigned i = 0; i < sm_cfg_nkeys; i++) {
+            const struct sm_cfg_key *k = &sm_cfg_keys[i];
+            if (strncmp(k->path, g->name, n) != 0 || (k->path[n] != '\0' && k->path[n] != '.')) {
+                continue;
+            }
+            sm_cfg_sb_printf(&sb, "\n### %s\n\n%c%s.\n\n- type: ", k->path,
+                             k->help[0] >= 'a' && k->help[0] <= 'z' ? k->help[0] - 'a' + 'A'
+                                                                    : k->help[0],
+                             k->help + 1);
+            md_type(&sb, k);
+            sm_cfg_sb_printf(&sb, "\n- default: ");
+            md_default(&sb, k, false);
+            if (k->required != 0) {
+                sm_cfg_sb_printf(&sb, "\n- required: ");
+                md_required(&sb, k);
+            }
+            sm_cfg_sb_printf(&sb, "\n- example: ");
+            md_example(&sb, k);
+            sm_cfg_sb_printf(&sb, "\n");
+        }
+    }
+    return sb_finish(&sb);
+}

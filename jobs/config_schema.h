@@ -1,0 +1,97 @@
+/* The configuration schema (SPEC §4, STYLE B10): one row per YAML key, after IOR's option_help
+ * table. The rows in config_schema.c drive defaults, parsing, range checks, `--set`,
+ * `shardmill validate` and docs/CONFIG.md, so none of them can drift from the others. Internal
+ * to jobs/ (the loader, cmd_validate.c and the unit tests). */
+#ifndef SM_JOBS_CONFIG_SCHEMA_H
+#define SM_JOBS_CONFIG_SCHEMA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+
+enum sm_cfg_type {
+    SM_CFG_BOOL,   /* true | false */
+    SM_CFG_UINT,   /* unsigned integer; field of 4 or 8 bytes */
+    SM_CFG_INT,    /* signed integer; field of 4 or 8 bytes */
+    SM_CFG_FLOAT,  /* finite double */
+    SM_CFG_SIZE,   /* uint64_t bytes: 123, 64KiB, 2MiB, 1GiB (binary units) */
+    SM_CFG_STRING, /* char * owned by the config */
+    SM_CFG_ENUM,   /* a C enum (int): the index of the name in `choices` */
+    SM_CFG_NAME,   /* char * restricted to the names in `choices` */
+    SM_CFG_DIMS,   /* struct sm_cfg_dims */
+    SM_CFG_RANGE,  /* [lo, hi] of finite doubles, lo < hi: off = lo, off2 = hi, off_set = bool */
+};
+
+/* Row flags. */
+#define SM_CFGF_NULLABLE 0x01u /* null, ~ or an empty value leaves the key unset */
+#define SM_CFGF_AUTO 0x02u     /* UINT: the word `auto` means 0 */
+#define SM_CFGF_NONZERO 0x04u  /* FLOAT: must not be 0 */
+#define SM_CFGF_NONEMPTY 0x08u /* STRING: not ""; DIMS: at least one element */
+#define SM_CFGF_POSITIVE 0x10u /* DIMS: every element >= 1 */
+
+#define SM_CFG_JOB(kind) (1u << (kind))
+#define SM_CFG_ALL_JOBS                                                                            \
+    (SM_CFG_JOB(SM_JOB_SCAN) | SM_CFG_JOB(SM_JOB_CONVERT) | SM_CFG_JOB(SM_JOB_INGEST) |            \
+     SM_CFG_JOB(SM_JOB_READ_BENCH))
+
+struct sm_cfg_key {
+    const char *path; /* dotted path: "input.cache.max_bytes" */
+    enum sm_cfg_type type;
+    const char *choices; /* ENUM/NAME: "scan|convert|ingest|read-bench", in enum order */
+    const char *def;     /* default, in the syntax a user writes; NULL = unset */
+    const char *def_doc; /* what an unset/default value means, when `def` alone does not say */
+    int64_t min;         /* UINT/INT/SIZE: inclusive range (every numeric row has one) */
+    uint64_t max;
+    unsigned flags;       /* SM_CFGF_* */
+    unsigned required;    /* SM_CFG_JOB() bits of the jobs that need the key */
+    const char *help;     /* one line */
+    const char *example;  /* a valid value, in YAML syntax */
+    size_t off, size;     /* offsetof/sizeof the field in struct sm_job_config */
+    size_t off2, off_set; /* RANGE: offset of hi, and of the bool "given" */
+};
+
+/* Sections of docs/CONFIG.md: the first path component and what its keys are about. */
+struct sm_cfg_group {
+    const char *name;
+    const char *help;
+};
+
+extern const struct sm_cfg_key sm_cfg_keys[];
+extern const unsigned sm_cfg_nkeys;
+extern const struct sm_cfg_group sm_cfg_groups[]; /* terminated by {NULL, NULL} */
+
+/* The row of a dotted path, or NULL. */
+const struct sm_cfg_key *sm_cfg_find(const char *path);
+
+/* True if `path` is a proper prefix (at a dot) of some key: "input", "input.cache". */
+bool sm_cfg_is_group(const char *path);
+
+/* The known key or group closest to `path` by edit distance (transpositions count 1), if that
+ * distance is at most 2 (copied into buf); false otherwise. */
+bool sm_cfg_suggest(const char *path, char *buf, size_t cap);
+
+/* Optimal-string-alignment distance between a and b (cut off above 3). */
+unsigned sm_cfg_distance(const char *a, const char *b);
+
+/* What a value of row k must look like, for messages ("a size like 256MiB"); may use buf. */
+const char *sm_cfg_expected(const struct sm_cfg_key *k, char *buf, size_t cap);
+
+/* Appends the current value of row k in c to a string buffer. canonical: sizes in bytes, for the
+ * SHA-256 of the effective configuration; otherwise sizes in the largest exact binary unit. Every
+ * value is valid YAML (strings are double-quoted JSON-style, unset values are `null`). */
+struct sm_cfg_sb {
+    char *p;
+    size_t len, cap;
+    bool oom;
+};
+void sm_cfg_sb_printf(struct sm_cfg_sb *sb, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void sm_cfg_sb_quote(struct sm_cfg_sb *sb, const char *s);
+/* "1 to 1024TiB": the inclusive range of a numeric row. */
+void sm_cfg_format_range(struct sm_cfg_sb *sb, const struct sm_cfg_key *k);
+void sm_cfg_format_value(struct sm_cfg_sb *sb, const struct sm_cfg_key *k,
+                         const struct sm_job_config *c, bool canonical);
+
+#endif

@@ -1,0 +1,1281 @@
+/* The YAML configuration loader (SPEC §4, STYLE B10): libyaml events -> a small node tree that
+ * keeps the 1-based line:column of every node -> walked against the schema table -> struct
+ * sm_job_config; then `--set key.path=value` overrides, checks across keys, job-dependent
+ * defaults and the canonical effective text. Invariant: every error is SM_E_USAGE (or
+ * SM_E_NOMEM) with `where` = "FILE:LINE:COL" or "--set KEY" and `what` naming the key. */
+#include <shardmill/sm_config.h>
+
+#include "config_schema.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <yaml.h>
+
+#include <shardmill/alloc.h>
+
+#include "config.h"
+#include "jobs.h"
+
+#define MAX_DEPTH 64               /* nesting of YAML collections */
+#define MAX_FILE_BYTES (16u << 20) /* a configuration is small; refuse anything huge */
+#define MAX_PATH_LEN 128           /* longest dotted key considered */
+
+/* ==== the node tree ==== */
+
+enum ykind { Y_SCALAR, Y_MAP, Y_SEQ };
+
+struct ynode {
+    enum ykind kind;
+    int line, col;  /* 1-based */
+    bool plain;     /* scalar written without quotes: only plain scalars can be null */
+    char *text;     /* scalar text, NUL-terminated (owned) */
+    unsigned nkids; /* map: keys and values alternate; seq: items */
+    struct ynode *kids, *last, *next;
+};
+
+static void ynode_free(struct ynode *n)
+{
+    while (n != NULL) {
+        struct ynode *next = n->next;
+        ynode_free(n->kids);
+        sm_free(n->text);
+        sm_free(n);
+        n = next;
+    }
+}
+
+static bool is_null(const struct ynode *n)
+{
+    if (n->kind != Y_SCALAR || !n->plain) {
+        return false;
+    }
+    const char *t = n->text;
+    return t[0] == '\0' || strcmp(t, "~") == 0 || strcmp(t, "null") == 0 ||
+           strcmp(t, "Null") == 0 || strcmp(t, "NULL") == 0;
+}
+
+/* ==== loader context and error placement ==== */
+
+enum origin_kind { ORIGIN_DEFAULT, ORIGIN_FILE, ORIGIN_SET };
+
+struct origin {
+    enum origin_kind kind;
+    int line, col; /* ORIGIN_FILE: the key's position */
+    unsigned set;  /* ORIGIN_SET: index of the --set */
+};
+
+struct lctx {
+    struct sm_job_config *cfg;
+    const char *name; /* the file, in messages */
+    const char *const *sets;
+    bool in_set; /* applying sets[cur_set] */
+    unsigned cur_set;
+    struct origin *orig;      /* one per schema row (NULL while applying defaults) */
+    const struct ynode *root; /* the file's document, for placing errors on missing keys */
+    struct sm_err *err;
+};
+
+/* The key part of "key=value" (up to '='). */
+static int set_key_len(const char *set)
+{
+    const char *eq = strchr(set, '=');
+    return eq != NULL ? (int)(eq - set) : (int)strlen(set);
+}
+
+static void where_set(struct lctx *cx, unsigned i)
+{
+    sm_err_where(cx->err, "--set %.*s", set_key_len(cx->sets[i]), cx->sets[i]);
+}
+
+static void where_node(struct lctx *cx, const struct ynode *n)
+{
+    if (cx->in_set) {
+        where_set(cx, cx->cur_set);
+    } else if (n != NULL) {
+        sm_err_where(cx->err, "%s:%d:%d", cx->name, n->line, n->col);
+    } else {
+        sm_err_where(cx->err, "%s", cx->name);
+    }
+}
+
+static sm_status fail_at(struct lctx *cx, const struct ynode *n, sm_status st, const char *file,
+                         int line, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+static sm_status fail_at(struct lctx *cx, const struct ynode *n, sm_status st, const char *file,
+                         int line, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    sm_err_vset(cx->err, st, file, line, fmt, ap);
+    va_end(ap);
+    where_node(cx, n);
+    return cx->err->status;
+}
+
+#define FAIL_AT(cx, node, ...)                                                                     \
+    return fail_at((cx), (node), SM_E_USAGE, __FILE__, __LINE__, __VA_ARGS__)
+#define FAIL_NOMEM(cx, node)                                                                       \
+    return fail_at((cx), (node), SM_E_NOMEM, __FILE__, __LINE__, "out of memory")
+
+/* "'text'" (shortened), "null", "a mapping" or "a sequence": what a value was. */
+static const char *describe(const struct ynode *n, char *buf, size_t cap)
+{
+    if (n->kind == Y_MAP) {
+        return "a mapping";
+    }
+    if (n->kind == Y_SEQ) {
+        return "a sequence";
+    }
+    if (is_null(n)) {
+        return "null";
+    }
+    size_t len = strlen(n->text);
+    snprintf(buf, cap, "'%.48s%s'", n->text, len > 48 ? "..." : "");
+    return buf;
+}
+
+/* ==== YAML text -> node tree ==== */
+
+struct ybuild {
+    yaml_parser_t parser;
+    struct lctx *cx;
+    const char *text; /* for turning a reader error's byte offset into line:col */
+    size_t len;
+};
+
+/* Line and column (1-based) of a byte offset. */
+static void offset_to_mark(const char *text, size_t len, size_t off, int *line, int *col)
+{
+    *line = 1;
+    *col = 1;
+    for (size_t i = 0; i < off && i < len; i++) {
+        if (text[i] == '\n') {
+            (*line)++;
+            *col = 1;
+        } else {
+            (*col)++;
+        }
+    }
+}
+
+static sm_status parser_error(struct ybuild *b)
+{
+    const yaml_parser_t *p = &b->parser;
+    struct ynode at = {.kind = Y_SCALAR};
+    if (p->error == YAML_MEMORY_ERROR) {
+        FAIL_NOMEM(b->cx, NULL);
+    }
+    const char *problem = p->problem != NULL ? p->problem : "unknown libyaml error";
+    if (p->error == YAML_READER_ERROR) {
+        offset_to_mark(b->text, b->len, p->problem_offset, &at.line, &at.col);
+        FAIL_AT(b->cx, &at, "malformed YAML: %s", problem);
+    }
+    at.line = (int)p->problem_mark.line + 1;
+    at.col = (int)p->problem_mark.column + 1;
+    if (p->context != NULL) {
+        FAIL_AT(b->cx, &at, "malformed YAML: %s (%s at %d:%d)", problem, p->context,
+                (int)p->context_mark.line + 1, (int)p->context_mark.column + 1);
+    }
+    FAIL_AT(b->cx, &at, "malformed YAML: %s", problem);
+}
+
+static sm_status next_event(struct ybuild *b, yaml_event_t *ev)
+{
+    if (!yaml_parser_parse(&b->parser, ev)) {
+        return parser_error(b);
+    }
+    return SM_OK;
+}
+
+static sm_status build_node(struct ybuild *b, yaml_event_t *ev, unsigned depth, struct ynode **out);
+
+/* Reads the items of a collection up to its end event, appending them to n. */
+static sm_status build_items(struct ybuild *b, struct ynode *n, yaml_event_type_t end,
+                             unsigned depth)
+{
+    for (;;) {
+        yaml_event_t ev;
+        SM_TRY(next_event(b, &ev));
+        if (ev.type == end) {
+            yaml_event_delete(&ev);
+            return SM_OK;
+        }
+        struct ynode *kid = NULL;
+        SM_TRY(build_node(b, &ev, depth + 1, &kid));
+        if (n->last == NULL) {
+            n->kids = kid;
+        } else {
+            n->last->next = kid;
+        }
+        n->last = kid;
+        n->nkids++;
+    }
+}
+
+/* Builds the node that starts with event ev (consumed). */
+static sm_status build_node(struct ybuild *b, yaml_event_t *ev, unsigned depth, struct ynode **out)
+{
+    struct ynode at = {.kind = Y_SCALAR,
+                       .line = (int)ev->start_mark.line + 1,
+                       .col = (int)ev->start_mark.column + 1};
+    const yaml_char_t *anchor = NULL, *tag = NULL;
+    switch (ev->type) {
+    case YAML_SCALAR_EVENT:
+        anchor = ev->data.scalar.anchor;
+        tag = ev->data.scalar.tag;
+        break;
+    case YAML_SEQUENCE_START_EVENT:
+        anchor = ev->data.sequence_start.anchor;
+        tag = ev->data.sequence_start.tag;
+        break;
+    case YAML_MAPPING_START_EVENT:
+        anchor = ev->data.mapping_start.anchor;
+        tag = ev->data.mapping_start.tag;
+        break;
+    case YAML_ALIAS_EVENT: {
+        char name[64];
+        snprintf(name, sizeof(name), "%s", (const char *)ev->data.alias.anchor);
+        yaml_event_delete(ev);
+        FAIL_AT(b->cx, &at, "YAML aliases (*%s) are not supported: write the value out", name);
+    }
+    default: {
+        int type = (int)ev->type;
+        yaml_event_delete(ev);
+        return sm_err_set(b->cx->err, SM_E_INTERNAL, __FILE__, __LINE__, "unexpected YAML event %d",
+                          type);
+    }
+    }
+    if (anchor != NULL || tag != NULL) {
+        char name[64];
+        snprintf(name, sizeof(name), "%s", (const char *)(anchor != NULL ? anchor : tag));
+        yaml_event_delete(ev);
+        if (anchor != NULL) {
+            FAIL_AT(b->cx, &at, "YAML anchors (&%s) are not supported", name);
+        }
+        FAIL_AT(b->cx, &at, "YAML tags (%s) are not supported", name);
+    }
+    if (depth > MAX_DEPTH) {
+        yaml_event_delete(ev);
+        FAIL_AT(b->cx, &at, "YAML nested deeper than %d levels", MAX_DEPTH);
+    }
+    struct ynode *n = sm_calloc(1, sizeof(*n));
+    if (n == NULL) {
+        yaml_event_delete(ev);
+        FAIL_NOMEM(b->cx, &at);
+    }
+    n->line = at.line;
+    n->col = at.col;
+    sm_status st = SM_OK;
+    if (ev->type == YAML_SCALAR_EVENT) {
+        size_t len = ev->data.scalar.length;
+        n->kind = Y_SCALAR;
+        n->plain = ev->data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
+        n->text = sm_malloc(len + 1);
+        if (n->text == NULL) {
+            st = fail_at(b->cx, &at, SM_E_NOMEM, __FILE__, __LINE__, "out of memory");
+        } else {
+            memcpy(n->text, ev->data.scalar.value, len);
+            n->text[len] = '\0';
+            if (strlen(n->text) != len) {
+                st = fail_at(b->cx, &at, SM_E_USAGE, __FILE__, __LINE__,
+                             "a NUL character in a YAML scalar");
+            }
+        }
+        yaml_event_delete(ev);
+    } else {
+        bool map = ev->type == YAML_MAPPING_START_EVENT;
+        n->kind = map ? Y_MAP : Y_SEQ;
+        yaml_event_delete(ev);
+        st = build_items(b, n, map ? YAML_MAPPING_END_EVENT : YAML_SEQUENCE_END_EVENT, depth);
+    }
+    if (st != SM_OK) {
+        ynode_free(n);
+        return st;
+    }
+    *out = n;
+    return SM_OK;
+}
+
+/* Parses one YAML document; *root is NULL for an empty stream. */
+static sm_status parse_yaml(struct lctx *cx, const char *text, size_t len, struct ynode **root)
+{
+    struct ybuild b = {.cx = cx, .text = text, .len = len};
+    *root = NULL;
+    if (!yaml_parser_initialize(&b.parser)) {
+        FAIL_NOMEM(cx, NULL);
+    }
+    yaml_parser_set_input_string(&b.parser, (const unsigned char *)text, len);
+    yaml_event_t ev;
+    sm_status st = next_event(&b, &ev); /* STREAM-START */
+    if (st == SM_OK) {
+        yaml_event_delete(&ev);
+        st = next_event(&b, &ev);
+    }
+    if (st == SM_OK && ev.type == YAML_DOCUMENT_START_EVENT) {
+        yaml_event_delete(&ev);
+        st = next_event(&b, &ev);
+        if (st == SM_OK) {
+            st = build_node(&b, &ev, 0, root);
+        }
+        if (st == SM_OK) {
+            st = next_event(&b, &ev); /* DOCUMENT-END */
+        }
+        if (st == SM_OK) {
+            yaml_event_delete(&ev);
+            st = next_event(&b, &ev);
+        }
+        if (st == SM_OK && ev.type == YAML_DOCUMENT_START_EVENT) {
+            struct ynode at = {.kind = Y_SCALAR,
+                               .line = (int)ev.start_mark.line + 1,
+                               .col = (int)ev.start_mark.column + 1};
+            yaml_event_delete(&ev);
+            st = fail_at(cx, &at, SM_E_USAGE, __FILE__, __LINE__,
+                         "a second YAML document: a configuration is one document");
+        }
+    }
+    if (st == SM_OK) {
+        yaml_event_delete(&ev); /* STREAM-END */
+    }
+    yaml_parser_delete(&b.parser);
+    if (st != SM_OK) {
+        ynode_free(*root);
+        *root = NULL;
+    }
+    return st;
+}
+
+/* ==== scalar parsing ==== */
+
+static bool parse_bool(const char *s, bool *out)
+{
+    if (strcmp(s, "true") == 0 || strcmp(s, "True") == 0 || strcmp(s, "TRUE") == 0) {
+        *out = true;
+        return true;
+    }
+    if (strcmp(s, "false") == 0 || strcmp(s, "False") == 0 || strcmp(s, "FALSE") == 0) {
+        *out = false;
+        return true;
+    }
+    return false;
+}
+
+static bool parse_uint(const char *s, uint64_t *out)
+{
+    if (*s < '0' || *s > '9') {
+        return false;
+    }
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno != 0 || *end != '\0') {
+        return false;
+    }
+    *out = (uint64_t)v;
+    return true;
+}
+
+static bool parse_int(const char *s, int64_t *out)
+{
+    const char *d = (*s == '-' || *s == '+') ? s + 1 : s;
+    if (*d < '0' || *d > '9') {
+        return false;
+    }
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno != 0 || *end != '\0') {
+        return false;
+    }
+    *out = (int64_t)v;
+    return true;
+}
+
+/* Decimal numbers only: no inf, nan, hex floats or trailing text. */
+static bool parse_float(const char *s, double *out)
+{
+    if (s[0] == '\0' || strspn(s, "0123456789+-.eE") != strlen(s)) {
+        return false;
+    }
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (*end != '\0' || !isfinite(v)) {
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+/* Index of name in "a|b|c", or -1. */
+static int choice_index(const char *choices, const char *name)
+{
+    size_t n = strlen(name);
+    int i = 0;
+    for (const char *s = choices; s != NULL; i++) {
+        const char *e = strchr(s, '|');
+        size_t len = e != NULL ? (size_t)(e - s) : strlen(s);
+        if (len == n && memcmp(s, name, n) == 0) {
+            return i;
+        }
+        s = e != NULL ? e + 1 : NULL;
+    }
+    return -1;
+}
+
+/* The choice closest to name (distance <= 2) into buf, or false. */
+static bool choice_suggest(const char *choices, const char *name, char *buf, size_t cap)
+{
+    unsigned best = 3;
+    for (const char *s = choices; s != NULL;) {
+        const char *e = strchr(s, '|');
+        size_t len = e != NULL ? (size_t)(e - s) : strlen(s);
+        char c[64];
+        snprintf(c, sizeof(c), "%.*s", (int)len, s);
+        unsigned d = sm_cfg_distance(name, c);
+        if (d < best) {
+            best = d;
+            snprintf(buf, cap, "%s", c);
+        }
+        s = e != NULL ? e + 1 : NULL;
+    }
+    return best <= 2;
+}
+
+/* ==== values ==== */
+
+static void put_uint(char *p, size_t size, uint64_t v)
+{
+    if (size == sizeof(uint32_t)) {
+        uint32_t x = (uint32_t)v;
+        memcpy(p, &x, sizeof(x));
+    } else {
+        memcpy(p, &v, sizeof(v));
+    }
+}
+
+static void put_int(char *p, size_t size, int64_t v)
+{
+    if (size == sizeof(int32_t)) {
+        int32_t x = (int32_t)v;
+        memcpy(p, &x, sizeof(x));
+    } else {
+        memcpy(p, &v, sizeof(v));
+    }
+}
+
+static void put_string(char *p, char *s)
+{
+    char *old;
+    memcpy(&old, p, sizeof(old));
+    sm_free(old);
+    memcpy(p, &s, sizeof(s));
+}
+
+static sm_status range_error(struct lctx *cx, const struct sm_cfg_key *k, const struct ynode *n)
+{
+    struct sm_cfg_sb sb = {NULL, 0, 0, false};
+    sm_cfg_format_range(&sb, k);
+    char range[96];
+    snprintf(range, sizeof(range), "%s", sb.p != NULL && !sb.oom ? sb.p : "?");
+    sm_free(sb.p);
+    FAIL_AT(cx, n, "%s: %s is out of range (%s)", k->path, n->text, range);
+}
+
+static sm_status type_error(struct lctx *cx, const struct sm_cfg_key *k, const struct ynode *n)
+{
+    char exp[160], got[64];
+    FAIL_AT(cx, n, "%s: expected %s, got %s", k->path, sm_cfg_expected(k, exp, sizeof(exp)),
+            describe(n, got, sizeof(got)));
+}
+
+static sm_status parse_dims(struct lctx *cx, const struct sm_cfg_key *k, const struct ynode *n,
+                            struct sm_cfg_dims *d)
+{
+    if (n->kind != Y_SEQ) {
+        return type_error(cx, k, n);
+    }
+    if (n->nkids > SM_CFG_MAX_DIMS) {
+        FAIL_AT(cx, n, "%s: %u dimensions, at most %d", k->path, n->nkids, SM_CFG_MAX_DIMS);
+    }
+    if (n->nkids == 0 && (k->flags & SM_CFGF_NONEMPTY) != 0) {
+        FAIL_AT(cx, n, "%s: expected at least one dimension, got []", k->path);
+    }
+    memset(d, 0, sizeof(*d));
+    unsigned i = 0;
+    for (const struct ynode *e = n->kids; e != NULL; e = e->next, i++) {
+        uint64_t v;
+        bool pos = (k->flags & SM_CFGF_POSITIVE) != 0;
+        if (e->kind != Y_SCALAR || !parse_uint(e->text, &v) || (pos && v == 0)) {
+            char got[64];
+            FAIL_AT(cx, e, "%s[%u]: expected %s integer, got %s", k->path, i,
+                    pos ? "a positive" : "a non-negative", describe(e, got, sizeof(got)));
+        }
+        d->v[i] = v;
+    }
+    d->n = i;
+    d->set = true;
+    return SM_OK;
+}
+
+/* Parses node n as the value of row k and stores it in cx->cfg. */
+static sm_status parse_value(struct lctx *cx, const struct sm_cfg_key *k, const struct ynode *n)
+{
+    char *p = (char *)cx->cfg + k->off;
+    if (is_null(n)) {
+        if ((k->flags & SM_CFGF_NULLABLE) == 0) {
+            return type_error(cx, k, n);
+        }
+        if (k->type == SM_CFG_STRING || k->type == SM_CFG_NAME) {
+            put_string(p, NULL);
+        } else if (k->type == SM_CFG_DIMS) {
+            memset(p, 0, sizeof(struct sm_cfg_dims));
+        } else if (k->type == SM_CFG_RANGE) {
+            bool f = false;
+            double z = 0;
+            memcpy((char *)cx->cfg + k->off_set, &f, sizeof(f));
+            memcpy(p, &z, sizeof(z));
+            memcpy((char *)cx->cfg + k->off2, &z, sizeof(z));
+        }
+        return SM_OK;
+    }
+    if (k->type == SM_CFG_DIMS) {
+        struct sm_cfg_dims d;
+        SM_TRY(parse_dims(cx, k, n, &d));
+        memcpy(p, &d, sizeof(d));
+        return SM_OK;
+    }
+    if (k->type == SM_CFG_RANGE) {
+        double v[2];
+        if (n->kind != Y_SEQ || n->nkids != 2) {
+            if (n->kind == Y_SEQ) {
+                FAIL_AT(cx, n, "%s: expected a pair [lo, hi], got %u values", k->path, n->nkids);
+            }
+            return type_error(cx, k, n);
+        }
+        unsigned i = 0;
+        for (const struct ynode *e = n->kids; e != NULL; e = e->next, i++) {
+            if (e->kind != Y_SCALAR || !parse_float(e->text, &v[i])) {
+                char got[64];
+                FAIL_AT(cx, e, "%s[%u]: expected a finite number, got %s", k->path, i,
+                        describe(e, got, sizeof(got)));
+            }
+        }
+        if (!(v[0] < v[1])) {
+            FAIL_AT(cx, n, "%s: lo %s must be below hi %s", k->path, n->kids->text,
+                    n->kids->next->text);
+        }
+        bool t = true;
+        memcpy(p, &v[0], sizeof(v[0]));
+        memcpy((char *)cx->cfg + k->off2, &v[1], sizeof(v[1]));
+        memcpy((char *)cx->cfg + k->off_set, &t, sizeof(t));
+        return SM_OK;
+    }
+    if (n->kind != Y_SCALAR) {
+        return type_error(cx, k, n);
+    }
+    const char *t = n->text;
+    switch (k->type) {
+    case SM_CFG_BOOL: {
+        bool v;
+        if (!parse_bool(t, &v)) {
+            return type_error(cx, k, n);
+        }
+        memcpy(p, &v, sizeof(v));
+        return SM_OK;
+    }
+    case SM_CFG_UINT:
+    case SM_CFG_SIZE: {
+        uint64_t v;
+        if ((k->flags & SM_CFGF_AUTO) != 0 && strcmp(t, "auto") == 0) {
+            put_uint(p, k->size, 0);
+            return SM_OK;
+        }
+        bool ok = k->type == SM_CFG_SIZE ? sm_parse_size(t, &v) : parse_uint(t, &v);
+        if (!ok) {
+            if (k->type == SM_CFG_UINT && t[0] == '-' && parse_uint(t + 1, &v)) {
+                return range_error(cx, k, n);
+            }
+            return type_error(cx, k, n);
+        }
+        if (v < (uint64_t)k->min || v > k->max) {
+            return range_error(cx, k, n);
+        }
+        put_uint(p, k->size, v);
+        return SM_OK;
+    }
+    case SM_CFG_INT: {
+        int64_t v;
+        if (!parse_int(t, &v)) {
+            return type_error(cx, k, n);
+        }
+        if (v < k->min || (v > 0 && (uint64_t)v > k->max)) {
+            return range_error(cx, k, n);
+        }
+        put_int(p, k->size, v);
+        return SM_OK;
+    }
+    case SM_CFG_FLOAT: {
+        double v;
+        if (!parse_float(t, &v)) {
+            return type_error(cx, k, n);
+        }
+        if ((k->flags & SM_CFGF_NONZERO) != 0 && v == 0) {
+            FAIL_AT(cx, n, "%s: must not be 0", k->path);
+        }
+        memcpy(p, &v, sizeof(v));
+        return SM_OK;
+    }
+    case SM_CFG_STRING: {
+        if ((k->flags & SM_CFGF_NONEMPTY) != 0 && t[0] == '\0') {
+            FAIL_AT(cx, n, "%s: must not be empty", k->path);
+        }
+        char *s = sm_strdup(t);
+        if (s == NULL) {
+            FAIL_NOMEM(cx, n);
+        }
+        put_string(p, s);
+        return SM_OK;
+    }
+    case SM_CFG_ENUM:
+    case SM_CFG_NAME: {
+        int i = choice_index(k->choices, t);
+        if (i < 0) {
+            char exp[160], got[64], near[64];
+            if (choice_suggest(k->choices, t, near, sizeof(near))) {
+                FAIL_AT(cx, n, "%s: expected %s, got %s (did you mean '%s'?)", k->path,
+                        sm_cfg_expected(k, exp, sizeof(exp)), describe(n, got, sizeof(got)), near);
+            }
+            return type_error(cx, k, n);
+        }
+        if (k->type == SM_CFG_ENUM) {
+            memcpy(p, &i, sizeof(i));
+            return SM_OK;
+        }
+        char *s = sm_strdup(t);
+        if (s == NULL) {
+            FAIL_NOMEM(cx, n);
+        }
+        put_string(p, s);
+        return SM_OK;
+    }
+    case SM_CFG_DIMS:
+    case SM_CFG_RANGE:
+        break; /* handled above */
+    }
+    return SM_OK;
+}
+
+/* ==== defaults ==== */
+
+/* Builds a node from a default's text: a scalar, a "quoted" string or a "[a, b, c]" list. */
+static void default_node(const char *def, char *buf, size_t cap, struct ynode *n,
+                         struct ynode *kids, unsigned maxkids)
+{
+    memset(n, 0, sizeof(*n));
+    snprintf(buf, cap, "%s", def);
+    size_t len = strlen(buf);
+    if (buf[0] == '[') {
+        n->kind = Y_SEQ;
+        char *s = buf + 1;
+        while (*s != '\0' && *s != ']' && n->nkids < maxkids) {
+            s += strspn(s, " ");
+            struct ynode *e = &kids[n->nkids];
+            memset(e, 0, sizeof(*e));
+            e->kind = Y_SCALAR;
+            e->plain = true;
+            e->text = s;
+            s += strcspn(s, ",]");
+            char stop = *s;
+            *s = '\0';
+            if (n->nkids > 0) {
+                kids[n->nkids - 1].next = e;
+            } else {
+                n->kids = e;
+            }
+            n->nkids++;
+            if (stop != ',') {
+                break;
+            }
+            s++;
+        }
+        return;
+    }
+    n->kind = Y_SCALAR;
+    if (len >= 2 && buf[0] == '"' && buf[len - 1] == '"') {
+        buf[len - 1] = '\0';
+        n->text = buf + 1;
+        n->plain = false;
+    } else {
+        n->text = buf;
+        n->plain = true;
+    }
+}
+
+void sm_config_defaults(struct sm_job_config *c)
+{
+    memset(c, 0, sizeof(*c));
+    struct sm_err err;
+    sm_err_clear(&err);
+    struct lctx cx = {.cfg = c, .name = "<default>", .err = &err};
+    for (unsigned i = 0; i < sm_cfg_nkeys; i++) {
+        const struct sm_cfg_key *k = &sm_cfg_keys[i];
+        if (k->def == NULL) {
+            continue;
+        }
+        char buf[128];
+        struct ynode n, kids[SM_CFG_MAX_DIMS];
+        default_node(k->def, buf, sizeof(buf), &n, kids, SM_CFG_MAX_DIMS);
+        sm_status st = parse_value(&cx, k, &n);
+        SM_ASSERT(st == SM_OK || st == SM_E_NOMEM); /* the table's defaults are valid */
+        (void)st;
+        sm_err_clear(&err);
+    }
+}
+
+void sm_config_destroy(struct sm_job_config *c)
+{
+    if (c == NULL) {
+        return;
+    }
+    for (unsigned i = 0; i < sm_cfg_nkeys; i++) {
+        const struct sm_cfg_key *k = &sm_cfg_keys[i];
+        if (k->type == SM_CFG_STRING || k->type == SM_CFG_NAME) {
+            put_string((char *)c + k->off, NULL);
+        }
+    }
+    sm_free(c->source_path);
+    sm_free(c->effective);
+    memset(c, 0, sizeof(*c));
+}
+
+/* ==== walking the document against the schema ==== */
+
+static unsigned row_index(const struct sm_cfg_key *k)
+{
+    return (unsigned)(k - sm_cfg_keys);
+}
+
+static sm_status apply(struct lctx *cx, const char *path, const struct ynode *key,
+                       const struct ynode *val);
+
+static sm_status walk_map(struct lctx *cx, const char *prefix, const struct ynode *map)
+{
+    for (const struct ynode *key = map->kids; key != NULL; key = key->next->next) {
+        const struct ynode *val = key->next;
+        char got[64];
+        if (key->kind != Y_SCALAR || is_null(key)) {
+            FAIL_AT(cx, key, "expected a key name%s%s, got %s", prefix[0] ? " in " : "", prefix,
+                    describe(key, got, sizeof(got)));
+        }
+        for (const struct ynode *k2 = map->kids; k2 != key; k2 = k2->next->next) {
+            if (k2->kind == Y_SCALAR && strcmp(k2->text, key->text) == 0) {
+                FAIL_AT(cx, key, "duplicate key '%s%s%s' (first at %d:%d)", prefix,
+                        prefix[0] ? "." : "", key->text, k2->line, k2->col);
+            }
+        }
+        char path[MAX_PATH_LEN];
+        int n = snprintf(path, sizeof(path), "%s%s%s", prefix, prefix[0] ? "." : "", key->text);
+        if (n < 0 || (size_t)n >= sizeof(path)) {
+            FAIL_AT(cx, key, "unknown key '%.60s...' (too long)", path);
+        }
+        SM_TRY(apply(cx, path, key, val));
+    }
+    return SM_OK;
+}
+
+/* Applies value `val` to dotted `path` (a key or a group); `key` is its key node (NULL for
+ * --set). */
+static sm_status apply(struct lctx *cx, const char *path, const struct ynode *key,
+                       const struct ynode *val)
+{
+    const struct ynode *at = key != NULL ? key : val;
+    const struct sm_cfg_key *k = sm_cfg_find(path);
+    if (k != NULL) {
+        struct origin *o = &cx->orig[row_index(k)];
+        if (!cx->in_set && o->kind == ORIGIN_FILE) {
+            FAIL_AT(cx, at, "duplicate key '%s' (first at %d:%d)", path, o->line, o->col);
+        }
+        SM_TRY(parse_value(cx, k, val));
+        o->kind = cx->in_set ? ORIGIN_SET : ORIGIN_FILE;
+        o->line = at->line;
+        o->col = at->col;
+        o->set = cx->cur_set;
+        return SM_OK;
+    }
+    if (sm_cfg_is_group(path)) {
+        if (val->kind == Y_MAP) {
+            return walk_map(cx, path, val);
+        }
+        if (is_null(val)) {
+            return SM_OK; /* "export:" with every key commented out */
+        }
+        char got[64];
+        FAIL_AT(cx, val, "%s: expected a mapping, got %s", path, describe(val, got, sizeof(got)));
+    }
+    char near[MAX_PATH_LEN];
+    if (sm_cfg_suggest(path, near, sizeof(near))) {
+        FAIL_AT(cx, at, "unknown key '%s' (did you mean '%s'?)", path, near);
+    }
+    FAIL_AT(cx, at, "unknown key '%s' (see docs/CONFIG.md)", path);
+}
+
+static sm_status apply_set(struct lctx *cx, unsigned i)
+{
+    const char *s = cx->sets[i];
+    const char *eq = strchr(s, '=');
+    cx->in_set = true;
+    cx->cur_set = i;
+    if (eq == NULL || eq == s) {
+        FAIL_AT(cx, NULL, "expected key.path=value, got '%.60s'", s);
+    }
+    char path[MAX_PATH_LEN];
+    if ((size_t)(eq - s) >= sizeof(path)) {
+        FAIL_AT(cx, NULL, "unknown key '%.60s...' (too long)", s);
+    }
+    memcpy(path, s, (size_t)(eq - s));
+    path[eq - s] = '\0';
+    struct ynode *val = NULL;
+    SM_TRY(parse_yaml(cx, eq + 1, strlen(eq + 1), &val));
+    static const struct ynode empty = {.kind = Y_SCALAR, .plain = true, .text = (char *)""};
+    sm_status st = apply(cx, path, NULL, val != NULL ? val : &empty);
+    ynode_free(val);
+    return st;
+}
+
+/* ==== checks across keys and job-dependent defaults ==== */
+
+/* The key node of a dotted path in the document (dotted keys included), or NULL. */
+static const struct ynode *find_key(const struct ynode *map, const char *prefix, const char *path)
+{
+    if (map == NULL || map->kind != Y_MAP) {
+        return NULL;
+    }
+    for (const struct ynode *key = map->kids; key != NULL; key = key->next->next) {
+        if (key->kind != Y_SCALAR) {
+            continue;
+        }
+        char full[MAX_PATH_LEN];
+        snprintf(full, sizeof(full), "%s%s%s", prefix, prefix[0] ? "." : "", key->text);
+        size_t n = strlen(full);
+        if (strcmp(full, path) == 0) {
+            return key;
+        }
+        if (strncmp(full, path, n) == 0 && path[n] == '.') {
+            const struct ynode *r = find_key(key->next, full, path);
+            if (r != NULL) {
+                return r;
+            }
+        }
+    }
+    return NULL;
+}
+
+/* Places an error about key `path`: where it was set, else at the key of its nearest group in
+ * the file, else at the start of the document. */
+static void where_key(struct lctx *cx, const char *path)
+{
+    const struct sm_cfg_key *k = sm_cfg_find(path);
+    const struct origin *o = k != NULL ? &cx->orig[row_index(k)] : NULL;
+    if (o != NULL && o->kind == ORIGIN_SET) {
+        where_set(cx, o->set);
+        return;
+    }
+    if (o != NULL && o->kind == ORIGIN_FILE) {
+        sm_err_where(cx->err, "%s:%d:%d", cx->name, o->line, o->col);
+        return;
+    }
+    char group[MAX_PATH_LEN];
+    snprintf(group, sizeof(group), "%s", path);
+    for (char *dot = strrchr(group, '.'); dot != NULL; dot = strrchr(group, '.')) {
+        *dot = '\0';
+        const struct ynode *g = find_key(cx->root, "", group);
+        if (g != NULL) {
+            sm_err_where(cx->err, "%s:%d:%d", cx->name, g->line, g->col);
+            return;
+        }
+    }
+    if (cx->root != NULL) {
+        sm_err_where(cx->err, "%s:%d:%d", cx->name, cx->root->line, cx->root->col);
+    } else {
+        sm_err_where(cx->err, "%s:1:1", cx->name);
+    }
+}
+
+static sm_status fail_key(struct lctx *cx, const char *path, const char *file, int line,
+                          const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static sm_status fail_key(struct lctx *cx, const char *path, const char *file, int line,
+                          const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    sm_err_vset(cx->err, SM_E_USAGE, file, line, fmt, ap);
+    va_end(ap);
+    where_key(cx, path);
+    return cx->err->status;
+}
+
+#define FAIL_KEY(cx, path, ...) return fail_key((cx), (path), __FILE__, __LINE__, __VA_ARGS__)
+
+static bool given(const struct lctx *cx, const char *path)
+{
+    const struct sm_cfg_key *k = sm_cfg_find(path);
+    return k != NULL && cx->orig[row_index(k)].kind != ORIGIN_DEFAULT;
+}
+
+/* A required key has a value: given and not null. */
+static bool present(const struct lctx *cx, const struct sm_cfg_key *k)
+{
+    const char *p = (const char *)cx->cfg + k->off;
+    switch (k->type) {
+    case SM_CFG_STRING:
+    case SM_CFG_NAME: {
+        const char *s;
+        memcpy(&s, p, sizeof(s));
+        return s != NULL;
+    }
+    case SM_CFG_DIMS:
+        return ((const struct sm_cfg_dims *)(const void *)p)->set;
+    case SM_CFG_RANGE: {
+        bool set;
+        memcpy(&set, (const char *)cx->cfg + k->off_set, sizeof(set));
+        return set;
+    }
+    default:
+        return cx->orig[row_index(k)].kind != ORIGIN_DEFAULT;
+    }
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+static void dims_text(const struct sm_cfg_dims *d, char *buf, size_t cap)
+{
+    size_t n = (size_t)snprintf(buf, cap, "[");
+    for (unsigned i = 0; i < d->n && n < cap; i++) {
+        n += (size_t)snprintf(buf + n, cap - n, "%s%" PRIu64, i ? ", " : "", d->v[i]);
+    }
+    if (n < cap) {
+        snprintf(buf + n, cap - n, "]");
+    }
+}
+
+static sm_status set_default_name(struct lctx *cx, char **field, const char *name)
+{
+    if (*field != NULL) {
+        return SM_OK;
+    }
+    *field = sm_strdup(name);
+    if (*field == NULL) {
+        FAIL_NOMEM(cx, NULL);
+    }
+    return SM_OK;
+}
+
+static sm_status check_required(struct lctx *cx)
+{
+    struct sm_job_config *c = cx->cfg;
+    char exp[160];
+    if (!given(cx, "job")) {
+        FAIL_KEY(cx, "job", "missing required key 'job' (%s)",
+                 sm_cfg_expected(sm_cfg_find("job"), exp, sizeof(exp)));
+    }
+    for (unsigned i = 0; i < sm_cfg_nkeys; i++) {
+        const struct sm_cfg_key *k = &sm_cfg_keys[i];
+        if ((k->required & SM_CFG_JOB(c->job)) != 0 && !present(cx, k)) {
+            FAIL_KEY(cx, k->path, "missing required key '%s' (required by the %s job)", k->path,
+                     sm_config_job_name(c->job));
+        }
+    }
+    return SM_OK;
+}
+
+static sm_status check_input(struct lctx *cx)
+{
+    struct sm_job_config *c = cx->cfg;
+    if (c->job == SM_JOB_INGEST) {
+        if (c->input.format != NULL && strcmp(c->input.format, "zarr") == 0) {
+            FAIL_KEY(cx, "input.format",
+                     "input.format: ingest reads raw or nifti input, not zarr (convert reads "
+                     "Zarr)");
+        }
+        const char *s = c->input.store;
+        bool nifti = ends_with(s, ".nii") || ends_with(s, ".nii.gz");
+        SM_TRY(set_default_name(cx, &c->input.format, nifti ? "nifti" : "raw"));
+        if (strcmp(c->input.format, "raw") == 0) {
+            if (c->input.raw_dtype == NULL) {
+                FAIL_KEY(cx, "input.raw.dtype",
+                         "missing required key 'input.raw.dtype' (required to ingest raw input)");
+            }
+            if (!c->input.raw_shape.set) {
+                FAIL_KEY(cx, "input.raw.shape",
+                         "missing required key 'input.raw.shape' (required to ingest raw input)");
+            }
+        }
+    } else {
+        if (c->input.format != NULL && strcmp(c->input.format, "zarr") != 0) {
+            FAIL_KEY(cx, "input.format",
+                     "input.format: the %s job reads zarr input only (%s is read by ingest)",
+                     sm_config_job_name(c->job), c->input.format);
+        }
+        SM_TRY(set_default_name(cx, &c->input.format, "zarr"));
+    }
+    if (c->input.http.backoff_base_ms > c->input.http.backoff_max_ms) {
+        const char *blame = given(cx, "input.http.backoff_max_ms") ? "input.http.backoff_max_ms"
+                                                                   : "input.http.backoff_base_ms";
+        FAIL_KEY(cx, blame,
+                 "input.http.backoff_base_ms (%u) is above input.http.backoff_max_ms (%u)",
+                 c->input.http.backoff_base_ms, c->input.http.backoff_max_ms);
+    }
+    return SM_OK;
+}
+
+static sm_status check_shapes(struct lctx *cx)
+{
+    struct sm_job_config *c = cx->cfg;
+    char a[160], b[160];
+    if (c->roi.offset.set && c->roi.shape.set && c->roi.offset.n != c->roi.shape.n) {
+        FAIL_KEY(cx, given(cx, "roi.shape") ? "roi.shape" : "roi.offset",
+                 "roi.shape has %u axes but roi.offset has %u", c->roi.shape.n, c->roi.offset.n);
+    }
+    const struct sm_cfg_dims *s = &c->output.shard, *k = &c->output.chunk;
+    if (s->set && s->n > 0 && k->set) {
+        const char *blame = given(cx, "output.chunk") ? "output.chunk" : "output.shard";
+        dims_text(k, a, sizeof(a));
+        dims_text(s, b, sizeof(b));
+        if (s->n != k->n) {
+            FAIL_KEY(cx, blame, "output.chunk %s must have as many axes as output.shard %s", a, b);
+        }
+        for (unsigned i = 0; i < s->n; i++) {
+            if (s->v[i] % k->v[i] != 0) {
+                FAIL_KEY(cx, blame, "output.chunk %s does not divide output.shard %s (axis %u)", a,
+                         b, i);
+            }
+        }
+    }
+    return SM_OK;
+}
+
+static sm_status check_normalize(struct lctx *cx)
+{
+    struct sm_job_config *c = cx->cfg;
+    if (c->normalize.mode == SM_CFG_NORM_SCALE) {
+        return SM_OK;
+    }
+    const char *mode = c->normalize.mode == SM_CFG_NORM_WINDOW ? "window" : "percentile";
+    static const char *const ends[] = {"normalize.lo", "normalize.hi"};
+    for (size_t i = 0; i < 2; i++) {
+        if (!given(cx, ends[i])) {
+            FAIL_KEY(cx, "normalize.mode", "missing required key '%s' (required by %s %s)", ends[i],
+                     "normalize.mode", mode);
+        }
+    }
+    double lo = c->normalize.lo, hi = c->normalize.hi;
+    if (c->normalize.mode == SM_CFG_NORM_PERCENTILE) {
+        if (lo < 0 || lo > 100) {
+            FAIL_KEY(cx, "normalize.lo", "normalize.lo: percentile %g is out of range (0 to 100)",
+                     lo);
+        }
+        if (hi < 0 || hi > 100) {
+            FAIL_KEY(cx, "normalize.hi", "normalize.hi: percentile %g is out of range (0 to 100)",
+                     hi);
+        }
+    }
+    if (!(lo < hi)) {
+        FAIL_KEY(cx, "normalize.hi", "normalize.hi (%g) must be above normalize.lo (%g)", hi, lo);
+    }
+    return SM_OK;
+}
+
+static sm_status check_output(struct lctx *cx)
+{
+    struct sm_job_config *c = cx->cfg;
+    const char *codec = c->output.codec;
+    if ((strcmp(codec, "gzip") == 0 || strcmp(codec, "blosc") == 0) &&
+        (c->output.codec_level < 0 || c->output.codec_level > 9)) {
+        FAIL_KEY(cx, given(cx, "output.codec.level") ? "output.codec.level" : "output.codec.name",
+                 "output.codec.level: %s level %" PRId64 " is out of range (0 to 9)", codec,
+                 c->output.codec_level);
+    }
+    if (c->job != SM_JOB_INGEST) {
+        SM_TRY(set_default_name(cx, &c->output.dtype, "float32"));
+    }
+    if (c->job == SM_JOB_CONVERT && strcmp(c->output.dtype, "float32") != 0 &&
+        strcmp(c->output.dtype, "float64") != 0) {
+        FAIL_KEY(cx, "output.dtype", "output.dtype: convert writes float32 or float64, not %s",
+                 c->output.dtype);
+    }
+    return SM_OK;
+}
+
+static int cmp_rows(const void *a, const void *b)
+{
+    return strcmp(sm_cfg_keys[*(const unsigned *)a].path, sm_cfg_keys[*(const unsigned *)b].path);
+}
+
+static sm_status build_effective(struct lctx *cx)
+{
+    unsigned order[256];
+    SM_ASSERT(sm_cfg_nkeys <= 256);
+    for (unsigned i = 0; i < sm_cfg_nkeys; i++) {
+        order[i] = i;
+    }
+    qsort(order, sm_cfg_nkeys, sizeof(order[0]), cmp_rows);
+    struct sm_cfg_sb sb = {NULL, 0, 0, false};
+    for (unsigned i = 0; i < sm_cfg_nkeys; i++) {
+        const struct sm_cfg_key *k = &sm_cfg_keys[order[i]];
+        sm_cfg_sb_printf(&sb, "%s=", k->path);
+        sm_cfg_format_value(&sb, k, cx->cfg, true);
+        sm_cfg_sb_printf(&sb, "\n");
+    }
+    if (sb.oom || sb.p == NULL) {
+        sm_free(sb.p);
+        FAIL_NOMEM(cx, NULL);
+    }
+    cx->cfg->effective = sb.p;
+    return SM_OK;
+}
+
+/* ==== entry points ==== */
+
+static sm_status load(struct lctx *cx, const char *text, size_t len, unsigned nsets)
+{
+    struct sm_job_config *c = cx->cfg;
+    for (unsigned i = 0; i < sm_cfg_nkeys; i++) {
+        const struct sm_cfg_key *k = &sm_cfg_keys[i];
+        if ((k->type == SM_CFG_STRING || k->type == SM_CFG_NAME) && k->def != NULL) {
+            const char *s;
+            memcpy(&s, (const char *)c + k->off, sizeof(s));
+            if (s == NULL) {
+                FAIL_NOMEM(cx, NULL); /* sm_config_defaults could not allocate it */
+            }
+        }
+    }
+    c->source_path = sm_strdup(cx->name);
+    if (c->source_path == NULL) {
+        FAIL_NOMEM(cx, NULL);
+    }
+    struct ynode *root = NULL;
+    SM_TRY(parse_yaml(cx, text, len, &root));
+    cx->root = root != NULL && !is_null(root) ? root : NULL; /* "---" alone: no document */
+    sm_status st = SM_OK;
+    if (root != NULL && root->kind == Y_MAP) {
+        st = walk_map(cx, "", root);
+    } else if (root != NULL && !is_null(root)) {
+        char got[64];
+        st = fail_at(cx, root, SM_E_USAGE, __FILE__, __LINE__,
+                     "expected a mapping of configuration keys, got %s",
+                     describe(root, got, sizeof(got)));
+    }
+    for (unsigned i = 0; st == SM_OK && i < nsets; i++) {
+        st = apply_set(cx, i);
+    }
+    cx->in_set = false;
+    if (st == SM_OK) {
+        st = check_required(cx);
+    }
+    if (st == SM_OK) {
+        st = check_input(cx);
+    }
+    if (st == SM_OK) {
+        st = check_shapes(cx);
+    }
+    if (st == SM_OK) {
+        st = check_normalize(cx);
+    }
+    if (st == SM_OK) {
+        st = check_output(cx);
+    }
+    if (st == SM_OK) {
+        st = build_effective(cx);
+    }
+    cx->root = NULL;
+    ynode_free(root);
+    return st;
+}
+
+sm_status sm_config_load_string(const char *name, const char *text, size_t len,
+                                const char *const *sets, unsigned nsets, struct sm_job_config *out,
+                                struct sm_err *err)
+{
+    sm_config_defaults(out);
+    struct lctx cx = {.cfg = out, .name = name, .sets = sets, .err = err};
+    cx.orig = sm_calloc(sm_cfg_nkeys, sizeof(*cx.orig));
+    sm_status st;
+    if (cx.orig == NULL) {
+        st = fail_at(&cx, NULL, SM_E_NOMEM, __FILE__, __LINE__, "out of memory");
+    } else {
+        st = load(&cx, text, len, nsets);
+    }
+    sm_free(cx.orig);
+    if (st != SM_OK) {
+        sm_config_destroy(out);
+    }
+    return st;
+}
+
+/* Reads a whole regular file into an exactly sized, NUL-terminated buffer. */
+static sm_status read_file(const char *path, char **out, size_t *len, struct sm_err *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) {
+        int e = errno;
+        sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "cannot open configuration: %s",
+                   strerror(e));
+        sm_err_cause(err, "errno", e);
+        sm_err_where(err, "%s", path);
+        return err->status;
+    }
+    struct stat st;
+    sm_status rc = SM_OK;
+    char *buf = NULL;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        rc = sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
+                        "cannot read configuration: not a regular file");
+    } else if ((uint64_t)st.st_size > MAX_FILE_BYTES) {
+        rc = sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
+                        "configuration of %lld bytes is larger than %u", (long long)st.st_size,
+                        MAX_FILE_BYTES);
+    } else if ((buf = sm_malloc((size_t)st.st_size + 1)) == NULL) {
+        rc = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__, "out of memory");
+    } else {
+        size_t n = fread(buf, 1, (size_t)st.st_size, f);
+        if (n != (size_t)st.st_size || ferror(f)) {
+            int e = errno;
+            rc = sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "cannot read configuration: %s",
+                            strerror(e));
+        }
+        buf[n] = '\0';
+        *len = n;
+    }
+    fclose(f);
+    if (rc != SM_OK) {
+        sm_free(buf);
+        sm_err_where(err, "%s", path);
+        return rc;
+    }
+    *out = buf;
+    return SM_OK;
+}
+
+sm_status sm_config_load(const char *path, const char *const *sets, unsigned nsets,
+                         struct sm_job_config *out, struct sm_err *err)
+{
+    char *text = NULL;
+    size_t len = 0;
+    sm_status st = read_file(path, &text, &len, err);
+    if (st != SM_OK) {
+        memset(out, 0, sizeof(*out));
+        return st;
+    }
+    st = sm_config_load_string(path, text, len, sets, nsets, out, err);
+    sm_free(text);
+    return st;
+}

@@ -1,0 +1,52 @@
+/* Opening a job's input (SPEC §3, §4 `input`): the store with its HTTP settings, the encoded-object
+ * cache in front of it when enabled, and the array with the configured limits and index cache. */
+#include "jobs_run.h"
+
+sm_status sm_job_open_input(const struct sm_job_config *c, struct sm_store **store,
+                            struct sm_array **array, struct sm_err *err)
+{
+    *store = NULL;
+    *array = NULL;
+    SM_TRY(sm_store_open_with(c->input.store, &c->input.http, store, err));
+    if (c->input.cache_enabled && c->input.cache_max_bytes > 0) {
+        sm_status st = sm_store_cache_new(*store, c->input.cache_max_bytes, store, err);
+        if (st != SM_OK) {
+            return st; /* the cache closed the inner store */
+        }
+    }
+    struct sm_array_opts o = SM_ARRAY_OPTS_DEFAULTS;
+    o.limits.max_object_bytes = c->limits.max_object_bytes;
+    o.limits.max_chunk_bytes = c->limits.max_chunk_bytes;
+    o.index_cache_bytes = c->input.index_cache_bytes;
+    o.index_cache_entries = c->input.index_cache_entries;
+    sm_status st =
+        sm_array_open(*store, c->input.array != NULL ? c->input.array : "", &o, array, err);
+    if (st != SM_OK) {
+        sm_store_close(*store);
+        *store = NULL;
+    }
+    return st;
+}
+
+sm_status sm_job_roi(const struct sm_job_config *c, const struct sm_array_meta *m, uint64_t *off,
+                     uint64_t *shape, struct sm_err *err)
+{
+    if (c->roi.offset.set && c->roi.offset.n != m->ndim) {
+        sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
+                   "has %u values, the array has %u dimensions", c->roi.offset.n, m->ndim);
+        sm_err_where(err, "roi.offset");
+        return err->status;
+    }
+    if (c->roi.shape.set && c->roi.shape.n != m->ndim) {
+        sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
+                   "has %u values, the array has %u dimensions", c->roi.shape.n, m->ndim);
+        sm_err_where(err, "roi.shape");
+        return err->status;
+    }
+    for (unsigned d = 0; d < m->ndim; d++) {
+        off[d] = c->roi.offset.set ? c->roi.offset.v[d] : 0;
+        shape[d] = c->roi.shape.set ? c->roi.shape.v[d]
+                                    : (off[d] < m->shape[d] ? m->shape[d] - off[d] : 0);
+    }
+    return SM_OK;
+}

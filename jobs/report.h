@@ -1,0 +1,23 @@
+/* JSON report helpers for jobs (SPEC §7). */
+#ifndef SM_JOBS_REPORT_H
+#define SM_JOBS_REPORT_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include <shardmill/array.h>
+#include <shardmill/meta.h>
+#include <shardmill/stats.h>
+#include <shardmill/status.h>
+#include <shardmill/store.h>
+
+json_t *sm_json_dims(const uint64_t *v, unsigned n);
+json_t *sm_json_hist(const struct sm_hist *h);
+/* {"requests": {...}, "bytes": {...}, "cache": {...}, "index_cache": {...}} */
+json_t *sm_json_io(struct sm_store *store, const struct sm_array_stats *as);
+json_t *sm_json_engine(void);
+
+/* Writes the report atomically to path (tmp + rename). SM_E_IO naming the path. */
+sm_status sm_report_write(const char *path, json_t *report, struct sm_err *err);
+
+#endif

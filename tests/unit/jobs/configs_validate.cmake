@@ -1,0 +1,22 @@
+# ctest unit.jobs.configs_validate: every example pipeline in configs/ is a valid configuration.
+# cmake -DSHARDMILL=BIN -DCONFIGS=configs -P configs_validate.cmake
+file(GLOB configs ${CONFIGS}/*.yaml)
+list(LENGTH configs n)
+if(n EQUAL 0)
+  message(FATAL_ERROR "no *.yaml in ${CONFIGS}")
+endif()
+set(failed 0)
+foreach(c ${configs})
+  execute_process(COMMAND ${SHARDMILL} validate ${c}
+                  OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+  if(rc EQUAL 0 AND out MATCHES "^[^\n]*: ok \\(job [a-z-]+\\)\n")
+    message(STATUS "ok: ${c}")
+  else()
+    message(STATUS "FAILED (exit ${rc}): ${c}\n${err}")
+    math(EXPR failed "${failed} + 1")
+  endif()
+endforeach()
+if(failed GREATER 0)
+  message(FATAL_ERROR "${failed} of ${n} configs do not validate")
+endif()
+message(STATUS "all ${n} configs validate")

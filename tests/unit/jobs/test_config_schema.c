@@ -1,0 +1,521 @@
+/* Unit tests for jobs/config_schema.c: the table of configuration keys (SPEC §4, STYLE B10).
+ * Every field of struct sm_job_config has a row, rows are unique and grouped, every numeric row
+ * has a range that holds its default, every default and example loads, the defaults equal the
+ * values SPEC §2-§4 and config.h document, and the YAML and Markdown views cover every key. */
+#include "shardmill/sm_config.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "config.h"
+#include "config_schema.h"
+#include "shardmill/alloc.h"
+#include "shardmill/store.h"
+#include "sm_test.h"
+
+static const char base_convert[] = "job: convert\n"
+                                   "input: {store: data/ct.zarr}\n"
+                                   "normalize: {mode: window, lo: 1, hi: 99}\n"
+                                   "output: {path: out/x.zarr}\n";
+static const char base_ingest[] = "job: ingest\n"
+                                  "input: {store: data/ct/matrix.dat, format: raw,\n"
+                                  "        raw: {dtype: int16, shape: [108, 256, 256]}}\n"
+                                  "output: {path: out/x.zarr}\n";
+
+static sm_status load_with(const char *text, const char *set, struct sm_job_config *c,
+                           struct sm_err *err)
+{
+    const char *sets[1] = {set};
+    sm_err_clear(err);
+    return sm_config_load_string("f.yaml", text, strlen(text), sets, set != NULL ? 1 : 0, c, err);
+}
+
+/* The current value of a row as canonical text (sm_malloc'd). */
+static char *value_text(const struct sm_cfg_key *k, const struct sm_job_config *c)
+{
+    struct sm_cfg_sb sb = {NULL, 0, 0, false};
+    sm_cfg_format_value(&sb, k, c, true);
+    assert_false(sb.oom);
+    return sb.p;
+}
+
+static void test_paths_are_unique_and_groups_contiguous(void **state)
+{
+    (void)state;
+    assert_true(sm_cfg_nkeys >= 40);
+    for (unsigned i = 0; i < sm_cfg_nkeys; i++) {
+        const char *p = sm_cfg_keys[i].path;
+        assert_true(strlen(p) > 0 && strlen(p) < 64);
+        assert_ptr_equal(sm_cfg_find(p), &sm_cfg_keys[i]);
+        assert_false(sm_cfg_is_group(p)); /* a key is never also a group */
+        for (unsigned j = i + 1; j < sm_cfg_nkeys; j++) {
+            assert_string_not_equal(p, sm_cfg_keys[j].path);
+        }
+        /* Every proper prefix of this key: once left, a group never comes back. */
+        for (const char *dot = strchr(p, '.'); dot != NULL; dot = strchr(dot + 1, '.')) {
+            size_t n = (size_t)(dot - p);
+            bool left = false;
+            for (unsigned j = i + 1; j < sm_cfg_nkeys; j++) {
+                bool in = strncmp(sm_cfg_keys[j].path, p, n) == 0 && sm_cfg_keys[j].path[n] == '.';
+                if (!in) {
+                    left = true;
+                } else if (left) {
+                    fail_msg("group of %s is not contiguous (%s)", p, sm_cfg_keys[j].path);
+                }
+            }
+        }
+    }
+    /* Every first component has a documentation section. */
+    for (unsigned i = 0; i < sm_cfg_nkeys; i++) {
+        const char *p = sm_cfg_keys[i].path;
+        size_t n = strcspn(p, ".");
+        bool found = false;
+        for (const struct sm_cfg_group *g = sm_cfg_groups; g->name != NULL; g++) {
+            found = found || (strlen(g->name) == n && strncmp(g->name, p, n) == 0);
+        }
+        assert_true(found);
+    }
+}
+
+static void test_groups_are_recognized(void **state)
+{
+    (void)state;
+    assert_true(sm_cfg_is_group("input"));
+    assert_true(sm_cfg_is_group("input.cache"));
+    assert_true(sm_cfg_is_group("output.codec"));
+    assert_true(sm_cfg_is_group("export.hdf5"));
+    assert_false(sm_cfg_is_group("input.store"));
+    assert_false(sm_cfg_is_group("inp"));
+    assert_false(sm_cfg_is_group(""));
+    assert_false(sm_cfg_is_group("tile"));
+    assert_null(sm_cfg_find("input"));
+    assert_null(sm_cfg_find("input.cache"));
+}
+
+/* Marks bytes [off, off + n) as covered. */
+static void cover(unsigned char *map, size_t off, size_t n)
+{
+    assert_true(off + n <= sizeof(struct sm_job_config));
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(map[off + i], 0); /* no two rows share a field */
+        map[off + i] = 1;
+    }
+}
+
+static void test_every_field_has_a_row(void **state)
+{
+    (void)state;
+    unsigned char map[sizeof(struct sm_job_config)];
+    memset(map, 0, sizeof(map));
+    for (unsigned i = 0; i < sm_cfg_nkeys; i++) {
+        const struct sm_cfg_key *k = &sm_cfg_keys[i];
+        switch (k->type) {
+        case SM_CFG_DIMS:
+            assert_int_equal(k->size, sizeof(struct sm_cfg_dims));
+            break;
+        case SM_CFG_RANGE:
+            cover(map, k->off2, sizeof(double));
+            cover(map, k->off_set, sizeof(bool));
+            break;
+        case SM_CFG_STRING:
+        case SM_CFG_NAME:
+            assert_int_equal(k->size, sizeof(char *));
+            break;
+        case SM_CFG_ENUM:
+            assert_int_equal(k->size, sizeof(int));
+            break;
+        case SM_CFG_BOOL:
+            assert_int_equal(k->size, sizeof(bool));
+            break;
+        case SM_CFG_FLOAT:
+            assert_int_equal(k->size, sizeof(double));
+            break;
+        case SM_CFG_UINT:
+        case SM_CFG_INT:
+        case SM_CFG_SIZE:
+            assert_true(k->size == 4 || k->size == 8);
+            break;
+        }
+        cover(map, k->off, k->size);
+    }
+    cover(map, offsetof(struct sm_job_config, source_path), sizeof(char *));
+    cover(map, offsetof(struct sm_job_config, effective), sizeof(char *));
+    /* What is left is padding: shorter than 8 bytes and ending where an 8-byte-aligned field (or
+     * the struct) starts. A new field of 8 bytes or more, or one before a smaller field, shows. */
+    for (size_t i = 0; i < sizeof(map);) {
+        if (map[i] != 0) {
+            i++;
+            continue;
+        }
+        size_t j = i;
+        while (j < sizeof(map) && map[j] == 0) {
+            j++;
+        }
+        if (j - i >= 8 || (j % 8 != 0 && j != sizeof(map))) {
+            fail_msg("bytes %zu..%zu of struct sm_job_config have no schema row", i, j - 1);
+        }
+        i = j;
+    }
+    /* And the fields config.h names, one by one. */
+    assert_int_equal(sm_cfg_find("input.http.retries")->off,
+                     offsetof(struct sm_job_config, input.http.max_retries));
+    assert_int_equal(sm_cfg_find("export.hdf5.path")->off,
+                     offsetof(struct sm_job_config, export_.hdf5_path));
+    assert_int_equal(sm_cfg_find("output.codec.name")->off,
+                     offsetof(struct sm_job_config, output.codec));
+    assert_int_equal(sm_cfg_find("histogram.range")->off_set,
+                     offsetof(struct sm_job_config, histogram.range_set));
+}
+
+static void test_numeric_rows_have_ranges_holding_defaults(void **state)
+{
+    (void)state;
+    for (unsigned i = 0; i < sm_cfg_nkeys; i++) {
+        const struct sm_cfg_key *k = &sm_cfg_keys[i];
+        assert_non_null(k->help);
+        assert_non_null(k->example);
+        assert_true(k->help[0] != '\0' && k->help[strlen(k->help) - 1] != '.');
+        assert_null(strchr(k->help, '|')); /* Markdown table cells */
+        if (k->def_doc != NULL) {
+            assert_null(strchr(k->def_doc, '|'));
+        }
+        if (k->type == SM_CFG_ENUM || k->type == SM_CFG_NAME) {
+            assert_non_null(k->choices);
+        } else {
+            assert_null(k->choices);
+        }
+        if (k->type != SM_CFG_UINT && k->type != SM_CFG_INT && k->type != SM_CFG_SIZE) {
+            assert_int_equal(k->min, 0);
+            assert_int_equal(k->max, 0);
+            continue;
+        }
+        assert_true(k->max > 0);
+        assert_true(k->min <= 0 || (uint64_t)k->min <= k->max);
+        if (k->type != SM_CFG_INT) {
+            assert_true(k->min >= 0);
+        } else {
+            assert_true(k->max <= (uint64_t)INT64_MAX);
+        }
+        if (k->size == 4) {
+            assert_true(k->max <= (k->type == SM_CFG_INT ? (uint64_t)INT32_MAX : UINT32_MAX));
+        }
+        /* A default outside the range would only be reachable by not writing the key. */
+        if (k->def != NULL && strcmp(k->def, "auto") != 0) {
+            char set[128];
+            struct sm_job_config c;
+            struct sm_err err;
+            snprintf(set, sizeof(set), "%s=%s", k->path, k->def);
+            assert_ok(load_with(base_convert, set, &c, &err), &err);
+            sm_config_destroy(&c);
+        }
+    }
+}
+
+/* Every default equals what loading the table's default text gives, and what SPEC/config.h say. */
+static void test_defaults_equal_the_documented_values(void **state)
+{
+    (void)state;
+    struct sm_job_config d;
+    sm_config_defaults(&d);
+    for (unsigned i = 0; i < sm_cfg_nkeys; i++) {
+        const struct sm_cfg_key *k = &sm_cfg_keys[i];
+        struct sm_job_config c;
+        struct sm_err err;
+        char *want = NULL;
+        if (k->def != NULL) {
+            char set[160];
+            snprintf(set, sizeof(set), "%s=%s", k->path, k->def);
+            assert_ok(load_with(base_convert, set, &c, &err), &err);
+            want = value_text(k, &c);
+            sm_config_destroy(&c);
+        }
+        char *got = value_text(k, &d);
+        if (want != NULL) {
+            if (strcmp(got, want) != 0) {
+                fail_msg("%s: default %s, table says %s (%s)", k->path, got, want, k->def);
+            }
+        } else if (k->type == SM_CFG_STRING || k->type == SM_CFG_NAME || k->type == SM_CFG_DIMS ||
+                   k->type == SM_CFG_RANGE) {
+            assert_string_equal(got, "null"); /* no default: unset */
+        }
+        sm_free(want);
+        sm_free(got);
+    }
+    /* The values themselves, from SPEC §2-§4 and the comments of config.h. */
+    const struct sm_http_opts http = SM_HTTP_OPTS_DEFAULTS;
+    assert_null(d.input.store);
+    assert_string_equal(d.input.array, "");
+    assert_true(d.input.cache_enabled);
+    assert_int_equal(d.input.cache_max_bytes, 256u << 20);
+    assert_int_equal(d.input.index_cache_bytes, 16u << 20);
+    assert_int_equal(d.input.index_cache_entries, 64);
+    assert_int_equal(d.input.http.connect_timeout_ms, http.connect_timeout_ms);
+    assert_int_equal(d.input.http.low_speed_bytes, http.low_speed_bytes);
+    assert_int_equal(d.input.http.low_speed_time_s, http.low_speed_time_s);
+    assert_int_equal(d.input.http.max_retries, http.max_retries);
+    assert_int_equal(d.input.http.backoff_base_ms, http.backoff_base_ms);
+    assert_int_equal(d.input.http.backoff_max_ms, http.backoff_max_ms);
+    assert_true(d.input.http.verify_tls);
+    assert_null(d.input.format); /* resolved per job by the loader */
+    assert_string_equal(d.input.raw_byte_order, "little");
+    assert_int_equal(d.input.raw_header_bytes, 0);
+    assert_false(d.input.raw_shape.set);
+    assert_false(d.roi.offset.set);
+    assert_false(d.roi.shape.set);
+    assert_false(d.tile.set);
+    assert_int_equal(d.passes, 1);
+    assert_int_equal(d.histogram.bins, 0);
+    assert_false(d.histogram.range_set);
+    assert_int_equal(d.normalize.mode, SM_CFG_NORM_SCALE);
+    assert_true(d.normalize.divisor == 255.0);
+    assert_null(d.output.path);
+    assert_true(d.output.shard.set);
+    assert_int_equal(d.output.shard.n, 3);
+    assert_int_equal(d.output.shard.v[0], 8);
+    assert_int_equal(d.output.shard.v[1], 32);
+    assert_int_equal(d.output.shard.v[2], 32);
+    assert_int_equal(d.output.chunk.n, 3);
+    assert_int_equal(d.output.chunk.v[0], 2);
+    assert_int_equal(d.output.chunk.v[1], 16);
+    assert_int_equal(d.output.chunk.v[2], 16);
+    assert_string_equal(d.output.codec, "zstd");
+    assert_int_equal(d.output.codec_level, 3);
+    assert_int_equal(d.output.exists, SM_EXISTS_ERROR);
+    assert_true(d.output.fsync);
+    assert_null(d.export_.hdf5_path);
+    assert_false(d.export_.hdf5_deflate);
+    assert_int_equal(d.parallel.threads, 0);
+    assert_int_equal(d.parallel.partition, SM_PARTITION_BALANCED);
+    assert_int_equal(d.limits.memory_bytes, 2ull << 30);
+    assert_int_equal(d.limits.max_object_bytes, 512u << 20);
+    assert_int_equal(d.limits.max_chunk_bytes, 1u << 30);
+    assert_int_equal(d.limits.max_requests, 1000000);
+    assert_null(d.report);
+    assert_true(d.progress);
+    sm_config_destroy(&d);
+}
+
+/* Every row's example is a valid value (over a convert or an ingest configuration). */
+static void test_every_example_loads(void **state)
+{
+    (void)state;
+    for (unsigned i = 0; i < sm_cfg_nkeys; i++) {
+        const struct sm_cfg_key *k = &sm_cfg_keys[i];
+        char set[160];
+        snprintf(set, sizeof(set), "%s=%s", k->path, k->example);
+        struct sm_job_config c;
+        struct sm_err err;
+        sm_status st = load_with(base_convert, set, &c, &err);
+        if (st != SM_OK) {
+            st = load_with(base_ingest, set, &c, &err);
+        }
+        if (st != SM_OK) {
+            fail_msg("example of %s (%s) does not load: %s: %s", k->path, k->example, err.where,
+                     err.what);
+        }
+        sm_config_destroy(&c);
+    }
+}
+
+static void test_enum_names_follow_the_c_enums(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *set;
+        size_t off;
+        int want;
+    } cases[] = {
+        {"job=scan", offsetof(struct sm_job_config, job), SM_JOB_SCAN},
+        {"job=convert", offsetof(struct sm_job_config, job), SM_JOB_CONVERT},
+        {"job=read-bench", offsetof(struct sm_job_config, job), SM_JOB_READ_BENCH},
+        {"normalize.mode=scale", offsetof(struct sm_job_config, normalize.mode), SM_CFG_NORM_SCALE},
+        {"normalize.mode=window", offsetof(struct sm_job_config, normalize.mode),
+         SM_CFG_NORM_WINDOW},
+        {"normalize.mode=percentile", offsetof(struct sm_job_config, normalize.mode),
+         SM_CFG_NORM_PERCENTILE},
+        {"output.exists=error", offsetof(struct sm_job_config, output.exists), SM_EXISTS_ERROR},
+        {"output.exists=overwrite", offsetof(struct sm_job_config, output.exists),
+         SM_EXISTS_OVERWRITE},
+        {"output.exists=resume", offsetof(struct sm_job_config, output.exists), SM_EXISTS_RESUME},
+        {"parallel.partition=balanced", offsetof(struct sm_job_config, parallel.partition),
+         SM_PARTITION_BALANCED},
+        {"parallel.partition=block", offsetof(struct sm_job_config, parallel.partition),
+         SM_PARTITION_BLOCK},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct sm_job_config c;
+        struct sm_err err;
+        assert_ok(load_with(base_convert, cases[i].set, &c, &err), &err);
+        int v;
+        memcpy(&v, (const char *)&c + cases[i].off, sizeof(v));
+        if (v != cases[i].want) {
+            fail_msg("%s gives %d, expected %d", cases[i].set, v, cases[i].want);
+        }
+        sm_config_destroy(&c);
+    }
+    struct sm_job_config c;
+    struct sm_err err;
+    assert_ok(load_with(base_ingest, "job=ingest", &c, &err), &err);
+    assert_int_equal(c.job, SM_JOB_INGEST);
+    sm_config_destroy(&c);
+    static const char *const codecs[] = {"zstd", "gzip", "blosc", "none"};
+    for (size_t i = 0; i < 4; i++) {
+        char set[64];
+        snprintf(set, sizeof(set), "output.codec.name=%s", codecs[i]);
+        assert_ok(load_with(base_convert, set, &c, &err), &err);
+        assert_string_equal(c.output.codec, codecs[i]);
+        sm_config_destroy(&c);
+    }
+}
+
+static void test_distance_and_suggestions(void **state)
+{
+    (void)state;
+    char buf[128];
+    assert_int_equal(sm_cfg_distance("input.cahce", "input.cache"), 1); /* transposition */
+    assert_int_equal(sm_cfg_distance("tile", "tile"), 0);
+    assert_int_equal(sm_cfg_distance("tiles", "tile"), 1);
+    assert_int_equal(sm_cfg_distance("abc", "xyz"), 3);
+    assert_true(sm_cfg_distance("a", "abcdefgh") > 3);
+    assert_true(sm_cfg_suggest("input.cahce", buf, sizeof(buf)));
+    assert_string_equal(buf, "input.cache");
+    assert_true(sm_cfg_suggest("input.cache.max_byte", buf, sizeof(buf)));
+    assert_string_equal(buf, "input.cache.max_bytes");
+    assert_true(sm_cfg_suggest("ouput.path", buf, sizeof(buf)));
+    assert_string_equal(buf, "output.path");
+    assert_true(sm_cfg_suggest("histogramm", buf, sizeof(buf)));
+    assert_string_equal(buf, "histogram");
+    assert_false(sm_cfg_suggest("colour", buf, sizeof(buf)));
+    assert_false(sm_cfg_suggest("input.cache", buf, sizeof(buf))); /* known: nothing to suggest */
+    assert_false(sm_cfg_suggest("input.cahce", buf, 4));           /* does not fit */
+}
+
+/* The YAML view lists every key and loads back to the same effective configuration. */
+static void test_yaml_view_round_trips(void **state)
+{
+    (void)state;
+    static const char *const texts[] = {base_convert, base_ingest,
+                                        "job: scan\n"
+                                        "input: {store: \"we\\\"ird\\npath\", array: '0'}\n"
+                                        "roi: {offset: [1, 2, 3], shape: [4, 5, 6]}\n"
+                                        "histogram: {bins: 10, range: [-0.5, 1e300]}\n"
+                                        "normalize: {divisor: 0.1}\n"
+                                        "parallel: {threads: 3}\n"
+                                        "limits: {memory_bytes: 1000, max_chunk_bytes: 3GiB}\n"
+                                        "report: r.json\n"};
+    for (size_t t = 0; t < sizeof(texts) / sizeof(texts[0]); t++) {
+        struct sm_job_config a, b;
+        struct sm_err err;
+        assert_ok(load_with(texts[t], NULL, &a, &err), &err);
+        char *yaml = sm_config_format_yaml(&a);
+        assert_non_null(yaml);
+        for (unsigned i = 0; i < sm_cfg_nkeys; i++) {
+            const char *leaf = strrchr(sm_cfg_keys[i].path, '.');
+            char line[96];
+            snprintf(line, sizeof(line), " %s: ", leaf != NULL ? leaf + 1 : sm_cfg_keys[i].path);
+            if (leaf == NULL) {
+                snprintf(line, sizeof(line), "\n%s: ", sm_cfg_keys[i].path);
+            }
+            if (i > 0) {
+                assert_contains(yaml, line);
+            }
+        }
+        assert_ok(sm_config_load_string("round.yaml", yaml, strlen(yaml), NULL, 0, &b, &err), &err);
+        assert_string_equal(a.effective, b.effective);
+        sm_free(yaml);
+        sm_config_destroy(&a);
+        sm_config_destroy(&b);
+    }
+}
+
+static void test_markdown_documents_every_key(void **state)
+{
+    (void)state;
+    char *md = sm_config_markdown();
+    assert_non_null(md);
+    assert_contains(md, "# Configuration reference");
+    for (unsigned i = 0; i < sm_cfg_nkeys; i++) {
+        const struct sm_cfg_key *k = &sm_cfg_keys[i];
+        char h[96];
+        snprintf(h, sizeof(h), "\n### %s\n", k->path);
+        assert_contains(md, h);
+        snprintf(h, sizeof(h), "| [`%s`]", k->path);
+        assert_contains(md, h);
+        assert_contains(md, k->help + 1);
+        if (k->def != NULL) {
+            snprintf(h, sizeof(h), "- default: `%s`", k->def);
+            assert_contains(md, h);
+        }
+    }
+    assert_contains(md, "- type: one of `scan`, `convert`, `ingest`, `read-bench`");
+    assert_contains(md, "1 to 1024TiB");
+    assert_contains(md,
+                    "`input: {cache: {max_bytes: 1GiB}}` or `--set input.cache.max_bytes=1GiB`");
+    sm_free(md);
+}
+
+/* The YAML form of every example in docs/CONFIG.md loads as written (with the other required
+ * keys from --set: a convert, else a raw ingest). */
+static void test_markdown_examples_load(void **state)
+{
+    (void)state;
+    static const char *const convert[] = {"job=convert", "input.store=x.zarr", "output.path=o",
+                                          "normalize.lo=1", "normalize.hi=99"};
+    static const char *const ingest[] = {"job=ingest",
+                                         "input.store=ct.dat",
+                                         "input.format=raw",
+                                         "input.raw.dtype=int16",
+                                         "input.raw.shape=[4, 4]",
+                                         "output.path=o"};
+    char *md = sm_config_markdown();
+    assert_non_null(md);
+    for (unsigned i = 0; i < sm_cfg_nkeys; i++) {
+        char head[96];
+        snprintf(head, sizeof(head), "\n### %s\n", sm_cfg_keys[i].path);
+        const char *sec = strstr(md, head);
+        assert_non_null(sec);
+        const char *ex = strstr(sec, "\n- example: `");
+        assert_non_null(ex);
+        ex += strlen("\n- example: `");
+        const char *end = strstr(ex, "` or `--set ");
+        assert_non_null(end);
+        char yaml[256];
+        snprintf(yaml, sizeof(yaml), "%.*s\n", (int)(end - ex), ex);
+        struct sm_job_config c;
+        struct sm_err err;
+        sm_err_clear(&err);
+        sm_status st = sm_config_load_string("ex.yaml", yaml, strlen(yaml), convert, 5, &c, &err);
+        if (st != SM_OK) {
+            sm_err_clear(&err);
+            st = sm_config_load_string("ex.yaml", yaml, strlen(yaml), ingest, 6, &c, &err);
+        }
+        if (st != SM_OK) {
+            fail_msg("example '%s' of docs/CONFIG.md: %s: %s", yaml, err.where, err.what);
+        }
+        sm_config_destroy(&c);
+    }
+    sm_free(md);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_paths_are_unique_and_groups_contiguous),
+        cmocka_unit_test(test_groups_are_recognized),
+        cmocka_unit_test(test_every_field_has_a_row),
+        cmocka_unit_test(test_numeric_rows_have_ranges_holding_defaults),
+        cmocka_unit_test(test_defaults_equal_the_documented_values),
+        cmocka_unit_test(test_every_example_loads),
+        cmocka_unit_test(test_enum_names_follow_the_c_enums),
+        cmocka_unit_test(test_distance_and_suggestions),
+        cmocka_unit_test(test_yaml_view_round_trips),
+        cmocka_unit_test(test_markdown_documents_every_key),
+        cmocka_unit_test(test_markdown_examples_load),
+    };
+    return cmocka_run_group_tests_name("config_schema", tests, NULL, NULL);
+}
