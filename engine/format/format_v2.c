@@ -88,7 +88,7 @@ static sm_status convert_compressor(json_t *comp, enum sm_dtype dt, json_t **out
         SM_FAIL(err, SM_E_DATA, "field 'compressor' has no string 'id'");
     }
     const char *id = json_string_value(idv);
-    json_int_t level;
+    json_int_t level = 0; /* initialised for -Wmaybe-uninitialized at -O2 */
     if (strcmp(id, "gzip") == 0 || strcmp(id, "zlib") == 0) {
         static const char *const allowed[] = {"level", NULL};
         SM_TRY(check_options(comp, id, allowed, err));
@@ -112,7 +112,7 @@ static sm_status convert_compressor(json_t *comp, enum sm_dtype dt, json_t **out
         if (cname != NULL && !json_is_string(cname)) {
             SM_FAIL(err, SM_E_DATA, "option 'cname' of v2 compressor 'blosc' must be a string");
         }
-        json_int_t clevel, shuffle, blocksize, typesize;
+        json_int_t clevel = 0, shuffle = 0, blocksize = 0, typesize = 0;
         SM_TRY(int_option(comp, id, "clevel", 5, &clevel, err));
         SM_TRY(int_option(comp, id, "shuffle", 1, &shuffle, err));
         SM_TRY(int_option(comp, id, "blocksize", 0, &blocksize, err));
@@ -128,7 +128,7 @@ static sm_status convert_compressor(json_t *comp, enum sm_dtype dt, json_t **out
                     ")",
                     typesize < 1 ? "typesize" : "blocksize", typesize < 1 ? typesize : blocksize);
         }
-        const char *shuf;
+        const char *shuf = NULL;
         SM_TRY(blosc_shuffle(shuffle, (size_t)typesize, &shuf, err));
         *out = json_pack("{s:s,s:{s:s,s:I,s:s,s:I,s:I}}", "name", "blosc", "configuration", "cname",
                          cname != NULL ? json_string_value(cname) : "lz4", "clevel", clevel,

@@ -99,7 +99,8 @@ struct sm_shard_layout {
 struct sm_shard_codec; /* a prepared sharding_indexed stage */
 
 /* The sharding stage if the chain is exactly [sharding_indexed] (so a reader can fetch the index
- * and single inner chunks by range); NULL otherwise (the chain then decodes whole objects). */
+ * and single inner chunks by range); NULL otherwise (the chain then decodes whole objects).
+ * Stages that are plain copies (an identity transpose) do not count. */
 const struct sm_shard_codec *sm_codec_chain_shard(const struct sm_codec_chain *c);
 
 const struct sm_shard_layout *sm_shard_layout(const struct sm_shard_codec *sc);

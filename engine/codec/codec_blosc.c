@@ -1,0 +1,180 @@
+/* The blosc codec (bytes -> bytes) on c-blosc 1.x, context entry points only (STYLE B9).
+ * Spec: https://zarr-specs.readthedocs.io/en/latest/v3/codecs/blosc/index.html
+ * v3 name "blosc"; numcodecs id "blosc" (integer shuffle -1/0/1/2 accepted too). Configuration:
+ * {"cname": "lz4", "clevel": 5, "shuffle": "shuffle", "typesize": 4, "blocksize": 0}.
+ * Invariant: a header is validated against the input and must announce the known decoded size. */
+#include "codec_int.h"
+
+#include <blosc.h>
+#include <jansson.h>
+#include <string.h>
+
+#include "shardmill/alloc.h"
+
+#define AUTOSHUFFLE (-1) /* numcodecs: bit-shuffle 1-byte types, byte-shuffle the others */
+
+struct blosc_conf {
+    char cname[16];
+    int clevel;
+    int shuffle;     /* AUTOSHUFFLE, BLOSC_NOSHUFFLE, BLOSC_SHUFFLE or BLOSC_BITSHUFFLE */
+    size_t typesize; /* 0: the element size of the array before the bytes codec */
+    size_t blocksize;
+};
+
+struct blosc_prep {
+    struct blosc_conf c;
+    size_t dec_len;
+};
+
+static sm_status parse_shuffle(const struct json_t *cfg, int *out, struct sm_err *err)
+{
+    const json_t *v = cfg != NULL && json_is_object(cfg) ? json_object_get(cfg, "shuffle") : NULL;
+    *out = BLOSC_SHUFFLE; /* numcodecs' default when absent */
+    if (v == NULL || json_is_null(v)) {
+        return SM_OK;
+    }
+    if (json_is_string(v)) {
+        static const char *const names[] = {"noshuffle", "shuffle", "bitshuffle"};
+        for (int i = 0; i < 3; i++) {
+            if (strcmp(json_string_value(v), names[i]) == 0) {
+                *out = i;
+                return SM_OK;
+            }
+        }
+        SM_FAIL(err, SM_E_DATA,
+                "codec 'blosc': 'shuffle' must be \"noshuffle\", \"shuffle\" or \"bitshuffle\", "
+                "got \"%s\"",
+                json_string_value(v));
+    }
+    if (json_is_integer(v) && json_integer_value(v) >= -1 && json_integer_value(v) <= 2) {
+        *out = (int)json_integer_value(v);
+        return SM_OK;
+    }
+    SM_FAIL(err, SM_E_DATA, "codec 'blosc': 'shuffle' must be a shuffle name or -1..2");
+}
+
+static sm_status blosc_parse(const struct json_t *cfg, void **conf, struct sm_err *err)
+{
+    static const char *const keys[] = {"cname", "clevel", "shuffle", "typesize", "blocksize", NULL};
+    SM_TRY(sm_codec_cfg_keys(cfg, "blosc", keys, err));
+    struct blosc_conf c;
+    memset(&c, 0, sizeof(c));
+    const char *cname;
+    SM_TRY(sm_codec_cfg_string(cfg, "blosc", "cname", false, &cname, err));
+    if (cname == NULL) {
+        cname = BLOSC_LZ4_COMPNAME;
+    }
+    if (strlen(cname) >= sizeof(c.cname) || blosc_compname_to_compcode(cname) < 0) {
+        SM_FAIL(err, SM_E_DATA, "codec 'blosc': compressor '%s' is not available (have %s)", cname,
+                blosc_list_compressors());
+    }
+    memcpy(c.cname, cname, strlen(cname) + 1);
+    long long x;
+    SM_TRY(sm_codec_cfg_int(cfg, "blosc", "clevel", false, 0, 9, 5, &x, err));
+    c.clevel = (int)x;
+    SM_TRY(parse_shuffle(cfg, &c.shuffle, err));
+    SM_TRY(sm_codec_cfg_int(cfg, "blosc", "typesize", false, 1, BLOSC_MAX_TYPESIZE, 0, &x, err));
+    c.typesize = (size_t)x;
+    SM_TRY(sm_codec_cfg_int(cfg, "blosc", "blocksize", false, 0, BLOSC_MAX_BUFFERSIZE, 0, &x, err));
+    c.blocksize = (size_t)x;
+    struct blosc_conf *p = sm_malloc(sizeof(*p));
+    if (p == NULL) {
+        SM_FAIL(err, SM_E_NOMEM, "cannot allocate a blosc configuration");
+    }
+    *p = c;
+    *conf = p;
+    return SM_OK;
+}
+
+static sm_status blosc_prepare(const void *conf, const struct sm_repr *in, struct sm_repr *out,
+                               void **prep, struct sm_err *err)
+{
+    struct blosc_prep *p = sm_malloc(sizeof(*p));
+    if (p == NULL) {
+        SM_FAIL(err, SM_E_NOMEM, "cannot allocate a prepared blosc codec");
+    }
+    p->c = *(const struct blosc_conf *)conf;
+    if (p->c.typesize == 0) {
+        const size_t e = sm_dtype_size(in->dtype);
+        p->c.typesize = e != 0 ? e : 1;
+    }
+    if (p->c.shuffle == AUTOSHUFFLE) {
+        p->c.shuffle = p->c.typesize == 1 ? BLOSC_BITSHUFFLE : BLOSC_SHUFFLE;
+    }
+    p->dec_len = in->len;
+    sm_repr_bytes(out, in, SM_LEN_VARIABLE);
+    *prep = p;
+    return SM_OK;
+}
+
+static sm_status blosc_decode(const void *prep, struct sm_bytes in, struct sm_buf *out,
+                              struct sm_scratch *scratch, struct sm_err *err)
+{
+    (void)scratch;
+    const struct blosc_prep *p = prep;
+    if (in.len < BLOSC_MIN_HEADER_LENGTH) {
+        SM_FAIL(err, SM_E_DATA, "blosc: %zu bytes are shorter than the %d-byte header", in.len,
+                BLOSC_MIN_HEADER_LENGTH);
+    }
+    size_t nbytes = 0, cbytes = 0, blocksize = 0;
+    if (blosc_cbuffer_validate(in.ptr, in.len, &nbytes) != 0) {
+        blosc_cbuffer_sizes(in.ptr, &nbytes, &cbytes, &blocksize);
+        SM_FAIL(err, SM_E_DATA,
+                "blosc: invalid header for %zu bytes (it claims %zu compressed, %zu decoded)",
+                in.len, cbytes, nbytes);
+    }
+    if (p->dec_len != SM_LEN_VARIABLE && nbytes != p->dec_len) {
+        SM_FAIL(err, SM_E_DATA, "blosc: header says %zu decoded bytes, expected %zu", nbytes,
+                p->dec_len);
+    }
+    SM_TRY(sm_buf_reserve(out, nbytes, err));
+    if (nbytes != 0) {
+        const int r = blosc_decompress_ctx(in.ptr, out->ptr, nbytes, 1);
+        if (r <= 0) {
+            sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
+                       "blosc: corrupt data (%zu bytes, %zu expected decoded)", in.len, nbytes);
+            sm_err_cause(err, "blosc", r);
+            return err->status;
+        }
+        if ((size_t)r != nbytes) {
+            SM_FAIL(err, SM_E_DATA, "blosc: decoded size %d, expected %zu", r, nbytes);
+        }
+    }
+    out->len = nbytes;
+    return SM_OK;
+}
+
+static sm_status blosc_encode(const void *prep, struct sm_bytes in, struct sm_buf *out,
+                              struct sm_scratch *scratch, struct sm_err *err)
+{
+    (void)scratch;
+    const struct blosc_prep *p = prep;
+    if (in.len > (size_t)BLOSC_MAX_BUFFERSIZE) {
+        SM_FAIL(err, SM_E_DATA, "blosc: cannot compress %zu bytes (the limit is %d)", in.len,
+                BLOSC_MAX_BUFFERSIZE);
+    }
+    const size_t cap = in.len + BLOSC_MAX_OVERHEAD;
+    SM_TRY(sm_buf_reserve(out, cap, err));
+    const int r = blosc_compress_ctx(p->c.clevel, p->c.shuffle, p->c.typesize, in.len, in.ptr,
+                                     out->ptr, cap, p->c.cname, p->c.blocksize, 1);
+    if (r <= 0) {
+        sm_err_set(err, SM_E_INTERNAL, __FILE__, __LINE__,
+                   "blosc: compressing %zu bytes with %s failed", in.len, p->c.cname);
+        sm_err_cause(err, "blosc", r);
+        return err->status;
+    }
+    out->len = (size_t)r;
+    return SM_OK;
+}
+
+const struct sm_codec_ops sm_codec_blosc_ops = {
+    .name = "blosc",
+    .v2_id = "blosc",
+    .kind = SM_CODEC_B2B,
+    .parse = blosc_parse,
+    .prepare = blosc_prepare,
+    .decode = blosc_decode,
+    .encode = blosc_encode,
+    .free_conf = sm_free,
+    .free_prep = sm_free,
+};

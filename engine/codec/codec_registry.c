@@ -1,0 +1,33 @@
+/* The codec registry: a NULL-terminated table of static const ops, looked up by Zarr v3 name or
+ * numcodecs id (STYLE B7/B8). A new codec joins by adding one entry here (and one row to the
+ * conformance suite, tests/suites/codec_suite.c). */
+#include "codec_int.h"
+
+#include <string.h>
+
+const struct sm_codec_ops *const sm_codec_registry[] = {
+    &sm_codec_bytes_ops,  &sm_codec_transpose_ops, &sm_codec_gzip_ops,
+    &sm_codec_zlib_ops,   &sm_codec_zstd_ops,      &sm_codec_blosc_ops,
+    &sm_codec_crc32c_ops, &sm_codec_sharding_ops,  NULL,
+};
+
+const struct sm_codec_ops *sm_codec_find(const char *name)
+{
+    for (size_t i = 0; sm_codec_registry[i] != NULL; i++) {
+        if (strcmp(sm_codec_registry[i]->name, name) == 0) {
+            return sm_codec_registry[i];
+        }
+    }
+    return NULL;
+}
+
+const struct sm_codec_ops *sm_codec_find_v2(const char *v2_id)
+{
+    for (size_t i = 0; sm_codec_registry[i] != NULL; i++) {
+        if (sm_codec_registry[i]->v2_id != NULL &&
+            strcmp(sm_codec_registry[i]->v2_id, v2_id) == 0) {
+            return sm_codec_registry[i];
+        }
+    }
+    return NULL;
+}

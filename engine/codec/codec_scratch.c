@@ -1,0 +1,140 @@
+/* Per-thread codec state (STYLE B6): zstd contexts (allocated through sm_malloc, so allocation
+ * failures are injectable and counted), libdeflate contexts (one compressor per level), and the
+ * nesting-level temp buffers chains ping-pong between. Everything is created lazily and kept, so
+ * decodes in steady state do not allocate. Not thread-safe: one scratch per thread. */
+#define ZSTD_STATIC_LINKING_ONLY /* ZSTD_createDCtx_advanced: route zstd's memory to sm_malloc */
+#include "codec_int.h"
+
+#include <string.h>
+
+#include <libdeflate.h>
+#include <zstd.h>
+
+#include "shardmill/alloc.h"
+
+static void *zstd_alloc(void *opaque, size_t n)
+{
+    (void)opaque;
+    return sm_malloc(n);
+}
+
+static void zstd_free(void *opaque, void *p)
+{
+    (void)opaque;
+    sm_free(p);
+}
+
+static const ZSTD_customMem zstd_mem = {zstd_alloc, zstd_free, NULL};
+
+sm_status sm_scratch_new(struct sm_scratch **out, struct sm_err *err)
+{
+    *out = sm_calloc(1, sizeof(**out));
+    if (*out == NULL) {
+        SM_FAIL(err, SM_E_NOMEM, "cannot allocate codec scratch of %zu bytes",
+                sizeof(struct sm_scratch));
+    }
+    return SM_OK;
+}
+
+void sm_scratch_free(struct sm_scratch *s)
+{
+    if (s == NULL) {
+        return;
+    }
+    ZSTD_freeDCtx(s->zstd_d);
+    ZSTD_freeCCtx(s->zstd_c);
+    libdeflate_free_decompressor(s->deflate_d);
+    for (int i = 0; i < SM_DEFLATE_LEVELS; i++) {
+        libdeflate_free_compressor(s->deflate_c[i]);
+    }
+    for (unsigned l = 0; l < SM_SCRATCH_LEVELS; l++) {
+        for (unsigned i = 0; i < 2; i++) {
+            sm_buf_free(&s->lv[l].tmp[i]);
+        }
+        for (unsigned i = 0; i < 3; i++) {
+            sm_buf_free(&s->lv[l].aux[i]);
+        }
+    }
+    sm_free(s);
+}
+
+sm_status sm_scratch_zstd_d(struct sm_scratch *s, struct ZSTD_DCtx_s **out, struct sm_err *err)
+{
+    if (s->zstd_d == NULL) {
+        s->zstd_d = ZSTD_createDCtx_advanced(zstd_mem);
+        if (s->zstd_d == NULL) {
+            SM_FAIL(err, SM_E_NOMEM, "zstd: cannot allocate a decompression context");
+        }
+    }
+    *out = s->zstd_d;
+    return SM_OK;
+}
+
+sm_status sm_scratch_zstd_c(struct sm_scratch *s, struct ZSTD_CCtx_s **out, struct sm_err *err)
+{
+    if (s->zstd_c == NULL) {
+        s->zstd_c = ZSTD_createCCtx_advanced(zstd_mem);
+        if (s->zstd_c == NULL) {
+            SM_FAIL(err, SM_E_NOMEM, "zstd: cannot allocate a compression context");
+        }
+    }
+    *out = s->zstd_c;
+    return SM_OK;
+}
+
+sm_status sm_scratch_deflate_d(struct sm_scratch *s, struct libdeflate_decompressor **out,
+                               struct sm_err *err)
+{
+    if (s->deflate_d == NULL) {
+        s->deflate_d = libdeflate_alloc_decompressor();
+        if (s->deflate_d == NULL) {
+            SM_FAIL(err, SM_E_NOMEM, "libdeflate: cannot allocate a decompressor");
+        }
+    }
+    *out = s->deflate_d;
+    return SM_OK;
+}
+
+sm_status sm_scratch_deflate_c(struct sm_scratch *s, int level, struct libdeflate_compressor **out,
+                               struct sm_err *err)
+{
+    if (level < 0 || level >= SM_DEFLATE_LEVELS) {
+        SM_FAIL(err, SM_E_INTERNAL, "deflate level %d outside 0..%d", level, SM_DEFLATE_LEVELS - 1);
+    }
+    if (s->deflate_c[level] == NULL) {
+        s->deflate_c[level] = libdeflate_alloc_compressor(level);
+        if (s->deflate_c[level] == NULL) {
+            SM_FAIL(err, SM_E_NOMEM, "libdeflate: cannot allocate a level-%d compressor", level);
+        }
+    }
+    *out = s->deflate_c[level];
+    return SM_OK;
+}
+
+sm_status sm_scratch_level(struct sm_scratch *s, unsigned lv, struct sm_scratch_level **out,
+                           struct sm_err *err)
+{
+    if (lv >= SM_SCRATCH_LEVELS) {
+        SM_FAIL(err, SM_E_INTERNAL, "codec nesting level %u exceeds the scratch's %d levels", lv,
+                SM_SCRATCH_LEVELS);
+    }
+    *out = &s->lv[lv];
+    return SM_OK;
+}
+
+sm_status sm_codec_append(struct sm_buf *b, const void *p, size_t n, struct sm_err *err)
+{
+    if (n > SIZE_MAX - b->len) {
+        SM_FAIL(err, SM_E_NOMEM, "buffer of %zu bytes cannot grow by %zu", b->len, n);
+    }
+    const size_t need = b->len + n;
+    if (need > b->cap) {
+        size_t grow = b->cap > SIZE_MAX / 2 ? SIZE_MAX : b->cap * 2;
+        SM_TRY(sm_buf_reserve(b, grow > need ? grow : need, err));
+    }
+    if (n != 0) {
+        memcpy(b->ptr + b->len, p, n);
+    }
+    b->len = need;
+    return SM_OK;
+}

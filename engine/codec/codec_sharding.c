@@ -1,0 +1,449 @@
+/* The sharding_indexed codec (array -> bytes), the pure half of sharding (STYLE B8); the ranged
+ * I/O around it is array/shard_read.c. v3 name "sharding_indexed"; no numcodecs id.
+ * Spec: https://zarr-specs.readthedocs.io/en/latest/v3/codecs/sharding-indexed/index.html
+ * Configuration: {"chunk_shape": [2, 16, 16], "codecs": ["bytes"], "index_codecs": ["bytes",
+ * "crc32c"], "index_location": "end"}. Invariant: each index entry is empty or inside the shard. */
+#include "codec_int.h"
+
+#include <inttypes.h>
+#include <jansson.h>
+#include <string.h>
+
+#include "shardmill/alloc.h"
+#include "shardmill/box.h"
+
+struct shard_conf {
+    unsigned ndim;
+    uint64_t chunk_shape[SM_MAX_DIMS];
+    json_t *codecs;       /* owned reference */
+    json_t *index_codecs; /* owned reference */
+    enum sm_shard_index_location location;
+    unsigned depth; /* nesting level of the inner and index chains */
+};
+
+struct sm_shard_codec {
+    struct sm_shard_layout layout;
+    struct sm_repr shard; /* the decoded shard array */
+    struct sm_codec_chain *inner;
+    struct sm_codec_chain *index;
+    size_t pairs_len; /* decoded index bytes: 16 per inner chunk */
+    unsigned height;
+};
+
+/* ---- configuration ---- */
+
+static void shard_free_conf(void *conf)
+{
+    struct shard_conf *c = conf;
+    if (c == NULL) {
+        return;
+    }
+    json_decref(c->codecs);
+    json_decref(c->index_codecs);
+    sm_free(c);
+}
+
+void sm_shard_conf_depth(void *conf, unsigned depth)
+{
+    ((struct shard_conf *)conf)->depth = depth;
+}
+
+static sm_status parse_into(const struct json_t *cfg, struct shard_conf *c, struct sm_err *err)
+{
+    static const char *const keys[] = {"chunk_shape", "codecs", "index_codecs", "index_location",
+                                       NULL};
+    SM_TRY(sm_codec_cfg_keys(cfg, "sharding_indexed", keys, err));
+    if (cfg == NULL || !json_is_object(cfg)) {
+        SM_FAIL(err, SM_E_DATA, "codec 'sharding_indexed': missing configuration");
+    }
+    const json_t *cs = json_object_get(cfg, "chunk_shape");
+    if (!json_is_array(cs) || json_array_size(cs) > SM_MAX_DIMS) {
+        SM_FAIL(err, SM_E_DATA,
+                "codec 'sharding_indexed': 'chunk_shape' must be an array of at most %d integers",
+                SM_MAX_DIMS);
+    }
+    c->ndim = (unsigned)json_array_size(cs);
+    for (unsigned d = 0; d < c->ndim; d++) {
+        const json_t *v = json_array_get(cs, d);
+        if (!json_is_integer(v) || json_integer_value(v) < 1) {
+            SM_FAIL(err, SM_E_DATA,
+                    "codec 'sharding_indexed': 'chunk_shape'[%u] must be a positive integer", d);
+        }
+        c->chunk_shape[d] = (uint64_t)json_integer_value(v);
+    }
+    json_t *codecs = json_object_get(cfg, "codecs");
+    if (!json_is_array(codecs)) {
+        SM_FAIL(err, SM_E_DATA, "codec 'sharding_indexed': 'codecs' must be an array of codecs");
+    }
+    c->codecs = json_incref(codecs);
+    json_t *ic = json_object_get(cfg, "index_codecs");
+    if (ic == NULL || json_is_null(ic)) { /* the spec requires it; zarr-python's default */
+        c->index_codecs = json_pack("[{s:s, s:{s:s}}, {s:s}]", "name", "bytes", "configuration",
+                                    "endian", "little", "name", "crc32c");
+        if (c->index_codecs == NULL) {
+            SM_FAIL(err, SM_E_NOMEM, "cannot allocate the default index codecs");
+        }
+    } else if (!json_is_array(ic)) {
+        SM_FAIL(err, SM_E_DATA,
+                "codec 'sharding_indexed': 'index_codecs' must be an array of codecs");
+    } else {
+        c->index_codecs = json_incref(ic);
+    }
+    const char *loc;
+    SM_TRY(sm_codec_cfg_string(cfg, "sharding_indexed", "index_location", false, &loc, err));
+    if (loc == NULL || strcmp(loc, "end") == 0) {
+        c->location = SM_SHARD_INDEX_END;
+    } else if (strcmp(loc, "start") == 0) {
+        c->location = SM_SHARD_INDEX_START;
+    } else {
+        SM_FAIL(err, SM_E_DATA,
+                "codec 'sharding_indexed': 'index_location' must be \"end\" or \"start\", got "
+                "\"%s\"",
+                loc);
+    }
+    return SM_OK;
+}
+
+static sm_status shard_parse(const struct json_t *cfg, void **conf, struct sm_err *err)
+{
+    struct shard_conf *c = sm_calloc(1, sizeof(*c));
+    if (c == NULL) {
+        SM_FAIL(err, SM_E_NOMEM, "cannot allocate a sharding configuration");
+    }
+    sm_status st = parse_into(cfg, c, err);
+    if (st != SM_OK) {
+        shard_free_conf(c);
+        return st;
+    }
+    *conf = c;
+    return SM_OK;
+}
+
+/* ---- prepare ---- */
+
+static void shard_free_prep(void *prep)
+{
+    struct sm_shard_codec *sc = prep;
+    if (sc == NULL) {
+        return;
+    }
+    sm_codec_chain_free(sc->inner);
+    sm_codec_chain_free(sc->index);
+    sm_free(sc);
+}
+
+/* Checks the shard shape against chunk_shape and fills the layout (index_len comes later). */
+static sm_status layout_of(const struct shard_conf *c, const struct sm_repr *in,
+                           struct sm_shard_layout *L, struct sm_err *err)
+{
+    if (c->ndim != in->ndim) {
+        SM_FAIL(err, SM_E_DATA,
+                "codec 'sharding_indexed': 'chunk_shape' has %u dimensions, the shard has %u",
+                c->ndim, in->ndim);
+    }
+    memset(L, 0, sizeof(*L));
+    L->ndim = c->ndim;
+    L->location = c->location;
+    L->n_inner = 1;
+    for (unsigned d = 0; d < c->ndim; d++) {
+        if (in->shape[d] % c->chunk_shape[d] != 0) {
+            SM_FAIL(err, SM_E_DATA,
+                    "codec 'sharding_indexed': shard extent %" PRIu64 " on axis %u is not a "
+                    "multiple of the inner chunk extent %" PRIu64,
+                    in->shape[d], d, c->chunk_shape[d]);
+        }
+        L->inner_shape[d] = c->chunk_shape[d];
+        L->chunks_per_shard[d] = in->shape[d] / c->chunk_shape[d];
+        if (L->chunks_per_shard[d] != 0 && L->n_inner > (SIZE_MAX / 16) / L->chunks_per_shard[d]) {
+            SM_FAIL(err, SM_E_DATA, "codec 'sharding_indexed': too many inner chunks per shard");
+        }
+        L->n_inner *= L->chunks_per_shard[d];
+    }
+    return SM_OK;
+}
+
+static sm_status build_chains(const struct shard_conf *c, const struct sm_repr *in,
+                              struct sm_shard_codec *sc, struct sm_err *err)
+{
+    const struct sm_shard_layout *L = &sc->layout;
+    struct sm_repr inner;
+    memset(&inner, 0, sizeof(inner));
+    inner.dtype = in->dtype;
+    inner.ndim = L->ndim;
+    memcpy(inner.shape, L->inner_shape, sizeof(inner.shape));
+    memcpy(inner.fill, in->fill, sizeof(inner.fill));
+    if (!sm_repr_array_len(&inner, &inner.len)) {
+        SM_FAIL(err, SM_E_DATA, "codec 'sharding_indexed': inner chunk too large");
+    }
+    SM_TRY(sm_codec_chain_new_at(c->codecs, &inner, c->depth, &sc->inner, err));
+
+    struct sm_repr index;
+    memset(&index, 0, sizeof(index));
+    if (L->ndim + 1 > SM_MAX_DIMS) {
+        SM_FAIL(err, SM_E_DATA, "codec 'sharding_indexed': the index needs %u dimensions",
+                L->ndim + 1);
+    }
+    index.dtype = SM_DT_UINT64;
+    index.ndim = L->ndim + 1;
+    memcpy(index.shape, L->chunks_per_shard, L->ndim * sizeof(uint64_t));
+    index.shape[L->ndim] = 2;
+    index.len = (size_t)L->n_inner * 16;
+    memset(index.fill, 0xff, sizeof(index.fill));
+    SM_TRY(sm_codec_chain_new_at(c->index_codecs, &index, c->depth, &sc->index, err));
+    sc->pairs_len = index.len;
+    const size_t enc = sc->index->stages[sc->index->n - 1].enc.len;
+    if (enc == SM_LEN_VARIABLE) {
+        SM_FAIL(err, SM_E_DATA,
+                "codec 'sharding_indexed': 'index_codecs' must have a fixed encoded size (bytes, "
+                "optionally crc32c)");
+    }
+    sc->layout.index_len = enc;
+    sc->height = sc->inner->height > sc->index->height ? sc->inner->height : sc->index->height;
+    return SM_OK;
+}
+
+static sm_status shard_prepare(const void *conf, const struct sm_repr *in, struct sm_repr *out,
+                               void **prep, struct sm_err *err)
+{
+    const struct shard_conf *c = conf;
+    if (sm_dtype_size(in->dtype) == 0 || in->len == SM_LEN_VARIABLE) {
+        SM_FAIL(err, SM_E_INTERNAL, "codec 'sharding_indexed': needs an array of known size");
+    }
+    struct sm_shard_codec *sc = sm_calloc(1, sizeof(*sc));
+    if (sc == NULL) {
+        SM_FAIL(err, SM_E_NOMEM, "cannot allocate a prepared sharding codec");
+    }
+    sc->shard = *in;
+    sm_status st = layout_of(c, in, &sc->layout, err);
+    if (st == SM_OK) {
+        st = build_chains(c, in, sc, err);
+    }
+    if (st != SM_OK) {
+        shard_free_prep(sc);
+        return st;
+    }
+    sm_repr_bytes(out, in, SM_LEN_VARIABLE);
+    *prep = sc;
+    return SM_OK;
+}
+
+unsigned sm_shard_height(const void *prep)
+{
+    return ((const struct sm_shard_codec *)prep)->height;
+}
+
+const struct sm_shard_layout *sm_shard_layout(const struct sm_shard_codec *sc)
+{
+    return &sc->layout;
+}
+
+const struct sm_codec_chain *sm_shard_inner(const struct sm_shard_codec *sc)
+{
+    return sc->inner;
+}
+
+/* ---- the index ---- */
+
+static uint64_t rd64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8); /* little-endian host (codec_bytes.c) */
+    return v;
+}
+
+static void wr64(uint8_t *p, uint64_t v)
+{
+    memcpy(p, &v, 8);
+}
+
+/* Decodes the index into tmp (2 * n_inner little-endian uint64) and checks every entry. */
+static sm_status index_decode(const struct sm_shard_codec *sc, struct sm_bytes index,
+                              uint64_t shard_len, struct sm_buf *tmp, struct sm_scratch *scratch,
+                              struct sm_err *err)
+{
+    const struct sm_shard_layout *L = &sc->layout;
+    if (index.len != L->index_len) {
+        SM_FAIL(err, SM_E_DATA, "shard index of %zu bytes, expected %zu", index.len, L->index_len);
+    }
+    SM_TRY(sm_codec_chain_decode(sc->index, index, tmp, scratch, err));
+    for (uint64_t i = 0; i < L->n_inner; i++) {
+        const uint64_t off = rd64(tmp->ptr + 16 * i), len = rd64(tmp->ptr + 16 * i + 8);
+        if (off == SM_SHARD_EMPTY && len == SM_SHARD_EMPTY) {
+            continue;
+        }
+        if (off > shard_len || len > shard_len - off) {
+            SM_FAIL(err, SM_E_DATA,
+                    "shard index entry of inner chunk %" PRIu64 " (offset %" PRIu64
+                    ", nbytes %" PRIu64 ") ends past the shard's %" PRIu64 " bytes",
+                    i, off, len, shard_len);
+        }
+    }
+    return SM_OK;
+}
+
+sm_status sm_shard_index_decode(const struct sm_shard_codec *sc, struct sm_bytes index,
+                                uint64_t shard_len, uint64_t *pairs, struct sm_scratch *scratch,
+                                struct sm_err *err)
+{
+    struct sm_scratch_level *lv;
+    SM_TRY(sm_scratch_level(scratch, scratch->depth, &lv, err));
+    SM_TRY(index_decode(sc, index, shard_len, &lv->aux[0], scratch, err));
+    for (uint64_t i = 0; i < 2 * sc->layout.n_inner; i++) {
+        pairs[i] = rd64(lv->aux[0].ptr + 8 * i);
+    }
+    return SM_OK;
+}
+
+/* Encodes the pair bytes in `raw` (16 per inner chunk) into out: exactly index_len bytes. */
+static sm_status index_encode(const struct sm_shard_codec *sc, const struct sm_buf *raw,
+                              struct sm_buf *out, struct sm_scratch *scratch, struct sm_err *err)
+{
+    SM_TRY(sm_codec_chain_encode(sc->index, sm_buf_bytes(raw), out, scratch, err));
+    if (out->len != sc->layout.index_len) {
+        SM_FAIL(err, SM_E_INTERNAL, "shard index encoded to %zu bytes, expected %zu", out->len,
+                sc->layout.index_len);
+    }
+    return SM_OK;
+}
+
+sm_status sm_shard_index_encode(const struct sm_shard_codec *sc, const uint64_t *pairs,
+                                struct sm_buf *out, struct sm_scratch *scratch, struct sm_err *err)
+{
+    struct sm_scratch_level *lv;
+    SM_TRY(sm_scratch_level(scratch, scratch->depth, &lv, err));
+    struct sm_buf *raw = &lv->aux[2];
+    SM_TRY(sm_buf_reserve(raw, sc->pairs_len, err));
+    for (uint64_t i = 0; i < 2 * sc->layout.n_inner; i++) {
+        wr64(raw->ptr + 8 * i, pairs[i]);
+    }
+    raw->len = sc->pairs_len;
+    return index_encode(sc, raw, out, scratch, err);
+}
+
+/* ---- whole shards ---- */
+
+/* Advances a C-order index over the inner grid (wrapping to zeros after the last one). */
+static void next_index(const struct sm_shard_layout *L, uint64_t *idx)
+{
+    unsigned d = L->ndim;
+    while (d-- > 0) {
+        if (++idx[d] < L->chunks_per_shard[d]) {
+            return;
+        }
+        idx[d] = 0;
+    }
+}
+
+static void origin_of(const struct sm_shard_layout *L, const uint64_t *idx, uint64_t *origin)
+{
+    for (unsigned d = 0; d < L->ndim; d++) {
+        origin[d] = idx[d] * L->inner_shape[d];
+    }
+}
+
+static sm_status shard_decode(const void *prep, struct sm_bytes in, struct sm_buf *out,
+                              struct sm_scratch *scratch, struct sm_err *err)
+{
+    const struct sm_shard_codec *sc = prep;
+    const struct sm_shard_layout *L = &sc->layout;
+    if (in.len < L->index_len) {
+        SM_FAIL(err, SM_E_DATA, "shard of %zu bytes is shorter than its %zu-byte index", in.len,
+                L->index_len);
+    }
+    struct sm_scratch_level *lv;
+    SM_TRY(sm_scratch_level(scratch, scratch->depth, &lv, err));
+    struct sm_buf *pairs = &lv->aux[0], *piece = &lv->aux[1];
+    const struct sm_bytes index = sm_bytes_of(
+        L->location == SM_SHARD_INDEX_END ? in.ptr + in.len - L->index_len : in.ptr, L->index_len);
+    SM_TRY(index_decode(sc, index, in.len, pairs, scratch, err));
+    SM_TRY(sm_buf_reserve(out, sc->shard.len, err));
+    const size_t elem = sm_dtype_size(sc->shard.dtype);
+    const struct sm_box_view shard_view = {L->ndim, elem, sc->shard.shape};
+    const struct sm_box_view inner_view = {L->ndim, elem, L->inner_shape};
+    const uint64_t zero[SM_MAX_DIMS] = {0};
+    uint64_t idx[SM_MAX_DIMS] = {0}, origin[SM_MAX_DIMS];
+    for (uint64_t i = 0; i < L->n_inner; i++, next_index(L, idx)) {
+        origin_of(L, idx, origin);
+        const uint64_t off = rd64(pairs->ptr + 16 * i), len = rd64(pairs->ptr + 16 * i + 8);
+        if (off == SM_SHARD_EMPTY && len == SM_SHARD_EMPTY) {
+            sm_box_fill(&shard_view, out->ptr, origin, L->inner_shape, sc->shard.fill);
+        } else {
+            SM_TRY(sm_codec_chain_decode(sc->inner, sm_bytes_of(in.ptr + off, (size_t)len), piece,
+                                         scratch, err));
+            sm_box_copy(&inner_view, piece->ptr, zero, &shard_view, out->ptr, origin,
+                        L->inner_shape);
+        }
+    }
+    out->len = sc->shard.len;
+    return SM_OK;
+}
+
+/* True when every element of p equals the fill pattern (then the inner chunk is left out). */
+static bool all_fill(const uint8_t *p, size_t len, const uint8_t *fill, size_t elem)
+{
+    if (len == 0) {
+        return true;
+    }
+    return memcmp(p, fill, elem) == 0 && memcmp(p, p + elem, len - elem) == 0;
+}
+
+static sm_status shard_encode(const void *prep, struct sm_bytes in, struct sm_buf *out,
+                              struct sm_scratch *scratch, struct sm_err *err)
+{
+    const struct sm_shard_codec *sc = prep;
+    const struct sm_shard_layout *L = &sc->layout;
+    const struct sm_repr *ir = sm_codec_chain_repr(sc->inner);
+    if (in.len != sc->shard.len) {
+        SM_FAIL(err, SM_E_INTERNAL, "shard encode input of %zu bytes, the shard is %zu", in.len,
+                sc->shard.len);
+    }
+    struct sm_scratch_level *lv;
+    SM_TRY(sm_scratch_level(scratch, scratch->depth, &lv, err));
+    struct sm_buf *chunk = &lv->aux[0], *enc = &lv->aux[1], *raw = &lv->aux[2];
+    SM_TRY(sm_buf_reserve(chunk, ir->len, err));
+    SM_TRY(sm_buf_reserve(raw, sc->pairs_len, err));
+    chunk->len = ir->len;
+    raw->len = sc->pairs_len;
+    out->len = 0;
+    if (L->location == SM_SHARD_INDEX_START) { /* the index is written over this at the end */
+        SM_TRY(sm_buf_reserve(out, L->index_len, err));
+        memset(out->ptr, 0, L->index_len);
+        out->len = L->index_len;
+    }
+    const size_t elem = sm_dtype_size(sc->shard.dtype);
+    const struct sm_box_view shard_view = {L->ndim, elem, sc->shard.shape};
+    const struct sm_box_view inner_view = {L->ndim, elem, L->inner_shape};
+    const uint64_t zero[SM_MAX_DIMS] = {0};
+    uint64_t idx[SM_MAX_DIMS] = {0}, origin[SM_MAX_DIMS];
+    for (uint64_t i = 0; i < L->n_inner; i++, next_index(L, idx)) {
+        origin_of(L, idx, origin);
+        sm_box_copy(&shard_view, in.ptr, origin, &inner_view, chunk->ptr, zero, L->inner_shape);
+        uint64_t off = SM_SHARD_EMPTY, len = SM_SHARD_EMPTY;
+        if (!all_fill(chunk->ptr, chunk->len, sc->shard.fill, elem)) {
+            SM_TRY(sm_codec_chain_encode(sc->inner, sm_buf_bytes(chunk), enc, scratch, err));
+            off = out->len;
+            len = enc->len;
+            SM_TRY(sm_codec_append(out, enc->ptr, enc->len, err));
+        }
+        wr64(raw->ptr + 16 * i, off);
+        wr64(raw->ptr + 16 * i + 8, len);
+    }
+    SM_TRY(index_encode(sc, raw, chunk, scratch, err));
+    if (L->location == SM_SHARD_INDEX_START) {
+        memcpy(out->ptr, chunk->ptr, L->index_len);
+        return SM_OK;
+    }
+    return sm_codec_append(out, chunk->ptr, L->index_len, err);
+}
+
+const struct sm_codec_ops sm_codec_sharding_ops = {
+    .name = "sharding_indexed",
+    .v2_id = NULL,
+    .kind = SM_CODEC_A2B,
+    .parse = shard_parse,
+    .prepare = shard_prepare,
+    .decode = shard_decode,
+    .encode = shard_encode,
+    .free_conf = shard_free_conf,
+    .free_prep = shard_free_prep,
+};

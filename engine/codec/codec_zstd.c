@@ -1,0 +1,153 @@
+/* The zstd codec (bytes -> bytes) with the thread's ZSTD_DCtx / ZSTD_CCtx from the scratch.
+ * Spec: https://zarr-specs.readthedocs.io/en/latest/v3/codecs/zstd/index.html
+ * v3 name "zstd"; numcodecs id "zstd". Configuration: {"level": 3, "checksum": false}.
+ * Invariant: decodes into exactly the known size (else the frames' content sizes, several frames
+ * allowed) and requires exactly that size; encoding is deterministic. */
+#define ZSTD_STATIC_LINKING_ONLY /* ZSTD_findDecompressedSize (stable since 1.3) */
+#include "codec_int.h"
+
+#include <zstd.h>
+#include <zstd_errors.h>
+
+#include "shardmill/alloc.h"
+
+struct zstd_conf {
+    int level;
+    bool checksum;
+};
+
+struct zstd_prep {
+    struct zstd_conf c;
+    size_t dec_len;
+};
+
+static sm_status zstd_parse(const struct json_t *cfg, void **conf, struct sm_err *err)
+{
+    static const char *const keys[] = {"level", "checksum", NULL};
+    SM_TRY(sm_codec_cfg_keys(cfg, "zstd", keys, err));
+    long long level;
+    SM_TRY(sm_codec_cfg_int(cfg, "zstd", "level", false, ZSTD_minCLevel(), ZSTD_maxCLevel(), 3,
+                            &level, err));
+    bool checksum;
+    SM_TRY(sm_codec_cfg_bool(cfg, "zstd", "checksum", false, &checksum, err));
+    struct zstd_conf *c = sm_malloc(sizeof(*c));
+    if (c == NULL) {
+        SM_FAIL(err, SM_E_NOMEM, "cannot allocate a zstd configuration");
+    }
+    c->level = (int)level;
+    c->checksum = checksum;
+    *conf = c;
+    return SM_OK;
+}
+
+static sm_status zstd_prepare(const void *conf, const struct sm_repr *in, struct sm_repr *out,
+                              void **prep, struct sm_err *err)
+{
+    struct zstd_prep *p = sm_malloc(sizeof(*p));
+    if (p == NULL) {
+        SM_FAIL(err, SM_E_NOMEM, "cannot allocate a prepared zstd codec");
+    }
+    p->c = *(const struct zstd_conf *)conf;
+    p->dec_len = in->len;
+    sm_repr_bytes(out, in, SM_LEN_VARIABLE);
+    *prep = p;
+    return SM_OK;
+}
+
+static sm_status zstd_fail(struct sm_err *err, size_t r, const char *what, size_t n, size_t want)
+{
+    const ZSTD_ErrorCode code = ZSTD_getErrorCode(r);
+    if (code == ZSTD_error_memory_allocation) {
+        sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__, "zstd: out of memory decoding %zu bytes",
+                   n);
+    } else if (code == ZSTD_error_dstSize_tooSmall) {
+        sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
+                   "zstd: %s decodes to more than the expected %zu bytes", what, want);
+    } else {
+        sm_err_set(err, SM_E_DATA, __FILE__, __LINE__, "zstd: %s of %zu bytes: %s", what, n,
+                   ZSTD_getErrorName(r));
+    }
+    sm_err_cause(err, "zstd", (int)code);
+    return err->status;
+}
+
+static sm_status zstd_decode(const void *prep, struct sm_bytes in, struct sm_buf *out,
+                             struct sm_scratch *scratch, struct sm_err *err)
+{
+    const struct zstd_prep *p = prep;
+    if (in.len == 0) {
+        SM_FAIL(err, SM_E_DATA, "zstd: frame of 0 bytes (no frame at all)");
+    }
+    size_t want = p->dec_len;
+    if (want == SM_LEN_VARIABLE) {
+        const unsigned long long fcs = ZSTD_findDecompressedSize(in.ptr, in.len);
+        if (fcs == ZSTD_CONTENTSIZE_ERROR) {
+            SM_FAIL(err, SM_E_DATA, "zstd: %zu bytes are not a sequence of zstd frames", in.len);
+        }
+        if (fcs == ZSTD_CONTENTSIZE_UNKNOWN) {
+            SM_FAIL(err, SM_E_DATA,
+                    "zstd: frame without a content size and the decoded size is unknown");
+        }
+        if (fcs > SIZE_MAX - 1) {
+            SM_FAIL(err, SM_E_DATA, "zstd: frames declare %llu decoded bytes", fcs);
+        }
+        want = (size_t)fcs;
+    }
+    ZSTD_DCtx *d;
+    SM_TRY(sm_scratch_zstd_d(scratch, &d, err));
+    SM_TRY(sm_buf_reserve(out, want, err));
+    const size_t r = ZSTD_decompressDCtx(d, out->ptr, want, in.ptr, in.len);
+    if (ZSTD_isError(r)) {
+        return zstd_fail(err, r, "frame", in.len, want);
+    }
+    if (r != want) {
+        SM_FAIL(err, SM_E_DATA, "zstd: decoded size %zu, expected %zu", r, want);
+    }
+    out->len = r;
+    return SM_OK;
+}
+
+static sm_status zstd_encode(const void *prep, struct sm_bytes in, struct sm_buf *out,
+                             struct sm_scratch *scratch, struct sm_err *err)
+{
+    const struct zstd_prep *p = prep;
+    ZSTD_CCtx *c;
+    SM_TRY(sm_scratch_zstd_c(scratch, &c, err));
+    size_t r = ZSTD_CCtx_reset(c, ZSTD_reset_session_and_parameters);
+    if (!ZSTD_isError(r)) {
+        r = ZSTD_CCtx_setParameter(c, ZSTD_c_compressionLevel, p->c.level);
+    }
+    if (!ZSTD_isError(r)) {
+        r = ZSTD_CCtx_setParameter(c, ZSTD_c_checksumFlag, p->c.checksum ? 1 : 0);
+    }
+    if (ZSTD_isError(r)) {
+        sm_err_set(err, SM_E_INTERNAL, __FILE__, __LINE__, "zstd: cannot set level %d: %s",
+                   p->c.level, ZSTD_getErrorName(r));
+        sm_err_cause(err, "zstd", (int)ZSTD_getErrorCode(r));
+        return err->status;
+    }
+    const size_t bound = ZSTD_compressBound(in.len);
+    SM_TRY(sm_buf_reserve(out, bound, err));
+    r = ZSTD_compress2(c, out->ptr, bound, in.ptr, in.len);
+    if (ZSTD_isError(r)) {
+        const ZSTD_ErrorCode code = ZSTD_getErrorCode(r);
+        sm_err_set(err, code == ZSTD_error_memory_allocation ? SM_E_NOMEM : SM_E_INTERNAL, __FILE__,
+                   __LINE__, "zstd: compressing %zu bytes: %s", in.len, ZSTD_getErrorName(r));
+        sm_err_cause(err, "zstd", (int)code);
+        return err->status;
+    }
+    out->len = r;
+    return SM_OK;
+}
+
+const struct sm_codec_ops sm_codec_zstd_ops = {
+    .name = "zstd",
+    .v2_id = "zstd",
+    .kind = SM_CODEC_B2B,
+    .parse = zstd_parse,
+    .prepare = zstd_prepare,
+    .decode = zstd_decode,
+    .encode = zstd_encode,
+    .free_conf = sm_free,
+    .free_prep = sm_free,
+};
