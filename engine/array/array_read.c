@@ -97,14 +97,15 @@ static sm_status read_chunk(struct sm_array *a, const char *key, const uint64_t 
         return SM_OK;
     }
     atomic_fetch_add_explicit(&a->chunks_read, 1, memory_order_relaxed);
-    sm_status st =
-        sm_codec_chain_decode(m->chain, sm_buf_bytes(&bufs->enc), &bufs->dec, scratch, err);
+    const uint8_t *block;
+    sm_status st = sm_codec_chain_decode_view(m->chain, sm_buf_bytes(&bufs->enc), &bufs->dec,
+                                              &block, scratch, err);
     sm_array_lap(&a->decode_ns, t);
     if (st != SM_OK) {
         sm_err_where(err, "%s/%s", a->store->url, key);
         return st;
     }
-    sm_region_put(dst, bufs->dec.ptr, origin, m->chunk_shape, lo, hi, m->fill);
+    sm_region_put(dst, block, origin, m->chunk_shape, lo, hi, m->fill);
     return SM_OK;
 }
 

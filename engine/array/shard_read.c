@@ -102,7 +102,8 @@ static sm_status place_run(struct sm_array *a, const char *key, const struct sm_
     }
     for (size_t i = 0; i < n; i++) {
         struct sm_bytes piece = sm_bytes_of(bufs->enc.ptr + (refs[i].off - run_off), refs[i].len);
-        sm_status st = sm_codec_chain_decode(inner, piece, &bufs->dec, scratch, err);
+        const uint8_t *block;
+        sm_status st = sm_codec_chain_decode_view(inner, piece, &bufs->dec, &block, scratch, err);
         sm_array_lap(&a->decode_ns, t);
         if (st != SM_OK) {
             sm_err_where(err, "%s/%s (inner chunk at byte %" PRIu64 ")", a->store->url, key,
@@ -115,7 +116,7 @@ static sm_status place_run(struct sm_array *a, const char *key, const struct sm_
             ilo[d] = io[d] > lo[d] ? io[d] : lo[d];
             ihi[d] = io[d] + L->inner_shape[d] < hi[d] ? io[d] + L->inner_shape[d] : hi[d];
         }
-        sm_region_put(dst, bufs->dec.ptr, io, L->inner_shape, ilo, ihi, NULL);
+        sm_region_put(dst, block, io, L->inner_shape, ilo, ihi, NULL);
         t = sm_clock_ns();
     }
     atomic_fetch_add_explicit(&a->inner_read, n, memory_order_relaxed);

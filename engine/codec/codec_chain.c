@@ -297,6 +297,21 @@ sm_status sm_codec_chain_decode(const struct sm_codec_chain *c, struct sm_bytes 
     return st;
 }
 
+sm_status sm_codec_chain_decode_view(const struct sm_codec_chain *c, struct sm_bytes in,
+                                     struct sm_buf *out, const uint8_t **decoded,
+                                     struct sm_scratch *scratch, struct sm_err *err)
+{
+    size_t lo = 0, hi = 0;
+    if (!effective_range(c, &lo, &hi) && in.len == c->repr.len) {
+        *decoded = in.ptr;
+        return SM_OK;
+    }
+    *decoded = NULL;
+    SM_TRY(sm_codec_chain_decode(c, in, out, scratch, err));
+    *decoded = out->ptr;
+    return SM_OK;
+}
+
 sm_status sm_codec_chain_encode(const struct sm_codec_chain *c, struct sm_bytes in,
                                 struct sm_buf *out, struct sm_scratch *scratch, struct sm_err *err)
 {

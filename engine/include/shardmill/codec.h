@@ -74,6 +74,13 @@ void sm_codec_chain_free(struct sm_codec_chain *c);
  * (a mismatch is SM_E_DATA, never a silent pad). Thread-safe with a per-thread scratch. */
 sm_status sm_codec_chain_decode(const struct sm_codec_chain *c, struct sm_bytes in,
                                 struct sm_buf *out, struct sm_scratch *scratch, struct sm_err *err);
+/* As sm_codec_chain_decode, but when no stage changes the bytes (raw little-endian data, identity
+ * transposes) *decoded points into `in` after the length check and out is left untouched; else
+ * *decoded = out->ptr. Readers use it to skip one copy per raw chunk. */
+sm_status sm_codec_chain_decode_view(const struct sm_codec_chain *c, struct sm_bytes in,
+                                     struct sm_buf *out, const uint8_t **decoded,
+                                     struct sm_scratch *scratch, struct sm_err *err);
+
 /* Encodes a decoded chunk (exactly the chunk's byte length) into out. Deterministic. */
 sm_status sm_codec_chain_encode(const struct sm_codec_chain *c, struct sm_bytes in,
                                 struct sm_buf *out, struct sm_scratch *scratch, struct sm_err *err);
