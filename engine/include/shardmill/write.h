@@ -1,0 +1,260 @@
+/* Writing Zarr v3 outputs (SPEC §2 "Output", §6 output safety and provenance): the output array's
+ * zarr.json and prepared chain, shard assembly, atomic object writes into an output directory with
+ * an exists policy, the completion marker, `verify` and `resume`, and an OpenMP shard driver.
+ * Spec: https://zarr-specs.readthedocs.io/en/latest/v3/codecs/sharding-indexed/index.html
+ * Invariant: the bytes written are exactly what zarr.json declares (the chain is the one a reader
+ * builds from the written zarr.json), and the same input gives the same bytes for any thread or
+ * rank count, so a resumed output is byte-identical to a clean one. */
+#ifndef SM_WRITE_WRITE_H
+#define SM_WRITE_WRITE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shardmill/buf.h"
+#include "shardmill/codec.h"
+#include "shardmill/dtype.h"
+#include "shardmill/meta.h"
+#include "shardmill/status.h"
+
+struct json_t;
+
+/* ==== the output array ==== */
+
+/* What to write (SPEC §2 defaults in SM_OUTPUT_SPEC_DEFAULTS; `shape` must be set). */
+struct sm_output_spec {
+    unsigned ndim; /* 1..SM_MAX_DIMS */
+    uint64_t shape[SM_MAX_DIMS];
+    enum sm_dtype dtype;
+    bool sharded;                /* false: plain chunks of `chunk`, codecs [bytes, codec] */
+    uint64_t shard[SM_MAX_DIMS]; /* shard shape (the chunk grid); each a multiple of chunk */
+    uint64_t chunk[SM_MAX_DIMS]; /* inner chunk shape (sharded) or the chunk shape */
+    const char *codec;           /* "zstd" | "gzip" | "blosc" | "none" */
+    int level;                   /* zstd -131072..22, gzip 0..9, blosc clevel 0..9 */
+    const char *blosc_cname;     /* blosc only: lz4 | lz4hc | blosclz | zstd | zlib */
+    bool index_crc32c;           /* index codecs [bytes little, crc32c] (else [bytes little]) */
+    enum sm_shard_index_location index_location;
+    uint8_t fill[8];                 /* fill value: little-endian bytes of dtype */
+    const struct json_t *attributes; /* borrowed; an object (provenance: the caller's) or NULL */
+};
+#define SM_OUTPUT_SPEC_DEFAULTS                                                                    \
+    {                                                                                              \
+        3, {0}, SM_DT_FLOAT32, true, {8, 32, 32}, {2, 16, 16}, "zstd", 3, "lz4", true,             \
+            SM_SHARD_INDEX_END, {0}, NULL                                                          \
+    }
+
+/* A prepared output array: its zarr.json text, the same document parsed back (whose chain is what
+ * encodes), and the shard grid. Immutable after sm_writer_new: shared by threads. Shards are named
+ * by their linear index in C order over the shard grid. */
+struct sm_writer;
+
+/* Validates the spec and prepares the writer. zarr.json: v3 array, regular grid of the shard shape
+ * (or the chunk shape unsharded), default key encoding "/", codecs [sharding_indexed{chunk_shape,
+ * codecs [bytes little, <codec>], index_codecs, index_location}] or [bytes little, <codec>];
+ * zstd is written with "checksum": false, blosc with shuffle "shuffle" and typesize = element size.
+ * SM_E_USAGE naming the field (`output.shard`, `output.chunk`, `output.codec`...) when dimensions
+ * disagree, an extent is 0, a shard is not a multiple of the inner chunk, the codec or level is
+ * unknown or the attributes are not an object; SM_E_NOMEM. */
+sm_status sm_writer_new(const struct sm_output_spec *spec, struct sm_writer **out,
+                        struct sm_err *err);
+void sm_writer_free(struct sm_writer *w);
+
+/* The zarr.json text (UTF-8, ends with a newline); valid while w lives. */
+struct sm_bytes sm_writer_zarr_json(const struct sm_writer *w);
+/* zarr.json parsed back by sm_meta_parse_v3: m->chain is the chain shards are encoded with. */
+const struct sm_array_meta *sm_writer_meta(const struct sm_writer *w);
+/* Number of shards (stored objects) of the grid, and shards per axis. */
+uint64_t sm_writer_nshards(const struct sm_writer *w);
+const uint64_t *sm_writer_grid(const struct sm_writer *w);
+/* Grid coordinates of shard `shard` (< nshards). */
+void sm_writer_shard_coords(const struct sm_writer *w, uint64_t shard, uint64_t *idx);
+/* The part of the array shard `shard` covers: offset and extent clipped to the array shape. */
+void sm_writer_shard_box(const struct sm_writer *w, uint64_t shard, uint64_t *offset,
+                         uint64_t *shape);
+/* Bytes of the decoded values sm_writer_encode_shard expects for `shard` (the clipped box). */
+size_t sm_writer_shard_bytes(const struct sm_writer *w, uint64_t shard);
+/* The store key of `shard` ("c/0/1/2"). SM_E_INTERNAL if it does not fit in cap bytes. */
+sm_status sm_writer_shard_key(const struct sm_writer *w, uint64_t shard, char *buf, size_t cap,
+                              struct sm_err *err);
+
+/* Per-thread state of shard encoding: the codec scratch (compression contexts, reused) and the
+ * padding buffer of edge shards. Not thread-safe: one per thread. */
+struct sm_write_scratch;
+sm_status sm_write_scratch_new(struct sm_write_scratch **out, struct sm_err *err);
+void sm_write_scratch_free(struct sm_write_scratch *ws);
+
+/* Encodes shard `shard` into out (the caller's buffer; replaced). `data` holds the shard's values
+ * clipped to the array (sm_writer_shard_box), C order, native little-endian dtype values, exactly
+ * sm_writer_shard_bytes() long: an edge shard is padded with the fill value by this call (into the
+ * scratch), an interior shard is encoded in place. Inner chunks whose values all equal the fill
+ * value bit for bit are stored empty (offset = nbytes = 2^64-1); so are the padded parts outside
+ * the array. Deterministic: the same values give the same bytes. Thread-safe with distinct
+ * scratches. SM_E_INTERNAL for a wrong data length or shard index; codec failures as the codec
+ * reports them (SM_E_NOMEM, SM_E_INTERNAL), `where` naming the key. */
+sm_status sm_writer_encode_shard(const struct sm_writer *w, uint64_t shard, struct sm_bytes data,
+                                 struct sm_buf *out, struct sm_write_scratch *ws,
+                                 struct sm_err *err);
+
+/* ==== the output directory (SPEC §6) ==== */
+
+/* output.exists */
+enum sm_output_exists {
+    SM_OUTPUT_EXISTS_ERROR,     /* refuse an existing output (an empty directory is not one) */
+    SM_OUTPUT_EXISTS_OVERWRITE, /* remove a previous shardmill output's files, then write */
+    SM_OUTPUT_EXISTS_RESUME,    /* keep the intact shards of a previous identical run */
+};
+
+/* Durability of the writes. FSYNC and SYNCFS give the same guarantee at the completion marker:
+ * when the marker exists after a crash, every shard, zarr.json and directory entry listed by it was
+ * on disk before the marker was written. FSYNC: each object is fsynced before its rename, and each
+ * directory that received entries is fsynced in sm_output_flush; a reader never sees a partial
+ * object, even after a crash. SYNCFS: objects are renamed into place without fsync and
+ * sm_output_flush calls syncfs(2) once on the output's file system; after a crash before the
+ * flush, an object of the incomplete output may be empty or partial (resume and verify detect it
+ * by size and CRC32C). syncfs covers the calling node only: every rank must flush (Linux >= 5.8
+ * reports write-back errors through it). NONE: no fsync (tests, benchmark baselines); the marker is
+ * still written last. In FSYNC and SYNCFS, zarr.json and the marker are always fsynced (a crashed
+ * run keeps a zarr.json that resume can compare). The journal is never fsynced: a lost or torn
+ * record only makes resume rewrite that shard. */
+enum sm_output_sync { SM_OUTPUT_SYNC_FSYNC, SM_OUTPUT_SYNC_SYNCFS, SM_OUTPUT_SYNC_NONE };
+
+struct sm_output_opts {
+    enum sm_output_exists exists;
+    enum sm_output_sync sync;
+    /* If non-NULL, the output path is resolved against this directory and must stay inside it:
+     * a path with a ".." component or an absolute path outside base is refused. */
+    const char *base;
+};
+#define SM_OUTPUT_OPTS_DEFAULTS                                                                    \
+    {                                                                                              \
+        SM_OUTPUT_EXISTS_ERROR, SM_OUTPUT_SYNC_FSYNC, NULL                                         \
+    }
+
+/* An output directory being written. Layout: zarr.json, c/... (the shards), the journal
+ * .shardmill/journal/<key with '.' for '/'>.json (one {"key", "size", "crc32c"} record per written
+ * shard, written after the shard: what `resume` trusts when there is no marker), and the completion
+ * marker shardmill.complete.json, written last. A directory "looks like a shardmill output" when it
+ * holds .shardmill/ or the marker; overwrite and resume refuse anything else (and any entry that a
+ * shardmill output cannot contain), before deleting anything. */
+struct sm_output;
+
+/* Resolves and checks the output path against the exists policy; writes nothing, so a job can call
+ * it before its expensive phases. SM_E_USAGE (`where` = the path): "output exists (set
+ * output.exists: overwrite or resume)" for ERROR and an existing path other than an empty
+ * directory; "not a shardmill output ..." for OVERWRITE/RESUME of a directory that does not look
+ * like one (or is a file or a symbolic link); a path escaping `base`. SM_E_IO; SM_E_NOMEM. */
+sm_status sm_output_open(const char *path, const struct sm_output_opts *opts,
+                         struct sm_output **out, struct sm_err *err);
+
+/* The primary (rank 0) prepares the directory for writer w (borrowed; must outlive o): creates it
+ * (and missing parent directories, never files outside it), applies the policy (OVERWRITE: removes
+ * the marker first, then the shards, journal and zarr.json; RESUME: the existing zarr.json must
+ * equal w's byte for byte, the marker's records are moved into the journal and the marker is
+ * removed before anything is rewritten, stale temporary files are removed; a previous output
+ * without zarr.json is cleared as by OVERWRITE), then writes zarr.json atomically. SM_E_USAGE
+ * "output.exists: resume: ..." when zarr.json differs (another configuration or input); SM_E_IO;
+ * SM_E_NOMEM. */
+sm_status sm_output_begin(struct sm_output *o, const struct sm_writer *w, struct sm_err *err);
+/* Other ranks, after the primary's begin: attach to the prepared directory. SM_E_DATA if its
+ * zarr.json is not w's. */
+sm_status sm_output_join(struct sm_output *o, const struct sm_writer *w, struct sm_err *err);
+
+/* Whether `shard` must be (re)written: always true unless the policy is RESUME; with RESUME, false
+ * only when the object exists and its size and CRC32C equal the journal's record. Thread-safe for
+ * distinct shards. SM_E_IO. */
+sm_status sm_output_shard_needed(struct sm_output *o, uint64_t shard, bool *need,
+                                 struct sm_err *err);
+/* Writes the encoded shard atomically (temporary name in the target directory, [fsync], rename),
+ * then its journal record. Thread-safe for distinct shards. SM_E_IO naming the path. */
+sm_status sm_output_put_shard(struct sm_output *o, uint64_t shard, struct sm_bytes data,
+                              struct sm_err *err);
+/* Every rank, after its last put: FSYNC fsyncs every directory that received entries from this
+ * process (the shard directories, their parents, the root, the journal); SYNCFS calls syncfs once.
+ * SM_E_IO. */
+sm_status sm_output_flush(struct sm_output *o, struct sm_err *err);
+/* The primary, only when every rank reported success (after their flushes): writes the completion
+ * marker shardmill.complete.json atomically and fsyncs the root (except with NONE). The marker
+ * holds the engine version and commit, the SHA-256 of zarr.json, the shard count, the total bytes
+ * and, per shard in grid order, {"key", "size", "crc32c"}; it is deterministic (no time stamps).
+ * Records of shards this process did not write come from the journal. SM_E_INTERNAL if a shard has
+ * no record (it was never written); SM_E_IO. */
+sm_status sm_output_finish(struct sm_output *o, struct sm_err *err);
+void sm_output_close(struct sm_output *o);
+
+/* The resolved output directory path. */
+const char *sm_output_path(const struct sm_output *o);
+
+/* Counters of this process (times summed over threads). */
+struct sm_output_stats {
+    uint64_t shards_written, bytes_written; /* puts by this process */
+    uint64_t shards_kept;                   /* resume: intact shards not rewritten */
+    uint64_t fsyncs;                        /* fsync/syncfs calls on files and directories */
+    uint64_t put_ns, sync_ns;               /* in puts; in flush and finish */
+    uint64_t total_shards, total_bytes;     /* of the whole output, set by sm_output_finish */
+};
+void sm_output_stats(const struct sm_output *o, struct sm_output_stats *out);
+
+/* ==== verify (SPEC §4 `shardmill verify`) ==== */
+
+struct sm_verify_problem {
+    char key[96];   /* "c/0/1/2", "zarr.json", "shardmill.complete.json" */
+    char what[160]; /* "missing", "size 120 bytes, the marker says 130", ... */
+};
+
+struct sm_verify_report {
+    uint64_t shards;  /* in the marker's grid (0 if unknown) */
+    uint64_t checked; /* shards read and compared */
+    size_t nproblems, cap;
+    struct sm_verify_problem *problems; /* owned: sm_verify_report_destroy */
+};
+
+/* Re-checks an output against its completion marker: zarr.json's SHA-256, that the marker lists
+ * exactly the shards of zarr.json's grid, and for every shard that it exists with the recorded
+ * size and CRC32C. Problems (a missing marker of a shardmill output, a malformed marker, missing,
+ * truncated or altered shards...) are listed in rep (initialised by the call) and the call
+ * returns SM_OK: verify failed iff rep->nproblems > 0. SM_E_DATA "not a shardmill output" when the
+ * path is not a directory holding the marker or .shardmill/; SM_E_IO; SM_E_NOMEM. */
+sm_status sm_output_verify(const char *path, struct sm_verify_report *rep, struct sm_err *err);
+void sm_verify_report_destroy(struct sm_verify_report *rep);
+
+/* ==== the OpenMP shard driver ==== */
+
+/* Produces the decoded values of `shard`: the box [offset, offset + shape) of the output array
+ * (already clipped), C order, into data (len bytes). Called concurrently from `thread` in
+ * [0, threads): keep per-thread state indexed by it. Fail with err filled. */
+typedef sm_status (*sm_shard_fill_fn)(void *user, int thread, uint64_t shard,
+                                      const uint64_t *offset, const uint64_t *shape, void *data,
+                                      size_t len, struct sm_err *err);
+
+struct sm_write_job {
+    uint64_t first, count; /* shards [first, first + count) ... */
+    const uint64_t *list;  /* ... or, if non-NULL, the `count` shards listed here */
+    int threads;           /* <= 0: the OpenMP default */
+    sm_shard_fill_fn fill;
+    void *user;
+};
+
+struct sm_write_result {
+    uint64_t written, kept, bytes;         /* shards put, resume-kept shards, bytes put */
+    uint64_t fill_ns, encode_ns, write_ns; /* summed over threads */
+};
+
+/* For each shard of the job, with OpenMP threads (dynamic schedule): skip it if resume finds it
+ * intact, else fill -> encode -> put. Each thread owns a scratch and buffers. On failure the
+ * error of the lowest failing shard index is reported, so the message does not depend on the
+ * thread count; shards past it may be skipped. Does not flush. */
+sm_status sm_write_shards(const struct sm_writer *w, struct sm_output *o,
+                          const struct sm_write_job *job, struct sm_write_result *res,
+                          struct sm_err *err);
+
+/* Threads the driver uses when none are configured (OpenMP's default, 1 without OpenMP). */
+int sm_write_default_threads(void);
+
+/* ==== SHA-256 (provenance: zarr.json in the marker, the effective configuration) ==== */
+
+void sm_sha256(const void *data, size_t len, uint8_t out[32]);
+/* Lowercase hex, NUL-terminated. */
+void sm_sha256_hex(const void *data, size_t len, char out[65]);
+
+#endif

@@ -1,0 +1,135 @@
+/* write/ internals shared by its sources and unit tests (STYLE B4, B11): the writer and output
+ * structs, the file-system primitives of the output directory (all relative to its root
+ * descriptor), and the shard record format shared by the journal and the completion marker.
+ * Spec: https://zarr-specs.readthedocs.io/en/latest/v3/codecs/sharding-indexed/index.html
+ * Invariant: nothing outside the output root is written; every object appears by rename. */
+#ifndef SM_WRITE_WRITE_INT_H
+#define SM_WRITE_WRITE_INT_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shardmill/buf.h"
+#include "shardmill/status.h"
+#include "shardmill/store.h"
+#include "shardmill/write.h"
+
+#define SM_MARKER_NAME "shardmill.complete.json"
+#define SM_ZARR_JSON "zarr.json"
+#define SM_PRIV_DIR ".shardmill"
+#define SM_JOURNAL_DIR ".shardmill/journal"
+#define SM_KEY_MAX 96
+
+struct sm_writer {
+    struct sm_output_spec spec; /* attributes pointer cleared: borrowed only during new */
+    struct sm_buf text;         /* zarr.json */
+    struct sm_array_meta *meta; /* text parsed back: the chain */
+    unsigned ndim;
+    uint64_t obj[SM_MAX_DIMS];  /* stored object (shard or chunk) shape */
+    uint64_t grid[SM_MAX_DIMS]; /* objects per axis */
+    uint64_t nshards;
+    size_t elem, obj_bytes;
+};
+
+/* What a shard record says about an encoded object. */
+struct sm_shard_rec {
+    uint64_t size;
+    uint32_t crc32c;
+    bool set;
+};
+
+struct sm_output {
+    char *root; /* resolved path, no trailing '/' */
+    struct sm_output_opts opts;
+    int state;  /* enum out_state (write_output.c) */
+    int rootfd; /* -1 until begin/join */
+    const struct sm_writer *w;
+    struct sm_store *store; /* file store at root: fsynced puts */
+    struct sm_shard_rec *recs;
+    /* One flag per directory of the c/ tree: level L (c/i0/.../i(L-1), L = 0..ndim-1) starts at
+     * dir_base[L]; set when a put created an entry in it. */
+    atomic_uchar *dirs;
+    uint64_t dir_base[SM_MAX_DIMS + 1];
+    atomic_bool root_dirty, journal_dirty;
+    atomic_uint_fast64_t shards_written, bytes_written, shards_kept, fsyncs, put_ns, sync_ns;
+    uint64_t total_shards, total_bytes;
+    atomic_uint tmp_counter;
+};
+
+/* ---- file-system primitives (write_fs.c); paths are relative to a directory descriptor ---- */
+
+/* mkdir of every missing directory of `rel` (like mkdir -p; "" is the directory itself). */
+sm_status sm_wfs_mkdirs(int dirfd, const char *rel, struct sm_err *err);
+/* Makes `key` hold `data` atomically: <key>.tmp.<pid>.<n> in the target directory, written,
+ * fsynced if `sync`, renamed over key. Missing parent directories are created. Leaves no temporary
+ * file behind on failure. SM_E_IO naming nothing (the caller adds where). */
+sm_status sm_wfs_put(int dirfd, const char *key, struct sm_bytes data, bool sync, unsigned tmp_n,
+                     struct sm_err *err);
+/* Reads a whole file; *found false (SM_OK) when it does not exist. */
+sm_status sm_wfs_read(int dirfd, const char *key, struct sm_buf *out, bool *found,
+                      struct sm_err *err);
+/* fsync of directory `rel` ("" = dirfd itself). */
+sm_status sm_wfs_fsync_dir(int dirfd, const char *rel, struct sm_err *err);
+/* syncfs(2) of the file system holding fd (write_syncfs.c). */
+sm_status sm_wfs_syncfs(int fd, struct sm_err *err);
+/* True if `name` is a temporary name made by sm_wfs_put or the file store ("*.tmp.<...>"). */
+bool sm_wfs_is_tmp(const char *name);
+/* Lists the entries of directory `rel` (names; no "." or ".."). A missing directory lists empty.
+ * On failure `out` is released. */
+sm_status sm_wfs_list(int dirfd, const char *rel, struct sm_strv *out, struct sm_err *err);
+
+/* How a tree of the output is walked. */
+enum sm_wfs_walk {
+    SM_WFS_CHECK,     /* fail on an entry an output cannot contain; change nothing */
+    SM_WFS_REMOVE,    /* remove every entry (files, then directories) */
+    SM_WFS_SWEEP_TMP, /* remove temporary files only */
+};
+/* Walks directory `rel` of dirfd recursively. `chunks` selects the c/ grammar (directories and
+ * files named by decimal digits, and temporary files); otherwise any file or directory is allowed
+ * (the private .shardmill tree). Symbolic links are never followed (in CHECK they are foreign).
+ * SM_E_USAGE "not a shardmill output: unexpected entry '<path>'" in CHECK; SM_E_IO. */
+sm_status sm_wfs_walk(int dirfd, const char *rel, bool chunks, enum sm_wfs_walk mode,
+                      struct sm_err *err);
+
+/* ---- shard records (write_marker.c): the journal and the completion marker ---- */
+
+/* Journal key of a shard key: ".shardmill/journal/c.0.1.2.json". SM_E_INTERNAL if too long. */
+sm_status sm_journal_key(const char *key, char *buf, size_t cap, struct sm_err *err);
+/* One record line: {"key": "c/0/1/2", "size": 123, "crc32c": 456}. Appended to out. */
+sm_status sm_rec_append(struct sm_buf *out, const char *key, const struct sm_shard_rec *r,
+                        struct sm_err *err);
+/* Parses a journal document; false if it is malformed or names another key (then it is ignored:
+ * the shard is rewritten). */
+bool sm_rec_parse_journal(struct sm_bytes doc, const char *key, struct sm_shard_rec *r);
+/* The marker document for writer w with every record set (grid order). */
+sm_status sm_marker_build(const struct sm_writer *w, const struct sm_shard_rec *recs,
+                          struct sm_buf *out, struct sm_err *err);
+/* Parses a marker: fills recs (nshards entries, indexed by the shard's linear index; entries not
+ * listed stay unset) and the zarr.json hash. On a malformed marker returns false with a message
+ * in why. */
+bool sm_marker_parse(const struct sm_writer *w, struct sm_bytes doc, struct sm_shard_rec *recs,
+                     char *zarr_sha, char *why, size_t why_cap);
+/* Linear shard index of a key of w's grid; false if it is not one. */
+bool sm_writer_key_index(const struct sm_writer *w, const char *key, uint64_t *shard);
+
+/* A writer for an existing zarr.json text (verify reads outputs it did not write). SM_E_DATA if
+ * the text is not a v3 array. */
+sm_status sm_writer_from_json(struct sm_bytes text, struct sm_writer **out, struct sm_err *err);
+
+/* OpenMP stand-ins without OpenMP (as tile/tile_omp.h), so the driver has no #ifdefs. */
+#ifdef _OPENMP
+#include <omp.h>
+#else
+static inline int omp_get_thread_num(void)
+{
+    return 0;
+}
+static inline int omp_get_max_threads(void)
+{
+    return 1;
+}
+#endif
+
+#endif

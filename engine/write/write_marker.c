@@ -1,0 +1,181 @@
+/* Shard records (SPEC §6): the per-shard journal .shardmill/journal/<key>.json that a killed run
+ * leaves behind for `resume`, and the completion marker shardmill.complete.json that `verify`
+ * checks: engine version and commit, SHA-256 of zarr.json, shard count, total bytes and one
+ * {"key", "size", "crc32c"} record per shard in grid order.
+ * Spec: https://zarr-specs.readthedocs.io/en/latest/v3/codecs/sharding-indexed/index.html
+ * Invariant: both documents are deterministic (no time stamps, fixed member order), so a resumed
+ * output is byte-identical to a clean one. */
+#include "write_int.h"
+
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "shardmill/sm_version.h"
+
+#define REC_MAX (SM_KEY_MAX + 64) /* one record line, newline and separator included */
+
+sm_status sm_journal_key(const char *key, char *buf, size_t cap, struct sm_err *err)
+{
+    const int n = snprintf(buf, cap, SM_JOURNAL_DIR "/%s.json", key);
+    if (n < 0 || (size_t)n >= cap) {
+        SM_FAIL(err, SM_E_INTERNAL, "journal key of '%s' does not fit %zu bytes", key, cap);
+    }
+    for (char *p = buf + strlen(SM_JOURNAL_DIR) + 1; *p != '\0'; p++) {
+        if (*p == '/') {
+            *p = '.'; /* one flat directory: a single fsync covers it */
+        }
+    }
+    return SM_OK;
+}
+
+/* Appends printf output; the caller reserved room (REC_MAX per record). */
+static sm_status put(struct sm_buf *out, struct sm_err *err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static sm_status put(struct sm_buf *out, struct sm_err *err, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    const int n = vsnprintf((char *)out->ptr + out->len, out->cap - out->len, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= out->cap - out->len) {
+        SM_FAIL(err, SM_E_INTERNAL, "record does not fit the %zu bytes reserved", out->cap);
+    }
+    out->len += (size_t)n;
+    return SM_OK;
+}
+
+sm_status sm_rec_append(struct sm_buf *out, const char *key, const struct sm_shard_rec *r,
+                        struct sm_err *err)
+{
+    return put(out, err, "{\"key\": \"%s\", \"size\": %" PRIu64 ", \"crc32c\": %" PRIu32 "}", key,
+               r->size, r->crc32c);
+}
+
+/* Reads one record object; false if malformed. */
+static bool rec_of(const json_t *o, const char **key, struct sm_shard_rec *r)
+{
+    const json_t *k = json_object_get(o, "key");
+    const json_t *s = json_object_get(o, "size");
+    const json_t *c = json_object_get(o, "crc32c");
+    if (!json_is_object(o) || !json_is_string(k) || !json_is_integer(s) || !json_is_integer(c) ||
+        json_integer_value(s) < 0 || json_integer_value(c) < 0 ||
+        json_integer_value(c) > (json_int_t)UINT32_MAX) {
+        return false;
+    }
+    *key = json_string_value(k);
+    r->size = (uint64_t)json_integer_value(s);
+    r->crc32c = (uint32_t)json_integer_value(c);
+    r->set = true;
+    return true;
+}
+
+bool sm_rec_parse_journal(struct sm_bytes doc, const char *key, struct sm_shard_rec *r)
+{
+    json_t *j = json_loadb((const char *)doc.ptr, doc.len, 0, NULL);
+    const char *k;
+    struct sm_shard_rec tmp;
+    const bool ok = j != NULL && rec_of(j, &k, &tmp) && strcmp(k, key) == 0;
+    if (ok) {
+        *r = tmp;
+    }
+    json_decref(j);
+    return ok;
+}
+
+/* Engine strings are [0-9A-Za-z.+-_] in practice; anything else is dropped rather than escaped. */
+static void safe_copy(char *dst, size_t cap, const char *src)
+{
+    size_t n = 0;
+    for (; *src != '\0' && n + 1 < cap; src++) {
+        const char c = *src;
+        if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+            c == '.' || c == '-' || c == '_' || c == '+') {
+            dst[n++] = c;
+        }
+    }
+    dst[n] = '\0';
+}
+
+sm_status sm_marker_build(const struct sm_writer *w, const struct sm_shard_rec *recs,
+                          struct sm_buf *out, struct sm_err *err)
+{
+    char version[64], commit[64], sha[65];
+    safe_copy(version, sizeof(version), SM_VERSION_STRING);
+    safe_copy(commit, sizeof(commit), SM_GIT_COMMIT);
+    sm_sha256_hex(w->text.ptr, w->text.len, sha);
+    uint64_t total = 0;
+    for (uint64_t i = 0; i < w->nshards; i++) {
+        total += recs[i].size;
+    }
+    if (w->nshards > (SIZE_MAX - 1024) / REC_MAX) {
+        SM_FAIL(err, SM_E_NOMEM, "a marker of %" PRIu64 " shards does not fit in memory",
+                w->nshards);
+    }
+    out->len = 0;
+    SM_TRY(sm_buf_reserve(out, 1024 + (size_t)w->nshards * REC_MAX, err));
+    SM_TRY(put(out, err,
+               "{\n  \"shardmill_complete\": 1,\n  \"engine\": {\"version\": \"%s\", \"commit\": "
+               "\"%s\"},\n  \"zarr_json_sha256\": \"%s\",\n  \"shard_count\": %" PRIu64
+               ",\n  \"bytes\": %" PRIu64 ",\n  \"shards\": [",
+               version, commit, sha, w->nshards, total));
+    for (uint64_t i = 0; i < w->nshards; i++) {
+        char key[SM_KEY_MAX];
+        SM_TRY(sm_writer_shard_key(w, i, key, sizeof(key), err));
+        SM_TRY(put(out, err, "%s\n    ", i == 0 ? "" : ","));
+        SM_TRY(sm_rec_append(out, key, &recs[i], err));
+    }
+    return put(out, err, "%s]\n}\n", w->nshards == 0 ? "" : "\n  ");
+}
+
+bool sm_marker_parse(const struct sm_writer *w, struct sm_bytes doc, struct sm_shard_rec *recs,
+                     char *zarr_sha, char *why, size_t why_cap)
+{
+    json_error_t je;
+    json_t *j = json_loadb((const char *)doc.ptr, doc.len, 0, &je);
+    if (j == NULL) {
+        snprintf(why, why_cap, "malformed JSON at line %d column %d: %s", je.line, je.column,
+                 je.text);
+        return false;
+    }
+    bool ok = false;
+    const json_t *sha = json_object_get(j, "zarr_json_sha256");
+    const json_t *count = json_object_get(j, "shard_count");
+    const json_t *shards = json_object_get(j, "shards");
+    if (!json_is_object(j) || !json_is_integer(json_object_get(j, "shardmill_complete"))) {
+        snprintf(why, why_cap, "not a shardmill completion marker");
+    } else if (!json_is_string(sha) || strlen(json_string_value(sha)) != 64) {
+        snprintf(why, why_cap, "'zarr_json_sha256' must be a 64-digit hex string");
+    } else if (!json_is_integer(count) || !json_is_array(shards)) {
+        snprintf(why, why_cap, "'shard_count' and 'shards' are required");
+    } else if ((uint64_t)json_integer_value(count) != json_array_size(shards)) {
+        snprintf(why, why_cap, "'shard_count' is %" JSON_INTEGER_FORMAT " but %zu shards listed",
+                 json_integer_value(count), json_array_size(shards));
+    } else {
+        memcpy(zarr_sha, json_string_value(sha), 65);
+        ok = true;
+        for (size_t i = 0; ok && i < json_array_size(shards); i++) {
+            const char *key;
+            struct sm_shard_rec r;
+            uint64_t idx;
+            if (!rec_of(json_array_get(shards, i), &key, &r)) {
+                snprintf(why, why_cap, "'shards'[%zu] is not a {key, size, crc32c} record", i);
+                ok = false;
+            } else if (!sm_writer_key_index(w, key, &idx)) {
+                snprintf(why, why_cap, "'shards'[%zu] names '%.40s', not a shard of zarr.json", i,
+                         key);
+                ok = false;
+            } else if (recs[idx].set) {
+                snprintf(why, why_cap, "'shards' lists '%.40s' twice", key);
+                ok = false;
+            } else {
+                recs[idx] = r;
+            }
+        }
+    }
+    json_decref(j);
+    return ok;
+}

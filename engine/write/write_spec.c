@@ -1,0 +1,388 @@
+/* The output array (SPEC §2 "Output"): validate an output spec, write its zarr.json (v3 array,
+ * regular grid of the shard shape, default "/" keys, [sharding_indexed{...}] or [bytes, codec]),
+ * parse it back with the reader's own parser so the chain that encodes is the chain a reader
+ * builds, and the shard grid (linear C-order shard indices, clipped boxes, keys).
+ * Spec: https://zarr-specs.readthedocs.io/en/latest/v3/codecs/sharding-indexed/index.html
+ * Invariant: what is written is exactly what zarr.json declares. */
+#include "write_int.h"
+
+#include <inttypes.h>
+#include <jansson.h>
+#include <string.h>
+
+#include "shardmill/alloc.h"
+
+/* Records a usage error naming the configuration key `key`, then returns it. */
+#define FAIL_AT(err, key, ...)                                                                     \
+    do {                                                                                           \
+        sm_err_set((err), SM_E_USAGE, __FILE__, __LINE__, __VA_ARGS__);                            \
+        sm_err_where((err), "%s", (key));                                                          \
+        return (err)->status;                                                                      \
+    } while (0)
+
+/* ---- validation ---- */
+
+static sm_status check_dims(const struct sm_output_spec *s, struct sm_err *err)
+{
+    if (s->ndim < 1 || s->ndim > SM_MAX_DIMS) {
+        FAIL_AT(err, "output.shape", "the output needs 1 to %d dimensions, got %u", SM_MAX_DIMS,
+                s->ndim);
+    }
+    if (sm_dtype_size(s->dtype) == 0) {
+        FAIL_AT(err, "output.dtype", "unknown data type %d", (int)s->dtype);
+    }
+    for (unsigned d = 0; d < s->ndim; d++) {
+        if (s->chunk[d] == 0) {
+            FAIL_AT(err, "output.chunk", "chunk extent 0 on axis %u (need %u positive extents)", d,
+                    s->ndim);
+        }
+        if (!s->sharded) {
+            continue;
+        }
+        if (s->shard[d] == 0) {
+            FAIL_AT(err, "output.shard", "shard extent 0 on axis %u (need %u positive extents)", d,
+                    s->ndim);
+        }
+        if (s->shard[d] % s->chunk[d] != 0) {
+            FAIL_AT(err, "output.shard",
+                    "shard extent %" PRIu64 " on axis %u is not a multiple of the inner chunk "
+                    "extent %" PRIu64,
+                    s->shard[d], d, s->chunk[d]);
+        }
+    }
+    return SM_OK;
+}
+
+/* ---- zarr.json ---- */
+
+static json_t *u64_array(unsigned n, const uint64_t *v)
+{
+    json_t *a = json_array();
+    for (unsigned d = 0; a != NULL && d < n; d++) {
+        if (json_array_append_new(a, sm_json_u64(v[d])) != 0) {
+            json_decref(a);
+            return NULL;
+        }
+    }
+    return a;
+}
+
+/* The compressor stage, or NULL (json_null) for "none". *bad tells an unknown codec or level. */
+static sm_status compressor(const struct sm_output_spec *s, json_t **out, struct sm_err *err)
+{
+    const char *name = s->codec != NULL ? s->codec : "zstd";
+    *out = NULL;
+    if (strcmp(name, "none") == 0) {
+        return SM_OK;
+    }
+    if (strcmp(name, "zstd") == 0) {
+        if (s->level < -131072 || s->level > 22) {
+            FAIL_AT(err, "output.codec", "%s level %d is outside -131072..22", name, s->level);
+        }
+        *out = json_pack("{s:s, s:{s:i, s:b}}", "name", "zstd", "configuration", "level", s->level,
+                         "checksum", 0);
+    } else if (strcmp(name, "gzip") == 0) {
+        if (s->level < 0 || s->level > 9) {
+            FAIL_AT(err, "output.codec", "%s level %d is outside 0..9", name, s->level);
+        }
+        *out = json_pack("{s:s, s:{s:i}}", "name", "gzip", "configuration", "level", s->level);
+    } else if (strcmp(name, "blosc") == 0) {
+        if (s->level < 0 || s->level > 9) {
+            FAIL_AT(err, "output.codec", "%s clevel %d is outside 0..9", name, s->level);
+        }
+        const char *cname = s->blosc_cname != NULL ? s->blosc_cname : "lz4";
+        static const char *const known[] = {"lz4", "lz4hc", "blosclz", "zstd", "zlib", NULL};
+        bool ok = false;
+        for (const char *const *k = known; *k != NULL; k++) {
+            ok = ok || strcmp(*k, cname) == 0;
+        }
+        if (!ok) {
+            FAIL_AT(err, "output.codec",
+                    "unknown blosc cname '%s' (lz4, lz4hc, blosclz, zstd, zlib)", cname);
+        }
+        *out = json_pack("{s:s, s:{s:s, s:i, s:s, s:i, s:i}}", "name", "blosc", "configuration",
+                         "cname", cname, "clevel", s->level, "shuffle", "shuffle", "typesize",
+                         (int)sm_dtype_size(s->dtype), "blocksize", 0);
+    } else {
+        FAIL_AT(err, "output.codec", "unknown codec '%s' (zstd, gzip, blosc or none)", name);
+    }
+    if (*out == NULL) {
+        SM_FAIL(err, SM_E_NOMEM, "cannot build the codec configuration");
+    }
+    return SM_OK;
+}
+
+/* [bytes little, compressor?] */
+static json_t *bytes_chain(json_t *comp_take)
+{
+    json_t *a = json_pack("[{s:s, s:{s:s}}]", "name", "bytes", "configuration", "endian", "little");
+    if (a != NULL && comp_take != NULL && json_array_append_new(a, comp_take) != 0) {
+        json_decref(a);
+        return NULL;
+    }
+    if (a == NULL) {
+        json_decref(comp_take);
+    }
+    return a;
+}
+
+static json_t *codecs_json(const struct sm_output_spec *s, json_t *comp_take)
+{
+    json_t *inner = bytes_chain(comp_take);
+    if (!s->sharded || inner == NULL) {
+        return inner;
+    }
+    json_t *index = s->index_crc32c
+                        ? json_pack("[{s:s, s:{s:s}}, {s:s}]", "name", "bytes", "configuration",
+                                    "endian", "little", "name", "crc32c")
+                        : bytes_chain(NULL);
+    json_t *cs = u64_array(s->ndim, s->chunk);
+    if (index == NULL || cs == NULL) {
+        json_decref(inner);
+        json_decref(index);
+        json_decref(cs);
+        return NULL;
+    }
+    return json_pack("[{s:s, s:{s:o, s:o, s:o, s:s}}]", "name", "sharding_indexed", "configuration",
+                     "chunk_shape", cs, "codecs", inner, "index_codecs", index, "index_location",
+                     s->index_location == SM_SHARD_INDEX_START ? "start" : "end");
+}
+
+static sm_status build_json(const struct sm_output_spec *s, json_t **out, struct sm_err *err)
+{
+    json_t *comp;
+    SM_TRY(compressor(s, &comp, err));
+    if (s->attributes != NULL && !json_is_object(s->attributes)) {
+        json_decref(comp);
+        FAIL_AT(err, "output.attributes", "attributes must be a JSON object");
+    }
+    struct sm_array_meta fm;
+    memset(&fm, 0, sizeof(fm));
+    fm.dtype = s->dtype;
+    memcpy(fm.fill, s->fill, sizeof(fm.fill));
+    json_t *shape = u64_array(s->ndim, s->shape);
+    json_t *grid = u64_array(s->ndim, s->sharded ? s->shard : s->chunk);
+    json_t *codecs = codecs_json(s, comp);
+    json_t *fill = sm_meta_fill_json(&fm);
+    json_t *attrs = s->attributes != NULL ? json_deep_copy(s->attributes) : json_object();
+    if (shape == NULL || grid == NULL || codecs == NULL || fill == NULL || attrs == NULL) {
+        json_decref(shape);
+        json_decref(grid);
+        json_decref(codecs);
+        json_decref(fill);
+        json_decref(attrs);
+        SM_FAIL(err, SM_E_NOMEM, "cannot build zarr.json");
+    }
+    /* Member order is fixed (jansson keeps insertion order), so the text is deterministic. */
+    *out = json_pack("{s:i, s:s, s:o, s:s, s:{s:s, s:{s:o}}, s:{s:s, s:{s:s}}, s:o, s:o, s:o}",
+                     "zarr_format", 3, "node_type", "array", "shape", shape, "data_type",
+                     sm_dtype_name(s->dtype), "chunk_grid", "name", "regular", "configuration",
+                     "chunk_shape", grid, "chunk_key_encoding", "name", "default", "configuration",
+                     "separator", "/", "fill_value", fill, "codecs", codecs, "attributes", attrs);
+    if (*out == NULL) {
+        SM_FAIL(err, SM_E_NOMEM, "cannot build zarr.json");
+    }
+    return SM_OK;
+}
+
+static sm_status dump_text(const json_t *j, struct sm_buf *out, struct sm_err *err)
+{
+    char *text = sm_json_dumps(j, JSON_INDENT(2));
+    if (text == NULL) {
+        SM_FAIL(err, SM_E_NOMEM, "cannot format zarr.json");
+    }
+    const size_t n = strlen(text);
+    sm_status st = sm_buf_reserve(out, n + 1, err);
+    if (st == SM_OK) {
+        memcpy(out->ptr, text, n);
+        out->ptr[n] = '\n';
+        out->len = n + 1;
+    }
+    free(text); /* checksrc: allow alloc (jansson's allocator owns json_dumps text) */
+    return st;
+}
+
+/* ---- the writer ---- */
+
+void sm_writer_free(struct sm_writer *w)
+{
+    if (w == NULL) {
+        return;
+    }
+    sm_buf_free(&w->text);
+    sm_meta_free(w->meta);
+    sm_free(w);
+}
+
+/* Parses w->text and derives the grid from it. */
+static sm_status from_text(struct sm_writer *w, struct sm_err *err)
+{
+    enum sm_node_kind kind;
+    SM_TRY(sm_meta_parse_v3((const char *)w->text.ptr, w->text.len, &kind, &w->meta, NULL, err));
+    if (kind != SM_NODE_ARRAY || w->meta == NULL) {
+        SM_FAIL(err, SM_E_DATA, "zarr.json describes a group, not an array");
+    }
+    const struct sm_array_meta *m = w->meta;
+    if (m->ndim < 1 || m->key_prefix[0] != 'c' || m->key_separator != '/') {
+        SM_FAIL(err, SM_E_DATA,
+                "not a shardmill output array (needs >= 1 dimension and default '/' keys)");
+    }
+    w->ndim = m->ndim;
+    w->elem = sm_dtype_size(m->dtype);
+    w->nshards = 1;
+    w->obj_bytes = w->elem;
+    for (unsigned d = 0; d < m->ndim; d++) {
+        w->obj[d] = m->chunk_shape[d];
+        w->grid[d] = m->shape[d] / m->chunk_shape[d] + (m->shape[d] % m->chunk_shape[d] != 0);
+        if (w->grid[d] != 0 && w->nshards > UINT64_MAX / w->grid[d]) {
+            SM_FAIL(err, SM_E_DATA, "the shard grid has more than 2^64 shards");
+        }
+        w->nshards *= w->grid[d];
+        w->obj_bytes *= (size_t)w->obj[d]; /* the chain checked the product fits */
+    }
+    return SM_OK;
+}
+
+sm_status sm_writer_from_json(struct sm_bytes text, struct sm_writer **out, struct sm_err *err)
+{
+    *out = NULL;
+    struct sm_writer *w = sm_calloc(1, sizeof(*w));
+    if (w == NULL) {
+        SM_FAIL(err, SM_E_NOMEM, "cannot allocate a writer");
+    }
+    sm_status st = sm_buf_set(&w->text, text, err);
+    if (st == SM_OK) {
+        st = from_text(w, err);
+    }
+    if (st != SM_OK) {
+        sm_writer_free(w);
+        return st;
+    }
+    *out = w;
+    return SM_OK;
+}
+
+sm_status sm_writer_new(const struct sm_output_spec *spec, struct sm_writer **out,
+                        struct sm_err *err)
+{
+    *out = NULL;
+    SM_TRY(check_dims(spec, err));
+    json_t *doc;
+    SM_TRY(build_json(spec, &doc, err));
+    struct sm_writer *w = sm_calloc(1, sizeof(*w));
+    if (w == NULL) {
+        json_decref(doc);
+        SM_FAIL(err, SM_E_NOMEM, "cannot allocate a writer");
+    }
+    w->spec = *spec;
+    w->spec.attributes = NULL;
+    sm_status st = dump_text(doc, &w->text, err);
+    json_decref(doc);
+    if (st == SM_OK) {
+        struct sm_err e;
+        sm_err_clear(&e);
+        if (from_text(w, &e) != SM_OK) {
+            /* Our own document was rejected: an unsupported combination the spec let through
+             * (e.g. a shard too large to prepare), reported as the configuration's problem. */
+            st = sm_err_set(err, e.status == SM_E_NOMEM ? SM_E_NOMEM : SM_E_USAGE, __FILE__,
+                            __LINE__, "the output layout is not writable: %s", e.what);
+            sm_err_where(err, "output");
+        }
+    }
+    if (st != SM_OK) {
+        sm_writer_free(w);
+        return st;
+    }
+    *out = w;
+    return SM_OK;
+}
+
+struct sm_bytes sm_writer_zarr_json(const struct sm_writer *w)
+{
+    return sm_buf_bytes(&w->text);
+}
+
+const struct sm_array_meta *sm_writer_meta(const struct sm_writer *w)
+{
+    return w->meta;
+}
+
+uint64_t sm_writer_nshards(const struct sm_writer *w)
+{
+    return w->nshards;
+}
+
+const uint64_t *sm_writer_grid(const struct sm_writer *w)
+{
+    return w->grid;
+}
+
+void sm_writer_shard_coords(const struct sm_writer *w, uint64_t shard, uint64_t *idx)
+{
+    for (unsigned d = w->ndim; d-- > 0;) {
+        idx[d] = shard % w->grid[d];
+        shard /= w->grid[d];
+    }
+}
+
+void sm_writer_shard_box(const struct sm_writer *w, uint64_t shard, uint64_t *offset,
+                         uint64_t *shape)
+{
+    uint64_t idx[SM_MAX_DIMS];
+    sm_writer_shard_coords(w, shard, idx);
+    for (unsigned d = 0; d < w->ndim; d++) {
+        offset[d] = idx[d] * w->obj[d];
+        const uint64_t left = w->meta->shape[d] - offset[d];
+        shape[d] = left < w->obj[d] ? left : w->obj[d];
+    }
+}
+
+size_t sm_writer_shard_bytes(const struct sm_writer *w, uint64_t shard)
+{
+    uint64_t off[SM_MAX_DIMS], shape[SM_MAX_DIMS];
+    sm_writer_shard_box(w, shard, off, shape);
+    size_t n = w->elem;
+    for (unsigned d = 0; d < w->ndim; d++) {
+        n *= (size_t)shape[d];
+    }
+    return n;
+}
+
+sm_status sm_writer_shard_key(const struct sm_writer *w, uint64_t shard, char *buf, size_t cap,
+                              struct sm_err *err)
+{
+    uint64_t idx[SM_MAX_DIMS];
+    sm_writer_shard_coords(w, shard, idx);
+    return sm_meta_chunk_key(w->meta, idx, buf, cap, err);
+}
+
+bool sm_writer_key_index(const struct sm_writer *w, const char *key, uint64_t *shard)
+{
+    if (key[0] != 'c') {
+        return false;
+    }
+    const char *p = key + 1;
+    uint64_t lin = 0;
+    for (unsigned d = 0; d < w->ndim; d++) {
+        if (*p != '/' || p[1] < '0' || p[1] > '9') {
+            return false;
+        }
+        p++;
+        uint64_t v = 0;
+        while (*p >= '0' && *p <= '9') {
+            if (v > (UINT64_MAX - 9) / 10) {
+                return false;
+            }
+            v = v * 10 + (uint64_t)(*p++ - '0');
+        }
+        if (v >= w->grid[d]) {
+            return false;
+        }
+        lin = lin * w->grid[d] + v;
+    }
+    if (*p != '\0') {
+        return false;
+    }
+    *shard = lin;
+    return true;
+}

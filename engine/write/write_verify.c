@@ -1,0 +1,176 @@
+/* `shardmill verify` (SPEC §4, §6): re-reads the completion marker and checks zarr.json's SHA-256,
+ * that the marker lists exactly the shards of zarr.json's grid, and every shard's existence, size
+ * and CRC32C. Problems are collected, not raised: a damaged output is a result, not an error.
+ * Spec: https://zarr-specs.readthedocs.io/en/latest/v3/codecs/sharding-indexed/index.html
+ * Invariant: verify only reads; problems are listed in grid order, so the report is stable. */
+#include "shardmill/sm_config.h"
+
+#include "write_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "shardmill/alloc.h"
+#include "shardmill/crc32c.h"
+
+void sm_verify_report_destroy(struct sm_verify_report *rep)
+{
+    sm_free(rep->problems);
+    memset(rep, 0, sizeof(*rep));
+}
+
+static sm_status problem(struct sm_verify_report *rep, const char *key, struct sm_err *err,
+                         const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+static sm_status problem(struct sm_verify_report *rep, const char *key, struct sm_err *err,
+                         const char *fmt, ...)
+{
+    if (rep->nproblems == rep->cap) {
+        const size_t cap = rep->cap == 0 ? 8 : rep->cap * 2;
+        struct sm_verify_problem *p = sm_realloc(rep->problems, cap * sizeof(*p));
+        if (p == NULL) {
+            SM_FAIL(err, SM_E_NOMEM, "cannot list %zu verify problems", cap);
+        }
+        rep->problems = p;
+        rep->cap = cap;
+    }
+    struct sm_verify_problem *p = &rep->problems[rep->nproblems++];
+    snprintf(p->key, sizeof(p->key), "%s", key);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(p->what, sizeof(p->what), fmt, ap);
+    va_end(ap);
+    return SM_OK;
+}
+
+/* Checks every shard of w against recs. */
+static sm_status check_shards(int fd, const struct sm_writer *w, const struct sm_shard_rec *recs,
+                              struct sm_verify_report *rep, struct sm_err *err)
+{
+    struct sm_buf b = SM_BUF_INIT;
+    sm_status st = SM_OK;
+    for (uint64_t i = 0; st == SM_OK && i < w->nshards; i++) {
+        char key[SM_KEY_MAX];
+        st = sm_writer_shard_key(w, i, key, sizeof(key), err);
+        if (st != SM_OK) {
+            break;
+        }
+        if (!recs[i].set) {
+            st = problem(rep, key, err, "not listed in the completion marker");
+            continue;
+        }
+        bool found;
+        st = sm_wfs_read(fd, key, &b, &found, err);
+        if (st != SM_OK) {
+            break;
+        }
+        rep->checked++;
+        if (!found) {
+            st = problem(rep, key, err, "missing");
+        } else if (b.len != recs[i].size) {
+            st = problem(rep, key, err, "size %zu bytes, the marker says %" PRIu64, b.len,
+                         recs[i].size);
+        } else {
+            const uint32_t crc = sm_crc32c(0, b.ptr, b.len);
+            if (crc != recs[i].crc32c) {
+                st = problem(rep, key, err, "crc32c %08" PRIx32 ", the marker says %08" PRIx32, crc,
+                             recs[i].crc32c);
+            }
+        }
+    }
+    sm_buf_free(&b);
+    return st;
+}
+
+/* With the marker read: zarr.json, the grid, the shards. */
+static sm_status check_marker(int fd, struct sm_bytes marker, struct sm_verify_report *rep,
+                              struct sm_err *err)
+{
+    struct sm_buf zj = SM_BUF_INIT;
+    bool found;
+    SM_TRY(sm_wfs_read(fd, SM_ZARR_JSON, &zj, &found, err));
+    if (!found) {
+        sm_buf_free(&zj);
+        return problem(rep, SM_ZARR_JSON, err, "missing");
+    }
+    struct sm_writer *w = NULL;
+    struct sm_err pe;
+    sm_err_clear(&pe);
+    sm_status st = SM_OK;
+    if (sm_writer_from_json(sm_buf_bytes(&zj), &w, &pe) != SM_OK) {
+        st = pe.status == SM_E_NOMEM
+                 ? sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__, "%s", pe.what)
+                 : problem(rep, SM_ZARR_JSON, err, "%s", pe.what);
+        sm_buf_free(&zj);
+        return st;
+    }
+    rep->shards = w->nshards;
+    struct sm_shard_rec *recs = sm_calloc(w->nshards == 0 ? 1 : (size_t)w->nshards, sizeof(*recs));
+    char sha[65], want[65], why[160];
+    if (recs == NULL) {
+        st = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__, "cannot verify %" PRIu64 " shards",
+                        w->nshards);
+    } else if (!sm_marker_parse(w, marker, recs, want, why, sizeof(why))) {
+        st = problem(rep, SM_MARKER_NAME, err, "%s", why);
+    } else {
+        sm_sha256_hex(zj.ptr, zj.len, sha);
+        if (strcmp(sha, want) != 0) {
+            st = problem(rep, SM_ZARR_JSON, err, "SHA-256 %.16s..., the marker says %.16s...", sha,
+                         want);
+        }
+        if (st == SM_OK) {
+            st = check_shards(fd, w, recs, rep, err);
+        }
+    }
+    sm_free(recs);
+    sm_writer_free(w);
+    sm_buf_free(&zj);
+    return st;
+}
+
+static sm_status verify(const char *path, struct sm_verify_report *rep, struct sm_err *err)
+{
+    const int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT || errno == ENOTDIR) {
+            SM_FAIL(err, SM_E_DATA, "not a shardmill output (no such directory)");
+        }
+        const int e = errno;
+        sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "cannot open: %s", strerror(e));
+        sm_err_cause(err, "errno", e);
+        return err->status;
+    }
+    struct sm_buf marker = SM_BUF_INIT;
+    bool found;
+    sm_status st = sm_wfs_read(fd, SM_MARKER_NAME, &marker, &found, err);
+    if (st == SM_OK && !found) {
+        struct stat sb;
+        if (fstatat(fd, SM_PRIV_DIR, &sb, 0) == 0 && S_ISDIR(sb.st_mode)) {
+            st = problem(rep, SM_MARKER_NAME, err, "missing: the run did not complete");
+        } else {
+            st = sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
+                            "not a shardmill output (no " SM_MARKER_NAME ")");
+        }
+    } else if (st == SM_OK) {
+        st = check_marker(fd, sm_buf_bytes(&marker), rep, err);
+    }
+    sm_buf_free(&marker);
+    close(fd);
+    return st;
+}
+
+sm_status sm_output_verify(const char *path, struct sm_verify_report *rep, struct sm_err *err)
+{
+    memset(rep, 0, sizeof(*rep));
+    const sm_status st = verify(path, rep, err);
+    if (st != SM_OK) {
+        sm_err_where(err, "%s", path);
+    }
+    return st;
+}

@@ -1,0 +1,171 @@
+/* Unit tests of engine/write/write_fs.c: atomic puts relative to a directory descriptor (parents
+ * created, no temporary left, replace in place), reads of missing objects, directory fsync, and the
+ * tree walker: CHECK refuses foreign entries and symbolic links, SWEEP_TMP removes only temporary
+ * files, REMOVE empties a tree but never deletes an entry it does not recognise. */
+#include "shardmill/sm_config.h"
+
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "sm_test.h"
+#include "write_int.h"
+#include "write_test.h"
+
+static char dir[1024];
+static int dfd = -1;
+
+static int setup(void **state)
+{
+    (void)state;
+    if (sm_test_tmpdir("write-fs", dir, sizeof(dir)) != 0) {
+        return -1;
+    }
+    dfd = open(dir, O_RDONLY | O_DIRECTORY);
+    return dfd >= 0 ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    close(dfd);
+    return sm_test_rm_rf(dir);
+}
+
+static void put(const char *key, const char *text, bool sync)
+{
+    struct sm_err err;
+    sm_err_clear(&err);
+    assert_ok(sm_wfs_put(dfd, key, sm_bytes_of(text, strlen(text)), sync, 0, &err), &err);
+}
+
+static void test_fs_put_read_and_replace(void **state)
+{
+    (void)state;
+    struct sm_err err;
+    sm_err_clear(&err);
+    put("a/b/c/obj", "first", true);
+    put("a/b/c/obj", "second!", false);
+    struct sm_buf b = SM_BUF_INIT;
+    bool found;
+    assert_ok(sm_wfs_read(dfd, "a/b/c/obj", &b, &found, &err), &err);
+    assert_true(found);
+    assert_int_equal(b.len, 7);
+    assert_memory_equal(b.ptr, "second!", 7);
+    put("empty", "", true);
+    assert_ok(sm_wfs_read(dfd, "empty", &b, &found, &err), &err);
+    assert_true(found);
+    assert_int_equal(b.len, 0);
+    assert_ok(sm_wfs_read(dfd, "nope/x", &b, &found, &err), &err);
+    assert_false(found);
+    assert_ok(sm_wfs_read(dfd, "a/b", &b, &found, &err), &err); /* a directory */
+    assert_false(found);
+    sm_buf_free(&b);
+    assert_int_equal(wt_count_files(dir, ".tmp."), 0);
+    assert_ok(sm_wfs_fsync_dir(dfd, "a/b/c", &err), &err);
+    assert_ok(sm_wfs_fsync_dir(dfd, "", &err), &err);
+    assert_status(sm_wfs_fsync_dir(dfd, "zz", &err), SM_E_IO, &err);
+}
+
+static void test_fs_put_failure_leaves_no_temp(void **state)
+{
+    (void)state;
+    struct sm_err err;
+    sm_err_clear(&err);
+    char p[2048];
+    snprintf(p, sizeof(p), "%s/blocked/key", dir);
+    assert_int_equal(sm_test_mkdir_parents(p), 0);
+    assert_int_equal(mkdir(p, 0777), 0); /* a directory where the object goes */
+    assert_status(sm_wfs_put(dfd, "blocked/key", sm_bytes_of("x", 1), false, 3, &err), SM_E_IO,
+                  &err);
+    assert_contains(err.what, "cannot rename into place");
+    snprintf(p, sizeof(p), "%s/blocked", dir);
+    assert_int_equal(wt_count_files(p, ".tmp."), 0);
+}
+
+static void test_fs_is_tmp(void **state)
+{
+    (void)state;
+    assert_true(sm_wfs_is_tmp("0.tmp.123.4"));
+    assert_true(sm_wfs_is_tmp("zarr.json.tmp.1.0"));
+    assert_false(sm_wfs_is_tmp("0"));
+    assert_false(sm_wfs_is_tmp("zarr.json"));
+}
+
+static void test_fs_walk_check_sweep_remove(void **state)
+{
+    (void)state;
+    struct sm_err err;
+    sm_err_clear(&err);
+    put("out/c/0/0/0", "s", false);
+    put("out/c/0/0/1", "s", false);
+    put("out/c/1/0/0", "s", false);
+    put("out/c/1/0/0.tmp.7.1", "t", false);
+    put("out/.shardmill/journal/c.0.0.0.json", "{}", false);
+    put("out/.shardmill/journal/c.0.0.1.json.tmp.7.2", "{", false);
+    char p[2048];
+    snprintf(p, sizeof(p), "%s/out", dir);
+    const int ofd = open(p, O_RDONLY | O_DIRECTORY);
+    assert_true(ofd >= 0);
+    assert_ok(sm_wfs_walk(ofd, "c", true, SM_WFS_CHECK, &err), &err);
+    assert_ok(sm_wfs_walk(ofd, ".shardmill", false, SM_WFS_CHECK, &err), &err);
+    assert_ok(sm_wfs_walk(ofd, "missing", true, SM_WFS_CHECK, &err), &err);
+
+    assert_ok(sm_wfs_walk(ofd, "c", true, SM_WFS_SWEEP_TMP, &err), &err);
+    assert_ok(sm_wfs_walk(ofd, ".shardmill", false, SM_WFS_SWEEP_TMP, &err), &err);
+    assert_int_equal(wt_count_files(p, ".tmp."), 0);
+    assert_int_equal(wt_count_files(p, ""), 4);
+
+    /* Foreign entries: a name that is not a key, and a symbolic link. */
+    put("out/c/0/notes.txt", "n", false);
+    assert_status(sm_wfs_walk(ofd, "c", true, SM_WFS_CHECK, &err), SM_E_USAGE, &err);
+    assert_contains(err.what, "unexpected entry 'c/0/notes.txt'");
+    /* REMOVE never deletes it: the tree stays, the parent cannot be removed. */
+    sm_err_clear(&err);
+    assert_status(sm_wfs_walk(ofd, "c", true, SM_WFS_REMOVE, &err), SM_E_IO, &err);
+    char notes[2100];
+    snprintf(notes, sizeof(notes), "%s/c/0/notes.txt", p);
+    assert_int_equal(access(notes, F_OK), 0);
+    assert_int_equal(unlink(notes), 0);
+    char target[2100], link[2100];
+    snprintf(target, sizeof(target), "%s/elsewhere", dir);
+    snprintf(link, sizeof(link), "%s/c/1/0/7", p);
+    put("elsewhere/keep", "k", false);
+    assert_int_equal(symlink(target, link), 0);
+    sm_err_clear(&err);
+    assert_status(sm_wfs_walk(ofd, "c", true, SM_WFS_CHECK, &err), SM_E_USAGE, &err);
+    assert_int_equal(unlink(link), 0);
+
+    sm_err_clear(&err);
+    assert_ok(sm_wfs_walk(ofd, "c", true, SM_WFS_REMOVE, &err), &err);
+    snprintf(link, sizeof(link), "%s/c", p);
+    assert_int_equal(sm_test_count_entries(link, ""), 0);
+    assert_ok(sm_wfs_walk(ofd, ".shardmill", false, SM_WFS_REMOVE, &err), &err);
+    snprintf(link, sizeof(link), "%s/.shardmill", p);
+    assert_int_equal(sm_test_count_entries(link, ""), 0);
+    snprintf(link, sizeof(link), "%s/elsewhere/keep", dir);
+    assert_int_equal(access(link, F_OK), 0);
+    close(ofd);
+
+    struct sm_strv names = {NULL, 0, 0};
+    assert_ok(sm_wfs_list(dfd, "out", &names, &err), &err);
+    assert_int_equal(names.n, 2); /* c and .shardmill, both empty */
+    sm_strv_free(&names);
+    assert_ok(sm_wfs_list(dfd, "none", &names, &err), &err);
+    assert_int_equal(names.n, 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fs_put_read_and_replace),
+        cmocka_unit_test(test_fs_put_failure_leaves_no_temp),
+        cmocka_unit_test(test_fs_is_tmp),
+        cmocka_unit_test(test_fs_walk_check_sweep_remove),
+    };
+    return cmocka_run_group_tests_name("write_fs", tests, setup, teardown);
+}
