@@ -2,6 +2,11 @@
  * cache in front of it when enabled, and the array with the configured limits and index cache. */
 #include "jobs_run.h"
 
+#include <jansson.h>
+#include <string.h>
+
+#include "report.h"
+
 sm_status sm_job_open_input(const struct sm_job_config *c, struct sm_store **store,
                             struct sm_array **array, struct sm_err *err)
 {
@@ -49,4 +54,62 @@ sm_status sm_job_roi(const struct sm_job_config *c, const struct sm_array_meta *
                                     : (off[d] < m->shape[d] ? m->shape[d] - off[d] : 0);
     }
     return SM_OK;
+}
+
+sm_status sm_job_scan_setup(const struct sm_job_config *c, const struct sm_array_meta *m,
+                            struct sm_scan_setup *s, struct sm_err *err)
+{
+    memset(s, 0, sizeof(*s));
+    SM_TRY(sm_job_roi(c, m, s->off, s->shape, err));
+    if (c->tile.set && c->tile.n != m->ndim) {
+        sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
+                   "has %u values, the array has %u dimensions", c->tile.n, m->ndim);
+        sm_err_where(err, "tile");
+        return err->status;
+    }
+    for (unsigned d = 0; d < m->ndim; d++) {
+        s->tile[d] = c->tile.set ? c->tile.v[d] : m->chunk_shape[d];
+    }
+    SM_TRY(sm_tiling_init(&s->tiling, m->ndim, m->shape, s->off, s->shape, s->tile, err));
+    struct sm_scan_params *p = &s->params;
+    p->threads = (int)c->parallel.threads;
+    if (c->histogram.range_set) {
+        p->lo = c->histogram.lo;
+        p->hi = c->histogram.hi;
+        p->bins = (uint32_t)c->histogram.bins;
+        if (p->bins == 0) {
+            sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
+                       "histogram.bins is required with histogram.range");
+            sm_err_where(err, "histogram");
+            return err->status;
+        }
+        return SM_OK;
+    }
+    sm_status st = sm_hist_default(m->dtype, &p->bins, &p->lo, &p->hi, err);
+    if (st != SM_OK) {
+        sm_err_where(err, "histogram");
+        return st;
+    }
+    if (c->histogram.bins != 0) { /* bins without a range: rebin the type's default range */
+        p->bins = (uint32_t)c->histogram.bins;
+    }
+    return SM_OK;
+}
+
+json_t *sm_job_input_json(const struct sm_job_config *c, const struct sm_array_meta *m)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "store", json_string(c->input.store));
+    json_object_set_new(o, "array", json_string(c->input.array != NULL ? c->input.array : ""));
+    json_object_set_new(o, "zarr_format", json_integer(m->zarr_format));
+    json_object_set_new(o, "shape", sm_json_dims(m->shape, m->ndim));
+    json_object_set_new(o, "dtype", json_string(sm_dtype_name(m->dtype)));
+    if (m->inner_ndim != 0) {
+        json_object_set_new(o, "chunks", sm_json_dims(m->inner_chunk_shape, m->inner_ndim));
+        json_object_set_new(o, "shards", sm_json_dims(m->chunk_shape, m->ndim));
+    } else {
+        json_object_set_new(o, "chunks", sm_json_dims(m->chunk_shape, m->ndim));
+        json_object_set_new(o, "shards", json_null());
+    }
+    return o;
 }

@@ -24,24 +24,6 @@ static bool same_result(const struct sm_scan_result *a, const struct sm_scan_res
            memcmp(a->hist.counts, b->hist.counts, a->hist.bins * sizeof(uint64_t)) == 0;
 }
 
-static json_t *input_json(const struct sm_job_config *c, const struct sm_array_meta *m)
-{
-    json_t *o = json_object();
-    json_object_set_new(o, "store", json_string(c->input.store));
-    json_object_set_new(o, "array", json_string(c->input.array != NULL ? c->input.array : ""));
-    json_object_set_new(o, "zarr_format", json_integer(m->zarr_format));
-    json_object_set_new(o, "shape", sm_json_dims(m->shape, m->ndim));
-    json_object_set_new(o, "dtype", json_string(sm_dtype_name(m->dtype)));
-    if (m->inner_ndim != 0) {
-        json_object_set_new(o, "chunks", sm_json_dims(m->inner_chunk_shape, m->inner_ndim));
-        json_object_set_new(o, "shards", sm_json_dims(m->chunk_shape, m->ndim));
-    } else {
-        json_object_set_new(o, "chunks", sm_json_dims(m->chunk_shape, m->ndim));
-        json_object_set_new(o, "shards", json_null());
-    }
-    return o;
-}
-
 static double ms(uint64_t ns)
 {
     return (double)ns / 1e6;
@@ -56,41 +38,12 @@ sm_status sm_job_scan(const struct sm_job_config *c, const char *report_path, st
     const uint64_t t_open = sm_clock_ns() - t_start;
     const struct sm_array_meta *m = sm_array_meta(a);
 
-    uint64_t off[SM_MAX_DIMS], shape[SM_MAX_DIMS], tile[SM_MAX_DIMS];
-    struct sm_tiling t;
-    struct sm_scan_params p = {0, 0, 0, (int)c->parallel.threads};
+    struct sm_scan_setup su;
     struct sm_scan_result first = {0}, r = {0};
-    sm_status st = sm_job_roi(c, m, off, shape, err);
-    if (st == SM_OK && c->tile.set && c->tile.n != m->ndim) {
-        sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
-                   "has %u values, the array has %u dimensions", c->tile.n, m->ndim);
-        sm_err_where(err, "tile");
-        st = err->status;
-    }
-    for (unsigned d = 0; d < m->ndim; d++) {
-        tile[d] = c->tile.set ? c->tile.v[d] : m->chunk_shape[d];
-    }
-    if (st == SM_OK) {
-        st = sm_tiling_init(&t, m->ndim, m->shape, off, shape, tile, err);
-    }
-    if (st == SM_OK) {
-        if (c->histogram.range_set) {
-            p.lo = c->histogram.lo;
-            p.hi = c->histogram.hi;
-            p.bins = (uint32_t)c->histogram.bins;
-            if (p.bins == 0) {
-                sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
-                           "histogram.bins is required with histogram.range");
-                st = err->status;
-            }
-        } else {
-            st = sm_hist_default(m->dtype, &p.bins, &p.lo, &p.hi, err);
-            if (st == SM_OK && c->histogram.bins != 0 && c->histogram.bins != p.bins) {
-                /* bins without a range: rebin the type's default range */
-                p.bins = (uint32_t)c->histogram.bins;
-            }
-        }
-    }
+    sm_status st = sm_job_scan_setup(c, m, &su, err);
+    const struct sm_tiling t = su.tiling;
+    const struct sm_scan_params p = su.params;
+    const uint64_t *off = su.off, *shape = su.shape, *tile = su.tile;
     uint64_t process_ns = 0;
     for (uint64_t pass = 0; st == SM_OK && pass < c->passes; pass++) {
         st = sm_scan_tiles(a, &t, 0, t.ntiles, &p, pass == 0 ? &first : &r, err);
@@ -114,7 +67,7 @@ sm_status sm_job_scan(const struct sm_job_config *c, const char *report_path, st
         json_object_set_new(rep, "job", json_string("scan"));
         json_object_set_new(rep, "ranks", json_integer(1));
         json_object_set_new(rep, "threads", json_integer(threads));
-        json_object_set_new(rep, "input", input_json(c, m));
+        json_object_set_new(rep, "input", sm_job_input_json(c, m));
         json_object_set_new(rep, "roi",
                             json_pack("{s:o,s:o}", "offset", sm_json_dims(off, m->ndim), "shape",
                                       sm_json_dims(shape, m->ndim)));

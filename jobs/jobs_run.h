@@ -5,6 +5,7 @@
 #include <shardmill/array.h>
 #include <shardmill/status.h>
 #include <shardmill/store.h>
+#include <shardmill/tile.h>
 
 #include "config.h"
 
@@ -17,7 +18,24 @@ sm_status sm_job_open_input(const struct sm_job_config *c, struct sm_store **sto
 sm_status sm_job_roi(const struct sm_job_config *c, const struct sm_array_meta *m, uint64_t *off,
                      uint64_t *shape, struct sm_err *err);
 
+/* What scan and convert derive from the config and the array before reading payload. */
+struct sm_scan_setup {
+    uint64_t off[SM_MAX_DIMS], shape[SM_MAX_DIMS], tile[SM_MAX_DIMS];
+    struct sm_tiling tiling;
+    struct sm_scan_params params;
+};
+
+/* ROI (default: the whole array), tile (default: the stored chunk shape), histogram bins and
+ * range (SPEC §5 defaults by type), threads. SM_E_USAGE naming the key. */
+sm_status sm_job_scan_setup(const struct sm_job_config *c, const struct sm_array_meta *m,
+                            struct sm_scan_setup *s, struct sm_err *err);
+
+/* The "input" object of a report. */
+struct json_t *sm_job_input_json(const struct sm_job_config *c, const struct sm_array_meta *m);
+
 /* The jobs. Each returns SM_OK or fills err; `report_path` (may be NULL) overrides c->report. */
 sm_status sm_job_scan(const struct sm_job_config *c, const char *report_path, struct sm_err *err);
+sm_status sm_job_convert(const struct sm_job_config *c, const char *report_path,
+                         struct sm_err *err);
 
 #endif

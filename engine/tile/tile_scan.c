@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "shardmill/alloc.h"
+#include "shardmill/box.h"
 #include "shardmill/clock.h"
 #include "shardmill/codec.h"
 #include "tile_omp.h"
@@ -117,7 +118,7 @@ sm_status sm_scan_tiles(struct sm_array *a, const struct sm_tiling *t, uint64_t 
     atomic_uint_fast64_t lowest_fail = UINT64_MAX;
     if (st == SM_OK) {
 #pragma omp parallel num_threads(nthreads) default(none)                                           \
-    shared(a, t, ws, lowest_fail, first, count, dt, elem, nd, astride)
+    shared(a, t, ws, lowest_fail, first, count, dt, elem, nd, astride, p)
         {
             struct worker *w = &ws[omp_get_thread_num()];
 #pragma omp for schedule(dynamic, 1)
@@ -145,6 +146,16 @@ sm_status sm_scan_tiles(struct sm_array *a, const struct sm_tiling *t, uint64_t 
                     continue;
                 }
                 const uint64_t t0 = sm_clock_ns();
+                if (p->keep != NULL) {
+                    uint64_t rel[SM_MAX_DIMS];
+                    for (unsigned d = 0; d < nd; d++) {
+                        rel[d] = off[d] - t->roi_offset[d];
+                    }
+                    const struct sm_box_view tv = {nd, elem, shape};
+                    const struct sm_box_view rv = {nd, elem, t->roi_shape};
+                    const uint64_t zero[SM_MAX_DIMS] = {0};
+                    sm_box_copy(&tv, w->buf, zero, &rv, p->keep, rel, shape);
+                }
                 sm_hist_add(&w->hist, w->buf, n);
                 checksum_tile(&w->sums, dt, elem, w->buf, nd, astride, off, shape);
                 w->process_ns += sm_clock_ns() - t0;

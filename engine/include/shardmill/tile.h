@@ -45,6 +45,9 @@ struct sm_scan_params {
     uint32_t bins;
     double lo, hi;
     int threads; /* <= 0: the OpenMP default */
+    /* If non-NULL, every tile read is also copied here: the whole ROI, C order, dtype values
+     * (product(roi_shape) * elem bytes), so a later phase need not read the input again. */
+    uint8_t *keep;
 };
 
 /* Scans tiles of `t` with OpenMP threads. On failure the error reported is that of the lowest

@@ -1,0 +1,444 @@
+/* The `convert` job (SPEC §1, §2 output, §5, §6): scan the ROI (histogram, checksums), derive the
+ * normalization (scale, window, or percentiles of the global histogram), then write every shard
+ * of the output grid: normalize to float32 exactly as SPEC §5 writes it, encode, put atomically,
+ * and write the completion marker last. The decoded ROI is kept from the scan when it fits in
+ * half of limits.memory_bytes; otherwise each shard's box is read again (through the
+ * encoded-object cache when enabled). Stage times: `open` (store + metadata), `hydrate`/`decode`
+ * (input fetch/codec time of both phases), `process` (statistics and normalization) and `write`
+ * (encode + put + flush + marker), thread sums divided by the thread count; `total` is wall. */
+#include "jobs_run.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <shardmill/alloc.h>
+#include <shardmill/box.h>
+#include <shardmill/clock.h>
+#include <shardmill/codec.h>
+#include <shardmill/stats.h>
+#include <shardmill/write.h>
+
+#include "jobs.h"
+#include "report.h"
+
+struct thread_state {
+    struct sm_scratch *scratch;
+    struct sm_buf in;
+    struct sm_checksums sums; /* of the output values */
+    uint64_t norm_ns;
+};
+
+struct convert {
+    struct sm_array *a;
+    enum sm_dtype in_dt;
+    size_t in_elem;
+    unsigned nd;
+    const uint64_t *roi_off, *roi_shape;
+    const uint8_t *keep; /* the decoded ROI, or NULL */
+    struct sm_norm norm;
+    uint64_t ostride[SM_MAX_DIMS]; /* C-order strides of the output array, in elements */
+    struct thread_state *ts;
+    int nthreads;
+};
+
+/* SPEC §5 output checksums, row by row with the output's linear index. */
+static void checksum_rows(struct sm_checksums *c, unsigned nd, const uint64_t *stride,
+                          const uint64_t *off, const uint64_t *shape, const float *v)
+{
+    uint64_t base = 0, idx[SM_MAX_DIMS] = {0};
+    for (unsigned d = 0; d < nd; d++) {
+        base += off[d] * stride[d];
+    }
+    const size_t row = nd == 0 ? 1 : (size_t)shape[nd - 1];
+    for (;;) {
+        sm_checksums_add_run(c, SM_DT_FLOAT32, v, row, base);
+        v += row;
+        unsigned d = nd == 0 ? 0 : nd - 1;
+        while (d-- > 0) {
+            base += stride[d];
+            if (++idx[d] < shape[d]) {
+                break;
+            }
+            base -= stride[d] * shape[d];
+            idx[d] = 0;
+        }
+        if (d == (unsigned)-1) {
+            return;
+        }
+    }
+}
+
+/* The write driver's fill callback: the input values of the shard's box, normalized. */
+static sm_status fill_shard(void *user, int thread, uint64_t shard, const uint64_t *offset,
+                            const uint64_t *shape, void *data, size_t len, struct sm_err *err)
+{
+    (void)shard;
+    struct convert *cv = user;
+    struct thread_state *ts = &cv->ts[thread];
+    size_t n = 1;
+    uint64_t in_off[SM_MAX_DIMS];
+    for (unsigned d = 0; d < cv->nd; d++) {
+        n *= (size_t)shape[d];
+        in_off[d] = cv->roi_off[d] + offset[d];
+    }
+    if (len != n * sizeof(float)) {
+        SM_FAIL(err, SM_E_INTERNAL, "shard buffer of %zu bytes for %zu values", len, n);
+    }
+    SM_TRY(sm_buf_reserve(&ts->in, n * cv->in_elem, err));
+    if (cv->keep != NULL) {
+        const uint64_t zero[SM_MAX_DIMS] = {0};
+        const struct sm_box_view rv = {cv->nd, cv->in_elem, cv->roi_shape};
+        const struct sm_box_view sv = {cv->nd, cv->in_elem, shape};
+        sm_box_copy(&rv, cv->keep, offset, &sv, ts->in.ptr, zero, shape);
+    } else {
+        SM_TRY(sm_array_read_region(cv->a, in_off, shape, ts->in.ptr, n * cv->in_elem, ts->scratch,
+                                    err));
+    }
+    const uint64_t t0 = sm_clock_ns();
+    sm_normalize(&cv->norm, cv->in_dt, ts->in.ptr, n, data);
+    checksum_rows(&ts->sums, cv->nd, cv->ostride, offset, shape, data);
+    ts->norm_ns += sm_clock_ns() - t0;
+    return SM_OK;
+}
+
+/* The configuration text hashed into provenance: everything that determines the output bytes,
+ * so thread counts, report paths and progress settings do not change zarr.json. */
+static void config_hash(const char *effective, char hex[65])
+{
+    static const char *const skip[] = {"parallel.",   "report",  "progress", "input.cache.",
+                                       "input.http.", "limits.", NULL};
+    size_t n = strlen(effective);
+    char *text = sm_malloc(n + 1);
+    size_t w = 0;
+    for (const char *line = effective; text != NULL && *line != '\0';) {
+        const char *nl = strchr(line, '\n');
+        size_t len = nl != NULL ? (size_t)(nl - line) + 1 : strlen(line);
+        bool drop = false;
+        for (size_t i = 0; skip[i] != NULL && !drop; i++) {
+            drop = strncmp(line, skip[i], strlen(skip[i])) == 0;
+        }
+        if (!drop) {
+            memcpy(text + w, line, len);
+            w += len;
+        }
+        line += len;
+    }
+    sm_sha256_hex(text != NULL ? text : effective, text != NULL ? w : n, hex);
+    sm_free(text);
+}
+
+static const char *norm_name(enum sm_norm_kind k)
+{
+    return k == SM_CFG_NORM_SCALE ? "scale" : k == SM_CFG_NORM_WINDOW ? "window" : "percentile";
+}
+
+static json_t *norm_json(const struct sm_job_config *c, const struct sm_norm *nm)
+{
+    json_t *o = json_pack("{s:s}", "mode", norm_name(c->normalize.mode));
+    if (nm->mode == SM_NORM_SCALE) {
+        json_object_set_new(o, "divisor", json_real(nm->divisor));
+    } else {
+        json_object_set_new(o, "lo", json_real(nm->lo));
+        json_object_set_new(o, "hi", json_real(nm->hi));
+    }
+    if (c->normalize.mode == SM_CFG_NORM_PERCENTILE) {
+        json_object_set_new(o, "percentiles", json_pack("[f,f]", c->normalize.lo, c->normalize.hi));
+    }
+    return o;
+}
+
+static json_t *provenance(const struct sm_job_config *c, const struct sm_scan_setup *su,
+                          const struct sm_scan_result *r, const struct sm_norm *nm, unsigned nd)
+{
+    char hex[65];
+    config_hash(c->effective != NULL ? c->effective : "", hex);
+    json_t *hist = json_pack(
+        "{s:i,s:[f,f],s:o,s:o,s:o,s:o,s:o,s:o}", "bins", (int)r->hist.bins, "range", r->hist.lo,
+        r->hist.hi, "voxels", sm_json_u64(r->voxels), "underflow", sm_json_u64(r->hist.underflow),
+        "overflow", sm_json_u64(r->hist.overflow), "nan", sm_json_u64(r->hist.nan), "checksum",
+        json_integer((json_int_t)r->sums.sum), "weighted_checksum", sm_json_u64(r->sums.weighted));
+    json_t *p = json_object();
+    json_object_set_new(p, "engine", sm_json_engine());
+    json_object_set_new(p, "config_sha256", json_string(hex));
+    json_object_set_new(p, "input",
+                        json_pack("{s:s,s:s}", "store", c->input.store, "array",
+                                  c->input.array != NULL ? c->input.array : ""));
+    json_object_set_new(p, "roi",
+                        json_pack("{s:o,s:o}", "offset", sm_json_dims(su->off, nd), "shape",
+                                  sm_json_dims(su->shape, nd)));
+    json_object_set_new(p, "normalization", norm_json(c, nm));
+    json_object_set_new(p, "histogram", hist);
+    return json_pack("{s:o}", "shardmill", p);
+}
+
+static sm_status make_norm(const struct sm_job_config *c, const struct sm_hist *h,
+                           struct sm_norm *nm, struct sm_err *err)
+{
+    memset(nm, 0, sizeof(*nm));
+    switch (c->normalize.mode) {
+    case SM_CFG_NORM_SCALE:
+        nm->mode = SM_NORM_SCALE;
+        nm->divisor = c->normalize.divisor;
+        return SM_OK;
+    case SM_CFG_NORM_WINDOW:
+        nm->mode = SM_NORM_WINDOW;
+        nm->lo = c->normalize.lo;
+        nm->hi = c->normalize.hi;
+        return SM_OK;
+    case SM_CFG_NORM_PERCENTILE:
+        nm->mode = SM_NORM_WINDOW;
+        nm->lo = sm_hist_percentile(h, c->normalize.lo);
+        nm->hi = sm_hist_percentile(h, c->normalize.hi);
+        if (!(nm->hi > nm->lo)) {
+            sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
+                       "percentiles %g and %g give an empty window [%g, %g] for this data",
+                       c->normalize.lo, c->normalize.hi, nm->lo, nm->hi);
+            sm_err_where(err, "normalize");
+            return err->status;
+        }
+        return SM_OK;
+    }
+    return SM_OK;
+}
+
+static sm_status output_spec(const struct sm_job_config *c, const struct sm_scan_setup *su,
+                             unsigned nd, const json_t *attrs, struct sm_output_spec *spec,
+                             struct sm_err *err)
+{
+    const struct sm_output_spec defaults = SM_OUTPUT_SPEC_DEFAULTS;
+    *spec = defaults;
+    spec->ndim = nd;
+    memcpy(spec->shape, su->shape, nd * sizeof(uint64_t));
+    spec->sharded = !(c->output.shard.set && c->output.shard.n == 0);
+    if (c->output.shard.set && c->output.shard.n != 0) {
+        if (c->output.shard.n != nd) {
+            sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "has %u values, the ROI has %u",
+                       c->output.shard.n, nd);
+            sm_err_where(err, "output.shard");
+            return err->status;
+        }
+        memcpy(spec->shard, c->output.shard.v, nd * sizeof(uint64_t));
+    } else if (nd != 3) {
+        sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
+                   "the default layout is 3-D; set output.shard and output.chunk for %u-D data",
+                   nd);
+        sm_err_where(err, "output.shard");
+        return err->status;
+    }
+    if (c->output.chunk.set) {
+        if (c->output.chunk.n != nd) {
+            sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "has %u values, the ROI has %u",
+                       c->output.chunk.n, nd);
+            sm_err_where(err, "output.chunk");
+            return err->status;
+        }
+        memcpy(spec->chunk, c->output.chunk.v, nd * sizeof(uint64_t));
+    }
+    spec->codec = c->output.codec != NULL ? c->output.codec : "zstd";
+    spec->level = (int)c->output.codec_level;
+    spec->attributes = attrs;
+    if (c->output.dtype != NULL && strcmp(c->output.dtype, "float32") != 0) {
+        sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
+                   "convert writes float32 (the SPEC §5 normalization); got '%s'", c->output.dtype);
+        sm_err_where(err, "output.dtype");
+        return err->status;
+    }
+    return SM_OK;
+}
+
+static void print_summary(const struct sm_job_config *c, const struct sm_scan_result *r,
+                          const struct sm_norm *nm, const char *out_path, double total_ms)
+{
+    printf("convert: %llu voxels, window [%g, %g] (%s), output %s, %.1f ms\n",
+           (unsigned long long)r->voxels, nm->mode == SM_NORM_SCALE ? 0.0 : nm->lo,
+           nm->mode == SM_NORM_SCALE ? nm->divisor : nm->hi, norm_name(c->normalize.mode), out_path,
+           total_ms);
+    /* a 16-row text histogram of the input, bars scaled to the fullest row */
+    const uint32_t rows = r->hist.bins < 16 ? r->hist.bins : 16;
+    uint64_t sums[16] = {0}, max = 1;
+    for (uint32_t b = 0; b < r->hist.bins; b++) {
+        sums[(uint64_t)b * rows / r->hist.bins] += r->hist.counts[b];
+    }
+    for (uint32_t i = 0; i < rows; i++) {
+        max = sums[i] > max ? sums[i] : max;
+    }
+    for (uint32_t i = 0; i < rows; i++) {
+        const double lo = sm_hist_edge(&r->hist, (uint32_t)((uint64_t)i * r->hist.bins / rows));
+        const int bar = (int)((double)sums[i] * 50.0 / (double)max + 0.5);
+        printf("  %10.1f | %-50.*s %llu\n", lo, bar,
+               "##################################################", (unsigned long long)sums[i]);
+    }
+}
+
+static double ms(uint64_t ns)
+{
+    return (double)ns / 1e6;
+}
+
+sm_status sm_job_convert(const struct sm_job_config *c, const char *report_path, struct sm_err *err)
+{
+    const uint64_t t_start = sm_clock_ns();
+    struct sm_store *store = NULL;
+    struct sm_array *a = NULL;
+    struct sm_output *out = NULL;
+    struct sm_writer *w = NULL;
+    struct sm_scan_result r = {0};
+    struct convert cv = {0};
+    uint8_t *keep = NULL;
+    json_t *attrs = NULL;
+    const struct sm_output_opts oopts = {
+        c->output.exists == SM_EXISTS_RESUME      ? SM_OUTPUT_EXISTS_RESUME
+        : c->output.exists == SM_EXISTS_OVERWRITE ? SM_OUTPUT_EXISTS_OVERWRITE
+                                                  : SM_OUTPUT_EXISTS_ERROR,
+        c->output.fsync ? SM_OUTPUT_SYNC_FSYNC : SM_OUTPUT_SYNC_NONE, NULL};
+    /* Refuse an existing output before any expensive work. */
+    SM_TRY(sm_output_open(c->output.path, &oopts, &out, err));
+    sm_status st = sm_job_open_input(c, &store, &a, err);
+    const uint64_t t_open = sm_clock_ns() - t_start;
+    struct sm_scan_setup su;
+    const struct sm_array_meta *m = st == SM_OK ? sm_array_meta(a) : NULL;
+    if (st == SM_OK) {
+        st = sm_job_scan_setup(c, m, &su, err);
+    }
+    size_t roi_bytes = 0;
+    if (st == SM_OK) {
+        roi_bytes = sm_dtype_size(m->dtype);
+        for (unsigned d = 0; d < m->ndim; d++) {
+            roi_bytes *= (size_t)su.shape[d];
+        }
+        if (roi_bytes <= c->limits.memory_bytes / 2) {
+            keep = sm_malloc(roi_bytes == 0 ? 1 : roi_bytes);
+            su.params.keep = keep; /* NULL (re-read) if it cannot be had */
+        }
+        st = sm_scan_tiles(a, &su.tiling, 0, su.tiling.ntiles, &su.params, &r, err);
+    }
+    const uint64_t t_scan = sm_clock_ns() - t_start;
+    struct sm_norm nm;
+    if (st == SM_OK) {
+        st = make_norm(c, &r.hist, &nm, err);
+    }
+    struct sm_output_spec spec;
+    if (st == SM_OK) {
+        attrs = provenance(c, &su, &r, &nm, m->ndim);
+        st = output_spec(c, &su, m->ndim, attrs, &spec, err);
+    }
+    if (st == SM_OK) {
+        st = sm_writer_new(&spec, &w, err);
+    }
+    if (st == SM_OK) {
+        st = sm_output_begin(out, w, err);
+    }
+    const int nthreads =
+        c->parallel.threads > 0 ? (int)c->parallel.threads : sm_write_default_threads();
+    struct sm_write_result wr = {0};
+    if (st == SM_OK) {
+        cv.a = a;
+        cv.in_dt = m->dtype;
+        cv.in_elem = sm_dtype_size(m->dtype);
+        cv.nd = m->ndim;
+        cv.roi_off = su.off;
+        cv.roi_shape = su.shape;
+        cv.keep = keep;
+        cv.norm = nm;
+        for (unsigned d = m->ndim; d-- > 0;) {
+            cv.ostride[d] = d + 1 < m->ndim ? cv.ostride[d + 1] * su.shape[d + 1] : 1;
+        }
+        cv.nthreads = nthreads;
+        cv.ts = sm_calloc((size_t)nthreads, sizeof(*cv.ts));
+        if (cv.ts == NULL) {
+            st = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__, "cannot allocate %d threads",
+                            nthreads);
+        }
+        for (int i = 0; st == SM_OK && i < nthreads; i++) {
+            st = sm_scratch_new(&cv.ts[i].scratch, err);
+        }
+    }
+    if (st == SM_OK) {
+        const struct sm_write_job job = {0, sm_writer_nshards(w), NULL, nthreads, fill_shard, &cv};
+        st = sm_write_shards(w, out, &job, &wr, err);
+    }
+    if (st == SM_OK) {
+        st = sm_output_flush(out, err);
+    }
+    if (st == SM_OK) {
+        st = sm_output_finish(out, err);
+    }
+    const uint64_t t_total = sm_clock_ns() - t_start;
+    struct sm_checksums osums = {0, 0};
+    uint64_t norm_ns = 0;
+    for (int i = 0; cv.ts != NULL && i < cv.nthreads; i++) {
+        osums.sum += cv.ts[i].sums.sum;
+        osums.weighted += cv.ts[i].sums.weighted;
+        norm_ns += cv.ts[i].norm_ns;
+        sm_scratch_free(cv.ts[i].scratch);
+        sm_buf_free(&cv.ts[i].in);
+    }
+    sm_free(cv.ts);
+    if (st == SM_OK) {
+        struct sm_array_stats as;
+        sm_array_stats(a, &as);
+        struct sm_output_stats os;
+        sm_output_stats(out, &os);
+        const double per = (double)nthreads;
+        json_t *rep = json_object();
+        json_object_set_new(rep, "engine", sm_json_engine());
+        json_object_set_new(rep, "job", json_string("convert"));
+        json_object_set_new(rep, "ranks", json_integer(1));
+        json_object_set_new(rep, "threads", json_integer(nthreads));
+        json_object_set_new(rep, "input", sm_job_input_json(c, m));
+        json_object_set_new(rep, "roi",
+                            json_pack("{s:o,s:o}", "offset", sm_json_dims(su.off, m->ndim), "shape",
+                                      sm_json_dims(su.shape, m->ndim)));
+        json_object_set_new(rep, "tile", sm_json_dims(su.tile, m->ndim));
+        json_object_set_new(rep, "passes", json_integer(1));
+        json_t *res = json_object();
+        json_object_set_new(res, "voxels", sm_json_u64(r.voxels));
+        json_object_set_new(res, "voxels_processed", sm_json_u64(r.voxels));
+        json_object_set_new(res, "tiles", sm_json_u64(r.tiles));
+        json_object_set_new(res, "checksum", json_integer((json_int_t)r.sums.sum));
+        json_object_set_new(res, "weighted_checksum", sm_json_u64(r.sums.weighted));
+        json_object_set_new(res, "histogram", sm_json_hist(&r.hist));
+        json_object_set_new(res, "normalization", norm_json(c, &nm));
+        json_object_set_new(res, "output_checksum", json_integer((json_int_t)osums.sum));
+        json_object_set_new(res, "output_weighted_checksum", sm_json_u64(osums.weighted));
+        json_object_set_new(rep, "result", res);
+        json_object_set_new(rep, "io", sm_json_io(store, &as));
+        json_object_set_new(rep, "timing_ms",
+                            json_pack("{s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "total", ms(t_total),
+                                      "open", ms(t_open), "hydrate", ms(as.fetch_ns) / per,
+                                      "decode", ms(as.decode_ns) / per, "process",
+                                      ms(r.process_ns + norm_ns) / per, "allreduce", 0.0, "write",
+                                      ms(wr.encode_ns + wr.write_ns) / per + ms(os.sync_ns),
+                                      "scan_wall", ms(t_scan)));
+        json_object_set_new(rep, "memory",
+                            json_pack("{s:o,s:b}", "peak_rss_bytes",
+                                      sm_json_u64(sm_peak_rss_bytes()), "kept_input",
+                                      keep != NULL));
+        json_object_set_new(rep, "output",
+                            json_pack("{s:s,s:o,s:o,s:o,s:b}", "path", sm_output_path(out),
+                                      "shards", sm_json_u64(os.total_shards), "bytes",
+                                      sm_json_u64(os.total_bytes), "written",
+                                      sm_json_u64(os.shards_written), "complete", true));
+        const double secs = (double)t_total / 1e9;
+        json_object_set_new(
+            rep, "figure_of_merit",
+            json_pack("{s:f}", "voxels_per_s", secs > 0 ? (double)r.voxels / secs : 0.0));
+        const char *path = report_path != NULL ? report_path : c->report;
+        if (path != NULL) {
+            st = sm_report_write(path, rep, err);
+        }
+        if (st == SM_OK && path != NULL && strcmp(path, "-") != 0) {
+            print_summary(c, &r, &nm, sm_output_path(out), ms(t_total));
+        }
+        json_decref(rep);
+    }
+    json_decref(attrs);
+    sm_writer_free(w);
+    sm_output_close(out);
+    sm_free(keep);
+    sm_scan_result_destroy(&r);
+    sm_array_close(a);
+    sm_store_close(store);
+    return st;
+}
