@@ -1,0 +1,132 @@
+#!/usr/bin/python3
+"""Helpers of scripts/main-job.sh for the real head CT (SPEC §9), independent of shardmill.
+
+  ct_tools.py write-zarr RAW OUT          RAW int16 LE [108,256,256] -> Zarr v2 store OUT
+                                          (zarr-python 2.13: '<i2', chunks [16,64,64],
+                                          zstd level 3, fill 0), written to OUT.tmp then renamed
+  ct_tools.py check-info                  stdin: `shardmill info` JSON; prints it, checks
+                                          shape/dtype/chunks/zarr_format against the CT
+  ct_tools.py patch RAW z,y,x d,h,w       stdin: `shardmill read ... -o -` bytes; prints the patch
+                                          as a table of HU values and compares it with NumPy
+                                          reading RAW directly ("matches NumPy: yes")
+Exit status 0 when every check passes, 1 otherwise. Needs Debian's python3 (numpy, zarr 2.13).
+"""
+import json
+import os
+import shutil
+import sys
+
+import numpy as np
+
+SHAPE = (108, 256, 256)
+CHUNKS = (16, 64, 64)
+DTYPE = np.dtype("<i2")
+
+
+def load_raw(path):
+    size = os.path.getsize(path)
+    want = int(np.prod(SHAPE)) * DTYPE.itemsize
+    if size != want:
+        sys.exit("ct_tools: %s has %d bytes, expected %d" % (path, size, want))
+    return np.memmap(path, dtype=DTYPE, mode="r", shape=SHAPE)
+
+
+def write_zarr(raw, out):
+    import numcodecs
+    import zarr
+
+    data = np.asarray(load_raw(raw))
+    tmp = out.rstrip("/") + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    z = zarr.open_array(zarr.DirectoryStore(tmp), mode="w", shape=SHAPE, chunks=CHUNKS,
+                        dtype=DTYPE, compressor=numcodecs.Zstd(level=3), fill_value=0,
+                        order="C", zarr_version=2)
+    z[...] = data
+    z.attrs.update({"source": "invesalius-examples examples/Cranium.inv3 matrix.dat",
+                    "units": "HU", "writer": "zarr-python %s" % zarr.__version__})
+    back = zarr.open_array(zarr.DirectoryStore(tmp), mode="r")
+    if not np.array_equal(back[...], data):
+        sys.exit("ct_tools: zarr-python read-back differs from matrix.dat")
+    shutil.rmtree(out, ignore_errors=True)
+    os.rename(tmp, out)
+    nchunks = len([n for n in os.listdir(out) if not n.startswith(".")])
+    print("ct.zarr: Zarr v2 by zarr-python %s, int16 %s, chunks %s, zstd level 3, %d chunk "
+          "objects, read back equal" % (zarr.__version__, list(SHAPE), list(CHUNKS), nchunks))
+    return 0
+
+
+def check_info():
+    text = sys.stdin.read()
+    try:
+        info = json.loads(text)
+    except ValueError as e:
+        print(text)
+        print("ct_tools: shardmill info did not print JSON: %s" % e)
+        return 1
+    print(json.dumps(info, indent=2))
+    # `info` may describe the array at the top level or under "array" / "node".
+    node = info
+    for k in ("array", "node"):
+        if isinstance(node, dict) and "shape" not in node and isinstance(node.get(k), dict):
+            node = node[k]
+    problems = []
+    if list(node.get("shape", [])) != list(SHAPE):
+        problems.append("shape %s != %s" % (node.get("shape"), list(SHAPE)))
+    if str(node.get("dtype")) not in ("int16", "<i2"):
+        problems.append("dtype %s != int16" % node.get("dtype"))
+    if "chunks" in node and list(node["chunks"]) != list(CHUNKS):
+        problems.append("chunks %s != %s" % (node["chunks"], list(CHUNKS)))
+    if node.get("zarr_format") not in (None, 2):
+        problems.append("zarr_format %s != 2" % node.get("zarr_format"))
+    if problems:
+        print("info matches the CT: no (%s)" % "; ".join(problems))
+        return 1
+    print("info matches the CT: yes (int16 %s, chunks %s)" % (list(SHAPE), list(CHUNKS)))
+    return 0
+
+
+def patch(raw, offset, size):
+    off = [int(v) for v in offset.split(",")]
+    ext = [int(v) for v in size.split(",")]
+    if len(off) != 3 or len(ext) != 3:
+        sys.exit("ct_tools: offset and shape need three values")
+    got_bytes = sys.stdin.buffer.read()
+    want_n = int(np.prod(ext))
+    if len(got_bytes) != want_n * DTYPE.itemsize:
+        print("ct_tools: shardmill read wrote %d bytes, expected %d (%s int16)"
+              % (len(got_bytes), want_n * DTYPE.itemsize, "x".join(map(str, ext))))
+        print("matches NumPy: no")
+        return 1
+    got = np.frombuffer(got_bytes, dtype=DTYPE).reshape(ext)
+    vol = load_raw(raw)
+    want = np.asarray(vol[off[0]:off[0] + ext[0], off[1]:off[1] + ext[1],
+                          off[2]:off[2] + ext[2]])
+    for z in range(ext[0]):
+        print("CT patch z=%d, y=%d..%d (rows), x=%d..%d (columns), HU:"
+              % (off[0] + z, off[1], off[1] + ext[1] - 1, off[2], off[2] + ext[2] - 1))
+        print("   y\\x " + " ".join("%6d" % (off[2] + x) for x in range(ext[2])))
+        for y in range(ext[1]):
+            print("  %4d " % (off[1] + y) + " ".join("%6d" % v for v in got[z, y]))
+    same = np.array_equal(got, want)
+    if not same:
+        bad = np.argwhere(got != want)
+        print("first difference at %s: shardmill %d, NumPy %d (%d of %d values differ)"
+              % (tuple(int(v) for v in bad[0]), int(got[tuple(bad[0])]),
+                 int(want[tuple(bad[0])]), len(bad), want_n))
+    print("matches NumPy: %s" % ("yes" if same else "no"))
+    return 0 if same else 1
+
+
+def main(argv):
+    if len(argv) >= 2 and argv[1] == "write-zarr" and len(argv) == 4:
+        return write_zarr(argv[2], argv[3])
+    if len(argv) == 2 and argv[1] == "check-info":
+        return check_info()
+    if len(argv) == 5 and argv[1] == "patch":
+        return patch(argv[2], argv[3], argv[4])
+    sys.stderr.write(__doc__)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

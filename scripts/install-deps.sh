@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# install-deps.sh: installs what shardmill needs on Debian 12 (bookworm), and only what is missing.
+# Idempotent: a second run checks with dpkg-query, installs nothing, and takes about a second.
+# Runs `apt-get update` only when something is missing. Needs root (or sudo) only to install.
+# Then installs the zarrita.js peer for the interop tests (`npm ci`) when node_modules is missing
+# or does not match tests/interop/js/package-lock.json.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/.." && pwd)"
+
+say() { printf 'install-deps: %s\n' "$*"; }
+die() { printf 'install-deps: error: %s\n' "$*" >&2; exit 1; }
+
+packages=(
+    build-essential cmake pkg-config git
+    libzstd-dev libdeflate-dev zlib1g-dev libblosc-dev libcurl4-openssl-dev libyaml-dev
+    libjansson-dev nettle-dev libopenmpi-dev openmpi-bin libhdf5-openmpi-dev libcmocka-dev
+    nginx-light
+    python3 python3-numpy python3-zarr python3-numcodecs python3-zstandard python3-crc32c
+    python3-h5py python3-nibabel
+    clang-format-16 hyperfine
+)
+
+# Node.js and npm: a machine may carry them outside Debian's packages (e.g. node 20 + npm 11 in
+# /usr/bin or /usr/local/bin); only when a command does not work do we fall back to Debian's.
+node_note="node $(node --version 2>/dev/null || echo missing), npm $(npm --version 2>/dev/null || echo missing)"
+node --version >/dev/null 2>&1 || packages+=(nodejs)
+npm --version >/dev/null 2>&1 || packages+=(npm)
+
+command -v dpkg-query >/dev/null 2>&1 || die "dpkg-query not found: this script targets Debian 12"
+
+missing=()
+for p in "${packages[@]}"; do
+    status="$(dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null || true)"
+    [[ "$status" == ii* ]] || missing+=("$p")
+done
+
+if ((${#missing[@]} == 0)); then
+    say "apt: all ${#packages[@]} packages present, nothing to install"
+else
+    say "apt: missing ${#missing[@]}: ${missing[*]}"
+    sudo=()
+    if ((EUID != 0)); then
+        command -v sudo >/dev/null 2>&1 || die "not root and no sudo: install as root: apt-get install ${missing[*]}"
+        sudo=(sudo)
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    say "apt: apt-get update"
+    "${sudo[@]}" apt-get update -qq
+    say "apt: apt-get install ${missing[*]}"
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+        -o Dpkg::Use-Pty=0 -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold \
+        "${missing[@]}"
+    still=()
+    for p in "${missing[@]}"; do
+        status="$(dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null || true)"
+        [[ "$status" == ii* ]] || still+=("$p")
+    done
+    ((${#still[@]} == 0)) || die "still missing after apt-get install: ${still[*]}"
+    say "apt: installed ${#missing[@]} package(s)"
+    node_note="node $(node --version 2>/dev/null || echo missing), npm $(npm --version 2>/dev/null || echo missing)"
+fi
+say "node: $node_note"
+
+# zarrita.js for tests/interop (SPEC §8 peers). npm ci installs exactly the lock file.
+js_dir="$root/tests/interop/js"
+if [[ -f "$js_dir/package-lock.json" ]]; then
+    node --version >/dev/null 2>&1 || die "node does not run; cannot install $js_dir"
+    # Up to date = every package of the lock file is in node_modules at the locked version
+    # (npm's own record, node_modules/.package-lock.json, plus each package.json).
+    if node -e '
+        const fs = require("fs"), path = require("path");
+        const dir = process.argv[1];
+        const lock = JSON.parse(fs.readFileSync(path.join(dir, "package-lock.json"), "utf8"));
+        for (const [key, want] of Object.entries(lock.packages || {})) {
+            if (key === "" || want.optional || want.dev) continue;
+            let got;
+            try { got = JSON.parse(fs.readFileSync(path.join(dir, key, "package.json"), "utf8")); }
+            catch (e) { process.exit(1); }
+            if (want.version && got.version !== want.version) process.exit(1);
+        }
+        if (!fs.existsSync(path.join(dir, "node_modules", ".package-lock.json"))) process.exit(1);
+    ' "$js_dir" 2>/dev/null; then
+        say "npm: tests/interop/js/node_modules matches package-lock.json"
+    else
+        say "npm: npm ci --prefix tests/interop/js"
+        npm ci --prefix "$js_dir" --no-audit --no-fund --loglevel=error
+        say "npm: installed tests/interop/js/node_modules"
+    fi
+else
+    say "npm: no tests/interop/js/package-lock.json, skipped"
+fi
+say "done"

@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# shellcheck disable=SC2317 # functions run through stage() look unreachable to shellcheck
+# test.sh: the one command that installs, builds and runs the whole test suite (README command 2;
+# .ci/run executes exactly this). Stages:
+#   deps          scripts/install-deps.sh (apt packages and npm ci, only what is missing)
+#   release       configure + build build/release (Release), ctest -j2 (every label)
+#   asan          configure + build build/asan (Debug, SM_SANITIZE=ON: ASan + UBSan), ctest -j2
+#                 (every label: interop tests drive the ASan binary), leaks on, OpenMPI noise
+#                 suppressed by tests/sanitizers/lsan.supp
+#   checksrc      scripts/checksrc (STYLE B14 source rules)
+#   format        clang-format-16 --dry-run --Werror over engine/ jobs/ tests/ bench/ *.c *.h
+# Every stage runs even when an earlier one failed (except those that depend on it), so one run
+# reports everything; the exit status is 1 if any stage failed. The last line is a summary.
+# Environment: SM_TEST_BUILD_JOBS (default: nproc) for the compiler's parallelism.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/.." && pwd)"
+cd "$root"
+
+say() { printf 'test.sh: %s\n' "$*"; }
+t_start=$SECONDS
+build_jobs="${SM_TEST_BUILD_JOBS:-$(nproc 2>/dev/null || echo 2)}"
+
+results=()   # "name: ok|FAILED|skipped (detail)"
+failed=0
+
+# stage NAME CMD... : run CMD, record the outcome and its duration.
+stage() {
+    local name="$1"
+    shift
+    local t0=$SECONDS
+    say "==> $name: $*"
+    if "$@"; then
+        results+=("$name ok ($((SECONDS - t0)) s)")
+        say "<== $name: ok ($((SECONDS - t0)) s)"
+        return 0
+    else
+        local rc=$?
+        results+=("$name FAILED (exit $rc)")
+        failed=$((failed + 1))
+        say "<== $name: FAILED (exit $rc, $((SECONDS - t0)) s)"
+        return 1
+    fi
+}
+skip() {
+    results+=("$1 skipped ($2)")
+    say "--- $1: skipped ($2)"
+}
+
+# ctest_run DIR LOG: ctest with output on failure; the summary line is kept for the final report.
+ctest_run() {
+    local dir="$1" log="$2"
+    ctest --test-dir "$dir" --output-on-failure -j2 --no-tests=error --timeout 900 2>&1 |
+        tee "$log"
+}
+# ctest_asan DIR LOG: the same under the sanitizers' run-time options (leak checking on).
+ctest_asan() {
+    local -x ASAN_OPTIONS="detect_leaks=1:detect_stack_use_after_return=1:strict_string_checks=1:check_initialization_order=1"
+    local -x LSAN_OPTIONS="suppressions=$root/tests/sanitizers/lsan.supp:print_suppressions=0"
+    local -x UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+    ctest_run "$@"
+}
+ctest_counts() {
+    local line
+    line="$(grep -E '[0-9]+% tests passed, [0-9]+ tests? failed out of [0-9]+' "$1" 2>/dev/null |
+        tail -n 1 || true)"
+    if [[ "$line" =~ ([0-9]+)\ tests?\ failed\ out\ of\ ([0-9]+) ]]; then
+        printf '%d/%d passed' "$((BASH_REMATCH[2] - BASH_REMATCH[1]))" "${BASH_REMATCH[2]}"
+    else
+        printf 'no ctest summary'
+    fi
+}
+
+format_check() {
+    command -v clang-format-16 >/dev/null 2>&1 || {
+        echo "clang-format-16 not found (scripts/install-deps.sh installs it)" >&2
+        return 1
+    }
+    local files=()
+    while IFS= read -r -d '' f; do
+        files+=("$f")
+    done < <(find engine jobs tests bench \
+        \( -name node_modules -o -name 'build*' -o -name __pycache__ \) -prune -o \
+        -type f \( -name '*.c' -o -name '*.h' \) -print0 2>/dev/null | sort -z)
+    if ((${#files[@]} == 0)); then
+        echo "no C sources found" >&2
+        return 1
+    fi
+    local out rc=0
+    out="$(clang-format-16 --dry-run --Werror "${files[@]}" 2>&1)" || rc=$?
+    if ((rc != 0)); then
+        printf '%s\n' "$out" | head -n 60
+        local bad
+        bad="$(printf '%s\n' "$out" | grep -oE '^[^:]+\.[ch]:[0-9]+:[0-9]+: error' |
+            cut -d: -f1 | sort -u)"
+        echo "clang-format-16: $(printf '%s\n' "$bad" | grep -c . || true) of ${#files[@]} file(s) need formatting:"
+        printf '%s\n' "$bad" | sed 's/^/  /'
+        echo "fix with: clang-format-16 -i FILE..."
+        return 1
+    fi
+    echo "clang-format-16: ${#files[@]} file(s) formatted"
+}
+
+# --- environment for the test processes -----------------------------------------------------
+if [[ -n "${CI:-}" ]]; then
+    export CMOCKA_MESSAGE_OUTPUT=TAP
+fi
+if ((EUID == 0)); then
+    # CI runs as root; OpenMPI's mpirun refuses root without these (tests/mpi).
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
+export OMPI_MCA_rmaps_base_oversubscribe=1 # 2-core machines, tests with more ranks
+export PYTHONDONTWRITEBYTECODE=1
+
+# --- stages ------------------------------------------------------------------------------------
+if ! stage deps bash scripts/install-deps.sh; then
+    say "summary: FAILED: dependencies could not be installed ($((SECONDS - t_start)) s)"
+    exit 1
+fi
+
+release_tests="skipped"
+if stage release-configure cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release; then
+    if stage release-build cmake --build build/release -j "$build_jobs"; then
+        stage release-ctest ctest_run build/release build/release/test.sh-ctest.log || true
+        release_tests="$(ctest_counts build/release/test.sh-ctest.log)"
+    else
+        skip release-ctest "build failed"
+    fi
+else
+    skip release-build "configure failed"
+    skip release-ctest "configure failed"
+fi
+
+asan_tests="skipped"
+if stage asan-configure cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=Debug -DSM_SANITIZE=ON; then
+    if stage asan-build cmake --build build/asan -j "$build_jobs"; then
+        stage asan-ctest ctest_asan build/asan build/asan/test.sh-ctest.log || true
+        asan_tests="$(ctest_counts build/asan/test.sh-ctest.log)"
+    else
+        skip asan-ctest "build failed"
+    fi
+else
+    skip asan-build "configure failed"
+    skip asan-ctest "configure failed"
+fi
+
+stage checksrc scripts/checksrc || true
+stage format format_check || true
+
+# --- summary -----------------------------------------------------------------------------------
+say "stages:"
+for r in "${results[@]}"; do
+    say "  $r"
+done
+elapsed=$((SECONDS - t_start))
+if ((failed == 0)); then
+    say "summary: PASSED: release ctest $release_tests, asan ctest $asan_tests, checksrc ok, format ok ($elapsed s)"
+    exit 0
+fi
+say "summary: FAILED: $failed stage(s) failed; release ctest $release_tests, asan ctest $asan_tests ($elapsed s)"
+exit 1
