@@ -47,7 +47,7 @@ int sm_cmd_info(int argc, char **argv)
             sm_err_where(&err, "info");
             st = err.status;
         }
-        free(text);
+        sm_json_free_text(text);
     }
     json_decref(desc);
     sm_store_close(store);

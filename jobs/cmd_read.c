@@ -2,7 +2,7 @@
  * the array's dtype in C order (SPEC §4). The output is written to a temporary name and renamed
  * on success, so a failed read leaves no partial file. --repeat and --stats serve the W3
  * benchmark: read_ns times sm_array_read_region alone, the metadata open is outside it. */
-#include "shardmill/sm_config.h"
+#include <shardmill/sm_config.h>
 
 #include "jobs.h"
 
@@ -114,14 +114,14 @@ static sm_status write_stats(const char *path, const struct sm_array *a, const u
                                   (json_int_t)as.inner_chunks_read, "inner_missing",
                                   (json_int_t)as.inner_chunks_missing));
     json_object_set_new(o, "peak_rss_bytes", json_integer((json_int_t)sm_peak_rss_bytes()));
-    char *text = json_dumps(o, JSON_INDENT(2));
+    char *text = sm_json_dumps(o, JSON_INDENT(2));
     json_decref(o);
     sm_status st = SM_OK;
     if (text == NULL) {
         st = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__, "cannot format statistics");
     } else {
         st = write_output(path, (const uint8_t *)text, strlen(text), err);
-        free(text);
+        sm_json_free_text(text);
     }
     return st;
 }
@@ -207,10 +207,11 @@ int sm_cmd_read(int argc, char **argv)
     if (st == SM_OK) {
         const struct sm_array_meta *m = sm_array_meta(a);
         if ((offset.set && offset.n != m->ndim) || (shape.set && shape.n != m->ndim)) {
+            const unsigned ndim = m->ndim; /* m dies with the array */
             sm_array_close(a);
             sm_store_close(store);
             return sm_usage_error("read", "--offset and --shape need %u values for this array",
-                                  m->ndim);
+                                  ndim);
         }
         uint64_t n = sm_dtype_size(m->dtype);
         for (unsigned d = 0; d < m->ndim; d++) {

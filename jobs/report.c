@@ -1,6 +1,6 @@
 /* JSON reports (SPEC §7): building blocks shared by the jobs, and an atomic writer that also
  * renders unsigned 64-bit values (weighted checksums) exactly, which jansson cannot hold. */
-#include "shardmill/sm_config.h"
+#include <shardmill/sm_config.h>
 
 #include "report.h"
 
@@ -83,7 +83,7 @@ sm_status sm_report_write(const char *path, json_t *report, struct sm_err *err)
     }
     if (strcmp(path, "-") == 0) {
         int ok = puts(text) >= 0 && fflush(stdout) == 0;
-        free(text);
+        sm_json_free_text(text);
         if (!ok) {
             SM_FAIL(err, SM_E_IO, "cannot write the report to standard output");
         }
@@ -105,7 +105,7 @@ sm_status sm_report_write(const char *path, json_t *report, struct sm_err *err)
             unlink(tmp);
         }
     }
-    free(text);
+    sm_json_free_text(text);
     if (st != SM_OK) {
         sm_err_where(err, "%s", path);
     }

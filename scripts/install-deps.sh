@@ -24,9 +24,11 @@ packages=(
 
 # Node.js and npm: a machine may carry them outside Debian's packages (e.g. node 20 + npm 11 in
 # /usr/bin or /usr/local/bin); only when a command does not work do we fall back to Debian's.
-node_note="node $(node --version 2>/dev/null || echo missing), npm $(npm --version 2>/dev/null || echo missing)"
-node --version >/dev/null 2>&1 || packages+=(nodejs)
-npm --version >/dev/null 2>&1 || packages+=(npm)
+node_ver="$(node --version 2>/dev/null || true)"
+npm_ver="$(npm --version 2>/dev/null || true)"
+[[ -n "$node_ver" ]] || packages+=(nodejs)
+[[ -n "$npm_ver" ]] || packages+=(npm)
+node_note="node ${node_ver:-missing}, npm ${npm_ver:-missing}"
 
 command -v dpkg-query >/dev/null 2>&1 || die "dpkg-query not found: this script targets Debian 12"
 

@@ -14,9 +14,10 @@ struct sm_array {
     char *prefix;           /* node path with a trailing '/', or "" for the store root */
     struct sm_array_meta *meta;
     struct sm_array_opts opts;
-    size_t elem;      /* bytes per element */
-    size_t chunk_len; /* decoded bytes of one stored object (chunk or whole shard) */
-    size_t unit_len;  /* decoded bytes of the largest unit a read decodes (innermost chunk) */
+    size_t elem;        /* bytes per element */
+    size_t chunk_len;   /* decoded bytes of one stored object (chunk or whole shard) */
+    size_t unit_len;    /* decoded bytes of the largest unit a read decodes (innermost chunk) */
+    size_t encoded_len; /* exact encoded bytes of a stored object when the chain fixes it, else 0 */
     const struct sm_shard_codec *shard; /* non-NULL when shards are read by range */
     struct sm_index_cache *icache;      /* NULL when disabled */
     atomic_uint_fast64_t chunks_read, chunks_missing, inner_read, inner_missing;

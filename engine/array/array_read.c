@@ -89,7 +89,8 @@ static sm_status read_chunk(struct sm_array *a, const char *key, const uint64_t 
     const struct sm_array_meta *m = a->meta;
     bool found;
     uint64_t t = sm_clock_ns();
-    SM_TRY(sm_store_get(a->store, key, sm_range_all(), SM_IO_PAYLOAD, &bufs->enc, &found, err));
+    SM_TRY(sm_store_get(a->store, key, sm_range_all_expect(a->encoded_len), SM_IO_PAYLOAD,
+                        &bufs->enc, &found, err));
     t = sm_array_lap(&a->fetch_ns, t);
     if (!found) {
         atomic_fetch_add_explicit(&a->chunks_missing, 1, memory_order_relaxed);

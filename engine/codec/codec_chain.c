@@ -217,6 +217,12 @@ sm_status sm_codec_chain_new(const struct json_t *codecs, const struct sm_repr *
     return sm_codec_chain_new_at(codecs, chunk, 0, out, err);
 }
 
+size_t sm_codec_chain_encoded_len(const struct sm_codec_chain *c)
+{
+    const size_t len = c->n > 0 ? c->stages[c->n - 1].enc.len : c->repr.len;
+    return len == SM_LEN_VARIABLE ? 0 : len;
+}
+
 const struct sm_repr *sm_codec_chain_repr(const struct sm_codec_chain *c)
 {
     return &c->repr;

@@ -42,3 +42,11 @@ char *sm_json_dumps(const json_t *j, size_t flags)
     *w = '\0';
     return text;
 }
+
+void sm_json_free_text(char *text)
+{
+    json_malloc_t m;
+    json_free_t release;
+    json_get_alloc_funcs(&m, &release);
+    release(text);
+}

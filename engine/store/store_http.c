@@ -4,12 +4,15 @@
  * matches what was asked (or a 200 with the whole object, sliced). Response buffers are reserved
  * from Content-Length or the known range size; a body that is longer or shorter than announced is
  * never decoded. 404 is "not found"; 5xx, 429, resets, truncation and timeouts are retried with
- * exponential backoff and jitter (docs/internals/http-retries.md). TLS verification stays on. */
+ * exponential backoff and jitter (docs/internals/http-retries.md). TLS verification stays on.
+ * libcurl is loaded with dlopen when the first HTTP store opens: its ~25 dependent libraries would
+ * otherwise cost every process about 8 ms of dynamic loading, HTTP or not (measured in W3). */
 #include "shardmill/sm_config.h"
 
 #include "shardmill/store.h"
 
 #include <curl/curl.h>
+#include <dlfcn.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -20,6 +23,22 @@
 
 #include "shardmill/alloc.h"
 #include "shardmill/clock.h"
+
+/* The libcurl entry points used here, resolved once by dlsym. */
+static struct {
+    CURLcode (*global_init)(long flags);
+    CURL *(*easy_init)(void);
+    void (*easy_cleanup)(CURL *h);
+    void (*easy_reset)(CURL *h);
+    CURLcode (*easy_setopt)(CURL *h, CURLoption opt, ...);
+    CURLcode (*easy_perform)(CURL *h);
+    CURLcode (*easy_getinfo)(CURL *h, CURLINFO info, ...);
+    const char *(*easy_strerror)(CURLcode code);
+    CURLSH *(*share_init)(void);
+    CURLSHcode (*share_setopt)(CURLSH *sh, CURLSHoption opt, ...);
+    CURLSHcode (*share_cleanup)(CURLSH *sh);
+} curl;
+static char curl_load_error[200];
 
 struct http_store {
     struct sm_store base;
@@ -79,7 +98,7 @@ static CURL *borrow(struct http_store *hs)
     }
     pthread_mutex_unlock(&hs->pool_mu);
     if (h == NULL) {
-        h = curl_easy_init();
+        h = curl.easy_init();
     }
     return h;
 }
@@ -92,7 +111,7 @@ static void give_back(struct http_store *hs, CURL *h)
         CURL **p = sm_realloc(hs->pool, cap * sizeof(*p));
         if (p == NULL) {
             pthread_mutex_unlock(&hs->pool_mu);
-            curl_easy_cleanup(h);
+            curl.easy_cleanup(h);
             return;
         }
         hs->pool = p;
@@ -156,7 +175,7 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *user)
     if (!x->started) { /* first body bytes: decide what they are and size the buffer once */
         x->started = true;
         long code = 0;
-        curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &code);
+        curl.easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &code);
         x->keep = code == 200 || code == 206;
         if (x->keep && (code == 200 || !x->have_expect)) {
             /* the whole object (a server may ignore Range): its size is the Content-Length */
@@ -244,7 +263,7 @@ static enum outcome judge(struct http_store *hs, struct xfer *x, CURLcode cc, lo
         return RETRY;
     }
     if (cc != CURLE_OK) {
-        sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "%s", curl_easy_strerror(cc));
+        sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "%s", curl.easy_strerror(cc));
         sm_err_cause(err, "curl", (int)cc);
         switch (cc) {
         case CURLE_COULDNT_CONNECT:
@@ -332,29 +351,29 @@ static void set_range(CURL *h, struct sm_range r, char *buf, size_t cap)
 {
     if (r.kind == SM_RANGE_SPAN) {
         snprintf(buf, cap, "%" PRIu64 "-%" PRIu64, r.offset, r.offset + r.len - 1);
-        curl_easy_setopt(h, CURLOPT_RANGE, buf);
+        curl.easy_setopt(h, CURLOPT_RANGE, buf);
     } else if (r.kind == SM_RANGE_SUFFIX) {
         snprintf(buf, cap, "-%" PRIu64, r.len);
-        curl_easy_setopt(h, CURLOPT_RANGE, buf);
+        curl.easy_setopt(h, CURLOPT_RANGE, buf);
     } else {
-        curl_easy_setopt(h, CURLOPT_RANGE, NULL);
+        curl.easy_setopt(h, CURLOPT_RANGE, NULL);
     }
 }
 
 static void common_opts(struct http_store *hs, CURL *h)
 {
-    curl_easy_setopt(h, CURLOPT_SHARE, hs->share);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
-    curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, hs->opts.connect_timeout_ms);
-    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, hs->opts.low_speed_bytes);
-    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, hs->opts.low_speed_time_s);
-    curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, hs->opts.verify_tls ? 1L : 0L);
-    curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, hs->opts.verify_tls ? 2L : 0L);
-    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
-    curl_easy_setopt(h, CURLOPT_MAXREDIRS, 5L);
-    curl_easy_setopt(h, CURLOPT_USERAGENT, "shardmill");
+    curl.easy_setopt(h, CURLOPT_SHARE, hs->share);
+    curl.easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl.easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl.easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
+    curl.easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, hs->opts.connect_timeout_ms);
+    curl.easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, hs->opts.low_speed_bytes);
+    curl.easy_setopt(h, CURLOPT_LOW_SPEED_TIME, hs->opts.low_speed_time_s);
+    curl.easy_setopt(h, CURLOPT_SSL_VERIFYPEER, hs->opts.verify_tls ? 1L : 0L);
+    curl.easy_setopt(h, CURLOPT_SSL_VERIFYHOST, hs->opts.verify_tls ? 2L : 0L);
+    curl.easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
+    curl.easy_setopt(h, CURLOPT_MAXREDIRS, 5L);
+    curl.easy_setopt(h, CURLOPT_USERAGENT, "shardmill");
 }
 
 /* base + "/" + key, percent-encoding every key byte outside RFC 3986 "unreserved" and '/': a key
@@ -426,18 +445,18 @@ static sm_status request(struct http_store *hs, const char *key, struct sm_range
                 break;
             }
         }
-        curl_easy_reset(h);
+        curl.easy_reset(h);
         common_opts(hs, h);
-        curl_easy_setopt(h, CURLOPT_URL, url);
-        curl_easy_setopt(h, CURLOPT_NOBODY, head ? 1L : 0L);
-        curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
-        curl_easy_setopt(h, CURLOPT_HEADERDATA, &x);
-        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-        curl_easy_setopt(h, CURLOPT_WRITEDATA, &x);
+        curl.easy_setopt(h, CURLOPT_URL, url);
+        curl.easy_setopt(h, CURLOPT_NOBODY, head ? 1L : 0L);
+        curl.easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+        curl.easy_setopt(h, CURLOPT_HEADERDATA, &x);
+        curl.easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+        curl.easy_setopt(h, CURLOPT_WRITEDATA, &x);
         set_range(h, r, range, sizeof(range));
-        CURLcode cc = curl_easy_perform(h);
+        CURLcode cc = curl.easy_perform(h);
         long code = 0;
-        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+        curl.easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
         if (head && cc == CURLE_OK && (code == 200 || code == 204)) {
             *found = true;
             *objsize = x.have_clen ? x.clen : UINT64_MAX;
@@ -495,11 +514,11 @@ static void http_close(struct sm_store *s)
 {
     struct http_store *hs = hs_of(s);
     for (size_t i = 0; i < hs->npool; i++) {
-        curl_easy_cleanup(hs->pool[i]);
+        curl.easy_cleanup(hs->pool[i]);
     }
     sm_free(hs->pool);
     if (hs->share != NULL) {
-        curl_share_cleanup(hs->share);
+        curl.share_cleanup(hs->share);
     }
     for (int i = 0; i < CURL_LOCK_DATA_LAST; i++) {
         pthread_mutex_destroy(&hs->share_mu[i]);
@@ -520,9 +539,40 @@ static const struct sm_store_ops http_ops = {
 };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+
+/* Loads libcurl and resolves every entry point, or records why not (curl.easy_init stays NULL). */
 static void curl_init_once(void)
 {
-    curl_global_init(CURL_GLOBAL_DEFAULT);
+    void *lib = dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
+    if (lib == NULL) {
+        snprintf(curl_load_error, sizeof(curl_load_error), "%s", dlerror());
+        return;
+    }
+    struct {
+        const char *name;
+        void **slot;
+    } syms[] = {
+        {"curl_global_init", (void **)&curl.global_init},
+        {"curl_easy_cleanup", (void **)&curl.easy_cleanup},
+        {"curl_easy_reset", (void **)&curl.easy_reset},
+        {"curl_easy_setopt", (void **)&curl.easy_setopt},
+        {"curl_easy_perform", (void **)&curl.easy_perform},
+        {"curl_easy_getinfo", (void **)&curl.easy_getinfo},
+        {"curl_easy_strerror", (void **)&curl.easy_strerror},
+        {"curl_share_init", (void **)&curl.share_init},
+        {"curl_share_setopt", (void **)&curl.share_setopt},
+        {"curl_share_cleanup", (void **)&curl.share_cleanup},
+        {"curl_easy_init", (void **)&curl.easy_init}, /* last: non-NULL means all loaded */
+    };
+    for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
+        *syms[i].slot = dlsym(lib, syms[i].name);
+        if (*syms[i].slot == NULL) {
+            snprintf(curl_load_error, sizeof(curl_load_error), "libcurl has no %s", syms[i].name);
+            curl.easy_init = NULL;
+            return;
+        }
+    }
+    curl.global_init(CURL_GLOBAL_DEFAULT);
 }
 
 sm_status sm_store_http_open(const char *url, const struct sm_http_opts *opts,
@@ -530,6 +580,13 @@ sm_status sm_store_http_open(const char *url, const struct sm_http_opts *opts,
 {
     *out = NULL;
     pthread_once(&curl_once, curl_init_once);
+    if (curl.easy_init == NULL) {
+        sm_err_set(err, SM_E_IO, __FILE__, __LINE__,
+                   "HTTP stores need libcurl (libcurl.so.4, Debian package libcurl4): %s",
+                   curl_load_error);
+        sm_err_where(err, "%s", url);
+        return err->status;
+    }
     struct http_store *hs = sm_calloc(1, sizeof(*hs));
     size_t n = strlen(url);
     while (n > 0 && url[n - 1] == '/') {
@@ -552,18 +609,18 @@ sm_status sm_store_http_open(const char *url, const struct sm_http_opts *opts,
     pthread_mutex_init(&hs->pool_mu, NULL);
     hs->pool = sm_calloc(8, sizeof(*hs->pool)); /* up front: a first get must not grow state */
     hs->cap = hs->pool != NULL ? 8 : 0;
-    hs->share = curl_share_init();
+    hs->share = curl.share_init();
     if (hs->share == NULL) {
         http_close(&hs->base);
         sm_free(u);
         SM_FAIL(err, SM_E_NOMEM, "cannot create a curl share handle");
     }
-    curl_share_setopt(hs->share, CURLSHOPT_LOCKFUNC, share_lock);
-    curl_share_setopt(hs->share, CURLSHOPT_UNLOCKFUNC, share_unlock);
-    curl_share_setopt(hs->share, CURLSHOPT_USERDATA, hs);
-    curl_share_setopt(hs->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT);
-    curl_share_setopt(hs->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
-    curl_share_setopt(hs->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
+    curl.share_setopt(hs->share, CURLSHOPT_LOCKFUNC, share_lock);
+    curl.share_setopt(hs->share, CURLSHOPT_UNLOCKFUNC, share_unlock);
+    curl.share_setopt(hs->share, CURLSHOPT_USERDATA, hs);
+    curl.share_setopt(hs->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT);
+    curl.share_setopt(hs->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
+    curl.share_setopt(hs->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
     *out = &hs->base;
     return SM_OK;
 }

@@ -113,8 +113,7 @@ static int read_env(void)
     FILE *f = fopen(port_file, "r");
     unsigned port = 0;
     if (f == NULL || fscanf(f, "%u", &port) != 1 || port == 0 || port > 65535) {
-        fprintf(stderr, "cannot read a port from %s (is the nginx fixture running?)\n",
-                port_file);
+        fprintf(stderr, "cannot read a port from %s (is the nginx fixture running?)\n", port_file);
         if (f != NULL) {
             fclose(f);
         }

@@ -85,6 +85,10 @@ sm_status sm_codec_chain_decode_view(const struct sm_codec_chain *c, struct sm_b
 sm_status sm_codec_chain_encode(const struct sm_codec_chain *c, struct sm_bytes in,
                                 struct sm_buf *out, struct sm_scratch *scratch, struct sm_err *err);
 
+/* The exact encoded size of every chunk when the chain fixes it (bytes, transpose, crc32c only),
+ * else 0. */
+size_t sm_codec_chain_encoded_len(const struct sm_codec_chain *c);
+
 /* The chunk representation the chain was prepared for. */
 const struct sm_repr *sm_codec_chain_repr(const struct sm_codec_chain *c);
 

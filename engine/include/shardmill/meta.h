@@ -80,8 +80,10 @@ struct json_t *sm_meta_describe(const struct sm_array_meta *m);
  * held as the marked string "\u0001u64:<digits>", which sm_json_dumps() renders as the bare
  * number. Use both for every JSON document shardmill prints (info, reports, markers). */
 struct json_t *sm_json_u64(uint64_t v);
-/* json_dumps(j, flags) with marked values unmarked; free() the result (jansson's allocator). */
+/* json_dumps(j, flags) with marked values unmarked; release with sm_json_free_text(). */
 char *sm_json_dumps(const struct json_t *j, size_t flags);
+/* Releases text from sm_json_dumps or json_dumps with jansson's configured allocator. */
+void sm_json_free_text(char *text);
 
 /* The fill value as JSON the way Zarr v3 writes it ("NaN", "Infinity", numbers, bools; a NaN
  * with a non-canonical payload as its hex bit pattern "0x..."; null if fill_is_null). A uint64

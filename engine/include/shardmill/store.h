@@ -15,7 +15,8 @@
 #include "shardmill/status.h"
 
 enum sm_range_kind {
-    SM_RANGE_ALL,    /* the whole object */
+    SM_RANGE_ALL,    /* the whole object; len, if not 0, is the size the caller expects (a hint
+                        that lets the file store skip its fstat; the result is still exact) */
     SM_RANGE_SPAN,   /* [offset, offset + len) */
     SM_RANGE_SUFFIX, /* the last len bytes */
 };
@@ -28,6 +29,11 @@ struct sm_range {
 static inline struct sm_range sm_range_all(void)
 {
     struct sm_range r = {SM_RANGE_ALL, 0, 0};
+    return r;
+}
+static inline struct sm_range sm_range_all_expect(uint64_t expected_len)
+{
+    struct sm_range r = {SM_RANGE_ALL, 0, expected_len};
     return r;
 }
 static inline struct sm_range sm_range_span(uint64_t offset, uint64_t len)

@@ -250,7 +250,7 @@ static inline int wt_trees_differ(const char *a, const char *b)
             diff |= S_ISDIR(sb.st_mode) ? wt_trees_differ(pa, pb) : 1;
             continue;
         }
-        size_t la, lb;
+        size_t la = 0, lb = 0;
         uint8_t *ba = wt_slurp(pa, &la), *bb = wt_slurp(pb, &lb);
         if (ba == NULL || bb == NULL || la != lb || memcmp(ba, bb, la) != 0) {
             printf("differs: %s\n", pa);
