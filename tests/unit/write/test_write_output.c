@@ -60,7 +60,7 @@ static void check_reads_back(const char *name, const struct sm_output_spec *s)
     struct sm_err err;
     sm_err_clear(&err);
     struct wt_pattern p = wt_pattern_of(s, 1000);
-    size_t len;
+    size_t len = 0;
     uint8_t *ref = wt_reference(&p, &len);
     uint8_t *got = wt_read_back(dir, len, &err);
     if (got == NULL) {
@@ -109,7 +109,7 @@ static void test_output_fill_only_shards_are_written(void **state)
     snprintf(c, sizeof(c), "%s/c", dir);
     assert_int_equal(wt_count_files(c, ""), 4);
     snprintf(c, sizeof(c), "%s/c/1/0/1", dir);
-    size_t len;
+    size_t len = 0;
     uint8_t *b = wt_slurp(c, &len);
     assert_non_null(b);
     assert_int_equal(len, 16 * 16 + 4); /* the index alone */
@@ -405,7 +405,7 @@ static void test_output_resume_rewrites_only_damaged_shards(void **state)
     snprintf(p, sizeof(p), "%s/c/0/1/0", dir);
     assert_int_equal(truncate(p, 10), 0);
     snprintf(p, sizeof(p), "%s/c/1/2/1", dir);
-    size_t len;
+    size_t len = 0;
     uint8_t *b = wt_slurp(p, &len);
     b[len / 2] ^= 0x40;
     assert_int_equal(sm_test_write_file(p, b, len), 0);

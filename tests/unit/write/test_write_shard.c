@@ -58,7 +58,7 @@ static size_t round_trip(struct fixture *f, uint64_t shard, struct sm_buf *enc)
 {
     struct sm_err err;
     sm_err_clear(&err);
-    size_t len;
+    size_t len = 0;
     uint8_t *v = shard_values(f, shard, &len);
     assert_ok(sm_writer_encode_shard(f->w, shard, sm_bytes_of(v, len), enc, f->ws, &err), &err);
     struct sm_buf dec = SM_BUF_INIT;
@@ -188,7 +188,7 @@ static void test_shard_encoding_is_deterministic(void **state)
     sm_err_clear(&err);
     assert_ok(sm_write_scratch_new(&other, &err), &err);
     for (uint64_t i = 0; i < sm_writer_nshards(f.w); i++) {
-        size_t len;
+        size_t len = 0;
         uint8_t *v = shard_values(&f, i, &len);
         struct sm_buf a = SM_BUF_INIT, b = SM_BUF_INIT, c = SM_BUF_INIT;
         assert_ok(sm_writer_encode_shard(f.w, i, sm_bytes_of(v, len), &a, f.ws, &err), &err);

@@ -95,7 +95,7 @@ static void test_verify_detects_a_flipped_byte(void **state)
     fresh("flip.zarr");
     char p[4096];
     file_of(p, sizeof(p), "c/2/1/0");
-    size_t len;
+    size_t len = 0;
     uint8_t *b = wt_slurp(p, &len);
     b[3] ^= 1;
     assert_int_equal(sm_test_write_file(p, b, len), 0);
@@ -129,7 +129,7 @@ static void test_verify_detects_an_altered_zarr_json(void **state)
     fresh("zj.zarr");
     char p[4096];
     file_of(p, sizeof(p), "zarr.json");
-    size_t len;
+    size_t len = 0;
     uint8_t *b = wt_slurp(p, &len);
     uint8_t *c = malloc(len + 2);
     memcpy(c, b, len);
@@ -148,7 +148,7 @@ static void test_verify_detects_a_bad_marker(void **state)
     fresh("badmarker.zarr");
     char p[4096];
     file_of(p, sizeof(p), "shardmill.complete.json");
-    size_t len;
+    size_t len = 0;
     uint8_t *b = wt_slurp(p, &len);
     assert_int_equal(sm_test_write_file(p, b, len / 2), 0); /* torn */
     expect_one("shardmill.complete.json", "malformed JSON");
