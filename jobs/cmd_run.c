@@ -52,9 +52,12 @@ int sm_cmd_run(int argc, char **argv)
     case SM_JOB_CONVERT:
         st = sm_job_convert(&c, path, &err);
         break;
+    case SM_JOB_INGEST:
+        st = sm_job_ingest(&c, path, &err);
+        break;
     default:
         sm_err_set(&err, SM_E_USAGE, __FILE__, __LINE__,
-                   "this job is not available in this version (scan and convert are)");
+                   "this job is not available in this version (scan, convert and ingest are)");
         sm_err_where(&err, "%s: job", pos[0]);
         st = err.status;
         break;

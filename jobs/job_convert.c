@@ -202,51 +202,6 @@ static sm_status make_norm(const struct sm_job_config *c, const struct sm_hist *
     return SM_OK;
 }
 
-static sm_status output_spec(const struct sm_job_config *c, const struct sm_scan_setup *su,
-                             unsigned nd, const json_t *attrs, struct sm_output_spec *spec,
-                             struct sm_err *err)
-{
-    const struct sm_output_spec defaults = SM_OUTPUT_SPEC_DEFAULTS;
-    *spec = defaults;
-    spec->ndim = nd;
-    memcpy(spec->shape, su->shape, nd * sizeof(uint64_t));
-    spec->sharded = !(c->output.shard.set && c->output.shard.n == 0);
-    if (c->output.shard.set && c->output.shard.n != 0) {
-        if (c->output.shard.n != nd) {
-            sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "has %u values, the ROI has %u",
-                       c->output.shard.n, nd);
-            sm_err_where(err, "output.shard");
-            return err->status;
-        }
-        memcpy(spec->shard, c->output.shard.v, nd * sizeof(uint64_t));
-    } else if (nd != 3) {
-        sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
-                   "the default layout is 3-D; set output.shard and output.chunk for %u-D data",
-                   nd);
-        sm_err_where(err, "output.shard");
-        return err->status;
-    }
-    if (c->output.chunk.set) {
-        if (c->output.chunk.n != nd) {
-            sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "has %u values, the ROI has %u",
-                       c->output.chunk.n, nd);
-            sm_err_where(err, "output.chunk");
-            return err->status;
-        }
-        memcpy(spec->chunk, c->output.chunk.v, nd * sizeof(uint64_t));
-    }
-    spec->codec = c->output.codec != NULL ? c->output.codec : "zstd";
-    spec->level = (int)c->output.codec_level;
-    spec->attributes = attrs;
-    if (c->output.dtype != NULL && strcmp(c->output.dtype, "float32") != 0) {
-        sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
-                   "convert writes float32 (the SPEC §5 normalization); got '%s'", c->output.dtype);
-        sm_err_where(err, "output.dtype");
-        return err->status;
-    }
-    return SM_OK;
-}
-
 static void print_summary(const struct sm_job_config *c, const struct sm_scan_result *r,
                           const struct sm_norm *nm, const char *out_path, double total_ms)
 {
@@ -287,11 +242,7 @@ sm_status sm_job_convert(const struct sm_job_config *c, const char *report_path,
     struct convert cv = {0};
     uint8_t *keep = NULL;
     json_t *attrs = NULL;
-    const struct sm_output_opts oopts = {
-        c->output.exists == SM_EXISTS_RESUME      ? SM_OUTPUT_EXISTS_RESUME
-        : c->output.exists == SM_EXISTS_OVERWRITE ? SM_OUTPUT_EXISTS_OVERWRITE
-                                                  : SM_OUTPUT_EXISTS_ERROR,
-        c->output.fsync ? SM_OUTPUT_SYNC_FSYNC : SM_OUTPUT_SYNC_NONE, NULL};
+    const struct sm_output_opts oopts = sm_job_output_opts(c);
     /* Refuse an existing output before any expensive work. */
     SM_TRY(sm_output_open(c->output.path, &oopts, &out, err));
     sm_status st = sm_job_open_input(c, &store, &a, err);
@@ -321,7 +272,13 @@ sm_status sm_job_convert(const struct sm_job_config *c, const char *report_path,
     struct sm_output_spec spec;
     if (st == SM_OK) {
         attrs = provenance(c, &su, &r, &nm, m->ndim);
-        st = output_spec(c, &su, m->ndim, attrs, &spec, err);
+        st = sm_job_output_spec(c, m->ndim, su.shape, SM_DT_FLOAT32, attrs, &spec, err);
+    }
+    if (st == SM_OK && c->output.dtype != NULL && strcmp(c->output.dtype, "float32") != 0) {
+        sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
+                   "convert writes float32 (the SPEC §5 normalization); got '%s'", c->output.dtype);
+        sm_err_where(err, "output.dtype");
+        st = err->status;
     }
     if (st == SM_OK) {
         st = sm_writer_new(&spec, &w, err);

@@ -5,6 +5,8 @@
 #include <jansson.h>
 #include <string.h>
 
+#include <shardmill/write.h>
+
 #include "report.h"
 
 sm_status sm_job_open_input(const struct sm_job_config *c, struct sm_store **store,
@@ -111,5 +113,55 @@ json_t *sm_job_input_json(const struct sm_job_config *c, const struct sm_array_m
         json_object_set_new(o, "chunks", sm_json_dims(m->chunk_shape, m->ndim));
         json_object_set_new(o, "shards", json_null());
     }
+    return o;
+}
+
+sm_status sm_job_output_spec(const struct sm_job_config *c, unsigned nd, const uint64_t *shape,
+                             enum sm_dtype dtype, const json_t *attrs, struct sm_output_spec *spec,
+                             struct sm_err *err)
+{
+    const struct sm_output_spec defaults = SM_OUTPUT_SPEC_DEFAULTS;
+    *spec = defaults;
+    spec->ndim = nd;
+    memcpy(spec->shape, shape, nd * sizeof(uint64_t));
+    spec->dtype = dtype;
+    spec->sharded = !(c->output.shard.set && c->output.shard.n == 0);
+    if (c->output.shard.set && c->output.shard.n != 0) {
+        if (c->output.shard.n != nd) {
+            sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
+                       "has %u values, the output has %u dimensions", c->output.shard.n, nd);
+            sm_err_where(err, "output.shard");
+            return err->status;
+        }
+        memcpy(spec->shard, c->output.shard.v, nd * sizeof(uint64_t));
+    } else if (nd != 3) {
+        sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
+                   "the default layout is 3-D; set output.shard and output.chunk for %u-D data",
+                   nd);
+        sm_err_where(err, "output.shard");
+        return err->status;
+    }
+    if (c->output.chunk.set) {
+        if (c->output.chunk.n != nd) {
+            sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
+                       "has %u values, the output has %u dimensions", c->output.chunk.n, nd);
+            sm_err_where(err, "output.chunk");
+            return err->status;
+        }
+        memcpy(spec->chunk, c->output.chunk.v, nd * sizeof(uint64_t));
+    }
+    spec->codec = c->output.codec != NULL ? c->output.codec : "zstd";
+    spec->level = (int)c->output.codec_level;
+    spec->attributes = attrs;
+    return SM_OK;
+}
+
+struct sm_output_opts sm_job_output_opts(const struct sm_job_config *c)
+{
+    struct sm_output_opts o = SM_OUTPUT_OPTS_DEFAULTS;
+    o.exists = c->output.exists == SM_EXISTS_RESUME      ? SM_OUTPUT_EXISTS_RESUME
+               : c->output.exists == SM_EXISTS_OVERWRITE ? SM_OUTPUT_EXISTS_OVERWRITE
+                                                         : SM_OUTPUT_EXISTS_ERROR;
+    o.sync = c->output.fsync ? SM_OUTPUT_SYNC_FSYNC : SM_OUTPUT_SYNC_NONE;
     return o;
 }

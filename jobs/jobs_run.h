@@ -6,6 +6,7 @@
 #include <shardmill/status.h>
 #include <shardmill/store.h>
 #include <shardmill/tile.h>
+#include <shardmill/write.h>
 
 #include "config.h"
 
@@ -30,6 +31,14 @@ struct sm_scan_setup {
 sm_status sm_job_scan_setup(const struct sm_job_config *c, const struct sm_array_meta *m,
                             struct sm_scan_setup *s, struct sm_err *err);
 
+/* The output layout of the config (output.shard, output.chunk, output.codec, defaults of SPEC §2)
+ * for an array of `shape` and `dtype`. SM_E_USAGE naming the key. */
+sm_status sm_job_output_spec(const struct sm_job_config *c, unsigned nd, const uint64_t *shape,
+                             enum sm_dtype dtype, const struct json_t *attrs,
+                             struct sm_output_spec *spec, struct sm_err *err);
+/* output.exists and output.fsync as writer options. */
+struct sm_output_opts sm_job_output_opts(const struct sm_job_config *c);
+
 /* The "input" object of a report. */
 struct json_t *sm_job_input_json(const struct sm_job_config *c, const struct sm_array_meta *m);
 
@@ -37,5 +46,6 @@ struct json_t *sm_job_input_json(const struct sm_job_config *c, const struct sm_
 sm_status sm_job_scan(const struct sm_job_config *c, const char *report_path, struct sm_err *err);
 sm_status sm_job_convert(const struct sm_job_config *c, const char *report_path,
                          struct sm_err *err);
+sm_status sm_job_ingest(const struct sm_job_config *c, const char *report_path, struct sm_err *err);
 
 #endif

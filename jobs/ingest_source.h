@@ -1,0 +1,37 @@
+/* Volume sources of the ingest job: a raw binary file (dtype, shape, byte order, header bytes) or
+ * a NIfTI-1 file (.nii, or .nii.gz decompressed into memory), read box by box as C-order native
+ * little-endian values. NIfTI stores x fastest, so [z, y, x] in C order is the file order. */
+#ifndef SM_JOBS_INGEST_SOURCE_H
+#define SM_JOBS_INGEST_SOURCE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <shardmill/dtype.h>
+#include <shardmill/status.h>
+
+#include "config.h"
+
+struct sm_volume {
+    enum sm_dtype dtype;
+    unsigned ndim;
+    uint64_t shape[SM_CFG_MAX_DIMS]; /* C order: [z, y, x] for 3-D */
+    bool swap;                       /* stored big-endian */
+    int fd;                          /* raw or .nii: read by pread; -1 for memory */
+    uint8_t *mem;                    /* .nii.gz: the decompressed file (owned) */
+    uint64_t mem_len;
+    uint64_t data_offset; /* first voxel byte in the file (or in mem) */
+    char format[8];       /* "raw" | "nifti" */
+    double pixdim[3];     /* NIfTI voxel size (x, y, z), 0 for raw */
+};
+
+/* Opens the configured input (input.format raw or nifti). SM_E_USAGE for a bad config,
+ * SM_E_DATA for a malformed or unsupported header (naming the field), SM_E_IO. */
+sm_status sm_volume_open(const struct sm_job_config *c, struct sm_volume *v, struct sm_err *err);
+void sm_volume_close(struct sm_volume *v);
+
+/* Reads the box [off, off + shape) as C-order little-endian values into out. Thread-safe. */
+sm_status sm_volume_read_box(const struct sm_volume *v, const uint64_t *off, const uint64_t *shape,
+                             void *out, struct sm_err *err);
+
+#endif
