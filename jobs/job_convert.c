@@ -42,33 +42,6 @@ struct convert {
     int nthreads;
 };
 
-/* SPEC §5 output checksums, row by row with the output's linear index. */
-static void checksum_rows(struct sm_checksums *c, unsigned nd, const uint64_t *stride,
-                          const uint64_t *off, const uint64_t *shape, const float *v)
-{
-    uint64_t base = 0, idx[SM_MAX_DIMS] = {0};
-    for (unsigned d = 0; d < nd; d++) {
-        base += off[d] * stride[d];
-    }
-    const size_t row = nd == 0 ? 1 : (size_t)shape[nd - 1];
-    for (;;) {
-        sm_checksums_add_run(c, SM_DT_FLOAT32, v, row, base);
-        v += row;
-        unsigned d = nd == 0 ? 0 : nd - 1;
-        while (d-- > 0) {
-            base += stride[d];
-            if (++idx[d] < shape[d]) {
-                break;
-            }
-            base -= stride[d] * shape[d];
-            idx[d] = 0;
-        }
-        if (d == (unsigned)-1) {
-            return;
-        }
-    }
-}
-
 /* The write driver's fill callback: the input values of the shard's box, normalized. */
 static sm_status fill_shard(void *user, int thread, uint64_t shard, const uint64_t *offset,
                             const uint64_t *shape, void *data, size_t len, struct sm_err *err)
@@ -97,7 +70,7 @@ static sm_status fill_shard(void *user, int thread, uint64_t shard, const uint64
     }
     const uint64_t t0 = sm_clock_ns();
     sm_normalize(&cv->norm, cv->in_dt, ts->in.ptr, n, data);
-    checksum_rows(&ts->sums, cv->nd, cv->ostride, offset, shape, data);
+    sm_checksums_add_box(&ts->sums, SM_DT_FLOAT32, data, cv->nd, cv->ostride, offset, shape);
     ts->norm_ns += sm_clock_ns() - t0;
     return SM_OK;
 }
@@ -226,11 +199,6 @@ static void print_summary(const struct sm_job_config *c, const struct sm_scan_re
     }
 }
 
-static double ms(uint64_t ns)
-{
-    return (double)ns / 1e6;
-}
-
 sm_status sm_job_convert(const struct sm_job_config *c, const char *report_path, struct sm_err *err)
 {
     const uint64_t t_start = sm_clock_ns();
@@ -313,13 +281,7 @@ sm_status sm_job_convert(const struct sm_job_config *c, const char *report_path,
     }
     if (st == SM_OK) {
         const struct sm_write_job job = {0, sm_writer_nshards(w), NULL, nthreads, fill_shard, &cv};
-        st = sm_write_shards(w, out, &job, &wr, err);
-    }
-    if (st == SM_OK) {
-        st = sm_output_flush(out, err);
-    }
-    if (st == SM_OK) {
-        st = sm_output_finish(out, err);
+        st = sm_job_write_output(w, out, &job, &wr, err);
     }
     const uint64_t t_total = sm_clock_ns() - t_start;
     struct sm_checksums osums = {0, 0};
@@ -362,12 +324,13 @@ sm_status sm_job_convert(const struct sm_job_config *c, const char *report_path,
         json_object_set_new(rep, "result", res);
         json_object_set_new(rep, "io", sm_json_io(store, &as));
         json_object_set_new(rep, "timing_ms",
-                            json_pack("{s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "total", ms(t_total),
-                                      "open", ms(t_open), "hydrate", ms(as.fetch_ns) / per,
-                                      "decode", ms(as.decode_ns) / per, "process",
-                                      ms(r.process_ns + norm_ns) / per, "allreduce", 0.0, "write",
-                                      ms(wr.encode_ns + wr.write_ns) / per + ms(os.sync_ns),
-                                      "scan_wall", ms(t_scan)));
+                            json_pack("{s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "total", sm_ms(t_total),
+                                      "open", sm_ms(t_open), "hydrate", sm_ms(as.fetch_ns) / per,
+                                      "decode", sm_ms(as.decode_ns) / per, "process",
+                                      sm_ms(r.process_ns + norm_ns) / per, "allreduce", 0.0,
+                                      "write",
+                                      sm_ms(wr.encode_ns + wr.write_ns) / per + sm_ms(os.sync_ns),
+                                      "scan_wall", sm_ms(t_scan)));
         json_object_set_new(rep, "memory",
                             json_pack("{s:o,s:b}", "peak_rss_bytes",
                                       sm_json_u64(sm_peak_rss_bytes()), "kept_input",
@@ -386,7 +349,7 @@ sm_status sm_job_convert(const struct sm_job_config *c, const char *report_path,
             st = sm_report_write(path, rep, err);
         }
         if (st == SM_OK && path != NULL && strcmp(path, "-") != 0) {
-            print_summary(c, &r, &nm, sm_output_path(out), ms(t_total));
+            print_summary(c, &r, &nm, sm_output_path(out), sm_ms(t_total));
         }
         json_decref(rep);
     }

@@ -30,29 +30,10 @@ static sm_status fill_shard(void *user, int thread, uint64_t shard, const uint64
     (void)len;
     struct ingest *in = user;
     SM_TRY(sm_volume_read_box(in->v, offset, shape, data, err));
-    /* SPEC §5 checksums of what was ingested, row by row with the array's linear index */
-    const unsigned nd = in->v->ndim;
-    const size_t elem = sm_dtype_size(in->v->dtype), row = (size_t)shape[nd - 1];
-    uint64_t idx[SM_CFG_MAX_DIMS] = {0};
-    const uint8_t *p = data;
-    for (;;) {
-        uint64_t base = 0;
-        for (unsigned d = 0; d < nd; d++) {
-            base += (offset[d] + idx[d]) * in->stride[d];
-        }
-        sm_checksums_add_run(&in->sums[thread], in->v->dtype, p, row, base);
-        p += row * elem;
-        unsigned d = nd - 1;
-        while (d-- > 0) {
-            if (++idx[d] < shape[d]) {
-                break;
-            }
-            idx[d] = 0;
-        }
-        if (d == (unsigned)-1) {
-            return SM_OK;
-        }
-    }
+    /* SPEC §5 checksums of what was ingested */
+    sm_checksums_add_box(&in->sums[thread], in->v->dtype, data, in->v->ndim, in->stride, offset,
+                         shape);
+    return SM_OK;
 }
 
 static json_t *source_json(const struct sm_job_config *c, const struct sm_volume *v)
@@ -112,13 +93,7 @@ sm_status sm_job_ingest(const struct sm_job_config *c, const char *report_path, 
     }
     if (st == SM_OK) {
         const struct sm_write_job job = {0, sm_writer_nshards(w), NULL, nthreads, fill_shard, &in};
-        st = sm_write_shards(w, out, &job, &wr, err);
-    }
-    if (st == SM_OK) {
-        st = sm_output_flush(out, err);
-    }
-    if (st == SM_OK) {
-        st = sm_output_finish(out, err);
+        st = sm_job_write_output(w, out, &job, &wr, err);
     }
     const double total_ms = (double)(sm_clock_ns() - t_start) / 1e6;
     if (st == SM_OK) {

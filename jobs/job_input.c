@@ -165,3 +165,12 @@ struct sm_output_opts sm_job_output_opts(const struct sm_job_config *c)
     o.sync = c->output.fsync ? SM_OUTPUT_SYNC_FSYNC : SM_OUTPUT_SYNC_NONE;
     return o;
 }
+
+sm_status sm_job_write_output(const struct sm_writer *w, struct sm_output *out,
+                              const struct sm_write_job *job, struct sm_write_result *res,
+                              struct sm_err *err)
+{
+    SM_TRY(sm_write_shards(w, out, job, res, err));
+    SM_TRY(sm_output_flush(out, err));
+    return sm_output_finish(out, err);
+}

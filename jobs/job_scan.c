@@ -24,11 +24,6 @@ static bool same_result(const struct sm_scan_result *a, const struct sm_scan_res
            memcmp(a->hist.counts, b->hist.counts, a->hist.bins * sizeof(uint64_t)) == 0;
 }
 
-static double ms(uint64_t ns)
-{
-    return (double)ns / 1e6;
-}
-
 sm_status sm_job_scan(const struct sm_job_config *c, const char *report_path, struct sm_err *err)
 {
     const uint64_t t_start = sm_clock_ns();
@@ -84,10 +79,10 @@ sm_status sm_job_scan(const struct sm_job_config *c, const char *report_path, st
         json_object_set_new(rep, "io", sm_json_io(store, &as));
         const double per = (double)threads;
         json_object_set_new(rep, "timing_ms",
-                            json_pack("{s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "total", ms(t_total), "open",
-                                      ms(t_open), "hydrate", ms(as.fetch_ns) / per, "decode",
-                                      ms(as.decode_ns) / per, "process", ms(process_ns) / per,
-                                      "allreduce", 0.0, "write", 0.0));
+                            json_pack("{s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "total", sm_ms(t_total),
+                                      "open", sm_ms(t_open), "hydrate", sm_ms(as.fetch_ns) / per,
+                                      "decode", sm_ms(as.decode_ns) / per, "process",
+                                      sm_ms(process_ns) / per, "allreduce", 0.0, "write", 0.0));
         json_object_set_new(rep, "memory",
                             json_pack("{s:o}", "peak_rss_bytes", sm_json_u64(sm_peak_rss_bytes())));
         const double secs = (double)t_total / 1e9;
@@ -102,8 +97,8 @@ sm_status sm_job_scan(const struct sm_job_config *c, const char *report_path, st
             printf("scan: %llu voxels in %llu tiles x %llu passes, checksum %lld, %.1f ms "
                    "(report: %s)\n",
                    (unsigned long long)first.voxels, (unsigned long long)first.tiles,
-                   (unsigned long long)c->passes, (long long)(int64_t)first.sums.sum, ms(t_total),
-                   path);
+                   (unsigned long long)c->passes, (long long)(int64_t)first.sums.sum,
+                   sm_ms(t_total), path);
         }
         json_decref(rep);
     }

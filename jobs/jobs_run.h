@@ -36,6 +36,10 @@ sm_status sm_job_scan_setup(const struct sm_job_config *c, const struct sm_array
 sm_status sm_job_output_spec(const struct sm_job_config *c, unsigned nd, const uint64_t *shape,
                              enum sm_dtype dtype, const struct json_t *attrs,
                              struct sm_output_spec *spec, struct sm_err *err);
+/* Writes every shard of the job, then flushes and writes the completion marker (one rank). */
+sm_status sm_job_write_output(const struct sm_writer *w, struct sm_output *out,
+                              const struct sm_write_job *job, struct sm_write_result *res,
+                              struct sm_err *err);
 /* output.exists and output.fsync as writer options. */
 struct sm_output_opts sm_job_output_opts(const struct sm_job_config *c);
 

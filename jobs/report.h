@@ -17,6 +17,12 @@ json_t *sm_json_hist(const struct sm_hist *h);
 json_t *sm_json_io(struct sm_store *store, const struct sm_array_stats *as);
 json_t *sm_json_engine(void);
 
+/* Nanoseconds as milliseconds, for timing_ms fields. */
+static inline double sm_ms(uint64_t ns)
+{
+    return (double)ns / 1e6;
+}
+
 /* Writes the report atomically to path (tmp + rename). SM_E_IO naming the path. */
 sm_status sm_report_write(const char *path, json_t *report, struct sm_err *err);
 

@@ -6,6 +6,8 @@
 
 #include <string.h>
 
+#define SM_CHECKSUM_MAX_DIMS 32 /* SM_MAX_DIMS of codec.h; stats/ does not include codec/ */
+
 #define SUM_LOOP(T, TO_U64)                                                                        \
     do {                                                                                           \
         const T *p = values;                                                                       \
@@ -75,4 +77,41 @@ void sm_checksums_add_run(struct sm_checksums *c, enum sm_dtype dt, const void *
     }
     c->sum += s;
     c->weighted += ws;
+}
+
+void sm_checksums_add_box(struct sm_checksums *c, enum sm_dtype dt, const void *values,
+                          unsigned ndim, const uint64_t *stride, const uint64_t *off,
+                          const uint64_t *shape)
+{
+    if (ndim == 0) {
+        sm_checksums_add_run(c, dt, values, 1, 0);
+        return;
+    }
+    const size_t elem = sm_dtype_size(dt), row = (size_t)shape[ndim - 1];
+    for (unsigned d = 0; d < ndim; d++) {
+        if (shape[d] == 0) {
+            return;
+        }
+    }
+    uint64_t idx[SM_CHECKSUM_MAX_DIMS] = {0}, base = 0;
+    for (unsigned d = 0; d < ndim; d++) {
+        base += off[d] * stride[d];
+    }
+    const uint8_t *p = values;
+    for (;;) { /* odometer over the outer axes; each step is one row */
+        sm_checksums_add_run(c, dt, p, row, base);
+        p += row * elem;
+        unsigned d = ndim - 1;
+        while (d-- > 0) {
+            base += stride[d];
+            if (++idx[d] < shape[d]) {
+                break;
+            }
+            base -= stride[d] * shape[d];
+            idx[d] = 0;
+        }
+        if (d == (unsigned)-1) {
+            return;
+        }
+    }
 }

@@ -12,7 +12,7 @@
 #include "shardmill/box.h"
 #include "shardmill/clock.h"
 #include "shardmill/codec.h"
-#include "tile_omp.h"
+#include "shardmill/sm_omp.h"
 
 struct worker {
     struct sm_scratch *scratch;
@@ -23,40 +23,6 @@ struct worker {
     uint64_t fail_index; /* UINT64_MAX: none */
     struct sm_err err;
 };
-
-/* Adds one tile's checksums, row by row: each row's first element has a known linear index in
- * the whole array, so the weights are (1 + i) exactly as SPEC §5 defines them. */
-static void checksum_tile(struct sm_checksums *c, enum sm_dtype dt, size_t elem, const uint8_t *buf,
-                          unsigned nd, const uint64_t *astride, const uint64_t *off,
-                          const uint64_t *shape)
-{
-    if (nd == 0) {
-        sm_checksums_add_run(c, dt, buf, 1, 0);
-        return;
-    }
-    uint64_t idx[SM_MAX_DIMS] = {0};
-    uint64_t base = 0;
-    for (unsigned d = 0; d < nd; d++) {
-        base += off[d] * astride[d];
-    }
-    const size_t row = (size_t)shape[nd - 1];
-    for (;;) {
-        sm_checksums_add_run(c, dt, buf, row, base);
-        buf += row * elem;
-        unsigned d = nd - 1;
-        while (d-- > 0) {
-            base += astride[d];
-            if (++idx[d] < shape[d]) {
-                break;
-            }
-            base -= astride[d] * shape[d];
-            idx[d] = 0;
-        }
-        if (d == (unsigned)-1) {
-            return;
-        }
-    }
-}
 
 static void worker_destroy(struct worker *w)
 {
@@ -157,7 +123,7 @@ sm_status sm_scan_tiles(struct sm_array *a, const struct sm_tiling *t, uint64_t 
                     sm_box_copy(&tv, w->buf, zero, &rv, p->keep, rel, shape);
                 }
                 sm_hist_add(&w->hist, w->buf, n);
-                checksum_tile(&w->sums, dt, elem, w->buf, nd, astride, off, shape);
+                sm_checksums_add_box(&w->sums, dt, w->buf, nd, astride, off, shape);
                 w->process_ns += sm_clock_ns() - t0;
                 w->voxels += n;
                 w->tiles++;

@@ -15,6 +15,7 @@
 #include "shardmill/status.h"
 #include "shardmill/store.h"
 #include "shardmill/write.h"
+#include "shardmill/sm_omp.h"
 
 #define SM_MARKER_NAME "shardmill.complete.json"
 #define SM_ZARR_JSON "zarr.json"
@@ -117,19 +118,5 @@ bool sm_writer_key_index(const struct sm_writer *w, const char *key, uint64_t *s
 /* A writer for an existing zarr.json text (verify reads outputs it did not write). SM_E_DATA if
  * the text is not a v3 array. */
 sm_status sm_writer_from_json(struct sm_bytes text, struct sm_writer **out, struct sm_err *err);
-
-/* OpenMP stand-ins without OpenMP (as tile/tile_omp.h), so the driver has no #ifdefs. */
-#ifdef _OPENMP
-#include <omp.h>
-#else
-static inline int omp_get_thread_num(void)
-{
-    return 0;
-}
-static inline int omp_get_max_threads(void)
-{
-    return 1;
-}
-#endif
 
 #endif

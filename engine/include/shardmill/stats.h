@@ -67,6 +67,13 @@ struct sm_checksums {
 void sm_checksums_add_run(struct sm_checksums *c, enum sm_dtype dt, const void *values, size_t n,
                           uint64_t first_index);
 
+/* Adds a C-order box of values: the box [off, off + shape) of an array whose C-order element
+ * strides are `stride` (ndim values), so every row gets its linear index in the whole array.
+ * `values` holds the box densely (product(shape) elements). ndim 0 adds one element at index 0. */
+void sm_checksums_add_box(struct sm_checksums *c, enum sm_dtype dt, const void *values,
+                          unsigned ndim, const uint64_t *stride, const uint64_t *off,
+                          const uint64_t *shape);
+
 /* Normalization (SPEC §5), computed in float32 exactly as written. */
 enum sm_norm_mode { SM_NORM_SCALE, SM_NORM_WINDOW };
 struct sm_norm {

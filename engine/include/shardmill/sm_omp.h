@@ -1,7 +1,8 @@
 /* OpenMP entry points, or single-thread stand-ins when built without OpenMP (SM_WITH_OPENMP=OFF),
- * so the drivers carry no #ifdefs in their logic. */
-#ifndef SM_TILE_TILE_OMP_H
-#define SM_TILE_TILE_OMP_H
+ * so the drivers (tile/, write/: the only modules with #pragma omp) carry no #ifdefs. Internal to
+ * the engine; not part of the umbrella header. */
+#ifndef SM_CORE_SM_OMP_H
+#define SM_CORE_SM_OMP_H
 #ifdef _OPENMP
 #include <omp.h>
 #else
