@@ -54,6 +54,31 @@ static void test_checksum_uint64_wraps(void **state)
     assert_int_equal(c.weighted, UINT64_MAX * 1ull + 4ull);
 }
 
+static void test_checksum_box_equals_per_element_reference(void **state)
+{
+    (void)state;
+    /* a 3x4x5 box at [1,2,3] of a 6x7x9 array */
+    const uint64_t ashape[3] = {6, 7, 9}, off[3] = {1, 2, 3}, shape[3] = {3, 4, 5};
+    const uint64_t stride[3] = {ashape[1] * ashape[2], ashape[2], 1};
+    int16_t v[60];
+    uint64_t sum = 0, weighted = 0;
+    int k = 0;
+    for (uint64_t z = 0; z < 3; z++) {
+        for (uint64_t y = 0; y < 4; y++) {
+            for (uint64_t x = 0; x < 5; x++, k++) {
+                v[k] = (int16_t)(k * 37 - 900);
+                uint64_t i = (off[0] + z) * stride[0] + (off[1] + y) * stride[1] + off[2] + x;
+                sum += (uint64_t)(int64_t)v[k];
+                weighted += (uint64_t)(int64_t)v[k] * (i + 1);
+            }
+        }
+    }
+    struct sm_checksums c = {0, 0};
+    sm_checksums_add_box(&c, SM_DT_INT16, v, 3, stride, off, shape);
+    assert_int_equal(c.sum, sum);
+    assert_int_equal(c.weighted, weighted);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -61,6 +86,7 @@ int main(void)
         cmocka_unit_test(test_checksum_runs_compose),
         cmocka_unit_test(test_checksum_float_uses_bit_pattern),
         cmocka_unit_test(test_checksum_uint64_wraps),
+        cmocka_unit_test(test_checksum_box_equals_per_element_reference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
