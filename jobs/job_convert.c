@@ -175,26 +175,39 @@ static sm_status make_norm(const struct sm_job_config *c, const struct sm_hist *
     return SM_OK;
 }
 
+/* ms4: total, open, scan, write (milliseconds). */
 static void print_summary(const struct sm_job_config *c, const struct sm_scan_result *r,
-                          const struct sm_norm *nm, const char *out_path, double total_ms)
+                          const struct sm_norm *nm, const char *out_path, const double *ms4)
 {
-    printf("convert: %llu voxels, window [%g, %g] (%s), output %s, %.1f ms\n",
-           (unsigned long long)r->voxels, nm->mode == SM_NORM_SCALE ? 0.0 : nm->lo,
-           nm->mode == SM_NORM_SCALE ? nm->divisor : nm->hi, norm_name(c->normalize.mode), out_path,
-           total_ms);
-    /* a 16-row text histogram of the input, bars scaled to the fullest row */
-    const uint32_t rows = r->hist.bins < 16 ? r->hist.bins : 16;
+    printf("convert: %llu voxels, window [%g, %g] (%s), output %s\n", (unsigned long long)r->voxels,
+           nm->mode == SM_NORM_SCALE ? 0.0 : nm->lo,
+           nm->mode == SM_NORM_SCALE ? nm->divisor : nm->hi, norm_name(c->normalize.mode),
+           out_path);
+    printf("  time: %.1f ms total (open %.1f, scan %.1f, write %.1f)\n", ms4[0], ms4[1], ms4[2],
+           ms4[3]);
+    /* a 16-row text histogram of the populated bins, bars scaled to the fullest row */
+    uint32_t first = 0, last = r->hist.bins;
+    while (first + 1 < last && r->hist.counts[first] == 0) {
+        first++;
+    }
+    while (last - 1 > first && r->hist.counts[last - 1] == 0) {
+        last--;
+    }
+    const uint32_t span = last - first, rows = span < 16 ? span : 16;
     uint64_t sums[16] = {0}, max = 1;
-    for (uint32_t b = 0; b < r->hist.bins; b++) {
-        sums[(uint64_t)b * rows / r->hist.bins] += r->hist.counts[b];
+    for (uint32_t b = first; b < last; b++) {
+        sums[(uint64_t)(b - first) * rows / span] += r->hist.counts[b];
     }
     for (uint32_t i = 0; i < rows; i++) {
         max = sums[i] > max ? sums[i] : max;
     }
+    printf("  histogram of the input (%llu below, %llu above its range, %llu NaN):\n",
+           (unsigned long long)r->hist.underflow, (unsigned long long)r->hist.overflow,
+           (unsigned long long)r->hist.nan);
     for (uint32_t i = 0; i < rows; i++) {
-        const double lo = sm_hist_edge(&r->hist, (uint32_t)((uint64_t)i * r->hist.bins / rows));
+        const uint32_t b = first + (uint32_t)((uint64_t)i * span / rows);
         const int bar = (int)((double)sums[i] * 50.0 / (double)max + 0.5);
-        printf("  %10.1f | %-50.*s %llu\n", lo, bar,
+        printf("  %10.1f | %-50.*s %llu\n", sm_hist_edge(&r->hist, b), bar,
                "##################################################", (unsigned long long)sums[i]);
     }
 }
@@ -349,7 +362,9 @@ sm_status sm_job_convert(const struct sm_job_config *c, const char *report_path,
             st = sm_report_write(path, rep, err);
         }
         if (st == SM_OK && path != NULL && strcmp(path, "-") != 0) {
-            print_summary(c, &r, &nm, sm_output_path(out), sm_ms(t_total));
+            const double times[4] = {sm_ms(t_total), sm_ms(t_open), sm_ms(t_scan - t_open),
+                                     sm_ms(t_total - t_scan)};
+            print_summary(c, &r, &nm, sm_output_path(out), times);
         }
         json_decref(rep);
     }

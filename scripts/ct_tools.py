@@ -5,7 +5,14 @@
                                           (zarr-python 2.13: '<i2', chunks [16,64,64],
                                           zstd level 3, fill 0), written to OUT.tmp then renamed
   ct_tools.py check-info                  stdin: `shardmill info` JSON; prints it, checks
-                                          shape/dtype/chunks/zarr_format against the CT
+                                          shape/dtype/chunks/shards/zarr_format against the CT
+                                          as configs/ingest-ct.yaml writes it (v3, sharded)
+  ct_tools.py pictures SHARDMILL OUT REPORT RAW
+                                          OUT: the convert output; writes OUT-middle-slice.png
+                                          (z = 54, gray = the float32 output) and
+                                          OUT-histogram.png (the report's histogram, the window
+                                          marked) next to OUT, and checks the slice bit for bit
+                                          against NumPy's float32 formula on RAW
   ct_tools.py patch RAW z,y,x d,h,w       stdin: `shardmill read ... -o -` bytes; prints the patch
                                           as a table of HU values and compares it with NumPy
                                           reading RAW directly ("matches NumPy: yes")
@@ -19,7 +26,9 @@ import sys
 import numpy as np
 
 SHAPE = (108, 256, 256)
-CHUNKS = (16, 64, 64)
+CHUNKS = (16, 64, 64)      # the zarr-python v2 copy (write-zarr)
+INNER = (2, 16, 16)        # data/ct-v3.zarr as ingest writes it: inner chunks ...
+SHARDS = (8, 32, 32)       # ... of these shards
 DTYPE = np.dtype("<i2")
 
 
@@ -74,15 +83,86 @@ def check_info():
         problems.append("shape %s != %s" % (node.get("shape"), list(SHAPE)))
     if str(node.get("dtype")) not in ("int16", "<i2"):
         problems.append("dtype %s != int16" % node.get("dtype"))
-    if "chunks" in node and list(node["chunks"]) != list(CHUNKS):
-        problems.append("chunks %s != %s" % (node["chunks"], list(CHUNKS)))
-    if node.get("zarr_format") not in (None, 2):
-        problems.append("zarr_format %s != 2" % node.get("zarr_format"))
+    if list(node.get("chunks", [])) != list(INNER):
+        problems.append("chunks %s != %s" % (node.get("chunks"), list(INNER)))
+    if list(node.get("shards") or []) != list(SHARDS):
+        problems.append("shards %s != %s" % (node.get("shards"), list(SHARDS)))
+    if node.get("zarr_format") != 3:
+        problems.append("zarr_format %s != 3" % node.get("zarr_format"))
     if problems:
         print("info matches the CT: no (%s)" % "; ".join(problems))
         return 1
-    print("info matches the CT: yes (int16 %s, chunks %s)" % (list(SHAPE), list(CHUNKS)))
+    print("info matches the CT: yes (int16 %s, shards %s of chunks %s)"
+          % (list(SHAPE), list(SHARDS), list(INNER)))
     return 0
+
+
+def write_png(path, gray):
+    """An 8-bit grayscale PNG from a 2-D uint8 array (zlib + struct: no imaging library)."""
+    import struct
+    import zlib
+
+    h, w = gray.shape
+    raw = b"".join(b"\x00" + gray[y].tobytes() for y in range(h))
+
+    def chunk(kind, data):
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body) & 0xffffffff)
+
+    png = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 0, 0, 0, 0))
+           + chunk(b"IDAT", zlib.compress(raw, 9)) + chunk(b"IEND", b""))
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(png)
+    os.rename(tmp, path)
+
+
+def histogram_image(hist, lo, hi, width=512, height=200):
+    """Bars of the populated part of the histogram (log scale), the window [lo, hi] marked."""
+    counts = np.asarray(hist["counts"], dtype=np.float64)
+    r0, r1 = float(hist["range"][0]), float(hist["range"][1])
+    nz = np.nonzero(counts)[0]
+    first, last = (int(nz[0]), int(nz[-1]) + 1) if len(nz) else (0, len(counts))
+    edges = np.linspace(first, last, width + 1).astype(int)
+    cols = np.array([counts[a:max(b, a + 1)].sum() for a, b in zip(edges[:-1], edges[1:])])
+    bars = np.log1p(cols)
+    bars = (bars / bars.max() * (height - 10)).astype(int) if bars.max() > 0 else bars.astype(int)
+    img = np.full((height, width), 255, np.uint8)
+    for x, b in enumerate(bars):
+        img[height - b:, x] = 60
+    step = (r1 - r0) / len(counts)
+    for v in (lo, hi):  # window edges as mid-gray lines
+        x = int(((v - r0) / step - first) / max(last - first, 1) * width)
+        if 0 <= x < width:
+            img[:, x] = 160
+    return img, r0 + first * step, r0 + last * step
+
+
+def pictures(shardmill, out, report, raw):
+    import subprocess
+
+    rep = json.load(open(report))
+    norm = rep["result"]["normalization"]
+    z = SHAPE[0] // 2
+    got = subprocess.run([shardmill, "read", out, "--offset", "%d,0,0" % z, "--shape",
+                          "1,%d,%d" % SHAPE[1:], "-o", "-"], check=True,
+                         stdout=subprocess.PIPE).stdout
+    sl = np.frombuffer(got, dtype="<f4").reshape(SHAPE[1:])
+    lo, hi = np.float32(norm["lo"]), np.float32(norm["hi"])
+    v = np.asarray(load_raw(raw)[z]).astype(np.float32)
+    want = np.clip((v - lo) / (hi - lo), np.float32(0), np.float32(1)).astype(np.float32)
+    same = np.array_equal(sl.view(np.uint32), want.view(np.uint32))
+    base = out.rstrip("/")
+    if base.endswith(".zarr"):
+        base = base[:-5]
+    slice_png, hist_png = base + "-middle-slice.png", base + "-histogram.png"
+    write_png(slice_png, np.round(np.nan_to_num(sl) * 255).astype(np.uint8))
+    img, a, b = histogram_image(rep["result"]["histogram"], float(norm["lo"]), float(norm["hi"]))
+    write_png(hist_png, img)
+    print("pictures: %s (z = %d, window [%g, %g] -> 0..255)" % (slice_png, z, lo, hi))
+    print("          %s (log counts over [%g, %g), window edges marked)" % (hist_png, a, b))
+    print("middle slice matches NumPy's float32 formula bit for bit: %s" % ("yes" if same else "no"))
+    return 0 if same else 1
 
 
 def patch(raw, offset, size):
@@ -124,6 +204,8 @@ def main(argv):
         return check_info()
     if len(argv) == 5 and argv[1] == "patch":
         return patch(argv[2], argv[3], argv[4])
+    if len(argv) == 6 and argv[1] == "pictures":
+        return pictures(argv[2], argv[3], argv[4], argv[5])
     sys.stderr.write(__doc__)
     return 2
 
