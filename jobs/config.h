@@ -26,6 +26,7 @@ enum sm_job_kind { SM_JOB_SCAN, SM_JOB_CONVERT, SM_JOB_INGEST, SM_JOB_READ_BENCH
 enum sm_norm_kind { SM_CFG_NORM_SCALE, SM_CFG_NORM_WINDOW, SM_CFG_NORM_PERCENTILE };
 enum sm_exists_policy { SM_EXISTS_ERROR, SM_EXISTS_OVERWRITE, SM_EXISTS_RESUME };
 enum sm_partition_kind { SM_PARTITION_BALANCED, SM_PARTITION_BLOCK };
+enum sm_sync_kind { SM_CFG_SYNC_SYNCFS, SM_CFG_SYNC_FSYNC };
 
 struct sm_job_config {
     enum sm_job_kind job; /* job: scan | convert | ingest | read-bench (required) */
@@ -78,6 +79,7 @@ struct sm_job_config {
         char *dtype;                  /* output.dtype (float32; ingest: the input's type) */
         enum sm_exists_policy exists; /* output.exists (error) */
         bool fsync;                   /* output.fsync (true) */
+        enum sm_sync_kind sync;       /* output.sync: syncfs | fsync (syncfs) */
     } output;
 
     struct {

@@ -317,9 +317,19 @@ const struct sm_cfg_key sm_cfg_keys[] = {
     {.path = "output.fsync",
      .type = SM_CFG_BOOL,
      .def = "true",
-     .help = "fsync every shard and directory before the completion marker (SPEC §6)",
+     .help = "make every shard and directory durable before the completion marker (SPEC §6); "
+             "false only for tests and benchmark baselines",
      .example = "false",
      FIELD(output.fsync)},
+    {.path = "output.sync",
+     .type = SM_CFG_ENUM,
+     .choices = "syncfs|fsync",
+     .def = "syncfs",
+     .help = "how output.fsync makes shards durable: syncfs = shards staged under temporary "
+             "names, one syncfs, all renamed, a second syncfs; fsync = each shard fsynced before "
+             "its rename and each directory after (same guarantee, one fsync per file)",
+     .example = "fsync",
+     FIELD(output.sync)},
 
     {.path = "export.hdf5.path",
      .type = SM_CFG_STRING,

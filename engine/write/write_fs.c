@@ -66,14 +66,22 @@ static sm_status write_all(int fd, struct sm_bytes data, const char *path, struc
     return SM_OK;
 }
 
-sm_status sm_wfs_put(int dirfd, const char *key, struct sm_bytes data, bool sync, unsigned tmp_n,
-                     struct sm_err *err)
+/* "<key>.tmp.<pid>.<n>": a name no shard key can have, unique per process and put. */
+static sm_status tmp_name(char *tmp, size_t cap, const char *key, unsigned tmp_n,
+                          struct sm_err *err)
 {
-    char tmp[PATH_CAP];
-    const int n = snprintf(tmp, sizeof(tmp), "%s.tmp.%ld.%u", key, (long)getpid(), tmp_n);
-    if (n < 0 || (size_t)n >= sizeof(tmp)) {
+    const int n = snprintf(tmp, cap, "%s.tmp.%ld.%u", key, (long)getpid(), tmp_n);
+    if (n < 0 || (size_t)n >= cap) {
         SM_FAIL(err, SM_E_INTERNAL, "key of %zu bytes is too long", strlen(key));
     }
+    return SM_OK;
+}
+
+sm_status sm_wfs_stage(int dirfd, const char *key, struct sm_bytes data, bool sync, unsigned tmp_n,
+                       struct sm_err *err)
+{
+    char tmp[PATH_CAP];
+    SM_TRY(tmp_name(tmp, sizeof(tmp), key, tmp_n, err));
     const char *slash = strrchr(key, '/');
     if (slash != NULL) {
         char parent[PATH_CAP];
@@ -91,13 +99,29 @@ sm_status sm_wfs_put(int dirfd, const char *key, struct sm_bytes data, bool sync
     if (close(fd) != 0 && st == SM_OK) {
         st = io_fail(err, "cannot close", tmp, errno);
     }
-    if (st == SM_OK && renameat(dirfd, tmp, dirfd, key) != 0) {
-        st = io_fail(err, "cannot rename into place", key, errno);
-    }
     if (st != SM_OK) {
         (void)unlinkat(dirfd, tmp, 0);
     }
     return st;
+}
+
+sm_status sm_wfs_commit(int dirfd, const char *key, unsigned tmp_n, struct sm_err *err)
+{
+    char tmp[PATH_CAP];
+    SM_TRY(tmp_name(tmp, sizeof(tmp), key, tmp_n, err));
+    if (renameat(dirfd, tmp, dirfd, key) != 0) {
+        sm_status st = io_fail(err, "cannot rename into place", key, errno);
+        (void)unlinkat(dirfd, tmp, 0);
+        return st;
+    }
+    return SM_OK;
+}
+
+sm_status sm_wfs_put(int dirfd, const char *key, struct sm_bytes data, bool sync, unsigned tmp_n,
+                     struct sm_err *err)
+{
+    SM_TRY(sm_wfs_stage(dirfd, key, data, sync, tmp_n, err));
+    return sm_wfs_commit(dirfd, key, tmp_n, err);
 }
 
 sm_status sm_wfs_read(int dirfd, const char *key, struct sm_buf *out, bool *found,

@@ -49,6 +49,7 @@ struct sm_output {
     const struct sm_writer *w;
     struct sm_store *store; /* file store at root: fsynced puts */
     struct sm_shard_rec *recs;
+    uint32_t *staged; /* SYNCFS: 1 + the temporary-name counter of a shard not yet renamed, or 0 */
     /* One flag per directory of the c/ tree: level L (c/i0/.../i(L-1), L = 0..ndim-1) starts at
      * dir_base[L]; set when a put created an entry in it. */
     atomic_uchar *dirs;
@@ -66,6 +67,11 @@ sm_status sm_wfs_mkdirs(int dirfd, const char *rel, struct sm_err *err);
 /* Makes `key` hold `data` atomically: <key>.tmp.<pid>.<n> in the target directory, written,
  * fsynced if `sync`, renamed over key. Missing parent directories are created. Leaves no temporary
  * file behind on failure. SM_E_IO naming nothing (the caller adds where). */
+/* The two halves of sm_wfs_put: write (and optionally fsync) the temporary file, then rename it
+ * over the key. SYNCFS outputs stage every shard and commit them all after one syncfs. */
+sm_status sm_wfs_stage(int dirfd, const char *key, struct sm_bytes data, bool sync, unsigned tmp_n,
+                       struct sm_err *err);
+sm_status sm_wfs_commit(int dirfd, const char *key, unsigned tmp_n, struct sm_err *err);
 sm_status sm_wfs_put(int dirfd, const char *key, struct sm_bytes data, bool sync, unsigned tmp_n,
                      struct sm_err *err);
 /* Reads a whole file; *found false (SM_OK) when it does not exist. */

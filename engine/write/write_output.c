@@ -318,8 +318,9 @@ static sm_status setup(struct sm_output *o, const struct sm_writer *w, struct sm
         SM_FAIL(err, SM_E_NOMEM, "cannot track %" PRIu64 " shards", n);
     }
     o->recs = sm_calloc(n == 0 ? 1 : (size_t)n, sizeof(*o->recs));
+    o->staged = sm_calloc(n == 0 ? 1 : (size_t)n, sizeof(*o->staged));
     o->dirs = sm_calloc(total == 0 ? 1 : (size_t)total, sizeof(*o->dirs));
-    if (o->recs == NULL || o->dirs == NULL) {
+    if (o->recs == NULL || o->staged == NULL || o->dirs == NULL) {
         SM_FAIL(err, SM_E_NOMEM, "cannot track %" PRIu64 " shards", n);
     }
     if (o->opts.sync == SM_OUTPUT_SYNC_FSYNC) {
@@ -499,6 +500,7 @@ void sm_output_close(struct sm_output *o)
     }
     sm_store_close(o->store);
     sm_free(o->recs);
+    sm_free(o->staged);
     sm_free(o->dirs);
     sm_free(o->root);
     sm_free(o);
@@ -590,6 +592,11 @@ sm_status sm_output_put_shard(struct sm_output *o, uint64_t shard, struct sm_byt
     if (o->store != NULL) {
         atomic_fetch_add(&o->fsyncs, 1);
         st = sm_store_put_atomic(o->store, key, data, err);
+    } else if (o->opts.sync == SM_OUTPUT_SYNC_SYNCFS) {
+        /* staged under its temporary name; renamed in sm_output_flush after one syncfs */
+        const unsigned n = atomic_fetch_add(&o->tmp_counter, 1);
+        st = sm_wfs_stage(o->rootfd, key, data, false, n, err);
+        o->staged[shard] = st == SM_OK ? n + 1 : 0;
     } else {
         st = sm_wfs_put(o->rootfd, key, data, false, atomic_fetch_add(&o->tmp_counter, 1), err);
     }
@@ -635,7 +642,18 @@ static void dir_path(const struct sm_writer *w, unsigned l, uint64_t p, char *bu
 static sm_status flush(struct sm_output *o, struct sm_err *err)
 {
     if (o->opts.sync == SM_OUTPUT_SYNC_SYNCFS) {
-        atomic_fetch_add(&o->fsyncs, 1);
+        /* 1. every staged shard's bytes durable, 2. renamed over their keys, 3. the directory
+         * entries durable: a reader never sees a partial object, and the marker comes after. */
+        atomic_fetch_add(&o->fsyncs, 2);
+        SM_TRY(sm_wfs_syncfs(o->rootfd, err));
+        for (uint64_t i = 0; o->w != NULL && i < o->w->nshards; i++) {
+            if (o->staged[i] != 0) {
+                char key[SM_KEY_MAX];
+                SM_TRY(sm_writer_shard_key(o->w, i, key, sizeof(key), err));
+                SM_TRY(sm_wfs_commit(o->rootfd, key, o->staged[i] - 1, err));
+                o->staged[i] = 0;
+            }
+        }
         return sm_wfs_syncfs(o->rootfd, err);
     }
     if (o->opts.sync != SM_OUTPUT_SYNC_FSYNC || o->w == NULL) {

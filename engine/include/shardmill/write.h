@@ -105,18 +105,18 @@ enum sm_output_exists {
     SM_OUTPUT_EXISTS_RESUME,    /* keep the intact shards of a previous identical run */
 };
 
-/* Durability of the writes. FSYNC and SYNCFS give the same guarantee at the completion marker:
- * when the marker exists after a crash, every shard, zarr.json and directory entry listed by it was
- * on disk before the marker was written. FSYNC: each object is fsynced before its rename, and each
- * directory that received entries is fsynced in sm_output_flush; a reader never sees a partial
- * object, even after a crash. SYNCFS: objects are renamed into place without fsync and
- * sm_output_flush calls syncfs(2) once on the output's file system; after a crash before the
- * flush, an object of the incomplete output may be empty or partial (resume and verify detect it
- * by size and CRC32C). syncfs covers the calling node only: every rank must flush (Linux >= 5.8
- * reports write-back errors through it). NONE: no fsync (tests, benchmark baselines); the marker is
- * still written last. In FSYNC and SYNCFS, zarr.json and the marker are always fsynced (a crashed
- * run keeps a zarr.json that resume can compare). The journal is never fsynced: a lost or torn
- * record only makes resume rewrite that shard. */
+/* Durability of the writes. FSYNC and SYNCFS give the same guarantee, the one of SPEC §6: a
+ * reader never sees a partial object under its final name, even after a crash, and when the
+ * marker exists every shard, zarr.json and directory entry listed by it was on disk before the
+ * marker was written. FSYNC: each object is written to a temporary name, fsynced and renamed,
+ * and each directory that received entries is fsynced in sm_output_flush. SYNCFS: each shard is
+ * written to its temporary name only; sm_output_flush calls syncfs(2) once (the data of every
+ * staged shard durable), renames them all into place, and calls syncfs again (the entries
+ * durable) -- two file-system flushes instead of one fsync per shard and directory. syncfs covers
+ * the calling node's view of the file system: every rank must flush (Linux >= 5.8 reports
+ * write-back errors through it). NONE: no fsync (tests, benchmark baselines); the marker is still
+ * written last. In FSYNC and SYNCFS, zarr.json and the marker are always fsynced. The journal is
+ * never fsynced: a lost or torn record only makes resume rewrite that shard. */
 enum sm_output_sync { SM_OUTPUT_SYNC_FSYNC, SM_OUTPUT_SYNC_SYNCFS, SM_OUTPUT_SYNC_NONE };
 
 struct sm_output_opts {
