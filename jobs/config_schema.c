@@ -303,8 +303,8 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .choices = DTYPES,
      .flags = SM_CFGF_NULLABLE,
      .def_doc = "float32; ingest: the input's type",
-     .help = "data type of the output array (convert: float32 or float64)",
-     .example = "float64",
+     .help = "data type of the output array (convert: float32; ingest: the input's type)",
+     .example = "float32",
      FIELD(output.dtype)},
     {.path = "output.exists",
      .type = SM_CFG_ENUM,
@@ -360,7 +360,9 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .type = SM_CFG_ENUM,
      .choices = "balanced|block",
      .def = "balanced",
-     .help = "how the shard grid is split across ranks: balanced counts, or contiguous blocks",
+     .help = "how the tiles and the shard grid are split across ranks: balanced counts, or "
+             "contiguous blocks (this version splits `balanced` as `block` too; see "
+             "docs/internals/ranks.md)",
      .example = "block",
      FIELD(parallel.partition)},
 
@@ -1062,7 +1064,7 @@ static const char md_head[] =
     "  0..9; `input.http.backoff_base_ms` <= `input.http.backoff_max_ms`; `input.format` is "
     "`zarr`\n"
     "  except for `ingest`, which reads `raw` (with `input.raw.dtype` and `input.raw.shape`) or\n"
-    "  `nifti`; `convert` writes `float32` or `float64`.\n"
+    "  `nifti`; `convert` writes `float32`.\n"
     "- The canonical text of the effective configuration (sorted `key=value` lines, sizes in "
     "bytes,\n"
     "  unset keys `null`) is what the output's provenance hashes with SHA-256 (SPEC §6).\n";

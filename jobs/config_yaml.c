@@ -1107,9 +1107,9 @@ static sm_status check_output(struct lctx *cx)
     if (c->job != SM_JOB_INGEST) {
         SM_TRY(set_default_name(cx, &c->output.dtype, "float32"));
     }
-    if (c->job == SM_JOB_CONVERT && strcmp(c->output.dtype, "float32") != 0 &&
-        strcmp(c->output.dtype, "float64") != 0) {
-        FAIL_KEY(cx, "output.dtype", "output.dtype: convert writes float32 or float64, not %s",
+    if (c->job == SM_JOB_CONVERT && strcmp(c->output.dtype, "float32") != 0) {
+        FAIL_KEY(cx, "output.dtype",
+                 "output.dtype: convert writes float32 (the SPEC §5 normalization), not %s",
                  c->output.dtype);
     }
     return SM_OK;

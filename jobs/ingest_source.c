@@ -211,7 +211,7 @@ static sm_status nifti_header(struct sm_volume *v, const uint8_t *h, uint64_t fi
         n *= (uint64_t)d;
     }
     for (int i = 0; i < 3; i++) {
-        v->pixdim[i] = getf(h + 80 + 4 * (i + 1), swap);
+        v->pixdim[i] = getf(h + 80 + 4 * i, swap); /* pixdim[1..3] at bytes 80, 84, 88 */
     }
     const float vox = getf(h + 108, swap);
     if (!(vox >= 348.0f) || vox > (float)file_len) {

@@ -79,8 +79,10 @@ static sm_status fill_shard(void *user, int thread, uint64_t shard, const uint64
  * so thread counts, report paths and progress settings do not change zarr.json. */
 static void config_hash(const char *effective, char hex[65])
 {
-    static const char *const skip[] = {"parallel.",   "report",  "progress", "input.cache.",
-                                       "input.http.", "limits.", NULL};
+    static const char *const skip[] = {"parallel.",    "report",        "progress",
+                                       "input.cache.", "input.http.",   "input.index_cache.",
+                                       "limits.",      "output.exists", "output.path",
+                                       "output.fsync", "output.sync",   NULL};
     size_t n = strlen(effective);
     char *text = sm_malloc(n + 1);
     size_t w = 0;
@@ -109,11 +111,11 @@ static const char *norm_name(enum sm_norm_kind k)
 static json_t *norm_json(const struct sm_job_config *c, const struct sm_norm *nm)
 {
     json_t *o = json_pack("{s:s}", "mode", norm_name(c->normalize.mode));
+    /* scale is reported as the window it equals before clamping: out = (v - 0) / (divisor - 0) */
+    json_object_set_new(o, "lo", json_real(nm->mode == SM_NORM_SCALE ? 0.0 : nm->lo));
+    json_object_set_new(o, "hi", json_real(nm->mode == SM_NORM_SCALE ? nm->divisor : nm->hi));
     if (nm->mode == SM_NORM_SCALE) {
         json_object_set_new(o, "divisor", json_real(nm->divisor));
-    } else {
-        json_object_set_new(o, "lo", json_real(nm->lo));
-        json_object_set_new(o, "hi", json_real(nm->hi));
     }
     if (c->normalize.mode == SM_CFG_NORM_PERCENTILE) {
         json_object_set_new(o, "percentiles", json_pack("[f,f]", c->normalize.lo, c->normalize.hi));

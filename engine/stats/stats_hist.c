@@ -203,8 +203,11 @@ double sm_hist_percentile(const struct sm_hist *h, double p)
     if (n == 0) {
         return h->lo;
     }
-    double t = ceil(p / 100.0 * (double)n);
-    uint64_t target = t < 1 ? 1 : (t > (double)n ? n : (uint64_t)t);
+    /* ceil(p/100 * N) as p*N/100: p*N is exact for the p and N in use, and the one rounding of
+     * the division cannot lift an exact integer above itself (p/100 first would: 0.07 * 315000
+     * = 22050.000000000004). A target of 0 (p = 0) is reached in the underflow, i.e. at lo. */
+    const double t = ceil(p * (double)n / 100.0);
+    const uint64_t target = t <= 0 ? 0 : (t > (double)n ? n : (uint64_t)t);
     uint64_t cum = h->underflow;
     if (cum >= target) {
         return h->lo;

@@ -77,13 +77,14 @@ static sm_status resolve(const char *path, const char *base, char **out, struct 
     if (path == NULL || path[0] == '\0') {
         FAIL_PATH(err, "output.path", "the output path is empty");
     }
+    /* SPEC §6: nothing outside output.path is ever written, and a ".." component would let the
+     * directories created on the way ("a" of "a/../../x") or the output itself escape it. */
+    if (has_dotdot(path)) {
+        FAIL_PATH(err, path, "the output path has a '..' component: name the directory directly");
+    }
     char full[PATH_CAP];
     int n;
     if (base != NULL) {
-        if (has_dotdot(path)) {
-            FAIL_PATH(err, path, "the output path has a '..' component (it must stay inside %s)",
-                      base);
-        }
         const size_t bl = strip_slashes(base);
         if (path[0] == '/') {
             if (strncmp(path, base, bl) != 0 || (path[bl] != '/' && bl != 1) ||

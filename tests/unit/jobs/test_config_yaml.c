@@ -526,12 +526,14 @@ static void test_checks_across_keys(void **state)
     expect_error(CONVERT "output.codec: {level: 12, name: gzip}\n", "f.yaml:4:16",
                  "gzip level 12 is out of range");
     expect_error(CONVERT "output.dtype: uint16\n", "f.yaml:4:1",
-                 "output.dtype: convert writes float32 or float64, not uint16");
+                 "output.dtype: convert writes float32 (the SPEC §5 normalization), not uint16");
+    expect_error(CONVERT "output.dtype: float64\n", "f.yaml:4:1",
+                 "output.dtype: convert writes float32 (the SPEC §5 normalization), not float64");
     expect_error(SCAN "input.http: {backoff_base_ms: 6000}\n", "f.yaml:3:14",
                  "input.http.backoff_base_ms (6000) is above input.http.backoff_max_ms (5000)");
     struct sm_job_config c;
     load_ok(CONVERT "normalize: {mode: percentile, lo: 1, hi: 99}\noutput.shard: []\n"
-                    "output.chunk: [7, 9, 11]\noutput.dtype: float64\n"
+                    "output.chunk: [7, 9, 11]\noutput.dtype: float32\n"
                     "output.codec: {name: none, level: -9}\n",
             &c);
     assert_int_equal(c.normalize.mode, SM_CFG_NORM_PERCENTILE);

@@ -1,0 +1,388 @@
+"""Output safety of `shardmill run` (job: convert), SPEC §4 exit codes and §6.
+
+Usage: /usr/bin/python3 test_convert_safety.py --shardmill BIN --work DIR --case CASE
+Cases (one ctest each, label `convert`):
+  sigkill_resume      SIGKILL in the middle of the shard writes (256^3 uint8 input, fsync on,
+                      1 thread): no marker, every object under OUT/c with a shard name is a whole
+                      shard (index CRC32C valid, every inner chunk decodes, bytes equal a clean
+                      run's), temporary names are never shard names, `verify` fails; the rerun
+                      with exists: resume exits 0, verifies, rewrites only what is missing, and
+                      the tree equals a clean run into another directory, every file compared.
+                      Every run of this case carries `--set output.exists=resume` (see
+                      sigkill_resume_cli for why).
+  sigkill_resume_cli  the documented flow: a default run (exists: error) killed, then rerun
+                      with `--set output.exists=resume` -> exit 0 expected.
+  full_disk           a 200 KiB tmpfs (needs root; skipped otherwise): exit 4, one error line
+                      naming a path, no marker, no partial shard.
+  exists              an existing output is untouched with the default exists: error (exit 2,
+                      bytes, modes and mtimes unchanged); overwrite/resume of a directory that is
+                      not a shardmill output (or holds foreign entries, or is a file or symlink)
+                      exit 2 and leave it untouched; overwrite of a real output works.
+  path_escape         output.path with ".." components leaving the working directory: what the
+                      engine does, and that nothing outside the output path is created.
+Prints one ok/FAIL line per check and a closing count; exit 1 on any failure, 77 when skipped.
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import convert_common as cc  # noqa: E402
+
+SKIP = 77
+BIG = (256, 256, 256)
+
+
+def make_input(path, shape, seed, chunks=(64, 64, 64)):
+    import zarr
+    rng = np.random.default_rng(seed)
+    vals = rng.integers(0, 256, shape, dtype=np.uint8)
+    zarr.open(path, mode="w", shape=shape, chunks=chunks, dtype="u1")[:] = vals
+    return vals
+
+
+def job_config(path, inp, out_rel, extra=None):
+    cfg = {"job": "convert", "input": {"store": inp}, "normalize": {"mode": "scale"},
+           "output": {"path": out_rel, "fsync": True}, "parallel": {"threads": 1},
+           "progress": False}
+    for k, v in (extra or {}).items():
+        if isinstance(v, dict):
+            cfg.setdefault(k, {}).update(v)
+        else:
+            cfg[k] = v
+    return cc.write_config(path, cfg)
+
+
+def shard_names(out):
+    """Files under OUT/c split into (shard-named relpaths, other relpaths)."""
+    shards, other = [], []
+    cdir = os.path.join(out, "c")
+    for rel in (cc.files_under(cdir) if os.path.isdir(cdir) else []):
+        parts = rel.split(os.sep)
+        (shards if all(re.fullmatch(r"[0-9]+", p) for p in parts) else other).append(rel)
+    return shards, other
+
+
+def count_shards(out):
+    n = 0
+    cdir = os.path.join(out, "c")
+    for _, _, files in os.walk(cdir):
+        n += sum(1 for f in files if f.isdigit())
+    return n
+
+
+def check_no_partial(c, label, out, ref=None):
+    """Every shard-named object under OUT/c is a whole shard of the grid."""
+    meta = json.load(open(os.path.join(out, "zarr.json")))
+    keys = set(k.split("/", 1)[1].replace("/", os.sep) for k in cc.shard_keys(meta))
+    shards, other = shard_names(out)
+    c.check(f"{label} every shard-named object is in the grid", set(shards) <= keys,
+            sorted(set(shards) - keys)[:5])
+    bad = []
+    for rel in shards:
+        data = open(os.path.join(out, "c", rel), "rb").read()
+        try:
+            cc.decode_object(meta, data)
+        except Exception as e:  # noqa: BLE001 - any decoding problem is a partial shard
+            bad.append(f"c/{rel}: {e}")
+            continue
+        if ref is not None:
+            want = open(os.path.join(ref, "c", rel), "rb").read()
+            if data != want:
+                bad.append(f"c/{rel}: {len(data)} bytes, differs from the clean run's "
+                           f"{len(want)}")
+    c.check(f"{label} {len(shards)} shards present, each whole (index crc32c, inner chunks "
+            f"decode{', bytes == clean run' if ref else ''})", not bad, "; ".join(bad[:5]))
+    tmp_ok = all(".tmp" in os.path.basename(o) for o in other)
+    c.check(f"{label} other names under c/ are temporary names ({len(other)}), never shard "
+            f"names", tmp_ok, other[:5])
+    return len(shards)
+
+
+def start_and_kill(c, label, shardmill, cfg, cwd, out, total, args_extra=()):
+    """Starts the job, SIGKILLs it once some but not all shards exist; returns the count seen."""
+    cmd = [shardmill, "run", cfg] + list(args_extra)
+    p = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    lo = max(8, total // 20)
+    hi = total * 6 // 10
+    seen = 0
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and p.poll() is None:
+        seen = count_shards(out)
+        if seen >= lo:
+            break
+        time.sleep(0.005)
+    if p.poll() is None:
+        os.kill(p.pid, signal.SIGKILL)
+    rc = p.wait()
+    p.stdout.close()
+    p.stderr.close()
+    after = count_shards(out)
+    c.check(f"{label} killed by SIGKILL mid-write ({seen} of {total} shards seen, {after} after)",
+            rc == -signal.SIGKILL and 0 < after < total and seen <= hi,
+            f"exit {rc}, {after} of {total} shards (the job was too fast or too slow to kill)")
+    return rc == -signal.SIGKILL and 0 < after < total
+
+
+def after_kill_checks(c, label, shardmill, out, ref=None):
+    c.check(f"{label} no completion marker",
+            not os.path.exists(os.path.join(out, "shardmill.complete.json")))
+    check_no_partial(c, label, out, ref)
+    r = cc.run([shardmill, "verify", out])
+    c.check(f"{label} shardmill verify fails (exit 1 or 3)", r.returncode in (1, 3),
+            cc.describe(r) + " stdout: " + r.stdout[-500:])
+
+
+def case_sigkill_resume(c, args, work):
+    inp = os.path.join(work, "big.in.zarr")
+    make_input(inp, BIG, 71)
+    total = (BIG[0] // 8) * (BIG[1] // 32) * (BIG[2] // 32)
+    # The same YAML (relative output.path) from two working directories: identical effective
+    # configurations, so the trees must be identical byte for byte.
+    cfg = job_config(os.path.join(work, "job.yaml"), inp, "out.zarr")
+    resume = ["--set", "output.exists=resume"]
+    ref_dir = cc.fresh_dir(os.path.join(work, "clean"))
+    t0 = time.monotonic()
+    r = cc.run([args.shardmill, "run", cfg, "--report", "report.json"] + resume, cwd=ref_dir)
+    c.check(f"clean run exits 0 ({time.monotonic() - t0:.1f} s)", r.returncode == 0,
+            cc.describe(r))
+    ref = os.path.join(ref_dir, "out.zarr")
+    kdir = cc.fresh_dir(os.path.join(work, "killed"))
+    out = os.path.join(kdir, "out.zarr")
+    if not start_and_kill(c, "killed run", args.shardmill, cfg, kdir, out, total, resume):
+        return
+    after_kill_checks(c, "killed run", args.shardmill, out, ref)
+    r = cc.run([args.shardmill, "run", cfg, "--report", "report.json"] + resume, cwd=kdir)
+    c.check("resume exits 0", r.returncode == 0, cc.describe(r))
+    if r.returncode != 0:
+        return
+    rep = json.load(open(os.path.join(kdir, "report.json")))
+    written = rep.get("output", {}).get("written")
+    c.check(f"resume rewrote only missing shards ({written} of {total})",
+            isinstance(written, int) and 0 < written < total, rep.get("output"))
+    r = cc.run([args.shardmill, "verify", out])
+    c.check("verify of the resumed output ok", r.returncode == 0, cc.describe(r) + r.stdout)
+    cc.check_marker(c, "resumed", out, rep, args.version)
+    diffs = cc.tree_diff(ref, out)
+    c.check("resumed tree == clean run in another directory (every file, journal included)",
+            not diffs, "; ".join(diffs[:8]))
+
+
+def case_sigkill_resume_cli(c, args, work):
+    inp = os.path.join(work, "big.in.zarr")
+    make_input(inp, BIG, 72)
+    total = (BIG[0] // 8) * (BIG[1] // 32) * (BIG[2] // 32)
+    cfg = job_config(os.path.join(work, "job.yaml"), inp, "out.zarr")  # exists: error (default)
+    kdir = cc.fresh_dir(os.path.join(work, "killed"))
+    out = os.path.join(kdir, "out.zarr")
+    if not start_and_kill(c, "killed default run", args.shardmill, cfg, kdir, out, total):
+        return
+    after_kill_checks(c, "killed default run", args.shardmill, out)
+    before = cc.snapshot(out)
+    cmd = [args.shardmill, "run", cfg, "--set", "output.exists=resume", "--report", "rep.json"]
+    r = cc.run(cmd, cwd=kdir)
+    ok = c.check("rerun with --set output.exists=resume exits 0 (SPEC §6 resume)",
+                 r.returncode == 0, cc.describe(r))
+    if not ok:
+        c.check("the refused resume left the directory untouched", cc.snapshot(out) == before,
+                "entries changed")
+        return
+    r = cc.run([args.shardmill, "verify", out])
+    c.check("verify of the resumed output ok", r.returncode == 0, cc.describe(r) + r.stdout)
+    # A clean run of the same job: the same shards (the configurations differ only in exists).
+    ref_dir = cc.fresh_dir(os.path.join(work, "clean"))
+    r = cc.run([args.shardmill, "run", cfg], cwd=ref_dir)
+    c.check("clean run exits 0", r.returncode == 0, cc.describe(r))
+    diffs = [d for d in cc.tree_diff(os.path.join(ref_dir, "out.zarr"), out)]
+    c.check("resumed tree == clean run (every file)", not diffs, "; ".join(diffs[:8]))
+
+
+def case_full_disk(c, args, work):
+    if os.geteuid() != 0:
+        print("SKIP full_disk: mounting a tmpfs needs root")
+        return SKIP
+    inp = os.path.join(work, "small.in.zarr")
+    make_input(inp, (50, 70, 90), 73, chunks=(16, 16, 16))
+    mnt = cc.fresh_dir(os.path.join(work, "full"))
+    r = cc.run(["mount", "-t", "tmpfs", "-o", "size=200k", "tmpfs", mnt])
+    if r.returncode != 0:
+        print(f"SKIP full_disk: cannot mount a tmpfs: {r.stderr.strip()}")
+        return SKIP
+    try:
+        cfg = job_config(os.path.join(work, "job.yaml"), inp, os.path.join(mnt, "out.zarr"),
+                         {"parallel": {"threads": 2}})
+        r = cc.run([args.shardmill, "run", cfg, "--report", os.path.join(work, "rep.json")])
+        c.check("convert onto a full disk exits 4", r.returncode == 4, cc.describe(r))
+        lines = cc.one_error_line(r.stderr)
+        c.check("exactly one error line on stderr", len(lines) == 1, lines)
+        line = lines[0] if lines else ""
+        c.check("the error line is 'shardmill: error: <path under the mount>: ...'",
+                re.match(r"^shardmill: error: " + re.escape(mnt) + r"/out\.zarr\S*: ", line)
+                is not None and "No space left on device" in line, line)
+        out = os.path.join(mnt, "out.zarr")
+        c.check("no completion marker", not os.path.exists(
+            os.path.join(out, "shardmill.complete.json")))
+        c.check("no report written after the error", not os.path.exists(
+            os.path.join(work, "rep.json")))
+        if os.path.exists(os.path.join(out, "zarr.json")):
+            check_no_partial(c, "full disk", out)
+        r = cc.run([args.shardmill, "verify", out])
+        c.check("verify of the failed output fails (exit 1 or 3)", r.returncode in (1, 3),
+                cc.describe(r))
+    finally:
+        r = cc.run(["umount", mnt])
+        if r.returncode != 0:
+            print(f"warning: umount {mnt}: {r.stderr.strip()}")
+    return None
+
+
+def refused(c, label, args, cfg, target, cwd, sets=(), expect=r"output exists"):
+    """Runs the job expecting exit 2, one error line matching `expect`, target untouched."""
+    before = cc.snapshot(target) if os.path.isdir(target) and not os.path.islink(target) else \
+        (open(target, "rb").read(), os.lstat(target).st_mtime_ns)
+    cmd = [args.shardmill, "run", cfg]
+    for s in sets:
+        cmd += ["--set", s]
+    time.sleep(0.01)  # any rewrite would show in the mtimes
+    r = cc.run(cmd, cwd=cwd)
+    lines = cc.one_error_line(r.stderr)
+    c.check(f"{label}: exit 2 with one error line '{expect}'",
+            r.returncode == 2 and len(lines) == 1 and re.search(expect, lines[0]) is not None,
+            cc.describe(r))
+    after = cc.snapshot(target) if os.path.isdir(target) and not os.path.islink(target) else \
+        (open(target, "rb").read(), os.lstat(target).st_mtime_ns)
+    c.check(f"{label}: every entry byte-identical, mtimes and modes unchanged", before == after,
+            "changed entries: " + str(sorted(k for k in set(before) | set(after)
+                                             if before.get(k) != after.get(k))[:8])
+            if isinstance(before, dict) else "the file changed")
+
+
+def case_exists(c, args, work):
+    import zarr
+    inp = os.path.join(work, "small.in.zarr")
+    make_input(inp, (20, 40, 40), 74, chunks=(16, 16, 16))
+    d = cc.fresh_dir(os.path.join(work, "run"))
+    cfg = job_config(os.path.join(work, "job.yaml"), inp, "out.zarr", {"output": {"fsync": False}})
+    out = os.path.join(d, "out.zarr")
+    r = cc.run([args.shardmill, "run", cfg], cwd=d)
+    c.check("first run exits 0", r.returncode == 0, cc.describe(r))
+    refused(c, "existing output, exists: error (default)", args, cfg, out, d)
+    # an empty directory is not an output: allowed (write.h)
+    empty = os.path.join(d, "empty.zarr")
+    os.makedirs(empty)
+    r = cc.run([args.shardmill, "run", cfg, "--set", "output.path=empty.zarr"], cwd=d)
+    c.check("an empty directory is written into with exists: error", r.returncode == 0 and
+            os.path.exists(os.path.join(empty, "shardmill.complete.json")), cc.describe(r))
+    # foreign directories
+    foreign = os.path.join(d, "foreign.zarr")
+    zarr.open(foreign, mode="w", shape=(4, 4), chunks=(2, 2), dtype="u1")[:] = 1
+    with open(os.path.join(foreign, "notes.txt"), "w") as f:
+        f.write("not shardmill's\n")
+    for policy in ("error", "overwrite", "resume"):
+        expect = "output exists" if policy == "error" else "not a shardmill output"
+        refused(c, f"foreign Zarr directory, exists: {policy}", args, cfg, foreign, d,
+                ["output.path=foreign.zarr", f"output.exists={policy}"], expect)
+    # a shardmill output holding an entry it cannot contain: refused before deleting anything
+    mixed = os.path.join(d, "mixed.zarr")
+    shutil.copytree(out, mixed)
+    with open(os.path.join(mixed, "precious.txt"), "w") as f:
+        f.write("user data\n")
+    for policy in ("overwrite", "resume"):
+        refused(c, f"shardmill output with a foreign file, exists: {policy}", args, cfg, mixed, d,
+                ["output.path=mixed.zarr", f"output.exists={policy}"], "shardmill output|entry|"
+                "precious")
+    # a regular file and a symbolic link at the output path
+    afile = os.path.join(d, "file.zarr")
+    with open(afile, "w") as f:
+        f.write("a file\n")
+    for policy in ("error", "overwrite"):
+        refused(c, f"a regular file, exists: {policy}", args, cfg, afile, d,
+                ["output.path=file.zarr", f"output.exists={policy}"], "output exists|not a "
+                "shardmill output")
+    link = os.path.join(d, "link.zarr")
+    os.symlink("out.zarr", link)
+    before = cc.snapshot(out)
+    r = cc.run([args.shardmill, "run", cfg, "--set", "output.path=link.zarr", "--set",
+                "output.exists=overwrite"], cwd=d)
+    c.check("a symbolic link to an output, exists: overwrite: exit 2", r.returncode == 2,
+            cc.describe(r))
+    c.check("the link's target is untouched", cc.snapshot(out) == before and
+            os.path.islink(link), "changed")
+    # overwrite of a real shardmill output works and verifies
+    r = cc.run([args.shardmill, "run", cfg, "--set", "output.exists=overwrite", "--set",
+                "normalize.divisor=100"], cwd=d)
+    c.check("overwrite of a shardmill output exits 0", r.returncode == 0, cc.describe(r))
+    meta = json.load(open(os.path.join(out, "zarr.json")))
+    c.check("the overwritten output carries the new normalization",
+            meta["attributes"]["shardmill"]["normalization"].get("divisor") == 100,
+            meta["attributes"]["shardmill"]["normalization"])
+    r = cc.run([args.shardmill, "verify", out])
+    c.check("verify of the overwritten output ok", r.returncode == 0, cc.describe(r))
+
+
+def case_path_escape(c, args, work):
+    inp = os.path.join(work, "small.in.zarr")
+    make_input(inp, (10, 20, 20), 75, chunks=(16, 16, 16))
+    root = cc.fresh_dir(os.path.join(work, "esc"))
+    base = os.path.join(root, "base")
+    os.makedirs(base)
+    cfg = job_config(os.path.join(work, "job.yaml"), inp, "a/../../x.zarr",
+                     {"output": {"fsync": False}})
+    before_base = set(os.listdir(base))
+    r = cc.run([args.shardmill, "run", cfg], cwd=base)
+    escaped = os.path.join(root, "x.zarr")
+    if r.returncode == 2:
+        c.check("output.path a/../../x.zarr (outside the working directory) refused, exit 2",
+                True)
+        c.check("nothing created", not os.path.exists(escaped) and
+                set(os.listdir(base)) == before_base, os.listdir(base))
+        return
+    # The CLI exposes no output root: sm_job_output_opts (jobs/job_input.c) never sets
+    # sm_output_opts.base, so ".." components are resolved and followed.
+    print(f"note: output.path a/../../x.zarr from {base}: exit {r.returncode}; "
+          f"written at {escaped}: {os.path.isdir(escaped)} (no output root in the CLI)")
+    c.check("the job either refuses the path or writes exactly the resolved path",
+            r.returncode == 0 and os.path.exists(os.path.join(escaped,
+                                                              "shardmill.complete.json")),
+            cc.describe(r))
+    created = sorted(set(os.listdir(base)) - before_base)
+    c.check("SPEC §6: nothing outside output.path is created (no directory for the '..'d "
+            "component 'a')", not created, f"created in the working directory: {created}")
+    # inside the working directory too
+    r = cc.run([args.shardmill, "run", cfg, "--set", "output.path=b/../y.zarr"], cwd=base)
+    created = sorted(set(os.listdir(base)) - before_base - {"a"})
+    c.check("output.path b/../y.zarr: exit 0 and only y.zarr created",
+            r.returncode == 0 and created == ["y.zarr"], f"{cc.describe(r)}; created {created}")
+
+
+CASES = {"sigkill_resume": case_sigkill_resume, "sigkill_resume_cli": case_sigkill_resume_cli,
+         "full_disk": case_full_disk, "exists": case_exists, "path_escape": case_path_escape}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shardmill", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--case", required=True, choices=sorted(CASES))
+    args = ap.parse_args()
+    args.shardmill = os.path.abspath(args.shardmill)
+    work = cc.fresh_dir(os.path.abspath(os.path.join(args.work, args.case)))
+    c = cc.Checks(f"convert.safety.{args.case}")
+    args.version = cc.engine_version(args.shardmill)
+    status = CASES[args.case](c, args, work)
+    if status == SKIP:
+        return SKIP
+    return c.done()
+
+
+if __name__ == "__main__":
+    cc.main_guard(main)

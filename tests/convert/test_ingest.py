@@ -1,0 +1,386 @@
+"""`shardmill run` (job: ingest): raw and NIfTI-1 volumes -> Zarr v3 arrays of the input's dtype.
+
+Usage: /usr/bin/python3 test_ingest.py --shardmill BIN --node NODE --work DIR --group GROUP
+Groups (one ctest each, label `convert`):
+  raw         int16 little and big endian, with and without header bytes (and a float32
+              big-endian volume with NaN, +-Inf and -0.0) vs np.fromfile
+  nifti       NIfTI-1 .nii and .nii.gz written by nibabel (uint8, int16, float32; a big-endian
+              header, an extension (vox_offset > 352), scl_slope set, a 4-D file with a trailing
+              axis of 1) vs nibabel's img.dataobj.get_unscaled() transposed to [z, y, x]
+  nifti_pixdim  the voxel sizes of the report and the provenance are NIfTI pixdim[1..3]
+  bad_inputs  raw size mismatch, a non-NIfTI file, a non-gzip .nii.gz, an unsupported NIfTI
+              datatype, a truncated NIfTI: exit 3, one error line naming the file, no output
+  real_data   data/ct/matrix.dat and data/mri/ch2better.nii.gz (scripts/fetch-data.sh) vs
+              NumPy / nibabel; exit 77 (skipped) when they are absent
+Each ingested array is read back by `shardmill read`, by zarrita.js and (small volumes) by the
+NumPy decoder of the sharding spec; the report's checksums (SPEC §5) and the completion marker
+are checked, and `shardmill verify` must pass.
+"""
+
+import argparse
+import gzip
+import json
+import os
+import shutil
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import convert_common as cc  # noqa: E402
+
+SKIP = 77
+NII_SHAPE = (17, 23, 11)  # x, y, z as nibabel holds it; the Zarr array is [11, 23, 17]
+
+
+def ingest_config(path, store, out, raw=None, fmt=None, extra=None):
+    cfg = {"job": "ingest", "input": {"store": store}, "output": {"path": out, "fsync": False},
+           "parallel": {"threads": 2}, "progress": False}
+    if fmt is not None:
+        cfg["input"]["format"] = fmt
+    if raw is not None:
+        cfg["input"]["raw"] = raw
+    for k, v in (extra or {}).items():
+        if isinstance(v, dict):
+            cfg.setdefault(k, {}).update(v)
+        else:
+            cfg[k] = v
+    return cc.write_config(path, cfg)
+
+
+def check_ingested(c, args, work, label, out, want, rep, pixdim=None, fmt=None, decode=True,
+                   layout=((8, 32, 32), (2, 16, 16))):
+    """zarr.json, marker, report and values of an ingested array against `want` ([z,y,x])."""
+    meta = json.load(open(os.path.join(out, "zarr.json")))
+    shard, inner = [list(x)[-want.ndim:] for x in layout]
+    c.check(f"{label} zarr.json data_type = {want.dtype.name}",
+            meta.get("data_type") == want.dtype.name, meta.get("data_type"))
+    c.check(f"{label} zarr.json shape = {list(want.shape)}", meta.get("shape") == list(want.shape),
+            meta.get("shape"))
+    grid = meta.get("chunk_grid", {}).get("configuration", {}).get("chunk_shape")
+    c.check(f"{label} zarr.json layout (shards {shard}, inner {inner}, zstd)",
+            grid == shard and
+            meta["codecs"][0]["name"] == "sharding_indexed" and
+            meta["codecs"][0]["configuration"]["chunk_shape"] == inner and
+            [x["name"] for x in meta["codecs"][0]["configuration"]["codecs"]] ==
+            ["bytes", "zstd"], meta.get("codecs"))
+    src = meta.get("attributes", {}).get("shardmill", {}).get("source", {})
+    c.check(f"{label} provenance source (format, shape, dtype)",
+            src.get("format") == fmt and src.get("shape") == list(want.shape) and
+            src.get("dtype") == want.dtype.name, src)
+    cc.check_marker(c, label, out, rep, args.version)
+    inp = rep.get("input", {})
+    c.check(f"{label} report input format/shape/dtype",
+            inp.get("format") == fmt and inp.get("shape") == list(want.shape) and
+            inp.get("dtype") == want.dtype.name, inp)
+    if pixdim is not None:
+        # NIfTI pixdim[1..3] (x, y, z); the axis order is not documented, so [z, y, x] passes too
+        got = [float(x) for x in inp.get("pixdim", [])]
+        want_px = [float(x) for x in pixdim]
+        c.check(f"{label} report input.pixdim = NIfTI pixdim[1..3] {want_px} (or reversed)",
+                got in (want_px, want_px[::-1]), f"got {inp.get('pixdim')}")
+    s, w = cc.checksums(want, want.shape, [0] * want.ndim)
+    res = rep.get("result", {})
+    c.check(f"{label} report voxels/checksum/weighted_checksum (SPEC §5)",
+            res.get("voxels") == want.size and res.get("checksum") == s and
+            res.get("weighted_checksum") == w,
+            f"{res} vs NumPy voxels {want.size} checksum {s} weighted {w}")
+    if decode:
+        try:
+            got = cc.spec_decode(out)
+            c.check(f"{label} NumPy spec decode bit for bit", cc.same_bits(got, want),
+                    cc.first_diff(got, want))
+        except Exception as e:  # noqa: BLE001 - a decoding problem is a failure to report
+            c.check(f"{label} NumPy spec decode", False, repr(e))
+    cc.shardmill_read(c, args.shardmill, label, out, want, work)
+    r = cc.run([args.shardmill, "verify", out])
+    c.check(f"{label} shardmill verify ok", r.returncode == 0, cc.describe(r))
+
+
+def do_ingest(c, args, work, label, store, want, raw=None, fmt=None, pixdim=None,
+              expect_fmt=None, decode=True, layout=None):
+    out = os.path.join(work, label + ".zarr")
+    shutil.rmtree(out, ignore_errors=True)
+    extra = None if layout is None else {"output": {"shard": list(layout[0]),
+                                                    "chunk": list(layout[1])}}
+    cfg = ingest_config(os.path.join(work, label + ".yaml"), store, out, raw, fmt, extra)
+    rep_path = os.path.join(work, label + ".report.json")
+    r = cc.run([args.shardmill, "run", cfg, "--report", rep_path], cwd=work, timeout=600)
+    if not c.check(f"{label} ingest exits 0", r.returncode == 0, cc.describe(r)):
+        return None
+    rep = json.load(open(rep_path))
+    check_ingested(c, args, work, label, out, want, rep, pixdim, expect_fmt or fmt, decode,
+                   layout or ((8, 32, 32), (2, 16, 16)))
+    return (label, out, want, [([1] * want.ndim, [max(1, s - 2) for s in want.shape])])
+
+
+# ---- raw ----
+
+def group_raw(c, args, work):
+    rng = np.random.default_rng(81)
+    shape = (13, 29, 37)
+    base = rng.integers(-32768, 32767, shape, endpoint=True, dtype=np.int16)
+    base.flat[:4] = [-32768, 32767, -1, 0]
+    reads = []
+    cases = [  # label, dtype, byte order, header bytes, give input.format
+        ("raw_i16_le", "int16", "little", 0, False),
+        ("raw_i16_le_hdr352", "int16", "little", 352, True),
+        ("raw_i16_be", "int16", "big", 0, True),
+        ("raw_i16_be_hdr100", "int16", "big", 100, False),
+    ]
+    for label, dtype, order, hdr, give_fmt in cases:
+        path = os.path.join(work, label + ".dat")
+        ne = np.dtype(dtype).newbyteorder("<" if order == "little" else ">")
+        with open(path, "wb") as f:
+            f.write(rng.integers(0, 256, hdr, dtype=np.uint8).tobytes())  # junk header
+            f.write(base.astype(ne).tobytes())
+        want = np.fromfile(path, dtype=ne, offset=hdr).reshape(shape).astype(np.int16)
+        assert np.array_equal(want, base)
+        raw = {"dtype": dtype, "shape": list(shape), "byte_order": order, "header_bytes": hdr}
+        res = do_ingest(c, args, work, label, path, want, raw, "raw" if give_fmt else None,
+                        expect_fmt="raw")
+        if res:
+            reads.append(res)
+    # float32 big endian: NaN, +-Inf, -0.0 and a subnormal must survive bit for bit
+    f = (rng.standard_normal((7, 19, 21)) * 1000).astype(np.float32)
+    f.flat[:5] = [np.nan, np.inf, -np.inf, -0.0, np.finfo(np.float32).tiny / 4]
+    path = os.path.join(work, "raw_f32_be_hdr16.dat")
+    with open(path, "wb") as fh:
+        fh.write(b"HEADER--16-bytes")
+        fh.write(f.astype(">f4").tobytes())
+    want = np.fromfile(path, dtype=">f4", offset=16).reshape(f.shape).astype(np.float32)
+    res = do_ingest(c, args, work, "raw_f32_be_hdr16", path, want,
+                    {"dtype": "float32", "shape": list(f.shape), "byte_order": "big",
+                     "header_bytes": 16}, "raw")
+    if res:
+        reads.append(res)
+    cc.zarrita_read_all(c, args.node, work, reads)
+
+
+# ---- NIfTI ----
+
+def nifti_cases(rng):
+    import nibabel as nib
+    u8 = rng.integers(0, 256, NII_SHAPE, dtype=np.uint8)
+    i16 = rng.integers(-32768, 32767, NII_SHAPE, endpoint=True, dtype=np.int16)
+    f32 = (rng.standard_normal(NII_SHAPE) * 100).astype(np.float32)
+    f32.flat[:4] = [np.nan, np.inf, -0.0, -np.inf]
+    aff = np.diag([0.5, 0.75, 2.0, 1.0])
+    cases = []
+    for name, data in (("u8", u8), ("i16", i16), ("f32", f32)):
+        img = nib.Nifti1Image(data, aff)
+        img.header.set_data_dtype(data.dtype)
+        cases.append((f"nii_{name}", img))
+    be = nib.Nifti1Header(endianness=">")
+    be.set_data_dtype(np.int16)
+    img = nib.Nifti1Image(i16, aff, header=be)
+    cases.append(("nii_i16_bigendian", img))
+    img = nib.Nifti1Image(u8, aff)
+    img.header.extensions.append(nib.nifti1.Nifti1Extension(6, b"shardmill test comment " * 9))
+    cases.append(("nii_u8_extension", img))
+    img = nib.Nifti1Image(i16, aff)
+    img.header.set_data_dtype(np.int16)
+    img.header.set_slope_inter(2.5, -10)  # ingest keeps the stored values (get_unscaled)
+    cases.append(("nii_i16_scaled", img))
+    img = nib.Nifti1Image(u8.reshape(NII_SHAPE + (1,)), aff)
+    cases.append(("nii_u8_4d_trailing1", img))
+    return cases
+
+
+def group_nifti(c, args, work):
+    import nibabel as nib
+    rng = np.random.default_rng(82)
+    reads = []
+    for name, img in nifti_cases(rng):
+        for suffix in (".nii", ".nii.gz"):
+            label = name + ("_gz" if suffix.endswith("gz") else "")
+            path = os.path.join(work, name + suffix)
+            nib.save(img, path)
+            back = nib.load(path)
+            data = np.asarray(back.dataobj.get_unscaled())
+            while data.ndim > 3 and data.shape[-1] == 1:
+                data = data[..., 0]
+            want = np.ascontiguousarray(data.transpose(tuple(reversed(range(data.ndim)))))
+            want = want.astype(want.dtype.newbyteorder("="))
+            if name == "nii_u8_extension":
+                raw_hdr = open(path, "rb").read(348) if suffix == ".nii" else \
+                    gzip.open(path).read(348)
+                vox = float(np.frombuffer(raw_hdr[108:112], "<f4")[0])
+                c.check(f"{label} fixture has vox_offset {vox} > 352", vox > 352, vox)
+            res = do_ingest(c, args, work, label, path, want, expect_fmt="nifti")
+            if res:
+                reads.append(res)
+    cc.zarrita_read_all(c, args.node, work, reads)
+
+
+def group_nifti_pixdim(c, args, work):
+    """The report's input.pixdim (and zarr.json's source.pixdim) are the NIfTI voxel sizes
+    pixdim[1..3] (header bytes 80..91; pixdim[0] at byte 76 is qfac)."""
+    import nibabel as nib
+    rng = np.random.default_rng(84)
+    u8 = rng.integers(0, 256, NII_SHAPE, dtype=np.uint8)
+    files = []
+    for zooms in ((0.5, 0.75, 2.0), (1.25, 3.0, 0.8)):
+        img = nib.Nifti1Image(u8, np.diag(list(zooms) + [1.0]))
+        img.header.set_xyzt_units("mm", "sec")
+        img.header["pixdim"][4] = 2.5  # a time step: must not show up as a voxel size
+        path = os.path.join(work, f"px_{zooms[0]}_{zooms[1]}_{zooms[2]}.nii.gz")
+        nib.save(img, path)
+        files.append(path)
+    mri = os.path.join(cc.REPO, "data", "mri", "ch2better.nii.gz")
+    if os.path.isfile(mri):
+        files.append(mri)
+    for path in files:
+        hdr = nib.load(path).header
+        want_px = [float(x) for x in hdr["pixdim"][1:4]]
+        label = os.path.basename(path)
+        out = os.path.join(work, label + ".zarr")
+        shutil.rmtree(out, ignore_errors=True)
+        cfg = ingest_config(os.path.join(work, label + ".yaml"), path, out,
+                            extra={"output": {"shard": [32, 64, 64], "chunk": [16, 32, 32]}})
+        rep_path = os.path.join(work, label + ".report.json")
+        r = cc.run([args.shardmill, "run", cfg, "--report", rep_path], cwd=work, timeout=600)
+        if not c.check(f"{label} ingest exits 0", r.returncode == 0, cc.describe(r)):
+            continue
+        got = [float(x) for x in json.load(open(rep_path))["input"].get("pixdim", [])]
+        # the axis order is not documented: NIfTI's [x, y, z] or the array's [z, y, x]
+        c.check(f"{label} report input.pixdim = pixdim[1..3] {want_px} (or reversed)",
+                got in (want_px, want_px[::-1]), f"got {got}")
+        src = json.load(open(os.path.join(out, "zarr.json")))["attributes"]["shardmill"]["source"]
+        got = [float(x) for x in src.get("pixdim", [])]
+        c.check(f"{label} zarr.json source.pixdim = pixdim[1..3] {want_px} (or reversed)",
+                got in (want_px, want_px[::-1]), f"got {got}")
+
+
+# ---- bad inputs ----
+
+def expect_bad(c, args, work, label, store, raw=None, fmt=None, code=3):
+    out = os.path.join(work, label + ".zarr")
+    shutil.rmtree(out, ignore_errors=True)
+    cfg = ingest_config(os.path.join(work, label + ".yaml"), store, out, raw, fmt)
+    r = cc.run([args.shardmill, "run", cfg], cwd=work)
+    lines = cc.one_error_line(r.stderr)
+    c.check(f"{label}: exit {code}", r.returncode == code, cc.describe(r))
+    c.check(f"{label}: one error line 'shardmill: error: <file>...' naming the file",
+            len(lines) == 1 and lines[0].startswith("shardmill: error: ") and
+            os.path.basename(store) in lines[0], lines)
+    c.check(f"{label}: no output written", not os.path.exists(out),
+            os.listdir(out) if os.path.isdir(out) else "")
+
+
+def group_bad_inputs(c, args, work):
+    import nibabel as nib
+    rng = np.random.default_rng(83)
+    shape = [10, 20, 30]
+    good = rng.integers(-100, 100, shape, dtype=np.int16)
+    short = os.path.join(work, "short.dat")
+    good.tofile(short)
+    with open(short, "r+b") as f:
+        f.truncate(good.nbytes - 2)
+    expect_bad(c, args, work, "raw_too_short", short,
+               {"dtype": "int16", "shape": shape}, "raw")
+    long_ = os.path.join(work, "long.dat")
+    with open(long_, "wb") as f:
+        f.write(good.tobytes() + b"\0\0")
+    expect_bad(c, args, work, "raw_too_long", long_, {"dtype": "int16", "shape": shape}, "raw")
+    hdr = os.path.join(work, "hdr.dat")
+    good.tofile(hdr)
+    expect_bad(c, args, work, "raw_header_bytes_mismatch", hdr,
+               {"dtype": "int16", "shape": shape, "header_bytes": 64}, "raw")
+    junk = os.path.join(work, "junk.nii")
+    with open(junk, "wb") as f:
+        f.write(rng.integers(0, 256, 4096, dtype=np.uint8).tobytes())
+    expect_bad(c, args, work, "not_nifti", junk)
+    txt = os.path.join(work, "text.nii")
+    with open(txt, "w") as f:
+        f.write("this is not a NIfTI file\n" * 40)
+    expect_bad(c, args, work, "text_as_nifti", txt)
+    notgz = os.path.join(work, "plain.nii.gz")
+    img = nib.Nifti1Image(good.transpose(2, 1, 0), np.eye(4))
+    nib.save(img, os.path.join(work, "plain.nii"))
+    shutil.copy(os.path.join(work, "plain.nii"), notgz)  # uncompressed bytes under .gz
+    expect_bad(c, args, work, "nii_gz_not_gzip", notgz)
+    cplx = os.path.join(work, "complex.nii")
+    nib.save(nib.Nifti1Image(np.zeros((4, 5, 6), np.complex64), np.eye(4)), cplx)
+    expect_bad(c, args, work, "unsupported_datatype_complex64", cplx)
+    rgb = os.path.join(work, "rgb24.nii")
+    data = bytearray(open(os.path.join(work, "plain.nii"), "rb").read())
+    data[70:72] = (128).to_bytes(2, "little")  # datatype RGB24
+    data[72:74] = (24).to_bytes(2, "little")   # bitpix
+    open(rgb, "wb").write(bytes(data))
+    expect_bad(c, args, work, "unsupported_datatype_rgb24", rgb)
+    trunc = os.path.join(work, "truncated.nii")
+    full = open(os.path.join(work, "plain.nii"), "rb").read()
+    open(trunc, "wb").write(full[:len(full) - 100])
+    expect_bad(c, args, work, "truncated_nifti", trunc)
+    tgz = os.path.join(work, "truncated.nii.gz")
+    open(tgz, "wb").write(gzip.compress(full)[:-40])
+    expect_bad(c, args, work, "truncated_nii_gz", tgz)
+
+
+# ---- real data (SPEC §9) ----
+# Larger shards than the default (the small volumes above cover the default layout): a few
+# hundred objects instead of thousands keep the test short.
+
+def group_real_data(c, args, work):
+    ct = os.path.join(cc.REPO, "data", "ct", "matrix.dat")
+    mri = os.path.join(cc.REPO, "data", "mri", "ch2better.nii.gz")
+    have = [p for p in (ct, mri) if os.path.isfile(p)]
+    if not have:
+        print(f"SKIP real_data: neither {ct} nor {mri} exists (run scripts/fetch-data.sh)")
+        return SKIP
+    reads = []
+    if os.path.isfile(ct):
+        want = np.fromfile(ct, dtype="<i2").reshape(108, 256, 256).astype(np.int16)
+        print(f"note: CT values {int(want.min())}..{int(want.max())} (SPEC §9: -1024..2986)")
+        res = do_ingest(c, args, work, "real_ct", ct, want,
+                        {"dtype": "int16", "shape": [108, 256, 256], "byte_order": "little"},
+                        "raw", decode=False, layout=((16, 64, 64), (8, 32, 32)))
+        if res:
+            reads.append((res[0], res[1], res[2], []))
+    else:
+        print(f"SKIP real_ct: {ct} absent (scripts/fetch-data.sh)")
+    if os.path.isfile(mri):
+        import nibabel as nib
+        img = nib.load(mri)
+        data = np.asarray(img.dataobj.get_unscaled())
+        want = np.ascontiguousarray(data.transpose(2, 1, 0)).astype(np.uint8)
+        c.check("MRI is uint8 [316, 370, 301] as SPEC §9 says",
+                want.dtype == np.uint8 and want.shape == (316, 370, 301), (want.dtype, want.shape))
+        res = do_ingest(c, args, work, "real_mri", mri, want, expect_fmt="nifti", decode=False,
+                        layout=((32, 64, 64), (16, 32, 32)))
+        if res:
+            reads.append((res[0], res[1], res[2], []))
+    else:
+        print(f"SKIP real_mri: {mri} absent (scripts/fetch-data.sh)")
+    cc.zarrita_read_all(c, args.node, work, reads)
+    return None
+
+
+GROUPS = {"raw": group_raw, "nifti": group_nifti, "nifti_pixdim": group_nifti_pixdim,
+          "bad_inputs": group_bad_inputs,
+          "real_data": group_real_data}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shardmill", required=True)
+    ap.add_argument("--node", default="")
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--group", required=True, choices=sorted(GROUPS))
+    args = ap.parse_args()
+    args.shardmill = os.path.abspath(args.shardmill)
+    work = cc.fresh_dir(os.path.abspath(os.path.join(args.work, args.group)))
+    c = cc.Checks(f"convert.ingest.{args.group}")
+    args.version = cc.engine_version(args.shardmill)
+    if args.group not in ("bad_inputs", "nifti_pixdim"):
+        why = cc.node_ok(args.node)
+        if not c.check("zarrita.js available", why is None, why):
+            return c.done()
+    if GROUPS[args.group](c, args, work) == SKIP:
+        return SKIP
+    return c.done()
+
+
+if __name__ == "__main__":
+    cc.main_guard(main)
