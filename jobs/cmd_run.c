@@ -5,8 +5,22 @@
 
 #include <stdio.h>
 
+#include <shardmill/par.h>
+
 #include "config.h"
 #include "jobs_run.h"
+
+/* Ends a run on every rank: the error line is printed once (rank 0; every rank holds the same
+ * agreed error), MPI is finalised, and every rank returns the same exit status. */
+static int finish_run(sm_status st, const struct sm_err *err)
+{
+    int rc = 0;
+    if (st != SM_OK) {
+        rc = sm_par_rank() == 0 ? sm_report_error(err) : sm_exit_code(err->status);
+    }
+    sm_par_finalize();
+    return rc;
+}
 
 int sm_cmd_run(int argc, char **argv)
 {
@@ -36,10 +50,18 @@ int sm_cmd_run(int argc, char **argv)
     }
     struct sm_err err;
     sm_err_clear(&err);
-    struct sm_job_config c;
-    sm_status st = sm_config_load(pos[0], set_list.v, set_list.n, &c, &err);
+    /* ranks only when a launcher started us (SPEC §1); docs/internals/ranks.md */
+    sm_status st = sm_par_init(sm_job_launched_by_mpi(), NULL, NULL, &err);
     if (st != SM_OK) {
         return sm_report_error(&err);
+    }
+    struct sm_job_config c;
+    st = sm_config_load(pos[0], set_list.v, set_list.n, &c, &err);
+    if (sm_par_agree(st, &err) != SM_OK) {
+        if (st == SM_OK) {
+            sm_config_destroy(&c);
+        }
+        return finish_run(err.status, &err);
     }
     if (quiet) {
         c.progress = false;
@@ -53,6 +75,13 @@ int sm_cmd_run(int argc, char **argv)
         st = sm_job_convert(&c, path, &err);
         break;
     case SM_JOB_INGEST:
+        if (sm_par_size() > 1) { /* one writer of one volume: no ranks to share it with */
+            sm_err_set(&err, SM_E_USAGE, __FILE__, __LINE__,
+                       "ingest runs as one process, not under %d MPI ranks", sm_par_size());
+            sm_err_where(&err, "%s: job", pos[0]);
+            st = err.status;
+            break;
+        }
         st = sm_job_ingest(&c, path, &err);
         break;
     default:
@@ -63,5 +92,5 @@ int sm_cmd_run(int argc, char **argv)
         break;
     }
     sm_config_destroy(&c);
-    return st == SM_OK ? 0 : sm_report_error(&err);
+    return finish_run(st, &err);
 }

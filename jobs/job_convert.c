@@ -5,7 +5,13 @@
  * half of limits.memory_bytes; otherwise each shard's box is read again (through the
  * encoded-object cache when enabled). Stage times: `open` (store + metadata), `hydrate`/`decode`
  * (input fetch/codec time of both phases), `process` (statistics and normalization) and `write`
- * (encode + put + flush + marker), thread sums divided by the thread count; `total` is wall. */
+ * (encode + put + flush + marker), thread sums divided by the thread count; `total` is wall.
+ * Under MPI (docs/internals/ranks.md): every rank scans its block of tiles, the statistics are
+ * summed over ranks (so every rank derives the same window), every rank writes its block of the
+ * output shards (sm_partition_block; parallel.partition `balanced` is block for now), rank 0
+ * begins the output and the others join it, every rank flushes, and rank 0 writes the marker and
+ * the report only after every rank agreed on success at each phase. The decoded ROI is kept only
+ * with one rank (a rank's shards need input outside its tiles). */
 #include "jobs_run.h"
 
 #include <jansson.h>
@@ -16,6 +22,7 @@
 #include <shardmill/box.h>
 #include <shardmill/clock.h>
 #include <shardmill/codec.h>
+#include <shardmill/par.h>
 #include <shardmill/stats.h>
 #include <shardmill/write.h>
 
@@ -217,6 +224,7 @@ static void print_summary(const struct sm_job_config *c, const struct sm_scan_re
 sm_status sm_job_convert(const struct sm_job_config *c, const char *report_path, struct sm_err *err)
 {
     const uint64_t t_start = sm_clock_ns();
+    const int rank = sm_par_rank(), nranks = sm_par_size();
     struct sm_store *store = NULL;
     struct sm_array *a = NULL;
     struct sm_output *out = NULL;
@@ -226,29 +234,46 @@ sm_status sm_job_convert(const struct sm_job_config *c, const char *report_path,
     uint8_t *keep = NULL;
     json_t *attrs = NULL;
     const struct sm_output_opts oopts = sm_job_output_opts(c);
-    /* Refuse an existing output before any expensive work. */
-    SM_TRY(sm_output_open(c->output.path, &oopts, &out, err));
-    sm_status st = sm_job_open_input(c, &store, &a, err);
+    /* Phase open: refuse an existing output before any expensive work, open the input. Every
+     * phase ends with sm_par_agree, so all ranks continue or all stop with the same error. */
+    sm_status st = sm_par_agree(sm_output_open(c->output.path, &oopts, &out, err), err);
+    if (st == SM_OK) {
+        st = sm_job_open_input(c, &store, &a, err); /* collective (metadata broadcast) */
+    }
     const uint64_t t_open = sm_clock_ns() - t_start;
     struct sm_scan_setup su;
     const struct sm_array_meta *m = st == SM_OK ? sm_array_meta(a) : NULL;
     if (st == SM_OK) {
         st = sm_job_scan_setup(c, m, &su, err);
     }
+    st = sm_par_agree(st, err);
+    /* Phase scan: this rank's tiles, then the global statistics. */
     size_t roi_bytes = 0;
+    uint64_t allreduce_ns = 0;
     if (st == SM_OK) {
         roi_bytes = sm_dtype_size(m->dtype);
         for (unsigned d = 0; d < m->ndim; d++) {
             roi_bytes *= (size_t)su.shape[d];
         }
-        if (roi_bytes <= c->limits.memory_bytes / 2) {
+        if (nranks == 1 && roi_bytes <= c->limits.memory_bytes / 2) {
             keep = sm_malloc(roi_bytes == 0 ? 1 : roi_bytes);
             su.params.keep = keep; /* NULL (re-read) if it cannot be had */
         }
-        st = sm_scan_tiles(a, &su.tiling, 0, su.tiling.ntiles, &su.params, &r, err);
+        uint64_t tfirst = 0, tcount = 0;
+        sm_job_rank_range(su.tiling.ntiles, &tfirst, &tcount);
+        st = sm_scan_tiles(a, &su.tiling, tfirst, tcount, &su.params, &r, err);
+        const uint64_t t0 = sm_clock_ns();
+        st = sm_par_agree(st, err);
+        if (st == SM_OK) {
+            st = sm_job_reduce_scan(&r, err);
+        }
+        allreduce_ns += sm_clock_ns() - t0;
     }
     const uint64_t t_scan = sm_clock_ns() - t_start;
+    /* Phase begin: the same window, zarr.json and writer on every rank (they derive from the
+     * global statistics only); rank 0 prepares the directory, then the others attach to it. */
     struct sm_norm nm;
+    bool agreed = st != SM_OK; /* a failure here is already every rank's */
     if (st == SM_OK) {
         st = make_norm(c, &r.hist, &nm, err);
     }
@@ -266,8 +291,19 @@ sm_status sm_job_convert(const struct sm_job_config *c, const char *report_path,
     if (st == SM_OK) {
         st = sm_writer_new(&spec, &w, err);
     }
-    if (st == SM_OK) {
+    if (st == SM_OK && rank == 0) {
         st = sm_output_begin(out, w, err);
+    }
+    if (!agreed) {
+        st = sm_par_agree(st, err);
+        agreed = st != SM_OK;
+    }
+    if (st == SM_OK && rank != 0) {
+        st = sm_output_join(out, w, err);
+    }
+    if (!agreed) {
+        st = sm_par_agree(st, err);
+        agreed = st != SM_OK;
     }
     const int nthreads =
         c->parallel.threads > 0 ? (int)c->parallel.threads : sm_write_default_threads();
@@ -294,21 +330,50 @@ sm_status sm_job_convert(const struct sm_job_config *c, const char *report_path,
             st = sm_scratch_new(&cv.ts[i].scratch, err);
         }
     }
+    /* Phase write: this rank's block of shards, then its flush (every rank flushes: syncfs
+     * covers one node, directory fsyncs cover this process's entries). */
     if (st == SM_OK) {
-        const struct sm_write_job job = {0, sm_writer_nshards(w), NULL, nthreads, fill_shard, &cv};
-        st = sm_job_write_output(w, out, &job, &wr, err);
+        uint64_t sfirst = 0, scount = 0;
+        sm_job_rank_range(sm_writer_nshards(w), &sfirst, &scount);
+        const struct sm_write_job job = {sfirst, scount, NULL, nthreads, fill_shard, &cv};
+        st = sm_write_shards(w, out, &job, &wr, err);
+    }
+    if (!agreed) {
+        st = sm_par_agree(st, err);
+        agreed = st != SM_OK;
+    }
+    if (st == SM_OK) {
+        st = sm_output_flush(out, err);
+    }
+    if (!agreed) {
+        st = sm_par_agree(st, err);
+        agreed = st != SM_OK;
+    }
+    /* Phase finish: only now that every rank wrote and flushed, rank 0 writes the marker (it
+     * reads the other ranks' shard records from the journal). */
+    if (st == SM_OK && rank == 0) {
+        st = sm_output_finish(out, err);
+    }
+    if (!agreed) {
+        st = sm_par_agree(st, err);
+        agreed = st != SM_OK;
     }
     const uint64_t t_total = sm_clock_ns() - t_start;
-    struct sm_checksums osums = {0, 0};
+    uint64_t osum[2] = {0, 0};
     uint64_t norm_ns = 0;
     for (int i = 0; cv.ts != NULL && i < cv.nthreads; i++) {
-        osums.sum += cv.ts[i].sums.sum;
-        osums.weighted += cv.ts[i].sums.weighted;
+        osum[0] += cv.ts[i].sums.sum;
+        osum[1] += cv.ts[i].sums.weighted;
         norm_ns += cv.ts[i].norm_ns;
         sm_scratch_free(cv.ts[i].scratch);
         sm_buf_free(&cv.ts[i].in);
     }
     sm_free(cv.ts);
+    if (st == SM_OK) {
+        const uint64_t t0 = sm_clock_ns();
+        st = sm_par_sum_u64(osum, 2, err);
+        allreduce_ns += sm_clock_ns() - t0;
+    }
     if (st == SM_OK) {
         struct sm_array_stats as;
         sm_array_stats(a, &as);
@@ -318,7 +383,7 @@ sm_status sm_job_convert(const struct sm_job_config *c, const char *report_path,
         json_t *rep = json_object();
         json_object_set_new(rep, "engine", sm_json_engine());
         json_object_set_new(rep, "job", json_string("convert"));
-        json_object_set_new(rep, "ranks", json_integer(1));
+        json_object_set_new(rep, "ranks", json_integer(nranks));
         json_object_set_new(rep, "threads", json_integer(nthreads));
         json_object_set_new(rep, "input", sm_job_input_json(c, m));
         json_object_set_new(rep, "roi",
@@ -334,41 +399,59 @@ sm_status sm_job_convert(const struct sm_job_config *c, const char *report_path,
         json_object_set_new(res, "weighted_checksum", sm_json_u64(r.sums.weighted));
         json_object_set_new(res, "histogram", sm_json_hist(&r.hist));
         json_object_set_new(res, "normalization", norm_json(c, &nm));
-        json_object_set_new(res, "output_checksum", json_integer((json_int_t)osums.sum));
-        json_object_set_new(res, "output_weighted_checksum", sm_json_u64(osums.weighted));
+        json_object_set_new(res, "output_checksum", json_integer((json_int_t)osum[0]));
+        json_object_set_new(res, "output_weighted_checksum", sm_json_u64(osum[1]));
         json_object_set_new(rep, "result", res);
-        json_object_set_new(rep, "io", sm_json_io(store, &as));
-        json_object_set_new(rep, "timing_ms",
-                            json_pack("{s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "total", sm_ms(t_total),
-                                      "open", sm_ms(t_open), "hydrate", sm_ms(as.fetch_ns) / per,
-                                      "decode", sm_ms(as.decode_ns) / per, "process",
-                                      sm_ms(r.process_ns + norm_ns) / per, "allreduce", 0.0,
-                                      "write",
-                                      sm_ms(wr.encode_ns + wr.write_ns) / per + sm_ms(os.sync_ns),
-                                      "scan_wall", sm_ms(t_scan)));
+        json_t *io = sm_json_io(store, &as);
+        json_object_set_new(rep, "io", io);
+        json_t *timing = json_pack(
+            "{s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "total", sm_ms(t_total), "open", sm_ms(t_open),
+            "hydrate", sm_ms(as.fetch_ns) / per, "decode", sm_ms(as.decode_ns) / per, "process",
+            sm_ms(r.process_ns + norm_ns) / per, "allreduce", sm_ms(allreduce_ns), "write",
+            sm_ms(wr.encode_ns + wr.write_ns) / per + sm_ms(os.sync_ns), "scan_wall",
+            sm_ms(t_scan));
+        json_object_set_new(rep, "timing_ms", timing);
+        /* shards and bytes of the whole output are rank 0's (set by finish); written is summed */
+        uint64_t counts[2] = {sm_par_rank() == 0 ? os.total_shards : 0,
+                              sm_par_rank() == 0 ? os.total_bytes : 0};
+        uint64_t written = os.shards_written, peak = sm_peak_rss_bytes();
+        st = sm_job_reduce_counters(io, err);
+        if (st == SM_OK) {
+            st = sm_job_reduce_timings(timing, err);
+        }
+        if (st == SM_OK) {
+            st = sm_par_sum_u64(counts, 2, err);
+        }
+        if (st == SM_OK) {
+            st = sm_par_sum_u64(&written, 1, err);
+        }
+        if (st == SM_OK) {
+            st = sm_par_max_u64(&peak, 1, err);
+        }
         json_object_set_new(rep, "memory",
-                            json_pack("{s:o,s:b}", "peak_rss_bytes",
-                                      sm_json_u64(sm_peak_rss_bytes()), "kept_input",
-                                      keep != NULL));
+                            json_pack("{s:o,s:b}", "peak_rss_bytes", sm_json_u64(peak),
+                                      "kept_input", keep != NULL));
         json_object_set_new(rep, "output",
                             json_pack("{s:s,s:o,s:o,s:o,s:b}", "path", sm_output_path(out),
-                                      "shards", sm_json_u64(os.total_shards), "bytes",
-                                      sm_json_u64(os.total_bytes), "written",
-                                      sm_json_u64(os.shards_written), "complete", true));
-        const double secs = (double)t_total / 1e9;
+                                      "shards", sm_json_u64(counts[0]), "bytes",
+                                      sm_json_u64(counts[1]), "written", sm_json_u64(written),
+                                      "complete", true));
+        const double total_ms = json_number_value(json_object_get(timing, "total"));
+        const double secs = total_ms / 1e3;
         json_object_set_new(
             rep, "figure_of_merit",
             json_pack("{s:f}", "voxels_per_s", secs > 0 ? (double)r.voxels / secs : 0.0));
         const char *path = report_path != NULL ? report_path : c->report;
-        if (path != NULL) {
+        if (st == SM_OK && path != NULL && rank == 0) {
             st = sm_report_write(path, rep, err);
-        }
-        if (st == SM_OK && path != NULL && strcmp(path, "-") != 0) {
-            const double times[4] = {sm_ms(t_total), sm_ms(t_open), sm_ms(t_scan - t_open),
-                                     sm_ms(t_total - t_scan)};
-            print_summary(c, &r, &nm, sm_output_path(out), times);
+            if (st == SM_OK && strcmp(path, "-") != 0) {
+                const double times[4] = {total_ms, sm_ms(t_open), sm_ms(t_scan - t_open),
+                                         sm_ms(t_total - t_scan)};
+                print_summary(c, &r, &nm, sm_output_path(out), times);
+            }
         }
         json_decref(rep);
+        st = sm_par_agree(st, err); /* phase report: rank 0's failure is every rank's */
     }
     json_decref(attrs);
     sm_writer_free(w);

@@ -5,29 +5,59 @@
 #include <jansson.h>
 #include <string.h>
 
+#include <shardmill/par.h>
 #include <shardmill/write.h>
 
 #include "report.h"
+
+/* Rank 0's metadata documents to every rank: kind and have_attrs, then the two documents. */
+static sm_status bcast_docs(struct sm_meta_docs *d, struct sm_err *err)
+{
+    int32_t hdr[2] = {(int32_t)d->kind, d->have_attrs ? 1 : 0};
+    SM_TRY(sm_par_bcast(hdr, sizeof(hdr), 0, err));
+    d->kind = (enum sm_meta_docs_kind)hdr[0];
+    d->have_attrs = hdr[1] != 0;
+    SM_TRY(sm_par_bcast_buf(&d->doc, 0, err));
+    return sm_par_bcast_buf(&d->attrs, 0, err);
+}
 
 sm_status sm_job_open_input(const struct sm_job_config *c, struct sm_store **store,
                             struct sm_array **array, struct sm_err *err)
 {
     *store = NULL;
     *array = NULL;
-    SM_TRY(sm_store_open_with(c->input.store, &c->input.http, store, err));
-    if (c->input.cache_enabled && c->input.cache_max_bytes > 0) {
-        sm_status st = sm_store_cache_new(*store, c->input.cache_max_bytes, store, err);
+    sm_status st = sm_store_open_with(c->input.store, &c->input.http, store, err);
+    if (st == SM_OK && c->input.cache_enabled && c->input.cache_max_bytes > 0) {
+        st = sm_store_cache_new(*store, c->input.cache_max_bytes, store, err);
         if (st != SM_OK) {
-            return st; /* the cache closed the inner store */
+            *store = NULL; /* the cache closed the inner store */
         }
+    }
+    /* collective from here on: every rank must reach the metadata broadcast */
+    st = sm_par_agree(st, err);
+    if (st != SM_OK) {
+        sm_store_close(*store);
+        *store = NULL;
+        return st;
     }
     struct sm_array_opts o = SM_ARRAY_OPTS_DEFAULTS;
     o.limits.max_object_bytes = c->limits.max_object_bytes;
     o.limits.max_chunk_bytes = c->limits.max_chunk_bytes;
     o.index_cache_bytes = c->input.index_cache_bytes;
     o.index_cache_entries = c->input.index_cache_entries;
-    sm_status st =
-        sm_array_open(*store, c->input.array != NULL ? c->input.array : "", &o, array, err);
+    /* Metadata once (SPEC §1, §3): rank 0 fetches the documents and broadcasts them; every rank
+     * opens the array from the same bytes. Collective: the fetch status is agreed first. */
+    const char *path = c->input.array != NULL ? c->input.array : "";
+    struct sm_meta_docs docs = SM_META_DOCS_INIT;
+    st = sm_par_rank() == 0 ? sm_array_fetch_meta(*store, path, &o, &docs, err) : SM_OK;
+    st = sm_par_agree(st, err);
+    if (st == SM_OK) {
+        st = bcast_docs(&docs, err);
+    }
+    if (st == SM_OK) {
+        st = sm_array_open_docs(*store, path, &o, &docs, array, err);
+    }
+    sm_meta_docs_free(&docs);
     if (st != SM_OK) {
         sm_store_close(*store);
         *store = NULL;

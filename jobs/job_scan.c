@@ -3,7 +3,10 @@
  * SPEC §5; every pass must agree. Stage times in the report: `open` is the wall time of opening
  * store and metadata; `hydrate`, `decode` and `process` are the time threads spent fetching
  * encoded bytes, running codecs, and computing statistics, summed over threads and divided by the
- * thread count (so they compare with wall time); `total` is the wall time of the whole job. */
+ * thread count (so they compare with wall time); `total` is the wall time of the whole job.
+ * Under MPI (docs/internals/ranks.md) each rank scans its block of tiles (sm_partition_block) and
+ * the results are summed over ranks; rank 0 writes the report, with counters summed over ranks
+ * and timings as the maximum over ranks (flat fields) plus timing_ms.max and timing_ms.mean. */
 #include "jobs_run.h"
 
 #include <jansson.h>
@@ -11,6 +14,7 @@
 #include <string.h>
 
 #include <shardmill/clock.h>
+#include <shardmill/par.h>
 #include <shardmill/tile.h>
 
 #include "jobs.h"
@@ -29,19 +33,23 @@ sm_status sm_job_scan(const struct sm_job_config *c, const char *report_path, st
     const uint64_t t_start = sm_clock_ns();
     struct sm_store *store = NULL;
     struct sm_array *a = NULL;
-    SM_TRY(sm_job_open_input(c, &store, &a, err));
+    /* phase: open (agreed, so a rank that cannot open its input stops every rank) */
+    SM_TRY(sm_par_agree(sm_job_open_input(c, &store, &a, err), err));
     const uint64_t t_open = sm_clock_ns() - t_start;
     const struct sm_array_meta *m = sm_array_meta(a);
 
     struct sm_scan_setup su;
     struct sm_scan_result first = {0}, r = {0};
-    sm_status st = sm_job_scan_setup(c, m, &su, err);
+    sm_status st = sm_par_agree(sm_job_scan_setup(c, m, &su, err), err);
+    const bool agreed_failure = st != SM_OK;
     const struct sm_tiling t = su.tiling;
     const struct sm_scan_params p = su.params;
     const uint64_t *off = su.off, *shape = su.shape, *tile = su.tile;
+    uint64_t tfirst = 0, tcount = 0;
+    sm_job_rank_range(t.ntiles, &tfirst, &tcount);
     uint64_t process_ns = 0;
     for (uint64_t pass = 0; st == SM_OK && pass < c->passes; pass++) {
-        st = sm_scan_tiles(a, &t, 0, t.ntiles, &p, pass == 0 ? &first : &r, err);
+        st = sm_scan_tiles(a, &t, tfirst, tcount, &p, pass == 0 ? &first : &r, err);
         process_ns += pass == 0 ? first.process_ns : r.process_ns;
         if (st == SM_OK && pass > 0) {
             if (!same_result(&first, &r)) {
@@ -52,6 +60,15 @@ sm_status sm_job_scan(const struct sm_job_config *c, const char *report_path, st
             sm_scan_result_destroy(&r);
         }
     }
+    /* phase: scan */
+    const uint64_t t_red = sm_clock_ns();
+    if (!agreed_failure) {
+        st = sm_par_agree(st, err);
+    }
+    if (st == SM_OK) {
+        st = sm_job_reduce_scan(&first, err);
+    }
+    const uint64_t allreduce_ns = sm_clock_ns() - t_red;
     const uint64_t t_total = sm_clock_ns() - t_start;
     if (st == SM_OK) {
         const int threads = p.threads > 0 ? p.threads : sm_tile_default_threads();
@@ -60,7 +77,7 @@ sm_status sm_job_scan(const struct sm_job_config *c, const char *report_path, st
         json_t *rep = json_object();
         json_object_set_new(rep, "engine", sm_json_engine());
         json_object_set_new(rep, "job", json_string("scan"));
-        json_object_set_new(rep, "ranks", json_integer(1));
+        json_object_set_new(rep, "ranks", json_integer(sm_par_size()));
         json_object_set_new(rep, "threads", json_integer(threads));
         json_object_set_new(rep, "input", sm_job_input_json(c, m));
         json_object_set_new(rep, "roi",
@@ -76,31 +93,41 @@ sm_status sm_job_scan(const struct sm_job_config *c, const char *report_path, st
         json_object_set_new(res, "weighted_checksum", sm_json_u64(first.sums.weighted));
         json_object_set_new(res, "histogram", sm_json_hist(&first.hist));
         json_object_set_new(rep, "result", res);
-        json_object_set_new(rep, "io", sm_json_io(store, &as));
+        json_t *io = sm_json_io(store, &as);
+        json_object_set_new(rep, "io", io);
         const double per = (double)threads;
-        json_object_set_new(rep, "timing_ms",
-                            json_pack("{s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "total", sm_ms(t_total),
-                                      "open", sm_ms(t_open), "hydrate", sm_ms(as.fetch_ns) / per,
-                                      "decode", sm_ms(as.decode_ns) / per, "process",
-                                      sm_ms(process_ns) / per, "allreduce", 0.0, "write", 0.0));
-        json_object_set_new(rep, "memory",
-                            json_pack("{s:o}", "peak_rss_bytes", sm_json_u64(sm_peak_rss_bytes())));
-        const double secs = (double)t_total / 1e9;
+        json_t *timing = json_pack("{s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "total", sm_ms(t_total), "open",
+                                   sm_ms(t_open), "hydrate", sm_ms(as.fetch_ns) / per, "decode",
+                                   sm_ms(as.decode_ns) / per, "process", sm_ms(process_ns) / per,
+                                   "allreduce", sm_ms(allreduce_ns), "write", 0.0);
+        json_object_set_new(rep, "timing_ms", timing);
+        uint64_t peak = sm_peak_rss_bytes();
+        st = sm_job_reduce_counters(io, err);
+        if (st == SM_OK) {
+            st = sm_job_reduce_timings(timing, err);
+        }
+        if (st == SM_OK) {
+            st = sm_par_max_u64(&peak, 1, err);
+        }
+        json_object_set_new(rep, "memory", json_pack("{s:o}", "peak_rss_bytes", sm_json_u64(peak)));
+        const double secs = json_number_value(json_object_get(timing, "total")) / 1e3;
         json_object_set_new(rep, "figure_of_merit",
                             json_pack("{s:f}", "voxels_per_s",
                                       secs > 0 ? (double)(first.voxels * c->passes) / secs : 0.0));
         const char *path = report_path != NULL ? report_path : c->report;
-        if (path != NULL) {
+        if (st == SM_OK && path != NULL && sm_par_rank() == 0) {
             st = sm_report_write(path, rep, err);
-        }
-        if (st == SM_OK && path != NULL && strcmp(path, "-") != 0) {
-            printf("scan: %llu voxels in %llu tiles x %llu passes, checksum %lld, %.1f ms "
-                   "(report: %s)\n",
-                   (unsigned long long)first.voxels, (unsigned long long)first.tiles,
-                   (unsigned long long)c->passes, (long long)(int64_t)first.sums.sum,
-                   sm_ms(t_total), path);
+            if (st == SM_OK && strcmp(path, "-") != 0) {
+                printf("scan: %llu voxels in %llu tiles x %llu passes, checksum %lld, %.1f ms "
+                       "(report: %s)\n",
+                       (unsigned long long)first.voxels, (unsigned long long)first.tiles,
+                       (unsigned long long)c->passes, (long long)(int64_t)first.sums.sum,
+                       secs * 1e3, path);
+            }
         }
         json_decref(rep);
+        /* phase: report (rank 0's write failure fails every rank) */
+        st = sm_par_agree(st, err);
     }
     sm_scan_result_destroy(&first);
     sm_array_close(a);

@@ -46,6 +46,24 @@ struct sm_output_opts sm_job_output_opts(const struct sm_job_config *c);
 /* The "input" object of a report. */
 struct json_t *sm_job_input_json(const struct sm_job_config *c, const struct sm_array_meta *m);
 
+/* True when an MPI launcher (mpirun/mpiexec: OMPI_COMM_WORLD_SIZE, PMIX_RANK, PMI_RANK, PMI_SIZE;
+ * srun: SLURM_PROCID with SLURM_NTASKS > 1) started the process; false forces
+ * SHARDMILL_NO_MPI=1. Only `run` asks for ranks (jobs/launcher.c). */
+bool sm_job_launched_by_mpi(void);
+
+/* Ranks (jobs/job_ranks.c, docs/internals/ranks.md). All are collectives: every rank calls them
+ * in the same order. */
+/* This rank's contiguous block [first, first + count) of n items (sm_partition_block). */
+void sm_job_rank_range(uint64_t n, uint64_t *first, uint64_t *count);
+/* Sums histogram counts, underflow/overflow/nan, checksums, voxels and tiles over ranks. */
+sm_status sm_job_reduce_scan(struct sm_scan_result *r, struct sm_err *err);
+/* Every integer of the object (a report's "io") summed over ranks; keys naming "peak" take the
+ * maximum. Every rank must pass the same keys. */
+sm_status sm_job_reduce_counters(struct json_t *o, struct sm_err *err);
+/* A flat timing_ms object: every field becomes the maximum over ranks, and "max" and "mean"
+ * objects with the same keys are added. */
+sm_status sm_job_reduce_timings(struct json_t *t, struct sm_err *err);
+
 /* The jobs. Each returns SM_OK or fills err; `report_path` (may be NULL) overrides c->report. */
 sm_status sm_job_scan(const struct sm_job_config *c, const char *report_path, struct sm_err *err);
 sm_status sm_job_convert(const struct sm_job_config *c, const char *report_path,

@@ -60,65 +60,101 @@ static sm_status is_group(struct sm_store *s, const char *prefix, struct sm_err 
     return err->status;
 }
 
+void sm_meta_docs_free(struct sm_meta_docs *d)
+{
+    sm_buf_free(&d->doc);
+    sm_buf_free(&d->attrs);
+    d->kind = SM_META_DOCS_NONE;
+    d->have_attrs = false;
+}
+
+/* Fetches the node's metadata documents (the only metadata I/O of an open): zarr.json, else
+ * .zarray (+ .zattrs), else .zgroup (+ .zattrs). */
+static sm_status fetch_docs(struct sm_store *s, const char *prefix, struct sm_meta_docs *d,
+                            struct sm_err *err)
+{
+    bool found;
+    sm_status st = get_meta(s, prefix, "zarr.json", &d->doc, &found, err);
+    if (st == SM_OK && found) {
+        d->kind = SM_META_DOCS_V3;
+        return SM_OK;
+    }
+    if (st == SM_OK) {
+        st = get_meta(s, prefix, ".zarray", &d->doc, &found, err);
+        if (st == SM_OK && found) {
+            d->kind = SM_META_DOCS_V2_ARRAY;
+        }
+    }
+    if (st == SM_OK && !found) {
+        st = get_meta(s, prefix, ".zgroup", &d->doc, &found, err);
+        if (st == SM_OK && found) {
+            d->kind = SM_META_DOCS_V2_GROUP;
+        }
+    }
+    if (st == SM_OK && !found) {
+        return not_a_node(s, prefix, err);
+    }
+    if (st == SM_OK) {
+        st = get_meta(s, prefix, ".zattrs", &d->attrs, &d->have_attrs, err);
+    }
+    return st;
+}
+
+/* Parses fetched documents (no I/O): an array (meta) or a group (meta NULL, *kind GROUP). */
+static sm_status parse_docs(struct sm_store *s, const char *prefix, const struct sm_meta_docs *d,
+                            enum sm_node_kind *kind, struct sm_array_meta **meta,
+                            json_t **group_attrs, int *zarr_format, struct sm_err *err)
+{
+    sm_status st = SM_OK;
+    *meta = NULL;
+    *group_attrs = NULL;
+    switch (d->kind) {
+    case SM_META_DOCS_V3:
+        *zarr_format = 3;
+        st = sm_meta_parse_v3((const char *)d->doc.ptr, d->doc.len, kind, meta, group_attrs, err);
+        if (st != SM_OK) {
+            sm_err_where(err, "%s/%szarr.json", s->url, prefix);
+        }
+        return st;
+    case SM_META_DOCS_V2_ARRAY:
+        *zarr_format = 2;
+        *kind = SM_NODE_ARRAY;
+        st = sm_meta_parse_v2((const char *)d->doc.ptr, d->doc.len,
+                              d->have_attrs ? (const char *)d->attrs.ptr : NULL, d->attrs.len, meta,
+                              err);
+        if (st != SM_OK) {
+            sm_err_where(err, "%s/%s.zarray", s->url, prefix);
+        }
+        return st;
+    case SM_META_DOCS_V2_GROUP:
+        *zarr_format = 2;
+        *kind = SM_NODE_GROUP;
+        if (d->have_attrs) {
+            st = sm_meta_parse_attrs((const char *)d->attrs.ptr, d->attrs.len, group_attrs, err);
+            if (st != SM_OK) {
+                sm_err_where(err, "%s/%s.zattrs", s->url, prefix);
+            }
+        }
+        return st;
+    case SM_META_DOCS_NONE:
+        break;
+    }
+    return not_a_node(s, prefix, err);
+}
+
 /* Reads and parses the node's metadata: an array (meta) or a group (meta NULL, *kind GROUP). */
 static sm_status read_node(struct sm_store *s, const char *prefix, enum sm_node_kind *kind,
                            struct sm_array_meta **meta, json_t **group_attrs, int *zarr_format,
                            struct sm_err *err)
 {
-    struct sm_buf doc = SM_BUF_INIT, attrs = SM_BUF_INIT;
-    bool found;
-    sm_status st;
+    struct sm_meta_docs d = SM_META_DOCS_INIT;
     *meta = NULL;
     *group_attrs = NULL;
-    st = get_meta(s, prefix, "zarr.json", &doc, &found, err);
-    if (st == SM_OK && found) {
-        *zarr_format = 3;
-        st = sm_meta_parse_v3((const char *)doc.ptr, doc.len, kind, meta, group_attrs, err);
-        if (st != SM_OK) {
-            sm_err_where(err, "%s/%szarr.json", s->url, prefix);
-        }
-        goto out;
-    }
+    sm_status st = fetch_docs(s, prefix, &d, err);
     if (st == SM_OK) {
-        st = get_meta(s, prefix, ".zarray", &doc, &found, err);
+        st = parse_docs(s, prefix, &d, kind, meta, group_attrs, zarr_format, err);
     }
-    if (st == SM_OK && found) {
-        *zarr_format = 2;
-        *kind = SM_NODE_ARRAY;
-        bool have_attrs = false;
-        st = get_meta(s, prefix, ".zattrs", &attrs, &have_attrs, err);
-        if (st == SM_OK) {
-            st =
-                sm_meta_parse_v2((const char *)doc.ptr, doc.len,
-                                 have_attrs ? (const char *)attrs.ptr : NULL, attrs.len, meta, err);
-            if (st != SM_OK) {
-                sm_err_where(err, "%s/%s.zarray", s->url, prefix);
-            }
-        }
-        goto out;
-    }
-    if (st == SM_OK) {
-        st = get_meta(s, prefix, ".zgroup", &doc, &found, err);
-    }
-    if (st == SM_OK && found) {
-        *zarr_format = 2;
-        *kind = SM_NODE_GROUP;
-        bool have_attrs = false;
-        st = get_meta(s, prefix, ".zattrs", &attrs, &have_attrs, err);
-        if (st == SM_OK && have_attrs) {
-            st = sm_meta_parse_attrs((const char *)attrs.ptr, attrs.len, group_attrs, err);
-            if (st != SM_OK) {
-                sm_err_where(err, "%s/%s.zattrs", s->url, prefix);
-            }
-        }
-        goto out;
-    }
-    if (st == SM_OK) {
-        st = not_a_node(s, prefix, err);
-    }
-out:
-    sm_buf_free(&doc);
-    sm_buf_free(&attrs);
+    sm_meta_docs_free(&d);
     return st;
 }
 
@@ -130,8 +166,34 @@ static size_t innermost_len(const struct sm_shard_codec *sc)
     return nested != NULL ? innermost_len(nested) : sm_codec_chain_repr(inner)->len;
 }
 
-sm_status sm_array_open(struct sm_store *store, const char *path, const struct sm_array_opts *opts,
-                        struct sm_array **out, struct sm_err *err)
+static void apply_limits(struct sm_store *store, const struct sm_array_opts *opts)
+{
+    store->max_object_bytes = opts->limits.max_object_bytes;
+    sm_store_backing(store)->max_object_bytes = opts->limits.max_object_bytes;
+}
+
+sm_status sm_array_fetch_meta(struct sm_store *store, const char *path,
+                              const struct sm_array_opts *opts, struct sm_meta_docs *docs,
+                              struct sm_err *err)
+{
+    sm_meta_docs_free(docs);
+    char *prefix = node_prefix(path);
+    if (prefix == NULL) {
+        SM_FAIL(err, SM_E_NOMEM, "cannot allocate a path");
+    }
+    apply_limits(store, opts);
+    sm_status st = fetch_docs(store, prefix, docs, err);
+    if (st != SM_OK) {
+        sm_meta_docs_free(docs);
+    }
+    sm_free(prefix);
+    return st;
+}
+
+/* Opens from `docs`, or fetches them first when docs is NULL. */
+static sm_status array_open(struct sm_store *store, const char *path,
+                            const struct sm_array_opts *opts, const struct sm_meta_docs *docs,
+                            struct sm_array **out, struct sm_err *err)
 {
     *out = NULL;
     struct sm_array *a = sm_calloc(1, sizeof(*a));
@@ -145,12 +207,13 @@ sm_status sm_array_open(struct sm_store *store, const char *path, const struct s
         sm_free(a);
         SM_FAIL(err, SM_E_NOMEM, "cannot allocate an array");
     }
-    store->max_object_bytes = opts->limits.max_object_bytes;
-    sm_store_backing(store)->max_object_bytes = opts->limits.max_object_bytes;
+    apply_limits(store, opts);
     enum sm_node_kind kind = SM_NODE_ARRAY;
     json_t *gattrs = NULL;
     int zf = 0;
-    sm_status st = read_node(store, a->prefix, &kind, &a->meta, &gattrs, &zf, err);
+    sm_status st = docs != NULL
+                       ? parse_docs(store, a->prefix, docs, &kind, &a->meta, &gattrs, &zf, err)
+                       : read_node(store, a->prefix, &kind, &a->meta, &gattrs, &zf, err);
     json_decref(gattrs);
     if (st == SM_OK && kind == SM_NODE_GROUP) {
         st = is_group(store, a->prefix, err);
@@ -173,6 +236,19 @@ sm_status sm_array_open(struct sm_store *store, const char *path, const struct s
     }
     *out = a;
     return SM_OK;
+}
+
+sm_status sm_array_open(struct sm_store *store, const char *path, const struct sm_array_opts *opts,
+                        struct sm_array **out, struct sm_err *err)
+{
+    return array_open(store, path, opts, NULL, out, err);
+}
+
+sm_status sm_array_open_docs(struct sm_store *store, const char *path,
+                             const struct sm_array_opts *opts, const struct sm_meta_docs *docs,
+                             struct sm_array **out, struct sm_err *err)
+{
+    return array_open(store, path, opts, docs, out, err);
 }
 
 void sm_array_close(struct sm_array *a)

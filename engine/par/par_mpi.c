@@ -1,6 +1,9 @@
 /* MPI implementation of par.h. MPI_Init is called only when a launcher started the process, so a
- * plain run stays a single cheap process (SPEC §1). */
+ * plain run stays a single cheap process (SPEC §1). Collectives on MPI_COMM_WORLD; MPI errors use
+ * the default handler (MPI_ERRORS_ARE_FATAL): a failed collective aborts every rank. */
 #include "shardmill/par.h"
+
+#include <string.h>
 
 #include <mpi.h>
 
@@ -47,4 +50,153 @@ int sm_par_size(void)
 bool sm_par_have_mpi(void)
 {
     return true;
+}
+
+bool sm_par_active(void)
+{
+    return mpi_on;
+}
+
+void sm_par_barrier(void)
+{
+    if (mpi_on) {
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+}
+
+/* MPI counts are int: collectives on large buffers go in pieces of at most 1 GiB. */
+#define PIECE ((size_t)1 << 30)
+
+sm_status sm_par_bcast(void *buf, size_t len, int root, struct sm_err *err)
+{
+    if (!mpi_on || n_ranks == 1) {
+        return SM_OK;
+    }
+    if (root < 0 || root >= n_ranks) {
+        SM_FAIL(err, SM_E_INTERNAL, "broadcast from rank %d of %d", root, n_ranks);
+    }
+    uint8_t *p = buf;
+    for (size_t done = 0; done < len;) {
+        const size_t n = len - done < PIECE ? len - done : PIECE;
+        MPI_Bcast(p + done, (int)n, MPI_BYTE, root, MPI_COMM_WORLD);
+        done += n;
+    }
+    return SM_OK;
+}
+
+sm_status sm_par_bcast_buf(struct sm_buf *b, int root, struct sm_err *err)
+{
+    if (!mpi_on || n_ranks == 1) {
+        return SM_OK;
+    }
+    uint64_t len = my_rank == root ? (uint64_t)b->len : 0;
+    SM_TRY(sm_par_bcast(&len, sizeof(len), root, err));
+    sm_status st = SM_OK;
+    if (my_rank != root) {
+        st = len > SIZE_MAX ? sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__,
+                                         "broadcast of %llu bytes", (unsigned long long)len)
+                            : sm_buf_reserve(b, (size_t)len, err);
+    }
+    /* every rank must be able to receive before the bytes move */
+    int ok = st == SM_OK, all = 0;
+    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+    if (!all) {
+        if (st == SM_OK) {
+            sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__,
+                       "another rank cannot hold a broadcast of %llu bytes",
+                       (unsigned long long)len);
+        }
+        return err->status;
+    }
+    SM_TRY(sm_par_bcast(b->ptr, (size_t)len, root, err));
+    b->len = (size_t)len;
+    return SM_OK;
+}
+
+static sm_status allreduce(void *v, size_t n, MPI_Datatype t, size_t elem, MPI_Op op)
+{
+    uint8_t *p = v;
+    const size_t piece = PIECE / elem;
+    for (size_t done = 0; done < n;) {
+        const size_t k = n - done < piece ? n - done : piece;
+        MPI_Allreduce(MPI_IN_PLACE, p + done * elem, (int)k, t, op, MPI_COMM_WORLD);
+        done += k;
+    }
+    return SM_OK;
+}
+
+sm_status sm_par_sum_u64(uint64_t *v, size_t n, struct sm_err *err)
+{
+    (void)err;
+    if (!mpi_on || n_ranks == 1) {
+        return SM_OK;
+    }
+    return allreduce(v, n, MPI_UINT64_T, sizeof(uint64_t), MPI_SUM); /* unsigned: wraps */
+}
+
+sm_status sm_par_max_u64(uint64_t *v, size_t n, struct sm_err *err)
+{
+    (void)err;
+    if (!mpi_on || n_ranks == 1) {
+        return SM_OK;
+    }
+    return allreduce(v, n, MPI_UINT64_T, sizeof(uint64_t), MPI_MAX);
+}
+
+sm_status sm_par_sum_f64(double *v, size_t n, struct sm_err *err)
+{
+    (void)err;
+    if (!mpi_on || n_ranks == 1) {
+        return SM_OK;
+    }
+    return allreduce(v, n, MPI_DOUBLE, sizeof(double), MPI_SUM);
+}
+
+/* The parts of struct sm_err that travel (pointers do not). */
+struct wire_err {
+    int32_t status, cause, line;
+    char where[sizeof(((struct sm_err *)0)->where)];
+    char what[sizeof(((struct sm_err *)0)->what)];
+};
+
+sm_status sm_par_agree(sm_status local, struct sm_err *err)
+{
+    if (!mpi_on || n_ranks == 1) {
+        return local;
+    }
+    int mine = local != SM_OK ? my_rank : n_ranks, lowest = n_ranks;
+    MPI_Allreduce(&mine, &lowest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (lowest == n_ranks) {
+        return SM_OK;
+    }
+    struct wire_err w;
+    memset(&w, 0, sizeof(w));
+    if (my_rank == lowest) {
+        w.status = (int32_t)err->status;
+        w.cause = err->cause;
+        w.line = err->line;
+        memcpy(w.where, err->where, sizeof(w.where));
+        memcpy(w.what, err->what, sizeof(w.what));
+    }
+    MPI_Bcast(&w, (int)sizeof(w), MPI_BYTE, lowest, MPI_COMM_WORLD);
+    if (my_rank != lowest) {
+        sm_err_clear(err);
+        err->status = (sm_status)w.status;
+        err->cause = w.cause;
+        err->cause_lib = NULL;
+        err->line = w.line;
+        err->file = "(another rank)";
+        memcpy(err->where, w.where, sizeof(err->where));
+        memcpy(err->what, w.what, sizeof(err->what));
+        err->where[sizeof(err->where) - 1] = '\0';
+        err->what[sizeof(err->what) - 1] = '\0';
+    }
+    return err->status != SM_OK ? err->status : SM_E_INTERNAL;
+}
+
+void sm_par_abort(int code)
+{
+    if (mpi_on) {
+        MPI_Abort(MPI_COMM_WORLD, code);
+    }
 }

@@ -29,3 +29,64 @@ bool sm_par_have_mpi(void)
 {
     return false;
 }
+
+bool sm_par_active(void)
+{
+    return false;
+}
+
+void sm_par_barrier(void)
+{
+}
+
+sm_status sm_par_bcast(void *buf, size_t len, int root, struct sm_err *err)
+{
+    (void)buf;
+    (void)len;
+    (void)root;
+    (void)err;
+    return SM_OK;
+}
+
+sm_status sm_par_bcast_buf(struct sm_buf *b, int root, struct sm_err *err)
+{
+    (void)b;
+    (void)root;
+    (void)err;
+    return SM_OK;
+}
+
+sm_status sm_par_sum_u64(uint64_t *v, size_t n, struct sm_err *err)
+{
+    (void)v;
+    (void)n;
+    (void)err;
+    return SM_OK;
+}
+
+sm_status sm_par_max_u64(uint64_t *v, size_t n, struct sm_err *err)
+{
+    (void)v;
+    (void)n;
+    (void)err;
+    return SM_OK;
+}
+
+sm_status sm_par_sum_f64(double *v, size_t n, struct sm_err *err)
+{
+    (void)v;
+    (void)n;
+    (void)err;
+    return SM_OK;
+}
+
+sm_status sm_par_agree(sm_status local, struct sm_err *err)
+{
+    (void)err;
+    return local;
+}
+
+void sm_par_abort(int code)
+{
+    (void)code;
+}

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "shardmill/buf.h"
 #include "shardmill/codec.h"
 #include "shardmill/meta.h"
 #include "shardmill/status.h"
@@ -53,6 +54,39 @@ struct sm_array;
 sm_status sm_array_open(struct sm_store *store, const char *path, const struct sm_array_opts *opts,
                         struct sm_array **out, struct sm_err *err);
 void sm_array_close(struct sm_array *a);
+
+/* The metadata documents of a node as stored (SPEC §3 "metadata is fetched once per opened
+ * array, never per rank"): one process fetches them, ranks share the bytes (jobs/ broadcasts
+ * them through par.h), and every rank opens the array from the same bytes without metadata I/O. */
+enum sm_meta_docs_kind {
+    SM_META_DOCS_NONE,
+    SM_META_DOCS_V3,       /* doc = zarr.json */
+    SM_META_DOCS_V2_ARRAY, /* doc = .zarray, attrs = .zattrs if have_attrs */
+    SM_META_DOCS_V2_GROUP, /* doc = .zgroup, attrs = .zattrs if have_attrs */
+};
+struct sm_meta_docs {
+    enum sm_meta_docs_kind kind;
+    bool have_attrs;
+    struct sm_buf doc, attrs;
+};
+#define SM_META_DOCS_INIT                                                                          \
+    {                                                                                              \
+        SM_META_DOCS_NONE, false, SM_BUF_INIT, SM_BUF_INIT                                         \
+    }
+void sm_meta_docs_free(struct sm_meta_docs *d);
+
+/* Fetches the documents of the node at `path` (the metadata requests of sm_array_open: zarr.json,
+ * else .zarray + .zattrs, else .zgroup + .zattrs), applying opts->limits to the store as
+ * sm_array_open does. docs must be initialised (SM_META_DOCS_INIT); it is replaced. A node with no
+ * document is SM_E_DATA naming the path; SM_E_IO; SM_E_LIMIT. */
+sm_status sm_array_fetch_meta(struct sm_store *store, const char *path,
+                              const struct sm_array_opts *opts, struct sm_meta_docs *docs,
+                              struct sm_err *err);
+/* sm_array_open from documents fetched by sm_array_fetch_meta (here or by another rank): no
+ * metadata request is sent. The same errors as sm_array_open for the same documents. */
+sm_status sm_array_open_docs(struct sm_store *store, const char *path,
+                             const struct sm_array_opts *opts, const struct sm_meta_docs *docs,
+                             struct sm_array **out, struct sm_err *err);
 
 const struct sm_array_meta *sm_array_meta(const struct sm_array *a);
 struct sm_store *sm_array_store(const struct sm_array *a);

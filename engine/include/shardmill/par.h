@@ -1,12 +1,19 @@
 /* Ranks: the only MPI surface of the project (STYLE B9). An MPI build still runs serially without
  * calling MPI_Init when no launcher started the process (SPEC §1): jobs/ detects the launcher and
- * passes `use_mpi`. */
+ * passes `use_mpi`. With one rank (serial build, or an MPI build without a launcher) every
+ * collective below is a cheap local no-op with the obvious single-rank result.
+ *
+ * Collectives must be called by every rank in the same order (MPI semantics). A failure inside a
+ * collective is an MPI failure: the MPI library's default error handler (MPI_ERRORS_ARE_FATAL)
+ * aborts the whole job, which is the "last resort" of docs/internals/ranks.md. */
 #ifndef SM_PAR_PAR_H
 #define SM_PAR_PAR_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
+#include "shardmill/buf.h"
 #include "shardmill/status.h"
 
 /* Initialises ranks. With use_mpi false (or a serial build) this is one rank and costs nothing. */
@@ -16,5 +23,32 @@ int sm_par_rank(void);
 int sm_par_size(void);
 /* True if the MPI implementation is compiled in. */
 bool sm_par_have_mpi(void);
+/* True once sm_par_init started MPI (false in serial runs). */
+bool sm_par_active(void);
+
+/* Every rank waits for all. */
+void sm_par_barrier(void);
+
+/* Broadcasts `len` bytes of buf from `root` to every rank (every rank passes the same len). */
+sm_status sm_par_bcast(void *buf, size_t len, int root, struct sm_err *err);
+/* Broadcasts the contents of b from `root`: its length, then its bytes. On the other ranks b is
+ * replaced (reserved to the root's length; b->len set). SM_E_NOMEM if a rank cannot hold it. */
+sm_status sm_par_bcast_buf(struct sm_buf *b, int root, struct sm_err *err);
+
+/* In-place allreduce over ranks of n values: wrapping sum, maximum; sum of doubles (the reduction
+ * order is MPI's, so use it only for timings, never for bytes that are written). */
+sm_status sm_par_sum_u64(uint64_t *v, size_t n, struct sm_err *err);
+sm_status sm_par_max_u64(uint64_t *v, size_t n, struct sm_err *err);
+sm_status sm_par_sum_f64(double *v, size_t n, struct sm_err *err);
+
+/* Agreement at a phase boundary (STYLE B5): every rank passes its local status (err filled when
+ * it is not SM_OK). Every rank learns whether any rank failed; if so, all ranks return the status
+ * of the LOWEST failing rank and their err holds that rank's status, cause, where and what, so
+ * the one-line error is the same everywhere. Returns SM_OK iff every rank succeeded. */
+sm_status sm_par_agree(sm_status local, struct sm_err *err);
+
+/* Last resort (jobs/ only, STYLE B5): MPI_Abort ends every rank with exit code `code`. Without
+ * MPI (one rank) it returns, and the caller ends the process itself (engine/ never exits). */
+void sm_par_abort(int code);
 
 #endif
