@@ -19,6 +19,28 @@ void sm_strv_free(struct sm_strv *s)
     s->n = s->cap = 0;
 }
 
+sm_status sm_strv_push(struct sm_strv *s, const char *str, size_t n, struct sm_err *err)
+{
+    if (s->n + 1 >= s->cap) {
+        const size_t cap = s->cap == 0 ? 16 : s->cap * 2;
+        char **v = sm_realloc(s->v, cap * sizeof(*v));
+        if (v == NULL) {
+            SM_FAIL(err, SM_E_NOMEM, "cannot list keys");
+        }
+        s->v = v;
+        s->cap = cap;
+    }
+    char *e = sm_malloc(n + 1);
+    if (e == NULL) {
+        SM_FAIL(err, SM_E_NOMEM, "cannot list keys");
+    }
+    memcpy(e, str, n);
+    e[n] = '\0';
+    s->v[s->n++] = e;
+    s->v[s->n] = NULL;
+    return SM_OK;
+}
+
 void sm_store_close(struct sm_store *s)
 {
     if (s == NULL) {

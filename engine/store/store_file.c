@@ -286,22 +286,7 @@ static sm_status file_list(struct sm_store *s, const char *prefix, struct sm_str
         if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) {
             continue;
         }
-        if (out->n + 1 >= out->cap) {
-            size_t cap = out->cap == 0 ? 16 : out->cap * 2;
-            char **v = sm_realloc(out->v, cap * sizeof(*v));
-            if (v == NULL) {
-                st = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__, "cannot list keys");
-                break;
-            }
-            out->v = v;
-            out->cap = cap;
-        }
-        out->v[out->n] = sm_strdup(e->d_name);
-        if (out->v[out->n] == NULL) {
-            st = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__, "cannot list keys");
-            break;
-        }
-        out->v[++out->n] = NULL;
+        st = sm_strv_push(out, e->d_name, strlen(e->d_name), err);
     }
     closedir(d);
     return st;

@@ -142,25 +142,7 @@ static sm_status mem_list(struct sm_store *s, const char *prefix, struct sm_strv
         if (dup) {
             continue;
         }
-        if (out->n + 1 >= out->cap) {
-            size_t cap = out->cap == 0 ? 16 : out->cap * 2;
-            char **v = sm_realloc(out->v, cap * sizeof(*v));
-            if (v == NULL) {
-                st = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__, "cannot list keys");
-                break;
-            }
-            out->v = v;
-            out->cap = cap;
-        }
-        char *e = sm_malloc(nlen + 1);
-        if (e == NULL) {
-            st = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__, "cannot list keys");
-            break;
-        }
-        memcpy(e, name, nlen);
-        e[nlen] = '\0';
-        out->v[out->n++] = e;
-        out->v[out->n] = NULL;
+        st = sm_strv_push(out, name, nlen, err);
     }
     pthread_mutex_unlock(&ms->mu);
     return st;

@@ -190,25 +190,6 @@ bool sm_wfs_is_tmp(const char *name)
     return strstr(name, ".tmp.") != NULL;
 }
 
-static sm_status strv_push(struct sm_strv *v, const char *s, struct sm_err *err)
-{
-    if (v->n + 1 >= v->cap) {
-        const size_t cap = v->cap == 0 ? 16 : v->cap * 2;
-        char **nv = sm_realloc(v->v, cap * sizeof(*nv));
-        if (nv == NULL) {
-            SM_FAIL(err, SM_E_NOMEM, "cannot list a directory");
-        }
-        v->v = nv;
-        v->cap = cap;
-    }
-    v->v[v->n] = sm_strdup(s);
-    if (v->v[v->n] == NULL) {
-        SM_FAIL(err, SM_E_NOMEM, "cannot list a directory");
-    }
-    v->v[++v->n] = NULL;
-    return SM_OK;
-}
-
 /* Lists an open directory descriptor (consumed). */
 static sm_status list_fd(int fd, const char *rel, struct sm_strv *out, struct sm_err *err)
 {
@@ -222,7 +203,7 @@ static sm_status list_fd(int fd, const char *rel, struct sm_strv *out, struct sm
     const struct dirent *e;
     while (st == SM_OK && (e = readdir(d)) != NULL) {
         if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) {
-            st = strv_push(out, e->d_name, err);
+            st = sm_strv_push(out, e->d_name, strlen(e->d_name), err);
         }
     }
     closedir(d);

@@ -72,6 +72,8 @@ struct sm_strv {
     size_t n, cap;
 };
 void sm_strv_free(struct sm_strv *s);
+/* Appends a copy of the first n bytes of str (keeping the NULL terminator). SM_E_NOMEM. */
+sm_status sm_strv_push(struct sm_strv *s, const char *str, size_t n, struct sm_err *err);
 
 struct sm_store_ops {
     const char *scheme; /* "file", "mem", "http", "cache" */
