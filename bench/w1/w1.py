@@ -20,7 +20,7 @@ auto; cache off through `--set input.cache.enabled=false`) and fresh zarrita.js 
 histogram and checksums in JS): a warm-up round, then rounds over all cases (round-robin, so
 machine noise spreads over every case), each round one shardmill-then-peer pair per case (ABAB
 within a case). For each process it records its wall time and peak RSS (wait4 ru_maxrss,
-through the bench/w1/w1_spawn.c launcher), the in-process timings (shardmill report timing_ms,
+through the bench/w3/w3_spawn.c launcher), the in-process timings (shardmill report timing_ms,
 the peer's own clock), the request counters (shardmill report io.requests/io.bytes and nginx's
 access log for the same process) and the results. Every result
 of every process is compared with the NumPy oracle (tests/oracle/scan_oracle.py; for the MRI the
@@ -77,23 +77,25 @@ def run_text(argv, cwd=None):
     return (p.stdout or p.stderr).strip() if p.returncode == 0 else None
 
 
-SPAWN = None  # the compiled bench/w1/w1_spawn.c launcher
+SPAWN = None  # the compiled bench/w3/w3_spawn.c launcher (shared by W1, W2 and W3)
 
 
 def build_spawn(work):
     global SPAWN
-    exe = os.path.join(work, "w1_spawn")
-    subprocess.run(["cc", "-O2", "-std=c11", "-o", exe, os.path.join(HERE, "w1_spawn.c")],
-                   check=True)
+    exe = os.path.join(work, "w3_spawn")
+    subprocess.run(["cc", "-O2", "-std=c11", "-o", exe,
+                    os.path.join(HERE, "..", "w3", "w3_spawn.c")], check=True)
     SPAWN = exe
 
 
 def spawn(argv, out_path, err_path):
-    """Runs argv as a fresh process through w1_spawn: (exit code, wall ms, peak RSS bytes,
-    the launcher's result). Peak RSS is the child's wait4 ru_maxrss (see w1_spawn.c for why a
-    launcher)."""
+    """Runs argv as a fresh process through w3_spawn: (exit code, wall ms, peak RSS bytes,
+    the launcher's result). Peak RSS is the child's wait4 ru_maxrss (see w3_spawn.c for why a
+    launcher); the child's stdin is /dev/null, its stdout and stderr go to the two files."""
     res = out_path + ".spawn.json"
-    subprocess.run([SPAWN, res, out_path, err_path] + argv, check=True)
+    with open(out_path, "wb") as out, open(err_path, "wb") as err:
+        subprocess.run([SPAWN, res] + argv, check=True, stdin=subprocess.DEVNULL, stdout=out,
+                       stderr=err)
     with open(res) as f:
         r = json.load(f)
     code = r["exit_code"] if r["exited"] else -r["signal"]
