@@ -15,7 +15,6 @@ struct sm_array {
     struct sm_array_meta *meta;
     struct sm_array_opts opts;
     size_t elem;        /* bytes per element */
-    size_t chunk_len;   /* decoded bytes of one stored object (chunk or whole shard) */
     size_t unit_len;    /* decoded bytes of the largest unit a read decodes (innermost chunk) */
     size_t encoded_len; /* exact encoded bytes of a stored object when the chain fixes it, else 0 */
     const struct sm_shard_codec *shard; /* non-NULL when shards are read by range */
@@ -38,8 +37,6 @@ uint64_t sm_array_lap(atomic_uint_fast64_t *counter, uint64_t t0);
 /* Per-call buffers of a region read. */
 struct sm_read_bufs {
     struct sm_buf enc, dec;
-    uint64_t *pairs;
-    size_t pairs_cap;
 };
 void sm_read_bufs_free(struct sm_read_bufs *b);
 

@@ -221,10 +221,10 @@ static sm_status array_open(struct sm_store *store, const char *path,
     if (st == SM_OK) {
         const struct sm_array_meta *m = a->meta;
         a->elem = sm_dtype_size(m->dtype);
-        a->chunk_len = sm_codec_chain_repr(m->chain)->len;
         a->shard = sm_codec_chain_shard(m->chain);
         a->encoded_len = sm_codec_chain_encoded_len(m->chain);
-        a->unit_len = a->shard != NULL ? innermost_len(a->shard) : a->chunk_len;
+        a->unit_len =
+            a->shard != NULL ? innermost_len(a->shard) : sm_codec_chain_repr(m->chain)->len;
         if (a->shard != NULL) {
             st = sm_index_cache_new(opts->index_cache_bytes, opts->index_cache_entries, &a->icache,
                                     err);

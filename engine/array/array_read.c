@@ -41,9 +41,6 @@ void sm_read_bufs_free(struct sm_read_bufs *b)
 {
     sm_buf_free(&b->enc);
     sm_buf_free(&b->dec);
-    sm_free(b->pairs);
-    b->pairs = NULL;
-    b->pairs_cap = 0;
 }
 
 static sm_status check_region(const struct sm_array *a, const uint64_t *offset,
@@ -127,7 +124,7 @@ sm_status sm_array_read_region(struct sm_array *a, const uint64_t *offset, const
         c1[d] = (offset[d] + shape[d] - 1) / m->chunk_shape[d];
         ci[d] = c0[d];
     }
-    struct sm_read_bufs bufs = {SM_BUF_INIT, SM_BUF_INIT, NULL, 0};
+    struct sm_read_bufs bufs = {SM_BUF_INIT, SM_BUF_INIT};
     char key[1024];
     const size_t plen = strlen(a->prefix);
     if (plen >= sizeof(key)) {
