@@ -112,8 +112,9 @@ def start_and_kill(c, label, shardmill, cfg, cwd, out, total, args_extra=()):
     """Starts the job, SIGKILLs it once some but not all shards exist; returns the count seen."""
     cmd = [shardmill, "run", cfg] + list(args_extra)
     p = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    # Shards appear in bursts (output.sync: syncfs renames a staged batch at once), so the
+    # property checked is the one that matters: killed, some shards there, not all of them.
     lo = max(8, total // 20)
-    hi = total * 6 // 10
     seen = 0
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline and p.poll() is None:
@@ -128,7 +129,7 @@ def start_and_kill(c, label, shardmill, cfg, cwd, out, total, args_extra=()):
     p.stderr.close()
     after = count_shards(out)
     c.check(f"{label} killed by SIGKILL mid-write ({seen} of {total} shards seen, {after} after)",
-            rc == -signal.SIGKILL and 0 < after < total and seen <= hi,
+            rc == -signal.SIGKILL and 0 < after < total,
             f"exit {rc}, {after} of {total} shards (the job was too fast or too slow to kill)")
     return rc == -signal.SIGKILL and 0 < after < total
 
