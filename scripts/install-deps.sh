@@ -19,6 +19,7 @@ packages=(
     nginx-light
     python3 python3-numpy python3-zarr python3-numcodecs python3-zstandard python3-crc32c
     python3-h5py python3-nibabel
+    slurm-wlm munge python3-matplotlib
     clang-format-16 hyperfine
 )
 
