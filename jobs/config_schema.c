@@ -411,9 +411,20 @@ const struct sm_cfg_key sm_cfg_keys[] = {
     {.path = "progress",
      .type = SM_CFG_BOOL,
      .def = "true",
-     .help = "progress lines on stderr from rank 0",
+     .help = "progress on stderr from rank 0 (shards or tiles done / total, MB/s, ETA; "
+             "`shardmill run --quiet` turns it off)",
      .example = "false",
      FIELD(progress)},
+    {.path = "progress_interval",
+     .type = SM_CFG_UINT,
+     .def = "10",
+     .min = 0,
+     .max = 86400,
+     .help = "seconds between progress lines when stderr is not a terminal (Slurm logs); a "
+             "phase shorter than this prints none; a terminal gets a live line after 1 s; 0 "
+             "shows every item",
+     .example = "60",
+     FIELD(progress_interval)},
 };
 
 const unsigned sm_cfg_nkeys = sizeof(sm_cfg_keys) / sizeof(sm_cfg_keys[0]);
@@ -433,6 +444,7 @@ const struct sm_cfg_group sm_cfg_groups[] = {
     {"limits", "Resource limits; hitting one stops the job with exit 5."},
     {"report", "The JSON report (SPEC §7)."},
     {"progress", "Progress output."},
+    {"progress_interval", "How often progress is printed."},
     {NULL, NULL},
 };
 
