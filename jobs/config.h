@@ -99,7 +99,7 @@ struct sm_job_config {
         uint64_t max_requests;     /* limits.max_requests (1000000) */
     } limits;
 
-    char *report;  /* report: path of the JSON report (none) */
+    char *report;               /* report: path of the JSON report (none) */
     bool progress;              /* progress (true): progress lines on stderr from rank 0 */
     uint64_t progress_interval; /* progress_interval (10): seconds between lines off a tty */
 

@@ -363,8 +363,8 @@ sm_status sm_job_convert(const struct sm_job_config *c, const char *report_path,
         st = shard_part(c, m, &su, &spec, sm_writer_nshards(w), &shards, err);
     }
     if (st == SM_OK) {
-        const struct sm_write_job job = {shards.first,   shards.count, NULL, nthreads, fill_shard,
-                                         &cv,            sm_progress_update, &pg};
+        const struct sm_write_job job = {
+            shards.first, shards.count, NULL, nthreads, fill_shard, &cv, sm_progress_update, &pg};
         st = sm_write_shards(w, out, &job, &wr, err);
     }
     sm_progress_end(&pg, st == SM_OK); /* every rank, success or not */

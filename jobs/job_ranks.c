@@ -1,6 +1,7 @@
 /* What the `run` jobs share across ranks (SPEC §1, §7; docs/internals/ranks.md): the plan (each
- * rank's run of tiles or shards, parallel.partition), the reduction of scan results (wrapping sums: order-independent, so the totals do
- * not depend on the rank count), and the report's counters (summed) and timings (max and mean). */
+ * rank's run of tiles or shards, parallel.partition), the reduction of scan results (wrapping sums:
+ * order-independent, so the totals do not depend on the rank count), and the report's counters
+ * (summed) and timings (max and mean). */
 #include "jobs_run.h"
 
 #include <jansson.h>
@@ -14,10 +15,9 @@ void sm_job_plan(const struct sm_job_config *c, const struct sm_array_meta *m,
 {
     struct sm_read_unit u;
     sm_read_unit_of(m, &u);
-    sm_partition_tiles(t, &u,
-                       c->parallel.partition == SM_PARTITION_BLOCK ? SM_PART_BLOCK
-                                                                   : SM_PART_BALANCED,
-                       nranks, parts);
+    sm_partition_tiles(
+        t, &u, c->parallel.partition == SM_PARTITION_BLOCK ? SM_PART_BLOCK : SM_PART_BALANCED,
+        nranks, parts);
 }
 
 sm_status sm_job_rank_part(const struct sm_job_config *c, const struct sm_array_meta *m,

@@ -68,10 +68,9 @@ static void print_line(struct sm_progress *p, uint64_t now, bool last, bool ok)
         snprintf(tail, sizeof(tail), ", ETA %d:%02d", (int)(eta / 60), (int)eta % 60);
     }
     const double pct = p->total > 0 ? 100.0 * (double)done / (double)p->total : 100.0;
-    fprintf(stderr, "%sshardmill: %s %s: %llu/%llu %s (%.0f%%), %.1f MB/s%s%s",
-            p->tty ? "\r" : "", p->job, p->phase, (unsigned long long)done,
-            (unsigned long long)p->total, p->unit, pct, mbs, tail,
-            p->tty && !last ? "\033[K" : "\n");
+    fprintf(stderr, "%sshardmill: %s %s: %llu/%llu %s (%.0f%%), %.1f MB/s%s%s", p->tty ? "\r" : "",
+            p->job, p->phase, (unsigned long long)done, (unsigned long long)p->total, p->unit, pct,
+            mbs, tail, p->tty && !last ? "\033[K" : "\n");
     if (p->tty && last) {
         fputs("\033[K", stderr);
     }

@@ -136,6 +136,9 @@ sm_status sm_scan_tiles(struct sm_array *a, const struct sm_tiling *t, uint64_t 
                 }
             }
         }
+        if (p->progress != NULL) { /* the final count: thread 0 may not have seen it */
+            p->progress(p->progress_user, atomic_load(&done), atomic_load(&done_bytes));
+        }
         uint64_t best = UINT64_MAX;
         for (int i = 0; i < nthreads; i++) {
             if (ws[i].fail_index < best) {

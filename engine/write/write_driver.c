@@ -135,6 +135,9 @@ sm_status sm_write_shards(const struct sm_writer *w, struct sm_output *o,
                 }
             }
         }
+        if (job->progress != NULL) { /* the final count: thread 0 may not have seen it */
+            job->progress(job->progress_user, atomic_load(&done), atomic_load(&done_bytes));
+        }
         uint64_t best = UINT64_MAX;
         for (int i = 0; i < nthreads; i++) {
             if (wks[i].fail_index < best) {
