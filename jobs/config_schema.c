@@ -64,7 +64,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .def = "256MiB",
      .min = 1,
      .max = SIZE_CAP,
-     .help = "byte cap of the encoded-object cache",
+     .help = "byte cap of the encoded-object cache (at most half of limits.memory_bytes)",
      .example = "1GiB",
      FIELD(input.cache_max_bytes)},
     {.path = "input.index_cache.max_bytes",
@@ -372,7 +372,8 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .min = 1,
      .max = SIZE_CAP,
      .help = "memory budget of a rank: decoded input is kept for the write pass only when it "
-             "fits, else re-read (SPEC §1)",
+             "fits in half of it, else re-read; the encoded-object cache gets at most half "
+             "(SPEC §1)",
      .example = "8GiB",
      FIELD(limits.memory_bytes)},
     {.path = "limits.max_object_bytes",
