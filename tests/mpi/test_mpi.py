@@ -11,8 +11,8 @@ Cases:
   scan_ranks        `scan` for 1, 3 and 4 ranks: result equal to NumPy's, "ranks" and
                     timing_ms.max/mean present, metadata requests the same for 1 and 3 ranks
                     (rank 0 fetches the metadata once and broadcasts it); 4 ranks: uneven blocks.
-  scan_http         `scan` over HTTP (tests/helpers/nginx_server.py) for 1 and 3 ranks: the
-                    metadata documents are requested from nginx as often with 3 ranks as with 1
+  scan_http         `scan` over HTTP (tests/helpers/nginx_server.py) for 1 and 4 ranks: the
+                    metadata documents are requested from nginx as often with 4 ranks as with 1
                     (counted in nginx's access log), result equal to NumPy's.
   bad_chunk         one chunk read only by rank 2 of 3 is corrupt: every rank exits 3, exactly one
                     error line, no completion marker, no hang (timeout).
@@ -258,7 +258,7 @@ def case_scan_http(work, inp, a):
     served = {}
     with NginxServer(work) as srv:
         cfg = f"job: scan\ninput: {{store: {srv.url}/in.zarr}}\ntile: [16, 16, 16]\n"
-        for ranks in (1, 3):
+        for ranks in (1, 4):
             name = f"scan over HTTP, {ranks} ranks"
             d = os.path.join(work, f"http-{ranks}")
             shutil.rmtree(d, ignore_errors=True)
@@ -281,10 +281,10 @@ def case_scan_http(work, inp, a):
                   f"{name}: report metadata requests {rep['io']['requests']['metadata']} == "
                   f"nginx's {len(meta)}")
     if len(served) == 2:
-        check(served[1][0] == served[3][0] and served[1][0] > 0,
-              f"nginx served the metadata {served[3][0]} times with 3 ranks, {served[1][0]} with 1")
-        check(served[1][1] == served[3][1],
-              f"nginx served {served[3][1]} payload requests with 3 ranks, {served[1][1]} with 1")
+        check(served[1][0] == served[4][0] and served[1][0] > 0,
+              f"nginx served the metadata {served[4][0]} times with 4 ranks, {served[1][0]} with 1")
+        check(served[1][1] == served[4][1],
+              f"nginx served {served[4][1]} payload requests with 4 ranks, {served[1][1]} with 1")
 
 
 def case_bad_chunk(work, inp, a):
