@@ -401,8 +401,12 @@ def check_output_values(out, man, jobs=2):
     obj = meta["chunk_grid"]["configuration"]["chunk_shape"]
     tasks = [(out, meta, idx) for idx in np.ndindex(*grid(meta["shape"], obj))]
     t0 = time.monotonic()
-    with multiprocessing.get_context("fork").Pool(jobs) as pool:
-        parts = pool.map(_sums_of_shard, tasks, chunksize=max(1, len(tasks) // (8 * jobs)))
+    try:
+        with multiprocessing.get_context("fork").Pool(jobs) as pool:
+            parts = pool.map(_sums_of_shard, tasks, chunksize=max(1, len(tasks) // (8 * jobs)))
+    except (OSError, ValueError, Exception) as e:  # a missing shard, a bad index, bad zstd
+        return [f"independent decode of {out} failed: {type(e).__name__}: {e}"], \
+            round(time.monotonic() - t0, 2)
     m = (1 << 64) - 1
     tot = sum(p[0] for p in parts) & m
     wtot = sum(p[1] for p in parts) & m
