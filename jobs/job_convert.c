@@ -1,17 +1,16 @@
 /* The `convert` job (SPEC §1, §2 output, §5, §6): scan the ROI (histogram, checksums), derive the
  * normalization (scale, window, or percentiles of the global histogram), then write every shard
  * of the output grid: normalize to float32 exactly as SPEC §5 writes it, encode, put atomically,
- * and write the completion marker last. The decoded ROI is kept from the scan when it fits in
- * half of limits.memory_bytes; otherwise each shard's box is read again (through the
- * encoded-object cache when enabled). Stage times: `open` (store + metadata), `hydrate`/`decode`
- * (input fetch/codec time of both phases), `process` (statistics and normalization) and `write`
- * (encode + put + flush + marker), thread sums divided by the thread count; `total` is wall.
- * Under MPI (docs/internals/ranks.md): every rank scans its block of tiles, the statistics are
- * summed over ranks (so every rank derives the same window), every rank writes its block of the
- * output shards (parallel.partition: `balanced` by input bytes, or `block`), rank 0
- * begins the output and the others join it, every rank flushes, and rank 0 writes the marker and
- * the report only after every rank agreed on success at each phase. The decoded ROI is kept only
- * with one rank (a rank's shards need input outside its tiles). */
+ * and write the completion marker last. A rank keeps the decoded input of its tiles from the scan
+ * when they fill a box holding its shards' input and it fits in half of limits.memory_bytes
+ * (keep_plan); otherwise each shard's box is read again (through the encoded-object cache). Stage
+ * times: `open` (store + metadata), `hydrate`/`decode` (input fetch/codec time of both phases),
+ * `process` (statistics and normalization) and `write` (encode + put + flush + marker), thread sums
+ * divided by the thread count; `total` is wall. Under MPI (docs/internals/ranks.md): every rank
+ * scans its run of tiles, the statistics are summed over ranks (so every rank derives the same
+ * window), every rank writes its run of the output shards (parallel.partition: `balanced` by input
+ * bytes, or `block`), rank 0 begins the output and the others join it, every rank flushes, and rank
+ * 0 writes the marker and the report only after every rank agreed on success at each phase. */
 #include "jobs_run.h"
 
 #include <jansson.h>
@@ -43,7 +42,8 @@ struct convert {
     size_t in_elem;
     unsigned nd;
     const uint64_t *roi_off, *roi_shape;
-    const uint8_t *keep; /* the decoded ROI, or NULL */
+    const uint8_t *keep; /* the decoded input box of this rank's tiles, or NULL */
+    uint64_t keep_off[SM_MAX_DIMS], keep_shape[SM_MAX_DIMS]; /* that box, array coordinates */
     struct sm_norm norm;
     uint64_t ostride[SM_MAX_DIMS]; /* C-order strides of the output array, in elements */
     struct thread_state *ts;
@@ -69,9 +69,13 @@ static sm_status fill_shard(void *user, int thread, uint64_t shard, const uint64
     SM_TRY(sm_buf_reserve(&ts->in, n * cv->in_elem, err));
     if (cv->keep != NULL) {
         const uint64_t zero[SM_MAX_DIMS] = {0};
-        const struct sm_box_view rv = {cv->nd, cv->in_elem, cv->roi_shape};
+        uint64_t rel[SM_MAX_DIMS];
+        for (unsigned d = 0; d < cv->nd; d++) {
+            rel[d] = in_off[d] - cv->keep_off[d];
+        }
+        const struct sm_box_view kv = {cv->nd, cv->in_elem, cv->keep_shape};
         const struct sm_box_view sv = {cv->nd, cv->in_elem, shape};
-        sm_box_copy(&rv, cv->keep, offset, &sv, ts->in.ptr, zero, shape);
+        sm_box_copy(&kv, cv->keep, rel, &sv, ts->in.ptr, zero, shape);
     } else {
         SM_TRY(sm_array_read_region(cv->a, in_off, shape, ts->in.ptr, n * cv->in_elem, ts->scratch,
                                     err));
@@ -185,20 +189,54 @@ static sm_status make_norm(const struct sm_job_config *c, const struct sm_hist *
     return SM_OK;
 }
 
-/* This rank's run of output shards: the shard grid is the tiling of the ROI by the shard shape
- * (the chunk shape when unsharded), in the writer's C order. */
-static sm_status shard_part(const struct sm_job_config *c, const struct sm_array_meta *m,
-                            const struct sm_scan_setup *su, const struct sm_output_spec *spec,
-                            uint64_t nshards, struct sm_part *mine, struct sm_err *err)
+/* The output shard grid as a tiling of the ROI by the shard shape (the chunk shape when
+ * unsharded), in the writer's C order: what the write phase's plan splits. */
+static sm_status shard_grid(const struct sm_job_config *c, const struct sm_array_meta *m,
+                            const struct sm_scan_setup *su, struct sm_tiling *grid,
+                            struct sm_err *err)
 {
-    struct sm_tiling grid;
-    SM_TRY(sm_tiling_init(&grid, m->ndim, m->shape, su->off, su->shape,
-                          spec->sharded ? spec->shard : spec->chunk, err));
-    if (grid.ntiles != nshards) {
-        SM_FAIL(err, SM_E_INTERNAL, "plan of %llu shards for a grid of %llu",
-                (unsigned long long)grid.ntiles, (unsigned long long)nshards);
+    struct sm_output_spec spec;
+    SM_TRY(sm_job_output_spec(c, m->ndim, su->shape, SM_DT_FLOAT32, NULL, &spec, err));
+    return sm_tiling_init(grid, m->ndim, m->shape, su->off, su->shape,
+                          spec.sharded ? spec.shard : spec.chunk, err);
+}
+
+/* SPEC §1: a rank keeps its decoded input for the write phase when it fits half of
+ * limits.memory_bytes. It can when its run of tiles fills a box (one rank: the ROI; several:
+ * e.g. whole tile rows or slabs) that holds the input of every shard of its run; then the scan
+ * copies each tile into that box (su->params.keep) and the shards are filled from it. Returns
+ * the buffer (NULL: re-read through the cache) and its size in *bytes. */
+static uint8_t *keep_plan(const struct sm_job_config *c, const struct sm_array_meta *m,
+                          struct sm_scan_setup *su, const struct sm_part *tiles,
+                          const struct sm_tiling *grid, const struct sm_part *shards, size_t *bytes)
+{
+    uint64_t off[SM_MAX_DIMS], shape[SM_MAX_DIMS], soff[SM_MAX_DIMS], sshape[SM_MAX_DIMS];
+    if (!sm_tiling_run_box(&su->tiling, tiles->first, tiles->count, off, shape)) {
+        return NULL;
     }
-    return sm_job_rank_part(c, m, &grid, mine, err);
+    if (shards->count > 0) {
+        sm_tiling_run_box(grid, shards->first, shards->count, soff, sshape); /* bounding box */
+        for (unsigned d = 0; d < m->ndim; d++) {
+            if (soff[d] < off[d] || soff[d] + sshape[d] > off[d] + shape[d]) {
+                return NULL; /* some of its shards need input another rank scanned */
+            }
+        }
+    }
+    size_t n = sm_dtype_size(m->dtype);
+    for (unsigned d = 0; d < m->ndim; d++) {
+        n *= (size_t)shape[d];
+    }
+    if (n > c->limits.memory_bytes / 2) {
+        return NULL;
+    }
+    uint8_t *keep = sm_malloc(n == 0 ? 1 : n); /* NULL (re-read) if it cannot be had */
+    if (keep != NULL) {
+        su->params.keep = keep;
+        memcpy(su->params.keep_offset, off, sizeof(off));
+        memcpy(su->params.keep_shape, shape, sizeof(shape));
+        *bytes = n;
+    }
+    return keep;
 }
 
 /* ms4: total, open, scan, write (milliseconds). */
@@ -265,23 +303,26 @@ sm_status sm_job_convert(const struct sm_job_config *c, const char *report_path,
     }
     st = sm_par_agree(st, err);
     /* Phase scan: this rank's tiles, then the global statistics. */
-    size_t roi_bytes = 0;
+    size_t keep_bytes = 0;
     uint64_t allreduce_ns = 0;
+    struct sm_tiling grid; /* the output shard grid as a tiling of the ROI */
+    struct sm_part shards = {0, 0, 0};
     if (st == SM_OK) {
-        roi_bytes = sm_dtype_size(m->dtype);
-        for (unsigned d = 0; d < m->ndim; d++) {
-            roi_bytes *= (size_t)su.shape[d];
-        }
-        if (nranks == 1 && roi_bytes <= c->limits.memory_bytes / 2) {
-            keep = sm_malloc(roi_bytes == 0 ? 1 : roi_bytes);
-            su.params.keep = keep; /* NULL (re-read) if it cannot be had */
-        }
         struct sm_part mine;
         struct sm_progress pg;
         sm_progress_begin(&pg, c, "convert", "scan", "tiles", su.tiling.ntiles);
         su.params.progress = sm_progress_update;
         su.params.progress_user = &pg;
         st = sm_job_rank_part(c, m, &su.tiling, &mine, err);
+        if (st == SM_OK) {
+            st = shard_grid(c, m, &su, &grid, err);
+        }
+        if (st == SM_OK) {
+            st = sm_job_rank_part(c, m, &grid, &shards, err);
+        }
+        if (st == SM_OK) {
+            keep = keep_plan(c, m, &su, &mine, &grid, &shards, &keep_bytes);
+        }
         if (st == SM_OK) {
             st = sm_scan_tiles(a, &su.tiling, mine.first, mine.count, &su.params, &r, err);
         }
@@ -340,6 +381,8 @@ sm_status sm_job_convert(const struct sm_job_config *c, const char *report_path,
         cv.roi_off = su.off;
         cv.roi_shape = su.shape;
         cv.keep = keep;
+        memcpy(cv.keep_off, su.params.keep_offset, sizeof(cv.keep_off));
+        memcpy(cv.keep_shape, su.params.keep_shape, sizeof(cv.keep_shape));
         cv.norm = nm;
         for (unsigned d = m->ndim; d-- > 0;) {
             cv.ostride[d] = d + 1 < m->ndim ? cv.ostride[d + 1] * su.shape[d + 1] : 1;
@@ -356,11 +399,12 @@ sm_status sm_job_convert(const struct sm_job_config *c, const char *report_path,
     }
     /* Phase write: this rank's block of shards, then its flush (every rank flushes: syncfs
      * covers one node, directory fsyncs cover this process's entries). */
-    struct sm_part shards = {0, 0, 0};
     struct sm_progress pg;
     sm_progress_begin(&pg, c, "convert", "write", "shards", w != NULL ? sm_writer_nshards(w) : 0);
-    if (st == SM_OK) {
-        st = shard_part(c, m, &su, &spec, sm_writer_nshards(w), &shards, err);
+    if (st == SM_OK && grid.ntiles != sm_writer_nshards(w)) {
+        st = sm_err_set(err, SM_E_INTERNAL, __FILE__, __LINE__,
+                        "plan of %llu shards for a grid of %llu", (unsigned long long)grid.ntiles,
+                        (unsigned long long)sm_writer_nshards(w));
     }
     if (st == SM_OK) {
         const struct sm_write_job job = {
@@ -445,6 +489,7 @@ sm_status sm_job_convert(const struct sm_job_config *c, const char *report_path,
         uint64_t counts[2] = {sm_par_rank() == 0 ? os.total_shards : 0,
                               sm_par_rank() == 0 ? os.total_bytes : 0};
         uint64_t written = os.shards_written, peak = sm_peak_rss_bytes();
+        uint64_t kept[2] = {keep != NULL ? 1 : 0, keep_bytes}; /* ranks that kept, bytes */
         st = sm_job_reduce_counters(io, err);
         if (st == SM_OK) {
             st = sm_job_reduce_timings(timing, err);
@@ -456,11 +501,16 @@ sm_status sm_job_convert(const struct sm_job_config *c, const char *report_path,
             st = sm_par_sum_u64(&written, 1, err);
         }
         if (st == SM_OK) {
+            st = sm_par_sum_u64(kept, 2, err);
+        }
+        if (st == SM_OK) {
             st = sm_par_max_u64(&peak, 1, err);
         }
         json_object_set_new(rep, "memory",
-                            json_pack("{s:o,s:b}", "peak_rss_bytes", sm_json_u64(peak),
-                                      "kept_input", keep != NULL));
+                            json_pack("{s:o,s:b,s:o,s:o}", "peak_rss_bytes", sm_json_u64(peak),
+                                      "kept_input", kept[0] == (uint64_t)nranks, "kept_input_ranks",
+                                      sm_json_u64(kept[0]), "kept_input_bytes",
+                                      sm_json_u64(kept[1])));
         json_object_set_new(rep, "output",
                             json_pack("{s:s,s:o,s:o,s:o,s:b}", "path", sm_output_path(out),
                                       "shards", sm_json_u64(counts[0]), "bytes",

@@ -44,3 +44,29 @@ void sm_tiling_box(const struct sm_tiling *t, uint64_t index, uint64_t *offset, 
         shape[d] = end - start;
     }
 }
+
+bool sm_tiling_run_box(const struct sm_tiling *t, uint64_t first, uint64_t count, uint64_t *offset,
+                       uint64_t *shape)
+{
+    if (count == 0) {
+        return false;
+    }
+    uint64_t lo[SM_MAX_DIMS], hi[SM_MAX_DIMS], voxels = 0;
+    for (uint64_t i = first; i < first + count; i++) {
+        uint64_t off[SM_MAX_DIMS], shp[SM_MAX_DIMS], n = 1;
+        sm_tiling_box(t, i, off, shp);
+        for (unsigned d = 0; d < t->ndim; d++) {
+            lo[d] = i == first || off[d] < lo[d] ? off[d] : lo[d];
+            hi[d] = i == first || off[d] + shp[d] > hi[d] ? off[d] + shp[d] : hi[d];
+            n *= shp[d];
+        }
+        voxels += n;
+    }
+    uint64_t box = 1;
+    for (unsigned d = 0; d < t->ndim; d++) {
+        offset[d] = lo[d];
+        shape[d] = hi[d] - lo[d];
+        box *= shape[d];
+    }
+    return box == voxels; /* disjoint tiles fill their bounding box iff the volumes agree */
+}

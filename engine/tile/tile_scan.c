@@ -117,10 +117,10 @@ sm_status sm_scan_tiles(struct sm_array *a, const struct sm_tiling *t, uint64_t 
                 if (p->keep != NULL) {
                     uint64_t rel[SM_MAX_DIMS];
                     for (unsigned d = 0; d < nd; d++) {
-                        rel[d] = off[d] - t->roi_offset[d];
+                        rel[d] = off[d] - p->keep_offset[d];
                     }
                     const struct sm_box_view tv = {nd, elem, shape};
-                    const struct sm_box_view rv = {nd, elem, t->roi_shape};
+                    const struct sm_box_view rv = {nd, elem, p->keep_shape};
                     const uint64_t zero[SM_MAX_DIMS] = {0};
                     sm_box_copy(&tv, w->buf, zero, &rv, p->keep, rel, shape);
                 }

@@ -5,7 +5,8 @@ Cases:
   convert_identity  a zarr-python v2 uint8 40x70x90 input (chunks 16^3, blosc), `convert` with
                     percentile normalization for ranks x threads in {1,2,3,4} x {1,2} (balanced)
                     and 3 x 1 (block): every file of every output tree (shards, zarr.json,
-                    marker, journal) equals the 1x1 run's;
+                    marker, journal) equals the 1x1 run's; with z-slab tiles and shards every
+                    rank keeps its decoded input (report memory.kept_input_ranks, no re-read);
                     the report's histogram, checksums and percentile window equal NumPy's on
                     every run; the output checksums equal NumPy's float32 normalization.
   scan_ranks        `scan` for 1, 3 and 4 ranks: result equal to NumPy's, "ranks" and
@@ -218,6 +219,45 @@ def case_convert_identity(work, inp, a):
         check(files == ref[1], f"{name}: same file list as 1x1 ({len(files)} files)")
         same = all(filecmp.cmp(os.path.join(out, f), os.path.join(ref[0], f), shallow=False)
                    for f in files if f in ref[1])
+        check(same, f"{name}: every file byte-identical to the 1x1 run")
+
+    # Slabs: tiles and shards are whole z planes ([8,70,90]), so every rank's tiles fill a box
+    # that holds its shards' input and every rank keeps its decoded input (no re-read).
+    slab = cfg.replace("tile: [8, 24, 40]", "tile: [8, 70, 90]").replace(
+        "output: {path: out.zarr, fsync: false}",
+        "output: {path: out.zarr, fsync: false, shard: [8, 70, 90], chunk: [8, 35, 45]}")
+    ref = None
+    for ranks, threads in ((1, 1), (2, 1), (3, 2), (4, 1)):
+        name = f"convert slabs {ranks}x{threads}"
+        d = os.path.join(work, f"slab-{ranks}x{threads}")
+        shutil.rmtree(d, ignore_errors=True)
+        write_cfg(d, slab)
+        p = run(["run", "job.yaml", "--set", f"parallel.threads={threads}", "--report",
+                 "report.json", "-q"], ranks if ranks > 1 else 0, ARGS.shardmill, d)
+        if p is None or p.returncode != 0:
+            check(False, f"{name}: exit 0 ({p and p.stderr.strip()})")
+            continue
+        rep = json.load(open(os.path.join(d, "report.json")))
+        mem = rep["memory"]
+        check(mem["kept_input"] and mem["kept_input_ranks"] == ranks and
+              mem["kept_input_bytes"] == a.size,
+              f"{name}: every rank kept its decoded input, {a.size} bytes in all ({mem})")
+        # the scan's reads only: 5 tile planes of z 8 over chunk layers of z 16 (30 chunks
+        # each), planes split by the midpoint rule; a layer two ranks share is read by both
+        owner = [(2 * i + 1) * ranks // 10 for i in range(5)]
+        want = 30 * len({(owner[i], i * 8 // 16) for i in range(5)})
+        check(rep["io"]["requests"]["payload"] == want,
+              f"{name}: {want} chunk reads, all in the scan, none re-read "
+              f"({rep['io']['requests']})")
+        check(rep["result"]["output_checksum"] == ocs, f"{name}: output checksum == NumPy")
+        out = os.path.join(d, "out.zarr")
+        files = tree_files(out)
+        if ref is None:
+            ref = (out, files)
+            continue
+        same = files == ref[1] and all(
+            filecmp.cmp(os.path.join(out, f), os.path.join(ref[0], f), shallow=False)
+            for f in files)
         check(same, f"{name}: every file byte-identical to the 1x1 run")
 
 

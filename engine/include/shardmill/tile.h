@@ -31,6 +31,12 @@ sm_status sm_tiling_init(struct sm_tiling *t, unsigned ndim, const uint64_t *arr
 /* The box of tile `index` (C order over the tile grid), clipped to the ROI. */
 void sm_tiling_box(const struct sm_tiling *t, uint64_t index, uint64_t *offset, uint64_t *shape);
 
+/* The bounding box of tiles [first, first + count) in array coordinates; true if their union is
+ * exactly that box (as for whole rows, planes or slabs of the tile grid), false otherwise or if
+ * count is 0. */
+bool sm_tiling_run_box(const struct sm_tiling *t, uint64_t first, uint64_t count, uint64_t *offset,
+                       uint64_t *shape);
+
 /* Contiguous split of n items over `nranks`: rank r gets [first, first + count). */
 void sm_partition_block(uint64_t n, int nranks, int rank, uint64_t *first, uint64_t *count);
 
@@ -76,9 +82,12 @@ struct sm_scan_params {
     uint32_t bins;
     double lo, hi;
     int threads; /* <= 0: the OpenMP default */
-    /* If non-NULL, every tile read is also copied here: the whole ROI, C order, dtype values
-     * (product(roi_shape) * elem bytes), so a later phase need not read the input again. */
+    /* If non-NULL, every tile read is also copied here: the box [keep_offset, + keep_shape) in
+     * array coordinates (C order, dtype values, product(keep_shape) * elem bytes), which holds
+     * every tile scanned (e.g. the ROI, or a rank's run of tiles: sm_tiling_run_box), so a
+     * later phase need not read the input again. */
     uint8_t *keep;
+    uint64_t keep_offset[SM_MAX_DIMS], keep_shape[SM_MAX_DIMS];
     /* If non-NULL, called after each tile with the tiles done and their decoded bytes. */
     sm_progress_fn progress;
     void *progress_user;

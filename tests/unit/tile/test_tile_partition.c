@@ -158,6 +158,27 @@ static void test_more_ranks_than_tiles_and_empty_rois(void **state)
     }
 }
 
+static void test_run_box_is_exact_only_for_whole_rows_and_slabs(void **state)
+{
+    (void)state;
+    /* 2 x 3 x 4 tiles of 2^3 over an 4x6x8 ROI at offset 1,1,1 */
+    const uint64_t shape[3] = {9, 9, 9}, off[3] = {1, 1, 1}, roi[3] = {4, 6, 7},
+                   tile[3] = {2, 2, 2};
+    struct sm_tiling t;
+    tiling(&t, 3, shape, off, roi, tile);
+    uint64_t bo[3], bs[3];
+    assert_true(sm_tiling_run_box(&t, 0, 12, bo, bs)); /* the first tile plane */
+    assert_true(bo[0] == 1 && bo[1] == 1 && bo[2] == 1);
+    assert_true(bs[0] == 2 && bs[1] == 6 && bs[2] == 7);
+    assert_true(sm_tiling_run_box(&t, 4, 4, bo, bs)); /* one row, clipped last tile */
+    assert_true(bo[1] == 3 && bs[1] == 2 && bs[2] == 7);
+    assert_false(sm_tiling_run_box(&t, 2, 4, bo, bs)); /* half a row and half the next */
+    assert_true(bo[1] == 1 && bs[1] == 4);             /* but the bounding box is filled */
+    assert_true(sm_tiling_run_box(&t, 0, t.ntiles, bo, bs));
+    assert_true(bs[0] == 4 && bs[1] == 6 && bs[2] == 7);
+    assert_false(sm_tiling_run_box(&t, 3, 0, bo, bs));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -167,6 +188,7 @@ int main(void)
         cmocka_unit_test(test_balanced_evens_out_clipped_edge_tiles),
         cmocka_unit_test(test_balanced_is_within_one_tile_of_the_mean),
         cmocka_unit_test(test_more_ranks_than_tiles_and_empty_rois),
+        cmocka_unit_test(test_run_box_is_exact_only_for_whole_rows_and_slabs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
