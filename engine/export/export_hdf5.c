@@ -149,10 +149,14 @@ static sm_status check_tmp(const char *tmp, struct sm_err *err)
     return SM_OK;
 }
 
-static sm_status check_dir(const char *dir, struct sm_err *err)
+/* `later`: a path the caller creates with its parents before the write (or NULL). */
+static sm_status check_dir(const char *dir, const char *later, struct sm_err *err)
 {
     struct stat sb;
     if (stat(dir, &sb) != 0) {
+        if (errno == ENOENT && later != NULL && sm_path_is_within(later, dir)) {
+            return SM_OK; /* created on the way to `later` (the Zarr output's parents) */
+        }
         return io_fail(err, "the export directory is missing", dir, errno);
     }
     if (!S_ISDIR(sb.st_mode)) {
@@ -192,7 +196,7 @@ sm_status sm_export_hdf5_check(const char *path, const struct sm_export_opts *op
         st = check_target(nm.path, opts->exists, err);
     }
     if (st == SM_OK) {
-        st = check_dir(nm.dir, err);
+        st = check_dir(nm.dir, opts->created_by_caller, err);
     }
     if (st == SM_OK) {
         st = check_tmp(nm.tmp, err);
@@ -225,6 +229,19 @@ static void h5_close_objects(struct h5 *h)
     }
     h->fspace = h->dset = h->dxpl = H5I_INVALID_HID;
     H5Eclear2(H5E_DEFAULT);
+}
+
+/* Collective with a shared file. Everything dirty goes to the file while it is still open, so a
+ * write error (a full disk) is reported here with the file in a sane state; HDF5 1.10.8 cannot
+ * recover from a metadata flush that fails inside H5Fclose (it crashes at exit when it tries to
+ * close the file again). Open MPI's OMPIO even reports a collective data write that hit ENOSPC
+ * as a success: this flush's metadata writes are what notices. docs/internals/export.md. */
+static sm_status h5_flush(struct h5 *h, struct sm_err *err)
+{
+    if (H5Fflush(h->file, H5F_SCOPE_GLOBAL) < 0) {
+        return H5_FAIL(err, SM_E_IO, h->where, "H5Fflush");
+    }
+    return SM_OK;
 }
 
 /* Collective with a shared file: every rank, after an agreement. */
@@ -368,12 +385,21 @@ static sm_status create_dataset(struct h5 *h, const struct sm_export_spec *spec,
     } else if (spec->deflate > 0 && H5Pset_deflate(dcpl, (unsigned)spec->deflate) < 0) {
         st = H5_FAIL(err, SM_E_INTERNAL, h->where, "H5Pset_deflate");
     }
+    /* No chunk cache: every H5Dwrite writes its chunks through (the boxes are whole units, so
+     * with the default chunk shape there is nothing to merge), so a write error surfaces in the
+     * H5Dwrite of its round and nothing is left to flush when an error path closes the file. */
+    const hid_t dapl = st == SM_OK ? H5Pcreate(H5P_DATASET_ACCESS) : H5I_INVALID_HID;
+    if (st == SM_OK && (dapl < 0 || H5Pset_chunk_cache(dapl, 0, 0, 1.0) < 0)) {
+        st = H5_FAIL(err, SM_E_INTERNAL, h->where, "H5Pset_chunk_cache");
+    }
     if (st == SM_OK) {
-        h->dset =
-            H5Dcreate2(h->file, spec->dataset, H5T_IEEE_F32LE, space, lcpl, dcpl, H5P_DEFAULT);
+        h->dset = H5Dcreate2(h->file, spec->dataset, H5T_IEEE_F32LE, space, lcpl, dcpl, dapl);
         if (h->dset < 0) {
             st = H5_FAIL(err, SM_E_IO, h->where, "H5Dcreate2");
         }
+    }
+    if (dapl >= 0) {
+        H5Pclose(dapl);
     }
     if (st == SM_OK) {
         h->fspace = H5Dget_space(h->dset);
@@ -456,19 +482,16 @@ static sm_status write_box(struct h5 *h, unsigned nd, const struct sm_export_box
     } else if (rc == 0) {
         rc = H5Sselect_none(h->fspace) < 0 || H5Sselect_none(mspace) < 0 ? -1 : 0;
     }
-    if (rc < 0) {
-        if (mspace >= 0) {
-            H5Sclose(mspace);
-        }
-        return H5_FAIL(err, SM_E_INTERNAL, h->where, "H5Sselect_hyperslab");
+    /* the message is taken before any other HDF5 call: each one clears the error stack */
+    sm_status st = rc < 0 ? H5_FAIL(err, SM_E_INTERNAL, h->where, "H5Sselect_hyperslab") : SM_OK;
+    if (st == SM_OK && H5Dwrite(h->dset, H5T_IEEE_F32LE, mspace, h->fspace, h->dxpl,
+                                box != NULL ? data : (const void *)&none) < 0) {
+        st = H5_FAIL(err, SM_E_IO, h->where, "H5Dwrite");
     }
-    rc = H5Dwrite(h->dset, H5T_IEEE_F32LE, mspace, h->fspace, h->dxpl,
-                  box != NULL ? data : (const void *)&none);
-    H5Sclose(mspace);
-    if (rc < 0) {
-        return H5_FAIL(err, SM_E_IO, h->where, "H5Dwrite");
+    if (mspace >= 0) {
+        H5Sclose(mspace);
     }
-    return SM_OK;
+    return st;
 }
 
 /* ---- rank 0's part of the finish: durability and the rename ---- */
@@ -630,31 +653,34 @@ static sm_status write_metadata(struct h5 *h, const struct sm_export_spec *spec,
 {
     float fill;
     memcpy(&fill, m->fill, sizeof(fill));
-    SM_TRY(sm_par_agree(create_dataset(h, spec, m->ndim, m->shape, chunk, fill, err), err));
-    SM_TRY(sm_par_agree(write_attrs(h->dset, spec->attrs, spec->nattrs, h->where, err), err));
+    const uint64_t to = spec->timeout_ms;
+    SM_TRY(
+        sm_par_agree_within(create_dataset(h, spec, m->ndim, m->shape, chunk, fill, err), to, err));
+    SM_TRY(sm_par_agree_within(write_attrs(h->dset, spec->attrs, spec->nattrs, h->where, err), to,
+                               err));
     for (size_t i = 0; i < spec->naux; i++) {
-        SM_TRY(sm_par_agree(write_aux(h, &spec->aux[i], err), err));
+        SM_TRY(sm_par_agree_within(write_aux(h, &spec->aux[i], err), to, err));
     }
     return SM_OK;
 }
 
 /* The write rounds: in round k every rank reads its k-th box (if it has one), all agree, then
- * all take part in one collective H5Dwrite (a rank without a box selects nothing). */
+ * all take part in one collective H5Dwrite (a rank without a box selects nothing), then all
+ * agree again, with a deadline (a failed write may leave ranks inside MPI-IO). */
 static sm_status write_rounds(struct h5 *h, struct sm_array *src, const struct plan *p,
-                              uint64_t rounds, struct sm_scratch *scratch,
+                              uint64_t rounds, uint64_t timeout_ms, struct sm_scratch *scratch,
                               struct sm_export_result *res, struct sm_err *err)
 {
     const unsigned nd = sm_array_meta(src)->ndim;
-    sm_status local = SM_OK;
     for (uint64_t k = 0; k < rounds; k++) {
         const struct sm_export_box *box = k < p->n ? &p->boxes[k] : NULL;
-        if (local == SM_OK && box != NULL) {
+        sm_status local = SM_OK;
+        if (box != NULL) {
             const uint64_t t0 = sm_clock_ns();
             local = sm_array_read_region(src, box->off, box->shape, p->buf, box_bytes(nd, box),
                                          scratch, err);
             res->read_ns += sm_clock_ns() - t0;
         }
-        /* the previous round's write and this round's read, before the next collective */
         SM_TRY(sm_par_agree(local, err));
         const uint64_t t0 = sm_clock_ns();
         local = write_box(h, nd, box, p->buf, err);
@@ -664,8 +690,9 @@ static sm_status write_rounds(struct h5 *h, struct sm_array *src, const struct p
             res->boxes++;
             res->values += box_bytes(nd, box) / sizeof(float);
         }
+        SM_TRY(sm_par_agree_within(local, timeout_ms, err));
     }
-    return sm_par_agree(local, err);
+    return SM_OK;
 }
 
 sm_status sm_export_hdf5_write(const char *path, const struct sm_export_opts *opts,
@@ -688,6 +715,9 @@ sm_status sm_export_hdf5_write(const char *path, const struct sm_export_opts *op
         st = check_spec(spec, m, work, res->chunk, err);
     }
     if (st == SM_OK) {
+        st = check_dir(nm.dir, NULL, err); /* it must exist by now */
+    }
+    if (st == SM_OK) {
         st = check_tmp(nm.tmp, err);
     }
     if (st == SM_OK) {
@@ -702,17 +732,20 @@ sm_status sm_export_hdf5_write(const char *path, const struct sm_export_opts *op
     const bool created = st == SM_OK;
     h.where = nm.tmp;
     if (st == SM_OK) {
-        st = sm_par_agree(create_file(&h, nm.tmp, err), err);
+        st = sm_par_agree_within(create_file(&h, nm.tmp, err), spec->timeout_ms, err);
     }
     if (st == SM_OK) {
         st = write_metadata(&h, spec, m, res->chunk, err);
     }
     if (st == SM_OK) {
-        st = write_rounds(&h, src, &p, rounds, scratch, res, err);
+        st = write_rounds(&h, src, &p, rounds, spec->timeout_ms, scratch, res, err);
     }
     const uint64_t t0 = sm_clock_ns();
     if (st == SM_OK) {
-        st = sm_par_agree(h5_close_file(&h, err), err);
+        st = sm_par_agree_within(h5_flush(&h, err), spec->timeout_ms, err);
+    }
+    if (st == SM_OK) {
+        st = sm_par_agree_within(h5_close_file(&h, err), spec->timeout_ms, err);
     }
     /* Rank 0 publishes once every rank closed the file (the agreement above is that point). */
     uint64_t bytes = 0;
@@ -724,8 +757,19 @@ sm_status sm_export_hdf5_write(const char *path, const struct sm_export_opts *op
         res->bytes = bytes;
     }
     res->finish_ns = sm_clock_ns() - t0;
-    if (st != SM_OK && created) {
-        /* every rank is here after the same agreed failure: close together, then remove */
+    if (st != SM_OK && created && sm_par_stuck()) {
+        /* No collective is possible any more (the caller aborts the job): whichever rank saw it
+         * removes the temporary file, since rank 0 may be the one that is stuck. */
+        unlink(nm.tmp);
+    } else if (st != SM_OK && created) {
+        /* Every rank is here after the same agreed failure. The file is garbage: rank 0 first
+         * truncates it, so that closing it (HDF5 still writes its metadata) does not run into
+         * the full disk that may have caused the failure; then all close it together, then rank
+         * 0 removes it. */
+        if (sm_par_rank() == 0 && h.file >= 0) {
+            (void)truncate(nm.tmp, 0);
+        }
+        sm_par_barrier();
         struct sm_err ignored;
         sm_err_clear(&ignored);
         h5_close_file(&h, &ignored);

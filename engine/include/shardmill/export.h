@@ -32,10 +32,14 @@ struct sm_export_opts {
     bool fsync; /* fsync the file before the rename and its directory after it (SPEC §6) */
     /* If non-NULL, the path is resolved against this directory and must stay inside it. */
     const char *base;
+    /* If non-NULL, a path the caller creates with its parent directories before the write (the
+     * Zarr output): sm_export_hdf5_check accepts a missing export directory that is one of them.
+     * The export itself never creates directories. */
+    const char *created_by_caller;
 };
 #define SM_EXPORT_OPTS_DEFAULTS                                                                    \
     {                                                                                              \
-        SM_EXPORT_EXISTS_ERROR, true, NULL                                                         \
+        SM_EXPORT_EXISTS_ERROR, true, NULL, NULL                                                   \
     }
 
 /* A typed attribute (borrowed). Scalars unless `array`: then a 1-D attribute of n values. Strings
@@ -71,10 +75,14 @@ struct sm_export_spec {
     size_t nattrs;
     const struct sm_export_aux *aux;
     size_t naux;
+    /* How long a rank waits at an agreement point right after a collective HDF5 call for the
+     * others (sm_par_agree_within): parallel HDF5 can leave ranks blocked in MPI-IO when a call
+     * failed on another rank; after this the job must be aborted. */
+    uint64_t timeout_ms;
 };
 #define SM_EXPORT_SPEC_DEFAULTS                                                                    \
     {                                                                                              \
-        "/data", {0}, 0, 64ull << 20, NULL, 0, NULL, 0                                             \
+        "/data", {0}, 0, 64ull << 20, NULL, 0, NULL, 0, 60000                                      \
     }
 
 /* This rank's share of the work: the array is cut into a C-order grid of `unit` boxes (the Zarr
@@ -103,7 +111,8 @@ struct sm_export_result {
  * regular HDF5 file (signature at byte 0); a directory, symbolic link or other non-file at the
  * path or at its temporary name; a dataset name that is not an absolute HDF5 path or collides
  * with an auxiliary dataset; a level outside 0..9. SM_E_IO: the directory of the path does not
- * exist, is not a directory or is not writable (errno text). SM_E_NOMEM. */
+ * exist (unless opts->created_by_caller lies inside it), is not a directory or is not writable
+ * (errno text). SM_E_NOMEM. */
 sm_status sm_export_hdf5_check(const char *path, const struct sm_export_opts *opts,
                                const struct sm_export_spec *spec, char **resolved,
                                struct sm_err *err);
@@ -113,7 +122,10 @@ sm_status sm_export_hdf5_check(const char *path, const struct sm_export_opts *op
  * sequence that communicates (file creation, dataset creation, each write round, close), so a
  * failing rank never leaves another waiting inside HDF5; on any failure every rank returns the
  * lowest failing rank's error, the file is closed and rank 0 removes the temporary file: nothing
- * is left at `path` or beside it. With `fsync`, rank 0 fsyncs the file before renaming it and the
+ * is left at `path` or beside it. If parallel HDF5 itself left a rank blocked after a failure on
+ * another (agreement timeout, spec->timeout_ms), the rank that saw it removes the temporary file
+ * and returns with sm_par_stuck() true: the caller must abort the job (no collective works any
+ * more). With `fsync`, rank 0 fsyncs the file before renaming it and the
  * directory after. HDF5's own error printing is turned off; its innermost message becomes
  * `what`. SM_E_USAGE: a bad dataset name, chunk, deflate level or non-float32 source, and the
  * policy checks of sm_export_hdf5_check repeated before the rename; SM_E_IO: file creation,
