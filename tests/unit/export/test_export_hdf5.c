@@ -324,6 +324,19 @@ static void test_check_applies_the_policy_before_writing(void **state)
     sm_err_clear(&f->err);
     assert_status(sm_export_hdf5_check(p, &o, &sp, &resolved, &f->err), SM_E_IO, &f->err);
     assert_contains(f->err.what, "the export directory is missing: No such file or directory");
+    /* ... unless the caller creates it with the Zarr output it writes first */
+    char later[400];
+    snprintf(later, sizeof(later), "%s/missing/deeper/out.zarr", f->dir);
+    o.created_by_caller = later;
+    sm_err_clear(&f->err);
+    assert_ok(sm_export_hdf5_check(p, &o, &sp, &resolved, &f->err), &f->err);
+    sm_free(resolved);
+    struct sm_export_result r2;
+    const struct sm_export_work work = {UNIT, 0, 12};
+    assert_status(sm_export_hdf5_write(p, &o, &sp, f->a, &work, f->scratch, &r2, &f->err), SM_E_IO,
+                  &f->err); /* the write itself needs the directory */
+    assert_contains(f->err.what, "the export directory is missing");
+    o.created_by_caller = NULL;
     assert_int_equal(mkdir(f->tmp, 0755), 0);
     sm_err_clear(&f->err);
     assert_status(sm_export_hdf5_check(f->path, &o, &sp, &resolved, &f->err), SM_E_USAGE, &f->err);
