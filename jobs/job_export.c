@@ -4,7 +4,9 @@
  * HDF5 over MPI-IO, or sec2 with one rank). Reading the output back, instead of normalizing the
  * input a second time, makes the export equal the Zarr output bit for bit by construction and
  * never fetches the input again (it may be remote). Attributes come from zarr.json's provenance.
- * Time `timing_ms.export`: this phase on this rank, open to rename (max and mean over ranks). */
+ * Time `timing_ms.export`: this phase on this rank, open to rename (max and mean over ranks);
+ * `export_read` (sm_array_read_region of the boxes), `export_write` (the H5Dwrite rounds, waits
+ * for the other ranks included) and `export_finish` (flush, close, fsync, rename) are its parts. */
 #include "job_export.h"
 
 #include <string.h>
@@ -282,6 +284,10 @@ void sm_job_export_report(const struct sm_job_export *ex, json_t *report, json_t
         return;
     }
     json_object_set_new(timing, "export", json_real(sm_ms(ex->ns)));
+    /* its parts: reading the output back, the H5Dwrite rounds, flush + close + rename */
+    json_object_set_new(timing, "export_read", json_real(sm_ms(ex->res.read_ns)));
+    json_object_set_new(timing, "export_write", json_real(sm_ms(ex->res.write_ns)));
+    json_object_set_new(timing, "export_finish", json_real(sm_ms(ex->res.finish_ns)));
     json_t *o = json_object();
     json_object_set_new(o, "path", json_string(ex->path));
     json_object_set_new(o, "bytes", sm_json_u64(ex->res.bytes));

@@ -609,8 +609,15 @@ static sm_status make_plan(const struct sm_export_spec *spec, const struct sm_ar
     for (unsigned d = 0; d < m->ndim; d++) {
         unit_bytes *= work->unit[d];
     }
-    const uint64_t max_units =
-        spec->buffer_bytes / unit_bytes > 0 ? spec->buffer_bytes / unit_bytes : 1;
+    /* One rank (sec2): one unit per box. HDF5's serial path gathers a memory selection that
+     * spans many chunks chunk by chunk, slowly: one H5Dwrite of a 32 MiB box of 1024 chunks took
+     * 225 ms here, the same values unit by unit 20 ms. Shared (MPI-IO): whole boxes, since each
+     * box is a collective round and MPI-IO moves a box with derived datatypes (42 ms per rank
+     * for 16 MiB). docs/internals/export.md. */
+    uint64_t max_units = spec->buffer_bytes / unit_bytes > 0 ? spec->buffer_bytes / unit_bytes : 1;
+    if (!sm_par_h5_shared()) {
+        max_units = 1;
+    }
     SM_TRY(sm_export_plan(m->ndim, m->shape, work->unit, work->first, work->count, max_units, NULL,
                           &p->n, err));
     if (p->n == 0) {

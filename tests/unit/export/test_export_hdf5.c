@@ -229,8 +229,8 @@ static void test_export_round_trip_plain_and_deflate(void **state)
         struct sm_export_result res;
         assert_ok(export_all(f, &sp, &o, &res), &f->err);
         assert_string_equal(res.driver, "sec2");
-        assert_int_equal(res.rounds, 1); /* the whole grid is one box */
-        assert_int_equal(res.boxes, 1);
+        assert_int_equal(res.rounds, 12); /* one rank (sec2): one box per unit */
+        assert_int_equal(res.boxes, 12);
         assert_int_equal(res.values, 20 * 33 * 47);
         struct stat sb;
         assert_int_equal(stat(f->path, &sb), 0);
@@ -263,12 +263,13 @@ static void test_export_partial_work_writes_only_its_units(void **state)
     struct fx *f = *state;
     const struct sm_export_spec sp = spec_of(0);
     const struct sm_export_opts o = SM_EXPORT_OPTS_DEFAULTS;
-    const struct sm_export_work work = {UNIT, 5, 4}; /* units 5..8: 3 boxes */
+    const struct sm_export_work work = {UNIT, 5, 4}; /* units 5..8, one box each (sec2) */
     struct sm_export_result res;
     assert_ok(sm_export_hdf5_write(f->path, &o, &sp, f->a, &work, f->scratch, &res, &f->err),
               &f->err);
-    assert_int_equal(res.boxes, 3);
-    assert_int_equal(res.rounds, 3);
+    assert_int_equal(res.boxes, 4);
+    assert_int_equal(res.rounds, 4);
+    assert_int_equal(res.values, 8 * 32 * 15 + 8 * 1 * 32 + 8 * 1 * 15 + 4 * 32 * 32);
 }
 
 static void write_file(const char *p, const char *text)
