@@ -134,6 +134,15 @@ def wait_idle(limit_s, threshold=0.6):
     return samples
 
 
+def io_pressure():
+    """/proc/pressure/io 'some' avg10: the disk load of other work, which busy_cores misses."""
+    try:
+        with open("/proc/pressure/io") as f:
+            return float(f.readline().split()[1].split("=")[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def mpi_env(threads):
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("OMPI_COMM_", "PMIX_", "PMI_", "SLURM_"))}
@@ -209,18 +218,20 @@ def run_write(a, work, inp, kind, deflate, ranks, rnd):
             del env[k]
         env.pop("OMP_NUM_THREADS")  # threads auto: both cores
     os.sync()
-    busy = busy_cores(0.2)
+    busy, iop = busy_cores(0.2), io_pressure()
     r = spawn(argv, os.path.join(d, "spawn"), env=env, cwd=d)
     rec = {"kind": kind, "deflate": deflate, "ranks": ranks, "round": rnd, "dir": d,
            "wall_ms": r["wall_ms"], "rc": r["rc"], "peak_rss_bytes": r["peak_rss_bytes"],
-           "user_ms": r["user_ms"], "sys_ms": r["sys_ms"], "busy_cores_before": busy}
+           "user_ms": r["user_ms"], "sys_ms": r["sys_ms"], "busy_cores_before": busy,
+           "io_pressure_avg10_before": iop}
     if r["rc"] != 0:
         fail(f"{kind} np{ranks} round {rnd}: exit {r['rc']}: {r['stderr']}")
         return rec
     rep = json.load(open(os.path.join(d, "report.json")))
     tm = rep["timing_ms"]
     rec["timing_ms"] = {k: tm.get(k) for k in ("total", "open", "decode", "process", "write",
-                                               "export")}
+                                               "export", "export_read", "export_write",
+                                               "export_finish")}
     rec["report_peak_rss_bytes"] = rep["memory"]["peak_rss_bytes"]
     rec["zarr_bytes"], rec["zarr_meta_bytes"], rec["zarr_alloc_bytes"] = \
         tree_bytes(os.path.join(d, "out.zarr"))
@@ -301,6 +312,8 @@ def summarize(writes, reads):
                 "total_ms": stats([w["timing_ms"]["total"] for w in ws]),
                 "zarr_write_ms": stats([w["timing_ms"]["write"] for w in ws]),
                 "export_ms": stats([w["timing_ms"].get("export") for w in ws]),
+                "export_parts_ms": {k: stats([w["timing_ms"].get("export_" + k) for w in ws])
+                                    for k in ("read", "write", "finish")},
                 "zarr_bytes": ws[-1]["zarr_bytes"], "zarr_alloc_bytes": ws[-1]["zarr_alloc_bytes"],
                 "hdf5_bytes": ws[-1].get("hdf5_bytes"),
                 "hdf5_alloc_bytes": ws[-1].get("hdf5_alloc_bytes"),
@@ -320,12 +333,16 @@ def fmt(s, nd=0):
 
 def table(doc):
     lines = ["| ranks | output | write process wall ms | convert total ms | Zarr write ms | "
-             "export ms | Zarr bytes | HDF5 bytes | read-back | read ms | reader wall ms |",
-             "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |"]
+             "export ms | export read / write / finish ms | Zarr bytes | HDF5 bytes | read-back | "
+             "read ms | reader wall ms |",
+             "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |"]
     for s in doc["summary"]:
+        parts = s.get("export_parts_ms") or {}
+        pt = " / ".join("–" if parts.get(k) is None else f"{parts[k]['median']:.0f}"
+                        for k in ("read", "write", "finish")) if s["export_ms"] else "–"
         lines.append(
             f"| {s['ranks']} | {s['kind']} | {fmt(s['write_wall_ms'])} | {fmt(s['total_ms'])} | "
-            f"{fmt(s['zarr_write_ms'])} | {fmt(s['export_ms'])} | {s['zarr_bytes']:,} | "
+            f"{fmt(s['zarr_write_ms'])} | {fmt(s['export_ms'])} | {pt} | {s['zarr_bytes']:,} | "
             f"{'–' if s['hdf5_bytes'] is None else format(s['hdf5_bytes'], ',')} | "
             f"{'zarrita.js (Zarr)' if s['reader'] == 'zarrita' else 'h5py (HDF5)'} | "
             f"{fmt(s['read_ms'], 1)} | {fmt(s['read_wall_ms'])} |")
