@@ -18,6 +18,7 @@
 #include <shardmill/par.h>
 #include <shardmill/path.h>
 #include <shardmill/store.h>
+#include <shardmill/tile.h>
 
 #include "jobs.h"
 #include "jobs_run.h"
@@ -254,9 +255,11 @@ sm_status sm_job_export_run(struct sm_job_export *ex, const struct sm_job_config
     if (st == SM_OK) {
         st = sm_scratch_new(&scratch, err);
     }
-    /* the same shards as the write phase: the values this rank just wrote are in its page cache */
+    /* An even split of the shard grid by count: the export's work is per output value, whatever
+     * the input cost that parallel.partition balances the write phase by. Any rank may read any
+     * shard now that every rank flushed. */
     uint64_t first = 0, count = 0;
-    sm_job_rank_range(sm_writer_nshards(w), &first, &count);
+    sm_partition_block(sm_writer_nshards(w), sm_par_size(), sm_par_rank(), &first, &count);
     const struct sm_export_work work = {om->chunk_shape, first, count};
     st = sm_par_agree(st, err);
     if (st == SM_OK) {

@@ -23,8 +23,8 @@ sm_status sm_job_export_open(const struct sm_job_config *c, const char *output_p
                              struct sm_job_export **out, struct sm_err *err);
 
 /* Export phase, collective: every rank calls it after the flush agreement (ex NULL: SM_OK at
- * once, on every rank alike). Re-reads the output written by `w` at `output_path` (every rank its
- * block of shards, the same partition as the write phase) and writes it as the HDF5 dataset, with
+ * once, on every rank alike). Re-reads the output written by `w` at `output_path` (every rank a
+ * block of the shard grid, split by count) and writes it as the HDF5 dataset, with
  * the histogram `h` as /histogram and the provenance `attrs` (zarr.json's attributes) as
  * attributes. The returned status is agreed: the same on every rank. */
 sm_status sm_job_export_run(struct sm_job_export *ex, const struct sm_job_config *c,
