@@ -104,8 +104,9 @@ struct sm_job_config {
         uint64_t max_requests;     /* limits.max_requests (1000000) */
     } limits;
 
-    char *report;  /* report: path of the JSON report (none) */
-    bool progress; /* progress (true): progress lines on stderr from rank 0 */
+    char *report;               /* report: path of the JSON report (none) */
+    bool progress;              /* progress (true): progress lines on stderr from rank 0 */
+    uint64_t progress_interval; /* progress_interval (10): seconds between lines off a tty */
 
     char *source_path; /* the YAML file loaded (for messages and provenance) */
     char *effective;   /* canonical text of the effective configuration (for its SHA-256): one

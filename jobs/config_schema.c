@@ -64,7 +64,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .def = "256MiB",
      .min = 1,
      .max = SIZE_CAP,
-     .help = "byte cap of the encoded-object cache",
+     .help = "byte cap of the encoded-object cache (at most half of limits.memory_bytes)",
      .example = "1GiB",
      FIELD(input.cache_max_bytes)},
     {.path = "input.index_cache.max_bytes",
@@ -408,7 +408,8 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .min = 1,
      .max = SIZE_CAP,
      .help = "memory budget of a rank: decoded input is kept for the write pass only when it "
-             "fits, else re-read (SPEC §1)",
+             "fits in half of it, else re-read; the encoded-object cache gets at most half "
+             "(SPEC §1)",
      .example = "8GiB",
      FIELD(limits.memory_bytes)},
     {.path = "limits.max_object_bytes",
@@ -447,9 +448,20 @@ const struct sm_cfg_key sm_cfg_keys[] = {
     {.path = "progress",
      .type = SM_CFG_BOOL,
      .def = "true",
-     .help = "progress lines on stderr from rank 0",
+     .help = "progress on stderr from rank 0 (shards or tiles done / total, MB/s, ETA; "
+             "`shardmill run --quiet` turns it off)",
      .example = "false",
      FIELD(progress)},
+    {.path = "progress_interval",
+     .type = SM_CFG_UINT,
+     .def = "10",
+     .min = 0,
+     .max = 86400,
+     .help = "seconds between progress lines when stderr is not a terminal (Slurm logs); a "
+             "phase shorter than this prints none; a terminal gets a live line after 1 s; 0 "
+             "shows every item",
+     .example = "60",
+     FIELD(progress_interval)},
 };
 
 const unsigned sm_cfg_nkeys = sizeof(sm_cfg_keys) / sizeof(sm_cfg_keys[0]);
@@ -470,6 +482,7 @@ const struct sm_cfg_group sm_cfg_groups[] = {
     {"limits", "Resource limits; hitting one stops the job with exit 5."},
     {"report", "The JSON report (SPEC §7)."},
     {"progress", "Progress output."},
+    {"progress_interval", "How often progress is printed."},
     {NULL, NULL},
 };
 

@@ -8,7 +8,7 @@
  * (encode + put + flush + marker), thread sums divided by the thread count; `total` is wall.
  * Under MPI (docs/internals/ranks.md): every rank scans its block of tiles, the statistics are
  * summed over ranks (so every rank derives the same window), every rank writes its block of the
- * output shards (sm_partition_block; parallel.partition `balanced` is block for now), rank 0
+ * output shards (parallel.partition: `balanced` by input bytes, or `block`), rank 0
  * begins the output and the others join it, every rank flushes, and rank 0 writes the marker and
  * the report only after every rank agreed on success at each phase. The decoded ROI is kept only
  * with one rank (a rank's shards need input outside its tiles). */
@@ -28,6 +28,7 @@
 
 #include "job_export.h"
 #include "jobs.h"
+#include "progress.h"
 #include "report.h"
 
 struct thread_state {
@@ -186,6 +187,22 @@ static sm_status make_norm(const struct sm_job_config *c, const struct sm_hist *
     return SM_OK;
 }
 
+/* This rank's run of output shards: the shard grid is the tiling of the ROI by the shard shape
+ * (the chunk shape when unsharded), in the writer's C order. */
+static sm_status shard_part(const struct sm_job_config *c, const struct sm_array_meta *m,
+                            const struct sm_scan_setup *su, const struct sm_output_spec *spec,
+                            uint64_t nshards, struct sm_part *mine, struct sm_err *err)
+{
+    struct sm_tiling grid;
+    SM_TRY(sm_tiling_init(&grid, m->ndim, m->shape, su->off, su->shape,
+                          spec->sharded ? spec->shard : spec->chunk, err));
+    if (grid.ntiles != nshards) {
+        SM_FAIL(err, SM_E_INTERNAL, "plan of %llu shards for a grid of %llu",
+                (unsigned long long)grid.ntiles, (unsigned long long)nshards);
+    }
+    return sm_job_rank_part(c, m, &grid, mine, err);
+}
+
 /* ms4: total, open, scan, write (milliseconds). */
 static void print_summary(const struct sm_job_config *c, const struct sm_scan_result *r,
                           const struct sm_norm *nm, const char *out_path, const double *ms4)
@@ -265,9 +282,16 @@ sm_status sm_job_convert(const struct sm_job_config *c, const char *report_path,
             keep = sm_malloc(roi_bytes == 0 ? 1 : roi_bytes);
             su.params.keep = keep; /* NULL (re-read) if it cannot be had */
         }
-        uint64_t tfirst = 0, tcount = 0;
-        sm_job_rank_range(su.tiling.ntiles, &tfirst, &tcount);
-        st = sm_scan_tiles(a, &su.tiling, tfirst, tcount, &su.params, &r, err);
+        struct sm_part mine;
+        struct sm_progress pg;
+        sm_progress_begin(&pg, c, "convert", "scan", "tiles", su.tiling.ntiles);
+        su.params.progress = sm_progress_update;
+        su.params.progress_user = &pg;
+        st = sm_job_rank_part(c, m, &su.tiling, &mine, err);
+        if (st == SM_OK) {
+            st = sm_scan_tiles(a, &su.tiling, mine.first, mine.count, &su.params, &r, err);
+        }
+        sm_progress_end(&pg, st == SM_OK); /* every rank, success or not */
         const uint64_t t0 = sm_clock_ns();
         st = sm_par_agree(st, err);
         if (st == SM_OK) {
@@ -338,12 +362,18 @@ sm_status sm_job_convert(const struct sm_job_config *c, const char *report_path,
     }
     /* Phase write: this rank's block of shards, then its flush (every rank flushes: syncfs
      * covers one node, directory fsyncs cover this process's entries). */
+    struct sm_part shards = {0, 0, 0};
+    struct sm_progress pg;
+    sm_progress_begin(&pg, c, "convert", "write", "shards", w != NULL ? sm_writer_nshards(w) : 0);
     if (st == SM_OK) {
-        uint64_t sfirst = 0, scount = 0;
-        sm_job_rank_range(sm_writer_nshards(w), &sfirst, &scount);
-        const struct sm_write_job job = {sfirst, scount, NULL, nthreads, fill_shard, &cv};
+        st = shard_part(c, m, &su, &spec, sm_writer_nshards(w), &shards, err);
+    }
+    if (st == SM_OK) {
+        const struct sm_write_job job = {
+            shards.first, shards.count, NULL, nthreads, fill_shard, &cv, sm_progress_update, &pg};
         st = sm_write_shards(w, out, &job, &wr, err);
     }
+    sm_progress_end(&pg, st == SM_OK); /* every rank, success or not */
     if (!agreed) {
         st = sm_par_agree(st, err);
         agreed = st != SM_OK;

@@ -27,8 +27,14 @@ sm_status sm_job_open_input(const struct sm_job_config *c, struct sm_store **sto
     *store = NULL;
     *array = NULL;
     sm_status st = sm_store_open_with(c->input.store, &c->input.http, store, err);
-    if (st == SM_OK && c->input.cache_enabled && c->input.cache_max_bytes > 0) {
-        st = sm_store_cache_new(*store, c->input.cache_max_bytes, store, err);
+    /* The cache lives within the rank's memory budget: at most half of limits.memory_bytes, so
+     * the peak RSS follows the budget, not the volume (the other half holds the decoded tiles,
+     * shard buffers and the index cache). */
+    const uint64_t cache_cap = c->input.cache_max_bytes < c->limits.memory_bytes / 2
+                                   ? c->input.cache_max_bytes
+                                   : c->limits.memory_bytes / 2;
+    if (st == SM_OK && c->input.cache_enabled && cache_cap > 0) {
+        st = sm_store_cache_new(*store, cache_cap, store, err);
         if (st != SM_OK) {
             *store = NULL; /* the cache closed the inner store */
         }

@@ -1,6 +1,7 @@
-/* What the `run` jobs share across ranks (SPEC §1, §7; docs/internals/ranks.md): the tile range
- * of a rank, the reduction of scan results (wrapping sums: order-independent, so the totals do
- * not depend on the rank count), and the report's counters (summed) and timings (max and mean). */
+/* What the `run` jobs share across ranks (SPEC §1, §7; docs/internals/ranks.md): the plan (each
+ * rank's run of tiles or shards, parallel.partition), the reduction of scan results (wrapping sums:
+ * order-independent, so the totals do not depend on the rank count), and the report's counters
+ * (summed) and timings (max and mean). */
 #include "jobs_run.h"
 
 #include <jansson.h>
@@ -9,9 +10,28 @@
 #include <shardmill/alloc.h>
 #include <shardmill/par.h>
 
-void sm_job_rank_range(uint64_t n, uint64_t *first, uint64_t *count)
+void sm_job_plan(const struct sm_job_config *c, const struct sm_array_meta *m,
+                 const struct sm_tiling *t, int nranks, struct sm_part *parts)
 {
-    sm_partition_block(n, sm_par_size(), sm_par_rank(), first, count);
+    struct sm_read_unit u;
+    sm_read_unit_of(m, &u);
+    sm_partition_tiles(
+        t, &u, c->parallel.partition == SM_PARTITION_BLOCK ? SM_PART_BLOCK : SM_PART_BALANCED,
+        nranks, parts);
+}
+
+sm_status sm_job_rank_part(const struct sm_job_config *c, const struct sm_array_meta *m,
+                           const struct sm_tiling *t, struct sm_part *mine, struct sm_err *err)
+{
+    const int n = sm_par_size();
+    struct sm_part *parts = sm_calloc((size_t)n, sizeof(*parts));
+    if (parts == NULL) {
+        SM_FAIL(err, SM_E_NOMEM, "cannot allocate the plan of %d ranks", n);
+    }
+    sm_job_plan(c, m, t, n, parts);
+    *mine = parts[sm_par_rank()];
+    sm_free(parts);
+    return SM_OK;
 }
 
 sm_status sm_job_reduce_scan(struct sm_scan_result *r, struct sm_err *err)

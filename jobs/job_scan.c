@@ -4,7 +4,7 @@
  * store and metadata; `hydrate`, `decode` and `process` are the time threads spent fetching
  * encoded bytes, running codecs, and computing statistics, summed over threads and divided by the
  * thread count (so they compare with wall time); `total` is the wall time of the whole job.
- * Under MPI (docs/internals/ranks.md) each rank scans its block of tiles (sm_partition_block) and
+ * Under MPI (docs/internals/ranks.md) each rank scans its run of tiles (parallel.partition) and
  * the results are summed over ranks; rank 0 writes the report, with counters summed over ranks
  * and timings as the maximum over ranks (flat fields) plus timing_ms.max and timing_ms.mean. */
 #include "jobs_run.h"
@@ -18,6 +18,7 @@
 #include <shardmill/tile.h>
 
 #include "jobs.h"
+#include "progress.h"
 #include "report.h"
 
 static bool same_result(const struct sm_scan_result *a, const struct sm_scan_result *b)
@@ -43,12 +44,20 @@ sm_status sm_job_scan(const struct sm_job_config *c, const char *report_path, st
     sm_status st = sm_par_agree(sm_job_scan_setup(c, m, &su, err), err);
     const bool agreed_failure = st != SM_OK;
     const struct sm_tiling t = su.tiling;
-    const struct sm_scan_params p = su.params;
+    struct sm_scan_params p = su.params;
     const uint64_t *off = su.off, *shape = su.shape, *tile = su.tile;
-    uint64_t tfirst = 0, tcount = 0;
-    sm_job_rank_range(t.ntiles, &tfirst, &tcount);
+    struct sm_part mine = {0, 0, 0};
+    if (st == SM_OK) {
+        st = sm_job_rank_part(c, m, &t, &mine, err); /* local: the failure is agreed below */
+    }
+    const uint64_t tfirst = mine.first, tcount = mine.count;
     uint64_t process_ns = 0;
+    struct sm_progress pg;
+    sm_progress_begin(&pg, c, "scan", "scan", "tiles", t.ntiles * c->passes);
+    p.progress = sm_progress_update;
+    p.progress_user = &pg;
     for (uint64_t pass = 0; st == SM_OK && pass < c->passes; pass++) {
+        sm_progress_next_call(&pg);
         st = sm_scan_tiles(a, &t, tfirst, tcount, &p, pass == 0 ? &first : &r, err);
         process_ns += pass == 0 ? first.process_ns : r.process_ns;
         if (st == SM_OK && pass > 0) {
@@ -60,6 +69,7 @@ sm_status sm_job_scan(const struct sm_job_config *c, const char *report_path, st
             sm_scan_result_destroy(&r);
         }
     }
+    sm_progress_end(&pg, st == SM_OK); /* every rank, success or not */
     /* phase: scan */
     const uint64_t t_red = sm_clock_ns();
     if (!agreed_failure) {

@@ -17,6 +17,7 @@ struct sm_cmd {
 };
 
 int sm_cmd_info(int argc, char **argv);
+int sm_cmd_plan(int argc, char **argv);
 int sm_cmd_read(int argc, char **argv);
 int sm_cmd_run(int argc, char **argv);
 int sm_cmd_validate(int argc, char **argv);

@@ -53,8 +53,13 @@ bool sm_job_launched_by_mpi(void);
 
 /* Ranks (jobs/job_ranks.c, docs/internals/ranks.md). All are collectives: every rank calls them
  * in the same order. */
-/* This rank's contiguous block [first, first + count) of n items (sm_partition_block). */
-void sm_job_rank_range(uint64_t n, uint64_t *first, uint64_t *count);
+/* The plan of parallel.partition over the tiles of t (tiles of a scan, or a shard grid as a
+ * tiling of the ROI by the shard shape) for nranks ranks: parts[nranks]. Metadata only. */
+void sm_job_plan(const struct sm_job_config *c, const struct sm_array_meta *m,
+                 const struct sm_tiling *t, int nranks, struct sm_part *parts);
+/* This rank's share of that plan (not a collective: every rank computes the same plan). */
+sm_status sm_job_rank_part(const struct sm_job_config *c, const struct sm_array_meta *m,
+                           const struct sm_tiling *t, struct sm_part *mine, struct sm_err *err);
 /* Sums histogram counts, underflow/overflow/nan, checksums, voxels and tiles over ranks. */
 sm_status sm_job_reduce_scan(struct sm_scan_result *r, struct sm_err *err);
 /* Every integer of the object (a report's "io") summed over ranks; keys naming "peak" take the

@@ -9,6 +9,7 @@
 static const struct sm_cmd commands[] = {
     {"info", "print the metadata of an array or group as JSON", sm_cmd_info},
     {"read", "write a region of an array as raw little-endian values", sm_cmd_read},
+    {"plan", "print how a job splits its tiles and shards over N ranks", sm_cmd_plan},
     {"run", "run a YAML pipeline (scan, convert, ingest, read-bench)", sm_cmd_run},
     {"validate", "check a YAML job configuration and print its effective values", sm_cmd_validate},
     {"verify", "re-check every shard of an output against its completion marker", sm_cmd_verify},

@@ -255,3 +255,63 @@ void sm_par_abort(int code)
         MPI_Abort(MPI_COMM_WORLD, code);
     }
 }
+
+/* Progress posts: tags outside any collective's (collectives use their own context). Each rank
+ * has at most one send in flight, from a static buffer that lives until it is delivered. */
+enum { TAG_PROGRESS = 7301, TAG_PROGRESS_LAST = 7302 };
+static uint64_t post_buf[2];
+static MPI_Request post_req = MPI_REQUEST_NULL;
+
+void sm_par_progress_post(const uint64_t v[2], bool last)
+{
+    if (!mpi_on || my_rank == 0) {
+        return;
+    }
+    int delivered = 1;
+    if (post_req != MPI_REQUEST_NULL) {
+        if (last) {
+            MPI_Wait(&post_req, MPI_STATUS_IGNORE);
+        } else {
+            MPI_Test(&post_req, &delivered, MPI_STATUS_IGNORE);
+        }
+    }
+    if (!delivered) {
+        return; /* rank 0 is busy: this count is superseded by the next post */
+    }
+    post_buf[0] = v[0];
+    post_buf[1] = v[1];
+    if (last) {
+        MPI_Send(post_buf, 2, MPI_UINT64_T, 0, TAG_PROGRESS_LAST, MPI_COMM_WORLD);
+    } else {
+        MPI_Isend(post_buf, 2, MPI_UINT64_T, 0, TAG_PROGRESS, MPI_COMM_WORLD, &post_req);
+    }
+}
+
+int sm_par_progress_poll(uint64_t *all)
+{
+    if (!mpi_on || my_rank != 0 || n_ranks == 1) {
+        return 0;
+    }
+    for (;;) {
+        int flag = 0;
+        MPI_Status stt;
+        MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, &stt);
+        if (!flag || (stt.MPI_TAG != TAG_PROGRESS && stt.MPI_TAG != TAG_PROGRESS_LAST)) {
+            break;
+        }
+        uint64_t v[2];
+        MPI_Recv(v, 2, MPI_UINT64_T, stt.MPI_SOURCE, stt.MPI_TAG, MPI_COMM_WORLD,
+                 MPI_STATUS_IGNORE);
+        if (all != NULL) {
+            uint64_t *dst = &all[3 * (size_t)stt.MPI_SOURCE];
+            dst[0] = v[0] > dst[0] ? v[0] : dst[0];
+            dst[1] = v[1] > dst[1] ? v[1] : dst[1];
+            dst[2] |= stt.MPI_TAG == TAG_PROGRESS_LAST;
+        }
+    }
+    int n = 0;
+    for (int r = 1; all != NULL && r < n_ranks; r++) {
+        n += all[3 * (size_t)r + 2] != 0;
+    }
+    return all != NULL ? n : n_ranks - 1;
+}

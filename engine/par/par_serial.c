@@ -102,3 +102,15 @@ void sm_par_abort(int code)
 {
     (void)code;
 }
+
+void sm_par_progress_post(const uint64_t v[2], bool last)
+{
+    (void)v;
+    (void)last;
+}
+
+int sm_par_progress_poll(uint64_t *all)
+{
+    (void)all;
+    return 0;
+}

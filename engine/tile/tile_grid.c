@@ -1,4 +1,4 @@
-/* ROI tiling (SPEC §4 `roi`, `tile`) and the block partition of a C-order sequence over ranks. */
+/* ROI tiling (SPEC §4 `roi`, `tile`): tiles of a fixed shape in C order, edge tiles clipped. */
 #include "shardmill/tile.h"
 
 #include <inttypes.h>
@@ -43,12 +43,4 @@ void sm_tiling_box(const struct sm_tiling *t, uint64_t index, uint64_t *offset, 
         offset[d] = t->roi_offset[d] + start;
         shape[d] = end - start;
     }
-}
-
-void sm_partition_block(uint64_t n, int nranks, int rank, uint64_t *first, uint64_t *count)
-{
-    const uint64_t r = (uint64_t)rank, k = (uint64_t)nranks;
-    const uint64_t base = n / k, extra = n % k;
-    *first = r * base + (r < extra ? r : extra);
-    *count = base + (r < extra ? 1 : 0);
 }

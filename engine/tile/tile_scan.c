@@ -82,11 +82,13 @@ sm_status sm_scan_tiles(struct sm_array *a, const struct sm_tiling *t, uint64_t 
         st = worker_init(&ws[i], p, dt, tile_bytes, err);
     }
     atomic_uint_fast64_t lowest_fail = UINT64_MAX;
+    atomic_uint_fast64_t done = 0, done_bytes = 0;
     if (st == SM_OK) {
 #pragma omp parallel num_threads(nthreads) default(none)                                           \
-    shared(a, t, ws, lowest_fail, first, count, dt, elem, nd, astride, p)
+    shared(a, t, ws, lowest_fail, first, count, dt, elem, nd, astride, p, done, done_bytes)
         {
-            struct worker *w = &ws[omp_get_thread_num()];
+            const int tid = omp_get_thread_num();
+            struct worker *w = &ws[tid];
 #pragma omp for schedule(dynamic, 1)
             for (uint64_t k = first; k < first + count; k++) {
                 if (k > atomic_load_explicit(&lowest_fail, memory_order_relaxed)) {
@@ -127,7 +129,15 @@ sm_status sm_scan_tiles(struct sm_array *a, const struct sm_tiling *t, uint64_t 
                 w->process_ns += sm_clock_ns() - t0;
                 w->voxels += n;
                 w->tiles++;
+                const uint64_t d = atomic_fetch_add(&done, 1) + 1;
+                const uint64_t b = atomic_fetch_add(&done_bytes, n * elem) + n * elem;
+                if (tid == 0 && p->progress != NULL) {
+                    p->progress(p->progress_user, d, b);
+                }
             }
+        }
+        if (p->progress != NULL) { /* the final count: thread 0 may not have seen it */
+            p->progress(p->progress_user, atomic_load(&done), atomic_load(&done_bytes));
         }
         uint64_t best = UINT64_MAX;
         for (int i = 0; i < nthreads; i++) {

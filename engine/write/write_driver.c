@@ -100,8 +100,10 @@ sm_status sm_write_shards(const struct sm_writer *w, struct sm_output *o,
         st = worker_init(&wks[i], w->obj_bytes, err);
     }
     atomic_uint_fast64_t lowest_fail = UINT64_MAX;
+    atomic_uint_fast64_t done = 0, done_bytes = 0;
     if (st == SM_OK) {
-#pragma omp parallel num_threads(nthreads) default(none) shared(w, o, job, wks, lowest_fail, count)
+#pragma omp parallel num_threads(nthreads) default(none)                                           \
+    shared(w, o, job, wks, lowest_fail, count, done, done_bytes)
         {
             const int t = omp_get_thread_num();
             struct worker *wk = &wks[t];
@@ -113,7 +115,15 @@ sm_status sm_write_shards(const struct sm_writer *w, struct sm_output *o,
                 }
                 struct sm_err e;
                 sm_err_clear(&e);
-                if (one_shard(w, o, job, t, shard, wk, &e) != SM_OK) {
+                const uint64_t before = wk->bytes;
+                const sm_status sst = one_shard(w, o, job, t, shard, wk, &e);
+                const uint64_t d = atomic_fetch_add(&done, 1) + 1;
+                const uint64_t add = wk->bytes - before;
+                const uint64_t b = atomic_fetch_add(&done_bytes, add) + add;
+                if (t == 0 && job->progress != NULL) {
+                    job->progress(job->progress_user, d, b);
+                }
+                if (sst != SM_OK) {
                     if (shard < wk->fail_index) {
                         wk->fail_index = shard;
                         wk->err = e;
@@ -124,6 +134,9 @@ sm_status sm_write_shards(const struct sm_writer *w, struct sm_output *o,
                     }
                 }
             }
+        }
+        if (job->progress != NULL) { /* the final count: thread 0 may not have seen it */
+            job->progress(job->progress_user, atomic_load(&done), atomic_load(&done_bytes));
         }
         uint64_t best = UINT64_MAX;
         for (int i = 0; i < nthreads; i++) {

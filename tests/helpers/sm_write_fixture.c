@@ -241,7 +241,8 @@ int main(int argc, char **argv)
         st = sm_output_begin(o, w, &err);
     }
     if (st == SM_OK) {
-        const struct sm_write_job job = {0, sm_writer_nshards(w), NULL, threads, fill_fn, &p};
+        const struct sm_write_job job = {
+            0, sm_writer_nshards(w), NULL, threads, fill_fn, &p, NULL, NULL};
         st = sm_write_shards(w, o, &job, &res, &err);
     }
     if (st == SM_OK) {

@@ -3,18 +3,30 @@
 Usage: /usr/bin/python3 test_mpi.py --shardmill BIN --mpiexec MPIEXEC --work DIR --case CASE
 Cases:
   convert_identity  a zarr-python v2 uint8 40x70x90 input (chunks 16^3, blosc), `convert` with
-                    percentile normalization for ranks x threads in {1,2,3} x {1,2}: every file of
-                    every output tree (shards, zarr.json, marker, journal) equals the 1x1 run's;
+                    percentile normalization for ranks x threads in {1,2,3,4} x {1,2} (balanced)
+                    and 3 x 1 (block): every file of every output tree (shards, zarr.json,
+                    marker, journal) equals the 1x1 run's;
                     the report's histogram, checksums and percentile window equal NumPy's on
                     every run; the output checksums equal NumPy's float32 normalization.
   scan_ranks        `scan` for 1, 3 and 4 ranks: result equal to NumPy's, "ranks" and
                     timing_ms.max/mean present, metadata requests the same for 1 and 3 ranks
                     (rank 0 fetches the metadata once and broadcasts it); 4 ranks: uneven blocks.
-  scan_http         `scan` over HTTP (tests/helpers/nginx_server.py) for 1 and 3 ranks: the
-                    metadata documents are requested from nginx as often with 3 ranks as with 1
+  scan_http         `scan` over HTTP (tests/helpers/nginx_server.py) for 1 and 4 ranks: the
+                    metadata documents are requested from nginx as often with 4 ranks as with 1
                     (counted in nginx's access log), result equal to NumPy's.
   bad_chunk         one chunk read only by rank 2 of 3 is corrupt: every rank exits 3, exactly one
                     error line, no completion marker, no hang (timeout).
+  plan              `shardmill plan --json` for 1..5 ranks, both partitions: every tile and shard
+                    in one contiguous run, costs equal a Python count of the chunks each box
+                    touches, `balanced` runs equal the documented midpoint rule computed here,
+                    and the same plan comes out of a copy of the input without its chunks (no
+                    payload is read).
+  progress          3 ranks, progress_interval 0: rank 0 alone prints, counts never go back and
+                    end at every rank's total (aggregated, not rank 0's share); one process too;
+                    --quiet prints nothing; on a terminal (script(1)) the line is redrawn live.
+  killed_rank       rank 1 of 3 SIGKILLed while shards are being written: mpirun ends every rank
+                    (no hang), no completion marker, verify fails; a rerun with resume under 3
+                    ranks completes, verifies, and equals a clean single-process run file for file.
 Prints one ok/FAIL line per check; exit 1 on any failure.
 """
 
@@ -23,8 +35,10 @@ import filecmp
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 
@@ -159,51 +173,52 @@ def tree_files(root):
 def case_convert_identity(work, inp, a):
     cfg = ("job: convert\n"
            f"input: {{store: {inp}}}\n"
-           "tile: [16, 16, 16]\n"
+           "tile: [8, 24, 40]\n"  # not chunk-aligned: `balanced` and `block` plans differ
            "normalize: {mode: percentile, lo: 1.5, hi: 99}\n"
            "output: {path: out.zarr, fsync: false}\n")
     ref = None
     checksum, weighted, counts = np_stats(a)
     lo, hi = np_percentile(counts, 1.5), np_percentile(counts, 99)
     ocs, ocw = out_checksums(a, lo, hi)
-    for ranks in (1, 2, 3):
-        for threads in (1, 2):
-            name = f"convert {ranks}x{threads}"
-            d = os.path.join(work, f"conv-{ranks}x{threads}")
-            shutil.rmtree(d, ignore_errors=True)
-            write_cfg(d, cfg)
-            p = run(["run", "job.yaml", "--set", f"parallel.threads={threads}", "--report",
-                     "report.json", "-q"], ranks if ranks > 1 else 0, ARGS.shardmill, d)
-            if p is None:
-                check(False, f"{name}: finished within {TIMEOUT} s")
-                continue
-            check(p.returncode == 0, f"{name}: exit 0 (got {p.returncode}: {p.stderr.strip()})")
-            if p.returncode != 0:
-                continue
-            rep = json.load(open(os.path.join(d, "report.json")))
-            check(rep["ranks"] == ranks, f"{name}: report ranks == {ranks}")
-            res = rep["result"]
-            check_result(res, a, name)
-            nm = res["normalization"]
-            check(nm["lo"] == lo and nm["hi"] == hi,
-                  f"{name}: percentile window [{nm['lo']}, {nm['hi']}] == NumPy [{lo}, {hi}]")
-            check(res["output_checksum"] == ocs and res["output_weighted_checksum"] == ocw,
-                  f"{name}: output checksums == NumPy float32 window")
-            tm = rep["timing_ms"]
-            check("max" in tm and "mean" in tm and tm["total"] == tm["max"]["total"],
-                  f"{name}: timing_ms flat fields are the max, with max/mean objects")
-            out = os.path.join(d, "out.zarr")
-            check(os.path.exists(os.path.join(out, "shardmill.complete.json")),
-                  f"{name}: completion marker written")
-            files = tree_files(out)
-            if ref is None:
-                ref = (out, files)
-                check(len(files) > 3, f"{name}: reference tree has {len(files)} files")
-                continue
-            check(files == ref[1], f"{name}: same file list as 1x1 ({len(files)} files)")
-            same = all(filecmp.cmp(os.path.join(out, f), os.path.join(ref[0], f), shallow=False)
-                       for f in files if f in ref[1])
-            check(same, f"{name}: every file byte-identical to the 1x1 run")
+    runs = [(r, t, "balanced") for r in (1, 2, 3, 4) for t in (1, 2)] + [(3, 1, "block")]
+    for ranks, threads, part in runs:
+        name = f"convert {ranks}x{threads}" + (f" ({part})" if part != "balanced" else "")
+        d = os.path.join(work, f"conv-{ranks}x{threads}-{part}")
+        shutil.rmtree(d, ignore_errors=True)
+        write_cfg(d, cfg)
+        p = run(["run", "job.yaml", "--set", f"parallel.threads={threads}", "--set",
+                 f"parallel.partition={part}", "--report", "report.json", "-q"],
+                ranks if ranks > 1 else 0, ARGS.shardmill, d)
+        if p is None:
+            check(False, f"{name}: finished within {TIMEOUT} s")
+            continue
+        check(p.returncode == 0, f"{name}: exit 0 (got {p.returncode}: {p.stderr.strip()})")
+        if p.returncode != 0:
+            continue
+        rep = json.load(open(os.path.join(d, "report.json")))
+        check(rep["ranks"] == ranks, f"{name}: report ranks == {ranks}")
+        res = rep["result"]
+        check_result(res, a, name)
+        nm = res["normalization"]
+        check(nm["lo"] == lo and nm["hi"] == hi,
+              f"{name}: percentile window [{nm['lo']}, {nm['hi']}] == NumPy [{lo}, {hi}]")
+        check(res["output_checksum"] == ocs and res["output_weighted_checksum"] == ocw,
+              f"{name}: output checksums == NumPy float32 window")
+        tm = rep["timing_ms"]
+        check("max" in tm and "mean" in tm and tm["total"] == tm["max"]["total"],
+              f"{name}: timing_ms flat fields are the max, with max/mean objects")
+        out = os.path.join(d, "out.zarr")
+        check(os.path.exists(os.path.join(out, "shardmill.complete.json")),
+              f"{name}: completion marker written")
+        files = tree_files(out)
+        if ref is None:
+            ref = (out, files)
+            check(len(files) > 3, f"{name}: reference tree has {len(files)} files")
+            continue
+        check(files == ref[1], f"{name}: same file list as 1x1 ({len(files)} files)")
+        same = all(filecmp.cmp(os.path.join(out, f), os.path.join(ref[0], f), shallow=False)
+                   for f in files if f in ref[1])
+        check(same, f"{name}: every file byte-identical to the 1x1 run")
 
 
 def case_scan_ranks(work, inp, a):
@@ -243,7 +258,7 @@ def case_scan_http(work, inp, a):
     served = {}
     with NginxServer(work) as srv:
         cfg = f"job: scan\ninput: {{store: {srv.url}/in.zarr}}\ntile: [16, 16, 16]\n"
-        for ranks in (1, 3):
+        for ranks in (1, 4):
             name = f"scan over HTTP, {ranks} ranks"
             d = os.path.join(work, f"http-{ranks}")
             shutil.rmtree(d, ignore_errors=True)
@@ -266,10 +281,10 @@ def case_scan_http(work, inp, a):
                   f"{name}: report metadata requests {rep['io']['requests']['metadata']} == "
                   f"nginx's {len(meta)}")
     if len(served) == 2:
-        check(served[1][0] == served[3][0] and served[1][0] > 0,
-              f"nginx served the metadata {served[3][0]} times with 3 ranks, {served[1][0]} with 1")
-        check(served[1][1] == served[3][1],
-              f"nginx served {served[3][1]} payload requests with 3 ranks, {served[1][1]} with 1")
+        check(served[1][0] == served[4][0] and served[1][0] > 0,
+              f"nginx served the metadata {served[4][0]} times with 4 ranks, {served[1][0]} with 1")
+        check(served[1][1] == served[4][1],
+              f"nginx served {served[4][1]} payload requests with 4 ranks, {served[1][1]} with 1")
 
 
 def case_bad_chunk(work, inp, a):
@@ -304,6 +319,219 @@ def case_bad_chunk(work, inp, a):
         check(not os.path.exists(os.path.join(d, "report.json")), f"{name}: no report")
 
 
+def box_cost(off, shape, chunks, elem=1):
+    units = 1
+    for o, n, c in zip(off, shape, chunks):
+        units *= (o + n - 1) // c - o // c + 1
+    return units * elem * int(np.prod(chunks))
+
+
+def boxes(roi_off, roi_shape, tile):
+    grid = [-(-n // t) for n, t in zip(roi_shape, tile)]
+    for idx in np.ndindex(*grid):
+        off = [o + i * t for o, i, t in zip(roi_off, idx, tile)]
+        shp = [min(t, o0 + n - o) for t, o, o0, n in zip(tile, off, roi_off, roi_shape)]
+        yield off, shp
+
+
+def expected_balanced(costs, n):
+    """The documented rule: tile i goes to rank floor((prefix_i + cost_i / 2) * n / total)."""
+    total, prefix, owner = sum(costs), 0, []
+    for c in costs:
+        owner.append(min(n - 1, (2 * prefix + c) * n // (2 * total)))
+        prefix += c
+    return [owner.count(r) for r in range(n)]
+
+
+def case_plan(work, inp, a):
+    bare = os.path.join(work, "bare.zarr")  # metadata only: a plan must not need any chunk
+    shutil.rmtree(bare, ignore_errors=True)
+    os.makedirs(bare)
+    shutil.copy(os.path.join(inp, ".zarray"), bare)
+    roi_off, roi_shape, tile, shard = [1, 2, 3], [37, 61, 83], [8, 24, 40], [8, 32, 32]
+    for store in (inp, bare):
+        d = os.path.join(work, "plan-" + os.path.basename(store))
+        cfg = write_cfg(d, f"job: convert\ninput: {{store: {store}}}\n"
+                           f"roi: {{offset: {roi_off}, shape: {roi_shape}}}\ntile: {tile}\n"
+                           "output: {path: out.zarr}\n")
+        for part in ("balanced", "block"):
+            for n in (1, 2, 3, 5):
+                name = f"plan {os.path.basename(store)} {part} {n} ranks"
+                p = subprocess.run([ARGS.shardmill, "plan", cfg, "--ranks", str(n), "--json",
+                                    "--set", f"parallel.partition={part}"],
+                                   capture_output=True, text=True, timeout=TIMEOUT)
+                check(p.returncode == 0, f"{name}: exit 0 ({p.stderr.strip()})")
+                if p.returncode != 0:
+                    continue
+                plan = json.loads(p.stdout)
+                for key, shape in (("tiles", tile), ("shards", shard)):
+                    costs = [box_cost(o, s_, CHUNKS) for o, s_ in boxes(roi_off, roi_shape, shape)]
+                    ph = plan[key]
+                    ranks = ph["ranks"]
+                    nxt, ok_cover, ok_cost = 0, True, True
+                    for r in ranks:
+                        if r["count"]:
+                            ok_cover &= r["first"] == nxt
+                            nxt = r["first"] + r["count"]
+                        ok_cost &= r["cost_bytes"] == sum(costs[r["first"]:r["first"] + r["count"]])
+                    check(ok_cover and nxt == len(costs) == ph["items"],
+                          f"{name}: {key} covered once by contiguous runs ({len(costs)})")
+                    check(ok_cost, f"{name}: {key} costs == the chunks each box touches")
+                    counts = [r["count"] for r in ranks]
+                    want = (expected_balanced(costs, n) if part == "balanced" else
+                            [len(costs) // n + (1 if r < len(costs) % n else 0) for r in range(n)])
+                    check(counts == want, f"{name}: {key} counts {counts} == {want}")
+                if store == inp and part == "balanced" and n == 3:
+                    ref = p.stdout
+                if store == bare and part == "balanced" and n == 3:
+                    same = json.loads(ref)["shards"] == plan["shards"]
+                    check(same, f"{name}: same plan without any chunk on disk (no payload read)")
+    p = subprocess.run([ARGS.shardmill, "plan", cfg, "--ranks", "0"], capture_output=True,
+                       text=True, timeout=TIMEOUT)
+    check(p.returncode == 2 and "--ranks" in p.stderr, f"plan --ranks 0: exit 2 ({p.stderr!r})")
+
+
+def progress_lines(text, phase):
+    return [ln for ln in text.replace("\r", "\n").splitlines()
+            if ln.startswith(f"shardmill: convert {phase}:")]
+
+
+def case_progress(work, inp, a):
+    cfg = (f"job: convert\ninput: {{store: {inp}}}\ntile: [16, 16, 16]\nprogress_interval: 0\n"
+           "output: {path: out.zarr, fsync: false}\n")
+    total = 5 * 3 * 3  # shards [8,32,32] over 40x70x90
+    for ranks in (3, 0):
+        name = f"progress, {ranks or 1} rank(s)"
+        d = os.path.join(work, f"progress-{ranks}")
+        shutil.rmtree(d, ignore_errors=True)
+        write_cfg(d, cfg)
+        p = run(["run", "job.yaml", "--report", "report.json"], ranks, ARGS.shardmill, d)
+        if p is None or p.returncode != 0:
+            check(False, f"{name}: exit 0 ({p and p.stderr.strip()})")
+            continue
+        lines = progress_lines(p.stderr, "write")
+        nums = [int(ln.split(": ")[2].split("/")[0]) for ln in lines]
+        check(len(lines) >= 2, f"{name}: {len(lines)} write progress lines")
+        check(nums == sorted(nums), f"{name}: shards done never go back ({nums})")
+        check(bool(lines) and lines[-1].split(": ")[2].startswith(f"{total}/{total} shards (100%)")
+              and " MB/s, " in lines[-1] and lines[-1].endswith(" s"),
+              f"{name}: the last line is every rank's total ({lines[-1:] })")
+        check(all(ln.count(f"/{total} shards") == 1 for ln in lines),
+              f"{name}: every line shows done/{total}")
+        scan = progress_lines(p.stderr, "scan")
+        check(bool(scan) and scan[-1].split(": ")[2].startswith("90/90 tiles"),
+              f"{name}: the scan phase ends at 90/90 tiles ({scan[-1:]})")
+        if ranks:
+            others = [ln for ln in p.stderr.splitlines() if ln.startswith("shardmill:")]
+            check(len(others) == len(lines) + len(scan), f"{name}: only rank 0 prints")
+        shutil.rmtree(os.path.join(d, "out.zarr"))
+        p = run(["run", "job.yaml", "--quiet"], ranks, ARGS.shardmill, d)
+        check(p is not None and p.returncode == 0 and "shardmill:" not in p.stderr,
+              f"{name}: --quiet prints no progress ({p and p.stderr[:200]!r})")
+    d = os.path.join(work, "progress-tty")
+    shutil.rmtree(d, ignore_errors=True)
+    write_cfg(d, cfg)
+    cmd = f"{ARGS.shardmill} run job.yaml --report report.json 2>&1 >/dev/null"
+    p = subprocess.run(["script", "-qec", cmd, "/dev/null"], cwd=d, capture_output=True,
+                       timeout=TIMEOUT, env={k: v for k, v in os.environ.items()
+                                             if not k.startswith(("OMPI_", "PMIX_", "SLURM_"))})
+    out = p.stdout.decode(errors="replace")
+    check(p.returncode == 0 and "\rshardmill: convert write:" in out and "\x1b[K" in out,
+          f"progress on a terminal: a live line redrawn with CR and erase ({out[:120]!r})")
+
+
+def rank_pids(mpirun_pid):
+    """pid of every rank mpirun started, by OMPI_COMM_WORLD_RANK in its environment."""
+    pids = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            stat = open(f"/proc/{pid}/stat").read()
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            env = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        if ppid != mpirun_pid:
+            continue
+        for kv in env:
+            if kv.startswith(b"OMPI_COMM_WORLD_RANK="):
+                pids[int(kv.split(b"=", 1)[1])] = int(pid)
+    return pids
+
+
+def case_killed_rank(work, inp, a):
+    import zarr  # zarr-python 2.13 (Debian)
+
+    big = os.path.join(work, "big.zarr")
+    shape = (64, 256, 256)
+    if not os.path.exists(os.path.join(big, ".zarray")):
+        rng = np.random.default_rng(7)
+        z = zarr.open(big, mode="w", shape=shape, chunks=(16, 64, 64), dtype="u1")
+        z[:] = rng.integers(0, 256, size=shape, dtype=np.uint8)
+    total = (64 // 8) * (256 // 32) * (256 // 32)
+    cfg = (f"job: convert\ninput: {{store: {big}}}\ntile: [16, 64, 64]\n"
+           "normalize: {mode: percentile, lo: 2, hi: 98}\nparallel: {threads: 1}\n"
+           # per-file fsync + rename, so the shards put before the kill stay and resume keeps
+           # them (with syncfs the staged shards of an unfinished run are never renamed)
+           "output: {path: out.zarr, exists: resume, sync: fsync}\n")
+    clean = os.path.join(work, "killed-clean")
+    shutil.rmtree(clean, ignore_errors=True)
+    write_cfg(clean, cfg)
+    p = run(["run", "job.yaml", "-q"], 0, ARGS.shardmill, clean)
+    check(p is not None and p.returncode == 0, "clean single-process run exits 0")
+    d = os.path.join(work, "killed")
+    shutil.rmtree(d, ignore_errors=True)
+    write_cfg(d, cfg)
+    journal = os.path.join(d, "out.zarr", ".shardmill", "journal")
+    cmd = [ARGS.mpiexec, "--oversubscribe", "-np", "3", ARGS.shardmill, "run", "job.yaml", "-q"]
+    proc = subprocess.Popen(cmd, cwd=d, env=mpi_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    killed, seen = None, 0
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline and proc.poll() is None:
+        seen = len(os.listdir(journal)) if os.path.isdir(journal) else 0
+        if seen >= total // 10:
+            pid = rank_pids(proc.pid).get(1)
+            if pid is not None:
+                os.kill(pid, signal.SIGKILL)
+                killed = pid
+                break
+        time.sleep(0.002)
+    try:
+        out, err = proc.communicate(timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        check(False, "mpirun ended every rank after one was killed (no hang)")
+        return
+    check(killed is not None, f"rank 1 (pid {killed}) SIGKILLed mid-write ({seen} of {total} "
+                              "shards journaled)")
+    check(proc.returncode != 0, f"mpirun exits non-zero after the kill ({proc.returncode})")
+    out_dir = os.path.join(d, "out.zarr")
+    check(not os.path.exists(os.path.join(out_dir, "shardmill.complete.json")),
+          "no completion marker after the kill")
+    r = subprocess.run([ARGS.shardmill, "verify", out_dir], capture_output=True, text=True)
+    check(r.returncode != 0, f"verify of the killed output fails ({r.returncode})")
+    p = run(["run", "job.yaml", "-q", "--report", "report.json"], 3, ARGS.shardmill, d)
+    check(p is not None and p.returncode == 0,
+          f"rerun with resume under 3 ranks exits 0 ({p and p.stderr.strip()[-300:]})")
+    if p is None or p.returncode != 0:
+        return
+    rep = json.load(open(os.path.join(d, "report.json")))
+    written = rep["output"]["written"]
+    check(0 < written < total, f"resume rewrote {written} of {total} shards, not all")
+    r = subprocess.run([ARGS.shardmill, "verify", out_dir], capture_output=True, text=True)
+    check(r.returncode == 0, f"verify of the resumed output ok ({r.stderr.strip()})")
+    ref = os.path.join(clean, "out.zarr")
+    files, want = tree_files(out_dir), tree_files(ref)
+    check(files == want, f"resumed tree has the clean run's {len(want)} files ({len(files)})")
+    same = [f for f in want if f in files and
+            filecmp.cmp(os.path.join(out_dir, f), os.path.join(ref, f), shallow=False)]
+    check(len(same) == len(want), f"{len(same)} of {len(want)} files byte-identical to the clean "
+                                  f"run ({sorted(set(want) - set(same))[:4]})")
+
+
 def main():
     global ARGS
     ap = argparse.ArgumentParser()
@@ -311,13 +539,15 @@ def main():
     ap.add_argument("--mpiexec", required=True)
     ap.add_argument("--work", required=True)
     ap.add_argument("--case", required=True,
-                    choices=["convert_identity", "scan_ranks", "scan_http", "bad_chunk"])
+                    choices=["convert_identity", "scan_ranks", "scan_http", "bad_chunk", "plan",
+                             "progress", "killed_rank"])
     ARGS = ap.parse_args()
     work = os.path.join(os.path.abspath(ARGS.work), ARGS.case)
     os.makedirs(work, exist_ok=True)
     inp, a = make_input(work)
     {"convert_identity": case_convert_identity, "scan_ranks": case_scan_ranks,
-     "scan_http": case_scan_http, "bad_chunk": case_bad_chunk}[ARGS.case](work, inp, a)
+     "scan_http": case_scan_http, "bad_chunk": case_bad_chunk, "plan": case_plan,
+     "progress": case_progress, "killed_rank": case_killed_rank}[ARGS.case](work, inp, a)
     print(f"{failures} failure(s)")
     return 1 if failures else 0
 

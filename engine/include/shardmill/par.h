@@ -58,6 +58,17 @@ sm_status sm_par_agree_within(sm_status local, uint64_t timeout_ms, struct sm_er
 /* True once an sm_par_agree_within timed out on this rank. */
 bool sm_par_stuck(void);
 
+/* Progress of a phase (jobs/progress.c): point to point and non-blocking, so no rank ever waits
+ * for another's progress. Main thread only (MPI_THREAD_FUNNELED). A rank other than 0 posts its
+ * counts v[2]: sent only if its previous post was delivered; `last` marks the final post of the
+ * phase and waits for its delivery. Rank 0 polls with a table of 3 per rank, zeroed when the
+ * phase began: every pending post is received into all[3r] and all[3r + 1] (the maximum seen:
+ * counts only grow) and all[3r + 2] is set by rank r's last post. Returns the number of ranks
+ * whose last post arrived (with all NULL posts are drained and every rank counts as done). With
+ * one rank both are no-ops and poll returns 0. */
+void sm_par_progress_post(const uint64_t v[2], bool last);
+int sm_par_progress_poll(uint64_t *all);
+
 /* Last resort (jobs/ only, STYLE B5): MPI_Abort ends every rank with exit code `code`. Without
  * MPI (one rank) it returns, and the caller ends the process itself (engine/ never exits). */
 void sm_par_abort(int code);

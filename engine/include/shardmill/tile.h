@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "shardmill/array.h"
+#include "shardmill/progress.h"
 #include "shardmill/stats.h"
 #include "shardmill/status.h"
 
@@ -33,6 +34,36 @@ void sm_tiling_box(const struct sm_tiling *t, uint64_t index, uint64_t *offset, 
 /* Contiguous split of n items over `nranks`: rank r gets [first, first + count). */
 void sm_partition_block(uint64_t n, int nranks, int rank, uint64_t *first, uint64_t *count);
 
+/* ---- the rank plan (tile_partition.c, docs/internals/ranks.md) ----
+ * Both partitions hand every rank one contiguous C-order run of tiles (a shard grid is a tiling
+ * of the ROI with the shard shape): `block` by count, `balanced` by cost, the decoded input
+ * bytes a tile touches, so clipped edge tiles and tiles straddling more input chunks weigh what
+ * they cost. The cost needs metadata only, never payload. */
+enum sm_part_kind { SM_PART_BLOCK, SM_PART_BALANCED };
+
+/* One rank's share: tiles [first, first + count) and their summed cost in input bytes. */
+struct sm_part {
+    uint64_t first, count, cost;
+};
+
+/* The input read unit of a tile cost: the chunk (the inner chunk of a sharded array), its
+ * decoded size in bytes. */
+struct sm_read_unit {
+    uint64_t shape[SM_MAX_DIMS];
+    uint64_t bytes;
+};
+void sm_read_unit_of(const struct sm_array_meta *m, struct sm_read_unit *u);
+
+/* Decoded input bytes tile `index` of t touches: every read unit it intersects, whole. */
+uint64_t sm_tiling_cost(const struct sm_tiling *t, const struct sm_read_unit *u, uint64_t index);
+
+/* The shares of all `nranks` ranks (parts[nranks]). `balanced` puts the boundary between ranks
+ * r-1 and r at the first tile whose preceding cost reaches r/nranks of the total, so each rank's
+ * cost is within one tile's of the mean; with equal costs it equals `block`. Two passes over the
+ * tiles, no allocation; every rank computes the same plan. */
+void sm_partition_tiles(const struct sm_tiling *t, const struct sm_read_unit *u,
+                        enum sm_part_kind kind, int nranks, struct sm_part *parts);
+
 /* What one scan of tiles [first, first + count) produced. */
 struct sm_scan_result {
     struct sm_hist hist; /* finished */
@@ -48,6 +79,9 @@ struct sm_scan_params {
     /* If non-NULL, every tile read is also copied here: the whole ROI, C order, dtype values
      * (product(roi_shape) * elem bytes), so a later phase need not read the input again. */
     uint8_t *keep;
+    /* If non-NULL, called after each tile with the tiles done and their decoded bytes. */
+    sm_progress_fn progress;
+    void *progress_user;
 };
 
 /* Scans tiles of `t` with OpenMP threads. On failure the error reported is that of the lowest

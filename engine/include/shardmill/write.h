@@ -16,6 +16,7 @@
 #include "shardmill/codec.h"
 #include "shardmill/dtype.h"
 #include "shardmill/meta.h"
+#include "shardmill/progress.h"
 #include "shardmill/status.h"
 
 struct json_t;
@@ -233,6 +234,10 @@ struct sm_write_job {
     int threads;           /* <= 0: the OpenMP default */
     sm_shard_fill_fn fill;
     void *user;
+    /* If non-NULL, called after each shard with the shards done (written or kept) and the
+     * encoded bytes written so far. */
+    sm_progress_fn progress;
+    void *progress_user;
 };
 
 struct sm_write_result {

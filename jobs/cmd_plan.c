@@ -1,0 +1,200 @@
+/* `shardmill plan CONFIG.yaml --ranks N [--set key.path=value]... [--json]` (SPEC §4): the rank
+ * plan of a scan or convert job without reading any payload. It opens the input's metadata only
+ * (the same documents a run fetches once), derives the tiling of the scan phase and, for convert,
+ * the output shard grid, and prints each rank's run of tiles and shards with its cost (the
+ * decoded input bytes it touches, what `balanced` evens out) and the imbalance max/mean. */
+#include "jobs.h"
+
+#include <jansson.h>
+#include <stdio.h>
+
+#include <shardmill/alloc.h>
+#include <shardmill/array.h>
+#include <shardmill/meta.h>
+#include <shardmill/store.h>
+
+#include "config.h"
+#include "jobs_run.h"
+#include "report.h"
+
+#define PLAN_MAX_RANKS 1048576
+
+struct phase {
+    const char *name; /* "scan" (tiles) or "write" (shards) */
+    struct sm_tiling grid;
+    struct sm_part *parts;
+};
+
+static double imbalance(const struct sm_part *p, int n)
+{
+    uint64_t max = 0;
+    double sum = 0;
+    for (int r = 0; r < n; r++) {
+        max = p[r].cost > max ? p[r].cost : max;
+        sum += (double)p[r].cost;
+    }
+    return sum > 0 ? (double)max * n / sum : 1.0;
+}
+
+static json_t *phase_json(const struct phase *ph, int n)
+{
+    json_t *ranks = json_array();
+    for (int r = 0; r < n; r++) {
+        json_array_append_new(ranks, json_pack("{s:i,s:o,s:o,s:o}", "rank", r, "first",
+                                               sm_json_u64(ph->parts[r].first), "count",
+                                               sm_json_u64(ph->parts[r].count), "cost_bytes",
+                                               sm_json_u64(ph->parts[r].cost)));
+    }
+    return json_pack("{s:o,s:o,s:o,s:f,s:o}", "items", sm_json_u64(ph->grid.ntiles), "shape",
+                     sm_json_dims(ph->grid.tile, ph->grid.ndim), "grid",
+                     sm_json_dims(ph->grid.grid, ph->grid.ndim), "imbalance",
+                     imbalance(ph->parts, n), "ranks", ranks);
+}
+
+static void print_dims(const uint64_t *v, unsigned n)
+{
+    for (unsigned d = 0; d < n; d++) {
+        printf("%s%llu", d ? "," : "[", (unsigned long long)v[d]);
+    }
+    printf("]");
+}
+
+static void print_text(const struct sm_job_config *c, const struct sm_scan_setup *su,
+                       const struct phase *ph, unsigned nph, int n, unsigned nd)
+{
+    printf("plan: %s of %s, roi ", sm_config_job_name(c->job), c->input.store);
+    print_dims(su->off, nd);
+    printf("+");
+    print_dims(su->shape, nd);
+    printf(", partition %s, %d rank%s\n",
+           c->parallel.partition == SM_PARTITION_BLOCK ? "block" : "balanced", n, n > 1 ? "s" : "");
+    for (unsigned i = 0; i < nph; i++) {
+        printf("  %s: %llu %s of ", ph[i].name, (unsigned long long)ph[i].grid.ntiles,
+               i == 0 ? "tiles" : "shards");
+        print_dims(ph[i].grid.tile, nd);
+        printf(" (grid ");
+        print_dims(ph[i].grid.grid, nd);
+        printf("), imbalance max/mean %.3f\n", imbalance(ph[i].parts, n));
+    }
+    printf("  %6s", "rank");
+    for (unsigned i = 0; i < nph; i++) {
+        printf(" | %-6s %10s %10s %12s", ph[i].name, "first", "count", "input MiB");
+    }
+    printf("\n");
+    for (int r = 0; r < n; r++) {
+        printf("  %6d", r);
+        for (unsigned i = 0; i < nph; i++) {
+            const struct sm_part *p = &ph[i].parts[r];
+            printf(" | %-6s %10llu %10llu %12.2f", "", (unsigned long long)p->first,
+                   (unsigned long long)p->count, (double)p->cost / 1048576.0);
+        }
+        printf("\n");
+    }
+}
+
+static sm_status plan(const struct sm_job_config *c, int nranks, bool as_json, struct sm_err *err)
+{
+    if (c->job != SM_JOB_SCAN && c->job != SM_JOB_CONVERT) {
+        sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
+                   "plan applies to scan and convert jobs (this is %s, which runs as one process)",
+                   sm_config_job_name(c->job));
+        sm_err_where(err, "job");
+        return err->status;
+    }
+    struct sm_store *store = NULL;
+    struct sm_array *a = NULL;
+    SM_TRY(sm_job_open_input(c, &store, &a, err));
+    const struct sm_array_meta *m = sm_array_meta(a);
+    struct sm_scan_setup su;
+    struct phase ph[2] = {{"scan", {0}, NULL}, {"write", {0}, NULL}};
+    unsigned nph = c->job == SM_JOB_CONVERT ? 2 : 1;
+    sm_status st = sm_job_scan_setup(c, m, &su, err);
+    if (st == SM_OK) {
+        ph[0].grid = su.tiling;
+    }
+    if (st == SM_OK && nph == 2) {
+        struct sm_output_spec spec;
+        st = sm_job_output_spec(c, m->ndim, su.shape, SM_DT_FLOAT32, NULL, &spec, err);
+        if (st == SM_OK) {
+            st = sm_tiling_init(&ph[1].grid, m->ndim, m->shape, su.off, su.shape,
+                                spec.sharded ? spec.shard : spec.chunk, err);
+        }
+    }
+    for (unsigned i = 0; st == SM_OK && i < nph; i++) {
+        ph[i].parts = sm_calloc((size_t)nranks, sizeof(struct sm_part));
+        if (ph[i].parts == NULL) {
+            st = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__,
+                            "cannot allocate the plan of %d ranks", nranks);
+            break;
+        }
+        sm_job_plan(c, m, &ph[i].grid, nranks, ph[i].parts);
+    }
+    if (st == SM_OK && as_json) {
+        json_t *o = json_pack("{s:s,s:s,s:i,s:s,s:{s:o,s:o}}", "job", sm_config_job_name(c->job),
+                              "input", c->input.store, "ranks", nranks, "partition",
+                              c->parallel.partition == SM_PARTITION_BLOCK ? "block" : "balanced",
+                              "roi", "offset", sm_json_dims(su.off, m->ndim), "shape",
+                              sm_json_dims(su.shape, m->ndim));
+        for (unsigned i = 0; i < nph; i++) {
+            json_object_set_new(o, i == 0 ? "tiles" : "shards", phase_json(&ph[i], nranks));
+        }
+        st = sm_report_write("-", o, err);
+        json_decref(o);
+    } else if (st == SM_OK) {
+        print_text(c, &su, ph, nph, nranks, m->ndim);
+    }
+    for (unsigned i = 0; i < nph; i++) {
+        sm_free(ph[i].parts);
+    }
+    sm_array_close(a);
+    sm_store_close(store);
+    return st;
+}
+
+int sm_cmd_plan(int argc, char **argv)
+{
+    struct sm_str_list sets = {0};
+    uint64_t ranks = 1;
+    bool as_json = false;
+    const struct sm_opt opts[] = {
+        {"ranks", 'n', SM_OPT_U64, "N", "ranks to plan for (default 1)", &ranks},
+        {"set", 0, SM_OPT_STRINGS, "KEY=VALUE",
+         "override a configuration key (repeatable), e.g. --set parallel.partition=block", &sets},
+        {"json", 0, SM_OPT_FLAG, NULL, "print the plan as JSON", &as_json},
+        {NULL, 0, SM_OPT_FLAG, NULL, NULL, NULL},
+    };
+    const struct sm_cmd_spec spec = {
+        "plan",
+        "CONFIG.yaml --ranks N [--set KEY=VALUE]... [--json]",
+        "Prints how a scan or convert job splits its work over N ranks (parallel.partition): each "
+        "rank's contiguous run of scan tiles and of output shards, with the decoded input bytes "
+        "it touches, and the imbalance max/mean. Reads the input's metadata only, never payload. "
+        "See docs/internals/ranks.md.",
+        opts,
+        1,
+        1};
+    const char *pos[1];
+    unsigned npos = 0;
+    int rc = sm_cli_parse(&spec, argc, argv, pos, &npos);
+    if (rc >= 0) {
+        return rc;
+    }
+    if (ranks < 1 || ranks > PLAN_MAX_RANKS) {
+        return sm_usage_error("--ranks", "%llu is out of range 1..%d", (unsigned long long)ranks,
+                              PLAN_MAX_RANKS);
+    }
+    struct sm_err err;
+    sm_err_clear(&err);
+    struct sm_job_config c;
+    sm_status st = sm_config_load(pos[0], sets.v, sets.n, &c, &err);
+    if (st != SM_OK) {
+        return sm_report_error(&err);
+    }
+    st = plan(&c, (int)ranks, as_json, &err);
+    if (st == SM_OK && (fflush(stdout) != 0 || ferror(stdout))) {
+        st = sm_err_set(&err, SM_E_IO, __FILE__, __LINE__, "cannot write the plan");
+        sm_err_where(&err, "standard output");
+    }
+    sm_config_destroy(&c);
+    return st == SM_OK ? 0 : sm_report_error(&err);
+}

@@ -1,0 +1,462 @@
+"""shardmill through the Slurm templates on a real single-node cluster (label `slurm`).
+
+Usage: /usr/bin/python3 test_slurm.py --shardmill BIN --mpiexec MPIEXEC --render slurm/render
+                                      --work DIR
+
+A private munged + slurmctld + slurmd (tests/helpers/slurm_cluster.py: own munge key and socket,
+generated slurm.conf, free ports on 127.0.0.1, state, spool, pids and logs under DIR/cluster)
+runs four jobs rendered by slurm/render on a zarr-python v2 uint8 40x70x90 input made at test
+time (the same as tests/mpi):
+  convert   2 tasks x 1 cpu: COMPLETED with ExitCode 0:0, its %x-%j.out/.err files, report
+            ranks 2, completion marker, `shardmill verify` passes, each rank bound to its own
+            core (srun --cpu-bind=verbose,cores through SHARDMILL_CPU_BIND), and every file of
+            the output tree byte-identical to an `mpirun -n 2` run of the same configuration.
+  scan      2 tasks: COMPLETED 0:0, report ranks 2 with NumPy's histogram and checksums.
+  scaling   a 2-task array over ranks 1 and 2: each task COMPLETED 0:0 with its own
+            %x-%A_%a.out/.err and report (ranks 1, then 2), its output verified and
+            byte-identical to the mpirun run.
+  failing   convert of a missing input: FAILED with ExitCode 3:0 (shardmill's exit status
+            through srun and the script), one error line in the .err file, no marker.
+The daemons must listen on 127.0.0.1 only; afterwards every daemon is stopped by pid (also on
+failure) and no process of the cluster may be left. Prints one ok/FAIL line per check and a final
+`N passed, M failed` line; exit 1 on any failure.
+"""
+
+import argparse
+import filecmp
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers"))
+from slurm_cluster import SlurmCluster  # noqa: E402
+
+SHAPE = (40, 70, 90)
+CHUNKS = (16, 16, 16)
+JOB_TIMEOUT = 90  # seconds for one job (they take about 2 s each here)
+
+passed = 0
+failed = 0
+
+
+def check(ok, what):
+    global passed, failed
+    print(("ok   " if ok else "FAIL ") + what, flush=True)
+    if ok:
+        passed += 1
+    else:
+        failed += 1
+    return ok
+
+
+def make_input(work):
+    import zarr  # zarr-python 2.13 (Debian)
+
+    path = os.path.join(work, "in.zarr")
+    rng = np.random.default_rng(20261202)
+    a = np.clip(rng.normal(100, 40, size=SHAPE), 0, 255).astype(np.uint8)
+    if not os.path.exists(os.path.join(path, ".zarray")):
+        shutil.rmtree(path, ignore_errors=True)
+        z = zarr.open(path, mode="w", shape=SHAPE, chunks=CHUNKS, dtype="u1")
+        z[:] = a
+    return path, a
+
+
+def np_stats(a):
+    v = a.reshape(-1).astype(np.uint64)
+    i = np.arange(1, v.size + 1, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        weighted = int(np.sum(v * i, dtype=np.uint64))
+    return int(np.sum(a, dtype=np.int64)), weighted, np.bincount(a.reshape(-1),
+                                                                 minlength=256).tolist()
+
+
+def tree_files(root):
+    out = []
+    for d, _, files in os.walk(root):
+        for f in files:
+            out.append(os.path.relpath(os.path.join(d, f), root))
+    return sorted(out)
+
+
+def same_tree(a, b):
+    fa, fb = tree_files(a), tree_files(b)
+    if fa != fb or not fa:
+        return False, f"file lists differ ({len(fa)} vs {len(fb)} files)"
+    diff = [f for f in fa if not filecmp.cmp(os.path.join(a, f), os.path.join(b, f),
+                                             shallow=False)]
+    if diff:
+        return False, f"{len(diff)} of {len(fa)} files differ, e.g. {diff[0]}"
+    return True, f"{len(fa)} files"
+
+
+def clean_env():
+    env = dict(os.environ)
+    for k in list(env):
+        if k.startswith(("OMPI_", "PMIX_", "PMI_", "SLURM_")):
+            del env[k]
+    return env
+
+
+def mpi_env():
+    env = clean_env()
+    env.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+                "OMPI_MCA_rmaps_base_oversubscribe": "1", "OMP_NUM_THREADS": "1"})
+    return env
+
+
+def sanitizer_env(env):
+    # ASan builds (tests/mpi does the same): the slow unwinder keeps the libmpi/libpmix frames
+    # of Open MPI's allocation stacks, so tests/sanitizers/lsan.supp applies to them.
+    if env.get("LSAN_OPTIONS") and "fast_unwind_on_malloc" not in env["LSAN_OPTIONS"]:
+        env["LSAN_OPTIONS"] += ":fast_unwind_on_malloc=0"
+    return env
+
+
+def tail(path, n=20):
+    try:
+        with open(path, errors="replace") as f:
+            return "".join(f.readlines()[-n:])
+    except OSError as e:
+        return f"({path}: {e.strerror})"
+
+
+def render(template, cfg, out_dir, script, extra):
+    os.makedirs(os.path.dirname(script), exist_ok=True)
+    cmd = [sys.executable, ARGS.render, template, "--config", cfg, "--output-dir", out_dir,
+           "--shardmill", ARGS.shardmill, "--time", "00:05:00", "-o", script] + extra
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=clean_env())
+    ok = p.returncode == 0 and os.access(script, os.X_OK)
+    check(ok, f"render {template} {' '.join(extra)}: exit 0, executable script"
+          + ("" if ok else f" (got {p.returncode}: {p.stderr.strip()})"))
+    return p.returncode == 0
+
+
+def submit(cluster, script, cwd, name, extra_env=None):
+    env = sanitizer_env(dict(cluster.env))
+    if extra_env:
+        env.update(extra_env)
+    p = cluster.run(["sbatch", "--parsable", script], cwd=cwd, env=env, timeout=30)
+    jid = p.stdout.strip().split(";")[0]
+    ok = p.returncode == 0 and jid.isdigit()
+    check(ok, f"{name}: sbatch accepted the script"
+          + (f" (job {jid})" if ok else f" (exit {p.returncode}: {p.stderr.strip()})"))
+    return jid if p.returncode == 0 and jid.isdigit() else None
+
+
+def job_done(cluster, jid, name, expect):
+    recs = cluster.wait_job(jid, timeout=JOB_TIMEOUT, expect=expect)
+    states = [r.get("JobState") for r in recs]
+    check(len(recs) == expect and all(s == "COMPLETED" for s in states),
+          f"{name}: final state COMPLETED ({', '.join(s or '?' for s in states) or 'no record'}"
+          f" within {JOB_TIMEOUT} s)")
+    check(len(recs) == expect and all(r.get("ExitCode") == "0:0" for r in recs),
+          f"{name}: exit code 0:0 ({', '.join(r.get('ExitCode', '?') for r in recs)})")
+    if any(s != "COMPLETED" for s in states) or len(recs) != expect:
+        for r in recs:
+            for k in ("StdOut", "StdErr"):
+                print(f"--- {name} {r.get('JobId')} {k} {r.get(k)}:\n{tail(r.get(k, ''))}")
+        print("--- slurmd.log:\n" + tail(cluster.log("slurmd.log")))
+        print("--- slurmctld.log:\n" + tail(cluster.log("slurmctld.log")))
+    return recs
+
+
+def logs_exist(name, out_dir, stem):
+    out, err = os.path.join(out_dir, stem + ".out"), os.path.join(out_dir, stem + ".err")
+    check(os.path.isfile(out) and os.path.isfile(err), f"{name}: {stem}.out and {stem}.err exist")
+    text = open(out, errors="replace").read() if os.path.isfile(out) else ""
+    etext = open(err, errors="replace").read() if os.path.isfile(err) else ""
+    check("shardmill-slurm: report " in text and "shardmill: error" not in text + etext,
+          f"{name}: the batch script ran to its end without a shardmill error")
+    return text, etext
+
+
+def load_report(path, name):
+    ok = check(os.path.isfile(path), f"{name}: report {os.path.basename(path)} written")
+    return json.load(open(path)) if ok else None
+
+
+def listen_addresses(pids):
+    """Local addresses of the TCP sockets in LISTEN state held by these processes."""
+    inodes = set()
+    for pid in pids:
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                m = re.fullmatch(r"socket:\[(\d+)\]", os.readlink(f"/proc/{pid}/fd/{fd}"))
+                if m:
+                    inodes.add(m.group(1))
+        except OSError:
+            continue
+    addrs = []
+    for table, v6 in (("/proc/net/tcp", False), ("/proc/net/tcp6", True)):
+        try:
+            lines = open(table).read().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            f = line.split()
+            if len(f) > 9 and f[3] == "0A" and f[9] in inodes:
+                host, port = f[1].split(":")
+                if v6:
+                    ip = "::1" if host == "0" * 31 + "1" or host.endswith("0100007F") else host
+                else:
+                    b = bytes.fromhex(host)[::-1]
+                    ip = ".".join(str(x) for x in b)
+                addrs.append((ip, int(port, 16)))
+    return addrs
+
+
+def run_mpirun_reference(work, cfg):
+    d = os.path.join(work, "mpirun")
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    cmd = [ARGS.mpiexec, "--oversubscribe", "-np", "2", ARGS.shardmill, "run", cfg, "--set",
+           "parallel.threads=1", "--report", "report.json", "-q"]
+    try:
+        p = subprocess.run(cmd, cwd=d, env=sanitizer_env(mpi_env()), capture_output=True,
+                           text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        check(False, "mpirun -n 2 reference convert: finished within 120 s")
+        return None
+    check(p.returncode == 0, "mpirun -n 2 reference convert: exit 0"
+          + ("" if p.returncode == 0 else f" (got {p.returncode}: {p.stderr.strip()[-300:]})"))
+    if p.returncode != 0:
+        return None
+    rep = json.load(open(os.path.join(d, "report.json")))
+    check(rep.get("ranks") == 2, f"mpirun reference: report ranks {rep.get('ranks')} == 2")
+    return os.path.join(d, "out.zarr"), rep
+
+
+def verify(out, name):
+    p = subprocess.run([ARGS.shardmill, "verify", out], capture_output=True, text=True,
+                       timeout=60, env=sanitizer_env(clean_env()))
+    check(p.returncode == 0, f"{name}: shardmill verify passes ({p.stdout.strip()}"
+          f"{p.stderr.strip()})")
+
+
+def case_convert(cluster, work, cfg, ref):
+    name = "convert job (2 tasks x 1 cpu)"
+    d = os.path.join(work, "convert")
+    logs = os.path.join(d, "logs")
+    script = os.path.join(d, "convert.sbatch")
+    if not render("convert", cfg, logs, script, ["--nodes", "1", "--ntasks", "2",
+                                                 "--cpus-per-task", "1", "--job-name",
+                                                 "sm-convert"]):
+        return None
+    # the binding is srun's, made visible: SHARDMILL_CPU_BIND overrides it at submission
+    jid = submit(cluster, script, d, name, {"SHARDMILL_CPU_BIND": "verbose,cores"})
+    return (name, d, logs, jid, ref)
+
+
+def finish_convert(cluster, state):
+    name, d, logs, jid, ref = state
+    if jid is None:
+        return
+    job_done(cluster, jid, name, 1)
+    out_text, err_text = logs_exist(name, logs, f"sm-convert-{jid}")
+    masks = re.findall(r"cpu-bind=MASK - \S+, task +(\d+) +\d+ \[\d+\]: mask (0x[0-9a-f]+) set",
+                       err_text)
+    bits = {t: int(m, 16) for t, m in masks}
+    check(sorted(bits) == ["0", "1"] and all(bin(v).count("1") == 1 for v in bits.values())
+          and len(set(bits.values())) == 2,
+          f"{name}: srun bound each rank to its own core ({masks or 'no cpu-bind lines'})")
+    check("2 ranks x 1 threads" in out_text and "OMP_PLACES=cores OMP_PROC_BIND=close" in out_text,
+          f"{name}: OMP_NUM_THREADS from SLURM_CPUS_PER_TASK, OMP_PLACES/OMP_PROC_BIND set")
+    rep = load_report(os.path.join(logs, f"sm-convert-{jid}.report.json"), name)
+    if rep is not None:
+        check(rep.get("ranks") == 2 and rep.get("threads") == 1 and rep.get("job") == "convert",
+              f"{name}: report says convert, ranks {rep.get('ranks')} == 2, threads "
+              f"{rep.get('threads')} == 1")
+        check(rep.get("output", {}).get("complete") is True, f"{name}: report output complete")
+    out = os.path.join(d, "out.zarr")  # output.path is relative: sbatch ran in d
+    check(os.path.isfile(os.path.join(out, "shardmill.complete.json")),
+          f"{name}: completion marker exists")
+    verify(out, name)
+    if ref is not None:
+        ok, why = same_tree(out, ref[0])
+        check(ok, f"{name}: every file byte-identical to the mpirun -n 2 run ({why})")
+        if rep is not None:
+            check(rep["result"] == ref[1]["result"],
+                  f"{name}: report result equal to the mpirun run's")
+
+
+def case_failing(cluster, work, cfg):
+    name = "failing convert job (missing input)"
+    d = os.path.join(work, "failing")
+    logs = os.path.join(d, "logs")
+    script = os.path.join(d, "failing.sbatch")
+    missing = os.path.join(work, "missing.zarr")
+    if not render("convert", cfg, logs, script, ["--ntasks", "2", "--job-name", "sm-failing",
+                                                 "--set", f"input.store={missing}"]):
+        return None
+    return (name, d, logs, submit(cluster, script, d, name))
+
+
+def finish_failing(cluster, state):
+    name, d, logs, jid = state
+    if jid is None:
+        return
+    recs = cluster.wait_job(jid, timeout=JOB_TIMEOUT)
+    st = recs[0].get("JobState") if recs else None
+    code = recs[0].get("ExitCode") if recs else None
+    # SPEC §4: a missing metadata document exits 3 on every rank; srun and the script pass it on
+    check(st == "FAILED" and code == "3:0",
+          f"{name}: shardmill's exit 3 reaches Slurm: FAILED with ExitCode 3:0 ({st}, {code})")
+    err = os.path.join(logs, f"sm-failing-{jid}.err")
+    text = open(err, errors="replace").read() if os.path.isfile(err) else ""
+    lines = [ln for ln in text.splitlines() if ln.startswith("shardmill: error:")]
+    check(len(lines) == 1 and "missing.zarr" in lines[0],
+          f"{name}: one error line naming the input in the .err file ({lines})")
+    check(not os.path.exists(os.path.join(d, "out.zarr", "shardmill.complete.json"))
+          and not os.path.exists(os.path.join(logs, f"sm-failing-{jid}.report.json")),
+          f"{name}: no completion marker, no report")
+
+
+def case_scan(cluster, work, cfg):
+    name = "scan job (2 tasks)"
+    d = os.path.join(work, "scan")
+    logs = os.path.join(d, "logs")
+    script = os.path.join(d, "scan.sbatch")
+    if not render("scan", cfg, logs, script, ["--ntasks", "2", "--job-name", "sm-scan"]):
+        return None
+    return (name, d, logs, submit(cluster, script, d, name))
+
+
+def finish_scan(cluster, state, a):
+    name, d, logs, jid = state
+    if jid is None:
+        return
+    job_done(cluster, jid, name, 1)
+    logs_exist(name, logs, f"sm-scan-{jid}")
+    rep = load_report(os.path.join(logs, f"sm-scan-{jid}.report.json"), name)
+    if rep is None:
+        return
+    check(rep.get("ranks") == 2 and rep.get("job") == "scan",
+          f"{name}: report says scan, ranks {rep.get('ranks')} == 2")
+    checksum, weighted, counts = np_stats(a)
+    res = rep["result"]
+    check(res["voxels"] == a.size and res["checksum"] == checksum
+          and res["weighted_checksum"] == weighted and res["histogram"]["counts"] == counts,
+          f"{name}: voxels, checksums and histogram equal NumPy's")
+
+
+def case_scaling(cluster, work, cfg, ref):
+    name = "scaling array (ranks 1, 2)"
+    d = os.path.join(work, "scaling")
+    logs = os.path.join(d, "logs")
+    script = os.path.join(d, "scaling.sbatch")
+    if not render("scaling", cfg, logs, script, ["--array", "1,2", "--job-name", "sm-scaling"]):
+        return None
+    return (name, d, logs, submit(cluster, script, d, name), ref)
+
+
+def finish_scaling(cluster, state):
+    name, d, logs, jid, ref = state
+    if jid is None:
+        return
+    recs = job_done(cluster, jid, name, 2)
+    tasks = sorted(r.get("ArrayTaskId", "?") for r in recs)
+    check(tasks == ["0", "1"], f"{name}: array tasks {tasks} == ['0', '1']")
+    for task, ranks in (("0", 1), ("1", 2)):
+        tn = f"{name} task {task}"
+        stem = f"sm-scaling-{jid}_{task}"
+        logs_exist(tn, logs, stem)
+        rep = load_report(os.path.join(logs, stem + ".report.json"), tn)
+        if rep is not None:
+            check(rep.get("ranks") == ranks and rep.get("job") == "convert",
+                  f"{tn}: report ranks {rep.get('ranks')} == {ranks}")
+            if ref is not None:
+                check(rep["result"] == ref[1]["result"],
+                      f"{tn}: report result equal to the mpirun run's")
+        out = os.path.join(logs, stem + ".zarr")
+        verify(out, tn)
+        if ref is not None:
+            ok, why = same_tree(out, ref[0])
+            check(ok, f"{tn}: output byte-identical to the mpirun -n 2 run ({why})")
+
+
+def main():
+    global ARGS
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shardmill", required=True)
+    ap.add_argument("--mpiexec", required=True)
+    ap.add_argument("--render", required=True)
+    ap.add_argument("--work", required=True)
+    ARGS = ap.parse_args()
+    ARGS.shardmill = os.path.abspath(ARGS.shardmill)
+    # SIGTERM (ctest --timeout, Ctrl-C in a pipeline): unwind through `finally`, which stops the
+    # cluster; the daemons also get SIGTERM if this process dies (PR_SET_PDEATHSIG)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    t0 = time.monotonic()
+    work = os.path.abspath(ARGS.work)
+    for sub in ("convert", "scan", "scaling", "failing", "mpirun"):
+        shutil.rmtree(os.path.join(work, sub), ignore_errors=True)
+    os.makedirs(work, exist_ok=True)
+    inp, a = make_input(work)
+
+    cfg_convert = os.path.join(work, "convert.yaml")
+    with open(cfg_convert, "w") as f:
+        f.write("job: convert\n"
+                f"input: {{store: {inp}}}\n"
+                "tile: [16, 16, 16]\n"
+                "normalize: {mode: percentile, lo: 1.5, hi: 99}\n"
+                "output: {path: out.zarr, fsync: false}\n")
+    cfg_scan = os.path.join(work, "scan.yaml")
+    with open(cfg_scan, "w") as f:
+        f.write(f"job: scan\ninput: {{store: {inp}}}\ntile: [16, 16, 16]\n")
+
+    ref = run_mpirun_reference(work, cfg_convert)
+
+    cluster = SlurmCluster(os.path.join(work, "cluster"))
+    if not check(cluster.cpus >= 2, f"the node has {cluster.cpus} CPUs (2 needed)"):
+        return 1
+    daemon_pids = []
+    try:
+        t = time.monotonic()
+        try:
+            cluster.start()
+        except Exception as e:  # a daemon that did not come up: its log is in the message
+            check(False, f"cluster up: {e}")
+            return 1
+        daemon_pids = [p.pid for p in cluster.procs.values()]
+        check(cluster.node_state() == "idle",
+              f"cluster up: munged, slurmctld, slurmd; node idle after "
+              f"{time.monotonic() - t:.1f} s")
+        addrs = listen_addresses(daemon_pids)
+        check(len(addrs) >= 2 and all(ip in ("127.0.0.1", "::1") for ip, _ in addrs),
+              f"the daemons listen on 127.0.0.1 only ({sorted(addrs)})")
+        # the jobs are queued at once; the node's 2 CPUs run them one after another
+        conv = case_convert(cluster, work, cfg_convert, ref)
+        scan = case_scan(cluster, work, cfg_scan)
+        scaling = case_scaling(cluster, work, cfg_convert, ref)
+        failing = case_failing(cluster, work, cfg_convert)
+        if conv:
+            finish_convert(cluster, conv)
+        if scan:
+            finish_scan(cluster, scan, a)
+        if scaling:
+            finish_scaling(cluster, scaling)
+        if failing:
+            finish_failing(cluster, failing)
+    finally:
+        cluster.stop()
+    alive = [pid for pid in daemon_pids if os.path.exists(f"/proc/{pid}")
+             and open(f"/proc/{pid}/stat").read().split()[2] != "Z"]
+    left = cluster.leftover_pids()
+    check(not alive and not left and not cluster.killed_leftovers,
+          f"every daemon stopped by pid, nothing of the cluster left running (daemons alive "
+          f"{alive}, others {left}, killed after the daemons {cluster.killed_leftovers})")
+    print(f"{passed} passed, {failed} failed ({time.monotonic() - t0:.1f} s)")
+    return 1 if failed else 0
+
+
+ARGS = None
+if __name__ == "__main__":
+    sys.exit(main())

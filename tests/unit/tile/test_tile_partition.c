@@ -1,0 +1,172 @@
+/* Unit tests for the rank plan (tile_partition.c): `block` splits by count, `balanced` by the
+ * decoded input bytes each tile touches; both hand every rank one contiguous run and cover every
+ * tile exactly once; costs count whole read units (inner chunks of a sharded input). */
+#include "shardmill/sm_config.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "shardmill/meta.h"
+#include "shardmill/tile.h"
+
+static void tiling(struct sm_tiling *t, unsigned nd, const uint64_t *shape, const uint64_t *off,
+                   const uint64_t *roi, const uint64_t *tile)
+{
+    struct sm_err err;
+    sm_err_clear(&err);
+    assert_int_equal(sm_tiling_init(t, nd, shape, off, roi, tile, &err), SM_OK);
+}
+
+/* Every tile in exactly one rank, in rank order, and the reported costs are the tiles' costs. */
+static void assert_cover(const struct sm_tiling *t, const struct sm_read_unit *u,
+                         const struct sm_part *p, int n)
+{
+    uint64_t next = 0;
+    for (int r = 0; r < n; r++) {
+        assert_true(p[r].first == next || p[r].count == 0);
+        if (p[r].count > 0) {
+            next = p[r].first + p[r].count;
+        }
+        uint64_t cost = 0;
+        for (uint64_t i = p[r].first; i < p[r].first + p[r].count; i++) {
+            cost += sm_tiling_cost(t, u, i);
+        }
+        assert_int_equal(cost, p[r].cost);
+    }
+    assert_int_equal(next, t->ntiles);
+}
+
+static void test_block_is_the_count_split(void **state)
+{
+    (void)state;
+    uint64_t first, count;
+    sm_partition_block(10, 4, 0, &first, &count);
+    assert_true(first == 0 && count == 3);
+    sm_partition_block(10, 4, 1, &first, &count);
+    assert_true(first == 3 && count == 3);
+    sm_partition_block(10, 4, 3, &first, &count);
+    assert_true(first == 8 && count == 2);
+    sm_partition_block(2, 4, 3, &first, &count); /* more ranks than items */
+    assert_true(first == 2 && count == 0);
+}
+
+static void test_read_unit_is_the_inner_chunk_of_a_sharded_array(void **state)
+{
+    (void)state;
+    struct sm_array_meta m;
+    memset(&m, 0, sizeof(m));
+    m.ndim = 2;
+    m.dtype = SM_DT_UINT16;
+    m.chunk_shape[0] = 64;
+    m.chunk_shape[1] = 64;
+    struct sm_read_unit u;
+    sm_read_unit_of(&m, &u);
+    assert_true(u.shape[0] == 64 && u.shape[1] == 64 && u.bytes == 64 * 64 * 2);
+    m.inner_ndim = 2;
+    m.inner_chunk_shape[0] = 8;
+    m.inner_chunk_shape[1] = 16;
+    sm_read_unit_of(&m, &u);
+    assert_true(u.shape[0] == 8 && u.shape[1] == 16 && u.bytes == 8 * 16 * 2);
+}
+
+static void test_cost_counts_every_unit_a_tile_touches(void **state)
+{
+    (void)state;
+    /* ROI [3, 3) + [20, 20) of a 32x32 array in tiles of 10, chunks of 8 x 8 bytes */
+    const uint64_t shape[2] = {32, 32}, off[2] = {3, 3}, roi[2] = {20, 20}, tile[2] = {10, 10};
+    struct sm_tiling t;
+    tiling(&t, 2, shape, off, roi, tile);
+    const struct sm_read_unit u = {{8, 8}, 64};
+    /* tile 0: rows/cols [3, 13) touch chunks 0..1 on each axis */
+    assert_int_equal(sm_tiling_cost(&t, &u, 0), 2 * 2 * 64);
+    /* tile 3: rows/cols [13, 23) touch chunks 1..2 */
+    assert_int_equal(sm_tiling_cost(&t, &u, 3), 2 * 2 * 64);
+    const struct sm_read_unit one = {{1, 1}, 4}; /* unit chunks: cost = voxels x 4 */
+    assert_int_equal(sm_tiling_cost(&t, &one, 0), 100 * 4);
+}
+
+static void test_balanced_evens_out_clipped_edge_tiles(void **state)
+{
+    (void)state;
+    /* 1-d ROI of 33 in tiles of 8: four full tiles and a clipped one of 1 element */
+    const uint64_t shape[1] = {33}, off[1] = {0}, roi[1] = {33}, tile[1] = {8};
+    struct sm_tiling t;
+    tiling(&t, 1, shape, off, roi, tile);
+    const struct sm_read_unit u = {{1}, 1};
+    struct sm_part p[2];
+    sm_partition_tiles(&t, &u, SM_PART_BLOCK, 2, p);
+    assert_cover(&t, &u, p, 2);
+    assert_true(p[0].count == 3 && p[1].count == 2); /* 24 vs 9 elements */
+    sm_partition_tiles(&t, &u, SM_PART_BALANCED, 2, p);
+    assert_cover(&t, &u, p, 2);
+    assert_true(p[0].count == 2 && p[1].count == 3); /* 16 vs 17 elements */
+    assert_int_equal(p[0].cost, 16);
+    assert_int_equal(p[1].cost, 17);
+}
+
+static void test_balanced_is_within_one_tile_of_the_mean(void **state)
+{
+    (void)state;
+    const uint64_t shape[3] = {100, 70, 90}, off[3] = {1, 2, 3}, roi[3] = {97, 61, 83};
+    const uint64_t tile[3] = {8, 32, 32};
+    struct sm_tiling t;
+    tiling(&t, 3, shape, off, roi, tile);
+    const struct sm_read_unit u = {{16, 16, 16}, 4096};
+    uint64_t max_tile = 0, total = 0;
+    for (uint64_t i = 0; i < t.ntiles; i++) {
+        const uint64_t c = sm_tiling_cost(&t, &u, i);
+        max_tile = c > max_tile ? c : max_tile;
+        total += c;
+    }
+    for (int n = 1; n <= 7; n++) {
+        struct sm_part p[7];
+        sm_partition_tiles(&t, &u, SM_PART_BALANCED, n, p);
+        assert_cover(&t, &u, p, n);
+        for (int r = 0; r < n; r++) {
+            const double dev = (double)p[r].cost - (double)total / n;
+            assert_true(dev <= (double)max_tile && -dev <= (double)max_tile);
+        }
+    }
+}
+
+static void test_more_ranks_than_tiles_and_empty_rois(void **state)
+{
+    (void)state;
+    const uint64_t shape[1] = {16}, off[1] = {0}, roi[1] = {16}, tile[1] = {8};
+    struct sm_tiling t;
+    tiling(&t, 1, shape, off, roi, tile);
+    const struct sm_read_unit u = {{4}, 4};
+    struct sm_part p[5];
+    sm_partition_tiles(&t, &u, SM_PART_BALANCED, 5, p);
+    assert_cover(&t, &u, p, 5);
+    int busy = 0;
+    for (int r = 0; r < 5; r++) {
+        busy += p[r].count > 0;
+        assert_true(p[r].count <= 1);
+    }
+    assert_int_equal(busy, 2);
+    const uint64_t empty[1] = {0};
+    tiling(&t, 1, shape, off, empty, tile);
+    sm_partition_tiles(&t, &u, SM_PART_BALANCED, 3, p);
+    for (int r = 0; r < 3; r++) {
+        assert_true(p[r].count == 0 && p[r].cost == 0);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_block_is_the_count_split),
+        cmocka_unit_test(test_read_unit_is_the_inner_chunk_of_a_sharded_array),
+        cmocka_unit_test(test_cost_counts_every_unit_a_tile_touches),
+        cmocka_unit_test(test_balanced_evens_out_clipped_edge_tiles),
+        cmocka_unit_test(test_balanced_is_within_one_tile_of_the_mean),
+        cmocka_unit_test(test_more_ranks_than_tiles_and_empty_rois),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
