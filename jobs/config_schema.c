@@ -336,7 +336,8 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .flags = SM_CFGF_NULLABLE | SM_CFGF_NONEMPTY,
      .def_doc = "no HDF5 export",
      .help = "also write the output's values as one chunked float32 HDF5 dataset (parallel HDF5 "
-             "under MPI), with the histogram and provenance (convert); the directory must exist",
+             "under MPI), with the histogram and provenance (convert); its directory must exist "
+             "or be one that output.path creates",
      .example = "out/ct.h5",
      FIELD(export_.hdf5_path)},
     {.path = "export.hdf5.dataset",
