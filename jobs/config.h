@@ -27,6 +27,7 @@ enum sm_norm_kind { SM_CFG_NORM_SCALE, SM_CFG_NORM_WINDOW, SM_CFG_NORM_PERCENTIL
 enum sm_exists_policy { SM_EXISTS_ERROR, SM_EXISTS_OVERWRITE, SM_EXISTS_RESUME };
 enum sm_partition_kind { SM_PARTITION_BALANCED, SM_PARTITION_BLOCK };
 enum sm_sync_kind { SM_CFG_SYNC_SYNCFS, SM_CFG_SYNC_FSYNC };
+enum sm_export_exists_kind { SM_CFG_EXPORT_EXISTS_ERROR, SM_CFG_EXPORT_EXISTS_OVERWRITE };
 
 struct sm_job_config {
     enum sm_job_kind job; /* job: scan | convert | ingest | read-bench (required) */
@@ -83,8 +84,12 @@ struct sm_job_config {
     } output;
 
     struct {
-        char *hdf5_path;   /* export.hdf5.path (none) */
-        bool hdf5_deflate; /* export.hdf5.deflate (false) */
+        char *hdf5_path;                        /* export.hdf5.path (none: no export) */
+        char *hdf5_dataset;                     /* export.hdf5.dataset ("/data") */
+        struct sm_cfg_dims hdf5_chunk;          /* export.hdf5.chunk (the output's shard shape) */
+        int64_t hdf5_deflate;                   /* export.hdf5.deflate (0 = off, 1..9) */
+        enum sm_export_exists_kind hdf5_exists; /* export.hdf5.exists (error) */
+        uint64_t hdf5_timeout_s;                /* export.hdf5.collective_timeout_s (60) */
     } export_;
 
     struct {

@@ -1115,6 +1115,16 @@ static sm_status check_output(struct lctx *cx)
     return SM_OK;
 }
 
+static sm_status check_export(struct lctx *cx)
+{
+    const struct sm_job_config *c = cx->cfg;
+    if (c->export_.hdf5_path != NULL && c->job != SM_JOB_CONVERT) {
+        FAIL_KEY(cx, "export.hdf5.path", "export.hdf5.path: only the convert job exports (not %s)",
+                 sm_config_job_name(c->job));
+    }
+    return SM_OK;
+}
+
 static int cmp_rows(const void *a, const void *b)
 {
     return strcmp(sm_cfg_keys[*(const unsigned *)a].path, sm_cfg_keys[*(const unsigned *)b].path);
@@ -1192,6 +1202,9 @@ static sm_status load(struct lctx *cx, const char *text, size_t len, unsigned ns
     }
     if (st == SM_OK) {
         st = check_output(cx);
+    }
+    if (st == SM_OK) {
+        st = check_export(cx);
     }
     if (st == SM_OK) {
         st = build_effective(cx);

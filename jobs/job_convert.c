@@ -25,6 +25,7 @@
 #include <shardmill/stats.h>
 #include <shardmill/write.h>
 
+#include "job_export.h"
 #include "jobs.h"
 #include "progress.h"
 #include "report.h"
@@ -105,6 +106,7 @@ static void config_hash(const char *effective, char hex[65])
         for (size_t i = 0; skip[i] != NULL && !drop; i++) {
             drop = strncmp(line, skip[i], strlen(skip[i])) == 0;
         }
+        drop = drop || strncmp(line, "export.", 7) == 0; /* the HDF5 copy: not the Zarr bytes */
         if (!drop) {
             memcpy(text + w, line, len);
             w += len;
@@ -288,10 +290,14 @@ sm_status sm_job_convert(const struct sm_job_config *c, const char *report_path,
     struct convert cv = {0};
     uint8_t *keep = NULL;
     json_t *attrs = NULL;
+    struct sm_job_export *ex = NULL; /* export.hdf5 (jobs/job_export.c), NULL when none */
     const struct sm_output_opts oopts = sm_job_output_opts(c);
     /* Phase open: refuse an existing output before any expensive work, open the input. Every
      * phase ends with sm_par_agree, so all ranks continue or all stop with the same error. */
     sm_status st = sm_par_agree(sm_output_open(c->output.path, &oopts, &out, err), err);
+    if (st == SM_OK) {
+        st = sm_par_agree(sm_job_export_open(c, sm_output_path(out), &ex, err), err);
+    }
     if (st == SM_OK) {
         st = sm_job_open_input(c, &store, &a, err); /* collective (metadata broadcast) */
     }
@@ -423,6 +429,10 @@ sm_status sm_job_convert(const struct sm_job_config *c, const char *report_path,
         st = sm_par_agree(st, err);
         agreed = st != SM_OK;
     }
+    /* Phase export (export.hdf5): collective, agreed inside; a failure leaves no marker. */
+    if (st == SM_OK) {
+        st = sm_job_export_run(ex, c, w, sm_output_path(out), &r.hist, attrs, err);
+    }
     /* Phase finish: only now that every rank wrote and flushed, rank 0 writes the marker (it
      * reads the other ranks' shard records from the journal). */
     if (st == SM_OK && rank == 0) {
@@ -485,6 +495,7 @@ sm_status sm_job_convert(const struct sm_job_config *c, const char *report_path,
             sm_ms(wr.encode_ns + wr.write_ns) / per + sm_ms(os.sync_ns), "scan_wall",
             sm_ms(t_scan));
         json_object_set_new(rep, "timing_ms", timing);
+        sm_job_export_report(ex, rep, timing);
         /* shards and bytes of the whole output are rank 0's (set by finish); written is summed */
         uint64_t counts[2] = {sm_par_rank() == 0 ? os.total_shards : 0,
                               sm_par_rank() == 0 ? os.total_bytes : 0};
@@ -534,6 +545,7 @@ sm_status sm_job_convert(const struct sm_job_config *c, const char *report_path,
         st = sm_par_agree(st, err); /* phase report: rank 0's failure is every rank's */
     }
     json_decref(attrs);
+    sm_job_export_free(ex);
     sm_writer_free(w);
     sm_output_close(out);
     sm_free(keep);

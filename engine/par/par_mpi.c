@@ -1,13 +1,20 @@
 /* MPI implementation of par.h. MPI_Init is called only when a launcher started the process, so a
  * plain run stays a single cheap process (SPEC §1). Collectives on MPI_COMM_WORLD; MPI errors use
  * the default handler (MPI_ERRORS_ARE_FATAL): a failed collective aborts every rank. */
+#include "shardmill/sm_config.h"
+
 #include "shardmill/par.h"
 
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include <mpi.h>
 
+#include "shardmill/clock.h"
+
 static bool mpi_on;
+static bool stuck;
 static int my_rank;
 static int n_ranks = 1;
 
@@ -159,6 +166,9 @@ struct wire_err {
     char what[sizeof(((struct sm_err *)0)->what)];
 };
 
+/* The second half of an agreement, once every rank contributed to the MIN reduction. */
+static sm_status agree_finish(int lowest, struct sm_err *err);
+
 sm_status sm_par_agree(sm_status local, struct sm_err *err)
 {
     if (!mpi_on || n_ranks == 1) {
@@ -166,6 +176,51 @@ sm_status sm_par_agree(sm_status local, struct sm_err *err)
     }
     int mine = local != SM_OK ? my_rank : n_ranks, lowest = n_ranks;
     MPI_Allreduce(&mine, &lowest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    return agree_finish(lowest, err);
+}
+
+sm_status sm_par_agree_within(sm_status local, uint64_t timeout_ms, struct sm_err *err)
+{
+    if (!mpi_on || n_ranks == 1) {
+        return local;
+    }
+    int mine = local != SM_OK ? my_rank : n_ranks, lowest = n_ranks;
+    MPI_Request req;
+    MPI_Iallreduce(&mine, &lowest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &req);
+    const uint64_t deadline = sm_clock_ns() + timeout_ms * 1000000u;
+    int done = 0;
+    long nap = 1000; /* ns, doubling to 10 ms: quick when the others are close behind */
+    for (;;) {
+        MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+        if (done || sm_clock_ns() >= deadline) {
+            break;
+        }
+        const struct timespec ts = {0, nap};
+        nanosleep(&ts, NULL);
+        nap = nap < 10000000 ? nap * 2 : nap;
+    }
+    if (done) {
+        return agree_finish(lowest, err);
+    }
+    /* A collective request cannot be cancelled: the ranks are out of step for good. */
+    stuck = true;
+    if (local == SM_OK) {
+        sm_err_set(err, SM_E_INTERNAL, __FILE__, __LINE__, "another rank failed");
+    }
+    const size_t n = strlen(err->what);
+    snprintf(err->what + n, sizeof(err->what) - n,
+             "; ranks did not reach an agreement within %llu s (one is stuck in a collective call)",
+             (unsigned long long)(timeout_ms / 1000));
+    return err->status;
+}
+
+bool sm_par_stuck(void)
+{
+    return stuck;
+}
+
+static sm_status agree_finish(int lowest, struct sm_err *err)
+{
     if (lowest == n_ranks) {
         return SM_OK;
     }

@@ -86,6 +86,18 @@ sm_status sm_par_agree(sm_status local, struct sm_err *err)
     return local;
 }
 
+sm_status sm_par_agree_within(sm_status local, uint64_t timeout_ms, struct sm_err *err)
+{
+    (void)timeout_ms;
+    (void)err;
+    return local;
+}
+
+bool sm_par_stuck(void)
+{
+    return false;
+}
+
 void sm_par_abort(int code)
 {
     (void)code;

@@ -19,6 +19,7 @@
 #include "shardmill/alloc.h"
 #include "shardmill/clock.h"
 #include "shardmill/crc32c.h"
+#include "shardmill/path.h"
 
 enum out_state {
     OUT_ABSENT,    /* nothing at the path */
@@ -47,73 +48,10 @@ static sm_status io_fail(struct sm_err *err, const char *what, const char *path,
 
 /* ---- the path ---- */
 
-static bool has_dotdot(const char *p)
-{
-    for (const char *c = p; *c != '\0';) {
-        const char *e = strchr(c, '/');
-        const size_t n = e != NULL ? (size_t)(e - c) : strlen(c);
-        if (n == 2 && c[0] == '.' && c[1] == '.') {
-            return true;
-        }
-        c += n;
-        while (*c == '/') {
-            c++;
-        }
-    }
-    return false;
-}
-
-static size_t strip_slashes(const char *p)
-{
-    size_t n = strlen(p);
-    while (n > 1 && p[n - 1] == '/') {
-        n--;
-    }
-    return n;
-}
-
 static sm_status resolve(const char *path, const char *base, char **out, struct sm_err *err)
 {
-    if (path == NULL || path[0] == '\0') {
-        FAIL_PATH(err, "output.path", "the output path is empty");
-    }
-    /* SPEC §6: nothing outside output.path is ever written, and a ".." component would let the
-     * directories created on the way ("a" of "a/../../x") or the output itself escape it. */
-    if (has_dotdot(path)) {
-        FAIL_PATH(err, path, "the output path has a '..' component: name the directory directly");
-    }
-    char full[PATH_CAP];
-    int n;
-    if (base != NULL) {
-        const size_t bl = strip_slashes(base);
-        if (path[0] == '/') {
-            if (strncmp(path, base, bl) != 0 || (path[bl] != '/' && bl != 1) ||
-                path[bl + (bl != 1)] == '\0') {
-                FAIL_PATH(err, path, "the output path is not inside %s", base);
-            }
-            n = snprintf(full, sizeof(full), "%s", path);
-        } else {
-            n = snprintf(full, sizeof(full), "%.*s/%s", (int)bl, base, path);
-        }
-    } else {
-        n = snprintf(full, sizeof(full), "%s", path);
-    }
-    if (n < 0 || (size_t)n >= sizeof(full)) {
-        FAIL_PATH(err, path, "the output path is longer than %d bytes", PATH_CAP - 1);
-    }
-    const size_t len = strip_slashes(full);
-    full[len] = '\0';
-    const char *last = strrchr(full, '/');
-    last = last != NULL ? last + 1 : full;
-    if (strcmp(full, "/") == 0 || strcmp(last, ".") == 0 || strcmp(last, "..") == 0 ||
-        last[0] == '\0') {
-        FAIL_PATH(err, path, "the output path must name a directory of its own");
-    }
-    *out = sm_strdup(full);
-    if (*out == NULL) {
-        SM_FAIL(err, SM_E_NOMEM, "cannot allocate the output path");
-    }
-    return SM_OK;
+    static const struct sm_path_names names = {"output.path", "output", "directory"};
+    return sm_path_resolve(path, base, &names, out, err);
 }
 
 /* ---- recognising an output ---- */

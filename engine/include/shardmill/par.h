@@ -47,6 +47,17 @@ sm_status sm_par_sum_f64(double *v, size_t n, struct sm_err *err);
  * the one-line error is the same everywhere. Returns SM_OK iff every rank succeeded. */
 sm_status sm_par_agree(sm_status local, struct sm_err *err);
 
+/* sm_par_agree with a deadline, for agreement points right after a collective call of a library
+ * (parallel HDF5) that may itself leave some ranks blocked in its own communication when it fails
+ * on another rank: if not every rank arrives within timeout_ms of this rank's arrival, returns
+ * SM_E_INTERNAL (or `local` if it is a failure, its text kept) with "...; ranks did not reach an
+ * agreement within N s" added to `what`, and from then on sm_par_stuck() is true: the ranks can
+ * no longer communicate, so the caller calls no further collective and the job ends with
+ * sm_par_abort (jobs/). Otherwise exactly sm_par_agree. One rank: returns `local`. */
+sm_status sm_par_agree_within(sm_status local, uint64_t timeout_ms, struct sm_err *err);
+/* True once an sm_par_agree_within timed out on this rank. */
+bool sm_par_stuck(void);
+
 /* Progress of a phase (jobs/progress.c): point to point and non-blocking, so no rank ever waits
  * for another's progress. Main thread only (MPI_THREAD_FUNNELED). A rank other than 0 posts its
  * counts v[2]: sent only if its previous post was delivered; `last` marks the final post of the

@@ -288,7 +288,10 @@ static void test_defaults_equal_the_documented_values(void **state)
     assert_int_equal(d.output.exists, SM_EXISTS_ERROR);
     assert_true(d.output.fsync);
     assert_null(d.export_.hdf5_path);
-    assert_false(d.export_.hdf5_deflate);
+    assert_int_equal(d.export_.hdf5_deflate, 0);
+    assert_string_equal(d.export_.hdf5_dataset, "/data");
+    assert_false(d.export_.hdf5_chunk.set);
+    assert_int_equal(d.export_.hdf5_exists, SM_CFG_EXPORT_EXISTS_ERROR);
     assert_int_equal(d.parallel.threads, 0);
     assert_int_equal(d.parallel.partition, SM_PARTITION_BALANCED);
     assert_int_equal(d.limits.memory_bytes, 2ull << 30);

@@ -764,6 +764,41 @@ static void test_allocation_failures(void **state)
     assert_true(failures > 5);
 }
 
+/* export.hdf5: the keys, their defaults and ranges, and convert only. */
+static void test_export_hdf5_keys(void **state)
+{
+    (void)state;
+    struct sm_job_config c;
+    load_ok(CONVERT "export: {hdf5: {path: out/x.h5}}\n", &c);
+    assert_string_equal(c.export_.hdf5_path, "out/x.h5");
+    assert_string_equal(c.export_.hdf5_dataset, "/data");
+    assert_false(c.export_.hdf5_chunk.set);
+    assert_int_equal(c.export_.hdf5_deflate, 0);
+    assert_int_equal(c.export_.hdf5_exists, SM_CFG_EXPORT_EXISTS_ERROR);
+    sm_config_destroy(&c);
+    load_ok(CONVERT "export:\n  hdf5:\n    path: x.h5\n    dataset: /ct/volume\n"
+                    "    chunk: [4, 64, 64]\n    deflate: 9\n    exists: overwrite\n",
+            &c);
+    assert_string_equal(c.export_.hdf5_dataset, "/ct/volume");
+    assert_true(c.export_.hdf5_chunk.set);
+    assert_int_equal(c.export_.hdf5_chunk.n, 3);
+    assert_int_equal(c.export_.hdf5_chunk.v[2], 64);
+    assert_int_equal(c.export_.hdf5_deflate, 9);
+    assert_int_equal(c.export_.hdf5_exists, SM_CFG_EXPORT_EXISTS_OVERWRITE);
+    sm_config_destroy(&c);
+    expect_error(CONVERT "export: {hdf5: {path: x.h5, deflate: 10}}\n", "f.yaml:4:38",
+                 "export.hdf5.deflate: 10 is out of range (0 to 9)");
+    expect_error(CONVERT "export: {hdf5: {path: x.h5, deflate: true}}\n", "f.yaml:4:38",
+                 "export.hdf5.deflate");
+    expect_error(CONVERT "export: {hdf5: {exists: resume}}\n", "f.yaml:4:25", "export.hdf5.exists");
+    expect_error(CONVERT "export: {hdf5: {chunk: [4, 0, 4]}}\n", "f.yaml:4:28",
+                 "export.hdf5.chunk");
+    expect_error(CONVERT "export: {hdf5: {dataset: \"\"}}\n", "f.yaml:4:26",
+                 "export.hdf5.dataset: must not be empty");
+    expect_error(SCAN "export: {hdf5: {path: x.h5}}\n", "f.yaml:3:17",
+                 "export.hdf5.path: only the convert job exports (not scan)");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -792,6 +827,7 @@ int main(void)
         cmocka_unit_test(test_effective_text_is_canonical_and_sorted),
         cmocka_unit_test(test_load_from_file),
         cmocka_unit_test(test_allocation_failures),
+        cmocka_unit_test(test_export_hdf5_keys),
     };
     return cmocka_run_group_tests_name("config_yaml", tests, NULL, NULL);
 }

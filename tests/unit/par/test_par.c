@@ -58,11 +58,24 @@ static void test_agree_with_one_rank_is_the_local_status(void **state)
     sm_par_abort(3); /* returns without MPI: jobs/ ends the process */
 }
 
+static void test_agree_within_with_one_rank_is_the_local_status(void **state)
+{
+    (void)state;
+    struct sm_err err;
+    sm_err_clear(&err);
+    assert_int_equal(sm_par_agree_within(SM_OK, 1, &err), SM_OK);
+    sm_err_set(&err, SM_E_IO, __FILE__, __LINE__, "H5Fflush failed");
+    assert_int_equal(sm_par_agree_within(err.status, 1, &err), SM_E_IO);
+    assert_string_equal(err.what, "H5Fflush failed"); /* nothing appended: no timeout */
+    assert_false(sm_par_stuck());
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_one_rank_without_mpi_init),
         cmocka_unit_test(test_agree_with_one_rank_is_the_local_status),
+        cmocka_unit_test(test_agree_within_with_one_rank_is_the_local_status),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
