@@ -216,6 +216,8 @@ class Launcher:
                     del env[k]
             return [self.spawn, resbase + ".0"] + shardmill_argv, env
         env.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"})
+        if env.get("LSAN_OPTIONS"):  # ASan smoke runs: as tests/mpi/test_mpi.py mpi_env()
+            env["LSAN_OPTIONS"] += ":fast_unwind_on_malloc=0"
         xs = ["-x", "OMP_NUM_THREADS"] + (["-x", "OMP_WAIT_POLICY"] if self.wait_policy else [])
         wrap = 'sp=$1; rb=$2; shift 2; exec "$sp" "$rb.${OMPI_COMM_WORLD_RANK:-0}" "$@"'
         argv = [self.mpirun, "--oversubscribe", "--bind-to", "none"] + self.extra + xs + \

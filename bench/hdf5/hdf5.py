@@ -149,6 +149,10 @@ def mpi_env(threads):
     env["OMP_NUM_THREADS"] = str(threads)
     if os.geteuid() == 0:
         env.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"})
+    if env.get("LSAN_OPTIONS"):
+        # ASan smoke runs: Open MPI has no frame pointers, so LeakSanitizer needs the slow
+        # unwinder for tests/sanitizers/lsan.supp to match (as tests/mpi/test_mpi.py does)
+        env["LSAN_OPTIONS"] += ":fast_unwind_on_malloc=0"
     return env
 
 
