@@ -22,6 +22,7 @@
 
 #include "jobs.h"
 #include "jobs_run.h"
+#include "progress.h"
 #include "report.h"
 
 #define MAX_ATTRS 24
@@ -260,7 +261,13 @@ sm_status sm_job_export_run(struct sm_job_export *ex, const struct sm_job_config
      * shard now that every rank flushed. */
     uint64_t first = 0, count = 0;
     sm_partition_block(sm_writer_nshards(w), sm_par_size(), sm_par_rank(), &first, &count);
-    const struct sm_export_work work = {om->chunk_shape, first, count};
+    uint64_t total = 1; /* values of the whole output, for rank 0's progress */
+    for (unsigned d = 0; d < om->ndim; d++) {
+        total *= om->shape[d];
+    }
+    struct sm_progress pg;
+    sm_progress_begin(&pg, c, "convert", "export", "values", total);
+    const struct sm_export_work work = {om->chunk_shape, first, count, sm_progress_update, &pg};
     st = sm_par_agree(st, err);
     if (st == SM_OK) {
         st = sm_export_hdf5_write(ex->path, &ex->opts, &spec, a, &work, scratch, &ex->res, err);
@@ -272,6 +279,7 @@ sm_status sm_job_export_run(struct sm_job_export *ex, const struct sm_job_config
         sm_report_error(err);
         sm_par_abort(sm_exit_code(st));
     }
+    sm_progress_end(&pg, st == SM_OK); /* every rank (the stuck case ended above) */
     ex->done = st == SM_OK;
     sm_scratch_free(scratch);
     sm_array_close(a);

@@ -675,7 +675,8 @@ static sm_status write_metadata(struct h5 *h, const struct sm_export_spec *spec,
  * all take part in one collective H5Dwrite (a rank without a box selects nothing), then all
  * agree again, with a deadline (a failed write may leave ranks inside MPI-IO). */
 static sm_status write_rounds(struct h5 *h, struct sm_array *src, const struct plan *p,
-                              uint64_t rounds, uint64_t timeout_ms, struct sm_scratch *scratch,
+                              uint64_t rounds, const struct sm_export_work *work,
+                              uint64_t timeout_ms, struct sm_scratch *scratch,
                               struct sm_export_result *res, struct sm_err *err)
 {
     const unsigned nd = sm_array_meta(src)->ndim;
@@ -698,6 +699,9 @@ static sm_status write_rounds(struct h5 *h, struct sm_array *src, const struct p
             res->values += box_bytes(nd, box) / sizeof(float);
         }
         SM_TRY(sm_par_agree_within(local, timeout_ms, err));
+        if (work->progress != NULL) {
+            work->progress(work->progress_user, res->values, res->values * sizeof(float));
+        }
     }
     return SM_OK;
 }
@@ -745,7 +749,7 @@ sm_status sm_export_hdf5_write(const char *path, const struct sm_export_opts *op
         st = write_metadata(&h, spec, m, res->chunk, err);
     }
     if (st == SM_OK) {
-        st = write_rounds(&h, src, &p, rounds, spec->timeout_ms, scratch, res, err);
+        st = write_rounds(&h, src, &p, rounds, work, spec->timeout_ms, scratch, res, err);
     }
     const uint64_t t0 = sm_clock_ns();
     if (st == SM_OK) {

@@ -16,6 +16,7 @@
 
 #include "shardmill/array.h"
 #include "shardmill/codec.h"
+#include "shardmill/progress.h"
 #include "shardmill/status.h"
 
 /* True if this build can write HDF5 (SM_WITH_HDF5). */
@@ -91,6 +92,10 @@ struct sm_export_spec {
 struct sm_export_work {
     const uint64_t *unit; /* ndim extents, each >= 1 */
     uint64_t first, count;
+    /* If non-NULL, called after each write round with this rank's values written so far and
+     * their bytes (float32). */
+    sm_progress_fn progress;
+    void *progress_user;
 };
 
 struct sm_export_result {
