@@ -113,12 +113,7 @@ static sm_status plan(const struct sm_job_config *c, int nranks, bool as_json, s
         ph[0].grid = su.tiling;
     }
     if (st == SM_OK && nph == 2) {
-        struct sm_output_spec spec;
-        st = sm_job_output_spec(c, m->ndim, su.shape, SM_DT_FLOAT32, NULL, &spec, err);
-        if (st == SM_OK) {
-            st = sm_tiling_init(&ph[1].grid, m->ndim, m->shape, su.off, su.shape,
-                                spec.sharded ? spec.shard : spec.chunk, err);
-        }
+        st = sm_job_shard_grid(c, m, &su, &ph[1].grid, err);
     }
     for (unsigned i = 0; st == SM_OK && i < nph; i++) {
         ph[i].parts = sm_calloc((size_t)nranks, sizeof(struct sm_part));

@@ -191,18 +191,6 @@ static sm_status make_norm(const struct sm_job_config *c, const struct sm_hist *
     return SM_OK;
 }
 
-/* The output shard grid as a tiling of the ROI by the shard shape (the chunk shape when
- * unsharded), in the writer's C order: what the write phase's plan splits. */
-static sm_status shard_grid(const struct sm_job_config *c, const struct sm_array_meta *m,
-                            const struct sm_scan_setup *su, struct sm_tiling *grid,
-                            struct sm_err *err)
-{
-    struct sm_output_spec spec;
-    SM_TRY(sm_job_output_spec(c, m->ndim, su->shape, SM_DT_FLOAT32, NULL, &spec, err));
-    return sm_tiling_init(grid, m->ndim, m->shape, su->off, su->shape,
-                          spec.sharded ? spec.shard : spec.chunk, err);
-}
-
 /* SPEC §1: a rank keeps its decoded input for the write phase when it fits half of
  * limits.memory_bytes. It can when its run of tiles fills a box (one rank: the ROI; several:
  * e.g. whole tile rows or slabs) that holds the input of every shard of its run; then the scan
@@ -321,7 +309,7 @@ sm_status sm_job_convert(const struct sm_job_config *c, const char *report_path,
         su.params.progress_user = &pg;
         st = sm_job_rank_part(c, m, &su.tiling, &mine, err);
         if (st == SM_OK) {
-            st = shard_grid(c, m, &su, &grid, err);
+            st = sm_job_shard_grid(c, m, &su, &grid, err);
         }
         if (st == SM_OK) {
             st = sm_job_rank_part(c, m, &grid, &shards, err);

@@ -212,3 +212,13 @@ sm_status sm_job_write_output(const struct sm_writer *w, struct sm_output *out,
     SM_TRY(sm_output_flush(out, err));
     return sm_output_finish(out, err);
 }
+
+sm_status sm_job_shard_grid(const struct sm_job_config *c, const struct sm_array_meta *m,
+                            const struct sm_scan_setup *su, struct sm_tiling *grid,
+                            struct sm_err *err)
+{
+    struct sm_output_spec spec;
+    SM_TRY(sm_job_output_spec(c, m->ndim, su->shape, SM_DT_FLOAT32, NULL, &spec, err));
+    return sm_tiling_init(grid, m->ndim, m->shape, su->off, su->shape,
+                          spec.sharded ? spec.shard : spec.chunk, err);
+}

@@ -36,6 +36,11 @@ sm_status sm_job_scan_setup(const struct sm_job_config *c, const struct sm_array
 sm_status sm_job_output_spec(const struct sm_job_config *c, unsigned nd, const uint64_t *shape,
                              enum sm_dtype dtype, const struct json_t *attrs,
                              struct sm_output_spec *spec, struct sm_err *err);
+/* The output shard grid of a convert as a tiling of the ROI by the shard shape (the chunk shape
+ * when unsharded), in the writer's C order: what the write phase's plan splits. */
+sm_status sm_job_shard_grid(const struct sm_job_config *c, const struct sm_array_meta *m,
+                            const struct sm_scan_setup *s, struct sm_tiling *grid,
+                            struct sm_err *err);
 /* Writes every shard of the job, then flushes and writes the completion marker (one rank). */
 sm_status sm_job_write_output(const struct sm_writer *w, struct sm_output *out,
                               const struct sm_write_job *job, struct sm_write_result *res,

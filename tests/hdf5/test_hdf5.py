@@ -42,6 +42,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "convert"))
 import convert_common as cc  # noqa: E402
 
+sys.path.insert(0, os.path.join(HERE, "..", "helpers"))
+from launch_env import mpi_env  # noqa: E402
+
 SHAPE = (40, 70, 90)
 CHUNKS = (16, 16, 16)
 ROI_OFF = [1, 2, 3]
@@ -75,15 +78,6 @@ def make_input(work, name, dtype, seed):
 
 
 # ---- running shardmill ----
-
-def mpi_env():
-    env = dict(os.environ)
-    env.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-                "OMPI_MCA_rmaps_base_oversubscribe": "1", "OMP_NUM_THREADS": "1"})
-    if env.get("LSAN_OPTIONS"):
-        # see tests/mpi/test_mpi.py: Open MPI has no frame pointers
-        env["LSAN_OPTIONS"] += ":fast_unwind_on_malloc=0"
-    return env
 
 
 def run_sm(args, ranks, cwd):
@@ -335,7 +329,6 @@ def expect_failure(label, d, ranks, args, code, names, export_path, keep=None,
     parent = os.path.dirname(full)
     if os.path.isdir(parent):
         check(f"{label}: no temporary file", tmp_files(parent) == [], tmp_files(parent))
-
 
 
 def unmount(path):

@@ -36,6 +36,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers"))
+from launch_env import mpi_env, plain_env, sanitizer_env  # noqa: E402
 from slurm_cluster import SlurmCluster  # noqa: E402
 
 SHAPE = (40, 70, 90)
@@ -97,29 +98,6 @@ def same_tree(a, b):
     return True, f"{len(fa)} files"
 
 
-def clean_env():
-    env = dict(os.environ)
-    for k in list(env):
-        if k.startswith(("OMPI_", "PMIX_", "PMI_", "SLURM_")):
-            del env[k]
-    return env
-
-
-def mpi_env():
-    env = clean_env()
-    env.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-                "OMPI_MCA_rmaps_base_oversubscribe": "1", "OMP_NUM_THREADS": "1"})
-    return env
-
-
-def sanitizer_env(env):
-    # ASan builds (tests/mpi does the same): the slow unwinder keeps the libmpi/libpmix frames
-    # of Open MPI's allocation stacks, so tests/sanitizers/lsan.supp applies to them.
-    if env.get("LSAN_OPTIONS") and "fast_unwind_on_malloc" not in env["LSAN_OPTIONS"]:
-        env["LSAN_OPTIONS"] += ":fast_unwind_on_malloc=0"
-    return env
-
-
 def tail(path, n=20):
     try:
         with open(path, errors="replace") as f:
@@ -132,7 +110,7 @@ def render(template, cfg, out_dir, script, extra):
     os.makedirs(os.path.dirname(script), exist_ok=True)
     cmd = [sys.executable, ARGS.render, template, "--config", cfg, "--output-dir", out_dir,
            "--shardmill", ARGS.shardmill, "--time", "00:05:00", "-o", script] + extra
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=clean_env())
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=plain_env())
     ok = p.returncode == 0 and os.access(script, os.X_OK)
     check(ok, f"render {template} {' '.join(extra)}: exit 0, executable script"
           + ("" if ok else f" (got {p.returncode}: {p.stderr.strip()})"))
@@ -220,7 +198,7 @@ def run_mpirun_reference(work, cfg):
     cmd = [ARGS.mpiexec, "--oversubscribe", "-np", "2", ARGS.shardmill, "run", cfg, "--set",
            "parallel.threads=1", "--report", "report.json", "-q"]
     try:
-        p = subprocess.run(cmd, cwd=d, env=sanitizer_env(mpi_env()), capture_output=True,
+        p = subprocess.run(cmd, cwd=d, env=mpi_env(plain_env()), capture_output=True,
                            text=True, timeout=120)
     except subprocess.TimeoutExpired:
         check(False, "mpirun -n 2 reference convert: finished within 120 s")
@@ -236,7 +214,7 @@ def run_mpirun_reference(work, cfg):
 
 def verify(out, name):
     p = subprocess.run([ARGS.shardmill, "verify", out], capture_output=True, text=True,
-                       timeout=60, env=sanitizer_env(clean_env()))
+                       timeout=60, env=sanitizer_env(plain_env()))
     check(p.returncode == 0, f"{name}: shardmill verify passes ({p.stdout.strip()}"
           f"{p.stderr.strip()})")
 

@@ -1,0 +1,32 @@
+"""Environments for running shardmill with and without a launcher (tests/mpi, tests/hdf5,
+tests/slurm). One place for the launcher variables a plain run must not inherit (SPEC §1: a
+plain process must not start MPI) and for what Open MPI needs here (root, oversubscription,
+and LeakSanitizer's slow unwinder in ASan builds)."""
+
+import os
+
+LAUNCHER_PREFIXES = ("OMPI_", "PMIX_", "PMI_", "SLURM_")
+
+
+def plain_env(base=None):
+    """A copy of base (default os.environ) without any launcher variable."""
+    return {k: v for k, v in (os.environ if base is None else base).items()
+            if not k.startswith(LAUNCHER_PREFIXES)}
+
+
+def sanitizer_env(env):
+    """ASan builds: Open MPI has no frame pointers, so LeakSanitizer's fast unwinder cuts its
+    allocation stacks before the libmpi/libopen-pal/libpmix frames that
+    tests/sanitizers/lsan.supp names; the slow unwinder keeps them. Idempotent."""
+    if env.get("LSAN_OPTIONS") and "fast_unwind_on_malloc" not in env["LSAN_OPTIONS"]:
+        env["LSAN_OPTIONS"] += ":fast_unwind_on_malloc=0"
+    return env
+
+
+def mpi_env(base=None):
+    """base (default os.environ) plus what mpirun needs here: root allowed, oversubscription,
+    one OpenMP thread per rank unless a test sets parallel.threads."""
+    env = dict(os.environ if base is None else base)
+    env.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+                "OMPI_MCA_rmaps_base_oversubscribe": "1", "OMP_NUM_THREADS": "1"})
+    return sanitizer_env(env)
