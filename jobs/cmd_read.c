@@ -236,7 +236,10 @@ int sm_cmd_read(int argc, char **argv)
     }
     http.max_retries = (unsigned)http_retries;
     http.backoff_base_ms = (unsigned)http_backoff_ms;
-    sm_status st = sm_store_open_with(pos[0], &http, &store, &err);
+    sm_status st = sm_job_check_input_store(pos[0], &err);
+    if (st == SM_OK) {
+        st = sm_store_open_with(pos[0], &http, &store, &err);
+    }
     if (st == SM_OK) {
         st = sm_array_open(store, array_path, &aopts, &a, &err);
     }

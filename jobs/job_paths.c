@@ -1,10 +1,15 @@
 /* SPEC §6, output vs input: a run's output.path and export.hdf5.path may not be the input, lie
  * inside it or contain it, and neither may hold the other, compared after resolving links
  * (engine sm_path_relation). Checked before anything is created or deleted — by convert, ingest
- * and validate — so `exists: overwrite` can never delete the input it is about to read. */
+ * and validate — so `exists: overwrite` can never delete the input it is about to read. Also the
+ * SPEC §4 words for a file input that is no store at all: missing, or not a directory (exit 3). */
+#include <shardmill/sm_config.h>
+
 #include "jobs_run.h"
 
+#include <errno.h>
 #include <string.h>
+#include <sys/stat.h>
 
 const char *sm_job_input_file(const char *store)
 {
@@ -60,4 +65,28 @@ sm_status sm_job_check_paths(const struct sm_job_config *c, struct sm_err *err)
         }
     }
     return SM_OK;
+}
+
+sm_status sm_job_check_input_store(const char *store, struct sm_err *err)
+{
+    const char *path = sm_job_input_file(store);
+    struct stat sb;
+    if (path == NULL) {
+        return SM_OK;
+    }
+    const char *what = NULL;
+    if (stat(path, &sb) != 0) {
+        what = errno == ENOENT    ? "the store path does not exist"
+               : errno == ENOTDIR ? "not a Zarr store directory (a component of the path is a file)"
+                                  : NULL; /* anything else: the store reports it when it reads */
+    } else if (!S_ISDIR(sb.st_mode)) {
+        what = S_ISREG(sb.st_mode) ? "not a Zarr store directory (it is a regular file)"
+                                   : "not a Zarr store directory";
+    }
+    if (what == NULL) {
+        return SM_OK;
+    }
+    sm_err_set(err, SM_E_DATA, __FILE__, __LINE__, "%s", what);
+    sm_err_where(err, "%s", store);
+    return err->status;
 }

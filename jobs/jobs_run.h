@@ -52,6 +52,10 @@ struct sm_output_opts sm_job_output_opts(const struct sm_job_config *c);
 /* The local path of a file input (input.store as a path or a file:// URL), or NULL for an
  * http(s) store (jobs/job_paths.c). */
 const char *sm_job_input_file(const char *store);
+/* SPEC §4: SM_E_DATA (where = store) when a file input's path does not exist ("the store path
+ * does not exist") or is no directory ("not a Zarr store directory"); SM_OK otherwise (http(s)
+ * stores are not looked at). */
+sm_status sm_job_check_input_store(const char *store, struct sm_err *err);
 /* "is", "lies inside" or "contains": how messages name a relation other than DISJOINT. */
 const char *sm_job_path_rel_words(enum sm_path_rel r);
 /* SPEC §6: SM_E_USAGE (where = output.path or export.hdf5.path, the message naming both paths)
