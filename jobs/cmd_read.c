@@ -164,8 +164,8 @@ int sm_cmd_read(int argc, char **argv)
         {"array", 0, SM_OPT_STRING, "PATH", "node inside STORE (group member, OME-Zarr level)",
          &array_path},
         {"offset", 0, SM_OPT_LIST, "z,y,x", "first voxel of the region (default: origin)", &offset},
-        {"shape", 0, SM_OPT_LIST, "d,h,w", "extent of the region (default: to the array's end)",
-         &shape},
+        {"shape", 0, SM_OPT_LIST, "d,h,w",
+         "extent of the region, positive lengths (default: to the array's end)", &shape},
         {"output", 'o', SM_OPT_STRING, "FILE", "output file, '-' for standard output (required)",
          &output},
         {"repeat", 0, SM_OPT_U64, "N", "read the region N times in-process (benchmarks)", &repeat},
@@ -194,7 +194,8 @@ int sm_cmd_read(int argc, char **argv)
         "STORE --offset z,y,x --shape d,h,w -o FILE [options]",
         "Reads a region of the array at STORE and writes it as raw little-endian values of the "
         "array's data type in C order (bool as one 0/1 byte). Missing chunks read as the fill "
-        "value. A failed read leaves no output file.",
+        "value. A failed read leaves no output file. FILE (and the --stats file) may not be, lie "
+        "inside or contain a local STORE (exit 2).",
         opts,
         1,
         1};
