@@ -304,7 +304,8 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .choices = DTYPES,
      .flags = SM_CFGF_NULLABLE,
      .def_doc = "float32; ingest: the input's type",
-     .help = "data type of the output array (convert: float32; ingest: the input's type)",
+     .help = "data type of the output array (convert: float32; ingest: the input's type, float32 "
+             "for a NIfTI file whose scl_slope/scl_inter are applied)",
      .example = "float32",
      FIELD(output.dtype)},
     {.path = "output.exists",
@@ -1160,10 +1161,12 @@ char *sm_config_markdown(void)
     for (size_t i = 0; i < sizeof(md_rules) / sizeof(md_rules[0]); i++) {
         sm_cfg_sb_printf(&sb, "| %s |\n", md_rules[i]);
     }
-    sm_cfg_sb_printf(&sb, "\nChecked only once the input is open (they need its shape or "
-                          "type): the ROI lies inside the\narray; the shape keys have one value "
-                          "per axis of the array; `histogram.range` is given for\ntypes wider "
-                          "than 16 bits; a NIfTI `ingest` keeps the file's type.\n");
+    sm_cfg_sb_printf(&sb,
+                     "\nChecked only once the input is open (they need its shape or "
+                     "type): the ROI lies inside the\narray; the shape keys have one value "
+                     "per axis of the array; `histogram.range` is given for\ntypes wider "
+                     "than 16 bits; a NIfTI `ingest` writes the file's type (float32 when its\n"
+                     "`scl_slope`/`scl_inter` scale the values; float64 files stay float64).\n");
     sm_cfg_sb_printf(&sb, "\n## Keys\n\n| key | type | default |\n| --- | --- | --- |\n");
     for (unsigned i = 0; i < sm_cfg_nkeys; i++) {
         const struct sm_cfg_key *k = &sm_cfg_keys[i];

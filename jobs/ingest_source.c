@@ -1,7 +1,9 @@
-/* Raw and NIfTI-1 volume sources for `ingest` (SPEC §4, §9). The NIfTI-1 header is parsed by hand
- * (348 bytes, https://nifti.nimh.nih.gov/nifti-1/documentation/nifti1fields): no Debian C library
- * reads it without pulling a toolkit. .nii.gz files are inflated into memory through the engine's
- * gzip codec (libdeflate), sized by the gzip trailer and bounded by limits.memory_bytes. */
+/* Raw and NIfTI-1 volume sources for `ingest` (SPEC §2, §4). The NIfTI-1 header is parsed by a
+ * pure function (ingest_nifti.c: no Debian C library reads it without pulling a toolkit); here the
+ * volume it declares is checked against the file before anything is read or allocated, and
+ * scl_slope/scl_inter are applied row by row (float32 values; SPEC §2: applied or refused, never
+ * ignored). .nii.gz files are inflated into memory through the engine's gzip codec (libdeflate),
+ * sized by the gzip trailer, which is checked against limits.memory_bytes first. */
 #include <shardmill/sm_config.h>
 
 #include "ingest_source.h"
