@@ -22,9 +22,11 @@ int sm_cmd_info(int argc, char **argv)
     const struct sm_cmd_spec spec = {
         "info",
         "STORE [--array PATH]",
-        "Prints the Zarr metadata of the array or group at STORE (a directory path or file:// "
-        "URL) as JSON: zarr_format, node_type, shape, dtype, chunks, shards, codecs, fill_value, "
-        "attributes; a group lists its members.",
+        "Prints the Zarr metadata of the array or group at STORE (a directory path, a file:// "
+        "URL or an http:// or https:// URL) as JSON: zarr_format, node_type, shape, dtype, "
+        "chunks, shards, codecs, fill_value, attributes. A group lists its members (over HTTP, "
+        "which cannot list, the arrays its metadata names); an OME-Zarr group adds "
+        "\"multiscales\" with each level's path, shape, dtype and scale.",
         opts,
         1,
         1};

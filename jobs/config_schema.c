@@ -264,9 +264,10 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .type = SM_CFG_STRING,
      .flags = SM_CFGF_NULLABLE | SM_CFGF_NONEMPTY,
      .required = CONVERT_INGEST,
-     .help = "the output Zarr v3 array, a local directory (never written outside it); it may "
-             "not be the input, lie inside it or contain it, compared after resolving links "
-             "(exit 2 before anything is created or deleted; `validate` checks it too)",
+     .help = "the output Zarr v3 array, a local directory (never written outside it); a path "
+             "with a `..` component is refused, and the last component must be a name of its "
+             "own; it may not be the input, lie inside it or contain it, compared after resolving "
+             "links (exit 2 before anything is created or deleted; `validate` checks it too)",
      .example = "out/ct.zarr",
      FIELD(output.path)},
     {.path = "output.shard",
@@ -305,7 +306,8 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .choices = DTYPES,
      .flags = SM_CFGF_NULLABLE,
      .def_doc = "float32; ingest: the input's type",
-     .help = "data type of the output array (convert: float32; ingest: the input's type)",
+     .help = "data type of the output array (convert: float32; ingest: the input's type, float32 "
+             "for a NIfTI file whose scl_slope/scl_inter are applied)",
      .example = "float32",
      FIELD(output.dtype)},
     {.path = "output.exists",
@@ -400,9 +402,9 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .type = SM_CFG_ENUM,
      .choices = "balanced|block",
      .def = "balanced",
-     .help = "how the tiles and the shard grid are split across ranks: balanced counts, or "
-             "contiguous blocks (this version splits `balanced` as `block` too; see "
-             "docs/internals/ranks.md)",
+     .help = "how the tiles and the shard grid are split across ranks, each rank getting one "
+             "contiguous run: balanced = equal costs (the decoded input bytes each box touches), "
+             "block = equal counts (docs/internals/ranks.md)",
      .example = "block",
      FIELD(parallel.partition)},
 
@@ -445,8 +447,9 @@ const struct sm_cfg_key sm_cfg_keys[] = {
     {.path = "report",
      .type = SM_CFG_STRING,
      .flags = SM_CFGF_NULLABLE | SM_CFGF_NONEMPTY,
-     .def_doc = "no report file",
-     .help = "path of the JSON report written by rank 0 (SPEC §7)",
+     .def_doc = "none: no report file, the run's result is printed on standard output "
+                "(`run --report PATH` overrides the key)",
+     .help = "path of the JSON report written by rank 0 (SPEC §7); `-` is standard output",
      .example = "out/report.json",
      FIELD(report)},
     {.path = "progress",
@@ -1111,23 +1114,63 @@ static const char md_head[] =
     "  known key when it is at most two edits away), a wrong type, an out-of-range value, a "
     "duplicate\n"
     "  key, a missing required key, malformed YAML.\n"
-    "- Checks across keys: `roi.offset` and `roi.shape` have the same length; `output.chunk` has "
-    "the\n"
-    "  length of a non-empty `output.shard` and divides it; `window` and `percentile` need\n"
-    "  `normalize.lo` < `normalize.hi`, within 0..100 for `percentile`; gzip and blosc levels are\n"
-    "  0..9; `input.http.backoff_base_ms` <= `input.http.backoff_max_ms`; `input.format` is "
-    "`zarr`\n"
-    "  except for `ingest`, which reads `raw` (with `input.raw.dtype` and `input.raw.shape`) or\n"
-    "  `nifti`; `convert` writes `float32`.\n"
+    "- Keys that must agree with each other are listed under [Rules between "
+    "keys](#rules-between-keys).\n"
     "- The canonical text of the effective configuration (sorted `key=value` lines, sizes in "
     "bytes,\n"
     "  unset keys `null`) is what the output's provenance hashes with SHA-256 (SPEC §6).\n";
 
+/* Every rule between keys that the loader checks (config_yaml.c: check_input, check_shapes,
+ * check_normalize, check_output, check_export, check_rules), so `validate` refuses what `run`
+ * would before any store is opened. A rule added there gets its line here. */
+static const char *const md_rules[] = {
+    "`job` | `input.format` is `zarr` for scan, convert and read-bench; `ingest` reads `raw` or "
+    "`nifti` (default: `nifti` for a `.nii`/`.nii.gz` store, else `raw`)",
+    "`input.format: raw` | `input.raw.dtype` and `input.raw.shape` are required",
+    "`input.http.backoff_base_ms`, `input.http.backoff_max_ms` | base <= max",
+    "`roi.offset`, `roi.shape` | the same number of axes",
+    "`input.raw.shape` (ingest raw), `roi.offset`, `roi.shape`, `tile` (not ingest), "
+    "`output.shard` (non-empty), `output.chunk` (convert, ingest), `export.hdf5.chunk` (with an "
+    "export) | one value per axis each: the same number of axes (the first key given sets it; "
+    "defaults count, so 2-D data needs `output.shard` and `output.chunk` of 2 values)",
+    "`output.shard`, `output.chunk` | the chunk has the shard's axes and divides it on each axis",
+    "`histogram.range`, `histogram.bins` | a range needs `bins` >= 1",
+    "`normalize.mode`, `normalize.lo`, `normalize.hi` | `window` and `percentile` need both, with "
+    "lo < hi; `percentile` values are within 0..100",
+    "`output.codec.name`, `output.codec.level` | gzip and blosc levels are 0..9 (zstd "
+    "-131072..22)",
+    "`job`, `output.dtype` | `convert` writes `float32`; raw `ingest` keeps `input.raw.dtype`",
+    "`job`, `parallel.threads` | `ingest` runs at most 64 threads",
+    "`job`, `export.hdf5.path` | only `convert` exports",
+    "`export.hdf5.dataset` | with an export: an absolute HDF5 path (such as `/data`) of at most "
+    "255 bytes, without empty, `.` or `..` components, not the root and not `/histogram` (the "
+    "export writes the histogram there)",
+    "`output.path`, `export.hdf5.path` | no `..` component (it would let the directories created "
+    "on the way, or the target, escape the path named); the last component is a name of its "
+    "own (not `/`, `.`); shorter than 4096 bytes",
+    "`output.path`, `export.hdf5.path` | the export file is neither inside the output directory "
+    "nor contains it (compared by path components, as written)",
+};
+
 char *sm_config_markdown(void)
 {
     struct sm_cfg_sb sb = {NULL, 0, 0, false};
-    sm_cfg_sb_printf(&sb, "%s\n## Keys\n\n| key | type | default |\n| --- | --- | --- |\n",
-                     md_head);
+    sm_cfg_sb_printf(&sb, "%s\n## Rules between keys\n\n", md_head);
+    sm_cfg_sb_printf(&sb, "Checked by `shardmill validate` and by `shardmill run` before it opens "
+                          "any store or file: a\nbroken rule is exit 2 and one error line with the "
+                          "file, line and column of the key to change\n(the one the file gives, "
+                          "of the keys named).\n\n"
+                          "| keys | rule |\n| --- | --- |\n");
+    for (size_t i = 0; i < sizeof(md_rules) / sizeof(md_rules[0]); i++) {
+        sm_cfg_sb_printf(&sb, "| %s |\n", md_rules[i]);
+    }
+    sm_cfg_sb_printf(&sb,
+                     "\nChecked only once the input is open (they need its shape or "
+                     "type): the ROI lies inside the\narray; the shape keys have one value "
+                     "per axis of the array; `histogram.range` is given for\ntypes wider "
+                     "than 16 bits; a NIfTI `ingest` writes the file's type (float32 when its\n"
+                     "`scl_slope`/`scl_inter` scale the values; float64 files stay float64).\n");
+    sm_cfg_sb_printf(&sb, "\n## Keys\n\n| key | type | default |\n| --- | --- | --- |\n");
     for (unsigned i = 0; i < sm_cfg_nkeys; i++) {
         const struct sm_cfg_key *k = &sm_cfg_keys[i];
         static const char *const tnames[] = {"bool",   "uint", "int",  "float", "size",

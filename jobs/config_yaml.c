@@ -18,6 +18,7 @@
 #include <yaml.h>
 
 #include <shardmill/alloc.h>
+#include <shardmill/path.h>
 
 #include "config.h"
 #include "jobs.h"
@@ -1125,6 +1126,162 @@ static sm_status check_export(struct lctx *cx)
     return SM_OK;
 }
 
+/* ---- rules between keys that the jobs applied only once the input was open (issue 10): every
+ * one a job would refuse without reading data is checked here, so `validate` and `run` share it
+ * (docs/CONFIG.md "Rules between keys" lists them, from sm_cfg_rules in config_schema.c) ---- */
+
+/* The keys giving one value per array axis, for the job: the first given one sets the count. */
+static sm_status check_axes(struct lctx *cx)
+{
+    const struct sm_job_config *c = cx->cfg;
+    struct {
+        const char *path;
+        const struct sm_cfg_dims *d;
+    } keys[8];
+    unsigned n = 0;
+    const bool writes = c->job == SM_JOB_CONVERT || c->job == SM_JOB_INGEST;
+    const bool raw = c->job == SM_JOB_INGEST && strcmp(c->input.format, "raw") == 0;
+    if (raw) {
+        keys[n].path = "input.raw.shape", keys[n++].d = &c->input.raw_shape;
+    }
+    if (c->job != SM_JOB_INGEST) { /* ingest copies the whole volume: no ROI, no tiles */
+        keys[n].path = "roi.offset", keys[n++].d = &c->roi.offset;
+        keys[n].path = "roi.shape", keys[n++].d = &c->roi.shape;
+        keys[n].path = "tile", keys[n++].d = &c->tile;
+    }
+    if (writes) {
+        if (c->output.shard.n > 0) { /* [] = unsharded */
+            keys[n].path = "output.shard", keys[n++].d = &c->output.shard;
+        }
+        keys[n].path = "output.chunk", keys[n++].d = &c->output.chunk;
+    }
+    if (c->job == SM_JOB_CONVERT && c->export_.hdf5_path != NULL) {
+        keys[n].path = "export.hdf5.chunk", keys[n++].d = &c->export_.hdf5_chunk;
+    }
+    int ref = -1;
+    for (unsigned i = 0; i < n; i++) { /* the reference: the first key given (raw.shape first) */
+        if (keys[i].d->set && given(cx, keys[i].path)) {
+            ref = (int)i;
+            break;
+        }
+    }
+    if (ref < 0) {
+        return SM_OK;
+    }
+    const unsigned want = keys[ref].d->n;
+    for (unsigned i = 0; i < n; i++) {
+        if (!keys[i].d->set || keys[i].d->n == want) {
+            continue;
+        }
+        /* blame a key the user wrote: this one, or the reference when this one is a default */
+        const char *blame = given(cx, keys[i].path) ? keys[i].path : keys[ref].path;
+        FAIL_KEY(cx, blame,
+                 "%s has %u axes but %s has %u (every shape key needs one value per axis)",
+                 keys[i].path, keys[i].d->n, keys[ref].path, want);
+    }
+    return SM_OK;
+}
+
+/* export.hdf5.dataset: what the HDF5 export accepts (engine/export/export_plan.c). */
+static const char *h5_name_problem(const char *name)
+{
+    if (name[0] != '/') {
+        return "must be an absolute HDF5 path such as /data";
+    }
+    if (strlen(name) > 255) {
+        return "is longer than 255 bytes";
+    }
+    if (name[1] == '\0') {
+        return "names the root group, not a dataset";
+    }
+    for (const char *p = name + 1;;) {
+        const char *e = strchr(p, '/');
+        const size_t len = e != NULL ? (size_t)(e - p) : strlen(p);
+        if (len == 0) {
+            return "has an empty component";
+        }
+        if ((len == 1 && p[0] == '.') || (len == 2 && p[0] == '.' && p[1] == '.')) {
+            return "has a '.' or '..' component";
+        }
+        if (e == NULL) {
+            return NULL;
+        }
+        p = e + 1;
+    }
+}
+
+/* A path a writer resolves (sm_path_resolve): refused here with the key's line and column. */
+static sm_status check_path(struct lctx *cx, const char *key, const char *noun, const char *kind,
+                            const char *path, char **resolved)
+{
+    const struct sm_path_names names = {key, noun, kind};
+    struct sm_err e;
+    sm_err_clear(&e);
+    if (sm_path_resolve(path, NULL, &names, resolved, &e) == SM_OK) {
+        return SM_OK;
+    }
+    if (e.status == SM_E_NOMEM) {
+        FAIL_NOMEM(cx, NULL);
+    }
+    FAIL_KEY(cx, key, "%s '%s': %s", key, path, e.what);
+}
+
+static sm_status check_rules(struct lctx *cx)
+{
+    const struct sm_job_config *c = cx->cfg;
+    if (c->histogram.range_set && c->histogram.bins == 0) {
+        FAIL_KEY(cx, "histogram.range",
+                 "histogram.range needs histogram.bins (how many bins divide the range)");
+    }
+    SM_TRY(check_axes(cx));
+    if (c->job == SM_JOB_INGEST) {
+        if (c->parallel.threads > 64) {
+            FAIL_KEY(cx, "parallel.threads",
+                     "parallel.threads: ingest runs at most 64 threads, not %" PRIu64,
+                     c->parallel.threads);
+        }
+        if (strcmp(c->input.format, "raw") == 0 && c->output.dtype != NULL &&
+            strcmp(c->output.dtype, c->input.raw_dtype) != 0) {
+            FAIL_KEY(
+                cx, "output.dtype",
+                "output.dtype: ingest keeps the input's data type (input.raw.dtype %s), not %s",
+                c->input.raw_dtype, c->output.dtype);
+        }
+    }
+    if (c->job != SM_JOB_CONVERT && c->job != SM_JOB_INGEST) {
+        return SM_OK;
+    }
+    char *out = NULL, *ex = NULL;
+    SM_TRY(check_path(cx, "output.path", "output", "directory", c->output.path, &out));
+    sm_status st = SM_OK;
+    if (c->job == SM_JOB_CONVERT && c->export_.hdf5_path != NULL) {
+        const char *why = h5_name_problem(c->export_.hdf5_dataset);
+        if (why != NULL) {
+            st = fail_key(cx, "export.hdf5.dataset", __FILE__, __LINE__,
+                          "export.hdf5.dataset: the dataset name %s (got '%.100s')", why,
+                          c->export_.hdf5_dataset);
+        } else if (strcmp(c->export_.hdf5_dataset, "/histogram") == 0 ||
+                   strncmp(c->export_.hdf5_dataset, "/histogram/", 11) == 0) {
+            st = fail_key(cx, "export.hdf5.dataset", __FILE__, __LINE__,
+                          "export.hdf5.dataset: '%s' collides with the dataset '/histogram' the "
+                          "export also writes",
+                          c->export_.hdf5_dataset);
+        }
+        if (st == SM_OK) {
+            st = check_path(cx, "export.hdf5.path", "export", "file", c->export_.hdf5_path, &ex);
+        }
+        if (st == SM_OK && (sm_path_is_within(ex, out) || sm_path_is_within(out, ex))) {
+            st = fail_key(cx, "export.hdf5.path", __FILE__, __LINE__,
+                          "export.hdf5.path '%s' is inside output.path '%s' or contains it (give a "
+                          "path beside it)",
+                          ex, out);
+        }
+    }
+    sm_free(ex);
+    sm_free(out);
+    return st;
+}
+
 static int cmp_rows(const void *a, const void *b)
 {
     return strcmp(sm_cfg_keys[*(const unsigned *)a].path, sm_cfg_keys[*(const unsigned *)b].path);
@@ -1205,6 +1362,9 @@ static sm_status load(struct lctx *cx, const char *text, size_t len, unsigned ns
     }
     if (st == SM_OK) {
         st = check_export(cx);
+    }
+    if (st == SM_OK) {
+        st = check_rules(cx);
     }
     if (st == SM_OK) {
         st = build_effective(cx);

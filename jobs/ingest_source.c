@@ -1,7 +1,9 @@
-/* Raw and NIfTI-1 volume sources for `ingest` (SPEC §4, §9). The NIfTI-1 header is parsed by hand
- * (348 bytes, https://nifti.nimh.nih.gov/nifti-1/documentation/nifti1fields): no Debian C library
- * reads it without pulling a toolkit. .nii.gz files are inflated into memory through the engine's
- * gzip codec (libdeflate), sized by the gzip trailer and bounded by limits.memory_bytes. */
+/* Raw and NIfTI-1 volume sources for `ingest` (SPEC §2, §4). The NIfTI-1 header is parsed by a
+ * pure function (ingest_nifti.c: no Debian C library reads it without pulling a toolkit); here the
+ * volume it declares is checked against the file before anything is read or allocated, and
+ * scl_slope/scl_inter are applied row by row (float32 values; SPEC §2: applied or refused, never
+ * ignored). .nii.gz files are inflated into memory through the engine's gzip codec (libdeflate),
+ * sized by the gzip trailer, which is checked against limits.memory_bytes first. */
 #include <shardmill/sm_config.h>
 
 #include "ingest_source.h"
@@ -10,6 +12,8 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <math.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -126,110 +130,38 @@ static sm_status gunzip_file(const char *path, uint64_t limit, uint8_t **out, ui
     return SM_OK;
 }
 
-static uint16_t get16(const uint8_t *p, bool swap)
-{
-    uint16_t v;
-    memcpy(&v, p, 2);
-    return swap ? (uint16_t)((v >> 8) | (v << 8)) : v;
-}
-
-static uint32_t get32(const uint8_t *p, bool swap)
-{
-    uint32_t v;
-    memcpy(&v, p, 4);
-    return swap ? __builtin_bswap32(v) : v;
-}
-
-static float getf(const uint8_t *p, bool swap)
-{
-    uint32_t u = get32(p, swap);
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-/* NIfTI-1 datatype codes. */
-static bool nifti_dtype(int code, enum sm_dtype *dt)
-{
-    static const struct {
-        int code;
-        enum sm_dtype dt;
-    } map[] = {{2, SM_DT_UINT8},    {4, SM_DT_INT16},    {8, SM_DT_INT32},    {16, SM_DT_FLOAT32},
-               {64, SM_DT_FLOAT64}, {256, SM_DT_INT8},   {512, SM_DT_UINT16}, {768, SM_DT_UINT32},
-               {1024, SM_DT_INT64}, {1280, SM_DT_UINT64}};
-    for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++) {
-        if (map[i].code == code) {
-            *dt = map[i].dt;
-            return true;
-        }
-    }
-    return false;
-}
-
-static sm_status nifti_header(struct sm_volume *v, const uint8_t *h, uint64_t file_len,
+/* The parsed header into the volume: shape, offsets, scaling; the data must lie in the file. */
+static sm_status nifti_header(struct sm_volume *v, const uint8_t *h, size_t hlen, uint64_t file_len,
                               const char *path, struct sm_err *err)
 {
-    bool swap = false;
-    uint32_t hsize = get32(h, false);
-    if (hsize != 348) {
-        swap = true;
-        hsize = get32(h, true);
-    }
-    if (hsize != 348 || (memcmp(h + 344, "n+1\0", 4) != 0 && memcmp(h + 344, "ni1\0", 4) != 0)) {
-        sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
-                   "not a NIfTI-1 file (sizeof_hdr %u, magic at byte 344 not \"n+1\")", hsize);
-        sm_err_where(err, "%s", path);
+    struct sm_nifti_hdr *n = &v->nii;
+    if (sm_nifti_parse_header(h, hlen, n, err) != SM_OK) {
+        char field[sizeof(err->where)];
+        snprintf(field, sizeof(field), "%s", err->where);
+        err->where[0] = '\0';
+        sm_err_where(err, "%s: %s", path, field);
         return err->status;
     }
-    const int ndim = (int16_t)get16(h + 40, swap);
-    if (ndim < 1 || ndim > 7) {
-        sm_err_set(err, SM_E_DATA, __FILE__, __LINE__, "dim[0] is %d (expected 1..7)", ndim);
-        sm_err_where(err, "%s: dim", path);
-        return err->status;
-    }
-    const int code = (int16_t)get16(h + 70, swap);
-    if (!nifti_dtype(code, &v->dtype)) {
-        sm_err_set(err, SM_E_DATA, __FILE__, __LINE__, "unsupported NIfTI datatype %d", code);
-        sm_err_where(err, "%s: datatype", path);
-        return err->status;
-    }
-    /* dims beyond the 3rd of size 1 are dropped; x is fastest so C order reverses the axes */
-    int nd = ndim;
-    while (nd > 1 && (int16_t)get16(h + 40 + 2 * nd, swap) == 1) {
-        nd--;
-    }
-    v->ndim = (unsigned)nd;
-    uint64_t n = sm_dtype_size(v->dtype);
-    for (int i = 0; i < nd; i++) {
-        int d = (int16_t)get16(h + 42 + 2 * i, swap);
-        if (d < 1) {
-            sm_err_set(err, SM_E_DATA, __FILE__, __LINE__, "dim[%d] is %d", i + 1, d);
-            sm_err_where(err, "%s: dim", path);
-            return err->status;
-        }
-        v->shape[nd - 1 - i] = (uint64_t)d;
-        n *= (uint64_t)d;
-    }
-    for (int i = 0; i < 3; i++) {
-        v->pixdim[i] = getf(h + 80 + 4 * i, swap); /* pixdim[1..3] at bytes 80, 84, 88 */
-    }
-    const float vox = getf(h + 108, swap);
-    if (!(vox >= 348.0f) || vox > (float)file_len) {
-        sm_err_set(err, SM_E_DATA, __FILE__, __LINE__, "vox_offset %g is outside the file",
-                   (double)vox);
-        sm_err_where(err, "%s: vox_offset", path);
-        return err->status;
-    }
-    v->data_offset = (uint64_t)vox;
-    if (v->data_offset + n > file_len) {
+    v->nifti = true;
+    v->stored = n->dtype;
+    v->ndim = n->ndim;
+    memcpy(v->shape, n->shape, sizeof(n->shape));
+    v->data_offset = n->vox_offset;
+    if (n->vox_offset > file_len || n->data_bytes > file_len - n->vox_offset) {
         sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
                    "the volume needs %" PRIu64 " bytes after byte %" PRIu64
                    ", the file has %" PRIu64,
-                   n, v->data_offset, file_len);
+                   n->data_bytes, n->vox_offset, file_len);
         sm_err_where(err, "%s", path);
         return err->status;
     }
-    v->swap = swap && sm_dtype_size(v->dtype) > 1;
+    v->swap = n->swap && sm_dtype_size(n->dtype) > 1;
+    /* SPEC §2: scl_slope/scl_inter are applied, never ignored: the values become v * slope +
+     * inter, computed in double and stored as float32 (float64 files stay float64) */
+    v->scaled = n->scaled;
+    v->slope = n->scl_slope;
+    v->inter = isnan(n->scl_inter) ? 0.0 : n->scl_inter;
+    v->dtype = !v->scaled ? n->dtype : n->dtype == SM_DT_FLOAT64 ? SM_DT_FLOAT64 : SM_DT_FLOAT32;
     return SM_OK;
 }
 
@@ -242,13 +174,7 @@ sm_status sm_volume_open(const struct sm_job_config *c, struct sm_volume *v, str
     snprintf(v->format, sizeof(v->format), "%s", nifti ? "nifti" : "raw");
     if (nifti && ends_with(path, ".gz")) {
         SM_TRY(gunzip_file(path, c->limits.memory_bytes, &v->mem, &v->mem_len, err));
-        if (v->mem_len < 352) {
-            sm_err_set(err, SM_E_DATA, __FILE__, __LINE__, "too short for a NIfTI-1 header");
-            sm_err_where(err, "%s", path);
-            sm_volume_close(v);
-            return err->status;
-        }
-        sm_status s = nifti_header(v, v->mem, v->mem_len, path, err);
+        sm_status s = nifti_header(v, v->mem, (size_t)v->mem_len, v->mem_len, path, err);
         if (s != SM_OK) {
             sm_volume_close(v);
         }
@@ -267,10 +193,16 @@ sm_status sm_volume_open(const struct sm_job_config *c, struct sm_volume *v, str
     const uint64_t file_len = (uint64_t)st.st_size;
     sm_status s = SM_OK;
     if (nifti) {
-        uint8_t h[348];
-        s = read_exact(v->fd, 0, h, sizeof(h), path, err);
+        uint8_t h[SM_NIFTI_HEADER_BYTES];
+        if (file_len < sizeof(h)) {
+            s = sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
+                           "the file has %" PRIu64 " bytes, a NIfTI-1 header needs 348", file_len);
+            sm_err_where(err, "%s", path);
+        } else {
+            s = read_exact(v->fd, 0, h, sizeof(h), path, err);
+        }
         if (s == SM_OK) {
-            s = nifti_header(v, h, file_len, path, err);
+            s = nifti_header(v, h, sizeof(h), file_len, path, err);
         }
     } else {
         if (c->input.raw_dtype == NULL || !sm_dtype_from_name(c->input.raw_dtype, &v->dtype)) {
@@ -281,16 +213,22 @@ sm_status sm_volume_open(const struct sm_job_config *c, struct sm_volume *v, str
             s = sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "required for raw input");
             sm_err_where(err, "input.raw.shape");
         } else {
+            v->stored = v->dtype;
             v->ndim = c->input.raw_shape.n;
             uint64_t n = sm_dtype_size(v->dtype);
+            bool wraps = false;
             for (unsigned d = 0; d < v->ndim; d++) {
                 v->shape[d] = c->input.raw_shape.v[d];
-                n *= v->shape[d];
+                wraps |= __builtin_mul_overflow(n, v->shape[d], &n);
             }
             v->data_offset = c->input.raw_header_bytes;
             v->swap = c->input.raw_byte_order != NULL &&
                       strcmp(c->input.raw_byte_order, "big") == 0 && sm_dtype_size(v->dtype) > 1;
-            if (v->data_offset + n != file_len) {
+            if (wraps) {
+                s = sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
+                               "the volume's size overflows 64 bits");
+                sm_err_where(err, "input.raw.shape");
+            } else if (v->data_offset > file_len || n != file_len - v->data_offset) {
                 s = sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
                                "file is %" PRIu64 " bytes; %" PRIu64 " header bytes + %" PRIu64
                                " bytes of volume expected",
@@ -326,32 +264,105 @@ static void swap_values(uint8_t *p, size_t n, size_t elem)
     }
 }
 
+/* One stored value (native byte order by now) as a double. */
+static double value_at(const uint8_t *p, enum sm_dtype dt)
+{
+    switch (dt) {
+#define AS(type)                                                                                   \
+    do {                                                                                           \
+        type x;                                                                                    \
+        memcpy(&x, p, sizeof(x));                                                                  \
+        return (double)x;                                                                          \
+    } while (0)
+    case SM_DT_INT8:
+        AS(int8_t);
+    case SM_DT_INT16:
+        AS(int16_t);
+    case SM_DT_INT32:
+        AS(int32_t);
+    case SM_DT_INT64:
+        AS(int64_t);
+    case SM_DT_UINT8:
+        AS(uint8_t);
+    case SM_DT_UINT16:
+        AS(uint16_t);
+    case SM_DT_UINT32:
+        AS(uint32_t);
+    case SM_DT_UINT64:
+        AS(uint64_t);
+    case SM_DT_FLOAT32:
+        AS(float);
+    case SM_DT_FLOAT64:
+        AS(double);
+#undef AS
+    default:
+        return 0.0;
+    }
+}
+
+/* v * slope + inter over one row, in double, stored as v->dtype (float32 or float64). */
+static void scale_row(const struct sm_volume *v, const uint8_t *src, size_t n, uint8_t *dst)
+{
+    const size_t in = sm_dtype_size(v->stored);
+    for (size_t i = 0; i < n; i++) {
+        const double x = value_at(src + i * in, v->stored) * v->slope + v->inter;
+        if (v->dtype == SM_DT_FLOAT64) {
+            memcpy(dst + i * 8, &x, 8);
+        } else {
+            const float f = (float)x;
+            memcpy(dst + i * 4, &f, 4);
+        }
+    }
+}
+
 sm_status sm_volume_read_box(const struct sm_volume *v, const uint64_t *off, const uint64_t *shape,
                              void *out, struct sm_err *err)
 {
-    const size_t elem = sm_dtype_size(v->dtype);
+    const size_t elem = sm_dtype_size(v->stored);
+    const size_t out_elem = sm_dtype_size(v->dtype);
     const unsigned nd = v->ndim;
     uint64_t stride[SM_CFG_MAX_DIMS];
     for (unsigned d = nd; d-- > 0;) {
         stride[d] = d + 1 < nd ? stride[d + 1] * v->shape[d + 1] : elem;
     }
-    const size_t row = (size_t)shape[nd - 1] * elem;
+    const size_t n = (size_t)shape[nd - 1];
+    const size_t row = n * elem;
+    uint8_t *tmp = NULL;
+    if (v->scaled) { /* the stored row, before scaling */
+        tmp = sm_malloc(row > 0 ? row : 1);
+        if (tmp == NULL) {
+            SM_FAIL(err, SM_E_NOMEM, "cannot allocate a row of %zu bytes", row);
+        }
+    }
     uint64_t idx[SM_CFG_MAX_DIMS] = {0};
     uint8_t *dst = out;
+    sm_status st = SM_OK;
     for (;;) {
         uint64_t pos = v->data_offset;
         for (unsigned d = 0; d < nd; d++) {
             pos += (off[d] + idx[d]) * stride[d];
         }
+        uint8_t *raw = tmp != NULL ? tmp : dst;
         if (v->mem != NULL) {
-            memcpy(dst, v->mem + pos, row);
+            if (pos > v->mem_len || row > v->mem_len - pos) { /* the header check rules it out */
+                st = sm_err_set(err, SM_E_INTERNAL, __FILE__, __LINE__,
+                                "row at byte %" PRIu64 " is outside the inflated file", pos);
+                break;
+            }
+            memcpy(raw, v->mem + pos, row);
         } else {
-            SM_TRY(read_exact(v->fd, pos, dst, row, "input", err));
+            st = read_exact(v->fd, pos, raw, row, "input", err);
+            if (st != SM_OK) {
+                break;
+            }
         }
         if (v->swap) {
-            swap_values(dst, (size_t)shape[nd - 1], elem);
+            swap_values(raw, n, elem);
         }
-        dst += row;
+        if (tmp != NULL) {
+            scale_row(v, tmp, n, dst);
+        }
+        dst += n * out_elem;
         unsigned d = nd - 1;
         while (d-- > 0) {
             if (++idx[d] < shape[d]) {
@@ -360,7 +371,9 @@ sm_status sm_volume_read_box(const struct sm_volume *v, const uint64_t *off, con
             idx[d] = 0;
         }
         if (d == (unsigned)-1) {
-            return SM_OK;
+            break;
         }
     }
+    sm_free(tmp);
+    return st;
 }

@@ -11,9 +11,12 @@
 #include <shardmill/status.h>
 
 #include "config.h"
+#include "ingest_nifti.h"
 
 struct sm_volume {
-    enum sm_dtype dtype;
+    enum sm_dtype dtype;  /* of the values read_box delivers (NIfTI scaled: float32, or
+                             float64 for float64 files) */
+    enum sm_dtype stored; /* of the values in the file */
     unsigned ndim;
     uint64_t shape[SM_CFG_MAX_DIMS]; /* C order: [z, y, x] for 3-D */
     bool swap;                       /* stored big-endian */
@@ -22,15 +25,20 @@ struct sm_volume {
     uint64_t mem_len;
     uint64_t data_offset; /* first voxel byte in the file (or in mem) */
     char format[8];       /* "raw" | "nifti" */
-    double pixdim[3];     /* NIfTI voxel size (x, y, z), 0 for raw */
+    bool nifti;           /* nii holds the parsed header */
+    struct sm_nifti_hdr nii;
+    bool scaled; /* NIfTI scl_slope/scl_inter applied: v * slope + inter (in double) */
+    double slope, inter;
 };
 
 /* Opens the configured input (input.format raw or nifti). SM_E_USAGE for a bad config,
- * SM_E_DATA for a malformed or unsupported header (naming the field), SM_E_IO. */
+ * SM_E_DATA for a malformed or unsupported header (naming the field) or a volume larger than the
+ * file holds, SM_E_LIMIT when a .nii.gz would inflate past limits.memory_bytes, SM_E_IO. */
 sm_status sm_volume_open(const struct sm_job_config *c, struct sm_volume *v, struct sm_err *err);
 void sm_volume_close(struct sm_volume *v);
 
-/* Reads the box [off, off + shape) as C-order little-endian values into out. Thread-safe. */
+/* Reads the box [off, off + shape) as C-order little-endian values of v->dtype into out (NIfTI
+ * scaling applied). Thread-safe. */
 sm_status sm_volume_read_box(const struct sm_volume *v, const uint64_t *off, const uint64_t *shape,
                              void *out, struct sm_err *err);
 

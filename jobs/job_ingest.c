@@ -40,11 +40,42 @@ static json_t *source_json(const struct sm_job_config *c, const struct sm_volume
 {
     json_t *o = json_pack("{s:s,s:s,s:o,s:s}", "path", c->input.store, "format", v->format, "shape",
                           sm_json_dims(v->shape, v->ndim), "dtype", sm_dtype_name(v->dtype));
-    if (strcmp(v->format, "nifti") == 0) {
+    if (v->nifti) {
+        const struct sm_nifti_hdr *n = &v->nii;
+        /* pixdim[1..3] as the header stores them (x, y, z) */
         json_object_set_new(o, "pixdim",
-                            json_pack("[f,f,f]", v->pixdim[0], v->pixdim[1], v->pixdim[2]));
+                            json_pack("[f,f,f]", n->pixdim[0], n->pixdim[1], n->pixdim[2]));
+        json_object_set_new(o, "xyzt_units", json_integer(n->xyzt_units));
+        json_object_set_new(o, "qform_code", json_integer(n->qform_code));
+        json_object_set_new(o, "sform_code", json_integer(n->sform_code));
+        if (v->scaled) {
+            json_object_set_new(o, "scaling",
+                                json_pack("{s:f,s:f,s:s}", "scl_slope", v->slope, "scl_inter",
+                                          v->inter, "stored_dtype", sm_dtype_name(v->stored)));
+        }
     }
     return o;
+}
+
+/* Spacing, unit and origin of the volume (SPEC §2: kept), in the array's axis order z, y, x:
+ * added to the provenance object `shardmill` (NIfTI only; raw volumes carry none). */
+static void geometry_json(const struct sm_volume *v, json_t *prov)
+{
+    if (!v->nifti) {
+        return;
+    }
+    const struct sm_nifti_hdr *n = &v->nii;
+    json_t *sp = json_array();
+    for (unsigned d = 0; d < v->ndim; d++) {
+        json_array_append_new(sp, json_real(n->spacing[d]));
+    }
+    json_object_set_new(prov, "spacing", sp);
+    json_object_set_new(prov, "unit", n->unit != NULL ? json_string(n->unit) : json_null());
+    if (n->have_origin) {
+        json_object_set_new(prov, "origin",
+                            json_pack("[f,f,f]", n->origin[0], n->origin[1], n->origin[2]));
+        json_object_set_new(prov, "origin_from", json_string(n->origin_from));
+    }
 }
 
 sm_status sm_job_ingest(const struct sm_job_config *c, const char *report_path, struct sm_err *err)
@@ -63,6 +94,7 @@ sm_status sm_job_ingest(const struct sm_job_config *c, const char *report_path, 
     }
     json_t *attrs = json_pack("{s:{s:o,s:o}}", "shardmill", "engine", sm_json_engine(), "source",
                               source_json(c, &v));
+    geometry_json(&v, json_object_get(attrs, "shardmill"));
     struct sm_output_spec spec;
     st = sm_job_output_spec(c, v.ndim, v.shape, v.dtype, attrs, &spec, err);
     if (st == SM_OK && c->output.dtype != NULL &&
@@ -119,6 +151,7 @@ sm_status sm_job_ingest(const struct sm_job_config *c, const char *report_path, 
             (double)(wr.encode_ns + wr.write_ns) / 1e6 / nthreads, "memory", "peak_rss_bytes",
             sm_json_u64(sm_peak_rss_bytes()), "output", "path", sm_output_path(out), "shards",
             sm_json_u64(os.total_shards), "bytes", sm_json_u64(os.total_bytes), "complete", true);
+        geometry_json(&v, json_object_get(rep, "input"));
         const char *path = report_path != NULL ? report_path : c->report;
         if (path != NULL) {
             st = sm_report_write(path, rep, err);

@@ -287,8 +287,31 @@ void sm_array_stats(const struct sm_array *a, struct sm_array_stats *out)
     out->decode_ns = atomic_load(&a->decode_ns);
 }
 
-/* Members of a group for `info`: each child with its node type (file stores only; stores that
- * cannot list leave "members" out). */
+/* The node_type a v3 member's zarr.json declares ("array" or "group"), or NULL when it cannot be
+ * read or names neither (the member is still listed, without a type). */
+static const char *v3_node_type(struct sm_store *s, const char *key)
+{
+    struct sm_buf b = SM_BUF_INIT;
+    bool found = false;
+    struct sm_err e;
+    sm_err_clear(&e);
+    const char *type = NULL;
+    if (sm_store_get(s, key, sm_range_all(), SM_IO_META, &b, &found, &e) == SM_OK && found) {
+        json_t *doc = json_loadb((const char *)b.ptr, b.len, 0, NULL);
+        const char *t = json_string_value(json_object_get(doc, "node_type"));
+        if (t != NULL && strcmp(t, "array") == 0) {
+            type = "array";
+        } else if (t != NULL && strcmp(t, "group") == 0) {
+            type = "group";
+        }
+        json_decref(doc);
+    }
+    sm_buf_free(&b);
+    return type;
+}
+
+/* Members of a group for `info`: each child with its zarr_format and node_type (stores that can
+ * list; the others get the members the group's metadata names, see ome_describe). */
 static sm_status list_members(struct sm_store *s, const char *prefix, json_t *desc,
                               struct sm_err *err)
 {
@@ -315,8 +338,9 @@ static sm_status list_members(struct sm_store *s, const char *prefix, json_t *de
                 json_t *m = json_object();
                 json_object_set_new(m, "path", json_string(names.v[i]));
                 json_object_set_new(m, "zarr_format", json_integer(k == 0 ? 3 : 2));
-                if (probes[k].type != NULL) {
-                    json_object_set_new(m, "node_type", json_string(probes[k].type));
+                const char *type = k == 0 ? v3_node_type(s, key) : probes[k].type;
+                if (type != NULL) {
+                    json_object_set_new(m, "node_type", json_string(type));
                 }
                 json_array_append_new(members, m);
                 break;
@@ -326,6 +350,129 @@ static sm_status list_members(struct sm_store *s, const char *prefix, json_t *de
     sm_strv_free(&names);
     json_object_set_new(desc, "members", members);
     return err->status;
+}
+
+/* The transformation of a type ("scale", "translation") in a coordinateTransformations list:
+ * its numbers (a new reference), or NULL. */
+static json_t *transform(const json_t *list, const char *type)
+{
+    size_t i;
+    const json_t *t;
+    json_array_foreach(list, i, t)
+    {
+        const char *tt = json_string_value(json_object_get(t, "type"));
+        const json_t *v = json_object_get(t, type);
+        if (tt != NULL && strcmp(tt, type) == 0 && json_is_array(v)) {
+            return json_deep_copy(v);
+        }
+    }
+    return NULL;
+}
+
+#define OME_MAX_LEVELS 64
+
+/* One OME-Zarr level: its path, and from its own metadata shape and dtype; scale and translation
+ * from the dataset's coordinateTransformations. A level that cannot be opened is listed with an
+ * "error" (the group is still described). */
+static json_t *ome_level(struct sm_store *s, const char *prefix, const char *path, const json_t *ds,
+                         int *zarr_format)
+{
+    json_t *lv = json_object();
+    json_object_set_new(lv, "path", json_string(path));
+    char *sub = NULL;
+    const size_t n = strlen(prefix) + strlen(path) + 1;
+    char joined[1024];
+    struct sm_err e;
+    sm_err_clear(&e);
+    if (n < sizeof(joined)) {
+        snprintf(joined, sizeof(joined), "%s%s", prefix, path);
+        sub = node_prefix(joined);
+    }
+    enum sm_node_kind kind = SM_NODE_ARRAY;
+    struct sm_array_meta *meta = NULL;
+    json_t *gattrs = NULL;
+    sm_status st = sub != NULL ? read_node(s, sub, &kind, &meta, &gattrs, zarr_format, &e)
+                               : sm_err_set(&e, SM_E_DATA, __FILE__, __LINE__, "path too long");
+    if (st == SM_OK && kind != SM_NODE_ARRAY) {
+        st = sm_err_set(&e, SM_E_DATA, __FILE__, __LINE__, "is a group, not an array");
+    }
+    if (st == SM_OK) {
+        json_t *d = sm_meta_describe(meta);
+        json_object_set(lv, "shape", json_object_get(d, "shape"));
+        json_object_set(lv, "dtype", json_object_get(d, "dtype"));
+        json_decref(d);
+    } else {
+        json_object_set_new(lv, "error", json_string(e.what));
+    }
+    const json_t *ct = json_object_get(ds, "coordinateTransformations");
+    json_t *scale = transform(ct, "scale"), *trans = transform(ct, "translation");
+    json_object_set_new(lv, "scale", scale != NULL ? scale : json_null());
+    if (trans != NULL) {
+        json_object_set_new(lv, "translation", trans);
+    }
+    json_decref(gattrs);
+    sm_meta_free(meta);
+    sm_free(sub);
+    return lv;
+}
+
+/* An OME-Zarr image group (attributes "multiscales" of 0.4 in .zattrs, or "ome": {"multiscales"}
+ * of 0.5 in zarr.json): "multiscales" with each level's path, shape, dtype and scale. A store
+ * that cannot list (HTTP) gets "members": the arrays the metadata names. */
+static void ome_describe(struct sm_store *s, const char *prefix, const json_t *gattrs, json_t *desc)
+{
+    const json_t *ome = json_object_get(gattrs, "ome");
+    const json_t *list = json_object_get(gattrs, "multiscales");
+    const json_t *version = NULL;
+    if (!json_is_array(list) && json_is_object(ome)) {
+        list = json_object_get(ome, "multiscales");
+        version = json_object_get(ome, "version");
+    }
+    if (!json_is_array(list)) {
+        return;
+    }
+    const bool listed = json_object_get(desc, "members") != NULL;
+    json_t *out = json_array(), *members = json_array();
+    size_t i, j, total = 0;
+    const json_t *ms, *ds;
+    json_array_foreach(list, i, ms)
+    {
+        json_t *o = json_object();
+        const json_t *v = json_object_get(ms, "version");
+        v = v != NULL ? v : version;
+        if (json_is_string(v)) {
+            json_object_set_new(o, "version", json_deep_copy(v));
+        }
+        if (json_is_string(json_object_get(ms, "name"))) {
+            json_object_set_new(o, "name", json_deep_copy(json_object_get(ms, "name")));
+        }
+        if (json_is_array(json_object_get(ms, "axes"))) {
+            json_object_set_new(o, "axes", json_deep_copy(json_object_get(ms, "axes")));
+        }
+        json_t *levels = json_array();
+        json_array_foreach(json_object_get(ms, "datasets"), j, ds)
+        {
+            const char *path = json_string_value(json_object_get(ds, "path"));
+            if (path == NULL || total++ >= OME_MAX_LEVELS) {
+                continue;
+            }
+            int zf = 0;
+            json_t *lv = ome_level(s, prefix, path, ds, &zf);
+            if (!listed && json_object_get(lv, "error") == NULL) {
+                json_array_append_new(members, json_pack("{s:s,s:i,s:s}", "path", path,
+                                                         "zarr_format", zf, "node_type", "array"));
+            }
+            json_array_append_new(levels, lv);
+        }
+        json_object_set_new(o, "levels", levels);
+        json_array_append_new(out, o);
+    }
+    json_object_set_new(desc, "multiscales", out);
+    if (!listed) {
+        json_object_set_new(desc, "members", members);
+    } else {
+        json_decref(members);
+    }
 }
 
 sm_status sm_node_describe(struct sm_store *store, const char *path, json_t **out,
@@ -349,6 +496,9 @@ sm_status sm_node_describe(struct sm_store *store, const char *path, json_t **ou
         json_object_set_new(d, "node_type", json_string("group"));
         json_object_set_new(d, "attributes", gattrs != NULL ? json_incref(gattrs) : json_object());
         st = list_members(store, prefix, d, err);
+        if (st == SM_OK && gattrs != NULL) {
+            ome_describe(store, prefix, gattrs, d);
+        }
         *out = d;
     }
     json_decref(gattrs);

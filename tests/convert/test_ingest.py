@@ -6,8 +6,14 @@ Groups (one ctest each, label `convert`):
               big-endian volume with NaN, +-Inf and -0.0) vs np.fromfile
   nifti       NIfTI-1 .nii and .nii.gz written by nibabel (uint8, int16, float32; a big-endian
               header, an extension (vox_offset > 352), scl_slope set, a 4-D file with a trailing
-              axis of 1) vs nibabel's img.dataobj.get_unscaled() transposed to [z, y, x]
+              axis of 1) vs nibabel's img.dataobj.get_unscaled() transposed to [z, y, x] (scaled
+              files: float32(get_fdata()))
   nifti_pixdim  the voxel sizes of the report and the provenance are NIfTI pixdim[1..3]
+  nifti_scaled  scl_slope 2 / scl_inter -5 applied (float32 values = nibabel's get_fdata), the
+              provenance's shardmill.spacing [z, y, x], shardmill.unit and shardmill.origin (sform,
+              or qform without one) against nibabel's header; a float64 file stays float64; a
+              dim product that overflows, a volume larger than its file and a .nii.gz that
+              inflates past limits.memory_bytes are refused
   bad_inputs  raw size mismatch, a non-NIfTI file, a non-gzip .nii.gz, an unsupported NIfTI
               datatype, a truncated NIfTI: exit 3, one error line naming the file, no output
   real_data   data/ct/matrix.dat and data/mri/ch2better.nii.gz (scripts/fetch-data.sh) vs
@@ -180,7 +186,7 @@ def nifti_cases(rng):
     cases.append(("nii_u8_extension", img))
     img = nib.Nifti1Image(i16, aff)
     img.header.set_data_dtype(np.int16)
-    img.header.set_slope_inter(2.5, -10)  # ingest keeps the stored values (get_unscaled)
+    img.header.set_slope_inter(2.5, -10)  # applied: float32(get_fdata()) (SPEC §2)
     cases.append(("nii_i16_scaled", img))
     img = nib.Nifti1Image(u8.reshape(NII_SHAPE + (1,)), aff)
     cases.append(("nii_u8_4d_trailing1", img))
@@ -197,7 +203,12 @@ def group_nifti(c, args, work):
             path = os.path.join(work, name + suffix)
             nib.save(img, path)
             back = nib.load(path)
-            data = np.asarray(back.dataobj.get_unscaled())
+            # nibabel moves the stored scaling into the proxy (the loaded header reads NaN)
+            slope, inter = float(back.dataobj.slope), float(back.dataobj.inter)
+            if (slope, inter) != (1.0, 0.0):
+                data = back.get_fdata(dtype=np.float64).astype(np.float32)
+            else:
+                data = np.asarray(back.dataobj.get_unscaled())
             while data.ndim > 3 and data.shape[-1] == 1:
                 data = data[..., 0]
             want = np.ascontiguousarray(data.transpose(tuple(reversed(range(data.ndim)))))
@@ -250,6 +261,92 @@ def group_nifti_pixdim(c, args, work):
         got = [float(x) for x in src.get("pixdim", [])]
         c.check(f"{label} zarr.json source.pixdim = pixdim[1..3] {want_px} (or reversed)",
                 got in (want_px, want_px[::-1]), f"got {got}")
+
+
+def group_nifti_scaled(c, args, work):
+    """SPEC §2: scl_slope/scl_inter applied (never ignored); spacing, unit and origin kept."""
+    import nibabel as nib
+    rng = np.random.default_rng(85)
+    i16 = rng.integers(-2000, 2000, NII_SHAPE, dtype=np.int16)
+    f64 = rng.standard_normal(NII_SHAPE) * 1e3
+    # pixdim (x, y, z) = (0.8, 0.9, 1.5) mm: [z, y, x] spacing (1.5, 0.9, 0.8); an sform origin
+    aff = np.array([[0.8, 0, 0, -12.5], [0, 0.9, 0, 7.25], [0, 0, 1.5, 30.0], [0, 0, 0, 1]])
+    cases = []
+    img = nib.Nifti1Image(i16, aff)
+    img.header.set_data_dtype(np.int16)
+    img.header.set_slope_inter(2, -5)
+    img.header.set_xyzt_units("mm", "sec")
+    cases.append(("scaled_i16_sform", img, "millimeter", "sform"))
+    img = nib.Nifti1Image(f64, None)
+    img.header.set_data_dtype(np.float64)
+    img.header.set_slope_inter(0.5, 100)
+    img.header.set_qform(aff * np.array([[1], [1], [1], [1]]), code=1)
+    img.header.set_sform(None, code=0)
+    img.header.set_xyzt_units("micron")
+    cases.append(("scaled_f64_qform", img, "micrometer", "qform"))
+    reads = []
+    for name, img, unit, origin_from in cases:
+        for suffix in (".nii", ".nii.gz"):
+            label = name + ("_gz" if suffix.endswith("gz") else "")
+            path = os.path.join(work, label + suffix)
+            nib.save(img, path)
+            back = nib.load(path)
+            hdr = back.header
+            # nibabel moves the stored scaling into the proxy (the loaded header reads NaN)
+            slope, inter = float(back.dataobj.slope), float(back.dataobj.inter)
+            c.check(f"{label} fixture is scaled (slope {slope}, inter {inter})",
+                    slope not in (0.0, 1.0), (slope, inter))
+            data = back.get_fdata(dtype=np.float64)
+            out_dt = np.float64 if hdr.get_data_dtype() == np.float64 else np.float32
+            want = np.ascontiguousarray(data.astype(out_dt).transpose(2, 1, 0))
+            res = do_ingest(c, args, work, label, path, want, expect_fmt="nifti")
+            if not res:
+                continue
+            reads.append(res)
+            prov = json.load(open(os.path.join(res[1], "zarr.json")))["attributes"]["shardmill"]
+            zooms = [float(x) for x in hdr.get_zooms()[:3]]
+            c.check(f"{label} shardmill.spacing = nibabel zooms reversed [z, y, x]",
+                    prov.get("spacing") == zooms[::-1], f"{prov.get('spacing')} vs {zooms[::-1]}")
+            c.check(f"{label} shardmill.unit = {unit}", prov.get("unit") == unit, prov.get("unit"))
+            if origin_from == "sform":
+                xyz = [float(x) for x in hdr.get_sform()[:3, 3]]
+            else:
+                xyz = [float(x) for x in hdr.get_qform()[:3, 3]]
+            c.check(f"{label} shardmill.origin = {origin_from} offsets [z, y, x]",
+                    prov.get("origin") == xyz[::-1] and prov.get("origin_from") == origin_from,
+                    f"{prov.get('origin')} {prov.get('origin_from')} vs {xyz[::-1]}")
+            sc = prov.get("source", {}).get("scaling", {})
+            c.check(f"{label} source.scaling = header slope/inter, stored dtype",
+                    sc.get("scl_slope") == float(slope) and sc.get("scl_inter") == float(inter) and
+                    sc.get("stored_dtype") == hdr.get_data_dtype().name, sc)
+    cc.zarrita_read_all(c, args.node, work, reads)
+    # hostile headers: a dim product that overflows 64 bits, a volume larger than the file
+    plain = os.path.join(work, "plain.nii")
+    nib.save(nib.Nifti1Image(i16[:4, :4, :4], np.eye(4)), plain)
+    full = bytearray(open(plain, "rb").read())
+    ovf = bytearray(full)
+    ovf[40:56] = np.array([7, 32767, 32767, 32767, 32767, 32767, 32767, 32767], "<i2").tobytes()
+    ovf[70:72] = (1024).to_bytes(2, "little")  # int64
+    open(os.path.join(work, "overflow.nii"), "wb").write(bytes(ovf))
+    expect_bad(c, args, work, "dim_product_overflows", os.path.join(work, "overflow.nii"))
+    open(os.path.join(work, "overflow.nii.gz"), "wb").write(gzip.compress(bytes(ovf)))
+    expect_bad(c, args, work, "dim_product_overflows_gz", os.path.join(work, "overflow.nii.gz"))
+    big = bytearray(full)
+    big[42:48] = np.array([4000, 4000, 4000], "<i2").tobytes()
+    open(os.path.join(work, "big.nii.gz"), "wb").write(gzip.compress(bytes(big)))
+    expect_bad(c, args, work, "volume_larger_than_file_gz", os.path.join(work, "big.nii.gz"))
+    # a .nii.gz inflating past limits.memory_bytes: exit 5 before the inflated copy is made
+    bomb = os.path.join(work, "bomb.nii.gz")
+    open(bomb, "wb").write(gzip.compress(bytes(full) + bytes(8 << 20)))
+    out = os.path.join(work, "bomb.zarr")
+    cfg = ingest_config(os.path.join(work, "bomb.yaml"), bomb, out,
+                        extra={"limits": {"memory_bytes": "4MiB"}})
+    r = cc.run([args.shardmill, "run", cfg], cwd=work)
+    lines = cc.one_error_line(r.stderr)
+    c.check("gz_past_memory_limit: exit 5, one line naming limits.memory_bytes",
+            r.returncode == 5 and len(lines) == 1 and "limits.memory_bytes" in lines[0],
+            cc.describe(r))
+    c.check("gz_past_memory_limit: no output", not os.path.exists(out))
 
 
 # ---- bad inputs ----
@@ -358,6 +455,7 @@ def group_real_data(c, args, work):
 
 
 GROUPS = {"raw": group_raw, "nifti": group_nifti, "nifti_pixdim": group_nifti_pixdim,
+          "nifti_scaled": group_nifti_scaled,
           "bad_inputs": group_bad_inputs,
           "real_data": group_real_data}
 

@@ -10,9 +10,16 @@ Each case file starts with comment lines that state its contract:
 The case runs as `shardmill validate CASE.yaml ARGS` from this directory (so `where` reads
 "CASE.yaml:LINE:COL"). It passes when the exit status matches, stdout is empty and stderr is
 exactly one line "shardmill: error: ..." containing every expected substring.
+
+Then the same file runs as `shardmill run CASE.yaml ARGS` (issue 10: `validate` rejects what
+`run` rejects, and `run` rejects it before it opens any store): the exit status and the error line
+must be the same as validate's, and nothing in this directory may appear or change (the cases'
+stores, e.g. x.zarr, do not exist: a run that opened its input would fail on the missing store
+with another line, one that opened its output would create out/).
 """
 
 import argparse
+import hashlib
 import os
 import shlex
 import subprocess
@@ -35,6 +42,20 @@ def contract(path):
             elif key == "expect":
                 expects.append(value)
     return exit_code, args, expects
+
+
+def snapshot(root):
+    """Every path under root with a digest of its bytes (directories as None)."""
+    out = {}
+    for d, dirs, files in os.walk(root):
+        dirs[:] = [x for x in dirs if x != "__pycache__"]
+        for x in dirs:
+            out[os.path.relpath(os.path.join(d, x), root)] = None
+        for x in files:
+            p = os.path.join(d, x)
+            with open(p, "rb") as f:
+                out[os.path.relpath(p, root)] = hashlib.sha256(f.read()).hexdigest()
+    return out
 
 
 def main():
@@ -63,6 +84,25 @@ def main():
             problems.append(f"error line lacks {e!r}")
     print(" ".join(shlex.quote(c) for c in cmd))
     print(err, end="")
+    # the same file through `run`: same status, same line, nothing touched
+    before = snapshot(here)
+    rcmd = [a.shardmill, "run", name] + args
+    r = subprocess.run(rcmd, cwd=here, capture_output=True, timeout=30,
+                       env=dict(os.environ, OMP_NUM_THREADS="1"))
+    after = snapshot(here)
+    rerr = r.stderr.decode("utf-8", errors="replace")
+    print(" ".join(shlex.quote(c) for c in rcmd))
+    print(rerr, end="")
+    if r.returncode != p.returncode:
+        problems.append(f"run exits {r.returncode}, validate {p.returncode}")
+    if rerr != err:
+        problems.append(f"run's error line differs from validate's: {rerr!r}")
+    if r.stdout:
+        problems.append(f"run's stdout not empty: {r.stdout[:200]!r}")
+    if before != after:
+        changed = sorted(set(before) ^ set(after) |
+                         {k for k in before if k in after and before[k] != after[k]})
+        problems.append(f"run changed the case directory: {changed[:5]}")
     for pr in problems:
         print(f"FAIL {name}: {pr}")
     if not problems:

@@ -26,6 +26,10 @@ static const char base_ingest[] = "job: ingest\n"
                                   "input: {store: data/ct/matrix.dat, format: raw,\n"
                                   "        raw: {dtype: int16, shape: [108, 256, 256]}}\n"
                                   "output: {path: out/x.zarr}\n";
+/* histogram.range needs histogram.bins (a rule between keys) */
+static const char base_binned[] = "job: scan\n"
+                                  "input: {store: data/ct.zarr}\n"
+                                  "histogram: {bins: 256}\n";
 
 static sm_status load_with(const char *text, const char *set, struct sm_job_config *c,
                            struct sm_err *err)
@@ -318,6 +322,9 @@ static void test_every_example_loads(void **state)
             st = load_with(base_ingest, set, &c, &err);
         }
         if (st != SM_OK) {
+            st = load_with(base_binned, set, &c, &err);
+        }
+        if (st != SM_OK) {
             fail_msg("example of %s (%s) does not load: %s: %s", k->path, k->example, err.where,
                      err.what);
         }
@@ -467,13 +474,14 @@ static void test_markdown_documents_every_key(void **state)
 static void test_markdown_examples_load(void **state)
 {
     (void)state;
-    static const char *const convert[] = {"job=convert", "input.store=x.zarr", "output.path=o",
-                                          "normalize.lo=1", "normalize.hi=99"};
+    static const char *const convert[] = {"job=convert",     "input.store=x.zarr",
+                                          "output.path=o",   "normalize.lo=1",
+                                          "normalize.hi=99", "histogram.bins=256"};
     static const char *const ingest[] = {"job=ingest",
                                          "input.store=ct.dat",
                                          "input.format=raw",
                                          "input.raw.dtype=int16",
-                                         "input.raw.shape=[4, 4]",
+                                         "input.raw.shape=[4, 4, 4]",
                                          "output.path=o"};
     char *md = sm_config_markdown();
     assert_non_null(md);
@@ -492,7 +500,7 @@ static void test_markdown_examples_load(void **state)
         struct sm_job_config c;
         struct sm_err err;
         sm_err_clear(&err);
-        sm_status st = sm_config_load_string("ex.yaml", yaml, strlen(yaml), convert, 5, &c, &err);
+        sm_status st = sm_config_load_string("ex.yaml", yaml, strlen(yaml), convert, 6, &c, &err);
         if (st != SM_OK) {
             sm_err_clear(&err);
             st = sm_config_load_string("ex.yaml", yaml, strlen(yaml), ingest, 6, &c, &err);
