@@ -168,3 +168,13 @@ sm_status sm_array_read_region(struct sm_array *a, const uint64_t *offset, const
     sm_read_bufs_free(&bufs);
     return st;
 }
+
+sm_status sm_array_scratch_new(struct sm_scratch **out, struct sm_err *err)
+{
+    return sm_scratch_new(out, err);
+}
+
+void sm_array_scratch_free(struct sm_scratch *s)
+{
+    sm_scratch_free(s);
+}

@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "shardmill/codec.h"
+#include "shardmill/array.h"
 #include "shardmill/status.h"
 
 /* A box of the array in elements: [off, off + shape), clipped to the array. */

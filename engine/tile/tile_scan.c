@@ -11,7 +11,6 @@
 #include "shardmill/alloc.h"
 #include "shardmill/box.h"
 #include "shardmill/clock.h"
-#include "shardmill/codec.h"
 #include "shardmill/sm_omp.h"
 
 struct worker {
@@ -26,7 +25,7 @@ struct worker {
 
 static void worker_destroy(struct worker *w)
 {
-    sm_scratch_free(w->scratch);
+    sm_array_scratch_free(w->scratch);
     sm_free(w->buf);
     sm_hist_destroy(&w->hist);
 }
@@ -37,7 +36,7 @@ static sm_status worker_init(struct worker *w, const struct sm_scan_params *p, e
     memset(w, 0, sizeof(*w));
     w->fail_index = UINT64_MAX;
     SM_TRY(sm_hist_init(&w->hist, dt, p->bins, p->lo, p->hi, err));
-    SM_TRY(sm_scratch_new(&w->scratch, err));
+    SM_TRY(sm_array_scratch_new(&w->scratch, err));
     w->buf = sm_malloc(tile_bytes == 0 ? 1 : tile_bytes);
     if (w->buf == NULL) {
         SM_FAIL(err, SM_E_NOMEM, "cannot allocate a %zu-byte tile buffer", tile_bytes);

@@ -101,6 +101,12 @@ sm_status sm_array_read_region(struct sm_array *a, const uint64_t *offset, const
                                void *out, size_t out_len, struct sm_scratch *scratch,
                                struct sm_err *err);
 
+/* The per-thread scratch sm_array_read_region decodes with (codec contexts, temporary buffers),
+ * so that readers of arrays need not use codec/ themselves (docs/ARCHITECTURE.md). One per
+ * thread, never shared; free with sm_array_scratch_free (NULL-safe). SM_E_NOMEM. */
+sm_status sm_array_scratch_new(struct sm_scratch **out, struct sm_err *err);
+void sm_array_scratch_free(struct sm_scratch *s);
+
 /* Describes a node for `shardmill info`: an array's metadata, or a group's attributes and members.
  * New JSON reference in *out. SM_E_DATA if there is no node at path. */
 sm_status sm_node_describe(struct sm_store *store, const char *path, struct json_t **out,

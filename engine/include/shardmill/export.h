@@ -15,7 +15,6 @@
 #include <stdint.h>
 
 #include "shardmill/array.h"
-#include "shardmill/codec.h"
 #include "shardmill/progress.h"
 #include "shardmill/status.h"
 

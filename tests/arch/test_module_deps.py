@@ -1,0 +1,58 @@
+"""unit.arch.module_deps: the engine obeys the module table of docs/ARCHITECTURE.md, and the check
+that enforces it (scripts/check_module_deps.py, also run by the build) catches a violation: a copy of
+the tree in which tile/ includes codec.h, and one with a public header the table does not place,
+must both fail with a line naming the file, the module and the header."""
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+SCRIPT = os.path.join(ROOT, "scripts", "check_module_deps.py")
+failures = 0
+
+
+def check(ok, what):
+    global failures
+    print(("ok   " if ok else "FAIL ") + what, flush=True)
+    if not ok:
+        failures += 1
+
+
+def run(root):
+    return subprocess.run([sys.executable, SCRIPT, "--root", root], capture_output=True, text=True)
+
+
+def copy_tree(dst):
+    shutil.copytree(os.path.join(ROOT, "engine"), os.path.join(dst, "engine"),
+                    ignore=shutil.ignore_patterns("CMakeLists.txt"))
+    os.makedirs(os.path.join(dst, "docs"))
+    shutil.copy(os.path.join(ROOT, "docs", "ARCHITECTURE.md"), os.path.join(dst, "docs"))
+
+
+r = run(ROOT)
+check(r.returncode == 0, f"the engine obeys the module table ({r.stderr.strip()[-500:]})")
+
+with tempfile.TemporaryDirectory() as tmp:
+    copy_tree(tmp)
+    victim = os.path.join(tmp, "engine", "tile", "tile_grid.c")
+    with open(victim) as f:
+        text = f.read()
+    with open(victim, "w") as f:
+        f.write('#include "shardmill/codec.h"\n' + text)
+    r = run(tmp)
+    check(r.returncode == 1 and "tile_grid.c:1: tile/ may not include shardmill/codec.h "
+          "(module codec)" in r.stderr, f"tile/ including codec.h is refused ({r.stderr.strip()})")
+
+with tempfile.TemporaryDirectory() as tmp:
+    copy_tree(tmp)
+    with open(os.path.join(tmp, "engine", "include", "shardmill", "orphan.h"), "w") as f:
+        f.write("/* a header no module owns */\n")
+    r = run(tmp)
+    check(r.returncode == 1 and "public header orphan.h is not in the table" in r.stderr,
+          f"a public header the table does not place is refused ({r.stderr.strip()})")
+
+print(f"module_deps: {failures} failure(s)")
+sys.exit(1 if failures else 0)
