@@ -211,6 +211,32 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .example = "8",
      FIELD(passes)},
 
+    {.path = "read_bench.extents",
+     .type = SM_CFG_DIMS,
+     .flags = SM_CFGF_NULLABLE | SM_CFGF_NONEMPTY | SM_CFGF_POSITIVE,
+     .def_doc = "one case: the ROI (roi.offset, roi.shape)",
+     .help = "read-bench: one case per value, a region of that length along every axis starting "
+             "at roi.offset (W3: [256, 1024, 2048] at roi.offset [7, 11]); excludes roi.shape",
+     .example = "[256, 1024, 2048]",
+     FIELD(read_bench.extents)},
+    {.path = "read_bench.repeats",
+     .type = SM_CFG_UINT,
+     .def = "5",
+     .min = 1,
+     .max = 100000,
+     .help = "read-bench: timed reads of each case's region (min, median and max are reported)",
+     .example = "10",
+     FIELD(read_bench.repeats)},
+    {.path = "read_bench.warmup",
+     .type = SM_CFG_UINT,
+     .def = "1",
+     .min = 0,
+     .max = 1000,
+     .help = "read-bench: untimed reads of each case's region before the timed ones (they fill "
+             "the caches; their requests are counted)",
+     .example = "0",
+     FIELD(read_bench.warmup)},
+
     {.path = "histogram.bins",
      .type = SM_CFG_UINT,
      .def = "0",
@@ -474,6 +500,10 @@ const struct sm_cfg_group sm_cfg_groups[] = {
     {"roi", "The region of interest; by default the whole array."},
     {"tile", "How the ROI is cut into units of work."},
     {"passes", "Repetitions of a `scan` (benchmarks, cache checks)."},
+    {"read_bench", "The cases of `read-bench` (SPEC §8 W3): timed region reads "
+                   "(`sm_array_read_region`), each case on a freshly opened array, so its caches "
+                   "start cold and its counters are its own. The caches are `input.cache` and "
+                   "`input.index_cache`."},
     {"histogram", "The intensity histogram every job computes (SPEC §5)."},
     {"normalize", "How `convert` maps voxels to float (SPEC §5)."},
     {"output", "The Zarr v3 array `convert` and `ingest` write (SPEC §2, §6)."},
@@ -1115,7 +1145,8 @@ static const char md_head[] =
     "  0..9; `input.http.backoff_base_ms` <= `input.http.backoff_max_ms`; `input.format` is "
     "`zarr`\n"
     "  except for `ingest`, which reads `raw` (with `input.raw.dtype` and `input.raw.shape`) or\n"
-    "  `nifti`; `convert` writes `float32`.\n"
+    "  `nifti`; `convert` writes `float32`; `read_bench.extents` and `roi.shape` exclude each\n"
+    "  other.\n"
     "- The canonical text of the effective configuration (sorted `key=value` lines, sizes in "
     "bytes,\n"
     "  unset keys `null`) is what the output's provenance hashes with SHA-256 (SPEC §6).\n";

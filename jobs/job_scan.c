@@ -125,15 +125,8 @@ sm_status sm_job_scan(const struct sm_job_config *c, const char *report_path, st
                             json_pack("{s:f}", "voxels_per_s",
                                       secs > 0 ? (double)(first.voxels * c->passes) / secs : 0.0));
         const char *path = report_path != NULL ? report_path : c->report;
-        if (st == SM_OK && path != NULL && sm_par_rank() == 0) {
-            st = sm_report_write(path, rep, err);
-            if (st == SM_OK && strcmp(path, "-") != 0) {
-                printf("scan: %llu voxels in %llu tiles x %llu passes, checksum %lld, %.1f ms "
-                       "(report: %s)\n",
-                       (unsigned long long)first.voxels, (unsigned long long)first.tiles,
-                       (unsigned long long)c->passes, (long long)(int64_t)first.sums.sum,
-                       secs * 1e3, path);
-            }
+        if (st == SM_OK && sm_par_rank() == 0) {
+            st = sm_report_emit(path, rep, err); /* the JSON to `path`, a summary to stdout */
         }
         json_decref(rep);
         /* phase: report (rank 0's write failure fails every rank) */
