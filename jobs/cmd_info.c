@@ -7,6 +7,8 @@
 #include <shardmill/array.h>
 #include <shardmill/store.h>
 
+#include "jobs_run.h"
+
 int sm_cmd_info(int argc, char **argv)
 {
     const char *array_path = "";
@@ -36,7 +38,10 @@ int sm_cmd_info(int argc, char **argv)
     sm_err_clear(&err);
     struct sm_store *store = NULL;
     json_t *desc = NULL;
-    sm_status st = sm_store_open(pos[0], &store, &err);
+    sm_status st = sm_job_check_input_store(pos[0], &err); /* missing, or a file: exit 3 */
+    if (st == SM_OK) {
+        st = sm_store_open(pos[0], &store, &err);
+    }
     if (st == SM_OK) {
         st = sm_node_describe(store, array_path, &desc, &err);
     }

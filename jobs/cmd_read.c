@@ -18,7 +18,10 @@
 #include <shardmill/array.h>
 #include <shardmill/clock.h>
 #include <shardmill/codec.h>
+#include <shardmill/path.h>
 #include <shardmill/store.h>
+
+#include "jobs_run.h"
 
 static sm_status write_fd(int fd, const uint8_t *p, size_t n, struct sm_err *err)
 {
@@ -126,6 +129,28 @@ static sm_status write_stats(const char *path, const struct sm_array *a, const u
     return st;
 }
 
+/* 0, or the exit status after reporting that `file` is, lies inside or contains the file store
+ * `store` (links resolved). "-" (standard output) and http(s) stores are never compared. */
+static int refuse_overlap(const char *opt, const char *file, const char *store)
+{
+    const char *in = sm_job_input_file(store);
+    if (in == NULL || strcmp(file, "-") == 0) {
+        return 0;
+    }
+    struct sm_err err;
+    sm_err_clear(&err);
+    enum sm_path_rel r = SM_PATH_DISJOINT;
+    if (sm_path_relation(file, in, &r, &err) != SM_OK) {
+        sm_err_where(&err, "%s", opt);
+        return sm_report_error(&err);
+    }
+    if (r == SM_PATH_DISJOINT) {
+        return 0;
+    }
+    return sm_usage_error(opt, "%s %s the input %s (after resolving links)", file,
+                          sm_job_path_rel_words(r), store);
+}
+
 int sm_cmd_read(int argc, char **argv)
 {
     struct sm_array_opts aopts = SM_ARRAY_OPTS_DEFAULTS;
@@ -139,8 +164,8 @@ int sm_cmd_read(int argc, char **argv)
         {"array", 0, SM_OPT_STRING, "PATH", "node inside STORE (group member, OME-Zarr level)",
          &array_path},
         {"offset", 0, SM_OPT_LIST, "z,y,x", "first voxel of the region (default: origin)", &offset},
-        {"shape", 0, SM_OPT_LIST, "d,h,w", "extent of the region (default: to the array's end)",
-         &shape},
+        {"shape", 0, SM_OPT_LIST, "d,h,w",
+         "extent of the region, positive lengths (default: to the array's end)", &shape},
         {"output", 'o', SM_OPT_STRING, "FILE", "output file, '-' for standard output (required)",
          &output},
         {"repeat", 0, SM_OPT_U64, "N", "read the region N times in-process (benchmarks)", &repeat},
@@ -169,7 +194,8 @@ int sm_cmd_read(int argc, char **argv)
         "STORE --offset z,y,x --shape d,h,w -o FILE [options]",
         "Reads a region of the array at STORE and writes it as raw little-endian values of the "
         "array's data type in C order (bool as one 0/1 byte). Missing chunks read as the fill "
-        "value. A failed read leaves no output file.",
+        "value. A failed read leaves no output file. FILE (and the --stats file) may not be, lie "
+        "inside or contain a local STORE (exit 2).",
         opts,
         1,
         1};
@@ -185,6 +211,19 @@ int sm_cmd_read(int argc, char **argv)
     if (repeat == 0) {
         return sm_usage_error("read", "--repeat must be at least 1");
     }
+    for (unsigned d = 0; shape.set && d < shape.n; d++) {
+        if (shape.v[d] == 0) { /* as roi.shape of a config: an empty region is a usage error */
+            return sm_usage_error("--shape", "--shape[%u]: expected a positive integer, got 0", d);
+        }
+    }
+    /* SPEC §6: the files written may not touch the input store they are read from */
+    rc = refuse_overlap("-o", output, pos[0]);
+    if (rc == 0 && stats != NULL) {
+        rc = refuse_overlap("--stats", stats, pos[0]);
+    }
+    if (rc != 0) {
+        return rc;
+    }
     struct sm_err err;
     sm_err_clear(&err);
     struct sm_store *store = NULL;
@@ -198,7 +237,10 @@ int sm_cmd_read(int argc, char **argv)
     }
     http.max_retries = (unsigned)http_retries;
     http.backoff_base_ms = (unsigned)http_backoff_ms;
-    sm_status st = sm_store_open_with(pos[0], &http, &store, &err);
+    sm_status st = sm_job_check_input_store(pos[0], &err);
+    if (st == SM_OK) {
+        st = sm_store_open_with(pos[0], &http, &store, &err);
+    }
     if (st == SM_OK) {
         st = sm_array_open(store, array_path, &aopts, &a, &err);
     }

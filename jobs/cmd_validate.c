@@ -11,6 +11,7 @@
 #include <shardmill/alloc.h>
 
 #include "config.h"
+#include "jobs_run.h"
 
 /* A failed write of the output (a full disk, a closed pipe) is an I/O failure, exit 4. */
 static int flush_stdout(struct sm_err *err)
@@ -71,6 +72,11 @@ int sm_cmd_validate(int argc, char **argv)
     struct sm_job_config cfg;
     sm_status st = sm_config_load(pos[0], sets.v, sets.n, &cfg, &err);
     if (st != SM_OK) {
+        return sm_report_error(&err);
+    }
+    st = sm_job_check_paths(&cfg, &err); /* a path comparison: no store is opened */
+    if (st != SM_OK) {
+        sm_config_destroy(&cfg);
         return sm_report_error(&err);
     }
     printf("%s: ok (job %s)\n", pos[0], sm_config_job_name(cfg.job));

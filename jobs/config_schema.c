@@ -290,7 +290,9 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .type = SM_CFG_STRING,
      .flags = SM_CFGF_NULLABLE | SM_CFGF_NONEMPTY,
      .required = CONVERT_INGEST,
-     .help = "the output Zarr v3 array, a local directory (never written outside it)",
+     .help = "the output Zarr v3 array, a local directory (never written outside it); it may "
+             "not be the input, lie inside it or contain it, compared after resolving links "
+             "(exit 2 before anything is created or deleted; `validate` checks it too)",
      .example = "out/ct.zarr",
      FIELD(output.path)},
     {.path = "output.shard",
@@ -363,7 +365,8 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .def_doc = "no HDF5 export",
      .help = "also write the output's values as one chunked float32 HDF5 dataset (parallel HDF5 "
              "under MPI), with the histogram and provenance (convert); its directory must exist "
-             "or be one that output.path creates",
+             "or be one that output.path creates; it may not be, lie inside or contain the input "
+             "or output.path (links resolved; exit 2 before anything is created)",
      .example = "out/ct.h5",
      FIELD(export_.hdf5_path)},
     {.path = "export.hdf5.dataset",

@@ -243,9 +243,13 @@ sm_status sm_job_convert(const struct sm_job_config *c, const char *report_path,
     json_t *attrs = NULL;
     struct sm_job_export *ex = NULL; /* export.hdf5 (jobs/job_export.c), NULL when none */
     const struct sm_output_opts oopts = sm_job_output_opts(c);
-    /* Phase open: refuse an existing output before any expensive work, open the input. Every
-     * phase ends with sm_par_agree, so all ranks continue or all stop with the same error. */
-    sm_status st = sm_par_agree(sm_output_open(c->output.path, &oopts, &out, err), err);
+    /* Phase open: refuse an output or export that overlaps the input (SPEC §6) and an existing
+     * output before any expensive work, open the input. Every phase ends with sm_par_agree, so
+     * all ranks continue or all stop with the same error. */
+    sm_status st = sm_par_agree(sm_job_check_paths(c, err), err);
+    if (st == SM_OK) {
+        st = sm_par_agree(sm_output_open(c->output.path, &oopts, &out, err), err);
+    }
     if (st == SM_OK) {
         st = sm_par_agree(sm_job_export_open(c, sm_output_path(out), &ex, err), err);
     }

@@ -103,6 +103,7 @@ sm_status sm_job_ingest(const struct sm_job_config *c, const char *report_path, 
     struct sm_output *out = NULL;
     struct sm_writer *w = NULL;
     const struct sm_output_opts oopts = sm_job_output_opts(c);
+    SM_TRY(sm_job_check_paths(c, err)); /* SPEC §6: the output may not overlap the source */
     SM_TRY(sm_output_open(c->output.path, &oopts, &out, err));
     sm_status st = sm_volume_open(c, &v, err);
     if (st != SM_OK) {

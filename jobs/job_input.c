@@ -26,7 +26,10 @@ sm_status sm_job_open_input(const struct sm_job_config *c, struct sm_store **sto
 {
     *store = NULL;
     *array = NULL;
-    sm_status st = sm_store_open_with(c->input.store, &c->input.http, store, err);
+    sm_status st = sm_job_check_input_store(c->input.store, err); /* missing, or a file: 3 */
+    if (st == SM_OK) {
+        st = sm_store_open_with(c->input.store, &c->input.http, store, err);
+    }
     /* The cache lives within the rank's memory budget: at most half of limits.memory_bytes, so
      * the peak RSS follows the budget, not the volume (the other half holds the decoded tiles,
      * shard buffers and the index cache). */

@@ -3,6 +3,7 @@
 #define SM_JOBS_JOBS_RUN_H
 
 #include <shardmill/array.h>
+#include <shardmill/path.h>
 #include <shardmill/status.h>
 #include <shardmill/store.h>
 #include <shardmill/tile.h>
@@ -47,6 +48,20 @@ sm_status sm_job_write_output(const struct sm_writer *w, struct sm_output *out,
                               struct sm_err *err);
 /* output.exists and output.fsync as writer options. */
 struct sm_output_opts sm_job_output_opts(const struct sm_job_config *c);
+
+/* The local path of a file input (input.store as a path or a file:// URL), or NULL for an
+ * http(s) store (jobs/job_paths.c). */
+const char *sm_job_input_file(const char *store);
+/* SPEC §4: SM_E_DATA (where = store) when a file input's path does not exist ("the store path
+ * does not exist") or is no directory ("not a Zarr store directory"); SM_OK otherwise (http(s)
+ * stores are not looked at). */
+sm_status sm_job_check_input_store(const char *store, struct sm_err *err);
+/* "is", "lies inside" or "contains": how messages name a relation other than DISJOINT. */
+const char *sm_job_path_rel_words(enum sm_path_rel r);
+/* SPEC §6: SM_E_USAGE (where = output.path or export.hdf5.path, the message naming both paths)
+ * when the output or the export is the file input, lies inside it or contains it, or the export
+ * and the output overlap, after resolving links. convert and ingest only; creates nothing. */
+sm_status sm_job_check_paths(const struct sm_job_config *c, struct sm_err *err);
 
 /* The "input" object of a report. */
 struct json_t *sm_job_input_json(const struct sm_job_config *c, const struct sm_array_meta *m);

@@ -48,5 +48,6 @@ int main(int argc, char **argv)
             return c->run(argc - 1, argv + 1);
         }
     }
-    return sm_usage_error("shardmill", "unknown command '%s' (see shardmill --help)", argv[1]);
+    /* the command is the `where`: "shardmill: error: frob: unknown command (see ...)" */
+    return sm_usage_error(argv[1], "unknown command (see shardmill --help)");
 }

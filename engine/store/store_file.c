@@ -341,7 +341,12 @@ sm_status sm_store_file_open(const char *root, struct sm_store **out, struct sm_
     atomic_init(&fs->rootfd, -1);
     if (root_fd(fs) < 0 && errno != ENOENT) {
         int e = errno;
-        sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "cannot open store root: %s", strerror(e));
+        if (e == ENOTDIR) { /* a file where the store should be: invalid input, not I/O (§4) */
+            sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
+                       "not a Zarr store directory (the path or one of its parents is a file)");
+        } else {
+            sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "cannot open store root: %s", strerror(e));
+        }
         sm_err_cause(err, "errno", e);
         sm_err_where(err, "%s", fs->root);
         sm_free(fs->base.url); /* sm_store_close frees it on the normal path */

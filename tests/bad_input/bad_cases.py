@@ -4,9 +4,9 @@ Each CASE: name → build(dir) writes a broken (or valid) store under dir and re
 path; args (after `shardmill`, with {store} and {out} placeholders); exit (expected code, SPEC
 §4, or a list of acceptable codes where the SPEC allows two readings); must (substrings the one
 error line must contain, case-insensitive; they name the object: metadata document, chunk key,
-codec, limit); any (groups of alternatives, one of each group must appear); control (optional
-args that must succeed on the same store, so a limit case proves the limit, not a broken store,
-caused the failure). Stores are built with shard_writer.py (v3) and zarr-python 2.13 (v2), then
+codec, limit); must_not (substrings it must not contain); any (groups of alternatives, one of
+each group must appear); control (optional args that must succeed on the same store, so a limit
+case proves the limit, not a broken store, caused the failure). Stores are built with shard_writer.py (v3) and zarr-python 2.13 (v2), then
 damaged. `python3 bad_cases.py OUTDIR` writes every store and the table as OUTDIR/cases.json
 (read by run_bad.py, which so needs no zarr import); `--list` prints the case names.
 """
@@ -419,6 +419,16 @@ def b_rb_memory(d):
     return _read_bench_config(d, ["read_bench: {extents: [10]}", "limits: {memory_bytes: 64}"])
 
 
+def b_store_is_file(d):
+    path = os.path.join(d, "a.zarr")
+    _write_text(path, '{"zarr_format": 3}\n')  # a file where the store directory should be
+    return path
+
+
+def b_store_missing(d):
+    return os.path.join(d, "nowhere.zarr")  # never created
+
+
 R = ["read", "{store}", "-o", "{out}"]
 
 
@@ -539,6 +549,25 @@ CASES = [
          control=["run", "{store}", "--set", "limits.memory_bytes=200"]),
     dict(name="read_without_output", build=b_valid_v3,
          args=["read", "{store}", "--offset", "0,0", "--shape", "1,1"], exit=2, must=["-o"]),
+    # SPEC §4: a store path that is no store is invalid input (3), with words for each reason
+    dict(name="store_is_a_regular_file", build=b_store_is_file, args=_read(), exit=3,
+         must=["a.zarr", "not a Zarr store directory"]),
+    dict(name="store_is_a_regular_file_info", build=b_store_is_file, args=["info", "{store}"],
+         exit=3, must=["a.zarr", "not a Zarr store directory"]),
+    dict(name="store_below_a_regular_file", build=b_store_is_file,
+         args=["info", "{store}/0"], exit=3, must=["not a Zarr store directory"]),
+    dict(name="store_path_missing", build=b_store_missing, args=_read(), exit=3,
+         must=["nowhere.zarr", "does not exist"]),
+    dict(name="store_path_missing_info", build=b_store_missing, args=["info", "{store}"],
+         exit=3, must=["nowhere.zarr", "does not exist"]),
+    dict(name="region_zero_shape", build=b_valid_v3, args=_read("0,0", "5,0"), exit=2,
+         must=["--shape[1]", "positive"], control=_read("0,0", "5,1")),
+    dict(name="unknown_command", build=b_valid_v3, args=["frobnicate", "{store}"], exit=2,
+         must=["error: frobnicate: unknown command"], must_not=["error: shardmill:"]),
+    # SPEC §6: `read -o` may not write into the store it reads
+    dict(name="read_output_inside_store", build=b_valid_v3,
+         args=["read", "{store}", "-o", "{store}/c/region.bin"], exit=2,
+         must=["-o", "lies inside the input", "a.zarr"]),
     dict(name="bad_size_suffix", build=b_valid_v3,
          args=_read("0,0", "1,1", ["--max-object-bytes", "12XB"]), exit=2,
          must=["max-object-bytes"]),

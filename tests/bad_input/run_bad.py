@@ -3,10 +3,10 @@
 Usage: /usr/bin/python3 run_bad.py --shardmill BIN --dir OUTDIR [--case NAME]...
 For each case of OUTDIR/cases.json (bad_cases.CASES; stores built by `bad_cases.py OUTDIR`): the
 exit code is the expected one (SPEC §4); stderr is exactly one line starting "shardmill: error:
-" that contains every `must` substring and one of each `any` group (case-insensitive); stdout is
-empty when the output goes to a file; `-o FILE` leaves no file (nor temporary file) behind, and
-an existing FILE is left untouched; a case's control command (same store, within the limit)
-succeeds. Prints every problem; the last line is "bad_input: N passed, N failed".
+" that contains every `must` substring, no `must_not` one and one of each `any` group
+(case-insensitive); stdout is empty when the output goes to a file; `-o FILE` leaves no file (nor
+temporary file) behind, and an existing FILE is left untouched; a case's control command (same
+store, within the limit) succeeds. Prints every problem; the last line is "bad_input: N passed, N failed".
 """
 
 import argparse
@@ -54,6 +54,9 @@ def check_case(sm, outdir, case):
     for s in case.get("must", []):
         if s.lower() not in low:
             problems.append(f"message lacks {s!r}")
+    for s in case.get("must_not", []):
+        if s.lower() in low:
+            problems.append(f"message contains {s!r}")
     for group in case.get("any", []):
         if not any(s.lower() in low for s in group):
             problems.append(f"message has none of {group!r}")

@@ -31,4 +31,26 @@ sm_status sm_path_resolve(const char *path, const char *base, const struct sm_pa
  * directory, or both absolute): no file-system lookup is made. */
 bool sm_path_is_within(const char *path, const char *dir);
 
+/* How one path lies relative to another, once both are resolved (SPEC §6: the output may not be
+ * the input, lie inside it, or contain it). */
+enum sm_path_rel {
+    SM_PATH_DISJOINT, /* neither holds the other */
+    SM_PATH_SAME,     /* the same entry */
+    SM_PATH_INSIDE,   /* a lies inside b */
+    SM_PATH_CONTAINS, /* a contains b */
+};
+
+/* The absolute form of `path` with every symbolic link resolved: the realpath of its deepest
+ * existing ancestor (the working directory for a relative path) with the components that do not
+ * exist yet appended, "." dropped and ".." taken lexically (a name that does not exist is no
+ * link). The path itself need not exist. *out is an sm_malloc'd string (sm_free it).
+ * SM_E_USAGE (where = path): empty, or 4096 bytes or more once resolved. SM_E_IO: the working
+ * directory cannot be read. SM_E_NOMEM. */
+sm_status sm_path_canonical(const char *path, char **out, struct sm_err *err);
+
+/* The relation of `a` to `b` after sm_path_canonical of both: SAME, a INSIDE b, a CONTAINS b, or
+ * DISJOINT. Looks the paths up in the file system (lstat/realpath), creates nothing. Fails as
+ * sm_path_canonical does. */
+sm_status sm_path_relation(const char *a, const char *b, enum sm_path_rel *rel, struct sm_err *err);
+
 #endif

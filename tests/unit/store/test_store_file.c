@@ -98,14 +98,16 @@ static void test_file_root_created_later_is_picked_up(void **state)
     sm_buf_free(&b);
 }
 
-static void test_file_root_that_is_a_regular_file_is_io_error(void **state)
+static void test_file_root_that_is_a_regular_file_is_data_error(void **state)
 {
     struct fx *f = *state;
     assert_int_equal(sm_test_write_file(at(f, "plain"), "x", 1), 0);
     struct sm_store *s = NULL;
     const uint64_t base = sm_alloc_current();
-    assert_int_equal(sm_store_file_open(at(f, "plain"), &s, &f->err), SM_E_IO);
+    /* SPEC §4: a file where the store should be is invalid input (3), not an I/O failure */
+    assert_int_equal(sm_store_file_open(at(f, "plain"), &s, &f->err), SM_E_DATA);
     assert_null(s);
+    assert_contains(f->err.what, "not a Zarr store directory");
     assert_string_equal(f->err.where, at(f, "plain"));
     assert_string_equal(f->err.cause_lib, "errno");
     assert_int_equal(sm_alloc_current(), base); /* regression: the url leaked on this path */
@@ -299,7 +301,7 @@ int main(void)
         T(test_file_open_records_root_as_url_without_trailing_slash),
         T(test_file_root_that_does_not_exist_is_not_found),
         T(test_file_root_created_later_is_picked_up),
-        T(test_file_root_that_is_a_regular_file_is_io_error),
+        T(test_file_root_that_is_a_regular_file_is_data_error),
         T(test_file_put_atomic_creates_parent_dirs),
         T(test_file_put_atomic_leaves_no_temp_file_behind),
         T(test_file_put_atomic_failure_leaves_no_temp_file),
