@@ -471,8 +471,11 @@ const struct sm_cfg_key sm_cfg_keys[] = {
     {.path = "report",
      .type = SM_CFG_STRING,
      .flags = SM_CFGF_NULLABLE | SM_CFGF_NONEMPTY,
-     .def_doc = "no report file",
-     .help = "path of the JSON report written by rank 0 (SPEC §7)",
+     .def_doc = "no report file: standard output gets the short summary alone",
+     .help = "path of the JSON report written by rank 0 (SPEC §7; `shardmill run --report PATH` "
+             "overrides it, `-` is standard output); standard output always gets a short summary "
+             "(job, voxels, checksums, window, output, times, figure of merit) unless the JSON "
+             "goes there",
      .example = "out/report.json",
      FIELD(report)},
     {.path = "progress",

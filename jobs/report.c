@@ -205,7 +205,10 @@ void sm_report_summary(FILE *f, const json_t *rep, const char *report_path)
             num_text(at(rep, "result", "voxels"), a, sizeof(a)));
     const json_t *passes = json_object_get(rep, "passes");
     if (json_is_integer(passes) && json_integer_value(passes) > 1) {
-        fprintf(f, " x %lld passes", (long long)json_integer_value(passes));
+        fprintf(f,
+                json_object_get(rep, "read_bench") != NULL ? " x %lld timed reads"
+                                                           : " x %lld passes",
+                (long long)json_integer_value(passes));
     }
     fprintf(f, ", checksum %s, weighted checksum %s\n",
             num_text(json_object_get(res, "checksum"), b, sizeof(b)),
