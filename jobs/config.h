@@ -59,6 +59,12 @@ struct sm_job_config {
     uint64_t passes;         /* passes (1; scan only) */
 
     struct {
+        struct sm_cfg_dims extents; /* read_bench.extents (unset: one case, the ROI) */
+        uint64_t repeats;           /* read_bench.repeats (5): timed reads per case */
+        uint64_t warmup;            /* read_bench.warmup (1): untimed reads before them */
+    } read_bench;
+
+    struct {
         uint64_t bins;  /* histogram.bins (0 = the type default, SPEC §5) */
         bool range_set; /* histogram.range given */
         double lo, hi;  /* histogram.range: [lo, hi) */

@@ -211,6 +211,32 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .example = "8",
      FIELD(passes)},
 
+    {.path = "read_bench.extents",
+     .type = SM_CFG_DIMS,
+     .flags = SM_CFGF_NULLABLE | SM_CFGF_NONEMPTY | SM_CFGF_POSITIVE,
+     .def_doc = "one case: the ROI (roi.offset, roi.shape)",
+     .help = "read-bench: one case per value, a region of that length along every axis starting "
+             "at roi.offset (W3: [256, 1024, 2048] at roi.offset [7, 11]); excludes roi.shape",
+     .example = "[256, 1024, 2048]",
+     FIELD(read_bench.extents)},
+    {.path = "read_bench.repeats",
+     .type = SM_CFG_UINT,
+     .def = "5",
+     .min = 1,
+     .max = 100000,
+     .help = "read-bench: timed reads of each case's region (min, median and max are reported)",
+     .example = "10",
+     FIELD(read_bench.repeats)},
+    {.path = "read_bench.warmup",
+     .type = SM_CFG_UINT,
+     .def = "1",
+     .min = 0,
+     .max = 1000,
+     .help = "read-bench: untimed reads of each case's region before the timed ones (they fill "
+             "the caches; their requests are counted)",
+     .example = "0",
+     FIELD(read_bench.warmup)},
+
     {.path = "histogram.bins",
      .type = SM_CFG_UINT,
      .def = "0",
@@ -447,9 +473,11 @@ const struct sm_cfg_key sm_cfg_keys[] = {
     {.path = "report",
      .type = SM_CFG_STRING,
      .flags = SM_CFGF_NULLABLE | SM_CFGF_NONEMPTY,
-     .def_doc = "none: no report file, the run's result is printed on standard output "
-                "(`run --report PATH` overrides the key)",
-     .help = "path of the JSON report written by rank 0 (SPEC §7); `-` is standard output",
+     .def_doc = "no report file: standard output gets the short summary alone",
+     .help = "path of the JSON report written by rank 0 (SPEC §7; `shardmill run --report PATH` "
+             "overrides it, `-` is standard output); standard output always gets a short summary "
+             "(job, voxels, checksums, window, output, times, figure of merit) unless the JSON "
+             "goes there",
      .example = "out/report.json",
      FIELD(report)},
     {.path = "progress",
@@ -480,6 +508,10 @@ const struct sm_cfg_group sm_cfg_groups[] = {
     {"roi", "The region of interest; by default the whole array."},
     {"tile", "How the ROI is cut into units of work."},
     {"passes", "Repetitions of a `scan` (benchmarks, cache checks)."},
+    {"read_bench", "The cases of `read-bench` (SPEC §8 W3): timed region reads "
+                   "(`sm_array_read_region`), each case on a freshly opened array, so its caches "
+                   "start cold and its counters are its own. The caches are `input.cache` and "
+                   "`input.index_cache`."},
     {"histogram", "The intensity histogram every job computes (SPEC §5)."},
     {"normalize", "How `convert` maps voxels to float (SPEC §5)."},
     {"output", "The Zarr v3 array `convert` and `ingest` write (SPEC §2, §6)."},
@@ -1150,6 +1182,11 @@ static const char *const md_rules[] = {
     "own (not `/`, `.`); shorter than 4096 bytes",
     "`output.path`, `export.hdf5.path` | the export file is neither inside the output directory "
     "nor contains it (compared by path components, as written)",
+    "`input.store` (a local path or `file://`; an ingest source), `output.path`, "
+    "`export.hdf5.path` | neither output is the input, lies inside it or contains it, compared "
+    "after resolving links (HTTP inputs are not compared)",
+    "`read_bench.extents`, `roi.shape` | exclude each other (a read-bench case is a cube of each "
+    "extent at `roi.offset`)",
 };
 
 char *sm_config_markdown(void)

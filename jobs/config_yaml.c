@@ -1046,6 +1046,11 @@ static sm_status check_shapes(struct lctx *cx)
         FAIL_KEY(cx, given(cx, "roi.shape") ? "roi.shape" : "roi.offset",
                  "roi.shape has %u axes but roi.offset has %u", c->roi.shape.n, c->roi.offset.n);
     }
+    if (c->read_bench.extents.set && c->roi.shape.set) {
+        FAIL_KEY(cx, "read_bench.extents",
+                 "read_bench.extents and roi.shape exclude each other (each extent is a region "
+                 "of that length along every axis, from roi.offset)");
+    }
     const struct sm_cfg_dims *s = &c->output.shard, *k = &c->output.chunk;
     if (s->set && s->n > 0 && k->set) {
         const char *blame = given(cx, "output.chunk") ? "output.chunk" : "output.shard";

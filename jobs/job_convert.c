@@ -229,43 +229,6 @@ static uint8_t *keep_plan(const struct sm_job_config *c, const struct sm_array_m
     return keep;
 }
 
-/* ms4: total, open, scan, write (milliseconds). */
-static void print_summary(const struct sm_job_config *c, const struct sm_scan_result *r,
-                          const struct sm_norm *nm, const char *out_path, const double *ms4)
-{
-    printf("convert: %llu voxels, window [%g, %g] (%s), output %s\n", (unsigned long long)r->voxels,
-           nm->mode == SM_NORM_SCALE ? 0.0 : nm->lo,
-           nm->mode == SM_NORM_SCALE ? nm->divisor : nm->hi, norm_name(c->normalize.mode),
-           out_path);
-    printf("  time: %.1f ms total (open %.1f, scan %.1f, write %.1f)\n", ms4[0], ms4[1], ms4[2],
-           ms4[3]);
-    /* a 16-row text histogram of the populated bins, bars scaled to the fullest row */
-    uint32_t first = 0, last = r->hist.bins;
-    while (first + 1 < last && r->hist.counts[first] == 0) {
-        first++;
-    }
-    while (last - 1 > first && r->hist.counts[last - 1] == 0) {
-        last--;
-    }
-    const uint32_t span = last - first, rows = span < 16 ? span : 16;
-    uint64_t sums[16] = {0}, max = 1;
-    for (uint32_t b = first; b < last; b++) {
-        sums[(uint64_t)(b - first) * rows / span] += r->hist.counts[b];
-    }
-    for (uint32_t i = 0; i < rows; i++) {
-        max = sums[i] > max ? sums[i] : max;
-    }
-    printf("  histogram of the input (%llu below, %llu above its range, %llu NaN):\n",
-           (unsigned long long)r->hist.underflow, (unsigned long long)r->hist.overflow,
-           (unsigned long long)r->hist.nan);
-    for (uint32_t i = 0; i < rows; i++) {
-        const uint32_t b = first + (uint32_t)((uint64_t)i * span / rows);
-        const int bar = (int)((double)sums[i] * 50.0 / (double)max + 0.5);
-        printf("  %10.1f | %-50.*s %llu\n", sm_hist_edge(&r->hist, b), bar,
-               "##################################################", (unsigned long long)sums[i]);
-    }
-}
-
 sm_status sm_job_convert(const struct sm_job_config *c, const char *report_path, struct sm_err *err)
 {
     const uint64_t t_start = sm_clock_ns();
@@ -525,13 +488,8 @@ sm_status sm_job_convert(const struct sm_job_config *c, const char *report_path,
             rep, "figure_of_merit",
             json_pack("{s:f}", "voxels_per_s", secs > 0 ? (double)r.voxels / secs : 0.0));
         const char *path = report_path != NULL ? report_path : c->report;
-        if (st == SM_OK && path != NULL && rank == 0) {
-            st = sm_report_write(path, rep, err);
-            if (st == SM_OK && strcmp(path, "-") != 0) {
-                const double times[4] = {total_ms, sm_ms(t_open), sm_ms(t_scan - t_open),
-                                         sm_ms(t_total - t_scan)};
-                print_summary(c, &r, &nm, sm_output_path(out), times);
-            }
+        if (st == SM_OK && rank == 0) {
+            st = sm_report_emit(path, rep, err); /* the JSON to `path`, a summary to stdout */
         }
         json_decref(rep);
         st = sm_par_agree(st, err); /* phase report: rank 0's failure is every rank's */

@@ -102,6 +102,10 @@ sm_status sm_job_scan(const struct sm_job_config *c, const char *report_path, st
         json_object_set_new(res, "checksum", json_integer((json_int_t)first.sums.sum));
         json_object_set_new(res, "weighted_checksum", sm_json_u64(first.sums.weighted));
         json_object_set_new(res, "histogram", sm_json_hist(&first.hist));
+        /* SPEC §7: what a scan does not do is null, not missing */
+        json_object_set_new(res, "normalization", json_null());
+        json_object_set_new(res, "output_checksum", json_null());
+        json_object_set_new(res, "output_weighted_checksum", json_null());
         json_object_set_new(rep, "result", res);
         json_t *io = sm_json_io(store, &as);
         json_object_set_new(rep, "io", io);
@@ -120,20 +124,14 @@ sm_status sm_job_scan(const struct sm_job_config *c, const char *report_path, st
             st = sm_par_max_u64(&peak, 1, err);
         }
         json_object_set_new(rep, "memory", json_pack("{s:o}", "peak_rss_bytes", sm_json_u64(peak)));
+        json_object_set_new(rep, "output", json_null());
         const double secs = json_number_value(json_object_get(timing, "total")) / 1e3;
         json_object_set_new(rep, "figure_of_merit",
                             json_pack("{s:f}", "voxels_per_s",
                                       secs > 0 ? (double)(first.voxels * c->passes) / secs : 0.0));
         const char *path = report_path != NULL ? report_path : c->report;
-        if (st == SM_OK && path != NULL && sm_par_rank() == 0) {
-            st = sm_report_write(path, rep, err);
-            if (st == SM_OK && strcmp(path, "-") != 0) {
-                printf("scan: %llu voxels in %llu tiles x %llu passes, checksum %lld, %.1f ms "
-                       "(report: %s)\n",
-                       (unsigned long long)first.voxels, (unsigned long long)first.tiles,
-                       (unsigned long long)c->passes, (long long)(int64_t)first.sums.sum,
-                       secs * 1e3, path);
-            }
+        if (st == SM_OK && sm_par_rank() == 0) {
+            st = sm_report_emit(path, rep, err); /* the JSON to `path`, a summary to stdout */
         }
         json_decref(rep);
         /* phase: report (rank 0's write failure fails every rank) */

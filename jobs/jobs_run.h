@@ -94,5 +94,7 @@ sm_status sm_job_scan(const struct sm_job_config *c, const char *report_path, st
 sm_status sm_job_convert(const struct sm_job_config *c, const char *report_path,
                          struct sm_err *err);
 sm_status sm_job_ingest(const struct sm_job_config *c, const char *report_path, struct sm_err *err);
+sm_status sm_job_read_bench(const struct sm_job_config *c, const char *report_path,
+                            struct sm_err *err);
 
 #endif

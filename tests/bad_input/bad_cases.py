@@ -393,6 +393,32 @@ def b_valid_v3(d):
     return _v3(d, codec="zstd")
 
 
+def _read_bench_config(d, lines):
+    """A valid 10x10 uint16 v3 store and a read-bench config on it; returns the config's path
+    (the case's {store}), so `run {store}` runs the job."""
+    store = _v3(d, codec="zstd")
+    cfg = os.path.join(d, "rb.yaml")
+    _write_text(cfg, f"job: read-bench\ninput: {{store: {json.dumps(store)}}}\nprogress: false\n"
+                + "".join(line + "\n" for line in lines))
+    return cfg
+
+
+def b_rb_outside(d):
+    return _read_bench_config(d, ["roi: {offset: [7, 1]}", "read_bench: {extents: [2, 4]}"])
+
+
+def b_rb_offset_past_end(d):
+    return _read_bench_config(d, ["roi: {offset: [10, 0]}"])
+
+
+def b_rb_wrong_ndim(d):
+    return _read_bench_config(d, ["roi: {offset: [0, 0, 0]}"])
+
+
+def b_rb_memory(d):
+    return _read_bench_config(d, ["read_bench: {extents: [10]}", "limits: {memory_bytes: 64}"])
+
+
 def b_store_is_file(d):
     path = os.path.join(d, "a.zarr")
     _write_text(path, '{"zarr_format": 3}\n')  # a file where the store directory should be
@@ -509,6 +535,18 @@ CASES = [
          must=["offset"]),
     dict(name="region_wrong_ndim", build=b_valid_v3, args=_read("0,0,0", "1,1,1"), exit=2,
          any=[["offset", "shape"]]),
+    # read-bench (`run` of a config the builder writes next to a valid store)
+    dict(name="readbench_region_outside", build=b_rb_outside, args=["run", "{store}"], exit=2,
+         must=["read_bench.extents", "[7, 1] + [4, 4]", "outside the array of shape [10, 10]"],
+         control=["run", "{store}", "--set", "read_bench.extents=[2, 3]", "--set", "read_bench.repeats=1"]),
+    dict(name="readbench_offset_past_end", build=b_rb_offset_past_end, args=["run", "{store}"],
+         exit=2, must=["roi.offset", "outside"],
+         control=["run", "{store}", "--set", "roi.offset=[9, 0]"]),
+    dict(name="readbench_wrong_ndim", build=b_rb_wrong_ndim, args=["run", "{store}"], exit=2,
+         must=["roi.offset", "3 values", "2 dimensions"]),
+    dict(name="readbench_region_over_memory", build=b_rb_memory, args=["run", "{store}"], exit=5,
+         must=["read_bench.extents", "limits.memory_bytes"],
+         control=["run", "{store}", "--set", "limits.memory_bytes=200"]),
     dict(name="read_without_output", build=b_valid_v3,
          args=["read", "{store}", "--offset", "0,0", "--shape", "1,1"], exit=2, must=["-o"]),
     # SPEC §4: a store path that is no store is invalid input (3), with words for each reason

@@ -273,6 +273,9 @@ static void test_defaults_equal_the_documented_values(void **state)
     assert_false(d.roi.shape.set);
     assert_false(d.tile.set);
     assert_int_equal(d.passes, 1);
+    assert_false(d.read_bench.extents.set);
+    assert_int_equal(d.read_bench.repeats, 5);
+    assert_int_equal(d.read_bench.warmup, 1);
     assert_int_equal(d.histogram.bins, 0);
     assert_false(d.histogram.range_set);
     assert_int_equal(d.normalize.mode, SM_CFG_NORM_SCALE);

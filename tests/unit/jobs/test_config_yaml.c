@@ -764,6 +764,37 @@ static void test_allocation_failures(void **state)
     assert_true(failures > 5);
 }
 
+/* read_bench: defaults, ranges, and extents excluding roi.shape (a cross-key rule). */
+static void test_read_bench_keys(void **state)
+{
+    (void)state;
+    struct sm_job_config c;
+#define RB "job: read-bench\ninput: {store: x.zarr}\n"
+    load_ok(RB, &c);
+    assert_false(c.read_bench.extents.set);
+    assert_int_equal(c.read_bench.repeats, 5);
+    assert_int_equal(c.read_bench.warmup, 1);
+    sm_config_destroy(&c);
+    load_ok(RB
+            "roi: {offset: [7, 11]}\nread_bench: {extents: [256, 1024], repeats: 3, warmup: 0}\n",
+            &c);
+    assert_int_equal(c.read_bench.extents.n, 2);
+    assert_int_equal(c.read_bench.extents.v[1], 1024);
+    assert_int_equal(c.read_bench.repeats, 3);
+    assert_int_equal(c.read_bench.warmup, 0);
+    sm_config_destroy(&c);
+    expect_error(RB "read_bench: {repeats: 0}\n", "f.yaml:3:23",
+                 "read_bench.repeats: 0 is out of range (1 to 100000)");
+    expect_error(RB "read_bench: {extents: [0]}\n", "f.yaml:3:24",
+                 "read_bench.extents[0]: expected a positive integer");
+    expect_error(RB "read_bench: {extents: []}\n", "f.yaml:3:23", "read_bench.extents");
+    expect_error(RB "roi: {shape: [4, 4]}\nread_bench: {extents: [2]}\n", "f.yaml:4:14",
+                 "read_bench.extents and roi.shape exclude each other");
+    expect_set_error(RB "roi: {shape: [4, 4]}\n", "read_bench.extents=[2]",
+                     "--set read_bench.extents", "exclude each other");
+#undef RB
+}
+
 /* export.hdf5: the keys, their defaults and ranges, and convert only. */
 static void test_export_hdf5_keys(void **state)
 {
@@ -828,6 +859,7 @@ int main(void)
         cmocka_unit_test(test_load_from_file),
         cmocka_unit_test(test_allocation_failures),
         cmocka_unit_test(test_export_hdf5_keys),
+        cmocka_unit_test(test_read_bench_keys),
     };
     return cmocka_run_group_tests_name("config_yaml", tests, NULL, NULL);
 }
