@@ -499,11 +499,11 @@ static sm_status request(struct http_store *hs, const char *key, struct sm_range
     if (last.status == SM_OK) { /* failed outside the transfer (err already says why) */
         return st;
     }
-    if (o == RETRY) {
+    if (o == RETRY || attempt > 0) { /* retries ran out, or a retry failed for good */
+        const bool differ = attempt > 0 && strcmp(first.what, last.what) != 0;
         size_t len = strlen(last.what);
         snprintf(last.what + len, sizeof(last.what) - len, " (after %u attempts%s%s)", attempt + 1,
-                 attempt > 0 && strcmp(first.what, last.what) != 0 ? "; first: " : "",
-                 attempt > 0 && strcmp(first.what, last.what) != 0 ? first.what : "");
+                 differ ? "; first: " : "", differ ? first.what : "");
     }
     sm_err_where(&last, "%s", url);
     if (err->status == SM_OK) {
