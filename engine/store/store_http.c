@@ -594,8 +594,19 @@ static bool keep_ready(struct http_store *hs, struct kept *e)
 {
     e->charge = e->data.cap + sizeof(*e) + strlen(e->key) + 1;
     const uint64_t budget = keep_budget(hs);
-    if (e->charge > budget) {
+    if (e->data.len > budget) {
         return false;
+    }
+    if (e->charge > budget) { /* an object of exactly the limit: kept alone */
+        while (hs->tail != NULL && hs->tail->waiters == 0) {
+            kept_drop(hs, hs->tail);
+        }
+        if (hs->head != NULL) {
+            return false;
+        }
+        lru_front(hs, e);
+        hs->kept_bytes += e->charge;
+        return true;
     }
     for (struct kept *v = hs->tail; v != NULL && hs->kept_bytes + e->charge > budget;) {
         struct kept *prev = v->prev;

@@ -26,7 +26,7 @@ import unittest
 
 import numpy as np
 
-from http_common import expected, load_manifest, region_bytes, run_read
+from http_common import check_error_line, expected, load_manifest, region_bytes, run_read
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 HELPERS = os.path.join(HERE, "..", "helpers")
@@ -168,6 +168,29 @@ class RangeIgnored(unittest.TestCase):
                     self.assertEqual(r["result"]["weighted_checksum"], weighted, ctx)
                     self.assertEqual(r["result"]["histogram"]["counts"], hist.tolist(), ctx)
                     self.check_io(srv.log(), r["io"], m, ctx)
+
+    def test_max_object_bytes_bounds_the_keep(self):
+        # The kept objects are capped at limits.max_object_bytes: with the cap at the largest
+        # shard the read still fetches every shard once; one byte less and the largest shard is
+        # refused (exit 5) before it is buffered.
+        if "v3_sharded" not in MANIFEST:
+            self.skipTest("no sharded fixture")
+        m = MANIFEST["v3_sharded"]
+        root = os.path.join(ARGS.fixtures, m["path"], "c")
+        biggest = max(os.path.getsize(os.path.join(dp, f))
+                      for dp, _, fs in os.walk(root) for f in fs)
+        exp = expected(ARGS.fixtures, m)
+        with PlainServer(ARGS.fixtures) as srv:
+            res = run_read(ARGS.shardmill, f"{srv.url}/{m['path']}",
+                           extra=["--max-object-bytes", str(biggest)])
+            self.assertEqual(res.rc, 0, res.describe())
+            self.assertEqual(res.data, region_bytes(exp, [0, 0, 0], list(exp.shape)))
+            self.check_io(srv.log(), res.stats, m, f"max_object_bytes={biggest}")
+        with PlainServer(ARGS.fixtures) as srv:
+            res = run_read(ARGS.shardmill, f"{srv.url}/{m['path']}",
+                           extra=["--max-object-bytes", str(biggest - 1)])
+            check_error_line(self, res, 5, f"{srv.url}/{m['path']}/c/",
+                             ["exceeds limits.max_object_bytes"])
 
     def test_file_store_reports_no_http_section(self):
         m = MANIFEST["v3_sharded"] if "v3_sharded" in MANIFEST else None
