@@ -22,6 +22,7 @@
 #include <shardmill/store.h>
 
 #include "jobs_run.h"
+#include "report.h"
 
 static sm_status write_fd(int fd, const uint8_t *p, size_t n, struct sm_err *err)
 {
@@ -111,6 +112,7 @@ static sm_status write_stats(const char *path, const struct sm_array *a, const u
                         json_pack("{s:I,s:I,s:I}", "hits", (json_int_t)as.index_cache_hits,
                                   "misses", (json_int_t)as.index_cache_misses, "peak_bytes",
                                   (json_int_t)as.index_cache_peak_bytes));
+    json_object_set_new(o, "http", sm_json_http(sm_array_store(a)));
     json_object_set_new(o, "chunks",
                         json_pack("{s:I,s:I,s:I,s:I}", "read", (json_int_t)as.chunks_read,
                                   "missing", (json_int_t)as.chunks_missing, "inner_read",

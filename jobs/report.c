@@ -50,6 +50,16 @@ static json_t *per_class(struct sm_store *s, int bytes)
     return o;
 }
 
+json_t *sm_json_http(struct sm_store *store)
+{
+    struct sm_http_stats hs;
+    if (!sm_store_http_stats(sm_store_backing(store), &hs)) {
+        return json_null();
+    }
+    return json_pack("{s:b,s:o,s:o}", "range_ignored", hs.range_ignored, "whole_objects",
+                     sm_json_u64(hs.whole_fetches), "kept_slices", sm_json_u64(hs.kept_slices));
+}
+
 json_t *sm_json_io(struct sm_store *store, const struct sm_array_stats *as)
 {
     struct sm_store *backing = sm_store_backing(store);
@@ -67,6 +77,7 @@ json_t *sm_json_io(struct sm_store *store, const struct sm_array_stats *as)
                         json_pack("{s:o,s:o,s:o}", "hits", sm_json_u64(as->index_cache_hits),
                                   "misses", sm_json_u64(as->index_cache_misses), "peak_bytes",
                                   sm_json_u64(as->index_cache_peak_bytes)));
+    json_object_set_new(o, "http", sm_json_http(store));
     return o;
 }
 

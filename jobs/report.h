@@ -14,8 +14,11 @@
 
 json_t *sm_json_dims(const uint64_t *v, unsigned n);
 json_t *sm_json_hist(const struct sm_hist *h);
-/* {"requests": {...}, "bytes": {...}, "cache": {...}, "index_cache": {...}} */
+/* {"requests": {...}, "bytes": {...}, "cache": {...}, "index_cache": {...}, "http": {...}} */
 json_t *sm_json_io(struct sm_store *store, const struct sm_array_stats *as);
+/* {"range_ignored": b, "whole_objects": n, "kept_slices": n} for an HTTP store (or a cache over
+ * one), JSON null for other stores. */
+json_t *sm_json_http(struct sm_store *store);
 json_t *sm_json_engine(void);
 
 /* Nanoseconds as milliseconds, for timing_ms fields. */

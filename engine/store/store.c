@@ -1,6 +1,7 @@
 /* Store dispatch (STYLE B7): every caller goes through here, never through ops->. This layer does
  * what each driver would otherwise repeat: key checks, capability checks and defaults for NULL
- * slots, the per-class request/byte counters (so file and HTTP report identical numbers), the
+ * slots, the per-class request/byte counters (so file and HTTP report identical numbers; the HTTP
+ * driver counts itself, SM_STORE_SELF_COUNTED, since it knows what crossed the wire), the
  * check that a ranged read returned exactly the bytes asked for, and naming the object on error. */
 #include "shardmill/store.h"
 
@@ -126,6 +127,20 @@ void sm_store_count_retry(struct sm_store *s, enum sm_io_class cls)
     count(s, cls, 1, 0);
 }
 
+void sm_store_count(struct sm_store *s, enum sm_io_class cls, uint64_t requests, uint64_t bytes)
+{
+    count(s, cls, requests, bytes);
+}
+
+/* Counts for the drivers that do not count themselves. */
+static void dispatch_count(struct sm_store *s, enum sm_io_class cls, uint64_t requests,
+                           uint64_t bytes)
+{
+    if ((s->ops->caps & SM_STORE_SELF_COUNTED) == 0) {
+        count(s, cls, requests, bytes);
+    }
+}
+
 sm_status sm_store_get(struct sm_store *s, const char *key, struct sm_range range,
                        enum sm_io_class cls, struct sm_buf *out, bool *found, struct sm_err *err)
 {
@@ -146,7 +161,7 @@ sm_status sm_store_get_sized(struct sm_store *s, const char *key, struct sm_rang
         SM_TRY(sm_store_check_len(s, key, range.len, err));
     }
     sm_status st = s->ops->get(s, key, range, cls, out, found, objsize, err);
-    count(s, cls, 1, out->len);
+    dispatch_count(s, cls, 1, out->len);
     if (st != SM_OK) {
         name_object(s, key, err);
         return st;
@@ -184,7 +199,7 @@ sm_status sm_store_get_many(struct sm_store *s, const char *key, const struct sm
     for (size_t i = 0; i < n; i++) {
         bytes += outs[i].len;
     }
-    count(s, cls, *found ? n : 1, bytes); /* a missing object is one request, as with get */
+    dispatch_count(s, cls, *found ? n : 1, bytes); /* a missing object: one request, as get */
     if (st != SM_OK) {
         name_object(s, key, err);
         return st;

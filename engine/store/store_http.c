@@ -4,7 +4,12 @@
  * matches what was asked (or a 200 with the whole object, sliced). Response buffers are reserved
  * from Content-Length or the known range size; a body that is longer or shorter than announced is
  * never decoded. 404 is "not found"; 5xx, 429, resets, truncation and timeouts are retried with
- * exponential backoff and jitter (docs/internals/http-retries.md). TLS verification stays on.
+ * exponential backoff and jitter (docs/internals/http-retries.md). TLS verification stays on;
+ * only http and https are spoken, redirects included. The store counts its own requests and the
+ * body bytes it receives (SM_STORE_SELF_COUNTED). A server that ignores Range is detected by the
+ * first ranged request (the others wait for it); from then on each object is fetched whole once,
+ * kept in a byte-capped LRU and sliced for every range. The pure parsing and bounds decisions
+ * live in store_http_parse.c.
  * libcurl is loaded with dlopen when the first HTTP store opens: its ~25 dependent libraries would
  * otherwise cost every process about 8 ms of dynamic loading, HTTP or not (measured in W3). */
 #include "shardmill/sm_config.h"
@@ -23,6 +28,11 @@
 
 #include "shardmill/alloc.h"
 #include "shardmill/clock.h"
+#include "store_http_int.h"
+
+/* Byte cap of the whole objects kept for a server that ignores Range, when the store has no
+ * max_object_bytes (the array layer sets it from limits.max_object_bytes). */
+#define KEEP_DEFAULT_BYTES (256u << 20)
 
 /* The libcurl entry points used here, resolved once by dlsym. */
 static struct {
@@ -40,14 +50,37 @@ static struct {
 } curl;
 static char curl_load_error[200];
 
+/* A whole object fetched because the server ignores Range. Pending while !ready; ready entries
+ * are in the LRU (head = most recent). */
+struct kept {
+    struct kept *prev, *next;
+    char *key;
+    struct sm_buf data;
+    bool ready, failed, found;
+    unsigned waiters;
+    uint64_t charge;
+};
+
+enum ranges { RANGES_UNKNOWN, RANGES_HONOURED, RANGES_IGNORED };
+
 struct http_store {
     struct sm_store base;
     struct sm_http_opts opts;
     CURLSH *share;
-    pthread_mutex_t share_mu[CURL_LOCK_DATA_LAST];
+    /* one per curl_lock_data value this build knows, plus one for values it does not */
+    pthread_mutex_t share_mu[CURL_LOCK_DATA_LAST + 1];
     pthread_mutex_t pool_mu;
     CURL **pool; /* idle easy handles */
     size_t npool, cap;
+    /* Range support, and the whole objects kept when the server ignores it (keep_mu). */
+    pthread_mutex_t keep_mu;
+    pthread_cond_t keep_cv;
+    enum ranges ranges;
+    bool probing;         /* a first ranged request is in flight; others wait to learn the answer */
+    struct kept *pending; /* entries being fetched (singly linked through next) */
+    struct kept *head, *tail;
+    uint64_t kept_bytes;
+    atomic_uint_fast64_t whole_fetches, kept_slices;
 };
 
 /* One transfer's state, filled by the curl callbacks. */
@@ -56,18 +89,14 @@ struct xfer {
     CURL *h;
     const char *key;
     struct sm_buf *out;
-    uint64_t expect; /* bytes the body must have: range length, or Content-Length */
-    bool have_expect;
-    bool started;  /* the first body bytes arrived */
-    bool keep;     /* the body is the payload (200/206), not an error page */
-    bool overflow; /* body longer than announced, or past the limit */
+    bool ranged;        /* a Range was sent */
+    uint64_t range_len; /* its length */
+    bool started;       /* the first body bytes arrived */
+    struct sm_http_body body;
+    struct sm_http_resp resp;
+    bool overflow; /* body longer than announced */
     bool limit_hit;
-    long retry_after_s; /* -1 if absent */
-    bool have_crange;
-    uint64_t cr_first, cr_last, cr_total; /* Content-Range: bytes first-last/total */
-    bool cr_total_known;
-    bool have_clen;
-    uint64_t clen;
+    uint64_t wire; /* body bytes of 200/206 responses received (counted, SPEC §3) */
     struct sm_err *err;
 };
 
@@ -76,17 +105,25 @@ static struct http_store *hs_of(struct sm_store *s)
     return (struct http_store *)s;
 }
 
+/* libcurl is loaded at run time and may be newer than the headers: a lock id this build does not
+ * know shares the last mutex instead of indexing past the array. */
+static size_t lock_slot(curl_lock_data data)
+{
+    return (unsigned)data < (unsigned)CURL_LOCK_DATA_LAST ? (size_t)data
+                                                          : (size_t)CURL_LOCK_DATA_LAST;
+}
+
 static void share_lock(CURL *h, curl_lock_data data, curl_lock_access access, void *user)
 {
     (void)h;
     (void)access;
-    pthread_mutex_lock(&((struct http_store *)user)->share_mu[data]);
+    pthread_mutex_lock(&((struct http_store *)user)->share_mu[lock_slot(data)]);
 }
 
 static void share_unlock(CURL *h, curl_lock_data data, void *user)
 {
     (void)h;
-    pthread_mutex_unlock(&((struct http_store *)user)->share_mu[data]);
+    pthread_mutex_unlock(&((struct http_store *)user)->share_mu[lock_slot(data)]);
 }
 
 static CURL *borrow(struct http_store *hs)
@@ -121,49 +158,11 @@ static void give_back(struct http_store *hs, CURL *h)
     pthread_mutex_unlock(&hs->pool_mu);
 }
 
-/* Parses a decimal header value; false if absent or malformed. */
-static bool header_u64(const char *line, size_t n, const char *name, uint64_t *v)
-{
-    size_t k = strlen(name);
-    if (n <= k || strncasecmp(line, name, k) != 0) {
-        return false;
-    }
-    const char *p = line + k;
-    while (*p == ' ' || *p == '\t') {
-        p++;
-    }
-    if (*p < '0' || *p > '9') {
-        return false;
-    }
-    char *end;
-    *v = strtoull(p, &end, 10);
-    return true;
-}
-
 static size_t on_header(char *line, size_t size, size_t nitems, void *user)
 {
     struct xfer *x = user;
     const size_t n = size * nitems;
-    uint64_t v;
-    if (n > 5 && strncmp(line, "HTTP/", 5) == 0) { /* a new response (after a redirect/100) */
-        x->have_clen = x->have_crange = false;
-        x->retry_after_s = -1;
-    } else if (header_u64(line, n, "content-length:", &v)) {
-        x->have_clen = true;
-        x->clen = v;
-    } else if (header_u64(line, n, "retry-after:", &v)) {
-        x->retry_after_s = v > 3600 ? 3600 : (long)v;
-    } else if (n > 14 && strncasecmp(line, "content-range:", 14) == 0) {
-        unsigned long long a, b;
-        char total[32] = "";
-        if (sscanf(line + 14, " bytes %llu-%llu/%31[0-9*]", &a, &b, total) == 3) {
-            x->have_crange = true;
-            x->cr_first = a;
-            x->cr_last = b;
-            x->cr_total_known = total[0] != '*';
-            x->cr_total = x->cr_total_known ? strtoull(total, NULL, 10) : 0;
-        }
-    }
+    sm_http_header_line(&x->resp, line, n);
     return n;
 }
 
@@ -176,42 +175,41 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *user)
         x->started = true;
         long code = 0;
         curl.easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &code);
-        x->keep = code == 200 || code == 206;
-        if (x->keep && (code == 200 || !x->have_expect)) {
-            /* the whole object (a server may ignore Range): its size is the Content-Length */
-            x->have_expect = x->have_clen;
-            x->expect = x->clen;
-            if (x->have_expect) {
-                if (sm_store_check_len(&x->hs->base, x->key, x->expect, x->err) != SM_OK) {
-                    x->limit_hit = true;
-                    return 0;
-                }
-                if (sm_buf_reserve(out, (size_t)x->expect, x->err) != SM_OK) {
-                    return 0;
-                }
+        sm_http_body_plan(code, &x->resp, x->ranged, x->range_len, &x->body);
+        if (x->body.keep && x->body.have_expect) {
+            if (sm_store_check_len(&x->hs->base, x->key, x->body.expect, x->err) != SM_OK) {
+                x->limit_hit = true;
+                return 0;
+            }
+            if (sm_buf_reserve(out, (size_t)x->body.expect, x->err) != SM_OK) {
+                return 0;
             }
         }
     }
-    if (!x->keep) {
+    if (!x->body.keep) {
         return n; /* an error page: its status decides, its bytes are dropped */
     }
-    if (x->have_expect && out->len + n > x->expect) {
+    x->wire += n; /* received, whatever becomes of them */
+    uint64_t grow_to;
+    switch (sm_http_body_step(&x->body, x->hs->base.max_object_bytes, out->len, out->cap, n,
+                              &grow_to)) {
+    case SM_HTTP_APPEND:
+        break;
+    case SM_HTTP_GROW:
+        if (grow_to > SIZE_MAX || sm_buf_reserve(out, (size_t)grow_to, x->err) != SM_OK) {
+            sm_err_set(x->err, SM_E_NOMEM, __FILE__, __LINE__,
+                       "cannot hold a response body of %" PRIu64 " bytes", grow_to);
+            return 0;
+        }
+        break;
+    case SM_HTTP_OVERFLOW:
         x->overflow = true; /* more bytes than announced: never trust this body */
         return 0;
-    }
-    if (!x->have_expect && out->len + n > out->cap) {
-        /* No Content-Length (chunked encoding): grow geometrically, bounded by the object limit. */
-        uint64_t want = out->cap < 65536 ? 65536 : (uint64_t)out->cap * 2;
-        if (want < out->len + n) {
-            want = out->len + n;
-        }
-        if (sm_store_check_len(&x->hs->base, x->key, out->len + n, x->err) != SM_OK) {
-            x->limit_hit = true;
-            return 0;
-        }
-        if (sm_buf_reserve(out, (size_t)want, x->err) != SM_OK) {
-            return 0;
-        }
+    case SM_HTTP_LIMIT:
+        sm_store_check_len(&x->hs->base, x->key,
+                           x->body.have_expect ? x->body.expect : (uint64_t)out->len + n, x->err);
+        x->limit_hit = true;
+        return 0;
     }
     memcpy(out->ptr + out->len, data, n);
     out->len += n;
@@ -246,11 +244,11 @@ static uint64_t backoff_ms(const struct sm_http_opts *o, unsigned attempt, long 
 
 enum outcome { DONE, RETRY, FAIL };
 
-/* Classifies a finished transfer and validates the body against the request. */
-static enum outcome judge(struct http_store *hs, struct xfer *x, CURLcode cc, long code,
-                          struct sm_range r, bool *found, uint64_t *objsize, struct sm_err *err)
+/* Classifies a finished transfer and validates the body against the request. A 200 to a ranged
+ * request leaves the whole object in x->out and sets *whole (the caller keeps and slices it). */
+static enum outcome judge(struct xfer *x, CURLcode cc, long code, struct sm_range r, bool *found,
+                          uint64_t *objsize, bool *whole, struct sm_err *err)
 {
-    (void)hs;
     if (x->limit_hit) {
         return FAIL; /* err already says which limit */
     }
@@ -259,8 +257,17 @@ static enum outcome judge(struct http_store *hs, struct xfer *x, CURLcode cc, lo
     }
     if (cc == CURLE_WRITE_ERROR && x->overflow) {
         sm_err_set(err, SM_E_IO, __FILE__, __LINE__,
-                   "server sent more bytes than announced (%" PRIu64 ")", x->expect);
+                   "server sent more bytes than announced (%" PRIu64 ")", x->body.expect);
         return RETRY;
+    }
+    if (cc != CURLE_OK && code >= 300 && code < 400 && x->resp.location[0] != '\0') {
+        /* a redirect libcurl refused to follow: to another protocol, or too many */
+        sm_err_set(err, SM_E_IO, __FILE__, __LINE__,
+                   "HTTP %ld redirect to '%s' not followed: %s (only http and https redirects "
+                   "are followed, at most 5)",
+                   code, x->resp.location, curl.easy_strerror(cc));
+        sm_err_cause(err, "curl", (int)cc);
+        return FAIL;
     }
     if (cc != CURLE_OK) {
         sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "%s", curl.easy_strerror(cc));
@@ -285,7 +292,7 @@ static enum outcome judge(struct http_store *hs, struct xfer *x, CURLcode cc, lo
         return DONE;
     }
     if (code == 429 || code >= 500) {
-        sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "HTTP %ld", code);
+        sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "server answered HTTP %ld", code);
         return RETRY;
     }
     if (code == 416) { /* range not satisfiable: nothing there; the dispatch reports the range */
@@ -294,57 +301,36 @@ static enum outcome judge(struct http_store *hs, struct xfer *x, CURLcode cc, lo
         return DONE;
     }
     if (code != 200 && code != 206) {
-        sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "HTTP %ld", code);
+        sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "server answered HTTP %ld", code);
         return FAIL;
     }
-    if (x->have_clen && x->out->len != x->clen) {
+    if (x->resp.have_clen && x->out->len != x->resp.clen) {
         sm_err_set(err, SM_E_IO, __FILE__, __LINE__,
-                   "truncated body: %zu of %" PRIu64 " bytes announced", x->out->len, x->clen);
+                   "truncated body: %zu of %" PRIu64 " bytes announced", x->out->len, x->resp.clen);
         return RETRY;
     }
     *found = true;
     if (code == 200) {
-        /* The whole object: for a ranged request the server ignored Range; slice it here. */
-        const uint64_t size = x->out->len;
-        *objsize = size;
-        if (r.kind != SM_RANGE_ALL) {
-            uint64_t off = r.kind == SM_RANGE_SPAN ? r.offset : (size > r.len ? size - r.len : 0);
-            uint64_t n = off >= size ? 0 : (size - off < r.len ? size - off : r.len);
-            memmove(x->out->ptr, x->out->ptr + (off < size ? off : 0), (size_t)n);
-            x->out->len = (size_t)n;
-        }
+        /* The whole object; for a ranged request the server ignored Range. */
+        *objsize = x->out->len;
+        *whole = r.kind != SM_RANGE_ALL;
         return DONE;
     }
-    /* 206: the Content-Range must be exactly the bytes asked for (clipped at the end). */
-    if (r.kind == SM_RANGE_ALL || !x->have_crange || x->cr_last < x->cr_first ||
-        x->out->len != x->cr_last - x->cr_first + 1) {
+    switch (sm_http_check_partial(r, &x->resp, x->out->len, objsize)) {
+    case SM_HTTP_PARTIAL_OK:
+        return DONE;
+    case SM_HTTP_PARTIAL_NO_RANGE:
         sm_err_set(err, SM_E_IO, __FILE__, __LINE__,
                    "partial response without a matching Content-Range (%zu bytes received)",
                    x->out->len);
         return RETRY;
+    case SM_HTTP_PARTIAL_MISMATCH:
+        break;
     }
-    if (x->cr_total_known) {
-        *objsize = x->cr_total;
-    }
-    /* Shorter than asked only where the object ends (the total after '/' says where). */
-    const uint64_t got = x->cr_last - x->cr_first + 1;
-    bool ok;
-    if (r.kind == SM_RANGE_SPAN) {
-        const uint64_t end = r.offset + r.len;
-        ok = x->cr_first == r.offset && got <= r.len &&
-             (!x->cr_total_known || x->cr_last + 1 == (end < x->cr_total ? end : x->cr_total));
-    } else {
-        ok = got <= r.len &&
-             (!x->cr_total_known || (x->cr_last + 1 == x->cr_total &&
-                                     got == (r.len < x->cr_total ? r.len : x->cr_total)));
-    }
-    if (!ok) {
-        sm_err_set(err, SM_E_IO, __FILE__, __LINE__,
-                   "Content-Range bytes %" PRIu64 "-%" PRIu64 " does not match the request",
-                   x->cr_first, x->cr_last);
-        return RETRY;
-    }
-    return DONE;
+    sm_err_set(err, SM_E_IO, __FILE__, __LINE__,
+               "Content-Range bytes %" PRIu64 "-%" PRIu64 " does not match the request",
+               x->resp.cr_first, x->resp.cr_last);
+    return RETRY;
 }
 
 static void set_range(CURL *h, struct sm_range r, char *buf, size_t cap)
@@ -360,7 +346,23 @@ static void set_range(CURL *h, struct sm_range r, char *buf, size_t cap)
     }
 }
 
-static void common_opts(struct http_store *hs, CURL *h)
+/* Only http and https, for the URL and for every redirect (never file://, ftp://, ...).
+ * libcurl >= 7.85 takes the names; older ones the CURLPROTO_ bits (options 181 and 182, by
+ * number: the names are deprecated in the headers this is built with). */
+static CURLcode restrict_protocols(CURL *h)
+{
+    CURLcode a = curl.easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    CURLcode b = curl.easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    if (a == CURLE_OK && b == CURLE_OK) {
+        return CURLE_OK;
+    }
+    const long bits = CURLPROTO_HTTP | CURLPROTO_HTTPS;
+    a = curl.easy_setopt(h, (CURLoption)(CURLOPTTYPE_LONG + 181), bits);
+    b = curl.easy_setopt(h, (CURLoption)(CURLOPTTYPE_LONG + 182), bits);
+    return a != CURLE_OK ? a : b;
+}
+
+static CURLcode common_opts(struct http_store *hs, CURL *h)
 {
     curl.easy_setopt(h, CURLOPT_SHARE, hs->share);
     curl.easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
@@ -374,6 +376,7 @@ static void common_opts(struct http_store *hs, CURL *h)
     curl.easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
     curl.easy_setopt(h, CURLOPT_MAXREDIRS, 5L);
     curl.easy_setopt(h, CURLOPT_USERAGENT, "shardmill");
+    return restrict_protocols(h);
 }
 
 /* base + "/" + key, percent-encoding every key byte outside RFC 3986 "unreserved" and '/': a key
@@ -406,11 +409,16 @@ static bool build_url(char *url, size_t cap, const char *base, const char *key)
     return true;
 }
 
-/* One logical request with retries. `head` asks for the size only. */
+/* One logical request with retries. `head` asks for the size only. Every attempt of a GET counts
+ * as one request with the body bytes it received. The caller's err is only ever set (first error
+ * wins), never cleared: each attempt fails into its own context, and the final message is the
+ * last failure, with the number of attempts and, if it differed, the first failure. */
 static sm_status request(struct http_store *hs, const char *key, struct sm_range r,
                          enum sm_io_class cls, struct sm_buf *out, bool head, bool *found,
-                         uint64_t *objsize, struct sm_err *err)
+                         uint64_t *objsize, bool *whole, long *final_code, struct sm_err *err)
 {
+    *whole = false;
+    *final_code = 0;
     char url[4096];
     if (!build_url(url, sizeof(url), hs->base.url, key)) {
         SM_FAIL(err, SM_E_USAGE, "URL too long");
@@ -421,32 +429,36 @@ static sm_status request(struct http_store *hs, const char *key, struct sm_range
     }
     char range[64];
     sm_status st = SM_OK;
-    if (r.kind != SM_RANGE_ALL && r.len == 0 && !head) {
-        give_back(hs, h); /* an empty range needs no request */
-        out->len = 0;
-        *found = true;
-        return SM_OK;
-    }
-    for (unsigned attempt = 0;; attempt++) {
-        sm_err_clear(err); /* only the last attempt's failure is reported */
+    struct sm_err first, last;
+    sm_err_clear(&first);
+    unsigned attempt = 0;
+    enum outcome o = FAIL;
+    for (;; attempt++) {
+        sm_err_clear(&last);
         struct xfer x = {0};
         x.hs = hs;
         x.h = h;
         x.key = key;
         x.out = out;
-        x.retry_after_s = -1;
-        x.err = err;
+        x.err = &last;
+        x.ranged = r.kind != SM_RANGE_ALL;
+        x.range_len = r.len;
+        sm_http_resp_reset(&x.resp);
         out->len = 0;
         if (r.kind != SM_RANGE_ALL && !head) {
-            x.have_expect = true; /* a range has a known size: reserve it now */
-            x.expect = r.len;
-            st = sm_buf_reserve(out, (size_t)r.len, err);
+            st = sm_buf_reserve(out, (size_t)r.len, err); /* a range has a known size */
             if (st != SM_OK) {
                 break;
             }
         }
         curl.easy_reset(h);
-        common_opts(hs, h);
+        if (common_opts(hs, h) != CURLE_OK) {
+            sm_err_set(&last, SM_E_IO, __FILE__, __LINE__,
+                       "this libcurl cannot restrict requests to http and https");
+            st = SM_E_IO;
+            o = FAIL;
+            break;
+        }
         curl.easy_setopt(h, CURLOPT_URL, url);
         curl.easy_setopt(h, CURLOPT_NOBODY, head ? 1L : 0L);
         curl.easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
@@ -457,43 +469,332 @@ static sm_status request(struct http_store *hs, const char *key, struct sm_range
         CURLcode cc = curl.easy_perform(h);
         long code = 0;
         curl.easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+        *final_code = code;
+        if (!head) {
+            sm_store_count(&hs->base, cls, 1, x.wire);
+        }
         if (head && cc == CURLE_OK && (code == 200 || code == 204)) {
             *found = true;
-            *objsize = x.have_clen ? x.clen : UINT64_MAX;
+            *objsize = x.resp.have_clen ? x.resp.clen : UINT64_MAX;
             break;
         }
-        enum outcome o = judge(hs, &x, cc, code, r, found, objsize, err);
+        o = judge(&x, cc, code, r, found, objsize, whole, &last);
         if (o == DONE) {
-            sm_err_clear(err);
             break;
         }
-        st = err->status != SM_OK ? err->status : SM_E_IO;
+        if (attempt == 0) {
+            first = last;
+        }
+        st = last.status != SM_OK ? last.status : SM_E_IO;
         if (o == FAIL || attempt >= hs->opts.max_retries) {
-            if (o == RETRY) {
-                size_t len = strlen(err->what);
-                snprintf(err->what + len, sizeof(err->what) - len, " (after %u attempts)",
-                         attempt + 1);
-            }
             break;
         }
-        sleep_ms(backoff_ms(&hs->opts, attempt, x.retry_after_s));
-        sm_store_count_retry(&hs->base, cls);
+        sleep_ms(backoff_ms(&hs->opts, attempt, x.resp.retry_after_s));
         st = SM_OK;
     }
     give_back(hs, h);
     if (st == SM_OK) {
         return SM_OK;
     }
-    sm_err_where(err, "%s", url);
+    if (last.status == SM_OK) { /* failed outside the transfer (err already says why) */
+        return st;
+    }
+    if (o == RETRY || attempt > 0) { /* retries ran out, or a retry failed for good */
+        const bool differ = attempt > 0 && strcmp(first.what, last.what) != 0;
+        size_t len = strlen(last.what);
+        snprintf(last.what + len, sizeof(last.what) - len, " (after %u attempts%s%s)", attempt + 1,
+                 differ ? "; first: " : "", differ ? first.what : "");
+    }
+    sm_err_where(&last, "%s", url);
+    if (err->status == SM_OK) {
+        *err = last;
+    }
     return st;
+}
+
+/* ---- servers that ignore Range: detect once, fetch each object whole once, keep, slice ---- */
+
+static uint64_t keep_budget(const struct http_store *hs)
+{
+    return hs->base.max_object_bytes != 0 ? hs->base.max_object_bytes : KEEP_DEFAULT_BYTES;
+}
+
+static void lru_unlink(struct http_store *hs, struct kept *e)
+{
+    if (e->prev != NULL) {
+        e->prev->next = e->next;
+    } else {
+        hs->head = e->next;
+    }
+    if (e->next != NULL) {
+        e->next->prev = e->prev;
+    } else {
+        hs->tail = e->prev;
+    }
+    e->prev = e->next = NULL;
+}
+
+static void lru_front(struct http_store *hs, struct kept *e)
+{
+    e->prev = NULL;
+    e->next = hs->head;
+    if (hs->head != NULL) {
+        hs->head->prev = e;
+    }
+    hs->head = e;
+    if (hs->tail == NULL) {
+        hs->tail = e;
+    }
+}
+
+static void kept_free(struct kept *e)
+{
+    sm_buf_free(&e->data);
+    sm_free(e->key);
+    sm_free(e);
+}
+
+/* A ready entry leaves the LRU and is freed (keep_mu held, nobody waits on it). */
+static void kept_drop(struct http_store *hs, struct kept *e)
+{
+    lru_unlink(hs, e);
+    hs->kept_bytes -= e->charge;
+    kept_free(e);
+}
+
+static struct kept *kept_find(struct http_store *hs, const char *key)
+{
+    for (struct kept *e = hs->pending; e != NULL; e = e->next) {
+        if (strcmp(e->key, key) == 0) {
+            return e;
+        }
+    }
+    for (struct kept *e = hs->head; e != NULL; e = e->next) {
+        if (strcmp(e->key, key) == 0) {
+            return e;
+        }
+    }
+    return NULL;
+}
+
+static void pending_unlink(struct http_store *hs, struct kept *e)
+{
+    struct kept **pp = &hs->pending;
+    while (*pp != NULL && *pp != e) {
+        pp = &(*pp)->next;
+    }
+    if (*pp == e) {
+        *pp = e->next;
+    }
+    e->next = NULL;
+}
+
+/* Makes a ready entry part of the LRU if it fits the budget (keep_mu held): false if not. */
+static bool keep_ready(struct http_store *hs, struct kept *e)
+{
+    e->charge = e->data.cap + sizeof(*e) + strlen(e->key) + 1;
+    const uint64_t budget = keep_budget(hs);
+    if (e->data.len > budget) {
+        return false;
+    }
+    if (e->charge > budget) { /* an object of exactly the limit: kept alone */
+        while (hs->tail != NULL && hs->tail->waiters == 0) {
+            kept_drop(hs, hs->tail);
+        }
+        if (hs->head != NULL) {
+            return false;
+        }
+        lru_front(hs, e);
+        hs->kept_bytes += e->charge;
+        return true;
+    }
+    for (struct kept *v = hs->tail; v != NULL && hs->kept_bytes + e->charge > budget;) {
+        struct kept *prev = v->prev;
+        if (v->waiters == 0) {
+            kept_drop(hs, v);
+        }
+        v = prev;
+    }
+    if (hs->kept_bytes + e->charge > budget) {
+        return false;
+    }
+    lru_front(hs, e);
+    hs->kept_bytes += e->charge;
+    return true;
+}
+
+/* Keeps the whole object a ranged request received (the buffer moves into the keep; keep_mu
+ * held). Nothing if the key is already kept or pending, or the object does not fit. */
+static void keep_whole(struct http_store *hs, const char *key, struct sm_buf *whole)
+{
+    if (kept_find(hs, key) != NULL) {
+        return;
+    }
+    struct kept *e = sm_calloc(1, sizeof(*e));
+    char *k = sm_strdup(key);
+    if (e == NULL || k == NULL) {
+        sm_free(e);
+        sm_free(k);
+        return;
+    }
+    e->key = k;
+    e->data = *whole;
+    e->ready = e->found = true;
+    if (keep_ready(hs, e)) {
+        *whole = (struct sm_buf)SM_BUF_INIT; /* moved */
+    } else {
+        e->data = (struct sm_buf)SM_BUF_INIT;
+        kept_free(e);
+    }
+}
+
+static sm_status slice_into(struct sm_buf *out, struct sm_bytes whole, struct sm_range r,
+                            struct sm_err *err)
+{
+    uint64_t off, n;
+    sm_http_slice(r, whole.len, &off, &n);
+    return sm_buf_set(out, sm_bytes_of(whole.ptr + off, (size_t)n), err);
+}
+
+/* A ranged GET whose response may be the whole object (*whole): slices it into out, keeping the
+ * whole object when it fits. `probe`: this was the first ranged request, others wait for it. */
+static sm_status ranged_direct(struct http_store *hs, const char *key, struct sm_range r,
+                               enum sm_io_class cls, struct sm_buf *out, bool *found,
+                               uint64_t *objsize, bool probe, struct sm_err *err)
+{
+    bool whole;
+    long code;
+    sm_status st = request(hs, key, r, cls, out, false, found, objsize, &whole, &code, err);
+    pthread_mutex_lock(&hs->keep_mu);
+    if (st == SM_OK && whole) {
+        atomic_fetch_add_explicit(&hs->whole_fetches, 1, memory_order_relaxed);
+        hs->ranges = RANGES_IGNORED;
+        struct sm_buf w = *out;
+        *out = (struct sm_buf)SM_BUF_INIT;
+        st = slice_into(out, sm_buf_bytes(&w), r, err);
+        keep_whole(hs, key, &w);
+        sm_buf_free(&w);
+    } else if (st == SM_OK && code == 206 && hs->ranges == RANGES_UNKNOWN) {
+        hs->ranges = RANGES_HONOURED;
+    }
+    if (probe) {
+        hs->probing = false;
+    }
+    pthread_cond_broadcast(&hs->keep_cv);
+    pthread_mutex_unlock(&hs->keep_mu);
+    return st;
+}
+
+/* The server ignores Range: fetch the object whole into the pending entry e, then publish it. */
+static sm_status fetch_whole(struct http_store *hs, struct kept *e, struct sm_range r,
+                             enum sm_io_class cls, struct sm_buf *out, bool *found,
+                             uint64_t *objsize, struct sm_err *err)
+{
+    bool whole;
+    long code;
+    uint64_t size = UINT64_MAX;
+    sm_status st = request(hs, e->key, sm_range_all(), cls, &e->data, false, &e->found, &size,
+                           &whole, &code, err);
+    pthread_mutex_lock(&hs->keep_mu);
+    pending_unlink(hs, e);
+    e->ready = true;
+    if (st == SM_OK) {
+        atomic_fetch_add_explicit(&hs->whole_fetches, e->found ? 1 : 0, memory_order_relaxed);
+        *found = e->found;
+        if (e->found) {
+            *objsize = e->data.len;
+            st = slice_into(out, sm_buf_bytes(&e->data), r, err);
+        }
+    }
+    e->failed = st != SM_OK || !keep_ready(hs, e);
+    if (e->failed && e->waiters == 0) {
+        kept_free(e);
+    }
+    pthread_cond_broadcast(&hs->keep_cv);
+    pthread_mutex_unlock(&hs->keep_mu);
+    return st;
+}
+
+static sm_status ranged_get(struct http_store *hs, const char *key, struct sm_range r,
+                            enum sm_io_class cls, struct sm_buf *out, bool *found,
+                            uint64_t *objsize, struct sm_err *err)
+{
+    pthread_mutex_lock(&hs->keep_mu);
+    for (;;) {
+        struct kept *e = kept_find(hs, key);
+        if (e != NULL) {
+            e->waiters++;
+            while (!e->ready) {
+                pthread_cond_wait(&hs->keep_cv, &hs->keep_mu);
+            }
+            e->waiters--;
+            if (!e->failed) { /* sliced from the kept object: no request */
+                lru_unlink(hs, e);
+                lru_front(hs, e);
+                atomic_fetch_add_explicit(&hs->kept_slices, 1, memory_order_relaxed);
+                *found = e->found;
+                sm_status st = SM_OK;
+                if (e->found) {
+                    *objsize = e->data.len;
+                    st = slice_into(out, sm_buf_bytes(&e->data), r, err);
+                }
+                pthread_mutex_unlock(&hs->keep_mu);
+                return st;
+            }
+            if (e->waiters == 0) { /* failed or too large to keep: nobody else holds it */
+                kept_free(e);
+            }
+            pthread_mutex_unlock(&hs->keep_mu);
+            return ranged_direct(hs, key, r, cls, out, found, objsize, false, err);
+        }
+        if (hs->ranges == RANGES_HONOURED) {
+            pthread_mutex_unlock(&hs->keep_mu);
+            return ranged_direct(hs, key, r, cls, out, found, objsize, false, err);
+        }
+        if (hs->ranges == RANGES_IGNORED) {
+            e = sm_calloc(1, sizeof(*e));
+            char *k = sm_strdup(key);
+            if (e == NULL || k == NULL) {
+                sm_free(e);
+                sm_free(k);
+                pthread_mutex_unlock(&hs->keep_mu);
+                SM_FAIL(err, SM_E_NOMEM, "cannot allocate a kept-object entry");
+            }
+            e->key = k;
+            e->data = (struct sm_buf)SM_BUF_INIT;
+            e->next = hs->pending; /* pending: later callers for this key wait for it */
+            hs->pending = e;
+            pthread_mutex_unlock(&hs->keep_mu);
+            return fetch_whole(hs, e, r, cls, out, found, objsize, err);
+        }
+        if (!hs->probing) {
+            hs->probing = true;
+            pthread_mutex_unlock(&hs->keep_mu);
+            return ranged_direct(hs, key, r, cls, out, found, objsize, true, err);
+        }
+        pthread_cond_wait(&hs->keep_cv, &hs->keep_mu);
+    }
 }
 
 static sm_status http_get(struct sm_store *s, const char *key, struct sm_range r,
                           enum sm_io_class cls, struct sm_buf *out, bool *found, uint64_t *objsize,
                           struct sm_err *err)
 {
+    struct http_store *hs = hs_of(s);
     uint64_t size = UINT64_MAX;
-    sm_status st = request(hs_of(s), key, r, cls, out, false, found, &size, err);
+    sm_status st;
+    if (r.kind != SM_RANGE_ALL && r.len == 0) {
+        out->len = 0; /* an empty range needs no request */
+        *found = true;
+        return SM_OK;
+    }
+    if (r.kind == SM_RANGE_ALL) {
+        bool whole;
+        long code;
+        st = request(hs, key, r, cls, out, false, found, &size, &whole, &code, err);
+    } else {
+        st = ranged_get(hs, key, r, cls, out, found, &size, err);
+    }
     if (objsize != NULL && size != UINT64_MAX) {
         *objsize = size;
     }
@@ -504,8 +805,10 @@ static sm_status http_size(struct sm_store *s, const char *key, uint64_t *size, 
                            struct sm_err *err)
 {
     struct sm_buf none = SM_BUF_INIT;
-    sm_status st =
-        request(hs_of(s), key, sm_range_all(), SM_IO_META, &none, true, found, size, err);
+    bool whole;
+    long code;
+    sm_status st = request(hs_of(s), key, sm_range_all(), SM_IO_META, &none, true, found, size,
+                           &whole, &code, err);
     sm_buf_free(&none);
     return st;
 }
@@ -520,16 +823,21 @@ static void http_close(struct sm_store *s)
     if (hs->share != NULL) {
         curl.share_cleanup(hs->share);
     }
-    for (int i = 0; i < CURL_LOCK_DATA_LAST; i++) {
+    for (int i = 0; i <= CURL_LOCK_DATA_LAST; i++) {
         pthread_mutex_destroy(&hs->share_mu[i]);
     }
     pthread_mutex_destroy(&hs->pool_mu);
+    while (hs->head != NULL) {
+        kept_drop(hs, hs->head);
+    }
+    pthread_cond_destroy(&hs->keep_cv);
+    pthread_mutex_destroy(&hs->keep_mu);
     sm_free(hs);
 }
 
 static const struct sm_store_ops http_ops = {
     .scheme = "http",
-    .caps = SM_STORE_RANGE | SM_STORE_THREADSAFE,
+    .caps = SM_STORE_RANGE | SM_STORE_THREADSAFE | SM_STORE_SELF_COUNTED,
     .get = http_get,
     .get_many = NULL,
     .size = http_size,
@@ -572,7 +880,13 @@ static void curl_init_once(void)
             return;
         }
     }
-    curl.global_init(CURL_GLOBAL_DEFAULT);
+    const CURLcode cc = curl.global_init(CURL_GLOBAL_DEFAULT);
+    if (cc != CURLE_OK) {
+        snprintf(curl_load_error, sizeof(curl_load_error),
+                 "curl_global_init failed: %s (CURLcode %d)",
+                 curl.easy_strerror != NULL ? curl.easy_strerror(cc) : "?", (int)cc);
+        curl.easy_init = NULL;
+    }
 }
 
 sm_status sm_store_http_open(const char *url, const struct sm_http_opts *opts,
@@ -582,7 +896,7 @@ sm_status sm_store_http_open(const char *url, const struct sm_http_opts *opts,
     pthread_once(&curl_once, curl_init_once);
     if (curl.easy_init == NULL) {
         sm_err_set(err, SM_E_IO, __FILE__, __LINE__,
-                   "HTTP stores need libcurl (libcurl.so.4, Debian package libcurl4): %s",
+                   "HTTP stores need a working libcurl (libcurl.so.4, Debian package libcurl4): %s",
                    curl_load_error);
         sm_err_where(err, "%s", url);
         return err->status;
@@ -603,10 +917,12 @@ sm_status sm_store_http_open(const char *url, const struct sm_http_opts *opts,
     hs->base.ops = &http_ops;
     hs->base.url = u;
     hs->opts = *opts;
-    for (int i = 0; i < CURL_LOCK_DATA_LAST; i++) {
+    for (int i = 0; i <= CURL_LOCK_DATA_LAST; i++) {
         pthread_mutex_init(&hs->share_mu[i], NULL);
     }
     pthread_mutex_init(&hs->pool_mu, NULL);
+    pthread_mutex_init(&hs->keep_mu, NULL);
+    pthread_cond_init(&hs->keep_cv, NULL);
     hs->pool = sm_calloc(8, sizeof(*hs->pool)); /* up front: a first get must not grow state */
     hs->cap = hs->pool != NULL ? 8 : 0;
     hs->share = curl.share_init();
@@ -623,4 +939,19 @@ sm_status sm_store_http_open(const char *url, const struct sm_http_opts *opts,
     curl.share_setopt(hs->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
     *out = &hs->base;
     return SM_OK;
+}
+
+bool sm_store_http_stats(struct sm_store *s, struct sm_http_stats *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (s == NULL || s->ops != &http_ops) {
+        return false;
+    }
+    struct http_store *hs = hs_of(s);
+    pthread_mutex_lock(&hs->keep_mu);
+    out->range_ignored = hs->ranges == RANGES_IGNORED;
+    pthread_mutex_unlock(&hs->keep_mu);
+    out->whole_fetches = atomic_load_explicit(&hs->whole_fetches, memory_order_relaxed);
+    out->kept_slices = atomic_load_explicit(&hs->kept_slices, memory_order_relaxed);
+    return true;
 }

@@ -27,6 +27,8 @@ Faults:
     ignore_range answer a ranged GET with 200 and the whole object (a server without ranges)
     chunked      the normal response, but with Transfer-Encoding: chunked (no Content-Length)
     chunked_truncate  chunked, half the body, then close without the terminating chunk
+    redirect     answer 302 with `Location: <location>` (the rule's "location"; "{url}" in it is
+                 replaced by the server's own http://127.0.0.1:port)
 
 Every fault is bounded: by `times` (default 1; at most 10000) and by the server's lifetime
 (`--max-lifetime`, default 120 s, after which the process exits by itself).
@@ -35,8 +37,9 @@ Control (not logged, not subject to faults):
     POST /__control/faults   body: a JSON list of rules; replaces the rules and their counts
     POST /__control/reset    clears the rules and the request log
     GET  /__control/log      the request log: a JSON list of {"conn", "method", "path", "range",
-                             "status", "fault", "t"} (t: seconds since start, when the request
-                             line was read)
+                             "status", "fault", "t", "sent"} (t: seconds since start, when the
+                             request line was read; sent: body bytes of a 2xx response written to
+                             the socket, after transfer decoding, i.e. what a client counts)
     POST /__control/quit     stops the server
 
 Python: `with FaultServer(root) as fs: fs.set_faults([...]); fs.url; fs.log()` runs the server
@@ -235,7 +238,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         rule = st.take_fault(path)
         fault = rule["fault"] if rule else ""
         entry = {"conn": self.conn_id, "method": self.command, "path": path, "range": rng,
-                 "status": 0, "fault": fault, "t": round(t, 4)}
+                 "status": 0, "fault": fault, "t": round(t, 4), "sent": 0}
         st.record(entry)
         self._entry = entry
         try:
@@ -252,6 +255,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 headers["Retry-After"] = str(rule["retry_after"])
             self._send_simple(status, f"scripted {status}\n".encode(), headers)
             return status
+        if fault == "redirect":
+            port = self.server.server_address[1]
+            loc = str(rule.get("location", "")).replace("{url}", f"http://127.0.0.1:{port}")
+            self._send_simple(302, b"moved\n", {"Location": loc})
+            return 302
         full = os.path.realpath(os.path.join(self.server.state.root, path))
         if not (full == self.server.state.root or full.startswith(self.server.state.root + "/")):
             self._send_simple(404, b"not found\n")
@@ -303,6 +311,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             half = len(body) // 2
             self.wfile.write(body[:half])
             self.wfile.flush()
+            self._entry["sent"] = half
             time.sleep(0.05)
             self._abort(rst=fault == "reset")
             return status
@@ -310,13 +319,16 @@ class Handler(http.server.BaseHTTPRequestHandler):
             head = body[:min(16, len(body) // 2)]
             self.wfile.write(head)
             self.wfile.flush()
+            self._entry["sent"] = len(head)
             deadline = time.monotonic() + float(rule.get("seconds", 3.0))
             while time.monotonic() < deadline:
                 time.sleep(0.05)
             self.wfile.write(body[len(head):])
             self.wfile.flush()
+            self._entry["sent"] = len(body)
             return status
         self.wfile.write(body)
+        self._entry["sent"] = len(body)
         return status
 
 
@@ -333,6 +345,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         for i in range(0, end, 1000):
             piece = body[i:min(i + 1000, end)]
             self.wfile.write(b"%x\r\n" % len(piece) + piece + b"\r\n")
+            self._entry["sent"] += len(piece)
         if truncate:
             self.wfile.flush()
             time.sleep(0.05)

@@ -4,7 +4,9 @@ tests/helpers/fault_server.py serving the HTTP fixtures.
 
 Every case ends in exactly one of two ways, never in wrong data:
 - exit 0 with the region equal to NumPy, the retries visible in --stats (each retry is one
-  more request of its class, bytes unchanged) and in the server's request log;
+  more request of its class; the bytes grow by what the failed attempts received: the byte
+  counters count the body bytes of 200/206 responses that crossed the wire, SPEC §3) and in the
+  server's request log, whose `sent` field is the oracle of the byte counters;
 - exit 4 (3 for missing metadata) with one error line whose <where> is the object's URL, the
   number of attempts in the message when retries ran out, and no output file.
 
@@ -74,10 +76,26 @@ class Faults(unittest.TestCase):
         want = dict(self.base["requests"])
         want[cls] += retries
         self.assertEqual(res.stats["requests"], want, "retries must count as requests (SPEC §5)")
-        self.assertEqual(res.stats["bytes"], self.base["bytes"])
+        self.assert_wire_bytes(res, cls)
         self.assertEqual(len(res.log), res.total_requests(), "server log vs counters")
         self.assertEqual(len(res.fault_log), len(self.base_fault_reqs) + retries, res.fault_log)
         self.assertEqual(sum(1 for r in res.log if r["fault"]), retries, res.log)
+
+    def assert_wire_bytes(self, res, cls):
+        """io.bytes: the fault-free bytes plus what the faulted attempts received, in their
+        class; in total exactly the 2xx body bytes the server wrote. A reset (RST may discard
+        bytes in flight) or a stall (the client gave up, the server wrote on) sent at most."""
+        extra = sum(r["sent"] for r in res.log if r["fault"])
+        got, base = res.stats["bytes"], self.base["bytes"]
+        for c in base:
+            if c != cls:
+                self.assertEqual(got[c], base[c], f"class {c}: {res.log}")
+        if any(r["fault"] in ("reset", "stall") for r in res.log):
+            self.assertGreaterEqual(got[cls], base[cls])
+            self.assertLessEqual(got[cls], base[cls] + extra)
+        else:
+            self.assertEqual(got[cls], base[cls] + extra, res.log)
+            self.assertEqual(sum(got.values()), sum(r["sent"] for r in res.log))
 
     def assert_failed(self, res, attempts, what=(), code=4):
         line = check_error_line(self, res, code, self.fault_url, what)
@@ -142,8 +160,25 @@ class Faults(unittest.TestCase):
         res = self.read([{"path": self.fault_path, "fault": "ignore_range", "times": 100}], FAST)
         self.assertEqual(res.rc, 0, res.describe())
         self.assertEqual(res.data, self.want)
-        self.assertEqual(res.stats["requests"], self.base["requests"])
-        self.assertEqual(res.stats["bytes"], self.base["bytes"])
+        self.assertEqual(len(res.log), res.total_requests(), "server log vs counters")
+        # the bytes that crossed the wire, not the bytes asked for
+        self.assertEqual(sum(res.stats["bytes"].values()), sum(r["sent"] for r in res.log))
+        http = res.stats["http"]
+        if not M.get("sharded"):  # whole-object GETs: Range never sent, nothing to ignore
+            self.assertEqual(res.stats["requests"], self.base["requests"])
+            self.assertEqual(res.stats["bytes"], self.base["bytes"])
+            self.assertFalse(http["range_ignored"])
+            return
+        # the shard that ignores Range is fetched once, whole, and sliced for every range
+        self.assertEqual(len(res.fault_log), 1, res.fault_log)
+        self.assertEqual(res.fault_log[0]["status"], 200, res.fault_log)
+        self.assertGreater(len(self.base_fault_reqs), 1)
+        self.assertTrue(http["range_ignored"], http)
+        self.assertGreaterEqual(http["whole_objects"], 1, http)
+        self.assertGreater(http["kept_slices"], 0, http)
+        self.assertEqual(http["whole_objects"],
+                         sum(1 for r in res.log if r["status"] == 200 and
+                             r["path"].startswith(f"{M['path']}/c/")), res.log)
 
     def test_chunked_response_without_content_length(self):
         res = self.read([{"path": self.fault_path, "fault": "chunked", "times": 100}], FAST)
@@ -235,6 +270,40 @@ class Faults(unittest.TestCase):
         self.assert_failed(res, 2, ["Timeout"])
         self.assertLess(res.elapsed, 9.0, "2 attempts of a 6 s stall were not timed out")
         print(f"stall failed in {res.elapsed:.2f} s", file=sys.stderr)
+
+    def test_500_500_then_reset_names_status_url_and_first_error(self):
+        # the last failure, the attempts, and the first failure (the HTTP status) in one line
+        res = self.read([{"path": self.fault_path, "fault": "status", "status": 500, "times": 2},
+                         {"path": self.fault_path, "fault": "reset", "times": 50}],
+                        FAST + ["--http-retries", "2"])
+        line = self.assert_failed(res, 3)
+        self.assertIn("first: server answered HTTP 500", line)
+
+    def test_500_500_then_403_names_the_statuses(self):
+        res = self.read([{"path": self.fault_path, "fault": "status", "status": 500, "times": 2},
+                         {"path": self.fault_path, "fault": "status", "status": 403,
+                          "times": 50}], FAST + ["--http-retries", "4"])
+        line = self.assert_failed(res, None, ["HTTP 403", "first: server answered HTTP 500"])
+        self.assertIn("after 3 attempts", line)
+        self.assertEqual(sum(1 for r in res.fault_log if r["fault"]), 3, res.fault_log)
+
+    def test_redirect_to_http_is_followed(self):
+        path = self.fault_path
+        res = self.read([{"path": path, "fault": "redirect", "location": "{url}/" + path,
+                          "times": 1}], FAST)
+        self.assertEqual(res.rc, 0, res.describe())
+        self.assertEqual(res.data, self.want)
+
+    def test_redirect_to_other_protocols_is_refused(self):
+        # exit 4 (I/O: the store cannot be read as served), not retried, naming the target
+        for loc in ("file:///etc/passwd", "ftp://127.0.0.1:9/x", "gopher://127.0.0.1:9/x"):
+            with self.subTest(location=loc):
+                SRV.reset()
+                res = self.read([{"path": self.fault_path, "fault": "redirect", "location": loc,
+                                  "times": 50}], FAST)
+                line = self.assert_failed(res, None, ["redirect", loc, "not followed"])
+                self.assertEqual(len(res.fault_log), 1, res.fault_log)
+                self.assertNotIn("root:", line)
 
     def test_403_is_not_retried(self):
         res = self.read([{"path": self.fault_path, "fault": "status", "status": 403,

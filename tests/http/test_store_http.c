@@ -86,7 +86,8 @@ static void http_destroy(struct sm_store *s, void *ctx)
 }
 
 static const struct sm_store_suite_target targets[] = {
-    {"http", SM_STORE_RANGE | SM_STORE_THREADSAFE, http_create, http_seed, http_destroy},
+    {"http", SM_STORE_RANGE | SM_STORE_THREADSAFE | SM_STORE_SELF_COUNTED, http_create, http_seed,
+     http_destroy},
     {"http_cache", SM_STORE_RANGE | SM_STORE_THREADSAFE, http_cache_create, http_seed,
      http_destroy},
     {NULL, 0, NULL, NULL, NULL},

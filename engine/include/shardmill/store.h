@@ -63,6 +63,9 @@ struct sm_store_stats {
 #define SM_STORE_WRITE 0x2u      /* put_atomic */
 #define SM_STORE_LIST 0x4u       /* list */
 #define SM_STORE_THREADSAFE 0x8u /* every slot may be called concurrently */
+/* The driver counts its own requests and received bytes (sm_store_count): the dispatch counts
+ * nothing for it. HTTP: a request is one sent, bytes are the body bytes received (SPEC §3). */
+#define SM_STORE_SELF_COUNTED 0x10u
 
 struct sm_store;
 
@@ -143,6 +146,8 @@ uint64_t sm_store_bytes(const struct sm_store *s, enum sm_io_class cls);
 
 /* For drivers: one more request of class cls was sent (a retry), SPEC §5. */
 void sm_store_count_retry(struct sm_store *s, enum sm_io_class cls);
+/* For SM_STORE_SELF_COUNTED drivers: `requests` requests of class cls sent, `bytes` received. */
+void sm_store_count(struct sm_store *s, enum sm_io_class cls, uint64_t requests, uint64_t bytes);
 
 /* For drivers: SM_E_LIMIT naming key when n exceeds the store's max_object_bytes. */
 sm_status sm_store_check_len(const struct sm_store *s, const char *key, uint64_t n,
@@ -172,9 +177,22 @@ sm_status sm_store_open_with(const char *url, const struct sm_http_opts *http,
 /* Driver constructors (also reachable through sm_store_open by scheme). */
 sm_status sm_store_file_open(const char *root, struct sm_store **out, struct sm_err *err);
 /* http:// and https:// via libcurl: keep-alive connection reuse, ranged GETs, a handle per
- * concurrent caller, bounded retries. Read-only. */
+ * concurrent caller, bounded retries. Read-only. A server that ignores Range is detected and each
+ * object is fetched whole once, kept (at most max_object_bytes in all, 256 MiB without a limit;
+ * least recently used first out) and sliced. Counts its own requests and wire bytes. */
 sm_status sm_store_http_open(const char *url, const struct sm_http_opts *opts,
                              struct sm_store **out, struct sm_err *err);
+/* What the HTTP store learned about the server (SPEC §3): range_ignored once a ranged request was
+ * answered with the whole object; whole_fetches counts objects fetched whole for that reason
+ * (each once while it stays kept), kept_slices the ranged reads served from a kept object
+ * without a request. */
+struct sm_http_stats {
+    bool range_ignored;
+    uint64_t whole_fetches, kept_slices;
+};
+/* False (and zeros) unless s is an HTTP store (pass sm_store_backing() of a cache). */
+bool sm_store_http_stats(struct sm_store *s, struct sm_http_stats *out);
+
 /* The encoded-object cache (SPEC §3): a decorator holding whole responses (objects and byte
  * ranges) in a byte-capped LRU. Concurrent misses on the same key and range are single-flight:
  * one caller fetches, the others wait, so each distinct object is requested once while it stays
