@@ -106,6 +106,7 @@ static sm_status plan(const struct sm_job_config *c, int nranks, bool as_json, s
     SM_TRY(sm_job_open_input(c, &store, &a, err));
     const struct sm_array_meta *m = sm_array_meta(a);
     struct sm_scan_setup su;
+    struct sm_output_spec spec;
     struct phase ph[2] = {{"scan", {0}, NULL}, {"write", {0}, NULL}};
     unsigned nph = c->job == SM_JOB_CONVERT ? 2 : 1;
     sm_status st = sm_job_scan_setup(c, m, &su, err);
@@ -113,7 +114,7 @@ static sm_status plan(const struct sm_job_config *c, int nranks, bool as_json, s
         ph[0].grid = su.tiling;
     }
     if (st == SM_OK && nph == 2) {
-        st = sm_job_shard_grid(c, m, &su, &ph[1].grid, err);
+        st = sm_job_shard_grid(c, m, &su, &ph[1].grid, &spec, err);
     }
     for (unsigned i = 0; st == SM_OK && i < nph; i++) {
         ph[i].parts = sm_calloc((size_t)nranks, sizeof(struct sm_part));
@@ -137,6 +138,14 @@ static sm_status plan(const struct sm_job_config *c, int nranks, bool as_json, s
         json_decref(o);
     } else if (st == SM_OK) {
         print_text(c, &su, ph, nph, nranks, m->ndim);
+        if (nph == 2) {
+            char line[512];
+            sm_job_layout_text(c, &spec, ph[1].grid.ntiles, line, sizeof(line));
+            printf("  layout: %s\n", line);
+        }
+    }
+    if (st == SM_OK && nph == 2) {
+        sm_job_layout_warn(&spec, ph[1].grid.ntiles);
     }
     for (unsigned i = 0; i < nph; i++) {
         sm_free(ph[i].parts);

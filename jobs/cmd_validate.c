@@ -7,6 +7,7 @@
 #include "jobs.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include <shardmill/alloc.h>
 
@@ -22,6 +23,43 @@ static int flush_stdout(struct sm_err *err)
         return sm_report_error(err);
     }
     return 0;
+}
+
+/* The output layout when the config alone fixes the output's shape (roi.shape of a convert, the
+ * shape of a raw ingest); otherwise where it will come from. Nothing is opened. */
+static void print_layout(const struct sm_job_config *c)
+{
+    if (c->job != SM_JOB_CONVERT && c->job != SM_JOB_INGEST) {
+        return;
+    }
+    const bool raw =
+        c->job == SM_JOB_INGEST && c->input.format != NULL && strcmp(c->input.format, "raw") == 0;
+    const struct sm_cfg_dims *shape = raw ? &c->input.raw_shape : &c->roi.shape;
+    enum sm_dtype dt = SM_DT_FLOAT32;
+    if (raw && (c->input.raw_dtype == NULL || !sm_dtype_from_name(c->input.raw_dtype, &dt))) {
+        dt = SM_DT_FLOAT32;
+    }
+    struct sm_output_spec spec;
+    struct sm_err err;
+    sm_err_clear(&err);
+    if (!shape->set || shape->is_auto ||
+        sm_job_output_spec(c, shape->n, shape->v, dt, NULL, &spec, &err) != SM_OK) {
+        printf(
+            "layout: output.shard %s, output.chunk %s, chosen from the input's shape at run time "
+            "(`shardmill plan` prints it)\n",
+            c->output.shard.is_auto || !c->output.shard.set ? "auto" : "as given",
+            c->output.chunk.is_auto || !c->output.chunk.set ? "auto" : "as given");
+        return;
+    }
+    uint64_t n = 1;
+    const uint64_t *outer = spec.sharded ? spec.shard : spec.chunk;
+    for (unsigned d = 0; d < spec.ndim; d++) {
+        n *= (spec.shape[d] + outer[d] - 1) / outer[d];
+    }
+    char line[512];
+    sm_job_layout_text(c, &spec, n, line, sizeof(line));
+    printf("layout: %s\n", line);
+    sm_job_layout_warn(&spec, n);
 }
 
 int sm_cmd_validate(int argc, char **argv)
@@ -80,6 +118,7 @@ int sm_cmd_validate(int argc, char **argv)
         return sm_report_error(&err);
     }
     printf("%s: ok (job %s)\n", pos[0], sm_config_job_name(cfg.job));
+    print_layout(&cfg);
     rc = 0;
     if (!quiet) {
         char *yaml = sm_config_format_yaml(&cfg);

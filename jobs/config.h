@@ -18,6 +18,7 @@
 /* A list of non-negative integers (shapes, offsets); set=false means "not given". */
 struct sm_cfg_dims {
     bool set;
+    bool is_auto; /* the word `auto` (keys with SM_CFGF_AUTO): n = 0, the job picks (SPEC §2) */
     unsigned n;
     uint64_t v[SM_CFG_MAX_DIMS];
 };
@@ -79,8 +80,8 @@ struct sm_job_config {
 
     struct {
         char *path;                   /* output.path (required for convert and ingest) */
-        struct sm_cfg_dims shard;     /* output.shard ([8,32,32]; [] = not sharded) */
-        struct sm_cfg_dims chunk;     /* output.chunk ([2,16,16]) */
+        struct sm_cfg_dims shard;     /* output.shard (auto; [] = not sharded) */
+        struct sm_cfg_dims chunk;     /* output.chunk (auto) */
         char *codec;                  /* output.codec.name: zstd | gzip | blosc | none (zstd) */
         int64_t codec_level;          /* output.codec.level (3) */
         char *dtype;                  /* output.dtype (float32; ingest: the input's type) */

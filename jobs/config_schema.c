@@ -298,16 +298,21 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      FIELD(output.path)},
     {.path = "output.shard",
      .type = SM_CFG_DIMS,
-     .flags = SM_CFGF_POSITIVE,
-     .def = "[8, 32, 32]",
-     .def_doc = "[] writes an unsharded array",
-     .help = "shard shape of the output",
+     .flags = SM_CFGF_POSITIVE | SM_CFGF_AUTO,
+     .def = "auto",
+     .def_doc = "auto: the inner chunk times powers of two, so that a shard holds 32-64 MiB of "
+                "output values (one shard when the output is smaller); [] writes an unsharded "
+                "array",
+     .help = "shard shape of the output (SPEC §2 default layout: a volume of N bytes makes about "
+             "N / 32 MiB shards; `plan` and `validate` print the layout)",
      .example = "[16, 64, 64]",
      FIELD(output.shard)},
     {.path = "output.chunk",
      .type = SM_CFG_DIMS,
-     .flags = SM_CFGF_NONEMPTY | SM_CFGF_POSITIVE,
-     .def = "[2, 16, 16]",
+     .flags = SM_CFGF_NONEMPTY | SM_CFGF_POSITIVE | SM_CFGF_AUTO,
+     .def = "auto",
+     .def_doc = "auto: 64 voxels per axis, clipped to the output (with an explicit output.shard: "
+                "64 where it divides the shard's extent, else the shard's extent)",
      .help = "inner chunk shape of every shard (the chunk shape when unsharded); divides "
              "output.shard",
      .example = "[4, 32, 32]",
@@ -676,6 +681,9 @@ const char *sm_cfg_expected(const struct sm_cfg_key *k, char *buf, size_t cap)
         return buf;
     }
     case SM_CFG_DIMS:
+        if ((k->flags & SM_CFGF_AUTO) != 0) {
+            return "`auto` or a list of positive integers like [64, 64, 64]";
+        }
         return (k->flags & SM_CFGF_POSITIVE) != 0
                    ? "a list of positive integers like [64, 64, 64]"
                    : "a list of non-negative integers like [0, 0, 0]";
@@ -883,6 +891,10 @@ void sm_cfg_format_value(struct sm_cfg_sb *sb, const struct sm_cfg_key *k,
             sm_cfg_sb_printf(sb, "null");
             return;
         }
+        if (d->is_auto) {
+            sm_cfg_sb_printf(sb, "auto");
+            return;
+        }
         sm_cfg_sb_printf(sb, "[");
         for (unsigned i = 0; i < d->n; i++) {
             sm_cfg_sb_printf(sb, "%s%" PRIu64, i == 0 ? "" : ", ", d->v[i]);
@@ -1042,7 +1054,8 @@ static void md_type_only(struct sm_cfg_sb *sb, const struct sm_cfg_key *k)
         return;
     }
     case SM_CFG_DIMS:
-        sm_cfg_sb_printf(sb, "list of %s integers (at most %d)%s",
+        sm_cfg_sb_printf(sb, "%slist of %s integers (at most %d)%s",
+                         (k->flags & SM_CFGF_AUTO) != 0 ? "`auto` or a " : "",
                          (k->flags & SM_CFGF_POSITIVE) != 0 ? "positive" : "non-negative",
                          SM_CFG_MAX_DIMS,
                          (k->flags & SM_CFGF_NONEMPTY) != 0 ? ", not empty" : ", may be empty");

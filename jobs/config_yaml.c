@@ -497,6 +497,12 @@ static sm_status type_error(struct lctx *cx, const struct sm_cfg_key *k, const s
 static sm_status parse_dims(struct lctx *cx, const struct sm_cfg_key *k, const struct ynode *n,
                             struct sm_cfg_dims *d)
 {
+    if (n->kind == Y_SCALAR && (k->flags & SM_CFGF_AUTO) != 0 && strcmp(n->text, "auto") == 0) {
+        memset(d, 0, sizeof(*d));
+        d->set = true;
+        d->is_auto = true;
+        return SM_OK;
+    }
     if (n->kind != Y_SEQ) {
         return type_error(cx, k, n);
     }
@@ -959,6 +965,10 @@ static bool ends_with(const char *s, const char *suffix)
 
 static void dims_text(const struct sm_cfg_dims *d, char *buf, size_t cap)
 {
+    if (d->is_auto) {
+        snprintf(buf, cap, "auto");
+        return;
+    }
     size_t n = (size_t)snprintf(buf, cap, "[");
     for (unsigned i = 0; i < d->n && n < cap; i++) {
         n += (size_t)snprintf(buf + n, cap - n, "%s%" PRIu64, i ? ", " : "", d->v[i]);
@@ -1052,7 +1062,7 @@ static sm_status check_shapes(struct lctx *cx)
                  "of that length along every axis, from roi.offset)");
     }
     const struct sm_cfg_dims *s = &c->output.shard, *k = &c->output.chunk;
-    if (s->set && s->n > 0 && k->set) {
+    if (s->set && s->n > 0 && k->set && !k->is_auto) {
         const char *blame = given(cx, "output.chunk") ? "output.chunk" : "output.shard";
         dims_text(k, a, sizeof(a));
         dims_text(s, b, sizeof(b));
@@ -1165,7 +1175,7 @@ static sm_status check_axes(struct lctx *cx)
     }
     int ref = -1;
     for (unsigned i = 0; i < n; i++) { /* the reference: the first key given (raw.shape first) */
-        if (keys[i].d->set && given(cx, keys[i].path)) {
+        if (keys[i].d->set && !keys[i].d->is_auto && given(cx, keys[i].path)) {
             ref = (int)i;
             break;
         }
@@ -1175,7 +1185,7 @@ static sm_status check_axes(struct lctx *cx)
     }
     const unsigned want = keys[ref].d->n;
     for (unsigned i = 0; i < n; i++) {
-        if (!keys[i].d->set || keys[i].d->n == want) {
+        if (!keys[i].d->set || keys[i].d->is_auto || keys[i].d->n == want) {
             continue;
         }
         /* blame a key the user wrote: this one, or the reference when this one is a default */

@@ -267,6 +267,7 @@ sm_status sm_job_convert(const struct sm_job_config *c, const char *report_path,
     size_t keep_bytes = 0;
     uint64_t allreduce_ns = 0;
     struct sm_tiling grid; /* the output shard grid as a tiling of the ROI */
+    struct sm_output_spec layout;
     struct sm_part shards = {0, 0, 0};
     if (st == SM_OK) {
         struct sm_part mine;
@@ -276,7 +277,10 @@ sm_status sm_job_convert(const struct sm_job_config *c, const char *report_path,
         su.params.progress_user = &pg;
         st = sm_job_rank_part(c, m, &su.tiling, &mine, err);
         if (st == SM_OK) {
-            st = sm_job_shard_grid(c, m, &su, &grid, err);
+            st = sm_job_shard_grid(c, m, &su, &grid, &layout, err);
+        }
+        if (st == SM_OK && rank == 0) {
+            sm_job_layout_warn(&layout, grid.ntiles);
         }
         if (st == SM_OK) {
             st = sm_job_rank_part(c, m, &grid, &shards, err);

@@ -165,6 +165,9 @@ sm_status sm_job_ingest(const struct sm_job_config *c, const char *report_path, 
         st = sm_writer_new(&spec, &w, err);
     }
     if (st == SM_OK) {
+        sm_job_layout_warn(&spec, sm_writer_nshards(w));
+    }
+    if (st == SM_OK) {
         st = sm_output_begin(out, w, err);
     }
     const int nthreads =

@@ -2,7 +2,9 @@
  * cache in front of it when enabled, and the array with the configured limits and index cache. */
 #include "jobs_run.h"
 
+#include <inttypes.h>
 #include <jansson.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <shardmill/par.h>
@@ -164,30 +166,37 @@ sm_status sm_job_output_spec(const struct sm_job_config *c, unsigned nd, const u
     spec->ndim = nd;
     memcpy(spec->shape, shape, nd * sizeof(uint64_t));
     spec->dtype = dtype;
-    spec->sharded = !(c->output.shard.set && c->output.shard.n == 0);
-    if (c->output.shard.set && c->output.shard.n != 0) {
-        if (c->output.shard.n != nd) {
+    const struct sm_cfg_dims *cs = &c->output.shard, *cc = &c->output.chunk;
+    const bool shard_auto = !cs->set || cs->is_auto, chunk_auto = !cc->set || cc->is_auto;
+    spec->sharded = !(cs->set && !cs->is_auto && cs->n == 0); /* [] = unsharded */
+    if (spec->sharded && !shard_auto) {
+        if (cs->n != nd) {
             sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
-                       "has %u values, the output has %u dimensions", c->output.shard.n, nd);
+                       "has %u values, the output has %u dimensions", cs->n, nd);
             sm_err_where(err, "output.shard");
             return err->status;
         }
-        memcpy(spec->shard, c->output.shard.v, nd * sizeof(uint64_t));
-    } else if (nd != 3) {
-        sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
-                   "the default layout is 3-D; set output.shard and output.chunk for %u-D data",
-                   nd);
-        sm_err_where(err, "output.shard");
-        return err->status;
+        memcpy(spec->shard, cs->v, nd * sizeof(uint64_t));
     }
-    if (c->output.chunk.set) {
-        if (c->output.chunk.n != nd) {
+    if (!chunk_auto) {
+        if (cc->n != nd) {
             sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
-                       "has %u values, the output has %u dimensions", c->output.chunk.n, nd);
+                       "has %u values, the output has %u dimensions", cc->n, nd);
             sm_err_where(err, "output.chunk");
             return err->status;
         }
-        memcpy(spec->chunk, c->output.chunk.v, nd * sizeof(uint64_t));
+        memcpy(spec->chunk, cc->v, nd * sizeof(uint64_t));
+    }
+    /* SPEC §2 default layout. An explicit shard with an automatic chunk: 64 where it divides the
+     * shard's extent, else the whole extent, so the chunk always divides the shard. */
+    const size_t elem = sm_dtype_size(dtype);
+    SM_TRY(sm_output_layout_auto(nd, shape, elem, chunk_auto, spec->sharded && shard_auto,
+                                 spec->chunk, spec->shard, err));
+    if (chunk_auto && spec->sharded && !shard_auto) {
+        for (unsigned d = 0; d < nd; d++) {
+            const uint64_t want = spec->shard[d] < SM_AUTO_CHUNK ? spec->shard[d] : SM_AUTO_CHUNK;
+            spec->chunk[d] = spec->shard[d] % want == 0 ? want : spec->shard[d];
+        }
     }
     spec->codec = c->output.codec != NULL ? c->output.codec : "zstd";
     spec->level = (int)c->output.codec_level;
@@ -218,10 +227,64 @@ sm_status sm_job_write_output(const struct sm_writer *w, struct sm_output *out,
 
 sm_status sm_job_shard_grid(const struct sm_job_config *c, const struct sm_array_meta *m,
                             const struct sm_scan_setup *su, struct sm_tiling *grid,
-                            struct sm_err *err)
+                            struct sm_output_spec *spec_out, struct sm_err *err)
 {
     struct sm_output_spec spec;
     SM_TRY(sm_job_output_spec(c, m->ndim, su->shape, SM_DT_FLOAT32, NULL, &spec, err));
+    if (spec_out != NULL) {
+        *spec_out = spec;
+    }
     return sm_tiling_init(grid, m->ndim, m->shape, su->off, su->shape,
                           spec.sharded ? spec.shard : spec.chunk, err);
+}
+
+static size_t dims_str(const uint64_t *v, unsigned n, char *buf, size_t cap)
+{
+    size_t k = (size_t)snprintf(buf, cap, "[");
+    for (unsigned d = 0; d < n && k < cap; d++) {
+        k += (size_t)snprintf(buf + k, cap - k, "%s%" PRIu64, d ? ", " : "", v[d]);
+    }
+    if (k < cap) {
+        k += (size_t)snprintf(buf + k, cap - k, "]");
+    }
+    return k < cap ? k : cap;
+}
+
+void sm_job_layout_text(const struct sm_job_config *c, const struct sm_output_spec *spec,
+                        uint64_t nshards, char *buf, size_t cap)
+{
+    const bool shard_auto = !c->output.shard.set || c->output.shard.is_auto;
+    const bool chunk_auto = !c->output.chunk.set || c->output.chunk.is_auto;
+    const uint64_t *outer = spec->sharded ? spec->shard : spec->chunk;
+    double bytes = (double)sm_dtype_size(spec->dtype);
+    for (unsigned d = 0; d < spec->ndim; d++) {
+        bytes *= (double)outer[d];
+    }
+    char s[160], k[160], size[32];
+    if (bytes >= 1048576.0) {
+        snprintf(size, sizeof(size), "%.1f MiB", bytes / 1048576.0);
+    } else {
+        snprintf(size, sizeof(size), "%.1f KiB", bytes / 1024.0);
+    }
+    dims_str(spec->shard, spec->ndim, s, sizeof(s));
+    dims_str(spec->chunk, spec->ndim, k, sizeof(k));
+    if (spec->sharded) {
+        snprintf(buf, cap, "shard %s%s of inner chunks %s%s: %" PRIu64 " shard%s of up to %s", s,
+                 shard_auto ? " (auto)" : "", k, chunk_auto ? " (auto)" : "", nshards,
+                 nshards == 1 ? "" : "s", size);
+    } else {
+        snprintf(buf, cap, "unsharded, chunks %s%s: %" PRIu64 " chunk file%s of up to %.1f MiB", k,
+                 chunk_auto ? " (auto)" : "", nshards, nshards == 1 ? "" : "s", bytes / 1048576.0);
+    }
+}
+
+void sm_job_layout_warn(const struct sm_output_spec *spec, uint64_t nshards)
+{
+    if (nshards <= SM_JOB_MANY_SHARDS) {
+        return;
+    }
+    fprintf(stderr,
+            "shardmill: warning: output.shard: this layout makes %" PRIu64 " %s, one file each "
+            "(over %u): set `output.shard: auto` (shards of 32-64 MiB) or a larger shard shape\n",
+            nshards, spec->sharded ? "shards" : "chunk files", SM_JOB_MANY_SHARDS);
 }

@@ -41,7 +41,17 @@ sm_status sm_job_output_spec(const struct sm_job_config *c, unsigned nd, const u
  * when unsharded), in the writer's C order: what the write phase's plan splits. */
 sm_status sm_job_shard_grid(const struct sm_job_config *c, const struct sm_array_meta *m,
                             const struct sm_scan_setup *s, struct sm_tiling *grid,
-                            struct sm_err *err);
+                            struct sm_output_spec *spec, struct sm_err *err);
+/* A layout that makes more shards than this gets a warning (SPEC §2: never hundreds of
+ * thousands of files). */
+#define SM_JOB_MANY_SHARDS 100000u
+/* "shard [a, b, c] of inner chunks [d, e, f], N shards of up to X MiB" into buf; "auto" is marked
+ * when the config left the layout to SPEC §2's defaults. */
+void sm_job_layout_text(const struct sm_job_config *c, const struct sm_output_spec *spec,
+                        uint64_t nshards, char *buf, size_t cap);
+/* On stderr: a warning that the layout makes more than SM_JOB_MANY_SHARDS shards, and how to
+ * choose a larger shard. Nothing for fewer. */
+void sm_job_layout_warn(const struct sm_output_spec *spec, uint64_t nshards);
 /* Writes every shard of the job, then flushes and writes the completion marker (one rank). */
 sm_status sm_job_write_output(const struct sm_writer *w, struct sm_output *out,
                               const struct sm_write_job *job, struct sm_write_result *res,

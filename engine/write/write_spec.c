@@ -53,6 +53,50 @@ static sm_status check_dims(const struct sm_output_spec *s, struct sm_err *err)
     return SM_OK;
 }
 
+/* ---- the default layout (SPEC §2) ---- */
+
+sm_status sm_output_layout_auto(unsigned ndim, const uint64_t *shape, size_t elem_size,
+                                bool chunk_auto, bool shard_auto, uint64_t *chunk, uint64_t *shard,
+                                struct sm_err *err)
+{
+    if (ndim < 1 || ndim > SM_MAX_DIMS || elem_size == 0) {
+        FAIL_AT(err, "output.shard", "automatic layout of %u dimensions of %zu-byte values", ndim,
+                elem_size);
+    }
+    for (unsigned d = 0; d < ndim; d++) {
+        if (shape[d] == 0) {
+            FAIL_AT(err, "output.shard", "automatic layout of an empty array (axis %u is 0)", d);
+        }
+        if (chunk_auto) {
+            chunk[d] = shape[d] < SM_AUTO_CHUNK ? shape[d] : SM_AUTO_CHUNK;
+        } else if (chunk[d] == 0) {
+            FAIL_AT(err, "output.chunk", "chunk extent 0 on axis %u", d);
+        }
+    }
+    if (!shard_auto) {
+        return SM_OK;
+    }
+    /* Bytes of a full shard; every factor is at most the array's extent rounded up to a power of
+     * two times the chunk, so the product of ndim <= 8 such extents of real arrays fits; stop
+     * doubling well before it could wrap. */
+    uint64_t bytes = elem_size;
+    for (unsigned d = 0; d < ndim; d++) {
+        shard[d] = chunk[d];
+        bytes = bytes > UINT64_MAX / shard[d] ? UINT64_MAX : bytes * shard[d];
+    }
+    for (unsigned d = 0, idle = 0; bytes < SM_AUTO_SHARD_TARGET && idle < ndim;
+         d = (d + 1) % ndim) {
+        if (shard[d] >= shape[d]) { /* already covers the array on this axis */
+            idle++;
+            continue;
+        }
+        idle = 0;
+        shard[d] *= 2;
+        bytes = bytes > UINT64_MAX / 2 ? UINT64_MAX : bytes * 2;
+    }
+    return SM_OK;
+}
+
 /* ---- zarr.json ---- */
 
 static json_t *u64_array(unsigned n, const uint64_t *v)

@@ -45,6 +45,21 @@ struct sm_output_spec {
             SM_SHARD_INDEX_END, {0}, NULL                                                          \
     }
 
+/* The default layout of SPEC §2 (`output.chunk: auto`, `output.shard: auto`) for an array of
+ * `shape` with values of elem_size bytes: inner chunks of SM_AUTO_CHUNK voxels per axis, clipped
+ * to the shape; shards the inner chunk times powers of two, an axis doubled at a time (z first,
+ * then y, x, round robin) while the shard still ends short of the array on that axis, until a
+ * full shard holds at least SM_AUTO_SHARD_TARGET bytes of values (so at most twice that) or
+ * covers the array. A volume of N bytes thus makes about N / 32 MiB shards, a small one a single
+ * shard. chunk_auto / shard_auto say which of the two to choose (the other is left as given, and
+ * an automatic shard is then a multiple of the given chunk). SM_E_USAGE if ndim is out of range,
+ * an extent or elem_size is 0, or a given chunk is 0. */
+#define SM_AUTO_CHUNK 64u
+#define SM_AUTO_SHARD_TARGET ((uint64_t)32 << 20)
+sm_status sm_output_layout_auto(unsigned ndim, const uint64_t *shape, size_t elem_size,
+                                bool chunk_auto, bool shard_auto, uint64_t *chunk, uint64_t *shard,
+                                struct sm_err *err);
+
 /* A prepared output array: its zarr.json text, the same document parsed back (whose chain is what
  * encodes), and the shard grid. Immutable after sm_writer_new: shared by threads. Shards are named
  * by their linear index in C order over the shard grid. */

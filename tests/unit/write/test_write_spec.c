@@ -333,6 +333,101 @@ static void test_spec_from_json_reads_other_documents(void **state)
     assert_status(sm_writer_from_json(sm_bytes_of("{", 1), &w, &err), SM_E_DATA, &err);
 }
 
+/* SPEC §2 default layout: 64³ inner chunks clipped to the ROI, shards of 32..64 MiB of values. */
+static void layout(const uint64_t *shape, size_t elem, uint64_t *chunk, uint64_t *shard)
+{
+    struct sm_err err;
+    sm_err_clear(&err);
+    assert_status(sm_output_layout_auto(3, shape, elem, true, true, chunk, shard, &err), SM_OK,
+                  &err);
+}
+
+static uint64_t nshards(const uint64_t *shape, const uint64_t *shard)
+{
+    uint64_t n = 1;
+    for (unsigned d = 0; d < 3; d++) {
+        n *= (shape[d] + shard[d] - 1) / shard[d];
+    }
+    return n;
+}
+
+static void test_layout_auto_float32_volumes(void **state)
+{
+    (void)state;
+    uint64_t chunk[3], shard[3];
+    /* 1024³ float32 = 4 GiB: 64³ chunks (1 MiB), 5 doublings z,y,x,z,y -> 32 MiB shards */
+    const uint64_t big[3] = {1024, 1024, 1024};
+    layout(big, 4, chunk, shard);
+    assert_int_equal(chunk[0], 64);
+    assert_int_equal(chunk[2], 64);
+    assert_int_equal(shard[0], 256);
+    assert_int_equal(shard[1], 256);
+    assert_int_equal(shard[2], 128);
+    assert_int_equal(nshards(big, shard), 128); /* 4 GiB / 32 MiB */
+    /* 4096³ float32: the same shard, 8192 files instead of the 8.4 million of [8,32,32] */
+    const uint64_t huge[3] = {4096, 4096, 4096};
+    layout(huge, 4, chunk, shard);
+    assert_int_equal(nshards(huge, shard), 8192);
+    /* uint16 values: 64³ is 0.5 MiB, one more doubling */
+    layout(big, 2, chunk, shard);
+    assert_int_equal(shard[0] * shard[1] * shard[2] * 2, (uint64_t)32 << 20);
+}
+
+static void test_layout_auto_clips_to_small_arrays(void **state)
+{
+    (void)state;
+    uint64_t chunk[3], shard[3];
+    /* W2: 128³ float32 = 8 MiB, smaller than one target shard: one shard covering it */
+    const uint64_t w2[3] = {128, 128, 128};
+    layout(w2, 4, chunk, shard);
+    assert_int_equal(chunk[0], 64);
+    assert_int_equal(shard[0], 128);
+    assert_int_equal(shard[1], 128);
+    assert_int_equal(shard[2], 128);
+    /* nonaligned W2 ROI: chunks stay 64, shards cover the ROI rounded up to powers of two */
+    const uint64_t odd[3] = {125, 124, 123};
+    layout(odd, 4, chunk, shard);
+    assert_int_equal(nshards(odd, shard), 1);
+    assert_int_equal(shard[0] % chunk[0], 0);
+    /* axes shorter than 64: chunks clipped to the array; the head CT 108x256x256 float32 (27 MiB)
+     */
+    const uint64_t thin[3] = {5, 300, 40};
+    layout(thin, 4, chunk, shard);
+    assert_int_equal(chunk[0], 5);
+    assert_int_equal(chunk[1], 64);
+    assert_int_equal(chunk[2], 40);
+    assert_int_equal(shard[0], 5);
+    assert_int_equal(shard[2], 40);
+    assert_int_equal(nshards(thin, shard), 1);
+    const uint64_t ct[3] = {108, 256, 256};
+    layout(ct, 4, chunk, shard);
+    assert_int_equal(nshards(ct, shard), 1);
+}
+
+static void test_layout_auto_keeps_what_is_given(void **state)
+{
+    (void)state;
+    struct sm_err err;
+    sm_err_clear(&err);
+    const uint64_t big[3] = {1024, 1024, 1024};
+    uint64_t chunk[3] = {2, 16, 16}, shard[3] = {8, 32, 32};
+    /* shard auto, chunk given: the shard is a multiple of the given chunk */
+    assert_status(sm_output_layout_auto(3, big, 4, false, true, chunk, shard, &err), SM_OK, &err);
+    assert_int_equal(chunk[0], 2);
+    for (unsigned d = 0; d < 3; d++) {
+        assert_int_equal(shard[d] % chunk[d], 0);
+    }
+    assert_true(shard[0] * shard[1] * shard[2] * 4 >= ((uint64_t)32 << 20));
+    assert_true(shard[0] * shard[1] * shard[2] * 4 < ((uint64_t)64 << 20));
+    /* both given: untouched */
+    uint64_t c2[3] = {4, 8, 8}, s2[3] = {8, 8, 8};
+    assert_status(sm_output_layout_auto(3, big, 4, false, false, c2, s2, &err), SM_OK, &err);
+    assert_int_equal(c2[0], 4);
+    assert_int_equal(s2[0], 8);
+    const uint64_t empty[3] = {4, 0, 4};
+    assert_status(sm_output_layout_auto(3, empty, 4, true, true, c2, s2, &err), SM_E_USAGE, &err);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -343,6 +438,9 @@ int main(void)
         cmocka_unit_test(test_spec_rejects_bad_layouts),
         cmocka_unit_test(test_spec_grid_boxes_and_keys),
         cmocka_unit_test(test_spec_from_json_reads_other_documents),
+        cmocka_unit_test(test_layout_auto_float32_volumes),
+        cmocka_unit_test(test_layout_auto_clips_to_small_arrays),
+        cmocka_unit_test(test_layout_auto_keeps_what_is_given),
     };
     return cmocka_run_group_tests_name("write_spec", tests, NULL, NULL);
 }
