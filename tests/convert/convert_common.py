@@ -59,6 +59,26 @@ class Checks:
 
 # ---- shardmill ----
 
+def auto_layout(shape, itemsize):
+    """SPEC §2's default layout, from its text: inner chunks of 64 voxels per axis clipped to the
+    array; shards the inner chunk times powers of two (an axis doubled at a time, z, y, x in
+    turn, only while the shard is shorter than the array on that axis) until a full shard holds
+    at least 32 MiB of values or covers the array. Returns (shard, chunk) as lists."""
+    chunk = [min(64, int(s)) for s in shape]
+    shard = list(chunk)
+    nbytes = itemsize * math.prod(shard)
+    d = idle = 0
+    while nbytes < 32 << 20 and idle < len(shape):
+        if shard[d] >= shape[d]:
+            idle += 1
+        else:
+            idle = 0
+            shard[d] *= 2
+            nbytes *= 2
+        d = (d + 1) % len(shape)
+    return shard, chunk
+
+
 def run(cmd, cwd=None, timeout=300, env=None):
     return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
 

@@ -52,7 +52,9 @@ def make_input(path, shape, seed, chunks=(64, 64, 64)):
 
 def job_config(path, inp, out_rel, extra=None):
     cfg = {"job": "convert", "input": {"store": inp}, "normalize": {"mode": "scale"},
-           "output": {"path": out_rel, "fsync": True}, "parallel": {"threads": 1},
+           # many small shards (SPEC §2's auto layout would write one or two here)
+           "output": {"path": out_rel, "fsync": True, "shard": [8, 32, 32], "chunk": [2, 16, 16]},
+           "parallel": {"threads": 1},
            "progress": False}
     for k, v in (extra or {}).items():
         if isinstance(v, dict):

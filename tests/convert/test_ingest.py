@@ -55,9 +55,12 @@ def ingest_config(path, store, out, raw=None, fmt=None, extra=None):
 
 
 def check_ingested(c, args, work, label, out, want, rep, pixdim=None, fmt=None, decode=True,
-                   layout=((8, 32, 32), (2, 16, 16))):
-    """zarr.json, marker, report and values of an ingested array against `want` ([z,y,x])."""
+                   layout=None):
+    """zarr.json, marker, report and values of an ingested array against `want` ([z,y,x]);
+    layout None: SPEC §2's default layout for the array's shape and type."""
     meta = json.load(open(os.path.join(out, "zarr.json")))
+    if layout is None:
+        layout = cc.auto_layout(want.shape, want.dtype.itemsize)
     shard, inner = [list(x)[-want.ndim:] for x in layout]
     c.check(f"{label} zarr.json data_type = {want.dtype.name}",
             meta.get("data_type") == want.dtype.name, meta.get("data_type"))
@@ -115,8 +118,7 @@ def do_ingest(c, args, work, label, store, want, raw=None, fmt=None, pixdim=None
     if not c.check(f"{label} ingest exits 0", r.returncode == 0, cc.describe(r)):
         return None
     rep = json.load(open(rep_path))
-    check_ingested(c, args, work, label, out, want, rep, pixdim, expect_fmt or fmt, decode,
-                   layout or ((8, 32, 32), (2, 16, 16)))
+    check_ingested(c, args, work, label, out, want, rep, pixdim, expect_fmt or fmt, decode, layout)
     return (label, out, want, [([1] * want.ndim, [max(1, s - 2) for s in want.shape])])
 
 

@@ -383,7 +383,7 @@ def case_plan(work, inp, a):
         d = os.path.join(work, "plan-" + os.path.basename(store))
         cfg = write_cfg(d, f"job: convert\ninput: {{store: {store}}}\n"
                            f"roi: {{offset: {roi_off}, shape: {roi_shape}}}\ntile: {tile}\n"
-                           "output: {path: out.zarr}\n")
+                           f"output: {{path: out.zarr, shard: {shard}, chunk: [2, 16, 16]}}\n")
         for part in ("balanced", "block"):
             for n in (1, 2, 3, 5):
                 name = f"plan {os.path.basename(store)} {part} {n} ranks"
@@ -428,7 +428,7 @@ def progress_lines(text, phase):
 
 def case_progress(work, inp, a):
     cfg = (f"job: convert\ninput: {{store: {inp}}}\ntile: [16, 16, 16]\nprogress_interval: 0\n"
-           "output: {path: out.zarr, fsync: false}\n")
+           "output: {path: out.zarr, fsync: false, shard: [8, 32, 32], chunk: [2, 16, 16]}\n")
     total = 5 * 3 * 3  # shards [8,32,32] over 40x70x90
     for ranks in (3, 0):
         name = f"progress, {ranks or 1} rank(s)"
@@ -503,7 +503,8 @@ def case_killed_rank(work, inp, a):
            "normalize: {mode: percentile, lo: 2, hi: 98}\nparallel: {threads: 1}\n"
            # per-file fsync + rename, so the shards put before the kill stay and resume keeps
            # them (with syncfs the staged shards of an unfinished run are never renamed)
-           "output: {path: out.zarr, exists: resume, sync: fsync}\n")
+           "output: {path: out.zarr, exists: resume, sync: fsync, shard: [8, 32, 32], "
+           "chunk: [2, 16, 16]}\n")
     clean = os.path.join(work, "killed-clean")
     shutil.rmtree(clean, ignore_errors=True)
     write_cfg(clean, cfg)

@@ -281,15 +281,12 @@ static void test_defaults_equal_the_documented_values(void **state)
     assert_int_equal(d.normalize.mode, SM_CFG_NORM_SCALE);
     assert_true(d.normalize.divisor == 255.0);
     assert_null(d.output.path);
+    /* SPEC §2: the default layout is chosen from the output's shape */
     assert_true(d.output.shard.set);
-    assert_int_equal(d.output.shard.n, 3);
-    assert_int_equal(d.output.shard.v[0], 8);
-    assert_int_equal(d.output.shard.v[1], 32);
-    assert_int_equal(d.output.shard.v[2], 32);
-    assert_int_equal(d.output.chunk.n, 3);
-    assert_int_equal(d.output.chunk.v[0], 2);
-    assert_int_equal(d.output.chunk.v[1], 16);
-    assert_int_equal(d.output.chunk.v[2], 16);
+    assert_true(d.output.shard.is_auto);
+    assert_int_equal(d.output.shard.n, 0);
+    assert_true(d.output.chunk.set);
+    assert_true(d.output.chunk.is_auto);
     assert_string_equal(d.output.codec, "zstd");
     assert_int_equal(d.output.codec_level, 3);
     assert_int_equal(d.output.exists, SM_EXISTS_ERROR);

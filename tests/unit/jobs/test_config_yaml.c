@@ -58,6 +58,14 @@ static void expect_error(const char *text, const char *where, const char *what)
     expect_error_sets(text, NULL, 0, where, what);
 }
 
+static void expect_ok_text(const char *text)
+{
+    struct sm_job_config c;
+    struct sm_err err;
+    assert_status(load(text, &c, &err), SM_OK, &err);
+    sm_config_destroy(&c);
+}
+
 static void expect_set_error(const char *text, const char *set, const char *where, const char *what)
 {
     const char *sets[1] = {set};
@@ -509,10 +517,13 @@ static void test_checks_across_keys(void **state)
                  "input.format: the scan job reads zarr input only (raw is read by ingest)");
     expect_error("job: ingest\ninput: {store: a.zarr, format: zarr}\noutput: {path: o}\n",
                  "f.yaml:2:24", "input.format: ingest reads raw or nifti input, not zarr");
-    expect_error(CONVERT "output.chunk: [3, 16, 16]\n", "f.yaml:4:1",
+    expect_error(CONVERT "output.chunk: [3, 16, 16]\noutput.shard: [8, 32, 32]\n", "f.yaml:4:1",
                  "output.chunk [3, 16, 16] does not divide output.shard [8, 32, 32] (axis 0)");
-    expect_error(CONVERT "output.shard: [64, 64]\n", "f.yaml:4:1",
+    expect_error(CONVERT "output.shard: [64, 64]\noutput.chunk: [2, 16, 16]\n", "f.yaml:5:1",
                  "output.chunk [2, 16, 16] must have as many axes as output.shard [64, 64]");
+    /* auto on either side: the job chooses a layout that fits (SPEC §2) */
+    expect_ok_text(CONVERT "output.shard: [64, 64]\n");
+    expect_ok_text(CONVERT "output.chunk: [3, 16, 16]\n");
     expect_error(CONVERT "normalize: {mode: window, lo: 5}\n", "f.yaml:4:13",
                  "missing required key 'normalize.hi' (required by normalize.mode window)");
     expect_error(CONVERT "normalize: {mode: percentile}\n", "f.yaml:4:13",
@@ -667,7 +678,7 @@ static void test_effective_text_is_canonical_and_sorted(void **state)
     assert_contains(a.effective, "job=scan\n");
     assert_contains(a.effective, "parallel.threads=auto\n");
     assert_contains(a.effective, "report=null\n");
-    assert_contains(a.effective, "output.shard=[8, 32, 32]\n");
+    assert_contains(a.effective, "output.shard=auto\n");
     assert_contains(a.effective, "normalize.divisor=255\n");
     /* One line per key, sorted. */
     unsigned lines = 0;
