@@ -19,38 +19,62 @@ struct inner_ref {
     uint64_t off, len;         /* bytes in the object (absolute) */
 };
 
+/* Loads the decoded index of the shard at [base, base + base_len) of `key` into *pairs_out (2 *
+ * n_inner values, allocated here; NULL when the shard is missing). The index size follows from the
+ * metadata alone (up to 2^59 entries), so nothing is allocated for it before it is checked against
+ * limits.max_object_bytes and the shard's own size: the encoded index is fetched first (a store
+ * never returns more than the object holds), and the decoded pairs take no more than that. */
 static sm_status load_index(struct sm_array *a, const char *key, uint64_t base, uint64_t base_len,
-                            const struct sm_shard_codec *sc, uint64_t *pairs, bool *found,
+                            const struct sm_shard_codec *sc, uint64_t **pairs_out, bool *found,
                             struct sm_read_bufs *bufs, struct sm_scratch *scratch,
                             struct sm_err *err)
 {
     const struct sm_shard_layout *L = sm_shard_layout(sc);
-    const size_t nvals = 2 * (size_t)L->n_inner;
+    const size_t nvals = 2 * (size_t)L->n_inner; /* layout_of: 16 * n_inner fits a size_t */
     uint64_t shard_len = base_len;
+    uint64_t *pairs = NULL;
+    *pairs_out = NULL;
     *found = true;
-    if (a->icache != NULL &&
-        sm_index_cache_get(a->icache, key, base, base_len, pairs, nvals, &shard_len)) {
-        return SM_OK;
+    if (a->icache != NULL && sm_index_cache_may_hold(a->icache, nvals)) {
+        pairs = sm_malloc(nvals * sizeof(uint64_t)); /* no larger than the cache's cap */
+        if (pairs == NULL) {
+            SM_FAIL(err, SM_E_NOMEM, "cannot allocate a shard index of %zu entries", nvals / 2);
+        }
+        if (sm_index_cache_get(a->icache, key, base, base_len, pairs, nvals, &shard_len)) {
+            *pairs_out = pairs;
+            return SM_OK;
+        }
     }
-    struct sm_range r;
-    if (base_len == UINT64_MAX) {
+    sm_status st = sm_store_check_len(a->store, key, L->index_len, err);
+    struct sm_range r = sm_range_all();
+    if (st == SM_OK && base_len == UINT64_MAX) {
         r = L->location == SM_SHARD_INDEX_END ? sm_range_suffix(L->index_len)
                                               : sm_range_span(0, L->index_len);
-    } else {
+    } else if (st == SM_OK) {
         if (base_len < L->index_len) {
-            SM_FAIL(err, SM_E_DATA,
-                    "nested shard of %" PRIu64 " bytes is shorter than its %zu-byte index",
-                    base_len, L->index_len);
+            st = sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
+                            "nested shard of %" PRIu64 " bytes is shorter than its %zu-byte index",
+                            base_len, L->index_len);
         }
         r = sm_range_span(L->location == SM_SHARD_INDEX_END ? base + base_len - L->index_len : base,
                           L->index_len);
     }
     uint64_t objsize = UINT64_MAX;
     uint64_t t = sm_clock_ns();
-    SM_TRY(sm_store_get_sized(a->store, key, r, SM_IO_INDEX, &bufs->enc, found, &objsize, err));
-    t = sm_array_lap(&a->fetch_ns, t);
-    if (!*found) {
-        return SM_OK;
+    if (st == SM_OK) {
+        st = sm_store_get_sized(a->store, key, r, SM_IO_INDEX, &bufs->enc, found, &objsize, err);
+        t = sm_array_lap(&a->fetch_ns, t);
+    }
+    if (st == SM_OK && *found && pairs == NULL) {
+        pairs = sm_malloc(nvals * sizeof(uint64_t)); /* no larger than the index just read */
+        if (pairs == NULL) {
+            st = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__,
+                            "cannot allocate a shard index of %zu entries", nvals / 2);
+        }
+    }
+    if (st != SM_OK || !*found) {
+        sm_free(pairs);
+        return st;
     }
     if (base_len == UINT64_MAX) {
         shard_len = objsize;
@@ -58,11 +82,11 @@ static sm_status load_index(struct sm_array *a, const char *key, uint64_t base, 
             shard_len = UINT64_MAX - 1;
         }
     }
-    sm_status st =
-        sm_shard_index_decode(sc, sm_buf_bytes(&bufs->enc), shard_len, pairs, scratch, err);
+    st = sm_shard_index_decode(sc, sm_buf_bytes(&bufs->enc), shard_len, pairs, scratch, err);
     sm_array_lap(&a->decode_ns, t);
     if (st != SM_OK) {
         sm_err_where(err, "%s/%s (shard index)", a->store->url, key);
+        sm_free(pairs);
         return st;
     }
     if (base != 0) { /* nested: entries are relative to the inner shard's start */
@@ -75,6 +99,7 @@ static sm_status load_index(struct sm_array *a, const char *key, uint64_t base, 
     if (a->icache != NULL) {
         sm_index_cache_put(a->icache, key, base, base_len, pairs, nvals, shard_len);
     }
+    *pairs_out = pairs;
     return SM_OK;
 }
 
@@ -134,22 +159,17 @@ sm_status sm_shard_read_box(struct sm_array *a, const char *key, uint64_t base, 
     const struct sm_shard_codec *nested = sm_codec_chain_shard(inner);
     const struct sm_repr *irepr = sm_codec_chain_repr(inner);
     const unsigned nd = L->ndim;
-    const size_t nvals = 2 * (size_t)L->n_inner;
 
     /* The index lives in a buffer of its own: nested reads reuse bufs. */
-    uint64_t *pairs = sm_malloc(nvals * sizeof(uint64_t));
+    uint64_t *pairs = NULL;
     struct inner_ref *refs = NULL;
-    if (pairs == NULL) {
-        SM_FAIL(err, SM_E_NOMEM, "cannot allocate a shard index of %zu entries", nvals / 2);
-    }
     bool found;
-    sm_status st = load_index(a, key, base, base_len, sc, pairs, &found, bufs, scratch, err);
+    sm_status st = load_index(a, key, base, base_len, sc, &pairs, &found, bufs, scratch, err);
     if (st != SM_OK || !found) {
         if (st == SM_OK) {
             atomic_fetch_add_explicit(&a->chunks_missing, 1, memory_order_relaxed);
             sm_region_put(dst, NULL, origin, NULL, lo, hi, irepr->fill);
         }
-        sm_free(pairs);
         return st;
     }
     if (base_len == UINT64_MAX) { /* the stored object itself, not a nested shard inside it */
