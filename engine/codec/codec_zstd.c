@@ -85,9 +85,11 @@ static size_t zstd_most(size_t n)
 }
 
 /* Known size: exactly that size (several frames allowed). */
-static sm_status decode_known(ZSTD_DCtx *d, struct sm_bytes in, size_t want, struct sm_buf *out,
-                              struct sm_err *err)
+static sm_status decode_known(struct sm_scratch *scratch, struct sm_bytes in, size_t want,
+                              struct sm_buf *out, struct sm_err *err)
 {
+    ZSTD_DCtx *d;
+    SM_TRY(sm_scratch_zstd_d(scratch, &d, err));
     SM_TRY(sm_buf_reserve(out, want, err));
     const size_t r = ZSTD_decompressDCtx(d, out->ptr, want, in.ptr, in.len);
     if (ZSTD_isError(r)) {
@@ -107,9 +109,10 @@ static sm_status decode_known(ZSTD_DCtx *d, struct sm_bytes in, size_t want, str
  * bound and the frames are decoded again from the start when they do not fit. One-shot decoding
  * keeps zstd from allocating a window buffer (a frame may ask for up to 2 GiB of window), retrying
  * costs at most twice the decoding of the final size, and the buffer never exceeds the bound. */
-static sm_status decode_unknown(ZSTD_DCtx *d, struct sm_bytes in, size_t bound, struct sm_buf *out,
+static sm_status decode_unknown(struct sm_scratch *scratch, struct sm_bytes in, struct sm_buf *out,
                                 struct sm_err *err)
 {
+    const size_t bound = scratch->max_decoded;
     const unsigned long long fcs = ZSTD_findDecompressedSize(in.ptr, in.len);
     if (fcs == ZSTD_CONTENTSIZE_ERROR) {
         SM_FAIL(err, SM_E_DATA, "zstd: %zu bytes are not a sequence of zstd frames", in.len);
@@ -127,8 +130,10 @@ static sm_status decode_unknown(ZSTD_DCtx *d, struct sm_bytes in, size_t bound, 
                     "of %zu bytes (limits.max_chunk_bytes)",
                     fcs, bound);
         }
-        return decode_known(d, in, (size_t)fcs, out, err);
+        return decode_known(scratch, in, (size_t)fcs, out, err);
     }
+    ZSTD_DCtx *d;
+    SM_TRY(sm_scratch_zstd_d(scratch, &d, err));
     size_t cap = 0;
     for (;;) {
         cap = sm_codec_grow(cap, bound);
@@ -157,12 +162,10 @@ static sm_status zstd_decode(const void *prep, struct sm_bytes in, struct sm_buf
     if (in.len == 0) {
         SM_FAIL(err, SM_E_DATA, "zstd: frame of 0 bytes (no frame at all)");
     }
-    ZSTD_DCtx *d;
-    SM_TRY(sm_scratch_zstd_d(scratch, &d, err));
     if (p->dec_len != SM_LEN_VARIABLE) {
-        return decode_known(d, in, p->dec_len, out, err);
+        return decode_known(scratch, in, p->dec_len, out, err);
     }
-    return decode_unknown(d, in, scratch->max_decoded, out, err);
+    return decode_unknown(scratch, in, out, err);
 }
 
 static sm_status zstd_encode(const void *prep, struct sm_bytes in, struct sm_buf *out,
