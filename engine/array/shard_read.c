@@ -73,6 +73,9 @@ static sm_status load_index(struct sm_array *a, const char *key, uint64_t base, 
         }
     }
     if (st != SM_OK || !*found) {
+        if (st != SM_OK) {
+            sm_err_where(err, "%s/%s (shard index)", a->store->url, key);
+        }
         sm_free(pairs);
         return st;
     }
