@@ -45,7 +45,14 @@ static sm_status load_index(struct sm_array *a, const char *key, uint64_t base, 
             return SM_OK;
         }
     }
-    sm_status st = sm_store_check_len(a->store, key, L->index_len, err);
+    sm_status st = SM_OK;
+    const uint64_t max_object = a->opts.limits.max_object_bytes;
+    if (max_object != 0 && L->index_len > max_object) {
+        st = sm_err_set(err, SM_E_LIMIT, __FILE__, __LINE__,
+                        "an index of %" PRIu64 " inner chunks (%zu bytes) exceeds "
+                        "limits.max_object_bytes (%" PRIu64 ")",
+                        L->n_inner, L->index_len, max_object);
+    }
     struct sm_range r = sm_range_all();
     if (st == SM_OK && base_len == UINT64_MAX) {
         r = L->location == SM_SHARD_INDEX_END ? sm_range_suffix(L->index_len)

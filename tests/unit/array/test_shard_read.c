@@ -964,6 +964,8 @@ static void test_shard_read_declared_huge_index_is_refused_before_allocating(voi
                 f->opts.index_cache_bytes = cache ? 16u << 20 : 0;
                 f->opts.limits.max_object_bytes = 512u << 20;
                 expect_refused_small(f, SM_E_LIMIT, "exceeds limits.max_object_bytes");
+                assert_contains(f->err.what, "inner chunks");
+                assert_contains(f->err.where, "(shard index)");
                 /* without the limit, the shard's own 100 bytes refuse it */
                 f->opts.limits.max_object_bytes = 0;
                 expect_refused_small(f, SM_E_DATA, at_start ? "past the end" : "shorter than");
@@ -990,7 +992,7 @@ static void test_shard_read_declared_huge_nested_index_is_refused_before_allocat
     const uint64_t index[4] = {0, 50, UINT64_MAX, UINT64_MAX};
     memcpy(shard + 50, index, sizeof(index)); /* little-endian host */
     sm_test_put(f->s, "c/0", shard, sizeof(shard));
-    expect_refused_small(f, SM_E_LIMIT, "exceeds limits.max_object_bytes");
+    expect_refused_small(f, SM_E_LIMIT, "an index of 2147483648 inner chunks");
     f->opts.limits.max_object_bytes = 0;
     expect_refused_small(f, SM_E_DATA, "nested shard of 50 bytes is shorter than its");
     assert_contains(f->err.where, "(shard index)");
