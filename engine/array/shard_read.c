@@ -13,10 +13,14 @@
 
 /* Largest merged read: bounds the memory of one batch of inner chunks. */
 #define MERGE_MAX_BYTES (8u << 20)
+/* Inner chunk references held at once (24 bytes each): a region of single-element inner chunks
+ * would otherwise need 24 bytes of references per element it reads. Runs are merged across
+ * batches, except a run of more than this many chunks, which is split. */
+#define REFS_BATCH 65536u
 
 struct inner_ref {
-    uint64_t idx[SM_MAX_DIMS]; /* inner grid index */
-    uint64_t off, len;         /* bytes in the object (absolute) */
+    uint64_t lin;      /* C-order index in the inner grid */
+    uint64_t off, len; /* bytes in the object (absolute) */
 };
 
 /* Loads the decoded index of the shard at [base, base + base_len) of `key` into *pairs_out (2 *
@@ -146,8 +150,12 @@ static sm_status place_run(struct sm_array *a, const char *key, const struct sm_
             return st;
         }
         uint64_t io[SM_MAX_DIMS], ilo[SM_MAX_DIMS], ihi[SM_MAX_DIMS];
+        uint64_t lin = refs[i].lin;
+        for (unsigned d = nd; d-- > 0;) {
+            io[d] = origin[d] + (lin % L->chunks_per_shard[d]) * L->inner_shape[d];
+            lin /= L->chunks_per_shard[d];
+        }
         for (unsigned d = 0; d < nd; d++) {
-            io[d] = origin[d] + refs[i].idx[d] * L->inner_shape[d];
             ilo[d] = io[d] > lo[d] ? io[d] : lo[d];
             ihi[d] = io[d] + L->inner_shape[d] < hi[d] ? io[d] + L->inner_shape[d] : hi[d];
         }
@@ -155,6 +163,33 @@ static sm_status place_run(struct sm_array *a, const char *key, const struct sm_
         t = sm_clock_ns();
     }
     atomic_fetch_add_explicit(&a->inner_read, n, memory_order_relaxed);
+    return SM_OK;
+}
+
+/* Merges byte-adjacent references (in visiting order) into runs, each one ranged read, and places
+ * them. With `keep_tail`, the last run stays in refs (moved to the front) since the next batch
+ * may continue it, unless it fills the whole batch; *n is what is left. */
+static sm_status place_refs(struct sm_array *a, const char *key, const struct sm_shard_codec *sc,
+                            const uint64_t *origin, const uint64_t *lo, const uint64_t *hi,
+                            const struct sm_region_dst *dst, struct inner_ref *refs, size_t *n,
+                            bool keep_tail, struct sm_read_bufs *bufs, struct sm_scratch *scratch,
+                            struct sm_err *err)
+{
+    size_t s = 0;
+    while (s < *n) {
+        size_t e = s + 1;
+        while (e < *n && refs[e].off == refs[e - 1].off + refs[e - 1].len &&
+               refs[e].off + refs[e].len - refs[s].off <= MERGE_MAX_BYTES) {
+            e++;
+        }
+        if (keep_tail && e == *n && s > 0) {
+            break;
+        }
+        SM_TRY(place_run(a, key, sc, origin, lo, hi, dst, refs + s, e - s, bufs, scratch, err));
+        s = e;
+    }
+    memmove(refs, refs + s, (*n - s) * sizeof(*refs));
+    *n -= s;
     return SM_OK;
 }
 
@@ -195,10 +230,11 @@ sm_status sm_shard_read_box(struct sm_array *a, const char *key, uint64_t base, 
         ii[d] = i0[d];
         ntouched *= (size_t)(i1[d] - i0[d] + 1);
     }
-    refs = sm_malloc((ntouched == 0 ? 1 : ntouched) * sizeof(*refs));
+    const size_t cap = nested != NULL ? 1 : ntouched < REFS_BATCH ? ntouched : REFS_BATCH;
+    refs = sm_malloc((cap == 0 ? 1 : cap) * sizeof(*refs));
     if (refs == NULL) {
         sm_free(pairs);
-        SM_FAIL(err, SM_E_NOMEM, "cannot allocate %zu inner chunk references", ntouched);
+        SM_FAIL(err, SM_E_NOMEM, "cannot allocate %zu inner chunk references", cap);
     }
     size_t nrefs = 0;
     for (;;) {
@@ -219,10 +255,11 @@ sm_status sm_shard_read_box(struct sm_array *a, const char *key, uint64_t base, 
         } else if (nested != NULL) {
             st = sm_shard_read_box(a, key, off, len, nested, io, ilo, ihi, dst, bufs, scratch, err);
         } else {
-            struct inner_ref *r = &refs[nrefs++];
-            memcpy(r->idx, ii, nd * sizeof(uint64_t));
-            r->off = off;
-            r->len = len;
+            refs[nrefs++] = (struct inner_ref){lin, off, len};
+            if (nrefs == cap) {
+                st = place_refs(a, key, sc, origin, lo, hi, dst, refs, &nrefs, true, bufs, scratch,
+                                err);
+            }
         }
         if (st != SM_OK) {
             break;
@@ -238,15 +275,8 @@ sm_status sm_shard_read_box(struct sm_array *a, const char *key, uint64_t base, 
             break;
         }
     }
-    /* Merge byte-adjacent chunks (in visiting order) into runs, each one ranged read. */
-    for (size_t s = 0; st == SM_OK && s < nrefs;) {
-        size_t e = s + 1;
-        while (e < nrefs && refs[e].off == refs[e - 1].off + refs[e - 1].len &&
-               refs[e].off + refs[e].len - refs[s].off <= MERGE_MAX_BYTES) {
-            e++;
-        }
-        st = place_run(a, key, sc, origin, lo, hi, dst, refs + s, e - s, bufs, scratch, err);
-        s = e;
+    if (st == SM_OK) {
+        st = place_refs(a, key, sc, origin, lo, hi, dst, refs, &nrefs, false, bufs, scratch, err);
     }
     sm_free(refs);
     sm_free(pairs);

@@ -920,6 +920,29 @@ static void test_shard_read_allocation_failures_are_nomem_without_leaks(void **s
     check_read(f, off, ext);
 }
 
+static void test_shard_read_references_of_many_tiny_inner_chunks_stay_bounded(void **state)
+{
+    struct fx *f = *state;
+    /* 300,000 single-element inner chunks in one shard, read whole: references are held 65,536 at
+     * a time (24 bytes each), so the one byte-adjacent run is read in 5 pieces and the read needs
+     * about the index (4.8 MB, held a few times) rather than 300,000 references. */
+    const struct sspec sp = {"",    "uint8", 1,       1, {300000}, {300000}, {1}, "0", {0},
+                             false, true,    ORDER_C, 0, 0,        0,        0,   77};
+    f->opts.index_cache_bytes = 0;
+    build(f, &sp);
+    const uint64_t off[1] = {0}, ext[1] = {300000};
+    const uint64_t before = sm_alloc_current();
+    sm_alloc_reset_peak();
+    check_read(f, off, ext);
+    const uint64_t used = sm_alloc_peak() - before;
+    if (used > (32u << 20)) {
+        fail_msg("the read allocated %llu bytes", (unsigned long long)used);
+    }
+    assert_int_equal(req(f, SM_IO_INDEX), 1);
+    assert_int_equal(req(f, SM_IO_PAYLOAD), 5); /* ceil(300000 / 65536) */
+    assert_int_equal(sm_store_bytes(f->s, SM_IO_PAYLOAD), 300000);
+}
+
 /* Reads [0, 1) expecting `status` with `what` in the message and "c/0" in `where`, allocating
  * less than 64 KiB on the way. */
 static void expect_refused_small(struct fx *f, sm_status status, const char *what)
@@ -1038,6 +1061,7 @@ int main(void)
         T(test_shard_read_threads_share_the_index_cache),
         T(test_shard_read_allocation_failures_are_nomem_without_leaks),
         T(test_shard_read_declared_huge_index_is_refused_before_allocating),
+        T(test_shard_read_references_of_many_tiny_inner_chunks_stay_bounded),
         T(test_shard_read_declared_huge_nested_index_is_refused_before_allocating),
     };
     return cmocka_run_group_tests_name("array_shard_read", tests, NULL, NULL);
