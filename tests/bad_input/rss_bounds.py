@@ -131,7 +131,7 @@ def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--shardmill", required=True)
     ap.add_argument("--dir", required=True)
-    ap.add_argument("--max-rss-mib", type=int, default=200)
+    ap.add_argument("--max-rss-mib", type=int, default=128)
     ap.add_argument("--case", action="append")
     a = ap.parse_args(argv[1:])
     os.makedirs(a.dir, exist_ok=True)
