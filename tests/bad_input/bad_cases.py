@@ -487,6 +487,32 @@ def huge_index_store(d, shape, inner, dtype="uint8"):
     return store
 
 
+def sharded_bomb_store(d, blob):
+    """A (8, 8) uint16 v3 array of one shard with 2 x 2 inner chunks [bytes, zstd, gzip] (index
+    [bytes, crc32c] at the end): inner chunk (0, 0) is `blob`, the others are valid."""
+    store = os.path.join(d, "s.zarr")
+    sw.write_sharded_array(store, _data((8, 8)), (8, 8), (4, 4), inner_codec=["zstd", "gzip"])
+    path = _shard_path(store, 0, 0)
+    with open(path, "rb") as f:
+        shard = f.read()
+    n = 4
+    entries = np.frombuffer(shard[-(n * 16 + 4):-4], dtype="<u8").reshape(n, 2)
+    pieces = [shard[int(o):int(o) + int(ln)] for o, ln in entries]
+    pieces[0] = blob
+    body, index = b"", []
+    for p in pieces:
+        index += [len(body), len(p)]
+        body += p
+    ib = np.array(index, dtype="<u8").tobytes()
+    with open(path, "wb") as f:
+        f.write(body + ib + crc32c.crc32c(ib).to_bytes(4, "little"))
+    return store
+
+
+def b_sharded_inner_gzip_bomb(d):
+    return sharded_bomb_store(d, gzip_zeros(64 * MIB))
+
+
 def b_gzip_isize_past_limit(d):
     return chunk_store(d, ["zstd", "gzip"], gzip_zeros(64 * MIB))
 
@@ -664,6 +690,11 @@ CASES = [
     dict(name="blosc_header_blocks_impossible", build=b_blosc_blocks_impossible,
          args=_read("0,0", "5,5"), exit=3, control=_read("5,5", "5,5"),
          must=["c/0/0", "blosc", "blocks"]),
+    dict(name="sharded_inner_gzip_bomb", build=b_sharded_inner_gzip_bomb,
+         args=_read("0,0", "4,4", ["--max-chunk-bytes", "1MiB"]), exit=5,
+         control=_read("4,4", "4,4", ["--max-chunk-bytes", "1MiB"]),
+         must=["c/0/0", "inner chunk", "gzip", "67108864"],
+         any=[["max_chunk_bytes", "max-chunk-bytes"]]),
     dict(name="shard_index_2_59_entries", build=b_shard_index_2_59,
          args=["read", "{store}", "--offset", "0", "--shape", "1", "-o", "{out}"], exit=5,
          must=["c/0", "shard index", "576460752303423488 inner chunks"],

@@ -47,6 +47,8 @@ CASES = [
     ("gzip_bomb_1gib_isize_lie", _chunk(["zstd", "gzip"],
                                         lambda: bc.set_isize(gzip_gib(), 1000)),
      LIMIT, 5, ["c/0/0", "gzip", "16777216", "limits.max_chunk_bytes"], ("5,5", "5,5")),
+    ("sharded_inner_gzip_bomb_1gib", lambda d: bc.sharded_bomb_store(d, gzip_gib()), LIMIT, 5,
+     ["c/0/0", "inner chunk", "gzip", "1073741824", "limits.max_chunk_bytes"], ("4,4", "4,4")),
     ("zstd_frame_claims_4gib", _chunk(["gzip", "zstd"], lambda: bc.zstd_content_size_lie(4 * GIB)),
      [], 3, ["c/0/0", "zstd", "4294967296"], ("5,5", "5,5")),
     ("zstd_bomb_1gib", _chunk(["gzip", "zstd"], lambda: bc.zstd_rle_zeros(GIB)), LIMIT, 5,
