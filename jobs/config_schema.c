@@ -463,7 +463,9 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .def = "1GiB",
      .min = 1,
      .max = SIZE_CAP,
-     .help = "largest decoded chunk; a larger one is exit 5",
+     .help = "largest decoded chunk, and the most a codec may decode where the metadata does "
+             "not fix the size (a gzip, zstd or blosc header after another compressor), checked "
+             "before allocating; a larger one is exit 5",
      .example = "256MiB",
      FIELD(limits.max_chunk_bytes)},
     {.path = "limits.max_requests",

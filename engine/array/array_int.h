@@ -60,6 +60,9 @@ void sm_region_put(const struct sm_region_dst *dst, const void *block, const uin
 sm_status sm_index_cache_new(uint64_t max_bytes, uint64_t max_entries, struct sm_index_cache **out,
                              struct sm_err *err);
 void sm_index_cache_free(struct sm_index_cache *c);
+/* False when an index of n_values values is larger than the whole cache (never cached, so a
+ * lookup cannot hit and the caller need not allocate for one). */
+bool sm_index_cache_may_hold(const struct sm_index_cache *c, size_t n_values);
 /* Copies a cached index (n pairs*2 values) into pairs and returns true on a hit. */
 bool sm_index_cache_get(struct sm_index_cache *c, const char *key, uint64_t base, uint64_t base_len,
                         uint64_t *pairs, size_t n_values, uint64_t *shard_len);

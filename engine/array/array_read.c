@@ -114,6 +114,9 @@ sm_status sm_array_read_region(struct sm_array *a, const uint64_t *offset, const
     const struct sm_array_meta *m = a->meta;
     const unsigned nd = m->ndim;
     SM_TRY(check_region(a, offset, shape, out_len, err));
+    /* Sizes the input declares (codec headers inside chains such as [bytes, zstd, gzip]) are
+     * bounded by the same limit as the chunks the metadata declares. */
+    sm_scratch_set_max_decoded(scratch, a->opts.limits.max_chunk_bytes);
     if (out_len == 0) {
         return SM_OK;
     }

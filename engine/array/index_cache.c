@@ -127,10 +127,25 @@ bool sm_index_cache_get(struct sm_index_cache *c, const char *key, uint64_t base
     return hit;
 }
 
+/* The bytes an entry is charged (sm_index_cache_put); SIZE_MAX when that overflows. */
+static size_t entry_bytes(const char *key, size_t n_values)
+{
+    const size_t fixed = strlen(key) + 1 + sizeof(struct entry);
+    if (n_values > (SIZE_MAX - fixed) / sizeof(uint64_t)) {
+        return SIZE_MAX;
+    }
+    return n_values * sizeof(uint64_t) + fixed;
+}
+
+bool sm_index_cache_may_hold(const struct sm_index_cache *c, size_t n_values)
+{
+    return entry_bytes("", n_values) <= c->max_bytes; /* max_bytes is immutable */
+}
+
 void sm_index_cache_put(struct sm_index_cache *c, const char *key, uint64_t base, uint64_t base_len,
                         const uint64_t *pairs, size_t n_values, uint64_t shard_len)
 {
-    const size_t bytes = n_values * sizeof(uint64_t) + strlen(key) + 1 + sizeof(struct entry);
+    const size_t bytes = entry_bytes(key, n_values);
     if (bytes > c->max_bytes) {
         return; /* larger than the whole cache: never cached */
     }

@@ -13,44 +13,82 @@
 
 /* Largest merged read: bounds the memory of one batch of inner chunks. */
 #define MERGE_MAX_BYTES (8u << 20)
+/* Inner chunk references held at once (24 bytes each): a region of single-element inner chunks
+ * would otherwise need 24 bytes of references per element it reads. Runs are merged across
+ * batches, except a run of more than this many chunks, which is split. */
+#define REFS_BATCH 65536u
 
 struct inner_ref {
-    uint64_t idx[SM_MAX_DIMS]; /* inner grid index */
-    uint64_t off, len;         /* bytes in the object (absolute) */
+    uint64_t lin;      /* C-order index in the inner grid */
+    uint64_t off, len; /* bytes in the object (absolute) */
 };
 
+/* Loads the decoded index of the shard at [base, base + base_len) of `key` into *pairs_out (2 *
+ * n_inner values, allocated here; NULL when the shard is missing). The index size follows from the
+ * metadata alone (up to 2^59 entries), so nothing is allocated for it before it is checked against
+ * limits.max_object_bytes and the shard's own size: the encoded index is fetched first (a store
+ * never returns more than the object holds), and the decoded pairs take no more than that. */
 static sm_status load_index(struct sm_array *a, const char *key, uint64_t base, uint64_t base_len,
-                            const struct sm_shard_codec *sc, uint64_t *pairs, bool *found,
+                            const struct sm_shard_codec *sc, uint64_t **pairs_out, bool *found,
                             struct sm_read_bufs *bufs, struct sm_scratch *scratch,
                             struct sm_err *err)
 {
     const struct sm_shard_layout *L = sm_shard_layout(sc);
-    const size_t nvals = 2 * (size_t)L->n_inner;
+    const size_t nvals = 2 * (size_t)L->n_inner; /* layout_of: 16 * n_inner fits a size_t */
     uint64_t shard_len = base_len;
+    uint64_t *pairs = NULL;
+    *pairs_out = NULL;
     *found = true;
-    if (a->icache != NULL &&
-        sm_index_cache_get(a->icache, key, base, base_len, pairs, nvals, &shard_len)) {
-        return SM_OK;
+    if (a->icache != NULL && sm_index_cache_may_hold(a->icache, nvals)) {
+        pairs = sm_malloc(nvals * sizeof(uint64_t)); /* no larger than the cache's cap */
+        if (pairs == NULL) {
+            SM_FAIL(err, SM_E_NOMEM, "cannot allocate a shard index of %zu entries", nvals / 2);
+        }
+        if (sm_index_cache_get(a->icache, key, base, base_len, pairs, nvals, &shard_len)) {
+            *pairs_out = pairs;
+            return SM_OK;
+        }
     }
-    struct sm_range r;
-    if (base_len == UINT64_MAX) {
+    sm_status st = SM_OK;
+    const uint64_t max_object = a->opts.limits.max_object_bytes;
+    if (max_object != 0 && L->index_len > max_object) {
+        st = sm_err_set(err, SM_E_LIMIT, __FILE__, __LINE__,
+                        "an index of %" PRIu64 " inner chunks (%zu bytes) exceeds "
+                        "limits.max_object_bytes (%" PRIu64 ")",
+                        L->n_inner, L->index_len, max_object);
+    }
+    struct sm_range r = sm_range_all();
+    if (st == SM_OK && base_len == UINT64_MAX) {
         r = L->location == SM_SHARD_INDEX_END ? sm_range_suffix(L->index_len)
                                               : sm_range_span(0, L->index_len);
-    } else {
+    } else if (st == SM_OK) {
         if (base_len < L->index_len) {
-            SM_FAIL(err, SM_E_DATA,
-                    "nested shard of %" PRIu64 " bytes is shorter than its %zu-byte index",
-                    base_len, L->index_len);
+            st = sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
+                            "nested shard of %" PRIu64 " bytes is shorter than its %zu-byte index",
+                            base_len, L->index_len);
         }
         r = sm_range_span(L->location == SM_SHARD_INDEX_END ? base + base_len - L->index_len : base,
                           L->index_len);
     }
     uint64_t objsize = UINT64_MAX;
     uint64_t t = sm_clock_ns();
-    SM_TRY(sm_store_get_sized(a->store, key, r, SM_IO_INDEX, &bufs->enc, found, &objsize, err));
-    t = sm_array_lap(&a->fetch_ns, t);
-    if (!*found) {
-        return SM_OK;
+    if (st == SM_OK) {
+        st = sm_store_get_sized(a->store, key, r, SM_IO_INDEX, &bufs->enc, found, &objsize, err);
+        t = sm_array_lap(&a->fetch_ns, t);
+    }
+    if (st == SM_OK && *found && pairs == NULL) {
+        pairs = sm_malloc(nvals * sizeof(uint64_t)); /* no larger than the index just read */
+        if (pairs == NULL) {
+            st = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__,
+                            "cannot allocate a shard index of %zu entries", nvals / 2);
+        }
+    }
+    if (st != SM_OK || !*found) {
+        if (st != SM_OK) {
+            sm_err_where(err, "%s/%s (shard index)", a->store->url, key);
+        }
+        sm_free(pairs);
+        return st;
     }
     if (base_len == UINT64_MAX) {
         shard_len = objsize;
@@ -58,11 +96,11 @@ static sm_status load_index(struct sm_array *a, const char *key, uint64_t base, 
             shard_len = UINT64_MAX - 1;
         }
     }
-    sm_status st =
-        sm_shard_index_decode(sc, sm_buf_bytes(&bufs->enc), shard_len, pairs, scratch, err);
+    st = sm_shard_index_decode(sc, sm_buf_bytes(&bufs->enc), shard_len, pairs, scratch, err);
     sm_array_lap(&a->decode_ns, t);
     if (st != SM_OK) {
         sm_err_where(err, "%s/%s (shard index)", a->store->url, key);
+        sm_free(pairs);
         return st;
     }
     if (base != 0) { /* nested: entries are relative to the inner shard's start */
@@ -75,6 +113,7 @@ static sm_status load_index(struct sm_array *a, const char *key, uint64_t base, 
     if (a->icache != NULL) {
         sm_index_cache_put(a->icache, key, base, base_len, pairs, nvals, shard_len);
     }
+    *pairs_out = pairs;
     return SM_OK;
 }
 
@@ -111,8 +150,12 @@ static sm_status place_run(struct sm_array *a, const char *key, const struct sm_
             return st;
         }
         uint64_t io[SM_MAX_DIMS], ilo[SM_MAX_DIMS], ihi[SM_MAX_DIMS];
+        uint64_t lin = refs[i].lin;
+        for (unsigned d = nd; d-- > 0;) {
+            io[d] = origin[d] + (lin % L->chunks_per_shard[d]) * L->inner_shape[d];
+            lin /= L->chunks_per_shard[d];
+        }
         for (unsigned d = 0; d < nd; d++) {
-            io[d] = origin[d] + refs[i].idx[d] * L->inner_shape[d];
             ilo[d] = io[d] > lo[d] ? io[d] : lo[d];
             ihi[d] = io[d] + L->inner_shape[d] < hi[d] ? io[d] + L->inner_shape[d] : hi[d];
         }
@@ -120,6 +163,33 @@ static sm_status place_run(struct sm_array *a, const char *key, const struct sm_
         t = sm_clock_ns();
     }
     atomic_fetch_add_explicit(&a->inner_read, n, memory_order_relaxed);
+    return SM_OK;
+}
+
+/* Merges byte-adjacent references (in visiting order) into runs, each one ranged read, and places
+ * them. With `keep_tail`, the last run stays in refs (moved to the front) since the next batch
+ * may continue it, unless it fills the whole batch; *n is what is left. */
+static sm_status place_refs(struct sm_array *a, const char *key, const struct sm_shard_codec *sc,
+                            const uint64_t *origin, const uint64_t *lo, const uint64_t *hi,
+                            const struct sm_region_dst *dst, struct inner_ref *refs, size_t *n,
+                            bool keep_tail, struct sm_read_bufs *bufs, struct sm_scratch *scratch,
+                            struct sm_err *err)
+{
+    size_t s = 0;
+    while (s < *n) {
+        size_t e = s + 1;
+        while (e < *n && refs[e].off == refs[e - 1].off + refs[e - 1].len &&
+               refs[e].off + refs[e].len - refs[s].off <= MERGE_MAX_BYTES) {
+            e++;
+        }
+        if (keep_tail && e == *n && s > 0) {
+            break;
+        }
+        SM_TRY(place_run(a, key, sc, origin, lo, hi, dst, refs + s, e - s, bufs, scratch, err));
+        s = e;
+    }
+    memmove(refs, refs + s, (*n - s) * sizeof(*refs));
+    *n -= s;
     return SM_OK;
 }
 
@@ -134,22 +204,17 @@ sm_status sm_shard_read_box(struct sm_array *a, const char *key, uint64_t base, 
     const struct sm_shard_codec *nested = sm_codec_chain_shard(inner);
     const struct sm_repr *irepr = sm_codec_chain_repr(inner);
     const unsigned nd = L->ndim;
-    const size_t nvals = 2 * (size_t)L->n_inner;
 
     /* The index lives in a buffer of its own: nested reads reuse bufs. */
-    uint64_t *pairs = sm_malloc(nvals * sizeof(uint64_t));
+    uint64_t *pairs = NULL;
     struct inner_ref *refs = NULL;
-    if (pairs == NULL) {
-        SM_FAIL(err, SM_E_NOMEM, "cannot allocate a shard index of %zu entries", nvals / 2);
-    }
     bool found;
-    sm_status st = load_index(a, key, base, base_len, sc, pairs, &found, bufs, scratch, err);
+    sm_status st = load_index(a, key, base, base_len, sc, &pairs, &found, bufs, scratch, err);
     if (st != SM_OK || !found) {
         if (st == SM_OK) {
             atomic_fetch_add_explicit(&a->chunks_missing, 1, memory_order_relaxed);
             sm_region_put(dst, NULL, origin, NULL, lo, hi, irepr->fill);
         }
-        sm_free(pairs);
         return st;
     }
     if (base_len == UINT64_MAX) { /* the stored object itself, not a nested shard inside it */
@@ -165,10 +230,11 @@ sm_status sm_shard_read_box(struct sm_array *a, const char *key, uint64_t base, 
         ii[d] = i0[d];
         ntouched *= (size_t)(i1[d] - i0[d] + 1);
     }
-    refs = sm_malloc((ntouched == 0 ? 1 : ntouched) * sizeof(*refs));
+    const size_t cap = nested != NULL ? 1 : ntouched < REFS_BATCH ? ntouched : REFS_BATCH;
+    refs = sm_malloc((cap == 0 ? 1 : cap) * sizeof(*refs));
     if (refs == NULL) {
         sm_free(pairs);
-        SM_FAIL(err, SM_E_NOMEM, "cannot allocate %zu inner chunk references", ntouched);
+        SM_FAIL(err, SM_E_NOMEM, "cannot allocate %zu inner chunk references", cap);
     }
     size_t nrefs = 0;
     for (;;) {
@@ -189,10 +255,11 @@ sm_status sm_shard_read_box(struct sm_array *a, const char *key, uint64_t base, 
         } else if (nested != NULL) {
             st = sm_shard_read_box(a, key, off, len, nested, io, ilo, ihi, dst, bufs, scratch, err);
         } else {
-            struct inner_ref *r = &refs[nrefs++];
-            memcpy(r->idx, ii, nd * sizeof(uint64_t));
-            r->off = off;
-            r->len = len;
+            refs[nrefs++] = (struct inner_ref){lin, off, len};
+            if (nrefs == cap) {
+                st = place_refs(a, key, sc, origin, lo, hi, dst, refs, &nrefs, true, bufs, scratch,
+                                err);
+            }
         }
         if (st != SM_OK) {
             break;
@@ -208,15 +275,8 @@ sm_status sm_shard_read_box(struct sm_array *a, const char *key, uint64_t base, 
             break;
         }
     }
-    /* Merge byte-adjacent chunks (in visiting order) into runs, each one ranged read. */
-    for (size_t s = 0; st == SM_OK && s < nrefs;) {
-        size_t e = s + 1;
-        while (e < nrefs && refs[e].off == refs[e - 1].off + refs[e - 1].len &&
-               refs[e].off + refs[e].len - refs[s].off <= MERGE_MAX_BYTES) {
-            e++;
-        }
-        st = place_run(a, key, sc, origin, lo, hi, dst, refs + s, e - s, bufs, scratch, err);
-        s = e;
+    if (st == SM_OK) {
+        st = place_refs(a, key, sc, origin, lo, hi, dst, refs, &nrefs, false, bufs, scratch, err);
     }
     sm_free(refs);
     sm_free(pairs);

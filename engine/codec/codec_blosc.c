@@ -2,7 +2,8 @@
  * Spec: https://zarr-specs.readthedocs.io/en/latest/v3/codecs/blosc/index.html
  * v3 name "blosc"; numcodecs id "blosc" (integer shuffle -1/0/1/2 accepted too). Configuration:
  * {"cname": "lz4", "clevel": 5, "shuffle": "shuffle", "typesize": 4, "blocksize": 0}.
- * Invariant: a header is validated against the input and must announce the known decoded size. */
+ * Invariant: a header is validated against the input and must announce the known decoded size;
+ * of unknown size, it is trusted only up to the scratch's decode bound. */
 #include "codec_int.h"
 
 #include <blosc.h>
@@ -107,10 +108,43 @@ static sm_status blosc_prepare(const void *conf, const struct sm_repr *in, struc
     return SM_OK;
 }
 
+/* What a validated header says beyond its sizes must agree with them before anything is sized
+ * from it (blosc_cbuffer_validate checks only cbytes and the 2 GiB format maximum): a copied
+ * buffer holds exactly nbytes after the header; a compressed one has a positive block size no
+ * larger than nbytes (blosc shrinks it to nbytes) and stores a 4-byte start offset per block. */
+static sm_status check_header(struct sm_bytes in, size_t nbytes, struct sm_err *err)
+{
+    size_t n = 0, cbytes = 0, blocksize = 0;
+    blosc_cbuffer_sizes(in.ptr, &n, &cbytes, &blocksize);
+    if (nbytes == 0) {
+        return SM_OK;
+    }
+    if ((in.ptr[2] & BLOSC_MEMCPYED) != 0) {
+        if (nbytes != in.len - BLOSC_MAX_OVERHEAD) {
+            SM_FAIL(err, SM_E_DATA,
+                    "blosc: header of a copied buffer claims %zu decoded bytes, the buffer holds "
+                    "%zu",
+                    nbytes, in.len - BLOSC_MAX_OVERHEAD);
+        }
+        return SM_OK;
+    }
+    if (blocksize == 0 || blocksize > nbytes) {
+        SM_FAIL(err, SM_E_DATA, "blosc: header claims blocks of %zu bytes for %zu decoded bytes",
+                blocksize, nbytes);
+    }
+    const size_t nblocks = nbytes / blocksize + (nbytes % blocksize != 0);
+    if (nblocks > (in.len - BLOSC_MAX_OVERHEAD) / 4) {
+        SM_FAIL(err, SM_E_DATA,
+                "blosc: header claims %zu decoded bytes in %zu blocks, more than %zu bytes can "
+                "hold",
+                nbytes, nblocks, in.len);
+    }
+    return SM_OK;
+}
+
 static sm_status blosc_decode(const void *prep, struct sm_bytes in, struct sm_buf *out,
                               struct sm_scratch *scratch, struct sm_err *err)
 {
-    (void)scratch;
     const struct blosc_prep *p = prep;
     if (in.len < BLOSC_MIN_HEADER_LENGTH) {
         SM_FAIL(err, SM_E_DATA, "blosc: %zu bytes are shorter than the %d-byte header", in.len,
@@ -126,6 +160,13 @@ static sm_status blosc_decode(const void *prep, struct sm_bytes in, struct sm_bu
     if (p->dec_len != SM_LEN_VARIABLE && nbytes != p->dec_len) {
         SM_FAIL(err, SM_E_DATA, "blosc: header says %zu decoded bytes, expected %zu", nbytes,
                 p->dec_len);
+    }
+    SM_TRY(check_header(in, nbytes, err));
+    if (p->dec_len == SM_LEN_VARIABLE && nbytes > scratch->max_decoded) {
+        SM_FAIL(err, SM_E_LIMIT,
+                "blosc: header declares %zu decoded bytes, more than the decode limit of %zu "
+                "bytes (limits.max_chunk_bytes)",
+                nbytes, scratch->max_decoded);
     }
     SM_TRY(sm_buf_reserve(out, nbytes, err));
     if (nbytes != 0) {

@@ -41,7 +41,8 @@ struct sm_scratch {
     struct ZSTD_CCtx_s *zstd_c;
     struct libdeflate_decompressor *deflate_d;
     struct libdeflate_compressor *deflate_c[SM_DEFLATE_LEVELS]; /* one per level, lazily */
-    unsigned depth; /* chains currently running on this scratch */
+    unsigned depth;     /* chains currently running on this scratch */
+    size_t max_decoded; /* bound on decoded sizes the chain does not know (SIZE_MAX: none) */
     struct sm_scratch_level lv[SM_SCRATCH_LEVELS];
 };
 
@@ -114,6 +115,15 @@ void sm_shard_conf_depth(void *conf, unsigned depth);
 unsigned sm_shard_height(const void *prep);
 
 /* ---- buffer helpers ---- */
+
+/* The capacity to retry with when a decoder ran out of room in `cap` bytes and the decoded size is
+ * unknown (no header declares it, or the one that does lied): doubles, at least 64 KiB, capped at
+ * `bound`; 0 once cap has reached the bound (the caller then fails with SM_E_LIMIT). */
+size_t sm_codec_grow(size_t cap, size_t bound);
+
+/* Replaces b's storage with an empty buffer of capacity n (the old contents are dropped first, so
+ * growing for a retry never holds both the old and the new buffer). */
+sm_status sm_codec_renew(struct sm_buf *b, size_t n, struct sm_err *err);
 
 /* Appends n bytes, growing geometrically (encode side only: the encoded size is not known before
  * the inner chunks are encoded). */

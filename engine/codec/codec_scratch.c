@@ -33,7 +33,13 @@ sm_status sm_scratch_new(struct sm_scratch **out, struct sm_err *err)
         SM_FAIL(err, SM_E_NOMEM, "cannot allocate codec scratch of %zu bytes",
                 sizeof(struct sm_scratch));
     }
+    sm_scratch_set_max_decoded(*out, SM_SCRATCH_MAX_DECODED_DEFAULT);
     return SM_OK;
+}
+
+void sm_scratch_set_max_decoded(struct sm_scratch *s, uint64_t max_bytes)
+{
+    s->max_decoded = max_bytes == 0 || max_bytes > SIZE_MAX ? SIZE_MAX : (size_t)max_bytes;
 }
 
 void sm_scratch_free(struct sm_scratch *s)
@@ -137,4 +143,24 @@ sm_status sm_codec_append(struct sm_buf *b, const void *p, size_t n, struct sm_e
     }
     b->len = need;
     return SM_OK;
+}
+
+size_t sm_codec_grow(size_t cap, size_t bound)
+{
+    if (cap >= bound) {
+        return 0;
+    }
+    const size_t min = (size_t)64 << 10;
+    size_t next = cap > SIZE_MAX / 2 ? SIZE_MAX : 2 * cap;
+    next = next < min ? min : next;
+    return next < bound ? next : bound;
+}
+
+sm_status sm_codec_renew(struct sm_buf *b, size_t n, struct sm_err *err)
+{
+    if (b->cap < n) {
+        sm_buf_free(b);
+    }
+    b->len = 0;
+    return sm_buf_reserve(b, n != 0 ? n : 1, err);
 }

@@ -155,7 +155,10 @@ static sm_status layout_of(const struct shard_conf *c, const struct sm_repr *in,
         L->inner_shape[d] = c->chunk_shape[d];
         L->chunks_per_shard[d] = in->shape[d] / c->chunk_shape[d];
         if (L->chunks_per_shard[d] != 0 && L->n_inner > (SIZE_MAX / 16) / L->chunks_per_shard[d]) {
-            SM_FAIL(err, SM_E_DATA, "codec 'sharding_indexed': too many inner chunks per shard");
+            SM_FAIL(err, SM_E_DATA,
+                    "codec 'sharding_indexed': too many inner chunks per shard (more than %zu, "
+                    "16 index bytes each, up to axis %u)",
+                    (SIZE_MAX / 16), d);
         }
         L->n_inner *= L->chunks_per_shard[d];
     }

@@ -1,8 +1,9 @@
 /* The zstd codec (bytes -> bytes) with the thread's ZSTD_DCtx / ZSTD_CCtx from the scratch.
  * Spec: https://zarr-specs.readthedocs.io/en/latest/v3/codecs/zstd/index.html
  * v3 name "zstd"; numcodecs id "zstd". Configuration: {"level": 3, "checksum": false}.
- * Invariant: decodes into exactly the known size (else the frames' content sizes, several frames
- * allowed) and requires exactly that size; encoding is deterministic. */
+ * Invariant: decodes into exactly the known size and requires exactly that size; of unknown size,
+ * never past the scratch's decode bound (several frames allowed either way); encoding is
+ * deterministic. */
 #define ZSTD_STATIC_LINKING_ONLY /* ZSTD_findDecompressedSize (stable since 1.3) */
 #include "codec_int.h"
 
@@ -71,28 +72,22 @@ static sm_status zstd_fail(struct sm_err *err, size_t r, const char *what, size_
     return err->status;
 }
 
-static sm_status zstd_decode(const void *prep, struct sm_bytes in, struct sm_buf *out,
-                             struct sm_scratch *scratch, struct sm_err *err)
+/* The most n input bytes can decode to: a block regenerates at most ZSTD_BLOCKSIZE_MAX bytes and
+ * the smallest such block (RLE) takes 4 bytes (RFC 8878 §3.1.1.2). A frame header declaring more
+ * is a lie whatever the limits. */
+static size_t zstd_most(size_t n)
 {
-    const struct zstd_prep *p = prep;
-    if (in.len == 0) {
-        SM_FAIL(err, SM_E_DATA, "zstd: frame of 0 bytes (no frame at all)");
+    size_t most;
+    if (__builtin_mul_overflow(n / 4 + 1, (size_t)ZSTD_BLOCKSIZE_MAX, &most)) {
+        return SIZE_MAX;
     }
-    size_t want = p->dec_len;
-    if (want == SM_LEN_VARIABLE) {
-        const unsigned long long fcs = ZSTD_findDecompressedSize(in.ptr, in.len);
-        if (fcs == ZSTD_CONTENTSIZE_ERROR) {
-            SM_FAIL(err, SM_E_DATA, "zstd: %zu bytes are not a sequence of zstd frames", in.len);
-        }
-        if (fcs == ZSTD_CONTENTSIZE_UNKNOWN) {
-            SM_FAIL(err, SM_E_DATA,
-                    "zstd: frame without a content size and the decoded size is unknown");
-        }
-        if (fcs > SIZE_MAX - 1) {
-            SM_FAIL(err, SM_E_DATA, "zstd: frames declare %llu decoded bytes", fcs);
-        }
-        want = (size_t)fcs;
-    }
+    return most;
+}
+
+/* Known size: exactly that size (several frames allowed). */
+static sm_status decode_known(struct sm_scratch *scratch, struct sm_bytes in, size_t want,
+                              struct sm_buf *out, struct sm_err *err)
+{
     ZSTD_DCtx *d;
     SM_TRY(sm_scratch_zstd_d(scratch, &d, err));
     SM_TRY(sm_buf_reserve(out, want, err));
@@ -105,6 +100,72 @@ static sm_status zstd_decode(const void *prep, struct sm_bytes in, struct sm_buf
     }
     out->len = r;
     return SM_OK;
+}
+
+/* Unknown size (a stage after another bytes->bytes codec). The frame headers' content sizes are
+ * claims of the input: trusted only as far as the input's length and the scratch's bound allow
+ * (zstd itself checks each frame against its declared size while decoding). Frames without a
+ * content size (streamed) give no size at all: the buffer then grows geometrically up to the
+ * bound and the frames are decoded again from the start when they do not fit. One-shot decoding
+ * keeps zstd from allocating a window buffer (a frame may ask for up to 2 GiB of window), retrying
+ * costs at most twice the decoding of the final size, and the buffer never exceeds the bound. */
+static sm_status decode_unknown(struct sm_scratch *scratch, struct sm_bytes in, struct sm_buf *out,
+                                struct sm_err *err)
+{
+    const size_t bound = scratch->max_decoded;
+    const unsigned long long fcs = ZSTD_findDecompressedSize(in.ptr, in.len);
+    if (fcs == ZSTD_CONTENTSIZE_ERROR) {
+        SM_FAIL(err, SM_E_DATA, "zstd: %zu bytes are not a sequence of zstd frames", in.len);
+    }
+    if (fcs != ZSTD_CONTENTSIZE_UNKNOWN) {
+        if (fcs > zstd_most(in.len)) {
+            SM_FAIL(err, SM_E_DATA,
+                    "zstd: frame headers declare %llu decoded bytes, more than %zu bytes of "
+                    "frames can hold",
+                    fcs, in.len);
+        }
+        if (fcs > bound) {
+            SM_FAIL(err, SM_E_LIMIT,
+                    "zstd: frame headers declare %llu decoded bytes, more than the decode limit "
+                    "of %zu bytes (limits.max_chunk_bytes)",
+                    fcs, bound);
+        }
+        return decode_known(scratch, in, (size_t)fcs, out, err);
+    }
+    ZSTD_DCtx *d;
+    SM_TRY(sm_scratch_zstd_d(scratch, &d, err));
+    size_t cap = 0;
+    for (;;) {
+        cap = sm_codec_grow(cap, bound);
+        if (cap == 0) {
+            SM_FAIL(err, SM_E_LIMIT,
+                    "zstd: frames without a content size decode to more than the decode limit of "
+                    "%zu bytes (limits.max_chunk_bytes)",
+                    bound);
+        }
+        SM_TRY(sm_codec_renew(out, cap, err));
+        const size_t r = ZSTD_decompressDCtx(d, out->ptr, cap, in.ptr, in.len);
+        if (!ZSTD_isError(r)) {
+            out->len = r;
+            return SM_OK;
+        }
+        if (ZSTD_getErrorCode(r) != ZSTD_error_dstSize_tooSmall) {
+            return zstd_fail(err, r, "frame", in.len, cap);
+        }
+    }
+}
+
+static sm_status zstd_decode(const void *prep, struct sm_bytes in, struct sm_buf *out,
+                             struct sm_scratch *scratch, struct sm_err *err)
+{
+    const struct zstd_prep *p = prep;
+    if (in.len == 0) {
+        SM_FAIL(err, SM_E_DATA, "zstd: frame of 0 bytes (no frame at all)");
+    }
+    if (p->dec_len != SM_LEN_VARIABLE) {
+        return decode_known(scratch, in, p->dec_len, out, err);
+    }
+    return decode_unknown(scratch, in, out, err);
 }
 
 static sm_status zstd_encode(const void *prep, struct sm_bytes in, struct sm_buf *out,

@@ -78,11 +78,15 @@ sm_status sm_fmt_dims(const json_t *v, const char *field, bool positive, unsigne
 
 sm_status sm_fmt_meta_finish(struct sm_array_meta *m, struct sm_err *err)
 {
-    uint64_t elements = 1;
+    uint64_t elements = 1, bytes = sm_dtype_size(m->dtype);
     size_t chunk_bytes = sm_dtype_size(m->dtype);
     for (unsigned d = 0; d < m->ndim; d++) {
         if (__builtin_mul_overflow(elements, m->shape[d], &elements)) {
             SM_FAIL(err, SM_E_DATA, "shape: the number of elements overflows 64 bits");
+        }
+        if (__builtin_mul_overflow(bytes, m->shape[d], &bytes)) { /* regions, ROIs, reports */
+            SM_FAIL(err, SM_E_DATA, "shape: the byte size of a %s array overflows 64 bits",
+                    sm_dtype_name(m->dtype));
         }
         if (__builtin_mul_overflow(chunk_bytes, m->chunk_shape[d], &chunk_bytes)) {
             SM_FAIL(err, SM_E_DATA, "chunk shape: the byte size of a %s chunk overflows %zu bits",

@@ -16,6 +16,7 @@ import os
 import shutil
 import struct
 import sys
+import zlib
 
 import crc32c
 import numcodecs
@@ -429,6 +430,177 @@ def b_store_missing(d):
     return os.path.join(d, "nowhere.zarr")  # never created
 
 
+# ---- sizes the input declares (issue 10): codec headers after another bytes->bytes codec, shard
+# indexes and shapes. Bombs are generated here, never committed: a gzip member of n zero bytes is
+# about n / 1000 bytes, a zstd frame of RLE blocks 4 bytes per 128 KiB.
+
+MIB = 1 << 20
+
+
+def gzip_zeros(n):
+    """A gzip member of n zero bytes, compressed in 1 MiB pieces (ISIZE = n mod 2^32)."""
+    co = zlib.compressobj(9, zlib.DEFLATED, 31)
+    piece = bytes(MIB)
+    parts = [co.compress(piece) for _ in range(n // MIB)]
+    parts.append(co.compress(bytes(n % MIB)))
+    parts.append(co.flush())
+    return b"".join(parts)
+
+
+def set_isize(member, isize):
+    return member[:-4] + struct.pack("<I", isize & 0xFFFFFFFF)
+
+
+def zstd_rle_zeros(n, content_size=True):
+    """A zstd frame of n zero bytes (n a multiple of 128 KiB) as RLE blocks (RFC 8878 §3.1.1):
+    with an 8-byte content size (single segment), or streamed (no content size, 128 KiB window)."""
+    blk = 1 << 17
+    assert n % blk == 0 and n > 0
+    if content_size:
+        head = b"\x28\xb5\x2f\xfd" + bytes([0xE0]) + struct.pack("<Q", n)
+    else:
+        head = b"\x28\xb5\x2f\xfd" + bytes([0x00, (17 - 10) << 3])
+    blocks = []
+    for i in range(n // blk):
+        last = 1 if i == n // blk - 1 else 0
+        blocks.append(struct.pack("<I", last | (1 << 1) | (blk << 3))[:3] + b"\x00")
+    return head + b"".join(blocks)
+
+
+def zstd_content_size_lie(declared, payload=b"hello"):
+    """One raw block of `payload` under a header declaring `declared` decoded bytes."""
+    head = b"\x28\xb5\x2f\xfd" + bytes([0xE0]) + struct.pack("<Q", declared)
+    return head + struct.pack("<I", 1 | (len(payload) << 3))[:3] + payload
+
+
+def blosc_zeros(n):
+    from numcodecs import blosc
+    return bytes(blosc.compress(np.zeros(n, dtype="u1"), b"lz4", 5, 1, 0))
+
+
+def blosc_one_block_lie(nbytes):
+    """A 1-block blosc header declaring nbytes (its block size too): consistent, but a lie."""
+    b = bytearray(blosc_zeros(4096))
+    struct.pack_into("<I", b, 4, nbytes)
+    struct.pack_into("<I", b, 8, nbytes)
+    return bytes(b)
+
+
+def blosc_many_blocks_lie(nbytes):
+    """Real blosc whose nbytes claims many more blocks than the buffer has start offsets for."""
+    b = bytearray(blosc_zeros(MIB))
+    struct.pack_into("<I", b, 4, nbytes)
+    return bytes(b)
+
+
+def chunk_store(d, b2b, blob, dtype="<u2", key=("c", "0", "0")):
+    """A (10, 10) v3 array with chunks (5, 5) and codecs [bytes, *b2b] whose chunk `key` is
+    replaced by `blob` (the other chunks stay valid)."""
+    store = os.path.join(d, "a.zarr")
+    sw.write_plain_v3(store, _data((10, 10), dtype), (5, 5), codec=list(b2b))
+    with open(os.path.join(store, *key), "wb") as f:
+        f.write(blob)
+    return store
+
+
+def huge_index_store(d, shape, inner, dtype="uint8"):
+    """A sharded v3 array whose one shard (chunk grid = shape) of `inner` chunks would have an
+    enormous index; the shard object is 100 bytes."""
+    store = os.path.join(d, "s.zarr")
+    key = os.path.join(store, "c", *["0"] * len(shape))
+    os.makedirs(os.path.dirname(key))
+    meta = {"zarr_format": 3, "node_type": "array", "shape": list(shape), "data_type": dtype,
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": list(shape)}},
+            "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+            "fill_value": 0,
+            "codecs": [{"name": "sharding_indexed", "configuration": {
+                "chunk_shape": list(inner), "codecs": [{"name": "bytes"}],
+                "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}},
+                                 {"name": "crc32c"}], "index_location": "end"}}]}
+    _write_text(os.path.join(store, "zarr.json"), json.dumps(meta, indent=2))
+    with open(key, "wb") as f:
+        f.write(b"\x5a" * 100)
+    return store
+
+
+def sharded_bomb_store(d, blob):
+    """A (8, 8) uint16 v3 array of one shard with 2 x 2 inner chunks [bytes, zstd, gzip] (index
+    [bytes, crc32c] at the end): inner chunk (0, 0) is `blob`, the others are valid."""
+    store = os.path.join(d, "s.zarr")
+    sw.write_sharded_array(store, _data((8, 8)), (8, 8), (4, 4), inner_codec=["zstd", "gzip"])
+    path = _shard_path(store, 0, 0)
+    with open(path, "rb") as f:
+        shard = f.read()
+    n = 4
+    entries = np.frombuffer(shard[-(n * 16 + 4):-4], dtype="<u8").reshape(n, 2)
+    pieces = [shard[int(o):int(o) + int(ln)] for o, ln in entries]
+    pieces[0] = blob
+    body, index = b"", []
+    for p in pieces:
+        index += [len(body), len(p)]
+        body += p
+    ib = np.array(index, dtype="<u8").tobytes()
+    with open(path, "wb") as f:
+        f.write(body + ib + crc32c.crc32c(ib).to_bytes(4, "little"))
+    return store
+
+
+def b_sharded_inner_gzip_bomb(d):
+    return sharded_bomb_store(d, gzip_zeros(64 * MIB))
+
+
+def b_gzip_isize_past_limit(d):
+    return chunk_store(d, ["zstd", "gzip"], gzip_zeros(64 * MIB))
+
+
+def b_gzip_bomb_small_isize(d):
+    return chunk_store(d, ["zstd", "gzip"], set_isize(gzip_zeros(64 * MIB), 1000))
+
+
+def b_gzip_isize_impossible(d):
+    return chunk_store(d, ["zstd", "gzip"], set_isize(gzip_zeros(MIB), 0xFFFFFFF0))
+
+
+def b_zstd_content_size_lie(d):
+    return chunk_store(d, ["gzip", "zstd"], zstd_content_size_lie(4 << 30))
+
+
+def b_zstd_content_size_past_limit(d):
+    return chunk_store(d, ["gzip", "zstd"], zstd_rle_zeros(64 * MIB))
+
+
+def b_zstd_streamed_bomb(d):
+    return chunk_store(d, ["gzip", "zstd"], zstd_rle_zeros(64 * MIB, content_size=False))
+
+
+def b_blosc_nbytes_past_limit(d):
+    return chunk_store(d, ["zstd", "blosc"], blosc_one_block_lie(0x7FFFFF00), dtype="u1")
+
+
+def b_blosc_blocks_impossible(d):
+    return chunk_store(d, ["zstd", "blosc"], blosc_many_blocks_lie(0x7FFFFF00), dtype="u1")
+
+
+def b_shard_index_2_59(d):
+    return huge_index_store(d, [2**59], [1])
+
+
+def b_shard_index_2_31(d):
+    return huge_index_store(d, [2**31], [1])
+
+
+def b_shard_index_2_62(d):
+    return huge_index_store(d, [2**31, 2**31], [1, 1])
+
+
+def b_shape_bytes_overflow(d):
+    store = _v3(d)
+    _edit_json(os.path.join(store, "zarr.json"), lambda m: m.update(shape=[2**21] * 3) or
+               m["chunk_grid"]["configuration"].update(chunk_shape=[1, 1, 1]) or
+               m.update(data_type="float64"))
+    return store
+
+
 R = ["read", "{store}", "-o", "{out}"]
 
 
@@ -525,6 +697,51 @@ CASES = [
          args=_read("0,0", "10,10", ["--max-region-bytes", "64"]), exit=5,
          control=_read("0,0", "10,10", ["--max-region-bytes", "200"]),
          any=[["max_region_bytes", "max-region-bytes"]]),
+    # sizes the input declares (issue 10); the control reads a valid chunk under the same limit
+    dict(name="gzip_isize_past_max_chunk_bytes", build=b_gzip_isize_past_limit,
+         args=_read("0,0", "5,5", ["--max-chunk-bytes", "1MiB"]), exit=5,
+         control=_read("5,5", "5,5", ["--max-chunk-bytes", "1MiB"]),
+         must=["c/0/0", "gzip", "67108864"], any=[["max_chunk_bytes", "max-chunk-bytes"]]),
+    dict(name="gzip_bomb_with_small_isize", build=b_gzip_bomb_small_isize,
+         args=_read("0,0", "5,5", ["--max-chunk-bytes", "1MiB"]), exit=5,
+         control=_read("5,5", "5,5", ["--max-chunk-bytes", "1MiB"]),
+         must=["c/0/0", "gzip", "1048576"], any=[["max_chunk_bytes", "max-chunk-bytes"]]),
+    dict(name="gzip_isize_impossible", build=b_gzip_isize_impossible, args=_read("0,0", "5,5"),
+         exit=3, control=_read("5,5", "5,5"), must=["c/0/0", "gzip", "4294967280"]),
+    dict(name="zstd_content_size_lie_4gib", build=b_zstd_content_size_lie,
+         args=_read("0,0", "5,5"), exit=3, control=_read("5,5", "5,5"),
+         must=["c/0/0", "zstd", "4294967296"]),
+    dict(name="zstd_content_size_past_max_chunk_bytes", build=b_zstd_content_size_past_limit,
+         args=_read("0,0", "5,5", ["--max-chunk-bytes", "1MiB"]), exit=5,
+         control=_read("5,5", "5,5", ["--max-chunk-bytes", "1MiB"]),
+         must=["c/0/0", "zstd", "67108864"], any=[["max_chunk_bytes", "max-chunk-bytes"]]),
+    dict(name="zstd_streamed_bomb", build=b_zstd_streamed_bomb,
+         args=_read("0,0", "5,5", ["--max-chunk-bytes", "1MiB"]), exit=5,
+         control=_read("5,5", "5,5", ["--max-chunk-bytes", "1MiB"]),
+         must=["c/0/0", "zstd", "content size"], any=[["max_chunk_bytes", "max-chunk-bytes"]]),
+    dict(name="blosc_nbytes_past_max_chunk_bytes", build=b_blosc_nbytes_past_limit,
+         args=_read("0,0", "5,5", ["--max-chunk-bytes", "1MiB"]), exit=5,
+         control=_read("5,5", "5,5", ["--max-chunk-bytes", "1MiB"]),
+         must=["c/0/0", "blosc", "2147483392"], any=[["max_chunk_bytes", "max-chunk-bytes"]]),
+    dict(name="blosc_header_blocks_impossible", build=b_blosc_blocks_impossible,
+         args=_read("0,0", "5,5"), exit=3, control=_read("5,5", "5,5"),
+         must=["c/0/0", "blosc", "blocks"]),
+    dict(name="sharded_inner_gzip_bomb", build=b_sharded_inner_gzip_bomb,
+         args=_read("0,0", "4,4", ["--max-chunk-bytes", "1MiB"]), exit=5,
+         control=_read("4,4", "4,4", ["--max-chunk-bytes", "1MiB"]),
+         must=["c/0/0", "inner chunk", "gzip", "67108864"],
+         any=[["max_chunk_bytes", "max-chunk-bytes"]]),
+    dict(name="shard_index_2_59_entries", build=b_shard_index_2_59,
+         args=["read", "{store}", "--offset", "0", "--shape", "1", "-o", "{out}"], exit=5,
+         must=["c/0", "shard index", "576460752303423488 inner chunks"],
+         any=[["max_object_bytes", "max-object-bytes"]]),
+    dict(name="shard_index_2_31_entries_past_the_shard", build=b_shard_index_2_31,
+         args=["read", "{store}", "--offset", "0", "--shape", "1", "-o", "{out}",
+               "--max-object-bytes", "1024TiB"], exit=3, must=["c/0", "shorter than"]),
+    dict(name="shard_index_2_62_entries", build=b_shard_index_2_62, args=["info", "{store}"],
+         exit=3, must=["zarr.json", "too many inner chunks"]),
+    dict(name="shape_byte_size_overflow", build=b_shape_bytes_overflow, args=["info", "{store}"],
+         exit=3, must=["zarr.json", "float64", "overflows"]),
     dict(name="region_outside_array", build=b_valid_v3, args=_read("0,0", "11,5"), exit=2,
          control=_read("0,0", "10,5"),
          any=[["outside", "exceed", "beyond", "bound", "out of", "past"]]),

@@ -59,6 +59,20 @@ const struct sm_codec_ops *sm_codec_find_v2(const char *v2_id);
 sm_status sm_scratch_new(struct sm_scratch **out, struct sm_err *err);
 void sm_scratch_free(struct sm_scratch *s);
 
+/* The default of sm_scratch_set_max_decoded (the default of limits.max_chunk_bytes). */
+#define SM_SCRATCH_MAX_DECODED_DEFAULT (1ull << 30)
+
+/* Bounds every decoded size a chain does not know from its metadata: a size the input declares (a
+ * gzip ISIZE trailer, a zstd frame header, a blosc header) or a stream reaches, in chains such as
+ * [bytes, zstd, gzip] where a bytes->bytes stage decodes into another one's input. A declared
+ * size past the bound is refused before anything is allocated (SM_E_LIMIT, or SM_E_DATA when the
+ * header is impossible for the input's length); a stream without a declared size is refused once
+ * it decodes past the bound. Sizes the chain knows (the chunk's, from the metadata) are the
+ * caller's to check: sm_array_read_region checks them against limits.max_chunk_bytes and sets
+ * this bound from the same limit. 0: no bound. A new scratch starts at
+ * SM_SCRATCH_MAX_DECODED_DEFAULT. */
+void sm_scratch_set_max_decoded(struct sm_scratch *s, uint64_t max_bytes);
+
 /* A prepared codec chain, ordered as in the metadata: A2A..., one A2B, B2B... */
 struct sm_codec_chain;
 

@@ -3,7 +3,8 @@
  * raw chunks (`bytes` codec only) cut from a random reference array, edge chunks padded with a
  * marker byte, some chunks left out (they must read as the non-zero fill value). Covers whole,
  * partial and nonaligned regions in 0-, 1-, 2- and 4-d, v2 keys, limits, bad regions, counters,
- * corrupt chunks and concurrent reads. */
+ * corrupt chunks and concurrent reads; limits.max_chunk_bytes also bounds what a codec header
+ * declares where the metadata does not fix the size ([bytes, gzip, zstd]). */
 #include "shardmill/sm_config.h"
 
 #include <pthread.h>
@@ -383,6 +384,66 @@ static void test_read_max_chunk_bytes_is_limit(void **state)
     assert_int_equal(sm_store_requests(f->s, SM_IO_PAYLOAD), 0);
 }
 
+/* A streamed zstd frame (no content size, 128 KiB window) of n zero bytes as RLE blocks. */
+static uint8_t *zstd_rle_bomb(size_t n, size_t *len)
+{
+    const size_t blk = (size_t)1 << 17, nblk = n / blk;
+    uint8_t *f = test_malloc(6 + 4 * nblk);
+    const uint8_t head[6] = {0x28, 0xb5, 0x2f, 0xfd, 0x00, (17 - 10) << 3};
+    memcpy(f, head, sizeof(head));
+    for (size_t i = 0; i < nblk; i++) {
+        const uint32_t bh = (i + 1 == nblk ? 1u : 0u) | (1u << 1) | ((uint32_t)blk << 3);
+        uint8_t *b = f + 6 + 4 * i;
+        b[0] = (uint8_t)bh;
+        b[1] = (uint8_t)(bh >> 8);
+        b[2] = (uint8_t)(bh >> 16);
+        b[3] = 0; /* the byte repeated */
+    }
+    *len = 6 + 4 * nblk;
+    return f;
+}
+
+static void test_read_max_chunk_bytes_bounds_sizes_codecs_declare(void **state)
+{
+    struct fx *f = *state;
+    /* [bytes, gzip, zstd]: the zstd stage's decoded size is not fixed by the metadata; its frame
+     * decodes to 8 MiB of zeros in a 16-byte chunk. */
+    sm_test_put_str(f->s, "zarr.json",
+                    "{\"zarr_format\":3,\"node_type\":\"array\",\"shape\":[16],\"data_type\":"
+                    "\"uint8\",\"chunk_grid\":{\"name\":\"regular\",\"configuration\":{"
+                    "\"chunk_shape\":[16]}},\"chunk_key_encoding\":{\"name\":\"default\"},"
+                    "\"fill_value\":0,\"codecs\":[\"bytes\",\"gzip\",\"zstd\"]}");
+    size_t len;
+    uint8_t *bomb = zstd_rle_bomb((size_t)8 << 20, &len);
+    sm_test_put(f->s, "c/0", bomb, len);
+    test_free(bomb);
+    const uint64_t off[1] = {0}, ext[1] = {16};
+    uint8_t buf[16];
+    const uint64_t limits[3] = {1u << 20, 0, 16u << 20};
+    const sm_status want[3] = {SM_E_LIMIT, SM_E_DATA, SM_E_DATA};
+    for (int i = 0; i < 3; i++) {
+        f->opts.limits.max_chunk_bytes = limits[i];
+        sm_array_close(f->a);
+        f->a = NULL;
+        assert_ok(sm_array_open(f->s, "", &f->opts, &f->a, &f->err), &f->err);
+        sm_scratch_free(f->scr); /* a fresh scratch: no buffer left grown by the last read */
+        assert_ok(sm_scratch_new(&f->scr, &f->err), &f->err);
+        const uint64_t before = sm_alloc_current();
+        sm_alloc_reset_peak();
+        sm_err_clear(&f->err);
+        assert_int_equal(sm_array_read_region(f->a, off, ext, buf, 16, f->scr, &f->err), want[i]);
+        assert_contains(f->err.where, "c/0");
+        const uint64_t used = sm_alloc_peak() - before;
+        if (want[i] == SM_E_LIMIT) {
+            assert_contains(f->err.what, "decode limit of 1048576 bytes (limits.max_chunk_bytes)");
+            assert_true(used <= (1u << 20) + (256u << 10)); /* the bound, the zstd context */
+        } else {
+            assert_contains(f->err.what, "gzip"); /* zstd decoded it; zeros are not gzip */
+            assert_true(used >= 8u << 20);        /* zstd decoded all of it */
+        }
+    }
+}
+
 static void test_read_max_object_bytes_is_limit_naming_the_chunk(void **state)
 {
     struct fx *f = *state;
@@ -675,6 +736,7 @@ int main(void)
         T(test_read_zero_sized_region_reads_nothing),
         T(test_read_max_region_bytes_is_limit),
         T(test_read_max_chunk_bytes_is_limit),
+        T(test_read_max_chunk_bytes_bounds_sizes_codecs_declare),
         T(test_read_max_object_bytes_is_limit_naming_the_chunk),
         T(test_read_short_chunk_is_data_error_naming_key),
         T(test_read_0d_array),

@@ -2,7 +2,8 @@
  * keyed by (key, base offset, base length), capped in bytes and in entries, disabled when either
  * cap is 0; a hit copies the pairs out; hits, misses and the byte high-water mark are counted. The
  * per-entry overhead is private, so byte caps are set from the cost the cache itself reports
- * (peak_bytes after one insertion). */
+ * (peak_bytes after one insertion). may_hold says whether an index could ever be cached, so a
+ * reader allocates nothing for a lookup of an index larger than the cache (2^59 entries). */
 #include "shardmill/sm_config.h"
 
 #include <pthread.h>
@@ -220,6 +221,22 @@ static void test_cache_entry_larger_than_cache_is_not_cached_and_evicts_nothing(
     sm_index_cache_free(c);
 }
 
+static void test_cache_may_hold_only_what_fits_the_byte_cap(void **state)
+{
+    (void)state;
+    const uint64_t cost = entry_cost(1); /* an NV-value entry under key "a" */
+    struct sm_index_cache *c = cache_new(cost, 100);
+    assert_true(sm_index_cache_may_hold(c, NV)); /* the empty key costs less than "a" */
+    assert_false(sm_index_cache_may_hold(c, 4 * NV));
+    assert_false(sm_index_cache_may_hold(c, (size_t)1 << 60)); /* 2^59 entries: no overflow */
+    assert_false(sm_index_cache_may_hold(c, SIZE_MAX));
+    sm_index_cache_free(c);
+    c = cache_new(16u << 20, 64);
+    assert_true(sm_index_cache_may_hold(c, (size_t)1 << 20));  /* 8 MiB of pairs */
+    assert_false(sm_index_cache_may_hold(c, (size_t)2 << 20)); /* 16 MiB + overhead */
+    sm_index_cache_free(c);
+}
+
 static void test_cache_put_of_existing_key_replaces_without_evicting_others(void **state)
 {
     (void)state;
@@ -352,6 +369,7 @@ int main(void)
         cmocka_unit_test(test_cache_entry_cap_evicts_least_recently_used),
         cmocka_unit_test(test_cache_byte_cap_evicts_least_recently_used),
         cmocka_unit_test(test_cache_entry_larger_than_cache_is_not_cached_and_evicts_nothing),
+        cmocka_unit_test(test_cache_may_hold_only_what_fits_the_byte_cap),
         cmocka_unit_test(test_cache_put_of_existing_key_replaces_without_evicting_others),
         cmocka_unit_test(test_cache_stats_count_hits_misses_and_peak_bytes),
         cmocka_unit_test(test_cache_free_releases_all_entries),

@@ -4,7 +4,9 @@
  * chunks in C, reverse or shuffled byte order, empty inner chunks and absent shards reading as the
  * fill value. Checks corrupt indexes (entry past the end, CRC mismatch, truncated shard), the
  * index cache, request counts (1 index request + 1 payload request per run of byte-adjacent inner
- * chunks) and nested sharding. */
+ * chunks) and nested sharding. An index the metadata declares (2^31 or 2^59 entries, nested too)
+ * is checked against limits.max_object_bytes and the shard's size before anything is allocated
+ * for it. */
 #include "shardmill/sm_config.h"
 
 #include <pthread.h>
@@ -918,6 +920,107 @@ static void test_shard_read_allocation_failures_are_nomem_without_leaks(void **s
     check_read(f, off, ext);
 }
 
+static void test_shard_read_references_of_many_tiny_inner_chunks_stay_bounded(void **state)
+{
+    struct fx *f = *state;
+    /* 300,000 single-element inner chunks in one shard, read whole: references are held 65,536 at
+     * a time (24 bytes each), so the one byte-adjacent run is read in 5 pieces and the read needs
+     * about the index (4.8 MB, held a few times) rather than 300,000 references. */
+    const struct sspec sp = {"",    "uint8", 1,       1, {300000}, {300000}, {1}, "0", {0},
+                             false, true,    ORDER_C, 0, 0,        0,        0,   77};
+    f->opts.index_cache_bytes = 0;
+    build(f, &sp);
+    const uint64_t off[1] = {0}, ext[1] = {300000};
+    const uint64_t before = sm_alloc_current();
+    sm_alloc_reset_peak();
+    check_read(f, off, ext);
+    const uint64_t used = sm_alloc_peak() - before;
+    if (used > (32u << 20)) {
+        fail_msg("the read allocated %llu bytes", (unsigned long long)used);
+    }
+    assert_int_equal(req(f, SM_IO_INDEX), 1);
+    assert_int_equal(req(f, SM_IO_PAYLOAD), 5); /* ceil(300000 / 65536) */
+    assert_int_equal(sm_store_bytes(f->s, SM_IO_PAYLOAD), 300000);
+}
+
+/* Reads [0, 1) expecting `status` with `what` in the message and "c/0" in `where`, allocating
+ * less than 64 KiB on the way. */
+static void expect_refused_small(struct fx *f, sm_status status, const char *what)
+{
+    sm_array_close(f->a);
+    f->a = NULL;
+    assert_ok(sm_array_open(f->s, "", &f->opts, &f->a, &f->err), &f->err);
+    const uint64_t off[1] = {0}, ext[1] = {1};
+    uint8_t got[1];
+    const uint64_t before = sm_alloc_current();
+    sm_alloc_reset_peak();
+    assert_int_equal(read_into(f, off, ext, got), status);
+    assert_contains(f->err.what, what);
+    assert_contains(f->err.where, "c/0");
+    if (sm_alloc_peak() - before > (64 << 10)) {
+        fail_msg("the refused read allocated %llu bytes",
+                 (unsigned long long)(sm_alloc_peak() - before));
+    }
+}
+
+static void huge_index_array(struct fx *f, uint64_t entries, bool at_start)
+{
+    f->sp.elem = 1;
+    f->sp.ndim = 1;
+    const uint64_t shape[1] = {entries}, inner[1] = {1};
+    char codec[1024];
+    sharding_json(codec, sizeof(codec), 1, inner, BYTES_LE, true, at_start);
+    write_zarr_json(f, "", "uint8", 1, shape, shape, "0", codec);
+    uint8_t junk[100];
+    memset(junk, 0x5a, sizeof(junk));
+    sm_test_put(f->s, "c/0", junk, sizeof(junk));
+}
+
+static void test_shard_read_declared_huge_index_is_refused_before_allocating(void **state)
+{
+    struct fx *f = *state;
+    const uint64_t entries[2] = {(uint64_t)1 << 31, (uint64_t)1 << 59};
+    for (int e = 0; e < 2; e++) {
+        for (int at_start = 0; at_start < 2; at_start++) {
+            for (int cache = 0; cache < 2; cache++) {
+                huge_index_array(f, entries[e], at_start != 0);
+                f->opts.index_cache_bytes = cache ? 16u << 20 : 0;
+                f->opts.limits.max_object_bytes = 512u << 20;
+                expect_refused_small(f, SM_E_LIMIT, "exceeds limits.max_object_bytes");
+                assert_contains(f->err.what, "inner chunks");
+                assert_contains(f->err.where, "(shard index)");
+                /* without the limit, the shard's own 100 bytes refuse it */
+                f->opts.limits.max_object_bytes = 0;
+                expect_refused_small(f, SM_E_DATA, at_start ? "past the end" : "shorter than");
+            }
+        }
+    }
+}
+
+static void test_shard_read_declared_huge_nested_index_is_refused_before_allocating(void **state)
+{
+    struct fx *f = *state;
+    /* An outer shard of 2 inner chunks of 2^31 elements, each itself sharded into 2^31 chunks of 1
+     * element; the outer shard holds a 50-byte "nested shard" and an index of 2 entries. */
+    const uint64_t shape[1] = {(uint64_t)1 << 32}, outer_inner[1] = {(uint64_t)1 << 31};
+    const uint64_t one[1] = {1};
+    char nested[1024], codec[2048];
+    sharding_json(nested, sizeof(nested), 1, one, BYTES_LE, false, false);
+    sharding_json(codec, sizeof(codec), 1, outer_inner, nested, false, false);
+    write_zarr_json(f, "", "uint8", 1, shape, shape, "0", codec);
+    f->sp.elem = 1;
+    f->sp.ndim = 1;
+    uint8_t shard[50 + 32];
+    memset(shard, 0x5a, 50);
+    const uint64_t index[4] = {0, 50, UINT64_MAX, UINT64_MAX};
+    memcpy(shard + 50, index, sizeof(index)); /* little-endian host */
+    sm_test_put(f->s, "c/0", shard, sizeof(shard));
+    expect_refused_small(f, SM_E_LIMIT, "an index of 2147483648 inner chunks");
+    f->opts.limits.max_object_bytes = 0;
+    expect_refused_small(f, SM_E_DATA, "nested shard of 50 bytes is shorter than its");
+    assert_contains(f->err.where, "(shard index)");
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int main(void)
@@ -957,6 +1060,9 @@ int main(void)
         T(test_shard_read_nested_stats_with_outer_index_at_start),
         T(test_shard_read_threads_share_the_index_cache),
         T(test_shard_read_allocation_failures_are_nomem_without_leaks),
+        T(test_shard_read_declared_huge_index_is_refused_before_allocating),
+        T(test_shard_read_references_of_many_tiny_inner_chunks_stay_bounded),
+        T(test_shard_read_declared_huge_nested_index_is_refused_before_allocating),
     };
     return cmocka_run_group_tests_name("array_shard_read", tests, NULL, NULL);
 }

@@ -1,7 +1,9 @@
 /* Unit tests for engine/codec/codec_blosc.c: every compressor with noshuffle, shuffle and
  * bitshuffle round trips; numcodecs' integer shuffle and typesize defaults; a header lying about
  * its decoded size, a header whose compressed size disagrees with the input and short input are
- * SM_E_DATA; numcodecs-written buffers decode; unknown compressors are rejected by name. */
+ * SM_E_DATA; numcodecs-written buffers decode; unknown compressors are rejected by name. Of unknown
+ * size, the header's decoded size is bounded by the scratch's decode bound (SM_E_LIMIT before any
+ * allocation), and headers whose block layout cannot fit the buffer are SM_E_DATA. */
 #include "shardmill/sm_config.h"
 
 #include <setjmp.h>
@@ -205,6 +207,107 @@ static void test_blosc_rejects_bad_configurations(void **state)
     assert_contains(err.what, "'typesize' is 0");
 }
 
+/* [bytes, zstd, blosc]: the blosc stage's decoded size is unknown. */
+static struct sm_codec_chain *bl_unknown(void)
+{
+    struct sm_codec_chain *c =
+        ct_chain("[" LE ",\"zstd\",{\"name\":\"blosc\",\"configuration\":{\"cname\":\"lz4\"}}]",
+                 SM_DT_UINT16, 2, shape);
+    assert_int_equal(c->stages[2].dec.len, SM_LEN_VARIABLE);
+    return c;
+}
+
+/* blosc of n zero bytes (lz4, byte shuffle, typesize 2). */
+static uint8_t *zero_blosc(size_t n, size_t *len)
+{
+    uint8_t *zeros = test_calloc(1, n);
+    uint8_t *b = test_malloc(n + BLOSC_MAX_OVERHEAD);
+    const int r =
+        blosc_compress_ctx(5, BLOSC_SHUFFLE, 2, n, zeros, b, n + BLOSC_MAX_OVERHEAD, "lz4", 0, 1);
+    test_free(zeros);
+    assert_true(r > 0 && (size_t)r < n / 100);
+    *len = (size_t)r;
+    return b;
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+    memcpy(p, &v, 4); /* blosc headers are little-endian, as the host */
+}
+
+static void decode_bounded(const struct sm_codec_chain *c, struct sm_bytes in, sm_status status,
+                           const char *needle, uint64_t most, struct sm_scratch *s)
+{
+    struct sm_err err;
+    sm_err_clear(&err);
+    struct sm_buf dec = SM_BUF_INIT;
+    const uint64_t before = sm_alloc_current();
+    sm_alloc_reset_peak();
+    assert_status(sm_codec_chain_decode(c, in, &dec, s, &err), status, &err);
+    assert_contains(err.what, needle);
+    if (sm_alloc_peak() - before > most) {
+        fail_msg("decode allocated %llu bytes, at most %llu expected",
+                 (unsigned long long)(sm_alloc_peak() - before), (unsigned long long)most);
+    }
+    sm_buf_free(&dec);
+}
+
+static void test_blosc_nbytes_past_the_decode_bound_is_a_limit_before_allocating(void **state)
+{
+    (void)state;
+    struct sm_codec_chain *c = bl_unknown();
+    struct sm_scratch *s = ct_scratch();
+    size_t len;
+    uint8_t *b = zero_blosc((size_t)8 << 20, &len);
+    sm_scratch_set_max_decoded(s, (size_t)1 << 20);
+    decode_bounded(c, sm_bytes_of(b, len), SM_E_LIMIT,
+                   "blosc: header declares 8388608 decoded bytes, more than the decode limit of "
+                   "1048576 bytes (limits.max_chunk_bytes)",
+                   4096, s);
+    /* within the bound it decodes (and the zeros then fail the zstd stage) */
+    sm_scratch_set_max_decoded(s, (size_t)16 << 20);
+    decode_bounded(c, sm_bytes_of(b, len), SM_E_DATA, "zstd", (size_t)9 << 20, s);
+    test_free(b);
+    sm_scratch_free(s);
+    sm_codec_chain_free(c);
+}
+
+static void test_blosc_header_whose_blocks_cannot_fit_is_data(void **state)
+{
+    (void)state;
+    struct sm_codec_chain *c = bl_unknown();
+    struct sm_scratch *s = ct_scratch();
+    sm_scratch_set_max_decoded(s, 0); /* no bound: the header's own consistency decides */
+    size_t len;
+    uint8_t *b = zero_blosc((size_t)1 << 20, &len);
+    uint32_t blocksize;
+    memcpy(&blocksize, b + 8, 4);
+    assert_true(blocksize > 0 && blocksize <= (1u << 20));
+    /* nbytes near the format's 2 GiB maximum with the same block size: thousands of blocks, each
+     * needing a 4-byte start offset the buffer does not have */
+    put32(b + 4, 0x7fffff00u);
+    decode_bounded(c, sm_bytes_of(b, len), SM_E_DATA, "more than", 4096, s);
+    put32(b + 4, 1u << 20);
+    put32(b + 8, 0); /* no block size */
+    decode_bounded(c, sm_bytes_of(b, len), SM_E_DATA, "blocks of 0 bytes", 4096, s);
+    put32(b + 8, (1u << 20) + 2); /* blocks larger than the buffer */
+    decode_bounded(c, sm_bytes_of(b, len), SM_E_DATA, "blocks of 1048578 bytes", 4096, s);
+    test_free(b);
+    /* A copied (memcpyed) buffer holds exactly nbytes after its header. */
+    uint8_t small[64] = {0};
+    uint8_t cb[64 + BLOSC_MAX_OVERHEAD];
+    const int r = blosc_compress_ctx(5, BLOSC_NOSHUFFLE, 1, sizeof(small), small, cb, sizeof(cb),
+                                     "lz4", 0, 1);
+    assert_int_equal(r, (int)sizeof(cb));
+    assert_true((cb[2] & BLOSC_MEMCPYED) != 0);
+    put32(cb + 4, 1u << 30);
+    decode_bounded(c, sm_bytes_of(cb, sizeof(cb)), SM_E_DATA,
+                   "header of a copied buffer claims 1073741824 decoded bytes, the buffer holds 64",
+                   4096, s);
+    sm_scratch_free(s);
+    sm_codec_chain_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -214,6 +317,8 @@ int main(void)
         cmocka_unit_test(test_blosc_decode_validates_the_header_against_the_input),
         cmocka_unit_test(test_blosc_decodes_numcodecs_buffers),
         cmocka_unit_test(test_blosc_rejects_bad_configurations),
+        cmocka_unit_test(test_blosc_nbytes_past_the_decode_bound_is_a_limit_before_allocating),
+        cmocka_unit_test(test_blosc_header_whose_blocks_cannot_fit_is_data),
     };
     return cmocka_run_group_tests_name("codec_blosc", tests, NULL, NULL);
 }

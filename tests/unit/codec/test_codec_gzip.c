@@ -1,7 +1,11 @@
 /* Unit tests for engine/codec/codec_gzip.c: round trips at every level, a numcodecs-written
  * member (header with mtime) decodes, corrupt and truncated streams are SM_E_DATA with the
  * libdeflate result as cause, the decoded size must be exact, an unknown size is taken from ISIZE,
- * concatenated members decode when the size is known, and levels outside 0..9 are rejected. */
+ * concatenated members decode when the size is known, and levels outside 0..9 are rejected.
+ * Of unknown size (after another bytes->bytes codec), ISIZE is bounded: past the scratch's decode
+ * bound it is SM_E_LIMIT before any allocation, past what the member can hold SM_E_DATA, and a
+ * bomb whose ISIZE lies small stops at the bound; an empty member decodes into an empty buffer
+ * (no NULL + 0 under UBSan). */
 #include "shardmill/sm_config.h"
 
 #include <setjmp.h>
@@ -203,6 +207,179 @@ static void test_gzip_rejects_bad_levels(void **state)
     sm_codec_chain_free(c);
 }
 
+/* [bytes, gzip, gzip]: the last gzip's decoded size is unknown. */
+static struct sm_codec_chain *gz_unknown(void)
+{
+    struct sm_codec_chain *c =
+        ct_chain("[" LE ",{\"name\":\"gzip\",\"configuration\":{\"level\":1}},{\"name\":\"gzip\","
+                 "\"configuration\":{\"level\":1}}]",
+                 SM_DT_UINT16, 2, shape);
+    assert_int_equal(c->stages[2].dec.len, SM_LEN_VARIABLE);
+    return c;
+}
+
+/* A gzip member of n zero bytes (a bomb: 8 MiB compress to about 8 KiB); *len its size. */
+static uint8_t *zero_member(size_t n, size_t *len)
+{
+    uint8_t *zeros = test_calloc(1, n);
+    struct libdeflate_compressor *lc = libdeflate_alloc_compressor(9);
+    const size_t cap = libdeflate_gzip_compress_bound(lc, n);
+    uint8_t *m = test_malloc(cap);
+    *len = libdeflate_gzip_compress(lc, zeros, n, m, cap);
+    libdeflate_free_compressor(lc);
+    test_free(zeros);
+    assert_true(*len > 0 && *len < n / 500);
+    return m;
+}
+
+static void set_isize(uint8_t *m, size_t len, uint32_t v)
+{
+    for (int i = 0; i < 4; i++) {
+        m[len - 4 + (size_t)i] = (uint8_t)(v >> (8 * i));
+    }
+}
+
+/* Decodes expecting `status` and `needle`; the engine's allocations during the decode stay below
+ * `most` bytes above what was allocated before. */
+static void decode_bounded(const struct sm_codec_chain *c, struct sm_bytes in, sm_status status,
+                           const char *needle, uint64_t most, struct sm_scratch *s)
+{
+    struct sm_err err;
+    sm_err_clear(&err);
+    struct sm_buf dec = SM_BUF_INIT;
+    const uint64_t before = sm_alloc_current();
+    sm_alloc_reset_peak();
+    assert_status(sm_codec_chain_decode(c, in, &dec, s, &err), status, &err);
+    assert_contains(err.what, needle);
+    if (sm_alloc_peak() - before > most) {
+        fail_msg("decode allocated %llu bytes, at most %llu expected",
+                 (unsigned long long)(sm_alloc_peak() - before), (unsigned long long)most);
+    }
+    sm_buf_free(&dec);
+}
+
+static void test_gzip_isize_past_the_decode_bound_is_a_limit_before_allocating(void **state)
+{
+    (void)state;
+    struct sm_codec_chain *c = gz_unknown();
+    struct sm_scratch *s = ct_scratch();
+    size_t len;
+    uint8_t *m = zero_member((size_t)8 << 20, &len);
+    sm_scratch_set_max_decoded(s, (size_t)1 << 20);
+    decode_bounded(c, sm_bytes_of(m, len), SM_E_LIMIT,
+                   "gzip: trailer declares 8388608 decoded bytes, more than the decode limit of "
+                   "1048576 bytes (limits.max_chunk_bytes)",
+                   64 << 10, s);
+    /* The default bound (1 GiB) lets the same member through to the next stage. */
+    sm_scratch_set_max_decoded(s, SM_SCRATCH_MAX_DECODED_DEFAULT);
+    decode_bounded(c, sm_bytes_of(m, len), SM_E_DATA, "gzip", (size_t)9 << 20, s);
+    test_free(m);
+    sm_scratch_free(s);
+    sm_codec_chain_free(c);
+}
+
+static void test_gzip_bomb_with_a_small_isize_stops_at_the_decode_bound(void **state)
+{
+    (void)state;
+    struct sm_codec_chain *c = gz_unknown();
+    struct sm_scratch *s = ct_scratch();
+    size_t len;
+    uint8_t *m = zero_member((size_t)8 << 20, &len);
+    set_isize(m, len, 100);
+    sm_scratch_set_max_decoded(s, (size_t)1 << 20);
+    /* the buffer grows 100 -> 64 KiB -> ... -> 1 MiB and the member still does not fit */
+    decode_bounded(c, sm_bytes_of(m, len), SM_E_LIMIT,
+                   "gzip: member decodes to more than the decode limit of 1048576 bytes",
+                   ((size_t)1 << 20) + (64 << 10), s);
+    /* Within the bound, the lie is caught by libdeflate's ISIZE check. */
+    sm_scratch_set_max_decoded(s, (size_t)16 << 20);
+    decode_bounded(c, sm_bytes_of(m, len), SM_E_DATA, "gzip: corrupt stream at byte 0",
+                   (size_t)17 << 20, s);
+    test_free(m);
+    sm_scratch_free(s);
+    sm_codec_chain_free(c);
+}
+
+static void test_gzip_isize_larger_than_the_member_can_hold_is_data(void **state)
+{
+    (void)state;
+    struct sm_codec_chain *c = gz_unknown();
+    struct sm_scratch *s = ct_scratch();
+    size_t len;
+    uint8_t *m = zero_member((size_t)1 << 20, &len);
+    set_isize(m, len, 0xfffffff0u);   /* ~4 GiB from about 1 KiB: more than deflate can expand */
+    sm_scratch_set_max_decoded(s, 0); /* even without any bound */
+    char want[160];
+    snprintf(want, sizeof(want),
+             "gzip: trailer declares 4294967280 decoded bytes, more than a %zu-byte member can "
+             "hold",
+             len);
+    decode_bounded(c, sm_bytes_of(m, len), SM_E_DATA, want, 4096, s);
+    test_free(m);
+    sm_scratch_free(s);
+    sm_codec_chain_free(c);
+}
+
+static void test_gzip_empty_member_decodes_into_an_empty_buffer(void **state)
+{
+    (void)state;
+    /* Run under the ASan/UBSan build: a fresh output buffer has ptr NULL, and the decoder must not
+     * form NULL + 0 for a member that decodes to nothing. */
+    struct libdeflate_compressor *lc = libdeflate_alloc_compressor(6);
+    uint8_t m[64];
+    const uint8_t none = 0;
+    const size_t len = libdeflate_gzip_compress(lc, &none, 0, m, sizeof(m));
+    libdeflate_free_compressor(lc);
+    assert_true(len >= 18);
+    struct sm_scratch *s = ct_scratch();
+    struct sm_err err;
+    sm_err_clear(&err);
+    /* known size 0: a chunk with an empty axis */
+    const uint64_t empty[2] = {0, 40};
+    struct sm_codec_chain *known = ct_chain(
+        "[" LE ",{\"name\":\"gzip\",\"configuration\":{\"level\":1}}]", SM_DT_UINT16, 2, empty);
+    struct sm_buf dec = SM_BUF_INIT;
+    assert_ok(sm_codec_chain_decode(known, sm_bytes_of(m, len), &dec, s, &err), &err);
+    assert_int_equal(dec.len, 0);
+    /* GCC's UBSan does not flag NULL + 0 (clang's does): the destination handed to libdeflate
+     * was a real buffer, so this fails wherever the old NULL + 0 was formed */
+    assert_non_null(dec.ptr);
+    sm_buf_free(&dec);
+    /* unknown size: the last stage of [bytes, gzip, gzip] straight through its decode slot */
+    struct sm_codec_chain *c = gz_unknown();
+    const struct sm_codec_stage *st = &c->stages[2];
+    struct sm_buf out = SM_BUF_INIT;
+    assert_ok(st->ops->decode(st->prep, sm_bytes_of(m, len), &out, s, &err), &err);
+    assert_int_equal(out.len, 0);
+    assert_non_null(out.ptr);
+    sm_buf_free(&out);
+    /* and empty input (ptr NULL) is refused before anything is read */
+    ct_decode_fails(c, sm_bytes_of(NULL, 0), SM_E_DATA,
+                    "gzip: stream of 0 bytes is shorter than a gzip member", s);
+    sm_scratch_free(s);
+    sm_codec_chain_free(c);
+    sm_codec_chain_free(known);
+}
+
+static void test_gzip_scratch_decodes_again_after_hitting_the_bound(void **state)
+{
+    (void)state;
+    struct sm_codec_chain *c = gz_unknown();
+    struct sm_scratch *s = ct_scratch();
+    size_t len;
+    uint8_t *m = zero_member((size_t)8 << 20, &len);
+    sm_scratch_set_max_decoded(s, (size_t)1 << 20);
+    decode_bounded(c, sm_bytes_of(m, len), SM_E_LIMIT, "decode limit", 64 << 10, s);
+    uint8_t data[2400];
+    ct_fill_random(data, sizeof(data), 3);
+    struct sm_buf enc = SM_BUF_INIT;
+    ct_roundtrip(c, data, &enc, s); /* well inside the bound */
+    sm_buf_free(&enc);
+    test_free(m);
+    sm_scratch_free(s);
+    sm_codec_chain_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -213,6 +390,11 @@ int main(void)
         cmocka_unit_test(test_gzip_decodes_concatenated_members),
         cmocka_unit_test(test_gzip_decodes_a_numcodecs_member),
         cmocka_unit_test(test_gzip_rejects_bad_levels),
+        cmocka_unit_test(test_gzip_isize_past_the_decode_bound_is_a_limit_before_allocating),
+        cmocka_unit_test(test_gzip_bomb_with_a_small_isize_stops_at_the_decode_bound),
+        cmocka_unit_test(test_gzip_isize_larger_than_the_member_can_hold_is_data),
+        cmocka_unit_test(test_gzip_empty_member_decodes_into_an_empty_buffer),
+        cmocka_unit_test(test_gzip_scratch_decodes_again_after_hitting_the_bound),
     };
     return cmocka_run_group_tests_name("codec_gzip", tests, NULL, NULL);
 }

@@ -1,7 +1,8 @@
 /* Unit tests for engine/codec/codec_scratch.c: per-thread contexts are created lazily, once, and
  * kept (one libdeflate compressor per level); nesting levels are bounded; free accepts NULL and
  * releases everything (zstd's memory goes through sm_malloc, so it is counted); the encode-side
- * append helper grows geometrically. */
+ * append helper grows geometrically; the decode bound defaults to 1 GiB, 0 lifts it, and the
+ * retry growth of decoders of unknown size doubles up to the bound and stops there. */
 #include "shardmill/sm_config.h"
 
 #include <setjmp.h>
@@ -126,6 +127,66 @@ static void test_append_grows_geometrically(void **state)
     sm_buf_free(&b);
 }
 
+static void test_scratch_decode_bound_defaults_and_zero_lifts_it(void **state)
+{
+    (void)state;
+    struct sm_scratch *s = ct_scratch();
+    assert_int_equal(s->max_decoded, (size_t)SM_SCRATCH_MAX_DECODED_DEFAULT);
+    assert_int_equal(SM_SCRATCH_MAX_DECODED_DEFAULT, 1ull << 30);
+    sm_scratch_set_max_decoded(s, 4096);
+    assert_int_equal(s->max_decoded, 4096);
+    sm_scratch_set_max_decoded(s, 0);
+    assert_int_equal(s->max_decoded, SIZE_MAX);
+    sm_scratch_free(s);
+}
+
+static void test_grow_doubles_up_to_the_bound_then_stops(void **state)
+{
+    (void)state;
+    const size_t k64 = (size_t)64 << 10;
+    assert_int_equal(sm_codec_grow(0, SIZE_MAX), k64);
+    assert_int_equal(sm_codec_grow(10, SIZE_MAX), k64);
+    assert_int_equal(sm_codec_grow(k64, SIZE_MAX), 2 * k64);
+    assert_int_equal(sm_codec_grow(0, 100), 100); /* a bound below the minimum step */
+    assert_int_equal(sm_codec_grow(3 * k64, 4 * k64), 4 * k64);
+    assert_int_equal(sm_codec_grow(4 * k64, 4 * k64), 0);
+    assert_int_equal(sm_codec_grow(5 * k64, 4 * k64), 0);
+    assert_int_equal(sm_codec_grow(SIZE_MAX / 2 + 1, SIZE_MAX), SIZE_MAX);
+    assert_int_equal(sm_codec_grow(SIZE_MAX, SIZE_MAX), 0);
+    /* The sequence from 0 reaches any bound in log2 steps and ends at exactly the bound. */
+    size_t cap = 0, steps = 0, bound = 5000000;
+    for (size_t next; (next = sm_codec_grow(cap, bound)) != 0; steps++) {
+        assert_true(next > cap && next <= bound);
+        cap = next;
+    }
+    assert_int_equal(cap, bound);
+    assert_true(steps <= 8);
+}
+
+static void test_renew_replaces_the_storage_without_holding_both(void **state)
+{
+    (void)state;
+    struct sm_err err;
+    sm_err_clear(&err);
+    struct sm_buf b = SM_BUF_INIT;
+    assert_ok(sm_codec_renew(&b, 0, &err), &err);
+    assert_non_null(b.ptr); /* never NULL, so decoders may form b.ptr + 0 */
+    assert_int_equal(b.len, 0);
+    assert_ok(sm_codec_renew(&b, 1000, &err), &err);
+    b.len = 1000;
+    const uint64_t before = sm_alloc_current();
+    sm_alloc_reset_peak();
+    assert_ok(sm_codec_renew(&b, (size_t)1 << 20, &err), &err);
+    assert_int_equal(b.len, 0);
+    assert_true(b.cap >= (size_t)1 << 20);
+    /* the 1000-byte block was released before the new one was taken */
+    assert_true(sm_alloc_peak() <= before - 1000 + ((size_t)1 << 20));
+    uint8_t *p = b.ptr;
+    assert_ok(sm_codec_renew(&b, 10, &err), &err); /* large enough: kept */
+    assert_ptr_equal(b.ptr, p);
+    sm_buf_free(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -135,6 +196,9 @@ int main(void)
         cmocka_unit_test(test_scratch_context_allocation_failure_is_nomem),
         cmocka_unit_test(test_scratch_levels_are_bounded),
         cmocka_unit_test(test_append_grows_geometrically),
+        cmocka_unit_test(test_scratch_decode_bound_defaults_and_zero_lifts_it),
+        cmocka_unit_test(test_grow_doubles_up_to_the_bound_then_stops),
+        cmocka_unit_test(test_renew_replaces_the_storage_without_holding_both),
     };
     return cmocka_run_group_tests_name("codec_scratch", tests, NULL, NULL);
 }

@@ -1,6 +1,9 @@
 /* Unit tests for engine/codec/codec_zstd.c: round trips, the checksum flag, truncated and corrupt
  * frames, an exact decoded size, sizes taken from frame headers (several frames) when the chain
- * does not know it, frames without a content size, the reused contexts and bad levels. */
+ * does not know it, frames without a content size, the reused contexts and bad levels. Of unknown
+ * size, declared sizes are bounded: past the scratch's decode bound SM_E_LIMIT before any
+ * allocation, past what the frames can hold SM_E_DATA; frames without a content size decode into a
+ * buffer that grows only up to the bound. */
 #include "shardmill/sm_config.h"
 
 #include <setjmp.h>
@@ -149,38 +152,146 @@ static void test_zstd_unknown_size_comes_from_frame_headers(void **state)
     sm_codec_chain_free(c);
 }
 
-static void test_zstd_refuses_a_frame_without_content_size_of_unknown_size(void **state)
+/* A streamed frame (no content size field) of `in`; returns its length. */
+static size_t streamed_frame(const void *in, size_t n, uint8_t *frame, size_t cap)
 {
-    (void)state;
-    static uint8_t data[4096];
-    ct_fill_smooth(data, sizeof(data), 4);
-    /* A streamed frame has no content size field. */
     ZSTD_CCtx *cc = ZSTD_createCCtx();
-    uint8_t frame[8192];
-    ZSTD_outBuffer ob = {frame, sizeof(frame), 0};
-    ZSTD_inBuffer ib = {data, sizeof(data), 0};
+    ZSTD_outBuffer ob = {frame, cap, 0};
+    ZSTD_inBuffer ib = {in, n, 0};
     size_t r = ZSTD_compressStream2(cc, &ob, &ib, ZSTD_e_continue);
     assert_false(ZSTD_isError(r));
     r = ZSTD_compressStream2(cc, &ob, &ib, ZSTD_e_end);
     assert_int_equal(r, 0);
     ZSTD_freeCCtx(cc);
     assert_int_equal(ZSTD_getFrameContentSize(frame, ob.pos), ZSTD_CONTENTSIZE_UNKNOWN);
+    return ob.pos;
+}
+
+/* Decodes expecting `status` and `needle` (NULL: success) with the engine's allocations during
+ * the decode at most `most` bytes above what was allocated before. */
+static void decode_bounded(const struct sm_codec_chain *c, struct sm_bytes in, sm_status status,
+                           const char *needle, uint64_t most, struct sm_scratch *s)
+{
+    struct sm_err err;
+    sm_err_clear(&err);
+    struct sm_buf dec = SM_BUF_INIT;
+    const uint64_t before = sm_alloc_current();
+    sm_alloc_reset_peak();
+    assert_status(sm_codec_chain_decode(c, in, &dec, s, &err), status, &err);
+    if (needle != NULL) {
+        assert_contains(err.what, needle);
+    }
+    if (sm_alloc_peak() - before > most) {
+        fail_msg("decode allocated %llu bytes, at most %llu expected",
+                 (unsigned long long)(sm_alloc_peak() - before), (unsigned long long)most);
+    }
+    sm_buf_free(&dec);
+}
+
+static void test_zstd_frame_without_content_size_of_unknown_size_grows_to_the_bound(void **state)
+{
+    (void)state;
+    static uint8_t data[4096];
+    ct_fill_smooth(data, sizeof(data), 4);
     const uint64_t sh[1] = {1024};
     struct sm_codec_chain *known = ct_chain("[" LE ",\"zstd\"]", SM_DT_INT32, 1, sh);
     struct sm_codec_chain *unknown = ct_chain("[" LE ",\"zstd\",\"zstd\"]", SM_DT_INT32, 1, sh);
     struct sm_scratch *s = ct_scratch();
+    uint8_t frame[8192], inner[8192], outer[8192];
+    const size_t n = streamed_frame(data, sizeof(data), frame, sizeof(frame));
     struct sm_err err;
     sm_err_clear(&err);
     struct sm_buf dec = SM_BUF_INIT;
     /* With the size known from the chain, a streamed frame is fine. */
-    assert_ok(sm_codec_chain_decode(known, sm_bytes_of(frame, ob.pos), &dec, s, &err), &err);
+    assert_ok(sm_codec_chain_decode(known, sm_bytes_of(frame, n), &dec, s, &err), &err);
     assert_memory_equal(dec.ptr, data, sizeof(data));
-    ct_decode_fails(unknown, sm_bytes_of(frame, ob.pos), SM_E_DATA, "frame without a content size",
-                    s);
+    /* Of unknown size too: [bytes, zstd, zstd] with a streamed outer frame. */
+    const size_t ni = ZSTD_compress(inner, sizeof(inner), data, sizeof(data), 3);
+    assert_false(ZSTD_isError(ni));
+    const size_t no = streamed_frame(inner, ni, outer, sizeof(outer));
+    assert_ok(sm_codec_chain_decode(unknown, sm_bytes_of(outer, no), &dec, s, &err), &err);
+    assert_memory_equal(dec.ptr, data, sizeof(data));
+    /* A streamed bomb: 8 MiB of zeros in one frame; the buffer stops at the bound. */
+    const size_t big = (size_t)8 << 20;
+    uint8_t *zeros = test_calloc(1, big);
+    uint8_t *bomb = test_malloc(1 << 16);
+    const size_t nb = streamed_frame(zeros, big, bomb, 1 << 16);
+    test_free(zeros);
+    sm_scratch_set_max_decoded(s, (size_t)1 << 20);
+    decode_bounded(unknown, sm_bytes_of(bomb, nb), SM_E_LIMIT,
+                   "zstd: frames without a content size decode to more than the decode limit of "
+                   "1048576 bytes (limits.max_chunk_bytes)",
+                   ((size_t)1 << 20) + (64 << 10), s);
+    /* A larger bound lets it through to the next stage (zeros are not a zstd frame). */
+    sm_scratch_set_max_decoded(s, (size_t)16 << 20);
+    decode_bounded(unknown, sm_bytes_of(bomb, nb), SM_E_DATA, "zstd", (size_t)17 << 20, s);
+    test_free(bomb);
     sm_buf_free(&dec);
     sm_scratch_free(s);
     sm_codec_chain_free(known);
     sm_codec_chain_free(unknown);
+}
+
+static void test_zstd_content_size_past_the_decode_bound_is_a_limit_before_allocating(void **state)
+{
+    (void)state;
+    struct sm_codec_chain *c = ct_chain("[" LE ",\"zstd\",\"zstd\"]", SM_DT_INT32, 3, shape);
+    const size_t big = (size_t)8 << 20;
+    uint8_t *zeros = test_calloc(1, big);
+    uint8_t *bomb = test_malloc(1 << 16);
+    const size_t nb = ZSTD_compress(bomb, 1 << 16, zeros, big, 3); /* declares 8 MiB */
+    assert_false(ZSTD_isError(nb));
+    test_free(zeros);
+    struct sm_scratch *s = ct_scratch();
+    sm_scratch_set_max_decoded(s, (size_t)1 << 20);
+    decode_bounded(c, sm_bytes_of(bomb, nb), SM_E_LIMIT,
+                   "zstd: frame headers declare 8388608 decoded bytes, more than the decode "
+                   "limit of 1048576 bytes (limits.max_chunk_bytes)",
+                   4096, s);
+    test_free(bomb);
+    sm_scratch_free(s);
+    sm_codec_chain_free(c);
+}
+
+static void test_zstd_content_size_larger_than_the_frames_can_hold_is_data(void **state)
+{
+    (void)state;
+    /* A hand-made frame: magic, a descriptor with single segment and an 8-byte content size of
+     * 4 GiB, then one raw block of 5 bytes (RFC 8878 §3.1.1). Decoded it is 5 bytes. */
+    uint8_t f[32];
+    size_t n = 0;
+    const uint8_t magic[4] = {0x28, 0xb5, 0x2f, 0xfd};
+    memcpy(f, magic, 4);
+    n = 4;
+    f[n++] = 0xe0; /* FCS_Field_Size 8, Single_Segment */
+    const uint64_t fcs = (uint64_t)4 << 30;
+    for (int i = 0; i < 8; i++) {
+        f[n++] = (uint8_t)(fcs >> (8 * i));
+    }
+    const uint32_t bh = 1u | (0u << 1) | (5u << 3); /* last block, raw, 5 bytes */
+    f[n++] = (uint8_t)bh;
+    f[n++] = (uint8_t)(bh >> 8);
+    f[n++] = (uint8_t)(bh >> 16);
+    memcpy(f + n, "hello", 5);
+    n += 5;
+    assert_int_equal(ZSTD_getFrameContentSize(f, n), fcs);
+    struct sm_codec_chain *c = ct_chain("[" LE ",\"zstd\",\"zstd\"]", SM_DT_INT32, 3, shape);
+    struct sm_scratch *s = ct_scratch();
+    sm_scratch_set_max_decoded(s, 0); /* even without any bound */
+    char want[160];
+    snprintf(want, sizeof(want),
+             "zstd: frame headers declare 4294967296 decoded bytes, more than %zu bytes of frames "
+             "can hold",
+             n);
+    decode_bounded(c, sm_bytes_of(f, n), SM_E_DATA, want, 4096, s);
+    /* Within what 23 bytes could hold (786,432 bytes) and without a bound, zstd finds the lie. */
+    const uint64_t small = 100000;
+    for (int i = 0; i < 8; i++) {
+        f[5 + i] = (uint8_t)(small >> (8 * i));
+    }
+    decode_bounded(c, sm_bytes_of(f, n), SM_E_DATA, "zstd", 200000, s);
+    sm_scratch_free(s);
+    sm_codec_chain_free(c);
 }
 
 static void test_zstd_reuses_the_thread_contexts(void **state)
@@ -243,7 +354,9 @@ int main(void)
         cmocka_unit_test(test_zstd_decode_rejects_truncated_frame),
         cmocka_unit_test(test_zstd_decode_rejects_size_mismatch),
         cmocka_unit_test(test_zstd_unknown_size_comes_from_frame_headers),
-        cmocka_unit_test(test_zstd_refuses_a_frame_without_content_size_of_unknown_size),
+        cmocka_unit_test(test_zstd_frame_without_content_size_of_unknown_size_grows_to_the_bound),
+        cmocka_unit_test(test_zstd_content_size_past_the_decode_bound_is_a_limit_before_allocating),
+        cmocka_unit_test(test_zstd_content_size_larger_than_the_frames_can_hold_is_data),
         cmocka_unit_test(test_zstd_reuses_the_thread_contexts),
         cmocka_unit_test(test_zstd_rejects_bad_configurations),
     };

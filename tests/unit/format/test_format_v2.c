@@ -381,6 +381,11 @@ static void test_v2_chunk_byte_size_overflow_is_refused(void **state)
                     "4294967296, 2], \"dtype\": \"<f8\", \"order\": \"C\", \"compressor\": null, "
                     "\"fill_value\": 0, \"filters\": null}";
     expect_error(d, "the byte size of a float64 chunk overflows");
+    /* 2^63 elements fit 64 bits, their 2^66 bytes do not */
+    d = "{\"zarr_format\": 2, \"shape\": [2097152, 2097152, 2097152], \"chunks\": [1, 1, 1], "
+        "\"dtype\": \"<f8\", \"order\": \"C\", \"compressor\": null, \"fill_value\": 0, "
+        "\"filters\": null}";
+    expect_error(d, "shape: the byte size of a float64 array overflows 64 bits");
 }
 
 static void test_v2_zero_dimensional_array(void **state)

@@ -266,6 +266,18 @@ static void test_v3_overflowing_products_are_refused(void **state)
     expect_error(array_doc("[10, 10]", "\"int64\"", "[4294967296, 1073741824]",
                            "{\"name\": \"default\"}", "[" BYTES_LE "]", ""),
                  "the byte size of a int64 chunk overflows");
+    /* 2^63 elements fit 64 bits, their 2^66 bytes do not */
+    expect_error(array_doc("[2097152, 2097152, 2097152]", "\"float64\"", "[1, 1, 1]",
+                           "{\"name\": \"default\"}", "[" BYTES_LE "]", ""),
+                 "shape: the byte size of a float64 array overflows 64 bits");
+    /* a sharding_indexed chunk_shape that makes 2^62 inner chunks per shard (a 2^66-byte index) */
+    expect_error(array_doc("[2147483648, 2147483648]", "\"uint8\"", "[2147483648, 2147483648]",
+                           "{\"name\": \"default\"}",
+                           "[{\"name\": \"sharding_indexed\", \"configuration\": "
+                           "{\"chunk_shape\": [1, 1], \"codecs\": [\"bytes\"], "
+                           "\"index_codecs\": [\"bytes\"]}}]",
+                           ""),
+                 "too many inner chunks per shard");
 }
 
 static void test_v3_unknown_data_type_is_named(void **state)
