@@ -12,12 +12,16 @@ function(sm_target_flags target)
                                              -fno-omit-frame-pointer)
     target_link_options(${target} PRIVATE -fsanitize=address,undefined)
   endif()
+  if(SM_BUILD_FUZZERS) # libFuzzer's coverage feedback reaches into the engine (tests/fuzz/)
+    target_compile_options(${target} PRIVATE -fsanitize=fuzzer-no-link)
+  endif()
 endfunction()
 
 # Relaxed flags for test code: cmocka macros trip -Wpedantic/-Wcast-qual, and fixed-size path
 # buffers in test helpers trip -Wformat-truncation at -O2.
 function(sm_test_flags target)
-  target_compile_options(${target} PRIVATE -Wall -Wextra -Wno-format-truncation -ffp-contract=off)
+  target_compile_options(${target} PRIVATE -Wall -Wextra $<$<C_COMPILER_ID:GNU>:-Wno-format-truncation>
+                                           -ffp-contract=off)
   if(SM_WERROR)
     target_compile_options(${target} PRIVATE -Werror)
   endif()
@@ -25,5 +29,8 @@ function(sm_test_flags target)
     target_compile_options(${target} PRIVATE -fsanitize=address,undefined -fno-sanitize-recover=all
                                              -fno-omit-frame-pointer)
     target_link_options(${target} PRIVATE -fsanitize=address,undefined)
+  endif()
+  if(SM_BUILD_FUZZERS) # libFuzzer's coverage feedback reaches into the engine (tests/fuzz/)
+    target_compile_options(${target} PRIVATE -fsanitize=fuzzer-no-link)
   endif()
 endfunction()

@@ -21,6 +21,7 @@ packages=(
     python3-h5py python3-nibabel
     slurm-wlm munge python3-matplotlib
     clang-format-16 hyperfine
+    clang libclang-rt-14-dev
 )
 
 # Node.js and npm: a machine may carry them outside Debian's packages (e.g. node 20 + npm 11 in

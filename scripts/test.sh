@@ -9,11 +9,16 @@
 #   asan          configure + build build/asan (Debug, SM_SANITIZE=ON: ASan + UBSan), ctest -j2
 #                 (every label: interop tests drive the ASan binary), leaks on, OpenMPI noise
 #                 suppressed by tests/sanitizers/lsan.supp
+#   fuzz          configure + build build/fuzz (preset `fuzz`: clang, libFuzzer, ASan + UBSan), then
+#                 ctest -L '^fuzz$' -j2: every tests/fuzz target for SM_FUZZ_SECONDS (default 30)
+#                 on a copy of its seed corpus (docs/internals/fuzzing.md); the corpora's replay
+#                 (fuzz_replay.*) already ran in the release and asan stages
 #   checksrc      scripts/checksrc (STYLE B14 source rules)
 #   format        clang-format-16 --dry-run --Werror over engine/ jobs/ tests/ bench/ *.c *.h
 # Every stage runs even when an earlier one failed (except those that depend on it), so one run
 # reports everything; the exit status is 1 if any stage failed. The last line is a summary.
-# Environment: SM_TEST_BUILD_JOBS (default: nproc) for the compiler's parallelism.
+# Environment: SM_TEST_BUILD_JOBS (default: nproc) for the compiler's parallelism;
+# SM_FUZZ_SECONDS (default 30) per fuzz target in the fuzz stage, 0 skips the stage.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -154,6 +159,27 @@ if stage asan-configure cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=Debug -DSM_S
 else
     skip asan-build "configure failed"
     skip asan-ctest "configure failed"
+fi
+
+# fuzz: bounded libFuzzer runs of every target (label fuzz) under ASan + UBSan.
+fuzz_seconds="${SM_FUZZ_SECONDS:-30}"
+fuzz_run() {
+    local -x ASAN_OPTIONS="detect_leaks=1"
+    local -x UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+    ctest --test-dir build/fuzz -L '^fuzz$' --output-on-failure -j2 --no-tests=error 2>&1 |
+        tee build/fuzz/test.sh-ctest.log
+}
+if [[ "$fuzz_seconds" == 0 ]]; then
+    skip fuzz "SM_FUZZ_SECONDS=0"
+elif stage fuzz-configure cmake --preset fuzz -DSM_FUZZ_SECONDS="$fuzz_seconds"; then
+    if stage fuzz-build cmake --build build/fuzz --target fuzzers -j "$build_jobs"; then
+        stage fuzz fuzz_run || true
+    else
+        skip fuzz "build failed"
+    fi
+else
+    skip fuzz-build "configure failed"
+    skip fuzz "configure failed"
 fi
 
 stage checksrc scripts/checksrc || true

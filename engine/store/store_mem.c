@@ -61,7 +61,9 @@ static sm_status mem_get(struct sm_store *s, const char *key, struct sm_range r,
             st = sm_store_check_len(s, key, size, err);
         }
         if (st == SM_OK) {
-            st = sm_buf_set(out, sm_bytes_of(o->data.ptr + off, (size_t)n), err);
+            /* an empty object has no buffer: never form NULL + 0 (UBSan) */
+            const uint8_t *p = o->data.ptr != NULL ? o->data.ptr + off : NULL;
+            st = sm_buf_set(out, sm_bytes_of(p, (size_t)n), err);
         }
     }
     pthread_mutex_unlock(&ms->mu);

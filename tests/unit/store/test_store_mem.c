@@ -51,6 +51,24 @@ static void test_mem_put_copies_the_caller_bytes(void **state)
     sm_store_close(s);
 }
 
+/* Found by fuzz_v2_group: an empty object has no buffer, and get formed NULL + 0 (UBSan). */
+static void test_mem_get_of_an_empty_object_is_found_and_empty(void **state)
+{
+    (void)state;
+    struct sm_err err;
+    sm_err_clear(&err);
+    struct sm_store *s = NULL;
+    assert_ok(sm_store_mem_new(&s, &err), &err);
+    assert_ok(sm_store_put_atomic(s, "empty", sm_bytes_of(NULL, 0), &err), &err);
+    struct sm_buf b = SM_BUF_INIT;
+    bool found = false;
+    assert_ok(sm_store_get(s, "empty", sm_range_all(), SM_IO_META, &b, &found, &err), &err);
+    assert_true(found);
+    assert_int_equal(b.len, 0);
+    sm_buf_free(&b);
+    sm_store_close(s);
+}
+
 static void test_mem_close_frees_objects_keys_and_overwritten_data(void **state)
 {
     (void)state;
@@ -220,6 +238,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mem_new_has_mem_scheme_and_url),
         cmocka_unit_test(test_mem_put_copies_the_caller_bytes),
+        cmocka_unit_test(test_mem_get_of_an_empty_object_is_found_and_empty),
         cmocka_unit_test(test_mem_close_frees_objects_keys_and_overwritten_data),
         cmocka_unit_test(test_mem_list_deduplicates_child_prefixes),
         cmocka_unit_test(test_mem_prefix_is_not_an_object),
