@@ -1287,9 +1287,9 @@ static sm_status check_rules(struct lctx *cx)
         }
         if (st == SM_OK && (sm_path_is_within(ex, out) || sm_path_is_within(out, ex))) {
             st = fail_key(cx, "export.hdf5.path", __FILE__, __LINE__,
-                          "export.hdf5.path '%s' is inside output.path '%s' or contains it (give a "
-                          "path beside it)",
-                          ex, out);
+                          "export.hdf5.path '%s' %s the output '%s' (output.path; give a path "
+                          "beside it)",
+                          ex, sm_path_is_within(ex, out) ? "lies inside" : "contains", out);
         }
     }
     sm_free(ex);

@@ -191,7 +191,7 @@ def case_export(c, args, root):
     refused(c, "export.hdf5.path inside the output (nothing created)",
             run_cfg(args, cfg, ["export.hdf5.path=o.zarr/x.h5"]), root, "export.hdf5.path",
             "o.zarr/x.h5", "inside", "output", "o.zarr",
-            alt=r"export\.hdf5\.path 'o\.zarr/x\.h5' is inside output\.path 'o\.zarr'")
+            alt=r"export\.hdf5\.path 'o\.zarr/x\.h5' lies inside the output 'o\.zarr'")
 
 
 def case_validate(c, args, root):
