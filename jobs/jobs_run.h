@@ -41,7 +41,9 @@ sm_status sm_job_output_spec(const struct sm_job_config *c, unsigned nd, const u
 sm_status sm_job_shard_grid(const struct sm_job_config *c, const struct sm_array_meta *m,
                             const struct sm_scan_setup *s, struct sm_tiling *grid,
                             struct sm_err *err);
-/* Writes every shard of the job, then flushes and writes the completion marker (one rank). */
+/* Writes every shard of the job, then flushes and writes the completion marker (one rank). A
+ * stop (SM_E_STOPPED) still flushes the shards that were finished, then returns without a marker.
+ */
 sm_status sm_job_write_output(const struct sm_writer *w, struct sm_output *out,
                               const struct sm_write_job *job, struct sm_write_result *res,
                               struct sm_err *err);

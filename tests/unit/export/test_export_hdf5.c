@@ -135,7 +135,7 @@ static struct sm_export_spec spec_of(int deflate)
 static sm_status export_all(struct fx *f, const struct sm_export_spec *sp,
                             const struct sm_export_opts *o, struct sm_export_result *res)
 {
-    const struct sm_export_work work = {UNIT, 0, 12, NULL, NULL};
+    const struct sm_export_work work = {UNIT, 0, 12, NULL, NULL, NULL};
     return sm_export_hdf5_write(f->path, o, sp, f->a, &work, f->scratch, res, &f->err);
 }
 
@@ -263,8 +263,8 @@ static void test_export_partial_work_writes_only_its_units(void **state)
     struct fx *f = *state;
     const struct sm_export_spec sp = spec_of(0);
     const struct sm_export_opts o = SM_EXPORT_OPTS_DEFAULTS;
-    const struct sm_export_work work = {UNIT, 5, 4, NULL,
-                                        NULL}; /* units 5..8, one box each (sec2) */
+    const struct sm_export_work work = {UNIT, 5,    4,
+                                        NULL, NULL, NULL}; /* units 5..8, one box each (sec2) */
     struct sm_export_result res;
     assert_ok(sm_export_hdf5_write(f->path, &o, &sp, f->a, &work, f->scratch, &res, &f->err),
               &f->err);
@@ -334,7 +334,7 @@ static void test_check_applies_the_policy_before_writing(void **state)
     assert_ok(sm_export_hdf5_check(p, &o, &sp, &resolved, &f->err), &f->err);
     sm_free(resolved);
     struct sm_export_result r2;
-    const struct sm_export_work work = {UNIT, 0, 12, NULL, NULL};
+    const struct sm_export_work work = {UNIT, 0, 12, NULL, NULL, NULL};
     assert_status(sm_export_hdf5_write(p, &o, &sp, f->a, &work, f->scratch, &r2, &f->err), SM_E_IO,
                   &f->err); /* the write itself needs the directory */
     assert_contains(f->err.what, "the export directory is missing");
@@ -424,7 +424,7 @@ static void test_a_non_float32_source_is_refused(void **state)
     const struct sm_export_spec sp = spec_of(0);
     const struct sm_export_opts o = SM_EXPORT_OPTS_DEFAULTS;
     const uint64_t unit[1] = {4};
-    const struct sm_export_work work = {unit, 0, 1, NULL, NULL};
+    const struct sm_export_work work = {unit, 0, 1, NULL, NULL, NULL};
     struct sm_export_result res;
     assert_status(sm_export_hdf5_write(f->path, &o, &sp, a, &work, f->scratch, &res, &f->err),
                   SM_E_USAGE, &f->err);
