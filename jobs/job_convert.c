@@ -545,8 +545,8 @@ sm_status sm_job_convert(const struct sm_job_config *c, const char *report_path,
     }
     json_decref(attrs);
     sm_job_export_free(ex);
+    sm_output_close(out); /* before the writer: it names the shards to clean up */
     sm_writer_free(w);
-    sm_output_close(out);
     sm_free(keep);
     sm_scan_result_destroy(&r);
     sm_array_close(a);

@@ -131,8 +131,8 @@ sm_status sm_job_ingest(const struct sm_job_config *c, const char *report_path, 
         json_decref(rep);
     }
     json_decref(attrs);
+    sm_output_close(out); /* before the writer: it names the shards to clean up */
     sm_writer_free(w);
-    sm_output_close(out);
     sm_volume_close(&v);
     return st;
 }

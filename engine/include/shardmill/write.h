@@ -182,7 +182,8 @@ sm_status sm_output_flush(struct sm_output *o, struct sm_err *err);
  * no record (it was never written); SM_E_IO. */
 sm_status sm_output_finish(struct sm_output *o, struct sm_err *err);
 /* Releases o. Shards this process staged (SYNCFS) but never renamed into place -- a run that
- * failed or was stopped before its flush -- are removed first, so no temporary name is left. */
+ * failed or was stopped before its flush -- are removed first, so no temporary name is left; the
+ * writer o began or joined with must still be alive (it names them): close o before freeing it. */
 void sm_output_close(struct sm_output *o);
 
 /* The resolved output directory path. */
