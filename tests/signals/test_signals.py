@@ -12,7 +12,8 @@ makes the write phase take a few seconds and lets shards appear one by one). Cas
   sigint    the same with SIGINT (exit 130) and the default `output.sync: syncfs`, where shards
             are staged under temporary names until the flush: the stop flushes the finished ones
             into place and leaves no temporary name.
-  scan      a scan (many passes) gets SIGTERM: exit 143, "stopped by SIGTERM", no report.
+  scan      a scan (1000 passes, about a minute) gets SIGTERM after 1 s: exit 143 within 10 s,
+            one line "job.yaml: stopped by SIGTERM", no report.
   sigpipe   `shardmill read ... -o -` into a pipe whose reader has gone: the process is not
             killed by SIGPIPE (the child starts with SIGPIPE at its default action, as from a
             shell) but ends with exit 4 and one line naming standard output (EPIPE).
@@ -224,6 +225,7 @@ def case_scan(work, inp):
                             stderr=subprocess.PIPE, text=True)
     time.sleep(1.0)
     running = proc.poll() is None
+    t0 = time.monotonic()
     if running:
         proc.send_signal(signal.SIGTERM)
     try:
@@ -233,8 +235,11 @@ def case_scan(work, inp):
         proc.communicate()
         check(False, "scan: the run ended after SIGTERM")
         return
+    took = time.monotonic() - t0
     check(running, "scan: SIGTERM sent while it ran")
     check(proc.returncode == 143, f"scan: exit {proc.returncode} == 143")
+    # the driver stops at its next tile: not after the pass, not after all 1000 passes
+    check(took < 10, f"scan: stopped {took:.2f} s after the signal (< 10 s)")
     lines = error_lines(err)
     check(len(lines) == 1 and lines[0] == "shardmill: error: job.yaml: stopped by SIGTERM",
           f"scan: one error line naming the configuration and SIGTERM ({lines})")
