@@ -20,6 +20,9 @@ makes the write phase take a few seconds and lets shards appear one by one). Cas
   mpi       `mpirun -n 3`: SIGTERM to mpirun mid-write: every rank stops (no process of the run
             left), mpirun exits non-zero, the error line names SIGTERM, no marker, no temporary
             name; resume under 3 ranks completes the output byte-identical to the clean run.
+  mpi_one_rank  SIGTERM to rank 1 of 3 only: the others learn the stop at the write phase's
+            agreement; no hang, mpirun exits non-zero, rank 0 (no signal of its own) prints the
+            agreed stop, no marker; resume byte-identical.
 Prints one ok/FAIL line per check; exit 1 on any failure.
 """
 
@@ -320,6 +323,66 @@ def case_mpi(work, inp):
     resume_and_compare(name, d, out, ref, ranks=3)
 
 
+def rank_pids(mpirun_pid):
+    """pid of every rank mpirun started, by OMPI_COMM_WORLD_RANK in its environment."""
+    pids = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            stat = open(f"/proc/{pid}/stat").read()
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            env = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        if ppid != mpirun_pid:
+            continue
+        for kv in env:
+            if kv.startswith(b"OMPI_COMM_WORLD_RANK="):
+                pids[int(kv.split(b"=", 1)[1])] = int(pid)
+    return pids
+
+
+def case_mpi_one_rank(work, inp):
+    """SIGTERM to rank 1 only (a stray kill, not a launcher): ranks 0 and 2 never see a signal,
+    finish their share of the write phase and learn the stop at the phase's agreement, so every
+    rank ends alike, without a marker and without a hang."""
+    if not ARGS.mpiexec:
+        check(False, "mpi_one_rank: --mpiexec given")
+        return
+    name = "mpirun -n 3, SIGTERM to rank 1 only"
+    ref = clean_run(work, inp, "fsync")
+    d = os.path.join(work, "mpi1")
+    write_cfg(d, config(inp, "fsync"))
+    out = os.path.join(d, "out.zarr")
+    cmd = [ARGS.mpiexec, "--oversubscribe", "-np", "3", ARGS.shardmill, "run", "job.yaml", "-q",
+           "--report", "report.json"]
+    proc = subprocess.Popen(cmd, cwd=d, env=mpi_env(env_plain()), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    seen = wait_for_shards(proc, out, TOTAL // 10)
+    pid = rank_pids(proc.pid).get(1) if proc.poll() is None else None
+    if pid is not None:
+        os.kill(pid, signal.SIGTERM)
+    try:
+        _, err = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        check(False, f"{name}: every rank ended (no rank left waiting in a collective)")
+        return
+    check(pid is not None, f"{name}: SIGTERM sent to rank 1 (pid {pid}) mid-write ({seen} of "
+                           f"{TOTAL} shards)")
+    check(proc.returncode != 0, f"{name}: mpirun exits non-zero ({proc.returncode})")
+    check(not run_pids(d), f"{name}: no process of the run left")
+    lines = error_lines(err)
+    check(len(lines) == 1 and "stopped by SIGTERM" in lines[0],
+          f"{name}: rank 0, which got no signal, prints the agreed stop ({lines})")
+    check(not os.path.exists(os.path.join(out, MARKER)), f"{name}: no completion marker")
+    tmps = tmp_names(out)
+    check(not tmps, f"{name}: no temporary name left in the output ({tmps[:3]})")
+    resume_and_compare(name, d, out, ref, ranks=3)
+
+
 def main():
     global ARGS
     ap = argparse.ArgumentParser()
@@ -327,7 +390,7 @@ def main():
     ap.add_argument("--mpiexec", default="")
     ap.add_argument("--work", required=True)
     ap.add_argument("--case", required=True,
-                    choices=["sigterm", "sigint", "scan", "sigpipe", "mpi"])
+                    choices=["sigterm", "sigint", "scan", "sigpipe", "mpi", "mpi_one_rank"])
     ARGS = ap.parse_args()
     ARGS.shardmill = os.path.abspath(ARGS.shardmill)
     work = os.path.abspath(ARGS.work)
@@ -341,8 +404,10 @@ def main():
         case_scan(work, inp)
     elif ARGS.case == "sigpipe":
         case_sigpipe(work, inp)
-    else:
+    elif ARGS.case == "mpi":
         case_mpi(work, inp)
+    else:
+        case_mpi_one_rank(work, inp)
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0
 
