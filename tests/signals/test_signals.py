@@ -2,8 +2,8 @@
 
 Usage: /usr/bin/python3 test_signals.py --shardmill BIN [--mpiexec MPIEXEC] --work DIR --case C
 
-A uint8 256^3 zarr-python v2 input is made at test time; the convert writes 4096 small shards
-(gzip 9, one thread; `output.sync: fsync` so each shard is fsynced and renamed on its own, which
+A uint8 256^3 zarr-python v2 input (128x256x256 for the mpi cases) is made at test time; the
+convert writes 4096 (2048) small shards (gzip 9, one thread per rank; `output.sync: fsync` so each shard is fsynced and renamed on its own, which
 makes the write phase take a few seconds and lets shards appear one by one). Cases:
   sigterm   a plain process gets SIGTERM once some shards exist: exit 143, exactly one error
             line naming the output and SIGTERM, no completion marker, no report, no temporary
@@ -41,8 +41,12 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers"))
 from launch_env import mpi_env, plain_env, sanitizer_env  # noqa: E402
 
-SHAPE = (256, 256, 256)
-TOTAL = (256 // 8) * (256 // 16) * (256 // 32)  # shards of [8, 16, 32]
+SHAPE = (256, 256, 256)  # the mpi cases take the first half (--case mpi*: SHAPE set in main)
+SHARD = (8, 16, 32)
+
+
+def total_shards():
+    return (SHAPE[0] // SHARD[0]) * (SHAPE[1] // SHARD[1]) * (SHAPE[2] // SHARD[2])
 TIMEOUT = 300
 MARKER = "shardmill.complete.json"
 
@@ -70,13 +74,17 @@ def make_input(work):
         rng = np.random.default_rng(20261203)
         z = zarr.open(path, mode="w", shape=SHAPE, chunks=(32, 64, 64), dtype="u1")
         z[:] = rng.integers(0, 256, size=SHAPE, dtype=np.uint8)
+    elif tuple(json.load(open(os.path.join(path, ".zarray")))["shape"]) != SHAPE:
+        shutil.rmtree(path)
+        return make_input(work)
     return path
 
 
 def config(inp, sync="fsync", extra=""):
     return (f"job: convert\ninput: {{store: {inp}}}\ntile: [32, 64, 64]\n"
             "parallel: {threads: 1}\nprogress: false\n"
-            "output: {path: out.zarr, shard: [8, 16, 32], chunk: [8, 16, 16], "
+            f"output: {{path: out.zarr, shard: [{SHARD[0]}, {SHARD[1]}, {SHARD[2]}], "
+            "chunk: [8, 16, 16], "
             f"codec: {{name: gzip, level: 9}}, sync: {sync}{extra}}}\n")
 
 
@@ -122,8 +130,6 @@ def env_plain():
 def clean_run(work, inp, sync):
     """The reference: the same configuration run to its end in one go."""
     d = os.path.join(work, f"clean-{sync}")
-    if os.path.isfile(os.path.join(d, "out.zarr", MARKER)):
-        return os.path.join(d, "out.zarr")
     write_cfg(d, config(inp, sync))
     p = subprocess.run([ARGS.shardmill, "run", "job.yaml", "-q", "--report", "report.json"],
                        cwd=d, env=env_plain(), capture_output=True, text=True, timeout=TIMEOUT)
@@ -169,7 +175,7 @@ def resume_and_compare(name, d, out, ref, ranks=0):
         return
     rep = json.load(open(os.path.join(d, "report.json")))
     written = rep["output"]["written"]
-    check(0 < written < TOTAL, f"{name}: resume wrote {written} of {TOTAL} shards (kept the rest)")
+    check(0 < written < total_shards(), f"{name}: resume wrote {written} of {total_shards()} shards (kept the rest)")
     ok, why = same_tree(out, ref)
     check(ok, f"{name}: resumed tree byte-identical to the clean run's ({why})")
     v = subprocess.run([ARGS.shardmill, "verify", out], capture_output=True, text=True,
@@ -189,7 +195,7 @@ def case_stop(work, inp, sig, sync):
                             stderr=subprocess.PIPE, text=True)
     # fsync: shards appear under their names; syncfs: staged under temporary names
     count = shard_files if sync == "fsync" else (lambda o: len(tmp_names(o)))
-    seen = wait_for_shards(proc, out, TOTAL // 10, count)
+    seen = wait_for_shards(proc, out, total_shards() // 10, count)
     running = proc.poll() is None
     t0 = time.monotonic()
     if running:
@@ -202,7 +208,7 @@ def case_stop(work, inp, sig, sync):
         check(False, f"{name}: the run ended after the signal")
         return
     took = time.monotonic() - t0
-    check(running, f"{name}: signal sent mid-write ({seen} of {TOTAL} shards "
+    check(running, f"{name}: signal sent mid-write ({seen} of {total_shards()} shards "
                    f"{'written' if sync == 'fsync' else 'staged'})")
     code = 128 + sig
     check(proc.returncode == code,
@@ -212,7 +218,7 @@ def case_stop(work, inp, sig, sync):
     check_stopped_output(name, out, err, signame)
     check(not os.path.exists(os.path.join(d, "report.json")), f"{name}: no report written")
     left = shard_files(out)
-    check(0 < left < TOTAL, f"{name}: the finished shards stay for resume ({left} of {TOTAL})")
+    check(0 < left < total_shards(), f"{name}: the finished shards stay for resume ({left} of {total_shards()})")
     resume_and_compare(name, d, out, ref)
 
 
@@ -294,7 +300,7 @@ def case_mpi(work, inp):
            "--report", "report.json"]
     proc = subprocess.Popen(cmd, cwd=d, env=mpi_env(env_plain()), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-    seen = wait_for_shards(proc, out, TOTAL // 10)
+    seen = wait_for_shards(proc, out, total_shards() // 10)
     running = proc.poll() is None
     t0 = time.monotonic()
     if running:
@@ -307,7 +313,7 @@ def case_mpi(work, inp):
         check(False, f"{name}: mpirun ended after SIGTERM (no hang)")
         return
     took = time.monotonic() - t0
-    check(running, f"{name}: SIGTERM sent to mpirun mid-write ({seen} of {TOTAL} shards)")
+    check(running, f"{name}: SIGTERM sent to mpirun mid-write ({seen} of {total_shards()} shards)")
     check(proc.returncode != 0, f"{name}: mpirun exits non-zero ({proc.returncode}, "
                                 f"{took:.2f} s after the signal)")
     time.sleep(0.5)
@@ -359,7 +365,7 @@ def case_mpi_one_rank(work, inp):
            "--report", "report.json"]
     proc = subprocess.Popen(cmd, cwd=d, env=mpi_env(env_plain()), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-    seen = wait_for_shards(proc, out, TOTAL // 10)
+    seen = wait_for_shards(proc, out, total_shards() // 10)
     pid = rank_pids(proc.pid).get(1) if proc.poll() is None else None
     if pid is not None:
         os.kill(pid, signal.SIGTERM)
@@ -371,7 +377,7 @@ def case_mpi_one_rank(work, inp):
         check(False, f"{name}: every rank ended (no rank left waiting in a collective)")
         return
     check(pid is not None, f"{name}: SIGTERM sent to rank 1 (pid {pid}) mid-write ({seen} of "
-                           f"{TOTAL} shards)")
+                           f"{total_shards()} shards)")
     check(proc.returncode != 0, f"{name}: mpirun exits non-zero ({proc.returncode})")
     check(not run_pids(d), f"{name}: no process of the run left")
     lines = error_lines(err)
@@ -393,6 +399,9 @@ def main():
                     choices=["sigterm", "sigint", "scan", "sigpipe", "mpi", "mpi_one_rank"])
     ARGS = ap.parse_args()
     ARGS.shardmill = os.path.abspath(ARGS.shardmill)
+    global SHAPE
+    if ARGS.case.startswith("mpi"):
+        SHAPE = (128, 256, 256)  # 2048 shards: three ranks on two cores take long enough
     work = os.path.abspath(ARGS.work)
     os.makedirs(work, exist_ok=True)
     inp = make_input(work)
