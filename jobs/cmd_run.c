@@ -17,7 +17,7 @@ static int finish_run(sm_status st, const struct sm_err *err)
 {
     int rc = 0;
     if (st != SM_OK) {
-        rc = sm_par_rank() == 0 ? sm_report_error(err) : sm_exit_code(err->status);
+        rc = sm_par_rank() == 0 ? sm_report_error(err) : sm_exit_code_of(err);
     }
     sm_par_finalize();
     return rc;
@@ -43,7 +43,10 @@ int sm_cmd_run(int argc, char **argv)
         "convert (scan, normalize, write a sharded Zarr v3 array), ingest (raw or NIfTI-1 volume "
         "to Zarr v3) or read-bench (timed region reads with I/O counters, SPEC §8 W3). Prints a "
         "short summary; the JSON report goes to --report or the config's `report`. See "
-        "docs/CONFIG.md for every key and its default.",
+        "docs/CONFIG.md for every key and its default. SIGTERM or SIGINT (Slurm's time limit or "
+        "scancel, Ctrl-C) stops every rank at its next tile or shard: no completion marker, "
+        "exit status 128 + the signal (143, 130), and output.exists: resume finishes the output "
+        "later.",
         opts,
         1,
         1};
@@ -60,6 +63,7 @@ int sm_cmd_run(int argc, char **argv)
     if (st != SM_OK) {
         return sm_report_error(&err);
     }
+    sm_signals_install(); /* after MPI_Init: ours, whatever the MPI library set up */
     struct sm_job_config c;
     st = sm_config_load(pos[0], set_list.v, set_list.n, &c, &err);
     if (sm_par_agree(st, &err) != SM_OK) {
@@ -99,6 +103,14 @@ int sm_cmd_run(int argc, char **argv)
         }
         st = sm_job_read_bench(&c, path, &err);
         break;
+    }
+    if (st == SM_E_STOPPED) { /* every rank holds the same agreed stop: name the signal */
+        const bool writes =
+            (c.job == SM_JOB_CONVERT || c.job == SM_JOB_INGEST) && c.output.path != NULL;
+        sm_stop_explain(&err, writes ? c.output.path : pos[0],
+                        writes ? "no completion marker; run it again with output.exists: resume "
+                                 "to finish the output"
+                               : NULL);
     }
     sm_config_destroy(&c);
     return finish_run(st, &err);

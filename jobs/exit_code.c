@@ -1,6 +1,8 @@
-/* Status -> exit code (SPEC §4) and the single error line every failure prints. */
+/* Status -> exit code (SPEC §4; a stop: 128 + the signal, SPEC §1) and the single error line every
+ * failure prints. */
 #include "jobs.h"
 
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 
@@ -20,15 +22,25 @@ int sm_exit_code(sm_status st)
     case SM_E_NOMEM:
     case SM_E_INTERNAL:
         return 1;
+    case SM_E_STOPPED:
+        return 128 + SIGTERM;
     }
     return 1;
+}
+
+int sm_exit_code_of(const struct sm_err *err)
+{
+    if (err->status == SM_E_STOPPED && err->cause > 0 && err->cause < 128) {
+        return 128 + err->cause; /* SPEC §1: the shell's convention for a signal */
+    }
+    return sm_exit_code(err->status);
 }
 
 int sm_report_error(const struct sm_err *err)
 {
     const char *where = err->where[0] != '\0' ? err->where : "shardmill";
     fprintf(stderr, "shardmill: error: %s: %s\n", where, err->what);
-    return sm_exit_code(err->status);
+    return sm_exit_code_of(err);
 }
 
 int sm_usage_error(const char *where, const char *fmt, ...)

@@ -275,6 +275,7 @@ sm_status sm_job_convert(const struct sm_job_config *c, const char *report_path,
         sm_progress_begin(&pg, c, "convert", "scan", "tiles", su.tiling.ntiles);
         su.params.progress = sm_progress_update;
         su.params.progress_user = &pg;
+        su.params.stop = sm_signals_flag();
         st = sm_job_rank_part(c, m, &su.tiling, &mine, err);
         if (st == SM_OK) {
             st = sm_job_shard_grid(c, m, &su, &grid, &layout, err);
@@ -293,7 +294,7 @@ sm_status sm_job_convert(const struct sm_job_config *c, const char *report_path,
         }
         sm_progress_end(&pg, st == SM_OK); /* every rank, success or not */
         const uint64_t t0 = sm_clock_ns();
-        st = sm_par_agree(st, err);
+        st = sm_par_agree(sm_job_stop_check(st, err), err);
         if (st == SM_OK) {
             st = sm_job_reduce_scan(&r, err);
         }
@@ -372,20 +373,27 @@ sm_status sm_job_convert(const struct sm_job_config *c, const char *report_path,
                         (unsigned long long)sm_writer_nshards(w));
     }
     if (st == SM_OK) {
-        const struct sm_write_job job = {
-            shards.first, shards.count, NULL, nthreads, fill_shard, &cv, sm_progress_update, &pg};
+        const struct sm_write_job job = {shards.first,       shards.count, NULL,
+                                         nthreads,           fill_shard,   &cv,
+                                         sm_progress_update, &pg,          sm_signals_flag()};
         st = sm_write_shards(w, out, &job, &wr, err);
     }
     sm_progress_end(&pg, st == SM_OK); /* every rank, success or not */
     if (!agreed) {
-        st = sm_par_agree(st, err);
+        st = sm_par_agree(sm_job_stop_check(st, err), err);
         agreed = st != SM_OK;
     }
     if (st == SM_OK) {
         st = sm_output_flush(out, err);
+    } else if (st == SM_E_STOPPED && w != NULL) {
+        /* A stop keeps what is done: the shards this rank finished are flushed into place
+         * (SYNCFS renames its staged ones), so resume keeps them; the stop stays the error. */
+        struct sm_err ignored;
+        sm_err_clear(&ignored);
+        (void)sm_output_flush(out, &ignored);
     }
     if (!agreed) {
-        st = sm_par_agree(st, err);
+        st = sm_par_agree(sm_job_stop_check(st, err), err);
         agreed = st != SM_OK;
     }
     /* Phase export (export.hdf5): collective, agreed inside; a failure leaves no marker. */
@@ -394,6 +402,9 @@ sm_status sm_job_convert(const struct sm_job_config *c, const char *report_path,
     }
     /* Phase finish: only now that every rank wrote and flushed, rank 0 writes the marker (it
      * reads the other ranks' shard records from the journal). */
+    if (st == SM_OK && rank == 0) {
+        st = sm_job_stop_check(st, err); /* a signal after the last agreement: still no marker */
+    }
     if (st == SM_OK && rank == 0) {
         st = sm_output_finish(out, err);
     }
@@ -500,8 +511,8 @@ sm_status sm_job_convert(const struct sm_job_config *c, const char *report_path,
     }
     json_decref(attrs);
     sm_job_export_free(ex);
+    sm_output_close(out); /* before the writer: it names the shards to clean up */
     sm_writer_free(w);
-    sm_output_close(out);
     sm_free(keep);
     sm_scan_result_destroy(&r);
     sm_array_close(a);

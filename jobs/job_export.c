@@ -267,7 +267,8 @@ sm_status sm_job_export_run(struct sm_job_export *ex, const struct sm_job_config
     }
     struct sm_progress pg;
     sm_progress_begin(&pg, c, "convert", "export", "values", total);
-    const struct sm_export_work work = {om->chunk_shape, first, count, sm_progress_update, &pg};
+    const struct sm_export_work work = {om->chunk_shape,    first, count,
+                                        sm_progress_update, &pg,   sm_signals_flag()};
     st = sm_par_agree(st, err);
     if (st == SM_OK) {
         st = sm_export_hdf5_write(ex->path, &ex->opts, &spec, a, &work, scratch, &ex->res, err);

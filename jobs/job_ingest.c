@@ -198,7 +198,8 @@ sm_status sm_job_ingest(const struct sm_job_config *c, const char *report_path, 
     }
     if (st == SM_OK) {
         const struct sm_write_job job = {
-            0, sm_writer_nshards(w), NULL, nthreads, fill_shard, &in, NULL, NULL};
+            0,    sm_writer_nshards(w), NULL, nthreads, fill_shard, &in, NULL,
+            NULL, sm_signals_flag()};
         st = sm_job_write_output(w, out, &job, &wr, err);
     }
     const uint64_t t_total = sm_clock_ns() - t_start;
@@ -287,8 +288,8 @@ sm_status sm_job_ingest(const struct sm_job_config *c, const char *report_path, 
         sm_hist_destroy(&hists[i]);
     }
     json_decref(attrs);
+    sm_output_close(out); /* before the writer: it names the shards to clean up */
     sm_writer_free(w);
-    sm_output_close(out);
     sm_volume_close(&v);
     return st;
 }

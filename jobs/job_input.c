@@ -10,6 +10,7 @@
 #include <shardmill/par.h>
 #include <shardmill/write.h>
 
+#include "jobs.h"
 #include "report.h"
 
 /* Rank 0's metadata documents to every rank: kind and have_attrs, then the two documents. */
@@ -220,8 +221,15 @@ sm_status sm_job_write_output(const struct sm_writer *w, struct sm_output *out,
                               const struct sm_write_job *job, struct sm_write_result *res,
                               struct sm_err *err)
 {
-    SM_TRY(sm_write_shards(w, out, job, res, err));
+    const sm_status st = sm_write_shards(w, out, job, res, err);
+    if (st == SM_E_STOPPED) { /* keep the finished shards for resume (as convert does) */
+        struct sm_err ignored;
+        sm_err_clear(&ignored);
+        (void)sm_output_flush(out, &ignored);
+    }
+    SM_TRY(st);
     SM_TRY(sm_output_flush(out, err));
+    SM_TRY(sm_job_stop_check(SM_OK, err)); /* a signal after the last shard: no marker */
     return sm_output_finish(out, err);
 }
 

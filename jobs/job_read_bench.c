@@ -167,6 +167,10 @@ static sm_status run_case(const struct sm_job_config *c, struct sm_store *store,
     }
     struct sm_checksums ref = {0, 0};
     for (uint64_t r = 0; st == SM_OK && r < warm + reps; r++) {
+        st = sm_stop_check(sm_signals_flag(), err); /* SIGTERM/SIGINT: stop before the next read */
+        if (st != SM_OK) {
+            break;
+        }
         const uint64_t t0 = sm_clock_ns();
         st = sm_array_read_region(a, k->off, k->shape, buf, (size_t)k->bytes, scratch, err);
         const uint64_t dt = sm_clock_ns() - t0;

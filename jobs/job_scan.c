@@ -56,6 +56,7 @@ sm_status sm_job_scan(const struct sm_job_config *c, const char *report_path, st
     sm_progress_begin(&pg, c, "scan", "scan", "tiles", t.ntiles * c->passes);
     p.progress = sm_progress_update;
     p.progress_user = &pg;
+    p.stop = sm_signals_flag();
     for (uint64_t pass = 0; st == SM_OK && pass < c->passes; pass++) {
         sm_progress_next_call(&pg);
         st = sm_scan_tiles(a, &t, tfirst, tcount, &p, pass == 0 ? &first : &r, err);
@@ -73,7 +74,7 @@ sm_status sm_job_scan(const struct sm_job_config *c, const char *report_path, st
     /* phase: scan */
     const uint64_t t_red = sm_clock_ns();
     if (!agreed_failure) {
-        st = sm_par_agree(st, err);
+        st = sm_par_agree(sm_job_stop_check(st, err), err);
     }
     if (st == SM_OK) {
         st = sm_job_reduce_scan(&first, err);

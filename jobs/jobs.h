@@ -4,6 +4,7 @@
 #ifndef SM_JOBS_JOBS_H
 #define SM_JOBS_JOBS_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -23,14 +24,34 @@ int sm_cmd_run(int argc, char **argv);
 int sm_cmd_validate(int argc, char **argv);
 int sm_cmd_verify(int argc, char **argv);
 
-/* SPEC §4 exit status of a status category. */
+/* SPEC §4 exit status of a status category (SM_E_STOPPED: 128 + SIGTERM, without the signal). */
 int sm_exit_code(sm_status st);
+/* The exit status of an error: SPEC §4's for its status, 128 + the signal (err->cause) for a
+ * stop (SPEC §1). */
+int sm_exit_code_of(const struct sm_err *err);
 
 /* Prints the one error line "shardmill: error: <where>: <what>" and returns the exit code. */
 int sm_report_error(const struct sm_err *err);
 
 /* Prints "shardmill: error: <where>: <what>" for a usage error and returns 2. */
 int sm_usage_error(const char *where, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- signals (signals.c, SPEC §1, docs/internals/ranks.md "Stopping") ---- */
+/* main(), before any command: SIGPIPE ignored (a closed pipe becomes EPIPE, an I/O error). */
+void sm_signals_ignore_pipe(void);
+/* `run`: SIGTERM and SIGINT set the stop flag (a second SIGINT kills at once). */
+void sm_signals_install(void);
+/* The flag the handlers set (the first signal's number; 0 while none arrived), for the drivers'
+ * `stop` fields. */
+const atomic_int *sm_signals_flag(void);
+/* st, or SM_E_STOPPED (err filled) when st is SM_OK and a stop signal arrived: each job calls it
+ * before a phase's agreement, so every rank stops at the same phase boundary. */
+sm_status sm_job_stop_check(sm_status st, struct sm_err *err);
+/* "SIGTERM", "SIGINT", ... or NULL for a signal without a name here. */
+const char *sm_signal_name(int sig);
+/* For a stop (SM_E_STOPPED; otherwise nothing): the line becomes "<where>: stopped by SIGTERM
+ * (<hint>)" (the hint may be NULL). */
+void sm_stop_explain(struct sm_err *err, const char *where, const char *hint);
 
 /* ---- option tables (cli.c) ---- */
 /* SM_OPT_STRINGS is repeatable: every occurrence appends to a struct sm_str_list (--set). */

@@ -25,11 +25,13 @@ static void usage(FILE *f)
     }
     fprintf(f, "\n  --version  print the version and commit\n  --help     show this help\n\n"
                "exit status: 0 ok, 2 usage/configuration, 3 invalid or unsupported input data,\n"
-               "4 I/O failure, 5 resource limit, 1 anything else\n");
+               "4 I/O failure, 5 resource limit, 1 anything else;\n"
+               "128 + n: `run` stopped by signal n (143 SIGTERM, 130 SIGINT)\n");
 }
 
 int main(int argc, char **argv)
 {
+    sm_signals_ignore_pipe(); /* SPEC §1: SIGPIPE never kills; a closed pipe is an I/O error */
     if (argc < 2) {
         usage(stderr);
         return 2;

@@ -52,6 +52,17 @@ void sm_err_where(struct sm_err *err, const char *fmt, ...)
     va_end(ap);
 }
 
+sm_status sm_stop_check(const atomic_int *stop, struct sm_err *err)
+{
+    const int sig = stop != NULL ? atomic_load_explicit(stop, memory_order_relaxed) : 0;
+    if (sig == 0) {
+        return SM_OK;
+    }
+    sm_err_set(err, SM_E_STOPPED, __FILE__, __LINE__, "stopped by signal %d", sig);
+    sm_err_cause(err, "signal", sig);
+    return err->status;
+}
+
 const char *sm_status_name(sm_status st)
 {
     switch (st) {
@@ -69,6 +80,8 @@ const char *sm_status_name(sm_status st)
         return "nomem";
     case SM_E_INTERNAL:
         return "internal";
+    case SM_E_STOPPED:
+        return "stopped";
     }
     return "unknown";
 }

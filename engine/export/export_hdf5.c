@@ -682,8 +682,8 @@ static sm_status write_rounds(struct h5 *h, struct sm_array *src, const struct p
     const unsigned nd = sm_array_meta(src)->ndim;
     for (uint64_t k = 0; k < rounds; k++) {
         const struct sm_export_box *box = k < p->n ? &p->boxes[k] : NULL;
-        sm_status local = SM_OK;
-        if (box != NULL) {
+        sm_status local = sm_stop_check(work->stop, err); /* agreed below: every rank stops */
+        if (box != NULL && local == SM_OK) {
             const uint64_t t0 = sm_clock_ns();
             local = sm_array_read_region(src, box->off, box->shape, p->buf, box_bytes(nd, box),
                                          scratch, err);

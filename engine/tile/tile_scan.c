@@ -82,9 +82,10 @@ sm_status sm_scan_tiles(struct sm_array *a, const struct sm_tiling *t, uint64_t 
     }
     atomic_uint_fast64_t lowest_fail = UINT64_MAX;
     atomic_uint_fast64_t done = 0, done_bytes = 0;
+    atomic_bool stopped = false;
     if (st == SM_OK) {
-#pragma omp parallel num_threads(nthreads) default(none)                                           \
-    shared(a, t, ws, lowest_fail, first, count, dt, elem, nd, astride, p, done, done_bytes)
+#pragma omp parallel num_threads(nthreads) default(none) shared(                                   \
+        a, t, ws, lowest_fail, first, count, dt, elem, nd, astride, p, done, done_bytes, stopped)
         {
             const int tid = omp_get_thread_num();
             struct worker *w = &ws[tid];
@@ -93,14 +94,19 @@ sm_status sm_scan_tiles(struct sm_array *a, const struct sm_tiling *t, uint64_t 
                 if (k > atomic_load_explicit(&lowest_fail, memory_order_relaxed)) {
                     continue; /* a lower tile failed: the job fails with that error */
                 }
+                struct sm_err e;
+                sm_err_clear(&e);
+                if (atomic_load_explicit(&stopped, memory_order_relaxed) ||
+                    sm_stop_check(p->stop, &e) != SM_OK) {
+                    atomic_store_explicit(&stopped, true, memory_order_relaxed);
+                    continue; /* a signal: skip the rest (SPEC §1 "at its next tile") */
+                }
                 uint64_t off[SM_MAX_DIMS], shape[SM_MAX_DIMS];
                 sm_tiling_box(t, k, off, shape);
                 size_t n = 1;
                 for (unsigned d = 0; d < nd; d++) {
                     n *= (size_t)shape[d];
                 }
-                struct sm_err e;
-                sm_err_clear(&e);
                 if (sm_array_read_region(a, off, shape, w->buf, n * elem, w->scratch, &e) !=
                     SM_OK) {
                     if (k < w->fail_index) {
@@ -145,6 +151,9 @@ sm_status sm_scan_tiles(struct sm_array *a, const struct sm_tiling *t, uint64_t 
                 *err = ws[i].err;
                 st = err->status;
             }
+        }
+        if (st == SM_OK && atomic_load(&stopped)) { /* the flag stays set: record the stop */
+            st = sm_stop_check(p->stop, err);
         }
     }
     for (int i = 0; i < nthreads; i++) {

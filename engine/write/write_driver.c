@@ -101,9 +101,10 @@ sm_status sm_write_shards(const struct sm_writer *w, struct sm_output *o,
     }
     atomic_uint_fast64_t lowest_fail = UINT64_MAX;
     atomic_uint_fast64_t done = 0, done_bytes = 0;
+    atomic_bool stopped = false;
     if (st == SM_OK) {
 #pragma omp parallel num_threads(nthreads) default(none)                                           \
-    shared(w, o, job, wks, lowest_fail, count, done, done_bytes)
+    shared(w, o, job, wks, lowest_fail, count, done, done_bytes, stopped)
         {
             const int t = omp_get_thread_num();
             struct worker *wk = &wks[t];
@@ -115,6 +116,11 @@ sm_status sm_write_shards(const struct sm_writer *w, struct sm_output *o,
                 }
                 struct sm_err e;
                 sm_err_clear(&e);
+                if (atomic_load_explicit(&stopped, memory_order_relaxed) ||
+                    sm_stop_check(job->stop, &e) != SM_OK) {
+                    atomic_store_explicit(&stopped, true, memory_order_relaxed);
+                    continue; /* a signal: skip the rest (SPEC §1 "at its next shard") */
+                }
                 const uint64_t before = wk->bytes;
                 const sm_status sst = one_shard(w, o, job, t, shard, wk, &e);
                 const uint64_t d = atomic_fetch_add(&done, 1) + 1;
@@ -145,6 +151,9 @@ sm_status sm_write_shards(const struct sm_writer *w, struct sm_output *o,
                 *err = wks[i].err;
                 st = err->status;
             }
+        }
+        if (st == SM_OK && atomic_load(&stopped)) { /* the flag stays set: record the stop */
+            st = sm_stop_check(job->stop, err);
         }
     }
     for (int i = 0; i < nthreads; i++) {

@@ -117,6 +117,16 @@ sm_status sm_wfs_commit(int dirfd, const char *key, unsigned tmp_n, struct sm_er
     return SM_OK;
 }
 
+void sm_wfs_unstage(int dirfd, const char *key, unsigned tmp_n)
+{
+    char tmp[PATH_CAP];
+    struct sm_err ignored;
+    sm_err_clear(&ignored);
+    if (tmp_name(tmp, sizeof(tmp), key, tmp_n, &ignored) == SM_OK) {
+        (void)unlinkat(dirfd, tmp, 0);
+    }
+}
+
 sm_status sm_wfs_put(int dirfd, const char *key, struct sm_bytes data, bool sync, unsigned tmp_n,
                      struct sm_err *err)
 {

@@ -72,6 +72,8 @@ sm_status sm_wfs_mkdirs(int dirfd, const char *rel, struct sm_err *err);
 sm_status sm_wfs_stage(int dirfd, const char *key, struct sm_bytes data, bool sync, unsigned tmp_n,
                        struct sm_err *err);
 sm_status sm_wfs_commit(int dirfd, const char *key, unsigned tmp_n, struct sm_err *err);
+/* Removes the temporary file a stage left (a stage never committed); errors are ignored. */
+void sm_wfs_unstage(int dirfd, const char *key, unsigned tmp_n);
 sm_status sm_wfs_put(int dirfd, const char *key, struct sm_bytes data, bool sync, unsigned tmp_n,
                      struct sm_err *err);
 /* Reads a whole file; *found false (SM_OK) when it does not exist. */

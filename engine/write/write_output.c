@@ -434,6 +434,15 @@ void sm_output_close(struct sm_output *o)
     if (o == NULL) {
         return;
     }
+    for (uint64_t i = 0; o->staged != NULL && o->w != NULL && i < o->w->nshards; i++) {
+        char key[SM_KEY_MAX];
+        struct sm_err ignored;
+        sm_err_clear(&ignored);
+        if (o->staged[i] != 0 &&
+            sm_writer_shard_key(o->w, i, key, sizeof(key), &ignored) == SM_OK) {
+            sm_wfs_unstage(o->rootfd, key, o->staged[i] - 1); /* never renamed: a failed run */
+        }
+    }
     if (o->rootfd >= 0) {
         close(o->rootfd);
     }

@@ -17,6 +17,10 @@ time (the same as tests/mpi):
             byte-identical to the mpirun run.
   failing   convert of a missing input: FAILED with ExitCode 3:0 (shardmill's exit status
             through srun and the script), one error line in the .err file, no marker.
+  cancelled a 2-task convert of a 256^3 input cancelled with scancel once shards exist
+            (SIGTERM to the tasks, SIGKILL after KillWait=5 s): CANCELLED, rank 0's line
+            "stopped by SIGTERM" in the .err file (the ranks stopped cooperatively), no
+            marker, no temporary name; a resume ends byte-identical to a clean run.
 The daemons must listen on 127.0.0.1 only; afterwards every daemon is stopped by pid (also on
 failure) and no process of the cluster may be left. Prints one ok/FAIL line per check and a final
 `N passed, M failed` line; exit 1 on any failure.
@@ -360,6 +364,93 @@ def finish_scaling(cluster, state):
             check(ok, f"{tn}: output byte-identical to the mpirun -n 2 run ({why})")
 
 
+def make_big_input(work):
+    """A uint8 256^3 input for the cancelled job: its write phase takes a few seconds."""
+    import zarr  # zarr-python 2.13 (Debian)
+
+    path = os.path.join(work, "big.zarr")
+    if not os.path.exists(os.path.join(path, ".zarray")):
+        shutil.rmtree(path, ignore_errors=True)
+        rng = np.random.default_rng(20261203)
+        z = zarr.open(path, mode="w", shape=(256, 256, 256), chunks=(32, 64, 64), dtype="u1")
+        z[:] = rng.integers(0, 256, size=(256, 256, 256), dtype=np.uint8)
+    return path
+
+
+CANCEL_SHARDS = 32 * 16 * 8  # shards of [8, 16, 32] over 256^3
+
+
+def shard_count(out):
+    c = os.path.join(out, "c")
+    return sum(len(fs) for _, _, fs in os.walk(c)) if os.path.isdir(c) else 0
+
+
+def case_cancelled(cluster, work):
+    """SPEC §1: scancel (SIGTERM to every task, SIGKILL after KillWait=5 s) stops the ranks at
+    their next shard: CANCELLED, the stop's error line, no marker, no temporary name, and a
+    resume completes the output byte-identical to a clean run of the same configuration."""
+    name = "cancelled convert job (scancel mid-write)"
+    big = make_big_input(work)
+    d = os.path.join(work, "cancel")
+    logs = os.path.join(d, "logs")
+    cfg = os.path.join(work, "cancel.yaml")
+    with open(cfg, "w") as f:
+        f.write("job: convert\n"
+                f"input: {{store: {big}}}\n"
+                "tile: [32, 64, 64]\nprogress: false\n"
+                "output: {path: out.zarr, shard: [8, 16, 32], chunk: [8, 16, 16], "
+                "codec: {name: gzip, level: 9}, sync: fsync}\n")
+    ref = os.path.join(work, "cancel-clean")
+    shutil.rmtree(ref, ignore_errors=True)
+    os.makedirs(ref)
+    p = subprocess.run([ARGS.shardmill, "run", cfg, "-q", "--set", "parallel.threads=1"],
+                       cwd=ref, env=sanitizer_env(plain_env()), capture_output=True, text=True,
+                       timeout=120)
+    if not check(p.returncode == 0, f"{name}: clean reference run exits 0"
+                 f" ({p.stderr.strip()[-200:]})"):
+        return
+    script = os.path.join(d, "cancel.sbatch")
+    if not render("convert", cfg, logs, script, ["--ntasks", "2", "--job-name", "sm-cancel"]):
+        return
+    jid = submit(cluster, script, d, name)
+    if jid is None:
+        return
+    out = os.path.join(d, "out.zarr")
+    deadline = time.monotonic() + JOB_TIMEOUT
+    seen = 0
+    while time.monotonic() < deadline:
+        seen = shard_count(out)
+        state = (cluster.job_info(jid) or [{}])[0].get("JobState")
+        if seen >= CANCEL_SHARDS // 10 or state not in ("PENDING", "RUNNING", "CONFIGURING"):
+            break
+        time.sleep(0.02)
+    t0 = time.monotonic()
+    c = cluster.run(["scancel", jid], timeout=30)
+    recs = cluster.wait_job(jid, timeout=JOB_TIMEOUT)
+    took = time.monotonic() - t0
+    st = recs[0].get("JobState") if recs else None
+    check(c.returncode == 0 and 0 < seen < CANCEL_SHARDS,
+          f"{name}: scancel sent mid-write ({seen} of {CANCEL_SHARDS} shards)")
+    check(st == "CANCELLED", f"{name}: final state CANCELLED ({st}, {took:.1f} s after scancel)")
+    err = os.path.join(logs, f"sm-cancel-{jid}.err")
+    text = open(err, errors="replace").read() if os.path.isfile(err) else ""
+    lines = [ln for ln in text.splitlines() if ln.startswith("shardmill: error:")]
+    # the line comes from rank 0 after every rank agreed on the stop: no SIGKILL was needed
+    check(len(lines) == 1 and "stopped by SIGTERM" in lines[0],
+          f"{name}: the ranks stopped within KillWait: one error line naming SIGTERM ({lines})")
+    check(not os.path.exists(os.path.join(out, "shardmill.complete.json")),
+          f"{name}: no completion marker")
+    tmps = [f for f in tree_files(out) if ".tmp." in os.path.basename(f)]
+    check(not tmps, f"{name}: no temporary name left in the output ({tmps[:3]})")
+    p = subprocess.run([ARGS.shardmill, "run", cfg, "-q", "--set", "parallel.threads=1",
+                        "--set", "output.exists=resume"], cwd=d,
+                       env=sanitizer_env(plain_env()), capture_output=True, text=True,
+                       timeout=120)
+    check(p.returncode == 0, f"{name}: resume exits 0 ({p.stderr.strip()[-200:]})")
+    ok, why = same_tree(out, os.path.join(ref, "out.zarr"))
+    check(ok, f"{name}: resumed output byte-identical to the clean run ({why})")
+
+
 def main():
     global ARGS
     ap = argparse.ArgumentParser()
@@ -374,7 +465,7 @@ def main():
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     t0 = time.monotonic()
     work = os.path.abspath(ARGS.work)
-    for sub in ("convert", "scan", "scaling", "failing", "mpirun"):
+    for sub in ("convert", "scan", "scaling", "failing", "mpirun", "cancel"):
         shutil.rmtree(os.path.join(work, sub), ignore_errors=True)
     os.makedirs(work, exist_ok=True)
     inp, a = make_input(work)
@@ -423,6 +514,7 @@ def main():
             finish_scaling(cluster, scaling)
         if failing:
             finish_failing(cluster, failing)
+        case_cancelled(cluster, work)  # alone on the node: it needs both CPUs while it runs
     finally:
         cluster.stop()
     alive = [pid for pid in daemon_pids if os.path.exists(f"/proc/{pid}")

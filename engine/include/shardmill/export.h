@@ -95,6 +95,10 @@ struct sm_export_work {
      * their bytes (float32). */
     sm_progress_fn progress;
     void *progress_user;
+    /* If non-NULL, the cooperative stop flag (status.h): checked by every rank before each write
+     * round and agreed on, so all ranks stop at the same round; the export then fails with
+     * SM_E_STOPPED like any failure (temporary file removed). */
+    const atomic_int *stop;
 };
 
 struct sm_export_result {

@@ -5,6 +5,7 @@
 #define SM_CORE_STATUS_H
 
 #include <stdarg.h>
+#include <stdatomic.h>
 
 typedef enum sm_status {
     SM_OK = 0,
@@ -14,6 +15,7 @@ typedef enum sm_status {
     SM_E_LIMIT,    /* a configured resource limit  -> exit 5 */
     SM_E_NOMEM,    /* allocation failed            -> exit 1 */
     SM_E_INTERNAL, /* broken invariant, i.e. a bug -> exit 1 */
+    SM_E_STOPPED,  /* a cooperative stop (SIGTERM/SIGINT) -> exit 128 + signal (cause) */
 } sm_status;
 
 struct sm_err {
@@ -41,6 +43,14 @@ void sm_err_cause(struct sm_err *err, const char *lib, int cause);
 
 /* Fills `where` only if it is still empty: the innermost layer that knows the object names it. */
 void sm_err_where(struct sm_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Cooperative stops (SPEC §1): jobs/ owns the signal handlers (STYLE B10) and hands the drivers
+ * a pointer to the flag its handler sets, an atomic int holding the signal number (0: go on; a
+ * lock-free atomic, so a handler may store it and any thread may load it). A NULL flag never
+ * stops. sm_stop_check records SM_E_STOPPED "stopped by signal N" with cause ("signal", N) in err
+ * and returns it when the flag is set, else returns SM_OK and leaves err alone. Drivers call it
+ * before each tile, shard or export round on every thread; jobs/ at each phase boundary. */
+sm_status sm_stop_check(const atomic_int *stop, struct sm_err *err);
 
 /* Short lowercase name of a status ("data", "io", ...). */
 const char *sm_status_name(sm_status st);

@@ -91,10 +91,14 @@ struct sm_scan_params {
     /* If non-NULL, called after each tile with the tiles done and their decoded bytes. */
     sm_progress_fn progress;
     void *progress_user;
+    /* If non-NULL, the cooperative stop flag (status.h): checked before every tile by every
+     * thread; once set, the remaining tiles are skipped and the scan returns SM_E_STOPPED. */
+    const atomic_int *stop;
 };
 
 /* Scans tiles of `t` with OpenMP threads. On failure the error reported is that of the lowest
- * failing tile index, so the message does not depend on the thread count. `out` is initialised
+ * failing tile index, so the message does not depend on the thread count; a stop (p->stop) is
+ * SM_E_STOPPED unless a tile failed. `out` is initialised
  * by the call (sm_scan_result_destroy releases it, also after a failure). */
 sm_status sm_scan_tiles(struct sm_array *a, const struct sm_tiling *t, uint64_t first,
                         uint64_t count, const struct sm_scan_params *p, struct sm_scan_result *out,

@@ -196,6 +196,9 @@ sm_status sm_output_flush(struct sm_output *o, struct sm_err *err);
  * Records of shards this process did not write come from the journal. SM_E_INTERNAL if a shard has
  * no record (it was never written); SM_E_IO. */
 sm_status sm_output_finish(struct sm_output *o, struct sm_err *err);
+/* Releases o. Shards this process staged (SYNCFS) but never renamed into place -- a run that
+ * failed or was stopped before its flush -- are removed first, so no temporary name is left; the
+ * writer o began or joined with must still be alive (it names them): close o before freeing it. */
 void sm_output_close(struct sm_output *o);
 
 /* The resolved output directory path. */
@@ -253,6 +256,10 @@ struct sm_write_job {
      * encoded bytes written so far. */
     sm_progress_fn progress;
     void *progress_user;
+    /* If non-NULL, the cooperative stop flag (status.h): checked before every shard by every
+     * thread; once set, the remaining shards are skipped (a shard being put is finished: puts
+     * stay atomic) and the driver returns SM_E_STOPPED. */
+    const atomic_int *stop;
 };
 
 struct sm_write_result {
@@ -263,7 +270,8 @@ struct sm_write_result {
 /* For each shard of the job, with OpenMP threads (dynamic schedule): skip it if resume finds it
  * intact, else fill -> encode -> put. Each thread owns a scratch and buffers. On failure the
  * error of the lowest failing shard index is reported, so the message does not depend on the
- * thread count; shards past it may be skipped. Does not flush. */
+ * thread count; shards past it may be skipped. A stop (job->stop) is SM_E_STOPPED unless a shard
+ * failed. Does not flush. */
 sm_status sm_write_shards(const struct sm_writer *w, struct sm_output *o,
                           const struct sm_write_job *job, struct sm_write_result *res,
                           struct sm_err *err);

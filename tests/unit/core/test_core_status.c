@@ -190,13 +190,38 @@ static void test_status_names_are_short_and_lowercase(void **state)
     assert_string_equal(sm_status_name(SM_E_LIMIT), "limit");
     assert_string_equal(sm_status_name(SM_E_NOMEM), "nomem");
     assert_string_equal(sm_status_name(SM_E_INTERNAL), "internal");
+    assert_string_equal(sm_status_name(SM_E_STOPPED), "stopped");
     assert_string_equal(sm_status_name((sm_status)42), "unknown");
+}
+
+static void test_stop_check_records_the_signal_only_once_set(void **state)
+{
+    (void)state;
+    struct sm_err err;
+    sm_err_clear(&err);
+    assert_int_equal(sm_stop_check(NULL, &err), SM_OK); /* no flag: never stops */
+    atomic_int flag = 0;
+    assert_int_equal(sm_stop_check(&flag, &err), SM_OK);
+    assert_int_equal(err.status, SM_OK);
+    atomic_store(&flag, 15);
+    assert_int_equal(sm_stop_check(&flag, &err), SM_E_STOPPED);
+    assert_int_equal(err.status, SM_E_STOPPED);
+    assert_string_equal(err.what, "stopped by signal 15");
+    assert_string_equal(err.cause_lib, "signal");
+    assert_int_equal(err.cause, 15);
+    assert_string_equal(err.where, "");
+    /* the first error wins: a stop does not replace an earlier failure */
+    sm_err_clear(&err);
+    sm_err_set(&err, SM_E_DATA, __FILE__, __LINE__, "bad chunk");
+    assert_int_equal(sm_stop_check(&flag, &err), SM_E_DATA);
+    assert_string_equal(err.what, "bad chunk");
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_err_clear_resets_everything),
+        cmocka_unit_test(test_stop_check_records_the_signal_only_once_set),
         cmocka_unit_test(test_fail_records_what_file_and_line),
         cmocka_unit_test(test_first_error_wins),
         cmocka_unit_test(test_err_vset_formats_like_set),

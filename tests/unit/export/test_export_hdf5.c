@@ -135,7 +135,7 @@ static struct sm_export_spec spec_of(int deflate)
 static sm_status export_all(struct fx *f, const struct sm_export_spec *sp,
                             const struct sm_export_opts *o, struct sm_export_result *res)
 {
-    const struct sm_export_work work = {UNIT, 0, 12, NULL, NULL};
+    const struct sm_export_work work = {UNIT, 0, 12, NULL, NULL, NULL};
     return sm_export_hdf5_write(f->path, o, sp, f->a, &work, f->scratch, res, &f->err);
 }
 
@@ -263,8 +263,8 @@ static void test_export_partial_work_writes_only_its_units(void **state)
     struct fx *f = *state;
     const struct sm_export_spec sp = spec_of(0);
     const struct sm_export_opts o = SM_EXPORT_OPTS_DEFAULTS;
-    const struct sm_export_work work = {UNIT, 5, 4, NULL,
-                                        NULL}; /* units 5..8, one box each (sec2) */
+    const struct sm_export_work work = {UNIT, 5,    4,
+                                        NULL, NULL, NULL}; /* units 5..8, one box each (sec2) */
     struct sm_export_result res;
     assert_ok(sm_export_hdf5_write(f->path, &o, &sp, f->a, &work, f->scratch, &res, &f->err),
               &f->err);
@@ -334,7 +334,7 @@ static void test_check_applies_the_policy_before_writing(void **state)
     assert_ok(sm_export_hdf5_check(p, &o, &sp, &resolved, &f->err), &f->err);
     sm_free(resolved);
     struct sm_export_result r2;
-    const struct sm_export_work work = {UNIT, 0, 12, NULL, NULL};
+    const struct sm_export_work work = {UNIT, 0, 12, NULL, NULL, NULL};
     assert_status(sm_export_hdf5_write(p, &o, &sp, f->a, &work, f->scratch, &r2, &f->err), SM_E_IO,
                   &f->err); /* the write itself needs the directory */
     assert_contains(f->err.what, "the export directory is missing");
@@ -407,6 +407,31 @@ static void test_failure_mid_write_leaves_nothing(void **state)
     assert_false(exists(f->tmp));
 }
 
+/* A progress callback that raises the stop flag after the first round (a signal mid-export). */
+static void stop_after_first_round(void *user, uint64_t done, uint64_t bytes)
+{
+    (void)done;
+    (void)bytes;
+    atomic_store((atomic_int *)user, 15);
+}
+
+static void test_a_stop_ends_the_rounds_and_leaves_nothing(void **state)
+{
+    struct fx *f = *state;
+    struct sm_export_spec sp = spec_of(0);
+    sp.buffer_bytes = 1; /* one unit per round: 12 rounds */
+    struct sm_export_opts o = SM_EXPORT_OPTS_DEFAULTS;
+    atomic_int flag = 0;
+    const struct sm_export_work work = {UNIT, 0, 12, stop_after_first_round, &flag, &flag};
+    struct sm_export_result res;
+    assert_status(sm_export_hdf5_write(f->path, &o, &sp, f->a, &work, f->scratch, &res, &f->err),
+                  SM_E_STOPPED, &f->err);
+    assert_string_equal(f->err.what, "stopped by signal 15");
+    assert_int_equal(res.rounds, 1); /* the round after the flag was never written */
+    assert_false(exists(f->path));
+    assert_false(exists(f->tmp));
+}
+
 static void test_a_non_float32_source_is_refused(void **state)
 {
     struct fx *f = *state;
@@ -424,7 +449,7 @@ static void test_a_non_float32_source_is_refused(void **state)
     const struct sm_export_spec sp = spec_of(0);
     const struct sm_export_opts o = SM_EXPORT_OPTS_DEFAULTS;
     const uint64_t unit[1] = {4};
-    const struct sm_export_work work = {unit, 0, 1, NULL, NULL};
+    const struct sm_export_work work = {unit, 0, 1, NULL, NULL, NULL};
     struct sm_export_result res;
     assert_status(sm_export_hdf5_write(f->path, &o, &sp, a, &work, f->scratch, &res, &f->err),
                   SM_E_USAGE, &f->err);
@@ -447,6 +472,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_bad_spec_is_usage_naming_the_key, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failure_mid_write_leaves_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_stop_ends_the_rounds_and_leaves_nothing, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_a_non_float32_source_is_refused, setup, teardown),
     };
     return cmocka_run_group_tests_name("export_hdf5", tests, NULL, NULL);

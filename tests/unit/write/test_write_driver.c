@@ -1,6 +1,8 @@
 /* Unit tests of engine/write/write_driver.c (SPEC §1, B9): the output is byte-identical for 1, 2
  * and 4 threads; the error reported is that of the lowest failing shard for any thread count; a
- * listed (non-contiguous) job writes exactly its shards; resume counts kept shards. */
+ * listed (non-contiguous) job writes exactly its shards; resume counts kept shards; a stop flag
+ * set mid-run skips the remaining shards (SM_E_STOPPED), and staged shards never flushed leave no
+ * temporary file once the output is closed. */
 #include "shardmill/sm_config.h"
 
 #include <setjmp.h>
@@ -69,7 +71,7 @@ static void test_driver_reports_the_lowest_failing_shard(void **state)
         assert_ok(sm_writer_new(&s, &w, &err), &err);
         assert_ok(sm_output_open(dir, &OPTS, &o, &err), &err);
         assert_ok(sm_output_begin(o, w, &err), &err);
-        struct sm_write_job job = {0, sm_writer_nshards(w), NULL, t, wt_fill, &p, NULL, NULL};
+        struct sm_write_job job = {0, sm_writer_nshards(w), NULL, t, wt_fill, &p, NULL, NULL, NULL};
         struct sm_write_result res;
         assert_status(sm_write_shards(w, o, &job, &res, &err), SM_E_DATA, &err);
         assert_string_equal(err.what, "injected failure at shard 7");
@@ -94,7 +96,7 @@ static void test_driver_listed_job_and_resume(void **state)
     assert_ok(sm_output_open(dir, &OPTS, &o, &err), &err);
     assert_ok(sm_output_begin(o, w, &err), &err);
     const uint64_t even[] = {0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28};
-    struct sm_write_job job = {0, 15, even, 2, wt_fill, &p, NULL, NULL};
+    struct sm_write_job job = {0, 15, even, 2, wt_fill, &p, NULL, NULL, NULL};
     struct sm_write_result res;
     assert_ok(sm_write_shards(w, o, &job, &res, &err), &err);
     assert_int_equal(res.written, 15);
@@ -102,10 +104,10 @@ static void test_driver_listed_job_and_resume(void **state)
     snprintf(c, sizeof(c), "%s/c", dir);
     assert_int_equal(wt_count_files(c, ""), 15);
     const uint64_t bad[] = {30};
-    struct sm_write_job out_of_grid = {0, 1, bad, 1, wt_fill, &p, NULL, NULL};
+    struct sm_write_job out_of_grid = {0, 1, bad, 1, wt_fill, &p, NULL, NULL, NULL};
     assert_status(sm_write_shards(w, o, &out_of_grid, &res, &err), SM_E_INTERNAL, &err);
     sm_err_clear(&err);
-    struct sm_write_job past = {20, 11, NULL, 1, wt_fill, &p, NULL, NULL};
+    struct sm_write_job past = {20, 11, NULL, 1, wt_fill, &p, NULL, NULL, NULL};
     assert_status(sm_write_shards(w, o, &past, &res, &err), SM_E_INTERNAL, &err);
     sm_output_close(o);
 
@@ -115,7 +117,7 @@ static void test_driver_listed_job_and_resume(void **state)
     ro.exists = SM_OUTPUT_EXISTS_RESUME;
     assert_ok(sm_output_open(dir, &ro, &o, &err), &err);
     assert_ok(sm_output_begin(o, w, &err), &err);
-    struct sm_write_job all = {0, sm_writer_nshards(w), NULL, 2, wt_fill, &p, NULL, NULL};
+    struct sm_write_job all = {0, sm_writer_nshards(w), NULL, 2, wt_fill, &p, NULL, NULL, NULL};
     assert_ok(sm_write_shards(w, o, &all, &res, &err), &err);
     assert_int_equal(res.written, 15);
     assert_int_equal(res.kept, 15);
@@ -133,12 +135,102 @@ static void test_driver_listed_job_and_resume(void **state)
     sm_verify_report_destroy(&rep);
 }
 
+/* A fill that raises the stop flag while filling shard `at` (a signal arriving mid-run). */
+struct stop_fill {
+    struct wt_pattern p;
+    uint64_t at;
+    atomic_int flag;
+};
+
+static sm_status stop_fill(void *user, int thread, uint64_t shard, const uint64_t *off,
+                           const uint64_t *shape, void *data, size_t len, struct sm_err *err)
+{
+    struct stop_fill *sf = user;
+    if (shard == sf->at) {
+        atomic_store(&sf->flag, 15);
+    }
+    return wt_fill(&sf->p, thread, shard, off, shape, data, len, err);
+}
+
+static void test_driver_stops_at_the_next_shard(void **state)
+{
+    (void)state;
+    const struct sm_output_spec s = wt_spec(33, 70, 45); /* 30 shards */
+    for (int t = 1; t <= 4; t *= 2) {
+        struct sm_err err;
+        sm_err_clear(&err);
+        char dir[2048];
+        snprintf(dir, sizeof(dir), "%s/stop%d.zarr", base, t);
+        static struct stop_fill sf;
+        sf.p = wt_pattern_of(&s, 0);
+        sf.at = 5;
+        atomic_store(&sf.flag, 0);
+        struct sm_writer *w;
+        struct sm_output *o;
+        assert_ok(sm_writer_new(&s, &w, &err), &err);
+        assert_ok(sm_output_open(dir, &OPTS, &o, &err), &err);
+        assert_ok(sm_output_begin(o, w, &err), &err);
+        struct sm_write_job job = {
+            0, sm_writer_nshards(w), NULL, t, stop_fill, &sf, NULL, NULL, &sf.flag};
+        struct sm_write_result res;
+        assert_status(sm_write_shards(w, o, &job, &res, &err), SM_E_STOPPED, &err);
+        assert_string_equal(err.what, "stopped by signal 15");
+        assert_int_equal(err.cause, 15);
+        /* the shard being filled is finished (puts stay whole); each thread then stops */
+        assert_true(res.written >= 6 && res.written <= 5 + (uint64_t)t);
+        char c[2100];
+        snprintf(c, sizeof(c), "%s/c", dir);
+        assert_int_equal(wt_count_files(c, ""), (int)res.written);
+        sm_output_close(o);
+        /* a real failure below the stop point is reported instead of the stop */
+        sm_err_clear(&err);
+        atomic_store(&sf.flag, 0);
+        sf.p.fail_shard = 3;
+        assert_ok(sm_output_open(dir, &OPTS, &o, &err), &err);
+        assert_ok(sm_output_begin(o, w, &err), &err);
+        assert_status(sm_write_shards(w, o, &job, &res, &err), SM_E_DATA, &err);
+        sm_output_close(o);
+        sm_writer_free(w);
+    }
+}
+
+static void test_close_removes_staged_shards_never_flushed(void **state)
+{
+    (void)state;
+    struct sm_err err;
+    sm_err_clear(&err);
+    const struct sm_output_spec s = wt_spec(33, 70, 45);
+    char dir[2048];
+    snprintf(dir, sizeof(dir), "%s/staged.zarr", base);
+    struct sm_output_opts so = OPTS;
+    so.sync = SM_OUTPUT_SYNC_SYNCFS;
+    struct wt_pattern p = wt_pattern_of(&s, 0);
+    struct sm_writer *w;
+    struct sm_output *o;
+    assert_ok(sm_writer_new(&s, &w, &err), &err);
+    assert_ok(sm_output_open(dir, &so, &o, &err), &err);
+    assert_ok(sm_output_begin(o, w, &err), &err);
+    struct sm_write_job job = {0, 12, NULL, 2, wt_fill, &p, NULL, NULL, NULL};
+    struct sm_write_result res;
+    assert_ok(sm_write_shards(w, o, &job, &res, &err), &err);
+    assert_int_equal(res.written, 12);
+    char c[2100];
+    snprintf(c, sizeof(c), "%s/c", dir);
+    assert_int_equal(wt_count_files(c, ".tmp."), 12); /* staged, not yet renamed */
+    sm_output_close(o);                               /* no flush: a failed or stopped run */
+    assert_int_equal(wt_count_files(c, ".tmp."), 0);
+    assert_int_equal(wt_count_files(c, ""), 0);
+    sm_writer_free(w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_driver_threads_give_identical_bytes),
         cmocka_unit_test(test_driver_reports_the_lowest_failing_shard),
         cmocka_unit_test(test_driver_listed_job_and_resume),
+        cmocka_unit_test(test_driver_stops_at_the_next_shard),
+        cmocka_unit_test(test_close_removes_staged_shards_never_flushed),
     };
     return cmocka_run_group_tests_name("write_driver", tests, setup, teardown);
 }

@@ -1,0 +1,425 @@
+"""Cooperative stops (SPEC §1, docs/internals/ranks.md "Stopping"; label `signals`).
+
+Usage: /usr/bin/python3 test_signals.py --shardmill BIN [--mpiexec MPIEXEC] --work DIR --case C
+
+A uint8 256^3 zarr-python v2 input (128x256x256 for the mpi cases) is made at test time; the
+convert writes 4096 (2048) small shards (gzip 9, one thread per rank; `output.sync: fsync` so each shard is fsynced and renamed on its own, which
+makes the write phase take a few seconds and lets shards appear one by one). Cases:
+  sigterm   a plain process gets SIGTERM once some shards exist: exit 143, exactly one error
+            line naming the output and SIGTERM, no completion marker, no report, no temporary
+            name (`.tmp.`) anywhere in the tree; `exists: resume` then rewrites only the missing
+            shards and the tree is byte-identical, file for file, to a clean run's.
+  sigint    the same with SIGINT (exit 130) and the default `output.sync: syncfs`, where shards
+            are staged under temporary names until the flush: the stop flushes the finished ones
+            into place and leaves no temporary name.
+  scan      a scan (1000 passes, about a minute) gets SIGTERM after 1 s: exit 143 within 10 s,
+            one line "job.yaml: stopped by SIGTERM", no report.
+  sigpipe   `shardmill read ... -o -` into a pipe whose reader has gone: the process is not
+            killed by SIGPIPE (the child starts with SIGPIPE at its default action, as from a
+            shell) but ends with exit 4 and one line naming standard output (EPIPE).
+  mpi       `mpirun -n 3`: SIGTERM to mpirun mid-write: every rank stops (no process of the run
+            left), mpirun exits non-zero, the error line names SIGTERM, no marker, no temporary
+            name; resume under 3 ranks completes the output byte-identical to the clean run.
+  mpi_one_rank  SIGTERM to rank 1 of 3 only: the others learn the stop at the write phase's
+            agreement; no hang, mpirun exits non-zero, rank 0 (no signal of its own) prints the
+            agreed stop, no marker; resume byte-identical.
+Prints one ok/FAIL line per check; exit 1 on any failure.
+"""
+
+import argparse
+import filecmp
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers"))
+from launch_env import mpi_env, plain_env, sanitizer_env  # noqa: E402
+
+SHAPE = (256, 256, 256)  # the mpi cases take the first half (--case mpi*: SHAPE set in main)
+SHARD = (8, 16, 32)
+
+
+def total_shards():
+    return (SHAPE[0] // SHARD[0]) * (SHAPE[1] // SHARD[1]) * (SHAPE[2] // SHARD[2])
+TIMEOUT = 300
+MARKER = "shardmill.complete.json"
+
+passed = 0
+failed = 0
+ARGS = None
+
+
+def check(ok, what):
+    global passed, failed
+    print(("ok   " if ok else "FAIL ") + what, flush=True)
+    if ok:
+        passed += 1
+    else:
+        failed += 1
+    return ok
+
+
+def make_input(work):
+    import zarr  # zarr-python 2.13 (Debian)
+
+    path = os.path.join(work, "in.zarr")
+    if not os.path.exists(os.path.join(path, ".zarray")):
+        shutil.rmtree(path, ignore_errors=True)
+        rng = np.random.default_rng(20261203)
+        z = zarr.open(path, mode="w", shape=SHAPE, chunks=(32, 64, 64), dtype="u1")
+        z[:] = rng.integers(0, 256, size=SHAPE, dtype=np.uint8)
+    elif tuple(json.load(open(os.path.join(path, ".zarray")))["shape"]) != SHAPE:
+        shutil.rmtree(path)
+        return make_input(work)
+    return path
+
+
+def config(inp, sync="fsync", extra=""):
+    return (f"job: convert\ninput: {{store: {inp}}}\ntile: [32, 64, 64]\n"
+            "parallel: {threads: 1}\nprogress: false\n"
+            f"output: {{path: out.zarr, shard: [{SHARD[0]}, {SHARD[1]}, {SHARD[2]}], "
+            "chunk: [8, 16, 16], "
+            f"codec: {{name: gzip, level: 9}}, sync: {sync}{extra}}}\n")
+
+
+def write_cfg(d, text):
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    with open(os.path.join(d, "job.yaml"), "w") as f:
+        f.write(text)
+
+
+def tree_files(root):
+    out = []
+    for d, _, files in os.walk(root):
+        for f in files:
+            out.append(os.path.relpath(os.path.join(d, f), root))
+    return sorted(out)
+
+
+def tmp_names(root):
+    return [f for f in tree_files(root) if ".tmp." in os.path.basename(f)]
+
+
+def shard_files(root):
+    c = os.path.join(root, "c")
+    return sum(len(fs) for _, _, fs in os.walk(c)) if os.path.isdir(c) else 0
+
+
+def same_tree(a, b):
+    fa, fb = tree_files(a), tree_files(b)
+    if fa != fb or not fa:
+        return False, f"file lists differ ({len(fa)} vs {len(fb)} files)"
+    diff = [f for f in fa if not filecmp.cmp(os.path.join(a, f), os.path.join(b, f),
+                                             shallow=False)]
+    if diff:
+        return False, f"{len(diff)} of {len(fa)} files differ, e.g. {diff[0]}"
+    return True, f"{len(fa)} files"
+
+
+def env_plain():
+    return sanitizer_env(plain_env())
+
+
+def clean_run(work, inp, sync):
+    """The reference: the same configuration run to its end in one go."""
+    d = os.path.join(work, f"clean-{sync}")
+    write_cfg(d, config(inp, sync))
+    p = subprocess.run([ARGS.shardmill, "run", "job.yaml", "-q", "--report", "report.json"],
+                       cwd=d, env=env_plain(), capture_output=True, text=True, timeout=TIMEOUT)
+    check(p.returncode == 0, f"clean run ({sync}) exits 0 ({p.stderr.strip()[-300:]})")
+    return os.path.join(d, "out.zarr")
+
+
+def wait_for_shards(proc, out, at_least, count=shard_files):
+    """Polls until the output holds at_least shard files (or the process ended)."""
+    deadline = time.monotonic() + TIMEOUT
+    n = 0
+    while time.monotonic() < deadline and proc.poll() is None:
+        n = count(out)
+        if n >= at_least:
+            return n
+        time.sleep(0.005)
+    return n
+
+
+def error_lines(text):
+    return [ln for ln in text.splitlines() if ln.startswith("shardmill: error:")]
+
+
+def check_stopped_output(name, out, stderr, signame):
+    lines = error_lines(stderr)
+    check(len(lines) == 1 and f"stopped by {signame}" in lines[0] and "out.zarr" in lines[0]
+          and "resume" in lines[0],
+          f"{name}: one error line naming the output and {signame} ({lines})")
+    check(not os.path.exists(os.path.join(out, MARKER)), f"{name}: no completion marker")
+    tmps = tmp_names(out)
+    check(not tmps, f"{name}: no temporary name left in the output ({tmps[:3]})")
+
+
+def resume_and_compare(name, d, out, ref, ranks=0):
+    cmd = [ARGS.shardmill, "run", "job.yaml", "-q", "--set", "output.exists=resume", "--report",
+           "report.json"]
+    env = env_plain()
+    if ranks:
+        cmd = [ARGS.mpiexec, "--oversubscribe", "-np", str(ranks)] + cmd
+        env = mpi_env(env)
+    p = subprocess.run(cmd, cwd=d, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+    if not check(p.returncode == 0, f"{name}: resume exits 0 ({p.stderr.strip()[-300:]})"):
+        return
+    rep = json.load(open(os.path.join(d, "report.json")))
+    written = rep["output"]["written"]
+    check(0 < written < total_shards(), f"{name}: resume wrote {written} of {total_shards()} shards (kept the rest)")
+    ok, why = same_tree(out, ref)
+    check(ok, f"{name}: resumed tree byte-identical to the clean run's ({why})")
+    v = subprocess.run([ARGS.shardmill, "verify", out], capture_output=True, text=True,
+                       env=env_plain(), timeout=TIMEOUT)
+    check(v.returncode == 0, f"{name}: verify of the resumed output passes")
+
+
+def case_stop(work, inp, sig, sync):
+    signame = signal.Signals(sig).name
+    name = f"{signame} ({sync})"
+    ref = clean_run(work, inp, sync)
+    d = os.path.join(work, signame.lower())
+    write_cfg(d, config(inp, sync))
+    out = os.path.join(d, "out.zarr")
+    proc = subprocess.Popen([ARGS.shardmill, "run", "job.yaml", "-q", "--report", "report.json"],
+                            cwd=d, env=env_plain(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    # fsync: shards appear under their names; syncfs: staged under temporary names
+    count = shard_files if sync == "fsync" else (lambda o: len(tmp_names(o)))
+    seen = wait_for_shards(proc, out, total_shards() // 10, count)
+    running = proc.poll() is None
+    t0 = time.monotonic()
+    if running:
+        proc.send_signal(sig)
+    try:
+        _, err = proc.communicate(timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        check(False, f"{name}: the run ended after the signal")
+        return
+    took = time.monotonic() - t0
+    check(running, f"{name}: signal sent mid-write ({seen} of {total_shards()} shards "
+                   f"{'written' if sync == 'fsync' else 'staged'})")
+    code = 128 + sig
+    check(proc.returncode == code,
+          f"{name}: exit {proc.returncode} == 128 + {sig} = {code} ({took:.2f} s after the "
+          f"signal)")
+    check(took < 10, f"{name}: stopped within 10 s of the signal ({took:.2f} s)")
+    check_stopped_output(name, out, err, signame)
+    check(not os.path.exists(os.path.join(d, "report.json")), f"{name}: no report written")
+    left = shard_files(out)
+    check(0 < left < total_shards(), f"{name}: the finished shards stay for resume ({left} of {total_shards()})")
+    resume_and_compare(name, d, out, ref)
+
+
+def case_scan(work, inp):
+    d = os.path.join(work, "scan")
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    with open(os.path.join(d, "job.yaml"), "w") as f:
+        f.write(f"job: scan\ninput: {{store: {inp}}}\ntile: [8, 32, 32]\npasses: 1000\n"
+                "parallel: {threads: 1}\nprogress: false\n")
+    proc = subprocess.Popen([ARGS.shardmill, "run", "job.yaml", "-q", "--report", "report.json"],
+                            cwd=d, env=env_plain(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    time.sleep(1.0)
+    running = proc.poll() is None
+    t0 = time.monotonic()
+    if running:
+        proc.send_signal(signal.SIGTERM)
+    try:
+        _, err = proc.communicate(timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        check(False, "scan: the run ended after SIGTERM")
+        return
+    took = time.monotonic() - t0
+    check(running, "scan: SIGTERM sent while it ran")
+    check(proc.returncode == 143, f"scan: exit {proc.returncode} == 143")
+    # the driver stops at its next tile: not after the pass, not after all 1000 passes
+    check(took < 10, f"scan: stopped {took:.2f} s after the signal (< 10 s)")
+    lines = error_lines(err)
+    check(len(lines) == 1 and lines[0] == "shardmill: error: job.yaml: stopped by SIGTERM",
+          f"scan: one error line naming the configuration and SIGTERM ({lines})")
+    check(not os.path.exists(os.path.join(d, "report.json")), "scan: no report written")
+
+
+def case_sigpipe(work, inp):
+    # SIGPIPE at its default action in the child (subprocess restores it): only shardmill's own
+    # SIG_IGN keeps it alive. The reader takes 10 bytes of 16 MiB, then closes its end.
+    cmd = [ARGS.shardmill, "read", inp, "--offset", "0,0,0", "--shape", "256,256,256", "-o", "-"]
+    proc = subprocess.Popen(cmd, env=env_plain(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    head = proc.stdout.read(10)
+    proc.stdout.close()
+    err = proc.stderr.read().decode(errors="replace")
+    rc = proc.wait(timeout=TIMEOUT)
+    check(len(head) == 10, "sigpipe: the reader got its 10 bytes")
+    check(rc == 4, f"sigpipe: exit {rc} == 4 (an I/O error), not killed by SIGPIPE (-13)")
+    lines = error_lines(err)
+    check(len(lines) == 1 and "standard output" in lines[0] and "roken pipe" in lines[0],
+          f"sigpipe: one error line naming standard output and the broken pipe ({lines})")
+
+
+def run_pids(d):
+    """Processes whose working directory is d (the ranks and mpirun of this case)."""
+    pids = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            if os.readlink(f"/proc/{pid}/cwd") == d:
+                stat = open(f"/proc/{pid}/stat").read()
+                if stat.rsplit(")", 1)[1].split()[0] != "Z":
+                    pids.append(int(pid))
+        except OSError:
+            continue
+    return pids
+
+
+def case_mpi(work, inp):
+    if not ARGS.mpiexec:
+        check(False, "mpi: --mpiexec given")
+        return
+    name = "mpirun -n 3 SIGTERM"
+    ref = clean_run(work, inp, "fsync")
+    d = os.path.join(work, "mpi")
+    write_cfg(d, config(inp, "fsync"))
+    out = os.path.join(d, "out.zarr")
+    cmd = [ARGS.mpiexec, "--oversubscribe", "-np", "3", ARGS.shardmill, "run", "job.yaml", "-q",
+           "--report", "report.json"]
+    proc = subprocess.Popen(cmd, cwd=d, env=mpi_env(env_plain()), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    seen = wait_for_shards(proc, out, total_shards() // 10)
+    running = proc.poll() is None
+    t0 = time.monotonic()
+    if running:
+        proc.send_signal(signal.SIGTERM)
+    try:
+        _, err = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        check(False, f"{name}: mpirun ended after SIGTERM (no hang)")
+        return
+    took = time.monotonic() - t0
+    check(running, f"{name}: SIGTERM sent to mpirun mid-write ({seen} of {total_shards()} shards)")
+    check(proc.returncode != 0, f"{name}: mpirun exits non-zero ({proc.returncode}, "
+                                f"{took:.2f} s after the signal)")
+    time.sleep(0.5)
+    left = run_pids(d)
+    check(not left, f"{name}: no process of the run left ({left})")
+    lines = error_lines(err)
+    check(len(lines) == 1 and "stopped by SIGTERM" in lines[0] and "out.zarr" in lines[0],
+          f"{name}: one error line (rank 0's) naming the output and SIGTERM ({lines})")
+    check(not os.path.exists(os.path.join(out, MARKER)), f"{name}: no completion marker")
+    tmps = tmp_names(out)
+    check(not tmps, f"{name}: no temporary name left in the output ({tmps[:3]})")
+    check(not os.path.exists(os.path.join(d, "report.json")), f"{name}: no report written")
+    resume_and_compare(name, d, out, ref, ranks=3)
+
+
+def rank_pids(mpirun_pid):
+    """pid of every rank mpirun started, by OMPI_COMM_WORLD_RANK in its environment."""
+    pids = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            stat = open(f"/proc/{pid}/stat").read()
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            env = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        if ppid != mpirun_pid:
+            continue
+        for kv in env:
+            if kv.startswith(b"OMPI_COMM_WORLD_RANK="):
+                pids[int(kv.split(b"=", 1)[1])] = int(pid)
+    return pids
+
+
+def case_mpi_one_rank(work, inp):
+    """SIGTERM to rank 1 only (a stray kill, not a launcher): ranks 0 and 2 never see a signal,
+    finish their share of the write phase and learn the stop at the phase's agreement, so every
+    rank ends alike, without a marker and without a hang."""
+    if not ARGS.mpiexec:
+        check(False, "mpi_one_rank: --mpiexec given")
+        return
+    name = "mpirun -n 3, SIGTERM to rank 1 only"
+    ref = clean_run(work, inp, "fsync")
+    d = os.path.join(work, "mpi1")
+    write_cfg(d, config(inp, "fsync"))
+    out = os.path.join(d, "out.zarr")
+    cmd = [ARGS.mpiexec, "--oversubscribe", "-np", "3", ARGS.shardmill, "run", "job.yaml", "-q",
+           "--report", "report.json"]
+    proc = subprocess.Popen(cmd, cwd=d, env=mpi_env(env_plain()), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    seen = wait_for_shards(proc, out, total_shards() // 10)
+    pid = rank_pids(proc.pid).get(1) if proc.poll() is None else None
+    if pid is not None:
+        os.kill(pid, signal.SIGTERM)
+    try:
+        _, err = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        check(False, f"{name}: every rank ended (no rank left waiting in a collective)")
+        return
+    check(pid is not None, f"{name}: SIGTERM sent to rank 1 (pid {pid}) mid-write ({seen} of "
+                           f"{total_shards()} shards)")
+    check(proc.returncode != 0, f"{name}: mpirun exits non-zero ({proc.returncode})")
+    check(not run_pids(d), f"{name}: no process of the run left")
+    lines = error_lines(err)
+    check(len(lines) == 1 and "stopped by SIGTERM" in lines[0],
+          f"{name}: rank 0, which got no signal, prints the agreed stop ({lines})")
+    check(not os.path.exists(os.path.join(out, MARKER)), f"{name}: no completion marker")
+    tmps = tmp_names(out)
+    check(not tmps, f"{name}: no temporary name left in the output ({tmps[:3]})")
+    resume_and_compare(name, d, out, ref, ranks=3)
+
+
+def main():
+    global ARGS
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shardmill", required=True)
+    ap.add_argument("--mpiexec", default="")
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--case", required=True,
+                    choices=["sigterm", "sigint", "scan", "sigpipe", "mpi", "mpi_one_rank"])
+    ARGS = ap.parse_args()
+    ARGS.shardmill = os.path.abspath(ARGS.shardmill)
+    global SHAPE
+    if ARGS.case.startswith("mpi"):
+        SHAPE = (128, 256, 256)  # 2048 shards: three ranks on two cores take long enough
+    work = os.path.abspath(ARGS.work)
+    os.makedirs(work, exist_ok=True)
+    inp = make_input(work)
+    if ARGS.case == "sigterm":
+        case_stop(work, inp, signal.SIGTERM, "fsync")
+    elif ARGS.case == "sigint":
+        case_stop(work, inp, signal.SIGINT, "syncfs")
+    elif ARGS.case == "scan":
+        case_scan(work, inp)
+    elif ARGS.case == "sigpipe":
+        case_sigpipe(work, inp)
+    elif ARGS.case == "mpi":
+        case_mpi(work, inp)
+    else:
+        case_mpi_one_rank(work, inp)
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
