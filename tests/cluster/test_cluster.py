@@ -168,7 +168,8 @@ def case_killed_host(cl, work):
         return
     ended = time.monotonic()
     check(killed_at is not None, f"every process of h3 SIGKILLed mid-write ({seen} of {total} "
-                                 "shards written)")
+                                 f"shards written; mpirun exit {proc.returncode}: "
+                                 f"{err.strip()[-600:]})")
     if killed_at is None:
         return
     check(proc.returncode != 0, f"mpirun exits non-zero after the host died ({proc.returncode})")
