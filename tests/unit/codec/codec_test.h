@@ -116,6 +116,29 @@ static inline void ct_decode_fails(const struct sm_codec_chain *c, struct sm_byt
 }
 
 /* Hex text to bytes (for golden vectors); returns the byte count. */
+/* Decodes expecting `status` and `needle` in the message (NULL: any); the engine's allocations
+ * during the decode stay below `most` bytes above what was allocated before (sizes the input
+ * declares are not trusted: issue 10). */
+static inline void ct_decode_bounded(const struct sm_codec_chain *c, struct sm_bytes in,
+                                     sm_status status, const char *needle, uint64_t most,
+                                     struct sm_scratch *s)
+{
+    struct sm_err err;
+    sm_err_clear(&err);
+    struct sm_buf dec = SM_BUF_INIT;
+    const uint64_t before = sm_alloc_current();
+    sm_alloc_reset_peak();
+    assert_status(sm_codec_chain_decode(c, in, &dec, s, &err), status, &err);
+    if (needle != NULL) {
+        assert_contains(err.what, needle);
+    }
+    if (sm_alloc_peak() - before > most) {
+        fail_msg("decode allocated %llu bytes, at most %llu expected",
+                 (unsigned long long)(sm_alloc_peak() - before), (unsigned long long)most);
+    }
+    sm_buf_free(&dec);
+}
+
 static inline size_t ct_hex(const char *hex, uint8_t *out, size_t cap)
 {
     size_t n = strlen(hex) / 2;

@@ -235,23 +235,6 @@ static void put32(uint8_t *p, uint32_t v)
     memcpy(p, &v, 4); /* blosc headers are little-endian, as the host */
 }
 
-static void decode_bounded(const struct sm_codec_chain *c, struct sm_bytes in, sm_status status,
-                           const char *needle, uint64_t most, struct sm_scratch *s)
-{
-    struct sm_err err;
-    sm_err_clear(&err);
-    struct sm_buf dec = SM_BUF_INIT;
-    const uint64_t before = sm_alloc_current();
-    sm_alloc_reset_peak();
-    assert_status(sm_codec_chain_decode(c, in, &dec, s, &err), status, &err);
-    assert_contains(err.what, needle);
-    if (sm_alloc_peak() - before > most) {
-        fail_msg("decode allocated %llu bytes, at most %llu expected",
-                 (unsigned long long)(sm_alloc_peak() - before), (unsigned long long)most);
-    }
-    sm_buf_free(&dec);
-}
-
 static void test_blosc_nbytes_past_the_decode_bound_is_a_limit_before_allocating(void **state)
 {
     (void)state;
@@ -260,13 +243,13 @@ static void test_blosc_nbytes_past_the_decode_bound_is_a_limit_before_allocating
     size_t len;
     uint8_t *b = zero_blosc((size_t)8 << 20, &len);
     sm_scratch_set_max_decoded(s, (size_t)1 << 20);
-    decode_bounded(c, sm_bytes_of(b, len), SM_E_LIMIT,
-                   "blosc: header declares 8388608 decoded bytes, more than the decode limit of "
-                   "1048576 bytes (limits.max_chunk_bytes)",
-                   4096, s);
+    ct_decode_bounded(c, sm_bytes_of(b, len), SM_E_LIMIT,
+                      "blosc: header declares 8388608 decoded bytes, more than the decode limit of "
+                      "1048576 bytes (limits.max_chunk_bytes)",
+                      4096, s);
     /* within the bound it decodes (and the zeros then fail the zstd stage) */
     sm_scratch_set_max_decoded(s, (size_t)16 << 20);
-    decode_bounded(c, sm_bytes_of(b, len), SM_E_DATA, "zstd", (size_t)9 << 20, s);
+    ct_decode_bounded(c, sm_bytes_of(b, len), SM_E_DATA, "zstd", (size_t)9 << 20, s);
     test_free(b);
     sm_scratch_free(s);
     sm_codec_chain_free(c);
@@ -286,12 +269,12 @@ static void test_blosc_header_whose_blocks_cannot_fit_is_data(void **state)
     /* nbytes near the format's 2 GiB maximum with the same block size: thousands of blocks, each
      * needing a 4-byte start offset the buffer does not have */
     put32(b + 4, 0x7fffff00u);
-    decode_bounded(c, sm_bytes_of(b, len), SM_E_DATA, "more than", 4096, s);
+    ct_decode_bounded(c, sm_bytes_of(b, len), SM_E_DATA, "more than", 4096, s);
     put32(b + 4, 1u << 20);
     put32(b + 8, 0); /* no block size */
-    decode_bounded(c, sm_bytes_of(b, len), SM_E_DATA, "blocks of 0 bytes", 4096, s);
+    ct_decode_bounded(c, sm_bytes_of(b, len), SM_E_DATA, "blocks of 0 bytes", 4096, s);
     put32(b + 8, (1u << 20) + 2); /* blocks larger than the buffer */
-    decode_bounded(c, sm_bytes_of(b, len), SM_E_DATA, "blocks of 1048578 bytes", 4096, s);
+    ct_decode_bounded(c, sm_bytes_of(b, len), SM_E_DATA, "blocks of 1048578 bytes", 4096, s);
     test_free(b);
     /* A copied (memcpyed) buffer holds exactly nbytes after its header. */
     uint8_t small[64] = {0};
@@ -301,9 +284,9 @@ static void test_blosc_header_whose_blocks_cannot_fit_is_data(void **state)
     assert_int_equal(r, (int)sizeof(cb));
     assert_true((cb[2] & BLOSC_MEMCPYED) != 0);
     put32(cb + 4, 1u << 30);
-    decode_bounded(c, sm_bytes_of(cb, sizeof(cb)), SM_E_DATA,
-                   "header of a copied buffer claims 1073741824 decoded bytes, the buffer holds 64",
-                   4096, s);
+    ct_decode_bounded(
+        c, sm_bytes_of(cb, sizeof(cb)), SM_E_DATA,
+        "header of a copied buffer claims 1073741824 decoded bytes, the buffer holds 64", 4096, s);
     sm_scratch_free(s);
     sm_codec_chain_free(c);
 }

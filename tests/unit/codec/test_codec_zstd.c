@@ -167,27 +167,6 @@ static size_t streamed_frame(const void *in, size_t n, uint8_t *frame, size_t ca
     return ob.pos;
 }
 
-/* Decodes expecting `status` and `needle` (NULL: success) with the engine's allocations during
- * the decode at most `most` bytes above what was allocated before. */
-static void decode_bounded(const struct sm_codec_chain *c, struct sm_bytes in, sm_status status,
-                           const char *needle, uint64_t most, struct sm_scratch *s)
-{
-    struct sm_err err;
-    sm_err_clear(&err);
-    struct sm_buf dec = SM_BUF_INIT;
-    const uint64_t before = sm_alloc_current();
-    sm_alloc_reset_peak();
-    assert_status(sm_codec_chain_decode(c, in, &dec, s, &err), status, &err);
-    if (needle != NULL) {
-        assert_contains(err.what, needle);
-    }
-    if (sm_alloc_peak() - before > most) {
-        fail_msg("decode allocated %llu bytes, at most %llu expected",
-                 (unsigned long long)(sm_alloc_peak() - before), (unsigned long long)most);
-    }
-    sm_buf_free(&dec);
-}
-
 static void test_zstd_frame_without_content_size_of_unknown_size_grows_to_the_bound(void **state)
 {
     (void)state;
@@ -218,13 +197,13 @@ static void test_zstd_frame_without_content_size_of_unknown_size_grows_to_the_bo
     const size_t nb = streamed_frame(zeros, big, bomb, 1 << 16);
     test_free(zeros);
     sm_scratch_set_max_decoded(s, (size_t)1 << 20);
-    decode_bounded(unknown, sm_bytes_of(bomb, nb), SM_E_LIMIT,
-                   "zstd: frames without a content size decode to more than the decode limit of "
-                   "1048576 bytes (limits.max_chunk_bytes)",
-                   ((size_t)1 << 20) + (64 << 10), s);
+    ct_decode_bounded(unknown, sm_bytes_of(bomb, nb), SM_E_LIMIT,
+                      "zstd: frames without a content size decode to more than the decode limit of "
+                      "1048576 bytes (limits.max_chunk_bytes)",
+                      ((size_t)1 << 20) + (64 << 10), s);
     /* A larger bound lets it through to the next stage (zeros are not a zstd frame). */
     sm_scratch_set_max_decoded(s, (size_t)16 << 20);
-    decode_bounded(unknown, sm_bytes_of(bomb, nb), SM_E_DATA, "zstd", (size_t)17 << 20, s);
+    ct_decode_bounded(unknown, sm_bytes_of(bomb, nb), SM_E_DATA, "zstd", (size_t)17 << 20, s);
     test_free(bomb);
     sm_buf_free(&dec);
     sm_scratch_free(s);
@@ -244,10 +223,10 @@ static void test_zstd_content_size_past_the_decode_bound_is_a_limit_before_alloc
     test_free(zeros);
     struct sm_scratch *s = ct_scratch();
     sm_scratch_set_max_decoded(s, (size_t)1 << 20);
-    decode_bounded(c, sm_bytes_of(bomb, nb), SM_E_LIMIT,
-                   "zstd: frame headers declare 8388608 decoded bytes, more than the decode "
-                   "limit of 1048576 bytes (limits.max_chunk_bytes)",
-                   4096, s);
+    ct_decode_bounded(c, sm_bytes_of(bomb, nb), SM_E_LIMIT,
+                      "zstd: frame headers declare 8388608 decoded bytes, more than the decode "
+                      "limit of 1048576 bytes (limits.max_chunk_bytes)",
+                      4096, s);
     test_free(bomb);
     sm_scratch_free(s);
     sm_codec_chain_free(c);
@@ -283,13 +262,13 @@ static void test_zstd_content_size_larger_than_the_frames_can_hold_is_data(void 
              "zstd: frame headers declare 4294967296 decoded bytes, more than %zu bytes of frames "
              "can hold",
              n);
-    decode_bounded(c, sm_bytes_of(f, n), SM_E_DATA, want, 4096, s);
+    ct_decode_bounded(c, sm_bytes_of(f, n), SM_E_DATA, want, 4096, s);
     /* Within what 23 bytes could hold (786,432 bytes) and without a bound, zstd finds the lie. */
     const uint64_t small = 100000;
     for (int i = 0; i < 8; i++) {
         f[5 + i] = (uint8_t)(small >> (8 * i));
     }
-    decode_bounded(c, sm_bytes_of(f, n), SM_E_DATA, "zstd", 200000, s);
+    ct_decode_bounded(c, sm_bytes_of(f, n), SM_E_DATA, "zstd", 200000, s);
     sm_scratch_free(s);
     sm_codec_chain_free(c);
 }
