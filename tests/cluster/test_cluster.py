@@ -62,19 +62,24 @@ def write_cfg(d, text):
 
 
 def tree(root):
-    """relative path -> (inode, size) of every file below root."""
+    """relative path -> (inode, size) of every file below root (a file renamed or removed while
+    the tree is walked, such as a writer's temporary name, is left out)."""
     out = {}
     for dirpath, _, names in os.walk(root):
         for n in names:
             p = os.path.join(dirpath, n)
-            st = os.stat(p)
+            try:
+                st = os.stat(p)
+            except FileNotFoundError:
+                continue
             out[os.path.relpath(p, root)] = (st.st_ino, st.st_size)
     return out
 
 
 def shard_files(out_dir):
+    """The shards under their final names (temporary names have a '.tmp.' part)."""
     c = os.path.join(out_dir, "c")
-    return [k for k in tree(c)] if os.path.isdir(c) else []
+    return [k for k in tree(c) if ".tmp." not in k] if os.path.isdir(c) else []
 
 
 def identical(a, b):

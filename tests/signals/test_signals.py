@@ -287,6 +287,17 @@ def run_pids(d):
     return pids
 
 
+def pids_left(d, within=10.0):
+    """run_pids(d) once they had `within` seconds to exit (a sanitized rank that has stopped
+    still spends a moment in its exit handlers); [] as soon as none is left."""
+    deadline = time.monotonic() + within
+    while True:
+        left = run_pids(d)
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.1)
+
+
 def case_mpi(work, inp):
     if not ARGS.mpiexec:
         check(False, "mpi: --mpiexec given")
@@ -316,8 +327,7 @@ def case_mpi(work, inp):
     check(running, f"{name}: SIGTERM sent to mpirun mid-write ({seen} of {total_shards()} shards)")
     check(proc.returncode != 0, f"{name}: mpirun exits non-zero ({proc.returncode}, "
                                 f"{took:.2f} s after the signal)")
-    time.sleep(0.5)
-    left = run_pids(d)
+    left = pids_left(d)
     check(not left, f"{name}: no process of the run left ({left})")
     lines = error_lines(err)
     check(len(lines) == 1 and "stopped by SIGTERM" in lines[0] and "out.zarr" in lines[0],
@@ -379,7 +389,8 @@ def case_mpi_one_rank(work, inp):
     check(pid is not None, f"{name}: SIGTERM sent to rank 1 (pid {pid}) mid-write ({seen} of "
                            f"{total_shards()} shards)")
     check(proc.returncode != 0, f"{name}: mpirun exits non-zero ({proc.returncode})")
-    check(not run_pids(d), f"{name}: no process of the run left")
+    left = pids_left(d)
+    check(not left, f"{name}: no process of the run left ({left})")
     lines = error_lines(err)
     check(len(lines) == 1 and "stopped by SIGTERM" in lines[0],
           f"{name}: rank 0, which got no signal, prints the agreed stop ({lines})")
