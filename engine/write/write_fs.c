@@ -1,6 +1,6 @@
 /* File-system reads of the output directory (SPEC §6): whole-file reads, listing, and the tree
- * walker that recognises, sweeps or removes the
- * files of a shardmill output without ever following a symbolic link.
+ * walker that recognises, sweeps or removes the files of a shardmill output without ever
+ * following a symbolic link. Writes go through the output's file store (store.h), not here.
  * Spec: https://zarr-specs.readthedocs.io/en/latest/v3/core/index.html#storage
  * Invariant: every path is relative to a descriptor inside the output; nothing else is touched. */
 #include "shardmill/sm_config.h"

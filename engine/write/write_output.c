@@ -1,11 +1,10 @@
 /* The output directory (SPEC §6): path checks, the exists policy (error | overwrite | resume),
  * zarr.json, atomic shard puts with their journal records, directory fsync or one syncfs, and the
  * completion marker written last. Every object is written through the output's file store
- * (stage / commit / sync, store.h): there is no second tmp + rename implementation here. See
- * write.h for the layout and the durability modes. Spec:
- * https://zarr-specs.readthedocs.io/en/latest/v3/codecs/sharding-indexed/index.html Invariant: an
- * existing output is never touched unless the policy says so, nothing outside the output path is
- * written, and the marker exists only over a complete, durable output. */
+ * (stage / commit / sync, store.h). See write.h for the layout and the durability modes.
+ * Spec: https://zarr-specs.readthedocs.io/en/latest/v3/codecs/sharding-indexed/index.html
+ * Invariant: an existing output is never touched unless the policy says so, nothing outside the
+ * output path is written, and the marker exists only over a complete, durable output. */
 #include "shardmill/sm_config.h"
 
 #include "write_int.h"
@@ -588,6 +587,9 @@ static void dir_path(const struct sm_writer *w, unsigned l, uint64_t p, char *bu
 static sm_status flush(struct sm_output *o, struct sm_err *err)
 {
     if (o->opts.sync == SM_OUTPUT_SYNC_SYNCFS) {
+        if (o->store == NULL) {
+            SM_FAIL(err, SM_E_INTERNAL, "flush of an output that did not begin");
+        }
         /* 1. every staged shard's bytes durable, 2. renamed over their keys, 3. the directory
          * entries durable: a reader never sees a partial object, and the marker comes after. */
         SM_TRY(sm_store_sync(o->store, SM_STORE_SYNC_ALL, "", err));
