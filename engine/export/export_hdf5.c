@@ -23,6 +23,7 @@
 #include "shardmill/alloc.h"
 #include "shardmill/clock.h"
 #include "shardmill/dtype.h"
+#include "shardmill/fs.h"
 #include "shardmill/par.h"
 #include "shardmill/par_hdf5.h"
 #include "shardmill/path.h"
@@ -178,7 +179,7 @@ static sm_status resolve_names(const char *path, const struct sm_export_opts *op
 {
     static const struct sm_path_names pn = {"export.hdf5.path", "export", "file"};
     SM_TRY(sm_path_resolve(path, opts->base, &pn, &nm->path, err));
-    SM_TRY(sm_export_tmp_name(nm->path, nm->tmp, sizeof(nm->tmp), err));
+    SM_TRY(sm_fs_shared_tmp_name(nm->path, nm->tmp, sizeof(nm->tmp), err));
     return sm_export_dir_name(nm->path, nm->dir, sizeof(nm->dir), err);
 }
 
@@ -496,16 +497,14 @@ static sm_status write_box(struct h5 *h, unsigned nd, const struct sm_export_box
 
 /* ---- rank 0's part of the finish: durability and the rename ---- */
 
-static sm_status fsync_path(const char *path, bool dir, struct sm_err *err)
+/* The store protocol's helpers (core/core_fs.c): the file is the HDF5 library's, written to a
+ * path, so only the durability and the rename are shared; `where` is the export path. */
+static sm_status named(sm_status st, const char *path, struct sm_err *err)
 {
-    const int fd = open(path, O_RDONLY | O_CLOEXEC | (dir ? O_DIRECTORY : 0));
-    if (fd < 0) {
-        return io_fail(err, "cannot open for fsync", path, errno);
+    if (st != SM_OK) {
+        sm_err_where(err, "%s", path);
     }
-    const int rc = fsync(fd);
-    const int e = errno;
-    close(fd);
-    return rc != 0 ? io_fail(err, "fsync failed", path, e) : SM_OK;
+    return st;
 }
 
 static sm_status publish(const struct names *nm, const struct sm_export_opts *opts, uint64_t *bytes,
@@ -514,12 +513,10 @@ static sm_status publish(const struct names *nm, const struct sm_export_opts *op
     /* the policy again: something may have appeared at the path during the run */
     SM_TRY(check_target(nm->path, opts->exists, err));
     if (opts->fsync) {
-        SM_TRY(fsync_path(nm->tmp, false, err));
+        SM_TRY(named(sm_fs_fsync(AT_FDCWD, nm->tmp, err), nm->tmp, err));
     }
-    if (rename(nm->tmp, nm->path) != 0) {
-        return io_fail(err, "cannot rename the temporary file into place", nm->path, errno);
-    }
-    sm_status st = opts->fsync ? fsync_path(nm->dir, true, err) : SM_OK;
+    SM_TRY(named(sm_fs_rename(AT_FDCWD, nm->tmp, nm->path, err), nm->path, err));
+    sm_status st = opts->fsync ? named(sm_fs_fsync(AT_FDCWD, nm->dir, err), nm->dir, err) : SM_OK;
     struct stat sb;
     if (st == SM_OK && stat(nm->path, &sb) != 0) {
         st = io_fail(err, "cannot stat the export", nm->path, errno);

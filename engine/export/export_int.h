@@ -26,11 +26,6 @@ sm_status sm_export_plan(unsigned ndim, const uint64_t *shape, const uint64_t *u
                          uint64_t count, uint64_t max_units, struct sm_export_box *boxes,
                          size_t *nboxes, struct sm_err *err);
 
-/* The temporary name of an export path: ".<name>.shardmill-tmp" in the same directory
- * ("out/ct.h5" -> "out/.ct.h5.shardmill-tmp"). The same on every rank (they open it together).
- * SM_E_USAGE if it does not fit in cap bytes. */
-sm_status sm_export_tmp_name(const char *path, char *buf, size_t cap, struct sm_err *err);
-
 /* The directory part of a path ("out/ct.h5" -> "out", "ct.h5" -> ".", "/ct.h5" -> "/").
  * SM_E_USAGE if it does not fit in cap bytes. */
 sm_status sm_export_dir_name(const char *path, char *buf, size_t cap, struct sm_err *err);

@@ -69,20 +69,6 @@ sm_status sm_export_plan(unsigned ndim, const uint64_t *shape, const uint64_t *u
     return SM_OK;
 }
 
-sm_status sm_export_tmp_name(const char *path, char *buf, size_t cap, struct sm_err *err)
-{
-    const char *slash = strrchr(path, '/');
-    const int dl = slash != NULL ? (int)(slash - path) + 1 : 0;
-    const int n = snprintf(buf, cap, "%.*s.%s.shardmill-tmp", dl, path, path + dl);
-    if (n < 0 || (size_t)n >= cap) {
-        sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
-                   "the export path is too long for its temporary name");
-        sm_err_where(err, "%s", path);
-        return err->status;
-    }
-    return SM_OK;
-}
-
 sm_status sm_export_dir_name(const char *path, char *buf, size_t cap, struct sm_err *err)
 {
     const char *slash = strrchr(path, '/');

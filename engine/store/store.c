@@ -232,23 +232,119 @@ sm_status sm_store_exists(struct sm_store *s, const char *key, bool *exists, str
     return sm_store_size(s, key, &size, exists, err);
 }
 
+static sm_status read_only(struct sm_store *s, const char *key, struct sm_err *err)
+{
+    sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "store '%s' is read-only", s->ops->scheme);
+    name_object(s, key, err);
+    return err->status;
+}
+
+static bool can_stage(const struct sm_store *s)
+{
+    return (s->ops->caps & SM_STORE_WRITE) != 0 && s->ops->stage != NULL && s->ops->commit != NULL;
+}
+
+static void add(atomic_uint_fast64_t *c, uint64_t n)
+{
+    atomic_fetch_add_explicit(c, n, memory_order_relaxed);
+}
+
+sm_status sm_store_stage(struct sm_store *s, const char *key, struct sm_bytes data, bool sync,
+                         uint64_t *ticket, struct sm_err *err)
+{
+    *ticket = 0;
+    SM_TRY(check_key(s, key, err));
+    if (!can_stage(s)) {
+        return read_only(s, key, err);
+    }
+    sm_status st = s->ops->stage(s, key, data, sync, ticket, err);
+    if (st != SM_OK) {
+        name_object(s, key, err);
+        return st;
+    }
+    add(&s->stats.stages, 1);
+    add(&s->stats.put_bytes, data.len);
+    add(&s->stats.fsyncs, sync ? 1 : 0);
+    return SM_OK;
+}
+
+sm_status sm_store_commit(struct sm_store *s, const char *key, uint64_t ticket, struct sm_err *err)
+{
+    SM_TRY(check_key(s, key, err));
+    if (!can_stage(s)) {
+        return read_only(s, key, err);
+    }
+    sm_status st = s->ops->commit(s, key, ticket, err);
+    if (st != SM_OK) {
+        name_object(s, key, err);
+        return st;
+    }
+    add(&s->stats.commits, 1);
+    add(&s->stats.puts, 1);
+    return SM_OK;
+}
+
+void sm_store_abort(struct sm_store *s, const char *key, uint64_t ticket)
+{
+    struct sm_err ignored;
+    sm_err_clear(&ignored);
+    if (check_key(s, key, &ignored) != SM_OK || !can_stage(s) || s->ops->abort == NULL) {
+        return;
+    }
+    s->ops->abort(s, key, ticket);
+    add(&s->stats.aborts, 1);
+}
+
+sm_status sm_store_sync(struct sm_store *s, enum sm_store_sync how, const char *prefix,
+                        struct sm_err *err)
+{
+    SM_TRY(check_key(s, prefix, err));
+    if ((s->ops->caps & SM_STORE_WRITE) == 0) {
+        return read_only(s, prefix, err);
+    }
+    if (s->ops->sync == NULL) {
+        return SM_OK; /* nothing volatile to flush (mem) */
+    }
+    sm_status st = s->ops->sync(s, how, prefix, err);
+    if (st != SM_OK) {
+        name_object(s, prefix, err);
+        return st;
+    }
+    add(&s->stats.fsyncs, 1);
+    return SM_OK;
+}
+
+sm_status sm_store_put(struct sm_store *s, const char *key, struct sm_bytes data, bool sync,
+                       struct sm_err *err)
+{
+    uint64_t ticket;
+    SM_TRY(sm_store_stage(s, key, data, sync, &ticket, err));
+    return sm_store_commit(s, key, ticket, err); /* a failed commit removed the staged object */
+}
+
 sm_status sm_store_put_atomic(struct sm_store *s, const char *key, struct sm_bytes data,
                               struct sm_err *err)
 {
     SM_TRY(check_key(s, key, err));
-    if ((s->ops->caps & SM_STORE_WRITE) == 0 || s->ops->put_atomic == NULL) {
-        sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "store '%s' is read-only", s->ops->scheme);
-        name_object(s, key, err);
-        return err->status;
+    if ((s->ops->caps & SM_STORE_WRITE) == 0) {
+        return read_only(s, key, err);
+    }
+    if (s->ops->put_atomic == NULL) {
+        return sm_store_put(s, key, data, true, err); /* stage + fsync + commit */
     }
     sm_status st = s->ops->put_atomic(s, key, data, err);
     if (st != SM_OK) {
         name_object(s, key, err);
         return st;
     }
-    atomic_fetch_add_explicit(&s->stats.puts, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&s->stats.put_bytes, data.len, memory_order_relaxed);
+    add(&s->stats.puts, 1);
+    add(&s->stats.put_bytes, data.len);
     return SM_OK;
+}
+
+uint64_t sm_store_fsyncs(const struct sm_store *s)
+{
+    return atomic_load_explicit(&s->stats.fsyncs, memory_order_relaxed);
 }
 
 sm_status sm_store_list(struct sm_store *s, const char *prefix, struct sm_strv *out,

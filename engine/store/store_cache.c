@@ -221,6 +221,29 @@ static sm_status cache_put(struct sm_store *s, const char *key, struct sm_bytes 
     return sm_store_put_atomic(cs_of(s)->inner, key, data, err);
 }
 
+static sm_status cache_stage(struct sm_store *s, const char *key, struct sm_bytes data, bool sync,
+                             uint64_t *ticket, struct sm_err *err)
+{
+    return sm_store_stage(cs_of(s)->inner, key, data, sync, ticket, err);
+}
+
+static sm_status cache_commit(struct sm_store *s, const char *key, uint64_t ticket,
+                              struct sm_err *err)
+{
+    return sm_store_commit(cs_of(s)->inner, key, ticket, err);
+}
+
+static void cache_abort(struct sm_store *s, const char *key, uint64_t ticket)
+{
+    sm_store_abort(cs_of(s)->inner, key, ticket);
+}
+
+static sm_status cache_sync(struct sm_store *s, enum sm_store_sync how, const char *prefix,
+                            struct sm_err *err)
+{
+    return sm_store_sync(cs_of(s)->inner, how, prefix, err);
+}
+
 static sm_status cache_list(struct sm_store *s, const char *prefix, struct sm_strv *out,
                             struct sm_err *err)
 {
@@ -249,6 +272,10 @@ static const struct sm_store_ops cache_ops_ro = {
     .get_many = NULL,
     .size = cache_size,
     .put_atomic = cache_put,
+    .stage = cache_stage,
+    .commit = cache_commit,
+    .abort = cache_abort,
+    .sync = cache_sync,
     .list = cache_list,
     .close = cache_close,
 };
@@ -260,6 +287,10 @@ static const struct sm_store_ops cache_ops_rw = {
     .get_many = NULL,
     .size = cache_size,
     .put_atomic = cache_put,
+    .stage = cache_stage,
+    .commit = cache_commit,
+    .abort = cache_abort,
+    .sync = cache_sync,
     .list = cache_list,
     .close = cache_close,
 };

@@ -1,8 +1,9 @@
 /* The `file` store (SPEC §3): keys are paths under a root directory. Reads use pread of exact byte
  * ranges on a descriptor opened relative to the root (openat), so a shard index and the selected
  * inner chunks are read without touching the rest of the file. A missing root or file is "not
- * found", not an error. Writes are atomic: temporary name in the target directory, fsync, rename.
- */
+ * found", not an error. Writes are staged: a temporary name in the target directory (directories
+ * created as needed), optionally fsynced, renamed over the key on commit; sync fsyncs a directory
+ * or syncfs-es the whole file system (core/core_fs.c holds the protocol, shared with export/). */
 #include "shardmill/sm_config.h"
 
 #include "shardmill/store.h"
@@ -18,6 +19,9 @@
 #include <unistd.h>
 
 #include "shardmill/alloc.h"
+#include "shardmill/fs.h"
+
+#define TMP_CAP 4200
 
 struct file_store {
     struct sm_store base;
@@ -198,69 +202,72 @@ static sm_status file_size(struct sm_store *s, const char *key, uint64_t *size, 
     return SM_OK;
 }
 
-/* Creates the directories of `path` (relative to the root) below the root, like mkdir -p. */
-static sm_status make_parents(struct file_store *fs, const char *key, struct sm_err *err)
+/* ---- staged writes: the one tmp + fsync + rename protocol (core/core_fs.c) ---- */
+
+/* The root descriptor, creating the root directory (and its parents) if it does not exist yet. */
+static sm_status root_for_write(struct file_store *fs, int *dfd, struct sm_err *err)
 {
-    char path[4096];
-    if (snprintf(path, sizeof(path), "%s/%s", fs->root, key) >= (int)sizeof(path)) {
-        return sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "path too long");
+    *dfd = root_fd(fs);
+    if (*dfd < 0) {
+        SM_TRY(sm_fs_mkdirs(AT_FDCWD, fs->root, err));
+        *dfd = root_fd(fs);
     }
-    for (char *p = path + 1; *p != '\0'; p++) {
-        if (*p != '/') {
-            continue;
-        }
-        *p = '\0';
-        if (mkdir(path, 0777) != 0 && errno != EEXIST) {
-            return io_fail(err, "mkdir", errno);
-        }
-        *p = '/';
+    if (*dfd < 0) {
+        return io_fail(err, "cannot open store root", errno);
     }
     return SM_OK;
 }
 
-static sm_status write_all(int fd, struct sm_bytes data, struct sm_err *err)
-{
-    size_t done = 0;
-    while (done < data.len) {
-        ssize_t w = write(fd, data.ptr + done, data.len - done);
-        if (w < 0) {
-            if (errno == EINTR) {
-                continue;
-            }
-            return io_fail(err, "write", errno);
-        }
-        done += (size_t)w;
-    }
-    return SM_OK;
-}
-
-static sm_status file_put_atomic(struct sm_store *s, const char *key, struct sm_bytes data,
-                                 struct sm_err *err)
+static sm_status file_stage(struct sm_store *s, const char *key, struct sm_bytes data, bool sync,
+                            uint64_t *ticket, struct sm_err *err)
 {
     struct file_store *fs = fs_of(s);
-    SM_TRY(make_parents(fs, key, err));
-    char path[4096], tmp[4200];
-    snprintf(path, sizeof(path), "%s/%s", fs->root, key);
-    snprintf(tmp, sizeof(tmp), "%s.tmp.%ld.%u", path, (long)getpid(),
-             atomic_fetch_add(&fs->tmp_counter, 1));
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd < 0) {
-        return io_fail(err, "create", errno);
+    int dfd;
+    SM_TRY(root_for_write(fs, &dfd, err));
+    const unsigned n = atomic_fetch_add(&fs->tmp_counter, 1);
+    char tmp[TMP_CAP];
+    SM_TRY(sm_fs_tmp_name(key, n, tmp, sizeof(tmp), err));
+    SM_TRY(sm_fs_stage(dfd, tmp, data, sync, err));
+    *ticket = n;
+    return SM_OK;
+}
+
+static sm_status file_commit(struct sm_store *s, const char *key, uint64_t ticket,
+                             struct sm_err *err)
+{
+    struct file_store *fs = fs_of(s);
+    char tmp[TMP_CAP];
+    SM_TRY(sm_fs_tmp_name(key, (unsigned)ticket, tmp, sizeof(tmp), err));
+    const int dfd = root_fd(fs);
+    if (dfd < 0) {
+        return io_fail(err, "cannot open store root", errno);
     }
-    sm_status st = write_all(fd, data, err);
-    if (st == SM_OK && fsync(fd) != 0) {
-        st = io_fail(err, "fsync", errno);
-    }
-    if (close(fd) != 0 && st == SM_OK) {
-        st = io_fail(err, "close", errno);
-    }
-    if (st == SM_OK && rename(tmp, path) != 0) {
-        st = io_fail(err, "rename", errno);
-    }
+    const sm_status st = sm_fs_rename(dfd, tmp, key, err);
     if (st != SM_OK) {
-        unlink(tmp);
+        (void)unlinkat(dfd, tmp, 0);
     }
     return st;
+}
+
+static void file_abort(struct sm_store *s, const char *key, uint64_t ticket)
+{
+    struct file_store *fs = fs_of(s);
+    char tmp[TMP_CAP];
+    struct sm_err ignored;
+    sm_err_clear(&ignored);
+    const int dfd = root_fd(fs);
+    if (dfd >= 0 && sm_fs_tmp_name(key, (unsigned)ticket, tmp, sizeof(tmp), &ignored) == SM_OK) {
+        (void)unlinkat(dfd, tmp, 0);
+    }
+}
+
+static sm_status file_sync(struct sm_store *s, enum sm_store_sync how, const char *prefix,
+                           struct sm_err *err)
+{
+    struct file_store *fs = fs_of(s);
+    int dfd;
+    SM_TRY(root_for_write(fs, &dfd, err));
+    return how == SM_STORE_SYNC_ALL ? sm_fs_syncfs(dfd, err) : sm_fs_fsync(dfd, prefix, err);
 }
 
 static sm_status file_list(struct sm_store *s, const char *prefix, struct sm_strv *out,
@@ -309,7 +316,11 @@ static const struct sm_store_ops file_ops = {
     .get = file_get,
     .get_many = file_get_many,
     .size = file_size,
-    .put_atomic = file_put_atomic,
+    .put_atomic = NULL, /* the dispatch: stage with fsync, then commit */
+    .stage = file_stage,
+    .commit = file_commit,
+    .abort = file_abort,
+    .sync = file_sync,
     .list = file_list,
     .close = file_close,
 };

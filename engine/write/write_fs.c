@@ -1,7 +1,6 @@
-/* File-system primitives of the output directory (SPEC §6): atomic puts relative to the output's
- * root descriptor (temporary name in the target directory, optional fsync, rename), directory
- * fsync, whole-file reads, listing, and the tree walker that recognises, sweeps or removes the
- * files of a shardmill output without ever following a symbolic link.
+/* File-system reads of the output directory (SPEC §6): whole-file reads, listing, and the tree
+ * walker that recognises, sweeps or removes the files of a shardmill output without ever
+ * following a symbolic link. Writes go through the output's file store (store.h), not here.
  * Spec: https://zarr-specs.readthedocs.io/en/latest/v3/core/index.html#storage
  * Invariant: every path is relative to a descriptor inside the output; nothing else is touched. */
 #include "shardmill/sm_config.h"
@@ -17,6 +16,7 @@
 #include <unistd.h>
 
 #include "shardmill/alloc.h"
+#include "shardmill/fs.h"
 
 #define PATH_CAP 4096
 
@@ -25,113 +25,6 @@ static sm_status io_fail(struct sm_err *err, const char *what, const char *path,
     sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "%s '%s': %s", what, path, strerror(e));
     sm_err_cause(err, "errno", e);
     return err->status;
-}
-
-sm_status sm_wfs_mkdirs(int dirfd, const char *rel, struct sm_err *err)
-{
-    char p[PATH_CAP];
-    const int n = snprintf(p, sizeof(p), "%s", rel);
-    if (n < 0 || (size_t)n >= sizeof(p)) {
-        SM_FAIL(err, SM_E_INTERNAL, "path of %d bytes is too long", n);
-    }
-    for (char *c = p;; c++) {
-        if (*c != '/' && *c != '\0') {
-            continue;
-        }
-        const char saved = *c;
-        *c = '\0';
-        if (p[0] != '\0' && mkdirat(dirfd, p, 0777) != 0 && errno != EEXIST) {
-            return io_fail(err, "cannot create directory", p, errno);
-        }
-        *c = saved;
-        if (saved == '\0') {
-            return SM_OK;
-        }
-    }
-}
-
-static sm_status write_all(int fd, struct sm_bytes data, const char *path, struct sm_err *err)
-{
-    size_t done = 0;
-    while (done < data.len) {
-        const ssize_t w = write(fd, data.ptr + done, data.len - done);
-        if (w < 0) {
-            if (errno == EINTR) {
-                continue;
-            }
-            return io_fail(err, "cannot write", path, errno);
-        }
-        done += (size_t)w;
-    }
-    return SM_OK;
-}
-
-/* "<key>.tmp.<pid>.<n>": a name no shard key can have, unique per process and put. */
-static sm_status tmp_name(char *tmp, size_t cap, const char *key, unsigned tmp_n,
-                          struct sm_err *err)
-{
-    const int n = snprintf(tmp, cap, "%s.tmp.%ld.%u", key, (long)getpid(), tmp_n);
-    if (n < 0 || (size_t)n >= cap) {
-        SM_FAIL(err, SM_E_INTERNAL, "key of %zu bytes is too long", strlen(key));
-    }
-    return SM_OK;
-}
-
-sm_status sm_wfs_stage(int dirfd, const char *key, struct sm_bytes data, bool sync, unsigned tmp_n,
-                       struct sm_err *err)
-{
-    char tmp[PATH_CAP];
-    SM_TRY(tmp_name(tmp, sizeof(tmp), key, tmp_n, err));
-    const char *slash = strrchr(key, '/');
-    if (slash != NULL) {
-        char parent[PATH_CAP];
-        snprintf(parent, sizeof(parent), "%.*s", (int)(slash - key), key);
-        SM_TRY(sm_wfs_mkdirs(dirfd, parent, err));
-    }
-    const int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0666);
-    if (fd < 0) {
-        return io_fail(err, "cannot create", tmp, errno);
-    }
-    sm_status st = write_all(fd, data, tmp, err);
-    if (st == SM_OK && sync && fsync(fd) != 0) {
-        st = io_fail(err, "cannot fsync", tmp, errno);
-    }
-    if (close(fd) != 0 && st == SM_OK) {
-        st = io_fail(err, "cannot close", tmp, errno);
-    }
-    if (st != SM_OK) {
-        (void)unlinkat(dirfd, tmp, 0);
-    }
-    return st;
-}
-
-sm_status sm_wfs_commit(int dirfd, const char *key, unsigned tmp_n, struct sm_err *err)
-{
-    char tmp[PATH_CAP];
-    SM_TRY(tmp_name(tmp, sizeof(tmp), key, tmp_n, err));
-    if (renameat(dirfd, tmp, dirfd, key) != 0) {
-        sm_status st = io_fail(err, "cannot rename into place", key, errno);
-        (void)unlinkat(dirfd, tmp, 0);
-        return st;
-    }
-    return SM_OK;
-}
-
-void sm_wfs_unstage(int dirfd, const char *key, unsigned tmp_n)
-{
-    char tmp[PATH_CAP];
-    struct sm_err ignored;
-    sm_err_clear(&ignored);
-    if (tmp_name(tmp, sizeof(tmp), key, tmp_n, &ignored) == SM_OK) {
-        (void)unlinkat(dirfd, tmp, 0);
-    }
-}
-
-sm_status sm_wfs_put(int dirfd, const char *key, struct sm_bytes data, bool sync, unsigned tmp_n,
-                     struct sm_err *err)
-{
-    SM_TRY(sm_wfs_stage(dirfd, key, data, sync, tmp_n, err));
-    return sm_wfs_commit(dirfd, key, tmp_n, err);
 }
 
 sm_status sm_wfs_read(int dirfd, const char *key, struct sm_buf *out, bool *found,
@@ -180,24 +73,9 @@ sm_status sm_wfs_read(int dirfd, const char *key, struct sm_buf *out, bool *foun
     return st;
 }
 
-sm_status sm_wfs_fsync_dir(int dirfd, const char *rel, struct sm_err *err)
-{
-    const int fd =
-        openat(dirfd, rel[0] == '\0' ? "." : rel, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0) {
-        return io_fail(err, "cannot open directory", rel[0] == '\0' ? "." : rel, errno);
-    }
-    sm_status st = SM_OK;
-    if (fsync(fd) != 0) {
-        st = io_fail(err, "cannot fsync directory", rel[0] == '\0' ? "." : rel, errno);
-    }
-    close(fd);
-    return st;
-}
-
 bool sm_wfs_is_tmp(const char *name)
 {
-    return strstr(name, ".tmp.") != NULL;
+    return sm_fs_is_tmp(name);
 }
 
 /* Lists an open directory descriptor (consumed). */

@@ -47,43 +47,25 @@ struct sm_output {
     int state;  /* enum out_state (write_output.c) */
     int rootfd; /* -1 until begin/join */
     const struct sm_writer *w;
-    struct sm_store *store; /* file store at root: fsynced puts */
+    struct sm_store *store; /* file store at root: every object is staged and committed here */
     struct sm_shard_rec *recs;
-    uint32_t *staged; /* SYNCFS: 1 + the temporary-name counter of a shard not yet renamed, or 0 */
+    uint64_t *staged; /* SYNCFS: 1 + the store ticket of a shard staged, not yet committed, or 0 */
     /* One flag per directory of the c/ tree: level L (c/i0/.../i(L-1), L = 0..ndim-1) starts at
      * dir_base[L]; set when a put created an entry in it. */
     atomic_uchar *dirs;
     uint64_t dir_base[SM_MAX_DIMS + 1];
     atomic_bool root_dirty, journal_dirty;
-    atomic_uint_fast64_t shards_written, bytes_written, shards_kept, fsyncs, put_ns, sync_ns;
+    atomic_uint_fast64_t shards_written, bytes_written, shards_kept, put_ns, sync_ns;
     uint64_t total_shards, total_bytes;
-    atomic_uint tmp_counter;
 };
 
-/* ---- file-system primitives (write_fs.c); paths are relative to a directory descriptor ---- */
+/* ---- file-system reads (write_fs.c); paths are relative to a directory descriptor. Every write
+ * goes through the output's store (stage / commit / sync, store.h). ---- */
 
-/* mkdir of every missing directory of `rel` (like mkdir -p; "" is the directory itself). */
-sm_status sm_wfs_mkdirs(int dirfd, const char *rel, struct sm_err *err);
-/* Makes `key` hold `data` atomically: <key>.tmp.<pid>.<n> in the target directory, written,
- * fsynced if `sync`, renamed over key. Missing parent directories are created. Leaves no temporary
- * file behind on failure. SM_E_IO naming nothing (the caller adds where). */
-/* The two halves of sm_wfs_put: write (and optionally fsync) the temporary file, then rename it
- * over the key. SYNCFS outputs stage every shard and commit them all after one syncfs. */
-sm_status sm_wfs_stage(int dirfd, const char *key, struct sm_bytes data, bool sync, unsigned tmp_n,
-                       struct sm_err *err);
-sm_status sm_wfs_commit(int dirfd, const char *key, unsigned tmp_n, struct sm_err *err);
-/* Removes the temporary file a stage left (a stage never committed); errors are ignored. */
-void sm_wfs_unstage(int dirfd, const char *key, unsigned tmp_n);
-sm_status sm_wfs_put(int dirfd, const char *key, struct sm_bytes data, bool sync, unsigned tmp_n,
-                     struct sm_err *err);
 /* Reads a whole file; *found false (SM_OK) when it does not exist. */
 sm_status sm_wfs_read(int dirfd, const char *key, struct sm_buf *out, bool *found,
                       struct sm_err *err);
-/* fsync of directory `rel` ("" = dirfd itself). */
-sm_status sm_wfs_fsync_dir(int dirfd, const char *rel, struct sm_err *err);
-/* syncfs(2) of the file system holding fd (write_syncfs.c). */
-sm_status sm_wfs_syncfs(int fd, struct sm_err *err);
-/* True if `name` is a temporary name made by sm_wfs_put or the file store ("*.tmp.<...>"). */
+/* True if `name` is a temporary name of a staged object ("*.tmp.<...>", sm_fs_tmp_name). */
 bool sm_wfs_is_tmp(const char *name);
 /* Lists the entries of directory `rel` (names; no "." or ".."). A missing directory lists empty.
  * On failure `out` is released. */

@@ -1,6 +1,7 @@
 /* The output directory (SPEC §6): path checks, the exists policy (error | overwrite | resume),
  * zarr.json, atomic shard puts with their journal records, directory fsync or one syncfs, and the
- * completion marker written last. See write.h for the layout and the durability modes.
+ * completion marker written last. Every object is written through the output's file store
+ * (stage / commit / sync, store.h). See write.h for the layout and the durability modes.
  * Spec: https://zarr-specs.readthedocs.io/en/latest/v3/codecs/sharding-indexed/index.html
  * Invariant: an existing output is never touched unless the policy says so, nothing outside the
  * output path is written, and the marker exists only over a complete, durable output. */
@@ -19,6 +20,7 @@
 #include "shardmill/alloc.h"
 #include "shardmill/clock.h"
 #include "shardmill/crc32c.h"
+#include "shardmill/fs.h"
 #include "shardmill/path.h"
 
 enum out_state {
@@ -169,8 +171,7 @@ static bool syncing(const struct sm_output *o)
 
 static sm_status fsync_dir(struct sm_output *o, const char *rel, struct sm_err *err)
 {
-    atomic_fetch_add(&o->fsyncs, 1);
-    return sm_wfs_fsync_dir(o->rootfd, rel, err);
+    return sm_store_sync(o->store, SM_STORE_SYNC_DIR, rel, err);
 }
 
 /* Removes the marker, durably, before anything of a finished output changes. */
@@ -241,7 +242,7 @@ sm_status sm_output_open(const char *path, const struct sm_output_opts *opts,
     return SM_OK;
 }
 
-/* Directory flags and records for w's grid, the store for fsynced puts. */
+/* Directory flags and records for w's grid. */
 static sm_status setup(struct sm_output *o, const struct sm_writer *w, struct sm_err *err)
 {
     o->w = w;
@@ -262,10 +263,13 @@ static sm_status setup(struct sm_output *o, const struct sm_writer *w, struct sm
     if (o->recs == NULL || o->staged == NULL || o->dirs == NULL) {
         SM_FAIL(err, SM_E_NOMEM, "cannot track %" PRIu64 " shards", n);
     }
-    if (o->opts.sync == SM_OUTPUT_SYNC_FSYNC) {
-        SM_TRY(sm_store_file_open(o->root, &o->store, err));
-    }
     return SM_OK;
+}
+
+/* The file store at the root: every object of the output is staged and committed through it. */
+static sm_status open_store(struct sm_output *o, struct sm_err *err)
+{
+    return o->store != NULL ? SM_OK : sm_store_file_open(o->root, &o->store, err);
 }
 
 /* Makes sure every record of a previous marker is in the journal, then drops the marker. */
@@ -306,8 +310,7 @@ static sm_status marker_to_journal(struct sm_output *o, const struct sm_writer *
         st = sm_rec_append(&lb, key, &recs[i], err);
         if (st == SM_OK) {
             line[lb.len++] = '\n';
-            st = sm_wfs_put(o->rootfd, jkey, sm_buf_bytes(&lb), false,
-                            atomic_fetch_add(&o->tmp_counter, 1), err);
+            st = sm_store_put(o->store, jkey, sm_buf_bytes(&lb), false, err);
         }
     }
     sm_free(recs);
@@ -353,22 +356,17 @@ static sm_status prepare_resume(struct sm_output *o, const struct sm_writer *w, 
 static sm_status put_doc(struct sm_output *o, const char *key, struct sm_bytes data,
                          struct sm_err *err)
 {
-    if (syncing(o)) {
-        atomic_fetch_add(&o->fsyncs, 1);
-    }
-    if (o->store != NULL) {
-        return sm_store_put_atomic(o->store, key, data, err);
-    }
-    return sm_wfs_put(o->rootfd, key, data, syncing(o), atomic_fetch_add(&o->tmp_counter, 1), err);
+    return sm_store_put(o->store, key, data, syncing(o), err);
 }
 
 static sm_status begin(struct sm_output *o, const struct sm_writer *w, struct sm_err *err)
 {
-    SM_TRY(sm_wfs_mkdirs(AT_FDCWD, o->root, err));
+    SM_TRY(sm_fs_mkdirs(AT_FDCWD, o->root, err));
     o->rootfd = open_root(o->root);
     if (o->rootfd < 0) {
         return io_fail(err, "cannot open the output", o->root, errno);
     }
+    SM_TRY(open_store(o, err));
     /* The path may have changed since open: decide again, and check before changing anything. */
     int state;
     SM_TRY(classify(o->root, &state, err));
@@ -384,7 +382,7 @@ static sm_status begin(struct sm_output *o, const struct sm_writer *w, struct sm
             SM_TRY(prepare_resume(o, w, &keep_zarr, err));
         }
     }
-    SM_TRY(sm_wfs_mkdirs(o->rootfd, SM_JOURNAL_DIR, err));
+    SM_TRY(sm_fs_mkdirs(o->rootfd, SM_JOURNAL_DIR, err));
     SM_TRY(setup(o, w, err));
     if (!keep_zarr) {
         SM_TRY(put_doc(o, SM_ZARR_JSON, sm_buf_bytes(&w->text), err));
@@ -421,6 +419,9 @@ sm_status sm_output_join(struct sm_output *o, const struct sm_writer *w, struct 
     }
     sm_buf_free(&have);
     if (st == SM_OK) {
+        st = open_store(o, err);
+    }
+    if (st == SM_OK) {
         st = setup(o, w, err);
     }
     if (st != SM_OK) {
@@ -440,7 +441,7 @@ void sm_output_close(struct sm_output *o)
         sm_err_clear(&ignored);
         if (o->staged[i] != 0 &&
             sm_writer_shard_key(o->w, i, key, sizeof(key), &ignored) == SM_OK) {
-            sm_wfs_unstage(o->rootfd, key, o->staged[i] - 1); /* never renamed: a failed run */
+            sm_store_abort(o->store, key, o->staged[i] - 1); /* never committed: a failed run */
         }
     }
     if (o->rootfd >= 0) {
@@ -464,7 +465,7 @@ void sm_output_stats(const struct sm_output *o, struct sm_output_stats *out)
     out->shards_written = atomic_load(&o->shards_written);
     out->bytes_written = atomic_load(&o->bytes_written);
     out->shards_kept = atomic_load(&o->shards_kept);
-    out->fsyncs = atomic_load(&o->fsyncs);
+    out->fsyncs = o->store != NULL ? sm_store_fsyncs(o->store) : 0;
     out->put_ns = atomic_load(&o->put_ns);
     out->sync_ns = atomic_load(&o->sync_ns);
     out->total_shards = o->total_shards;
@@ -537,16 +538,13 @@ sm_status sm_output_put_shard(struct sm_output *o, uint64_t shard, struct sm_byt
     const uint64_t t0 = sm_clock_ns();
     const struct sm_shard_rec rec = {data.len, sm_crc32c(0, data.ptr, data.len), true};
     sm_status st;
-    if (o->store != NULL) {
-        atomic_fetch_add(&o->fsyncs, 1);
-        st = sm_store_put_atomic(o->store, key, data, err);
-    } else if (o->opts.sync == SM_OUTPUT_SYNC_SYNCFS) {
-        /* staged under its temporary name; renamed in sm_output_flush after one syncfs */
-        const unsigned n = atomic_fetch_add(&o->tmp_counter, 1);
-        st = sm_wfs_stage(o->rootfd, key, data, false, n, err);
-        o->staged[shard] = st == SM_OK ? n + 1 : 0;
+    if (o->opts.sync == SM_OUTPUT_SYNC_SYNCFS) {
+        /* staged under its temporary name; committed in sm_output_flush after one syncfs */
+        uint64_t ticket = 0;
+        st = sm_store_stage(o->store, key, data, false, &ticket, err);
+        o->staged[shard] = st == SM_OK ? ticket + 1 : 0;
     } else {
-        st = sm_wfs_put(o->rootfd, key, data, false, atomic_fetch_add(&o->tmp_counter, 1), err);
+        st = sm_store_put(o->store, key, data, o->opts.sync == SM_OUTPUT_SYNC_FSYNC, err);
     }
     if (st == SM_OK) {
         mark_dirs(o, shard);
@@ -556,8 +554,7 @@ sm_status sm_output_put_shard(struct sm_output *o, uint64_t shard, struct sm_byt
         st = sm_rec_append(&lb, key, &rec, err);
         if (st == SM_OK) {
             line[lb.len++] = '\n';
-            st = sm_wfs_put(o->rootfd, jkey, sm_buf_bytes(&lb), false,
-                            atomic_fetch_add(&o->tmp_counter, 1), err);
+            st = sm_store_put(o->store, jkey, sm_buf_bytes(&lb), false, err);
             atomic_store_explicit(&o->journal_dirty, true, memory_order_relaxed);
         }
     }
@@ -590,19 +587,22 @@ static void dir_path(const struct sm_writer *w, unsigned l, uint64_t p, char *bu
 static sm_status flush(struct sm_output *o, struct sm_err *err)
 {
     if (o->opts.sync == SM_OUTPUT_SYNC_SYNCFS) {
+        if (o->store == NULL) {
+            SM_FAIL(err, SM_E_INTERNAL, "flush of an output that did not begin");
+        }
         /* 1. every staged shard's bytes durable, 2. renamed over their keys, 3. the directory
          * entries durable: a reader never sees a partial object, and the marker comes after. */
-        atomic_fetch_add(&o->fsyncs, 2);
-        SM_TRY(sm_wfs_syncfs(o->rootfd, err));
+        SM_TRY(sm_store_sync(o->store, SM_STORE_SYNC_ALL, "", err));
         for (uint64_t i = 0; o->w != NULL && i < o->w->nshards; i++) {
             if (o->staged[i] != 0) {
                 char key[SM_KEY_MAX];
                 SM_TRY(sm_writer_shard_key(o->w, i, key, sizeof(key), err));
-                SM_TRY(sm_wfs_commit(o->rootfd, key, o->staged[i] - 1, err));
-                o->staged[i] = 0;
+                const uint64_t ticket = o->staged[i] - 1;
+                o->staged[i] = 0; /* a failed commit removed the staged object */
+                SM_TRY(sm_store_commit(o->store, key, ticket, err));
             }
         }
-        return sm_wfs_syncfs(o->rootfd, err);
+        return sm_store_sync(o->store, SM_STORE_SYNC_ALL, "", err);
     }
     if (o->opts.sync != SM_OUTPUT_SYNC_FSYNC || o->w == NULL) {
         return SM_OK;

@@ -1,7 +1,8 @@
 /* The store conformance suite (see store_suite.h): range semantics (ALL / SPAN / SUFFIX), absence
  * as "not found", the errors of SPEC §3/§5 (past-end ranges name the key, ".." keys are usage
  * errors, max_object_bytes is a limit checked before allocating), writes, listing, sizes,
- * get_many, per-class request/byte counters, and concurrent use for THREADSAFE stores.
+ * get_many, staged writes (stage / commit / abort / sync, by capability), per-class request/byte
+ * counters, and concurrent use for THREADSAFE stores.
  *
  * tests/CMakeLists.txt builds one .c per unit test, so this file is #included by
  * tests/unit/store/test_store.c rather than linked. Include <cmocka.h> and sm_test.h first. */
@@ -438,6 +439,119 @@ static void assert_list(struct suite_fixture *f, const char *prefix, const char 
     sm_strv_free(&names);
     assert_null(names.v);
     assert_int_equal(names.n, 0);
+}
+
+/* ---- staged writes: stage / commit / abort / sync (SPEC §6) ---- */
+
+static void test_store_staged_object_is_invisible_until_commit(void **state)
+{
+    struct suite_fixture *f = *state;
+    if (!can(f, SM_STORE_WRITE)) {
+        skip();
+    }
+    seed_pattern(f, "s/c/0", 3, 50);
+    uint8_t data[200];
+    for (size_t i = 0; i < sizeof(data); i++) {
+        data[i] = (uint8_t)(i * 5 + 1);
+    }
+    uint64_t t1 = 0, t2 = 0;
+    assert_ok(sm_store_stage(f->s, "s/c/0", sm_bytes_of(data, sizeof(data)), false, &t1, &f->err),
+              &f->err);
+    assert_ok(sm_store_stage(f->s, "s/c/1", sm_bytes_of(data, 10), true, &t2, &f->err), &f->err);
+    assert_true(t1 != t2);
+    /* Before commit: the old object stays whole, the new key is absent. */
+    struct sm_buf b = SM_BUF_INIT;
+    get_ok(f, "s/c/0", sm_range_all(), &b, true);
+    assert_pattern(&b, 3, 0, 50);
+    get_ok(f, "s/c/1", sm_range_all(), &b, false);
+    assert_ok(sm_store_commit(f->s, "s/c/0", t1, &f->err), &f->err);
+    assert_ok(sm_store_commit(f->s, "s/c/1", t2, &f->err), &f->err);
+    get_ok(f, "s/c/0", sm_range_all(), &b, true);
+    assert_int_equal(b.len, sizeof(data));
+    assert_memory_equal(b.ptr, data, sizeof(data));
+    get_ok(f, "s/c/1", sm_range_all(), &b, true);
+    assert_int_equal(b.len, 10);
+    assert_memory_equal(b.ptr, data, 10);
+    sm_buf_free(&b);
+    if (can(f, SM_STORE_LIST)) { /* no temporary entry is left beside the committed objects */
+        static const char *const want[] = {"0", "1"};
+        assert_list(f, "s/c", want, 2);
+    }
+}
+
+static void test_store_abort_discards_a_staged_object(void **state)
+{
+    struct suite_fixture *f = *state;
+    if (!can(f, SM_STORE_WRITE)) {
+        skip();
+    }
+    uint64_t t = 0;
+    assert_ok(sm_store_stage(f->s, "ab/x", sm_bytes_of("staged", 6), false, &t, &f->err), &f->err);
+    sm_store_abort(f->s, "ab/x", t);
+    struct sm_buf b = SM_BUF_INIT;
+    get_ok(f, "ab/x", sm_range_all(), &b, false);
+    sm_buf_free(&b);
+    /* The ticket is gone: committing it now fails and creates nothing. */
+    assert_int_not_equal(sm_store_commit(f->s, "ab/x", t, &f->err), SM_OK);
+    bool exists = true;
+    sm_err_clear(&f->err);
+    assert_ok(sm_store_exists(f->s, "ab/x", &exists, &f->err), &f->err);
+    assert_false(exists);
+    if (can(f, SM_STORE_LIST)) {
+        assert_list(f, "ab", NULL, 0);
+    }
+    assert_int_equal(atomic_load(&f->s->stats.aborts), 1);
+}
+
+static void test_store_stage_commit_sync_count(void **state)
+{
+    struct suite_fixture *f = *state;
+    if (!can(f, SM_STORE_WRITE)) {
+        skip();
+    }
+    uint64_t t = 0;
+    assert_ok(sm_store_stage(f->s, "k/a", sm_bytes_of("abc", 3), false, &t, &f->err), &f->err);
+    assert_ok(sm_store_commit(f->s, "k/a", t, &f->err), &f->err);
+    assert_ok(sm_store_put(f->s, "k/b", sm_bytes_of("de", 2), false, &f->err), &f->err);
+    assert_int_equal(atomic_load(&f->s->stats.stages), 2);
+    assert_int_equal(atomic_load(&f->s->stats.commits), 2);
+    assert_int_equal(atomic_load(&f->s->stats.puts), 2);
+    assert_int_equal(atomic_load(&f->s->stats.put_bytes), 5);
+    /* sync of a directory and of the whole store succeeds on every writable store */
+    assert_ok(sm_store_sync(f->s, SM_STORE_SYNC_DIR, "k", &f->err), &f->err);
+    assert_ok(sm_store_sync(f->s, SM_STORE_SYNC_DIR, "", &f->err), &f->err);
+    assert_ok(sm_store_sync(f->s, SM_STORE_SYNC_ALL, "", &f->err), &f->err);
+    for (int c = 0; c < SM_IO_NCLASS; c++) { /* writes are not read requests */
+        assert_int_equal(sm_store_requests(f->s, (enum sm_io_class)c), 0);
+    }
+}
+
+static void test_store_stage_on_read_only_store_is_usage_error(void **state)
+{
+    struct suite_fixture *f = *state;
+    if (can(f, SM_STORE_WRITE)) {
+        skip();
+    }
+    uint64_t t = 7;
+    assert_int_equal(sm_store_stage(f->s, "x", sm_bytes_of("x", 1), true, &t, &f->err), SM_E_USAGE);
+    assert_contains(f->err.what, "read-only");
+    sm_err_clear(&f->err);
+    assert_int_equal(sm_store_commit(f->s, "x", t, &f->err), SM_E_USAGE);
+    sm_err_clear(&f->err);
+    assert_int_equal(sm_store_sync(f->s, SM_STORE_SYNC_ALL, "", &f->err), SM_E_USAGE);
+    sm_store_abort(f->s, "x", t); /* a no-op, never a crash */
+    assert_int_equal(atomic_load(&f->s->stats.stages), 0);
+}
+
+static void test_store_stage_key_with_dotdot_is_usage_error(void **state)
+{
+    struct suite_fixture *f = *state;
+    uint64_t t = 0;
+    assert_int_equal(sm_store_stage(f->s, "a/../../x", sm_bytes_of("x", 1), false, &t, &f->err),
+                     SM_E_USAGE);
+    assert_contains(f->err.what, "escapes the store root");
+    sm_err_clear(&f->err);
+    assert_int_equal(sm_store_sync(f->s, SM_STORE_SYNC_DIR, "../", &f->err), SM_E_USAGE);
 }
 
 static void test_store_list_names_direct_children_once(void **state)
@@ -923,6 +1037,11 @@ int sm_store_suite_run(const struct sm_store_suite_target *t)
         SUITE_CASE(test_store_put_empty_object_exists_with_size_zero),
         SUITE_CASE(test_store_put_counts_puts_and_bytes),
         SUITE_CASE(test_store_put_on_read_only_store_is_usage_error),
+        SUITE_CASE(test_store_staged_object_is_invisible_until_commit),
+        SUITE_CASE(test_store_abort_discards_a_staged_object),
+        SUITE_CASE(test_store_stage_commit_sync_count),
+        SUITE_CASE(test_store_stage_on_read_only_store_is_usage_error),
+        SUITE_CASE(test_store_stage_key_with_dotdot_is_usage_error),
         SUITE_CASE(test_store_list_names_direct_children_once),
         SUITE_CASE(test_store_list_missing_prefix_is_empty),
         SUITE_CASE(test_store_list_without_capability_is_usage_error),

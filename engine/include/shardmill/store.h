@@ -56,11 +56,14 @@ struct sm_store_stats {
     atomic_uint_fast64_t requests[SM_IO_NCLASS];
     atomic_uint_fast64_t bytes[SM_IO_NCLASS];
     atomic_uint_fast64_t puts, put_bytes;
+    /* Staged writes: objects staged, committed and aborted; fsyncs and syncfs calls made for
+     * durability (a fsynced stage, a directory sync, a whole-store sync each count one). */
+    atomic_uint_fast64_t stages, commits, aborts, fsyncs;
 };
 
 /* Capability bits. */
 #define SM_STORE_RANGE 0x1u      /* ranged reads are served without reading the whole object */
-#define SM_STORE_WRITE 0x2u      /* put_atomic */
+#define SM_STORE_WRITE 0x2u      /* put_atomic, and stage / commit / abort / sync */
 #define SM_STORE_LIST 0x4u       /* list */
 #define SM_STORE_THREADSAFE 0x8u /* every slot may be called concurrently */
 /* The driver counts its own requests and received bytes (sm_store_count): the dispatch counts
@@ -68,6 +71,12 @@ struct sm_store_stats {
 #define SM_STORE_SELF_COUNTED 0x10u
 
 struct sm_store;
+
+/* What sm_store_sync makes durable (output.sync chooses, write.h). */
+enum sm_store_sync {
+    SM_STORE_SYNC_DIR, /* the entries of one directory (a key prefix; "" = the root): one fsync */
+    SM_STORE_SYNC_ALL, /* everything written to the store so far: one syncfs of its file system */
+};
 
 /* A NULL-terminated list of strings, owned (sm_strv_free). */
 struct sm_strv {
@@ -95,9 +104,24 @@ struct sm_store_ops {
                           struct sm_err *);
     sm_status (*size)(struct sm_store *, const char *key, uint64_t *size, bool *found,
                       struct sm_err *);
-    /* Makes `key` hold exactly `data`, atomically for readers (tmp + fsync + rename for files). */
+    /* Makes `key` hold exactly `data`, atomically for readers. NULL: the dispatch stages with
+     * fsync and commits (the file store); a store with its own atomic put (mem) sets it. */
     sm_status (*put_atomic)(struct sm_store *, const char *key, struct sm_bytes data,
                             struct sm_err *);
+    /* Writes `data` under a temporary name next to `key` (files: "<key>.tmp.<pid>.<n>" in the
+     * key's directory, directories created as needed), fsynced if `sync`. `key` is unchanged
+     * until commit. *ticket identifies the staged object (below 2^32). Nothing is left behind on
+     * failure. */
+    sm_status (*stage)(struct sm_store *, const char *key, struct sm_bytes data, bool sync,
+                       uint64_t *ticket, struct sm_err *);
+    /* Renames a staged object over `key` (atomically replacing an existing object). On failure
+     * the staged object is removed. */
+    sm_status (*commit)(struct sm_store *, const char *key, uint64_t ticket, struct sm_err *);
+    /* Removes a staged object never committed (a failed run); errors are ignored. */
+    void (*abort)(struct sm_store *, const char *key, uint64_t ticket);
+    /* Makes committed entries durable (enum sm_store_sync); NULL: nothing to do (mem). */
+    sm_status (*sync)(struct sm_store *, enum sm_store_sync how, const char *prefix,
+                      struct sm_err *);
     /* Appends the keys directly under `prefix` ("" = root; names only, no '/'). */
     sm_status (*list)(struct sm_store *, const char *prefix, struct sm_strv *out, struct sm_err *);
     void (*close)(struct sm_store *);
@@ -133,8 +157,26 @@ sm_status sm_store_get_many(struct sm_store *s, const char *key, const struct sm
                             struct sm_err *err);
 sm_status sm_store_size(struct sm_store *s, const char *key, uint64_t *size, bool *found,
                         struct sm_err *err);
+/* Makes `key` hold `data` atomically for readers, durably where the store can (files: stage with
+ * fsync, then commit). SM_E_USAGE for a read-only store. */
 sm_status sm_store_put_atomic(struct sm_store *s, const char *key, struct sm_bytes data,
                               struct sm_err *err);
+/* Staged writes (SPEC §6), for writers that batch their durability (write/): stage writes the
+ * object under a temporary name (fsynced if `sync`) and returns a ticket; commit renames it over
+ * the key; abort removes it; sync makes the directory entries (SM_STORE_SYNC_DIR, one fsync of
+ * `prefix`) or the whole store (SM_STORE_SYNC_ALL, one syncfs) durable. Readers never see a
+ * partial object: `key` is absent or old until commit. SM_E_USAGE for a read-only store. */
+sm_status sm_store_stage(struct sm_store *s, const char *key, struct sm_bytes data, bool sync,
+                         uint64_t *ticket, struct sm_err *err);
+sm_status sm_store_commit(struct sm_store *s, const char *key, uint64_t ticket, struct sm_err *err);
+void sm_store_abort(struct sm_store *s, const char *key, uint64_t ticket);
+sm_status sm_store_sync(struct sm_store *s, enum sm_store_sync how, const char *prefix,
+                        struct sm_err *err);
+/* Stage then commit in one call, fsynced if `sync` (sm_store_put_atomic is the sync case). */
+sm_status sm_store_put(struct sm_store *s, const char *key, struct sm_bytes data, bool sync,
+                       struct sm_err *err);
+/* Durability counter snapshot (fsyncs and syncfs calls made through the store). */
+uint64_t sm_store_fsyncs(const struct sm_store *s);
 sm_status sm_store_list(struct sm_store *s, const char *prefix, struct sm_strv *out,
                         struct sm_err *err);
 /* True if `key` exists (a size probe). */

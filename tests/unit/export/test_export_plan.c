@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "export_int.h"
+#include "shardmill/fs.h"
 #include "sm_test.h"
 #include "sm_test_zarr.h"
 
@@ -150,11 +151,11 @@ static void test_tmp_and_dir_names(void **state)
     struct sm_err err;
     sm_err_clear(&err);
     char buf[64];
-    assert_ok(sm_export_tmp_name("out/ct.h5", buf, sizeof(buf), &err), &err);
+    assert_ok(sm_fs_shared_tmp_name("out/ct.h5", buf, sizeof(buf), &err), &err);
     assert_string_equal(buf, "out/.ct.h5.shardmill-tmp");
-    assert_ok(sm_export_tmp_name("ct.h5", buf, sizeof(buf), &err), &err);
+    assert_ok(sm_fs_shared_tmp_name("ct.h5", buf, sizeof(buf), &err), &err);
     assert_string_equal(buf, ".ct.h5.shardmill-tmp");
-    assert_ok(sm_export_tmp_name("/ct.h5", buf, sizeof(buf), &err), &err);
+    assert_ok(sm_fs_shared_tmp_name("/ct.h5", buf, sizeof(buf), &err), &err);
     assert_string_equal(buf, "/.ct.h5.shardmill-tmp");
     assert_ok(sm_export_dir_name("out/sub/ct.h5", buf, sizeof(buf), &err), &err);
     assert_string_equal(buf, "out/sub");
@@ -163,7 +164,7 @@ static void test_tmp_and_dir_names(void **state)
     assert_ok(sm_export_dir_name("/ct.h5", buf, sizeof(buf), &err), &err);
     assert_string_equal(buf, "/");
     char small[8];
-    assert_status(sm_export_tmp_name("out/ct.h5", small, sizeof(small), &err), SM_E_USAGE, &err);
+    assert_status(sm_fs_shared_tmp_name("out/ct.h5", small, sizeof(small), &err), SM_E_USAGE, &err);
     assert_string_equal(err.where, "out/ct.h5");
 }
 

@@ -1,14 +1,19 @@
 /* Unit tests for engine/store/store_file.c, beyond the conformance suite (test_store.c): a root
  * that does not exist yet, atomic writes (no temporary left behind, parent directories created),
+ * staged writes (invisible until commit, abort and failed commits leave no temporary file, commit
+ * replaces an existing object by rename, fsync counting),
  * directories where an object is expected, and that reads see files written by other programs. */
 #include "shardmill/sm_config.h"
 
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -293,6 +298,127 @@ static void test_file_open_allocation_failure_is_nomem(void **state)
     }
 }
 
+/* ---- staged writes (stage / commit / abort / sync) ---- */
+
+static void test_file_staged_object_is_invisible_until_commit(void **state)
+{
+    struct fx *f = *state;
+    open_at(f, "out");
+    uint64_t t = 0;
+    assert_ok(sm_store_stage(f->s, "c/0/1", sm_bytes_of("shard", 5), false, &t, &f->err), &f->err);
+    /* The bytes sit under "<key>.tmp.<pid>.<ticket>" in the key's (created) directory. */
+    char tmp[256];
+    snprintf(tmp, sizeof(tmp), "out/c/0/1.tmp.%ld.%u", (long)getpid(), (unsigned)t);
+    struct stat sb;
+    assert_int_equal(stat(at(f, tmp), &sb), 0);
+    assert_int_equal(sb.st_size, 5);
+    assert_int_equal(sm_test_count_entries(at(f, "out/c/0"), ".tmp."), 1);
+    bool exists = true;
+    assert_ok(sm_store_exists(f->s, "c/0/1", &exists, &f->err), &f->err);
+    assert_false(exists);
+    assert_int_not_equal(stat(at(f, "out/c/0/1"), &sb), 0);
+    assert_ok(sm_store_commit(f->s, "c/0/1", t, &f->err), &f->err);
+    assert_int_equal(stat(at(f, "out/c/0/1"), &sb), 0);
+    assert_int_equal(sb.st_size, 5);
+    assert_int_equal(sm_test_count_entries(at(f, "out/c/0"), ".tmp."), 0);
+}
+
+static void test_file_abort_leaves_no_temp_file(void **state)
+{
+    struct fx *f = *state;
+    open_at(f, "");
+    uint64_t t[3];
+    for (int i = 0; i < 3; i++) {
+        assert_ok(sm_store_stage(f->s, "d/x", sm_bytes_of("abc", 3), i == 1, &t[i], &f->err),
+                  &f->err);
+    }
+    assert_int_equal(sm_test_count_entries(at(f, "d"), ".tmp."), 3);
+    /* A failed run: nothing committed; each staged temporary file is removed. */
+    for (int i = 0; i < 3; i++) {
+        sm_store_abort(f->s, "d/x", t[i]);
+    }
+    assert_int_equal(sm_test_count_entries(at(f, "d"), ""), 0);
+    assert_int_equal(atomic_load(&f->s->stats.aborts), 3);
+    /* A commit whose rename fails (a directory at the key) also removes its temporary file. */
+    assert_int_equal(mkdir(at(f, "d/x"), 0777), 0);
+    assert_int_equal(sm_test_write_file(at(f, "d/x/child"), "x", 1), 0);
+    uint64_t u;
+    assert_ok(sm_store_stage(f->s, "d/x", sm_bytes_of("abc", 3), false, &u, &f->err), &f->err);
+    assert_int_equal(sm_store_commit(f->s, "d/x", u, &f->err), SM_E_IO);
+    assert_contains(f->err.what, "cannot rename into place");
+    assert_contains(f->err.where, "d/x");
+    assert_int_equal(sm_test_count_entries(at(f, "d"), ".tmp."), 0);
+}
+
+static void test_file_commit_over_existing_key_replaces_atomically(void **state)
+{
+    struct fx *f = *state;
+    open_at(f, "");
+    assert_ok(sm_store_put_atomic(f->s, "k", sm_bytes_of("old object", 10), &f->err), &f->err);
+    /* A reader that opened the old object keeps reading it whole; the key is never partial. */
+    const int rfd = open(at(f, "k"), O_RDONLY);
+    assert_true(rfd >= 0);
+    struct stat before, after;
+    assert_int_equal(fstat(rfd, &before), 0);
+    uint64_t t;
+    assert_ok(sm_store_stage(f->s, "k", sm_bytes_of("new", 3), true, &t, &f->err), &f->err);
+    struct sm_buf b = SM_BUF_INIT;
+    bool found;
+    assert_ok(sm_store_get(f->s, "k", sm_range_all(), SM_IO_META, &b, &found, &f->err), &f->err);
+    assert_int_equal(b.len, 10); /* still the old object between stage and commit */
+    assert_ok(sm_store_commit(f->s, "k", t, &f->err), &f->err);
+    assert_ok(sm_store_get(f->s, "k", sm_range_all(), SM_IO_META, &b, &found, &f->err), &f->err);
+    assert_int_equal(b.len, 3);
+    assert_memory_equal(b.ptr, "new", 3);
+    assert_int_equal(stat(at(f, "k"), &after), 0);
+    assert_true(after.st_ino != before.st_ino); /* a new file renamed in, not rewritten in place */
+    char old[16] = {0};
+    assert_int_equal(pread(rfd, old, sizeof(old), 0), 10);
+    assert_memory_equal(old, "old object", 10);
+    close(rfd);
+    sm_buf_free(&b);
+    assert_int_equal(sm_test_count_entries(f->dir, ".tmp."), 0);
+}
+
+static void test_file_fsyncs_are_counted(void **state)
+{
+    struct fx *f = *state;
+    open_at(f, "");
+    uint64_t t;
+    assert_int_equal(sm_store_fsyncs(f->s), 0);
+    assert_ok(sm_store_stage(f->s, "a/b", sm_bytes_of("x", 1), false, &t, &f->err), &f->err);
+    assert_int_equal(sm_store_fsyncs(f->s), 0); /* not asked to sync */
+    assert_ok(sm_store_commit(f->s, "a/b", t, &f->err), &f->err);
+    assert_ok(sm_store_stage(f->s, "a/c", sm_bytes_of("x", 1), true, &t, &f->err), &f->err);
+    assert_int_equal(sm_store_fsyncs(f->s), 1);
+    assert_ok(sm_store_commit(f->s, "a/c", t, &f->err), &f->err);
+    assert_ok(sm_store_put_atomic(f->s, "a/d", sm_bytes_of("x", 1), &f->err), &f->err);
+    assert_int_equal(sm_store_fsyncs(f->s), 2); /* put_atomic = stage with fsync + commit */
+    assert_ok(sm_store_put(f->s, "a/e", sm_bytes_of("x", 1), false, &f->err), &f->err);
+    assert_int_equal(sm_store_fsyncs(f->s), 2);
+    assert_ok(sm_store_sync(f->s, SM_STORE_SYNC_DIR, "a", &f->err), &f->err);
+    assert_ok(sm_store_sync(f->s, SM_STORE_SYNC_DIR, "", &f->err), &f->err);
+    assert_ok(sm_store_sync(f->s, SM_STORE_SYNC_ALL, "", &f->err), &f->err);
+    assert_int_equal(sm_store_fsyncs(f->s), 5);
+    /* A directory that does not exist cannot be synced: SM_E_IO naming it, not counted. */
+    assert_int_equal(sm_store_sync(f->s, SM_STORE_SYNC_DIR, "zz", &f->err), SM_E_IO);
+    assert_contains(f->err.where, "zz");
+    assert_int_equal(sm_store_fsyncs(f->s), 5);
+    assert_int_equal(atomic_load(&f->s->stats.commits), 4);
+}
+
+static void test_file_stage_into_missing_root_creates_it(void **state)
+{
+    struct fx *f = *state;
+    open_at(f, "new/root");
+    uint64_t t;
+    assert_ok(sm_store_stage(f->s, "zarr.json", sm_bytes_of("{}", 2), true, &t, &f->err), &f->err);
+    assert_ok(sm_store_commit(f->s, "zarr.json", t, &f->err), &f->err);
+    struct stat sb;
+    assert_int_equal(stat(at(f, "new/root/zarr.json"), &sb), 0);
+    assert_int_equal(sb.st_size, 2);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int main(void)
@@ -313,6 +439,11 @@ int main(void)
         T(test_file_list_includes_files_and_directories),
         T(test_file_close_releases_everything),
         T(test_file_open_allocation_failure_is_nomem),
+        T(test_file_staged_object_is_invisible_until_commit),
+        T(test_file_abort_leaves_no_temp_file),
+        T(test_file_commit_over_existing_key_replaces_atomically),
+        T(test_file_fsyncs_are_counted),
+        T(test_file_stage_into_missing_root_creates_it),
     };
     return cmocka_run_group_tests_name("store_file", tests, NULL, NULL);
 }

@@ -1,7 +1,7 @@
-/* Unit tests of engine/write/write_fs.c: atomic puts relative to a directory descriptor (parents
- * created, no temporary left, replace in place), reads of missing objects, directory fsync, and the
- * tree walker: CHECK refuses foreign entries and symbolic links, SWEEP_TMP removes only temporary
- * files, REMOVE empties a tree but never deletes an entry it does not recognise. */
+/* Unit tests of engine/write/write_fs.c: whole-object reads (objects written through the file
+ * store, as write/ does; missing objects and directories read as absent), and the tree walker:
+ * CHECK refuses foreign entries and symbolic links, SWEEP_TMP removes only temporary files, REMOVE
+ * empties a tree but never deletes an entry it does not recognise. */
 #include "shardmill/sm_config.h"
 
 #include <fcntl.h>
@@ -40,7 +40,10 @@ static void put(const char *key, const char *text, bool sync)
 {
     struct sm_err err;
     sm_err_clear(&err);
-    assert_ok(sm_wfs_put(dfd, key, sm_bytes_of(text, strlen(text)), sync, 0, &err), &err);
+    struct sm_store *st;
+    assert_ok(sm_store_file_open(dir, &st, &err), &err);
+    assert_ok(sm_store_put(st, key, sm_bytes_of(text, strlen(text)), sync, &err), &err);
+    sm_store_close(st);
 }
 
 static void test_fs_put_read_and_replace(void **state)
@@ -66,25 +69,6 @@ static void test_fs_put_read_and_replace(void **state)
     assert_false(found);
     sm_buf_free(&b);
     assert_int_equal(wt_count_files(dir, ".tmp."), 0);
-    assert_ok(sm_wfs_fsync_dir(dfd, "a/b/c", &err), &err);
-    assert_ok(sm_wfs_fsync_dir(dfd, "", &err), &err);
-    assert_status(sm_wfs_fsync_dir(dfd, "zz", &err), SM_E_IO, &err);
-}
-
-static void test_fs_put_failure_leaves_no_temp(void **state)
-{
-    (void)state;
-    struct sm_err err;
-    sm_err_clear(&err);
-    char p[2048];
-    snprintf(p, sizeof(p), "%s/blocked/key", dir);
-    assert_int_equal(sm_test_mkdir_parents(p), 0);
-    assert_int_equal(mkdir(p, 0777), 0); /* a directory where the object goes */
-    assert_status(sm_wfs_put(dfd, "blocked/key", sm_bytes_of("x", 1), false, 3, &err), SM_E_IO,
-                  &err);
-    assert_contains(err.what, "cannot rename into place");
-    snprintf(p, sizeof(p), "%s/blocked", dir);
-    assert_int_equal(wt_count_files(p, ".tmp."), 0);
 }
 
 static void test_fs_is_tmp(void **state)
@@ -163,7 +147,6 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fs_put_read_and_replace),
-        cmocka_unit_test(test_fs_put_failure_leaves_no_temp),
         cmocka_unit_test(test_fs_is_tmp),
         cmocka_unit_test(test_fs_walk_check_sweep_remove),
     };

@@ -1,0 +1,42 @@
+/* The one implementation of "write an object atomically" on a POSIX file system (SPEC §6):
+ * a temporary name in the target's directory, written, optionally fsynced, renamed over the
+ * target; directory fsync and syncfs to make the entries durable. Every path is relative to a
+ * directory descriptor (AT_FDCWD for a plain path). The file store (store/store_file.c) builds
+ * its stage / commit / abort / sync slots on these, and the HDF5 export (export/), which the
+ * HDF5 library writes to a path, takes its shared temporary name, fsync, rename and directory
+ * fsync from here too, so there is no second copy of the protocol.
+ * Errors are SM_E_IO with errno as the cause and the path in `what`; the caller adds `where`. */
+#ifndef SM_CORE_FS_H
+#define SM_CORE_FS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "shardmill/buf.h"
+#include "shardmill/status.h"
+
+/* mkdir of every missing directory of `rel` (like mkdir -p; "" is the directory itself). */
+sm_status sm_fs_mkdirs(int dirfd, const char *rel, struct sm_err *err);
+/* The temporary name of a per-process staged object: "<key>.tmp.<pid>.<n>", a name no Zarr
+ * key of a shardmill output can have. SM_E_INTERNAL if it does not fit in cap bytes. */
+sm_status sm_fs_tmp_name(const char *key, unsigned n, char *buf, size_t cap, struct sm_err *err);
+/* The temporary name of a file several processes write together (the same on every rank):
+ * ".<name>.shardmill-tmp" in the same directory ("out/ct.h5" -> "out/.ct.h5.shardmill-tmp").
+ * SM_E_USAGE naming path if it does not fit in cap bytes. */
+sm_status sm_fs_shared_tmp_name(const char *path, char *buf, size_t cap, struct sm_err *err);
+/* True if `name` is a per-process temporary name ("*.tmp.<...>", sm_fs_tmp_name). */
+bool sm_fs_is_tmp(const char *name);
+/* Creates `tmp` (exclusively, never through a link) with `data`, fsynced if `sync`. When the
+ * parent directory of tmp is missing it is created (mkdir -p) and the create is retried once.
+ * On failure nothing is left behind. */
+sm_status sm_fs_stage(int dirfd, const char *tmp, struct sm_bytes data, bool sync,
+                      struct sm_err *err);
+/* Renames `tmp` over `key` (atomically replacing an existing object). The temporary file is left
+ * in place on failure (the caller removes it or reports it). */
+sm_status sm_fs_rename(int dirfd, const char *tmp, const char *key, struct sm_err *err);
+/* fsync of the file or directory `rel` ("" = dirfd itself). */
+sm_status sm_fs_fsync(int dirfd, const char *rel, struct sm_err *err);
+/* syncfs(2) of the file system holding fd (core_syncfs.c: Linux, _GNU_SOURCE). */
+sm_status sm_fs_syncfs(int fd, struct sm_err *err);
+
+#endif

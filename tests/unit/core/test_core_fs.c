@@ -1,0 +1,119 @@
+/* Unit tests for engine/core/core_fs.c and core_syncfs.c, the one atomic-write protocol (SPEC §6)
+ * the file store and the HDF5 export share: temporary names (per process and shared), a stage
+ * that creates missing parents only when the create needs them and leaves nothing on failure, a
+ * rename over an existing file, fsync of files and directories, and syncfs. */
+#include "shardmill/sm_config.h"
+
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "shardmill/fs.h"
+#include "sm_test.h"
+
+static char dir[1024];
+static int dfd = -1;
+
+static int setup(void **state)
+{
+    (void)state;
+    if (sm_test_tmpdir("core-fs", dir, sizeof(dir)) != 0) {
+        return -1;
+    }
+    dfd = open(dir, O_RDONLY | O_DIRECTORY);
+    return dfd >= 0 ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    close(dfd);
+    return sm_test_rm_rf(dir);
+}
+
+static void test_fs_tmp_names(void **state)
+{
+    (void)state;
+    struct sm_err err;
+    sm_err_clear(&err);
+    char buf[128], want[128];
+    assert_ok(sm_fs_tmp_name("c/0/1", 42, buf, sizeof(buf), &err), &err);
+    snprintf(want, sizeof(want), "c/0/1.tmp.%ld.42", (long)getpid());
+    assert_string_equal(buf, want);
+    assert_true(sm_fs_is_tmp(buf));
+    assert_true(sm_fs_is_tmp("zarr.json.tmp.1.0"));
+    assert_false(sm_fs_is_tmp("zarr.json"));
+    assert_false(sm_fs_is_tmp("0"));
+    char small[8];
+    assert_status(sm_fs_tmp_name("c/0/1", 42, small, sizeof(small), &err), SM_E_INTERNAL, &err);
+    sm_err_clear(&err);
+    assert_ok(sm_fs_shared_tmp_name("out/ct.h5", buf, sizeof(buf), &err), &err);
+    assert_string_equal(buf, "out/.ct.h5.shardmill-tmp");
+}
+
+static void test_fs_stage_creates_parents_and_rename_replaces(void **state)
+{
+    (void)state;
+    struct sm_err err;
+    sm_err_clear(&err);
+    assert_ok(sm_fs_stage(dfd, "a/b/obj.tmp.1.0", sm_bytes_of("first", 5), true, &err), &err);
+    assert_ok(sm_fs_rename(dfd, "a/b/obj.tmp.1.0", "a/b/obj", &err), &err);
+    assert_ok(sm_fs_stage(dfd, "a/b/obj.tmp.1.1", sm_bytes_of("second!", 7), false, &err), &err);
+    assert_ok(sm_fs_rename(dfd, "a/b/obj.tmp.1.1", "a/b/obj", &err), &err);
+    char p[1200];
+    snprintf(p, sizeof(p), "%s/a/b/obj", dir);
+    struct stat sb;
+    assert_int_equal(stat(p, &sb), 0);
+    assert_int_equal(sb.st_size, 7);
+    snprintf(p, sizeof(p), "%s/a/b", dir);
+    assert_int_equal(sm_test_count_entries(p, ""), 1); /* no temporary file left */
+    /* An existing staged name is never overwritten (O_EXCL): SM_E_IO, and the file survives. */
+    assert_ok(sm_fs_stage(dfd, "a/b/x.tmp.1.2", sm_bytes_of("x", 1), false, &err), &err);
+    assert_status(sm_fs_stage(dfd, "a/b/x.tmp.1.2", sm_bytes_of("yy", 2), false, &err), SM_E_IO,
+                  &err);
+    assert_string_equal(err.cause_lib, "errno");
+    assert_int_equal(sm_test_count_entries(p, ".tmp."), 1);
+    sm_err_clear(&err);
+    /* Below a regular file no directory can be made: SM_E_IO, nothing created. */
+    assert_status(sm_fs_stage(dfd, "a/b/obj/y.tmp.1.3", sm_bytes_of("y", 1), false, &err), SM_E_IO,
+                  &err);
+    sm_err_clear(&err);
+    assert_status(sm_fs_rename(dfd, "a/b/missing.tmp.1.9", "a/b/missing", &err), SM_E_IO, &err);
+    assert_contains(err.what, "cannot rename into place");
+}
+
+static void test_fs_fsync_and_syncfs(void **state)
+{
+    (void)state;
+    struct sm_err err;
+    sm_err_clear(&err);
+    assert_ok(sm_fs_mkdirs(dfd, "d/e", &err), &err);
+    assert_ok(sm_fs_mkdirs(dfd, "d/e", &err), &err); /* already there: fine */
+    assert_ok(sm_fs_fsync(dfd, "d/e", &err), &err);
+    assert_ok(sm_fs_fsync(dfd, "", &err), &err);
+    assert_status(sm_fs_fsync(dfd, "zz", &err), SM_E_IO, &err);
+    assert_contains(err.what, "'zz'");
+    sm_err_clear(&err);
+    assert_ok(sm_fs_syncfs(dfd, &err), &err);
+    assert_status(sm_fs_syncfs(-1, &err), SM_E_IO, &err);
+    assert_string_equal(err.cause_lib, "errno");
+    assert_contains(err.what, "syncfs");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fs_tmp_names),
+        cmocka_unit_test(test_fs_stage_creates_parents_and_rename_replaces),
+        cmocka_unit_test(test_fs_fsync_and_syncfs),
+    };
+    return cmocka_run_group_tests_name("core_fs", tests, setup, teardown);
+}
