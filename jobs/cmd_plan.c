@@ -59,7 +59,7 @@ static void print_dims(const uint64_t *v, unsigned n)
     printf("]");
 }
 
-static void print_text(const struct sm_job_config *c, const struct sm_scan_setup *su,
+static void print_text(const struct sm_job_config *c, const struct sm_run_setup *su,
                        const struct phase *ph, unsigned nph, int n, unsigned nd)
 {
     printf("plan: %s of %s, roi ", sm_config_job_name(c->job), c->input.store);
@@ -105,7 +105,7 @@ static sm_status plan(const struct sm_job_config *c, int nranks, bool as_json, s
     struct sm_array *a = NULL;
     SM_TRY(sm_job_open_input(c, &store, &a, err));
     const struct sm_array_meta *m = sm_array_meta(a);
-    struct sm_scan_setup su;
+    struct sm_run_setup su;
     struct sm_output_spec spec;
     struct phase ph[2] = {{"scan", {0}, NULL}, {"write", {0}, NULL}};
     unsigned nph = c->job == SM_JOB_CONVERT ? 2 : 1;

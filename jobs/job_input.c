@@ -1,5 +1,6 @@
-/* Opening a job's input (SPEC §3, §4 `input`): the store with its HTTP settings, the encoded-object
- * cache in front of it when enabled, and the array with the configured limits and index cache. */
+/* The config as the engine's parameters (STYLE B10: YAML -> struct; shardmill/pipeline.h does
+ * the rest): the input, ROI, tile, histogram, output layout and policy; the "input" object of a
+ * report; the layout line of `plan` and `validate` and the warning about very many shards. */
 #include "jobs_run.h"
 
 #include <inttypes.h>
@@ -13,131 +14,73 @@
 #include "jobs.h"
 #include "report.h"
 
-/* Rank 0's metadata documents to every rank: kind and have_attrs, then the two documents. */
-static sm_status bcast_docs(struct sm_meta_docs *d, struct sm_err *err)
+static void dims(const struct sm_cfg_dims *in, struct sm_run_dims *out)
 {
-    int32_t hdr[2] = {(int32_t)d->kind, d->have_attrs ? 1 : 0};
-    SM_TRY(sm_par_bcast(hdr, sizeof(hdr), 0, err));
-    d->kind = (enum sm_meta_docs_kind)hdr[0];
-    d->have_attrs = hdr[1] != 0;
-    SM_TRY(sm_par_bcast_buf(&d->doc, 0, err));
-    return sm_par_bcast_buf(&d->attrs, 0, err);
+    memset(out, 0, sizeof(*out));
+    out->set = in->set && !in->is_auto;
+    out->n = in->n < SM_MAX_DIMS ? in->n : SM_MAX_DIMS;
+    memcpy(out->v, in->v, out->n * sizeof(uint64_t));
+}
+
+void sm_job_run_common(const struct sm_job_config *c, struct sm_run_common *rc)
+{
+    const struct sm_run_common defaults = SM_RUN_COMMON_DEFAULTS;
+    *rc = defaults;
+    rc->input.store = c->input.store;
+    rc->input.array = c->input.array;
+    rc->input.http = c->input.http;
+    rc->input.cache_enabled = c->input.cache_enabled;
+    rc->input.cache_max_bytes = c->input.cache_max_bytes;
+    rc->input.index_cache_bytes = c->input.index_cache_bytes;
+    rc->input.index_cache_entries = c->input.index_cache_entries;
+    rc->input.max_object_bytes = c->limits.max_object_bytes;
+    rc->input.max_chunk_bytes = c->limits.max_chunk_bytes;
+    dims(&c->roi.offset, &rc->roi_offset);
+    dims(&c->roi.shape, &rc->roi_shape);
+    dims(&c->tile, &rc->tile);
+    rc->hist_bins = (uint32_t)c->histogram.bins;
+    rc->hist_range_set = c->histogram.range_set;
+    rc->hist_lo = c->histogram.lo;
+    rc->hist_hi = c->histogram.hi;
+    rc->threads = (int)c->parallel.threads;
+    rc->partition = c->parallel.partition == SM_PARTITION_BLOCK ? SM_PART_BLOCK : SM_PART_BALANCED;
+    rc->memory_bytes = c->limits.memory_bytes;
+}
+
+void sm_job_run_output(const struct sm_job_config *c, struct sm_run_output *o)
+{
+    const struct sm_run_output defaults = SM_RUN_OUTPUT_DEFAULTS;
+    *o = defaults;
+    o->path = c->output.path;
+    dims(&c->output.shard, &o->shard);
+    dims(&c->output.chunk, &o->chunk);
+    o->codec = c->output.codec;
+    o->level = (int)c->output.codec_level;
+    o->policy = sm_job_output_opts(c);
 }
 
 sm_status sm_job_open_input(const struct sm_job_config *c, struct sm_store **store,
                             struct sm_array **array, struct sm_err *err)
 {
-    *store = NULL;
-    *array = NULL;
-    sm_status st = sm_job_check_input_store(c->input.store, err); /* missing, or a file: 3 */
-    if (st == SM_OK) {
-        st = sm_store_open_with(c->input.store, &c->input.http, store, err);
-    }
-    /* The cache lives within the rank's memory budget: at most half of limits.memory_bytes, so
-     * the peak RSS follows the budget, not the volume (the other half holds the decoded tiles,
-     * shard buffers and the index cache). */
-    const uint64_t cache_cap = c->input.cache_max_bytes < c->limits.memory_bytes / 2
-                                   ? c->input.cache_max_bytes
-                                   : c->limits.memory_bytes / 2;
-    if (st == SM_OK && c->input.cache_enabled && cache_cap > 0) {
-        st = sm_store_cache_new(*store, cache_cap, store, err);
-        if (st != SM_OK) {
-            *store = NULL; /* the cache closed the inner store */
-        }
-    }
-    /* collective from here on: every rank must reach the metadata broadcast */
-    st = sm_par_agree(st, err);
-    if (st != SM_OK) {
-        sm_store_close(*store);
-        *store = NULL;
-        return st;
-    }
-    struct sm_array_opts o = SM_ARRAY_OPTS_DEFAULTS;
-    o.limits.max_object_bytes = c->limits.max_object_bytes;
-    o.limits.max_chunk_bytes = c->limits.max_chunk_bytes;
-    o.index_cache_bytes = c->input.index_cache_bytes;
-    o.index_cache_entries = c->input.index_cache_entries;
-    /* Metadata once (SPEC §1, §3): rank 0 fetches the documents and broadcasts them; every rank
-     * opens the array from the same bytes. Collective: the fetch status is agreed first. */
-    const char *path = c->input.array != NULL ? c->input.array : "";
-    struct sm_meta_docs docs = SM_META_DOCS_INIT;
-    st = sm_par_rank() == 0 ? sm_array_fetch_meta(*store, path, &o, &docs, err) : SM_OK;
-    st = sm_par_agree(st, err);
-    if (st == SM_OK) {
-        st = bcast_docs(&docs, err);
-    }
-    if (st == SM_OK) {
-        st = sm_array_open_docs(*store, path, &o, &docs, array, err);
-    }
-    sm_meta_docs_free(&docs);
-    if (st != SM_OK) {
-        sm_store_close(*store);
-        *store = NULL;
-    }
-    return st;
+    struct sm_run_common rc;
+    sm_job_run_common(c, &rc);
+    return sm_run_open_input(&rc.input, rc.memory_bytes, store, array, err);
 }
 
 sm_status sm_job_roi(const struct sm_job_config *c, const struct sm_array_meta *m, uint64_t *off,
                      uint64_t *shape, struct sm_err *err)
 {
-    if (c->roi.offset.set && c->roi.offset.n != m->ndim) {
-        sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
-                   "has %u values, the array has %u dimensions", c->roi.offset.n, m->ndim);
-        sm_err_where(err, "roi.offset");
-        return err->status;
-    }
-    if (c->roi.shape.set && c->roi.shape.n != m->ndim) {
-        sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
-                   "has %u values, the array has %u dimensions", c->roi.shape.n, m->ndim);
-        sm_err_where(err, "roi.shape");
-        return err->status;
-    }
-    for (unsigned d = 0; d < m->ndim; d++) {
-        off[d] = c->roi.offset.set ? c->roi.offset.v[d] : 0;
-        shape[d] = c->roi.shape.set ? c->roi.shape.v[d]
-                                    : (off[d] < m->shape[d] ? m->shape[d] - off[d] : 0);
-    }
-    return SM_OK;
+    struct sm_run_common rc;
+    sm_job_run_common(c, &rc);
+    return sm_run_roi(&rc, m, off, shape, err);
 }
 
 sm_status sm_job_scan_setup(const struct sm_job_config *c, const struct sm_array_meta *m,
-                            struct sm_scan_setup *s, struct sm_err *err)
+                            struct sm_run_setup *s, struct sm_err *err)
 {
-    memset(s, 0, sizeof(*s));
-    SM_TRY(sm_job_roi(c, m, s->off, s->shape, err));
-    if (c->tile.set && c->tile.n != m->ndim) {
-        sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
-                   "has %u values, the array has %u dimensions", c->tile.n, m->ndim);
-        sm_err_where(err, "tile");
-        return err->status;
-    }
-    for (unsigned d = 0; d < m->ndim; d++) {
-        s->tile[d] = c->tile.set ? c->tile.v[d] : m->chunk_shape[d];
-    }
-    SM_TRY(sm_tiling_init(&s->tiling, m->ndim, m->shape, s->off, s->shape, s->tile, err));
-    struct sm_scan_params *p = &s->params;
-    p->threads = (int)c->parallel.threads;
-    if (c->histogram.range_set) {
-        p->lo = c->histogram.lo;
-        p->hi = c->histogram.hi;
-        p->bins = (uint32_t)c->histogram.bins;
-        if (p->bins == 0) {
-            sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
-                       "histogram.bins is required with histogram.range");
-            sm_err_where(err, "histogram");
-            return err->status;
-        }
-        return SM_OK;
-    }
-    sm_status st = sm_hist_default(m->dtype, &p->bins, &p->lo, &p->hi, err);
-    if (st != SM_OK) {
-        sm_err_where(err, "histogram");
-        return st;
-    }
-    if (c->histogram.bins != 0) { /* bins without a range: rebin the type's default range */
-        p->bins = (uint32_t)c->histogram.bins;
-    }
-    return SM_OK;
+    struct sm_run_common rc;
+    sm_job_run_common(c, &rc);
+    return sm_run_setup(&rc, m, s, err);
 }
 
 json_t *sm_job_input_json(const struct sm_job_config *c, const struct sm_array_meta *m)
@@ -162,47 +105,9 @@ sm_status sm_job_output_spec(const struct sm_job_config *c, unsigned nd, const u
                              enum sm_dtype dtype, const json_t *attrs, struct sm_output_spec *spec,
                              struct sm_err *err)
 {
-    const struct sm_output_spec defaults = SM_OUTPUT_SPEC_DEFAULTS;
-    *spec = defaults;
-    spec->ndim = nd;
-    memcpy(spec->shape, shape, nd * sizeof(uint64_t));
-    spec->dtype = dtype;
-    const struct sm_cfg_dims *cs = &c->output.shard, *cc = &c->output.chunk;
-    const bool shard_auto = !cs->set || cs->is_auto, chunk_auto = !cc->set || cc->is_auto;
-    spec->sharded = !(cs->set && !cs->is_auto && cs->n == 0); /* [] = unsharded */
-    if (spec->sharded && !shard_auto) {
-        if (cs->n != nd) {
-            sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
-                       "has %u values, the output has %u dimensions", cs->n, nd);
-            sm_err_where(err, "output.shard");
-            return err->status;
-        }
-        memcpy(spec->shard, cs->v, nd * sizeof(uint64_t));
-    }
-    if (!chunk_auto) {
-        if (cc->n != nd) {
-            sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
-                       "has %u values, the output has %u dimensions", cc->n, nd);
-            sm_err_where(err, "output.chunk");
-            return err->status;
-        }
-        memcpy(spec->chunk, cc->v, nd * sizeof(uint64_t));
-    }
-    /* SPEC §2 default layout. An explicit shard with an automatic chunk: 64 where it divides the
-     * shard's extent, else the whole extent, so the chunk always divides the shard. */
-    const size_t elem = sm_dtype_size(dtype);
-    SM_TRY(sm_output_layout_auto(nd, shape, elem, chunk_auto, spec->sharded && shard_auto,
-                                 spec->chunk, spec->shard, err));
-    if (chunk_auto && spec->sharded && !shard_auto) {
-        for (unsigned d = 0; d < nd; d++) {
-            const uint64_t want = spec->shard[d] < SM_AUTO_CHUNK ? spec->shard[d] : SM_AUTO_CHUNK;
-            spec->chunk[d] = spec->shard[d] % want == 0 ? want : spec->shard[d];
-        }
-    }
-    spec->codec = c->output.codec != NULL ? c->output.codec : "zstd";
-    spec->level = (int)c->output.codec_level;
-    spec->attributes = attrs;
-    return SM_OK;
+    struct sm_run_output o;
+    sm_job_run_output(c, &o);
+    return sm_run_output_spec(&o, nd, shape, dtype, attrs, spec, err);
 }
 
 struct sm_output_opts sm_job_output_opts(const struct sm_job_config *c)
@@ -221,29 +126,16 @@ sm_status sm_job_write_output(const struct sm_writer *w, struct sm_output *out,
                               const struct sm_write_job *job, struct sm_write_result *res,
                               struct sm_err *err)
 {
-    const sm_status st = sm_write_shards(w, out, job, res, err);
-    if (st == SM_E_STOPPED) { /* keep the finished shards for resume (as convert does) */
-        struct sm_err ignored;
-        sm_err_clear(&ignored);
-        (void)sm_output_flush(out, &ignored);
-    }
-    SM_TRY(st);
-    SM_TRY(sm_output_flush(out, err));
-    SM_TRY(sm_job_stop_check(SM_OK, err)); /* a signal after the last shard: no marker */
-    return sm_output_finish(out, err);
+    return sm_run_write_output(w, out, job, res, err);
 }
 
 sm_status sm_job_shard_grid(const struct sm_job_config *c, const struct sm_array_meta *m,
-                            const struct sm_scan_setup *su, struct sm_tiling *grid,
+                            const struct sm_run_setup *su, struct sm_tiling *grid,
                             struct sm_output_spec *spec_out, struct sm_err *err)
 {
-    struct sm_output_spec spec;
-    SM_TRY(sm_job_output_spec(c, m->ndim, su->shape, SM_DT_FLOAT32, NULL, &spec, err));
-    if (spec_out != NULL) {
-        *spec_out = spec;
-    }
-    return sm_tiling_init(grid, m->ndim, m->shape, su->off, su->shape,
-                          spec.sharded ? spec.shard : spec.chunk, err);
+    struct sm_run_output o;
+    sm_job_run_output(c, &o);
+    return sm_run_shard_grid(&o, m, su, grid, spec_out, err);
 }
 
 static size_t dims_str(const uint64_t *v, unsigned n, char *buf, size_t cap)

@@ -7,9 +7,7 @@
 
 #include "jobs_run.h"
 
-#include <errno.h>
 #include <string.h>
-#include <sys/stat.h>
 
 const char *sm_job_input_file(const char *store)
 {
@@ -69,24 +67,5 @@ sm_status sm_job_check_paths(const struct sm_job_config *c, struct sm_err *err)
 
 sm_status sm_job_check_input_store(const char *store, struct sm_err *err)
 {
-    const char *path = sm_job_input_file(store);
-    struct stat sb;
-    if (path == NULL) {
-        return SM_OK;
-    }
-    const char *what = NULL;
-    if (stat(path, &sb) != 0) {
-        what = errno == ENOENT    ? "the store path does not exist"
-               : errno == ENOTDIR ? "not a Zarr store directory (a component of the path is a file)"
-                                  : NULL; /* anything else: the store reports it when it reads */
-    } else if (!S_ISDIR(sb.st_mode)) {
-        what = S_ISREG(sb.st_mode) ? "not a Zarr store directory (it is a regular file)"
-                                   : "not a Zarr store directory";
-    }
-    if (what == NULL) {
-        return SM_OK;
-    }
-    sm_err_set(err, SM_E_DATA, __FILE__, __LINE__, "%s", what);
-    sm_err_where(err, "%s", store);
-    return err->status;
+    return sm_run_check_input_store(store, err);
 }

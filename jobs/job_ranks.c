@@ -1,7 +1,6 @@
-/* What the `run` jobs share across ranks (SPEC §1, §7; docs/internals/ranks.md): the plan (each
- * rank's run of tiles or shards, parallel.partition), the reduction of scan results (wrapping sums:
- * order-independent, so the totals do not depend on the rank count), and the report's counters
- * (summed) and timings (max and mean). */
+/* What the reports of `run` share across ranks (SPEC §7; docs/internals/ranks.md): the report's
+ * counters (summed) and timings (max and mean), and the plan `plan` prints (parallel.partition,
+ * the engine's sm_run_plan). The phases themselves are the engine's (shardmill/pipeline.h). */
 #include "jobs_run.h"
 
 #include <jansson.h>
@@ -13,66 +12,8 @@
 void sm_job_plan(const struct sm_job_config *c, const struct sm_array_meta *m,
                  const struct sm_tiling *t, int nranks, struct sm_part *parts)
 {
-    struct sm_read_unit u;
-    sm_read_unit_of(m, &u);
-    sm_partition_tiles(
-        t, &u, c->parallel.partition == SM_PARTITION_BLOCK ? SM_PART_BLOCK : SM_PART_BALANCED,
-        nranks, parts);
-}
-
-sm_status sm_job_rank_part(const struct sm_job_config *c, const struct sm_array_meta *m,
-                           const struct sm_tiling *t, struct sm_part *mine, struct sm_err *err)
-{
-    const int n = sm_par_size();
-    struct sm_part *parts = sm_calloc((size_t)n, sizeof(*parts));
-    if (parts == NULL) {
-        SM_FAIL(err, SM_E_NOMEM, "cannot allocate the plan of %d ranks", n);
-    }
-    sm_job_plan(c, m, t, n, parts);
-    *mine = parts[sm_par_rank()];
-    sm_free(parts);
-    return SM_OK;
-}
-
-sm_status sm_job_reduce_scan(struct sm_scan_result *r, struct sm_err *err)
-{
-    if (sm_par_size() == 1) {
-        return SM_OK;
-    }
-    const size_t fixed = 7, n = fixed + r->hist.bins;
-    uint64_t *v = sm_malloc(n * sizeof(uint64_t));
-    sm_status st = SM_OK;
-    if (v == NULL) {
-        st = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__,
-                        "cannot allocate the reduction of %zu counters", n);
-    }
-    /* every rank must take part in the reduction, so a failure to allocate is agreed first */
-    SM_TRY(sm_par_agree(st, err));
-    v[0] = r->hist.underflow;
-    v[1] = r->hist.overflow;
-    v[2] = r->hist.nan;
-    v[3] = r->sums.sum;
-    v[4] = r->sums.weighted;
-    v[5] = r->voxels;
-    v[6] = r->tiles;
-    if (r->hist.bins != 0) {
-        memcpy(v + fixed, r->hist.counts, r->hist.bins * sizeof(uint64_t));
-    }
-    st = sm_par_sum_u64(v, n, err);
-    if (st == SM_OK) {
-        r->hist.underflow = v[0];
-        r->hist.overflow = v[1];
-        r->hist.nan = v[2];
-        r->sums.sum = v[3];
-        r->sums.weighted = v[4];
-        r->voxels = v[5];
-        r->tiles = v[6];
-        if (r->hist.bins != 0) {
-            memcpy(r->hist.counts, v + fixed, r->hist.bins * sizeof(uint64_t));
-        }
-    }
-    sm_free(v);
-    return st;
+    sm_run_plan(c->parallel.partition == SM_PARTITION_BLOCK ? SM_PART_BLOCK : SM_PART_BALANCED, m,
+                t, nranks, parts);
 }
 
 /* Integer leaves of a JSON tree in iteration order (jansson keeps insertion order, and every rank

@@ -4,6 +4,7 @@
 
 #include <shardmill/array.h>
 #include <shardmill/path.h>
+#include <shardmill/pipeline.h>
 #include <shardmill/status.h>
 #include <shardmill/store.h>
 #include <shardmill/tile.h>
@@ -11,7 +12,14 @@
 
 #include "config.h"
 
-/* Opens the configured store (+ cache) and array. On failure nothing stays open. */
+/* The engine's parameters of the config (YAML -> struct, STYLE B10): input, ROI, tile,
+ * histogram, threads, partition and memory budget; the output spec and policy. Strings are
+ * borrowed from c. Progress and stop are left to the caller. */
+void sm_job_run_common(const struct sm_job_config *c, struct sm_run_common *rc);
+void sm_job_run_output(const struct sm_job_config *c, struct sm_run_output *o);
+
+/* Opens the configured store (+ cache) and array (sm_run_open_input). On failure nothing stays
+ * open. */
 sm_status sm_job_open_input(const struct sm_job_config *c, struct sm_store **store,
                             struct sm_array **array, struct sm_err *err);
 
@@ -20,17 +28,10 @@ sm_status sm_job_open_input(const struct sm_job_config *c, struct sm_store **sto
 sm_status sm_job_roi(const struct sm_job_config *c, const struct sm_array_meta *m, uint64_t *off,
                      uint64_t *shape, struct sm_err *err);
 
-/* What scan and convert derive from the config and the array before reading payload. */
-struct sm_scan_setup {
-    uint64_t off[SM_MAX_DIMS], shape[SM_MAX_DIMS], tile[SM_MAX_DIMS];
-    struct sm_tiling tiling;
-    struct sm_scan_params params;
-};
-
 /* ROI (default: the whole array), tile (default: the stored chunk shape), histogram bins and
  * range (SPEC §5 defaults by type), threads. SM_E_USAGE naming the key. */
 sm_status sm_job_scan_setup(const struct sm_job_config *c, const struct sm_array_meta *m,
-                            struct sm_scan_setup *s, struct sm_err *err);
+                            struct sm_run_setup *s, struct sm_err *err);
 
 /* The output layout of the config (output.shard, output.chunk, output.codec, defaults of SPEC §2)
  * for an array of `shape` and `dtype`. SM_E_USAGE naming the key. */
@@ -40,7 +41,7 @@ sm_status sm_job_output_spec(const struct sm_job_config *c, unsigned nd, const u
 /* The output shard grid of a convert as a tiling of the ROI by the shard shape (the chunk shape
  * when unsharded), in the writer's C order: what the write phase's plan splits. */
 sm_status sm_job_shard_grid(const struct sm_job_config *c, const struct sm_array_meta *m,
-                            const struct sm_scan_setup *s, struct sm_tiling *grid,
+                            const struct sm_run_setup *s, struct sm_tiling *grid,
                             struct sm_output_spec *spec, struct sm_err *err);
 /* A layout that makes more shards than this gets a warning (SPEC §2: never hundreds of
  * thousands of files). */
@@ -83,17 +84,12 @@ struct json_t *sm_job_input_json(const struct sm_job_config *c, const struct sm_
  * SHARDMILL_NO_MPI=1. Only `run` asks for ranks (jobs/launcher.c). */
 bool sm_job_launched_by_mpi(void);
 
-/* Ranks (jobs/job_ranks.c, docs/internals/ranks.md). All are collectives: every rank calls them
- * in the same order. */
+/* Ranks (jobs/job_ranks.c, docs/internals/ranks.md): the plan for `plan`, and the reductions of
+ * a report's JSON. The reductions are collectives: every rank calls them in the same order. */
 /* The plan of parallel.partition over the tiles of t (tiles of a scan, or a shard grid as a
  * tiling of the ROI by the shard shape) for nranks ranks: parts[nranks]. Metadata only. */
 void sm_job_plan(const struct sm_job_config *c, const struct sm_array_meta *m,
                  const struct sm_tiling *t, int nranks, struct sm_part *parts);
-/* This rank's share of that plan (not a collective: every rank computes the same plan). */
-sm_status sm_job_rank_part(const struct sm_job_config *c, const struct sm_array_meta *m,
-                           const struct sm_tiling *t, struct sm_part *mine, struct sm_err *err);
-/* Sums histogram counts, underflow/overflow/nan, checksums, voxels and tiles over ranks. */
-sm_status sm_job_reduce_scan(struct sm_scan_result *r, struct sm_err *err);
 /* Every integer of the object (a report's "io") summed over ranks; keys naming "peak" take the
  * maximum. Every rank must pass the same keys. */
 sm_status sm_job_reduce_counters(struct json_t *o, struct sm_err *err);

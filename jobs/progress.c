@@ -132,3 +132,29 @@ void sm_progress_end(struct sm_progress *p, bool ok)
     sm_free(p->all);
     p->all = NULL;
 }
+
+static void hook_begin(void *user, const char *phase, const char *unit, uint64_t total)
+{
+    struct sm_job_progress *jp = user;
+    sm_progress_begin(&jp->pg, jp->c, jp->job, phase, unit, total);
+}
+
+static void hook_next_call(void *user)
+{
+    sm_progress_next_call(&((struct sm_job_progress *)user)->pg);
+}
+
+static void hook_end(void *user, bool ok)
+{
+    sm_progress_end(&((struct sm_job_progress *)user)->pg, ok);
+}
+
+struct sm_run_progress sm_job_progress_hooks(struct sm_job_progress *jp,
+                                             const struct sm_job_config *c, const char *job)
+{
+    memset(jp, 0, sizeof(*jp));
+    jp->c = c;
+    jp->job = job;
+    const struct sm_run_progress p = {hook_begin, sm_progress_update, hook_next_call, hook_end, jp};
+    return p;
+}

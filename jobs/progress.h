@@ -8,6 +8,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <shardmill/pipeline.h>
+
 #include "config.h"
 
 struct sm_progress {
@@ -34,5 +36,15 @@ void sm_progress_next_call(struct sm_progress *p);
  * last counts, rank 0 waits for them while it keeps the line current, then prints the last line
  * if it printed any (`ok` false: the phase failed, the line ends without a summary). */
 void sm_progress_end(struct sm_progress *p, bool ok);
+
+/* The engine's progress callbacks (shardmill/pipeline.h) on a struct sm_progress: each phase the
+ * engine begins becomes a progress phase of `job` ("scan", "convert"). jp must outlive the run. */
+struct sm_job_progress {
+    struct sm_progress pg; /* first: the drivers' update gets jp as its user */
+    const struct sm_job_config *c;
+    const char *job;
+};
+struct sm_run_progress sm_job_progress_hooks(struct sm_job_progress *jp,
+                                             const struct sm_job_config *c, const char *job);
 
 #endif

@@ -1,5 +1,6 @@
-/* MPI implementation of par_hdf5.h: the one place that hands MPI_COMM_WORLD to HDF5 (MPI-IO file
- * driver, collective transfers). Built with SM_WITH_MPI and SM_WITH_HDF5 against parallel HDF5. */
+/* MPI implementation of par_hdf5.h: the one place that hands the ranks' communicator (par/'s
+ * duplicate, sm_par_comm) to HDF5 (MPI-IO file driver, collective transfers). Built with
+ * SM_WITH_MPI and SM_WITH_HDF5 against parallel HDF5. */
 #include "shardmill/par_hdf5.h"
 
 #include <hdf5.h>
@@ -17,7 +18,7 @@ bool sm_par_h5_shared(void)
 sm_status sm_par_h5_fapl(int64_t fapl, struct sm_err *err)
 {
     if (sm_par_h5_shared()) {
-        if (H5Pset_fapl_mpio((hid_t)fapl, MPI_COMM_WORLD, MPI_INFO_NULL) < 0) {
+        if (H5Pset_fapl_mpio((hid_t)fapl, *(const MPI_Comm *)sm_par_comm(), MPI_INFO_NULL) < 0) {
             SM_FAIL(err, SM_E_INTERNAL, "H5Pset_fapl_mpio failed");
         }
         return SM_OK;

@@ -1,6 +1,8 @@
-/* MPI implementation of par.h. MPI_Init is called only when a launcher started the process, so a
- * plain run stays a single cheap process (SPEC §1). Collectives on MPI_COMM_WORLD; MPI errors use
- * the default handler (MPI_ERRORS_ARE_FATAL): a failed collective aborts every rank. */
+/* MPI implementation of par.h. MPI_Init is called only when a launcher started the process (or a
+ * communicator was given) and MPI is not initialised yet, so a plain run stays a single cheap
+ * process (SPEC §1) and a program that runs MPI itself keeps it. Collectives run on a duplicate of
+ * the given communicator (MPI_COMM_WORLD by default); MPI errors use the default handler
+ * (MPI_ERRORS_ARE_FATAL, inherited by the duplicate): a failed collective aborts every rank. */
 #include "shardmill/sm_config.h"
 
 #include "shardmill/par.h"
@@ -13,35 +15,119 @@
 
 #include "shardmill/clock.h"
 
+/* The current rank context: the duplicate communicator and this process's place in it. */
 static bool mpi_on;
+static bool owns_mpi; /* sm_par_init* called MPI_Init_thread: sm_par_finalize finalises */
 static bool stuck;
 static int my_rank;
 static int n_ranks = 1;
+static MPI_Comm comm = MPI_COMM_NULL;
+
+static const char *level_name(int level)
+{
+    return level == MPI_THREAD_SINGLE       ? "MPI_THREAD_SINGLE"
+           : level == MPI_THREAD_FUNNELED   ? "MPI_THREAD_FUNNELED"
+           : level == MPI_THREAD_SERIALIZED ? "MPI_THREAD_SERIALIZED"
+           : level == MPI_THREAD_MULTIPLE   ? "MPI_THREAD_MULTIPLE"
+                                            : "an unknown level";
+}
+
+static sm_status mpi_fail(struct sm_err *err, int line, const char *call, int rc)
+{
+    sm_err_set(err, SM_E_INTERNAL, __FILE__, line, "%s failed (code %d)", call, rc);
+    sm_err_cause(err, "mpi", rc);
+    return err->status;
+}
 
 sm_status sm_par_init(bool use_mpi, int *argc, char ***argv, struct sm_err *err)
 {
-    if (!use_mpi) {
+    return sm_par_init_comm(use_mpi, NULL, argc, argv, err);
+}
+
+sm_status sm_par_init_comm(bool use_mpi, const void *mpi_comm, int *argc, char ***argv,
+                           struct sm_err *err)
+{
+    if (!use_mpi && mpi_comm == NULL) {
         return SM_OK;
     }
-    int provided = 0;
-    int rc = MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
-    if (rc != MPI_SUCCESS) {
-        sm_err_set(err, SM_E_INTERNAL, __FILE__, __LINE__, "MPI_Init_thread failed (code %d)", rc);
-        sm_err_cause(err, "mpi", rc);
-        return err->status;
+    if (mpi_on) {
+        SM_FAIL(err, SM_E_USAGE, "ranks are already initialised (on a communicator of %d ranks)",
+                n_ranks);
+    }
+    int inited = 0, finalized = 0;
+    MPI_Finalized(&finalized);
+    if (finalized) {
+        SM_FAIL(err, SM_E_USAGE, "MPI was finalised already; it cannot be initialised again");
+    }
+    MPI_Initialized(&inited);
+    if (!inited && mpi_comm != NULL) {
+        SM_FAIL(err, SM_E_USAGE, "an MPI communicator was given, but MPI is not initialised");
+    }
+    int provided = 0, rc;
+    if (!inited) {
+        rc = MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+        if (rc != MPI_SUCCESS) {
+            return mpi_fail(err, __LINE__, "MPI_Init_thread", rc);
+        }
+        owns_mpi = true;
+    } else {
+        MPI_Query_thread(&provided);
+    }
+    sm_status st = SM_OK;
+    if (provided < MPI_THREAD_FUNNELED) {
+        st = sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
+                        "MPI provides the thread level %s; shardmill needs at least "
+                        "MPI_THREAD_FUNNELED (initialise MPI with MPI_Init_thread)",
+                        level_name(provided));
+    }
+    const MPI_Comm base = mpi_comm != NULL ? *(const MPI_Comm *)mpi_comm : MPI_COMM_WORLD;
+    if (st == SM_OK && base == MPI_COMM_NULL) {
+        st = sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
+                        "the MPI communicator given is MPI_COMM_NULL (this process is not in it)");
+    }
+    if (st == SM_OK && (rc = MPI_Comm_dup(base, &comm)) != MPI_SUCCESS) {
+        st = mpi_fail(err, __LINE__, "MPI_Comm_dup", rc);
+    }
+    if (st != SM_OK) {
+        comm = MPI_COMM_NULL;
+        if (owns_mpi) {
+            MPI_Finalize();
+            owns_mpi = false;
+        }
+        return st;
     }
     mpi_on = true;
-    MPI_Comm_rank(MPI_COMM_WORLD, &my_rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &n_ranks);
+    stuck = false;
+    MPI_Comm_rank(comm, &my_rank);
+    MPI_Comm_size(comm, &n_ranks);
     return SM_OK;
 }
 
 void sm_par_finalize(void)
 {
     if (mpi_on) {
-        MPI_Finalize();
+        if (!stuck) { /* a stuck collective would make the free wait for it */
+            MPI_Comm_free(&comm);
+        }
+        comm = MPI_COMM_NULL;
         mpi_on = false;
+        my_rank = 0;
+        n_ranks = 1;
+        if (owns_mpi) {
+            MPI_Finalize();
+            owns_mpi = false;
+        }
     }
+}
+
+const void *sm_par_comm(void)
+{
+    return mpi_on ? &comm : NULL;
+}
+
+bool sm_par_owns_mpi(void)
+{
+    return owns_mpi;
 }
 
 int sm_par_rank(void)
@@ -67,7 +153,7 @@ bool sm_par_active(void)
 void sm_par_barrier(void)
 {
     if (mpi_on) {
-        MPI_Barrier(MPI_COMM_WORLD);
+        MPI_Barrier(comm);
     }
 }
 
@@ -85,7 +171,7 @@ sm_status sm_par_bcast(void *buf, size_t len, int root, struct sm_err *err)
     uint8_t *p = buf;
     for (size_t done = 0; done < len;) {
         const size_t n = len - done < PIECE ? len - done : PIECE;
-        MPI_Bcast(p + done, (int)n, MPI_BYTE, root, MPI_COMM_WORLD);
+        MPI_Bcast(p + done, (int)n, MPI_BYTE, root, comm);
         done += n;
     }
     return SM_OK;
@@ -106,7 +192,7 @@ sm_status sm_par_bcast_buf(struct sm_buf *b, int root, struct sm_err *err)
     }
     /* every rank must be able to receive before the bytes move */
     int ok = st == SM_OK, all = 0;
-    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_LAND, comm);
     if (!all) {
         if (st == SM_OK) {
             sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__,
@@ -126,7 +212,7 @@ static sm_status allreduce(void *v, size_t n, MPI_Datatype t, size_t elem, MPI_O
     const size_t piece = PIECE / elem;
     for (size_t done = 0; done < n;) {
         const size_t k = n - done < piece ? n - done : piece;
-        MPI_Allreduce(MPI_IN_PLACE, p + done * elem, (int)k, t, op, MPI_COMM_WORLD);
+        MPI_Allreduce(MPI_IN_PLACE, p + done * elem, (int)k, t, op, comm);
         done += k;
     }
     return SM_OK;
@@ -175,7 +261,7 @@ sm_status sm_par_agree(sm_status local, struct sm_err *err)
         return local;
     }
     int mine = local != SM_OK ? my_rank : n_ranks, lowest = n_ranks;
-    MPI_Allreduce(&mine, &lowest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(&mine, &lowest, 1, MPI_INT, MPI_MIN, comm);
     return agree_finish(lowest, err);
 }
 
@@ -186,7 +272,7 @@ sm_status sm_par_agree_within(sm_status local, uint64_t timeout_ms, struct sm_er
     }
     int mine = local != SM_OK ? my_rank : n_ranks, lowest = n_ranks;
     MPI_Request req;
-    MPI_Iallreduce(&mine, &lowest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &req);
+    MPI_Iallreduce(&mine, &lowest, 1, MPI_INT, MPI_MIN, comm, &req);
     const uint64_t deadline = sm_clock_ns() + timeout_ms * 1000000u;
     int done = 0;
     long nap = 1000; /* ns, doubling to 10 ms: quick when the others are close behind */
@@ -233,7 +319,7 @@ static sm_status agree_finish(int lowest, struct sm_err *err)
         memcpy(w.where, err->where, sizeof(w.where));
         memcpy(w.what, err->what, sizeof(w.what));
     }
-    MPI_Bcast(&w, (int)sizeof(w), MPI_BYTE, lowest, MPI_COMM_WORLD);
+    MPI_Bcast(&w, (int)sizeof(w), MPI_BYTE, lowest, comm);
     if (my_rank != lowest) {
         sm_err_clear(err);
         err->status = (sm_status)w.status;
@@ -252,7 +338,7 @@ static sm_status agree_finish(int lowest, struct sm_err *err)
 void sm_par_abort(int code)
 {
     if (mpi_on) {
-        MPI_Abort(MPI_COMM_WORLD, code);
+        MPI_Abort(comm, code);
     }
 }
 
@@ -281,9 +367,9 @@ void sm_par_progress_post(const uint64_t v[2], bool last)
     post_buf[0] = v[0];
     post_buf[1] = v[1];
     if (last) {
-        MPI_Send(post_buf, 2, MPI_UINT64_T, 0, TAG_PROGRESS_LAST, MPI_COMM_WORLD);
+        MPI_Send(post_buf, 2, MPI_UINT64_T, 0, TAG_PROGRESS_LAST, comm);
     } else {
-        MPI_Isend(post_buf, 2, MPI_UINT64_T, 0, TAG_PROGRESS, MPI_COMM_WORLD, &post_req);
+        MPI_Isend(post_buf, 2, MPI_UINT64_T, 0, TAG_PROGRESS, comm, &post_req);
     }
 }
 
@@ -295,13 +381,12 @@ int sm_par_progress_poll(uint64_t *all)
     for (;;) {
         int flag = 0;
         MPI_Status stt;
-        MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, &stt);
+        MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm, &flag, &stt);
         if (!flag || (stt.MPI_TAG != TAG_PROGRESS && stt.MPI_TAG != TAG_PROGRESS_LAST)) {
             break;
         }
         uint64_t v[2];
-        MPI_Recv(v, 2, MPI_UINT64_T, stt.MPI_SOURCE, stt.MPI_TAG, MPI_COMM_WORLD,
-                 MPI_STATUS_IGNORE);
+        MPI_Recv(v, 2, MPI_UINT64_T, stt.MPI_SOURCE, stt.MPI_TAG, comm, MPI_STATUS_IGNORE);
         if (all != NULL) {
             uint64_t *dst = &all[3 * (size_t)stt.MPI_SOURCE];
             dst[0] = v[0] > dst[0] ? v[0] : dst[0];

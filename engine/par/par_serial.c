@@ -11,8 +11,29 @@ sm_status sm_par_init(bool use_mpi, int *argc, char ***argv, struct sm_err *err)
     return SM_OK;
 }
 
+sm_status sm_par_init_comm(bool use_mpi, const void *mpi_comm, int *argc, char ***argv,
+                           struct sm_err *err)
+{
+    if (mpi_comm != NULL) {
+        SM_FAIL(err, SM_E_USAGE,
+                "an MPI communicator was given, but this build has no MPI "
+                "(SM_WITH_MPI=OFF)");
+    }
+    return sm_par_init(use_mpi, argc, argv, err);
+}
+
 void sm_par_finalize(void)
 {
+}
+
+const void *sm_par_comm(void)
+{
+    return NULL;
+}
+
+bool sm_par_owns_mpi(void)
+{
+    return false;
 }
 
 int sm_par_rank(void)

@@ -3,6 +3,13 @@
  * passes `use_mpi`. With one rank (serial build, or an MPI build without a launcher) every
  * collective below is a cheap local no-op with the obvious single-rank result.
  *
+ * par/ holds no process-wide state fixed to MPI_COMM_WORLD: the ranks are those of a communicator
+ * (sm_par_init_comm), and every collective runs on a private duplicate of it (MPI_Comm_dup), so
+ * the engine can run inside another MPI program, on a sub-communicator it split off, without its
+ * messages meeting the program's. MPI is initialised only when it is not yet (MPI_Initialized),
+ * and finalised only by the one who initialised it. The rank context is current for the process
+ * (one at a time): sm_par_init_comm, the run, sm_par_finalize.
+ *
  * Collectives must be called by every rank in the same order (MPI semantics). A failure inside a
  * collective is an MPI failure: the MPI library's default error handler (MPI_ERRORS_ARE_FATAL)
  * aborts the whole job, which is the "last resort" of docs/internals/ranks.md. */
@@ -16,9 +23,31 @@
 #include "shardmill/buf.h"
 #include "shardmill/status.h"
 
-/* Initialises ranks. With use_mpi false (or a serial build) this is one rank and costs nothing. */
+/* Initialises ranks. With use_mpi false (or a serial build) this is one rank and costs nothing.
+ * With use_mpi: sm_par_init_comm(true, NULL, ...), the ranks of MPI_COMM_WORLD. */
 sm_status sm_par_init(bool use_mpi, int *argc, char ***argv, struct sm_err *err);
+/* Initialises ranks on a communicator. `mpi_comm` is NULL or points to an MPI_Comm of the caller
+ * (`MPI_Comm c; ... sm_par_init_comm(true, &c, ...)`: the header keeps <mpi.h> out, so the
+ * pointer is opaque here); the caller keeps its communicator, par/ works on a duplicate of it.
+ * - use_mpi false and mpi_comm NULL: one rank, no MPI call at all (SPEC §1).
+ * - otherwise: MPI_Init_thread(MPI_THREAD_FUNNELED) only if MPI is not initialised yet (argc and
+ *   argv may be NULL), then the thread level MPI granted must be at least MPI_THREAD_FUNNELED
+ *   (the drivers call MPI from the main thread while OpenMP threads run): SM_E_USAGE naming the
+ *   level otherwise; then MPI_Comm_dup of *mpi_comm (MPI_COMM_WORLD when NULL).
+ * SM_E_USAGE when ranks are already initialised (sm_par_finalize first), when MPI was finalised
+ * already, or when a communicator is given to a build without MPI; SM_E_INTERNAL when an MPI call
+ * fails. On failure nothing stays initialised (MPI that this call initialised is finalised). */
+sm_status sm_par_init_comm(bool use_mpi, const void *mpi_comm, int *argc, char ***argv,
+                           struct sm_err *err);
+/* Frees the duplicate communicator and finalises MPI if (and only if) sm_par_init* initialised it;
+ * afterwards this is one rank again. A no-op when nothing was initialised. */
 void sm_par_finalize(void);
+/* The duplicate communicator the collectives run on, as a pointer to an MPI_Comm (const void *,
+ * like sm_par_init_comm's argument), or NULL with one rank without MPI. For tests and par/. */
+const void *sm_par_comm(void);
+/* True when this process initialised MPI through sm_par_init* (and sm_par_finalize will finalise
+ * it); false when MPI was initialised by the program around the engine, or not at all. */
+bool sm_par_owns_mpi(void);
 int sm_par_rank(void);
 int sm_par_size(void);
 /* True if the MPI implementation is compiled in. */

@@ -11,6 +11,7 @@
 #include "shardmill/dtype.h"
 #include "shardmill/meta.h"
 #include "shardmill/par.h"
+#include "shardmill/pipeline.h"
 #include "shardmill/stats.h"
 #include "shardmill/status.h"
 #include "shardmill/store.h"

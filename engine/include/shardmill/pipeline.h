@@ -1,0 +1,266 @@
+/* The pipeline of a run (SPEC §1), as an engine API: a scan and a convert that take plain structs
+ * and return their results and timings, so any C program, or an MPI application on a
+ * communicator of its own, runs them exactly as `shardmill run` does (jobs/ maps YAML to these
+ * structs, prints, reports and picks the exit code: STYLE B10). Module run/ (engine/run/).
+ *
+ * The phases belong here: open (the output first, then the input: rank 0 fetches the metadata
+ * and broadcasts it) → scan (each rank its run of tiles, parallel.partition) → allreduce of the
+ * statistics → normalization window → keep the decoded input or re-read it (SPEC §1) → write
+ * (each rank its run of shards) → flush (every rank) → agree → completion marker (rank 0, only
+ * after every rank flushed) → agree. Every phase ends with an agreement, so all ranks go on or
+ * all return the same error (docs/internals/ranks.md).
+ *
+ * Ranks: with `mpi_comm` NULL the run uses the ranks that are current (sm_par_init of par.h, as
+ * jobs/ does under a launcher; one rank when none are). With `mpi_comm` pointing to an MPI_Comm,
+ * the run initialises par/ on a duplicate of that communicator for its duration (MPI_Init only if
+ * MPI is not initialised, the thread level checked: sm_par_init_comm) and releases it before it
+ * returns; ranks must not be initialised already then. The header needs no <mpi.h>.
+ *
+ * Errors as everywhere (status.h): SM_E_USAGE names the field in YAML terms (`roi.shape`,
+ * `output.shard`, ...), the same text `shardmill run` prints. A set stop flag ends the run at the
+ * next tile or shard with SM_E_STOPPED and no marker (finished shards are flushed for resume). */
+#ifndef SM_RUN_PIPELINE_H
+#define SM_RUN_PIPELINE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "shardmill/array.h"
+#include "shardmill/stats.h"
+#include "shardmill/status.h"
+#include "shardmill/store.h"
+#include "shardmill/tile.h"
+#include "shardmill/write.h"
+
+struct json_t;
+
+/* A shape or offset the caller may leave out (set false: the documented default). */
+struct sm_run_dims {
+    bool set;
+    unsigned n;
+    uint64_t v[SM_MAX_DIMS];
+};
+
+/* The input array (SPEC §3, `input.*` and `limits.*` of docs/CONFIG.md). */
+struct sm_run_input {
+    const char *store;            /* path, file:// or http(s):// URL (required) */
+    const char *array;            /* node path inside the store (NULL or "": the store) */
+    struct sm_http_opts http;     /* http(s) stores only */
+    bool cache_enabled;           /* the encoded-object cache in front of the store */
+    uint64_t cache_max_bytes;     /* capped at half of memory_bytes */
+    uint64_t index_cache_bytes;   /* shard-index cache (0 disables) */
+    uint64_t index_cache_entries; /* (0 disables) */
+    uint64_t max_object_bytes;    /* limits.max_object_bytes */
+    uint64_t max_chunk_bytes;     /* limits.max_chunk_bytes */
+};
+#define SM_RUN_INPUT_DEFAULTS                                                                      \
+    {                                                                                              \
+        NULL, NULL, SM_HTTP_OPTS_DEFAULTS, true, (uint64_t)256 << 20, (uint64_t)16 << 20, 64,      \
+            (uint64_t)512 << 20, (uint64_t)1 << 30                                                 \
+    }
+
+/* Progress of the phases (jobs/progress.c prints rank 0's line). Every member may be NULL. Called
+ * from the main thread of every rank: begin and end by every rank (end also on failure), update by
+ * the drivers (sm_progress_fn), next_call between the passes of a scan. */
+struct sm_run_progress {
+    void (*begin)(void *user, const char *phase, const char *unit, uint64_t total);
+    sm_progress_fn update;
+    void (*next_call)(void *user);
+    void (*end)(void *user, bool ok);
+    void *user;
+};
+
+/* What scan and convert share: the input, the region, the statistics and the resources. */
+struct sm_run_common {
+    struct sm_run_input input;
+    struct sm_run_dims roi_offset; /* roi.offset (zeros) */
+    struct sm_run_dims roi_shape;  /* roi.shape (to the end of the array) */
+    struct sm_run_dims tile;       /* tile (the input's stored chunk shape) */
+    uint32_t hist_bins;            /* histogram.bins (0: the type's default, SPEC §5) */
+    bool hist_range_set;           /* histogram.range given (then hist_bins is required) */
+    double hist_lo, hist_hi;       /* histogram.range: [lo, hi) */
+    int threads;                   /* parallel.threads (<= 0: OMP_NUM_THREADS or the cores) */
+    enum sm_part_kind partition;   /* parallel.partition (SM_PART_BALANCED) */
+    uint64_t memory_bytes;         /* limits.memory_bytes: the rank's budget (SPEC §1) */
+    struct sm_run_progress progress;
+    const atomic_int *stop; /* cooperative stop flag (status.h), or NULL */
+    const void *mpi_comm;   /* NULL, or a pointer to the MPI_Comm to run on (see above) */
+};
+#define SM_RUN_COMMON_DEFAULTS                                                                     \
+    {                                                                                              \
+        SM_RUN_INPUT_DEFAULTS, {0}, {0}, {0}, 0, false, 0.0, 0.0, 0, SM_PART_BALANCED,             \
+            (uint64_t)2 << 30, {0}, NULL, NULL                                                     \
+    }
+
+struct sm_scan_run {
+    struct sm_run_common c;
+    uint64_t passes; /* traversals without reopening (>= 1; every pass must agree) */
+};
+#define SM_SCAN_RUN_DEFAULTS                                                                       \
+    {                                                                                              \
+        SM_RUN_COMMON_DEFAULTS, 1                                                                  \
+    }
+
+/* normalize.* (SPEC §5): scale divides by `divisor`; window maps [lo, hi] to [0, 1]; percentile
+ * takes lo and hi (0..100) as percentiles of the global histogram and becomes that window. */
+enum sm_run_norm_mode { SM_RUN_NORM_SCALE, SM_RUN_NORM_WINDOW, SM_RUN_NORM_PERCENTILE };
+struct sm_run_norm {
+    enum sm_run_norm_mode mode;
+    double divisor;
+    double lo, hi;
+};
+#define SM_RUN_NORM_DEFAULTS                                                                       \
+    {                                                                                              \
+        SM_RUN_NORM_SCALE, 255.0, 0.0, 0.0                                                         \
+    }
+
+/* The output (SPEC §2, §6, `output.*`): a float32 Zarr v3 array. shard unset: SPEC §2's automatic
+ * layout (sm_output_layout_auto); shard set with n = 0: not sharded; chunk unset: automatic (64
+ * where it divides an explicit shard, else the shard's extent). `policy` holds output.exists and
+ * output.sync/fsync. */
+struct sm_run_output {
+    const char *path; /* required */
+    struct sm_run_dims shard, chunk;
+    const char *codec; /* zstd | gzip | blosc | none (NULL: zstd) */
+    int level;
+    struct sm_output_opts policy;
+};
+#define SM_RUN_OUTPUT_DEFAULTS                                                                     \
+    {                                                                                              \
+        NULL, {0}, {0}, "zstd", 3,                                                                 \
+        {                                                                                          \
+            SM_OUTPUT_EXISTS_ERROR, SM_OUTPUT_SYNC_SYNCFS, NULL                                    \
+        }                                                                                          \
+    }
+
+/* What a convert hands to its `flushed` hook: the output written and flushed by every rank. */
+struct sm_run_flushed {
+    const struct sm_writer *writer;
+    const char *output_path;
+    const struct sm_hist *hist;      /* the global histogram */
+    const struct json_t *attributes; /* zarr.json's attributes (the provenance) */
+};
+
+/* Optional steps of the caller inside a convert (all may be NULL; jobs/ runs the HDF5 export
+ * through them). `prepare` runs first, `opened` once the output is open (its resolved path);
+ * the engine agrees on their statuses. `layout` runs on rank 0 once the output layout is known
+ * (jobs/ warns about very many shards). `flushed` is collective: every rank calls it after the
+ * flush agreement and before the marker, and it returns a status that is the same on every rank;
+ * a failure leaves no marker. */
+struct sm_run_hooks {
+    sm_status (*prepare)(void *user, struct sm_err *err);
+    sm_status (*opened)(void *user, const char *output_path, struct sm_err *err);
+    void (*layout)(void *user, const struct sm_output_spec *spec, uint64_t nshards);
+    sm_status (*flushed)(void *user, const struct sm_run_flushed *f, struct sm_err *err);
+    void *user;
+};
+
+struct sm_convert_run {
+    struct sm_run_common c;
+    struct sm_run_norm normalize;
+    struct sm_run_output output;
+    /* provenance.config_sha256 of zarr.json: the hex SHA-256 of the configuration that made the
+     * output (jobs/: the effective YAML without the keys that do not change the bytes). NULL:
+     * the SHA-256 of the empty text. */
+    const char *config_sha256;
+    struct sm_run_hooks hooks;
+};
+#define SM_CONVERT_RUN_DEFAULTS                                                                    \
+    {                                                                                              \
+        SM_RUN_COMMON_DEFAULTS, SM_RUN_NORM_DEFAULTS, SM_RUN_OUTPUT_DEFAULTS, NULL,                \
+        {                                                                                          \
+            0                                                                                      \
+        }                                                                                          \
+    }
+
+/* Stage times in milliseconds (SPEC §7 timing_ms): thread sums divided by the thread count, so
+ * they compare with wall time; total and scan_wall are wall times. */
+enum {
+    SM_RUN_T_TOTAL,
+    SM_RUN_T_OPEN,
+    SM_RUN_T_HYDRATE,
+    SM_RUN_T_DECODE,
+    SM_RUN_T_PROCESS,
+    SM_RUN_T_ALLREDUCE,
+    SM_RUN_T_WRITE,
+    SM_RUN_T_SCAN_WALL, /* convert only */
+    SM_RUN_NTIMINGS
+};
+/* "total", "open", ... as the report names them. */
+const char *sm_run_timing_name(int i);
+
+struct sm_run_result {
+    int ranks, threads;
+    unsigned ndim;
+    uint64_t roi_offset[SM_MAX_DIMS], roi_shape[SM_MAX_DIMS], tile[SM_MAX_DIMS];
+    uint64_t passes;
+    struct sm_scan_result scan; /* global (summed over ranks): histogram, checksums, voxels */
+    struct sm_norm norm;        /* convert: the normalization applied (window or scale) */
+    /* convert: SPEC §5 checksums of the written float32 values, summed over ranks */
+    uint64_t output_checksum, output_weighted_checksum;
+    /* convert: the whole output (rank 0 knows it after the marker; summed here), shards written
+     * by this run over every rank, and the ranks that kept their decoded input and its bytes */
+    char *output_path; /* owned by the result */
+    uint64_t output_shards, output_bytes, shards_written;
+    uint64_t kept_input_ranks, kept_input_bytes;
+    uint64_t sync_ns;                    /* this rank's flush */
+    double timing[SM_RUN_NTIMINGS];      /* this rank */
+    double timing_max[SM_RUN_NTIMINGS];  /* over ranks */
+    double timing_mean[SM_RUN_NTIMINGS]; /* over ranks */
+    /* The input, still open for its counters and metadata (sm_store_stats, sm_array_stats,
+     * sm_array_meta); released by sm_run_result_destroy. */
+    struct sm_store *store;
+    struct sm_array *array;
+    void *priv_; /* the engine's */
+};
+
+/* Runs a scan (SPEC §4 `scan`): collective over the ranks. On success *res holds the result
+ * (release it with sm_run_result_destroy, also after a failure: it is always initialised). */
+sm_status sm_run_scan(const struct sm_scan_run *p, struct sm_run_result *res, struct sm_err *err);
+/* Runs a convert (SPEC §1, §2, §5, §6): collective over the ranks. */
+sm_status sm_run_convert(const struct sm_convert_run *p, struct sm_run_result *res,
+                         struct sm_err *err);
+void sm_run_result_destroy(struct sm_run_result *res);
+
+/* ---- the pieces, for `plan`, `validate`, ingest and read-bench (jobs/) ---- */
+
+/* SPEC §4: SM_E_DATA (where = store) when a file input's path does not exist ("the store path
+ * does not exist") or is no directory ("not a Zarr store directory"); SM_OK otherwise (http(s)
+ * stores are not looked at). sm_run_open_input checks it first. */
+sm_status sm_run_check_input_store(const char *store, struct sm_err *err);
+/* Opens the store (+ cache within half of memory_bytes) and the array; with several ranks rank 0
+ * fetches the metadata and broadcasts it (collective). On failure nothing stays open. */
+sm_status sm_run_open_input(const struct sm_run_input *in, uint64_t memory_bytes,
+                            struct sm_store **store, struct sm_array **array, struct sm_err *err);
+/* roi.offset / roi.shape for this array (default: the whole array). SM_E_USAGE naming the key. */
+sm_status sm_run_roi(const struct sm_run_common *c, const struct sm_array_meta *m, uint64_t *off,
+                     uint64_t *shape, struct sm_err *err);
+
+/* What scan and convert derive from the parameters and the array before reading payload. */
+struct sm_run_setup {
+    uint64_t off[SM_MAX_DIMS], shape[SM_MAX_DIMS], tile[SM_MAX_DIMS];
+    struct sm_tiling tiling;
+    struct sm_scan_params params;
+};
+sm_status sm_run_setup(const struct sm_run_common *c, const struct sm_array_meta *m,
+                       struct sm_run_setup *s, struct sm_err *err);
+/* The output layout (output.shard, output.chunk, output.codec; SPEC §2 defaults) of an array of
+ * `shape` and `dtype`. SM_E_USAGE naming the key. */
+sm_status sm_run_output_spec(const struct sm_run_output *o, unsigned nd, const uint64_t *shape,
+                             enum sm_dtype dtype, const struct json_t *attrs,
+                             struct sm_output_spec *spec, struct sm_err *err);
+/* The output shard grid of a convert as a tiling of the ROI (the writer's C order). */
+sm_status sm_run_shard_grid(const struct sm_run_output *o, const struct sm_array_meta *m,
+                            const struct sm_run_setup *s, struct sm_tiling *grid,
+                            struct sm_output_spec *spec, struct sm_err *err);
+/* The plan of `kind` over the tiles of t for nranks ranks: parts[nranks]. Metadata only. */
+void sm_run_plan(enum sm_part_kind kind, const struct sm_array_meta *m, const struct sm_tiling *t,
+                 int nranks, struct sm_part *parts);
+/* Writes every shard of one writer with one rank, flushes, and writes the marker unless the stop
+ * flag is set (a stop still flushes the finished shards). For ingest. */
+sm_status sm_run_write_output(const struct sm_writer *w, struct sm_output *out,
+                              const struct sm_write_job *job, struct sm_write_result *res,
+                              struct sm_err *err);
+
+#endif

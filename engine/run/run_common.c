@@ -1,0 +1,389 @@
+/* What scan and convert share (SPEC §1, §2, §3): opening the input with the metadata broadcast
+ * from rank 0, the ROI, tile and histogram parameters, the output layout, the rank plan, the
+ * reduction of scan results (wrapping sums: order-independent, so the totals do not depend on the
+ * rank count) and of timings (max and mean over ranks), and the rank context of a run. */
+#include "run_int.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "shardmill/alloc.h"
+#include "shardmill/par.h"
+
+sm_status run_ranks_enter(const void *mpi_comm, bool *entered, struct sm_err *err)
+{
+    *entered = false;
+    if (mpi_comm == NULL) {
+        return SM_OK; /* the current ranks (jobs/: sm_par_init under a launcher), or one */
+    }
+    SM_TRY(sm_par_init_comm(true, mpi_comm, NULL, NULL, err));
+    *entered = true;
+    return SM_OK;
+}
+
+void run_ranks_leave(bool entered)
+{
+    if (entered) {
+        sm_par_finalize();
+    }
+}
+
+sm_status run_stop_check(const atomic_int *stop, sm_status st, struct sm_err *err)
+{
+    return st != SM_OK ? st : sm_stop_check(stop, err);
+}
+
+void run_progress_begin(const struct sm_run_progress *p, const char *phase, const char *unit,
+                        uint64_t total)
+{
+    if (p->begin != NULL) {
+        p->begin(p->user, phase, unit, total);
+    }
+}
+
+void run_progress_end(const struct sm_run_progress *p, bool ok)
+{
+    if (p->end != NULL) {
+        p->end(p->user, ok);
+    }
+}
+
+const char *sm_run_timing_name(int i)
+{
+    static const char *const names[SM_RUN_NTIMINGS] = {
+        "total", "open", "hydrate", "decode", "process", "allreduce", "write", "scan_wall"};
+    return i >= 0 && i < SM_RUN_NTIMINGS ? names[i] : "?";
+}
+
+/* The local path of a file input, or NULL for an http(s) store. */
+static const char *input_file(const char *store)
+{
+    if (store == NULL || store[0] == '\0') {
+        return NULL;
+    }
+    if (strncmp(store, "file://", strlen("file://")) == 0) {
+        return store + strlen("file://");
+    }
+    return strstr(store, "://") != NULL ? NULL : store;
+}
+
+sm_status sm_run_check_input_store(const char *store, struct sm_err *err)
+{
+    const char *path = input_file(store);
+    struct stat sb;
+    if (path == NULL) {
+        return SM_OK;
+    }
+    const char *what = NULL;
+    if (stat(path, &sb) != 0) {
+        what = errno == ENOENT    ? "the store path does not exist"
+               : errno == ENOTDIR ? "not a Zarr store directory (a component of the path is a file)"
+                                  : NULL; /* anything else: the store reports it when it reads */
+    } else if (!S_ISDIR(sb.st_mode)) {
+        what = S_ISREG(sb.st_mode) ? "not a Zarr store directory (it is a regular file)"
+                                   : "not a Zarr store directory";
+    }
+    if (what == NULL) {
+        return SM_OK;
+    }
+    sm_err_set(err, SM_E_DATA, __FILE__, __LINE__, "%s", what);
+    sm_err_where(err, "%s", store);
+    return err->status;
+}
+
+/* Rank 0's metadata documents to every rank: kind and have_attrs, then the two documents. */
+static sm_status bcast_docs(struct sm_meta_docs *d, struct sm_err *err)
+{
+    int32_t hdr[2] = {(int32_t)d->kind, d->have_attrs ? 1 : 0};
+    SM_TRY(sm_par_bcast(hdr, sizeof(hdr), 0, err));
+    d->kind = (enum sm_meta_docs_kind)hdr[0];
+    d->have_attrs = hdr[1] != 0;
+    SM_TRY(sm_par_bcast_buf(&d->doc, 0, err));
+    return sm_par_bcast_buf(&d->attrs, 0, err);
+}
+
+sm_status sm_run_open_input(const struct sm_run_input *in, uint64_t memory_bytes,
+                            struct sm_store **store, struct sm_array **array, struct sm_err *err)
+{
+    *store = NULL;
+    *array = NULL;
+    sm_status st = SM_OK;
+    if (in->store == NULL) {
+        st = sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "no input store given");
+        sm_err_where(err, "input.store");
+    }
+    if (st == SM_OK) {
+        st = sm_run_check_input_store(in->store, err); /* missing, or a file: SM_E_DATA */
+    }
+    if (st == SM_OK) {
+        st = sm_store_open_with(in->store, &in->http, store, err);
+    }
+    /* The cache lives within the rank's memory budget: at most half of memory_bytes, so the peak
+     * RSS follows the budget, not the volume (the other half holds the decoded tiles, shard
+     * buffers and the index cache). */
+    const uint64_t cache_cap =
+        in->cache_max_bytes < memory_bytes / 2 ? in->cache_max_bytes : memory_bytes / 2;
+    if (st == SM_OK && in->cache_enabled && cache_cap > 0) {
+        st = sm_store_cache_new(*store, cache_cap, store, err);
+        if (st != SM_OK) {
+            *store = NULL; /* the cache closed the inner store */
+        }
+    }
+    /* collective from here on: every rank must reach the metadata broadcast */
+    st = sm_par_agree(st, err);
+    if (st != SM_OK) {
+        sm_store_close(*store);
+        *store = NULL;
+        return st;
+    }
+    struct sm_array_opts o = SM_ARRAY_OPTS_DEFAULTS;
+    o.limits.max_object_bytes = in->max_object_bytes;
+    o.limits.max_chunk_bytes = in->max_chunk_bytes;
+    o.index_cache_bytes = in->index_cache_bytes;
+    o.index_cache_entries = in->index_cache_entries;
+    /* Metadata once (SPEC §1, §3): rank 0 fetches the documents and broadcasts them; every rank
+     * opens the array from the same bytes. Collective: the fetch status is agreed first. */
+    const char *path = in->array != NULL ? in->array : "";
+    struct sm_meta_docs docs = SM_META_DOCS_INIT;
+    st = sm_par_rank() == 0 ? sm_array_fetch_meta(*store, path, &o, &docs, err) : SM_OK;
+    st = sm_par_agree(st, err);
+    if (st == SM_OK) {
+        st = bcast_docs(&docs, err);
+    }
+    if (st == SM_OK) {
+        st = sm_array_open_docs(*store, path, &o, &docs, array, err);
+    }
+    sm_meta_docs_free(&docs);
+    if (st != SM_OK) {
+        sm_store_close(*store);
+        *store = NULL;
+    }
+    return st;
+}
+
+static sm_status dims_mismatch(const char *key, unsigned n, unsigned nd, const char *what,
+                               struct sm_err *err)
+{
+    sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "has %u values, the %s has %u dimensions", n,
+               what, nd);
+    sm_err_where(err, "%s", key);
+    return err->status;
+}
+
+sm_status sm_run_roi(const struct sm_run_common *c, const struct sm_array_meta *m, uint64_t *off,
+                     uint64_t *shape, struct sm_err *err)
+{
+    if (c->roi_offset.set && c->roi_offset.n != m->ndim) {
+        return dims_mismatch("roi.offset", c->roi_offset.n, m->ndim, "array", err);
+    }
+    if (c->roi_shape.set && c->roi_shape.n != m->ndim) {
+        return dims_mismatch("roi.shape", c->roi_shape.n, m->ndim, "array", err);
+    }
+    for (unsigned d = 0; d < m->ndim; d++) {
+        off[d] = c->roi_offset.set ? c->roi_offset.v[d] : 0;
+        shape[d] = c->roi_shape.set ? c->roi_shape.v[d]
+                                    : (off[d] < m->shape[d] ? m->shape[d] - off[d] : 0);
+    }
+    return SM_OK;
+}
+
+sm_status sm_run_setup(const struct sm_run_common *c, const struct sm_array_meta *m,
+                       struct sm_run_setup *s, struct sm_err *err)
+{
+    memset(s, 0, sizeof(*s));
+    SM_TRY(sm_run_roi(c, m, s->off, s->shape, err));
+    if (c->tile.set && c->tile.n != m->ndim) {
+        return dims_mismatch("tile", c->tile.n, m->ndim, "array", err);
+    }
+    for (unsigned d = 0; d < m->ndim; d++) {
+        s->tile[d] = c->tile.set ? c->tile.v[d] : m->chunk_shape[d];
+    }
+    SM_TRY(sm_tiling_init(&s->tiling, m->ndim, m->shape, s->off, s->shape, s->tile, err));
+    struct sm_scan_params *p = &s->params;
+    p->threads = c->threads;
+    if (c->hist_range_set) {
+        p->lo = c->hist_lo;
+        p->hi = c->hist_hi;
+        p->bins = c->hist_bins;
+        if (p->bins == 0) {
+            sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
+                       "histogram.bins is required with histogram.range");
+            sm_err_where(err, "histogram");
+            return err->status;
+        }
+        return SM_OK;
+    }
+    sm_status st = sm_hist_default(m->dtype, &p->bins, &p->lo, &p->hi, err);
+    if (st != SM_OK) {
+        sm_err_where(err, "histogram");
+        return st;
+    }
+    if (c->hist_bins != 0) { /* bins without a range: rebin the type's default range */
+        p->bins = c->hist_bins;
+    }
+    return SM_OK;
+}
+
+sm_status sm_run_output_spec(const struct sm_run_output *o, unsigned nd, const uint64_t *shape,
+                             enum sm_dtype dtype, const struct json_t *attrs,
+                             struct sm_output_spec *spec, struct sm_err *err)
+{
+    const struct sm_output_spec defaults = SM_OUTPUT_SPEC_DEFAULTS;
+    *spec = defaults;
+    spec->ndim = nd;
+    memcpy(spec->shape, shape, nd * sizeof(uint64_t));
+    spec->dtype = dtype;
+    const struct sm_run_dims *cs = &o->shard, *cc = &o->chunk;
+    const bool shard_auto = !cs->set, chunk_auto = !cc->set;
+    spec->sharded = !(cs->set && cs->n == 0); /* [] = unsharded */
+    if (spec->sharded && !shard_auto) {
+        if (cs->n != nd) {
+            return dims_mismatch("output.shard", cs->n, nd, "output", err);
+        }
+        memcpy(spec->shard, cs->v, nd * sizeof(uint64_t));
+    }
+    if (!chunk_auto) {
+        if (cc->n != nd) {
+            return dims_mismatch("output.chunk", cc->n, nd, "output", err);
+        }
+        memcpy(spec->chunk, cc->v, nd * sizeof(uint64_t));
+    }
+    /* SPEC §2 default layout. An explicit shard with an automatic chunk: 64 where it divides the
+     * shard's extent, else the whole extent, so the chunk always divides the shard. */
+    const size_t elem = sm_dtype_size(dtype);
+    SM_TRY(sm_output_layout_auto(nd, shape, elem, chunk_auto, spec->sharded && shard_auto,
+                                 spec->chunk, spec->shard, err));
+    if (chunk_auto && spec->sharded && !shard_auto) {
+        for (unsigned d = 0; d < nd; d++) {
+            const uint64_t want = spec->shard[d] < SM_AUTO_CHUNK ? spec->shard[d] : SM_AUTO_CHUNK;
+            spec->chunk[d] = spec->shard[d] % want == 0 ? want : spec->shard[d];
+        }
+    }
+    spec->codec = o->codec != NULL ? o->codec : "zstd";
+    spec->level = o->level;
+    spec->attributes = attrs;
+    return SM_OK;
+}
+
+sm_status sm_run_shard_grid(const struct sm_run_output *o, const struct sm_array_meta *m,
+                            const struct sm_run_setup *s, struct sm_tiling *grid,
+                            struct sm_output_spec *spec_out, struct sm_err *err)
+{
+    struct sm_output_spec spec;
+    SM_TRY(sm_run_output_spec(o, m->ndim, s->shape, SM_DT_FLOAT32, NULL, &spec, err));
+    if (spec_out != NULL) {
+        *spec_out = spec;
+    }
+    return sm_tiling_init(grid, m->ndim, m->shape, s->off, s->shape,
+                          spec.sharded ? spec.shard : spec.chunk, err);
+}
+
+void sm_run_plan(enum sm_part_kind kind, const struct sm_array_meta *m, const struct sm_tiling *t,
+                 int nranks, struct sm_part *parts)
+{
+    struct sm_read_unit u;
+    sm_read_unit_of(m, &u);
+    sm_partition_tiles(t, &u, kind, nranks, parts);
+}
+
+sm_status run_rank_part(enum sm_part_kind kind, const struct sm_array_meta *m,
+                        const struct sm_tiling *t, struct sm_part *mine, struct sm_err *err)
+{
+    const int n = sm_par_size();
+    struct sm_part *parts = sm_calloc((size_t)n, sizeof(*parts));
+    if (parts == NULL) {
+        SM_FAIL(err, SM_E_NOMEM, "cannot allocate the plan of %d ranks", n);
+    }
+    sm_run_plan(kind, m, t, n, parts);
+    *mine = parts[sm_par_rank()];
+    sm_free(parts);
+    return SM_OK;
+}
+
+sm_status run_reduce_scan(struct sm_scan_result *r, struct sm_err *err)
+{
+    if (sm_par_size() == 1) {
+        return SM_OK;
+    }
+    const size_t fixed = 7, n = fixed + r->hist.bins;
+    uint64_t *v = sm_malloc(n * sizeof(uint64_t));
+    sm_status st = SM_OK;
+    if (v == NULL) {
+        st = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__,
+                        "cannot allocate the reduction of %zu counters", n);
+    }
+    /* every rank must take part in the reduction, so a failure to allocate is agreed first */
+    SM_TRY(sm_par_agree(st, err));
+    v[0] = r->hist.underflow;
+    v[1] = r->hist.overflow;
+    v[2] = r->hist.nan;
+    v[3] = r->sums.sum;
+    v[4] = r->sums.weighted;
+    v[5] = r->voxels;
+    v[6] = r->tiles;
+    if (r->hist.bins != 0) {
+        memcpy(v + fixed, r->hist.counts, r->hist.bins * sizeof(uint64_t));
+    }
+    st = sm_par_sum_u64(v, n, err);
+    if (st == SM_OK) {
+        r->hist.underflow = v[0];
+        r->hist.overflow = v[1];
+        r->hist.nan = v[2];
+        r->sums.sum = v[3];
+        r->sums.weighted = v[4];
+        r->voxels = v[5];
+        r->tiles = v[6];
+        if (r->hist.bins != 0) {
+            memcpy(r->hist.counts, v + fixed, r->hist.bins * sizeof(uint64_t));
+        }
+    }
+    sm_free(v);
+    return st;
+}
+
+sm_status run_reduce_timings(struct sm_run_result *res, struct sm_err *err)
+{
+    /* max through the bits of non-negative doubles, which order like the values */
+    uint64_t bits[SM_RUN_NTIMINGS];
+    for (int i = 0; i < SM_RUN_NTIMINGS; i++) {
+        const double d = res->timing[i] > 0.0 ? res->timing[i] : 0.0;
+        memcpy(&bits[i], &d, sizeof(d));
+        res->timing_mean[i] = res->timing[i];
+    }
+    SM_TRY(sm_par_max_u64(bits, SM_RUN_NTIMINGS, err));
+    SM_TRY(sm_par_sum_f64(res->timing_mean, SM_RUN_NTIMINGS, err));
+    for (int i = 0; i < SM_RUN_NTIMINGS; i++) {
+        memcpy(&res->timing_max[i], &bits[i], sizeof(double));
+        res->timing_mean[i] /= (double)sm_par_size();
+    }
+    return SM_OK;
+}
+
+sm_status sm_run_write_output(const struct sm_writer *w, struct sm_output *out,
+                              const struct sm_write_job *job, struct sm_write_result *res,
+                              struct sm_err *err)
+{
+    const sm_status st = sm_write_shards(w, out, job, res, err);
+    if (st == SM_E_STOPPED) { /* keep the finished shards for resume (as convert does) */
+        struct sm_err ignored;
+        sm_err_clear(&ignored);
+        (void)sm_output_flush(out, &ignored);
+    }
+    SM_TRY(st);
+    SM_TRY(sm_output_flush(out, err));
+    SM_TRY(sm_stop_check(job->stop, err)); /* a signal after the last shard: no marker */
+    return sm_output_finish(out, err);
+}
+
+void sm_run_result_destroy(struct sm_run_result *res)
+{
+    if (res == NULL) {
+        return;
+    }
+    sm_scan_result_destroy(&res->scan);
+    sm_array_close(res->array);
+    sm_store_close(res->store);
+    sm_free(res->output_path);
+    memset(res, 0, sizeof(*res));
+}

@@ -1,0 +1,220 @@
+/* Unit tests for the pipeline API (run/, shardmill/pipeline.h) with one process: a scan and a
+ * convert of a small uncompressed Zarr v2 uint8 array written here by hand (histogram and
+ * voxels against counts taken here), a convert stopped by its flag (no marker), and the errors
+ * that name the parameter in YAML terms. Ranks are tested by tests/mpi and tests/examples. */
+#include "shardmill/sm_config.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <cmocka.h>
+
+#include "shardmill/pipeline.h"
+#include "sm_test.h"
+
+#define N 8 /* the array is N^3 uint8, chunks (N/2)^3 */
+
+struct fx {
+    char dir[256], store[300];
+    uint8_t data[N * N * N];
+};
+
+static int setup(void **state)
+{
+    static struct fx f;
+    memset(&f, 0, sizeof(f));
+    if (sm_test_tmpdir("run", f.dir, sizeof(f.dir)) != 0) {
+        return -1;
+    }
+    snprintf(f.store, sizeof(f.store), "%s/in.zarr", f.dir);
+    char path[400];
+    snprintf(path, sizeof(path), "%s/.zarray", f.store);
+    const char *zarray = "{\"zarr_format\": 2, \"shape\": [8, 8, 8], \"chunks\": [4, 4, 4], "
+                         "\"dtype\": \"|u1\", \"compressor\": null, \"fill_value\": 0, "
+                         "\"order\": \"C\", \"filters\": null}";
+    if (sm_test_write_file(path, zarray, strlen(zarray)) != 0) {
+        return -1;
+    }
+    struct sm_test_rng rng = {7};
+    for (size_t i = 0; i < sizeof(f.data); i++) {
+        f.data[i] = (uint8_t)sm_test_rng_below(&rng, 200);
+    }
+    for (int cz = 0; cz < 2; cz++) {
+        for (int cy = 0; cy < 2; cy++) {
+            for (int cx = 0; cx < 2; cx++) {
+                uint8_t chunk[64];
+                for (int z = 0; z < 4; z++) {
+                    for (int y = 0; y < 4; y++) {
+                        for (int x = 0; x < 4; x++) {
+                            chunk[(z * 4 + y) * 4 + x] =
+                                f.data[((cz * 4 + z) * N + cy * 4 + y) * N + cx * 4 + x];
+                        }
+                    }
+                }
+                snprintf(path, sizeof(path), "%s/%d.%d.%d", f.store, cz, cy, cx);
+                if (sm_test_write_file(path, chunk, sizeof(chunk)) != 0) {
+                    return -1;
+                }
+            }
+        }
+    }
+    *state = &f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fx *f = *state;
+    sm_test_rm_rf(f->dir);
+    return 0;
+}
+
+static bool exists(const char *dir, const char *name)
+{
+    char p[512];
+    struct stat sb;
+    snprintf(p, sizeof(p), "%s/%s", dir, name);
+    return stat(p, &sb) == 0;
+}
+
+static void test_scan_counts_every_value(void **state)
+{
+    struct fx *f = *state;
+    struct sm_scan_run p = SM_SCAN_RUN_DEFAULTS;
+    p.c.input.store = f->store;
+    p.c.threads = 2;
+    p.passes = 2;
+    struct sm_run_result r;
+    struct sm_err err;
+    sm_err_clear(&err);
+    assert_int_equal(sm_run_scan(&p, &r, &err), SM_OK);
+    assert_int_equal(r.ranks, 1);
+    assert_int_equal(r.scan.voxels, N * N * N);
+    assert_int_equal(r.scan.tiles, 8); /* the tile defaults to the chunk */
+    assert_int_equal(r.scan.hist.bins, 256);
+    uint64_t want[256] = {0};
+    for (size_t i = 0; i < sizeof(f->data); i++) {
+        want[f->data[i]]++;
+    }
+    assert_memory_equal(r.scan.hist.counts, want, sizeof(want));
+    assert_true(r.timing[SM_RUN_T_TOTAL] >= r.timing[SM_RUN_T_OPEN]);
+    assert_true(r.timing_max[SM_RUN_T_TOTAL] == r.timing[SM_RUN_T_TOTAL]); /* one rank */
+    assert_non_null(r.store);
+    assert_int_equal(sm_array_meta(r.array)->ndim, 3);
+    sm_run_result_destroy(&r);
+}
+
+static void test_convert_writes_a_complete_output(void **state)
+{
+    struct fx *f = *state;
+    char out[400];
+    snprintf(out, sizeof(out), "%s/out.zarr", f->dir);
+    struct sm_convert_run p = SM_CONVERT_RUN_DEFAULTS;
+    p.c.input.store = f->store;
+    p.output.path = out;
+    p.output.policy.sync = SM_OUTPUT_SYNC_NONE;
+    const struct sm_run_dims shard = {true, 3, {4, 8, 8}};
+    p.output.shard = shard;
+    p.normalize.mode = SM_RUN_NORM_WINDOW;
+    p.normalize.lo = 0;
+    p.normalize.hi = 200;
+    struct sm_run_result r;
+    struct sm_err err;
+    sm_err_clear(&err);
+    assert_int_equal(sm_run_convert(&p, &r, &err), SM_OK);
+    assert_int_equal(r.output_shards, 2);
+    assert_int_equal(r.shards_written, 2);
+    assert_true(r.kept_input_ranks == 1); /* 512 bytes fit the default budget */
+    assert_true(exists(out, "zarr.json") && exists(out, "shardmill.complete.json"));
+    assert_true(r.norm.lo == 0 && r.norm.hi == 200);
+    sm_run_result_destroy(&r);
+    /* the same output again: the default policy refuses it before reading anything */
+    sm_err_clear(&err);
+    assert_int_equal(sm_run_convert(&p, &r, &err), SM_E_USAGE);
+    sm_run_result_destroy(&r);
+}
+
+static void test_convert_stopped_leaves_no_marker(void **state)
+{
+    struct fx *f = *state;
+    char out[400];
+    snprintf(out, sizeof(out), "%s/stopped.zarr", f->dir);
+    atomic_int stop = 15; /* as if SIGTERM arrived before the run */
+    struct sm_convert_run p = SM_CONVERT_RUN_DEFAULTS;
+    p.c.input.store = f->store;
+    p.c.stop = &stop;
+    p.output.path = out;
+    p.output.policy.sync = SM_OUTPUT_SYNC_NONE;
+    struct sm_run_result r;
+    struct sm_err err;
+    sm_err_clear(&err);
+    assert_int_equal(sm_run_convert(&p, &r, &err), SM_E_STOPPED);
+    assert_int_equal(err.cause, 15);
+    assert_false(exists(out, "shardmill.complete.json"));
+    sm_run_result_destroy(&r);
+}
+
+static void test_errors_name_the_parameter(void **state)
+{
+    struct fx *f = *state;
+    struct sm_run_result r;
+    struct sm_err err;
+    struct sm_scan_run s = SM_SCAN_RUN_DEFAULTS;
+    s.c.input.store = f->store;
+    const struct sm_run_dims two = {true, 2, {1, 1}};
+    s.c.roi_shape = two;
+    sm_err_clear(&err);
+    assert_int_equal(sm_run_scan(&s, &r, &err), SM_E_USAGE);
+    assert_string_equal(err.where, "roi.shape");
+    sm_run_result_destroy(&r);
+
+    s.c.roi_shape.set = false;
+    s.c.hist_range_set = true;
+    s.c.hist_hi = 10;
+    sm_err_clear(&err);
+    assert_int_equal(sm_run_scan(&s, &r, &err), SM_E_USAGE);
+    assert_string_equal(err.where, "histogram");
+    sm_run_result_destroy(&r);
+
+    char missing[400];
+    snprintf(missing, sizeof(missing), "%s/nothing.zarr", f->dir);
+    s.c.hist_range_set = false;
+    s.c.input.store = missing;
+    sm_err_clear(&err);
+    assert_int_equal(sm_run_scan(&s, &r, &err), SM_E_DATA);
+    assert_non_null(strstr(err.what, "does not exist"));
+    sm_run_result_destroy(&r);
+
+    struct sm_convert_run c = SM_CONVERT_RUN_DEFAULTS;
+    c.c.input.store = f->store;
+    sm_err_clear(&err);
+    assert_int_equal(sm_run_convert(&c, &r, &err), SM_E_USAGE);
+    assert_string_equal(err.where, "output.path");
+    sm_run_result_destroy(&r);
+
+    /* a communicator while MPI is not initialised (or without MPI at all): refused, and the
+     * pointer is not even read */
+    int not_a_comm = 0;
+    s.c.input.store = f->store;
+    s.c.mpi_comm = &not_a_comm;
+    sm_err_clear(&err);
+    assert_int_equal(sm_run_scan(&s, &r, &err), SM_E_USAGE);
+    assert_non_null(strstr(err.what, "communicator"));
+    sm_run_result_destroy(&r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_scan_counts_every_value),
+        cmocka_unit_test(test_convert_writes_a_complete_output),
+        cmocka_unit_test(test_convert_stopped_leaves_no_marker),
+        cmocka_unit_test(test_errors_name_the_parameter),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
