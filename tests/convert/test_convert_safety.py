@@ -52,8 +52,11 @@ def make_input(path, shape, seed, chunks=(64, 64, 64)):
 
 def job_config(path, inp, out_rel, extra=None):
     cfg = {"job": "convert", "input": {"store": inp}, "normalize": {"mode": "scale"},
-           # many small shards (SPEC §2's auto layout would write one or two here)
-           "output": {"path": out_rel, "fsync": True, "shard": [8, 32, 32], "chunk": [2, 16, 16]},
+           # many small shards (SPEC §2's auto layout would write one or two here), each renamed
+           # into place on its own (sync: fsync) so that a kill lands between two shards; with
+           # syncfs every shard is renamed in one burst at the end (tests/signals covers that)
+           "output": {"path": out_rel, "fsync": True, "sync": "fsync", "shard": [8, 32, 32],
+                      "chunk": [2, 16, 16]},
            "parallel": {"threads": 1},
            "progress": False}
     for k, v in (extra or {}).items():
