@@ -574,6 +574,12 @@ def b_zstd_streamed_bomb(d):
 
 
 def b_blosc_nbytes_past_limit(d):
+    # real blosc of 8 MiB of zeros: plausible, consistent, and past --max-chunk-bytes 1MiB
+    return chunk_store(d, ["zstd", "blosc"], blosc_zeros(8 * MIB), dtype="u1")
+
+
+def b_blosc_expansion_impossible(d):
+    # one block of 4096 zeros whose header claims 2 GiB: more than any blosc codec expands
     return chunk_store(d, ["zstd", "blosc"], blosc_one_block_lie(0x7FFFFF00), dtype="u1")
 
 
@@ -722,7 +728,10 @@ CASES = [
     dict(name="blosc_nbytes_past_max_chunk_bytes", build=b_blosc_nbytes_past_limit,
          args=_read("0,0", "5,5", ["--max-chunk-bytes", "1MiB"]), exit=5,
          control=_read("5,5", "5,5", ["--max-chunk-bytes", "1MiB"]),
-         must=["c/0/0", "blosc", "2147483392"], any=[["max_chunk_bytes", "max-chunk-bytes"]]),
+         must=["c/0/0", "blosc", "8388608"], any=[["max_chunk_bytes", "max-chunk-bytes"]]),
+    dict(name="blosc_header_expansion_impossible", build=b_blosc_expansion_impossible,
+         args=_read("0,0", "5,5"), exit=3, control=_read("5,5", "5,5"),
+         must=["c/0/0", "blosc", "2147483392", "more than any codec blosc uses can expand"]),
     dict(name="blosc_header_blocks_impossible", build=b_blosc_blocks_impossible,
          args=_read("0,0", "5,5"), exit=3, control=_read("5,5", "5,5"),
          must=["c/0/0", "blosc", "blocks"]),

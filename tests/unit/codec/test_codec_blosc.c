@@ -291,6 +291,24 @@ static void test_blosc_header_whose_blocks_cannot_fit_is_data(void **state)
     sm_codec_chain_free(c);
 }
 
+/* fuzz_codec_blosc (campaign of 2026-12-03): 48 bytes whose header claims 855,637,760 decoded
+ * bytes in two blocks: consistent enough for the block checks, within a 1 GiB bound, and still
+ * impossible (no codec blosc uses expands 48 bytes that far). Refused before the allocation. */
+static void test_blosc_header_claiming_more_than_any_codec_expands_is_data(void **state)
+{
+    (void)state;
+    static const uint8_t lie[48] = {0x02, 0x01, 0x01, 0x01, 0x00, 0xff, 0xff, 0x32,
+                                    0x00, 0x00, 0x01, 0x31, 0x30, 0x00, 0x00, 0x00};
+    struct sm_codec_chain *c = bl_unknown();
+    struct sm_scratch *s = ct_scratch(); /* the default bound, 1 GiB, would allow the claim */
+    ct_decode_bounded(c, sm_bytes_of(lie, sizeof(lie)), SM_E_DATA,
+                      "header claims 855637760 decoded bytes from 48 bytes, more than any codec "
+                      "blosc uses can expand",
+                      4096, s);
+    sm_scratch_free(s);
+    sm_codec_chain_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -301,6 +319,7 @@ int main(void)
         cmocka_unit_test(test_blosc_decodes_numcodecs_buffers),
         cmocka_unit_test(test_blosc_rejects_bad_configurations),
         cmocka_unit_test(test_blosc_nbytes_past_the_decode_bound_is_a_limit_before_allocating),
+        cmocka_unit_test(test_blosc_header_claiming_more_than_any_codec_expands_is_data),
         cmocka_unit_test(test_blosc_header_whose_blocks_cannot_fit_is_data),
     };
     return cmocka_run_group_tests_name("codec_blosc", tests, NULL, NULL);
