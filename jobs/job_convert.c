@@ -336,6 +336,11 @@ sm_status sm_job_convert(const struct sm_job_config *c, const char *report_path,
         st = sm_par_agree(st, err);
         agreed = st != SM_OK;
     }
+    if (st == SM_OK) { /* one journal file per rank and run: rank 0's token names them all */
+        uint64_t token = rank == 0 ? sm_output_run_token(out) : 0;
+        st = sm_par_bcast(&token, sizeof(token), 0, err);
+        sm_output_set_run(out, token, rank);
+    }
     const int nthreads =
         c->parallel.threads > 0 ? (int)c->parallel.threads : sm_write_default_threads();
     struct sm_write_result wr = {0};
@@ -400,14 +405,19 @@ sm_status sm_job_convert(const struct sm_job_config *c, const char *report_path,
     if (st == SM_OK) {
         st = sm_job_export_run(ex, c, w, sm_output_path(out), &r.hist, attrs, err);
     }
-    /* Phase finish: only now that every rank wrote and flushed, rank 0 writes the marker (it
-     * reads the other ranks' shard records from the journal). */
+    /* Phase finish: only now that every rank wrote and flushed, every rank's shard records are
+     * gathered on rank 0 (MPI; no rank reads another's journal) and rank 0 writes the marker. */
+    const uint64_t t_finish0 = sm_clock_ns();
+    if (st == SM_OK) {
+        st = sm_job_gather_records(out, err);
+    }
     if (st == SM_OK && rank == 0) {
         st = sm_job_stop_check(st, err); /* a signal after the last agreement: still no marker */
     }
     if (st == SM_OK && rank == 0) {
         st = sm_output_finish(out, err);
     }
+    const uint64_t t_finish = sm_clock_ns() - t_finish0;
     if (!agreed) {
         st = sm_par_agree(st, err);
         agreed = st != SM_OK;
@@ -459,11 +469,11 @@ sm_status sm_job_convert(const struct sm_job_config *c, const char *report_path,
         json_t *io = sm_json_io(store, &as);
         json_object_set_new(rep, "io", io);
         json_t *timing = json_pack(
-            "{s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "total", sm_ms(t_total), "open", sm_ms(t_open),
+            "{s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "total", sm_ms(t_total), "open", sm_ms(t_open),
             "hydrate", sm_ms(as.fetch_ns) / per, "decode", sm_ms(as.decode_ns) / per, "process",
             sm_ms(r.process_ns + norm_ns) / per, "allreduce", sm_ms(allreduce_ns), "write",
-            sm_ms(wr.encode_ns + wr.write_ns) / per + sm_ms(os.sync_ns), "scan_wall",
-            sm_ms(t_scan));
+            sm_ms(wr.encode_ns + wr.write_ns) / per + sm_ms(os.sync_ns), "scan_wall", sm_ms(t_scan),
+            "finish", sm_ms(t_finish));
         json_object_set_new(rep, "timing_ms", timing);
         sm_job_export_report(ex, rep, timing);
         /* shards and bytes of the whole output are rank 0's (set by finish); written is summed */

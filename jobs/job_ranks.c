@@ -206,3 +206,18 @@ sm_status sm_job_reduce_timings(json_t *t, struct sm_err *err)
     sm_free(v);
     return st;
 }
+
+sm_status sm_job_gather_records(struct sm_output *out, struct sm_err *err)
+{
+    struct sm_buf mine = SM_BUF_INIT, all = SM_BUF_INIT;
+    sm_status st = sm_par_agree(sm_output_records_export(out, &mine, err), err);
+    if (st == SM_OK) {
+        st = sm_par_gatherv_bytes(sm_buf_bytes(&mine), &all, 0, err);
+    }
+    if (st == SM_OK && sm_par_rank() == 0) {
+        st = sm_output_records_adopt(out, sm_buf_bytes(&all), err);
+    }
+    sm_buf_free(&mine);
+    sm_buf_free(&all);
+    return sm_par_agree(st, err);
+}

@@ -100,6 +100,10 @@ sm_status sm_job_reduce_counters(struct json_t *o, struct sm_err *err);
 /* A flat timing_ms object: every field becomes the maximum over ranks, and "max" and "mean"
  * objects with the same keys are added. */
 sm_status sm_job_reduce_timings(struct json_t *t, struct sm_err *err);
+/* Finish phase of a multi-rank write (SPEC §6): every rank exports the shard records it wrote or
+ * kept, rank 0 gathers them (one MPI gather: no rank reads another's journal) and adopts them
+ * before sm_output_finish. Collective, agreed: the same status on every rank. */
+sm_status sm_job_gather_records(struct sm_output *out, struct sm_err *err);
 
 /* The jobs. Each returns SM_OK or fills err; `report_path` (may be NULL) overrides c->report. */
 sm_status sm_job_scan(const struct sm_job_config *c, const char *report_path, struct sm_err *err);
