@@ -127,8 +127,9 @@ bool sm_jrec_decode(const uint8_t in[SM_JREC_BYTES], uint64_t nshards, uint64_t 
 /* Applies the records of one journal file to recs, in order, up to the first bad one (a torn
  * tail); returns how many were applied. */
 size_t sm_jrec_scan(struct sm_bytes data, uint64_t nshards, struct sm_shard_rec *recs);
-/* ".shardmill/journal/<token as 16 hex digits>.<rank>.jnl"; rank < 0: "<token>.m.jnl" (the records
- * of a previous marker, written by a resuming primary). */
+/* ".shardmill/journal/<token as 16 hex digits>.<rank>.jnl"; rank < 0: "merged.jnl" (the records
+ * of a previous marker and previous journals, merged by a resuming primary; a fixed name, so
+ * repeated failed resumes replace it rather than pile up files). */
 void sm_journal_name(uint64_t token, int rank, char *buf, size_t cap);
 /* Applies every journal file of the output to recs, except the rank journals of run skip_token
  * (being written now). */

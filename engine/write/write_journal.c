@@ -75,7 +75,7 @@ size_t sm_jrec_scan(struct sm_bytes data, uint64_t nshards, struct sm_shard_rec 
 void sm_journal_name(uint64_t token, int rank, char *buf, size_t cap)
 {
     if (rank < 0) {
-        snprintf(buf, cap, SM_JOURNAL_DIR "/%016" PRIx64 ".m.jnl", token);
+        snprintf(buf, cap, SM_JOURNAL_DIR "/merged.jnl");
     } else {
         snprintf(buf, cap, SM_JOURNAL_DIR "/%016" PRIx64 ".%d.jnl", token, rank);
     }
@@ -97,7 +97,7 @@ sm_status sm_journal_load(int rootfd, uint64_t skip_token, uint64_t nshards,
             continue;
         }
         /* this run's rank journals are being appended by their ranks: not a previous run's */
-        if (strncmp(n, skip, strlen(skip)) == 0 && strcmp(n + strlen(skip), "m.jnl") != 0) {
+        if (strncmp(n, skip, strlen(skip)) == 0) {
             continue;
         }
         char rel[SM_KEY_MAX + 64];

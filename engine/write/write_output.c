@@ -275,25 +275,50 @@ static sm_status setup(struct sm_output *o, const struct sm_writer *w, struct sm
     return SM_OK;
 }
 
-/* Copies the records of a previous marker into a journal file of this run (<token>.m.jnl, which
- * every rank of this run loads), then drops the marker. */
-static sm_status marker_to_journal(struct sm_output *o, const struct sm_writer *w,
-                                   struct sm_err *err)
+/* Removes every journal file of the output but `keep` (a name inside the journal directory). */
+static sm_status remove_journals_but(struct sm_output *o, const char *keep, struct sm_err *err)
+{
+    struct sm_strv names = {NULL, 0, 0};
+    SM_TRY(sm_wfs_list(o->rootfd, SM_JOURNAL_DIR, &names, err));
+    sm_status st = SM_OK;
+    for (size_t i = 0; i < names.n && st == SM_OK; i++) {
+        char rel[SM_KEY_MAX + 64];
+        snprintf(rel, sizeof(rel), SM_JOURNAL_DIR "/%s", names.v[i]);
+        if (strcmp(rel, keep) != 0 && unlinkat(o->rootfd, rel, 0) != 0 && errno != ENOENT) {
+            st = io_fail(err, "cannot remove", rel, errno);
+        }
+    }
+    sm_strv_free(&names);
+    return st;
+}
+
+/* RESUME: merges the records of a previous marker and of every journal left by previous runs into
+ * one journal file, merged.jnl (which every rank of this run loads), durably,
+ * removes the files it merged, then drops the marker. So journals never pile up over repeated
+ * resumes; this reads 24 bytes per shard once. */
+static sm_status compact_journals(struct sm_output *o, const struct sm_writer *w,
+                                  struct sm_err *err)
 {
     struct sm_buf doc = SM_BUF_INIT, jb = SM_BUF_INIT;
     bool found;
     sm_status st = sm_wfs_read(o->rootfd, SM_MARKER_NAME, &doc, &found, err);
     struct sm_shard_rec *recs = NULL;
-    if (st == SM_OK && found) {
+    if (st == SM_OK) {
         recs = sm_calloc(w->nshards == 0 ? 1 : (size_t)w->nshards, sizeof(*recs));
-        char sha[65], why[160];
         if (recs == NULL) {
-            st = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__, "cannot read the marker");
-        } else if (!sm_marker_parse(w, sm_buf_bytes(&doc), recs, sha, why, sizeof(why))) {
+            st = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__, "cannot read the shard records");
+        }
+    }
+    if (st == SM_OK && found) {
+        char sha[65], why[160];
+        if (!sm_marker_parse(w, sm_buf_bytes(&doc), recs, sha, why, sizeof(why))) {
             memset(recs, 0, (size_t)w->nshards * sizeof(*recs)); /* unusable: trust the journal */
         }
     }
-    for (uint64_t i = 0; st == SM_OK && recs != NULL && i < w->nshards; i++) {
+    if (st == SM_OK) {
+        st = sm_journal_load(o->rootfd, o->token, w->nshards, recs, err);
+    }
+    for (uint64_t i = 0; st == SM_OK && i < w->nshards; i++) {
         if (recs[i].set) {
             st = sm_buf_reserve(&jb, jb.len + SM_JREC_BYTES, err);
             if (st == SM_OK) {
@@ -302,18 +327,21 @@ static sm_status marker_to_journal(struct sm_output *o, const struct sm_writer *
             }
         }
     }
-    if (st == SM_OK && jb.len > 0) {
-        char rel[SM_KEY_MAX + 64];
-        sm_journal_name(o->token, -1, rel, sizeof(rel));
+    char rel[SM_KEY_MAX + 64];
+    sm_journal_name(o->token, -1, rel, sizeof(rel));
+    if (st == SM_OK) {
         st = sm_wfs_mkdirs(o->rootfd, SM_JOURNAL_DIR, err);
-        if (st == SM_OK) {
-            /* durable before the marker goes: else a crash between the two loses every record */
-            st = sm_wfs_put(o->rootfd, rel, sm_buf_bytes(&jb), syncing(o),
-                            atomic_fetch_add(&o->tmp_counter, 1), err);
-        }
-        if (st == SM_OK && syncing(o)) {
-            st = fsync_dir(o, SM_JOURNAL_DIR, err);
-        }
+    }
+    if (st == SM_OK && jb.len > 0) {
+        /* durable before the marker goes: else a crash between the two loses every record */
+        st = sm_wfs_put(o->rootfd, rel, sm_buf_bytes(&jb), syncing(o),
+                        atomic_fetch_add(&o->tmp_counter, 1), err);
+    }
+    if (st == SM_OK) {
+        st = remove_journals_but(o, rel, err);
+    }
+    if (st == SM_OK && syncing(o)) {
+        st = fsync_dir(o, SM_JOURNAL_DIR, err);
     }
     sm_free(recs);
     sm_buf_free(&doc);
@@ -337,7 +365,7 @@ static sm_status prepare_resume(struct sm_output *o, const struct sm_writer *w, 
                             "job's (another configuration or input); use overwrite");
         } else {
             *keep_zarr = true;
-            st = marker_to_journal(o, w, err);
+            st = compact_journals(o, w, err);
         }
     }
     sm_buf_free(&have);
