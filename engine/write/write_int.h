@@ -146,6 +146,10 @@ uint64_t sm_journal_token(void);
  * its CRC32C and whose every non-empty inner chunk range lies inside the shard outside the index.
  * False for outputs without a CRC32C index or unsharded ones. */
 bool sm_shard_index_ok(const struct sm_writer *w, struct sm_bytes data);
+/* sm_shard_index_ok, and the shard decodes with w's chain and encodes back to the same bytes
+ * (encoding is deterministic): what resume requires of a shard without a record. False on any
+ * failure, allocation included (the shard is then rewritten). */
+bool sm_shard_bytes_ok(const struct sm_writer *w, struct sm_bytes data);
 
 /* Journal key of a shard key: ".shardmill/journal/c.0.1.2.json". SM_E_INTERNAL if too long. */
 sm_status sm_journal_key(const char *key, char *buf, size_t cap, struct sm_err *err);

@@ -556,7 +556,8 @@ sm_status sm_output_shard_needed(struct sm_output *o, uint64_t shard, bool *need
     SM_TRY(load_prev(o, err));
     /* A shard under its final name appeared by rename, whole. With a record its bytes must match
      * it (size and CRC32C: damage is caught); without one (the record was lost with its batch) its
-     * own CRC32C index must be intact and every inner chunk inside the file. */
+     * own CRC32C index must be intact, every inner chunk inside the file, and the shard must
+     * decode and encode back to its own bytes. */
     const struct sm_shard_rec rec = o->prev[shard];
     struct stat sb;
     if (fstatat(o->rootfd, key, &sb, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(sb.st_mode) ||
@@ -569,7 +570,7 @@ sm_status sm_output_shard_needed(struct sm_output *o, uint64_t shard, bool *need
     if (st == SM_OK && found) {
         const uint32_t crc = sm_crc32c(0, b.ptr, b.len);
         const bool by_rec = rec.set && b.len == rec.size && crc == rec.crc32c;
-        const bool by_index = !rec.set && sm_shard_index_ok(o->w, sm_buf_bytes(&b));
+        const bool by_index = !rec.set && sm_shard_bytes_ok(o->w, sm_buf_bytes(&b));
         if (by_rec || by_index) {
             *need = false;
             o->recs[shard] = (struct sm_shard_rec){b.len, crc, true};

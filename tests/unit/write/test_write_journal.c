@@ -118,6 +118,11 @@ static void test_journal_shard_index_check(void **state)
     struct sm_buf enc = SM_BUF_INIT;
     assert_ok(sm_writer_encode_shard(w, 0, sm_bytes_of(vals, n), &enc, ws, &err), &err);
     assert_true(sm_shard_index_ok(w, sm_buf_bytes(&enc)));
+    assert_true(sm_shard_bytes_ok(w, sm_buf_bytes(&enc)));
+    enc.ptr[2] ^= 0xff; /* inside the first chunk: the index still passes, the bytes do not */
+    assert_true(sm_shard_index_ok(w, sm_buf_bytes(&enc)));
+    assert_false(sm_shard_bytes_ok(w, sm_buf_bytes(&enc)));
+    enc.ptr[2] ^= 0xff;
     assert_false(sm_shard_index_ok(w, sm_bytes_of(enc.ptr, enc.len - 1))); /* cut short */
     enc.ptr[enc.len - 10] ^= 1; /* the index altered: its CRC32C fails */
     assert_false(sm_shard_index_ok(w, sm_buf_bytes(&enc)));
