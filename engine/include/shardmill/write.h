@@ -182,7 +182,8 @@ sm_status sm_output_join(struct sm_output *o, const struct sm_writer *w, struct 
  * journals of previous runs, including the records of a previous marker, are loaded at the first
  * call) false only when the object exists under its final name and either its size and CRC32C
  * equal its record, or it has no record and its own CRC32C shard index is intact with every inner
- * chunk inside the file (a record lost with its batch). A kept shard's record is this process's.
+ * chunk inside the file and it decodes and re-encodes to its own bytes (a record lost with its
+ * batch). A kept shard's record is this process's.
  * Thread-safe for distinct shards. SM_E_IO. */
 sm_status sm_output_shard_needed(struct sm_output *o, uint64_t shard, bool *need,
                                  struct sm_err *err);
