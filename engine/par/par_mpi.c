@@ -7,12 +7,14 @@
 
 #include "shardmill/par.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
 #include <mpi.h>
 
+#include "shardmill/alloc.h"
 #include "shardmill/clock.h"
 
 /* The current rank context: the duplicate communicator and this process's place in it. */
@@ -204,6 +206,70 @@ sm_status sm_par_bcast_buf(struct sm_buf *b, int root, struct sm_err *err)
     SM_TRY(sm_par_bcast(b->ptr, (size_t)len, root, err));
     b->len = (size_t)len;
     return SM_OK;
+}
+
+sm_status sm_par_gatherv_bytes(struct sm_bytes mine, struct sm_buf *all, int root,
+                               struct sm_err *err)
+{
+    if (!mpi_on || n_ranks == 1) {
+        all->len = 0;
+        SM_TRY(sm_buf_reserve(all, mine.len, err));
+        if (mine.len > 0) {
+            memcpy(all->ptr, mine.ptr, mine.len);
+        }
+        all->len = mine.len;
+        return SM_OK;
+    }
+    uint64_t len = mine.len;
+    uint64_t *lens = NULL;
+    int *counts = NULL, *displs = NULL;
+    sm_status st = SM_OK;
+    if (my_rank == root) {
+        lens = sm_calloc((size_t)n_ranks, sizeof(*lens));
+        counts = sm_calloc((size_t)n_ranks, sizeof(*counts));
+        displs = sm_calloc((size_t)n_ranks, sizeof(*displs));
+        if (lens == NULL || counts == NULL || displs == NULL) {
+            st = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__, "cannot gather from %d ranks",
+                            n_ranks);
+        }
+    }
+    uint64_t scratch = 0;
+    MPI_Gather(&len, 1, MPI_UINT64_T, lens != NULL ? (void *)lens : (void *)&scratch, 1,
+               MPI_UINT64_T, root, MPI_COMM_WORLD);
+    if (my_rank == root && st == SM_OK) {
+        uint64_t total = 0;
+        for (int r = 0; r < n_ranks; r++) {
+            if (lens[r] > (uint64_t)INT_MAX || total > (uint64_t)INT_MAX - lens[r]) {
+                st = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__,
+                                "a gather of more than %d bytes", INT_MAX);
+                break;
+            }
+            counts[r] = (int)lens[r];
+            displs[r] = (int)total;
+            total += lens[r];
+        }
+        all->len = 0;
+        if (st == SM_OK) {
+            st = sm_buf_reserve(all, total == 0 ? 1 : (size_t)total, err);
+        }
+        if (st == SM_OK) {
+            all->len = (size_t)total;
+        }
+    }
+    /* every rank must learn whether the root can receive before the bytes move */
+    int ok = st == SM_OK, every = 0;
+    MPI_Allreduce(&ok, &every, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+    if (every) {
+        MPI_Gatherv(mine.ptr, (int)mine.len, MPI_BYTE, my_rank == root ? all->ptr : NULL, counts,
+                    displs, MPI_BYTE, root, MPI_COMM_WORLD);
+    } else if (st == SM_OK) {
+        st = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__,
+                        "rank %d cannot hold the gathered bytes", root);
+    }
+    sm_free(lens);
+    sm_free(counts);
+    sm_free(displs);
+    return st;
 }
 
 static sm_status allreduce(void *v, size_t n, MPI_Datatype t, size_t elem, MPI_Op op)

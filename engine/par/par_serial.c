@@ -1,6 +1,8 @@
 /* Serial implementation of par.h: one rank, no MPI. */
 #include "shardmill/par.h"
 
+#include <string.h>
+
 sm_status sm_par_init(bool use_mpi, int *argc, char ***argv, struct sm_err *err)
 {
     (void)argc;
@@ -74,6 +76,19 @@ sm_status sm_par_bcast_buf(struct sm_buf *b, int root, struct sm_err *err)
     (void)b;
     (void)root;
     (void)err;
+    return SM_OK;
+}
+
+sm_status sm_par_gatherv_bytes(struct sm_bytes mine, struct sm_buf *all, int root,
+                               struct sm_err *err)
+{
+    (void)root;
+    all->len = 0;
+    SM_TRY(sm_buf_reserve(all, mine.len, err));
+    if (mine.len > 0) {
+        memcpy(all->ptr, mine.ptr, mine.len);
+    }
+    all->len = mine.len;
     return SM_OK;
 }
 

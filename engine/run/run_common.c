@@ -51,8 +51,9 @@ void run_progress_end(const struct sm_run_progress *p, bool ok)
 
 const char *sm_run_timing_name(int i)
 {
-    static const char *const names[SM_RUN_NTIMINGS] = {
-        "total", "open", "hydrate", "decode", "process", "allreduce", "write", "scan_wall"};
+    static const char *const names[SM_RUN_NTIMINGS] = {"total",  "open",      "hydrate",
+                                                       "decode", "process",   "allreduce",
+                                                       "write",  "scan_wall", "finish"};
     return i >= 0 && i < SM_RUN_NTIMINGS ? names[i] : "?";
 }
 

@@ -6,6 +6,7 @@
 #ifndef SM_WRITE_WRITE_INT_H
 #define SM_WRITE_WRITE_INT_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -54,7 +55,16 @@ struct sm_output {
      * dir_base[L]; set when a put created an entry in it. */
     atomic_uchar *dirs;
     uint64_t dir_base[SM_MAX_DIMS + 1];
-    atomic_bool root_dirty, journal_dirty;
+    atomic_bool root_dirty;
+    /* The run journal (write_journal.c): this rank's file, opened at its first batch. */
+    pthread_mutex_t jmu;
+    uint8_t *jbuf; /* SM_JOURNAL_BATCH records */
+    size_t jlen;
+    int jfd, rank;
+    uint64_t token;
+    struct sm_shard_rec *prev; /* RESUME: the previous runs' records, loaded at the first check */
+    bool prev_loaded;
+    atomic_uint_fast64_t journal_bytes, shards_indexed;
     atomic_uint_fast64_t shards_written, bytes_written, shards_kept, put_ns, sync_ns;
     uint64_t total_shards, total_bytes;
 };
@@ -85,6 +95,43 @@ sm_status sm_wfs_walk(int dirfd, const char *rel, bool chunks, enum sm_wfs_walk 
                       struct sm_err *err);
 
 /* ---- shard records (write_marker.c): the journal and the completion marker ---- */
+
+/* ---- the run journal (write_journal.c) ---- */
+
+#define SM_JREC_BYTES 24
+#define SM_JOURNAL_BATCH 256 /* records buffered before one write(2) */
+
+/* One record: u64 shard, u64 size, u32 crc32c, u32 crc32c of the first 20 bytes (little-endian). */
+void sm_jrec_encode(uint8_t out[SM_JREC_BYTES], uint64_t shard, const struct sm_shard_rec *r);
+/* false if the check fails or the shard is not below nshards. */
+bool sm_jrec_decode(const uint8_t in[SM_JREC_BYTES], uint64_t nshards, uint64_t *shard,
+                    struct sm_shard_rec *r);
+/* Applies the records of one journal file to recs, in order, up to the first bad one (a torn
+ * tail); returns how many were applied. */
+size_t sm_jrec_scan(struct sm_bytes data, uint64_t nshards, struct sm_shard_rec *recs);
+/* ".shardmill/journal/<token as 16 hex digits>.<rank>.jnl"; rank < 0: "merged.jnl" (the records
+ * of a previous marker and previous journals, merged by a resuming primary; a fixed name, so
+ * repeated failed resumes replace it rather than pile up files). */
+void sm_journal_name(uint64_t token, int rank, char *buf, size_t cap);
+/* Applies every journal file of the output to recs, except the rank journals of run skip_token
+ * (being written now). */
+sm_status sm_journal_load(int rootfd, uint64_t skip_token, uint64_t nshards,
+                          struct sm_shard_rec *recs, struct sm_err *err);
+/* Buffers a record (thread-safe); a full batch is appended to this rank's journal. SM_E_IO. */
+sm_status sm_journal_append(struct sm_output *o, uint64_t shard, const struct sm_shard_rec *r,
+                            struct sm_err *err);
+/* Appends the buffered records. SM_E_IO. */
+sm_status sm_journal_flush(struct sm_output *o, struct sm_err *err);
+/* A fresh nonzero run token (time, pid, a counter). */
+uint64_t sm_journal_token(void);
+/* True if data is a whole shard of w whose index (at its end or start, as w's spec says) passes
+ * its CRC32C and whose every non-empty inner chunk range lies inside the shard outside the index.
+ * False for outputs without a CRC32C index or unsharded ones. */
+bool sm_shard_index_ok(const struct sm_writer *w, struct sm_bytes data);
+/* sm_shard_index_ok, and the shard decodes with w's chain and encodes back to the same bytes
+ * (encoding is deterministic): what resume requires of a shard without a record. False on any
+ * failure, allocation included (the shard is then rewritten). */
+bool sm_shard_bytes_ok(const struct sm_writer *w, struct sm_bytes data);
 
 /* Journal key of a shard key: ".shardmill/journal/c.0.1.2.json". SM_E_INTERNAL if too long. */
 sm_status sm_journal_key(const char *key, char *buf, size_t cap, struct sm_err *err);

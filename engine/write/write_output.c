@@ -238,6 +238,13 @@ sm_status sm_output_open(const char *path, const struct sm_output_opts *opts,
     o->opts.base = NULL;
     o->state = state;
     o->rootfd = -1;
+    o->jfd = -1;
+    pthread_mutex_init(&o->jmu, NULL);
+    o->jbuf = sm_malloc((size_t)SM_JOURNAL_BATCH * SM_JREC_BYTES);
+    if (o->jbuf == NULL) {
+        sm_output_close(o);
+        SM_FAIL(err, SM_E_NOMEM, "cannot allocate an output");
+    }
     *out = o;
     return SM_OK;
 }
@@ -272,46 +279,69 @@ static sm_status open_store(struct sm_output *o, struct sm_err *err)
     return o->store != NULL ? SM_OK : sm_store_file_open(o->root, &o->store, err);
 }
 
-/* Makes sure every record of a previous marker is in the journal, then drops the marker. */
-static sm_status marker_to_journal(struct sm_output *o, const struct sm_writer *w,
-                                   struct sm_err *err)
+/* Removes every journal file of the output but `keep` (a name inside the journal directory). */
+static sm_status remove_journals_but(struct sm_output *o, const char *keep, struct sm_err *err)
+{
+    struct sm_strv names = {NULL, 0, 0};
+    SM_TRY(sm_wfs_list(o->rootfd, SM_JOURNAL_DIR, &names, err));
+    sm_status st = SM_OK;
+    for (size_t i = 0; i < names.n && st == SM_OK; i++) {
+        char rel[SM_KEY_MAX + 64];
+        snprintf(rel, sizeof(rel), SM_JOURNAL_DIR "/%s", names.v[i]);
+        if (strcmp(rel, keep) != 0 && unlinkat(o->rootfd, rel, 0) != 0 && errno != ENOENT) {
+            st = io_fail(err, "cannot remove", rel, errno);
+        }
+    }
+    sm_strv_free(&names);
+    return st;
+}
+
+/* RESUME: merges the records of a previous marker and of every journal left by previous runs into
+ * one journal file, merged.jnl (which every rank of this run loads), durably,
+ * removes the files it merged, then drops the marker. So journals never pile up over repeated
+ * resumes; this reads 24 bytes per shard once. */
+static sm_status compact_journals(struct sm_output *o, const struct sm_writer *w,
+                                  struct sm_err *err)
 {
     struct sm_buf doc = SM_BUF_INIT, jb = SM_BUF_INIT;
     bool found;
     sm_status st = sm_wfs_read(o->rootfd, SM_MARKER_NAME, &doc, &found, err);
     struct sm_shard_rec *recs = NULL;
-    if (st == SM_OK && found) {
+    if (st == SM_OK) {
         recs = sm_calloc(w->nshards == 0 ? 1 : (size_t)w->nshards, sizeof(*recs));
-        char sha[65], why[160];
         if (recs == NULL) {
-            st = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__, "cannot read the marker");
-        } else if (!sm_marker_parse(w, sm_buf_bytes(&doc), recs, sha, why, sizeof(why))) {
+            st = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__, "cannot read the shard records");
+        }
+    }
+    if (st == SM_OK && found) {
+        char sha[65], why[160];
+        if (!sm_marker_parse(w, sm_buf_bytes(&doc), recs, sha, why, sizeof(why))) {
             memset(recs, 0, (size_t)w->nshards * sizeof(*recs)); /* unusable: trust the journal */
         }
     }
-    for (uint64_t i = 0; st == SM_OK && recs != NULL && i < w->nshards; i++) {
-        if (!recs[i].set) {
-            continue;
+    if (st == SM_OK) {
+        st = sm_journal_load(o->rootfd, o->token, w->nshards, recs, err);
+    }
+    for (uint64_t i = 0; st == SM_OK && i < w->nshards; i++) {
+        if (recs[i].set) {
+            st = sm_buf_reserve(&jb, jb.len + SM_JREC_BYTES, err);
+            if (st == SM_OK) {
+                sm_jrec_encode(jb.ptr + jb.len, i, &recs[i]);
+                jb.len += SM_JREC_BYTES;
+            }
         }
-        char key[SM_KEY_MAX], jkey[SM_KEY_MAX + 32], line[SM_KEY_MAX + 64];
-        struct sm_shard_rec have;
-        st = sm_writer_shard_key(w, i, key, sizeof(key), err);
-        if (st == SM_OK) {
-            st = sm_journal_key(key, jkey, sizeof(jkey), err);
-        }
-        if (st == SM_OK) {
-            st = sm_wfs_read(o->rootfd, jkey, &jb, &found, err);
-        }
-        if (st != SM_OK || (found && sm_rec_parse_journal(sm_buf_bytes(&jb), key, &have) &&
-                            have.size == recs[i].size && have.crc32c == recs[i].crc32c)) {
-            continue;
-        }
-        struct sm_buf lb = {(uint8_t *)line, 0, sizeof(line)};
-        st = sm_rec_append(&lb, key, &recs[i], err);
-        if (st == SM_OK) {
-            line[lb.len++] = '\n';
-            st = sm_store_put(o->store, jkey, sm_buf_bytes(&lb), false, err);
-        }
+    }
+    char rel[SM_KEY_MAX + 64];
+    sm_journal_name(o->token, -1, rel, sizeof(rel));
+    if (st == SM_OK && jb.len > 0) {
+        /* durable before the marker goes: else a crash between the two loses every record */
+        st = sm_store_put(o->store, rel, sm_buf_bytes(&jb), syncing(o), err);
+    }
+    if (st == SM_OK) {
+        st = remove_journals_but(o, rel, err);
+    }
+    if (st == SM_OK && syncing(o)) {
+        st = fsync_dir(o, SM_JOURNAL_DIR, err);
     }
     sm_free(recs);
     sm_buf_free(&doc);
@@ -335,7 +365,7 @@ static sm_status prepare_resume(struct sm_output *o, const struct sm_writer *w, 
                             "job's (another configuration or input); use overwrite");
         } else {
             *keep_zarr = true;
-            st = marker_to_journal(o, w, err);
+            st = compact_journals(o, w, err);
         }
     }
     sm_buf_free(&have);
@@ -362,6 +392,7 @@ static sm_status put_doc(struct sm_output *o, const char *key, struct sm_bytes d
 static sm_status begin(struct sm_output *o, const struct sm_writer *w, struct sm_err *err)
 {
     SM_TRY(sm_fs_mkdirs(AT_FDCWD, o->root, err));
+    o->token = sm_journal_token(); /* sm_output_set_run may replace it before any record */
     o->rootfd = open_root(o->root);
     if (o->rootfd < 0) {
         return io_fail(err, "cannot open the output", o->root, errno);
@@ -444,9 +475,20 @@ void sm_output_close(struct sm_output *o)
             sm_store_abort(o->store, key, o->staged[i] - 1); /* never committed: a failed run */
         }
     }
+    if (o->jfd >= 0 || (o->jlen > 0 && o->rootfd >= 0)) {
+        struct sm_err ignored;
+        sm_err_clear(&ignored);
+        (void)sm_journal_flush(o, &ignored); /* a failed run: keep what resume can use */
+    }
+    if (o->jfd >= 0) {
+        close(o->jfd);
+    }
     if (o->rootfd >= 0) {
         close(o->rootfd);
     }
+    pthread_mutex_destroy(&o->jmu);
+    sm_free(o->jbuf);
+    sm_free(o->prev);
     sm_store_close(o->store);
     sm_free(o->recs);
     sm_free(o->staged);
@@ -465,6 +507,7 @@ void sm_output_stats(const struct sm_output *o, struct sm_output_stats *out)
     out->shards_written = atomic_load(&o->shards_written);
     out->bytes_written = atomic_load(&o->bytes_written);
     out->shards_kept = atomic_load(&o->shards_kept);
+    out->shards_indexed = atomic_load(&o->shards_indexed);
     out->fsyncs = o->store != NULL ? sm_store_fsyncs(o->store) : 0;
     out->put_ns = atomic_load(&o->put_ns);
     out->sync_ns = atomic_load(&o->sync_ns);
@@ -474,14 +517,29 @@ void sm_output_stats(const struct sm_output *o, struct sm_output_stats *out)
 
 /* ---- shards ---- */
 
-static sm_status keys_of(const struct sm_output *o, uint64_t shard, char *key, char *jkey,
-                         struct sm_err *err)
+static sm_status key_of(const struct sm_output *o, uint64_t shard, char *key, struct sm_err *err)
 {
     if (o->w == NULL || shard >= o->w->nshards) {
         SM_FAIL(err, SM_E_INTERNAL, "shard %" PRIu64 " of an output that did not begin", shard);
     }
-    SM_TRY(sm_writer_shard_key(o->w, shard, key, SM_KEY_MAX, err));
-    return sm_journal_key(key, jkey, SM_KEY_MAX + 32, err);
+    return sm_writer_shard_key(o->w, shard, key, SM_KEY_MAX, err);
+}
+
+/* RESUME: the records of the previous runs, loaded once per process at its first check. */
+static sm_status load_prev(struct sm_output *o, struct sm_err *err)
+{
+    pthread_mutex_lock(&o->jmu);
+    sm_status st = SM_OK;
+    if (!o->prev_loaded) {
+        const uint64_t n = o->w->nshards;
+        o->prev = sm_calloc(n == 0 ? 1 : (size_t)n, sizeof(*o->prev));
+        st = o->prev == NULL ? sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__,
+                                          "cannot hold the records of %" PRIu64 " shards", n)
+                             : sm_journal_load(o->rootfd, o->token, n, o->prev, err);
+        o->prev_loaded = st == SM_OK;
+    }
+    pthread_mutex_unlock(&o->jmu);
+    return st;
 }
 
 sm_status sm_output_shard_needed(struct sm_output *o, uint64_t shard, bool *need,
@@ -491,22 +549,33 @@ sm_status sm_output_shard_needed(struct sm_output *o, uint64_t shard, bool *need
     if (o->opts.exists != SM_OUTPUT_EXISTS_RESUME) {
         return SM_OK;
     }
-    char key[SM_KEY_MAX], jkey[SM_KEY_MAX + 32];
-    SM_TRY(keys_of(o, shard, key, jkey, err));
+    char key[SM_KEY_MAX];
+    SM_TRY(key_of(o, shard, key, err));
+    SM_TRY(load_prev(o, err));
+    /* A shard under its final name appeared by rename, whole. With a record its bytes must match
+     * it (size and CRC32C: damage is caught); without one (the record was lost with its batch) its
+     * own CRC32C index must be intact, every inner chunk inside the file, and the shard must
+     * decode and encode back to its own bytes. */
+    const struct sm_shard_rec rec = o->prev[shard];
+    struct stat sb;
+    if (fstatat(o->rootfd, key, &sb, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(sb.st_mode) ||
+        (rec.set && (uint64_t)sb.st_size != rec.size)) {
+        return SM_OK;
+    }
     struct sm_buf b = SM_BUF_INIT;
     bool found;
-    struct sm_shard_rec rec;
-    sm_status st = sm_wfs_read(o->rootfd, jkey, &b, &found, err);
-    if (st == SM_OK && found && sm_rec_parse_journal(sm_buf_bytes(&b), key, &rec)) {
-        struct stat sb;
-        if (fstatat(o->rootfd, key, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(sb.st_mode) &&
-            (uint64_t)sb.st_size == rec.size) {
-            st = sm_wfs_read(o->rootfd, key, &b, &found, err);
-            if (st == SM_OK && found && b.len == rec.size &&
-                sm_crc32c(0, b.ptr, b.len) == rec.crc32c) {
-                *need = false;
-                o->recs[shard] = rec;
-                atomic_fetch_add(&o->shards_kept, 1);
+    sm_status st = sm_wfs_read(o->rootfd, key, &b, &found, err);
+    if (st == SM_OK && found) {
+        const uint32_t crc = sm_crc32c(0, b.ptr, b.len);
+        const bool by_rec = rec.set && b.len == rec.size && crc == rec.crc32c;
+        const bool by_index = !rec.set && sm_shard_bytes_ok(o->w, sm_buf_bytes(&b));
+        if (by_rec || by_index) {
+            *need = false;
+            o->recs[shard] = (struct sm_shard_rec){b.len, crc, true};
+            atomic_fetch_add(&o->shards_kept, 1);
+            if (by_index) {
+                atomic_fetch_add(&o->shards_indexed, 1);
+                st = sm_journal_append(o, shard, &o->recs[shard], err);
             }
         }
     }
@@ -533,8 +602,8 @@ static void mark_dirs(struct sm_output *o, uint64_t shard)
 sm_status sm_output_put_shard(struct sm_output *o, uint64_t shard, struct sm_bytes data,
                               struct sm_err *err)
 {
-    char key[SM_KEY_MAX], jkey[SM_KEY_MAX + 32], line[SM_KEY_MAX + 64];
-    SM_TRY(keys_of(o, shard, key, jkey, err));
+    char key[SM_KEY_MAX];
+    SM_TRY(key_of(o, shard, key, err));
     const uint64_t t0 = sm_clock_ns();
     const struct sm_shard_rec rec = {data.len, sm_crc32c(0, data.ptr, data.len), true};
     sm_status st;
@@ -549,14 +618,9 @@ sm_status sm_output_put_shard(struct sm_output *o, uint64_t shard, struct sm_byt
     if (st == SM_OK) {
         mark_dirs(o, shard);
         o->recs[shard] = rec;
-        /* The journal needs no fsync: a lost or torn record only makes resume rewrite a shard. */
-        struct sm_buf lb = {(uint8_t *)line, 0, sizeof(line)};
-        st = sm_rec_append(&lb, key, &rec, err);
-        if (st == SM_OK) {
-            line[lb.len++] = '\n';
-            st = sm_store_put(o->store, jkey, sm_buf_bytes(&lb), false, err);
-            atomic_store_explicit(&o->journal_dirty, true, memory_order_relaxed);
-        }
+        /* The journal needs no fsync: a lost or torn record only makes resume check the
+         * shard's own index (and rewrite it if that fails). */
+        st = sm_journal_append(o, shard, &rec, err);
     }
     if (st != SM_OK) {
         sm_err_where(err, "%s/%s", o->root, key);
@@ -586,6 +650,9 @@ static void dir_path(const struct sm_writer *w, unsigned l, uint64_t p, char *bu
 
 static sm_status flush(struct sm_output *o, struct sm_err *err)
 {
+    if (o->w != NULL) {
+        SM_TRY(sm_journal_flush(o, err));
+    }
     if (o->opts.sync == SM_OUTPUT_SYNC_SYNCFS) {
         if (o->store == NULL) {
             SM_FAIL(err, SM_E_INTERNAL, "flush of an output that did not begin");
@@ -617,9 +684,6 @@ static sm_status flush(struct sm_output *o, struct sm_err *err)
             SM_TRY(fsync_dir(o, rel, err));
         }
     }
-    if (atomic_load(&o->journal_dirty)) {
-        SM_TRY(fsync_dir(o, SM_JOURNAL_DIR, err));
-    }
     return atomic_load(&o->root_dirty) ? fsync_dir(o, "", err) : SM_OK;
 }
 
@@ -634,25 +698,37 @@ sm_status sm_output_flush(struct sm_output *o, struct sm_err *err)
     return st;
 }
 
+/* Removes the journals (this run's and any a crashed run left) once the marker is durable: a
+ * completed output holds zarr.json, the shards and the marker only. */
+static sm_status drop_journals(struct sm_output *o, struct sm_err *err)
+{
+    pthread_mutex_lock(&o->jmu);
+    if (o->jfd >= 0) {
+        close(o->jfd);
+        o->jfd = -1;
+    }
+    o->jlen = 0;
+    pthread_mutex_unlock(&o->jmu);
+    SM_TRY(sm_wfs_walk(o->rootfd, SM_PRIV_DIR, false, SM_WFS_REMOVE, err));
+    if (unlinkat(o->rootfd, SM_PRIV_DIR, AT_REMOVEDIR) != 0 && errno != ENOENT) {
+        return io_fail(err, "cannot remove directory", SM_PRIV_DIR, errno);
+    }
+    return SM_OK;
+}
+
 static sm_status finish(struct sm_output *o, struct sm_err *err)
 {
     const struct sm_writer *w = o->w;
     if (w == NULL) {
         SM_FAIL(err, SM_E_INTERNAL, "finish of an output that did not begin");
     }
-    struct sm_buf b = SM_BUF_INIT;
     sm_status st = SM_OK;
     uint64_t total = 0;
     for (uint64_t i = 0; st == SM_OK && i < w->nshards; i++) {
-        if (!o->recs[i].set) { /* written by another rank, or kept by resume elsewhere */
-            char key[SM_KEY_MAX], jkey[SM_KEY_MAX + 32];
-            bool found = false;
-            st = keys_of(o, i, key, jkey, err);
+        if (!o->recs[i].set) { /* neither written here nor adopted from another rank */
+            char key[SM_KEY_MAX];
+            st = key_of(o, i, key, err);
             if (st == SM_OK) {
-                st = sm_wfs_read(o->rootfd, jkey, &b, &found, err);
-            }
-            if (st == SM_OK &&
-                (!found || !sm_rec_parse_journal(sm_buf_bytes(&b), key, &o->recs[i]))) {
                 st =
                     sm_err_set(err, SM_E_INTERNAL, __FILE__, __LINE__,
                                "shard %s has no record (never written): no completion marker", key);
@@ -660,6 +736,7 @@ static sm_status finish(struct sm_output *o, struct sm_err *err)
         }
         total += o->recs[i].size;
     }
+    struct sm_buf b = SM_BUF_INIT;
     if (st == SM_OK) {
         st = sm_marker_build(w, o->recs, &b, err);
     }
@@ -669,6 +746,9 @@ static sm_status finish(struct sm_output *o, struct sm_err *err)
     sm_buf_free(&b);
     if (st == SM_OK && syncing(o)) {
         st = fsync_dir(o, "", err);
+    }
+    if (st == SM_OK) {
+        st = drop_journals(o, err);
     }
     if (st == SM_OK) {
         o->total_shards = w->nshards;
@@ -686,4 +766,53 @@ sm_status sm_output_finish(struct sm_output *o, struct sm_err *err)
         sm_err_where(err, "%s", o->root);
     }
     return st;
+}
+
+/* ---- the run and its records ---- */
+
+uint64_t sm_output_run_token(const struct sm_output *o)
+{
+    return o->token;
+}
+
+void sm_output_set_run(struct sm_output *o, uint64_t token, int rank)
+{
+    pthread_mutex_lock(&o->jmu);
+    if (o->jfd < 0) { /* no record appended yet */
+        o->token = token == 0 ? sm_journal_token() : token;
+        o->rank = rank < 0 ? 0 : rank;
+    }
+    pthread_mutex_unlock(&o->jmu);
+}
+
+sm_status sm_output_records_export(const struct sm_output *o, struct sm_buf *out,
+                                   struct sm_err *err)
+{
+    out->len = 0;
+    for (uint64_t i = 0; o->w != NULL && i < o->w->nshards; i++) {
+        if (o->recs[i].set) {
+            SM_TRY(sm_buf_reserve(out, out->len + SM_JREC_BYTES, err));
+            sm_jrec_encode(out->ptr + out->len, i, &o->recs[i]);
+            out->len += SM_JREC_BYTES;
+        }
+    }
+    return SM_OK;
+}
+
+sm_status sm_output_records_adopt(struct sm_output *o, struct sm_bytes recs, struct sm_err *err)
+{
+    if (o->w == NULL || recs.len % SM_JREC_BYTES != 0) {
+        SM_FAIL(err, SM_E_INTERNAL, "gathered shard records: %zu bytes, not whole records",
+                recs.len);
+    }
+    for (size_t off = 0; off < recs.len; off += SM_JREC_BYTES) {
+        uint64_t shard;
+        struct sm_shard_rec r;
+        if (!sm_jrec_decode(recs.ptr + off, o->w->nshards, &shard, &r)) {
+            SM_FAIL(err, SM_E_INTERNAL, "gathered shard record %zu is corrupt",
+                    off / SM_JREC_BYTES);
+        }
+        o->recs[shard] = r;
+    }
+    return SM_OK;
 }

@@ -64,6 +64,12 @@ sm_status sm_par_bcast(void *buf, size_t len, int root, struct sm_err *err);
  * replaced (reserved to the root's length; b->len set). SM_E_NOMEM if a rank cannot hold it. */
 sm_status sm_par_bcast_buf(struct sm_buf *b, int root, struct sm_err *err);
 
+/* Gathers every rank's bytes on `root`, concatenated in rank order: on root `all` is replaced
+ * (all->len the total), elsewhere it is left alone. Every rank calls it. If root cannot hold the
+ * total (SM_E_NOMEM) every rank returns that failure. One rank: all = mine. */
+sm_status sm_par_gatherv_bytes(struct sm_bytes mine, struct sm_buf *all, int root,
+                               struct sm_err *err);
+
 /* In-place allreduce over ranks of n values: wrapping sum, maximum; sum of doubles (the reduction
  * order is MPI's, so use it only for timings, never for bytes that are written). */
 sm_status sm_par_sum_u64(uint64_t *v, size_t n, struct sm_err *err);

@@ -185,6 +185,7 @@ enum {
     SM_RUN_T_ALLREDUCE,
     SM_RUN_T_WRITE,
     SM_RUN_T_SCAN_WALL, /* convert only */
+    SM_RUN_T_FINISH,    /* convert only: records gathered to rank 0, the marker written */
     SM_RUN_NTIMINGS
 };
 /* "total", "open", ... as the report names them. */

@@ -132,7 +132,7 @@ enum sm_output_exists {
  * the calling node's view of the file system: every rank must flush (Linux >= 5.8 reports
  * write-back errors through it). NONE: no fsync (tests, benchmark baselines); the marker is still
  * written last. In FSYNC and SYNCFS, zarr.json and the marker are always fsynced. The journal is
- * never fsynced: a lost or torn record only makes resume rewrite that shard. */
+ * never fsynced: a lost or torn record only makes resume check that shard's own index. */
 enum sm_output_sync { SM_OUTPUT_SYNC_FSYNC, SM_OUTPUT_SYNC_SYNCFS, SM_OUTPUT_SYNC_NONE };
 
 struct sm_output_opts {
@@ -147,12 +147,14 @@ struct sm_output_opts {
         SM_OUTPUT_EXISTS_ERROR, SM_OUTPUT_SYNC_FSYNC, NULL                                         \
     }
 
-/* An output directory being written. Layout: zarr.json, c/... (the shards), the journal
- * .shardmill/journal/<key with '.' for '/'>.json (one {"key", "size", "crc32c"} record per written
- * shard, written after the shard: what `resume` trusts when there is no marker), and the completion
- * marker shardmill.complete.json, written last. A directory "looks like a shardmill output" when it
- * holds .shardmill/ or the marker; overwrite and resume refuse anything else (and any entry that a
- * shardmill output cannot contain), before deleting anything. */
+/* An output directory being written. Layout: zarr.json, c/... (the shards), during a run the
+ * journal .shardmill/journal/<run token>.<rank>.jnl (one append-only file per rank and run: a
+ * 24-byte {shard, size, crc32c} record per written shard, appended in batches after the shards:
+ * what `resume` trusts when there is no marker), and the completion marker
+ * shardmill.complete.json, written last; once it is durable the journals are removed, so a
+ * completed output holds zarr.json, the shards and the marker only. A directory "looks like a
+ * shardmill output" when it holds .shardmill/ or the marker; overwrite and resume refuse anything
+ * else (and any entry that a shardmill output cannot contain), before deleting anything. */
 struct sm_output;
 
 /* Resolves and checks the output path against the exists policy; writes nothing, so a job can call
@@ -176,26 +178,48 @@ sm_status sm_output_begin(struct sm_output *o, const struct sm_writer *w, struct
  * zarr.json is not w's. */
 sm_status sm_output_join(struct sm_output *o, const struct sm_writer *w, struct sm_err *err);
 
-/* Whether `shard` must be (re)written: always true unless the policy is RESUME; with RESUME, false
- * only when the object exists and its size and CRC32C equal the journal's record. Thread-safe for
- * distinct shards. SM_E_IO. */
+/* Whether `shard` must be (re)written: always true unless the policy is RESUME. With RESUME (the
+ * journals of previous runs, including the records of a previous marker, are loaded at the first
+ * call) false only when the object exists under its final name and either its size and CRC32C
+ * equal its record, or it has no record and its own CRC32C shard index is intact with every inner
+ * chunk inside the file and it decodes and re-encodes to its own bytes (a record lost with its
+ * batch). A kept shard's record is this process's.
+ * Thread-safe for distinct shards. SM_E_IO. */
 sm_status sm_output_shard_needed(struct sm_output *o, uint64_t shard, bool *need,
                                  struct sm_err *err);
 /* Writes the encoded shard atomically (temporary name in the target directory, [fsync], rename),
- * then its journal record. Thread-safe for distinct shards. SM_E_IO naming the path. */
+ * then buffers its journal record (appended to this rank's journal file every SM_JOURNAL_BATCH
+ * records and at flush). Thread-safe for distinct shards. SM_E_IO naming the path. */
 sm_status sm_output_put_shard(struct sm_output *o, uint64_t shard, struct sm_bytes data,
                               struct sm_err *err);
-/* Every rank, after its last put: FSYNC fsyncs every directory that received entries from this
- * process (the shard directories, their parents, the root, the journal); SYNCFS calls syncfs once.
- * SM_E_IO. */
+/* Every rank, after its last put: appends the buffered journal records; FSYNC fsyncs every
+ * directory that received entries from this process (the shard directories, their parents, the
+ * root); SYNCFS calls syncfs once. SM_E_IO. */
 sm_status sm_output_flush(struct sm_output *o, struct sm_err *err);
 /* The primary, only when every rank reported success (after their flushes): writes the completion
  * marker shardmill.complete.json atomically and fsyncs the root (except with NONE). The marker
  * holds the engine version and commit, the SHA-256 of zarr.json, the shard count, the total bytes
  * and, per shard in grid order, {"key", "size", "crc32c"}; it is deterministic (no time stamps).
- * Records of shards this process did not write come from the journal. SM_E_INTERNAL if a shard has
- * no record (it was never written); SM_E_IO. */
+ * Records of shards this process did not write must have been adopted first
+ * (sm_output_records_adopt; no file of another rank is read). After the marker is durable the
+ * .shardmill/ tree (every journal, also those a crashed run left) is removed. SM_E_INTERNAL if a
+ * shard has no record (it was never written); SM_E_IO. */
 sm_status sm_output_finish(struct sm_output *o, struct sm_err *err);
+/* The run token the primary's begin drew (jobs/ broadcasts it to every rank). */
+uint64_t sm_output_run_token(const struct sm_output *o);
+/* Names this process's journal: .shardmill/journal/<token>.<rank>.jnl. Call after begin/join and
+ * before the first put (ignored once a record was appended); without it the primary uses its own
+ * token and rank 0, another process a fresh token. Token and rank keep a resumed run with another
+ * number of ranks from appending to a journal it has not read. */
+void sm_output_set_run(struct sm_output *o, uint64_t token, int rank);
+/* The records of the shards this process wrote or kept, as bytes to gather on the primary
+ * (24 bytes each, self-checking). out is replaced. SM_E_NOMEM. */
+sm_status sm_output_records_export(const struct sm_output *o, struct sm_buf *out,
+                                   struct sm_err *err);
+/* The primary adopts gathered records (concatenated exports of every rank) before finish.
+ * SM_E_INTERNAL if they are not whole, valid records of this output's grid. */
+sm_status sm_output_records_adopt(struct sm_output *o, struct sm_bytes recs, struct sm_err *err);
+
 /* Releases o. Shards this process staged (SYNCFS) but never renamed into place -- a run that
  * failed or was stopped before its flush -- are removed first, so no temporary name is left; the
  * writer o began or joined with must still be alive (it names them): close o before freeing it. */
@@ -208,6 +232,7 @@ const char *sm_output_path(const struct sm_output *o);
 struct sm_output_stats {
     uint64_t shards_written, bytes_written; /* puts by this process */
     uint64_t shards_kept;                   /* resume: intact shards not rewritten */
+    uint64_t shards_indexed;                /* resume: of those, kept by their own index */
     uint64_t fsyncs;                        /* fsync/syncfs calls on files and directories */
     uint64_t put_ns, sync_ns;               /* in puts; in flush and finish */
     uint64_t total_shards, total_bytes;     /* of the whole output, set by sm_output_finish */

@@ -44,6 +44,22 @@ static void test_one_rank_without_mpi_init(void **state)
     sm_par_finalize();
 }
 
+static void test_gatherv_with_one_rank_copies_the_bytes(void **state)
+{
+    (void)state;
+    struct sm_err err;
+    sm_err_clear(&err);
+    const uint8_t mine[5] = {1, 2, 3, 4, 5};
+    struct sm_buf all = SM_BUF_INIT;
+    assert_int_equal(sm_par_gatherv_bytes(sm_bytes_of(mine, 5), &all, 0, &err), SM_OK);
+    assert_int_equal(all.len, 5);
+    assert_memory_equal(all.ptr, mine, 5);
+    /* replaced, not appended; an empty contribution gives an empty result */
+    assert_int_equal(sm_par_gatherv_bytes(sm_bytes_of(mine, 0), &all, 0, &err), SM_OK);
+    assert_int_equal(all.len, 0);
+    sm_buf_free(&all);
+}
+
 static void test_agree_with_one_rank_is_the_local_status(void **state)
 {
     (void)state;
@@ -74,6 +90,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_one_rank_without_mpi_init),
+        cmocka_unit_test(test_gatherv_with_one_rank_copies_the_bytes),
         cmocka_unit_test(test_agree_with_one_rank_is_the_local_status),
         cmocka_unit_test(test_agree_within_with_one_rank_is_the_local_status),
     };

@@ -6,6 +6,7 @@
  * the marker is written only over a complete output; a second "rank" joins and writes its part. */
 #include "shardmill/sm_config.h"
 
+#include <inttypes.h>
 #include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -87,8 +88,10 @@ static void test_output_write_reads_back(void **state)
     assert_int_equal(wt_count_files(dir, ".tmp."), 0);
     snprintf(p, sizeof(p), "%s/c", dir);
     assert_int_equal(wt_count_files(p, ""), 18); /* every shard, edge shards included */
-    snprintf(p, sizeof(p), "%s/.shardmill/journal", dir);
-    assert_int_equal(sm_test_count_entries(p, ".json"), 18);
+    /* A completed output holds zarr.json, the shards and the marker only (no journal). */
+    assert_int_equal(wt_count_files(dir, ""), 18 + 2);
+    snprintf(p, sizeof(p), "%s/.shardmill", dir);
+    assert_int_not_equal(access(p, F_OK), 0);
     snprintf(p, sizeof(p), "%s/shardmill.complete.json", dir);
     assert_int_equal(access(p, F_OK), 0);
     snprintf(p, sizeof(p), "%s/c/2/2/1", dir);
@@ -433,22 +436,31 @@ static void test_output_resume_rewrites_only_damaged_shards(void **state)
     assert_int_not_equal(access(p, F_OK), 0);
     resume_and_compare("killed.zarr", &s, 8);
 
-    /* The journal lost, the marker kept: resume trusts the marker's records. */
+    /* A completed output has no journal: resume trusts the marker's records. */
     assert_ok(write_named("nojournal.zarr", &s, SM_OUTPUT_EXISTS_ERROR, 1, NULL, &err), &err);
     char ndir[4096], jdir[4200];
     path_of(ndir, "nojournal.zarr");
-    snprintf(jdir, sizeof(jdir), "%s/.shardmill/journal", ndir);
-    assert_int_equal(sm_test_rm_rf(jdir), 0);
     snprintf(p, sizeof(p), "%s/c/1/1/1", ndir);
     assert_int_equal(truncate(p, 0), 0);
     resume_and_compare("nojournal.zarr", &s, 1);
 
-    /* Neither journal nor marker: every shard is rewritten (nothing can be trusted). */
+    /* Neither journal records nor marker (a crash that lost every batch): the shards' own CRC32C
+     * indexes decide; one with a damaged index and one cut short are rewritten. */
     snprintf(jdir, sizeof(jdir), "%s/.shardmill/journal", ndir);
-    assert_int_equal(sm_test_rm_rf(jdir), 0);
+    assert_int_equal(sm_test_mkdir_parents(jdir), 0);
+    assert_int_equal(mkdir(jdir, 0777), 0);
     snprintf(p, sizeof(p), "%s/shardmill.complete.json", ndir);
     assert_int_equal(unlink(p), 0);
-    resume_and_compare("nojournal.zarr", &s, 18);
+    snprintf(p, sizeof(p), "%s/c/0/2/1", ndir);
+    b = wt_slurp(p, &len);
+    b[len - 6] ^= 0x01; /* inside the index: its CRC32C fails */
+    assert_int_equal(sm_test_write_file(p, b, len), 0);
+    free(b);
+    snprintf(p, sizeof(p), "%s/c/2/1/0", ndir);
+    b = wt_slurp(p, &len);
+    assert_int_equal(sm_test_write_file(p, b, len - 1), 0); /* the index no longer at the end */
+    free(b);
+    resume_and_compare("nojournal.zarr", &s, 2);
 }
 
 static void test_output_resume_refuses_another_configuration(void **state)
@@ -495,6 +507,10 @@ static void test_output_second_rank_joins(void **state)
     sm_err_clear(&err);
     assert_ok(sm_output_open(dir, &opts, &r1, &err), &err);
     assert_ok(sm_output_join(r1, w, &err), &err);
+    const uint64_t token = sm_output_run_token(r0);
+    assert_int_not_equal(token, 0);
+    sm_output_set_run(r0, token, 0);
+    sm_output_set_run(r1, token, 1);
     struct wt_pattern p = wt_pattern_of(&s, 1000);
     struct sm_write_job j0 = {0, 9, NULL, 1, wt_fill, &p, NULL, NULL, NULL},
                         j1 = {9, 9, NULL, 2, wt_fill, &p, NULL, NULL, NULL};
@@ -503,7 +519,27 @@ static void test_output_second_rank_joins(void **state)
     assert_ok(sm_write_shards(w, r0, &j0, &res, &err), &err);
     assert_ok(sm_output_flush(r1, &err), &err);
     assert_ok(sm_output_flush(r0, &err), &err);
-    assert_ok(sm_output_finish(r0, &err), &err); /* r1's records come from the journal */
+    /* One journal file per rank, named by the run token and the rank. */
+    char jdir[4200], jname[64];
+    snprintf(jdir, sizeof(jdir), "%s/.shardmill/journal", dir);
+    assert_int_equal(sm_test_count_entries(jdir, ".jnl"), 2);
+    snprintf(jname, sizeof(jname), "%016" PRIx64 ".1.jnl", token);
+    assert_int_equal(sm_test_count_entries(jdir, jname), 1);
+    /* Without r1's records r0 cannot finish; it adopts them as gathered bytes (no file read). */
+    assert_status(sm_output_finish(r0, &err), SM_E_INTERNAL, &err);
+    assert_contains(err.what, "has no record");
+    sm_err_clear(&err);
+    struct sm_buf recs = SM_BUF_INIT;
+    assert_ok(sm_output_records_export(r1, &recs, &err), &err);
+    assert_int_equal(recs.len, 9 * 24);
+    recs.ptr[5] ^= 1; /* a corrupt record is refused */
+    assert_status(sm_output_records_adopt(r0, sm_buf_bytes(&recs), &err), SM_E_INTERNAL, &err);
+    recs.ptr[5] ^= 1;
+    sm_err_clear(&err);
+    assert_ok(sm_output_records_adopt(r0, sm_buf_bytes(&recs), &err), &err);
+    sm_buf_free(&recs);
+    assert_ok(sm_output_finish(r0, &err), &err);
+    assert_int_not_equal(access(jdir, F_OK), 0); /* journals gone with the marker durable */
     sm_output_close(r0);
     sm_output_close(r1);
     assert_ok(write_named("ranks-ref.zarr", &s, SM_OUTPUT_EXISTS_ERROR, 1, NULL, &err), &err);

@@ -4,6 +4,7 @@
  * is not a shardmill output is SM_E_DATA. */
 #include "shardmill/sm_config.h"
 
+#include <sys/stat.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -120,6 +121,10 @@ static void test_verify_detects_a_missing_marker(void **state)
     char p[4096];
     file_of(p, sizeof(p), "shardmill.complete.json");
     assert_int_equal(unlink(p), 0);
+    /* a run killed before its marker still has its journal directory (a completed output has
+     * none: without the marker it is no longer recognisable) */
+    file_of(p, sizeof(p), ".shardmill");
+    assert_int_equal(mkdir(p, 0777), 0);
     expect_one("shardmill.complete.json", "missing: the run did not complete");
 }
 

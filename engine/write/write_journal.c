@@ -1,0 +1,248 @@
+/* The run journal (SPEC §6): one append-only file per rank and run,
+ * .shardmill/journal/<token>.<rank>.jnl, of fixed 24-byte binary records written in batches, and
+ * the shard-index check that lets resume keep a shard whose record was lost.
+ * Record (little-endian): u64 shard index, u64 encoded size, u32 CRC32C of the encoded bytes, u32
+ * CRC32C of the 20 bytes before it (a torn or foreign record fails it and is ignored).
+ * Spec: https://zarr-specs.readthedocs.io/en/latest/v3/codecs/sharding-indexed/index.html
+ * Invariant: a record only says what a shard's bytes should be; resume still reads the shard and
+ * compares, so a lost, torn or stale record costs at most a rewrite, never a wrong keep. */
+#include "shardmill/sm_config.h"
+
+#include "write_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "shardmill/crc32c.h"
+
+static void put_le(uint8_t *p, uint64_t v, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++) {
+        p[i] = (uint8_t)(v >> (8 * i));
+    }
+}
+
+static uint64_t get_le(const uint8_t *p, unsigned n)
+{
+    uint64_t v = 0;
+    for (unsigned i = n; i-- > 0;) {
+        v = (v << 8) | p[i];
+    }
+    return v;
+}
+
+void sm_jrec_encode(uint8_t out[SM_JREC_BYTES], uint64_t shard, const struct sm_shard_rec *r)
+{
+    put_le(out, shard, 8);
+    put_le(out + 8, r->size, 8);
+    put_le(out + 16, r->crc32c, 4);
+    put_le(out + 20, sm_crc32c(0, out, 20), 4);
+}
+
+bool sm_jrec_decode(const uint8_t in[SM_JREC_BYTES], uint64_t nshards, uint64_t *shard,
+                    struct sm_shard_rec *r)
+{
+    if ((uint32_t)get_le(in + 20, 4) != sm_crc32c(0, in, 20)) {
+        return false;
+    }
+    *shard = get_le(in, 8);
+    r->size = get_le(in + 8, 8);
+    r->crc32c = (uint32_t)get_le(in + 16, 4);
+    r->set = true;
+    return *shard < nshards;
+}
+
+size_t sm_jrec_scan(struct sm_bytes data, uint64_t nshards, struct sm_shard_rec *recs)
+{
+    size_t n = 0;
+    for (size_t off = 0; off + SM_JREC_BYTES <= data.len; off += SM_JREC_BYTES) {
+        uint64_t shard;
+        struct sm_shard_rec r;
+        if (!sm_jrec_decode(data.ptr + off, nshards, &shard, &r)) {
+            break; /* torn: a crash mid-append; nothing after it was written by this file's run */
+        }
+        recs[shard] = r; /* a later record of the same file supersedes an earlier one */
+        n++;
+    }
+    return n;
+}
+
+void sm_journal_name(uint64_t token, int rank, char *buf, size_t cap)
+{
+    if (rank < 0) {
+        snprintf(buf, cap, SM_JOURNAL_DIR "/merged.jnl");
+    } else {
+        snprintf(buf, cap, SM_JOURNAL_DIR "/%016" PRIx64 ".%d.jnl", token, rank);
+    }
+}
+
+sm_status sm_journal_load(int rootfd, uint64_t skip_token, uint64_t nshards,
+                          struct sm_shard_rec *recs, struct sm_err *err)
+{
+    struct sm_strv names = {NULL, 0, 0};
+    SM_TRY(sm_wfs_list(rootfd, SM_JOURNAL_DIR, &names, err));
+    char skip[32];
+    snprintf(skip, sizeof(skip), "%016" PRIx64 ".", skip_token);
+    struct sm_buf b = SM_BUF_INIT;
+    sm_status st = SM_OK;
+    for (size_t i = 0; i < names.n && st == SM_OK; i++) {
+        const char *n = names.v[i];
+        const size_t len = strlen(n);
+        if (len < 4 || strcmp(n + len - 4, ".jnl") != 0) {
+            continue;
+        }
+        /* this run's rank journals are being appended by their ranks: not a previous run's */
+        if (strncmp(n, skip, strlen(skip)) == 0) {
+            continue;
+        }
+        char rel[SM_KEY_MAX + 64];
+        snprintf(rel, sizeof(rel), SM_JOURNAL_DIR "/%s", n);
+        bool found;
+        st = sm_wfs_read(rootfd, rel, &b, &found, err);
+        if (st == SM_OK && found) {
+            (void)sm_jrec_scan(sm_buf_bytes(&b), nshards, recs);
+        }
+    }
+    sm_buf_free(&b);
+    sm_strv_free(&names);
+    return st;
+}
+
+/* ---- batched appends ---- */
+
+static sm_status jflush_locked(struct sm_output *o, struct sm_err *err)
+{
+    if (o->jlen == 0) {
+        return SM_OK;
+    }
+    if (o->jfd < 0) {
+        if (o->token == 0) {
+            o->token = sm_journal_token();
+        }
+        char rel[SM_KEY_MAX + 64];
+        sm_journal_name(o->token, o->rank, rel, sizeof(rel));
+        o->jfd = openat(o->rootfd, rel, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (o->jfd < 0) {
+            const int e = errno;
+            sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "cannot open the journal: %s",
+                       strerror(e));
+            sm_err_cause(err, "errno", e);
+            sm_err_where(err, "%s", rel);
+            return err->status;
+        }
+    }
+    size_t done = 0;
+    while (done < o->jlen) {
+        const ssize_t k = write(o->jfd, o->jbuf + done, o->jlen - done);
+        if (k < 0 && errno == EINTR) {
+            continue;
+        }
+        if (k <= 0) {
+            const int e = k < 0 ? errno : EIO;
+            o->jlen = 0; /* dropped: resume falls back to the shards' own indexes */
+            sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "cannot append to the journal: %s",
+                       strerror(e));
+            sm_err_cause(err, "errno", e);
+            return err->status;
+        }
+        done += (size_t)k;
+    }
+    atomic_fetch_add(&o->journal_bytes, o->jlen);
+    o->jlen = 0;
+    return SM_OK;
+}
+
+sm_status sm_journal_append(struct sm_output *o, uint64_t shard, const struct sm_shard_rec *r,
+                            struct sm_err *err)
+{
+    pthread_mutex_lock(&o->jmu);
+    sm_jrec_encode(o->jbuf + o->jlen, shard, r);
+    o->jlen += SM_JREC_BYTES;
+    const sm_status st =
+        o->jlen >= (size_t)SM_JOURNAL_BATCH * SM_JREC_BYTES ? jflush_locked(o, err) : SM_OK;
+    pthread_mutex_unlock(&o->jmu);
+    return st;
+}
+
+sm_status sm_journal_flush(struct sm_output *o, struct sm_err *err)
+{
+    pthread_mutex_lock(&o->jmu);
+    const sm_status st = jflush_locked(o, err);
+    pthread_mutex_unlock(&o->jmu);
+    return st;
+}
+
+uint64_t sm_journal_token(void)
+{
+    static atomic_uint_fast64_t seq;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t t = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    t ^= (uint64_t)getpid() << 40;
+    t += atomic_fetch_add(&seq, 1) * 0x9e3779b97f4a7c15u;
+    return t == 0 ? 1 : t;
+}
+
+/* ---- the shard's own index ---- */
+
+bool sm_shard_index_ok(const struct sm_writer *w, struct sm_bytes data)
+{
+    const struct sm_output_spec *s = &w->spec;
+    if (!s->sharded || !s->index_crc32c) {
+        return false; /* nothing to check the bytes against */
+    }
+    uint64_t nchunks = 1;
+    for (unsigned d = 0; d < s->ndim; d++) {
+        nchunks *= s->shard[d] / s->chunk[d];
+    }
+    if (nchunks > (SIZE_MAX - 4) / 16) {
+        return false;
+    }
+    const size_t isz = (size_t)nchunks * 16 + 4;
+    if (data.len < isz) {
+        return false;
+    }
+    const bool at_end = s->index_location != SM_SHARD_INDEX_START;
+    const uint8_t *idx = at_end ? data.ptr + data.len - isz : data.ptr;
+    if ((uint32_t)get_le(idx + isz - 4, 4) != sm_crc32c(0, idx, isz - 4)) {
+        return false;
+    }
+    const uint64_t lo = at_end ? 0 : isz, hi = at_end ? data.len - isz : data.len;
+    for (uint64_t c = 0; c < nchunks; c++) {
+        const uint64_t off = get_le(idx + 16 * c, 8), nb = get_le(idx + 16 * c + 8, 8);
+        if (off == UINT64_MAX && nb == UINT64_MAX) {
+            continue; /* empty inner chunk */
+        }
+        if (off < lo || off > hi || nb > hi - off) {
+            return false;
+        }
+    }
+    return true;
+}
+
+bool sm_shard_bytes_ok(const struct sm_writer *w, struct sm_bytes data)
+{
+    if (!sm_shard_index_ok(w, data)) {
+        return false;
+    }
+    /* The index CRC32C does not cover the chunks: decode the shard and encode it again; encoding
+     * is deterministic, so an intact shard gives back its own bytes. */
+    struct sm_scratch *sc = NULL;
+    struct sm_buf dec = SM_BUF_INIT, enc = SM_BUF_INIT;
+    struct sm_err err;
+    sm_err_clear(&err);
+    bool ok = sm_scratch_new(&sc, &err) == SM_OK &&
+              sm_codec_chain_decode(w->meta->chain, data, &dec, sc, &err) == SM_OK &&
+              dec.len == w->obj_bytes &&
+              sm_codec_chain_encode(w->meta->chain, sm_buf_bytes(&dec), &enc, sc, &err) == SM_OK &&
+              enc.len == data.len && memcmp(enc.ptr, data.ptr, data.len) == 0;
+    sm_buf_free(&dec);
+    sm_buf_free(&enc);
+    sm_scratch_free(sc);
+    return ok;
+}
