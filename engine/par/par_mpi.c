@@ -235,7 +235,7 @@ sm_status sm_par_gatherv_bytes(struct sm_bytes mine, struct sm_buf *all, int roo
     }
     uint64_t scratch = 0;
     MPI_Gather(&len, 1, MPI_UINT64_T, lens != NULL ? (void *)lens : (void *)&scratch, 1,
-               MPI_UINT64_T, root, MPI_COMM_WORLD);
+               MPI_UINT64_T, root, comm);
     if (my_rank == root && st == SM_OK) {
         uint64_t total = 0;
         for (int r = 0; r < n_ranks; r++) {
@@ -258,10 +258,10 @@ sm_status sm_par_gatherv_bytes(struct sm_bytes mine, struct sm_buf *all, int roo
     }
     /* every rank must learn whether the root can receive before the bytes move */
     int ok = st == SM_OK, every = 0;
-    MPI_Allreduce(&ok, &every, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+    MPI_Allreduce(&ok, &every, 1, MPI_INT, MPI_LAND, comm);
     if (every) {
         MPI_Gatherv(mine.ptr, (int)mine.len, MPI_BYTE, my_rank == root ? all->ptr : NULL, counts,
-                    displs, MPI_BYTE, root, MPI_COMM_WORLD);
+                    displs, MPI_BYTE, root, comm);
     } else if (st == SM_OK) {
         st = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__,
                         "rank %d cannot hold the gathered bytes", root);
