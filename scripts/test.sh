@@ -87,7 +87,7 @@ format_check() {
     local files=()
     while IFS= read -r -d '' f; do
         files+=("$f")
-    done < <(find engine jobs tests bench \
+    done < <(find engine jobs tests bench examples \
         \( -name node_modules -o -name __pycache__ \) -prune -o \
         -type f \( -name '*.c' -o -name '*.h' \) -print0 2>/dev/null | sort -z)
     if ((${#files[@]} == 0)); then

@@ -6,7 +6,6 @@
 
 #include <string.h>
 
-
 /* Exact cost arithmetic: a total of many 64-bit costs times the rank count does not fit 64 bits.
  * __extension__ keeps -Wpedantic quiet about the GCC/Clang 128-bit integer. */
 __extension__ typedef unsigned __int128 u128;
