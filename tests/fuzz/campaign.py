@@ -71,7 +71,7 @@ def main():
     os.makedirs(root, exist_ok=True)
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out = args.out or os.path.join(HERE, "..", "..", "bench", "results",
-                                   f"fuzz-campaign-{stamp}.json")
+                                   f"fuzz-campaign-{stamp}-{os.getpid()}.json")
     commit = subprocess.run(["git", "-C", HERE, "rev-parse", "--short", "HEAD"],
                             capture_output=True, text=True).stdout.strip()
     results, running, queue = [], [], list(names)
