@@ -133,14 +133,9 @@ bool sm_shard_index_ok(const struct sm_writer *w, struct sm_bytes data);
  * failure, allocation included (the shard is then rewritten). */
 bool sm_shard_bytes_ok(const struct sm_writer *w, struct sm_bytes data);
 
-/* Journal key of a shard key: ".shardmill/journal/c.0.1.2.json". SM_E_INTERNAL if too long. */
-sm_status sm_journal_key(const char *key, char *buf, size_t cap, struct sm_err *err);
 /* One record line: {"key": "c/0/1/2", "size": 123, "crc32c": 456}. Appended to out. */
 sm_status sm_rec_append(struct sm_buf *out, const char *key, const struct sm_shard_rec *r,
                         struct sm_err *err);
-/* Parses a journal document; false if it is malformed or names another key (then it is ignored:
- * the shard is rewritten). */
-bool sm_rec_parse_journal(struct sm_bytes doc, const char *key, struct sm_shard_rec *r);
 /* The marker document for writer w with every record set (grid order). */
 sm_status sm_marker_build(const struct sm_writer *w, const struct sm_shard_rec *recs,
                           struct sm_buf *out, struct sm_err *err);

@@ -17,20 +17,6 @@
 
 #define REC_MAX (SM_KEY_MAX + 64) /* one record line, newline and separator included */
 
-sm_status sm_journal_key(const char *key, char *buf, size_t cap, struct sm_err *err)
-{
-    const int n = snprintf(buf, cap, SM_JOURNAL_DIR "/%s.json", key);
-    if (n < 0 || (size_t)n >= cap) {
-        SM_FAIL(err, SM_E_INTERNAL, "journal key of '%s' does not fit %zu bytes", key, cap);
-    }
-    for (char *p = buf + strlen(SM_JOURNAL_DIR) + 1; *p != '\0'; p++) {
-        if (*p == '/') {
-            *p = '.'; /* one flat directory: a single fsync covers it */
-        }
-    }
-    return SM_OK;
-}
-
 /* Appends printf output; the caller reserved room (REC_MAX per record). */
 static sm_status put(struct sm_buf *out, struct sm_err *err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -71,19 +57,6 @@ static bool rec_of(const json_t *o, const char **key, struct sm_shard_rec *r)
     r->crc32c = (uint32_t)json_integer_value(c);
     r->set = true;
     return true;
-}
-
-bool sm_rec_parse_journal(struct sm_bytes doc, const char *key, struct sm_shard_rec *r)
-{
-    json_t *j = json_loadb((const char *)doc.ptr, doc.len, 0, NULL);
-    const char *k;
-    struct sm_shard_rec tmp;
-    const bool ok = j != NULL && rec_of(j, &k, &tmp) && strcmp(k, key) == 0;
-    if (ok) {
-        *r = tmp;
-    }
-    json_decref(j);
-    return ok;
 }
 
 /* Engine strings are [0-9A-Za-z.+-_] in practice; anything else is dropped rather than escaped. */

@@ -24,17 +24,11 @@ static struct sm_writer *small_writer(void)
     return w;
 }
 
-static void test_marker_journal_key_and_record(void **state)
+static void test_marker_record_line(void **state)
 {
     (void)state;
     struct sm_err err;
     sm_err_clear(&err);
-    char k[128];
-    assert_ok(sm_journal_key("c/10/2/3", k, sizeof(k), &err), &err);
-    assert_string_equal(k, ".shardmill/journal/c.10.2.3.json");
-    char tiny[10];
-    assert_status(sm_journal_key("c/10/2/3", tiny, sizeof(tiny), &err), SM_E_INTERNAL, &err);
-
     char line[160];
     struct sm_buf b = {(uint8_t *)line, 0, sizeof(line)};
     const struct sm_shard_rec r = {123456789012ull, 0xfedcba98u, true};
@@ -43,17 +37,6 @@ static void test_marker_journal_key_and_record(void **state)
     line[b.len] = '\0';
     assert_string_equal(line,
                         "{\"key\": \"c/1/2/3\", \"size\": 123456789012, \"crc32c\": 4275878552}");
-    struct sm_shard_rec back;
-    assert_true(sm_rec_parse_journal(sm_bytes_of(line, b.len), "c/1/2/3", &back));
-    assert_int_equal(back.size, r.size);
-    assert_int_equal(back.crc32c, r.crc32c);
-    assert_true(back.set);
-    assert_false(sm_rec_parse_journal(sm_bytes_of(line, b.len), "c/1/2/4", &back)); /* another */
-    assert_false(sm_rec_parse_journal(sm_bytes_of(line, b.len / 2), "c/1/2/3", &back)); /* torn */
-    const char *neg = "{\"key\": \"c/1/2/3\", \"size\": -1, \"crc32c\": 1}";
-    assert_false(sm_rec_parse_journal(sm_bytes_of(neg, strlen(neg)), "c/1/2/3", &back));
-    const char *big = "{\"key\": \"c/1/2/3\", \"size\": 1, \"crc32c\": 4294967296}";
-    assert_false(sm_rec_parse_journal(sm_bytes_of(big, strlen(big)), "c/1/2/3", &back));
 }
 
 static void test_marker_round_trip(void **state)
@@ -144,7 +127,7 @@ static void test_marker_parse_rejects_malformed(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_marker_journal_key_and_record),
+        cmocka_unit_test(test_marker_record_line),
         cmocka_unit_test(test_marker_round_trip),
         cmocka_unit_test(test_marker_parse_rejects_malformed),
     };
