@@ -1,7 +1,7 @@
 /* Opening arrays and describing nodes (SPEC §2, §3, §4 `info`): metadata is read once per open —
- * zarr.json for v3 (one request), .zarray + .zattrs for v2 — and everything a read needs later is
- * derived here (element size, decoded unit size, the range-readable shard stage, the index cache).
- * A missing metadata document is SM_E_DATA naming the keys tried. */
+ * zarr.json for v3 (one request), .zarray + .zattrs for v2, attributes.json for N5 — and everything
+ * a read needs later is derived here (element size, decoded unit size, the range-readable shard
+ * stage, the index cache). A missing metadata document is SM_E_DATA naming the keys tried. */
 #include "array_int.h"
 
 #include <jansson.h>
@@ -44,7 +44,7 @@ static sm_status get_meta(struct sm_store *s, const char *prefix, const char *na
 static sm_status not_a_node(struct sm_store *s, const char *prefix, struct sm_err *err)
 {
     sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
-               "no Zarr metadata found (tried zarr.json, .zarray, .zgroup)");
+               "no Zarr or N5 metadata found (tried zarr.json, .zarray, .zgroup, attributes.json)");
     sm_err_where(err, "%s%s%.*s", s->url, prefix[0] != '\0' ? "/" : "",
                  (int)(prefix[0] != '\0' ? strlen(prefix) - 1 : 0), prefix);
     return err->status;
@@ -69,7 +69,8 @@ void sm_meta_docs_free(struct sm_meta_docs *d)
 }
 
 /* Fetches the node's metadata documents (the only metadata I/O of an open): zarr.json, else
- * .zarray (+ .zattrs), else .zgroup (+ .zattrs). */
+ * .zarray (+ .zattrs), else .zgroup (+ .zattrs), else N5's attributes.json (probed last: a Zarr
+ * node costs no extra request). */
 static sm_status fetch_docs(struct sm_store *s, const char *prefix, struct sm_meta_docs *d,
                             struct sm_err *err)
 {
@@ -89,6 +90,13 @@ static sm_status fetch_docs(struct sm_store *s, const char *prefix, struct sm_me
         st = get_meta(s, prefix, ".zgroup", &d->doc, &found, err);
         if (st == SM_OK && found) {
             d->kind = SM_META_DOCS_V2_GROUP;
+        }
+    }
+    if (st == SM_OK && !found) {
+        st = get_meta(s, prefix, "attributes.json", &d->doc, &found, err);
+        if (st == SM_OK && found) {
+            d->kind = SM_META_DOCS_N5;
+            return SM_OK;
         }
     }
     if (st == SM_OK && !found) {
@@ -134,6 +142,13 @@ static sm_status parse_docs(struct sm_store *s, const char *prefix, const struct
             if (st != SM_OK) {
                 sm_err_where(err, "%s/%s.zattrs", s->url, prefix);
             }
+        }
+        return st;
+    case SM_META_DOCS_N5:
+        *zarr_format = 0;
+        st = sm_meta_parse_n5((const char *)d->doc.ptr, d->doc.len, kind, meta, group_attrs, err);
+        if (st != SM_OK) {
+            sm_err_where(err, "%s/%sattributes.json", s->url, prefix);
         }
         return st;
     case SM_META_DOCS_NONE:
@@ -492,7 +507,10 @@ sm_status sm_node_describe(struct sm_store *store, const char *path, json_t **ou
         *out = sm_meta_describe(meta);
     } else if (st == SM_OK) {
         json_t *d = json_object();
-        json_object_set_new(d, "zarr_format", json_integer(zf));
+        if (zf == 0) {
+            json_object_set_new(d, "format", json_string("n5"));
+        }
+        json_object_set_new(d, "zarr_format", zf != 0 ? json_integer(zf) : json_null());
         json_object_set_new(d, "node_type", json_string("group"));
         json_object_set_new(d, "attributes", gattrs != NULL ? json_incref(gattrs) : json_object());
         st = list_members(store, prefix, d, err);

@@ -1,5 +1,6 @@
 /* Chunk keys (SPEC §2): v3 "default" encoding ("c/1/2/3", "c" for 0-d) and the v2 / v3 "v2"
- * encoding ("1.2.3" or "1/2/3", "0" for 0-d), both with '.' or '/' separators.
+ * encoding ("1.2.3" or "1/2/3", "0" for 0-d), both with '.' or '/' separators; N5 block keys
+ * ("3/2/1" for the grid index [1,2,3]: N5 lists the fastest axis first).
  * https://zarr-specs.readthedocs.io/en/latest/v3/core/index.html#chunk-key-encoding
  * https://zarr-specs.readthedocs.io/en/latest/v2/v2.0.html#chunks
  * Invariant: a key that does not fit the caller's buffer is an error, never truncated. */
@@ -18,7 +19,8 @@ sm_status sm_meta_chunk_key(const struct sm_array_meta *m, const uint64_t *idx, 
         if (has_prefix || d > 0) {
             buf[pos++] = m->key_separator;
         }
-        n = pos < cap ? snprintf(buf + pos, cap - pos, "%" PRIu64, idx[d]) : -1;
+        const uint64_t i = idx[m->key_reversed ? m->ndim - 1 - d : d];
+        n = pos < cap ? snprintf(buf + pos, cap - pos, "%" PRIu64, i) : -1;
         pos = n < 0 ? cap : pos + (size_t)n;
     }
     if (pos >= cap) {

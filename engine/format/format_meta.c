@@ -132,7 +132,12 @@ static sm_status describe_into(const struct sm_array_meta *m, json_t *d, struct 
     const bool sharded = m->inner_ndim > 0;
     const bool v3_default = strcmp(m->key_prefix, "c") == 0;
     const char sep[2] = {m->key_separator, '\0'};
-    SM_TRY(sm_fmt_set(d, "zarr_format", json_integer(m->zarr_format), err));
+    if (m->zarr_format == 0) { /* N5 */
+        SM_TRY(sm_fmt_set(d, "format", json_string("n5"), err));
+        SM_TRY(sm_fmt_set(d, "zarr_format", json_null(), err));
+    } else {
+        SM_TRY(sm_fmt_set(d, "zarr_format", json_integer(m->zarr_format), err));
+    }
     SM_TRY(sm_fmt_set(d, "node_type", json_string("array"), err));
     SM_TRY(sm_fmt_set(d, "shape", dims_json(m->ndim, m->shape), err));
     SM_TRY(sm_fmt_set(d, "dtype", json_string(sm_dtype_name(m->dtype)), err));
@@ -144,9 +149,13 @@ static sm_status describe_into(const struct sm_array_meta *m, json_t *d, struct 
         sm_fmt_set(d, "shards", sharded ? dims_json(m->ndim, m->chunk_shape) : json_null(), err));
     SM_TRY(sm_fmt_set(d, "codecs", copy_or_null(m->codecs), err));
     SM_TRY(sm_fmt_set(d, "fill_value", sm_meta_fill_json(m), err));
-    SM_TRY(sm_fmt_set(
-        d, "chunk_key_encoding",
-        json_pack("{s:s,s:s}", "name", v3_default ? "default" : "v2", "separator", sep), err));
+    SM_TRY(sm_fmt_set(d, "chunk_key_encoding",
+                      json_pack("{s:s,s:s}", "name",
+                                m->key_reversed ? "n5"
+                                : v3_default    ? "default"
+                                                : "v2",
+                                "separator", sep),
+                      err));
     SM_TRY(sm_fmt_set(d, "attributes",
                       m->attributes != NULL ? json_deep_copy(m->attributes) : json_object(), err));
     SM_TRY(sm_fmt_set(d, "dimension_names", copy_or_null(m->dimension_names), err));

@@ -63,6 +63,7 @@ enum sm_meta_docs_kind {
     SM_META_DOCS_V3,       /* doc = zarr.json */
     SM_META_DOCS_V2_ARRAY, /* doc = .zarray, attrs = .zattrs if have_attrs */
     SM_META_DOCS_V2_GROUP, /* doc = .zgroup, attrs = .zattrs if have_attrs */
+    SM_META_DOCS_N5,       /* doc = attributes.json (an N5 dataset or group) */
 };
 struct sm_meta_docs {
     enum sm_meta_docs_kind kind;
@@ -76,9 +77,9 @@ struct sm_meta_docs {
 void sm_meta_docs_free(struct sm_meta_docs *d);
 
 /* Fetches the documents of the node at `path` (the metadata requests of sm_array_open: zarr.json,
- * else .zarray + .zattrs, else .zgroup + .zattrs), applying opts->limits to the store as
- * sm_array_open does. docs must be initialised (SM_META_DOCS_INIT); it is replaced. A node with no
- * document is SM_E_DATA naming the path; SM_E_IO; SM_E_LIMIT. */
+ * else .zarray + .zattrs, else .zgroup + .zattrs, else N5's attributes.json), applying opts->limits
+ * to the store as sm_array_open does. docs must be initialised (SM_META_DOCS_INIT); it is replaced.
+ * A node with no document is SM_E_DATA naming the path; SM_E_IO; SM_E_LIMIT. */
 sm_status sm_array_fetch_meta(struct sm_store *store, const char *path,
                               const struct sm_array_opts *opts, struct sm_meta_docs *docs,
                               struct sm_err *err);

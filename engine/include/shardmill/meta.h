@@ -17,7 +17,7 @@ struct json_t;
 enum sm_node_kind { SM_NODE_ARRAY, SM_NODE_GROUP };
 
 struct sm_array_meta {
-    int zarr_format; /* 2 or 3 */
+    int zarr_format; /* 2 or 3; 0 for an N5 dataset */
     unsigned ndim;
     uint64_t shape[SM_MAX_DIMS];
     uint64_t chunk_shape[SM_MAX_DIMS]; /* the stored object grid: the shard shape if sharded */
@@ -28,6 +28,7 @@ struct sm_array_meta {
      * + '.' or '/'. A 0-d array's key is the prefix alone ("c" for v3 default, "0" for v2). */
     char key_prefix[8];
     char key_separator;
+    bool key_reversed; /* N5: the key lists the grid index fastest-first ("2/1/0" for [0,1,2]) */
     struct sm_codec_chain *chain;   /* prepared for chunk_shape (owned) */
     struct json_t *codecs;          /* the v3-form codec list (owned; for info and provenance) */
     struct json_t *attributes;      /* owned; empty object if none */
@@ -55,6 +56,16 @@ sm_status sm_meta_parse_v3(const char *json, size_t len, enum sm_node_kind *kind
  * .zattrs start with ".zattrs: ". SM_E_NOMEM on allocation failure. */
 sm_status sm_meta_parse_v2(const char *zarray, size_t len, const char *zattrs, size_t zattrs_len,
                            struct sm_array_meta **out, struct sm_err *err);
+
+/* Parses an N5 attributes.json. A document with neither 'dimensions' nor 'dataType' is a group
+ * (*kind GROUP, *out NULL, *attrs its members but 'n5'). For a dataset the axes are reversed to C
+ * order (shape, chunk_shape), the fill value is 0, and the chain is [n5_block] with the
+ * compression (raw, gzip / zlib, zstd, blosc; xz and bzip2 when the codecs are built) inside.
+ * SM_E_DATA for malformed JSON, a missing or mistyped field, an empty 'dimensions', a blockSize
+ * entry below 1 or above 2^32-1, a rank mismatch, a non-numeric dataType, or an unsupported
+ * compression (named). SM_E_NOMEM on allocation failure. Thread-safe. */
+sm_status sm_meta_parse_n5(const char *json, size_t len, enum sm_node_kind *kind,
+                           struct sm_array_meta **out, struct json_t **attrs, struct sm_err *err);
 
 /* Releases m and everything it owns; accepts NULL. */
 void sm_meta_free(struct sm_array_meta *m);
