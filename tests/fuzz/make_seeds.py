@@ -268,6 +268,35 @@ def v2_seeds(tmp):
     seed("v2_group", "nan", parts[0] + b"\0" + b'{"x": NaN, "y": -Infinity, "z": 1e400}')
 
 
+def n5_seeds(tmp):
+    """fuzz_n5: attributes.json, a NUL byte, then one block file, as zarr-python 2.13's N5Store
+    writes them (every compression it writes that shardmill reads), plus hand-made truncated edge
+    and varlength blocks following the N5 specification."""
+    import warnings
+    warnings.simplefilter("ignore")
+    comps = [("raw", None), ("gzip", numcodecs.GZip(5)), ("zlib", numcodecs.Zlib(1)),
+             ("zstd", numcodecs.Zstd(3)), ("blosc", numcodecs.Blosc("lz4", 5, 1)),
+             ("xz", numcodecs.LZMA()), ("bzip2", numcodecs.BZ2(1))]
+    for dt in ("uint8", "int16", "float32", "float64"):
+        for name, comp in comps:
+            path = os.path.join(tmp, f"n5-{dt}-{name}")
+            z = zarr.create(store=zarr.n5.N5Store(path), shape=(5, 6, 7), chunks=(3, 4, 4),
+                            dtype=dt, compressor=comp)
+            z[:] = sample(dt, (5, 6, 7))
+            attrs = read(os.path.join(path, "attributes.json"))
+            seed("n5", f"{dt}-{name}", attrs + b"\0" + read(os.path.join(path, "1", "1", "1")))
+    attrs = (b'{"dimensions":[7,6,5],"blockSize":[4,4,3],"dataType":"uint16",'
+             b'"compression":{"type":"raw"}}')
+    edge = np.arange(3 * 2 * 2, dtype=">u2").reshape(2, 2, 3)  # C order of the reversed axes
+    hdr = struct.pack(">HH3I", 0, 3, 3, 2, 2)
+    seed("n5", "truncated-edge", attrs + b"\0" + hdr + edge.tobytes())
+    hdr = struct.pack(">HH4I", 1, 3, 3, 2, 2, 12)
+    seed("n5", "varlength", attrs + b"\0" + hdr + edge.tobytes())
+    seed("n5", "group", b'{"n5":"2.0.0","note":"a group"}')
+    seed("n5", "legacy", b'{"dimensions":[9],"blockSize":[4],"dataType":"int8",'
+         b'"compressionType":"gzip"}\0' + struct.pack(">HHI", 0, 1, 1) + b"\x1f\x8b")
+
+
 def yaml_seeds():
     for path in sorted(glob.glob(os.path.join(ROOT, "configs", "*.yaml"))
                        + glob.glob(os.path.join(ROOT, "tests", "bad_input", "configs", "*.yaml"))):
@@ -279,11 +308,20 @@ def yaml_seeds():
 
 
 def main():
-    for d in glob.glob(os.path.join(CORPUS, "*")):
+    only_n5 = sys.argv[1:] == ["n5"]
+    for d in glob.glob(os.path.join(CORPUS, "n5" if only_n5 else "*")):
         for f in glob.glob(os.path.join(d, "seed-*")):
             os.remove(f)
     tmp = tempfile.mkdtemp(prefix="sm-seeds-")
+    if only_n5:  # only the N5 seeds (the others unchanged)
+        try:
+            n5_seeds(tmp)
+        finally:
+            shutil.rmtree(tmp)
+        print(f"n5: {written.get('n5', 0)} seeds")
+        return
     try:
+        n5_seeds(tmp)
         codec_seeds()
         v3_seeds(tmp)
         v2_seeds(tmp)

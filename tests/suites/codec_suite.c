@@ -1,7 +1,8 @@
 /* The codec conformance suite (see codec_suite.h): the case table and the three checks. Included by
  * tests/unit/codec/test_codec_registry.c, which runs every row and checks that every registered
  * codec has at least one. Golden encodings: numcodecs 0.11 (gzip, zlib, zstd, blosc) and
- * hand-assembled bytes following the spec text (bytes, crc32c, sharding_indexed). */
+ * hand-assembled bytes following the spec text (bytes, crc32c, sharding_indexed), zarr-python
+ * 2.13's N5ChunkWrapper (n5_block). */
 #include "shardmill/sm_config.h"
 
 #include <setjmp.h>
@@ -124,6 +125,36 @@ const struct codec_suite_case codec_suite_cases[] = {
      3,
      {5, 6, 7},
      CS_FLIPS_DETECTED,
+     NULL},
+    /* N5 blocks: golden encodings by zarr-python 2.13's N5ChunkWrapper (numcodecs 0.11). */
+    {"n5_block",
+     "[{\"name\":\"n5_block\",\"configuration\":{\"compressor\":null}}]",
+     SM_DT_INT16,
+     1,
+     {64},
+     0,
+     "0000000100000040ffceffd1ffd4ffd7ffdaffddffe0ffe3ffe6ffe9ffecffeffff2fff5fff8fffbfffe000100"
+     "040007000a000d0010001300160019001c001f002200250028002b002e003100340037003a003d004000430046"
+     "0049004c004f005200550058005b005e006100640067006a006d0070007300760079007c007f00820085008800"
+     "8b"},
+    {"n5_block",
+     "[{\"name\":\"n5_block\",\"configuration\":{\"compressor\":{\"name\":\"gzip\","
+     "\"configuration\":{\"level\":1}}}}]",
+     SM_DT_INT16,
+     1,
+     {64},
+     0,
+     "00000001000000401f8b08001e34116b04ff05c18106c2000045d11b3162448c8888881131468c888888881823"
+     "222246c4881811fd5b44448c31222222227a9da3a34e3aeba2ab12a5ca74d35d0f3df5d25b1f7df523471e8302"
+     "26454a5894a950a5469d06364d5a38b8b4f1e8d0a5479f0143468c99e0133065c69c054b4256ac89d8b02566c7"
+     "9ec31fc7fb4c5480000000"},
+    {"n5_block",
+     "[{\"name\":\"n5_block\",\"configuration\":{\"compressor\":{\"name\":\"zstd\","
+     "\"configuration\":{\"level\":1}}}}]",
+     SM_DT_FLOAT32,
+     3,
+     {5, 6, 7},
+     0,
      NULL},
     /* Inner chunks stored in reverse order: the index, not the position, says where each is. */
     {"sharding_indexed",
