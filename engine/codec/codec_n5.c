@@ -229,8 +229,9 @@ static sm_status decompress(const struct n5_prep *p, struct sm_bytes payload, si
     if (want == p->len) {
         return p->comp->decode(p->full, payload, dst, scratch, err);
     }
+    /* One spare byte: a stream that goes on past the block is then seen, not cut off. */
     const size_t bound = scratch->max_decoded;
-    scratch->max_decoded = want < bound ? want : bound;
+    scratch->max_decoded = want < bound ? want + 1 : bound;
     sm_status st = p->comp->decode(p->var, payload, dst, scratch, err);
     scratch->max_decoded = bound;
     if (st == SM_E_LIMIT && want < bound) {

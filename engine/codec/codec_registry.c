@@ -6,11 +6,9 @@
 #include <string.h>
 
 const struct sm_codec_ops *const sm_codec_registry[] = {
-    &sm_codec_bytes_ops,  &sm_codec_transpose_ops,
-    &sm_codec_gzip_ops,   &sm_codec_zlib_ops,
-    &sm_codec_zstd_ops,   &sm_codec_blosc_ops,
-    &sm_codec_crc32c_ops, &sm_codec_sharding_ops,
-    &sm_codec_n5_ops,     NULL,
+    &sm_codec_bytes_ops, &sm_codec_transpose_ops, &sm_codec_gzip_ops,   &sm_codec_zlib_ops,
+    &sm_codec_zstd_ops,  &sm_codec_blosc_ops,     &sm_codec_crc32c_ops, &sm_codec_sharding_ops,
+    &sm_codec_n5_ops,    &sm_codec_xz_ops,        &sm_codec_bz2_ops,    NULL,
 };
 
 const struct sm_codec_ops *sm_codec_find(const char *name)

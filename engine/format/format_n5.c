@@ -82,7 +82,11 @@ static sm_status convert_compression(const json_t *comp, enum sm_dtype dt, json_
         if (sm_codec_find(name) == NULL) {
             SM_FAIL(err, SM_E_DATA, "N5 compression '%s' is not supported by this build", type);
         }
-        *out = json_pack("{s:s,s:{}}", "name", name, "configuration");
+        /* Only encoders use these: xz "preset" 0-9, bzip2 "blockSize" 1-9 (x 100 kB). */
+        *out = type[0] == 'x' ? json_pack("{s:s,s:{s:I}}", "name", name, "configuration", "preset",
+                                          clamp(opt_int(comp, "preset", 6), 0, 9, 6))
+                              : json_pack("{s:s,s:{s:I}}", "name", name, "configuration", "level",
+                                          clamp(opt_int(comp, "blockSize", 9), 1, 9, 9));
     } else {
         SM_FAIL(err, SM_E_DATA, "unsupported N5 compression '%s' (supported: " N5_SUPPORTED ")",
                 type);

@@ -156,6 +156,31 @@ const struct codec_suite_case codec_suite_cases[] = {
      {5, 6, 7},
      0,
      NULL},
+    /* xz and bz2 (liblzma / libbz2, loaded on demand): golden streams by numcodecs 0.11
+     * LZMA(preset=1) and BZ2(1). */
+    {"xz",
+     "[" LE ",{\"name\":\"xz\",\"configuration\":{\"preset\":1}}]",
+     SM_DT_INT16,
+     1,
+     {64},
+     CS_FLIPS_DETECTED,
+     "fd377a585a000004e6d6b4460200210110000000a8708e86e0007f007e5d00673fd62ff4341330f7cde060e2ec"
+     "4ec11cd5e1026c3e7d0c0f02d30defb3c1a0c33d1c46e908321068df331c47daa9b5a284165e800cbaf787a820"
+     "6d9222addba75ec8b8630eafafcf493786994720ac226f62f5244ba44d51598e4d0a9046e7906624eb7700994b"
+     "1bf4f7c111c546ae78d57dd700c58b41decdaf1a00000000003a793a9ba0bf688200019a0180010000441453ae"
+     "b1c467fb020000000004595a"},
+    {"xz", "[" BE ",{\"name\":\"xz\"}]", SM_DT_FLOAT64, 3, {3, 4, 5}, 0, NULL},
+    {"bz2",
+     "[" LE ",{\"name\":\"bz2\",\"configuration\":{\"level\":1}}]",
+     SM_DT_INT16,
+     1,
+     {64},
+     0,
+     "425a68313141592653593a09b01f00002f7fc7e492492492492492492492492492492492480001249249249249"
+     "a000544484c99188c0980462609a6010c26039a626001300130000980009807a0420fd8828c39049459869c7fc"
+     "4114935155976196beb6e3af3f04314724b34f453575fbc884201800036aecb6ef9f7f5f86397fcf4d76dc5dc9"
+     "14e14240e826c07c"},
+    {"bz2", "[" LE ",{\"name\":\"bz2\"}]", SM_DT_UINT32, 2, {33, 17}, 0, NULL},
     /* Inner chunks stored in reverse order: the index, not the position, says where each is. */
     {"sharding_indexed",
      SHARD_CFG("end", "[" LE "]"),
