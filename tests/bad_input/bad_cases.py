@@ -610,6 +610,62 @@ def b_shape_bytes_overflow(d):
 R = ["read", "{store}", "-o", "{out}"]
 
 
+# ---- N5 (SPEC §2): zarr-python 2.13's N5Store, then damaged ----------------------------------
+
+def _n5(d, compressor=None, shape=(10, 10), chunks=(5, 5)):
+    import warnings
+    warnings.simplefilter("ignore")
+    store = os.path.join(d, "a.n5")
+    z = zarr.create(shape=shape, chunks=chunks, dtype="<u2", compressor=compressor,
+                    store=zarr.n5.N5Store(store))
+    z[...] = _data(shape)
+    return store
+
+
+def b_n5_truncated_header(d):
+    store = _n5(d)
+    _patch(os.path.join(store, "1", "0"), lambda b: b[:7])
+    return store
+
+
+def b_n5_wrong_ndim(d):
+    store = _n5(d)
+    _patch(os.path.join(store, "1", "0"), lambda b: b[:2] + struct.pack(">H", 3) + b[4:])
+    return store
+
+
+def b_n5_block_size(d):
+    store = _n5(d)
+    _patch(os.path.join(store, "1", "0"), lambda b: b[:4] + struct.pack(">I", 6) + b[8:])
+    return store
+
+
+def b_n5_varlength(d):
+    store = _n5(d)
+    _patch(os.path.join(store, "1", "0"),
+           lambda b: struct.pack(">H", 1) + b[2:12] + struct.pack(">I", 24) + b[12:])
+    return store
+
+
+def b_n5_compression(d):
+    store = _n5(d)
+    _edit_json(os.path.join(store, "attributes.json"),
+               lambda m: m.update(compression={"type": "lz4", "blockSize": 65536}))
+    return store
+
+
+def b_n5_gzip_corrupt(d):
+    store = _n5(d, numcodecs.GZip(5))
+    _patch(os.path.join(store, "0", "1"), lambda b: b[:12] + b"\x1f\x8b" + b"\xff" * 20)
+    return store
+
+
+def b_n5_no_datatype(d):
+    store = _n5(d)
+    _edit_json(os.path.join(store, "attributes.json"), lambda m: m.pop("dataType"))
+    return store
+
+
 def _read(offset="0,0", shape="10,10", extra=()):
     return ["read", "{store}", "--offset", offset, "--shape", shape, "-o", "{out}", *extra]
 
@@ -797,6 +853,21 @@ CASES = [
     dict(name="bad_size_suffix", build=b_valid_v3,
          args=_read("0,0", "1,1", ["--max-object-bytes", "12XB"]), exit=2,
          must=["max-object-bytes"]),
+    # N5: block headers and attributes.json, each named by its key / document.
+    dict(name="n5_truncated_header", build=b_n5_truncated_header, args=_read(), exit=3,
+         must=["1/0", "N5 block header truncated"]),
+    dict(name="n5_wrong_ndim", build=b_n5_wrong_ndim, args=_read(), exit=3,
+         must=["1/0", "header has 3 dimensions, the dataset 2"]),
+    dict(name="n5_block_size_mismatch", build=b_n5_block_size, args=_read(), exit=3,
+         must=["1/0", "block size 6 in dimension 0 exceeds the blockSize 5"]),
+    dict(name="n5_varlength_count", build=b_n5_varlength, args=_read(), exit=3,
+         must=["1/0", "varlength block declares 24 elements"]),
+    dict(name="n5_unknown_compression", build=b_n5_compression, args=_read(), exit=3,
+         must=["attributes.json", "unsupported N5 compression 'lz4'"]),
+    dict(name="n5_corrupt_gzip", build=b_n5_gzip_corrupt, args=_read(), exit=3,
+         must=["0/1", "gzip"]),
+    dict(name="n5_missing_datatype", build=b_n5_no_datatype, args=["info", "{store}"], exit=3,
+         must=["attributes.json", "missing field 'dataType'"]),
 ]
 
 # Cases that also put an existing file at {out}: a failed read must leave it untouched.
