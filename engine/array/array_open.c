@@ -43,8 +43,9 @@ static sm_status get_meta(struct sm_store *s, const char *prefix, const char *na
 
 static sm_status not_a_node(struct sm_store *s, const char *prefix, struct sm_err *err)
 {
-    sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
-               "no Zarr or N5 metadata found (tried zarr.json, .zarray, .zgroup, attributes.json)");
+    sm_err_set(
+        err, SM_E_DATA, __FILE__, __LINE__,
+        "no Zarr metadata found (tried zarr.json, .zarray, .zgroup, and N5's attributes.json)");
     sm_err_where(err, "%s%s%.*s", s->url, prefix[0] != '\0' ? "/" : "",
                  (int)(prefix[0] != '\0' ? strlen(prefix) - 1 : 0), prefix);
     return err->status;
@@ -325,6 +326,26 @@ static const char *v3_node_type(struct sm_store *s, const char *key)
     return type;
 }
 
+/* An N5 member's type: "array" when its attributes.json has "dimensions", else "group"; NULL
+ * when it cannot be read. */
+static const char *n5_node_type(struct sm_store *s, const char *key)
+{
+    struct sm_buf b = SM_BUF_INIT;
+    bool found = false;
+    struct sm_err e;
+    sm_err_clear(&e);
+    const char *type = NULL;
+    if (sm_store_get(s, key, sm_range_all(), SM_IO_META, &b, &found, &e) == SM_OK && found) {
+        json_t *doc = json_loadb((const char *)b.ptr, b.len, 0, NULL);
+        if (json_is_object(doc)) {
+            type = json_object_get(doc, "dimensions") != NULL ? "array" : "group";
+        }
+        json_decref(doc);
+    }
+    sm_buf_free(&b);
+    return type;
+}
+
 /* Members of a group for `info`: each child with its zarr_format and node_type (stores that can
  * list; the others get the members the group's metadata names, see ome_describe). */
 static sm_status list_members(struct sm_store *s, const char *prefix, json_t *desc,
@@ -341,8 +362,11 @@ static sm_status list_members(struct sm_store *s, const char *prefix, json_t *de
     for (size_t i = 0; i < names.n; i++) {
         static const struct {
             const char *doc, *type;
-        } probes[] = {{"zarr.json", NULL}, {".zarray", "array"}, {".zgroup", "group"}};
-        for (size_t k = 0; k < 3; k++) {
+        } probes[] = {{"zarr.json", NULL},
+                      {".zarray", "array"},
+                      {".zgroup", "group"},
+                      {"attributes.json", NULL}}; /* N5 */
+        for (size_t k = 0; k < 4; k++) {
             char key[1200];
             bool exists = false;
             snprintf(key, sizeof(key), "%s%s/%s", prefix, names.v[i], probes[k].doc);
@@ -352,8 +376,14 @@ static sm_status list_members(struct sm_store *s, const char *prefix, json_t *de
             if (exists) {
                 json_t *m = json_object();
                 json_object_set_new(m, "path", json_string(names.v[i]));
-                json_object_set_new(m, "zarr_format", json_integer(k == 0 ? 3 : 2));
-                const char *type = k == 0 ? v3_node_type(s, key) : probes[k].type;
+                if (k == 3) {
+                    json_object_set_new(m, "format", json_string("n5"));
+                }
+                json_object_set_new(m, "zarr_format",
+                                    k == 3 ? json_null() : json_integer(k == 0 ? 3 : 2));
+                const char *type = k == 0   ? v3_node_type(s, key)
+                                   : k == 3 ? n5_node_type(s, key)
+                                            : probes[k].type;
                 if (type != NULL) {
                     json_object_set_new(m, "node_type", json_string(type));
                 }

@@ -219,8 +219,12 @@ def main():
         # The N5 group root describes as a group.
         r = c.run("info", f"{root}/zp.n5")
         d = json.loads(r.stdout) if r.returncode == 0 else {}
-        c.check(d.get("format") == "n5" and d.get("node_type") == "group", "info group",
-                r.stdout[:200] + r.stderr)
+        # Top level: every dataset but deep/nested/..., plus the group deep and lz4_u8.
+        members = {m["path"]: m.get("node_type") for m in d.get("members", [])}
+        c.check(d.get("format") == "n5" and d.get("node_type") == "group"
+                and members.get("raw_u8") == "array" and members.get("deep") == "group"
+                and len(members) == len(ZARR_DATASETS) + 1, "info group (members listed)",
+                r.stdout[:300] + r.stderr)
     print(f"{c.checks - c.failures}/{c.checks} checks passed")
     return 1 if c.failures else 0
 

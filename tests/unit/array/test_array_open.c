@@ -171,8 +171,9 @@ static void test_open_without_metadata_is_data_error_naming_path(void **state)
     assert_string_equal(f->err.where, "mem:/missing/arr");
     assert_contains(f->err.what, "zarr.json");
     assert_contains(f->err.what, ".zarray");
-    /* every probe was a (missing) metadata request */
-    assert_int_equal(sm_store_requests(f->s, SM_IO_META), 3);
+    assert_contains(f->err.what, "attributes.json");
+    /* every probe was a (missing) metadata request: zarr.json, .zarray, .zgroup, attributes.json */
+    assert_int_equal(sm_store_requests(f->s, SM_IO_META), 4);
     assert_int_equal(sm_store_bytes(f->s, SM_IO_META), 0);
 }
 
