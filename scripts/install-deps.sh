@@ -16,7 +16,7 @@ packages=(
     build-essential cmake pkg-config git
     libzstd-dev libdeflate-dev zlib1g-dev libblosc-dev libcurl4-openssl-dev libyaml-dev
     libjansson-dev nettle-dev libopenmpi-dev openmpi-bin libhdf5-openmpi-dev libcmocka-dev
-    nginx-light
+    nginx-light liblzma-dev libbz2-dev
     python3 python3-numpy python3-zarr python3-numcodecs python3-zstandard python3-crc32c
     python3-h5py python3-nibabel
     slurm-wlm munge python3-matplotlib
