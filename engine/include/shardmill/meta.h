@@ -1,6 +1,6 @@
 /* Zarr v2 and v3 metadata: parse, validate, and describe (SPEC §2). Both versions end as the same
  * struct with a v3-style codec chain (v2 compressor, filters, order and byte order converted), so
- * nothing downstream knows the Zarr version. */
+ * nothing downstream knows the Zarr version; N5 attributes.json ends there too ([n5_block]). */
 #ifndef SM_FORMAT_META_H
 #define SM_FORMAT_META_H
 
@@ -81,7 +81,8 @@ sm_status sm_meta_parse_attrs(const char *json, size_t len, struct json_t **out,
 sm_status sm_meta_chunk_key(const struct sm_array_meta *m, const uint64_t *idx, char *buf,
                             size_t cap, struct sm_err *err);
 
-/* A JSON description for `shardmill info`: zarr_format, node_type, shape, dtype, chunks (the
+/* A JSON description for `shardmill info`: zarr_format (null for N5, with "format": "n5" and
+ * chunk_key_encoding {"name": "n5", "separator": "/"}), node_type, shape, dtype, chunks (the
  * inner chunk shape if sharded), shards (the shard shape, or null), codecs (v3 form, also for v2
  * arrays), fill_value, chunk_key_encoding {name, separator}, attributes, dimension_names (or
  * null). New reference for the caller, sharing nothing with m; NULL on allocation failure. */
