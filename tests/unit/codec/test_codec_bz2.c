@@ -1,0 +1,48 @@
+/* Unit tests for engine/codec/codec_bz2.c (libbz2, dlopen()ed on the first parse): the shared
+ * stream-codec tests (stream_codec_test.h) with level 1, and bad configurations. */
+#include "shardmill/sm_config.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "sm_test.h"
+/* after sm_test.h */
+#include "codec_test.h"
+
+#define STREAM_CODEC "bz2"
+#define STREAM_WORD "bzip2"
+#define STREAM_CFG "{\"level\":1}"
+#include "stream_codec_test.h"
+
+static void test_bz2_rejects_bad_configurations(void **state)
+{
+    (void)state;
+    struct sm_repr r;
+    ct_repr(&r, SM_DT_INT32, 3, sc_shape);
+    struct sm_codec_chain *c = NULL;
+    struct sm_err err;
+    assert_status(ct_chain_try("[" SC_LE ",{\"name\":\"bz2\",\"configuration\":{\"level\":10}}]",
+                               &r, &c, &err),
+                  SM_E_DATA, &err);
+    assert_contains(err.what, "'level' is 10");
+    assert_status(ct_chain_try("[" SC_LE ",{\"name\":\"bz2\",\"configuration\":{\"preset\":1}}]",
+                               &r, &c, &err),
+                  SM_E_DATA, &err);
+    assert_contains(err.what, "unknown configuration key 'preset'");
+    assert_null(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_stream_round_trips_and_rejects_damage),
+        cmocka_unit_test(test_stream_unknown_size_stops_at_the_decode_bound),
+        cmocka_unit_test(test_bz2_rejects_bad_configurations),
+    };
+    return cmocka_run_group_tests_name("codec_bz2", tests, NULL, NULL);
+}
