@@ -88,7 +88,11 @@ json_t *sm_job_input_json(const struct sm_job_config *c, const struct sm_array_m
     json_t *o = json_object();
     json_object_set_new(o, "store", json_string(c->input.store));
     json_object_set_new(o, "array", json_string(c->input.array != NULL ? c->input.array : ""));
-    json_object_set_new(o, "zarr_format", json_integer(m->zarr_format));
+    if (m->zarr_format == 0) { /* an N5 dataset */
+        json_object_set_new(o, "format", json_string("n5"));
+    }
+    json_object_set_new(o, "zarr_format",
+                        m->zarr_format != 0 ? json_integer(m->zarr_format) : json_null());
     json_object_set_new(o, "shape", sm_json_dims(m->shape, m->ndim));
     json_object_set_new(o, "dtype", json_string(sm_dtype_name(m->dtype)));
     if (m->inner_ndim != 0) {

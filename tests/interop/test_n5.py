@@ -171,7 +171,11 @@ class Checker:
         if r.returncode != 0:
             self.check(False, label, r.stderr.strip())
             return
-        res = json.load(open(rep))["result"]
+        doc = json.load(open(rep))
+        res = doc["result"]
+        self.check(doc["input"].get("format") == "n5" and doc["input"]["zarr_format"] is None
+                   and doc["input"]["shape"] == list(a.shape), label + " report input",
+                   json.dumps(doc["input"]))
         # SPEC §5: float values count by their bit patterns; signed ones widen to int64.
         v = a.reshape(-1)
         if v.dtype.kind == "f":
