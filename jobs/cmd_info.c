@@ -26,7 +26,8 @@ int sm_cmd_info(int argc, char **argv)
         "URL or an http:// or https:// URL) as JSON: zarr_format, node_type, shape, dtype, "
         "chunks, shards, codecs, fill_value, attributes. A group lists its members (over HTTP, "
         "which cannot list, the arrays its metadata names); an OME-Zarr group adds "
-        "\"multiscales\" with each level's path, shape, dtype and scale.",
+        "\"multiscales\" with each level's path, shape, dtype and scale. An N5 dataset or group "
+        "(attributes.json) has \"format\": \"n5\" and zarr_format null.",
         opts,
         1,
         1};
