@@ -14,8 +14,11 @@ Prints one line per case; the last line is "rss_bounds: N passed, N failed".
 
 import argparse
 import functools
+import gzip
+import json
 import os
 import shutil
+import struct
 import subprocess
 import sys
 
@@ -37,6 +40,24 @@ def _read(store, out, offset, shape, extra=()):
 
 def _chunk(b2b, blob, dtype="<u2"):
     return lambda d: bc.chunk_store(d, b2b, blob(), dtype=dtype)
+
+
+def n5_bomb_store(d, sizes):
+    """An N5 dataset (uint16, dimensions [10, 10], blockSize [5, 5], gzip) whose block 0/0 has a
+    header of `sizes` (fastest first) and the 1 GiB gzip bomb as its payload; block 1/1 is
+    valid."""
+    store = os.path.join(d, "a.n5")
+    os.makedirs(os.path.join(store, "0"))
+    os.makedirs(os.path.join(store, "1"))
+    with open(os.path.join(store, "attributes.json"), "w") as f:
+        json.dump({"dimensions": [10, 10], "blockSize": [5, 5], "dataType": "uint16",
+                   "compression": {"type": "gzip", "level": 1}}, f)
+    with open(os.path.join(store, "0", "0"), "wb") as f:
+        f.write(struct.pack(">HHII", 0, 2, *sizes) + gzip_gib())
+    with open(os.path.join(store, "1", "1"), "wb") as f:
+        f.write(struct.pack(">HHII", 0, 2, 5, 5)
+                + gzip.compress(bytes(range(50)), mtime=0))
+    return store
 
 
 # name, builder(dir) -> store, extra flags, expected exit, substrings of the error line, control
@@ -63,6 +84,12 @@ CASES = [
     ("blosc_header_blocks_lie", _chunk(["zstd", "blosc"],
                                        lambda: bc.blosc_many_blocks_lie(0x7FFFFF00), "u1"),
      [], 3, ["c/0/0", "blosc", "blocks"], ("5,5", "5,5")),
+    # N5: a whole block's payload must decode to exactly the block; a truncated block's payload
+    # decodes under a bound of its own size (2 bytes here), whatever the gzip trailer says.
+    ("n5_whole_block_gzip_bomb_1gib", lambda d: n5_bomb_store(d, (5, 5)), [], 3,
+     ["0/0", "gzip", "more than the expected size"], ("5,5", "5,5")),
+    ("n5_truncated_block_gzip_bomb_1gib", lambda d: n5_bomb_store(d, (1, 1)), [], 3,
+     ["0/0", "N5 block data decodes to more than the 2 bytes"], ("5,5", "5,5")),
     ("shard_index_2_62_entries", lambda d: bc.huge_index_store(d, [2**31, 2**31], [1, 1]), [],
      3, ["zarr.json", "too many inner chunks"], None),
     ("shard_index_2_59_entries", lambda d: bc.huge_index_store(d, [2**59], [1]), [], 5,
