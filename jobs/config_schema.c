@@ -143,10 +143,11 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      FIELD(input.http.verify_tls)},
     {.path = "input.format",
      .type = SM_CFG_NAME,
-     .choices = "zarr|raw|nifti",
+     .choices = "zarr|n5|raw|nifti",
      .flags = SM_CFGF_NULLABLE,
      .def_doc = "zarr; ingest: nifti for a .nii or .nii.gz file, raw otherwise",
-     .help = "what input.store holds (raw and nifti are read by ingest only)",
+     .help = "what input.store holds (raw and nifti are read by ingest only; zarr and n5 are "
+             "told apart by the store's metadata, so either reads both)",
      .example = "nifti",
      FIELD(input.format)},
     {.path = "input.raw.dtype",

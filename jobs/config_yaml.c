@@ -1012,10 +1012,12 @@ static sm_status check_input(struct lctx *cx)
 {
     struct sm_job_config *c = cx->cfg;
     if (c->job == SM_JOB_INGEST) {
-        if (c->input.format != NULL && strcmp(c->input.format, "zarr") == 0) {
+        if (c->input.format != NULL &&
+            (strcmp(c->input.format, "zarr") == 0 || strcmp(c->input.format, "n5") == 0)) {
             FAIL_KEY(cx, "input.format",
-                     "input.format: ingest reads raw or nifti input, not zarr (convert reads "
-                     "Zarr)");
+                     "input.format: ingest reads raw or nifti input, not %s (convert reads "
+                     "Zarr)",
+                     c->input.format);
         }
         const char *s = c->input.store;
         bool nifti = ends_with(s, ".nii") || ends_with(s, ".nii.gz");
@@ -1031,7 +1033,8 @@ static sm_status check_input(struct lctx *cx)
             }
         }
     } else {
-        if (c->input.format != NULL && strcmp(c->input.format, "zarr") != 0) {
+        if (c->input.format != NULL && strcmp(c->input.format, "zarr") != 0 &&
+            strcmp(c->input.format, "n5") != 0) {
             FAIL_KEY(cx, "input.format",
                      "input.format: the %s job reads zarr input only (%s is read by ingest)",
                      sm_config_job_name(c->job), c->input.format);

@@ -239,7 +239,7 @@ static void test_enum_values(void **state)
                  "output.codec.name: expected one of zstd, gzip, blosc, none, got 'lz4'");
     expect_error(SCAN "output: {codec: {name: null}}\n", "f.yaml:3:24", "got null");
     expect_error(SCAN "input.format: hdf5\n", "f.yaml:3:15",
-                 "expected one of zarr, raw, nifti, got 'hdf5'");
+                 "expected one of zarr, n5, raw, nifti, got 'hdf5'");
 }
 
 static void test_threads_auto_or_count(void **state)
