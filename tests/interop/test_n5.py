@@ -162,7 +162,7 @@ class Checker:
         cfg = os.path.join(self.tmp, "scan.yaml")
         rep = os.path.join(self.tmp, "scan-report.json")
         with open(cfg, "w") as f:
-            f.write(f"job: scan\ninput:\n  store: {store}\n  array: {path}\n"
+            f.write(f"job: scan\ninput:\n  store: {store}\n  array: {path}\n  format: n5\n"
                     f"tile: [3, 4, 5]\nreport: {rep}\n")
             if a.dtype.kind == "f":  # no exact default histogram for floats
                 f.write("histogram: {bins: 16, range: [-10000, 10000]}\n")

@@ -517,6 +517,9 @@ static void test_checks_across_keys(void **state)
                  "input.format: the scan job reads zarr input only (raw is read by ingest)");
     expect_error("job: ingest\ninput: {store: a.zarr, format: zarr}\noutput: {path: o}\n",
                  "f.yaml:2:24", "input.format: ingest reads raw or nifti input, not zarr");
+    expect_error("job: ingest\ninput: {store: a.n5, format: n5}\noutput: {path: o}\n",
+                 "f.yaml:2:22", "input.format: ingest reads raw or nifti input, not n5");
+    expect_ok_text(SCAN "input.format: n5\n"); /* scan, convert, read-bench read N5 too */
     expect_error(CONVERT "output.chunk: [3, 16, 16]\noutput.shard: [8, 32, 32]\n", "f.yaml:4:1",
                  "output.chunk [3, 16, 16] does not divide output.shard [8, 32, 32] (axis 0)");
     expect_error(CONVERT "output.shard: [64, 64]\noutput.chunk: [2, 16, 16]\n", "f.yaml:5:1",
