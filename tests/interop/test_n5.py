@@ -202,16 +202,23 @@ def main():
     arrays.update(write_java(root))
     c = Checker(os.path.abspath(args.shardmill), args.out)
     with NginxServer(root) as srv:
+        # Files: everything. HTTP (to stay within the test budget): N5Store's container and the
+        # Java-style one (N5FSStore writes the same layout).
         for base in (root, srv.url):
             for (container, path), a in sorted(arrays.items()):
+                if base != root and container == "zpfs.n5":
+                    continue
                 store = f"{base}/{container}"
                 c.read(store, path, a)
-                if a.ndim == 3:  # a region inside, crossing block edges
+                if a.ndim == 3 and (base == root or container == "java.n5"):
+                    # a region inside, crossing block edges
                     c.read(store, path, a, (1, 1, 2), tuple(n - 2 for n in a.shape))
                 if base == root:
                     c.info(store, path, a)
-            for key in [("java.n5", "edges_gzip_u16"), ("zp.n5", "blosc_f64"),
-                        ("zpfs.n5", "xz_i16")]:
+            scans = [("java.n5", "edges_gzip_u16")]
+            if base == root:
+                scans += [("zp.n5", "blosc_f64"), ("zpfs.n5", "xz_i16")]
+            for key in scans:
                 c.scan(f"{base}/{key[0]}", key[1], arrays[key])
             # lz4 is refused by name, exit 3, one line.
             r = c.run("read", f"{base}/zp.n5", "--array", "lz4_u8", "-o",
