@@ -84,13 +84,6 @@ int sm_cmd_run(int argc, char **argv)
         st = sm_job_convert(&c, path, &err);
         break;
     case SM_JOB_INGEST:
-        if (sm_par_size() > 1) { /* one writer of one volume: no ranks to share it with */
-            sm_err_set(&err, SM_E_USAGE, __FILE__, __LINE__,
-                       "ingest runs as one process, not under %d MPI ranks", sm_par_size());
-            sm_err_where(&err, "%s: job", pos[0]);
-            st = err.status;
-            break;
-        }
         st = sm_job_ingest(&c, path, &err);
         break;
     case SM_JOB_READ_BENCH:
