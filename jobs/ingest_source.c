@@ -243,7 +243,7 @@ sm_status sm_volume_open(const struct sm_job_config *c, struct sm_volume *v, str
         SM_TRY(gz_open(&g, path, err));
         uint8_t h[SM_NIFTI_HEADER_BYTES];
         uint64_t got = 0;
-        struct stat sb;
+        struct stat sb = {0};
         sm_status s = fstat(g.fd, &sb) != 0 ? io_error(err, path, "stat") : SM_OK;
         if (s == SM_OK) {
             s = gz_read(&g, h, sizeof(h), &got, err);
