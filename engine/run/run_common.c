@@ -377,22 +377,6 @@ sm_status run_gather_records(struct sm_output *out, struct sm_err *err)
     return sm_par_agree(st, err);
 }
 
-sm_status sm_run_write_output(const struct sm_writer *w, struct sm_output *out,
-                              const struct sm_write_job *job, struct sm_write_result *res,
-                              struct sm_err *err)
-{
-    const sm_status st = sm_write_shards(w, out, job, res, err);
-    if (st == SM_E_STOPPED) { /* keep the finished shards for resume (as convert does) */
-        struct sm_err ignored;
-        sm_err_clear(&ignored);
-        (void)sm_output_flush(out, &ignored);
-    }
-    SM_TRY(st);
-    SM_TRY(sm_output_flush(out, err));
-    SM_TRY(sm_stop_check(job->stop, err)); /* a signal after the last shard: no marker */
-    return sm_output_finish(out, err);
-}
-
 void sm_run_result_destroy(struct sm_run_result *res)
 {
     if (res == NULL) {

@@ -299,7 +299,7 @@ sm_status sm_run_ingest(const struct sm_ingest_run *p, struct sm_run_result *res
                         struct sm_err *err);
 void sm_run_result_destroy(struct sm_run_result *res);
 
-/* ---- the pieces, for `plan`, `validate`, ingest and read-bench (jobs/) ---- */
+/* ---- the pieces, for `plan`, `validate` and read-bench (jobs/) ---- */
 
 /* SPEC §4: SM_E_DATA (where = store) when a file input's path does not exist ("the store path
  * does not exist") or is no directory ("not a Zarr store directory"); SM_OK otherwise (http(s)
@@ -333,10 +333,5 @@ sm_status sm_run_shard_grid(const struct sm_run_output *o, const struct sm_array
 /* The plan of `kind` over the tiles of t for nranks ranks: parts[nranks]. Metadata only. */
 void sm_run_plan(enum sm_part_kind kind, const struct sm_array_meta *m, const struct sm_tiling *t,
                  int nranks, struct sm_part *parts);
-/* Writes every shard of one writer with one rank, flushes, and writes the marker unless the stop
- * flag is set (a stop still flushes the finished shards). For ingest. */
-sm_status sm_run_write_output(const struct sm_writer *w, struct sm_output *out,
-                              const struct sm_write_job *job, struct sm_write_result *res,
-                              struct sm_err *err);
 
 #endif
