@@ -101,6 +101,23 @@ static sm_status check_source(const struct sm_ingest_source *s, struct sm_err *e
     return SM_OK;
 }
 
+/* Every rank's source must describe rank 0's volume: its dimensions, shape and type broadcast
+ * from rank 0 and compared (collective). */
+static sm_status same_source(const struct sm_ingest_source *s, struct sm_err *err)
+{
+    uint64_t mine[2 + SM_MAX_DIMS] = {s->ndim, (uint64_t)s->dtype};
+    memcpy(mine + 2, s->shape, sizeof(s->shape));
+    uint64_t root[2 + SM_MAX_DIMS];
+    memcpy(root, mine, sizeof(root));
+    SM_TRY(sm_par_bcast(root, sizeof(root), 0, err));
+    if (memcmp(root, mine, sizeof(root)) != 0) {
+        SM_FAIL(err, SM_E_USAGE,
+                "rank %d's ingest source is not rank 0's (dimensions, shape or type)",
+                sm_par_rank());
+    }
+    return SM_OK;
+}
+
 /* The agreement of a phase boundary, skipped once a failure is every rank's (as convert's). */
 static sm_status agree(bool *agreed, sm_status st, struct sm_err *err)
 {
@@ -153,6 +170,9 @@ static sm_status ingest_ranks(const struct sm_ingest_run *p, struct sm_run_resul
         st = hk->prepare(hk->user, err);
     }
     st = sm_par_agree(st, err);
+    if (st == SM_OK) {
+        st = sm_par_agree(same_source(src, err), err);
+    }
     if (st == SM_OK) {
         st = sm_par_agree(sm_output_open(p->output.path, &p->output.policy, &out, err), err);
     }

@@ -4,7 +4,8 @@
  * against its contract (plan once, before any read, with a box that holds every box read; the
  * boxes read cover every voxel exactly once), and the failures: a read_box error ends the run
  * with that error and no marker, a plan error leaves no output directory, a float source without
- * histogram keys makes no histogram, a source without read_box is refused. Ranks are tested by
+ * histogram keys makes no histogram, a source without read_box is refused, a set stop flag ends
+ * the run with SM_E_STOPPED and no marker. Ranks are tested by
  * tests/mpi/test_mpi_ingest.py. */
 #include "shardmill/sm_config.h"
 
@@ -280,6 +281,25 @@ static void test_float_without_histogram_keys_and_bad_sources(void **state)
     sm_run_result_destroy(&r);
 }
 
+static void test_stopped_leaves_no_marker(void **state)
+{
+    struct fx *f = *state;
+    char out[400];
+    snprintf(out, sizeof(out), "%s/stopped.zarr", f->dir);
+    struct src s;
+    init_src(&s, SM_DT_UINT16);
+    atomic_int stop = 15; /* as if SIGTERM arrived before the run */
+    struct sm_ingest_run p = make_run(&s, out);
+    p.stop = &stop;
+    struct sm_run_result r;
+    struct sm_err err;
+    sm_err_clear(&err);
+    assert_int_equal(sm_run_ingest(&p, &r, &err), SM_E_STOPPED);
+    assert_int_equal(err.cause, 15);
+    assert_false(exists(out, "shardmill.complete.json"));
+    sm_run_result_destroy(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -287,6 +307,7 @@ int main(void)
         cmocka_unit_test(test_read_error_ends_the_run_without_marker),
         cmocka_unit_test(test_plan_error_leaves_no_output),
         cmocka_unit_test(test_float_without_histogram_keys_and_bad_sources),
+        cmocka_unit_test(test_stopped_leaves_no_marker),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
