@@ -1,6 +1,7 @@
-/* Volume sources of the ingest job: a raw binary file (dtype, shape, byte order, header bytes) or
- * a NIfTI-1 file (.nii, or .nii.gz decompressed into memory), read box by box as C-order native
- * little-endian values. NIfTI stores x fastest, so [z, y, x] in C order is the file order. */
+/* Volume sources of the ingest job: a raw binary file (dtype, shape, byte order, header bytes),
+ * a NIfTI-1 file (.nii, or .nii.gz decompressed into memory) or a TIFF stack, read box by box as
+ * C-order native little-endian values. NIfTI stores x fastest, so [z, y, x] in C order is the file
+ * order. */
 #ifndef SM_JOBS_INGEST_SOURCE_H
 #define SM_JOBS_INGEST_SOURCE_H
 
@@ -12,6 +13,7 @@
 
 #include "config.h"
 #include "ingest_nifti.h"
+#include "ingest_tiff.h"
 
 struct sm_volume {
     enum sm_dtype dtype;  /* of the values read_box delivers (NIfTI scaled: float32, or
@@ -24,14 +26,15 @@ struct sm_volume {
     uint8_t *mem;                    /* .nii.gz: the decompressed file (owned) */
     uint64_t mem_len;
     uint64_t data_offset; /* first voxel byte in the file (or in mem) */
-    char format[8];       /* "raw" | "nifti" */
+    char format[8];       /* "raw" | "nifti" | "tiff" */
     bool nifti;           /* nii holds the parsed header */
     struct sm_nifti_hdr nii;
     bool scaled; /* NIfTI scl_slope/scl_inter applied: v * slope + inter (in double) */
     double slope, inter;
+    struct sm_tiff_stack *tiff; /* a TIFF stack (ingest_tiff.h), or NULL */
 };
 
-/* Opens the configured input (input.format raw or nifti). SM_E_USAGE for a bad config,
+/* Opens the configured input (input.format raw, nifti or tiff). SM_E_USAGE for a bad config,
  * SM_E_DATA for a malformed or unsupported header (naming the field) or a volume larger than the
  * file holds, SM_E_LIMIT when a .nii.gz would inflate past limits.memory_bytes, SM_E_IO. */
 sm_status sm_volume_open(const struct sm_job_config *c, struct sm_volume *v, struct sm_err *err);
