@@ -1,10 +1,11 @@
-/* Raw and NIfTI-1 volume sources for `ingest` (SPEC §2, §4). The NIfTI-1 header is parsed by a
- * pure function (ingest_nifti.c: no Debian C library reads it without pulling a toolkit); here the
- * volume it declares is checked against the file before anything is read or allocated, and
- * scl_slope/scl_inter are applied row by row (float32 values; SPEC §2: applied or refused, never
- * ignored). A .nii.gz is never inflated whole: open reads its header through a zlib stream, and
- * the plan step (called by the engine with the box of this rank's shards) inflates the stream
- * once, keeping only the axis-0 slabs of that box, checked against limits.memory_bytes first. */
+/* Raw and NIfTI-1 volume sources for `ingest` (SPEC §2, §4); TIFF stacks are in ingest_tiff.c. The
+ * NIfTI-1 header is parsed by a pure function (ingest_nifti.c: no Debian C library reads it without
+ * pulling a toolkit); here the volume it declares is checked against the file before anything is
+ * read or allocated, and scl_slope/scl_inter are applied row by row (float32 values; SPEC §2:
+ * applied or refused, never ignored). A .nii.gz is never inflated whole: open reads its header
+ * through a zlib stream, and the plan step (called by the engine with the box of this rank's
+ * shards) inflates the stream once, keeping only the axis-0 slabs of that box, checked against
+ * limits.memory_bytes first. */
 #include <shardmill/sm_config.h>
 
 #include "ingest_source.h"
@@ -235,6 +236,15 @@ sm_status sm_volume_open(const struct sm_job_config *c, struct sm_volume *v, str
     v->fd = -1;
     const char *path = c->input.store;
     const bool nifti = c->input.format != NULL && strcmp(c->input.format, "nifti") == 0;
+    if (c->input.format != NULL && strcmp(c->input.format, "tiff") == 0) {
+        snprintf(v->format, sizeof(v->format), "tiff");
+        /* a strip or tile larger than the rank's memory budget is refused by libtiff */
+        SM_TRY(sm_tiff_open(path, c->limits.memory_bytes, &v->tiff, err));
+        v->ndim = 3;
+        sm_tiff_shape(v->tiff, v->shape, &v->dtype);
+        v->stored = v->dtype;
+        return SM_OK;
+    }
     snprintf(v->format, sizeof(v->format), "%s", nifti ? "nifti" : "raw");
     v->path = path;
     if (nifti && ends_with(path, ".gz")) {
@@ -322,6 +332,8 @@ sm_status sm_volume_open(const struct sm_job_config *c, struct sm_volume *v, str
 
 void sm_volume_close(struct sm_volume *v)
 {
+    sm_tiff_close(v->tiff);
+    v->tiff = NULL;
     if (v->fd >= 0) {
         close(v->fd);
     }
@@ -450,6 +462,9 @@ static void scale_row(const struct sm_volume *v, const uint8_t *src, size_t n, u
 sm_status sm_volume_read_box(const struct sm_volume *v, const uint64_t *off, const uint64_t *shape,
                              void *out, struct sm_err *err)
 {
+    if (v->tiff != NULL) {
+        return sm_tiff_read_box(v->tiff, off, shape, out, err);
+    }
     const size_t elem = sm_dtype_size(v->stored);
     const size_t out_elem = sm_dtype_size(v->dtype);
     const unsigned nd = v->ndim;

@@ -1,7 +1,8 @@
-/* Volume sources of the ingest job: a raw binary file (dtype, shape, byte order, header bytes) or
- * a NIfTI-1 file (.nii read by pread; .nii.gz streamed through zlib), read box by box as C-order
- * native little-endian values, and handed to the engine as a struct sm_ingest_source
- * (shardmill/pipeline.h). NIfTI stores x fastest, so [z, y, x] in C order is the file order. */
+/* Volume sources of the ingest job: a raw binary file (dtype, shape, byte order, header bytes),
+ * a NIfTI-1 file (.nii read by pread; .nii.gz streamed through zlib) or a TIFF stack
+ * (ingest_tiff.h), read box by box as C-order native little-endian values, and handed to the
+ * engine as a struct sm_ingest_source (shardmill/pipeline.h). NIfTI stores x fastest, so
+ * [z, y, x] in C order is the file order. */
 #ifndef SM_JOBS_INGEST_SOURCE_H
 #define SM_JOBS_INGEST_SOURCE_H
 
@@ -13,6 +14,7 @@
 
 #include "config.h"
 #include "ingest_nifti.h"
+#include "ingest_tiff.h"
 
 struct sm_volume {
     enum sm_dtype dtype;  /* of the values read_box delivers (NIfTI scaled: float32, or
@@ -27,17 +29,19 @@ struct sm_volume {
     uint8_t *mem;                    /* .nii.gz: the inflated bytes this rank reads (owned) */
     uint64_t mem_base, mem_len;      /* their place in the inflated file */
     uint64_t data_offset;            /* first voxel byte in the file (or in mem) */
-    char format[8];                  /* "raw" | "nifti" */
+    char format[8];                  /* "raw" | "nifti" | "tiff" */
     bool nifti;                      /* nii holds the parsed header */
     struct sm_nifti_hdr nii;
     bool scaled; /* NIfTI scl_slope/scl_inter applied: v * slope + inter (in double) */
     double slope, inter;
+    struct sm_tiff_stack *tiff; /* a TIFF stack (ingest_tiff.h), or NULL */
 };
 
-/* Opens the configured input (input.format raw or nifti): reads and checks the header (a .nii.gz
- * is inflated only as far as its header). SM_E_USAGE for a bad config, SM_E_DATA for a malformed
- * or unsupported header (naming the field), a volume larger than the file holds (a .nii.gz: more
- * than its compressed size can inflate to, or than its gzip trailer says), SM_E_IO. */
+/* Opens the configured input (input.format raw, nifti or tiff): reads and checks the header (a
+ * .nii.gz is inflated only as far as its header). SM_E_USAGE for a bad config, SM_E_DATA for a
+ * malformed or unsupported header (naming the field), a volume larger than the file holds (a
+ * .nii.gz: more than its compressed size can inflate to, or than its gzip trailer says), SM_E_IO.
+ */
 sm_status sm_volume_open(const struct sm_job_config *c, struct sm_volume *v, struct sm_err *err);
 void sm_volume_close(struct sm_volume *v);
 

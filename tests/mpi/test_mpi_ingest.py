@@ -19,6 +19,10 @@ Cases:
             convert.ingest.real_data, raw volumes by `identity`): plain (2 threads) vs mpirun -n 3:
             byte-identical trees and equal `result` sections, checksums equal nibabel's; exit 77
             (skipped) when the data is absent.
+  tiff      the real CT written by tifffile as one slice per file and recompressed by tiffcp to
+            a multi-page LZW file: plain (2 threads) and mpirun -n 3 ingests of both have
+            checksums equal to NumPy's and shards byte-identical to the raw CT's plain ingest;
+            exit 77 (skipped) without the CT.
 Prints one ok/FAIL line per check; exit 1 on any failure.
 """
 
@@ -275,17 +279,73 @@ def case_real(work):
     return 0
 
 
+def case_tiff(work):
+    """The real CT as a tifffile slice stack and a tiffcp LZW multi-page file: plain (2 threads)
+    and mpirun -n 3 ingests of each have the shards of the raw CT's plain ingest, byte for byte."""
+    ct = os.path.join(REPO, "data", "ct", "matrix.dat")
+    if not os.path.exists(ct):
+        print("skip: data/ct/matrix.dat missing (scripts/fetch-data.sh)")
+        return 77
+    import tifffile
+
+    vol = np.fromfile(ct, dtype="<i2").reshape(108, 256, 256)
+    checksum, weighted, _ = np_result(vol)
+    stack = os.path.join(work, "ct-slices")
+    shutil.rmtree(stack, ignore_errors=True)
+    os.makedirs(stack)
+    for z in range(vol.shape[0]):
+        tifffile.imwrite(os.path.join(stack, f"ct{z}.tif"), vol[z])
+    plain_tif = os.path.join(work, "ct-plain.tif")
+    with tifffile.TiffWriter(plain_tif) as w:
+        for z in range(vol.shape[0]):
+            w.write(vol[z], contiguous=False)
+    lzw = os.path.join(work, "ct-lzw.tif")
+    r = subprocess.run(["tiffcp", "-c", "lzw", plain_tif, lzw], capture_output=True, text=True)
+    if not check(r.returncode == 0, f"tiffcp -c lzw ({r.stderr.strip()})"):
+        return 0
+    layout = "shard: [16, 64, 64], chunk: [8, 32, 32]"
+    runs = [("raw", ct, "raw", ", raw: {dtype: int16, shape: [108, 256, 256]}", 0, 2)]
+    for ranks, threads in ((0, 2), (3, 1)):
+        runs.append(("stack", stack, "tiff", "", ranks, threads))
+        runs.append(("lzw", lzw, "tiff", "", ranks, threads))
+    ref = None
+    for label, store, fmt, extra, ranks, threads in runs:
+        name = f"CT {label} {'plain' if ranks == 0 else f'mpirun -n {ranks}'} x{threads}"
+        d = os.path.join(work, f"{label}-{ranks}x{threads}")
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(d)
+        cfg = os.path.join(d, "job.yaml")
+        write_cfg(cfg, store, fmt, extra)
+        text = open(cfg).read().replace("shard: [8, 32, 32], chunk: [4, 16, 16]", layout)
+        open(cfg, "w").write(text)
+        p = ingest(d, "job.yaml", ranks, threads)
+        if not check(p is not None and p.returncode == 0,
+                     f"{name}: exit 0 ({p and p.stderr.strip()[-300:]})"):
+            continue
+        res = json.load(open(os.path.join(d, "report.json")))["result"]
+        check(res["checksum"] == checksum and res["weighted_checksum"] == weighted,
+              f"{name}: checksums == NumPy's of the raw CT")
+        shards = os.path.join(d, "out.zarr", "c")
+        if ref is None:
+            ref = shards
+            continue
+        ok, why = same_tree(shards, ref)
+        check(ok, f"{name}: shards byte-identical to the raw CT's plain ingest ({why})")
+    return 0
+
+
 def main():
     global ARGS
     ap = argparse.ArgumentParser()
     ap.add_argument("--shardmill", required=True)
     ap.add_argument("--mpiexec", required=True)
     ap.add_argument("--work", required=True)
-    ap.add_argument("--case", required=True, choices=["identity", "budget", "real"])
+    ap.add_argument("--case", required=True, choices=["identity", "budget", "real", "tiff"])
     ARGS = ap.parse_args()
     work = os.path.join(os.path.abspath(ARGS.work), "ingest-" + ARGS.case)
     os.makedirs(work, exist_ok=True)
-    rc = {"identity": case_identity, "budget": case_budget, "real": case_real}[ARGS.case](work)
+    rc = {"identity": case_identity, "budget": case_budget, "real": case_real,
+          "tiff": case_tiff}[ARGS.case](work)
     if rc == 77:
         return 77
     print(f"{failures} failure(s)")
