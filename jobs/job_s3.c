@@ -191,7 +191,7 @@ sm_status sm_job_s3_resolve(const char *store, const char *endpoint, const char 
             o->access_key_id = keep(out, id, err);
             o->secret_access_key = keep(out, secret, err);
             o->session_token = keep(out, env("AWS_SESSION_TOKEN"), err);
-            o->credentials_from = "the environment (AWS_ACCESS_KEY_ID)";
+            o->credentials_from = "AWS_ACCESS_KEY_ID";
         }
     } else {
         /* the credentials file first, then the config file */
@@ -227,7 +227,7 @@ sm_status sm_job_s3_resolve(const char *store, const char *endpoint, const char 
                 o->session_token = keep(out, val, err);
             }
             char from[1200];
-            snprintf(from, sizeof(from), "profile '%s' of %s", profile, paths[f]);
+            snprintf(from, sizeof(from), "profile '%s' in %s", profile, paths[f]);
             o->credentials_from = keep(out, from, err);
         }
         if (st == SM_OK && o->access_key_id == NULL && profile_named && !sec_cred && !sec_conf) {

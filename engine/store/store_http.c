@@ -83,7 +83,9 @@ struct http_store {
     struct kept *head, *tail;
     uint64_t kept_bytes;
     atomic_uint_fast64_t whole_fetches, kept_slices;
-    bool signed_; /* requests carry the signer's headers (the s3 store) */
+    const char *http_base; /* the URL keys are appended to: base.url, or own_base (s3) */
+    char *own_base;        /* s3: the bucket's HTTP URL (base.url is the s3:// URL) */
+    bool signed_;          /* requests carry the signer's headers (the s3 store) */
     struct sm_http_signer signer;
 };
 
@@ -457,7 +459,7 @@ static sm_status request(struct http_store *hs, const char *key, struct sm_range
     *whole = false;
     *final_code = 0;
     char url[4096];
-    if (!build_url(url, sizeof(url), hs->base.url, key)) {
+    if (!build_url(url, sizeof(url), hs->http_base, key)) {
         SM_FAIL(err, SM_E_USAGE, "URL too long");
     }
     CURL *h = borrow(hs);
@@ -552,8 +554,8 @@ static sm_status request(struct http_store *hs, const char *key, struct sm_range
         snprintf(last.what + len, sizeof(last.what) - len, " (after %u attempts%s%s)", attempt + 1,
                  differ ? "; first: " : "", differ ? first.what : "");
     }
-    if (hs->signer.display != NULL) {
-        sm_err_where(&last, "%s/%s", hs->signer.display, key);
+    if (hs->signed_) { /* the s3:// URL of the object, not the endpoint's */
+        sm_err_where(&last, "%s/%s", hs->base.url, key);
     }
     sm_err_where(&last, "%s", url);
     if (err->status == SM_OK) {
@@ -883,6 +885,7 @@ static void http_close(struct sm_store *s)
     if (hs->signed_ && hs->signer.free != NULL) {
         hs->signer.free(hs->signer.ctx);
     }
+    sm_free(hs->own_base);
     pthread_cond_destroy(&hs->keep_cv);
     pthread_mutex_destroy(&hs->keep_mu);
     sm_free(hs);
@@ -984,9 +987,11 @@ sm_status sm_store_http_open_signed(const char *url, const struct sm_http_opts *
         n--;
     }
     char *u = sm_malloc(n + 1);
-    if (hs == NULL || u == NULL) {
+    char *shown = signer != NULL ? sm_strdup(signer->display) : NULL;
+    if (hs == NULL || u == NULL || (signer != NULL && shown == NULL)) {
         sm_free(hs);
         sm_free(u);
+        sm_free(shown);
         if (signer != NULL && signer->free != NULL) {
             signer->free(signer->ctx);
         }
@@ -995,11 +1000,14 @@ sm_status sm_store_http_open_signed(const char *url, const struct sm_http_opts *
     memcpy(u, url, n);
     u[n] = '\0';
     hs->base.ops = signer != NULL ? &s3_ops : &http_ops;
-    if (signer != NULL) {
+    hs->base.url = u;
+    hs->http_base = u;
+    if (signer != NULL) { /* base.url names the store as given (s3://...) */
         hs->signed_ = true;
         hs->signer = *signer;
+        hs->own_base = u;
+        hs->base.url = shown;
     }
-    hs->base.url = u;
     hs->opts = *opts;
     for (int i = 0; i <= CURL_LOCK_DATA_LAST; i++) {
         pthread_mutex_init(&hs->share_mu[i], NULL);
@@ -1011,8 +1019,9 @@ sm_status sm_store_http_open_signed(const char *url, const struct sm_http_opts *
     hs->cap = hs->pool != NULL ? 8 : 0;
     hs->share = curl.share_init();
     if (hs->share == NULL) {
+        char *shown_url = hs->base.url; /* u, or the s3:// URL (u is own_base then) */
         http_close(&hs->base);
-        sm_free(u);
+        sm_free(shown_url);
         SM_FAIL(err, SM_E_NOMEM, "cannot create a curl share handle");
     }
     curl.share_setopt(hs->share, CURLSHOPT_LOCKFUNC, share_lock);

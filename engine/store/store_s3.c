@@ -112,23 +112,19 @@ static bool s3_refine(void *ctx, long code, bool head, const char *body, size_t 
     }
     char signed_with[200];
     if (g->key_id != NULL) {
-        snprintf(signed_with, sizeof(signed_with), "signed with access key id %s%s%s, region %s",
-                 g->key_id, g->from != NULL ? " from " : "", g->from != NULL ? g->from : "",
-                 g->region);
+        snprintf(signed_with, sizeof(signed_with), "signed with access key id %s (%s, region %s)",
+                 g->key_id, g->from != NULL ? g->from : "given", g->region);
     } else {
         snprintf(signed_with, sizeof(signed_with),
-                 "sent unsigned: no AWS credentials were found (AWS_ACCESS_KEY_ID, AWS_PROFILE)");
+                 "sent unsigned: no AWS credentials found (AWS_ACCESS_KEY_ID, AWS_PROFILE)");
     }
-    const char *detail = have   ? (msg[0] != '\0' ? msg : scode)
-                         : head ? "no error body to a HEAD request"
-                                : "no S3 error body";
+    const char *detail = have ? msg : head ? "no error body to a HEAD request" : "no S3 error body";
     if (code == 403 || code == 401) {
-        sm_err_set(err, SM_E_IO, __FILE__, __LINE__,
-                   "the request was refused: HTTP %ld %s: %s (%s)", code, have ? scode : "", detail,
-                   signed_with);
+        sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "the request was refused: HTTP %ld %s, %s: %s",
+                   code, have ? scode : "", signed_with, detail);
     } else {
-        sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "S3 answered HTTP %ld %s: %s (%s)", code,
-                   have ? scode : "", detail, signed_with);
+        sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "S3 answered HTTP %ld %s, %s: %s", code,
+                   have ? scode : "", signed_with, detail);
     }
     return true;
 }
@@ -188,12 +184,9 @@ static bool put_encoded(char *out, size_t cap, size_t *o, const char *s, size_t 
     return true;
 }
 
-sm_status sm_store_s3_open(const char *url, const struct sm_http_opts *opts, struct sm_store **out,
-                           struct sm_err *err)
+sm_status sm_s3_map_url(const char *url, const struct sm_s3_opts *o, struct sm_s3_url *out,
+                        struct sm_err *err)
 {
-    *out = NULL;
-    static const struct sm_s3_opts none = {0};
-    const struct sm_s3_opts *o = opts->s3 != NULL ? opts->s3 : &none;
     const char *b = url + strlen("s3://");
     size_t blen = strcspn(b, "/");
     const char *prefix = b[blen] == '/' ? b + blen + 1 : "";
@@ -201,7 +194,7 @@ sm_status sm_store_s3_open(const char *url, const struct sm_http_opts *opts, str
     while (plen > 0 && prefix[plen - 1] == '/') {
         plen--;
     }
-    bool bucket_ok = blen >= 1 && blen <= 255;
+    bool bucket_ok = strncmp(url, "s3://", 5) == 0 && blen >= 1 && blen < sizeof(out->bucket);
     for (size_t i = 0; i < blen; i++) {
         const char c = b[i];
         bucket_ok = bucket_ok && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
@@ -214,7 +207,9 @@ sm_status sm_store_s3_open(const char *url, const struct sm_http_opts *opts, str
         sm_err_where(err, "%s", url);
         return err->status;
     }
+    snprintf(out->bucket, sizeof(out->bucket), "%.*s", (int)blen, b);
     const char *region = o->region != NULL && o->region[0] != '\0' ? o->region : "us-east-1";
+    snprintf(out->region, sizeof(out->region), "%s", region);
     char endpoint[1024];
     if (o->endpoint != NULL && o->endpoint[0] != '\0') {
         snprintf(endpoint, sizeof(endpoint), "%s", o->endpoint);
@@ -227,7 +222,7 @@ sm_status sm_store_s3_open(const char *url, const struct sm_http_opts *opts, str
     }
     const bool https = strncmp(endpoint, "https://", 8) == 0;
     if ((!https && strncmp(endpoint, "http://", 7) != 0) || strchr(endpoint, '?') != NULL ||
-        strlen(endpoint) <= (https ? 8u : 7u)) {
+        strchr(endpoint, '#') != NULL || strlen(endpoint) <= (https ? 8u : 7u)) {
         sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
                    "the S3 endpoint '%s' is not an http:// or https:// URL", endpoint);
         sm_err_where(err, "input.s3.endpoint");
@@ -236,40 +231,53 @@ sm_status sm_store_s3_open(const char *url, const struct sm_http_opts *opts, str
     const char *host = endpoint + (https ? 8 : 7);
     const size_t hlen = strcspn(host, "/");
     const bool path_style = o->path_style || ip_or_localhost(host, hlen);
-    char base[2048];
-    size_t n = 0;
     int w;
     if (path_style) {
-        w = snprintf(base, sizeof(base), "%s/%.*s", endpoint, (int)blen, b);
+        w = snprintf(out->base, sizeof(out->base), "%s/%s", endpoint, out->bucket);
     } else {
-        w = snprintf(base, sizeof(base), "%s%.*s.%s", https ? "https://" : "http://", (int)blen, b,
-                     host);
+        w = snprintf(out->base, sizeof(out->base), "%s%s.%s", https ? "https://" : "http://",
+                     out->bucket, host);
     }
-    bool ok = w > 0 && (size_t)w < sizeof(base);
-    n = ok ? (size_t)w : 0;
+    bool ok = w > 0 && (size_t)w < sizeof(out->base);
+    size_t n = ok ? (size_t)w : 0;
     if (ok && plen > 0) {
-        ok = n + 1 < sizeof(base);
+        ok = n + 1 < sizeof(out->base);
         if (ok) {
-            base[n++] = '/';
-            ok = put_encoded(base, sizeof(base), &n, prefix, plen);
+            out->base[n++] = '/';
+            ok = put_encoded(out->base, sizeof(out->base), &n, prefix, plen);
         }
     }
-    if (!ok) {
+    w = snprintf(out->display, sizeof(out->display), "s3://%s%s%.*s", out->bucket,
+                 plen > 0 ? "/" : "", (int)plen, prefix);
+    if (!ok || w < 0 || (size_t)w >= sizeof(out->display)) {
         sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "the S3 URL is too long");
         sm_err_where(err, "%s", url);
         return err->status;
     }
+    return SM_OK;
+}
+
+sm_status sm_store_s3_open(const char *url, const struct sm_http_opts *opts, struct sm_store **out,
+                           struct sm_err *err)
+{
+    *out = NULL;
+    static const struct sm_s3_opts none = {0};
+    const struct sm_s3_opts *o = opts->s3 != NULL ? opts->s3 : &none;
+    struct sm_s3_url *m = sm_malloc(sizeof(*m));
+    if (m == NULL) {
+        SM_FAIL(err, SM_E_NOMEM, "cannot allocate an S3 store");
+    }
+    sm_status st = sm_s3_map_url(url, o, m, err);
+    if (st != SM_OK) {
+        sm_free(m);
+        return st;
+    }
     struct s3_signer *g = sm_calloc(1, sizeof(*g));
     bool oom = g == NULL;
     if (g != NULL) {
-        char disp[1200];
-        snprintf(disp, sizeof(disp), "s3://%.*s%s%.*s", (int)blen, b, plen > 0 ? "/" : "",
-                 (int)plen, prefix);
-        g->display = dup_or_null(disp, &oom);
-        char bk[256];
-        snprintf(bk, sizeof(bk), "%.*s", (int)blen, b);
-        g->bucket = dup_or_null(bk, &oom);
-        g->region = dup_or_null(region, &oom);
+        g->display = dup_or_null(m->display, &oom);
+        g->bucket = dup_or_null(m->bucket, &oom);
+        g->region = dup_or_null(m->region, &oom);
         g->key_id = dup_or_null(o->access_key_id, &oom);
         g->secret = g->key_id != NULL ? dup_or_null(o->secret_access_key, &oom) : NULL;
         g->token = g->key_id != NULL ? dup_or_null(o->session_token, &oom) : NULL;
@@ -277,10 +285,12 @@ sm_status sm_store_s3_open(const char *url, const struct sm_http_opts *opts, str
     }
     if (oom) {
         signer_free(g);
+        sm_free(m);
         SM_FAIL(err, SM_E_NOMEM, "cannot allocate an S3 store");
     }
     if (g->key_id != NULL && g->secret == NULL) {
         signer_free(g);
+        sm_free(m);
         sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
                    "an access key id without a secret access key (AWS_SECRET_ACCESS_KEY)");
         sm_err_where(err, "%s", url);
@@ -288,5 +298,7 @@ sm_status sm_store_s3_open(const char *url, const struct sm_http_opts *opts, str
     }
     const struct sm_http_signer signer = {
         .ctx = g, .sign = s3_sign, .refine = s3_refine, .free = signer_free, .display = g->display};
-    return sm_store_http_open_signed(base, opts, &signer, out, err);
+    st = sm_store_http_open_signed(m->base, opts, &signer, out, err);
+    sm_free(m);
+    return st;
 }

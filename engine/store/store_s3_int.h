@@ -11,6 +11,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "shardmill/status.h"
+#include "shardmill/store.h"
+
 /* SHA-256 of the empty payload: the x-amz-content-sha256 of every GET and HEAD. */
 #define SM_S3_EMPTY_SHA256 "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
@@ -48,6 +51,20 @@ bool sm_s3_authorization(char *out, size_t cap, const char *access_key, const ch
 
 /* "YYYYMMDDTHHMMSSZ" of a UTC time in seconds since the epoch. */
 void sm_s3_amz_date(int64_t t, char out[17]);
+
+/* Where an s3:// URL's objects are (store_s3.c). */
+struct sm_s3_url {
+    char bucket[256];
+    char region[128];
+    char base[2048];    /* the HTTP URL of the prefix: <endpoint>/<bucket>/<prefix> (path-style) or
+                           <scheme>://<bucket>.<host>/<prefix>, the prefix percent-encoded */
+    char display[1200]; /* "s3://bucket/prefix" without trailing '/' (error locations) */
+};
+
+/* Maps s3://bucket/prefix with the endpoint, region and path_style of o (shardmill/store.h).
+ * SM_E_USAGE naming the URL for a malformed one, "input.s3.endpoint" for a bad endpoint. */
+sm_status sm_s3_map_url(const char *url, const struct sm_s3_opts *o, struct sm_s3_url *out,
+                        struct sm_err *err);
 
 /* The Code and Message of an S3 XML error body (<Error><Code>..</Code><Message>..</Message>),
  * each copied with the five predefined XML entities decoded, other bytes outside printable ASCII

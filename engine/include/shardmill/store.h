@@ -206,9 +206,10 @@ struct sm_s3_opts {
                            (an endpoint that is an IP address or localhost is always path-style) */
     const char *access_key_id; /* NULL or "": requests go unsigned (public buckets) */
     const char *secret_access_key;
-    const char *session_token;    /* NULL or "": none (sent as x-amz-security-token) */
-    const char *credentials_from; /* where the credentials came from, for messages ("environment",
-                                     "profile 'x' of ~/.aws/credentials"); NULL: unsaid */
+    const char *session_token; /* NULL or "": none (sent as x-amz-security-token) */
+    const char
+        *credentials_from; /* where the credentials came from, for messages ("AWS_ACCESS_KEY_ID",
+                              "profile 'x' of ~/.aws/credentials"); NULL: unsaid */
 };
 
 /* HTTP store settings (SPEC §3). Retries: 5xx, 429 (Retry-After honoured, capped at

@@ -140,7 +140,7 @@ static void test_profile_from_files(void **state)
     assert_string_equal(f->s3.opts.secret_access_key, "w/+=s");
     assert_string_equal(f->s3.opts.session_token, "T");
     assert_string_equal(f->s3.opts.region, "eu-north-1");
-    assert_contains(f->s3.opts.credentials_from, "profile 'work'");
+    assert_contains(f->s3.opts.credentials_from, "profile 'work' in ");
     sm_job_s3_destroy(&f->s3);
     setenv("AWS_PROFILE", "cfgonly", 1);
     assert_ok(sm_job_s3_resolve("s3://b/x", NULL, NULL, false, &f->s3, &f->err), &f->err);

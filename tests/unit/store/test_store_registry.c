@@ -128,15 +128,9 @@ static void test_registry_s3_opens_and_checks_its_url(void **state)
     struct sm_store *s = NULL;
     assert_ok(sm_store_open_with("s3://bucket/a/b.zarr/", &http, &s, &f->err), &f->err);
     assert_string_equal(s->ops->scheme, "s3");
-    assert_string_equal(s->url, "http://127.0.0.1:9/bucket/a/b.zarr"); /* path-style: an IP */
-    sm_store_close(s);
-    s3.endpoint = "https://s3.example.org";
-    assert_ok(sm_store_open_with("s3://bucket/p q", &http, &s, &f->err), &f->err);
-    assert_string_equal(s->url, "https://bucket.s3.example.org/p%20q"); /* virtual-hosted */
-    sm_store_close(s);
-    s3.path_style = true;
-    assert_ok(sm_store_open_with("s3://bucket", &http, &s, &f->err), &f->err);
-    assert_string_equal(s->url, "https://s3.example.org/bucket");
+    assert_string_equal(s->url, "s3://bucket/a/b.zarr"); /* errors name the s3:// URL */
+    struct sm_http_stats hst;
+    assert_true(sm_store_http_stats(s, &hst)); /* the HTTP store's counters and report */
     sm_store_close(s);
     static const char *bad[] = {"s3://", "s3:///key", "s3://bu$ket/x"};
     for (size_t i = 0; i < 3; i++) {

@@ -132,6 +132,49 @@ static void test_error_body_without_code(void **state)
     assert_false(sm_s3_parse_error(cut, sizeof(cut) - 3, code, sizeof(code), msg, sizeof(msg)));
 }
 
+/* s3://bucket/prefix -> the HTTP URL of the prefix, path-style or virtual-hosted */
+static void test_map_url(void **state)
+{
+    (void)state;
+    struct sm_s3_url u;
+    struct sm_err err;
+    struct sm_s3_opts o = {0};
+    sm_err_clear(&err);
+    assert_ok(sm_s3_map_url("s3://bkt/a/b.zarr/", &o, &u, &err), &err);
+    assert_string_equal(u.base, "https://bkt.s3.us-east-1.amazonaws.com/a/b.zarr");
+    assert_string_equal(u.display, "s3://bkt/a/b.zarr");
+    assert_string_equal(u.bucket, "bkt");
+    assert_string_equal(u.region, "us-east-1");
+    o.region = "eu-central-1";
+    o.path_style = true;
+    assert_ok(sm_s3_map_url("s3://bkt", &o, &u, &err), &err);
+    assert_string_equal(u.base, "https://s3.eu-central-1.amazonaws.com/bkt");
+    assert_string_equal(u.display, "s3://bkt");
+    o.path_style = false;
+    o.endpoint = "http://127.0.0.1:9000/";
+    assert_ok(sm_s3_map_url("s3://bkt/p q/caf\xc3\xa9+;#?", &o, &u, &err), &err);
+    assert_string_equal(u.base, "http://127.0.0.1:9000/bkt/p%20q/caf%C3%A9%2B%3B%23%3F");
+    o.endpoint = "http://localhost:9000";
+    assert_ok(sm_s3_map_url("s3://bkt/x", &o, &u, &err), &err);
+    assert_string_equal(u.base, "http://localhost:9000/bkt/x");
+    o.endpoint = "https://minio.example.org:9000";
+    assert_ok(sm_s3_map_url("s3://bkt/x", &o, &u, &err), &err);
+    assert_string_equal(u.base, "https://bkt.minio.example.org:9000/x");
+    static const char *bad[] = {"s3://", "s3:///x", "s3://a b/x", "http://bkt/x"};
+    for (size_t i = 0; i < 4; i++) {
+        sm_err_clear(&err);
+        assert_int_equal(sm_s3_map_url(bad[i], &o, &u, &err), SM_E_USAGE);
+        assert_string_equal(err.where, bad[i]);
+    }
+    static const char *bad_ep[] = {"ftp://h", "http://", "h:9000", "http://h/?x=1"};
+    for (size_t i = 0; i < 4; i++) {
+        sm_err_clear(&err);
+        o.endpoint = bad_ep[i];
+        assert_int_equal(sm_s3_map_url("s3://bkt/x", &o, &u, &err), SM_E_USAGE);
+        assert_string_equal(err.where, "input.s3.endpoint");
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -142,6 +185,7 @@ int main(void)
         cmocka_unit_test(test_amz_date),
         cmocka_unit_test(test_error_body_code_and_message),
         cmocka_unit_test(test_error_body_without_code),
+        cmocka_unit_test(test_map_url),
     };
     return cmocka_run_group_tests_name("store_s3_sign", tests, NULL, NULL);
 }
