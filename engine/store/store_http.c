@@ -299,7 +299,7 @@ static enum outcome judge(struct xfer *x, CURLcode cc, long code, bool head, str
             return FAIL;
         }
     }
-    if (x->hs->signed_ && code >= 400 && code != 416 &&
+    if (x->hs->signed_ && code >= 300 && code != 416 &&
         x->hs->signer.refine(x->hs->signer.ctx, code, head, x->ebody, x->elen, err)) {
         return FAIL;
     }
@@ -500,6 +500,9 @@ static sm_status request(struct http_store *hs, const char *key, struct sm_range
         }
         curl.easy_setopt(h, CURLOPT_URL, url);
         curl.easy_setopt(h, CURLOPT_NOBODY, head ? 1L : 0L);
+        if (hs->signed_) { /* a signature holds for one host: S3's redirects are errors */
+            curl.easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
+        }
         struct curl_slist *hdrs = NULL;
         if (hs->signed_) { /* signed anew for every attempt: a fresh date */
             if (sign_request(hs, h, head, url, &hdrs, &last) != SM_OK) {

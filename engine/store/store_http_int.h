@@ -27,7 +27,7 @@ struct sm_http_signer {
      * "HEAD") to the full URL. */
     sm_status (*sign)(void *ctx, const char *method, const char *url,
                       char (*lines)[SM_HTTP_SIGN_LINE], size_t *n, struct sm_err *err);
-    /* After a response that is not 2xx, 416 or a redirect: the status and up to
+    /* After a response that is not 2xx or 416 (redirects are not followed): the status and up to
      * SM_HTTP_ERRBODY_MAX bytes of the body. True if it set err (the request fails, no retry);
      * false leaves the HTTP store's handling (404 not found, 5xx retried, ...). */
     bool (*refine)(void *ctx, long code, bool head, const char *body, size_t n, struct sm_err *err);

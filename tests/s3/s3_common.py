@@ -132,12 +132,13 @@ class Proxy:
         open(self.log_path, "w").close()
         self.configure()
 
-    def configure(self, token=None, inject_503=None):
-        """token: the x-amz-security-token required; inject_503: (path substring, count)."""
+    def configure(self, token=None, inject_503=None, redirect_301=None):
+        """token: the x-amz-security-token required; inject_503: (path substring, count);
+        redirect_301: a path substring answered with 301 PermanentRedirect."""
         self.generation += 1
         tmp = self.control + ".tmp"
         with open(tmp, "w") as f:
-            json.dump({"token": token, "inject_503": inject_503,
+            json.dump({"token": token, "inject_503": inject_503, "redirect_301": redirect_301,
                        "generation": self.generation}, f)
         os.replace(tmp, self.control)
 

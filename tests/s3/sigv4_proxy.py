@@ -21,8 +21,11 @@ S3's answer.
   {"token": T}              requests must carry x-amz-security-token T (else 403 InvalidToken);
   {"inject_503": [SUBSTR, N], "generation": G}
                             the first N requests whose path contains SUBSTR get 503 SlowDown
-                            (retry tests); the count restarts whenever G changes. Each request is logged as one JSON line to --log: method, path, range, status,
-signed headers, access key id, body bytes of a 2xx answer relayed.
+                            (retry tests); the count restarts whenever G changes;
+  {"redirect_301": SUBSTR}  requests whose path contains SUBSTR get S3's 301 PermanentRedirect
+                            (a bucket in another region), with a Location header.
+Each request is logged as one JSON line to --log: method, path, range, status, signed headers,
+access key id, body bytes of a 2xx answer relayed.
 
 CLI: sigv4_proxy.py --upstream-port P --port-file F --log L --access-key K --secret S
      [--region R] [--control FILE] [--max-lifetime S]
@@ -77,15 +80,18 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.server.log_file.write(json.dumps(e) + "\n")
             self.server.log_file.flush()
 
+    # Each request is logged before its answer is sent: once the client has the answer, the
+    # test reading the log sees the record.
+
     def _error(self, status, code, message, signed=None, akid=None):
         body = s3_error_xml(code, message)
+        self._record(status, signed, akid, 0)
         self.send_response(status)
         self.send_header("Content-Type", "application/xml")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)
-        self._record(status, signed, akid, 0)
 
     def _verify(self):
         """None if the request is correctly signed, else (status, code, message, signed, akid)."""
@@ -175,6 +181,19 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if self._inject():
             self._error(503, "SlowDown", "Please reduce your request rate.", signed, akid)
             return
+        redirect = self._control().get("redirect_301")
+        if redirect and redirect in self.path:
+            body = s3_error_xml("PermanentRedirect", "The bucket you are attempting to access "
+                                "must be addressed using the specified endpoint.")
+            self._record(301, signed, akid, 0)
+            self.send_response(301)
+            self.send_header("Location", "http://127.0.0.1:9/elsewhere" + self.path)
+            self.send_header("Content-Type", "application/xml")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(body)
+            return
         conn = getattr(self, "_up", None)
         if conn is None:
             conn = self._up = http.client.HTTPConnection("127.0.0.1", self.server.cfg.upstream,
@@ -201,6 +220,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         except (OSError, http.client.HTTPException):
             self._up = None
             raise
+        # the body bytes of a 2xx answer: what a client counts as received (SPEC §3)
+        ok = 200 <= r.status < 300 and self.command != "HEAD"
+        self._record(r.status, signed, akid, len(body) if ok else 0)
         self.send_response(r.status)
         for k, val in r.getheaders():
             if k.lower() in RELAY:
@@ -210,9 +232,6 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)
-        # the body bytes of a 2xx answer: what a client counts as received (SPEC §3)
-        ok = 200 <= r.status < 300 and self.command != "HEAD"
-        self._record(r.status, signed, akid, len(body) if ok else 0)
 
     def do_GET(self):
         self._handle()

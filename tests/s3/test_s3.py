@@ -15,7 +15,7 @@ URL must percent-encode), uploaded to s3rver and kept on disk as the file-store 
   chunk: the fill value;
 - 503 SlowDown is retried and counted as for HTTP; profile credentials with a session token.
 
-Usage: test_s3.py --shardmill BIN --node NODE --work DIR [unittest args]
+Usage: test_s3.py --shardmill BIN --node NODE --work DIR [Values|Errors] [unittest args]
 """
 
 import argparse
@@ -41,7 +41,8 @@ PREFIX = "fixtures"
 ARRAYS = ("v2_gzip", "v3_sharded")
 
 
-class S3Tier(unittest.TestCase):
+class S3Base(unittest.TestCase):
+    """Servers and fixtures, once per test class (each class is its own ctest test)."""
     maxDiff = None
 
     @classmethod
@@ -94,7 +95,9 @@ class S3Tier(unittest.TestCase):
             for h in ("host", "x-amz-content-sha256", "x-amz-date"):
                 self.assertIn(h, r["signed"], r)
 
-    # ---- values and counters ----
+
+class Values(S3Base):
+    """Values, checksums, output bytes and counters through s3 equal the file store's."""
 
     def test_read_equals_numpy_and_file_store(self):
         for name in ARRAYS:
@@ -193,7 +196,9 @@ class S3Tier(unittest.TestCase):
         match, mismatch, errors = filecmp.cmpfiles(outs["file"], outs["s3"], shards, shallow=False)
         self.assertEqual((mismatch, errors), ([], []), "output shards differ")
 
-    # ---- errors ----
+
+class Errors(S3Base):
+    """Refused requests, missing buckets and keys, redirects, retries, credentials."""
 
     def test_wrong_secret_is_refused_exit_4(self):
         env = s3_env(self.proxy.endpoint, self.home, secret="not-the-secret")
@@ -231,6 +236,25 @@ class S3Tier(unittest.TestCase):
         path = self.url(self.manifest["v2_gzip"]["path"])
         res = run_read(ARGS.shardmill, path, env=env)
         check_error_line(self, res, 4, path, ("HTTP 400", "AuthorizationHeaderMalformed"))
+
+    def test_redirect_is_an_error_not_followed(self):
+        """A signature holds for one host: S3's 301 (a bucket in another region) is an error
+        naming S3's code, and the Location is never requested."""
+        path = self.url(self.manifest["v2_gzip"]["path"])
+        self.proxy.configure(redirect_301=f"/{BUCKET}/")
+        res = run_read(ARGS.shardmill, path, env=self.env)
+        check_error_line(self, res, 4, path, ("HTTP 301", "PermanentRedirect"))
+        self.assertEqual(len(self.proxy.log()), 1)
+
+    def test_plan_reads_metadata_through_s3(self):
+        cfg = os.path.join(self.work, "plan.yaml")
+        with open(cfg, "w") as f:
+            store = self.url(self.manifest["v3_sharded"]["path"])
+            f.write(f"job: scan\ninput:\n  store: \"{store}\"\ntile: [8, 64, 64]\n")
+        p = self.run_sm(["plan", cfg, "--ranks", "2", "--json"])
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(json.loads(p.stdout)["ranks"], 2)
+        self.assert_all_signed(self.proxy.log())
 
     # ---- retries, profiles ----
 
