@@ -1203,6 +1203,7 @@ static const char *const md_rules[] = {
     "`nifti` (default: `nifti` for a `.nii`/`.nii.gz` store, else `raw`)",
     "`input.format: raw` | `input.raw.dtype` and `input.raw.shape` are required",
     "`input.http.backoff_base_ms`, `input.http.backoff_max_ms` | base <= max",
+    "`input.s3.endpoint` | an `http://` or `https://` URL",
     "`roi.offset`, `roi.shape` | the same number of axes",
     "`input.raw.shape` (ingest raw), `roi.offset`, `roi.shape`, `tile` (not ingest), "
     "`output.shard` (non-empty), `output.chunk` (convert, ingest), `export.hdf5.chunk` (with an "
