@@ -7,6 +7,7 @@
 #include <shardmill/array.h>
 #include <shardmill/store.h>
 
+#include "job_s3.h"
 #include "jobs_run.h"
 
 int sm_cmd_info(int argc, char **argv)
@@ -23,7 +24,8 @@ int sm_cmd_info(int argc, char **argv)
         "info",
         "STORE [--array PATH]",
         "Prints the Zarr metadata of the array or group at STORE (a directory path, a file:// "
-        "URL or an http:// or https:// URL) as JSON: zarr_format, node_type, shape, dtype, "
+        "URL, an http:// or https:// URL, or s3://bucket/prefix with the AWS_* environment or "
+        "profile) as JSON: zarr_format, node_type, shape, dtype, "
         "chunks, shards, codecs, fill_value, attributes. A group lists its members (over HTTP, "
         "which cannot list, the arrays its metadata names); an OME-Zarr group adds "
         "\"multiscales\" with each level's path, shape, dtype and scale. An N5 dataset or group "
@@ -41,9 +43,17 @@ int sm_cmd_info(int argc, char **argv)
     sm_err_clear(&err);
     struct sm_store *store = NULL;
     json_t *desc = NULL;
-    sm_status st = sm_job_check_input_store(pos[0], &err); /* missing, or a file: exit 3 */
+    struct sm_http_opts http = SM_HTTP_OPTS_DEFAULTS;
+    struct sm_job_s3 s3; /* s3://: endpoint, region and credentials from the AWS environment */
+    sm_status st = sm_job_s3_resolve(pos[0], NULL, NULL, false, &s3, &err);
+    if (s3.active) {
+        http.s3 = &s3.opts;
+    }
     if (st == SM_OK) {
-        st = sm_store_open(pos[0], &store, &err);
+        st = sm_job_check_input_store(pos[0], &err); /* missing, or a file: exit 3 */
+    }
+    if (st == SM_OK) {
+        st = sm_store_open_with(pos[0], &http, &store, &err);
     }
     if (st == SM_OK) {
         st = sm_node_describe(store, array_path, &desc, &err);
@@ -59,5 +69,6 @@ int sm_cmd_info(int argc, char **argv)
     }
     json_decref(desc);
     sm_store_close(store);
+    sm_job_s3_destroy(&s3);
     return st == SM_OK ? 0 : sm_report_error(&err);
 }

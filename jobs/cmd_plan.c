@@ -14,6 +14,7 @@
 #include <shardmill/store.h>
 
 #include "config.h"
+#include "job_s3.h"
 #include "jobs_run.h"
 #include "report.h"
 
@@ -194,11 +195,20 @@ int sm_cmd_plan(int argc, char **argv)
     if (st != SM_OK) {
         return sm_report_error(&err);
     }
-    st = plan(&c, (int)ranks, as_json, &err);
+    struct sm_job_s3 s3; /* an s3:// input's endpoint, region and credentials */
+    st = sm_job_s3_resolve(c.input.store, c.input.s3_endpoint, c.input.s3_region,
+                           c.input.s3_path_style, &s3, &err);
+    if (s3.active) {
+        c.input.http.s3 = &s3.opts;
+    }
+    if (st == SM_OK) {
+        st = plan(&c, (int)ranks, as_json, &err);
+    }
     if (st == SM_OK && (fflush(stdout) != 0 || ferror(stdout))) {
         st = sm_err_set(&err, SM_E_IO, __FILE__, __LINE__, "cannot write the plan");
         sm_err_where(&err, "standard output");
     }
+    sm_job_s3_destroy(&s3);
     sm_config_destroy(&c);
     return st == SM_OK ? 0 : sm_report_error(&err);
 }

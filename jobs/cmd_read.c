@@ -21,6 +21,7 @@
 #include <shardmill/path.h>
 #include <shardmill/store.h>
 
+#include "job_s3.h"
 #include "jobs_run.h"
 #include "report.h"
 
@@ -196,7 +197,10 @@ int sm_cmd_read(int argc, char **argv)
         "STORE --offset z,y,x --shape d,h,w -o FILE [options]",
         "Reads a region of the array at STORE and writes it as raw little-endian values of the "
         "array's data type in C order (bool as one 0/1 byte). Missing chunks read as the fill "
-        "value. A failed read leaves no output file. FILE (and the --stats file) may not be, lie "
+        "value. STORE may be a path, file://, http(s):// or s3://bucket/prefix URL (S3: endpoint, "
+        "region and credentials from AWS_ENDPOINT_URL, AWS_REGION, AWS_ACCESS_KEY_ID, "
+        "AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN or the AWS_PROFILE profile). A failed read "
+        "leaves no output file. FILE (and the --stats file) may not be, lie "
         "inside or contain a local STORE (exit 2).",
         opts,
         1,
@@ -239,7 +243,14 @@ int sm_cmd_read(int argc, char **argv)
     }
     http.max_retries = (unsigned)http_retries;
     http.backoff_base_ms = (unsigned)http_backoff_ms;
-    sm_status st = sm_job_check_input_store(pos[0], &err);
+    struct sm_job_s3 s3; /* s3://: endpoint, region and credentials from the AWS environment */
+    sm_status st = sm_job_s3_resolve(pos[0], NULL, NULL, false, &s3, &err);
+    if (s3.active) {
+        http.s3 = &s3.opts;
+    }
+    if (st == SM_OK) {
+        st = sm_job_check_input_store(pos[0], &err);
+    }
     if (st == SM_OK) {
         st = sm_store_open_with(pos[0], &http, &store, &err);
     }
@@ -254,6 +265,7 @@ int sm_cmd_read(int argc, char **argv)
             const unsigned ndim = m->ndim; /* m dies with the array */
             sm_array_close(a);
             sm_store_close(store);
+            sm_job_s3_destroy(&s3);
             return sm_usage_error("read", "--offset and --shape need %u values for this array",
                                   ndim);
         }
@@ -292,6 +304,7 @@ int sm_cmd_read(int argc, char **argv)
     sm_scratch_free(scratch);
     sm_array_close(a);
     sm_store_close(store);
+    sm_job_s3_destroy(&s3);
     if (st != SM_OK) {
         sm_err_where(&err, "%s", pos[0]);
         return sm_report_error(&err);

@@ -9,6 +9,7 @@
 #include <shardmill/par.h>
 
 #include "config.h"
+#include "job_s3.h"
 #include "jobs_run.h"
 
 /* Ends a run on every rank: the error line is printed once (rank 0; every rank holds the same
@@ -73,6 +74,17 @@ int sm_cmd_run(int argc, char **argv)
         }
         return finish_run(err.status, &err);
     }
+    struct sm_job_s3 s3; /* an s3:// input's endpoint, region and credentials */
+    st = sm_job_s3_resolve(c.input.store, c.input.s3_endpoint, c.input.s3_region,
+                           c.input.s3_path_style, &s3, &err);
+    if (sm_par_agree(st, &err) != SM_OK) {
+        sm_job_s3_destroy(&s3);
+        sm_config_destroy(&c);
+        return finish_run(err.status, &err);
+    }
+    if (s3.active) {
+        c.input.http.s3 = &s3.opts;
+    }
     if (quiet) {
         c.progress = false;
     }
@@ -107,5 +119,6 @@ int sm_cmd_run(int argc, char **argv)
                                : NULL);
     }
     sm_config_destroy(&c);
+    sm_job_s3_destroy(&s3);
     return finish_run(st, &err);
 }

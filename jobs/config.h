@@ -43,6 +43,9 @@ struct sm_job_config {
         struct sm_http_opts http;     /* input.http.{connect_timeout_ms, low_speed_bytes,
                                          low_speed_time_s, retries, backoff_base_ms,
                                          backoff_max_ms, verify_tls} */
+        char *s3_endpoint;            /* input.s3.endpoint (AWS_ENDPOINT_URL, else AWS) */
+        char *s3_region;              /* input.s3.region (AWS_REGION, ..., else us-east-1) */
+        bool s3_path_style;           /* input.s3.path_style (false) */
         /* ingest only */
         char *format;                 /* input.format: zarr | raw | nifti (see sm_config_load) */
         char *raw_dtype;              /* input.raw.dtype: v3 data type name */

@@ -42,8 +42,8 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .type = SM_CFG_STRING,
      .flags = SM_CFGF_NONEMPTY,
      .required = SM_CFG_ALL_JOBS,
-     .help = "the input: a Zarr store path, file:// or http(s):// URL (ingest: the raw or NIfTI "
-             "file)",
+     .help = "the input: a Zarr store path, file://, http(s):// or s3://bucket/prefix URL "
+             "(ingest: the raw or NIfTI file)",
      .example = "http://127.0.0.1:8080/ct.zarr",
      FIELD(input.store)},
     {.path = "input.array",
@@ -141,6 +141,32 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .help = "verify the TLS peer certificate and host name",
      .example = "true",
      FIELD(input.http.verify_tls)},
+    {.path = "input.s3.endpoint",
+     .type = SM_CFG_STRING,
+     .flags = SM_CFGF_NULLABLE | SM_CFGF_NONEMPTY,
+     .def_doc =
+         "AWS_ENDPOINT_URL_S3, else AWS_ENDPOINT_URL, else https://s3.<region>.amazonaws.com",
+     .help = "s3:// inputs: the http:// or https:// URL of the S3 service (a local server, MinIO, "
+             "another cloud)",
+     .example = "http://127.0.0.1:9000",
+     FIELD(input.s3_endpoint)},
+    {.path = "input.s3.region",
+     .type = SM_CFG_STRING,
+     .flags = SM_CFGF_NULLABLE | SM_CFGF_NONEMPTY,
+     .def_doc = "AWS_REGION, else AWS_DEFAULT_REGION, else the profile's region, else us-east-1",
+     .help = "s3:// inputs: the region requests are signed for (AWS SigV4); credentials come "
+             "only from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN or the "
+             "AWS_PROFILE profile of ~/.aws/credentials, never from this file",
+     .example = "eu-central-1",
+     FIELD(input.s3_region)},
+    {.path = "input.s3.path_style",
+     .type = SM_CFG_BOOL,
+     .def = "false",
+     .def_doc = "false: <bucket>.<endpoint host>; an IP address or localhost endpoint is always "
+                "path-style",
+     .help = "s3:// inputs: address objects as <endpoint>/<bucket>/<key> (path-style)",
+     .example = "true",
+     FIELD(input.s3_path_style)},
     {.path = "input.format",
      .type = SM_CFG_NAME,
      .choices = "zarr|n5|raw|nifti|tiff",
@@ -1142,7 +1168,9 @@ static const char md_head[] =
     "A job is one YAML file (SPEC §4): `shardmill run CONFIG.yaml [--set key.path=value]...`.\n"
     "`shardmill validate CONFIG.yaml [--set key.path=value]...` checks a file without opening any\n"
     "store and prints `CONFIG.yaml: ok (job NAME)`, then the effective configuration (every key,\n"
-    "defaults included) as YAML that loads back to the same values. Examples are in `configs/`.\n"
+    "defaults included) as YAML that loads back to the same values. Examples are in `configs/`\n"
+    "(`configs/scan-s3.yaml` reads an array from an S3 bucket: `input.store: s3://bucket/prefix`\n"
+    "with `input.s3.*`, credentials from the AWS environment variables or profile).\n"
     "\n"
     "## Syntax\n"
     "\n"
@@ -1180,6 +1208,7 @@ static const char *const md_rules[] = {
     "`.tif`/`.tiff` file, else `raw`; a directory of slices needs `input.format: tiff`)",
     "`input.format: raw` | `input.raw.dtype` and `input.raw.shape` are required",
     "`input.http.backoff_base_ms`, `input.http.backoff_max_ms` | base <= max",
+    "`input.s3.endpoint` | an `http://` or `https://` URL",
     "`roi.offset`, `roi.shape` | the same number of axes",
     "`input.raw.shape` (ingest raw), `roi.offset`, `roi.shape`, `tile` (not ingest), "
     "`output.shard` (non-empty), `output.chunk` (convert, ingest), `export.hdf5.chunk` (with an "

@@ -1050,6 +1050,11 @@ static sm_status check_input(struct lctx *cx)
                  "input.http.backoff_base_ms (%u) is above input.http.backoff_max_ms (%u)",
                  c->input.http.backoff_base_ms, c->input.http.backoff_max_ms);
     }
+    const char *ep = c->input.s3_endpoint; /* the s3 store's check (store_s3.c), before any run */
+    if (ep != NULL && strncmp(ep, "http://", 7) != 0 && strncmp(ep, "https://", 8) != 0) {
+        FAIL_KEY(cx, "input.s3.endpoint",
+                 "input.s3.endpoint: '%s' is not an http:// or https:// URL", ep);
+    }
     return SM_OK;
 }
 

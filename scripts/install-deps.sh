@@ -2,7 +2,7 @@
 # install-deps.sh: installs what shardmill needs on Debian 12 (bookworm), and only what is missing.
 # Idempotent: a second run checks with dpkg-query, installs nothing, and takes about a second.
 # Runs `apt-get update` only when something is missing. Needs root (or sudo) only to install.
-# Then installs the zarrita.js peer for the interop tests (`npm ci`) when node_modules is missing
+# Then installs the zarrita.js peer and s3rver for the tests (`npm ci`) when node_modules is missing
 # or does not match tests/interop/js/package-lock.json.
 set -euo pipefail
 
@@ -18,7 +18,7 @@ packages=(
     libjansson-dev nettle-dev libopenmpi-dev openmpi-bin libhdf5-openmpi-dev libcmocka-dev
     nginx-light liblzma-dev libbz2-dev
     python3 python3-numpy python3-zarr python3-numcodecs python3-zstandard python3-crc32c
-    python3-h5py python3-nibabel
+    python3-h5py python3-nibabel python3-botocore
     slurm-wlm munge python3-matplotlib
     clang-format-16 hyperfine
     clang libclang-rt-14-dev
@@ -68,7 +68,7 @@ else
 fi
 say "node: $node_note"
 
-# zarrita.js for tests/interop (SPEC §8 peers). npm ci installs exactly the lock file.
+# zarrita.js for tests/interop (SPEC §8 peers), s3rver for tests/s3. npm ci installs exactly the lock file.
 js_dir="$root/tests/interop/js"
 if [[ -f "$js_dir/package-lock.json" ]]; then
     node --version >/dev/null 2>&1 || die "node does not run; cannot install $js_dir"

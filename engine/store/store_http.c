@@ -47,6 +47,8 @@ static struct {
     CURLSH *(*share_init)(void);
     CURLSHcode (*share_setopt)(CURLSH *sh, CURLSHoption opt, ...);
     CURLSHcode (*share_cleanup)(CURLSH *sh);
+    struct curl_slist *(*slist_append)(struct curl_slist *l, const char *s);
+    void (*slist_free_all)(struct curl_slist *l);
 } curl;
 static char curl_load_error[200];
 
@@ -81,6 +83,10 @@ struct http_store {
     struct kept *head, *tail;
     uint64_t kept_bytes;
     atomic_uint_fast64_t whole_fetches, kept_slices;
+    const char *http_base; /* the URL keys are appended to: base.url, or own_base (s3) */
+    char *own_base;        /* s3: the bucket's HTTP URL (base.url is the s3:// URL) */
+    bool signed_;          /* requests carry the signer's headers (the s3 store) */
+    struct sm_http_signer signer;
 };
 
 /* One transfer's state, filled by the curl callbacks. */
@@ -97,6 +103,8 @@ struct xfer {
     bool overflow; /* body longer than announced */
     bool limit_hit;
     uint64_t wire; /* body bytes of 200/206 responses received (counted, SPEC §3) */
+    char ebody[SM_HTTP_ERRBODY_MAX]; /* the start of an error body (signed stores only) */
+    size_t elen;
     struct sm_err *err;
 };
 
@@ -186,8 +194,13 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *user)
             }
         }
     }
-    if (!x->body.keep) {
-        return n; /* an error page: its status decides, its bytes are dropped */
+    if (!x->body.keep) { /* an error page: its status decides; a signer may read its start */
+        if (x->hs->signed_ && x->elen < sizeof(x->ebody)) {
+            const size_t k = n < sizeof(x->ebody) - x->elen ? n : sizeof(x->ebody) - x->elen;
+            memcpy(x->ebody + x->elen, data, k);
+            x->elen += k;
+        }
+        return n;
     }
     x->wire += n; /* received, whatever becomes of them */
     uint64_t grow_to;
@@ -246,8 +259,8 @@ enum outcome { DONE, RETRY, FAIL };
 
 /* Classifies a finished transfer and validates the body against the request. A 200 to a ranged
  * request leaves the whole object in x->out and sets *whole (the caller keeps and slices it). */
-static enum outcome judge(struct xfer *x, CURLcode cc, long code, struct sm_range r, bool *found,
-                          uint64_t *objsize, bool *whole, struct sm_err *err)
+static enum outcome judge(struct xfer *x, CURLcode cc, long code, bool head, struct sm_range r,
+                          bool *found, uint64_t *objsize, bool *whole, struct sm_err *err)
 {
     if (x->limit_hit) {
         return FAIL; /* err already says which limit */
@@ -285,6 +298,10 @@ static enum outcome judge(struct xfer *x, CURLcode cc, long code, struct sm_rang
         default:
             return FAIL;
         }
+    }
+    if (x->hs->signed_ && code >= 300 && code != 416 &&
+        x->hs->signer.refine(x->hs->signer.ctx, code, head, x->ebody, x->elen, err)) {
+        return FAIL;
     }
     if (code == 404 || code == 410) {
         *found = false;
@@ -409,6 +426,28 @@ static bool build_url(char *url, size_t cap, const char *base, const char *key)
     return true;
 }
 
+/* The signer's header lines for one attempt, as a curl list set on h (*hdrs: freed by the
+ * caller after the transfer). */
+static sm_status sign_request(struct http_store *hs, CURL *h, bool head, const char *url,
+                              struct curl_slist **hdrs, struct sm_err *err)
+{
+    char lines[SM_HTTP_SIGN_HDRS][SM_HTTP_SIGN_LINE];
+    size_t n = 0;
+    SM_TRY(hs->signer.sign(hs->signer.ctx, head ? "HEAD" : "GET", url, lines, &n, err));
+    for (size_t i = 0; i < n && i < SM_HTTP_SIGN_HDRS; i++) {
+        struct curl_slist *l = curl.slist_append(*hdrs, lines[i]);
+        if (l == NULL) {
+            curl.slist_free_all(*hdrs);
+            *hdrs = NULL;
+            SM_FAIL(err, SM_E_NOMEM, "cannot build the request headers");
+        }
+        *hdrs = l;
+    }
+    memset(lines, 0, sizeof(lines));
+    curl.easy_setopt(h, CURLOPT_HTTPHEADER, *hdrs);
+    return SM_OK;
+}
+
 /* One logical request with retries. `head` asks for the size only. Every attempt of a GET counts
  * as one request with the body bytes it received. The caller's err is only ever set (first error
  * wins), never cleared: each attempt fails into its own context, and the final message is the
@@ -420,7 +459,7 @@ static sm_status request(struct http_store *hs, const char *key, struct sm_range
     *whole = false;
     *final_code = 0;
     char url[4096];
-    if (!build_url(url, sizeof(url), hs->base.url, key)) {
+    if (!build_url(url, sizeof(url), hs->http_base, key)) {
         SM_FAIL(err, SM_E_USAGE, "URL too long");
     }
     CURL *h = borrow(hs);
@@ -461,12 +500,25 @@ static sm_status request(struct http_store *hs, const char *key, struct sm_range
         }
         curl.easy_setopt(h, CURLOPT_URL, url);
         curl.easy_setopt(h, CURLOPT_NOBODY, head ? 1L : 0L);
+        if (hs->signed_) { /* a signature holds for one host: S3's redirects are errors */
+            curl.easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
+        }
+        struct curl_slist *hdrs = NULL;
+        if (hs->signed_) { /* signed anew for every attempt: a fresh date */
+            if (sign_request(hs, h, head, url, &hdrs, &last) != SM_OK) {
+                st = last.status;
+                o = FAIL;
+                break;
+            }
+        }
         curl.easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
         curl.easy_setopt(h, CURLOPT_HEADERDATA, &x);
         curl.easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
         curl.easy_setopt(h, CURLOPT_WRITEDATA, &x);
         set_range(h, r, range, sizeof(range));
         CURLcode cc = curl.easy_perform(h);
+        curl.easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
+        curl.slist_free_all(hdrs);
         long code = 0;
         curl.easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
         *final_code = code;
@@ -478,7 +530,7 @@ static sm_status request(struct http_store *hs, const char *key, struct sm_range
             *objsize = x.resp.have_clen ? x.resp.clen : UINT64_MAX;
             break;
         }
-        o = judge(&x, cc, code, r, found, objsize, whole, &last);
+        o = judge(&x, cc, code, head, r, found, objsize, whole, &last);
         if (o == DONE) {
             break;
         }
@@ -504,6 +556,9 @@ static sm_status request(struct http_store *hs, const char *key, struct sm_range
         size_t len = strlen(last.what);
         snprintf(last.what + len, sizeof(last.what) - len, " (after %u attempts%s%s)", attempt + 1,
                  differ ? "; first: " : "", differ ? first.what : "");
+    }
+    if (hs->signed_) { /* the s3:// URL of the object, not the endpoint's */
+        sm_err_where(&last, "%s/%s", hs->base.url, key);
     }
     sm_err_where(&last, "%s", url);
     if (err->status == SM_OK) {
@@ -830,6 +885,10 @@ static void http_close(struct sm_store *s)
     while (hs->head != NULL) {
         kept_drop(hs, hs->head);
     }
+    if (hs->signed_ && hs->signer.free != NULL) {
+        hs->signer.free(hs->signer.ctx);
+    }
+    sm_free(hs->own_base);
     pthread_cond_destroy(&hs->keep_cv);
     pthread_mutex_destroy(&hs->keep_mu);
     sm_free(hs);
@@ -837,6 +896,18 @@ static void http_close(struct sm_store *s)
 
 static const struct sm_store_ops http_ops = {
     .scheme = "http",
+    .caps = SM_STORE_RANGE | SM_STORE_THREADSAFE | SM_STORE_SELF_COUNTED,
+    .get = http_get,
+    .get_many = NULL,
+    .size = http_size,
+    .put_atomic = NULL,
+    .list = NULL,
+    .close = http_close,
+};
+
+/* The s3 store: the same driver, every request signed (sm_store_http_open_signed). */
+static const struct sm_store_ops s3_ops = {
+    .scheme = "s3",
     .caps = SM_STORE_RANGE | SM_STORE_THREADSAFE | SM_STORE_SELF_COUNTED,
     .get = http_get,
     .get_many = NULL,
@@ -870,6 +941,8 @@ static void curl_init_once(void)
         {"curl_share_init", (void **)&curl.share_init},
         {"curl_share_setopt", (void **)&curl.share_setopt},
         {"curl_share_cleanup", (void **)&curl.share_cleanup},
+        {"curl_slist_append", (void **)&curl.slist_append},
+        {"curl_slist_free_all", (void **)&curl.slist_free_all},
         {"curl_easy_init", (void **)&curl.easy_init}, /* last: non-NULL means all loaded */
     };
     for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
@@ -892,13 +965,23 @@ static void curl_init_once(void)
 sm_status sm_store_http_open(const char *url, const struct sm_http_opts *opts,
                              struct sm_store **out, struct sm_err *err)
 {
+    return sm_store_http_open_signed(url, opts, NULL, out, err);
+}
+
+sm_status sm_store_http_open_signed(const char *url, const struct sm_http_opts *opts,
+                                    const struct sm_http_signer *signer, struct sm_store **out,
+                                    struct sm_err *err)
+{
     *out = NULL;
     pthread_once(&curl_once, curl_init_once);
     if (curl.easy_init == NULL) {
+        if (signer != NULL && signer->free != NULL) {
+            signer->free(signer->ctx);
+        }
         sm_err_set(err, SM_E_IO, __FILE__, __LINE__,
                    "HTTP stores need a working libcurl (libcurl.so.4, Debian package libcurl4): %s",
                    curl_load_error);
-        sm_err_where(err, "%s", url);
+        sm_err_where(err, "%s", signer != NULL && signer->display != NULL ? signer->display : url);
         return err->status;
     }
     struct http_store *hs = sm_calloc(1, sizeof(*hs));
@@ -907,15 +990,27 @@ sm_status sm_store_http_open(const char *url, const struct sm_http_opts *opts,
         n--;
     }
     char *u = sm_malloc(n + 1);
-    if (hs == NULL || u == NULL) {
+    char *shown = signer != NULL ? sm_strdup(signer->display) : NULL;
+    if (hs == NULL || u == NULL || (signer != NULL && shown == NULL)) {
         sm_free(hs);
         sm_free(u);
+        sm_free(shown);
+        if (signer != NULL && signer->free != NULL) {
+            signer->free(signer->ctx);
+        }
         SM_FAIL(err, SM_E_NOMEM, "cannot allocate an HTTP store");
     }
     memcpy(u, url, n);
     u[n] = '\0';
-    hs->base.ops = &http_ops;
+    hs->base.ops = signer != NULL ? &s3_ops : &http_ops;
     hs->base.url = u;
+    hs->http_base = u;
+    if (signer != NULL) { /* base.url names the store as given (s3://...) */
+        hs->signed_ = true;
+        hs->signer = *signer;
+        hs->own_base = u;
+        hs->base.url = shown;
+    }
     hs->opts = *opts;
     for (int i = 0; i <= CURL_LOCK_DATA_LAST; i++) {
         pthread_mutex_init(&hs->share_mu[i], NULL);
@@ -927,8 +1022,9 @@ sm_status sm_store_http_open(const char *url, const struct sm_http_opts *opts,
     hs->cap = hs->pool != NULL ? 8 : 0;
     hs->share = curl.share_init();
     if (hs->share == NULL) {
+        char *shown_url = hs->base.url; /* u, or the s3:// URL (u is own_base then) */
         http_close(&hs->base);
-        sm_free(u);
+        sm_free(shown_url);
         SM_FAIL(err, SM_E_NOMEM, "cannot create a curl share handle");
     }
     curl.share_setopt(hs->share, CURLSHOPT_LOCKFUNC, share_lock);
@@ -944,7 +1040,7 @@ sm_status sm_store_http_open(const char *url, const struct sm_http_opts *opts,
 bool sm_store_http_stats(struct sm_store *s, struct sm_http_stats *out)
 {
     memset(out, 0, sizeof(*out));
-    if (s == NULL || s->ops != &http_ops) {
+    if (s == NULL || (s->ops != &http_ops && s->ops != &s3_ops)) {
         return false;
     }
     struct http_store *hs = hs_of(s);

@@ -15,6 +15,32 @@
 
 #define SM_HTTP_LOCATION_MAX 512
 
+/* ---- the request-signing hook (the s3 store, store_s3.c, is this store plus a signer) ---- */
+
+#define SM_HTTP_SIGN_HDRS 6      /* header lines a signer may add to one request */
+#define SM_HTTP_SIGN_LINE 4096   /* bytes of one line, NUL included */
+#define SM_HTTP_ERRBODY_MAX 2048 /* bytes of an error response's body kept for the signer */
+
+struct sm_http_signer {
+    void *ctx; /* owned: freed by free() when the store closes */
+    /* Before every attempt: the header lines ("Name: value") to send with method ("GET" or
+     * "HEAD") to the full URL. */
+    sm_status (*sign)(void *ctx, const char *method, const char *url,
+                      char (*lines)[SM_HTTP_SIGN_LINE], size_t *n, struct sm_err *err);
+    /* After a response that is not 2xx or 416 (redirects are not followed): the status and up to
+     * SM_HTTP_ERRBODY_MAX bytes of the body. True if it set err (the request fails, no retry);
+     * false leaves the HTTP store's handling (404 not found, 5xx retried, ...). */
+    bool (*refine)(void *ctx, long code, bool head, const char *body, size_t n, struct sm_err *err);
+    void (*free)(void *ctx);
+    const char *display; /* base of error locations instead of the URL (e.g. "s3://b/prefix") */
+};
+
+/* The HTTP store at `url` with every request signed (store_s3.c). Takes ownership of the
+ * signer's ctx, also on failure. */
+sm_status sm_store_http_open_signed(const char *url, const struct sm_http_opts *opts,
+                                    const struct sm_http_signer *signer, struct sm_store **out,
+                                    struct sm_err *err);
+
 /* What the headers of the current response said. A status line starts a new response (after a
  * redirect or a 100 Continue) and resets everything else. */
 struct sm_http_resp {

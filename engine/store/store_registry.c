@@ -21,6 +21,7 @@ static const struct {
     {"file://", open_file_url},
     {"http://", sm_store_http_open},
     {"https://", sm_store_http_open},
+    {"s3://", sm_store_s3_open},
     {NULL, NULL},
 };
 

@@ -195,6 +195,23 @@ void sm_store_count(struct sm_store *s, enum sm_io_class cls, uint64_t requests,
 sm_status sm_store_check_len(const struct sm_store *s, const char *key, uint64_t n,
                              struct sm_err *err);
 
+/* s3:// stores (SPEC §3): where buckets are served and the credentials requests are signed with
+ * (AWS Signature Version 4). The engine never reads the environment or ~/.aws: jobs/ fills this
+ * from input.s3.* and the AWS variables and files. Strings are borrowed for the store's life. */
+struct sm_s3_opts {
+    const char
+        *endpoint;      /* "http://127.0.0.1:9000"; NULL or "": https://s3.<region>.amazonaws.com */
+    const char *region; /* NULL or "": us-east-1 */
+    bool path_style;    /* <endpoint>/<bucket>/<key>; false: <bucket>.<endpoint host>/<key>
+                           (an endpoint that is an IP address or localhost is always path-style) */
+    const char *access_key_id; /* NULL or "": requests go unsigned (public buckets) */
+    const char *secret_access_key;
+    const char *session_token; /* NULL or "": none (sent as x-amz-security-token) */
+    const char
+        *credentials_from; /* where the credentials came from, for messages ("AWS_ACCESS_KEY_ID",
+                              "profile 'x' of ~/.aws/credentials"); NULL: unsaid */
+};
+
 /* HTTP store settings (SPEC §3). Retries: 5xx, 429 (Retry-After honoured, capped at
  * backoff_max_ms), connection reset, truncated body, timeout; delay = min(backoff_max_ms,
  * backoff_base_ms * 2^attempt) scaled by a random factor in [0.5, 1) (jitter). */
@@ -205,11 +222,12 @@ struct sm_http_opts {
     unsigned max_retries;    /* further attempts after the first */
     unsigned backoff_base_ms;
     unsigned backoff_max_ms;
-    bool verify_tls; /* peer and host verification (never off by default) */
+    bool verify_tls;             /* peer and host verification (never off by default) */
+    const struct sm_s3_opts *s3; /* s3:// stores (borrowed); NULL: unsigned, us-east-1, AWS */
 };
 #define SM_HTTP_OPTS_DEFAULTS                                                                      \
     {                                                                                              \
-        10000, 1024, 20, 4, 100, 5000, true                                                        \
+        10000, 1024, 20, 4, 100, 5000, true, NULL                                                  \
     }
 
 /* Opens a store with explicit HTTP settings (other schemes ignore them). */
@@ -224,6 +242,13 @@ sm_status sm_store_file_open(const char *root, struct sm_store **out, struct sm_
  * least recently used first out) and sliced. Counts its own requests and wire bytes. */
 sm_status sm_store_http_open(const char *url, const struct sm_http_opts *opts,
                              struct sm_store **out, struct sm_err *err);
+/* s3://bucket/prefix: the HTTP store on the bucket's endpoint URL, every request signed with
+ * AWS SigV4 from opts->s3 (x-amz-content-sha256, x-amz-date, x-amz-security-token). 403 fails
+ * naming the key ("the request was refused"), a missing bucket is SM_E_DATA, a missing key is
+ * "not found"; ranges, retries and counters are the HTTP store's. SM_E_USAGE for a malformed URL
+ * or endpoint. */
+sm_status sm_store_s3_open(const char *url, const struct sm_http_opts *opts, struct sm_store **out,
+                           struct sm_err *err);
 /* What the HTTP store learned about the server (SPEC §3): range_ignored once a ranged request was
  * answered with the whole object; whole_fetches counts objects fetched whole for that reason
  * (each once while it stays kept), kept_slices the ranged reads served from a kept object
@@ -232,7 +257,7 @@ struct sm_http_stats {
     bool range_ignored;
     uint64_t whole_fetches, kept_slices;
 };
-/* False (and zeros) unless s is an HTTP store (pass sm_store_backing() of a cache). */
+/* False (and zeros) unless s is an HTTP or S3 store (pass sm_store_backing() of a cache). */
 bool sm_store_http_stats(struct sm_store *s, struct sm_http_stats *out);
 
 /* The encoded-object cache (SPEC §3): a decorator holding whole responses (objects and byte

@@ -93,7 +93,7 @@ static void test_registry_file_url_opens_file_store_at_its_path(void **state)
 static void test_registry_file_url_ignores_http_options(void **state)
 {
     struct fx *f = *state;
-    const struct sm_http_opts http = {1, 1, 1, 0, 1, 1, false};
+    const struct sm_http_opts http = {1, 1, 1, 0, 1, 1, false, NULL};
     snprintf(f->url, sizeof(f->url), "file://%s/", f->dir);
     assert_ok(sm_store_open_with(f->url, &http, &f->s, &f->err), &f->err);
     assert_reads_obj(f);
@@ -102,8 +102,8 @@ static void test_registry_file_url_ignores_http_options(void **state)
 static void test_registry_unknown_scheme_is_usage_error_naming_it(void **state)
 {
     struct fx *f = *state;
-    static const char *urls[] = {"s3://bucket/volume.zarr", "gs://b/x", "zip+file:///a.zip"};
-    static const char *schemes[] = {"'s3'", "'gs'", "'zip+file'"};
+    static const char *urls[] = {"ftp://host/volume.zarr", "gs://b/x", "zip+file:///a.zip"};
+    static const char *schemes[] = {"'ftp'", "'gs'", "'zip+file'"};
     for (size_t i = 0; i < 3; i++) {
         struct sm_store *s = (struct sm_store *)&f->err; /* must be reset to NULL */
         sm_err_clear(&f->err);
@@ -112,6 +112,43 @@ static void test_registry_unknown_scheme_is_usage_error_naming_it(void **state)
         assert_contains(f->err.what, schemes[i]);
         assert_string_equal(f->err.where, urls[i]);
     }
+}
+
+/* s3:// is the HTTP store on the bucket's URL: opening sends nothing; malformed URLs and
+ * endpoints are usage errors naming them. */
+static void test_registry_s3_opens_and_checks_its_url(void **state)
+{
+    struct fx *f = *state;
+    struct sm_s3_opts s3 = {0};
+    s3.endpoint = "http://127.0.0.1:9/";
+    s3.access_key_id = "AKIDEXAMPLE";
+    s3.secret_access_key = "secret";
+    struct sm_http_opts http = SM_HTTP_OPTS_DEFAULTS;
+    http.s3 = &s3;
+    struct sm_store *s = NULL;
+    assert_ok(sm_store_open_with("s3://bucket/a/b.zarr/", &http, &s, &f->err), &f->err);
+    assert_string_equal(s->ops->scheme, "s3");
+    assert_string_equal(s->url, "s3://bucket/a/b.zarr"); /* errors name the s3:// URL */
+    struct sm_http_stats hst;
+    assert_true(sm_store_http_stats(s, &hst)); /* the HTTP store's counters and report */
+    sm_store_close(s);
+    static const char *bad[] = {"s3://", "s3:///key", "s3://bu$ket/x"};
+    for (size_t i = 0; i < 3; i++) {
+        sm_err_clear(&f->err);
+        s = (struct sm_store *)&f->err;
+        assert_int_equal(sm_store_open_with(bad[i], &http, &s, &f->err), SM_E_USAGE);
+        assert_null(s);
+        assert_string_equal(f->err.where, bad[i]);
+    }
+    sm_err_clear(&f->err);
+    s3.endpoint = "ftp://127.0.0.1";
+    assert_int_equal(sm_store_open_with("s3://b/x", &http, &s, &f->err), SM_E_USAGE);
+    assert_string_equal(f->err.where, "input.s3.endpoint");
+    sm_err_clear(&f->err);
+    s3.endpoint = NULL;
+    s3.secret_access_key = NULL; /* a key id without a secret */
+    assert_int_equal(sm_store_open_with("s3://b/x", &http, &s, &f->err), SM_E_USAGE);
+    assert_contains(f->err.what, "secret");
 }
 
 static void test_registry_empty_path_is_usage_error(void **state)
@@ -146,6 +183,7 @@ int main(void)
         T(test_registry_file_url_opens_file_store_at_its_path),
         T(test_registry_file_url_ignores_http_options),
         T(test_registry_unknown_scheme_is_usage_error_naming_it),
+        T(test_registry_s3_opens_and_checks_its_url),
         T(test_registry_empty_path_is_usage_error),
         T(test_registry_missing_path_opens_an_empty_store),
     };
