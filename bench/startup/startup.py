@@ -14,8 +14,9 @@ Cases, each a fresh process started by bench/startup/startup_timer.c (posix_spaw
 CLOCK_MONOTONIC; round-robin over the cases with a rotating first case, so machine noise spreads
 over all of them): `shardmill --version`, `shardmill info ARRAY` and bench/startup/bare.c (prints
 one line). Recorded: median, p10 and p90 wall per case, each case's median minus the bare
-program's, the median of the per-round differences, and the shared libraries each shardmill case
-loads (LD_DEBUG=libs "calling init" lines). Target: --version and info within 2 ms of the bare
+program's, the median of the per-round differences, the median CPU time (user + system, wait4:
+less disturbed by a busy machine than the wall), the load average, and the shared libraries each
+case loads (LD_DEBUG=libs "calling init" lines). Target: --version and info within 2 ms of the bare
 program (median difference). Targets are printed and recorded, never change the exit status; a
 failed process exits 1.
 """
@@ -84,6 +85,7 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="the CI smoke profile")
     ap.add_argument("--out", help="results directory (default bench/results)")
     a = ap.parse_args(argv)
+    load_before = round(os.getloadavg()[0], 2)
     b = a.build_dir
     shardmill = os.path.abspath(a.shardmill or os.path.join(b, "jobs", "shardmill"))
     bare = os.path.abspath(a.bare or os.path.join(b, "bench", "startup", "startup_bare"))
@@ -113,8 +115,10 @@ def main(argv=None):
             p = subprocess.run(timer_argv, capture_output=True, text=True)
             if p.returncode != 0:
                 raise SystemExit(f"startup: the timer failed: {p.stderr.strip()}")
-        wall = json.loads(p.stdout)["wall_ns"]
-    ms = {name: [w / 1e6 for w in wall[i]] for i, (name, _) in enumerate(cases)}
+        got = json.loads(p.stdout)
+    ms = {name: [w / 1e6 for w in got["wall_ns"][i]] for i, (name, _) in enumerate(cases)}
+    cpu = {name: [w / 1e6 for w in got["cpu_ns"][i]] for i, (name, _) in enumerate(cases)}
+    cpu_base = statistics.median(cpu["bare"])
     base = statistics.median(ms["bare"])
     results = {}
     targets = {}
@@ -122,13 +126,16 @@ def main(argv=None):
         xs = ms[name]
         med = statistics.median(xs)
         row = {"median_ms": round(med, 4), "p10_ms": round(pct(xs, 0.1), 4),
-               "p90_ms": round(pct(xs, 0.9), 4), "libraries": libs[name],
+               "p90_ms": round(pct(xs, 0.9), 4),
+               "cpu_median_ms": round(statistics.median(cpu[name]), 4),
+               "libraries": libs[name],
                "n_libraries": len(libs[name])}
         if name != "bare":
             row["minus_bare_ms"] = round(med - base, 4)
             row["paired_diff_median_ms"] = round(
                 statistics.median(x - y for x, y in zip(xs, ms["bare"])), 4)
             row["ratio_to_bare"] = round(med / base, 3)
+            row["cpu_minus_bare_ms"] = round(statistics.median(cpu[name]) - cpu_base, 4)
             targets[f"{name}_within_{TARGET_MS:g}ms_of_bare"] = row["paired_diff_median_ms"] <= TARGET_MS
         results[name] = row
     commit = run_text(["git", "-C", REPO, "rev-parse", "HEAD"]) or "unknown"
@@ -143,6 +150,7 @@ def main(argv=None):
         "cpus": os.cpu_count(),
         "kernel": platform.release(),
         "rounds": rounds,
+        "loadavg_1min_before_after": [load_before, round(os.getloadavg()[0], 2)],
         "array": "generated: 64^3 uint16 v2, 32^3 zstd chunks" if generated else
                  os.path.relpath(array, REPO) if array.startswith(REPO + os.sep) else array,
         "command": " ".join(["/usr/bin/python3", "bench/startup/startup.py"] + (argv or sys.argv[1:])),
@@ -158,7 +166,8 @@ def main(argv=None):
         extra = "" if n == "bare" else \
             f"  bare+{row['paired_diff_median_ms']:.2f} ms (x{row['ratio_to_bare']})"
         print(f"{n:8s} median {row['median_ms']:7.3f} ms  p10 {row['p10_ms']:7.3f}  "
-              f"p90 {row['p90_ms']:7.3f}  {row['n_libraries']:2d} libraries{extra}")
+              f"p90 {row['p90_ms']:7.3f}  cpu {row['cpu_median_ms']:6.3f} ms  "
+              f"{row['n_libraries']:2d} libraries{extra}")
     for t, ok in targets.items():
         print(f"target {t}: {'pass' if ok else 'FAIL'}")
     print(f"results: {path}")

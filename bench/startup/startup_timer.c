@@ -6,8 +6,10 @@
  * always first), each as a fresh process: posix_spawn, then waitpid, timed with CLOCK_MONOTONIC
  * around both. The children's stdout and stderr go to the file OUTPUT (truncated before every
  * process, so it holds the last one's output). Prints a JSON object to stdout:
- * {"rounds": N, "wall_ns": [[A1, A2, ...], [B1, ...], ...]} in the order of the commands. Exits 1
- * (after the JSON is abandoned) if a process cannot be started or exits with a status other
+ * {"rounds": N, "wall_ns": [[A1, A2, ...], [B1, ...], ...], "cpu_ns": [...]} in the order of
+ * the commands; cpu_ns is the child's user + system time (wait4 rusage), which a busy machine
+ * disturbs less than the wall time. Exits 1
+ * (no JSON) if a process cannot be started or exits with a status other
  * than 0, naming it on stderr. A round-robin of fresh processes from a tiny launcher: Python's
  * fork/exec would add milliseconds of noise of its own to every sample. */
 #define _GNU_SOURCE
@@ -16,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 
@@ -53,7 +56,8 @@ int main(int argc, char **argv)
         return 2;
     }
     long long *wall = calloc((size_t)rounds * (size_t)ncmds, sizeof(*wall));
-    if (wall == NULL) {
+    long long *cpu = calloc((size_t)rounds * (size_t)ncmds, sizeof(*cpu));
+    if (wall == NULL || cpu == NULL) {
         return 1;
     }
     posix_spawn_file_actions_t fa;
@@ -71,11 +75,14 @@ int main(int argc, char **argv)
                 return 1;
             }
             int status = 0;
-            if (waitpid(pid, &status, 0) != pid) {
-                perror("startup_timer: waitpid");
+            struct rusage ru;
+            if (wait4(pid, &status, 0, &ru) != pid) {
+                perror("startup_timer: wait4");
                 return 1;
             }
             wall[r * ncmds + c] = now_ns() - t0;
+            cpu[r * ncmds + c] = (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000LL +
+                                 (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000LL;
             if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
                 fprintf(stderr, "startup_timer: %s failed (status 0x%x; output in %s)\n",
                         cmds[c][0], status, output);
@@ -83,16 +90,22 @@ int main(int argc, char **argv)
             }
         }
     }
-    printf("{\"rounds\": %ld, \"wall_ns\": [", rounds);
-    for (int c = 0; c < ncmds; c++) {
-        printf("%s[", c > 0 ? ", " : "");
-        for (long r = 0; r < rounds; r++) {
-            printf("%s%lld", r > 0 ? ", " : "", wall[r * ncmds + c]);
+    printf("{\"rounds\": %ld", rounds);
+    for (int k = 0; k < 2; k++) {
+        const long long *v = k == 0 ? wall : cpu;
+        printf(", \"%s\": [", k == 0 ? "wall_ns" : "cpu_ns");
+        for (int c = 0; c < ncmds; c++) {
+            printf("%s[", c > 0 ? ", " : "");
+            for (long r = 0; r < rounds; r++) {
+                printf("%s%lld", r > 0 ? ", " : "", v[r * ncmds + c]);
+            }
+            printf("]");
         }
         printf("]");
     }
-    printf("]}\n");
+    printf("}\n");
     posix_spawn_file_actions_destroy(&fa);
     free(wall);
+    free(cpu);
     return 0;
 }

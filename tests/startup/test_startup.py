@@ -9,8 +9,10 @@ PATH" for every shared object it initialises).
   python3 test_startup.py --shardmill BUILD/jobs/shardmill --work DIR --case CASE [--with-mpi]
 
 Cases:
-  plain    `shardmill --version`, `info` of a small local array and `run` of a scan job load none
-           of libmpi, Open MPI's runtime, hwloc, libhdf5, libcurl or a shardmill module.
+  plain    `shardmill --version`, `info` of a small local zstd array and `run` of a scan job load
+           none of libmpi, Open MPI's runtime, hwloc, libhdf5, libcurl, a shardmill module,
+           libblosc or what it brings (snappy, the C++ runtime); a scan of a blosc array does
+           load libblosc (the positive control of the blosc part) and gives the same histogram.
   export   a convert job with export.hdf5 loads libshardmill_hdf5.so and libhdf5 (the positive
            control of `plain`: the same detection sees a module when one is loaded) and writes
            the HDF5 file.
@@ -29,7 +31,8 @@ import subprocess
 import sys
 
 FORBIDDEN = ("libmpi.", "libopen-rte.", "libopen-pal.", "libhwloc.", "libhdf5", "libcurl.",
-             "libshardmill_mpi.so", "libshardmill_hdf5.so", "libgnutls.", "libkrb5.")
+             "libshardmill_mpi.so", "libshardmill_hdf5.so", "libgnutls.", "libkrb5.", "libblosc.",
+             "libsnappy.", "libstdc++.")
 ARGS = None
 
 
@@ -38,11 +41,14 @@ def fail(msg):
     sys.exit(1)
 
 
-def make_array(path):
+def make_array(path, compressor="zstd"):
     import numpy as np
+    import numcodecs
     import zarr
 
-    z = zarr.open(path, mode="w", shape=(24, 20, 16), chunks=(8, 8, 8), dtype="<u2")
+    comp = numcodecs.Zstd(level=1) if compressor == "zstd" else numcodecs.Blosc(cname="lz4")
+    z = zarr.open(path, mode="w", shape=(24, 20, 16), chunks=(8, 8, 8), dtype="<u2",
+                  compressor=comp)
     z[:] = np.arange(24 * 20 * 16, dtype=np.uint16).reshape(24, 20, 16) % 1000
     return path
 
@@ -75,11 +81,11 @@ def forbidden(libs):
     return sorted(x for x in libs if x.startswith(FORBIDDEN))
 
 
-def scan_job(d, arr):
-    path = os.path.join(d, "scan.yaml")
+def scan_job(d, arr, name="scan"):
+    path = os.path.join(d, f"{name}.yaml")
     with open(path, "w") as f:
         f.write(f"job: scan\ninput: {{store: {arr}}}\ntile: [8, 8, 8]\n"
-                "histogram: {bins: 16, range: [0, 1024]}\n")
+                f"histogram: {{bins: 16, range: [0, 1024]}}\nreport: {name}-report.json\n")
     return path
 
 
@@ -100,7 +106,24 @@ def case_plain(work, arr):
         bad = forbidden(libs)
         if bad:
             fail(f"{' '.join(argv[1:2])}: a plain process loaded {', '.join(bad)}")
-        print(f"ok {' '.join(argv[1:2])}: {len(libs)} shared objects, none of MPI/HDF5/curl")
+        print(f"ok {' '.join(argv[1:2])}: {len(libs)} shared objects, none of "
+              "MPI/HDF5/curl/blosc")
+    barr = make_array(os.path.join(work, "blosc.zarr"), "blosc")
+    libs, _ = loaded([sm, "run", scan_job(work, barr, "bscan"), "-q"], work)
+    if "libblosc.so.1" not in libs:
+        fail(f"a scan of a blosc array did not load libblosc: {sorted(libs)}")
+    import json
+    import numpy as np
+    res = [json.load(open(os.path.join(work, f"{n}-report.json")))["result"]
+           for n in ("scan", "bscan")]
+    want = int((np.arange(24 * 20 * 16) % 1000).sum())  # the values make_array wrote
+    for r in res:
+        if r["checksum"] != want or sum(r["histogram"]["counts"]) != 24 * 20 * 16:
+            fail(f"a scan gave checksum {r['checksum']} over {sum(r['histogram']['counts'])} "
+                 f"values, expected {want} over {24 * 20 * 16}")
+    if res[0]["histogram"] != res[1]["histogram"]:
+        fail("the zstd and blosc scans disagree")
+    print("ok a scan of a blosc array loads libblosc; both scans match the values written")
 
 
 def case_export(work, arr):
