@@ -11,8 +11,9 @@ PATH" for every shared object it initialises).
 Cases:
   plain    `shardmill --version`, `info` of a small local zstd array and `run` of a scan job load
            none of libmpi, Open MPI's runtime, hwloc, libhdf5, libcurl, a shardmill module,
-           libblosc or what it brings (snappy, the C++ runtime); a scan of a blosc array does
-           load libblosc (the positive control of the blosc part) and gives the same histogram.
+           libblosc or what it brings (snappy, the C++ runtime); only `run` loads libyaml (a
+           configuration to read); a scan of a blosc array does load libblosc (the positive
+           control of the blosc part) and both scans match the values written.
   export   a convert job with export.hdf5 loads libshardmill_hdf5.so and libhdf5 (the positive
            control of `plain`: the same detection sees a module when one is loaded) and writes
            the HDF5 file.
@@ -104,6 +105,10 @@ def case_plain(work, arr):
     for argv in ([sm, "--version"], [sm, "info", arr], [sm, "run", scan_job(work, arr), "-q"]):
         libs, _ = loaded(argv, work)
         bad = forbidden(libs)
+        # libyaml only for a configuration: `run` loads it (the positive control), the others not
+        yaml = any(x.startswith("libyaml") for x in libs)
+        if yaml != (argv[1] == "run"):
+            bad.append(f"libyaml {'loaded' if yaml else 'not loaded'}")
         if bad:
             fail(f"{' '.join(argv[1:2])}: a plain process loaded {', '.join(bad)}")
         print(f"ok {' '.join(argv[1:2])}: {len(libs)} shared objects, none of "
