@@ -92,10 +92,13 @@ sm_status sm_module_load(const char *file, const char *symbol, uint32_t size, in
     void *lib = open_module(file, RTLD_NOW | (global ? RTLD_GLOBAL : RTLD_LOCAL), why, sizeof(why),
                             where, sizeof(where));
     if (lib == NULL) {
+        const size_t fl = strlen(file); /* dlerror repeats the file name: drop it */
+        const char *w =
+            strncmp(why, file, fl) == 0 && strncmp(why + fl, ": ", 2) == 0 ? why + fl + 2 : why;
         st = sm_err_set(err, SM_E_IO, __FILE__, __LINE__,
-                        "cannot load this optional part of shardmill: %s; not in %s either (cmake "
-                        "--install puts modules beside the shardmill binary)",
-                        why, where[0] != '\0' ? where : "the program's directory");
+                        "cannot load this part of shardmill (%s; also looked in %s); cmake "
+                        "--install puts it beside the shardmill binary",
+                        w, where[0] != '\0' ? where : "the program's directory");
     } else {
         const struct sm_module_head *h = dlsym(lib, symbol);
         if (h == NULL) {
