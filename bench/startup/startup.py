@@ -6,6 +6,9 @@ Full profile (data/mri.zarr, 400 rounds; writes bench/results/startup-<commit>.j
 
     /usr/bin/python3 bench/startup/startup.py --build-dir build/release
 
+With --compare OTHER_SHARDMILL, a second binary (a build of an earlier commit) runs the same two
+commands in the same rounds (cases version_compare, info_compare).
+
 Smoke profile for CI (a small generated v2 array, 40 rounds, results into --out; a few seconds):
 
     /usr/bin/python3 bench/startup/startup.py --quick --build-dir BUILD --out DIR
@@ -83,6 +86,8 @@ def main(argv=None):
                     "--quick: a generated one)")
     ap.add_argument("--rounds", type=int, help="rounds of all cases (default 400, --quick 40)")
     ap.add_argument("--quick", action="store_true", help="the CI smoke profile")
+    ap.add_argument("--compare", help="another shardmill binary (e.g. a build of an earlier "
+                    "commit) measured in the same rounds: cases version_compare, info_compare")
     ap.add_argument("--out", help="results directory (default bench/results)")
     a = ap.parse_args(argv)
     load_before = round(os.getloadavg()[0], 2)
@@ -105,6 +110,10 @@ def main(argv=None):
             ("version", [shardmill, "--version"]),
             ("info", [shardmill, "info", array]),
         ]
+        if a.compare:
+            other = os.path.abspath(a.compare)
+            cases += [("version_compare", [other, "--version"]),
+                      ("info_compare", [other, "info", array])]
         libs = {name: libraries(cmd) for name, cmd in cases}
         # a warm-up round (page cache, the loader's caches), then the measured rounds
         timer_argv = [timer, "0", os.path.join(tmp, "child.out")]
@@ -136,7 +145,9 @@ def main(argv=None):
                 statistics.median(x - y for x, y in zip(xs, ms["bare"])), 4)
             row["ratio_to_bare"] = round(med / base, 3)
             row["cpu_minus_bare_ms"] = round(statistics.median(cpu[name]) - cpu_base, 4)
-            targets[f"{name}_within_{TARGET_MS:g}ms_of_bare"] = row["paired_diff_median_ms"] <= TARGET_MS
+            if not name.endswith("_compare"):
+                targets[f"{name}_within_{TARGET_MS:g}ms_of_bare"] = \
+                    row["paired_diff_median_ms"] <= TARGET_MS
         results[name] = row
     commit = run_text(["git", "-C", REPO, "rev-parse", "HEAD"]) or "unknown"
     dirty = bool(run_text(["git", "-C", REPO, "status", "--porcelain", "--untracked-files=no"]))
@@ -154,6 +165,9 @@ def main(argv=None):
         "array": "generated: 64^3 uint16 v2, 32^3 zstd chunks" if generated else
                  os.path.relpath(array, REPO) if array.startswith(REPO + os.sep) else array,
         "command": " ".join(["/usr/bin/python3", "bench/startup/startup.py"] + (argv or sys.argv[1:])),
+        "compare": {"shardmill": a.compare,
+                    "version": run_text([os.path.abspath(a.compare), "--version"])}
+        if a.compare else None,
         "cases": results,
         "targets": targets,
     }
@@ -165,7 +179,7 @@ def main(argv=None):
     for n, row in results.items():
         extra = "" if n == "bare" else \
             f"  bare+{row['paired_diff_median_ms']:.2f} ms (x{row['ratio_to_bare']})"
-        print(f"{n:8s} median {row['median_ms']:7.3f} ms  p10 {row['p10_ms']:7.3f}  "
+        print(f"{n:15s} median {row['median_ms']:7.3f} ms  p10 {row['p10_ms']:7.3f}  "
               f"p90 {row['p90_ms']:7.3f}  cpu {row['cpu_median_ms']:6.3f} ms  "
               f"{row['n_libraries']:2d} libraries{extra}")
     for t, ok in targets.items():
