@@ -18,9 +18,9 @@
 #include "shardmill/path.h"
 
 /* What the module calls in the engine, resolved when it is loaded (the program exports its
- * symbols: --export-dynamic, set by sm_par). Naming them here keeps them in a static link that
- * would otherwise drop the ones nothing else uses; tests/startup checks this list against the
- * module's undefined symbols. Extern, so the compiler keeps the table. */
+ * sm_* symbols: engine/par/sm_exports.list, set by sm_par). Naming them here keeps them in a static
+ * link that would otherwise drop the ones nothing else uses; tests/startup checks this list against
+ * the module's undefined symbols. Extern, so the compiler keeps the table. */
 typedef void (*sm_export_fn)(void);
 extern const sm_export_fn sm_export_hdf5_imports[];
 const sm_export_fn sm_export_hdf5_imports[] = {

@@ -154,8 +154,8 @@ static const struct sm_par_ops *ops = &one_rank_ops;
 
 #ifdef SM_PAR_WITH_MPI
 /* What the MPI module calls in the engine, resolved when it is loaded (the program exports its
- * symbols: --export-dynamic). Naming them here keeps them in a static link that would otherwise
- * drop the ones nothing else uses. Extern, so the compiler keeps the table. */
+ * sm_* symbols: engine/par/sm_exports.list). Naming them here keeps them in a static link that
+ * would otherwise drop the ones nothing else uses. Extern, so the compiler keeps the table. */
 typedef void (*sm_par_fn)(void);
 extern const sm_par_fn sm_par_mpi_imports[];
 const sm_par_fn sm_par_mpi_imports[] = {

@@ -18,7 +18,7 @@ Cases:
            control of `plain`: the same detection sees a module when one is loaded) and writes
            the HDF5 file.
   imports  every engine function a module calls (its undefined sm_* symbols) is exported by the
-           shardmill binary (--export-dynamic plus the modules' import tables), so loading a
+           shardmill binary (its sm_* dynamic list plus the modules' import tables), so loading a
            module can never fail on a symbol the static link dropped.
   missing  the binary copied alone into an empty directory (no modules beside it): an export job,
            and (--with-mpi) a run under a launcher's environment, fail with exit 4 and one line

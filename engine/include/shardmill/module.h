@@ -7,12 +7,14 @@
  * A module is compiled and linked normally against its library (MPI, HDF5), so the compiler
  * checks every call; it exports one symbol, a `static const` table of function pointers whose
  * first member is a struct sm_module_head, and calls back into the engine by name: the program
- * that holds the engine exports its symbols (the link option --export-dynamic travels with
- * sm_par), and the module's loader keeps what the module imports linked (an import table).
+ * that holds the engine exports its sm_* symbols (the link option
+ * --dynamic-list=engine/par/sm_exports.list travels with sm_par), and the module's loader keeps
+ * what the module imports linked (an import table).
  * Modules are found by the dynamic linker's search for a bare file name from the program that
  * holds the engine: its RUNPATH (the build tree's module directory; `$ORIGIN`-relative once
  * installed by `cmake --install`, which puts them beside the `shardmill` binary),
- * LD_LIBRARY_PATH, then the system directories. See docs/ARCHITECTURE.md. */
+ * LD_LIBRARY_PATH, then the system directories; failing that, in the running program's
+ * directory (and, in sanitizer builds, the build tree's). See docs/ARCHITECTURE.md. */
 #ifndef SM_CORE_MODULE_H
 #define SM_CORE_MODULE_H
 
