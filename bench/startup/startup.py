@@ -88,6 +88,7 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="the CI smoke profile")
     ap.add_argument("--compare", help="another shardmill binary (e.g. a build of an earlier "
                     "commit) measured in the same rounds: cases version_compare, info_compare")
+    ap.add_argument("--compare-label", help="what --compare is (recorded), e.g. 'commit 973fbb4'")
     ap.add_argument("--out", help="results directory (default bench/results)")
     a = ap.parse_args(argv)
     load_before = round(os.getloadavg()[0], 2)
@@ -165,7 +166,7 @@ def main(argv=None):
         "array": "generated: 64^3 uint16 v2, 32^3 zstd chunks" if generated else
                  os.path.relpath(array, REPO) if array.startswith(REPO + os.sep) else array,
         "command": " ".join(["/usr/bin/python3", "bench/startup/startup.py"] + (argv or sys.argv[1:])),
-        "compare": {"shardmill": a.compare,
+        "compare": {"shardmill": a.compare, "label": a.compare_label,
                     "version": run_text([os.path.abspath(a.compare), "--version"])}
         if a.compare else None,
         "cases": results,
