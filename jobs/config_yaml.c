@@ -2,7 +2,10 @@
  * keeps the 1-based line:column of every node -> walked against the schema table -> struct
  * sm_job_config; then `--set key.path=value` overrides, checks across keys, job-dependent
  * defaults and the canonical effective text. Invariant: every error is SM_E_USAGE (or
- * SM_E_NOMEM) with `where` = "FILE:LINE:COL" or "--set KEY" and `what` naming the key. */
+ * SM_E_NOMEM) with `where` = "FILE:LINE:COL" or "--set KEY" and `what` naming the key.
+ * libyaml is loaded with dlopen by the first configuration parsed: `--version`, `info`, `read`
+ * and the other commands without a YAML file do not map it (docs/BENCHMARKS.md "Start-up"). The
+ * compiler checks every entry point against <yaml.h> (the _Static_asserts below). */
 #include <shardmill/sm_config.h>
 
 #include "config_schema.h"
@@ -14,6 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dlfcn.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <yaml.h>
 
@@ -118,6 +123,62 @@ static sm_status fail_at(struct lctx *cx, const struct ynode *n, sm_status st, c
     return cx->err->status;
 }
 
+#define YAML_LIB "libyaml-0.so.2"
+
+/* The libyaml entry points used here, resolved once by dlsym; each type is the type of the
+ * function <yaml.h> declares (checked unevaluated: no link reference). */
+typedef int (*parser_initialize_fn)(yaml_parser_t *parser);
+typedef void (*parser_set_input_string_fn)(yaml_parser_t *parser, const unsigned char *input,
+                                           size_t size);
+typedef int (*parser_parse_fn)(yaml_parser_t *parser, yaml_event_t *event);
+typedef void (*parser_delete_fn)(yaml_parser_t *parser);
+typedef void (*event_delete_fn)(yaml_event_t *event);
+#define SAME_TYPE(fn, type)                                                                        \
+    _Static_assert(_Generic(&fn, type: 1, default: 0), #fn " differs from <yaml.h>")
+SAME_TYPE(yaml_parser_initialize, parser_initialize_fn);
+SAME_TYPE(yaml_parser_set_input_string, parser_set_input_string_fn);
+SAME_TYPE(yaml_parser_parse, parser_parse_fn);
+SAME_TYPE(yaml_parser_delete, parser_delete_fn);
+SAME_TYPE(yaml_event_delete, event_delete_fn);
+
+static struct {
+    parser_set_input_string_fn parser_set_input_string;
+    parser_parse_fn parser_parse;
+    parser_delete_fn parser_delete;
+    event_delete_fn event_delete;
+    parser_initialize_fn parser_initialize; /* last: non-NULL means all loaded */
+} y;
+static char y_error[200];
+static pthread_once_t y_once = PTHREAD_ONCE_INIT;
+
+static void y_load(void)
+{
+    void *lib = dlopen(YAML_LIB, RTLD_NOW | RTLD_LOCAL);
+    if (lib == NULL) {
+        const char *why = dlerror();
+        snprintf(y_error, sizeof(y_error), "%s", why != NULL ? why : "dlopen failed");
+        return;
+    }
+    struct {
+        const char *name;
+        void **slot;
+    } syms[] = {
+        {"yaml_parser_set_input_string", (void **)&y.parser_set_input_string},
+        {"yaml_parser_parse", (void **)&y.parser_parse},
+        {"yaml_parser_delete", (void **)&y.parser_delete},
+        {"yaml_event_delete", (void **)&y.event_delete},
+        {"yaml_parser_initialize", (void **)&y.parser_initialize},
+    };
+    for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
+        *syms[i].slot = dlsym(lib, syms[i].name);
+        if (*syms[i].slot == NULL) {
+            snprintf(y_error, sizeof(y_error), "%s has no %s", YAML_LIB, syms[i].name);
+            y.parser_initialize = NULL;
+            return;
+        }
+    }
+}
+
 #define FAIL_AT(cx, node, ...)                                                                     \
     return fail_at((cx), (node), SM_E_USAGE, __FILE__, __LINE__, __VA_ARGS__)
 #define FAIL_NOMEM(cx, node)                                                                       \
@@ -187,7 +248,7 @@ static sm_status parser_error(struct ybuild *b)
 
 static sm_status next_event(struct ybuild *b, yaml_event_t *ev)
 {
-    if (!yaml_parser_parse(&b->parser, ev)) {
+    if (!y.parser_parse(&b->parser, ev)) {
         return parser_error(b);
     }
     return SM_OK;
@@ -203,7 +264,7 @@ static sm_status build_items(struct ybuild *b, struct ynode *n, yaml_event_type_
         yaml_event_t ev;
         SM_TRY(next_event(b, &ev));
         if (ev.type == end) {
-            yaml_event_delete(&ev);
+            y.event_delete(&ev);
             return SM_OK;
         }
         struct ynode *kid = NULL;
@@ -241,12 +302,12 @@ static sm_status build_node(struct ybuild *b, yaml_event_t *ev, unsigned depth, 
     case YAML_ALIAS_EVENT: {
         char name[64];
         snprintf(name, sizeof(name), "%s", (const char *)ev->data.alias.anchor);
-        yaml_event_delete(ev);
+        y.event_delete(ev);
         FAIL_AT(b->cx, &at, "YAML aliases (*%s) are not supported: write the value out", name);
     }
     default: {
         int type = (int)ev->type;
-        yaml_event_delete(ev);
+        y.event_delete(ev);
         return sm_err_set(b->cx->err, SM_E_INTERNAL, __FILE__, __LINE__, "unexpected YAML event %d",
                           type);
     }
@@ -254,19 +315,19 @@ static sm_status build_node(struct ybuild *b, yaml_event_t *ev, unsigned depth, 
     if (anchor != NULL || tag != NULL) {
         char name[64];
         snprintf(name, sizeof(name), "%s", (const char *)(anchor != NULL ? anchor : tag));
-        yaml_event_delete(ev);
+        y.event_delete(ev);
         if (anchor != NULL) {
             FAIL_AT(b->cx, &at, "YAML anchors (&%s) are not supported", name);
         }
         FAIL_AT(b->cx, &at, "YAML tags (%s) are not supported", name);
     }
     if (depth > MAX_DEPTH) {
-        yaml_event_delete(ev);
+        y.event_delete(ev);
         FAIL_AT(b->cx, &at, "YAML nested deeper than %d levels", MAX_DEPTH);
     }
     struct ynode *n = sm_calloc(1, sizeof(*n));
     if (n == NULL) {
-        yaml_event_delete(ev);
+        y.event_delete(ev);
         FAIL_NOMEM(b->cx, &at);
     }
     n->line = at.line;
@@ -287,11 +348,11 @@ static sm_status build_node(struct ybuild *b, yaml_event_t *ev, unsigned depth, 
                              "a NUL character in a YAML scalar");
             }
         }
-        yaml_event_delete(ev);
+        y.event_delete(ev);
     } else {
         bool map = ev->type == YAML_MAPPING_START_EVENT;
         n->kind = map ? Y_MAP : Y_SEQ;
-        yaml_event_delete(ev);
+        y.event_delete(ev);
         st = build_items(b, n, map ? YAML_MAPPING_END_EVENT : YAML_SEQUENCE_END_EVENT, depth);
     }
     if (st != SM_OK) {
@@ -307,18 +368,25 @@ static sm_status parse_yaml(struct lctx *cx, const char *text, size_t len, struc
 {
     struct ybuild b = {.cx = cx, .text = text, .len = len};
     *root = NULL;
-    if (!yaml_parser_initialize(&b.parser)) {
+    pthread_once(&y_once, y_load);
+    if (y.parser_initialize == NULL) {
+        return fail_at(cx, NULL, SM_E_IO, __FILE__, __LINE__,
+                       "reading a YAML configuration needs libyaml (%s, Debian package "
+                       "libyaml-0-2): %s",
+                       YAML_LIB, y_error);
+    }
+    if (!y.parser_initialize(&b.parser)) {
         FAIL_NOMEM(cx, NULL);
     }
-    yaml_parser_set_input_string(&b.parser, (const unsigned char *)text, len);
+    y.parser_set_input_string(&b.parser, (const unsigned char *)text, len);
     yaml_event_t ev;
     sm_status st = next_event(&b, &ev); /* STREAM-START */
     if (st == SM_OK) {
-        yaml_event_delete(&ev);
+        y.event_delete(&ev);
         st = next_event(&b, &ev);
     }
     if (st == SM_OK && ev.type == YAML_DOCUMENT_START_EVENT) {
-        yaml_event_delete(&ev);
+        y.event_delete(&ev);
         st = next_event(&b, &ev);
         if (st == SM_OK) {
             st = build_node(&b, &ev, 0, root);
@@ -327,22 +395,22 @@ static sm_status parse_yaml(struct lctx *cx, const char *text, size_t len, struc
             st = next_event(&b, &ev); /* DOCUMENT-END */
         }
         if (st == SM_OK) {
-            yaml_event_delete(&ev);
+            y.event_delete(&ev);
             st = next_event(&b, &ev);
         }
         if (st == SM_OK && ev.type == YAML_DOCUMENT_START_EVENT) {
             struct ynode at = {.kind = Y_SCALAR,
                                .line = (int)ev.start_mark.line + 1,
                                .col = (int)ev.start_mark.column + 1};
-            yaml_event_delete(&ev);
+            y.event_delete(&ev);
             st = fail_at(cx, &at, SM_E_USAGE, __FILE__, __LINE__,
                          "a second YAML document: a configuration is one document");
         }
     }
     if (st == SM_OK) {
-        yaml_event_delete(&ev); /* STREAM-END */
+        y.event_delete(&ev); /* STREAM-END */
     }
-    yaml_parser_delete(&b.parser);
+    y.parser_delete(&b.parser);
     if (st != SM_OK) {
         ynode_free(*root);
         *root = NULL;

@@ -3,14 +3,97 @@
  * v3 name "blosc"; numcodecs id "blosc" (integer shuffle -1/0/1/2 accepted too). Configuration:
  * {"cname": "lz4", "clevel": 5, "shuffle": "shuffle", "typesize": 4, "blocksize": 0}.
  * Invariant: a header is validated against the input and must announce the known decoded size;
- * of unknown size, it is trusted only up to the scratch's decode bound. */
+ * of unknown size, it is trusted only up to the scratch's decode bound.
+ * libblosc is loaded with dlopen when the first blosc codec is parsed: it brings snappy, lz4,
+ * zlib and the C++ runtime, about 1 ms of every process's start (docs/BENCHMARKS.md "Start-up"),
+ * which a run without blosc data should not pay. The compiler still checks every entry point
+ * against <blosc.h> (the _Static_asserts below). */
+#include "shardmill/sm_config.h"
+
 #include "codec_int.h"
 
 #include <blosc.h>
+#include <dlfcn.h>
 #include <jansson.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "shardmill/alloc.h"
+
+#define BLOSC_LIB "libblosc.so.1"
+
+/* The c-blosc entry points used here, resolved once by dlsym. */
+typedef int (*compname_to_compcode_fn)(const char *compname);
+typedef const char *(*list_compressors_fn)(void);
+typedef void (*cbuffer_sizes_fn)(const void *cbuffer, size_t *nbytes, size_t *cbytes,
+                                 size_t *blocksize);
+typedef int (*cbuffer_validate_fn)(const void *cbuffer, size_t cbytes, size_t *nbytes);
+typedef int (*decompress_ctx_fn)(const void *src, void *dest, size_t destsize,
+                                 int numinternalthreads);
+typedef int (*compress_ctx_fn)(int clevel, int doshuffle, size_t typesize, size_t nbytes,
+                               const void *src, void *dest, size_t destsize, const char *compressor,
+                               size_t blocksize, int numinternalthreads);
+/* Each type is the type of the function <blosc.h> declares (unevaluated: no link reference). */
+#define SAME_TYPE(fn, type)                                                                        \
+    _Static_assert(_Generic(&fn, type: 1, default: 0), #fn " differs from <blosc.h>")
+SAME_TYPE(blosc_compname_to_compcode, compname_to_compcode_fn);
+SAME_TYPE(blosc_list_compressors, list_compressors_fn);
+SAME_TYPE(blosc_cbuffer_sizes, cbuffer_sizes_fn);
+SAME_TYPE(blosc_cbuffer_validate, cbuffer_validate_fn);
+SAME_TYPE(blosc_decompress_ctx, decompress_ctx_fn);
+SAME_TYPE(blosc_compress_ctx, compress_ctx_fn);
+
+static struct {
+    compname_to_compcode_fn compname_to_compcode;
+    list_compressors_fn list_compressors;
+    cbuffer_sizes_fn cbuffer_sizes;
+    cbuffer_validate_fn cbuffer_validate;
+    decompress_ctx_fn decompress_ctx;
+    compress_ctx_fn compress_ctx; /* last: non-NULL means all loaded */
+} bl;
+static char bl_error[200];
+static pthread_once_t bl_once = PTHREAD_ONCE_INIT;
+
+static void bl_load(void)
+{
+    void *lib = dlopen(BLOSC_LIB, RTLD_NOW | RTLD_LOCAL);
+    if (lib == NULL) {
+        const char *why = dlerror();
+        snprintf(bl_error, sizeof(bl_error), "%s", why != NULL ? why : "dlopen failed");
+        return;
+    }
+    struct {
+        const char *name;
+        void **slot;
+    } syms[] = {
+        {"blosc_compname_to_compcode", (void **)&bl.compname_to_compcode},
+        {"blosc_list_compressors", (void **)&bl.list_compressors},
+        {"blosc_cbuffer_sizes", (void **)&bl.cbuffer_sizes},
+        {"blosc_cbuffer_validate", (void **)&bl.cbuffer_validate},
+        {"blosc_decompress_ctx", (void **)&bl.decompress_ctx},
+        {"blosc_compress_ctx", (void **)&bl.compress_ctx},
+    };
+    for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
+        *syms[i].slot = dlsym(lib, syms[i].name);
+        if (*syms[i].slot == NULL) {
+            snprintf(bl_error, sizeof(bl_error), "%s has no %s", BLOSC_LIB, syms[i].name);
+            bl.compress_ctx = NULL;
+            return;
+        }
+    }
+}
+
+/* Loads libblosc once; SM_E_IO when it cannot be (every blosc codec is parsed first). */
+static sm_status bl_need(struct sm_err *err)
+{
+    pthread_once(&bl_once, bl_load);
+    if (bl.compress_ctx == NULL) {
+        SM_FAIL(err, SM_E_IO, "codec 'blosc' needs c-blosc (%s, Debian package libblosc1): %s",
+                BLOSC_LIB, bl_error);
+    }
+    return SM_OK;
+}
 
 #define AUTOSHUFFLE (-1) /* numcodecs: bit-shuffle 1-byte types, byte-shuffle the others */
 
@@ -58,6 +141,7 @@ static sm_status blosc_parse(const struct json_t *cfg, void **conf, struct sm_er
 {
     static const char *const keys[] = {"cname", "clevel", "shuffle", "typesize", "blocksize", NULL};
     SM_TRY(sm_codec_cfg_keys(cfg, "blosc", keys, err));
+    SM_TRY(bl_need(err));
     struct blosc_conf c;
     memset(&c, 0, sizeof(c));
     const char *cname;
@@ -65,9 +149,9 @@ static sm_status blosc_parse(const struct json_t *cfg, void **conf, struct sm_er
     if (cname == NULL) {
         cname = BLOSC_LZ4_COMPNAME;
     }
-    if (strlen(cname) >= sizeof(c.cname) || blosc_compname_to_compcode(cname) < 0) {
+    if (strlen(cname) >= sizeof(c.cname) || bl.compname_to_compcode(cname) < 0) {
         SM_FAIL(err, SM_E_DATA, "codec 'blosc': compressor '%s' is not available (have %s)", cname,
-                blosc_list_compressors());
+                bl.list_compressors());
     }
     memcpy(c.cname, cname, strlen(cname) + 1);
     long long x;
@@ -117,7 +201,7 @@ static sm_status blosc_prepare(const void *conf, const struct sm_repr *in, struc
 static sm_status check_header(struct sm_bytes in, size_t nbytes, struct sm_err *err)
 {
     size_t n = 0, cbytes = 0, blocksize = 0;
-    blosc_cbuffer_sizes(in.ptr, &n, &cbytes, &blocksize);
+    bl.cbuffer_sizes(in.ptr, &n, &cbytes, &blocksize);
     if (nbytes == 0) {
         return SM_OK;
     }
@@ -163,8 +247,8 @@ static sm_status blosc_decode(const void *prep, struct sm_bytes in, struct sm_bu
                 BLOSC_MIN_HEADER_LENGTH);
     }
     size_t nbytes = 0, cbytes = 0, blocksize = 0;
-    if (blosc_cbuffer_validate(in.ptr, in.len, &nbytes) != 0) {
-        blosc_cbuffer_sizes(in.ptr, &nbytes, &cbytes, &blocksize);
+    if (bl.cbuffer_validate(in.ptr, in.len, &nbytes) != 0) {
+        bl.cbuffer_sizes(in.ptr, &nbytes, &cbytes, &blocksize);
         SM_FAIL(err, SM_E_DATA,
                 "blosc: invalid header for %zu bytes (it claims %zu compressed, %zu decoded)",
                 in.len, cbytes, nbytes);
@@ -182,7 +266,7 @@ static sm_status blosc_decode(const void *prep, struct sm_bytes in, struct sm_bu
     }
     SM_TRY(sm_buf_reserve(out, nbytes, err));
     if (nbytes != 0) {
-        const int r = blosc_decompress_ctx(in.ptr, out->ptr, nbytes, 1);
+        const int r = bl.decompress_ctx(in.ptr, out->ptr, nbytes, 1);
         if (r <= 0) {
             sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
                        "blosc: corrupt data (%zu bytes, %zu expected decoded)", in.len, nbytes);
@@ -208,8 +292,8 @@ static sm_status blosc_encode(const void *prep, struct sm_bytes in, struct sm_bu
     }
     const size_t cap = in.len + BLOSC_MAX_OVERHEAD;
     SM_TRY(sm_buf_reserve(out, cap, err));
-    const int r = blosc_compress_ctx(p->c.clevel, p->c.shuffle, p->c.typesize, in.len, in.ptr,
-                                     out->ptr, cap, p->c.cname, p->c.blocksize, 1);
+    const int r = bl.compress_ctx(p->c.clevel, p->c.shuffle, p->c.typesize, in.len, in.ptr,
+                                  out->ptr, cap, p->c.cname, p->c.blocksize, 1);
     if (r <= 0) {
         sm_err_set(err, SM_E_INTERNAL, __FILE__, __LINE__,
                    "blosc: compressing %zu bytes with %s failed", in.len, p->c.cname);

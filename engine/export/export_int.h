@@ -1,5 +1,6 @@
 /* Internals of export/: the plan that turns a rank's block of units into write boxes, and the
- * temporary name of the export file. Pure logic, unit-tested (tests/unit/export). */
+ * temporary name of the export file (pure logic, unit-tested: tests/unit/export); the table of
+ * the HDF5 module. */
 #ifndef SM_EXPORT_EXPORT_INT_H
 #define SM_EXPORT_EXPORT_INT_H
 
@@ -7,7 +8,25 @@
 #include <stdint.h>
 
 #include "shardmill/array.h"
+#include "shardmill/export.h"
+#include "shardmill/module.h"
 #include "shardmill/status.h"
+
+/* The HDF5 export is the module libshardmill_hdf5.so (export_hdf5.c, export_plan.c and
+ * par/par_hdf5_*.c, linked to HDF5), loaded by export_load.c on the first sm_export_hdf5_check or
+ * sm_export_hdf5_write: a run without an export never maps HDF5 (module.h). Its slots are the
+ * functions of export.h of the same name (hidden in the module). */
+#define SM_EXPORT_HDF5_MODULE "libshardmill_hdf5.so"
+#define SM_EXPORT_HDF5_SYMBOL "sm_export_hdf5_module"
+struct sm_export_hdf5_ops {
+    struct sm_module_head head;
+    sm_status (*check)(const char *path, const struct sm_export_opts *opts,
+                       const struct sm_export_spec *spec, char **resolved, struct sm_err *err);
+    sm_status (*write)(const char *path, const struct sm_export_opts *opts,
+                       const struct sm_export_spec *spec, struct sm_array *src,
+                       const struct sm_export_work *work, struct sm_scratch *scratch,
+                       struct sm_export_result *res, struct sm_err *err);
+};
 
 /* A box of the array in elements: [off, off + shape), clipped to the array. */
 struct sm_export_box {

@@ -1,11 +1,14 @@
-/* MPI implementation of par.h. MPI_Init is called only when a launcher started the process (or a
- * communicator was given) and MPI is not initialised yet, so a plain run stays a single cheap
- * process (SPEC §1) and a program that runs MPI itself keeps it. Collectives run on a duplicate of
- * the given communicator (MPI_COMM_WORLD by default); MPI errors use the default handler
- * (MPI_ERRORS_ARE_FATAL, inherited by the duplicate): a failed collective aborts every rank. */
+/* MPI implementation of par.h, built as the module libshardmill_mpi.so (linked to MPI) that par.c
+ * loads on the first sm_par_init_comm that needs MPI: a plain run never maps libmpi. Every entry
+ * point is static and reached through the table sm_par_mpi_module (par_int.h). MPI_Init is called
+ * only when a launcher started the process (or a communicator was given) and MPI is not initialised
+ * yet, so a plain run stays a single cheap process (SPEC §1) and a program that runs MPI itself
+ * keeps it. Collectives run on a duplicate of the given communicator (MPI_COMM_WORLD by default);
+ * MPI errors use the default handler (MPI_ERRORS_ARE_FATAL, inherited by the duplicate): a failed
+ * collective aborts every rank. */
 #include "shardmill/sm_config.h"
 
-#include "shardmill/par.h"
+#include "par_int.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -19,7 +22,7 @@
 
 /* The current rank context: the duplicate communicator and this process's place in it. */
 static bool mpi_on;
-static bool owns_mpi; /* sm_par_init* called MPI_Init_thread: sm_par_finalize finalises */
+static bool owns_mpi; /* mpi_init_comm called MPI_Init_thread: sm_par_finalize finalises */
 static bool stuck;
 static int my_rank;
 static int n_ranks = 1;
@@ -41,17 +44,8 @@ static sm_status mpi_fail(struct sm_err *err, int line, const char *call, int rc
     return err->status;
 }
 
-sm_status sm_par_init(bool use_mpi, int *argc, char ***argv, struct sm_err *err)
+static sm_status mpi_init_comm(const void *mpi_comm, int *argc, char ***argv, struct sm_err *err)
 {
-    return sm_par_init_comm(use_mpi, NULL, argc, argv, err);
-}
-
-sm_status sm_par_init_comm(bool use_mpi, const void *mpi_comm, int *argc, char ***argv,
-                           struct sm_err *err)
-{
-    if (!use_mpi && mpi_comm == NULL) {
-        return SM_OK;
-    }
     if (mpi_on) {
         SM_FAIL(err, SM_E_USAGE, "ranks are already initialised (on a communicator of %d ranks)",
                 n_ranks);
@@ -105,7 +99,7 @@ sm_status sm_par_init_comm(bool use_mpi, const void *mpi_comm, int *argc, char *
     return SM_OK;
 }
 
-void sm_par_finalize(void)
+static void mpi_finalize(void)
 {
     if (mpi_on) {
         if (!stuck) { /* a stuck collective would make the free wait for it */
@@ -122,37 +116,32 @@ void sm_par_finalize(void)
     }
 }
 
-const void *sm_par_comm(void)
+static const void *mpi_get_comm(void)
 {
     return mpi_on ? &comm : NULL;
 }
 
-bool sm_par_owns_mpi(void)
+static bool mpi_owns_mpi(void)
 {
     return owns_mpi;
 }
 
-int sm_par_rank(void)
+static int mpi_rank(void)
 {
     return my_rank;
 }
 
-int sm_par_size(void)
+static int mpi_size(void)
 {
     return n_ranks;
 }
 
-bool sm_par_have_mpi(void)
-{
-    return true;
-}
-
-bool sm_par_active(void)
+static bool mpi_active(void)
 {
     return mpi_on;
 }
 
-void sm_par_barrier(void)
+static void mpi_barrier(void)
 {
     if (mpi_on) {
         MPI_Barrier(comm);
@@ -162,7 +151,7 @@ void sm_par_barrier(void)
 /* MPI counts are int: collectives on large buffers go in pieces of at most 1 GiB. */
 #define PIECE ((size_t)1 << 30)
 
-sm_status sm_par_bcast(void *buf, size_t len, int root, struct sm_err *err)
+static sm_status mpi_bcast(void *buf, size_t len, int root, struct sm_err *err)
 {
     if (!mpi_on || n_ranks == 1) {
         return SM_OK;
@@ -179,13 +168,13 @@ sm_status sm_par_bcast(void *buf, size_t len, int root, struct sm_err *err)
     return SM_OK;
 }
 
-sm_status sm_par_bcast_buf(struct sm_buf *b, int root, struct sm_err *err)
+static sm_status mpi_bcast_buf(struct sm_buf *b, int root, struct sm_err *err)
 {
     if (!mpi_on || n_ranks == 1) {
         return SM_OK;
     }
     uint64_t len = my_rank == root ? (uint64_t)b->len : 0;
-    SM_TRY(sm_par_bcast(&len, sizeof(len), root, err));
+    SM_TRY(mpi_bcast(&len, sizeof(len), root, err));
     sm_status st = SM_OK;
     if (my_rank != root) {
         st = len > SIZE_MAX ? sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__,
@@ -203,13 +192,13 @@ sm_status sm_par_bcast_buf(struct sm_buf *b, int root, struct sm_err *err)
         }
         return err->status;
     }
-    SM_TRY(sm_par_bcast(b->ptr, (size_t)len, root, err));
+    SM_TRY(mpi_bcast(b->ptr, (size_t)len, root, err));
     b->len = (size_t)len;
     return SM_OK;
 }
 
-sm_status sm_par_gatherv_bytes(struct sm_bytes mine, struct sm_buf *all, int root,
-                               struct sm_err *err)
+static sm_status mpi_gatherv_bytes(struct sm_bytes mine, struct sm_buf *all, int root,
+                                   struct sm_err *err)
 {
     if (!mpi_on || n_ranks == 1) {
         all->len = 0;
@@ -284,7 +273,7 @@ static sm_status allreduce(void *v, size_t n, MPI_Datatype t, size_t elem, MPI_O
     return SM_OK;
 }
 
-sm_status sm_par_sum_u64(uint64_t *v, size_t n, struct sm_err *err)
+static sm_status mpi_sum_u64(uint64_t *v, size_t n, struct sm_err *err)
 {
     (void)err;
     if (!mpi_on || n_ranks == 1) {
@@ -293,7 +282,7 @@ sm_status sm_par_sum_u64(uint64_t *v, size_t n, struct sm_err *err)
     return allreduce(v, n, MPI_UINT64_T, sizeof(uint64_t), MPI_SUM); /* unsigned: wraps */
 }
 
-sm_status sm_par_max_u64(uint64_t *v, size_t n, struct sm_err *err)
+static sm_status mpi_max_u64(uint64_t *v, size_t n, struct sm_err *err)
 {
     (void)err;
     if (!mpi_on || n_ranks == 1) {
@@ -302,7 +291,7 @@ sm_status sm_par_max_u64(uint64_t *v, size_t n, struct sm_err *err)
     return allreduce(v, n, MPI_UINT64_T, sizeof(uint64_t), MPI_MAX);
 }
 
-sm_status sm_par_sum_f64(double *v, size_t n, struct sm_err *err)
+static sm_status mpi_sum_f64(double *v, size_t n, struct sm_err *err)
 {
     (void)err;
     if (!mpi_on || n_ranks == 1) {
@@ -321,7 +310,7 @@ struct wire_err {
 /* The second half of an agreement, once every rank contributed to the MIN reduction. */
 static sm_status agree_finish(int lowest, struct sm_err *err);
 
-sm_status sm_par_agree(sm_status local, struct sm_err *err)
+static sm_status mpi_agree(sm_status local, struct sm_err *err)
 {
     if (!mpi_on || n_ranks == 1) {
         return local;
@@ -331,7 +320,7 @@ sm_status sm_par_agree(sm_status local, struct sm_err *err)
     return agree_finish(lowest, err);
 }
 
-sm_status sm_par_agree_within(sm_status local, uint64_t timeout_ms, struct sm_err *err)
+static sm_status mpi_agree_within(sm_status local, uint64_t timeout_ms, struct sm_err *err)
 {
     if (!mpi_on || n_ranks == 1) {
         return local;
@@ -366,7 +355,7 @@ sm_status sm_par_agree_within(sm_status local, uint64_t timeout_ms, struct sm_er
     return err->status;
 }
 
-bool sm_par_stuck(void)
+static bool mpi_stuck(void)
 {
     return stuck;
 }
@@ -401,7 +390,7 @@ static sm_status agree_finish(int lowest, struct sm_err *err)
     return err->status != SM_OK ? err->status : SM_E_INTERNAL;
 }
 
-void sm_par_abort(int code)
+static void mpi_abort(int code)
 {
     if (mpi_on) {
         MPI_Abort(comm, code);
@@ -414,7 +403,7 @@ enum { TAG_PROGRESS = 7301, TAG_PROGRESS_LAST = 7302 };
 static uint64_t post_buf[2];
 static MPI_Request post_req = MPI_REQUEST_NULL;
 
-void sm_par_progress_post(const uint64_t v[2], bool last)
+static void mpi_progress_post(const uint64_t v[2], bool last)
 {
     if (!mpi_on || my_rank == 0) {
         return;
@@ -439,7 +428,7 @@ void sm_par_progress_post(const uint64_t v[2], bool last)
     }
 }
 
-int sm_par_progress_poll(uint64_t *all)
+static int mpi_progress_poll(uint64_t *all)
 {
     if (!mpi_on || my_rank != 0 || n_ranks == 1) {
         return 0;
@@ -466,3 +455,29 @@ int sm_par_progress_poll(uint64_t *all)
     }
     return all != NULL ? n : n_ranks - 1;
 }
+
+/* The one symbol the module exports (its other symbols are hidden: C_VISIBILITY_PRESET). */
+__attribute__((visibility("default"))) extern const struct sm_par_ops sm_par_mpi_module;
+const struct sm_par_ops sm_par_mpi_module = {
+    .head = {SM_MODULE_ABI, sizeof(struct sm_par_ops)},
+    .init_comm = mpi_init_comm,
+    .finalize = mpi_finalize,
+    .comm = mpi_get_comm,
+    .owns_mpi = mpi_owns_mpi,
+    .rank = mpi_rank,
+    .size = mpi_size,
+    .active = mpi_active,
+    .barrier = mpi_barrier,
+    .bcast = mpi_bcast,
+    .bcast_buf = mpi_bcast_buf,
+    .gatherv_bytes = mpi_gatherv_bytes,
+    .sum_u64 = mpi_sum_u64,
+    .max_u64 = mpi_max_u64,
+    .sum_f64 = mpi_sum_f64,
+    .agree = mpi_agree,
+    .agree_within = mpi_agree_within,
+    .stuck = mpi_stuck,
+    .progress_post = mpi_progress_post,
+    .progress_poll = mpi_progress_poll,
+    .abort = mpi_abort,
+};
