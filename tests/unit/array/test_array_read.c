@@ -710,14 +710,42 @@ static void test_read_allocation_failures_are_nomem_without_leaks(void **state)
     uint16_t buf[40];
     const uint64_t base = sm_alloc_current();
     for (uint64_t n = 1; n <= 12; n++) {
+        /* A fresh scratch each time: what a read keeps lives on the scratch and goes with it. */
+        struct sm_scratch *scr = NULL;
+        assert_ok(sm_array_scratch_new(&scr, &f->err), &f->err);
         sm_err_clear(&f->err);
         sm_alloc_fail_at(n);
-        sm_status st = sm_array_read_region(f->a, off, ext, buf, sizeof(buf), f->scr, &f->err);
+        sm_status st = sm_array_read_region(f->a, off, ext, buf, sizeof(buf), scr, &f->err);
         sm_alloc_fail_at(0);
         assert_true(st == SM_OK || st == SM_E_NOMEM);
+        sm_array_scratch_free(scr);
         assert_int_equal(sm_alloc_current(), base);
     }
     check_read(f, off, ext);
+}
+
+/* The hot path allocates nothing per call: once a scratch has served a read, the same read again
+ * (serial, or with two threads and their worker scratches) succeeds with every allocation
+ * failing, and the allocator's total does not move. */
+static void test_read_again_on_a_warm_scratch_allocates_nothing(void **state)
+{
+    struct fx *f = *state;
+    build(f, &spec_2d);
+    const uint64_t off[2] = {1, 1}, ext[2] = {8, 5};
+    uint16_t buf[40];
+    for (unsigned threads = 1; threads <= 2; threads++) {
+        f->opts.read_threads = threads;
+        sm_array_close(f->a);
+        assert_ok(sm_array_open(f->s, f->sp.path, &f->opts, &f->a, &f->err), &f->err);
+        assert_ok(sm_array_read_region(f->a, off, ext, buf, sizeof(buf), f->scr, &f->err), &f->err);
+        const uint64_t base = sm_alloc_current();
+        sm_alloc_fail_at(1);
+        sm_status st = sm_array_read_region(f->a, off, ext, buf, sizeof(buf), f->scr, &f->err);
+        sm_alloc_fail_at(0);
+        assert_ok(st, &f->err);
+        assert_int_equal(sm_alloc_current(), base);
+        check_read(f, off, ext);
+    }
 }
 
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -752,6 +780,7 @@ int main(void)
         T(test_read_v2_fortran_order_chunks),
         T(test_read_from_threads_with_own_scratch),
         T(test_read_allocation_failures_are_nomem_without_leaks),
+        T(test_read_again_on_a_warm_scratch_allocates_nothing),
     };
     return cmocka_run_group_tests_name("array_read", tests, NULL, NULL);
 }
