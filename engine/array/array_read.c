@@ -165,9 +165,11 @@ static sm_status read_chunk(struct sm_array *a, const char *key, const uint64_t 
 {
     const struct sm_array_meta *m = a->meta;
     bool found;
+    struct sm_bytes enc;
+    void *ref; /* an object-cache entry lent to us, or NULL (enc is then bufs->enc) */
     uint64_t t = sm_clock_ns();
-    SM_TRY(sm_store_get(a->store, key, sm_range_all_expect(a->encoded_len), SM_IO_PAYLOAD,
-                        bufs->enc, &found, err));
+    SM_TRY(sm_store_get_borrow(a->store, key, sm_range_all_expect(a->encoded_len), SM_IO_PAYLOAD,
+                               bufs->enc, &enc, &ref, &found, err));
     t = sm_array_lap(&a->fetch_ns, t);
     if (!found) {
         atomic_fetch_add_explicit(&a->chunks_missing, 1, memory_order_relaxed);
@@ -176,14 +178,15 @@ static sm_status read_chunk(struct sm_array *a, const char *key, const uint64_t 
     }
     atomic_fetch_add_explicit(&a->chunks_read, 1, memory_order_relaxed);
     const uint8_t *block;
-    sm_status st = sm_codec_chain_decode_view(m->chain, sm_buf_bytes(bufs->enc), bufs->dec, &block,
-                                              scratch, err);
+    sm_status st = sm_codec_chain_decode_view(m->chain, enc, bufs->dec, &block, scratch, err);
     sm_array_lap(&a->decode_ns, t);
     if (st != SM_OK) {
+        sm_store_release(a->store, ref);
         sm_err_where(err, "%s/%s", a->store->url, key);
         return st;
     }
-    sm_region_put(dst, block, origin, m->chunk_shape, lo, hi, m->fill);
+    sm_region_put(dst, block, origin, m->chunk_shape, lo, hi, m->fill); /* block may be enc */
+    sm_store_release(a->store, ref);
     return SM_OK;
 }
 

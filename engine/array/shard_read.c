@@ -231,31 +231,37 @@ static sm_status place_run(struct sm_array *a, const char *key, const struct sm_
     const uint64_t run_off = refs[0].off;
     const uint64_t run_len = refs[n - 1].off + refs[n - 1].len - run_off;
     bool found;
+    struct sm_bytes enc;
+    void *ref; /* an object-cache entry lent to us, or NULL (enc is then bufs->enc) */
     uint64_t t = sm_clock_ns();
-    SM_TRY(sm_store_get(a->store, key, sm_range_span(run_off, run_len), SM_IO_PAYLOAD, bufs->enc,
-                        &found, err));
+    SM_TRY(sm_store_get_borrow(a->store, key, sm_range_span(run_off, run_len), SM_IO_PAYLOAD,
+                               bufs->enc, &enc, &ref, &found, err));
     sm_array_lap(&a->fetch_ns, t);
     if (!found) {
         sm_err_set(err, SM_E_DATA, __FILE__, __LINE__, "shard disappeared while reading it");
         sm_err_where(err, "%s/%s", a->store->url, key);
         return err->status;
     }
-    const uint8_t *run = bufs->enc->ptr;
+    const uint8_t *run = enc.ptr;
     unsigned threads = bufs->threads;
     if (threads > n) {
         threads = (unsigned)n;
     }
+    sm_status st = SM_OK;
     if (threads <= 1) {
-        for (size_t i = 0; i < n; i++) {
-            SM_TRY(place_piece(a, key, sc, origin, lo, hi, dst, &refs[i], run, run_off, bufs->dec,
-                               scratch, err));
+        for (size_t i = 0; i < n && st == SM_OK; i++) {
+            st = place_piece(a, key, sc, origin, lo, hi, dst, &refs[i], run, run_off, bufs->dec,
+                             scratch, err);
         }
     } else {
         struct piece_job j = {a, key, sc, origin, lo, hi, dst, refs, run, run_off};
-        SM_TRY(sm_read_parallel(threads, n, piece_run, &j, scratch, err));
+        st = sm_read_parallel(threads, n, piece_run, &j, scratch, err);
     }
-    atomic_fetch_add_explicit(&a->inner_read, n, memory_order_relaxed);
-    return SM_OK;
+    sm_store_release(a->store, ref);
+    if (st == SM_OK) {
+        atomic_fetch_add_explicit(&a->inner_read, n, memory_order_relaxed);
+    }
+    return st;
 }
 
 /* Merges byte-adjacent references (in visiting order) into runs, each one ranged read, and places
