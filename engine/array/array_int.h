@@ -46,7 +46,7 @@ struct sm_read_bufs {
 void sm_read_bufs_of(struct sm_scratch *scratch, unsigned threads, struct sm_read_bufs *out);
 
 /* Most OpenMP threads one region read uses (and worker scratches it keeps per caller). */
-#define SM_READ_MAX_THREADS 16
+#define SM_READ_MAX_THREADS 64
 
 /* One unit of a parallel read: item k of n, on the scratch of the thread running it. */
 typedef sm_status (*sm_read_job)(void *ctx, uint64_t k, struct sm_scratch *scratch,
