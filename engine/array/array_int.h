@@ -47,6 +47,8 @@ void sm_read_bufs_of(struct sm_scratch *scratch, unsigned threads, struct sm_rea
 
 /* Most OpenMP threads one region read uses (and worker scratches it keeps per caller). */
 #define SM_READ_MAX_THREADS 64
+/* With read_threads 0, reads of less work than this (bytes decoded or returned) stay serial. */
+#define SM_READ_PARALLEL_MIN_BYTES (256u << 10)
 
 /* One unit of a parallel read: item k of n, on the scratch of the thread running it. */
 typedef sm_status (*sm_read_job)(void *ctx, uint64_t k, struct sm_scratch *scratch,

@@ -255,7 +255,20 @@ sm_status sm_array_read_region(struct sm_array *a, const uint64_t *offset, const
         j.n[d] = (offset[d] + shape[d] - 1) / m->chunk_shape[d] - j.c0[d] + 1;
         items *= j.n[d]; /* no more than the region's elements */
     }
-    const unsigned threads = read_threads(a);
+    unsigned threads = read_threads(a);
+    /* Left to the default (read_threads 0), a small read stays serial: waking threads costs more
+     * than decoding a few chunks (and a loaded machine may not run them soon). The work is the
+     * region or the decoded chunks it touches, whichever is larger. */
+    uint64_t work = out_len, touched;
+    if (__builtin_mul_overflow(items, (uint64_t)a->unit_len, &touched)) {
+        touched = UINT64_MAX;
+    }
+    if (touched > work) {
+        work = touched;
+    }
+    if (a->opts.read_threads == 0 && work < SM_READ_PARALLEL_MIN_BYTES) {
+        threads = 1;
+    }
     /* Objects are the parallel items when there are enough of them to keep the threads busy;
      * a region in fewer shards than that decodes each shard's inner chunks in parallel. */
     const bool per_object = a->shard == NULL ? items > 1 : items >= 2 * (uint64_t)threads;

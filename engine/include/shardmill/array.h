@@ -32,8 +32,9 @@ struct sm_array_opts {
     uint64_t index_cache_bytes;   /* shard-index cache: 0 disables */
     uint64_t index_cache_entries; /* 0 disables */
     /* OpenMP threads of one sm_array_read_region called outside a parallel region (0: the OpenMP
-     * default, omp_get_max_threads(); 1: serial). Inside any OpenMP parallel region (a scan's or
-     * a write's thread pool) a read is always serial. */
+     * default, omp_get_max_threads(), for reads of at least 256 KiB of chunks or region, smaller
+     * ones serial; 1: serial; N: N threads, at most 64). Inside any OpenMP parallel region (a
+     * scan's or a write's thread pool) a read is always serial. */
     unsigned read_threads;
 };
 #define SM_ARRAY_OPTS_DEFAULTS                                                                     \
