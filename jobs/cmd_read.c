@@ -160,6 +160,7 @@ int sm_cmd_read(int argc, char **argv)
     const char *array_path = "", *output = NULL, *stats = NULL;
     struct sm_u64_list offset = {0}, shape = {0};
     uint64_t repeat = 1;
+    uint64_t threads = 0;
     struct sm_http_opts http = SM_HTTP_OPTS_DEFAULTS;
     uint64_t http_timeout_ms = 0, http_retries = http.max_retries,
              http_backoff_ms = http.backoff_base_ms;
@@ -173,6 +174,10 @@ int sm_cmd_read(int argc, char **argv)
          &output},
         {"repeat", 0, SM_OPT_U64, "N", "read the region N times in-process (benchmarks)", &repeat},
         {"stats", 0, SM_OPT_STRING, "FILE", "write read timings and I/O counters as JSON", &stats},
+        {"threads", 0, SM_OPT_U64, "N",
+         "OpenMP threads decoding the region's chunks, at most 64 (0 = OMP_NUM_THREADS, else all "
+         "cores)",
+         &threads},
         {"index-cache-bytes", 0, SM_OPT_SIZE, "SIZE", "shard-index cache bytes, 0 disables (16MiB)",
          &aopts.index_cache_bytes},
         {"index-cache-entries", 0, SM_OPT_U64, "N", "shard-index cache entries, 0 disables (64)",
@@ -199,8 +204,9 @@ int sm_cmd_read(int argc, char **argv)
         "array's data type in C order (bool as one 0/1 byte). Missing chunks read as the fill "
         "value. STORE may be a path, file://, http(s):// or s3://bucket/prefix URL (S3: endpoint, "
         "region and credentials from AWS_ENDPOINT_URL, AWS_REGION, AWS_ACCESS_KEY_ID, "
-        "AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN or the AWS_PROFILE profile). A failed read "
-        "leaves no output file. FILE (and the --stats file) may not be, lie "
+        "AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN or the AWS_PROFILE profile). The region's chunks "
+        "are decoded by --threads OpenMP threads; the bytes do not depend on the thread count. A "
+        "failed read leaves no output file. FILE (and the --stats file) may not be, lie "
         "inside or contain a local STORE (exit 2).",
         opts,
         1,
@@ -217,6 +223,10 @@ int sm_cmd_read(int argc, char **argv)
     if (repeat == 0) {
         return sm_usage_error("read", "--repeat must be at least 1");
     }
+    if (threads > 64) {
+        return sm_usage_error("--threads", "at most 64, got %" PRIu64, threads);
+    }
+    aopts.read_threads = (unsigned)threads;
     for (unsigned d = 0; shape.set && d < shape.n; d++) {
         if (shape.v[d] == 0) { /* as roi.shape of a config: an empty region is a usage error */
             return sm_usage_error("--shape", "--shape[%u]: expected a positive integer, got 0", d);

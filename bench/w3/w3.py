@@ -51,6 +51,8 @@ RSS_SLACK = 16 * MIB
 LATENCY_TARGETS_MS = {("v3_raw", 2048): 15.0, ("v2_gzip", 2048): 40.0, ("v3_gzip", 2048): 40.0,
                       ("v3_shard_gzip", 2048): 40.0, ("v3_index_stress", 256): 5.0}
 SPEEDUP_TARGET = 10.0
+# issue 12: a region read made from one thread decodes its chunks with OpenMP threads
+THREAD_SPEEDUP_TARGETS = {("v2_gzip", 2048): 1.7}
 
 
 def log(msg):
@@ -187,14 +189,14 @@ class Runner:
         base = os.path.join(self.work, f"{self.seq:05d}-{tag}")
         return base + ".out", base + ".stats.json", base + ".stdout"
 
-    def engine(self, store, h, w, cache, repeat, expect):
+    def engine(self, store, h, w, cache, repeat, expect, env=None):
         out, stats, stdout = self._paths("engine")
         argv = [self.args.shardmill, "read", store, "--offset", f"{OFFSET[0]},{OFFSET[1]}",
                 "--shape", f"{h},{w}", "-o", out, "--repeat", str(repeat), "--stats", stats]
         if cache == "off":
             argv += ["--index-cache-bytes", "0"]
         self.drop_caches()
-        res = timed_process(argv, self.env, stdout)
+        res = timed_process(argv, self.env if env is None else env, stdout)
         res["argv"] = argv
         res["ok"], res["values"] = check_values(out, expect, h, w) if res["rc"] == 0 else (
             False, f"exit {res['rc']}: {res['stderr'].splitlines()[-1] if res['stderr'] else ''}")
@@ -404,6 +406,27 @@ def run_case(runner, args, spec, name, path, h, w, cache):
                              "process_wall_ns": rep["wall_ns"],
                              "peak_rss_bytes": rep["peak_rss_bytes"], "argv": rep["argv"]}
 
+    # (a') threads A/B: read_ns of --repeat processes with OMP_NUM_THREADS = each of
+    # --thread-compare, alternated (1,2,1,2,...) for --thread-rounds rounds; kept reads pooled.
+    if engine_works and args.thread_compare:
+        tc = {"threads": args.thread_compare, "rounds": args.thread_rounds, "order": [],
+              "read_ns_kept": {}, "summary": {}}
+        for _ in range(args.thread_rounds):
+            for t in args.thread_compare:
+                env = dict(runner.env)
+                env["OMP_NUM_THREADS"] = str(t)
+                r = runner.engine(path, h, w, cache, args.reps + 1, expect, env=env)
+                note_engine(r, f"threads {t} engine")
+                tc["order"].append(t)
+                kept = ((r.get("stats") or {}).get("read_ns") or [])[1:]
+                tc["read_ns_kept"].setdefault(str(t), []).extend(kept)
+        for t, v in tc["read_ns_kept"].items():
+            tc["summary"][t] = summarize(v)
+        base = tc["summary"].get(str(args.thread_compare[0]))
+        tc["speedup_median"] = {t: (base["median"] / v["median"]) if base and v else None
+                                for t, v in tc["summary"].items()}
+        case["threads_ab"] = tc
+
     # (b) ABAB process wall.
     order, eng, peer = [], [], []
     if engine_works or peer_on:
@@ -454,22 +477,44 @@ def run_case(runner, args, spec, name, path, h, w, cache):
     return case
 
 
+def one_thread_read_ns(c, args):
+    """The 1-thread in-process read_ns summary of a case: step (a) when it ran with one thread,
+    else the 1-thread side of the threads A/B (--thread-compare)."""
+    if args.threads == 1:
+        return (c.get("inprocess") or {}).get("read_ns_kept")
+    return ((c.get("threads_ab") or {}).get("summary") or {}).get("1")
+
+
 def evaluate_targets(cases, args):
     out = []
-    single = args.threads == 1
+    for (name, ext), limit in THREAD_SPEEDUP_TARGETS.items():
+        c = next((c for c in cases if c["array"] == name and c["extent"][0] == ext
+                  and c["index_cache"] == "on"), None)
+        t = {"target": f"{name} {ext}² in-process read_ns with 2 threads ≥ {limit:g}× faster "
+                       f"than with 1 (medians, alternated processes)", "limit_ratio": limit}
+        sp = ((c or {}).get("threads_ab") or {}).get("speedup_median") or {}
+        if c is None or args.peers_only:
+            t.update(status="not run")
+        elif sp.get("2") is None or "1" not in (c["threads_ab"]["summary"] or {}):
+            t.update(status="not evaluated (needs --thread-compare 1,2)")
+        else:
+            t.update(measured_ratio=round(sp["2"], 2),
+                     status="PASS" if sp["2"] >= limit else "FAIL")
+        out.append(t)
     for (name, ext), limit in LATENCY_TARGETS_MS.items():
         c = next((c for c in cases if c["array"] == name and c["extent"][0] == ext
                   and c["index_cache"] == "on"), None)
         t = {"target": f"{name} {ext}² in-process read_ns median ≤ {limit:g} ms (1 thread, "
                        f"index cache on)", "limit_ms": limit}
+        one = one_thread_read_ns(c, args) if c is not None else None
         if c is None or args.peers_only:
             t.update(status="not run")
-        elif not single:
-            t.update(status="not evaluated (threads != 1)")
-        elif not (c.get("inprocess") or {}).get("read_ns_kept"):
+        elif one is None and args.threads != 1:
+            t.update(status="not evaluated (threads != 1 and no 1-thread A/B)")
+        elif not one:
             t.update(status="FAIL (no measurement)")
         else:
-            m = ms(c["inprocess"]["read_ns_kept"]["median"])
+            m = ms(one["median"])
             t.update(measured_ms=round(m, 3), status="PASS" if m <= limit else "FAIL")
         out.append(t)
     for c in cases:
@@ -661,6 +706,12 @@ def print_table(cases, targets):
         print("  ".join(str(v).ljust(wd) for v, wd in zip(r, widths)))
     print("A = fresh `shardmill read` process, B = fresh peer process (ABAB medians); "
           "ratio = B/A wall; busy = CPUs used by other work just before the case")
+    for c in cases:
+        sm = (c.get("threads_ab") or {}).get("summary") or {}
+        if sm:
+            print(f"threads A/B {c['array']} {c['extent'][0]}² cache {c['index_cache']}: "
+                  + ", ".join(f"{t} thr {fmt_ms(v['median'], 3)} ms" for t, v in sm.items()
+                              if v))
     print()
     for t in targets:
         m = t.get("measured_ms", t.get("measured_ratio"))
@@ -685,7 +736,15 @@ def main(argv=None):
     p.add_argument("--reps", type=int, help="kept in-process repetitions after the discarded "
                                             "first (default 10; quick 2)")
     p.add_argument("--pairs", type=int, help="ABAB pairs after the warm-up (default 7; quick 1)")
-    p.add_argument("--threads", type=int, default=1, help="OMP_NUM_THREADS (default 1)")
+    p.add_argument("--threads", type=int, default=0,
+                   help="OMP_NUM_THREADS of every engine process (default 0: unset, the "
+                        "engine's default thread count, all cores)")
+    p.add_argument("--thread-compare", default=None,
+                   help="comma list of thread counts, e.g. 1,2: per case, alternated "
+                        "`read --repeat` processes with each OMP_NUM_THREADS (default 1,2; "
+                        "quick: none; 'none' to skip)")
+    p.add_argument("--thread-rounds", type=int, default=3,
+                   help="rounds of the thread A/B (default 3)")
     p.add_argument("--arrays", help="comma list of arrays (default all)")
     p.add_argument("--extents", help="comma list of extents (default 256,1024,2048; quick 256)")
     p.add_argument("--cache", choices=["both", "on", "off"], default="both",
@@ -734,8 +793,12 @@ def main(argv=None):
     data = w3data.ensure_data(data_root, n, names, log)
     t_data = time.monotonic() - t_start
 
+    tcmp = args.thread_compare or ("none" if args.quick else "1,2")
+    args.thread_compare = [] if tcmp == "none" else [int(t) for t in tcmp.split(",")]
     env = dict(os.environ)
-    env["OMP_NUM_THREADS"] = str(args.threads)
+    env.pop("OMP_NUM_THREADS", None)
+    if args.threads > 0:
+        env["OMP_NUM_THREADS"] = str(args.threads)
     env["SM_W3_NODE_MODULES"] = w3data._node_modules()
     work = tempfile.mkdtemp(prefix="w3-work-", dir=args.work_dir or default_work_base())
     build_spawn(work)
@@ -779,7 +842,9 @@ def main(argv=None):
         "params": {"n": n, "offset": list(OFFSET), "extents": extents, "arrays": names,
                    "reps_kept": args.reps, "repeat": args.reps + 1, "pairs": args.pairs,
                    "wait_idle_s": args.wait_idle,
-                   "threads": args.threads, "cache_modes": args.cache,
+                   "threads": args.threads or "default (OMP_NUM_THREADS unset)",
+                   "thread_compare": args.thread_compare, "thread_rounds": args.thread_rounds,
+                   "cache_modes": args.cache,
                    "engine": not args.peers_only, "peers": not args.engine_only},
         "commit": commit, "harness_sha256": harness_digest(), "shardmill": binary, "toolchain": toolchain, "machine": machine,
         "scratch": {"dir": work, "fs_type": fs_type(work),

@@ -15,6 +15,16 @@ def ms(ns, d=2):
     return "-" if ns is None else f"{ns / 1e6:.{d}f}"
 
 
+def thr_cols(c):
+    """The threads A/B of a case (--thread-compare 1,2): both medians, and 1-thread / 2-thread."""
+    tc = c.get("threads_ab") or {}
+    sm = tc.get("summary") or {}
+    one, two = sm.get("1"), sm.get("2")
+    if not one or not two:
+        return "– | –"
+    return f"{ms(one['median'], 3)} / {ms(two['median'], 3)} | {one['median'] / two['median']:.2f}×"
+
+
 def main(argv):
     with open(argv[1]) as f:
         r = json.load(f)
@@ -28,11 +38,12 @@ def main(argv):
           f"{r['toolchain']['node']}, zarr {r['toolchain']['zarr']}, "
           f"zarrita {r['toolchain']['zarrita']}.")
     print()
-    print("| array | extent | index cache | read_ns median (min–max) ms | engine wall ms | "
+    print("| array | extent | index cache | read_ns median (min–max) ms | read_ns 1 / 2 threads ms "
+          "| 2-thread speedup | engine wall ms | "
           "peer | peer wall ms | peer read ms | wall ratio | engine RSS MiB | peer RSS MiB | "
           "requests m/p/i | index hits/misses | busy CPUs |")
-    print("| --- | --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- | --- "
-          "| ---: |")
+    print("| --- | --- | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: "
+          "| --- | --- | ---: |")
     for c in r["cases"]:
         ip = (c.get("inprocess") or {}).get("read_ns_kept")
         pe, pp = c["process"]["engine"], c["process"]["peer"]
@@ -43,7 +54,7 @@ def main(argv):
         ratio = c["process"]["speedup_wall_median"]
         print(f"| {c['array']} | {c['extent'][0]}² | {c['index_cache'] if sharded else '–'} | "
               + (f"{ms(ip['median'], 3)} ({ms(ip['min'], 3)}–{ms(ip['max'], 3)})" if ip else "-")
-              + f" | {ms(pe['wall']['median']) if pe['wall'] else '-'} | {pp['name']} | "
+              + f" | {thr_cols(c)} | {ms(pe['wall']['median']) if pe['wall'] else '-'} | {pp['name']} | "
               f"{ms(pp['wall']['median'], 1) if pp['wall'] else '-'} | "
               f"{ms(pp['inproc_read']['median'], 1) if pp['inproc_read'] else '-'} | "
               f"{f'{ratio:.1f}×' if ratio else '-'} | "

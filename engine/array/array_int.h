@@ -34,11 +34,31 @@ struct sm_region_dst {
 /* Adds the time since t0 to a counter and returns the current time. */
 uint64_t sm_array_lap(atomic_uint_fast64_t *counter, uint64_t t0);
 
-/* Per-call buffers of a region read. */
+/* The buffers of a region read, kept on the caller's scratch (sm_scratch_user_buf) so that reads
+ * in steady state allocate nothing: the encoded object or byte run, the decoded chunk, the
+ * top-level shard index and the inner-chunk references. `threads` > 1 lets a shard read decode
+ * the inner chunks of one byte run with that many OpenMP threads (their own worker scratches). */
 struct sm_read_bufs {
-    struct sm_buf enc, dec;
+    struct sm_buf *enc, *dec, *pairs, *refs;
+    struct sm_scratch *scratch;
+    unsigned threads;
 };
-void sm_read_bufs_free(struct sm_read_bufs *b);
+void sm_read_bufs_of(struct sm_scratch *scratch, unsigned threads, struct sm_read_bufs *out);
+
+/* Most OpenMP threads one region read uses (and worker scratches it keeps per caller). */
+#define SM_READ_MAX_THREADS 64
+/* With read_threads 0, reads of less work than this (bytes decoded or returned) stay serial. */
+#define SM_READ_PARALLEL_MIN_BYTES (256u << 10)
+
+/* One unit of a parallel read: item k of n, on the scratch of the thread running it. */
+typedef sm_status (*sm_read_job)(void *ctx, uint64_t k, struct sm_scratch *scratch,
+                                 struct sm_err *err);
+/* Runs job for k = 0 .. n-1 on `threads` OpenMP threads (2 .. SM_READ_MAX_THREADS), thread i on
+ * worker scratch i of `scratch` (sm_scratch_worker; 0 is scratch itself), items handed out in
+ * order. Items after a failed one are skipped; every item before it still runs, and the error
+ * of the lowest failing item is the one returned (so a failure reads as in a serial loop). */
+sm_status sm_read_parallel(unsigned threads, uint64_t n, sm_read_job job, void *ctx,
+                           struct sm_scratch *scratch, struct sm_err *err);
 
 /* Reads the part [lo, hi) (array coordinates) of the shard whose first element is at `origin`,
  * stored in `key` at bytes [base, base + base_len) (base_len UINT64_MAX: the whole object, size
@@ -63,12 +83,35 @@ void sm_index_cache_free(struct sm_index_cache *c);
 /* False when an index of n_values values is larger than the whole cache (never cached, so a
  * lookup cannot hit and the caller need not allocate for one). */
 bool sm_index_cache_may_hold(const struct sm_index_cache *c, size_t n_values);
-/* Copies a cached index (n pairs*2 values) into pairs and returns true on a hit. */
+/* Copies a cached index (n pairs*2 values) into pairs and returns true on a hit (tests). */
 bool sm_index_cache_get(struct sm_index_cache *c, const char *key, uint64_t base, uint64_t base_len,
                         uint64_t *pairs, size_t n_values, uint64_t *shard_len);
 /* Inserts a copy (best effort: a failed allocation just skips caching). */
 void sm_index_cache_put(struct sm_index_cache *c, const char *key, uint64_t base, uint64_t base_len,
                         const uint64_t *pairs, size_t n_values, uint64_t shard_len);
+
+/* The reader's path: borrow, or fill once. */
+struct sm_index_entry;
+enum sm_icache_got {
+    SM_ICACHE_HIT,  /* *out is a ready entry, borrowed: read it, then release it */
+    SM_ICACHE_FILL, /* *out is a new pending entry this caller must fill (sm_index_entry_fill_buf)
+                       and then complete; concurrent callers of the same key wait meanwhile */
+    SM_ICACHE_NONE, /* not cached and not cacheable now: fetch without the cache */
+};
+/* Looks (key, base, base_len) up; waits while another caller fills it. Counts a hit or a miss. */
+enum sm_icache_got sm_index_cache_acquire(struct sm_index_cache *c, const char *key, uint64_t base,
+                                          uint64_t base_len, size_t n_values,
+                                          struct sm_index_entry **out);
+/* The immutable pairs of a ready entry (valid until release) and its shard length. */
+const uint64_t *sm_index_entry_pairs(const struct sm_index_entry *e, uint64_t *shard_len);
+/* Where the filling owner decodes the n_values pairs. */
+uint64_t *sm_index_entry_fill_buf(struct sm_index_entry *e);
+/* Ends a fill: ok lists the entry (evicting LRU entries for room) and wakes the waiters; !ok
+ * drops it (waiters then fetch themselves). The owner still holds its reference. */
+void sm_index_cache_complete(struct sm_index_cache *c, struct sm_index_entry *e, bool ok,
+                             uint64_t shard_len);
+/* Drops a reference (NULL-safe); an evicted entry is freed by its last borrower. */
+void sm_index_cache_release(struct sm_index_cache *c, struct sm_index_entry *e);
 void sm_index_cache_stats(struct sm_index_cache *c, uint64_t *hits, uint64_t *misses,
                           uint64_t *peak_bytes);
 

@@ -1,7 +1,16 @@
 /* Typed region reads (SPEC §2, §3): visit the stored objects the region touches in C order of the
  * chunk grid; decode each once and copy only its intersection with the region, by last-axis runs
  * (sm_box_copy). Sharded arrays read the index and only the touched inner chunks (shard_read.c).
- * Missing objects read as the fill value. Single-threaded per call; thread-safe across calls. */
+ * Missing objects read as the fill value. Thread-safe across calls.
+ *
+ * Parallel reads (docs/internals/array.md "Parallel region reads"): a call made outside any OpenMP
+ * parallel region hands the objects it touches to OpenMP threads (sm_read_parallel), or, when the
+ * region lies in fewer shards than there are threads, the inner chunks of each merged byte run.
+ * Every object writes a disjoint box of the output, so the bytes do not depend on the thread
+ * count or order. Each thread decodes on its own worker scratch of the caller's scratch, whose
+ * buffers are kept: memory is per thread (one encoded object or run, one decoded chunk), never
+ * per chunk. This is the one `#pragma omp` of array/; the scan's and write's pools live in tile/
+ * and write/, and a read made inside them (omp_get_level() > 0) stays serial. */
 #include "array_int.h"
 
 #include <inttypes.h>
@@ -10,6 +19,83 @@
 
 #include "shardmill/alloc.h"
 #include "shardmill/clock.h"
+#include "shardmill/sm_omp.h"
+
+/* The user buffers of a scratch (sm_scratch_user_buf) a read keeps. */
+enum { BUF_ENC, BUF_DEC, BUF_PAIRS, BUF_REFS };
+
+void sm_read_bufs_of(struct sm_scratch *scratch, unsigned threads, struct sm_read_bufs *out)
+{
+    out->enc = sm_scratch_user_buf(scratch, BUF_ENC);
+    out->dec = sm_scratch_user_buf(scratch, BUF_DEC);
+    out->pairs = sm_scratch_user_buf(scratch, BUF_PAIRS);
+    out->refs = sm_scratch_user_buf(scratch, BUF_REFS);
+    out->scratch = scratch;
+    out->threads = threads;
+}
+
+sm_status sm_read_parallel(unsigned threads, uint64_t n, sm_read_job job, void *ctx,
+                           struct sm_scratch *scratch, struct sm_err *err)
+{
+    struct sm_scratch *ws[SM_READ_MAX_THREADS];
+    struct sm_err errs[SM_READ_MAX_THREADS];
+    uint64_t failed_at[SM_READ_MAX_THREADS];
+    if (threads > SM_READ_MAX_THREADS) {
+        threads = SM_READ_MAX_THREADS;
+    }
+    for (unsigned i = 0; i < threads; i++) {
+        SM_TRY(sm_scratch_worker(scratch, i, &ws[i], err));
+        sm_err_clear(&errs[i]);
+        failed_at[i] = UINT64_MAX;
+    }
+    atomic_uint_fast64_t lowest_fail = UINT64_MAX;
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1) default(none)                   \
+    shared(n, job, ctx, ws, errs, failed_at, lowest_fail)
+    for (uint64_t k = 0; k < n; k++) {
+        if (k > atomic_load_explicit(&lowest_fail, memory_order_relaxed)) {
+            continue; /* a lower item failed: the call fails with that error */
+        }
+        const int tid = omp_get_thread_num();
+        struct sm_err e;
+        sm_err_clear(&e);
+        if (job(ctx, k, ws[tid], &e) != SM_OK) {
+            if (k < failed_at[tid]) {
+                failed_at[tid] = k;
+                errs[tid] = e;
+            }
+            uint_fast64_t cur = atomic_load(&lowest_fail);
+            while (k < cur && !atomic_compare_exchange_weak(&lowest_fail, &cur, k)) {
+            }
+        }
+    }
+    unsigned worst = 0;
+    for (unsigned i = 1; i < threads; i++) {
+        if (failed_at[i] < failed_at[worst]) {
+            worst = i;
+        }
+    }
+    if (failed_at[worst] == UINT64_MAX) {
+        return SM_OK;
+    }
+    if (err->status == SM_OK) {
+        *err = errs[worst];
+    }
+    return errs[worst].status;
+}
+
+/* OpenMP threads a read may use: 1 inside a parallel region (active or not: a pool of one thread
+ * asked for one thread) or with a store that is not thread-safe; else opts.read_threads. */
+static unsigned read_threads(const struct sm_array *a)
+{
+    if (omp_get_level() > 0 || (a->store->ops->caps & SM_STORE_THREADSAFE) == 0) {
+        return 1;
+    }
+    int t = a->opts.read_threads != 0 ? (int)a->opts.read_threads : omp_get_max_threads();
+    if (t < 1) {
+        t = 1;
+    }
+    return t > SM_READ_MAX_THREADS ? SM_READ_MAX_THREADS : (unsigned)t;
+}
 
 uint64_t sm_array_lap(atomic_uint_fast64_t *counter, uint64_t t0)
 {
@@ -35,12 +121,6 @@ void sm_region_put(const struct sm_region_dst *dst, const void *block, const uin
     }
     struct sm_box_view src = {nd, dst->view.elem, block_shape};
     sm_box_copy(&src, block, src_off, &dst->view, dst->ptr, dst_off, ext);
-}
-
-void sm_read_bufs_free(struct sm_read_bufs *b)
-{
-    sm_buf_free(&b->enc);
-    sm_buf_free(&b->dec);
 }
 
 static sm_status check_region(const struct sm_array *a, const uint64_t *offset,
@@ -85,9 +165,11 @@ static sm_status read_chunk(struct sm_array *a, const char *key, const uint64_t 
 {
     const struct sm_array_meta *m = a->meta;
     bool found;
+    struct sm_bytes enc;
+    void *ref; /* an object-cache entry lent to us, or NULL (enc is then bufs->enc) */
     uint64_t t = sm_clock_ns();
-    SM_TRY(sm_store_get(a->store, key, sm_range_all_expect(a->encoded_len), SM_IO_PAYLOAD,
-                        &bufs->enc, &found, err));
+    SM_TRY(sm_store_get_borrow(a->store, key, sm_range_all_expect(a->encoded_len), SM_IO_PAYLOAD,
+                               bufs->enc, &enc, &ref, &found, err));
     t = sm_array_lap(&a->fetch_ns, t);
     if (!found) {
         atomic_fetch_add_explicit(&a->chunks_missing, 1, memory_order_relaxed);
@@ -96,15 +178,60 @@ static sm_status read_chunk(struct sm_array *a, const char *key, const uint64_t 
     }
     atomic_fetch_add_explicit(&a->chunks_read, 1, memory_order_relaxed);
     const uint8_t *block;
-    sm_status st = sm_codec_chain_decode_view(m->chain, sm_buf_bytes(&bufs->enc), &bufs->dec,
-                                              &block, scratch, err);
+    sm_status st = sm_codec_chain_decode_view(m->chain, enc, bufs->dec, &block, scratch, err);
     sm_array_lap(&a->decode_ns, t);
     if (st != SM_OK) {
+        sm_store_release(a->store, ref);
         sm_err_where(err, "%s/%s", a->store->url, key);
         return st;
     }
-    sm_region_put(dst, block, origin, m->chunk_shape, lo, hi, m->fill);
+    sm_region_put(dst, block, origin, m->chunk_shape, lo, hi, m->fill); /* block may be enc */
+    sm_store_release(a->store, ref);
     return SM_OK;
+}
+
+/* One region read: the region, its chunk-grid box and where it goes. */
+struct region_job {
+    struct sm_array *a;
+    const uint64_t *offset, *shape;
+    const struct sm_region_dst *dst;
+    uint64_t c0[SM_MAX_DIMS], n[SM_MAX_DIMS]; /* first chunk index and chunks per axis */
+    unsigned inner_threads;                   /* threads for a shard's inner chunks */
+};
+
+/* Reads stored object k (C order in the region's chunk box) and places its part of the region. */
+static sm_status region_item(void *ctx, uint64_t k, struct sm_scratch *scratch, struct sm_err *err)
+{
+    const struct region_job *j = ctx;
+    struct sm_array *a = j->a;
+    const struct sm_array_meta *m = a->meta;
+    const unsigned nd = m->ndim;
+    uint64_t ci[SM_MAX_DIMS], origin[SM_MAX_DIMS], lo[SM_MAX_DIMS], hi[SM_MAX_DIMS];
+    for (unsigned d = nd; d-- > 0;) {
+        ci[d] = j->c0[d] + k % j->n[d];
+        k /= j->n[d];
+    }
+    for (unsigned d = 0; d < nd; d++) {
+        origin[d] = ci[d] * m->chunk_shape[d];
+        const uint64_t end = origin[d] + m->chunk_shape[d];
+        const uint64_t rend = j->offset[d] + j->shape[d];
+        lo[d] = origin[d] > j->offset[d] ? origin[d] : j->offset[d];
+        hi[d] = end < rend ? end : rend;
+    }
+    char key[1024];
+    const size_t plen = strlen(a->prefix);
+    if (plen >= sizeof(key)) {
+        SM_FAIL(err, SM_E_USAGE, "array path too long");
+    }
+    memcpy(key, a->prefix, plen);
+    SM_TRY(sm_meta_chunk_key(m, ci, key + plen, sizeof(key) - plen, err));
+    struct sm_read_bufs bufs;
+    sm_read_bufs_of(scratch, j->inner_threads, &bufs);
+    if (a->shard != NULL) {
+        return sm_shard_read_box(a, key, 0, UINT64_MAX, a->shard, origin, lo, hi, j->dst, &bufs,
+                                 scratch, err);
+    }
+    return read_chunk(a, key, origin, lo, hi, j->dst, &bufs, scratch, err);
 }
 
 sm_status sm_array_read_region(struct sm_array *a, const uint64_t *offset, const uint64_t *shape,
@@ -120,56 +247,41 @@ sm_status sm_array_read_region(struct sm_array *a, const uint64_t *offset, const
     if (out_len == 0) {
         return SM_OK;
     }
-    struct sm_region_dst dst = {{nd, a->elem, shape}, out, offset};
-    uint64_t c0[SM_MAX_DIMS], c1[SM_MAX_DIMS], ci[SM_MAX_DIMS];
+    const struct sm_region_dst dst = {{nd, a->elem, shape}, out, offset};
+    struct region_job j = {a, offset, shape, &dst, {0}, {0}, 1};
+    uint64_t items = 1;
     for (unsigned d = 0; d < nd; d++) {
-        c0[d] = offset[d] / m->chunk_shape[d];
-        c1[d] = (offset[d] + shape[d] - 1) / m->chunk_shape[d];
-        ci[d] = c0[d];
+        j.c0[d] = offset[d] / m->chunk_shape[d];
+        j.n[d] = (offset[d] + shape[d] - 1) / m->chunk_shape[d] - j.c0[d] + 1;
+        items *= j.n[d]; /* no more than the region's elements */
     }
-    struct sm_read_bufs bufs = {SM_BUF_INIT, SM_BUF_INIT};
-    char key[1024];
-    const size_t plen = strlen(a->prefix);
-    if (plen >= sizeof(key)) {
-        SM_FAIL(err, SM_E_USAGE, "array path too long");
+    unsigned threads = read_threads(a);
+    /* Left to the default (read_threads 0), a small read stays serial: waking threads costs more
+     * than decoding a few chunks (and a loaded machine may not run them soon). The work is the
+     * region or the decoded chunks it touches, whichever is larger. */
+    uint64_t work = out_len, touched;
+    if (__builtin_mul_overflow(items, (uint64_t)a->unit_len, &touched)) {
+        touched = UINT64_MAX;
     }
-    memcpy(key, a->prefix, plen);
-    sm_status st = SM_OK;
-    for (;;) {
-        uint64_t origin[SM_MAX_DIMS], lo[SM_MAX_DIMS], hi[SM_MAX_DIMS];
-        for (unsigned d = 0; d < nd; d++) {
-            origin[d] = ci[d] * m->chunk_shape[d];
-            uint64_t end = origin[d] + m->chunk_shape[d];
-            lo[d] = origin[d] > offset[d] ? origin[d] : offset[d];
-            hi[d] = end < offset[d] + shape[d] ? end : offset[d] + shape[d];
-        }
-        st = sm_meta_chunk_key(m, ci, key + plen, sizeof(key) - plen, err);
-        if (st != SM_OK) {
-            break;
-        }
-        if (a->shard != NULL) {
-            st = sm_shard_read_box(a, key, 0, UINT64_MAX, a->shard, origin, lo, hi, &dst, &bufs,
-                                   scratch, err);
-        } else {
-            st = read_chunk(a, key, origin, lo, hi, &dst, &bufs, scratch, err);
-        }
-        if (st != SM_OK) {
-            break;
-        }
-        /* next chunk index in C order */
-        unsigned d = nd;
-        while (d-- > 0) {
-            if (++ci[d] <= c1[d]) {
-                break;
-            }
-            ci[d] = c0[d];
-        }
-        if (d == (unsigned)-1) {
-            break;
-        }
+    if (touched > work) {
+        work = touched;
     }
-    sm_read_bufs_free(&bufs);
-    return st;
+    if (a->opts.read_threads == 0 && work < SM_READ_PARALLEL_MIN_BYTES) {
+        threads = 1;
+    }
+    /* Objects are the parallel items when there are enough of them to keep the threads busy;
+     * a region in fewer shards than that decodes each shard's inner chunks in parallel. */
+    const bool per_object = a->shard == NULL ? items > 1 : items >= 2 * (uint64_t)threads;
+    if (threads > 1 && per_object) {
+        return sm_read_parallel(threads, items, region_item, &j, scratch, err);
+    }
+    if (a->shard != NULL) {
+        j.inner_threads = threads;
+    }
+    for (uint64_t k = 0; k < items; k++) {
+        SM_TRY(region_item(&j, k, scratch, err));
+    }
+    return SM_OK;
 }
 
 sm_status sm_array_scratch_new(struct sm_scratch **out, struct sm_err *err)

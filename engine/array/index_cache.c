@@ -1,8 +1,11 @@
 /* Shard-index cache (SPEC §3): decoded shard indexes, byte- and entry-capped, least recently used
  * evicted first. Keyed by (object key, base offset, base length) so nested shard indexes cache
- * too, without aliasing the top-level shard (base length UINT64_MAX) when stored at byte 0. One
- * mutex: lookups are rare next to the inner-chunk reads they save, and a hit copies the pairs out
- * so no entry is ever referenced outside the lock. */
+ * too, without aliasing the top-level shard (base length UINT64_MAX) when stored at byte 0.
+ * Lookups hash into buckets. Entries are immutable once ready and reference-counted: a hit borrows
+ * the entry (sm_index_cache_acquire / _release) instead of copying the pairs, and an entry evicted
+ * while borrowed leaves the table at once but is freed by its last borrower. Misses are
+ * single-flight: the first caller inserts a pending entry and decodes the index straight into it,
+ * later callers for the same key wait for it (one fetch per index, however many threads ask). */
 #include "shardmill/sm_config.h"
 
 #include "array_int.h"
@@ -12,21 +15,30 @@
 
 #include "shardmill/alloc.h"
 
-struct entry {
-    struct entry *prev, *next; /* LRU list: head = most recent */
+#define NBUCKETS 256
+
+struct sm_index_entry {
+    struct sm_index_entry *prev, *next; /* LRU list (ready entries only): head = most recent */
+    struct sm_index_entry *hnext;       /* hash chain */
     char *key;
-    uint64_t base, base_len, shard_len;
+    uint64_t base, base_len, shard_len, hash;
     uint64_t *pairs;
     size_t n_values;
-    size_t bytes; /* charged against the cap */
+    size_t bytes;  /* charged against the cap */
+    unsigned refs; /* borrowers, the filling owner included */
+    bool ready;    /* the pairs are final (or failed) */
+    bool failed;   /* the owner could not fill it: waiters fetch themselves */
+    bool listed;   /* in the hash table (and, when ready, in the LRU list and charged) */
 };
 
 struct sm_index_cache {
     pthread_mutex_t mu;
+    pthread_cond_t cv;
     uint64_t max_bytes, max_entries;
     uint64_t bytes, entries, peak_bytes;
     uint64_t hits, misses;
-    struct entry *head, *tail;
+    struct sm_index_entry *head, *tail;
+    struct sm_index_entry *buckets[NBUCKETS];
 };
 
 sm_status sm_index_cache_new(uint64_t max_bytes, uint64_t max_entries, struct sm_index_cache **out,
@@ -41,28 +53,49 @@ sm_status sm_index_cache_new(uint64_t max_bytes, uint64_t max_entries, struct sm
         SM_FAIL(err, SM_E_NOMEM, "cannot allocate the shard-index cache");
     }
     pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->cv, NULL);
     c->max_bytes = max_bytes;
     c->max_entries = max_entries;
     *out = c;
     return SM_OK;
 }
 
-static void unlink_entry(struct sm_index_cache *c, struct entry *e)
+static uint64_t hash_of(const char *key, uint64_t base, uint64_t base_len)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (const char *p = key; *p != '\0'; p++) {
+        h = (h ^ (uint8_t)*p) * 1099511628211ull;
+    }
+    return h ^ (base * 0x9e3779b97f4a7c15ull) ^ (base_len * 0xc2b2ae3d27d4eb4full);
+}
+
+static struct sm_index_entry **slot_of(struct sm_index_cache *c, const char *key, uint64_t base,
+                                       uint64_t base_len, uint64_t h)
+{
+    struct sm_index_entry **pp = &c->buckets[h % NBUCKETS];
+    while (*pp != NULL && !((*pp)->hash == h && (*pp)->base == base &&
+                            (*pp)->base_len == base_len && strcmp((*pp)->key, key) == 0)) {
+        pp = &(*pp)->hnext;
+    }
+    return pp;
+}
+
+static void lru_unlink(struct sm_index_cache *c, struct sm_index_entry *e)
 {
     if (e->prev != NULL) {
         e->prev->next = e->next;
-    } else {
+    } else if (c->head == e) {
         c->head = e->next;
     }
     if (e->next != NULL) {
         e->next->prev = e->prev;
-    } else {
+    } else if (c->tail == e) {
         c->tail = e->prev;
     }
     e->prev = e->next = NULL;
 }
 
-static void push_front(struct sm_index_cache *c, struct entry *e)
+static void lru_front(struct sm_index_cache *c, struct sm_index_entry *e)
 {
     e->next = c->head;
     e->prev = NULL;
@@ -75,14 +108,32 @@ static void push_front(struct sm_index_cache *c, struct entry *e)
     }
 }
 
-static void drop(struct sm_index_cache *c, struct entry *e)
+static void entry_free(struct sm_index_entry *e)
 {
-    unlink_entry(c, e);
-    c->bytes -= e->bytes;
-    c->entries--;
     sm_free(e->key);
     sm_free(e->pairs);
     sm_free(e);
+}
+
+/* Takes e out of the table (hash chain, LRU list, charge); freed now unless borrowed. */
+static void delist(struct sm_index_cache *c, struct sm_index_entry *e)
+{
+    if (e->listed) {
+        struct sm_index_entry **pp = slot_of(c, e->key, e->base, e->base_len, e->hash);
+        if (*pp == e) {
+            *pp = e->hnext;
+        }
+        e->hnext = NULL;
+        if (e->ready && !e->failed) {
+            lru_unlink(c, e);
+            c->bytes -= e->bytes;
+            c->entries--;
+        }
+        e->listed = false;
+    }
+    if (e->refs == 0) {
+        entry_free(e);
+    }
 }
 
 void sm_index_cache_free(struct sm_index_cache *c)
@@ -90,47 +141,22 @@ void sm_index_cache_free(struct sm_index_cache *c)
     if (c == NULL) {
         return;
     }
-    while (c->head != NULL) {
-        drop(c, c->head);
+    for (size_t i = 0; i < NBUCKETS; i++) {
+        while (c->buckets[i] != NULL) {
+            struct sm_index_entry *e = c->buckets[i];
+            e->refs = 0; /* no borrower outlives the array */
+            delist(c, e);
+        }
     }
+    pthread_cond_destroy(&c->cv);
     pthread_mutex_destroy(&c->mu);
     sm_free(c);
 }
 
-static struct entry *find(struct sm_index_cache *c, const char *key, uint64_t base,
-                          uint64_t base_len)
-{
-    for (struct entry *e = c->head; e != NULL; e = e->next) {
-        if (e->base == base && e->base_len == base_len && strcmp(e->key, key) == 0) {
-            return e;
-        }
-    }
-    return NULL;
-}
-
-bool sm_index_cache_get(struct sm_index_cache *c, const char *key, uint64_t base, uint64_t base_len,
-                        uint64_t *pairs, size_t n_values, uint64_t *shard_len)
-{
-    pthread_mutex_lock(&c->mu);
-    struct entry *e = find(c, key, base, base_len);
-    bool hit = e != NULL && e->n_values == n_values;
-    if (hit) {
-        memcpy(pairs, e->pairs, n_values * sizeof(uint64_t));
-        *shard_len = e->shard_len;
-        unlink_entry(c, e);
-        push_front(c, e);
-        c->hits++;
-    } else {
-        c->misses++;
-    }
-    pthread_mutex_unlock(&c->mu);
-    return hit;
-}
-
-/* The bytes an entry is charged (sm_index_cache_put); SIZE_MAX when that overflows. */
+/* The bytes an entry is charged; SIZE_MAX when that overflows. */
 static size_t entry_bytes(const char *key, size_t n_values)
 {
-    const size_t fixed = strlen(key) + 1 + sizeof(struct entry);
+    const size_t fixed = strlen(key) + 1 + sizeof(struct sm_index_entry);
     if (n_values > (SIZE_MAX - fixed) / sizeof(uint64_t)) {
         return SIZE_MAX;
     }
@@ -142,39 +168,185 @@ bool sm_index_cache_may_hold(const struct sm_index_cache *c, size_t n_values)
     return entry_bytes("", n_values) <= c->max_bytes; /* max_bytes is immutable */
 }
 
-void sm_index_cache_put(struct sm_index_cache *c, const char *key, uint64_t base, uint64_t base_len,
-                        const uint64_t *pairs, size_t n_values, uint64_t shard_len)
+/* A new unlisted entry with room for n_values pairs (NULL when an allocation fails). */
+static struct sm_index_entry *entry_new(const char *key, uint64_t base, uint64_t base_len,
+                                        size_t n_values, uint64_t h)
 {
-    const size_t bytes = entry_bytes(key, n_values);
-    if (bytes > c->max_bytes) {
-        return; /* larger than the whole cache: never cached */
-    }
-    struct entry *e = sm_calloc(1, sizeof(*e));
+    struct sm_index_entry *e = sm_calloc(1, sizeof(*e));
     char *k = sm_strdup(key);
     uint64_t *p = sm_malloc(n_values * sizeof(uint64_t));
     if (e == NULL || k == NULL || p == NULL) {
         sm_free(e);
         sm_free(k);
         sm_free(p);
-        return;
+        return NULL;
     }
-    memcpy(p, pairs, n_values * sizeof(uint64_t));
-    *e = (struct entry){NULL, NULL, k, base, base_len, shard_len, p, n_values, bytes};
-    pthread_mutex_lock(&c->mu);
-    struct entry *old = find(c, key, base, base_len);
-    if (old != NULL) {
-        drop(c, old);
+    e->key = k;
+    e->base = base;
+    e->base_len = base_len;
+    e->hash = h;
+    e->pairs = p;
+    e->n_values = n_values;
+    e->bytes = entry_bytes(key, n_values);
+    return e;
+}
+
+/* Lists a ready entry (the lock is held): evicts least recently used entries for room. */
+static void admit(struct sm_index_cache *c, struct sm_index_entry *e)
+{
+    while (c->tail != NULL &&
+           (c->bytes + e->bytes > c->max_bytes || c->entries + 1 > c->max_entries)) {
+        delist(c, c->tail);
     }
-    while (c->head != NULL &&
-           (c->bytes + bytes > c->max_bytes || c->entries + 1 > c->max_entries)) {
-        drop(c, c->tail);
-    }
-    push_front(c, e);
-    c->bytes += bytes;
+    lru_front(c, e);
+    c->bytes += e->bytes;
     c->entries++;
     if (c->bytes > c->peak_bytes) {
         c->peak_bytes = c->bytes;
     }
+}
+
+enum sm_icache_got sm_index_cache_acquire(struct sm_index_cache *c, const char *key, uint64_t base,
+                                          uint64_t base_len, size_t n_values,
+                                          struct sm_index_entry **out)
+{
+    *out = NULL;
+    if (entry_bytes(key, n_values) > c->max_bytes) {
+        pthread_mutex_lock(&c->mu);
+        c->misses++;
+        pthread_mutex_unlock(&c->mu);
+        return SM_ICACHE_NONE;
+    }
+    const uint64_t h = hash_of(key, base, base_len);
+    pthread_mutex_lock(&c->mu);
+    struct sm_index_entry **pp = slot_of(c, key, base, base_len, h);
+    struct sm_index_entry *e = *pp;
+    if (e != NULL) {
+        e->refs++;
+        while (!e->ready) {
+            pthread_cond_wait(&c->cv, &c->mu);
+        }
+        if (!e->failed && e->n_values == n_values) {
+            c->hits++;
+            if (e->listed) {
+                lru_unlink(c, e);
+                lru_front(c, e);
+            }
+            pthread_mutex_unlock(&c->mu);
+            *out = e;
+            return SM_ICACHE_HIT;
+        }
+        e->refs--; /* failed fill, or another layout under the same key: fetch uncached */
+        if (e->refs == 0 && !e->listed) {
+            entry_free(e);
+        }
+        c->misses++;
+        pthread_mutex_unlock(&c->mu);
+        return SM_ICACHE_NONE;
+    }
+    c->misses++;
+    e = entry_new(key, base, base_len, n_values, h);
+    if (e == NULL) { /* best effort: read uncached */
+        pthread_mutex_unlock(&c->mu);
+        return SM_ICACHE_NONE;
+    }
+    e->refs = 1;
+    e->listed = true;
+    *pp = e; /* pending: later callers wait for the owner */
+    pthread_mutex_unlock(&c->mu);
+    *out = e;
+    return SM_ICACHE_FILL;
+}
+
+const uint64_t *sm_index_entry_pairs(const struct sm_index_entry *e, uint64_t *shard_len)
+{
+    *shard_len = e->shard_len;
+    return e->pairs;
+}
+
+uint64_t *sm_index_entry_fill_buf(struct sm_index_entry *e)
+{
+    return e->pairs;
+}
+
+void sm_index_cache_complete(struct sm_index_cache *c, struct sm_index_entry *e, bool ok,
+                             uint64_t shard_len)
+{
+    pthread_mutex_lock(&c->mu);
+    e->shard_len = shard_len;
+    e->ready = true;
+    e->failed = !ok;
+    if (ok) {
+        admit(c, e);
+    } else {
+        delist(c, e); /* still referenced by the owner */
+    }
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+}
+
+void sm_index_cache_release(struct sm_index_cache *c, struct sm_index_entry *e)
+{
+    if (e == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&c->mu);
+    e->refs--;
+    if (e->refs == 0 && !e->listed) {
+        entry_free(e);
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+bool sm_index_cache_get(struct sm_index_cache *c, const char *key, uint64_t base, uint64_t base_len,
+                        uint64_t *pairs, size_t n_values, uint64_t *shard_len)
+{
+    const uint64_t h = hash_of(key, base, base_len);
+    pthread_mutex_lock(&c->mu);
+    struct sm_index_entry *e = *slot_of(c, key, base, base_len, h);
+    bool hit = e != NULL && e->ready && !e->failed && e->n_values == n_values;
+    if (hit) {
+        memcpy(pairs, e->pairs, n_values * sizeof(uint64_t));
+        *shard_len = e->shard_len;
+        lru_unlink(c, e);
+        lru_front(c, e);
+        c->hits++;
+    } else {
+        c->misses++;
+    }
+    pthread_mutex_unlock(&c->mu);
+    return hit;
+}
+
+void sm_index_cache_put(struct sm_index_cache *c, const char *key, uint64_t base, uint64_t base_len,
+                        const uint64_t *pairs, size_t n_values, uint64_t shard_len)
+{
+    if (entry_bytes(key, n_values) > c->max_bytes) {
+        return; /* larger than the whole cache: never cached */
+    }
+    const uint64_t h = hash_of(key, base, base_len);
+    struct sm_index_entry *e = entry_new(key, base, base_len, n_values, h);
+    if (e == NULL) {
+        return;
+    }
+    memcpy(e->pairs, pairs, n_values * sizeof(uint64_t));
+    e->shard_len = shard_len;
+    e->ready = true;
+    pthread_mutex_lock(&c->mu);
+    struct sm_index_entry **pp = slot_of(c, key, base, base_len, h);
+    if (*pp != NULL && !(*pp)->ready) { /* someone is filling it: theirs wins */
+        pthread_mutex_unlock(&c->mu);
+        entry_free(e);
+        return;
+    }
+    if (*pp != NULL) {
+        delist(c, *pp);
+        pp = slot_of(c, key, base, base_len, h);
+    }
+    e->listed = true;
+    e->hnext = *pp;
+    *pp = e;
+    admit(c, e);
     pthread_mutex_unlock(&c->mu);
 }
 

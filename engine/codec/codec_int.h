@@ -44,6 +44,8 @@ struct sm_scratch {
     unsigned depth;     /* chains currently running on this scratch */
     size_t max_decoded; /* bound on decoded sizes the chain does not know (SIZE_MAX: none) */
     struct sm_scratch_level lv[SM_SCRATCH_LEVELS];
+    struct sm_buf user[SM_SCRATCH_USER_BUFS];           /* sm_scratch_user_buf */
+    struct sm_scratch *workers[SM_SCRATCH_MAX_WORKERS]; /* [0] unused: s itself */
 };
 
 /* Lazily created library contexts. SM_E_NOMEM if the library cannot allocate one. */

@@ -61,7 +61,37 @@ void sm_scratch_free(struct sm_scratch *s)
             sm_buf_free(&s->lv[l].aux[i]);
         }
     }
+    for (unsigned i = 0; i < SM_SCRATCH_USER_BUFS; i++) {
+        sm_buf_free(&s->user[i]);
+    }
+    for (unsigned i = 1; i < SM_SCRATCH_MAX_WORKERS; i++) {
+        sm_scratch_free(s->workers[i]);
+    }
     sm_free(s);
+}
+
+struct sm_buf *sm_scratch_user_buf(struct sm_scratch *s, unsigned i)
+{
+    return &s->user[i < SM_SCRATCH_USER_BUFS ? i : SM_SCRATCH_USER_BUFS - 1];
+}
+
+sm_status sm_scratch_worker(struct sm_scratch *s, unsigned i, struct sm_scratch **out,
+                            struct sm_err *err)
+{
+    *out = NULL;
+    if (i == 0) {
+        *out = s;
+        return SM_OK;
+    }
+    if (i >= SM_SCRATCH_MAX_WORKERS) {
+        SM_FAIL(err, SM_E_INTERNAL, "helper scratch %u of at most %u", i, SM_SCRATCH_MAX_WORKERS);
+    }
+    if (s->workers[i] == NULL) {
+        SM_TRY(sm_scratch_new(&s->workers[i], err));
+    }
+    s->workers[i]->max_decoded = s->max_decoded;
+    *out = s->workers[i];
+    return SM_OK;
 }
 
 sm_status sm_scratch_zstd_d(struct sm_scratch *s, struct ZSTD_DCtx_s **out, struct sm_err *err)

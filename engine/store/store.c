@@ -173,6 +173,47 @@ sm_status sm_store_get_sized(struct sm_store *s, const char *key, struct sm_rang
     return check_range(s, key, range, out->len, err);
 }
 
+sm_status sm_store_get_borrow(struct sm_store *s, const char *key, struct sm_range range,
+                              enum sm_io_class cls, struct sm_buf *buf, struct sm_bytes *view,
+                              void **ref, bool *found, struct sm_err *err)
+{
+    *ref = NULL;
+    *view = sm_bytes_of(NULL, 0);
+    if (s->ops->borrow == NULL) {
+        SM_TRY(sm_store_get(s, key, range, cls, buf, found, err));
+        *view = sm_buf_bytes(buf);
+        return SM_OK;
+    }
+    *found = false;
+    SM_TRY(check_key(s, key, err));
+    if (range.kind != SM_RANGE_ALL) {
+        SM_TRY(sm_store_check_len(s, key, range.len, err));
+    }
+    sm_status st = s->ops->borrow(s, key, range, cls, view, ref, found, err);
+    dispatch_count(s, cls, 1, st == SM_OK && *found ? view->len : 0);
+    if (st != SM_OK) {
+        name_object(s, key, err);
+        return st;
+    }
+    if (!*found) {
+        *view = sm_bytes_of(NULL, 0);
+        return SM_OK;
+    }
+    st = check_range(s, key, range, view->len, err);
+    if (st != SM_OK) {
+        sm_store_release(s, *ref);
+        *ref = NULL;
+    }
+    return st;
+}
+
+void sm_store_release(struct sm_store *s, void *ref)
+{
+    if (ref != NULL && s->ops->release != NULL) {
+        s->ops->release(s, ref);
+    }
+}
+
 sm_status sm_store_get_many(struct sm_store *s, const char *key, const struct sm_range *ranges,
                             size_t n, enum sm_io_class cls, struct sm_buf *outs, bool *found,
                             struct sm_err *err)

@@ -2,7 +2,11 @@
  * whole responses keyed by (key, range) in a byte-capped LRU. Misses are single-flight: the first
  * caller inserts a pending entry and fetches outside the lock, later callers for the same entry
  * wait on a condition variable, so a chunk touched by many tiles and threads is requested once.
- * "Not found" is cached too (a missing chunk is a fill chunk on every pass). */
+ * "Not found" is cached too (a missing chunk is a fill chunk on every pass).
+ * Entries are immutable once ready and reference-counted: a hit takes a reference under the lock
+ * and reads the bytes outside it, either lending them (sm_store_get_borrow) or copying them into
+ * the caller's buffer (get). An entry evicted, or not admitted, while referenced leaves the table
+ * at once and is freed by its last holder. */
 #include "shardmill/sm_config.h"
 
 #include "shardmill/store.h"
@@ -13,16 +17,18 @@
 #include "shardmill/alloc.h"
 
 struct centry {
-    struct centry *prev, *next; /* LRU: head = most recent; only ready entries are listed */
+    struct centry *prev, *next; /* LRU: head = most recent; only admitted entries are listed */
     struct centry *hnext;       /* hash chain */
     char *key;
     struct sm_range range;
     uint64_t hash;
     bool ready, found, failed;
-    unsigned waiters;
+    bool listed;      /* in the hash table (new callers find it) */
+    unsigned waiters; /* callers waiting for it to become ready */
+    unsigned refs;    /* holders of its bytes (the fetching owner, borrowers, copiers) */
     struct sm_buf data;
     uint64_t objsize;
-    uint64_t charge; /* bytes counted against the cap: data plus bookkeeping */
+    uint64_t charge; /* bytes counted against the cap while admitted (0: not in the LRU) */
 };
 
 #define NBUCKETS 4096
@@ -97,48 +103,58 @@ static void lru_front(struct cache_store *cs, struct centry *e)
     }
 }
 
-/* Removes e from the hash chain and frees it (the lock is held; nobody waits on it). */
-static void destroy(struct cache_store *cs, struct centry *e)
+/* Frees e once it is out of the table and nobody holds or waits for it (the lock is held). */
+static void maybe_free(struct centry *e)
 {
-    struct centry **pp = slot_of(cs, e->key, e->range, e->hash);
-    if (*pp == e) {
-        *pp = e->hnext;
+    if (!e->listed && e->refs == 0 && e->waiters == 0) {
+        sm_buf_free(&e->data);
+        sm_free(e->key);
+        sm_free(e);
     }
-    lru_unlink(cs, e);
-    cs->st.bytes -= e->charge;
-    sm_buf_free(&e->data);
-    sm_free(e->key);
-    sm_free(e);
+}
+
+/* Takes e out of the hash chain and the LRU (uncharging it), then frees it if unheld. */
+static void delist(struct cache_store *cs, struct centry *e)
+{
+    if (e->listed) {
+        struct centry **pp = slot_of(cs, e->key, e->range, e->hash);
+        if (*pp == e) {
+            *pp = e->hnext;
+        }
+        e->hnext = NULL;
+        e->listed = false;
+    }
+    if (e->charge != 0) {
+        lru_unlink(cs, e);
+        cs->st.bytes -= e->charge;
+        e->charge = 0;
+    }
+    maybe_free(e);
 }
 
 static void evict_for(struct cache_store *cs, uint64_t need)
 {
-    struct centry *e = cs->tail;
-    while (e != NULL && cs->st.bytes + need > cs->max_bytes) {
-        struct centry *prev = e->prev;
-        if (e->waiters == 0) {
-            destroy(cs, e);
-            cs->st.evictions++;
-        }
-        e = prev;
+    while (cs->tail != NULL && cs->st.bytes + need > cs->max_bytes) {
+        delist(cs, cs->tail); /* a held entry lives on until its last holder lets go */
+        cs->st.evictions++;
     }
 }
 
-static sm_status copy_out(const struct centry *e, struct sm_buf *out, bool *found,
-                          uint64_t *objsize, struct sm_err *err)
+static void entry_release(struct cache_store *cs, struct centry *e)
 {
-    *found = e->found;
-    if (objsize != NULL && e->objsize != UINT64_MAX) {
-        *objsize = e->objsize;
-    }
-    return e->found ? sm_buf_set(out, sm_buf_bytes(&e->data), err) : SM_OK;
+    pthread_mutex_lock(&cs->mu);
+    e->refs--;
+    maybe_free(e);
+    pthread_mutex_unlock(&cs->mu);
 }
 
-static sm_status cache_get(struct sm_store *s, const char *key, struct sm_range r,
-                           enum sm_io_class cls, struct sm_buf *out, bool *found, uint64_t *objsize,
-                           struct sm_err *err)
+/* A referenced ready entry for (key, r) in *out, fetched once by whoever missed it first; or
+ * *out NULL when the caller must read uncached (the fetch it waited for failed, or no memory for
+ * an entry). An error is the owner's own failed fetch. */
+static sm_status acquire(struct cache_store *cs, const char *key, struct sm_range r,
+                         enum sm_io_class cls, struct centry **out, struct sm_err *err)
 {
-    struct cache_store *cs = cs_of(s);
+    *out = NULL;
     const uint64_t h = hash_of(key, r);
     pthread_mutex_lock(&cs->mu);
     struct centry **pp = slot_of(cs, key, r, h);
@@ -151,19 +167,19 @@ static sm_status cache_get(struct sm_store *s, const char *key, struct sm_range 
         e->waiters--;
         if (!e->failed) {
             cs->st.hits++;
-            lru_unlink(cs, e);
-            lru_front(cs, e);
-            sm_status st = copy_out(e, out, found, objsize, err);
+            if (e->charge != 0) {
+                lru_unlink(cs, e);
+                lru_front(cs, e);
+            }
+            e->refs++;
             pthread_mutex_unlock(&cs->mu);
-            return st;
+            *out = e;
+            return SM_OK;
         }
-        /* The fetch we waited for failed: fetch ourselves, uncached. */
-        if (e->waiters == 0) {
-            destroy(cs, e);
-        }
+        maybe_free(e); /* the fetch we waited for failed (and left the table): read ourselves */
         cs->st.misses++;
         pthread_mutex_unlock(&cs->mu);
-        return sm_store_get_sized(cs->inner, key, r, cls, out, found, objsize, err);
+        return SM_OK;
     }
     cs->st.misses++;
     e = sm_calloc(1, sizeof(*e));
@@ -172,12 +188,14 @@ static sm_status cache_get(struct sm_store *s, const char *key, struct sm_range 
         sm_free(e);
         sm_free(k);
         pthread_mutex_unlock(&cs->mu);
-        return sm_store_get_sized(cs->inner, key, r, cls, out, found, objsize, err);
+        return SM_OK;
     }
     e->key = k;
     e->range = r;
     e->hash = h;
     e->objsize = UINT64_MAX;
+    e->listed = true;
+    e->refs = 1;
     *pp = e; /* pending: later callers wait for it */
     pthread_mutex_unlock(&cs->mu);
 
@@ -187,9 +205,6 @@ static sm_status cache_get(struct sm_store *s, const char *key, struct sm_range 
     pthread_mutex_lock(&cs->mu);
     e->ready = true;
     e->failed = st != SM_OK;
-    if (st == SM_OK) {
-        st = copy_out(e, out, found, objsize, err);
-    }
     const uint64_t charge = e->data.cap + sizeof(*e) + strlen(e->key) + 1;
     if (!e->failed && charge <= cs->max_bytes) {
         evict_for(cs, charge);
@@ -199,14 +214,69 @@ static sm_status cache_get(struct sm_store *s, const char *key, struct sm_range 
         if (cs->st.bytes > cs->st.peak_bytes) {
             cs->st.peak_bytes = cs->st.bytes;
         }
-    } else if (e->waiters == 0) {
-        destroy(cs, e); /* too large, or failed: waiters (if any) see `failed` and refetch */
     } else {
-        e->failed = true;
+        delist(cs, e); /* too large, or failed: held by us; waiters see `failed` and refetch */
     }
     pthread_cond_broadcast(&cs->cv);
+    if (e->failed) {
+        e->refs--;
+        maybe_free(e);
+        e = NULL;
+    }
     pthread_mutex_unlock(&cs->mu);
+    *out = e;
     return st;
+}
+
+static sm_status cache_get(struct sm_store *s, const char *key, struct sm_range r,
+                           enum sm_io_class cls, struct sm_buf *out, bool *found, uint64_t *objsize,
+                           struct sm_err *err)
+{
+    struct cache_store *cs = cs_of(s);
+    struct centry *e;
+    SM_TRY(acquire(cs, key, r, cls, &e, err));
+    if (e == NULL) {
+        return sm_store_get_sized(cs->inner, key, r, cls, out, found, objsize, err);
+    }
+    *found = e->found; /* immutable from here: copied outside the lock */
+    if (objsize != NULL && e->objsize != UINT64_MAX) {
+        *objsize = e->objsize;
+    }
+    sm_status st = e->found ? sm_buf_set(out, sm_buf_bytes(&e->data), err) : SM_OK;
+    entry_release(cs, e);
+    return st;
+}
+
+static sm_status cache_borrow(struct sm_store *s, const char *key, struct sm_range r,
+                              enum sm_io_class cls, struct sm_bytes *view, void **ref, bool *found,
+                              struct sm_err *err)
+{
+    struct cache_store *cs = cs_of(s);
+    struct centry *e;
+    SM_TRY(acquire(cs, key, r, cls, &e, err));
+    if (e == NULL) { /* uncached read into an entry of our own, freed on release */
+        e = sm_calloc(1, sizeof(*e));
+        if (e == NULL) {
+            SM_FAIL(err, SM_E_NOMEM, "cannot allocate an object cache entry");
+        }
+        e->refs = 1;
+        e->ready = true;
+        sm_status st = sm_store_get(cs->inner, key, r, cls, &e->data, &e->found, err);
+        if (st != SM_OK) {
+            sm_buf_free(&e->data);
+            sm_free(e);
+            return st;
+        }
+    }
+    *found = e->found;
+    *view = e->found ? sm_buf_bytes(&e->data) : sm_bytes_of(NULL, 0);
+    *ref = e;
+    return SM_OK;
+}
+
+static void cache_release(struct sm_store *s, void *ref)
+{
+    entry_release(cs_of(s), ref);
 }
 
 static sm_status cache_size(struct sm_store *s, const char *key, uint64_t *size, bool *found,
@@ -255,7 +325,9 @@ static void cache_close(struct sm_store *s)
     struct cache_store *cs = cs_of(s);
     for (size_t i = 0; i < NBUCKETS; i++) {
         while (cs->buckets[i] != NULL) {
-            destroy(cs, cs->buckets[i]);
+            struct centry *e = cs->buckets[i];
+            e->refs = e->waiters = 0; /* nobody outlives the store */
+            delist(cs, e);
         }
     }
     pthread_cond_destroy(&cs->cv);
@@ -278,6 +350,8 @@ static const struct sm_store_ops cache_ops_ro = {
     .sync = cache_sync,
     .list = cache_list,
     .close = cache_close,
+    .borrow = cache_borrow,
+    .release = cache_release,
 };
 
 static const struct sm_store_ops cache_ops_rw = {
@@ -293,6 +367,8 @@ static const struct sm_store_ops cache_ops_rw = {
     .sync = cache_sync,
     .list = cache_list,
     .close = cache_close,
+    .borrow = cache_borrow,
+    .release = cache_release,
 };
 
 sm_status sm_store_cache_new(struct sm_store *inner_take, uint64_t max_bytes, struct sm_store **out,

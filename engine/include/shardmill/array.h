@@ -31,10 +31,15 @@ struct sm_array_opts {
     struct sm_limits limits;
     uint64_t index_cache_bytes;   /* shard-index cache: 0 disables */
     uint64_t index_cache_entries; /* 0 disables */
+    /* OpenMP threads of one sm_array_read_region called outside a parallel region (0: the OpenMP
+     * default, omp_get_max_threads(), for reads of at least 256 KiB of chunks or region, smaller
+     * ones serial; 1: serial; N: N threads, at most 64). Inside any OpenMP parallel region (a
+     * scan's or a write's thread pool) a read is always serial. */
+    unsigned read_threads;
 };
 #define SM_ARRAY_OPTS_DEFAULTS                                                                     \
     {                                                                                              \
-        SM_LIMITS_DEFAULTS, 16ull << 20, 64                                                        \
+        SM_LIMITS_DEFAULTS, 16ull << 20, 64, 0                                                     \
     }
 
 /* Read counters beyond the store's request/byte counters (SPEC §7). */
@@ -95,6 +100,12 @@ void sm_array_stats(const struct sm_array *a, struct sm_array_stats *out);
 
 /* Reads the box [offset, offset + shape) into out: C order, native (little-endian) values of the
  * array's dtype, exactly out_len = product(shape) * dtype size bytes.
+ * Called outside an OpenMP parallel region, the read decodes its chunks (or, for a region inside
+ * one or a few shards, the inner chunks of each shard) with opts.read_threads OpenMP threads,
+ * each on a worker scratch that `scratch` keeps (sm_scratch_worker): the bytes written are the
+ * same for any thread count, and the memory is per thread, not per chunk. Inside a parallel
+ * region (omp_get_level() > 0) it runs serially on the caller's thread. Buffers are kept on the
+ * scratch, so repeated reads allocate nothing in steady state.
  * Thread-safe for concurrent calls with distinct scratches.
  * SM_E_USAGE if the box is outside the array or out_len is wrong; SM_E_LIMIT past a limit;
  * SM_E_DATA for corrupt or inconsistent data (naming the key and byte offset); SM_E_IO. */

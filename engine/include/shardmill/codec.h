@@ -73,6 +73,22 @@ void sm_scratch_free(struct sm_scratch *s);
  * SM_SCRATCH_MAX_DECODED_DEFAULT. */
 void sm_scratch_set_max_decoded(struct sm_scratch *s, uint64_t max_bytes);
 
+/* Buffers a caller keeps on its scratch between calls: array/ region reads keep their encoded,
+ * decoded, shard-index and inner-reference buffers here, so that reads in steady state allocate
+ * nothing. Slot i < SM_SCRATCH_USER_BUFS; the buffers are owned by the scratch (freed with it) and
+ * are never touched by codecs. */
+#define SM_SCRATCH_USER_BUFS 4
+struct sm_buf *sm_scratch_user_buf(struct sm_scratch *s, unsigned i);
+
+/* The scratch helper thread i of a parallel call made on s uses (i = 0: s itself; one per helper
+ * thread, i < SM_SCRATCH_MAX_WORKERS). Created on first use and kept, owned by s (freed with it),
+ * with s's decoded-size bound. Only the thread that owns s may call this; each helper then uses
+ * its own scratch alone. Helpers never get helpers: a worker's own worker list stays empty.
+ * SM_E_NOMEM. */
+#define SM_SCRATCH_MAX_WORKERS 64
+sm_status sm_scratch_worker(struct sm_scratch *s, unsigned i, struct sm_scratch **out,
+                            struct sm_err *err);
+
 /* A prepared codec chain, ordered as in the metadata: A2A..., one A2B, B2B... */
 struct sm_codec_chain;
 

@@ -125,6 +125,12 @@ struct sm_store_ops {
     /* Appends the keys directly under `prefix` ("" = root; names only, no '/'). */
     sm_status (*list)(struct sm_store *, const char *prefix, struct sm_strv *out, struct sm_err *);
     void (*close)(struct sm_store *);
+    /* Optional (the object cache): as get, but lends the bytes of an immutable entry in *view,
+     * held by *ref until release. NULL: sm_store_get_borrow reads into the caller's buffer. */
+    sm_status (*borrow)(struct sm_store *, const char *key, struct sm_range range,
+                        enum sm_io_class cls, struct sm_bytes *view, void **ref, bool *found,
+                        struct sm_err *);
+    void (*release)(struct sm_store *, void *ref);
 };
 
 /* Drivers embed this first and downcast only in their own file. */
@@ -151,6 +157,15 @@ sm_status sm_store_get(struct sm_store *s, const char *key, struct sm_range rang
 sm_status sm_store_get_sized(struct sm_store *s, const char *key, struct sm_range range,
                              enum sm_io_class cls, struct sm_buf *out, bool *found,
                              uint64_t *objsize, struct sm_err *err);
+/* As sm_store_get, but the object cache lends a hit instead of copying it: *view points into a
+ * reference-counted immutable entry, held in *ref until sm_store_release(s, *ref) (an entry evicted
+ * meanwhile is freed by its last borrower). Stores that cannot lend read into `buf` and set *view
+ * to its bytes and *ref to NULL. Counted and checked as sm_store_get. */
+sm_status sm_store_get_borrow(struct sm_store *s, const char *key, struct sm_range range,
+                              enum sm_io_class cls, struct sm_buf *buf, struct sm_bytes *view,
+                              void **ref, bool *found, struct sm_err *err);
+/* Returns a reference of sm_store_get_borrow (NULL-safe). */
+void sm_store_release(struct sm_store *s, void *ref);
 /* Several ranges of the same object in one call (parallel or merged where the driver can). */
 sm_status sm_store_get_many(struct sm_store *s, const char *key, const struct sm_range *ranges,
                             size_t n, enum sm_io_class cls, struct sm_buf *outs, bool *found,

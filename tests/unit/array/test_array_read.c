@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -710,14 +711,201 @@ static void test_read_allocation_failures_are_nomem_without_leaks(void **state)
     uint16_t buf[40];
     const uint64_t base = sm_alloc_current();
     for (uint64_t n = 1; n <= 12; n++) {
+        /* A fresh scratch each time: what a read keeps lives on the scratch and goes with it. */
+        struct sm_scratch *scr = NULL;
+        assert_ok(sm_array_scratch_new(&scr, &f->err), &f->err);
         sm_err_clear(&f->err);
         sm_alloc_fail_at(n);
-        sm_status st = sm_array_read_region(f->a, off, ext, buf, sizeof(buf), f->scr, &f->err);
+        sm_status st = sm_array_read_region(f->a, off, ext, buf, sizeof(buf), scr, &f->err);
         sm_alloc_fail_at(0);
         assert_true(st == SM_OK || st == SM_E_NOMEM);
+        sm_array_scratch_free(scr);
         assert_int_equal(sm_alloc_current(), base);
     }
     check_read(f, off, ext);
+}
+
+/* The hot path allocates nothing per call: once a scratch (and, for a parallel read, each of its
+ * worker scratches) has served a read, the same read again succeeds with every allocation failing,
+ * and the allocator's total does not move. The workers are warmed by serial reads on each of them,
+ * since which worker decodes which chunk is up to the OpenMP schedule. */
+static void test_read_again_on_a_warm_scratch_allocates_nothing(void **state)
+{
+    struct fx *f = *state;
+    build(f, &spec_2d);
+    const uint64_t off[2] = {1, 1}, ext[2] = {8, 5};
+    uint16_t buf[40];
+    struct sm_array *serial = NULL, *par = NULL;
+    f->opts.read_threads = 1;
+    assert_ok(sm_array_open(f->s, f->sp.path, &f->opts, &serial, &f->err), &f->err);
+    f->opts.read_threads = 2;
+    assert_ok(sm_array_open(f->s, f->sp.path, &f->opts, &par, &f->err), &f->err);
+    for (unsigned i = 0; i < 2; i++) {
+        struct sm_scratch *w = NULL;
+        assert_ok(sm_scratch_worker(f->scr, i, &w, &f->err), &f->err);
+        assert_ok(sm_array_read_region(serial, off, ext, buf, sizeof(buf), w, &f->err), &f->err);
+    }
+    struct sm_array *arrays[2] = {serial, par};
+    for (unsigned k = 0; k < 2; k++) {
+        memset(buf, 0, sizeof(buf));
+        const uint64_t base = sm_alloc_current();
+        sm_alloc_fail_at(1);
+        sm_status st = sm_array_read_region(arrays[k], off, ext, buf, sizeof(buf), f->scr, &f->err);
+        sm_alloc_fail_at(0);
+        assert_ok(st, &f->err);
+        assert_int_equal(sm_alloc_current(), base);
+        uint16_t want[40];
+        sm_test_ref_extract(&f->ref, off, ext, (uint8_t *)want);
+        assert_memory_equal(buf, want, sizeof(want));
+    }
+    sm_array_close(serial);
+    sm_array_close(par);
+}
+
+/* v2, 4-byte elements, big-endian, 6 x 5 chunk grid with absences. */
+static const struct spec spec_v2_par = {
+    "grp/a", 2,    "int32", ">i4", 4,  2,    {23, 19}, {4, 4}, "-7", {0xf9, 0xff, 0xff, 0xff},
+    '.',     true, 7,       3,     29, false};
+
+/* One thread and two threads give the same bytes (and the reference) on a v2 array, for whole,
+ * unaligned and single-chunk regions; a corrupt chunk gives the same error either way. */
+static void test_read_v2_one_and_two_threads_give_identical_bytes(void **state)
+{
+    struct fx *f = *state;
+    build(f, &spec_v2_par);
+    const uint64_t regions[][4] = {{0, 0, 23, 19}, {1, 2, 21, 15}, {4, 4, 4, 4}, {5, 3, 2, 9}};
+    for (size_t i = 0; i < sizeof(regions) / sizeof(regions[0]); i++) {
+        const uint64_t *off = regions[i], *ext = regions[i] + 2;
+        const size_t n = region_bytes(f, ext);
+        uint8_t *got[2];
+        for (unsigned t = 1; t <= 2; t++) {
+            f->opts.read_threads = t;
+            sm_array_close(f->a);
+            assert_ok(sm_array_open(f->s, f->sp.path, &f->opts, &f->a, &f->err), &f->err);
+            got[t - 1] = test_malloc(n);
+            assert_ok(sm_array_read_region(f->a, off, ext, got[t - 1], n, f->scr, &f->err),
+                      &f->err);
+        }
+        assert_memory_equal(got[0], got[1], n);
+        check_read(f, off, ext);
+        test_free(got[0]);
+        test_free(got[1]);
+    }
+    /* chunks 1.1 and 3.2 cut short: the first in C order is the error with 1 and 2 threads */
+    const char *bad[2] = {"grp/a/3.2", "grp/a/1.1"};
+    for (int i = 0; i < 2; i++) {
+        sm_test_put(f->s, bad[i], "xx", 2);
+    }
+    char what[2][600];
+    uint8_t *buf = test_malloc(23 * 19 * 4);
+    const uint64_t off[2] = {0, 0}, ext[2] = {23, 19};
+    for (unsigned t = 1; t <= 2; t++) {
+        f->opts.read_threads = t;
+        sm_array_close(f->a);
+        assert_ok(sm_array_open(f->s, f->sp.path, &f->opts, &f->a, &f->err), &f->err);
+        sm_err_clear(&f->err);
+        assert_int_equal(sm_array_read_region(f->a, off, ext, buf, 23 * 19 * 4, f->scr, &f->err),
+                         SM_E_DATA);
+        snprintf(what[t - 1], sizeof(what[0]), "%s | %s", f->err.where, f->err.what);
+    }
+    assert_string_equal(what[0], what[1]);
+    assert_contains(what[1], "grp/a/1.1");
+    test_free(buf);
+}
+
+/* A store over the fixture's whose first payload read of a round waits (up to wait_ms) for a second
+ * read to be in flight at the same time: it records whether reads overlapped. */
+struct meet_store {
+    struct sm_store base;
+    struct sm_store *inner;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    unsigned inflight, max_inflight;
+    bool waited;
+    long wait_ms; /* how long the first payload read waits for company */
+};
+
+static sm_status meet_get(struct sm_store *s, const char *key, struct sm_range r,
+                          enum sm_io_class cls, struct sm_buf *out, bool *found, uint64_t *objsize,
+                          struct sm_err *err)
+{
+    struct meet_store *m = (struct meet_store *)s;
+    pthread_mutex_lock(&m->mu);
+    m->inflight++;
+    if (m->inflight > m->max_inflight) {
+        m->max_inflight = m->inflight;
+    }
+    pthread_cond_broadcast(&m->cv);
+    if (cls == SM_IO_PAYLOAD && !m->waited) {
+        m->waited = true;
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += m->wait_ms / 1000;
+        until.tv_nsec += (m->wait_ms % 1000) * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        while (m->inflight < 2 && pthread_cond_timedwait(&m->cv, &m->mu, &until) == 0) {
+        }
+    }
+    pthread_mutex_unlock(&m->mu);
+    sm_status st = sm_store_get_sized(m->inner, key, r, cls, out, found, objsize, err);
+    pthread_mutex_lock(&m->mu);
+    m->inflight--;
+    pthread_mutex_unlock(&m->mu);
+    return st;
+}
+
+static void meet_close(struct sm_store *s)
+{
+    (void)s;
+}
+
+static const struct sm_store_ops meet_ops = {
+    .scheme = "meet",
+    .caps = SM_STORE_RANGE | SM_STORE_THREADSAFE,
+    .get = meet_get,
+    .close = meet_close,
+};
+
+/* With read_threads 2 a region read really runs two reads at once (objects in parallel); with
+ * read_threads 1, or on a store that is not thread-safe, never. */
+static void test_read_region_threads_overlap_reads_only_when_asked(void **state)
+{
+    struct fx *f = *state;
+    build(f, &spec_v2_par);
+    static char url[] = "meet";
+    struct meet_store m;
+    memset(&m, 0, sizeof(m));
+    m.base.ops = &meet_ops;
+    m.base.url = url;
+    m.inner = f->s;
+    pthread_mutex_init(&m.mu, NULL);
+    pthread_cond_init(&m.cv, NULL);
+    const uint64_t off[2] = {0, 0}, ext[2] = {23, 19};
+    uint8_t *buf = test_malloc(23 * 19 * 4);
+    const unsigned want_max[3] = {1, 2, 1};
+    for (unsigned t = 1; t <= 3; t++) {
+        struct sm_store_ops ops = meet_ops;
+        if (t == 3) {
+            ops.caps = SM_STORE_RANGE; /* not thread-safe: serial even with 2 threads asked */
+        }
+        m.base.ops = &ops;
+        m.max_inflight = 0;
+        m.waited = false;
+        m.wait_ms = t == 2 ? 5000 : 200; /* the parallel round ends its wait once a read joins */
+        f->opts.read_threads = t == 1 ? 1 : 2;
+        struct sm_array *a = NULL;
+        assert_ok(sm_array_open(&m.base, f->sp.path, &f->opts, &a, &f->err), &f->err);
+        assert_ok(sm_array_read_region(a, off, ext, buf, 23 * 19 * 4, f->scr, &f->err), &f->err);
+        sm_array_close(a);
+        assert_int_equal(m.max_inflight, want_max[t - 1]);
+    }
+    m.base.ops = &meet_ops;
+    test_free(buf);
+    pthread_cond_destroy(&m.cv);
+    pthread_mutex_destroy(&m.mu);
 }
 
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -752,6 +940,9 @@ int main(void)
         T(test_read_v2_fortran_order_chunks),
         T(test_read_from_threads_with_own_scratch),
         T(test_read_allocation_failures_are_nomem_without_leaks),
+        T(test_read_again_on_a_warm_scratch_allocates_nothing),
+        T(test_read_v2_one_and_two_threads_give_identical_bytes),
+        T(test_read_region_threads_overlap_reads_only_when_asked),
     };
     return cmocka_run_group_tests_name("array_read", tests, NULL, NULL);
 }

@@ -357,9 +357,51 @@ static void test_cache_is_consistent_under_threads(void **state)
     sm_index_cache_free(c);
 }
 
+/* The reader's path: a miss hands out a pending entry to fill; once completed, hits borrow the
+ * same immutable pairs (same address, no allocation); an entry evicted while borrowed stays
+ * readable until released; a failed fill is dropped and the next acquire fills again. */
+static void test_cache_acquire_fills_once_then_lends_the_same_pairs(void **state)
+{
+    (void)state;
+    const uint64_t base = sm_alloc_current();
+    struct sm_index_cache *c = cache_new(1u << 20, 1);
+    struct sm_index_entry *e1 = NULL, *e2 = NULL, *e3 = NULL;
+    assert_int_equal(sm_index_cache_acquire(c, "c/0/0", 0, TOP, NV, &e1), SM_ICACHE_FILL);
+    pairs_of(3, sm_index_entry_fill_buf(e1), NV);
+    sm_index_cache_complete(c, e1, true, 77);
+    const uint64_t before = sm_alloc_current();
+    assert_int_equal(sm_index_cache_acquire(c, "c/0/0", 0, TOP, NV, &e2), SM_ICACHE_HIT);
+    assert_int_equal(sm_alloc_current(), before);
+    uint64_t len1 = 0, len2 = 0, want[NV];
+    const uint64_t *p1 = sm_index_entry_pairs(e1, &len1), *p2 = sm_index_entry_pairs(e2, &len2);
+    assert_ptr_equal(p1, p2);
+    assert_int_equal(len2, 77);
+    pairs_of(3, want, NV);
+    assert_memory_equal(p2, want, sizeof(want));
+    /* a second key evicts the first (one entry allowed); the borrowed pairs stay readable */
+    put(c, "c/0/1", 0, 4);
+    assert_false(hit(c, "c/0/0", 0, 3));
+    assert_memory_equal(p2, want, sizeof(want));
+    sm_index_cache_release(c, e1);
+    sm_index_cache_release(c, e2);
+    /* a failed fill is not cached */
+    assert_int_equal(sm_index_cache_acquire(c, "c/9/9", 0, TOP, NV, &e3), SM_ICACHE_FILL);
+    sm_index_cache_complete(c, e3, false, 0);
+    sm_index_cache_release(c, e3);
+    assert_int_equal(sm_index_cache_acquire(c, "c/9/9", 0, TOP, NV, &e3), SM_ICACHE_FILL);
+    sm_index_cache_complete(c, e3, false, 0);
+    sm_index_cache_release(c, e3);
+    uint64_t h, m, peak;
+    sm_index_cache_stats(c, &h, &m, &peak);
+    assert_int_equal(h, 1);
+    sm_index_cache_free(c);
+    assert_int_equal(sm_alloc_current(), base);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cache_acquire_fills_once_then_lends_the_same_pairs),
         cmocka_unit_test(test_cache_disabled_when_a_cap_is_zero),
         cmocka_unit_test(test_cache_miss_then_hit_returns_copy_of_pairs),
         cmocka_unit_test(test_cache_put_copies_the_caller_pairs),

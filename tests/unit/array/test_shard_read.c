@@ -12,9 +12,11 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -887,6 +889,171 @@ static void test_shard_read_threads_share_the_index_cache(void **state)
     }
 }
 
+/* Reads [off, off + ext) with `threads` read threads (the array reopened with them): status and
+ * bytes into got, and the error message into what. */
+static sm_status read_with_threads(struct fx *f, unsigned threads, const uint64_t *off,
+                                   const uint64_t *ext, uint8_t *got, char *what, size_t cap)
+{
+    f->opts.read_threads = threads;
+    sm_array_close(f->a);
+    assert_ok(sm_array_open(f->s, f->sp.path, &f->opts, &f->a, &f->err), &f->err);
+    sm_status st = read_into(f, off, ext, got);
+    snprintf(what, cap, "%s | %s", f->err.where, f->err.what);
+    return st;
+}
+
+/* One thread and two threads give the same bytes (and the reference): across shards (objects
+ * in parallel), inside one shard (inner chunks of a run in parallel), with empty inner chunks,
+ * absent shards and a shuffled layout; and a corrupt shard gives the same error either way. */
+static void test_shard_read_one_and_two_threads_give_identical_bytes(void **state)
+{
+    struct fx *f = *state;
+    struct sspec sp = base_2d;
+    sp.shape[0] = 40;
+    sp.shape[1] = 30;
+    sp.order = ORDER_SHUFFLE;
+    sp.empty_mod = 5;
+    sp.empty_rem = 2;
+    sp.missing_mod = 6;
+    sp.missing_rem = 4;
+    build(f, &sp);
+    const uint64_t regions[][4] = {
+        {0, 0, 40, 30}, /* every shard: objects in parallel */
+        {1, 2, 37, 25}, /* unaligned */
+        {8, 6, 8, 6},   /* exactly one shard: its inner chunks in parallel */
+        {9, 7, 5, 4},   /* inside one shard, unaligned */
+        {7, 5, 3, 3},   /* four shards: fewer than 2 per thread, inner chunks in parallel */
+    };
+    for (size_t i = 0; i < sizeof(regions) / sizeof(regions[0]); i++) {
+        const uint64_t *off = regions[i], *ext = regions[i] + 2;
+        const size_t n = region_bytes(f, ext);
+        uint8_t *one = test_malloc(n), *two = test_malloc(n), *want = test_malloc(n);
+        char w1[600], w2[600];
+        assert_int_equal(read_with_threads(f, 1, off, ext, one, w1, sizeof(w1)), SM_OK);
+        assert_int_equal(read_with_threads(f, 2, off, ext, two, w2, sizeof(w2)), SM_OK);
+        sm_test_ref_extract(&f->ref, off, ext, want);
+        assert_memory_equal(one, two, n);
+        assert_memory_equal(two, want, n);
+        test_free(one);
+        test_free(two);
+        test_free(want);
+    }
+    /* shard c/0/0 corrupt: the same first error with 1 and 2 threads */
+    rewrite_shard0(f, patch_flip_index_byte);
+    const uint64_t off[2] = {0, 0}, ext[2] = {40, 30};
+    uint8_t *got = test_malloc(region_bytes(f, ext));
+    char w1[600], w2[600];
+    assert_int_equal(read_with_threads(f, 1, off, ext, got, w1, sizeof(w1)), SM_E_DATA);
+    assert_int_equal(read_with_threads(f, 2, off, ext, got, w2, sizeof(w2)), SM_E_DATA);
+    assert_string_equal(w1, w2);
+    assert_contains(w2, "c/0/0");
+    test_free(got);
+}
+
+/* A store over the fixture's mem store whose shard-index reads are slow: the first one waits for
+ * the test's second reader to start its read, then a little more, so that without single-flight
+ * both readers would miss the index cache and fetch. Counted by the dispatch like any store. */
+static void sleep_us(long us)
+{
+    struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
+    nanosleep(&ts, NULL);
+}
+
+struct slow_store {
+    struct sm_store base;
+    struct sm_store *inner;
+    atomic_int second_started;
+};
+
+static sm_status slow_get(struct sm_store *s, const char *key, struct sm_range r,
+                          enum sm_io_class cls, struct sm_buf *out, bool *found, uint64_t *objsize,
+                          struct sm_err *err)
+{
+    struct slow_store *ss = (struct slow_store *)s;
+    if (cls == SM_IO_INDEX) {
+        for (int i = 0; i < 2000 && atomic_load(&ss->second_started) == 0; i++) {
+            sleep_us(1000);
+        }
+        sleep_us(50000);
+    }
+    return sm_store_get_sized(ss->inner, key, r, cls, out, found, objsize, err);
+}
+
+static void slow_close(struct sm_store *s)
+{
+    (void)s;
+}
+
+static const struct sm_store_ops slow_ops = {
+    .scheme = "slow",
+    .caps = SM_STORE_RANGE | SM_STORE_THREADSAFE,
+    .get = slow_get,
+    .close = slow_close,
+};
+
+struct sf_reader {
+    struct sm_array *a;
+    struct slow_store *ss;
+    bool second;
+    uint8_t got[8 * 6 * 2];
+    sm_status st;
+};
+
+static void *sf_worker(void *arg)
+{
+    struct sf_reader *r = arg;
+    struct sm_scratch *scr = NULL;
+    struct sm_err err;
+    sm_err_clear(&err);
+    r->st = sm_scratch_new(&scr, &err);
+    if (r->second) {
+        atomic_store(&r->ss->second_started, 1);
+    }
+    const uint64_t off[2] = {0, 0}, ext[2] = {8, 6};
+    if (r->st == SM_OK) {
+        r->st = sm_array_read_region(r->a, off, ext, r->got, sizeof(r->got), scr, &err);
+    }
+    sm_scratch_free(scr);
+    return NULL;
+}
+
+/* Two threads miss the same shard index together: one fetch (the store's index counter), one
+ * miss and one hit; both read the right bytes. */
+static void test_shard_read_concurrent_index_misses_fetch_once(void **state)
+{
+    struct fx *f = *state;
+    build(f, &base_2d);
+    static char url[] = "slow";
+    struct slow_store ss;
+    memset(&ss, 0, sizeof(ss));
+    ss.base.ops = &slow_ops;
+    ss.base.url = url;
+    ss.inner = f->s;
+    struct sm_array *a = NULL;
+    f->opts.read_threads = 1;
+    assert_ok(sm_array_open(&ss.base, "", &f->opts, &a, &f->err), &f->err);
+    struct sf_reader r[2] = {{a, &ss, false, {0}, SM_OK}, {a, &ss, true, {0}, SM_OK}};
+    pthread_t th[2];
+    assert_int_equal(pthread_create(&th[0], NULL, sf_worker, &r[0]), 0);
+    sleep_us(5000); /* the first reader is (usually) the one that fetches */
+    assert_int_equal(pthread_create(&th[1], NULL, sf_worker, &r[1]), 0);
+    pthread_join(th[0], NULL);
+    pthread_join(th[1], NULL);
+    uint8_t want[8 * 6 * 2];
+    const uint64_t off[2] = {0, 0}, ext[2] = {8, 6};
+    sm_test_ref_extract(&f->ref, off, ext, want);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(r[i].st, SM_OK);
+        assert_memory_equal(r[i].got, want, sizeof(want));
+    }
+    assert_int_equal(sm_store_requests(&ss.base, SM_IO_INDEX), 1);
+    struct sm_array_stats st;
+    sm_array_stats(a, &st);
+    assert_int_equal(st.index_cache_misses, 1);
+    assert_int_equal(st.index_cache_hits, 1);
+    sm_array_close(a);
+}
+
 static void test_shard_read_allocation_failures_are_nomem_without_leaks(void **state)
 {
     struct fx *f = *state;
@@ -1059,6 +1226,8 @@ int main(void)
         T(test_shard_read_nested_stats_count_outer_shards_only),
         T(test_shard_read_nested_stats_with_outer_index_at_start),
         T(test_shard_read_threads_share_the_index_cache),
+        T(test_shard_read_one_and_two_threads_give_identical_bytes),
+        T(test_shard_read_concurrent_index_misses_fetch_once),
         T(test_shard_read_allocation_failures_are_nomem_without_leaks),
         T(test_shard_read_declared_huge_index_is_refused_before_allocating),
         T(test_shard_read_references_of_many_tiny_inner_chunks_stay_bounded),
