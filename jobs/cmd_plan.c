@@ -96,7 +96,7 @@ static sm_status plan(const struct sm_job_config *c, int nranks, bool as_json, s
 {
     if (c->job != SM_JOB_SCAN && c->job != SM_JOB_CONVERT) {
         sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
-                   "plan applies to scan and convert jobs (this is %s, which runs as one process)",
+                   "plan applies to scan and convert jobs (this is %s)",
                    sm_config_job_name(c->job));
         sm_err_where(err, "job");
         return err->status;

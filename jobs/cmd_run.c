@@ -40,8 +40,9 @@ int sm_cmd_run(int argc, char **argv)
         "run",
         "CONFIG.yaml [--set KEY=VALUE]... [--report PATH]",
         "Runs the job a YAML pipeline describes: scan (histogram and checksums of a region), "
-        "convert (scan, normalize, write a sharded Zarr v3 array), ingest (raw or NIfTI-1 volume "
-        "to Zarr v3) or read-bench (timed region reads with I/O counters, SPEC §8 W3). Prints a "
+        "convert (scan, normalize, write a sharded Zarr v3 array), ingest (raw, NIfTI-1 or TIFF "
+        "stack to Zarr v3; under mpirun each rank reads and writes its own shards) or read-bench "
+        "(timed region reads with I/O counters, SPEC §8 W3). Prints a "
         "short summary; the JSON report goes to --report or the config's `report`. See "
         "docs/CONFIG.md for every key and its default. SIGTERM or SIGINT (Slurm's time limit or "
         "scancel, Ctrl-C) stops every rank at its next tile or shard: no completion marker, "
@@ -84,13 +85,6 @@ int sm_cmd_run(int argc, char **argv)
         st = sm_job_convert(&c, path, &err);
         break;
     case SM_JOB_INGEST:
-        if (sm_par_size() > 1) { /* one writer of one volume: no ranks to share it with */
-            sm_err_set(&err, SM_E_USAGE, __FILE__, __LINE__,
-                       "ingest runs as one process, not under %d MPI ranks", sm_par_size());
-            sm_err_where(&err, "%s: job", pos[0]);
-            st = err.status;
-            break;
-        }
         st = sm_job_ingest(&c, path, &err);
         break;
     case SM_JOB_READ_BENCH:

@@ -143,10 +143,12 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      FIELD(input.http.verify_tls)},
     {.path = "input.format",
      .type = SM_CFG_NAME,
-     .choices = "zarr|raw|nifti",
+     .choices = "zarr|raw|nifti|tiff",
      .flags = SM_CFGF_NULLABLE,
-     .def_doc = "zarr; ingest: nifti for a .nii or .nii.gz file, raw otherwise",
-     .help = "what input.store holds (raw and nifti are read by ingest only)",
+     .def_doc = "zarr; ingest: nifti for a .nii or .nii.gz file, tiff for a .tif or .tiff file, "
+                "raw otherwise",
+     .help = "what input.store holds (raw, nifti and tiff are read by ingest only; tiff: a "
+             "directory of 2-D slices in natural name order, or one multi-page file)",
      .example = "nifti",
      FIELD(input.format)},
     {.path = "input.raw.dtype",
@@ -446,7 +448,8 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .max = SIZE_CAP,
      .help = "memory budget of a rank: decoded input is kept for the write pass only when it "
              "fits in half of it, else re-read; the encoded-object cache gets at most half "
-             "(SPEC §1)",
+             "(SPEC §1); ingest of a .nii.gz: the inflated z slabs of the rank's shards must fit "
+             "in it (more ranks each hold less)",
      .example = "8GiB",
      FIELD(limits.memory_bytes)},
     {.path = "limits.max_object_bytes",
@@ -1171,8 +1174,9 @@ static const char md_head[] =
  * check_normalize, check_output, check_export, check_rules), so `validate` refuses what `run`
  * would before any store is opened. A rule added there gets its line here. */
 static const char *const md_rules[] = {
-    "`job` | `input.format` is `zarr` for scan, convert and read-bench; `ingest` reads `raw` or "
-    "`nifti` (default: `nifti` for a `.nii`/`.nii.gz` store, else `raw`)",
+    "`job` | `input.format` is `zarr` for scan, convert and read-bench; `ingest` reads `raw`, "
+    "`nifti` or `tiff` (default: `nifti` for a `.nii`/`.nii.gz` store, `tiff` for a "
+    "`.tif`/`.tiff` file, else `raw`; a directory of slices needs `input.format: tiff`)",
     "`input.format: raw` | `input.raw.dtype` and `input.raw.shape` are required",
     "`input.http.backoff_base_ms`, `input.http.backoff_max_ms` | base <= max",
     "`roi.offset`, `roi.shape` | the same number of axes",

@@ -1082,12 +1082,14 @@ static sm_status check_input(struct lctx *cx)
     if (c->job == SM_JOB_INGEST) {
         if (c->input.format != NULL && strcmp(c->input.format, "zarr") == 0) {
             FAIL_KEY(cx, "input.format",
-                     "input.format: ingest reads raw or nifti input, not zarr (convert reads "
-                     "Zarr)");
+                     "input.format: ingest reads raw, nifti or tiff input, not zarr (convert "
+                     "reads Zarr)");
         }
         const char *s = c->input.store;
         bool nifti = ends_with(s, ".nii") || ends_with(s, ".nii.gz");
-        SM_TRY(set_default_name(cx, &c->input.format, nifti ? "nifti" : "raw"));
+        bool tiff = ends_with(s, ".tif") || ends_with(s, ".tiff") || ends_with(s, ".TIF") ||
+                    ends_with(s, ".TIFF");
+        SM_TRY(set_default_name(cx, &c->input.format, nifti ? "nifti" : tiff ? "tiff" : "raw"));
         if (strcmp(c->input.format, "raw") == 0) {
             if (c->input.raw_dtype == NULL) {
                 FAIL_KEY(cx, "input.raw.dtype",

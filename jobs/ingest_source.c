@@ -1,9 +1,11 @@
-/* Raw and NIfTI-1 volume sources for `ingest` (SPEC §2, §4). The NIfTI-1 header is parsed by a
- * pure function (ingest_nifti.c: no Debian C library reads it without pulling a toolkit); here the
- * volume it declares is checked against the file before anything is read or allocated, and
- * scl_slope/scl_inter are applied row by row (float32 values; SPEC §2: applied or refused, never
- * ignored). .nii.gz files are inflated into memory through the engine's gzip codec (libdeflate),
- * sized by the gzip trailer, which is checked against limits.memory_bytes first. */
+/* Raw and NIfTI-1 volume sources for `ingest` (SPEC §2, §4); TIFF stacks are in ingest_tiff.c. The
+ * NIfTI-1 header is parsed by a pure function (ingest_nifti.c: no Debian C library reads it without
+ * pulling a toolkit); here the volume it declares is checked against the file before anything is
+ * read or allocated, and scl_slope/scl_inter are applied row by row (float32 values; SPEC §2:
+ * applied or refused, never ignored). A .nii.gz is never inflated whole: open reads its header
+ * through a zlib stream, and the plan step (called by the engine with the box of this rank's
+ * shards) inflates the stream once, keeping only the axis-0 slabs of that box, checked against
+ * limits.memory_bytes first. */
 #include <shardmill/sm_config.h>
 
 #include "ingest_source.h"
@@ -11,16 +13,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <shardmill/alloc.h>
 #include <shardmill/buf.h>
-#include <shardmill/codec.h>
 
 static sm_status io_error(struct sm_err *err, const char *path, const char *what)
 {
@@ -62,72 +63,129 @@ static bool ends_with(const char *s, const char *suffix)
     return n >= k && strcmp(s + n - k, suffix) == 0;
 }
 
-/* Inflates a whole .gz file through the engine's gzip codec (a 1-D uint8 "chunk"). */
-static sm_status gunzip_file(const char *path, uint64_t limit, uint8_t **out, uint64_t *out_len,
-                             struct sm_err *err)
+/* ---- .nii.gz: one zlib stream, read forward (gzip members one after another) ---- */
+
+/* Deflate's densest coding turns 258 bytes into about 2 bits: no gzip file inflates to more than
+ * 1032 times its size (zlib's technical details). A header declaring more is refused as data. */
+#define GZ_MAX_RATIO 1032u
+#define GZ_IN_BYTES (256u << 10)
+
+struct gz_reader {
+    int fd;
+    const char *path;
+    z_stream zs;
+    bool init, end; /* end: the last member's trailer was read and checked */
+    uint64_t pos;   /* inflated bytes delivered so far */
+    uint8_t *in;
+};
+
+static sm_status gz_fail(struct gz_reader *g, struct sm_err *err, const char *what)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
+    sm_err_set(err, SM_E_DATA, __FILE__, __LINE__, "%s (inflated byte %" PRIu64 ")", what, g->pos);
+    sm_err_where(err, "%s", g->path);
+    return err->status;
+}
+
+static void gz_close(struct gz_reader *g)
+{
+    if (g->init) {
+        inflateEnd(&g->zs);
+    }
+    if (g->fd >= 0) {
+        close(g->fd);
+    }
+    sm_free(g->in);
+    memset(g, 0, sizeof(*g));
+    g->fd = -1;
+}
+
+static sm_status gz_open(struct gz_reader *g, const char *path, struct sm_err *err)
+{
+    memset(g, 0, sizeof(*g));
+    g->path = path;
+    g->fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (g->fd < 0) {
         return io_error(err, path, "open");
     }
-    struct stat st;
-    struct sm_buf gz = SM_BUF_INIT, raw = SM_BUF_INIT;
-    sm_status s = SM_OK;
-    if (fstat(fd, &st) != 0) {
-        s = io_error(err, path, "stat");
-    } else if (st.st_size < 18) {
-        s = sm_err_set(err, SM_E_DATA, __FILE__, __LINE__, "not a gzip file (%lld bytes)",
-                       (long long)st.st_size);
-    } else if (limit != 0 && (uint64_t)st.st_size > limit) {
-        s = sm_err_set(err, SM_E_LIMIT, __FILE__, __LINE__,
-                       "compressed file of %lld bytes exceeds limits.memory_bytes",
-                       (long long)st.st_size);
+    g->in = sm_malloc(GZ_IN_BYTES);
+    if (g->in == NULL) {
+        gz_close(g);
+        SM_FAIL(err, SM_E_NOMEM, "cannot allocate a gzip input buffer");
     }
-    if (s == SM_OK) {
-        s = sm_buf_reserve(&gz, (size_t)st.st_size, err);
+    if (inflateInit2(&g->zs, 16 + MAX_WBITS) != Z_OK) { /* gzip wrapper only */
+        gz_close(g);
+        SM_FAIL(err, SM_E_NOMEM, "cannot start a zlib stream");
     }
-    if (s == SM_OK) {
-        s = read_exact(fd, 0, gz.ptr, (size_t)st.st_size, path, err);
-        gz.len = (size_t)st.st_size;
-    }
-    close(fd);
-    uint32_t isize = 0;
-    if (s == SM_OK) {
-        memcpy(&isize, gz.ptr + gz.len - 4, 4); /* RFC 1952: size mod 2^32, little-endian */
-        if (limit != 0 && isize > limit) {
-            s = sm_err_set(err, SM_E_LIMIT, __FILE__, __LINE__,
-                           "inflated size %u exceeds limits.memory_bytes", isize);
+    g->init = true;
+    return SM_OK;
+}
+
+/* Inflates up to n bytes into dst (NULL: discard them); *got < n only at the end of the stream,
+ * which is then checked (CRC-32 and length of every member). */
+static sm_status gz_read(struct gz_reader *g, uint8_t *dst, uint64_t n, uint64_t *got,
+                         struct sm_err *err)
+{
+    uint8_t sink[16384];
+    *got = 0;
+    while (*got < n && !g->end) {
+        if (g->zs.avail_in == 0) {
+            ssize_t r = read(g->fd, g->in, GZ_IN_BYTES);
+            if (r < 0 && errno == EINTR) {
+                continue;
+            }
+            if (r < 0) {
+                return io_error(err, g->path, "read");
+            }
+            if (r == 0) {
+                return gz_fail(g, err, "the gzip stream is truncated");
+            }
+            g->zs.next_in = g->in;
+            g->zs.avail_in = (uInt)r;
+        }
+        const uint64_t want = n - *got;
+        uint8_t *to = dst != NULL ? dst + *got : sink;
+        const uInt room = (uInt)(dst != NULL ? (want < (1u << 30) ? want : (1u << 30))
+                                             : (want < sizeof(sink) ? want : sizeof(sink)));
+        g->zs.next_out = to;
+        g->zs.avail_out = room;
+        const int rc = inflate(&g->zs, Z_NO_FLUSH);
+        const uInt made = room - g->zs.avail_out;
+        *got += made;
+        g->pos += made;
+        if (rc == Z_STREAM_END) { /* another member may follow (gzip allows concatenation) */
+            if (g->zs.avail_in == 0) {
+                ssize_t r;
+                do {
+                    r = read(g->fd, g->in, GZ_IN_BYTES);
+                } while (r < 0 && errno == EINTR);
+                if (r < 0) {
+                    return io_error(err, g->path, "read");
+                }
+                g->zs.next_in = g->in;
+                g->zs.avail_in = (uInt)r;
+            }
+            if (g->zs.avail_in == 0) {
+                g->end = true;
+            } else if (inflateReset(&g->zs) != Z_OK) {
+                return gz_fail(g, err, "cannot restart the zlib stream");
+            }
+        } else if (rc == Z_DATA_ERROR) {
+            return gz_fail(g, err,
+                           g->pos == 0 ? "not a gzip file (bad header)" : "corrupt gzip data");
+        } else if (rc == Z_MEM_ERROR) {
+            SM_FAIL(err, SM_E_NOMEM, "zlib is out of memory");
+        } else if (rc != Z_OK && rc != Z_BUF_ERROR) {
+            return gz_fail(g, err, "zlib cannot inflate the stream");
         }
     }
-    struct sm_codec_chain *chain = NULL;
-    struct sm_scratch *scratch = NULL;
-    if (s == SM_OK) {
-        struct sm_repr r = {0};
-        r.dtype = SM_DT_UINT8;
-        r.ndim = 1;
-        r.shape[0] = isize;
-        r.len = isize;
-        json_t *codecs = json_pack("[{s:s},{s:s}]", "name", "bytes", "name", "gzip");
-        s = sm_codec_chain_new(codecs, &r, &chain, err);
-        json_decref(codecs);
-    }
-    if (s == SM_OK) {
-        s = sm_scratch_new(&scratch, err);
-    }
-    if (s == SM_OK) {
-        s = sm_codec_chain_decode(chain, sm_buf_bytes(&gz), &raw, scratch, err);
-    }
-    sm_scratch_free(scratch);
-    sm_codec_chain_free(chain);
-    sm_buf_free(&gz);
-    if (s != SM_OK) {
-        sm_buf_free(&raw);
-        sm_err_where(err, "%s", path);
-        return s;
-    }
-    *out = raw.ptr;
-    *out_len = raw.len;
     return SM_OK;
+}
+
+static sm_status gz_skip(struct gz_reader *g, uint64_t n, struct sm_err *err)
+{
+    uint64_t got = 0;
+    SM_TRY(gz_read(g, NULL, n, &got, err));
+    return got == n ? SM_OK : gz_fail(g, err, "the file ends before the volume does");
 }
 
 /* The parsed header into the volume: shape, offsets, scaling; the data must lie in the file. */
@@ -148,10 +206,17 @@ static sm_status nifti_header(struct sm_volume *v, const uint8_t *h, size_t hlen
     memcpy(v->shape, n->shape, sizeof(n->shape));
     v->data_offset = n->vox_offset;
     if (n->vox_offset > file_len || n->data_bytes > file_len - n->vox_offset) {
-        sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
-                   "the volume needs %" PRIu64 " bytes after byte %" PRIu64
-                   ", the file has %" PRIu64,
-                   n->data_bytes, n->vox_offset, file_len);
+        if (ends_with(path, ".gz")) {
+            sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
+                       "the volume needs %" PRIu64 " bytes after byte %" PRIu64
+                       ", a gzip file of this size inflates to at most %" PRIu64,
+                       n->data_bytes, n->vox_offset, file_len);
+        } else {
+            sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
+                       "the volume needs %" PRIu64 " bytes after byte %" PRIu64
+                       ", the file has %" PRIu64,
+                       n->data_bytes, n->vox_offset, file_len);
+        }
         sm_err_where(err, "%s", path);
         return err->status;
     }
@@ -171,12 +236,34 @@ sm_status sm_volume_open(const struct sm_job_config *c, struct sm_volume *v, str
     v->fd = -1;
     const char *path = c->input.store;
     const bool nifti = c->input.format != NULL && strcmp(c->input.format, "nifti") == 0;
+    if (c->input.format != NULL && strcmp(c->input.format, "tiff") == 0) {
+        snprintf(v->format, sizeof(v->format), "tiff");
+        /* a strip or tile larger than the rank's memory budget is refused by libtiff */
+        SM_TRY(sm_tiff_open(path, c->limits.memory_bytes, &v->tiff, err));
+        v->ndim = 3;
+        sm_tiff_shape(v->tiff, v->shape, &v->dtype);
+        v->stored = v->dtype;
+        return SM_OK;
+    }
     snprintf(v->format, sizeof(v->format), "%s", nifti ? "nifti" : "raw");
+    v->path = path;
     if (nifti && ends_with(path, ".gz")) {
-        SM_TRY(gunzip_file(path, c->limits.memory_bytes, &v->mem, &v->mem_len, err));
-        sm_status s = nifti_header(v, v->mem, (size_t)v->mem_len, v->mem_len, path, err);
-        if (s != SM_OK) {
-            sm_volume_close(v);
+        v->gz = true;
+        struct gz_reader g;
+        SM_TRY(gz_open(&g, path, err));
+        uint8_t h[SM_NIFTI_HEADER_BYTES];
+        uint64_t got = 0;
+        struct stat sb = {0};
+        sm_status s = fstat(g.fd, &sb) != 0 ? io_error(err, path, "stat") : SM_OK;
+        if (s == SM_OK) {
+            s = gz_read(&g, h, sizeof(h), &got, err);
+        }
+        gz_close(&g);
+        /* the most the file can inflate to: a header declaring more is refused before any
+         * payload is read (the stream itself is checked as it is read) */
+        const uint64_t most = (uint64_t)sb.st_size * GZ_MAX_RATIO;
+        if (s == SM_OK) {
+            s = nifti_header(v, h, (size_t)got, most, path, err);
         }
         return s;
     }
@@ -245,12 +332,69 @@ sm_status sm_volume_open(const struct sm_job_config *c, struct sm_volume *v, str
 
 void sm_volume_close(struct sm_volume *v)
 {
+    sm_tiff_close(v->tiff);
+    v->tiff = NULL;
     if (v->fd >= 0) {
         close(v->fd);
     }
     sm_free(v->mem);
     v->fd = -1;
     v->mem = NULL;
+    v->mem_len = 0;
+}
+
+sm_status sm_volume_plan(struct sm_volume *v, const uint64_t *off, const uint64_t *shape,
+                         uint64_t memory_bytes, struct sm_err *err)
+{
+    if (!v->gz || v->ndim == 0 || shape[0] == 0) {
+        return SM_OK; /* pread sources read any box; a rank without shards reads nothing */
+    }
+    uint64_t slab = sm_dtype_size(v->stored); /* bytes of one index of axis 0 */
+    for (unsigned d = 1; d < v->ndim; d++) {
+        slab *= v->shape[d];
+    }
+    const uint64_t first = v->data_offset + off[0] * slab, len = shape[0] * slab;
+    if (len > memory_bytes) {
+        sm_err_set(err, SM_E_LIMIT, __FILE__, __LINE__,
+                   "the %" PRIu64 " slabs of axis 0 this process reads inflate to %" PRIu64
+                   " bytes, more than limits.memory_bytes (%" PRIu64
+                   "); raise it, run more MPI ranks, or gunzip the file first",
+                   shape[0], len, memory_bytes);
+        sm_err_where(err, "%s", v->path);
+        return err->status;
+    }
+    sm_free(v->mem);
+    v->mem_len = 0;
+    v->mem = sm_malloc(len > 0 ? (size_t)len : 1);
+    if (v->mem == NULL) {
+        SM_FAIL(err, SM_E_NOMEM, "cannot allocate %" PRIu64 " bytes for the inflated volume", len);
+    }
+    struct gz_reader g;
+    SM_TRY(gz_open(&g, v->path, err));
+    uint64_t got = 0;
+    sm_status st = gz_skip(&g, first, err);
+    if (st == SM_OK) {
+        st = gz_read(&g, v->mem, len, &got, err);
+    }
+    if (st == SM_OK && got != len) {
+        st = gz_fail(&g, err, "the file ends before the volume does");
+    }
+    if (st == SM_OK && off[0] + shape[0] == v->shape[0]) {
+        /* the rank that reads the volume's end checks the rest of the stream: every member's
+         * CRC-32 and length (bytes after the volume are allowed, as in a .nii) */
+        while (st == SM_OK && !g.end) {
+            st = gz_read(&g, NULL, UINT64_MAX, &got, err);
+        }
+    }
+    gz_close(&g);
+    if (st != SM_OK) {
+        sm_free(v->mem);
+        v->mem = NULL;
+        return st;
+    }
+    v->mem_base = first;
+    v->mem_len = len;
+    return SM_OK;
 }
 
 static void swap_values(uint8_t *p, size_t n, size_t elem)
@@ -318,6 +462,9 @@ static void scale_row(const struct sm_volume *v, const uint8_t *src, size_t n, u
 sm_status sm_volume_read_box(const struct sm_volume *v, const uint64_t *off, const uint64_t *shape,
                              void *out, struct sm_err *err)
 {
+    if (v->tiff != NULL) {
+        return sm_tiff_read_box(v->tiff, off, shape, out, err);
+    }
     const size_t elem = sm_dtype_size(v->stored);
     const size_t out_elem = sm_dtype_size(v->dtype);
     const unsigned nd = v->ndim;
@@ -343,13 +490,14 @@ sm_status sm_volume_read_box(const struct sm_volume *v, const uint64_t *off, con
             pos += (off[d] + idx[d]) * stride[d];
         }
         uint8_t *raw = tmp != NULL ? tmp : dst;
-        if (v->mem != NULL) {
-            if (pos > v->mem_len || row > v->mem_len - pos) { /* the header check rules it out */
+        if (v->gz) {
+            if (pos < v->mem_base || pos - v->mem_base > v->mem_len ||
+                row > v->mem_len - (pos - v->mem_base)) { /* the plan covers every box read */
                 st = sm_err_set(err, SM_E_INTERNAL, __FILE__, __LINE__,
-                                "row at byte %" PRIu64 " is outside the inflated file", pos);
+                                "row at byte %" PRIu64 " is outside the inflated slabs", pos);
                 break;
             }
-            memcpy(raw, v->mem + pos, row);
+            memcpy(raw, v->mem + (pos - v->mem_base), row);
         } else {
             st = read_exact(v->fd, pos, raw, row, "input", err);
             if (st != SM_OK) {

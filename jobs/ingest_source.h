@@ -1,6 +1,8 @@
-/* Volume sources of the ingest job: a raw binary file (dtype, shape, byte order, header bytes) or
- * a NIfTI-1 file (.nii, or .nii.gz decompressed into memory), read box by box as C-order native
- * little-endian values. NIfTI stores x fastest, so [z, y, x] in C order is the file order. */
+/* Volume sources of the ingest job: a raw binary file (dtype, shape, byte order, header bytes),
+ * a NIfTI-1 file (.nii read by pread; .nii.gz streamed through zlib) or a TIFF stack
+ * (ingest_tiff.h), read box by box as C-order native little-endian values, and handed to the
+ * engine as a struct sm_ingest_source (shardmill/pipeline.h). NIfTI stores x fastest, so
+ * [z, y, x] in C order is the file order. */
 #ifndef SM_JOBS_INGEST_SOURCE_H
 #define SM_JOBS_INGEST_SOURCE_H
 
@@ -12,6 +14,7 @@
 
 #include "config.h"
 #include "ingest_nifti.h"
+#include "ingest_tiff.h"
 
 struct sm_volume {
     enum sm_dtype dtype;  /* of the values read_box delivers (NIfTI scaled: float32, or
@@ -20,22 +23,35 @@ struct sm_volume {
     unsigned ndim;
     uint64_t shape[SM_CFG_MAX_DIMS]; /* C order: [z, y, x] for 3-D */
     bool swap;                       /* stored big-endian */
-    int fd;                          /* raw or .nii: read by pread; -1 for memory */
-    uint8_t *mem;                    /* .nii.gz: the decompressed file (owned) */
-    uint64_t mem_len;
-    uint64_t data_offset; /* first voxel byte in the file (or in mem) */
-    char format[8];       /* "raw" | "nifti" */
-    bool nifti;           /* nii holds the parsed header */
+    int fd;                          /* raw or .nii: read by pread; -1 for .nii.gz */
+    bool gz;                         /* .nii.gz: streamed (sm_volume_plan) */
+    const char *path;                /* input.store (borrowed from the config) */
+    uint8_t *mem;                    /* .nii.gz: the inflated bytes this rank reads (owned) */
+    uint64_t mem_base, mem_len;      /* their place in the inflated file */
+    uint64_t data_offset;            /* first voxel byte in the file (or in mem) */
+    char format[8];                  /* "raw" | "nifti" | "tiff" */
+    bool nifti;                      /* nii holds the parsed header */
     struct sm_nifti_hdr nii;
     bool scaled; /* NIfTI scl_slope/scl_inter applied: v * slope + inter (in double) */
     double slope, inter;
+    struct sm_tiff_stack *tiff; /* a TIFF stack (ingest_tiff.h), or NULL */
 };
 
-/* Opens the configured input (input.format raw or nifti). SM_E_USAGE for a bad config,
- * SM_E_DATA for a malformed or unsupported header (naming the field) or a volume larger than the
- * file holds, SM_E_LIMIT when a .nii.gz would inflate past limits.memory_bytes, SM_E_IO. */
+/* Opens the configured input (input.format raw, nifti or tiff): reads and checks the header (a
+ * .nii.gz is inflated only as far as its header). SM_E_USAGE for a bad config, SM_E_DATA for a
+ * malformed or unsupported header (naming the field), a volume larger than the file holds (a
+ * .nii.gz: more than its compressed size can inflate to, or than its gzip trailer says), SM_E_IO.
+ */
 sm_status sm_volume_open(const struct sm_job_config *c, struct sm_volume *v, struct sm_err *err);
 void sm_volume_close(struct sm_volume *v);
+
+/* The source's plan step (struct sm_ingest_source.plan): for a .nii.gz, inflates the stream once,
+ * keeping only the axis-0 slabs that cover the box [off, off + shape) this rank reads (the whole
+ * volume for one rank); SM_E_LIMIT naming limits.memory_bytes when they exceed memory_bytes,
+ * SM_E_DATA for a stream that is corrupt or ends before the volume (checked to the gzip trailer
+ * when the box reaches the volume's end). Nothing for raw and .nii (read by pread). */
+sm_status sm_volume_plan(struct sm_volume *v, const uint64_t *off, const uint64_t *shape,
+                         uint64_t memory_bytes, struct sm_err *err);
 
 /* Reads the box [off, off + shape) as C-order little-endian values of v->dtype into out (NIfTI
  * scaling applied). Thread-safe. */

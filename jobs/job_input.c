@@ -122,13 +122,6 @@ struct sm_output_opts sm_job_output_opts(const struct sm_job_config *c)
     return o;
 }
 
-sm_status sm_job_write_output(const struct sm_writer *w, struct sm_output *out,
-                              const struct sm_write_job *job, struct sm_write_result *res,
-                              struct sm_err *err)
-{
-    return sm_run_write_output(w, out, job, res, err);
-}
-
 sm_status sm_job_shard_grid(const struct sm_job_config *c, const struct sm_array_meta *m,
                             const struct sm_run_setup *su, struct sm_tiling *grid,
                             struct sm_output_spec *spec_out, struct sm_err *err)

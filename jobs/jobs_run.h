@@ -53,12 +53,6 @@ void sm_job_layout_text(const struct sm_job_config *c, const struct sm_output_sp
 /* On stderr: a warning that the layout makes more than SM_JOB_MANY_SHARDS shards, and how to
  * choose a larger shard. Nothing for fewer. */
 void sm_job_layout_warn(const struct sm_output_spec *spec, uint64_t nshards);
-/* Writes every shard of the job, then flushes and writes the completion marker (one rank). A
- * stop (SM_E_STOPPED) still flushes the shards that were finished, then returns without a marker.
- */
-sm_status sm_job_write_output(const struct sm_writer *w, struct sm_output *out,
-                              const struct sm_write_job *job, struct sm_write_result *res,
-                              struct sm_err *err);
 /* output.exists and output.fsync as writer options. */
 struct sm_output_opts sm_job_output_opts(const struct sm_job_config *c);
 

@@ -22,6 +22,7 @@ packages=(
     slurm-wlm munge python3-matplotlib
     clang-format-16 hyperfine
     clang libclang-rt-14-dev
+    libtiff-dev libtiff-tools python3-tifffile
 )
 
 # Node.js and npm: a machine may carry them outside Debian's packages (e.g. node 20 + npm 11 in

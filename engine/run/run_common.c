@@ -1,7 +1,8 @@
 /* What scan and convert share (SPEC §1, §2, §3): opening the input with the metadata broadcast
  * from rank 0, the ROI, tile and histogram parameters, the output layout, the rank plan, the
  * reduction of scan results (wrapping sums: order-independent, so the totals do not depend on the
- * rank count) and of timings (max and mean over ranks), and the rank context of a run. */
+ * rank count) and of timings (max and mean over ranks), the gathering of shard records to rank 0
+ * before the marker, and the rank context of a run. */
 #include "run_int.h"
 
 #include <errno.h>
@@ -361,20 +362,19 @@ sm_status run_reduce_timings(struct sm_run_result *res, struct sm_err *err)
     return SM_OK;
 }
 
-sm_status sm_run_write_output(const struct sm_writer *w, struct sm_output *out,
-                              const struct sm_write_job *job, struct sm_write_result *res,
-                              struct sm_err *err)
+sm_status run_gather_records(struct sm_output *out, struct sm_err *err)
 {
-    const sm_status st = sm_write_shards(w, out, job, res, err);
-    if (st == SM_E_STOPPED) { /* keep the finished shards for resume (as convert does) */
-        struct sm_err ignored;
-        sm_err_clear(&ignored);
-        (void)sm_output_flush(out, &ignored);
+    struct sm_buf mine = SM_BUF_INIT, all = SM_BUF_INIT;
+    sm_status st = sm_par_agree(sm_output_records_export(out, &mine, err), err);
+    if (st == SM_OK) {
+        st = sm_par_gatherv_bytes(sm_buf_bytes(&mine), &all, 0, err);
     }
-    SM_TRY(st);
-    SM_TRY(sm_output_flush(out, err));
-    SM_TRY(sm_stop_check(job->stop, err)); /* a signal after the last shard: no marker */
-    return sm_output_finish(out, err);
+    if (st == SM_OK && sm_par_rank() == 0) {
+        st = sm_output_records_adopt(out, sm_buf_bytes(&all), err);
+    }
+    sm_buf_free(&mine);
+    sm_buf_free(&all);
+    return sm_par_agree(st, err);
 }
 
 void sm_run_result_destroy(struct sm_run_result *res)

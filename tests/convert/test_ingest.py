@@ -12,8 +12,9 @@ Groups (one ctest each, label `convert`):
   nifti_scaled  scl_slope 2 / scl_inter -5 applied (float32 values = nibabel's get_fdata), the
               provenance's shardmill.spacing [z, y, x], shardmill.unit and shardmill.origin (sform,
               or qform without one) against nibabel's header; a float64 file stays float64; a
-              dim product that overflows, a volume larger than its file and a .nii.gz that
-              inflates past limits.memory_bytes are refused
+              dim product that overflows, a volume larger than its file and a .nii.gz volume
+              larger than limits.memory_bytes are refused; bytes past the volume in a .nii.gz
+              are streamed through, not held (a 4 MiB budget ingests a file inflating to 8 MiB)
   bad_inputs  raw size mismatch, a non-NIfTI file, a non-gzip .nii.gz, an unsupported NIfTI
               datatype, a truncated NIfTI: exit 3, one error line naming the file, no output
   real_data   data/ct/matrix.dat and data/mri/ch2better.nii.gz (scripts/fetch-data.sh) vs
@@ -337,11 +338,29 @@ def group_nifti_scaled(c, args, work):
     big[42:48] = np.array([4000, 4000, 4000], "<i2").tobytes()
     open(os.path.join(work, "big.nii.gz"), "wb").write(gzip.compress(bytes(big)))
     expect_bad(c, args, work, "volume_larger_than_file_gz", os.path.join(work, "big.nii.gz"))
-    # a .nii.gz inflating past limits.memory_bytes: exit 5 before the inflated copy is made
+    # a .nii.gz is streamed, never inflated whole: 8 MiB of bytes after a small volume (a "gzip
+    # bomb" for a reader that inflates the file into memory) are read through and dropped, so
+    # the ingest fits a 4 MiB budget and writes the volume's values
     bomb = os.path.join(work, "bomb.nii.gz")
     open(bomb, "wb").write(gzip.compress(bytes(full) + bytes(8 << 20)))
     out = os.path.join(work, "bomb.zarr")
+    shutil.rmtree(out, ignore_errors=True)
     cfg = ingest_config(os.path.join(work, "bomb.yaml"), bomb, out,
+                        extra={"limits": {"memory_bytes": "4MiB"}})
+    r = cc.run([args.shardmill, "run", cfg], cwd=work)
+    c.check("gz_streamed: 8 MiB past the volume fit a 4 MiB budget (exit 0)", r.returncode == 0,
+            cc.describe(r))
+    if r.returncode == 0:
+        got = cc.spec_decode(out)
+        want = np.ascontiguousarray(i16[:4, :4, :4].transpose(2, 1, 0))
+        c.check("gz_streamed: values == the volume", got.shape == want.shape and
+                np.array_equal(got, want))
+    # a volume whose own values exceed limits.memory_bytes: exit 5 before anything is written
+    huge = os.path.join(work, "huge.nii.gz")
+    nib.save(nib.Nifti1Image(np.zeros((256, 128, 160), np.int16), np.eye(4)), huge)  # 10 MiB
+    out = os.path.join(work, "huge.zarr")
+    shutil.rmtree(out, ignore_errors=True)
+    cfg = ingest_config(os.path.join(work, "huge.yaml"), huge, out,
                         extra={"limits": {"memory_bytes": "4MiB"}})
     r = cc.run([args.shardmill, "run", cfg], cwd=work)
     lines = cc.one_error_line(r.stderr)

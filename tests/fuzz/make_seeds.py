@@ -278,6 +278,33 @@ def yaml_seeds():
     seed("config_yaml", "with-sets", base + b"\0limits.memory_bytes=64MiB\0threads=2")
 
 
+# ---- TIFF files (fuzz_tiff.c): tifffile writes strips and tiles, libtiff-tools' tiffcp recompresses
+# to LZW and PackBits (Debian's tifffile writes neither without imagecodecs) ----
+def tiff_seeds(tmp):
+    import subprocess
+    import tifffile
+    cases = [("u16-strips-4pages", "uint16", (4, 9, 13), {"rowsperstrip": 3}),
+             ("u8-one-page", "uint8", (1, 16, 16), {}),
+             ("i16-tiled-deflate", "int16", (2, 20, 24), {"tile": (16, 16), "compression": "zlib"}),
+             ("f32-deflate", "float32", (2, 8, 8), {"compression": "zlib"}),
+             ("i32-strips", "int32", (2, 5, 7), {"rowsperstrip": 2}),
+             ("i8-strips", "int8", (3, 6, 6), {})]
+    for name, dtype, shape, kw in cases:
+        path = os.path.join(tmp, name + ".tif")
+        with tifffile.TiffWriter(path) as w:
+            for z, plane in enumerate(sample(dtype, shape)):
+                w.write(plane, contiguous=False, **kw)
+        seed("tiff", name + ".tif", read(path))
+        if name == "u16-strips-4pages":
+            for comp in ("lzw", "packbits"):
+                dst = os.path.join(tmp, f"{name}-{comp}.tif")
+                subprocess.run(["tiffcp", "-c", comp, path, dst], check=True)
+                seed("tiff", f"u16-{comp}.tif", read(dst))
+    path = os.path.join(tmp, "bigtiff.tif")
+    tifffile.imwrite(path, sample("uint16", (2, 8, 8)), bigtiff=True)
+    seed("tiff", "u16-bigtiff.tif", read(path))
+
+
 def main():
     for d in glob.glob(os.path.join(CORPUS, "*")):
         for f in glob.glob(os.path.join(d, "seed-*")):
@@ -288,6 +315,7 @@ def main():
         v3_seeds(tmp)
         v2_seeds(tmp)
         yaml_seeds()
+        tiff_seeds(tmp)
     finally:
         shutil.rmtree(tmp)
     for t in sorted(written):

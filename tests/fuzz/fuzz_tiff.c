@@ -1,0 +1,79 @@
+/* libFuzzer target: a TIFF file as ingest reads it (jobs/ingest_tiff.c over libtiff). The input
+ * is written to a memory file (memfd) and opened as a multi-page TIFF stack; when it opens, every
+ * slice of a bounded box is read. libtiff itself is Debian's (not instrumented): what is fuzzed
+ * is our use of the geometry, sample type, strip and tile sizes it reports. A refusal must be
+ * SM_E_DATA / SM_E_IO / SM_E_NOMEM / SM_E_LIMIT with a message; a read may fail only the same
+ * way, and no allocation may follow a size the file declares past the 16 MiB budget. */
+#define _GNU_SOURCE
+#include "shardmill/sm_config.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "ingest_tiff.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void check_refusal(const struct sm_err *err)
+{
+    if ((err->status != SM_E_DATA && err->status != SM_E_IO && err->status != SM_E_NOMEM &&
+         err->status != SM_E_LIMIT) ||
+        err->what[0] == '\0') {
+        __builtin_trap();
+    }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    const int fd = memfd_create("fuzz_tiff", MFD_CLOEXEC);
+    if (fd < 0) {
+        return 0;
+    }
+    if (write(fd, data, size) != (ssize_t)size) {
+        close(fd);
+        return 0;
+    }
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+    struct sm_tiff_stack *t = NULL;
+    struct sm_err err;
+    sm_err_clear(&err);
+    /* libtiff refuses single allocations above 16 MiB, like a small memory budget would */
+    if (sm_tiff_open(path, (uint64_t)16 << 20, &t, &err) != SM_OK) {
+        check_refusal(&err);
+        close(fd);
+        return 0;
+    }
+    uint64_t shape[3];
+    enum sm_dtype dt;
+    sm_tiff_shape(t, shape, &dt);
+    if (shape[0] < 1 || shape[1] < 1 || shape[2] < 1) {
+        __builtin_trap();
+    }
+    /* the first slices, at most 64 x 64 pixels of each, and the far corner of the last one */
+    const uint64_t box[3] = {shape[0] < 4 ? shape[0] : 4, shape[1] < 64 ? shape[1] : 64,
+                             shape[2] < 64 ? shape[2] : 64};
+    const uint64_t origin[3] = {0, 0, 0};
+    const uint64_t corner[3] = {shape[0] - 1, shape[1] - (box[1] < shape[1] ? box[1] : shape[1]),
+                                shape[2] - box[2]};
+    const uint64_t last[3] = {1, box[1], box[2]};
+    void *buf = malloc((size_t)(box[0] * box[1] * box[2] * sm_dtype_size(dt)));
+    if (buf != NULL) {
+        sm_err_clear(&err);
+        if (sm_tiff_read_box(t, origin, box, buf, &err) != SM_OK) {
+            check_refusal(&err);
+        }
+        sm_err_clear(&err);
+        if (sm_tiff_read_box(t, corner, last, buf, &err) != SM_OK) {
+            check_refusal(&err);
+        }
+        free(buf);
+    }
+    sm_tiff_close(t);
+    close(fd);
+    return 0;
+}

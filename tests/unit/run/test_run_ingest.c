@@ -1,0 +1,313 @@
+/* Unit tests for sm_run_ingest (run/run_ingest.c, shardmill/pipeline.h) with one process and a
+ * source made here: a uint16 volume whose values are a function of the voxel index. The run's
+ * checksums and histogram are checked against sums taken here (SPEC §5), the source's calls
+ * against its contract (plan once, before any read, with a box that holds every box read; the
+ * boxes read cover every voxel exactly once), and the failures: a read_box error ends the run
+ * with that error and no marker, a plan error leaves no output directory, a float source without
+ * histogram keys makes no histogram, a source without read_box is refused, a set stop flag ends
+ * the run with SM_E_STOPPED and no marker. Ranks are tested by
+ * tests/mpi/test_mpi_ingest.py. */
+#include "shardmill/sm_config.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <cmocka.h>
+
+#include "shardmill/pipeline.h"
+#include "sm_test.h"
+
+#define Z 9
+#define Y 10
+#define X 11
+
+struct src {
+    atomic_int plans, reads_before_plan, outside_plan, fail_at_z; /* fail_at_z < 0: never */
+    atomic_ullong voxels_read;
+    uint64_t plan_off[3], plan_shape[3];
+    sm_status plan_status;
+    enum sm_dtype dtype;
+};
+
+static uint16_t value_at(uint64_t z, uint64_t y, uint64_t x)
+{
+    return (uint16_t)((z * 7919u + y * 104729u + x * 31u) % 65521u);
+}
+
+static sm_status src_plan(void *user, const uint64_t *off, const uint64_t *shape,
+                          uint64_t memory_bytes, struct sm_err *err)
+{
+    (void)memory_bytes;
+    struct src *s = user;
+    atomic_fetch_add(&s->plans, 1);
+    memcpy(s->plan_off, off, sizeof(s->plan_off));
+    memcpy(s->plan_shape, shape, sizeof(s->plan_shape));
+    if (s->plan_status != SM_OK) {
+        sm_err_set(err, s->plan_status, __FILE__, __LINE__, "the plan refuses");
+        sm_err_where(err, "limits.memory_bytes");
+        return err->status;
+    }
+    return SM_OK;
+}
+
+static sm_status src_read_box(void *user, int thread, const uint64_t *off, const uint64_t *shape,
+                              void *out, struct sm_err *err)
+{
+    (void)thread;
+    struct src *s = user;
+    if (atomic_load(&s->plans) == 0) {
+        atomic_fetch_add(&s->reads_before_plan, 1);
+    }
+    for (int d = 0; d < 3; d++) {
+        if (off[d] < s->plan_off[d] || off[d] + shape[d] > s->plan_off[d] + s->plan_shape[d]) {
+            atomic_fetch_add(&s->outside_plan, 1);
+        }
+    }
+    const int fz = atomic_load(&s->fail_at_z);
+    if (fz >= 0 && off[0] <= (uint64_t)fz && (uint64_t)fz < off[0] + shape[0]) {
+        sm_err_set(err, SM_E_DATA, __FILE__, __LINE__, "bad slice %d", fz);
+        sm_err_where(err, "volume.raw");
+        return err->status;
+    }
+    size_t i = 0;
+    for (uint64_t z = off[0]; z < off[0] + shape[0]; z++) {
+        for (uint64_t y = off[1]; y < off[1] + shape[1]; y++) {
+            for (uint64_t x = off[2]; x < off[2] + shape[2]; x++, i++) {
+                if (s->dtype == SM_DT_UINT16) {
+                    ((uint16_t *)out)[i] = value_at(z, y, x);
+                } else {
+                    ((float *)out)[i] = (float)value_at(z, y, x) * 0.5f;
+                }
+            }
+        }
+    }
+    atomic_fetch_add(&s->voxels_read, (unsigned long long)i);
+    return SM_OK;
+}
+
+struct fx {
+    char dir[256];
+};
+
+static int setup(void **state)
+{
+    static struct fx f;
+    memset(&f, 0, sizeof(f));
+    if (sm_test_tmpdir("run_ingest", f.dir, sizeof(f.dir)) != 0) {
+        return -1;
+    }
+    *state = &f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fx *f = *state;
+    sm_test_rm_rf(f->dir);
+    return 0;
+}
+
+static bool exists(const char *dir, const char *name)
+{
+    char p[512];
+    struct stat sb;
+    snprintf(p, sizeof(p), "%s/%s", dir, name);
+    return stat(p, &sb) == 0;
+}
+
+static void init_src(struct src *s, enum sm_dtype dt)
+{
+    memset(s, 0, sizeof(*s));
+    atomic_store(&s->fail_at_z, -1);
+    s->plan_status = SM_OK;
+    s->dtype = dt;
+}
+
+static struct sm_ingest_run make_run(struct src *s, const char *out)
+{
+    struct sm_ingest_run p = SM_INGEST_RUN_DEFAULTS;
+    p.source.ndim = 3;
+    p.source.shape[0] = Z;
+    p.source.shape[1] = Y;
+    p.source.shape[2] = X;
+    p.source.dtype = s->dtype;
+    p.source.plan = src_plan;
+    p.source.read_box = src_read_box;
+    p.source.user = s;
+    p.output.path = out;
+    p.output.policy.sync = SM_OUTPUT_SYNC_NONE;
+    const struct sm_run_dims shard = {true, 3, {4, 4, 4}}, chunk = {true, 3, {2, 2, 2}};
+    p.output.shard = shard;
+    p.output.chunk = chunk;
+    p.threads = 2;
+    return p;
+}
+
+static void test_ingest_sums_and_source_contract(void **state)
+{
+    struct fx *f = *state;
+    char out[400];
+    snprintf(out, sizeof(out), "%s/u16.zarr", f->dir);
+    struct src s;
+    init_src(&s, SM_DT_UINT16);
+    struct sm_ingest_run p = make_run(&s, out);
+    struct sm_run_result r;
+    struct sm_err err;
+    sm_err_clear(&err);
+    assert_int_equal(sm_run_ingest(&p, &r, &err), SM_OK);
+    /* SPEC §5 over the values, taken here */
+    uint64_t sum = 0, weighted = 0, i = 0;
+    static uint64_t counts[65536];
+    memset(counts, 0, sizeof(counts));
+    for (uint64_t z = 0; z < Z; z++) {
+        for (uint64_t y = 0; y < Y; y++) {
+            for (uint64_t x = 0; x < X; x++) {
+                const uint16_t v = value_at(z, y, x);
+                sum += v;
+                weighted += (uint64_t)v * (++i);
+                counts[v]++;
+            }
+        }
+    }
+    assert_int_equal(r.scan.voxels, Z * Y * X);
+    assert_int_equal(r.scan.sums.sum, sum);
+    assert_int_equal(r.scan.sums.weighted, weighted);
+    assert_int_equal(r.output_checksum, sum);
+    assert_int_equal(r.output_weighted_checksum, weighted);
+    assert_int_equal(r.scan.hist.bins, 65536); /* uint16 default: one bin per value */
+    assert_memory_equal(r.scan.hist.counts, counts, sizeof(counts));
+    /* 3 x 3 x 3 shards, every one written, the marker last */
+    assert_int_equal(r.output_shards, 27);
+    assert_int_equal(r.shards_written, 27);
+    assert_int_equal(r.shards_kept, 0);
+    assert_true(exists(out, "zarr.json") && exists(out, "shardmill.complete.json"));
+    assert_false(exists(out, ".shardmill"));
+    /* the source's contract: plan once, first, with a box that holds every read; each voxel
+     * read once */
+    assert_int_equal(atomic_load(&s.plans), 1);
+    assert_int_equal(atomic_load(&s.reads_before_plan), 0);
+    assert_int_equal(atomic_load(&s.outside_plan), 0);
+    assert_int_equal(atomic_load(&s.voxels_read), Z * Y * X);
+    assert_true(s.plan_shape[0] == Z && s.plan_shape[1] == Y && s.plan_shape[2] == X);
+    sm_run_result_destroy(&r);
+
+    /* resume of the complete output: nothing read again, every shard kept */
+    init_src(&s, SM_DT_UINT16);
+    p.output.policy.exists = SM_OUTPUT_EXISTS_RESUME;
+    sm_err_clear(&err);
+    assert_int_equal(sm_run_ingest(&p, &r, &err), SM_OK);
+    assert_int_equal(r.shards_kept, 27);
+    assert_int_equal(r.shards_written, 0);
+    assert_int_equal(atomic_load(&s.voxels_read), 0);
+    sm_run_result_destroy(&r);
+}
+
+static void test_read_error_ends_the_run_without_marker(void **state)
+{
+    struct fx *f = *state;
+    char out[400];
+    snprintf(out, sizeof(out), "%s/bad.zarr", f->dir);
+    struct src s;
+    init_src(&s, SM_DT_UINT16);
+    atomic_store(&s.fail_at_z, 5);
+    struct sm_ingest_run p = make_run(&s, out);
+    struct sm_run_result r;
+    struct sm_err err;
+    sm_err_clear(&err);
+    assert_int_equal(sm_run_ingest(&p, &r, &err), SM_E_DATA);
+    assert_string_equal(err.where, "volume.raw");
+    assert_non_null(strstr(err.what, "bad slice 5"));
+    assert_false(exists(out, "shardmill.complete.json"));
+    sm_run_result_destroy(&r);
+}
+
+static void test_plan_error_leaves_no_output(void **state)
+{
+    struct fx *f = *state;
+    char out[400];
+    snprintf(out, sizeof(out), "%s/limit.zarr", f->dir);
+    struct src s;
+    init_src(&s, SM_DT_UINT16);
+    s.plan_status = SM_E_LIMIT;
+    struct sm_ingest_run p = make_run(&s, out);
+    struct sm_run_result r;
+    struct sm_err err;
+    sm_err_clear(&err);
+    assert_int_equal(sm_run_ingest(&p, &r, &err), SM_E_LIMIT);
+    assert_string_equal(err.where, "limits.memory_bytes");
+    assert_false(exists(f->dir, "limit.zarr"));
+    assert_int_equal(atomic_load(&s.voxels_read), 0);
+    sm_run_result_destroy(&r);
+}
+
+static void test_float_without_histogram_keys_and_bad_sources(void **state)
+{
+    struct fx *f = *state;
+    char out[400];
+    snprintf(out, sizeof(out), "%s/f32.zarr", f->dir);
+    struct src s;
+    init_src(&s, SM_DT_FLOAT32);
+    struct sm_ingest_run p = make_run(&s, out);
+    struct sm_run_result r;
+    struct sm_err err;
+    sm_err_clear(&err);
+    assert_int_equal(sm_run_ingest(&p, &r, &err), SM_OK);
+    assert_int_equal(r.scan.hist.bins, 0); /* no default range for float32: none made */
+    assert_int_equal(r.scan.voxels, Z * Y * X);
+    sm_run_result_destroy(&r);
+
+    /* histogram.bins without histogram.range for float32: the type has no range to rebin */
+    snprintf(out, sizeof(out), "%s/f32b.zarr", f->dir);
+    p.output.path = out;
+    p.hist_bins = 16;
+    sm_err_clear(&err);
+    assert_int_equal(sm_run_ingest(&p, &r, &err), SM_E_USAGE);
+    assert_string_equal(err.where, "histogram");
+    sm_run_result_destroy(&r);
+
+    snprintf(out, sizeof(out), "%s/none.zarr", f->dir);
+    p.output.path = out;
+    p.hist_bins = 0;
+    p.source.read_box = NULL;
+    sm_err_clear(&err);
+    assert_int_equal(sm_run_ingest(&p, &r, &err), SM_E_INTERNAL);
+    assert_false(exists(f->dir, "none.zarr"));
+    sm_run_result_destroy(&r);
+}
+
+static void test_stopped_leaves_no_marker(void **state)
+{
+    struct fx *f = *state;
+    char out[400];
+    snprintf(out, sizeof(out), "%s/stopped.zarr", f->dir);
+    struct src s;
+    init_src(&s, SM_DT_UINT16);
+    atomic_int stop = 15; /* as if SIGTERM arrived before the run */
+    struct sm_ingest_run p = make_run(&s, out);
+    p.stop = &stop;
+    struct sm_run_result r;
+    struct sm_err err;
+    sm_err_clear(&err);
+    assert_int_equal(sm_run_ingest(&p, &r, &err), SM_E_STOPPED);
+    assert_int_equal(err.cause, 15);
+    assert_false(exists(out, "shardmill.complete.json"));
+    sm_run_result_destroy(&r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_ingest_sums_and_source_contract),
+        cmocka_unit_test(test_read_error_ends_the_run_without_marker),
+        cmocka_unit_test(test_plan_error_leaves_no_output),
+        cmocka_unit_test(test_float_without_histogram_keys_and_bad_sources),
+        cmocka_unit_test(test_stopped_leaves_no_marker),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
