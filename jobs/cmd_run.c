@@ -41,8 +41,9 @@ int sm_cmd_run(int argc, char **argv)
         "run",
         "CONFIG.yaml [--set KEY=VALUE]... [--report PATH]",
         "Runs the job a YAML pipeline describes: scan (histogram and checksums of a region), "
-        "convert (scan, normalize, write a sharded Zarr v3 array), ingest (raw, NIfTI-1 or TIFF "
-        "stack to Zarr v3; under mpirun each rank reads and writes its own shards) or read-bench "
+        "convert (scan, normalize, write a sharded Zarr v3 array), ingest (raw, NIfTI-1, TIFF "
+        "stack or HDF5 dataset to Zarr v3; under mpirun each rank reads and writes its own "
+        "shards) or read-bench "
         "(timed region reads with I/O counters, SPEC §8 W3). Prints a "
         "short summary; the JSON report goes to --report or the config's `report`. See "
         "docs/CONFIG.md for every key and its default. SIGTERM or SIGINT (Slurm's time limit or "

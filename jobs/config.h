@@ -47,11 +47,12 @@ struct sm_job_config {
         char *s3_region;              /* input.s3.region (AWS_REGION, ..., else us-east-1) */
         bool s3_path_style;           /* input.s3.path_style (false) */
         /* ingest only */
-        char *format;                 /* input.format: zarr | raw | nifti (see sm_config_load) */
-        char *raw_dtype;              /* input.raw.dtype: v3 data type name */
+        char *format;    /* input.format: zarr | raw | nifti | tiff | hdf5 (see sm_config_load) */
+        char *raw_dtype; /* input.raw.dtype: v3 data type name */
         struct sm_cfg_dims raw_shape; /* input.raw.shape: [z, y, x] */
         char *raw_byte_order;         /* input.raw.byte_order: little | big (little) */
         uint64_t raw_header_bytes;    /* input.raw.header_bytes (0) */
+        char *hdf5_dataset;           /* input.hdf5.dataset: absolute HDF5 path (hdf5 input) */
     } input;
 
     struct {

@@ -169,13 +169,14 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      FIELD(input.s3_path_style)},
     {.path = "input.format",
      .type = SM_CFG_NAME,
-     .choices = "zarr|n5|raw|nifti|tiff",
+     .choices = "zarr|n5|raw|nifti|tiff|hdf5",
      .flags = SM_CFGF_NULLABLE,
      .def_doc = "zarr; ingest: nifti for a .nii or .nii.gz file, tiff for a .tif or .tiff file, "
-                "raw otherwise",
-     .help = "what input.store holds (raw, nifti and tiff are read by ingest only; tiff: a "
-             "directory of 2-D slices in natural name order, or one multi-page file; zarr and n5 "
-             "are told apart by the store's metadata, so either reads both)",
+                "hdf5 for a .h5, .hdf5 or .nxs file, raw otherwise",
+     .help = "what input.store holds (raw, nifti, tiff and hdf5 are read by ingest only; tiff: a "
+             "directory of 2-D slices in natural name order, or one multi-page file; hdf5: the "
+             "dataset input.hdf5.dataset of an HDF5 file; zarr and n5 are told apart by the "
+             "store's metadata, so either reads both)",
      .example = "nifti",
      FIELD(input.format)},
     {.path = "input.raw.dtype",
@@ -208,6 +209,14 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .help = "bytes to skip at the start of a raw file",
      .example = "352",
      FIELD(input.raw_header_bytes)},
+    {.path = "input.hdf5.dataset",
+     .type = SM_CFG_STRING,
+     .flags = SM_CFGF_NULLABLE | SM_CFGF_NONEMPTY,
+     .def_doc = "required to ingest hdf5 input",
+     .help = "absolute HDF5 path of the dataset to ingest (any chunking and filter the HDF5 "
+             "library reads; integers of 1, 2, 4, 8 bytes, float32, float64)",
+     .example = "/exchange/data",
+     FIELD(input.hdf5_dataset)},
 
     {.path = "roi.offset",
      .type = SM_CFG_DIMS,
@@ -1204,9 +1213,12 @@ static const char md_head[] =
  * would before any store is opened. A rule added there gets its line here. */
 static const char *const md_rules[] = {
     "`job` | `input.format` is `zarr` for scan, convert and read-bench; `ingest` reads `raw`, "
-    "`nifti` or `tiff` (default: `nifti` for a `.nii`/`.nii.gz` store, `tiff` for a "
-    "`.tif`/`.tiff` file, else `raw`; a directory of slices needs `input.format: tiff`)",
+    "`nifti`, `tiff` or `hdf5` (default: `nifti` for a `.nii`/`.nii.gz` store, `tiff` for a "
+    "`.tif`/`.tiff` file, `hdf5` for a `.h5`/`.hdf5`/`.nxs` file, else `raw`; a directory of "
+    "slices needs `input.format: tiff`)",
     "`input.format: raw` | `input.raw.dtype` and `input.raw.shape` are required",
+    "`input.format: hdf5` | `input.hdf5.dataset` is required: an absolute HDF5 path (such as "
+    "`/exchange/data`), not the root, without empty, `.` or `..` components",
     "`input.http.backoff_base_ms`, `input.http.backoff_max_ms` | base <= max",
     "`input.s3.endpoint` | an `http://` or `https://` URL",
     "`roi.offset`, `roi.shape` | the same number of axes",

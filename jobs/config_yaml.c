@@ -1076,6 +1076,32 @@ static sm_status check_required(struct lctx *cx)
     return SM_OK;
 }
 
+/* input.hdf5.dataset: required for hdf5 input; an absolute HDF5 path, not the root, without
+ * empty, "." or ".." components, shorter than 256 bytes. */
+static sm_status check_h5_dataset(struct lctx *cx, const char *ds)
+{
+    if (ds == NULL) {
+        FAIL_KEY(cx, "input.hdf5.dataset",
+                 "missing required key 'input.hdf5.dataset' (required to ingest hdf5 input)");
+    }
+    const size_t n = strlen(ds);
+    bool bad = ds[0] != '/' || n < 2 || n > 255 || ds[n - 1] == '/';
+    for (const char *p = ds; !bad && *p != '\0'; p++) {
+        if (*p == '/') {
+            const char *q = p + 1;
+            const size_t len = strcspn(q, "/");
+            bad = len == 0 || (len == 1 && q[0] == '.') || (len == 2 && q[0] == '.' && q[1] == '.');
+        }
+    }
+    if (bad) {
+        FAIL_KEY(cx, "input.hdf5.dataset",
+                 "input.hdf5.dataset: '%s' is not an absolute HDF5 dataset path such as "
+                 "/exchange/data (no empty, '.' or '..' components, at most 255 bytes)",
+                 ds);
+    }
+    return SM_OK;
+}
+
 static sm_status check_input(struct lctx *cx)
 {
     struct sm_job_config *c = cx->cfg;
@@ -1083,7 +1109,7 @@ static sm_status check_input(struct lctx *cx)
         if (c->input.format != NULL &&
             (strcmp(c->input.format, "zarr") == 0 || strcmp(c->input.format, "n5") == 0)) {
             FAIL_KEY(cx, "input.format",
-                     "input.format: ingest reads raw, nifti or tiff input, not %s (convert "
+                     "input.format: ingest reads raw, nifti, tiff or hdf5 input, not %s (convert "
                      "reads Zarr)",
                      c->input.format);
         }
@@ -1091,7 +1117,15 @@ static sm_status check_input(struct lctx *cx)
         bool nifti = ends_with(s, ".nii") || ends_with(s, ".nii.gz");
         bool tiff = ends_with(s, ".tif") || ends_with(s, ".tiff") || ends_with(s, ".TIF") ||
                     ends_with(s, ".TIFF");
-        SM_TRY(set_default_name(cx, &c->input.format, nifti ? "nifti" : tiff ? "tiff" : "raw"));
+        bool hdf5 = ends_with(s, ".h5") || ends_with(s, ".hdf5") || ends_with(s, ".nxs");
+        SM_TRY(set_default_name(cx, &c->input.format,
+                                nifti  ? "nifti"
+                                : tiff ? "tiff"
+                                : hdf5 ? "hdf5"
+                                       : "raw"));
+        if (strcmp(c->input.format, "hdf5") == 0) {
+            SM_TRY(check_h5_dataset(cx, c->input.hdf5_dataset));
+        }
         if (strcmp(c->input.format, "raw") == 0) {
             if (c->input.raw_dtype == NULL) {
                 FAIL_KEY(cx, "input.raw.dtype",

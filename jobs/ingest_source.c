@@ -1,4 +1,5 @@
-/* Raw and NIfTI-1 volume sources for `ingest` (SPEC §2, §4); TIFF stacks are in ingest_tiff.c. The
+/* Raw and NIfTI-1 volume sources for `ingest` (SPEC §2, §4); TIFF stacks are in ingest_tiff.c,
+ * HDF5 datasets in the engine's HDF5 module (shardmill/h5source.h, loaded on demand). The
  * NIfTI-1 header is parsed by a pure function (ingest_nifti.c: no Debian C library reads it without
  * pulling a toolkit); here the volume it declares is checked against the file before anything is
  * read or allocated, and scl_slope/scl_inter are applied row by row (float32 values; SPEC §2:
@@ -245,6 +246,15 @@ sm_status sm_volume_open(const struct sm_job_config *c, struct sm_volume *v, str
         v->stored = v->dtype;
         return SM_OK;
     }
+    if (c->input.format != NULL && strcmp(c->input.format, "hdf5") == 0) {
+        snprintf(v->format, sizeof(v->format), "hdf5");
+        v->path = path;
+        SM_TRY(sm_h5source_open(path, c->input.hdf5_dataset, &v->h5info, &v->h5, err));
+        v->ndim = v->h5info.ndim;
+        memcpy(v->shape, v->h5info.shape, v->ndim * sizeof(uint64_t));
+        v->dtype = v->stored = v->h5info.dtype;
+        return SM_OK;
+    }
     snprintf(v->format, sizeof(v->format), "%s", nifti ? "nifti" : "raw");
     v->path = path;
     if (nifti && ends_with(path, ".gz")) {
@@ -334,6 +344,8 @@ void sm_volume_close(struct sm_volume *v)
 {
     sm_tiff_close(v->tiff);
     v->tiff = NULL;
+    sm_h5source_close(v->h5);
+    v->h5 = NULL;
     if (v->fd >= 0) {
         close(v->fd);
     }
@@ -464,6 +476,9 @@ sm_status sm_volume_read_box(const struct sm_volume *v, const uint64_t *off, con
 {
     if (v->tiff != NULL) {
         return sm_tiff_read_box(v->tiff, off, shape, out, err);
+    }
+    if (v->h5 != NULL) {
+        return sm_h5source_read_box(v->h5, off, shape, out, err);
     }
     const size_t elem = sm_dtype_size(v->stored);
     const size_t out_elem = sm_dtype_size(v->dtype);

@@ -1,8 +1,8 @@
 /* Volume sources of the ingest job: a raw binary file (dtype, shape, byte order, header bytes),
- * a NIfTI-1 file (.nii read by pread; .nii.gz streamed through zlib) or a TIFF stack
- * (ingest_tiff.h), read box by box as C-order native little-endian values, and handed to the
- * engine as a struct sm_ingest_source (shardmill/pipeline.h). NIfTI stores x fastest, so
- * [z, y, x] in C order is the file order. */
+ * a NIfTI-1 file (.nii read by pread; .nii.gz streamed through zlib), a TIFF stack
+ * (ingest_tiff.h) or an HDF5 dataset (shardmill/h5source.h, hyperslab per box), read box by box as
+ * C-order native little-endian values, and handed to the engine as a struct sm_ingest_source
+ * (shardmill/pipeline.h). NIfTI stores x fastest, so [z, y, x] in C order is the file order. */
 #ifndef SM_JOBS_INGEST_SOURCE_H
 #define SM_JOBS_INGEST_SOURCE_H
 
@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include <shardmill/dtype.h>
+#include <shardmill/h5source.h>
 #include <shardmill/status.h>
 
 #include "config.h"
@@ -29,16 +30,18 @@ struct sm_volume {
     uint8_t *mem;                    /* .nii.gz: the inflated bytes this rank reads (owned) */
     uint64_t mem_base, mem_len;      /* their place in the inflated file */
     uint64_t data_offset;            /* first voxel byte in the file (or in mem) */
-    char format[8];                  /* "raw" | "nifti" | "tiff" */
+    char format[8];                  /* "raw" | "nifti" | "tiff" | "hdf5" */
     bool nifti;                      /* nii holds the parsed header */
     struct sm_nifti_hdr nii;
     bool scaled; /* NIfTI scl_slope/scl_inter applied: v * slope + inter (in double) */
     double slope, inter;
     struct sm_tiff_stack *tiff; /* a TIFF stack (ingest_tiff.h), or NULL */
+    struct sm_h5source *h5;     /* an HDF5 dataset (shardmill/h5source.h), or NULL */
+    struct sm_h5source_info h5info;
 };
 
-/* Opens the configured input (input.format raw, nifti or tiff): reads and checks the header (a
- * .nii.gz is inflated only as far as its header). SM_E_USAGE for a bad config, SM_E_DATA for a
+/* Opens the configured input (input.format raw, nifti, tiff or hdf5): reads and checks the header
+ * (a .nii.gz is inflated only as far as its header). SM_E_USAGE for a bad config, SM_E_DATA for a
  * malformed or unsupported header (naming the field), a volume larger than the file holds (a
  * .nii.gz: more than its compressed size can inflate to, or than its gzip trailer says), SM_E_IO.
  */

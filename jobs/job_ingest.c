@@ -1,5 +1,5 @@
-/* The `ingest` job (SPEC §4): a raw binary or NIfTI-1 volume -> a Zarr v3 array with the chosen
- * shards, chunks and codec, keeping the input's data type. The volume is opened here
+/* The `ingest` job (SPEC §4): a raw, NIfTI-1, TIFF or HDF5 volume -> a Zarr v3 array with the
+ * chosen shards, chunks and codec, keeping the input's data type. The volume is opened here
  * (jobs/ingest_source.c reads files; the engine never does) and handed to the engine's ingest
  * (shardmill/pipeline.h, sm_run_ingest) as its source: the engine runs the phases (output,
  * layout, each rank's shards read box by box from the source, flush, agreement, records, marker
@@ -32,6 +32,12 @@ static json_t *source_json(const struct sm_job_config *c, const struct sm_volume
 {
     json_t *o = json_pack("{s:s,s:s,s:o,s:s}", "path", c->input.store, "format", v->format, "shape",
                           sm_json_dims(v->shape, v->ndim), "dtype", sm_dtype_name(v->dtype));
+    if (v->h5 != NULL) {
+        json_object_set_new(o, "dataset", json_string(c->input.hdf5_dataset));
+        json_object_set_new(o, "stored_dtype", json_string(v->h5info.stored));
+        json_object_set_new(o, "layout", json_string(v->h5info.layout));
+        json_object_set_new(o, "filters", json_string(v->h5info.filters));
+    }
     if (v->nifti) {
         const struct sm_nifti_hdr *n = &v->nii;
         /* pixdim[1..3] as the header stores them (x, y, z) */

@@ -9,6 +9,7 @@
 
 #include "shardmill/array.h"
 #include "shardmill/export.h"
+#include "shardmill/h5source.h"
 #include "shardmill/module.h"
 #include "shardmill/status.h"
 
@@ -26,6 +27,19 @@ struct sm_export_hdf5_ops {
                        const struct sm_export_spec *spec, struct sm_array *src,
                        const struct sm_export_work *work, struct sm_scratch *scratch,
                        struct sm_export_result *res, struct sm_err *err);
+};
+
+/* The HDF5 ingest source (h5source.h) is a second table of the same module (h5_source.c), loaded
+ * by h5source_load.c on the first sm_h5source_open: separate from the export's table, so either
+ * can change alone. Its slots are the functions of h5source.h of the same name. */
+#define SM_HDF5_SOURCE_SYMBOL "sm_hdf5_source_module"
+struct sm_hdf5_source_ops {
+    struct sm_module_head head;
+    sm_status (*open)(const char *path, const char *dataset, struct sm_h5source_info *info,
+                      struct sm_h5source **out, struct sm_err *err);
+    sm_status (*read_box)(struct sm_h5source *s, const uint64_t *off, const uint64_t *shape,
+                          void *out, struct sm_err *err);
+    void (*close)(struct sm_h5source *s);
 };
 
 /* A box of the array in elements: [off, off + shape), clipped to the array. */

@@ -23,6 +23,9 @@ Cases:
             a multi-page LZW file: plain (2 threads) and mpirun -n 3 ingests of both have
             checksums equal to NumPy's and shards byte-identical to the raw CT's plain ingest;
             exit 77 (skipped) without the CT.
+  hdf5      the real CT written by h5py as a chunked gzip+shuffle dataset /exchange/data: plain
+            (2 threads) and mpirun -n 3 ingests have checksums equal to NumPy's and shards
+            byte-identical to the raw CT's plain ingest; exit 77 (skipped) without the CT.
 Prints one ok/FAIL line per check; exit 1 on any failure.
 """
 
@@ -334,18 +337,67 @@ def case_tiff(work):
     return 0
 
 
+def case_hdf5(work):
+    """The real CT written by h5py as a chunked gzip+shuffle dataset in a nested group: plain
+    (2 threads) and mpirun -n 3 ingests have the shards of the raw CT's plain ingest, byte for
+    byte (each rank reads only its shards' hyperslabs)."""
+    ct = os.path.join(REPO, "data", "ct", "matrix.dat")
+    if not os.path.exists(ct):
+        print("skip: data/ct/matrix.dat missing (scripts/fetch-data.sh)")
+        return 77
+    import h5py
+
+    vol = np.fromfile(ct, dtype="<i2").reshape(108, 256, 256)
+    checksum, weighted, _ = np_result(vol)
+    h5 = os.path.join(work, "ct.h5")
+    with h5py.File(h5, "w") as f:
+        f.create_dataset("/exchange/data", data=vol, chunks=(8, 64, 64), compression="gzip",
+                         compression_opts=4, shuffle=True)
+    layout = "shard: [16, 64, 64], chunk: [8, 32, 32]"
+    runs = [("raw", ct, "raw", ", raw: {dtype: int16, shape: [108, 256, 256]}", 0, 2),
+            ("hdf5", h5, "hdf5", ", hdf5: {dataset: /exchange/data}", 0, 2),
+            ("hdf5", h5, "hdf5", ", hdf5: {dataset: /exchange/data}", 3, 1)]
+    ref = None
+    for label, store, fmt, extra, ranks, threads in runs:
+        name = f"CT {label} {'plain' if ranks == 0 else f'mpirun -n {ranks}'} x{threads}"
+        d = os.path.join(work, f"{label}-{ranks}x{threads}")
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(d)
+        cfg = os.path.join(d, "job.yaml")
+        write_cfg(cfg, store, fmt, extra)
+        text = open(cfg).read().replace("shard: [8, 32, 32], chunk: [4, 16, 16]", layout)
+        open(cfg, "w").write(text)
+        p = ingest(d, "job.yaml", ranks, threads)
+        if not check(p is not None and p.returncode == 0,
+                     f"{name}: exit 0 ({p and p.stderr.strip()[-300:]})"):
+            continue
+        rep = json.load(open(os.path.join(d, "report.json")))
+        res = rep["result"]
+        check(res["checksum"] == checksum and res["weighted_checksum"] == weighted,
+              f"{name}: checksums == NumPy's of the raw CT")
+        if ranks:
+            check(rep.get("ranks") == ranks, f"{name}: the report says {ranks} ranks")
+        shards = os.path.join(d, "out.zarr", "c")
+        if ref is None:
+            ref = shards
+            continue
+        ok, why = same_tree(shards, ref)
+        check(ok, f"{name}: shards byte-identical to the raw CT's plain ingest ({why})")
+    return 0
+
+
 def main():
     global ARGS
     ap = argparse.ArgumentParser()
     ap.add_argument("--shardmill", required=True)
     ap.add_argument("--mpiexec", required=True)
     ap.add_argument("--work", required=True)
-    ap.add_argument("--case", required=True, choices=["identity", "budget", "real", "tiff"])
+    ap.add_argument("--case", required=True, choices=["identity", "budget", "real", "tiff", "hdf5"])
     ARGS = ap.parse_args()
     work = os.path.join(os.path.abspath(ARGS.work), "ingest-" + ARGS.case)
     os.makedirs(work, exist_ok=True)
     rc = {"identity": case_identity, "budget": case_budget, "real": case_real,
-          "tiff": case_tiff}[ARGS.case](work)
+          "tiff": case_tiff, "hdf5": case_hdf5}[ARGS.case](work)
     if rc == 77:
         return 77
     print(f"{failures} failure(s)")

@@ -510,6 +510,39 @@ static void test_job_dependent_defaults(void **state)
     assert_string_equal(c.input.raw_dtype, "int16");
     assert_int_equal(c.input.raw_shape.v[0], 108);
     sm_config_destroy(&c);
+    /* HDF5: inferred from .h5, .hdf5 and .nxs; the dataset is kept as written */
+    load_ok("job: ingest\ninput: {store: scan.h5, hdf5: {dataset: /exchange/data}}\n"
+            "output: {path: o.zarr}\n",
+            &c);
+    assert_string_equal(c.input.format, "hdf5");
+    assert_string_equal(c.input.hdf5_dataset, "/exchange/data");
+    sm_config_destroy(&c);
+    load_ok("job: ingest\ninput: {store: scan.nxs, hdf5: {dataset: /entry/data/data}}\n"
+            "output: {path: o.zarr}\n",
+            &c);
+    assert_string_equal(c.input.format, "hdf5");
+    sm_config_destroy(&c);
+    load_ok("job: ingest\ninput: {store: scan.bin, format: hdf5, hdf5: {dataset: /d}}\n"
+            "output: {path: o.zarr}\n",
+            &c);
+    assert_string_equal(c.input.format, "hdf5");
+    sm_config_destroy(&c);
+}
+
+static void test_hdf5_dataset_rules(void **state)
+{
+    (void)state;
+    expect_error("job: ingest\ninput: {store: scan.hdf5}\noutput: {path: o.zarr}\n", "f.yaml:2:1",
+                 "missing required key 'input.hdf5.dataset' (required to ingest hdf5 input)");
+    static const char *const bad[] = {"exchange/data", "/", "/a//b", "/a/./b", "/a/../b", "/a/"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char text[256];
+        snprintf(text, sizeof(text),
+                 "job: ingest\ninput: {store: s.h5, hdf5: {dataset: \"%s\"}}\n"
+                 "output: {path: o.zarr}\n",
+                 bad[i]);
+        expect_error(text, "f.yaml:2:29", "is not an absolute HDF5 dataset path");
+    }
 }
 
 static void test_checks_across_keys(void **state)
@@ -518,9 +551,11 @@ static void test_checks_across_keys(void **state)
     expect_error(SCAN "input.format: raw\n", "f.yaml:3:1",
                  "input.format: the scan job reads zarr input only (raw is read by ingest)");
     expect_error("job: ingest\ninput: {store: a.zarr, format: zarr}\noutput: {path: o}\n",
-                 "f.yaml:2:24", "input.format: ingest reads raw, nifti or tiff input, not zarr");
+                 "f.yaml:2:24",
+                 "input.format: ingest reads raw, nifti, tiff or hdf5 input, not zarr");
     expect_error("job: ingest\ninput: {store: a.n5, format: n5}\noutput: {path: o}\n",
-                 "f.yaml:2:22", "input.format: ingest reads raw, nifti or tiff input, not n5");
+                 "f.yaml:2:22",
+                 "input.format: ingest reads raw, nifti, tiff or hdf5 input, not n5");
     expect_ok_text(SCAN "input.format: n5\n"); /* scan, convert, read-bench read N5 too */
     expect_error(CONVERT "output.chunk: [3, 16, 16]\noutput.shard: [8, 32, 32]\n", "f.yaml:4:1",
                  "output.chunk [3, 16, 16] does not divide output.shard [8, 32, 32] (axis 0)");
@@ -868,6 +903,7 @@ int main(void)
         cmocka_unit_test(test_required_keys_per_job),
         cmocka_unit_test(test_job_dependent_defaults),
         cmocka_unit_test(test_checks_across_keys),
+        cmocka_unit_test(test_hdf5_dataset_rules),
         cmocka_unit_test(test_flow_and_block_styles_are_equivalent),
         cmocka_unit_test(test_empty_and_misshapen_documents),
         cmocka_unit_test(test_malformed_yaml),

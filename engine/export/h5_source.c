@@ -1,0 +1,375 @@
+/* The HDF5 ingest source (h5source.h), built into the module libshardmill_hdf5.so beside the
+ * export and reached through its own table (sm_hdf5_source_module, export_int.h). A box is one
+ * hyperslab: H5Sselect_hyperslab on the file space, a simple memory space of the box's shape, and
+ * H5Dread into the native type of the stored class, size and sign (HDF5 swaps the bytes of a
+ * big-endian type and runs the chunk filters). Debian's HDF5 (hdf5-openmpi 1.10) is built without
+ * --enable-threadsafe: every HDF5 call below holds h5_lock, so the threads of a rank read one
+ * hyperslab at a time; MPI ranks (each its own process and handle) give the parallelism. */
+#include "shardmill/sm_config.h"
+
+#include "shardmill/h5source.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <hdf5.h>
+
+#include "export_int.h"
+#include "shardmill/alloc.h"
+
+/* This file is built into the module libshardmill_hdf5.so: the functions of h5source.h are hidden
+ * there and reached through this table. */
+__attribute__((visibility("default"))) extern const struct sm_hdf5_source_ops sm_hdf5_source_module;
+const struct sm_hdf5_source_ops sm_hdf5_source_module = {
+    .head = {SM_MODULE_ABI, sizeof(struct sm_hdf5_source_ops)},
+    .open = sm_h5source_open,
+    .read_box = sm_h5source_read_box,
+    .close = sm_h5source_close,
+};
+
+/* HDF5 is not thread-safe in Debian's build: one lock for every call of the library here. */
+static pthread_mutex_t h5_lock = PTHREAD_MUTEX_INITIALIZER;
+
+struct sm_h5source {
+    hid_t file, dset, mtype; /* mtype: a predefined native type (never closed) */
+    unsigned ndim;
+    char where[512]; /* "<file>: <dataset>" */
+};
+
+struct src_msg {
+    char text[200];
+};
+
+/* The innermost message of HDF5's error stack. */
+static herr_t src_walk(unsigned n, const H5E_error2_t *e, void *data)
+{
+    struct src_msg *m = data;
+    if (n == 0 && e->desc != NULL) {
+        snprintf(m->text, sizeof(m->text), "%s", e->desc);
+    }
+    return 0;
+}
+
+static sm_status src_fail(struct sm_err *err, const char *where, const char *call, const char *file,
+                          int line)
+{
+    struct src_msg m = {{0}};
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, src_walk, &m);
+    H5Eclear2(H5E_DEFAULT);
+    sm_err_set(err, SM_E_DATA, file, line, "%s failed%s%s", call, m.text[0] != '\0' ? ": " : "",
+               m.text);
+    sm_err_cause(err, "hdf5", 0);
+    sm_err_where(err, "%s", where);
+    return err->status;
+}
+#define SRC_FAIL(err, where, call) src_fail((err), (where), (call), __FILE__, __LINE__)
+
+static sm_status data_fail(struct sm_err *err, const char *where, const char *what)
+{
+    sm_err_set(err, SM_E_DATA, __FILE__, __LINE__, "%s", what);
+    sm_err_where(err, "%s", where);
+    return err->status;
+}
+
+static const char *class_name(H5T_class_t c)
+{
+    switch (c) {
+    case H5T_INTEGER:
+        return "integer";
+    case H5T_FLOAT:
+        return "float";
+    case H5T_TIME:
+        return "time";
+    case H5T_STRING:
+        return "string";
+    case H5T_BITFIELD:
+        return "bitfield";
+    case H5T_OPAQUE:
+        return "opaque";
+    case H5T_COMPOUND:
+        return "compound";
+    case H5T_REFERENCE:
+        return "reference";
+    case H5T_ENUM:
+        return "enum";
+    case H5T_VLEN:
+        return "variable-length";
+    case H5T_ARRAY:
+        return "array";
+    default:
+        return "unknown";
+    }
+}
+
+/* The stored type -> the dtype delivered and the native memory type HDF5 converts to. */
+static sm_status map_type(hid_t t, struct sm_h5source_info *info, hid_t *mtype, const char *where,
+                          struct sm_err *err)
+{
+    const H5T_class_t cls = H5Tget_class(t);
+    const size_t size = H5Tget_size(t);
+    const bool big = H5Tget_order(t) == H5T_ORDER_BE;
+    char what[160];
+    if (cls == H5T_INTEGER && (size == 1 || size == 2 || size == 4 || size == 8)) {
+        const bool sign = H5Tget_sign(t) == H5T_SGN_2;
+        static const enum sm_dtype sdt[] = {SM_DT_INT8, SM_DT_INT16, 0, SM_DT_INT32,
+                                            0,          0,           0, SM_DT_INT64};
+        static const enum sm_dtype udt[] = {SM_DT_UINT8, SM_DT_UINT16, 0, SM_DT_UINT32, 0, 0,
+                                            0,           SM_DT_UINT64};
+        info->dtype = sign ? sdt[size - 1] : udt[size - 1];
+        *mtype = size == 1   ? (sign ? H5T_NATIVE_SCHAR : H5T_NATIVE_UCHAR)
+                 : size == 2 ? (sign ? H5T_NATIVE_SHORT : H5T_NATIVE_USHORT)
+                 : size == 4 ? (sign ? H5T_NATIVE_INT : H5T_NATIVE_UINT)
+                             : (sign ? H5T_NATIVE_LLONG : H5T_NATIVE_ULLONG);
+    } else if (cls == H5T_FLOAT && (size == 4 || size == 8)) {
+        info->dtype = size == 4 ? SM_DT_FLOAT32 : SM_DT_FLOAT64;
+        *mtype = size == 4 ? H5T_NATIVE_FLOAT : H5T_NATIVE_DOUBLE;
+    } else {
+        snprintf(what, sizeof(what),
+                 "unsupported data type: %s of %zu bytes (integers of 1, 2, 4 or 8 bytes and "
+                 "floats of 4 or 8 bytes are read)",
+                 class_name(cls), size);
+        return data_fail(err, where, what);
+    }
+    snprintf(info->stored, sizeof(info->stored), "%s%s", sm_dtype_name(info->dtype),
+             size > 1 ? (big ? " big-endian" : " little-endian") : "");
+    return SM_OK;
+}
+
+/* Layout and filters; a filter the library cannot run is refused by name. */
+static sm_status check_plist(hid_t dset, struct sm_h5source_info *info, const char *where,
+                             struct sm_err *err)
+{
+    const hid_t dcpl = H5Dget_create_plist(dset);
+    if (dcpl < 0) {
+        return SRC_FAIL(err, where, "H5Dget_create_plist");
+    }
+    const H5D_layout_t lay = H5Pget_layout(dcpl);
+    snprintf(info->layout, sizeof(info->layout), "%s",
+             lay == H5D_CHUNKED   ? "chunked"
+             : lay == H5D_COMPACT ? "compact"
+                                  : "contiguous");
+    const int n = H5Pget_nfilters(dcpl);
+    sm_status st = SM_OK;
+    size_t used = 0;
+    for (int i = 0; i < n && st == SM_OK; i++) {
+        unsigned flags = 0, conf = 0;
+        size_t nvals = 0;
+        char name[64] = "";
+        const H5Z_filter_t id =
+            H5Pget_filter2(dcpl, (unsigned)i, &flags, &nvals, NULL, sizeof(name), name, &conf);
+        if (id < 0) {
+            st = SRC_FAIL(err, where, "H5Pget_filter2");
+            break;
+        }
+        if (name[0] == '\0') {
+            snprintf(name, sizeof(name), "filter %d", (int)id);
+        }
+        const int n2 = snprintf(info->filters + used, sizeof(info->filters) - used, "%s%s",
+                                used > 0 ? "," : "", name);
+        if (n2 > 0 && (size_t)n2 < sizeof(info->filters) - used) {
+            used += (size_t)n2;
+        }
+        const htri_t avail = H5Zfilter_avail(id);
+        H5Eclear2(H5E_DEFAULT);
+        if (avail <= 0 || (H5Zget_filter_info(id, &conf) >= 0 &&
+                           (conf & H5Z_FILTER_CONFIG_DECODE_ENABLED) == 0)) {
+            char what[200];
+            snprintf(what, sizeof(what),
+                     "the dataset uses the HDF5 filter '%s' (id %d), which this HDF5 library "
+                     "cannot decode",
+                     name, (int)id);
+            st = data_fail(err, where, what);
+        }
+    }
+    H5Pclose(dcpl);
+    return st;
+}
+
+/* The first component of `dataset` that does not exist, or NULL. */
+static sm_status find_object(hid_t file, const char *dataset, const char *where, struct sm_err *err)
+{
+    char prefix[512];
+    const size_t len = strlen(dataset);
+    if (len >= sizeof(prefix)) {
+        return data_fail(err, where, "the dataset path is too long");
+    }
+    for (size_t i = 1; i <= len; i++) {
+        if (i < len && dataset[i] != '/') {
+            continue;
+        }
+        memcpy(prefix, dataset, i);
+        prefix[i] = '\0';
+        const htri_t ok = H5Lexists(file, prefix, H5P_DEFAULT);
+        H5Eclear2(H5E_DEFAULT);
+        htri_t obj = ok > 0 ? H5Oexists_by_name(file, prefix, H5P_DEFAULT) : 0;
+        H5Eclear2(H5E_DEFAULT);
+        if (ok <= 0 || obj <= 0) {
+            char what[600];
+            if (i == len) {
+                snprintf(what, sizeof(what), "no dataset %s in the file", dataset);
+            } else {
+                snprintf(what, sizeof(what), "no dataset %s in the file (%s does not exist)",
+                         dataset, prefix);
+            }
+            return data_fail(err, where, what);
+        }
+    }
+    return SM_OK;
+}
+
+static sm_status open_locked(const char *path, const char *dataset, struct sm_h5source_info *info,
+                             struct sm_h5source *s, struct sm_err *err)
+{
+    /* the engine never prints: HDF5's error stacks become err->what */
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    const int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        const int e = errno;
+        sm_err_set(err, SM_E_DATA, __FILE__, __LINE__, "cannot open the HDF5 file: %s",
+                   strerror(e));
+        sm_err_cause(err, "errno", e);
+        sm_err_where(err, "%s", s->where);
+        return err->status;
+    }
+    close(fd);
+    const htri_t is = H5Fis_hdf5(path);
+    H5Eclear2(H5E_DEFAULT);
+    if (is <= 0) {
+        return data_fail(err, s->where, "not an HDF5 file");
+    }
+    s->file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (s->file < 0) {
+        return SRC_FAIL(err, s->where, "H5Fopen");
+    }
+    if (dataset == NULL || dataset[0] != '/' || dataset[1] == '\0') {
+        return data_fail(err, s->where, "the dataset must be an absolute HDF5 path such as /data");
+    }
+    SM_TRY(find_object(s->file, dataset, s->where, err));
+    const hid_t obj = H5Oopen(s->file, dataset, H5P_DEFAULT);
+    if (obj < 0) {
+        return SRC_FAIL(err, s->where, "H5Oopen");
+    }
+    if (H5Iget_type(obj) != H5I_DATASET) {
+        H5Oclose(obj);
+        return data_fail(err, s->where, "the object is not a dataset (a group or a named type)");
+    }
+    s->dset = obj;
+    const hid_t t = H5Dget_type(s->dset);
+    if (t < 0) {
+        return SRC_FAIL(err, s->where, "H5Dget_type");
+    }
+    sm_status st = map_type(t, info, &s->mtype, s->where, err);
+    H5Tclose(t);
+    SM_TRY(st);
+    const hid_t space = H5Dget_space(s->dset);
+    if (space < 0) {
+        return SRC_FAIL(err, s->where, "H5Dget_space");
+    }
+    const int nd = H5Sget_simple_extent_ndims(space);
+    hsize_t dims[H5S_MAX_RANK];
+    if (H5Sget_simple_extent_type(space) != H5S_SIMPLE || nd < 1) {
+        st = data_fail(err, s->where, "the dataset is scalar or empty (no axes)");
+    } else if (nd > SM_MAX_DIMS) {
+        char what[80];
+        snprintf(what, sizeof(what), "the dataset has %d axes, at most %d are read", nd,
+                 SM_MAX_DIMS);
+        st = data_fail(err, s->where, what);
+    } else {
+        H5Sget_simple_extent_dims(space, dims, NULL);
+        info->ndim = (unsigned)nd;
+        for (int d = 0; d < nd && st == SM_OK; d++) {
+            info->shape[d] = dims[d];
+            if (dims[d] == 0) {
+                st = data_fail(err, s->where, "the dataset is empty (an axis of length 0)");
+            }
+        }
+    }
+    H5Sclose(space);
+    SM_TRY(st);
+    s->ndim = info->ndim;
+    return check_plist(s->dset, info, s->where, err);
+}
+
+static void close_locked(struct sm_h5source *s)
+{
+    if (s->dset >= 0) {
+        H5Dclose(s->dset);
+    }
+    if (s->file >= 0) {
+        H5Fclose(s->file);
+    }
+    H5Eclear2(H5E_DEFAULT);
+}
+
+sm_status sm_h5source_open(const char *path, const char *dataset, struct sm_h5source_info *info,
+                           struct sm_h5source **out, struct sm_err *err)
+{
+    *out = NULL;
+    memset(info, 0, sizeof(*info));
+    struct sm_h5source *s = sm_calloc(1, sizeof(*s));
+    if (s == NULL) {
+        SM_FAIL(err, SM_E_NOMEM, "cannot allocate an HDF5 source");
+    }
+    s->file = s->dset = H5I_INVALID_HID;
+    snprintf(s->where, sizeof(s->where), "%s: %s", path, dataset != NULL ? dataset : "");
+    pthread_mutex_lock(&h5_lock);
+    const sm_status st = open_locked(path, dataset, info, s, err);
+    if (st != SM_OK) {
+        close_locked(s);
+    }
+    pthread_mutex_unlock(&h5_lock);
+    if (st != SM_OK) {
+        sm_free(s);
+        return st;
+    }
+    *out = s;
+    return SM_OK;
+}
+
+sm_status sm_h5source_read_box(struct sm_h5source *s, const uint64_t *off, const uint64_t *shape,
+                               void *out, struct sm_err *err)
+{
+    hsize_t start[SM_MAX_DIMS], count[SM_MAX_DIMS];
+    for (unsigned d = 0; d < s->ndim; d++) {
+        start[d] = off[d];
+        count[d] = shape[d];
+        if (shape[d] == 0) {
+            return SM_OK;
+        }
+    }
+    sm_status st = SM_OK;
+    pthread_mutex_lock(&h5_lock);
+    const hid_t fspace = H5Dget_space(s->dset);
+    const hid_t mspace = H5Screate_simple((int)s->ndim, count, NULL);
+    if (fspace < 0 || mspace < 0) {
+        st = SRC_FAIL(err, s->where, "H5Dget_space");
+    } else if (H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, NULL, count, NULL) < 0) {
+        st = SRC_FAIL(err, s->where, "H5Sselect_hyperslab");
+    } else if (H5Dread(s->dset, s->mtype, mspace, fspace, H5P_DEFAULT, out) < 0) {
+        st = SRC_FAIL(err, s->where, "H5Dread");
+    }
+    if (mspace >= 0) {
+        H5Sclose(mspace);
+    }
+    if (fspace >= 0) {
+        H5Sclose(fspace);
+    }
+    pthread_mutex_unlock(&h5_lock);
+    return st;
+}
+
+void sm_h5source_close(struct sm_h5source *s)
+{
+    if (s == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&h5_lock);
+    close_locked(s);
+    pthread_mutex_unlock(&h5_lock);
+    sm_free(s);
+}
