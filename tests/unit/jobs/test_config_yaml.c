@@ -241,7 +241,7 @@ static void test_enum_values(void **state)
     expect_error(SCAN "input.format: dicom\n", "f.yaml:3:15", "got 'dicom'");
     expect_error(SCAN "input.format: dicom\n", "f.yaml:3:15", "expected one of zarr, ");
     expect_error(SCAN "input.format: dicom\n", "f.yaml:3:15",
-                 "expected one of zarr, n5, raw, nifti, tiff, got 'dicom'");
+                 "expected one of zarr, n5, raw, nifti, tiff, hdf5, got 'dicom'");
 }
 
 static void test_threads_auto_or_count(void **state)
