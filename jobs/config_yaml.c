@@ -17,12 +17,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <dlfcn.h>
 #include <pthread.h>
 #include <sys/stat.h>
 #include <yaml.h>
 
 #include <shardmill/alloc.h>
+#include <shardmill/module.h>
 #include <shardmill/path.h>
 
 #include "config.h"
@@ -153,29 +153,16 @@ static pthread_once_t y_once = PTHREAD_ONCE_INIT;
 
 static void y_load(void)
 {
-    void *lib = dlopen(YAML_LIB, RTLD_NOW | RTLD_LOCAL);
-    if (lib == NULL) {
-        const char *why = dlerror();
-        snprintf(y_error, sizeof(y_error), "%s", why != NULL ? why : "dlopen failed");
-        return;
-    }
-    struct {
-        const char *name;
-        void **slot;
-    } syms[] = {
+    static const struct sm_library_sym syms[] = {
         {"yaml_parser_set_input_string", (void **)&y.parser_set_input_string},
         {"yaml_parser_parse", (void **)&y.parser_parse},
         {"yaml_parser_delete", (void **)&y.parser_delete},
         {"yaml_event_delete", (void **)&y.event_delete},
         {"yaml_parser_initialize", (void **)&y.parser_initialize},
     };
-    for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
-        *syms[i].slot = dlsym(lib, syms[i].name);
-        if (*syms[i].slot == NULL) {
-            snprintf(y_error, sizeof(y_error), "%s has no %s", YAML_LIB, syms[i].name);
-            y.parser_initialize = NULL;
-            return;
-        }
+    if (!sm_library_load(YAML_LIB, syms, sizeof(syms) / sizeof(syms[0]), y_error,
+                         sizeof(y_error))) {
+        return;
     }
 }
 

@@ -8,7 +8,6 @@
 #include "ingest_tiff.h"
 
 #include <dirent.h>
-#include <dlfcn.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -22,6 +21,7 @@
 #include <tiffio.h>
 
 #include <shardmill/alloc.h>
+#include <shardmill/module.h>
 
 /* The libtiff entry points used here, resolved once by dlsym. */
 static struct {
@@ -49,15 +49,7 @@ static pthread_once_t tiff_once = PTHREAD_ONCE_INIT;
 
 static void tiff_init_once(void)
 {
-    void *lib = dlopen("libtiff.so.6", RTLD_NOW | RTLD_LOCAL);
-    if (lib == NULL) {
-        snprintf(tiff_load_error, sizeof(tiff_load_error), "%s", dlerror());
-        return;
-    }
-    struct {
-        const char *name;
-        void **slot;
-    } syms[] = {
+    static const struct sm_library_sym syms[] = {
         {"TIFFOpenOptionsAlloc", (void **)&tiff.opts_alloc},
         {"TIFFOpenOptionsFree", (void **)&tiff.opts_free},
         {"TIFFOpenOptionsSetMaxSingleMemAlloc", (void **)&tiff.opts_max_alloc},
@@ -77,13 +69,9 @@ static void tiff_init_once(void)
         {"TIFFReadEncodedTile", (void **)&tiff.read_tile},
         {"TIFFOpenExt", (void **)&tiff.open_ext}, /* last: non-NULL means all loaded */
     };
-    for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
-        *syms[i].slot = dlsym(lib, syms[i].name);
-        if (*syms[i].slot == NULL) {
-            snprintf(tiff_load_error, sizeof(tiff_load_error), "libtiff has no %s", syms[i].name);
-            tiff.open_ext = NULL;
-            return;
-        }
+    if (!sm_library_load("libtiff.so.6", syms, sizeof(syms) / sizeof(syms[0]), tiff_load_error,
+                         sizeof(tiff_load_error))) {
+        return;
     }
 }
 

@@ -13,13 +13,13 @@
 #include "codec_int.h"
 
 #include <blosc.h>
-#include <dlfcn.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "shardmill/alloc.h"
+#include "shardmill/module.h"
 
 #define BLOSC_LIB "libblosc.so.1"
 
@@ -57,16 +57,7 @@ static pthread_once_t bl_once = PTHREAD_ONCE_INIT;
 
 static void bl_load(void)
 {
-    void *lib = dlopen(BLOSC_LIB, RTLD_NOW | RTLD_LOCAL);
-    if (lib == NULL) {
-        const char *why = dlerror();
-        snprintf(bl_error, sizeof(bl_error), "%s", why != NULL ? why : "dlopen failed");
-        return;
-    }
-    struct {
-        const char *name;
-        void **slot;
-    } syms[] = {
+    static const struct sm_library_sym syms[] = {
         {"blosc_compname_to_compcode", (void **)&bl.compname_to_compcode},
         {"blosc_list_compressors", (void **)&bl.list_compressors},
         {"blosc_cbuffer_sizes", (void **)&bl.cbuffer_sizes},
@@ -74,13 +65,9 @@ static void bl_load(void)
         {"blosc_decompress_ctx", (void **)&bl.decompress_ctx},
         {"blosc_compress_ctx", (void **)&bl.compress_ctx},
     };
-    for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
-        *syms[i].slot = dlsym(lib, syms[i].name);
-        if (*syms[i].slot == NULL) {
-            snprintf(bl_error, sizeof(bl_error), "%s has no %s", BLOSC_LIB, syms[i].name);
-            bl.compress_ctx = NULL;
-            return;
-        }
+    if (!sm_library_load(BLOSC_LIB, syms, sizeof(syms) / sizeof(syms[0]), bl_error,
+                         sizeof(bl_error))) {
+        return;
     }
 }
 

@@ -9,13 +9,13 @@
 #include "codec_int.h"
 
 #include <bzlib.h>
-#include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "shardmill/alloc.h"
+#include "shardmill/module.h"
 
 static struct {
     int (*compress_init)(bz_stream *, int, int, int);
@@ -30,15 +30,7 @@ static pthread_once_t bz_once = PTHREAD_ONCE_INIT;
 
 static void bz_init_once(void)
 {
-    void *lib = dlopen("libbz2.so.1.0", RTLD_NOW | RTLD_LOCAL);
-    if (lib == NULL) {
-        snprintf(bz_load_error, sizeof(bz_load_error), "%s", dlerror());
-        return;
-    }
-    struct {
-        const char *name;
-        void **slot;
-    } syms[] = {
+    static const struct sm_library_sym syms[] = {
         {"BZ2_bzCompressInit", (void **)&bz.compress_init},
         {"BZ2_bzCompress", (void **)&bz.compress},
         {"BZ2_bzCompressEnd", (void **)&bz.compress_end},
@@ -46,13 +38,9 @@ static void bz_init_once(void)
         {"BZ2_bzDecompressEnd", (void **)&bz.decompress_end},
         {"BZ2_bzDecompressInit", (void **)&bz.decompress_init}, /* last: non-NULL means loaded */
     };
-    for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
-        *syms[i].slot = dlsym(lib, syms[i].name);
-        if (*syms[i].slot == NULL) {
-            snprintf(bz_load_error, sizeof(bz_load_error), "libbz2 has no %s", syms[i].name);
-            bz.decompress_init = NULL;
-            return;
-        }
+    if (!sm_library_load("libbz2.so.1.0", syms, sizeof(syms) / sizeof(syms[0]), bz_load_error,
+                         sizeof(bz_load_error))) {
+        return;
     }
 }
 

@@ -8,12 +8,12 @@
  * the scratch's decode bound. One stream; trailing bytes are an error. */
 #include "codec_int.h"
 
-#include <dlfcn.h>
 #include <lzma.h>
 #include <pthread.h>
 #include <stdio.h>
 
 #include "shardmill/alloc.h"
+#include "shardmill/module.h"
 
 /* xz -9 needs 65 MiB to decode; a stream asking for more is refused, not allocated. */
 #define XZ_MEMLIMIT ((uint64_t)128 << 20)
@@ -30,28 +30,16 @@ static pthread_once_t xz_once = PTHREAD_ONCE_INIT;
 
 static void xz_init_once(void)
 {
-    void *lib = dlopen("liblzma.so.5", RTLD_NOW | RTLD_LOCAL);
-    if (lib == NULL) {
-        snprintf(xz_load_error, sizeof(xz_load_error), "%s", dlerror());
-        return;
-    }
-    struct {
-        const char *name;
-        void **slot;
-    } syms[] = {
+    static const struct sm_library_sym syms[] = {
         {"lzma_easy_encoder", (void **)&xz.easy_encoder},
         {"lzma_code", (void **)&xz.code},
         {"lzma_end", (void **)&xz.end},
         {"lzma_stream_buffer_bound", (void **)&xz.bound},
         {"lzma_stream_decoder", (void **)&xz.stream_decoder}, /* last: non-NULL means loaded */
     };
-    for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
-        *syms[i].slot = dlsym(lib, syms[i].name);
-        if (*syms[i].slot == NULL) {
-            snprintf(xz_load_error, sizeof(xz_load_error), "liblzma has no %s", syms[i].name);
-            xz.stream_decoder = NULL;
-            return;
-        }
+    if (!sm_library_load("liblzma.so.5", syms, sizeof(syms) / sizeof(syms[0]), xz_load_error,
+                         sizeof(xz_load_error))) {
+        return;
     }
 }
 

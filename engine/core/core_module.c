@@ -1,5 +1,6 @@
 /* Shared modules loaded on first use (module.h): dlopen by bare name (else from the program's
- * and the build tree's directory), dlsym of the one table. */
+ * and the build tree's directory), dlsym of the one table; and system libraries loaded on first
+ * use, dlsym of each entry point. */
 #include "shardmill/sm_config.h"
 
 #include "shardmill/module.h"
@@ -118,4 +119,28 @@ sm_status sm_module_load(const char *file, const char *symbol, uint32_t size, in
         sm_err_where(err, "%s", file);
     }
     return st;
+}
+
+bool sm_library_load(const char *soname, const struct sm_library_sym *syms, size_t nsyms, char *why,
+                     size_t why_cap)
+{
+    pthread_mutex_lock(&load_mu);
+    void *lib = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
+    bool ok = lib != NULL;
+    if (!ok) {
+        const char *e = dlerror();
+        snprintf(why, why_cap, "%s", e != NULL ? e : "dlopen failed");
+    }
+    for (size_t i = 0; ok && i < nsyms; i++) {
+        *syms[i].slot = dlsym(lib, syms[i].name);
+        if (*syms[i].slot == NULL) {
+            snprintf(why, why_cap, "%s has no %s", soname, syms[i].name);
+            ok = false;
+        }
+    }
+    for (size_t i = 0; !ok && i < nsyms; i++) {
+        *syms[i].slot = NULL;
+    }
+    pthread_mutex_unlock(&load_mu);
+    return ok;
 }

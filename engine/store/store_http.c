@@ -17,7 +17,6 @@
 #include "shardmill/store.h"
 
 #include <curl/curl.h>
-#include <dlfcn.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -27,6 +26,7 @@
 #include <time.h>
 
 #include "shardmill/alloc.h"
+#include "shardmill/module.h"
 #include "shardmill/clock.h"
 #include "store_http_int.h"
 
@@ -922,15 +922,7 @@ static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 /* Loads libcurl and resolves every entry point, or records why not (curl.easy_init stays NULL). */
 static void curl_init_once(void)
 {
-    void *lib = dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
-    if (lib == NULL) {
-        snprintf(curl_load_error, sizeof(curl_load_error), "%s", dlerror());
-        return;
-    }
-    struct {
-        const char *name;
-        void **slot;
-    } syms[] = {
+    static const struct sm_library_sym syms[] = {
         {"curl_global_init", (void **)&curl.global_init},
         {"curl_easy_cleanup", (void **)&curl.easy_cleanup},
         {"curl_easy_reset", (void **)&curl.easy_reset},
@@ -945,13 +937,9 @@ static void curl_init_once(void)
         {"curl_slist_free_all", (void **)&curl.slist_free_all},
         {"curl_easy_init", (void **)&curl.easy_init}, /* last: non-NULL means all loaded */
     };
-    for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
-        *syms[i].slot = dlsym(lib, syms[i].name);
-        if (*syms[i].slot == NULL) {
-            snprintf(curl_load_error, sizeof(curl_load_error), "libcurl has no %s", syms[i].name);
-            curl.easy_init = NULL;
-            return;
-        }
+    if (!sm_library_load("libcurl.so.4", syms, sizeof(syms) / sizeof(syms[0]), curl_load_error,
+                         sizeof(curl_load_error))) {
+        return;
     }
     const CURLcode cc = curl.global_init(CURL_GLOBAL_DEFAULT);
     if (cc != CURLE_OK) {
