@@ -282,81 +282,23 @@ def case_real(work):
     return 0
 
 
-def case_tiff(work):
-    """The real CT as a tifffile slice stack and a tiffcp LZW multi-page file: plain (2 threads)
-    and mpirun -n 3 ingests of each have the shards of the raw CT's plain ingest, byte for byte."""
+CT_RAW = ("raw", ", raw: {dtype: int16, shape: [108, 256, 256]}")
+
+
+def real_ct():
+    """The real CT as int16 [108, 256, 256], or None (skipped) when it is absent."""
     ct = os.path.join(REPO, "data", "ct", "matrix.dat")
     if not os.path.exists(ct):
         print("skip: data/ct/matrix.dat missing (scripts/fetch-data.sh)")
-        return 77
-    import tifffile
+        return None, None
+    return ct, np.fromfile(ct, dtype="<i2").reshape(108, 256, 256)
 
-    vol = np.fromfile(ct, dtype="<i2").reshape(108, 256, 256)
+
+def ct_identity_runs(work, vol, runs):
+    """Each run (label, store, format, extra input keys, ranks, threads) ingests the CT in the
+    same layout; its checksums must equal NumPy's and its shards the first run's, byte for byte."""
     checksum, weighted, _ = np_result(vol)
-    stack = os.path.join(work, "ct-slices")
-    shutil.rmtree(stack, ignore_errors=True)
-    os.makedirs(stack)
-    for z in range(vol.shape[0]):
-        tifffile.imwrite(os.path.join(stack, f"ct{z}.tif"), vol[z])
-    plain_tif = os.path.join(work, "ct-plain.tif")
-    with tifffile.TiffWriter(plain_tif) as w:
-        for z in range(vol.shape[0]):
-            w.write(vol[z], contiguous=False)
-    lzw = os.path.join(work, "ct-lzw.tif")
-    r = subprocess.run(["tiffcp", "-c", "lzw", plain_tif, lzw], capture_output=True, text=True)
-    if not check(r.returncode == 0, f"tiffcp -c lzw ({r.stderr.strip()})"):
-        return 0
     layout = "shard: [16, 64, 64], chunk: [8, 32, 32]"
-    runs = [("raw", ct, "raw", ", raw: {dtype: int16, shape: [108, 256, 256]}", 0, 2)]
-    for ranks, threads in ((0, 2), (3, 1)):
-        runs.append(("stack", stack, "tiff", "", ranks, threads))
-        runs.append(("lzw", lzw, "tiff", "", ranks, threads))
-    ref = None
-    for label, store, fmt, extra, ranks, threads in runs:
-        name = f"CT {label} {'plain' if ranks == 0 else f'mpirun -n {ranks}'} x{threads}"
-        d = os.path.join(work, f"{label}-{ranks}x{threads}")
-        shutil.rmtree(d, ignore_errors=True)
-        os.makedirs(d)
-        cfg = os.path.join(d, "job.yaml")
-        write_cfg(cfg, store, fmt, extra)
-        text = open(cfg).read().replace("shard: [8, 32, 32], chunk: [4, 16, 16]", layout)
-        open(cfg, "w").write(text)
-        p = ingest(d, "job.yaml", ranks, threads)
-        if not check(p is not None and p.returncode == 0,
-                     f"{name}: exit 0 ({p and p.stderr.strip()[-300:]})"):
-            continue
-        res = json.load(open(os.path.join(d, "report.json")))["result"]
-        check(res["checksum"] == checksum and res["weighted_checksum"] == weighted,
-              f"{name}: checksums == NumPy's of the raw CT")
-        shards = os.path.join(d, "out.zarr", "c")
-        if ref is None:
-            ref = shards
-            continue
-        ok, why = same_tree(shards, ref)
-        check(ok, f"{name}: shards byte-identical to the raw CT's plain ingest ({why})")
-    return 0
-
-
-def case_hdf5(work):
-    """The real CT written by h5py as a chunked gzip+shuffle dataset in a nested group: plain
-    (2 threads) and mpirun -n 3 ingests have the shards of the raw CT's plain ingest, byte for
-    byte (each rank reads only its shards' hyperslabs)."""
-    ct = os.path.join(REPO, "data", "ct", "matrix.dat")
-    if not os.path.exists(ct):
-        print("skip: data/ct/matrix.dat missing (scripts/fetch-data.sh)")
-        return 77
-    import h5py
-
-    vol = np.fromfile(ct, dtype="<i2").reshape(108, 256, 256)
-    checksum, weighted, _ = np_result(vol)
-    h5 = os.path.join(work, "ct.h5")
-    with h5py.File(h5, "w") as f:
-        f.create_dataset("/exchange/data", data=vol, chunks=(8, 64, 64), compression="gzip",
-                         compression_opts=4, shuffle=True)
-    layout = "shard: [16, 64, 64], chunk: [8, 32, 32]"
-    runs = [("raw", ct, "raw", ", raw: {dtype: int16, shape: [108, 256, 256]}", 0, 2),
-            ("hdf5", h5, "hdf5", ", hdf5: {dataset: /exchange/data}", 0, 2),
-            ("hdf5", h5, "hdf5", ", hdf5: {dataset: /exchange/data}", 3, 1)]
     ref = None
     for label, store, fmt, extra, ranks, threads in runs:
         name = f"CT {label} {'plain' if ranks == 0 else f'mpirun -n {ranks}'} x{threads}"
@@ -383,6 +325,54 @@ def case_hdf5(work):
             continue
         ok, why = same_tree(shards, ref)
         check(ok, f"{name}: shards byte-identical to the raw CT's plain ingest ({why})")
+
+
+def case_tiff(work):
+    """The real CT as a tifffile slice stack and a tiffcp LZW multi-page file: plain (2 threads)
+    and mpirun -n 3 ingests of each have the shards of the raw CT's plain ingest, byte for byte."""
+    ct, vol = real_ct()
+    if ct is None:
+        return 77
+    import tifffile
+
+    stack = os.path.join(work, "ct-slices")
+    shutil.rmtree(stack, ignore_errors=True)
+    os.makedirs(stack)
+    for z in range(vol.shape[0]):
+        tifffile.imwrite(os.path.join(stack, f"ct{z}.tif"), vol[z])
+    plain_tif = os.path.join(work, "ct-plain.tif")
+    with tifffile.TiffWriter(plain_tif) as w:
+        for z in range(vol.shape[0]):
+            w.write(vol[z], contiguous=False)
+    lzw = os.path.join(work, "ct-lzw.tif")
+    r = subprocess.run(["tiffcp", "-c", "lzw", plain_tif, lzw], capture_output=True, text=True)
+    if not check(r.returncode == 0, f"tiffcp -c lzw ({r.stderr.strip()})"):
+        return 0
+    runs = [("raw", ct) + CT_RAW + (0, 2)]
+    for ranks, threads in ((0, 2), (3, 1)):
+        runs.append(("stack", stack, "tiff", "", ranks, threads))
+        runs.append(("lzw", lzw, "tiff", "", ranks, threads))
+    ct_identity_runs(work, vol, runs)
+    return 0
+
+
+def case_hdf5(work):
+    """The real CT written by h5py as a chunked gzip+shuffle dataset in a nested group: plain
+    (2 threads) and mpirun -n 3 ingests have the shards of the raw CT's plain ingest, byte for
+    byte (each rank reads only its shards' hyperslabs)."""
+    ct, vol = real_ct()
+    if ct is None:
+        return 77
+    import h5py
+
+    h5 = os.path.join(work, "ct.h5")
+    with h5py.File(h5, "w") as f:
+        f.create_dataset("/exchange/data", data=vol, chunks=(8, 64, 64), compression="gzip",
+                         compression_opts=4, shuffle=True)
+    dataset = ", hdf5: {dataset: /exchange/data}"
+    ct_identity_runs(work, vol, [("raw", ct) + CT_RAW + (0, 2),
+                                 ("hdf5", h5, "hdf5", dataset, 0, 2),
+                                 ("hdf5", h5, "hdf5", dataset, 3, 1)])
     return 0
 
 
