@@ -123,6 +123,49 @@ def do_ingest(c, args, work, label, store, want, raw=None, fmt=None, pixdim=None
     return (label, out, want, [([1] * want.ndim, [max(1, s - 2) for s in want.shape])])
 
 
+# ---- the real CT as the reference of other sources (test_ingest_tiff.py, test_ingest_hdf5.py) ----
+
+CT_LAYOUT = ((16, 64, 64), (8, 32, 32))
+
+
+def real_ct():
+    """(path, int16 [108, 256, 256]) of data/ct/matrix.dat, or (None, None) when it is absent."""
+    ct = os.path.join(cc.REPO, "data", "ct", "matrix.dat")
+    if not os.path.isfile(ct):
+        print(f"SKIP ct: {ct} absent (run scripts/fetch-data.sh)")
+        return None, None
+    return ct, np.fromfile(ct, dtype="<i2").reshape(108, 256, 256).astype(np.int16)
+
+
+def ingest_raw_ct(c, args, work, ct, want):
+    return do_ingest(c, args, work, "ct_raw", ct, want,
+                     {"dtype": "int16", "shape": [108, 256, 256], "byte_order": "little"},
+                     "raw", decode=False, layout=CT_LAYOUT)
+
+
+def shard_bytes(out):
+    """Every shard object of an output (zarr.json and the marker differ: provenance)."""
+    files = {}
+    for rel in cc.files_under(out):
+        if rel.startswith("c/") or rel.startswith("c" + os.sep):
+            files[rel] = open(os.path.join(out, rel), "rb").read()
+    return files
+
+
+def same_shards_as_raw(c, raw, runs):
+    """Each ingest result of `runs` has the shards of the raw CT ingest `raw`, byte for byte."""
+    if not raw:
+        return
+    ref = shard_bytes(raw[1])
+    for r in runs:
+        if r:
+            got = shard_bytes(r[1])
+            c.check(f"{r[0]}: shards byte-identical to the raw CT ingest ({len(ref)} shards)",
+                    got == ref and len(ref) > 0,
+                    f"{len(got)} vs {len(ref)} shards; differ: "
+                    f"{sorted(k for k in ref if got.get(k) != ref[k])[:3]}")
+
+
 # ---- raw ----
 
 def group_raw(c, args, work):

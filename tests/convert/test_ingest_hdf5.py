@@ -126,36 +126,17 @@ def group_types(c, args, work):
     cc.zarrita_read_all(c, args.node, work, reads)
 
 
-def shard_bytes(out):
-    """Every shard object of an output (zarr.json and the marker differ: provenance)."""
-    files = {}
-    for rel in cc.files_under(out):
-        if rel.startswith("c/") or rel.startswith("c" + os.sep):
-            files[rel] = open(os.path.join(out, rel), "rb").read()
-    return files
-
-
 def group_ct(c, args, work):
-    ct = os.path.join(cc.REPO, "data", "ct", "matrix.dat")
-    if not os.path.isfile(ct):
-        print(f"SKIP ct: {ct} absent (run scripts/fetch-data.sh)")
+    ct, want = ti.real_ct()
+    if ct is None:
         return SKIP
-    want = np.fromfile(ct, dtype="<i2").reshape(108, 256, 256).astype(np.int16)
-    layout = ((16, 64, 64), (8, 32, 32))
-    raw = ti.do_ingest(c, args, work, "ct_raw", ct, want,
-                       {"dtype": "int16", "shape": [108, 256, 256], "byte_order": "little"},
-                       "raw", decode=False, layout=layout)
+    raw = ti.ingest_raw_ct(c, args, work, ct, want)
     h5 = os.path.join(work, "ct.h5")
     write_h5(h5, "/exchange/data", want, chunks=(8, 64, 64), compression="gzip",
              compression_opts=4, shuffle=True)
-    run = do_h5(c, args, work, "ct_hdf5", h5, "/exchange/data", want, layout=layout,
+    run = do_h5(c, args, work, "ct_hdf5", h5, "/exchange/data", want, layout=ti.CT_LAYOUT,
                 decode=False, filters="shuffle,deflate")
-    if raw and run:
-        ref, got = shard_bytes(raw[1]), shard_bytes(run[1])
-        c.check(f"ct_hdf5: shards byte-identical to the raw CT ingest ({len(ref)} shards)",
-                got == ref and len(ref) > 0,
-                f"{len(got)} vs {len(ref)} shards; differ: "
-                f"{sorted(k for k in ref if got.get(k) != ref[k])[:3]}")
+    ti.same_shards_as_raw(c, raw, [run])
     return None  # values: shardmill read in check_ingested; zarrita.js reads `types`
 
 

@@ -101,25 +101,11 @@ def group_types(c, args, work):
     cc.zarrita_read_all(c, args.node, work, reads)
 
 
-def shard_bytes(out):
-    """Every shard object of an output (zarr.json and the marker differ: provenance)."""
-    files = {}
-    for rel in cc.files_under(out):
-        if rel.startswith("c/") or rel.startswith("c" + os.sep):
-            files[rel] = open(os.path.join(out, rel), "rb").read()
-    return files
-
-
 def group_ct(c, args, work):
-    ct = os.path.join(cc.REPO, "data", "ct", "matrix.dat")
-    if not os.path.isfile(ct):
-        print(f"SKIP ct: {ct} absent (run scripts/fetch-data.sh)")
+    ct, want = ti.real_ct()
+    if ct is None:
         return SKIP
-    want = np.fromfile(ct, dtype="<i2").reshape(108, 256, 256).astype(np.int16)
-    layout = ((16, 64, 64), (8, 32, 32))
-    raw = ti.do_ingest(c, args, work, "ct_raw", ct, want,
-                       {"dtype": "int16", "shape": [108, 256, 256], "byte_order": "little"},
-                       "raw", decode=False, layout=layout)
+    raw = ti.ingest_raw_ct(c, args, work, ct, want)
     stack = os.path.join(work, "ct_slices")
     write_stack(stack, want)
     plain = os.path.join(work, "ct_plain.tif")
@@ -128,18 +114,10 @@ def group_ct(c, args, work):
     tiffcp(plain, lzw, "lzw")
     os.unlink(plain)
     runs = [ti.do_ingest(c, args, work, "ct_stack", stack, want, fmt="tiff", decode=False,
-                         layout=layout),
+                         layout=ti.CT_LAYOUT),
             ti.do_ingest(c, args, work, "ct_lzw", lzw, want, fmt="tiff", decode=False,
-                         layout=layout)]
-    if raw:
-        ref = shard_bytes(raw[1])
-        for r in runs:
-            if r:
-                got = shard_bytes(r[1])
-                c.check(f"{r[0]}: shards byte-identical to the raw CT ingest ({len(ref)} shards)",
-                        got == ref and len(ref) > 0,
-                        f"{len(got)} vs {len(ref)} shards; differ: "
-                        f"{sorted(k for k in ref if got.get(k) != ref[k])[:3]}")
+                         layout=ti.CT_LAYOUT)]
+    ti.same_shards_as_raw(c, raw, runs)
     cc.zarrita_read_all(c, args.node, work, [(r[0], r[1], r[2], []) for r in runs if r])
     return None
 
