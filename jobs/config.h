@@ -88,6 +88,8 @@ struct sm_job_config {
         enum sm_exists_policy exists; /* output.exists (error) */
         bool fsync;                   /* output.fsync (true) */
         enum sm_sync_kind sync;       /* output.sync: syncfs | fsync (syncfs) */
+        uint64_t ome_levels;          /* output.ome.levels (0 = auto) */
+        char *ome_method;             /* output.ome.method (NULL: no OME-Zarr image) */
     } output;
 
     struct {

@@ -365,6 +365,27 @@ const struct sm_cfg_key sm_cfg_keys[] = {
              "its rename and each directory after (same guarantee, one fsync per file)",
      .example = "fsync",
      FIELD(output.sync)},
+    {.path = "output.ome.levels",
+     .type = SM_CFG_UINT,
+     .flags = SM_CFGF_AUTO,
+     .def = "auto",
+     .def_doc = "auto (stored as 0): down to the first level whose largest axis is <= 256 voxels; "
+                "giving this key (or output.ome.method) makes the output an OME-Zarr image",
+     .min = 1,
+     .max = 32,
+     .help = "OME-Zarr 0.5 image output (SPEC §2): the arrays 0 .. levels-1 of a multiscale "
+             "pyramid, level k+1 the 2x2x2 mean of level k",
+     .example = "4",
+     FIELD(output.ome_levels)},
+    {.path = "output.ome.method",
+     .type = SM_CFG_NAME,
+     .choices = "mean",
+     .flags = SM_CFGF_NULLABLE,
+     .def_doc = "mean when output.ome.levels is given; otherwise no OME-Zarr image (a plain array)",
+     .help = "how a level is made from the one above it: mean = float64 sum of the float32 values "
+             "of each 2x2x2 block in C order, divided by the count, rounded once (SPEC §2)",
+     .example = "mean",
+     FIELD(output.ome_method)},
 
     {.path = "export.hdf5.path",
      .type = SM_CFG_STRING,

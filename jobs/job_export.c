@@ -187,9 +187,10 @@ static sm_status open_output(const struct sm_job_config *c, const struct sm_writ
     o.limits.max_chunk_bytes = c->limits.max_chunk_bytes;
     struct sm_meta_docs docs = SM_META_DOCS_INIT;
     docs.kind = SM_META_DOCS_V3;
-    sm_status st = sm_buf_set(&docs.doc, sm_writer_zarr_json(w), err);
+    /* an OME-Zarr image (output.ome) exports its level 0, the array "0" */
+    sm_status st = sm_buf_set(&docs.doc, sm_writer_zarr_json(sm_writer_level(w, 0)), err);
     if (st == SM_OK) {
-        st = sm_array_open_docs(*store, "", &o, &docs, a, err);
+        st = sm_array_open_docs(*store, sm_writer_levels(w) > 0 ? "0" : "", &o, &docs, a, err);
     }
     sm_meta_docs_free(&docs);
     return st;

@@ -57,6 +57,10 @@ void sm_job_run_output(const struct sm_job_config *c, struct sm_run_output *o)
     o->codec = c->output.codec;
     o->level = (int)c->output.codec_level;
     o->policy = sm_job_output_opts(c);
+    if (c->output.ome_method != NULL) { /* output.ome (SPEC §2) */
+        o->ome.levels =
+            c->output.ome_levels == 0 ? SM_RUN_OME_AUTO : (unsigned)c->output.ome_levels;
+    }
 }
 
 sm_status sm_job_open_input(const struct sm_job_config *c, struct sm_store **store,

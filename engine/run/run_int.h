@@ -25,6 +25,14 @@ void run_progress_begin(const struct sm_run_progress *p, const char *phase, cons
                         uint64_t total);
 void run_progress_end(const struct sm_run_progress *p, bool ok);
 
+/* output.ome (run_pyramid.c): the group writer of an OME-Zarr image whose level 0 has `shape`,
+ * its attributes the OME metadata plus `attrs` (the provenance). */
+sm_status run_ome_writer(const struct sm_run_output *o, unsigned nd, const uint64_t *shape,
+                         enum sm_dtype dtype, const struct json_t *attrs, struct sm_writer **w,
+                         struct sm_err *err);
+/* Adds "spacing" (and "unit") to attrs.shardmill when output.ome or input.spacing gives them. */
+void run_provenance_spacing(struct json_t *attrs, const struct sm_run_ome *ome, unsigned nd);
+
 static inline double run_ms(uint64_t ns)
 {
     return (double)ns / 1e6;
