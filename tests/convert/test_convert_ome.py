@@ -118,6 +118,28 @@ def check_ome(c, out, nlev, spacing=(1.0, 1.0, 1.0)):
         shape = [(n + 1) // 2 for n in shape]
 
 
+def check_ngff(c, args, out, shapes, spacing, unit):
+    """@fideus-labs/ngff-zarr (an independent OME-Zarr reader, with its schema validation) opens
+    the image and lists the levels, their shapes and scales."""
+    env = dict(os.environ, SM_ZARRITA_JS=cc.JS_DIR)
+    mod = os.path.join(cc.JS_DIR, "node_modules", "@fideus-labs", "ngff-zarr", "package.json")
+    if not os.path.exists(mod):
+        c.check("@fideus-labs/ngff-zarr installed (scripts/install-deps.sh)", False, mod)
+        return
+    r = cc.run([args.node, os.path.join(HERE, "js", "ngff_levels.mjs"), out], env=env)
+    if not c.check("ngff-zarr opens the image (validate: true)", r.returncode == 0,
+                   cc.describe(r)):
+        return
+    d = json.loads(r.stdout.strip().splitlines()[-1])
+    c.check("ngff-zarr: version 0.5, axes z y x space with the unit",
+            d.get("version") == "0.5" and d.get("axes") ==
+            [[n, "space", unit] for n in ("z", "y", "x")], d.get("axes"))
+    got = [(x["path"], x["shape"], x["scale"]) for x in d.get("levels", [])]
+    want = [(str(k), shp, [s * 2 ** k for s in spacing]) for k, shp in enumerate(shapes)]
+    c.check(f"ngff-zarr lists {len(shapes)} levels with shapes and scales", got == want,
+            f"{got} vs {want}")
+
+
 def check_marker_levels(c, out, nlev):
     mk = json.load(open(os.path.join(out, "shardmill.complete.json")))
     keys = []
@@ -155,10 +177,17 @@ def case_levels(c, args, work):
     for k in range(4):
         cc.shardmill_read(c, args.shardmill, f"level {k}", os.path.join(out, str(k)), refs[k],
                           work)
+    if err is None:
+        check_ngff(c, args, out, [list(x.shape) for x in refs], [1.0, 1.0, 1.0], None)
     r = cc.run([args.shardmill, "verify", out])
     c.check("verify of the image passes", r.returncode == 0, cc.describe(r) + r.stdout)
     r = cc.run([args.shardmill, "info", out])
     c.check("info on the image exits 0", r.returncode == 0, cc.describe(r))
+    if r.returncode == 0:
+        lv = json.loads(r.stdout).get("multiscales", [{}])[0].get("levels", [])
+        c.check("info lists every level with its shape and scale",
+                [(x.get("path"), x.get("shape"), x.get("scale")) for x in lv] ==
+                [(str(k), list(refs[k].shape), [float(2 ** k)] * 3) for k in range(4)], lv)
     # damage one level-2 shard: verify must name it
     victim = os.path.join(out, "2", "c", "0", "0", "0")
     data = bytearray(open(victim, "rb").read())
