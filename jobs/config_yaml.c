@@ -541,6 +541,8 @@ static sm_status parse_value(struct lctx *cx, const struct sm_cfg_key *k, const 
             put_string(p, NULL);
         } else if (k->type == SM_CFG_DIMS) {
             memset(p, 0, sizeof(struct sm_cfg_dims));
+        } else if (k->type == SM_CFG_FLOATS) {
+            memset(p, 0, sizeof(struct sm_cfg_floats));
         } else if (k->type == SM_CFG_RANGE) {
             bool f = false;
             double z = 0;
@@ -554,6 +556,28 @@ static sm_status parse_value(struct lctx *cx, const struct sm_cfg_key *k, const 
         struct sm_cfg_dims d;
         SM_TRY(parse_dims(cx, k, n, &d));
         memcpy(p, &d, sizeof(d));
+        return SM_OK;
+    }
+    if (k->type == SM_CFG_FLOATS) {
+        struct sm_cfg_floats f;
+        memset(&f, 0, sizeof(f));
+        if (n->kind != Y_SEQ) {
+            return type_error(cx, k, n);
+        }
+        if (n->nkids > SM_CFG_MAX_DIMS) {
+            FAIL_AT(cx, n, "%s: %u values, at most %d", k->path, n->nkids, SM_CFG_MAX_DIMS);
+        }
+        const bool pos = (k->flags & SM_CFGF_POSITIVE) != 0;
+        for (const struct ynode *e = n->kids; e != NULL; e = e->next, f.n++) {
+            if (e->kind != Y_SCALAR || !parse_float(e->text, &f.v[f.n]) ||
+                (pos && !(f.v[f.n] > 0))) {
+                char got[64];
+                FAIL_AT(cx, e, "%s[%u]: expected a %s number, got %s", k->path, f.n,
+                        pos ? "positive" : "finite", describe(e, got, sizeof(got)));
+            }
+        }
+        f.set = true;
+        memcpy(p, &f, sizeof(f));
         return SM_OK;
     }
     if (k->type == SM_CFG_RANGE) {
@@ -672,6 +696,7 @@ static sm_status parse_value(struct lctx *cx, const struct sm_cfg_key *k, const 
     }
     case SM_CFG_DIMS:
     case SM_CFG_RANGE:
+    case SM_CFG_FLOATS:
         break; /* handled above */
     }
     return SM_OK;
@@ -947,6 +972,8 @@ static bool present(const struct lctx *cx, const struct sm_cfg_key *k)
     }
     case SM_CFG_DIMS:
         return ((const struct sm_cfg_dims *)(const void *)p)->set;
+    case SM_CFG_FLOATS:
+        return ((const struct sm_cfg_floats *)(const void *)p)->set;
     case SM_CFG_RANGE: {
         bool set;
         memcpy(&set, (const char *)cx->cfg + k->off_set, sizeof(set));

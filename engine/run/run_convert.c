@@ -330,12 +330,18 @@ static sm_status convert_ranks(const struct sm_convert_run *p, struct sm_run_res
     struct sm_output_spec spec;
     if (st == SM_OK) {
         attrs = provenance(p, &su, r, &res->norm, m->ndim);
-        run_provenance_spacing(attrs, &p->output.ome, m->ndim);
         st = sm_run_output_spec(&p->output, m->ndim, su.shape, SM_DT_FLOAT32, attrs, &spec, err);
     }
+    struct sm_run_output oo = p->output; /* output.ome with the input's spacing where unset */
+    char unit[48];
+    if (st == SM_OK) { /* collective; reads the input's group only for an OME-Zarr output */
+        st = run_ome_geometry(res->store, c->input.array, m->ndim, su.off, oo.ome.levels != 0,
+                              &oo.ome, unit, sizeof(unit), err);
+    }
     if (st == SM_OK) { /* output.ome: an OME-Zarr image whose level 0 is this array */
-        st = p->output.ome.levels != 0
-                 ? run_ome_writer(&p->output, m->ndim, su.shape, SM_DT_FLOAT32, attrs, &w, err)
+        run_provenance_spacing(attrs, &oo.ome, m->ndim);
+        st = oo.ome.levels != 0
+                 ? run_ome_writer(&oo, m->ndim, su.shape, SM_DT_FLOAT32, attrs, &w, err)
                  : sm_writer_new(&spec, &w, err);
     }
     if (st == SM_OK && rank == 0) {

@@ -30,6 +30,12 @@ void run_progress_end(const struct sm_run_progress *p, bool ok);
 sm_status run_ome_writer(const struct sm_run_output *o, unsigned nd, const uint64_t *shape,
                          enum sm_dtype dtype, const struct json_t *attrs, struct sm_writer **w,
                          struct sm_err *err);
+/* Fills what ome lacks (spacing, origin, unit) from the OME-Zarr multiscales of the group that
+ * holds input.array (collective: rank 0 reads the group document, all ranks get the values); the
+ * origin is moved to the ROI's first voxel. unit_buf holds a unit read. */
+sm_status run_ome_geometry(struct sm_store *store, const char *array, unsigned nd,
+                           const uint64_t *roi_off, bool read, struct sm_run_ome *ome,
+                           char *unit_buf, size_t unit_cap, struct sm_err *err);
 /* Adds "spacing" (and "unit") to attrs.shardmill when output.ome or input.spacing gives them. */
 void run_provenance_spacing(struct json_t *attrs, const struct sm_run_ome *ome, unsigned nd);
 

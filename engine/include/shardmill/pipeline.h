@@ -131,6 +131,7 @@ struct sm_run_ome {
     unsigned levels;
     struct sm_run_spacing {
         bool set;
+        unsigned n; /* values given (must be the input's dimensions) */
         double v[SM_MAX_DIMS];
     } spacing, origin;
     const char *unit;
