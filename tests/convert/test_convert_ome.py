@@ -12,6 +12,8 @@ Cases:
             mpirun -n 2 and 3.
   resume    a run stopped by SIGKILL while level 2 is being written (no marker, verify fails)
             and resumed gives the same tree as a clean run.
+  spacing   input.spacing/unit/origin reach scale and translation exactly (also through
+            @fideus-labs/ngff-zarr); an OME-Zarr input's own scale is the default.
 Usage: test_convert_ome.py --shardmill BIN --node NODE --work DIR --case CASE [--mpiexec BIN]
 """
 
@@ -303,17 +305,83 @@ def case_resume(c, args, work):
     c.check("resumed tree == clean tree, byte for byte", not diffs, diffs[:6])
 
 
+def case_spacing(c, args, work):
+    """input.spacing/unit/origin reach the OME scale and translation exactly; an OME-Zarr input's
+    own scale is the default; a wrong count is refused."""
+    inp = os.path.join(work, "in.zarr")
+    make_input(inp, seed=3)
+    sp = [1.5, 0.957, 0.957]
+    org = [-10.25, 3.5, 7.0]
+    out = os.path.join(work, "mm.zarr")
+    cfg = job(os.path.join(work, "mm.yaml"), inp, out, levels=3,
+              extra={"input": {"store": inp, "spacing": sp, "unit": "millimeter",
+                               "origin": org}})
+    r = cc.run([args.shardmill, "run", cfg])
+    if not c.check("convert with input.spacing/unit/origin exits 0", r.returncode == 0,
+                   cc.describe(r)):
+        return
+    g = json.load(open(os.path.join(out, "zarr.json")))["attributes"]
+    m = g["ome"]["multiscales"][0]
+    c.check("axes carry unit millimeter",
+            [a.get("unit") for a in m["axes"]] == ["millimeter"] * 3, m["axes"])
+    for k, d in enumerate(m["datasets"]):
+        ct = d["coordinateTransformations"]
+        want_t = [o + s * (2 ** k - 1) / 2 for o, s in zip(org, sp)]
+        c.check(f"level {k}: scale = spacing x 2^{k} exactly, translation = origin + "
+                f"spacing x (2^{k} - 1) / 2",
+                len(ct) == 2 and ct[0] == {"type": "scale", "scale": [s * 2 ** k for s in sp]}
+                and ct[1] == {"type": "translation", "translation": want_t}, ct)
+    c.check("provenance shardmill.spacing/unit/origin",
+            g["shardmill"].get("spacing") == sp and g["shardmill"].get("unit") == "millimeter"
+            and g["shardmill"].get("origin") == org, g["shardmill"])
+    if cc.node_ok(args.node) is None:
+        shapes = [list(ROI)]
+        for _ in range(2):
+            shapes.append([(n + 1) // 2 for n in shapes[-1]])
+        check_ngff(c, args, out, shapes, sp, "millimeter")
+    # an OME-Zarr input: level 0 of that image, a ROI inside it, no spacing given
+    out2 = os.path.join(work, "from_ome.zarr")
+    cfg2 = cc.write_config(os.path.join(work, "from_ome.yaml"), {
+        "job": "convert", "input": {"store": out, "array": "0"},
+        "roi": {"offset": [1, 2, 3], "shape": [8, 9, 10]},
+        "histogram": {"bins": 16, "range": [0, 2]}, "normalize": {"mode": "scale", "divisor": 1},
+        "output": {"path": out2, "ome": {"levels": 2}}, "progress": False})
+    r = cc.run([args.shardmill, "run", cfg2])
+    if c.check("convert of an OME-Zarr level exits 0", r.returncode == 0, cc.describe(r)):
+        m2 = json.load(open(os.path.join(out2, "zarr.json")))["attributes"]["ome"][
+            "multiscales"][0]
+        ct = m2["datasets"][0]["coordinateTransformations"]
+        c.check("the input's scale, unit and translation (moved to the ROI) are kept",
+                ct == [{"type": "scale", "scale": sp},
+                       {"type": "translation",
+                        "translation": [o + s * f for o, s, f in zip(org, sp, [1, 2, 3])]}]
+                and m2["axes"][2].get("unit") == "millimeter", ct)
+    cfg3 = job(os.path.join(work, "bad.yaml"), inp, os.path.join(work, "bad.zarr"),
+               extra={"input": {"store": inp, "spacing": [1.0, 2.0]}})
+    r = cc.run([args.shardmill, "run", cfg3])
+    lines = cc.one_error_line(r.stderr)
+    c.check("input.spacing of 2 values for 3 axes: exit 2, one line naming input.spacing",
+            r.returncode == 2 and len(lines) == 1 and "input.spacing" in lines[0],
+            cc.describe(r))
+    cfg4 = job(os.path.join(work, "neg.yaml"), inp, os.path.join(work, "neg.zarr"),
+               extra={"input": {"store": inp, "spacing": [1.0, -2.0, 1.0]}})
+    r = cc.run([args.shardmill, "run", cfg4])
+    c.check("a negative spacing: exit 2 naming input.spacing[1]",
+            r.returncode == 2 and "input.spacing[1]" in r.stderr, cc.describe(r))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shardmill", required=True)
     ap.add_argument("--node", default="")
     ap.add_argument("--work", required=True)
     ap.add_argument("--mpiexec", default="")
-    ap.add_argument("--case", required=True, choices=["levels", "identity", "resume"])
+    ap.add_argument("--case", required=True, choices=["levels", "identity", "resume", "spacing"])
     args = ap.parse_args()
     work = cc.fresh_dir(os.path.join(args.work, args.case))
     c = cc.Checks(f"convert.ome.{args.case}")
-    {"levels": case_levels, "identity": case_identity, "resume": case_resume}[args.case](
+    {"levels": case_levels, "identity": case_identity, "resume": case_resume,
+     "spacing": case_spacing}[args.case](
         c, args, work)
     return c.done()
 
