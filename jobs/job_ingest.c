@@ -161,7 +161,46 @@ sm_status sm_job_ingest(const struct sm_job_config *c, const char *report_path, 
     if (st == SM_OK) {
         st = hist_params(c, v.dtype, &bins, &lo, &hi, &have_hist, err);
     }
-    if (st == SM_OK) {
+    if (st == SM_OK && c->output.ome_method != NULL) {
+        /* output.ome: an OME-Zarr image; spacing, unit and origin from the config, else from
+         * the NIfTI header (SPEC §2) */
+        struct sm_run_output ro;
+        sm_job_run_output(c, &ro);
+        if (v.nifti && !ro.ome.spacing.set) {
+            ro.ome.spacing.set = true;
+            ro.ome.spacing.n = v.ndim;
+            for (unsigned d = 0; d < v.ndim && d < SM_MAX_DIMS; d++) {
+                ro.ome.spacing.v[d] = v.nii.spacing[d];
+            }
+        }
+        if (v.nifti && ro.ome.unit == NULL) {
+            ro.ome.unit = v.nii.unit;
+        }
+        if (v.nifti && !ro.ome.origin.set && v.nii.have_origin && v.ndim == 3) {
+            ro.ome.origin.set = true;
+            ro.ome.origin.n = 3;
+            memcpy(ro.ome.origin.v, v.nii.origin, sizeof(v.nii.origin));
+        }
+        if (!v.nifti && ro.ome.spacing.set) { /* raw: the configured spacing, in provenance */
+            json_t *pv = json_object_get(attrs, "shardmill");
+            json_t *sp = json_array();
+            for (unsigned d = 0; d < ro.ome.spacing.n; d++) {
+                json_array_append_new(sp, json_real(ro.ome.spacing.v[d]));
+            }
+            json_object_set_new(pv, "spacing", sp);
+            if (ro.ome.unit != NULL) {
+                json_object_set_new(pv, "unit", json_string(ro.ome.unit));
+            }
+        }
+        if (ro.ome.spacing.set && ro.ome.spacing.n != v.ndim) {
+            sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "has %u values, the input has %u axes",
+                       ro.ome.spacing.n, v.ndim);
+            sm_err_where(err, "input.spacing");
+            st = err->status;
+        } else {
+            st = sm_run_ome_writer(&ro, v.ndim, v.shape, v.dtype, attrs, &w, err);
+        }
+    } else if (st == SM_OK) {
         st = sm_writer_new(&spec, &w, err);
     }
     if (st == SM_OK) {
@@ -197,9 +236,15 @@ sm_status sm_job_ingest(const struct sm_job_config *c, const char *report_path, 
         in.hists = hists;
     }
     if (st == SM_OK) {
-        const struct sm_write_job job = {
-            0,    sm_writer_nshards(w), NULL, nthreads, fill_shard, &in, NULL,
-            NULL, sm_signals_flag()};
+        const struct sm_write_job job = {0,
+                                         sm_writer_nshards(sm_writer_level(w, 0)),
+                                         NULL,
+                                         nthreads,
+                                         fill_shard,
+                                         &in,
+                                         NULL,
+                                         NULL,
+                                         sm_signals_flag()};
         st = sm_job_write_output(w, out, &job, &wr, err);
     }
     const uint64_t t_total = sm_clock_ns() - t_start;

@@ -373,6 +373,15 @@ sm_status sm_run_write_output(const struct sm_writer *w, struct sm_output *out,
     }
     SM_TRY(st);
     SM_TRY(sm_output_flush(out, err));
+    if (sm_writer_levels(w) > 1) { /* an OME-Zarr image: the job wrote level 0 */
+        const struct sm_run_pyramid py = {
+            w, out, job->threads, (uint64_t)2 << 30, (uint64_t)1 << 30, {0}, job->stop};
+        struct sm_write_result more = {0};
+        SM_TRY(sm_run_pyramid(&py, &more, err));
+        res->written += more.written;
+        res->kept += more.kept;
+        res->bytes += more.bytes;
+    }
     SM_TRY(sm_stop_check(job->stop, err)); /* a signal after the last shard: no marker */
     return sm_output_finish(out, err);
 }

@@ -341,7 +341,7 @@ static sm_status convert_ranks(const struct sm_convert_run *p, struct sm_run_res
     if (st == SM_OK) { /* output.ome: an OME-Zarr image whose level 0 is this array */
         run_provenance_spacing(attrs, &oo.ome, m->ndim);
         st = oo.ome.levels != 0
-                 ? run_ome_writer(&oo, m->ndim, su.shape, SM_DT_FLOAT32, attrs, &w, err)
+                 ? sm_run_ome_writer(&oo, m->ndim, su.shape, SM_DT_FLOAT32, attrs, &w, err)
                  : sm_writer_new(&spec, &w, err);
     }
     if (st == SM_OK && rank == 0) {

@@ -25,11 +25,6 @@ void run_progress_begin(const struct sm_run_progress *p, const char *phase, cons
                         uint64_t total);
 void run_progress_end(const struct sm_run_progress *p, bool ok);
 
-/* output.ome (run_pyramid.c): the group writer of an OME-Zarr image whose level 0 has `shape`,
- * its attributes the OME metadata plus `attrs` (the provenance). */
-sm_status run_ome_writer(const struct sm_run_output *o, unsigned nd, const uint64_t *shape,
-                         enum sm_dtype dtype, const struct json_t *attrs, struct sm_writer **w,
-                         struct sm_err *err);
 /* Fills what ome lacks (spacing, origin, unit) from the OME-Zarr multiscales of the group that
  * holds input.array (collective: rank 0 reads the group document, all ranks get the values); the
  * origin is moved to the ROI's first voxel. unit_buf holds a unit read. */

@@ -149,9 +149,9 @@ json_t *sm_run_ome_attrs(const struct sm_run_ome *ome, unsigned nd, unsigned nle
     return attrs;
 }
 
-sm_status run_ome_writer(const struct sm_run_output *o, unsigned nd, const uint64_t *shape,
-                         enum sm_dtype dtype, const json_t *attrs, struct sm_writer **w,
-                         struct sm_err *err)
+sm_status sm_run_ome_writer(const struct sm_run_output *o, unsigned nd, const uint64_t *shape,
+                            enum sm_dtype dtype, const json_t *attrs, struct sm_writer **w,
+                            struct sm_err *err)
 {
     *w = NULL;
     struct sm_output_spec *levels = sm_calloc(SM_MAX_LEVELS, sizeof(*levels));

@@ -14,6 +14,8 @@ Cases:
             and resumed gives the same tree as a clean run.
   spacing   input.spacing/unit/origin reach scale and translation exactly (also through
             @fideus-labs/ngff-zarr); an OME-Zarr input's own scale is the default.
+  ingest    ingest with output.ome: NIfTI pixdim/units/origin and raw input.spacing reach the
+            OME scale exactly; uint16 levels are the means rounded half to even.
 Usage: test_convert_ome.py --shardmill BIN --node NODE --work DIR --case CASE [--mpiexec BIN]
 """
 
@@ -370,18 +372,96 @@ def case_spacing(c, args, work):
             r.returncode == 2 and "input.spacing[1]" in r.stderr, cc.describe(r))
 
 
+def down_int(a):
+    """SPEC §2 for integer levels: the mean rounded half to even."""
+    shp = tuple((n + 1) // 2 for n in a.shape)
+    s = np.zeros(shp, np.float64)
+    cnt = np.zeros(shp, np.float64)
+    for dz in (0, 1):
+        for dy in (0, 1):
+            for dx in (0, 1):
+                sub = a[dz::2, dy::2, dx::2].astype(np.float32).astype(np.float64)
+                s[:sub.shape[0], :sub.shape[1], :sub.shape[2]] += sub
+                cnt[:sub.shape[0], :sub.shape[1], :sub.shape[2]] += 1
+    return np.rint(s / cnt).astype(a.dtype)
+
+
+def case_ingest(c, args, work):
+    """ingest with output.ome: NIfTI pixdim/units/origin and raw input.spacing reach the OME
+    scale exactly; uint16 levels are the rounded-half-to-even means."""
+    import nibabel as nib
+    rng = np.random.default_rng(21)
+    xyz = rng.integers(0, 60000, (27, 22, 13)).astype(np.uint16)
+    aff = np.array([[0.8, 0, 0, -12.5], [0, 0.9, 0, 7.25], [0, 0, 1.5, 30.0], [0, 0, 0, 1]])
+    img = nib.Nifti1Image(xyz, aff)
+    img.header.set_xyzt_units("mm", "sec")
+    nii = os.path.join(work, "v.nii.gz")
+    nib.save(img, nii)
+    pix = [float(x) for x in nib.load(nii).header["pixdim"][1:4]][::-1]  # z, y, x
+    out = os.path.join(work, "nii.zarr")
+    cfg = cc.write_config(os.path.join(work, "nii.yaml"), {
+        "job": "ingest", "input": {"store": nii},
+        "output": {"path": out, "shard": [8, 8, 8], "chunk": [8, 8, 8], "fsync": False,
+                   "ome": {"levels": 3}},
+        "parallel": {"threads": 2}, "progress": False})
+    r = cc.run([args.shardmill, "run", cfg])
+    if not c.check("ingest of a NIfTI file with output.ome exits 0", r.returncode == 0,
+                   cc.describe(r)):
+        return
+    g = json.load(open(os.path.join(out, "zarr.json")))["attributes"]
+    m = g["ome"]["multiscales"][0]
+    for k, d in enumerate(m["datasets"]):
+        ct = d["coordinateTransformations"]
+        c.check(f"NIfTI level {k}: scale = pixdim (z, y, x) x 2^{k} exactly",
+                ct[0] == {"type": "scale", "scale": [p * 2 ** k for p in pix]}, ct)
+    c.check("NIfTI unit millimeter on the axes",
+            [a.get("unit") for a in m["axes"]] == ["millimeter"] * 3, m["axes"])
+    prov_origin = g["shardmill"].get("origin")
+    ct0 = m["datasets"][0]["coordinateTransformations"]
+    c.check("NIfTI origin = level-0 translation",
+            len(ct0) == 2 and ct0[1].get("translation") == prov_origin, (ct0, prov_origin))
+    want = [np.ascontiguousarray(xyz.transpose(2, 1, 0))]
+    for _ in range(2):
+        want.append(down_int(want[-1]))
+    for k in range(3):
+        cc.shardmill_read(c, args.shardmill, f"NIfTI level {k}", os.path.join(out, str(k)),
+                          want[k], work)
+    r = cc.run([args.shardmill, "verify", out])
+    c.check("verify of the ingested image passes", r.returncode == 0, cc.describe(r))
+    # raw with input.spacing/unit
+    raw = os.path.join(work, "v.raw")
+    want[0].tofile(raw)
+    out2 = os.path.join(work, "raw.zarr")
+    cfg2 = cc.write_config(os.path.join(work, "raw.yaml"), {
+        "job": "ingest",
+        "input": {"store": raw, "format": "raw", "spacing": [2.0, 0.3, 0.3],
+                  "unit": "micrometer",
+                  "raw": {"dtype": "uint16", "shape": list(want[0].shape)}},
+        "output": {"path": out2, "fsync": False, "ome": {"levels": 2}}, "progress": False})
+    r = cc.run([args.shardmill, "run", cfg2])
+    if c.check("raw ingest with input.spacing exits 0", r.returncode == 0, cc.describe(r)):
+        m = json.load(open(os.path.join(out2, "zarr.json")))["attributes"]["ome"][
+            "multiscales"][0]
+        c.check("raw: scale = input.spacing x 2^k exactly, unit micrometer",
+                [d["coordinateTransformations"][0]["scale"] for d in m["datasets"]] ==
+                [[2.0, 0.3, 0.3], [4.0, 0.6, 0.6]] and m["axes"][0].get("unit") == "micrometer",
+                m)
+        cc.shardmill_read(c, args.shardmill, "raw level 1", os.path.join(out2, "1"), want[1],
+                          work)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shardmill", required=True)
     ap.add_argument("--node", default="")
     ap.add_argument("--work", required=True)
     ap.add_argument("--mpiexec", default="")
-    ap.add_argument("--case", required=True, choices=["levels", "identity", "resume", "spacing"])
+    ap.add_argument("--case", required=True, choices=["levels", "identity", "resume", "spacing", "ingest"])
     args = ap.parse_args()
     work = cc.fresh_dir(os.path.join(args.work, args.case))
     c = cc.Checks(f"convert.ome.{args.case}")
     {"levels": case_levels, "identity": case_identity, "resume": case_resume,
-     "spacing": case_spacing}[args.case](
+     "spacing": case_spacing, "ingest": case_ingest}[args.case](
         c, args, work)
     return c.done()
 

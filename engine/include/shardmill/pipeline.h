@@ -288,6 +288,12 @@ void sm_run_plan(enum sm_part_kind kind, const struct sm_array_meta *m, const st
 sm_status sm_run_ome_levels(const struct sm_run_output *o, unsigned nd, const uint64_t *shape,
                             enum sm_dtype dtype, struct sm_output_spec *levels, unsigned *nlevels,
                             struct sm_err *err);
+/* The group writer (sm_writer_new_group) of the OME-Zarr image output.ome asks for, whose level 0
+ * has `shape` and `dtype`; its attributes are the OME metadata (o->ome: spacing, origin, unit)
+ * plus the members of `attrs` (the provenance). Errors as sm_run_ome_levels. */
+sm_status sm_run_ome_writer(const struct sm_run_output *o, unsigned nd, const uint64_t *shape,
+                            enum sm_dtype dtype, const struct json_t *attrs, struct sm_writer **w,
+                            struct sm_err *err);
 /* The group attributes of an OME-Zarr image: {"ome": {"version": "0.5", "multiscales": [{
  * "name", "axes", "datasets" with scale (and translation) per level, "type": "mean"}]}} plus
  * every member of `extra` (the provenance, copied). NULL if it cannot be allocated. */
@@ -313,7 +319,9 @@ sm_status sm_run_pyramid(const struct sm_run_pyramid *p, struct sm_write_result 
                          struct sm_err *err);
 
 /* Writes every shard of one writer with one rank, flushes, and writes the marker unless the stop
- * flag is set (a stop still flushes the finished shards). For ingest. */
+ * flag is set (a stop still flushes the finished shards). For ingest. With a group writer (an
+ * OME-Zarr image) the job writes level 0 and the pyramid (sm_run_pyramid, 2 GiB budget) follows
+ * the flush. */
 sm_status sm_run_write_output(const struct sm_writer *w, struct sm_output *out,
                               const struct sm_write_job *job, struct sm_write_result *res,
                               struct sm_err *err);
