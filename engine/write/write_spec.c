@@ -603,8 +603,11 @@ sm_status sm_writer_new_group(const struct sm_output_spec *levels, unsigned nlev
     unsigned made = 0;
     for (; made < nlevels && st == SM_OK; made++) {
         st = sm_writer_new(&levels[made], &lv[made], err);
-        if (st != SM_OK) {
-            sm_err_where(err, "output.ome: level %u", made);
+        if (st != SM_OK) { /* the key is named already: say which level */
+            char what[sizeof(err->what)];
+            snprintf(what, sizeof(what), "OME-Zarr level %u: %.200s", made, err->what);
+            memcpy(err->what, what, sizeof(what));
+            sm_err_where(err, "output.ome");
         }
     }
     if (st != SM_OK) {
