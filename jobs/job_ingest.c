@@ -161,11 +161,28 @@ sm_status sm_job_ingest(const struct sm_job_config *c, const char *report_path, 
     if (st == SM_OK) {
         st = hist_params(c, v.dtype, &bins, &lo, &hi, &have_hist, err);
     }
+    struct sm_run_output ro;
+    sm_job_run_output(c, &ro);
+    if (st == SM_OK && ro.ome.spacing.set && ro.ome.spacing.n != v.ndim) {
+        sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "has %u values, the input has %u axes",
+                   ro.ome.spacing.n, v.ndim);
+        sm_err_where(err, "input.spacing");
+        st = err->status;
+    }
+    if (!v.nifti && ro.ome.spacing.set) { /* raw: input.spacing/unit in the provenance */
+        json_t *pv = json_object_get(attrs, "shardmill");
+        json_t *sp = json_array();
+        for (unsigned d = 0; d < ro.ome.spacing.n; d++) {
+            json_array_append_new(sp, json_real(ro.ome.spacing.v[d]));
+        }
+        json_object_set_new(pv, "spacing", sp);
+        if (ro.ome.unit != NULL) {
+            json_object_set_new(pv, "unit", json_string(ro.ome.unit));
+        }
+    }
     if (st == SM_OK && c->output.ome_method != NULL) {
         /* output.ome: an OME-Zarr image; spacing, unit and origin from the config, else from
          * the NIfTI header (SPEC §2) */
-        struct sm_run_output ro;
-        sm_job_run_output(c, &ro);
         if (v.nifti && !ro.ome.spacing.set) {
             ro.ome.spacing.set = true;
             ro.ome.spacing.n = v.ndim;
@@ -181,25 +198,7 @@ sm_status sm_job_ingest(const struct sm_job_config *c, const char *report_path, 
             ro.ome.origin.n = 3;
             memcpy(ro.ome.origin.v, v.nii.origin, sizeof(v.nii.origin));
         }
-        if (!v.nifti && ro.ome.spacing.set) { /* raw: the configured spacing, in provenance */
-            json_t *pv = json_object_get(attrs, "shardmill");
-            json_t *sp = json_array();
-            for (unsigned d = 0; d < ro.ome.spacing.n; d++) {
-                json_array_append_new(sp, json_real(ro.ome.spacing.v[d]));
-            }
-            json_object_set_new(pv, "spacing", sp);
-            if (ro.ome.unit != NULL) {
-                json_object_set_new(pv, "unit", json_string(ro.ome.unit));
-            }
-        }
-        if (ro.ome.spacing.set && ro.ome.spacing.n != v.ndim) {
-            sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "has %u values, the input has %u axes",
-                       ro.ome.spacing.n, v.ndim);
-            sm_err_where(err, "input.spacing");
-            st = err->status;
-        } else {
-            st = sm_run_ome_writer(&ro, v.ndim, v.shape, v.dtype, attrs, &w, err);
-        }
+        st = sm_run_ome_writer(&ro, v.ndim, v.shape, v.dtype, attrs, &w, err);
     } else if (st == SM_OK) {
         st = sm_writer_new(&spec, &w, err);
     }

@@ -335,8 +335,8 @@ static sm_status convert_ranks(const struct sm_convert_run *p, struct sm_run_res
     struct sm_run_output oo = p->output; /* output.ome with the input's spacing where unset */
     char unit[48];
     if (st == SM_OK) { /* collective; reads the input's group only for an OME-Zarr output */
-        st = run_ome_geometry(res->store, c->input.array, m->ndim, su.off, oo.ome.levels != 0,
-                              &oo.ome, unit, sizeof(unit), err);
+        st = run_ome_geometry(res->store, c->input.array, m->attributes, m->ndim, su.off,
+                              oo.ome.levels != 0, &oo.ome, unit, sizeof(unit), err);
     }
     if (st == SM_OK) { /* output.ome: an OME-Zarr image whose level 0 is this array */
         run_provenance_spacing(attrs, &oo.ome, m->ndim);

@@ -288,8 +288,8 @@ static sm_status read_geometry(struct sm_store *store, const char *array, unsign
     return st;
 }
 
-sm_status run_ome_geometry(struct sm_store *store, const char *array, unsigned nd,
-                           const uint64_t *roi_off, bool read, struct sm_run_ome *ome,
+sm_status run_ome_geometry(struct sm_store *store, const char *array, const json_t *input_attrs,
+                           unsigned nd, const uint64_t *roi_off, bool read, struct sm_run_ome *ome,
                            char *unit_buf, size_t unit_cap, struct sm_err *err)
 {
     if (ome->spacing.set && ome->spacing.n != nd) {
@@ -299,11 +299,33 @@ sm_status run_ome_geometry(struct sm_store *store, const char *array, unsigned n
     if (ome->origin.set && ome->origin.n != nd) {
         FAIL_USAGE(err, "input.origin", "has %u values, the input has %u axes", ome->origin.n, nd);
     }
-    if (!read || (ome->spacing.set && ome->origin.set && ome->unit != NULL)) {
-        return SM_OK; /* all given, or not an OME-Zarr output: nothing to read */
+    if (ome->spacing.set && ome->origin.set && ome->unit != NULL) {
+        return SM_OK; /* all given: nothing to read */
     }
-    struct geometry g;
-    SM_TRY(read_geometry(store, array, nd, &g, err));
+    struct geometry g; /* an OME-Zarr input's group is read only for an OME-Zarr output */
+    memset(&g, 0, sizeof(g));
+    if (read) {
+        SM_TRY(read_geometry(store, array, nd, &g, err));
+    }
+    const json_t *pv = json_object_get(input_attrs, "shardmill"); /* a shardmill array's own */
+    const json_t *psp = json_object_get(pv, "spacing"), *porg = json_object_get(pv, "origin");
+    if (!g.have_spacing && json_array_size(psp) == nd) {
+        g.have_spacing = 1;
+        for (unsigned d = 0; d < nd; d++) {
+            g.spacing[d] = json_number_value(json_array_get(psp, d));
+            g.have_spacing = g.have_spacing && g.spacing[d] > 0;
+        }
+        const char *u = json_string_value(json_object_get(pv, "unit"));
+        if (g.unit[0] == '\0' && u != NULL && strlen(u) < sizeof(g.unit)) {
+            snprintf(g.unit, sizeof(g.unit), "%s", u);
+        }
+    }
+    if (!g.have_origin && json_array_size(porg) == nd) {
+        g.have_origin = 1;
+        for (unsigned d = 0; d < nd; d++) {
+            g.origin[d] = json_number_value(json_array_get(porg, d));
+        }
+    }
     if (!ome->spacing.set && g.have_spacing) {
         ome->spacing.set = true;
         ome->spacing.n = nd;

@@ -632,10 +632,9 @@ sm_status sm_writer_new_group(const struct sm_output_spec *levels, unsigned nlev
 
 /* The level paths of a shardmill OME group: attributes.ome.multiscales[0].datasets[k].path must
  * be "k". Returns the count, 0 if the document is not one. */
-static unsigned group_levels(const json_t *doc)
+static unsigned group_levels(const json_t *attrs)
 {
-    const json_t *ms =
-        json_object_get(json_object_get(json_object_get(doc, "attributes"), "ome"), "multiscales");
+    const json_t *ms = json_object_get(json_object_get(attrs, "ome"), "multiscales");
     const json_t *ds = json_object_get(json_array_get(ms, 0), "datasets");
     const size_t n = json_array_size(ds);
     if (n < 1 || n > SM_MAX_LEVELS) {
@@ -656,14 +655,18 @@ sm_status sm_writer_from_output(int dirfd, struct sm_bytes text, struct sm_write
                                 struct sm_err *err)
 {
     *out = NULL;
-    json_t *doc = json_loadb((const char *)text.ptr, text.len, 0, NULL);
-    const char *nt = json_string_value(json_object_get(doc, "node_type"));
-    if (nt == NULL || strcmp(nt, "group") != 0) {
-        json_decref(doc);
+    /* the reader's own parser: the provenance may hold integers beyond int64 */
+    enum sm_node_kind kind;
+    struct sm_array_meta *m = NULL;
+    json_t *attrs = NULL;
+    SM_TRY(sm_meta_parse_v3((const char *)text.ptr, text.len, &kind, &m, &attrs, err));
+    sm_meta_free(m);
+    if (kind != SM_NODE_GROUP) {
+        json_decref(attrs);
         return sm_writer_from_json(text, out, err);
     }
-    const unsigned n = group_levels(doc);
-    json_decref(doc);
+    const unsigned n = group_levels(attrs);
+    json_decref(attrs);
     if (n == 0) {
         SM_FAIL(err, SM_E_DATA,
                 "zarr.json is a group without OME multiscales datasets \"0\", \"1\", ...");
