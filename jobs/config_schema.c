@@ -1291,8 +1291,8 @@ char *sm_config_markdown(void)
     sm_cfg_sb_printf(&sb, "\n## Keys\n\n| key | type | default |\n| --- | --- | --- |\n");
     for (unsigned i = 0; i < sm_cfg_nkeys; i++) {
         const struct sm_cfg_key *k = &sm_cfg_keys[i];
-        static const char *const tnames[] = {"bool",   "uint", "int",  "float", "size",
-                                             "string", "enum", "enum", "list",  "range"};
+        static const char *const tnames[] = {"bool", "uint", "int",  "float", "size",   "string",
+                                             "enum", "enum", "list", "range", "numbers"};
         sm_cfg_sb_printf(&sb, "| [`%s`](#", k->path);
         for (const char *s = k->path; *s != '\0'; s++) {
             if (*s != '.') { /* GitHub's heading anchors drop dots */
