@@ -11,7 +11,8 @@ hold 1/7 of the voxels) and peak RSS within limits.memory_bytes.
     /usr/bin/python3 bench/w6/w6.py --shardmill build/release/jobs/shardmill [--size 1024]
         [--repeats 3] [--mpiexec mpirun] [--quick] [--out bench/results]
 
---quick: a 128^3 volume, one repeat, no result file unless --out is given (a smoke test).
+--quick: a 128^3 volume, one repeat, 1x2 only, no result file unless --out is given (a smoke
+test).
 Data under build/bench-data/w6 (never in git). Results: bench/results/w6-<UTC>.json.
 """
 import argparse
@@ -74,7 +75,7 @@ def main():
         run(["/usr/bin/python3", os.path.join(REPO, "scaling", "make_volume.py"), vol, "--shape",
              f"{args.size},{args.size},{args.size}", "--jobs", "2"])
     layouts = [("1x2", 1, 2)]
-    if args.mpiexec:
+    if args.mpiexec and not args.quick:
         layouts.append(("2x1", 2, 1))
     results = {}
     for name, ranks, threads in layouts:
