@@ -43,8 +43,8 @@ struct sm_writer {
 };
 
 /* The array writer holding `shard` of w (w itself for a plain array), and its index there. */
-const struct sm_writer *sm_writer_locate(const struct sm_writer *w, uint64_t shard,
-                                         unsigned *level, uint64_t *local);
+const struct sm_writer *sm_writer_locate(const struct sm_writer *w, uint64_t shard, unsigned *level,
+                                         uint64_t *local);
 /* A writer for an existing output whose root zarr.json is `text`: an array (as
  * sm_writer_from_json), or an OME-Zarr image group written by shardmill, whose levels' zarr.json
  * are read from dirfd. SM_E_DATA naming what is wrong. */
