@@ -209,6 +209,19 @@ def case_levels(c, args, work):
             rep.get("output"))
     r = cc.run([args.shardmill, "verify", out])
     c.check("verify after resume passes", r.returncode == 0, cc.describe(r) + r.stdout)
+    # overwrite an image with a plain array (output.ome.method: null): no level is left
+    r = cc.run([args.shardmill, "run", cfg, "--set", "output.exists=overwrite", "--set",
+                "output.ome.method=null"])
+    c.check("overwrite of the image by a plain array exits 0", r.returncode == 0, cc.describe(r))
+    left = sorted(os.listdir(out))
+    c.check("no level directory left after the overwrite",
+            left == ["c", "shardmill.complete.json", "zarr.json"], left)
+    # and back: overwrite the plain array with the image, verify
+    r = cc.run([args.shardmill, "run", cfg, "--set", "output.exists=overwrite"])
+    c.check("overwrite of the plain array by the image exits 0", r.returncode == 0,
+            cc.describe(r))
+    r = cc.run([args.shardmill, "verify", out])
+    c.check("verify after the overwrites passes", r.returncode == 0, cc.describe(r) + r.stdout)
     # levels: auto on a small ROI (largest axis 51 <= 256): one level
     out2 = os.path.join(work, "auto.zarr")
     cfg2 = job(os.path.join(work, "auto.yaml"), inp, out2, levels="auto")
