@@ -354,6 +354,19 @@ def case_spacing(c, args, work):
         for _ in range(2):
             shapes.append([(n + 1) // 2 for n in shapes[-1]])
         check_ngff(c, args, out, shapes, sp, "millimeter")
+    # the HDF5 export (of level 0) carries spacing, unit and origin as attributes
+    h5 = os.path.join(work, "mm.h5")
+    r = cc.run([args.shardmill, "run", cfg, "--set", "output.exists=overwrite", "--set",
+                f"export.hdf5.path={h5}"])
+    if r.returncode == 0 or "HDF5" not in r.stderr:
+        if c.check("convert with an HDF5 export exits 0", r.returncode == 0, cc.describe(r)):
+            import h5py
+            with h5py.File(h5, "r") as f:
+                d = f["data"]
+                c.check("HDF5 export: shape of level 0, attributes spacing/unit/origin",
+                        d.shape == tuple(ROI) and list(d.attrs["spacing"]) == sp and
+                        d.attrs["unit"] in ("millimeter", b"millimeter") and
+                        list(d.attrs["origin"]) == org, dict(d.attrs))
     # an OME-Zarr input: level 0 of that image, a ROI inside it, no spacing given
     out2 = os.path.join(work, "from_ome.zarr")
     cfg2 = cc.write_config(os.path.join(work, "from_ome.yaml"), {
