@@ -251,7 +251,7 @@ def case_identity(c, args, work):
         c.check(f"plain run, {threads} threads, exits 0", r.returncode == 0, cc.describe(r))
         trees.append((f"{threads} threads", os.path.join(d, "out.zarr")))
     if args.mpiexec:
-        for n in (2, 3):
+        for n in [int(x) for x in args.ranks.split(",") if x]:
             d = cc.fresh_dir(os.path.join(work, f"n{n}"))
             cfg = job(os.path.join(d, "job.yaml"), inp, "out.zarr", threads=1)
             cmd = [args.mpiexec, "--oversubscribe", "-np", str(n), args.shardmill, "run", cfg]
@@ -482,6 +482,7 @@ def main():
     ap.add_argument("--node", default="")
     ap.add_argument("--work", required=True)
     ap.add_argument("--mpiexec", default="")
+    ap.add_argument("--ranks", default="2,3", help="mpirun -n values of the identity case")
     ap.add_argument("--case", required=True, choices=["levels", "identity", "resume", "spacing", "ingest"])
     args = ap.parse_args()
     work = cc.fresh_dir(os.path.join(args.work, args.case))
