@@ -473,7 +473,26 @@ static void mean_slab(const struct pyramid *py, const uint8_t *slab, const uint6
             uint8_t *dst = out + (((z0 + z) * os[1] + y) * os[2]) * e;
             if (py->dt == SM_DT_FLOAT32) {
                 float *d = (float *)(void *)dst;
-                for (uint64_t x = 0; x < os[2]; x++) {
+                uint64_t x = 0;
+                if (cz1 - cz0 == 2 && cy1 - cy0 == 2) { /* whole 2x2x2 blocks, unrolled */
+                    const float *f = (const float *)(const void *)slab;
+                    const float *a0 = f + cz0 * sy + cy0 * sx, *a1 = a0 + sx;
+                    const float *b0 = a0 + sy, *b1 = b0 + sx;
+                    for (; 2 * x + 2 <= ps[2] && x < os[2]; x++) {
+                        const uint64_t c = 2 * x;
+                        double t = 0.0; /* from 0, in C order of the block, as SPEC §2 sums */
+                        t += (double)a0[c];
+                        t += (double)a0[c + 1];
+                        t += (double)a1[c];
+                        t += (double)a1[c + 1];
+                        t += (double)b0[c];
+                        t += (double)b0[c + 1];
+                        t += (double)b1[c];
+                        t += (double)b1[c + 1];
+                        d[x] = (float)(t / 8.0);
+                    }
+                }
+                for (; x < os[2]; x++) {
                     const uint64_t cx0 = 2 * x, cx1 = cx0 + 2 <= ps[2] ? cx0 + 2 : ps[2];
                     double s = 0.0;
                     for (uint64_t a = cz0; a < cz1; a++) {
