@@ -41,7 +41,8 @@ int sm_cmd_run(int argc, char **argv)
         "CONFIG.yaml [--set KEY=VALUE]... [--report PATH]",
         "Runs the job a YAML pipeline describes: scan (histogram and checksums of a region), "
         "convert (scan, normalize, write a sharded Zarr v3 array), ingest (raw or NIfTI-1 volume "
-        "to Zarr v3) or read-bench (timed region reads with I/O counters, SPEC §8 W3). Prints a "
+        "to Zarr v3) or read-bench (timed region reads with I/O counters, SPEC §8 W3); with "
+        "output.ome, convert and ingest write an OME-Zarr 0.5 image with a mean pyramid. Prints a "
         "short summary; the JSON report goes to --report or the config's `report`. See "
         "docs/CONFIG.md for every key and its default. SIGTERM or SIGINT (Slurm's time limit or "
         "scancel, Ctrl-C) stops every rank at its next tile or shard: no completion marker, "
