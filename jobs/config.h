@@ -16,6 +16,13 @@
 #define SM_CFG_MAX_DIMS 32
 
 /* A list of non-negative integers (shapes, offsets); set=false means "not given". */
+/* A list of numbers (input.spacing, input.origin). */
+struct sm_cfg_floats {
+    bool set;
+    unsigned n;
+    double v[SM_CFG_MAX_DIMS];
+};
+
 struct sm_cfg_dims {
     bool set;
     bool is_auto; /* the word `auto` (keys with SM_CFGF_AUTO): n = 0, the job picks (SPEC §2) */
@@ -34,8 +41,12 @@ struct sm_job_config {
     enum sm_job_kind job; /* job: scan | convert | ingest | read-bench (required) */
 
     struct {
-        char *store;                  /* input.store: path, file:// or http(s):// URL (required) */
-        char *array;                  /* input.array: node path inside the store ("" = the store) */
+        char *store; /* input.store: path, file:// or http(s):// URL (required) */
+        char *array; /* input.array: node path inside the store ("" = the store) */
+        struct sm_cfg_floats
+            spacing; /* input.spacing: voxel size z, y, x (from the input, else 1) */
+        char *unit;  /* input.unit: UDUNITS-2 name (from the input, else none) */
+        struct sm_cfg_floats origin;  /* input.origin: position of voxel 0 (from the input) */
         bool cache_enabled;           /* input.cache.enabled (true) */
         uint64_t cache_max_bytes;     /* input.cache.max_bytes (256MiB) */
         uint64_t index_cache_bytes;   /* input.index_cache.max_bytes (16MiB; 0 disables) */
@@ -92,6 +103,8 @@ struct sm_job_config {
         enum sm_exists_policy exists; /* output.exists (error) */
         bool fsync;                   /* output.fsync (true) */
         enum sm_sync_kind sync;       /* output.sync: syncfs | fsync (syncfs) */
+        uint64_t ome_levels;          /* output.ome.levels (0 = auto) */
+        char *ome_method;             /* output.ome.method (NULL: no OME-Zarr image) */
     } output;
 
     struct {

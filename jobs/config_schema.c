@@ -53,6 +53,29 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .help = "path of the array inside a group, e.g. an OME-Zarr level",
      .example = "\"0\"",
      FIELD(input.array)},
+    {.path = "input.spacing",
+     .type = SM_CFG_FLOATS,
+     .flags = SM_CFGF_NULLABLE | SM_CFGF_POSITIVE,
+     .def_doc = "from the input (an OME-Zarr image's level scale, NIfTI pixdim), else 1 per axis",
+     .help = "voxel size per axis in z, y, x order (SPEC §2): the output's OME `scale` "
+             "(x 2^k at level k), its provenance and the HDF5 export's attributes",
+     .example = "[1.5, 0.957, 0.957]",
+     FIELD(input.spacing)},
+    {.path = "input.unit",
+     .type = SM_CFG_STRING,
+     .flags = SM_CFGF_NULLABLE | SM_CFGF_NONEMPTY,
+     .def_doc = "from the input (OME-Zarr axes, NIfTI xyzt_units), else none",
+     .help = "unit of input.spacing, a UDUNITS-2 name as OME-Zarr wants (millimeter, "
+             "micrometer, meter, ...)",
+     .example = "millimeter",
+     FIELD(input.unit)},
+    {.path = "input.origin",
+     .type = SM_CFG_FLOATS,
+     .flags = SM_CFGF_NULLABLE,
+     .def_doc = "from the input (an OME-Zarr translation, NIfTI sform/qform), else none",
+     .help = "position of voxel 0 in z, y, x order, in input.unit: the OME `translation`",
+     .example = "[0, -120.5, -98]",
+     FIELD(input.origin)},
     {.path = "input.cache.enabled",
      .type = SM_CFG_BOOL,
      .def = "true",
@@ -403,6 +426,27 @@ const struct sm_cfg_key sm_cfg_keys[] = {
              "its rename and each directory after (same guarantee, one fsync per file)",
      .example = "fsync",
      FIELD(output.sync)},
+    {.path = "output.ome.levels",
+     .type = SM_CFG_UINT,
+     .flags = SM_CFGF_AUTO,
+     .def = "auto",
+     .def_doc = "auto (stored as 0): down to the first level whose largest axis is <= 256 voxels; "
+                "giving this key (or output.ome.method) makes the output an OME-Zarr image",
+     .min = 1,
+     .max = 32,
+     .help = "OME-Zarr 0.5 image output (SPEC §2): the arrays 0 .. levels-1 of a multiscale "
+             "pyramid, level k+1 the 2x2x2 mean of level k",
+     .example = "4",
+     FIELD(output.ome_levels)},
+    {.path = "output.ome.method",
+     .type = SM_CFG_NAME,
+     .choices = "mean",
+     .flags = SM_CFGF_NULLABLE,
+     .def_doc = "mean when output.ome.levels is given; otherwise no OME-Zarr image (a plain array)",
+     .help = "how a level is made from the one above it: mean = float64 sum of the float32 values "
+             "of each 2x2x2 block in C order, divided by the count, rounded once (SPEC §2)",
+     .example = "mean",
+     FIELD(output.ome_method)},
 
     {.path = "export.hdf5.path",
      .type = SM_CFG_STRING,
@@ -730,6 +774,9 @@ const char *sm_cfg_expected(const struct sm_cfg_key *k, char *buf, size_t cap)
                    : "a list of non-negative integers like [0, 0, 0]";
     case SM_CFG_RANGE:
         return "a pair [lo, hi] of finite numbers";
+    case SM_CFG_FLOATS:
+        return (k->flags & SM_CFGF_POSITIVE) != 0 ? "a list of positive numbers like [1.5, 1, 1]"
+                                                  : "a list of finite numbers like [0, 0, 0]";
     }
     return "?";
 }
@@ -943,6 +990,20 @@ void sm_cfg_format_value(struct sm_cfg_sb *sb, const struct sm_cfg_key *k,
         sm_cfg_sb_printf(sb, "]");
         return;
     }
+    case SM_CFG_FLOATS: {
+        const struct sm_cfg_floats *f = (const struct sm_cfg_floats *)(const void *)p;
+        if (!f->set) {
+            sm_cfg_sb_printf(sb, "null");
+            return;
+        }
+        sm_cfg_sb_printf(sb, "[");
+        for (unsigned i = 0; i < f->n; i++) {
+            sm_cfg_sb_printf(sb, "%s", i == 0 ? "" : ", ");
+            format_double(sb, f->v[i]);
+        }
+        sm_cfg_sb_printf(sb, "]");
+        return;
+    }
     case SM_CFG_RANGE: {
         bool set;
         double lo, hi;
@@ -1103,6 +1164,11 @@ static void md_type_only(struct sm_cfg_sb *sb, const struct sm_cfg_key *k)
         return;
     case SM_CFG_RANGE:
         sm_cfg_sb_printf(sb, "pair `[lo, hi]` of finite numbers, lo < hi");
+        return;
+    case SM_CFG_FLOATS:
+        sm_cfg_sb_printf(sb, "list of %s numbers (at most %d)",
+                         (k->flags & SM_CFGF_POSITIVE) != 0 ? "positive" : "finite",
+                         SM_CFG_MAX_DIMS);
         return;
     }
 }
@@ -1271,8 +1337,8 @@ char *sm_config_markdown(void)
     sm_cfg_sb_printf(&sb, "\n## Keys\n\n| key | type | default |\n| --- | --- | --- |\n");
     for (unsigned i = 0; i < sm_cfg_nkeys; i++) {
         const struct sm_cfg_key *k = &sm_cfg_keys[i];
-        static const char *const tnames[] = {"bool",   "uint", "int",  "float", "size",
-                                             "string", "enum", "enum", "list",  "range"};
+        static const char *const tnames[] = {"bool", "uint", "int",  "float", "size",   "string",
+                                             "enum", "enum", "list", "range", "numbers"};
         sm_cfg_sb_printf(&sb, "| [`%s`](#", k->path);
         for (const char *s = k->path; *s != '\0'; s++) {
             if (*s != '.') { /* GitHub's heading anchors drop dots */

@@ -22,6 +22,7 @@ enum sm_cfg_type {
     SM_CFG_NAME,   /* char * restricted to the names in `choices` */
     SM_CFG_DIMS,   /* struct sm_cfg_dims */
     SM_CFG_RANGE,  /* [lo, hi] of finite doubles, lo < hi: off = lo, off2 = hi, off_set = bool */
+    SM_CFG_FLOATS, /* struct sm_cfg_floats: a list of finite doubles (POSITIVE: each > 0) */
 };
 
 /* Row flags. */

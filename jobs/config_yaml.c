@@ -596,6 +596,8 @@ static sm_status parse_value(struct lctx *cx, const struct sm_cfg_key *k, const 
             put_string(p, NULL);
         } else if (k->type == SM_CFG_DIMS) {
             memset(p, 0, sizeof(struct sm_cfg_dims));
+        } else if (k->type == SM_CFG_FLOATS) {
+            memset(p, 0, sizeof(struct sm_cfg_floats));
         } else if (k->type == SM_CFG_RANGE) {
             bool f = false;
             double z = 0;
@@ -609,6 +611,28 @@ static sm_status parse_value(struct lctx *cx, const struct sm_cfg_key *k, const 
         struct sm_cfg_dims d;
         SM_TRY(parse_dims(cx, k, n, &d));
         memcpy(p, &d, sizeof(d));
+        return SM_OK;
+    }
+    if (k->type == SM_CFG_FLOATS) {
+        struct sm_cfg_floats f;
+        memset(&f, 0, sizeof(f));
+        if (n->kind != Y_SEQ) {
+            return type_error(cx, k, n);
+        }
+        if (n->nkids > SM_CFG_MAX_DIMS) {
+            FAIL_AT(cx, n, "%s: %u values, at most %d", k->path, n->nkids, SM_CFG_MAX_DIMS);
+        }
+        const bool pos = (k->flags & SM_CFGF_POSITIVE) != 0;
+        for (const struct ynode *e = n->kids; e != NULL; e = e->next, f.n++) {
+            if (e->kind != Y_SCALAR || !parse_float(e->text, &f.v[f.n]) ||
+                (pos && !(f.v[f.n] > 0))) {
+                char got[64];
+                FAIL_AT(cx, e, "%s[%u]: expected a %s number, got %s", k->path, f.n,
+                        pos ? "positive" : "finite", describe(e, got, sizeof(got)));
+            }
+        }
+        f.set = true;
+        memcpy(p, &f, sizeof(f));
         return SM_OK;
     }
     if (k->type == SM_CFG_RANGE) {
@@ -727,6 +751,7 @@ static sm_status parse_value(struct lctx *cx, const struct sm_cfg_key *k, const 
     }
     case SM_CFG_DIMS:
     case SM_CFG_RANGE:
+    case SM_CFG_FLOATS:
         break; /* handled above */
     }
     return SM_OK;
@@ -1002,6 +1027,8 @@ static bool present(const struct lctx *cx, const struct sm_cfg_key *k)
     }
     case SM_CFG_DIMS:
         return ((const struct sm_cfg_dims *)(const void *)p)->set;
+    case SM_CFG_FLOATS:
+        return ((const struct sm_cfg_floats *)(const void *)p)->set;
     case SM_CFG_RANGE: {
         bool set;
         memcpy(&set, (const char *)cx->cfg + k->off_set, sizeof(set));
@@ -1218,6 +1245,11 @@ static sm_status check_output(struct lctx *cx)
         FAIL_KEY(cx, given(cx, "output.codec.level") ? "output.codec.level" : "output.codec.name",
                  "output.codec.level: %s level %" PRId64 " is out of range (0 to 9)", codec,
                  c->output.codec_level);
+    }
+    if (given(cx, "output.ome.levels") && !given(cx, "output.ome.method")) {
+        /* output.ome: {levels: N}: an OME-Zarr image, by mean (an explicit method: null, as the
+         * YAML view prints an unset one, keeps the plain array) */
+        SM_TRY(set_default_name(cx, &c->output.ome_method, "mean"));
     }
     if (c->job != SM_JOB_INGEST) {
         SM_TRY(set_default_name(cx, &c->output.dtype, "float32"));

@@ -179,6 +179,11 @@ sm_status sm_job_convert(const struct sm_job_config *c, const char *report_path,
                                       sm_json_u64(r.output_shards), "bytes",
                                       sm_json_u64(r.output_bytes), "written",
                                       sm_json_u64(r.shards_written), "complete", true));
+        if (r.levels > 0) { /* output.ome: the image's levels and rank 0's pyramid phase (wall) */
+            json_t *o = json_object_get(rep, "output");
+            json_object_set_new(o, "levels", json_integer(r.levels));
+            json_object_set_new(o, "pyramid_ms", json_real((double)r.pyramid_ns / 1e6));
+        }
         const double total_ms = json_number_value(json_object_get(timing, "total"));
         const double secs = total_ms / 1e3;
         json_object_set_new(

@@ -97,7 +97,7 @@ sm_status sm_job_export_open(const struct sm_job_config *c, const char *output_p
 struct attr_set {
     struct sm_export_attr a[MAX_ATTRS];
     size_t n;
-    double f64[8];
+    double f64[16];
     size_t nf;
     uint64_t roi[2][SM_MAX_DIMS];
 };
@@ -113,7 +113,7 @@ static void add_str(struct attr_set *s, const char *name, const char *v)
 /* Scalar (n == 0) or 1-D array of n doubles from the JSON numbers in v (array) or v itself. */
 static void add_f64(struct attr_set *s, const char *name, const json_t *v, size_t n)
 {
-    if (v == NULL || s->n >= MAX_ATTRS || s->nf + (n > 0 ? n : 1) > 8) {
+    if (v == NULL || s->n >= MAX_ATTRS || s->nf + (n > 0 ? n : 1) > 16) {
         return;
     }
     double *dst = &s->f64[s->nf];
@@ -172,6 +172,15 @@ static void dataset_attrs(struct attr_set *s, const json_t *prov, const char *ou
     add_dims(s, "roi_shape", json_object_get(roi, "shape"), s->roi[1]);
     add_str(s, "zarr_output", output_path);
     add_str(s, "provenance", text);
+    /* SPEC §2: the voxel spacing (z, y, x), its unit and the origin, when the run knows them */
+    const json_t *sp = json_object_get(prov, "spacing"), *org = json_object_get(prov, "origin");
+    if (json_array_size(sp) > 0 && json_array_size(sp) <= 4) {
+        add_f64(s, "spacing", sp, json_array_size(sp));
+    }
+    add_str(s, "unit", jstr(prov, "unit"));
+    if (json_array_size(org) > 0 && json_array_size(org) <= 4) {
+        add_f64(s, "origin", org, json_array_size(org));
+    }
 }
 
 /* ---- the phase ---- */
@@ -187,9 +196,10 @@ static sm_status open_output(const struct sm_job_config *c, const struct sm_writ
     o.limits.max_chunk_bytes = c->limits.max_chunk_bytes;
     struct sm_meta_docs docs = SM_META_DOCS_INIT;
     docs.kind = SM_META_DOCS_V3;
-    sm_status st = sm_buf_set(&docs.doc, sm_writer_zarr_json(w), err);
+    /* an OME-Zarr image (output.ome) exports its level 0, the array "0" */
+    sm_status st = sm_buf_set(&docs.doc, sm_writer_zarr_json(sm_writer_level(w, 0)), err);
     if (st == SM_OK) {
-        st = sm_array_open_docs(*store, "", &o, &docs, a, err);
+        st = sm_array_open_docs(*store, sm_writer_levels(w) > 0 ? "0" : "", &o, &docs, a, err);
     }
     sm_meta_docs_free(&docs);
     return st;
@@ -260,7 +270,8 @@ sm_status sm_job_export_run(struct sm_job_export *ex, const struct sm_job_config
      * the input cost that parallel.partition balances the write phase by. Any rank may read any
      * shard now that every rank flushed. */
     uint64_t first = 0, count = 0;
-    sm_partition_block(sm_writer_nshards(w), sm_par_size(), sm_par_rank(), &first, &count);
+    sm_partition_block(sm_writer_nshards(sm_writer_level(w, 0)), sm_par_size(), sm_par_rank(),
+                       &first, &count);
     uint64_t total = 1; /* values of the whole output, for rank 0's progress */
     for (unsigned d = 0; d < om->ndim; d++) {
         total *= om->shape[d];

@@ -153,6 +153,11 @@ static json_t *report_json(const struct sm_job_config *c, const struct sm_volume
                                   sm_json_u64(r->output_shards), "bytes",
                                   sm_json_u64(r->output_bytes), "written",
                                   sm_json_u64(r->shards_written), "complete", true));
+    if (r->levels > 0) { /* output.ome: the image's levels and rank 0's pyramid phase (wall) */
+        json_t *o = json_object_get(rep, "output");
+        json_object_set_new(o, "levels", json_integer(r->levels));
+        json_object_set_new(o, "pyramid_ms", json_real((double)r->pyramid_ns / 1e6));
+    }
     json_object_set_new(
         rep, "figure_of_merit",
         json_pack("{s:f}", "voxels_per_s", secs > 0 ? (double)r->scan.voxels / secs : 0.0));
@@ -186,6 +191,41 @@ sm_status sm_job_ingest(const struct sm_job_config *c, const char *report_path, 
     p.source.user = &v;
     p.source.attributes = attrs;
     sm_job_run_output(c, &p.output);
+    struct sm_run_ome *ome = &p.output.ome;
+    if (st == SM_OK && ome->spacing.set && ome->spacing.n != v.ndim) {
+        sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "has %u values, the input has %u axes",
+                   ome->spacing.n, v.ndim);
+        sm_err_where(err, "input.spacing");
+        st = err->status;
+    }
+    if (!v.nifti && ome->spacing.set) { /* raw, TIFF, HDF5: input.spacing/unit in the provenance */
+        json_t *pv = json_object_get(attrs, "shardmill");
+        json_t *sp = json_array();
+        for (unsigned d = 0; d < ome->spacing.n; d++) {
+            json_array_append_new(sp, json_real(ome->spacing.v[d]));
+        }
+        json_object_set_new(pv, "spacing", sp);
+        if (ome->unit != NULL) {
+            json_object_set_new(pv, "unit", json_string(ome->unit));
+        }
+    }
+    if (ome->levels != 0 && v.nifti) { /* OME-Zarr output: the NIfTI geometry where unset */
+        if (!ome->spacing.set) {
+            ome->spacing.set = true;
+            ome->spacing.n = v.ndim;
+            for (unsigned d = 0; d < v.ndim && d < SM_MAX_DIMS; d++) {
+                ome->spacing.v[d] = v.nii.spacing[d];
+            }
+        }
+        if (ome->unit == NULL) {
+            ome->unit = v.nii.unit;
+        }
+        if (!ome->origin.set && v.nii.have_origin && v.ndim == 3) {
+            ome->origin.set = true;
+            ome->origin.n = 3;
+            memcpy(ome->origin.v, v.nii.origin, sizeof(v.nii.origin));
+        }
+    }
     p.hist_bins = (uint32_t)c->histogram.bins;
     p.hist_range_set = c->histogram.range_set;
     p.hist_lo = c->histogram.lo;

@@ -57,6 +57,21 @@ void sm_job_run_output(const struct sm_job_config *c, struct sm_run_output *o)
     o->codec = c->output.codec;
     o->level = (int)c->output.codec_level;
     o->policy = sm_job_output_opts(c);
+    o->ome.spacing.set = c->input.spacing.set; /* input.spacing/unit/origin (SPEC §2) */
+    o->ome.origin.set = c->input.origin.set;
+    o->ome.spacing.n = c->input.spacing.n;
+    o->ome.origin.n = c->input.origin.n;
+    for (unsigned d = 0; d < c->input.spacing.n && d < SM_MAX_DIMS; d++) {
+        o->ome.spacing.v[d] = c->input.spacing.v[d];
+    }
+    for (unsigned d = 0; d < c->input.origin.n && d < SM_MAX_DIMS; d++) {
+        o->ome.origin.v[d] = c->input.origin.v[d];
+    }
+    o->ome.unit = c->input.unit;
+    if (c->output.ome_method != NULL) { /* output.ome (SPEC §2) */
+        o->ome.levels =
+            c->output.ome_levels == 0 ? SM_RUN_OME_AUTO : (unsigned)c->output.ome_levels;
+    }
 }
 
 sm_status sm_job_open_input(const struct sm_job_config *c, struct sm_store **store,

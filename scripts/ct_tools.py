@@ -13,6 +13,14 @@
                                           OUT-histogram.png (the report's histogram, the window
                                           marked) next to OUT, and checks the slice bit for bit
                                           against NumPy's float32 formula on RAW
+  ct_tools.py ome-pictures SHARDMILL OUT REPORT PLIST
+                                          OUT: the OME-Zarr image of convert-ct-ome.yaml; checks
+                                          level 0's scale against PLIST's spacing (main.plist,
+                                          x y z -> z y x) and every level against NumPy's SPEC §2
+                                          mean of the level above, bit for bit; writes
+                                          OUT-levels.png (the middle slice of every level, axes in
+                                          mm, a colour bar) and OUT-histogram.png (the report's
+                                          histogram with labelled axes and the window)
   ct_tools.py patch RAW z,y,x d,h,w       stdin: `shardmill read ... -o -` bytes; prints the patch
                                           as a table of HU values and compares it with NumPy
                                           reading RAW directly ("matches NumPy: yes")
@@ -165,6 +173,101 @@ def pictures(shardmill, out, report, raw):
     return 0 if same else 1
 
 
+def read_level(shardmill, path, shape):
+    import subprocess
+    got = subprocess.run([shardmill, "read", path, "--offset", "0,0,0", "--shape",
+                          ",".join(str(n) for n in shape), "-o", "-"], check=True,
+                         stdout=subprocess.PIPE).stdout
+    return np.frombuffer(got, dtype="<f4").reshape(shape)
+
+
+def mean_down(a):
+    """SPEC §2: float64 sums of the float32 values of each 2x2x2 block in C order / count."""
+    shp = tuple((n + 1) // 2 for n in a.shape)
+    s = np.zeros(shp, np.float64)
+    cnt = np.zeros(shp, np.float64)
+    for dz in (0, 1):
+        for dy in (0, 1):
+            for dx in (0, 1):
+                sub = a[dz::2, dy::2, dx::2].astype(np.float64)
+                s[:sub.shape[0], :sub.shape[1], :sub.shape[2]] += sub
+                cnt[:sub.shape[0], :sub.shape[1], :sub.shape[2]] += 1
+    return (s / cnt).astype(np.float32)
+
+
+def ome_pictures(shardmill, out, report, plist):
+    import plistlib
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    g = json.load(open(os.path.join(out, "zarr.json")))
+    ms = g["attributes"]["ome"]["multiscales"][0]
+    unit = ms["axes"][2].get("unit", "")
+    with open(plist, "rb") as f:
+        xyz = [float(v) for v in plistlib.load(f)["spacing"]]
+    want_scale = xyz[::-1]
+    scale0 = ms["datasets"][0]["coordinateTransformations"][0]["scale"]
+    ok = scale0 == want_scale and unit == "millimeter"
+    print("OME-Zarr image %s: %d levels, unit %s, level-0 scale %s (main.plist z, y, x: %s): %s"
+          % (out, len(ms["datasets"]), unit, scale0, want_scale, "yes" if ok else "NO"))
+    levels = []
+    prev = None
+    for d in ms["datasets"]:
+        meta = json.load(open(os.path.join(out, d["path"], "zarr.json")))
+        a = read_level(shardmill, os.path.join(out, d["path"]), meta["shape"])
+        same = True
+        if prev is not None:
+            same = np.array_equal(a.view(np.uint32), mean_down(prev).view(np.uint32))
+            ok = ok and same
+        print("  level %s: shape %s, scale %s mm%s" % (
+            d["path"], meta["shape"], d["coordinateTransformations"][0]["scale"],
+            "" if prev is None else ", equals NumPy's mean of the level above: %s"
+            % ("yes" if same else "NO")))
+        levels.append((d, a))
+        prev = a
+    base = out.rstrip("/")
+    if base.endswith(".zarr"):
+        base = base[:-5]
+    fig, axs = plt.subplots(1, len(levels), figsize=(4.2 * len(levels), 4.4), squeeze=False)
+    im = None
+    for ax, (d, a) in zip(axs[0], levels):
+        sz, sy, sx = d["coordinateTransformations"][0]["scale"]
+        z = a.shape[0] // 2
+        im = ax.imshow(a[z], cmap="gray", vmin=0.0, vmax=1.0, interpolation="nearest",
+                       extent=(0, a.shape[2] * sx, a.shape[1] * sy, 0))
+        ax.set_title("level %s: %dx%dx%d, z = %.1f mm" % (d["path"], *a.shape, (z + 0.5) * sz),
+                     fontsize=9)
+        ax.set_xlabel("x (mm)")
+        ax.set_ylabel("y (mm)")
+    fig.colorbar(im, ax=axs[0].tolist(), shrink=0.8, label="normalized value (window [p1, p99])")
+    fig.savefig(base + "-levels.png", dpi=90)
+    plt.close(fig)
+    rep = json.load(open(report))
+    h = rep["result"]["histogram"]
+    norm = rep["result"]["normalization"]
+    counts = np.asarray(h["counts"], dtype=np.float64)
+    lo, hi = h["range"]
+    edges = np.linspace(lo, hi, len(counts) + 1)
+    keep = counts > 0
+    fig, ax = plt.subplots(figsize=(8, 3.6))
+    first, last = np.argmax(keep), len(keep) - 1 - np.argmax(keep[::-1])
+    ax.stairs(counts[first:last + 1], edges[first:last + 2], fill=True)
+    ax.set_yscale("log")
+    ax.axvline(norm["lo"], color="tab:red", label="window lo = p1 = %g HU" % norm["lo"])
+    ax.axvline(norm["hi"], color="tab:green", label="window hi = p99 = %g HU" % norm["hi"])
+    ax.set_xlabel("CT value (HU)")
+    ax.set_ylabel("voxels per bin (log)")
+    ax.set_title("head CT histogram, %d bins over [%g, %g)" % (len(counts), lo, hi))
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(base + "-histogram.png", dpi=90)
+    plt.close(fig)
+    print("pictures: %s-levels.png (middle slice of each level, mm axes, colour bar), "
+          "%s-histogram.png (labelled axes)" % (base, base))
+    return 0 if ok else 1
+
+
 def patch(raw, offset, size):
     off = [int(v) for v in offset.split(",")]
     ext = [int(v) for v in size.split(",")]
@@ -204,6 +307,8 @@ def main(argv):
         return check_info()
     if len(argv) == 5 and argv[1] == "patch":
         return patch(argv[2], argv[3], argv[4])
+    if len(argv) == 6 and argv[1] == "ome-pictures":
+        return ome_pictures(argv[2], argv[3], argv[4], argv[5])
     if len(argv) == 6 and argv[1] == "pictures":
         return pictures(argv[2], argv[3], argv[4], argv[5])
     sys.stderr.write(__doc__)

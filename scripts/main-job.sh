@@ -5,6 +5,8 @@
 #   shardmill run configs/convert-ct.yaml  percentile window [p1, p99] -> out/ct.zarr (float32,
 #                                          sharded, completion marker) + out/ct-report.json
 #   shardmill verify out/ct.zarr
+#   shardmill run configs/convert-ct-ome.yaml  the same window as an OME-Zarr 0.5 image out/ct-ome.zarr:
+#                                          a 3-level mean pyramid, axes in mm, the CT's spacing
 # and prints a summary (window, text histogram, voxels, output, timings), with two PNGs next to
 # the output: out/ct-middle-slice.png and out/ct-histogram.png. Checks against NumPy along the
 # way: an 8x8 patch of the ingested array and the whole middle slice of the output, bit for bit.
@@ -52,4 +54,12 @@ say "5/6 convert: \$ shardmill run configs/convert-ct.yaml"
 say "6/6 pictures"
 "$py" scripts/ct_tools.py pictures "$shardmill" out/ct.zarr out/ct-report.json \
     data/ct/matrix.dat || die "the output differs from NumPy's formula"
-say "done: out/ct.zarr, out/ct-report.json, out/ct-middle-slice.png, out/ct-histogram.png"
+
+say "OME-Zarr: \$ shardmill run configs/convert-ct-ome.yaml (pyramid, true spacing)"
+"$shardmill" run configs/convert-ct-ome.yaml --set output.exists=overwrite ||
+    die "the OME-Zarr convert failed"
+"$shardmill" verify out/ct-ome.zarr || die "verify of out/ct-ome.zarr failed"
+"$py" scripts/ct_tools.py ome-pictures "$shardmill" out/ct-ome.zarr out/ct-ome-report.json \
+    data/ct/main.plist || die "the OME-Zarr image differs from main.plist or NumPy's mean"
+say "done: out/ct.zarr, out/ct-report.json, out/ct-middle-slice.png, out/ct-histogram.png,"
+say "      out/ct-ome.zarr (OME-Zarr, 3 levels, mm), out/ct-ome-levels.png, out/ct-ome-histogram.png"

@@ -332,8 +332,17 @@ static sm_status convert_ranks(const struct sm_convert_run *p, struct sm_run_res
         attrs = provenance(p, &su, r, &res->norm, m->ndim);
         st = sm_run_output_spec(&p->output, m->ndim, su.shape, SM_DT_FLOAT32, attrs, &spec, err);
     }
-    if (st == SM_OK) {
-        st = sm_writer_new(&spec, &w, err);
+    struct sm_run_output oo = p->output; /* output.ome with the input's spacing where unset */
+    char unit[48];
+    if (st == SM_OK) { /* collective; reads the input's group only for an OME-Zarr output */
+        st = run_ome_geometry(res->store, c->input.array, m->attributes, m->ndim, su.off,
+                              oo.ome.levels != 0, &oo.ome, unit, sizeof(unit), err);
+    }
+    if (st == SM_OK) { /* output.ome: an OME-Zarr image whose level 0 is this array */
+        run_provenance_spacing(attrs, &oo.ome, m->ndim);
+        st = oo.ome.levels != 0
+                 ? sm_run_ome_writer(&oo, m->ndim, su.shape, SM_DT_FLOAT32, attrs, &w, err)
+                 : sm_writer_new(&spec, &w, err);
     }
     if (st == SM_OK && rank == 0) {
         st = sm_output_begin(out, w, err);
@@ -376,8 +385,9 @@ static sm_status convert_ranks(const struct sm_convert_run *p, struct sm_run_res
     }
     /* Phase write: this rank's block of shards, then its flush (every rank flushes: syncfs
      * covers one node, directory fsyncs cover this process's entries). */
-    run_progress_begin(&c->progress, "write", "shards", w != NULL ? sm_writer_nshards(w) : 0);
-    if (st == SM_OK && grid.ntiles != sm_writer_nshards(w)) {
+    run_progress_begin(&c->progress, "write", "shards",
+                       w != NULL ? sm_writer_nshards(sm_writer_level(w, 0)) : 0);
+    if (st == SM_OK && grid.ntiles != sm_writer_nshards(sm_writer_level(w, 0))) {
         st = sm_err_set(err, SM_E_INTERNAL, __FILE__, __LINE__,
                         "plan of %llu shards for a grid of %llu", (unsigned long long)grid.ntiles,
                         (unsigned long long)sm_writer_nshards(w));
@@ -400,6 +410,14 @@ static sm_status convert_ranks(const struct sm_convert_run *p, struct sm_run_res
         (void)sm_output_flush(out, &ignored);
     }
     st = agree(&ph, run_stop_check(c->stop, st, err), err);
+    if (st == SM_OK && sm_writer_levels(w) > 1) { /* levels 1.. of an OME-Zarr image */
+        const uint64_t t0 = sm_clock_ns();
+        const struct sm_run_pyramid py = {
+            w, out, nthreads, c->memory_bytes, c->input.max_chunk_bytes, c->progress, c->stop};
+        st = agree(&ph, sm_run_pyramid(&py, &wr, err), err);
+        res->pyramid_ns = sm_clock_ns() - t0;
+    }
+    res->levels = w != NULL ? sm_writer_levels(w) : 0;
     /* The caller's collective step between the flush and the marker (jobs/: the HDF5 export);
      * its status is the same on every rank, and a failure leaves no marker. */
     if (st == SM_OK && hk->flushed != NULL) {

@@ -194,17 +194,19 @@ static sm_status ingest_ranks(const struct sm_ingest_run *p, struct sm_run_resul
     if (st == SM_OK) {
         st = hist_params(p, &bins, &lo, &hi, &in.have_hist, err);
     }
-    if (st == SM_OK) {
-        st = sm_writer_new(&spec, &w, err);
+    if (st == SM_OK) { /* output.ome: an OME-Zarr image whose level 0 is the volume */
+        st = p->output.ome.levels != 0 ? sm_run_ome_writer(&p->output, nd, src->shape, src->dtype,
+                                                           src->attributes, &w, err)
+                                       : sm_writer_new(&spec, &w, err);
     }
-    if (st == SM_OK) { /* the writer's C-order shard grid as a tiling of the volume */
+    if (st == SM_OK) { /* level 0's C-order shard grid as a tiling of the volume */
         st = sm_tiling_init(&grid, nd, src->shape, zeros, src->shape,
                             spec.sharded ? spec.shard : spec.chunk, err);
     }
-    if (st == SM_OK && grid.ntiles != sm_writer_nshards(w)) {
+    if (st == SM_OK && grid.ntiles != sm_writer_nshards(sm_writer_level(w, 0))) {
         st = sm_err_set(err, SM_E_INTERNAL, __FILE__, __LINE__,
                         "plan of %llu shards for a grid of %llu", (unsigned long long)grid.ntiles,
-                        (unsigned long long)sm_writer_nshards(w));
+                        (unsigned long long)sm_writer_nshards(sm_writer_level(w, 0)));
     }
     if (st == SM_OK && rank == 0 && hk->layout != NULL) {
         hk->layout(hk->user, &spec, grid.ntiles);
@@ -271,7 +273,8 @@ static sm_status ingest_ranks(const struct sm_ingest_run *p, struct sm_run_resul
     }
     /* Phase write: this rank's run of shards, then its flush. */
     struct sm_write_result wr = {0};
-    run_progress_begin(&p->progress, "write", "shards", w != NULL ? sm_writer_nshards(w) : 0);
+    run_progress_begin(&p->progress, "write", "shards",
+                       w != NULL ? sm_writer_nshards(sm_writer_level(w, 0)) : 0);
     if (st == SM_OK) {
         const struct sm_write_job job = {mine.first,         mine.count,       NULL,
                                          nthreads,           fill_shard,       &in,
@@ -289,6 +292,14 @@ static sm_status ingest_ranks(const struct sm_ingest_run *p, struct sm_run_resul
         (void)sm_output_flush(out, &ignored);
     }
     st = agree(&agreed, run_stop_check(p->stop, st, err), err);
+    if (st == SM_OK && sm_writer_levels(w) > 1) { /* levels 1.. of an OME-Zarr image */
+        const uint64_t t0 = sm_clock_ns();
+        const struct sm_run_pyramid py = {
+            w, out, nthreads, p->memory_bytes, (uint64_t)1 << 30, p->progress, p->stop};
+        st = agree(&agreed, sm_run_pyramid(&py, &wr, err), err);
+        res->pyramid_ns = sm_clock_ns() - t0;
+    }
+    res->levels = w != NULL ? sm_writer_levels(w) : 0;
     /* The statistics over ranks (every rank still in step here). */
     uint64_t allreduce_ns = 0;
     if (st == SM_OK) {

@@ -29,6 +29,18 @@ void run_progress_begin(const struct sm_run_progress *p, const char *phase, cons
                         uint64_t total);
 void run_progress_end(const struct sm_run_progress *p, bool ok);
 
+/* Fills what ome lacks (spacing, origin, unit) from the input: with `read` (an OME-Zarr output)
+ * the OME-Zarr multiscales of the group that holds input.array (collective: rank 0 reads the
+ * group document, all ranks get the values), then the `shardmill` provenance in the input
+ * array's own attributes (input_attrs; no request). The origin is moved to the ROI's first voxel.
+ * unit_buf holds a unit read. SM_E_USAGE when input.spacing/origin do not have nd values. */
+sm_status run_ome_geometry(struct sm_store *store, const char *array,
+                           const struct json_t *input_attrs, unsigned nd, const uint64_t *roi_off,
+                           bool read, struct sm_run_ome *ome, char *unit_buf, size_t unit_cap,
+                           struct sm_err *err);
+/* Adds "spacing" (and "unit") to attrs.shardmill when output.ome or input.spacing gives them. */
+void run_provenance_spacing(struct json_t *attrs, const struct sm_run_ome *ome, unsigned nd);
+
 static inline double run_ms(uint64_t ns)
 {
     return (double)ns / 1e6;

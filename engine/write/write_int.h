@@ -33,7 +33,26 @@ struct sm_writer {
     uint64_t grid[SM_MAX_DIMS]; /* objects per axis */
     uint64_t nshards;
     size_t elem, obj_bytes;
+    /* An OME-Zarr image group (SPEC §2; sm_writer_new_group): `text` is the group's zarr.json,
+     * level k is the array "k" (lv[k], its own zarr.json and grid) and its shards are numbered
+     * lv_base[k] .. lv_base[k + 1] - 1 of the group's shards, so the journal, resume, the marker
+     * and verify see one shard numbering. nlevels 0: a plain array. */
+    unsigned nlevels;
+    struct sm_writer **lv;
+    uint64_t *lv_base; /* nlevels + 1 */
 };
+
+/* The array writer holding `shard` of w (w itself for a plain array), and its index there. */
+const struct sm_writer *sm_writer_locate(const struct sm_writer *w, uint64_t shard, unsigned *level,
+                                         uint64_t *local);
+/* A writer for an existing output whose root zarr.json is `text`: an array (as
+ * sm_writer_from_json), or an OME-Zarr image group written by shardmill, whose levels' zarr.json
+ * are read from dirfd. SM_E_DATA naming what is wrong. */
+/* The hex SHA-256 the marker records for w's documents: of zarr.json for an array; of the
+ * group's zarr.json followed by every level's zarr.json for an OME-Zarr image. */
+void sm_writer_docs_sha256(const struct sm_writer *w, char out[65]);
+sm_status sm_writer_from_output(int dirfd, struct sm_bytes text, struct sm_writer **out,
+                                struct sm_err *err);
 
 /* What a shard record says about an encoded object. */
 struct sm_shard_rec {
@@ -52,9 +71,10 @@ struct sm_output {
     struct sm_shard_rec *recs;
     uint64_t *staged; /* SYNCFS: 1 + the store ticket of a shard staged, not yet committed, or 0 */
     /* One flag per directory of the c/ tree: level L (c/i0/.../i(L-1), L = 0..ndim-1) starts at
-     * dir_base[L]; set when a put created an entry in it. */
+     * dir_base[L]; set when a put created an entry in it. An OME-Zarr image (w->nlevels > 0)
+     * has one c/ tree per level: level k's bases are dir_base[k * (SM_MAX_DIMS + 1) + L]. */
     atomic_uchar *dirs;
-    uint64_t dir_base[SM_MAX_DIMS + 1];
+    uint64_t *dir_base;
     atomic_bool root_dirty;
     /* The run journal (write_journal.c): this rank's file, opened at its first batch. */
     pthread_mutex_t jmu;

@@ -79,7 +79,7 @@ sm_status sm_marker_build(const struct sm_writer *w, const struct sm_shard_rec *
     char version[64], commit[64], sha[65];
     safe_copy(version, sizeof(version), SM_VERSION_STRING);
     safe_copy(commit, sizeof(commit), SM_GIT_COMMIT);
-    sm_sha256_hex(w->text.ptr, w->text.len, sha);
+    sm_writer_docs_sha256(w, sha);
     uint64_t total = 0;
     for (uint64_t i = 0; i < w->nshards; i++) {
         total += recs[i].size;

@@ -102,10 +102,23 @@ static sm_status classify(const char *root, int *state, struct sm_err *err)
     return st;
 }
 
+static bool all_digits(const char *s)
+{
+    if (*s == '\0') {
+        return false;
+    }
+    for (; *s != '\0'; s++) {
+        if (*s < '0' || *s > '9') {
+            return false;
+        }
+    }
+    return true;
+}
+
 static bool root_name_ok(const char *name, const struct stat *sb)
 {
-    if (S_ISDIR(sb->st_mode)) {
-        return strcmp(name, "c") == 0 || strcmp(name, SM_PRIV_DIR) == 0;
+    if (S_ISDIR(sb->st_mode)) { /* a digit name: a level of an OME-Zarr image */
+        return strcmp(name, "c") == 0 || strcmp(name, SM_PRIV_DIR) == 0 || all_digits(name);
     }
     if (!S_ISREG(sb->st_mode)) {
         return false;
@@ -113,6 +126,58 @@ static bool root_name_ok(const char *name, const struct stat *sb)
     return strcmp(name, SM_ZARR_JSON) == 0 || strcmp(name, SM_MARKER_NAME) == 0 ||
            strncmp(name, SM_ZARR_JSON ".tmp.", strlen(SM_ZARR_JSON ".tmp.")) == 0 ||
            strncmp(name, SM_MARKER_NAME ".tmp.", strlen(SM_MARKER_NAME ".tmp.")) == 0;
+}
+
+/* The level directories "k" of an OME-Zarr image output (SPEC §2): each holds zarr.json (or its
+ * temporary names) and the c/ tree. CHECK fails on anything else, SWEEP_TMP removes temporary
+ * files, REMOVE removes the level directories. */
+static sm_status level_dirs(int fd, enum sm_wfs_walk mode, struct sm_err *err)
+{
+    struct sm_strv names = {NULL, 0, 0};
+    SM_TRY(sm_wfs_list(fd, "", &names, err));
+    sm_status st = SM_OK;
+    for (size_t i = 0; i < names.n && st == SM_OK; i++) {
+        struct stat sb;
+        const char *lv = names.v[i];
+        if (!all_digits(lv) || fstatat(fd, lv, &sb, AT_SYMLINK_NOFOLLOW) != 0 ||
+            !S_ISDIR(sb.st_mode)) {
+            continue;
+        }
+        char rel[PATH_CAP];
+        snprintf(rel, sizeof(rel), "%s/c", lv);
+        st = sm_wfs_walk(fd, rel, true, mode, err);
+        if (st == SM_OK && mode == SM_WFS_REMOVE && unlinkat(fd, rel, AT_REMOVEDIR) != 0 &&
+            errno != ENOENT) {
+            st = io_fail(err, "cannot remove directory", rel, errno);
+        }
+        struct sm_strv inner = {NULL, 0, 0};
+        if (st == SM_OK) {
+            st = sm_wfs_list(fd, lv, &inner, err);
+        }
+        for (size_t j = 0; j < inner.n && st == SM_OK; j++) {
+            const char *n = inner.v[j];
+            snprintf(rel, sizeof(rel), "%s/%s", lv, n);
+            const bool tmp = strncmp(n, SM_ZARR_JSON ".tmp.", strlen(SM_ZARR_JSON ".tmp.")) == 0;
+            const bool doc = strcmp(n, SM_ZARR_JSON) == 0;
+            if (mode == SM_WFS_CHECK && !tmp && !doc && strcmp(n, "c") != 0) {
+                st = sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
+                                "not a shardmill output: unexpected entry '%s' (refusing to touch "
+                                "the directory)",
+                                rel);
+            } else if (((mode == SM_WFS_REMOVE && (tmp || doc)) ||
+                        (mode == SM_WFS_SWEEP_TMP && tmp)) &&
+                       unlinkat(fd, rel, 0) != 0 && errno != ENOENT) {
+                st = io_fail(err, "cannot remove", rel, errno);
+            }
+        }
+        sm_strv_free(&inner);
+        if (st == SM_OK && mode == SM_WFS_REMOVE && unlinkat(fd, lv, AT_REMOVEDIR) != 0 &&
+            errno != ENOENT) {
+            st = io_fail(err, "cannot remove directory", lv, errno);
+        }
+    }
+    sm_strv_free(&names);
+    return st;
 }
 
 /* Fails (SM_E_USAGE) on any entry a shardmill output cannot contain; changes nothing. */
@@ -138,6 +203,9 @@ static sm_status check_tree(int fd, const char *root, struct sm_err *err)
     }
     if (st == SM_OK) {
         st = sm_wfs_walk(fd, SM_PRIV_DIR, false, SM_WFS_CHECK, err);
+    }
+    if (st == SM_OK) {
+        st = level_dirs(fd, SM_WFS_CHECK, err);
     }
     if (st != SM_OK) {
         sm_err_where(err, "%s", root);
@@ -191,6 +259,7 @@ static sm_status clear(struct sm_output *o, struct sm_err *err)
     if (unlinkat(o->rootfd, "c", AT_REMOVEDIR) != 0 && errno != ENOENT) {
         return io_fail(err, "cannot remove directory", "c", errno);
     }
+    SM_TRY(level_dirs(o->rootfd, SM_WFS_REMOVE, err));
     SM_TRY(sm_wfs_walk(o->rootfd, SM_PRIV_DIR, false, SM_WFS_REMOVE, err));
     return remove_root_files(o, false, err);
 }
@@ -254,13 +323,23 @@ static sm_status setup(struct sm_output *o, const struct sm_writer *w, struct sm
 {
     o->w = w;
     const uint64_t n = w->nshards;
-    uint64_t total = 0, level = 1;
-    for (unsigned l = 0; l < w->ndim; l++) { /* n > 0: every grid extent is >= 1 */
-        o->dir_base[l] = total;
-        total += n == 0 ? 0 : level;
-        level *= n == 0 ? 1 : w->grid[l];
+    const unsigned nlev = w->nlevels > 0 ? w->nlevels : 1;
+    o->dir_base = sm_calloc((size_t)nlev * (SM_MAX_DIMS + 1), sizeof(*o->dir_base));
+    if (o->dir_base == NULL) {
+        SM_FAIL(err, SM_E_NOMEM, "cannot track %" PRIu64 " shards", n);
     }
-    o->dir_base[w->ndim] = total;
+    uint64_t total = 0;
+    for (unsigned k = 0; k < nlev; k++) { /* each level (array) its own c/ tree */
+        const struct sm_writer *lw = w->nlevels > 0 ? w->lv[k] : w;
+        uint64_t *base = o->dir_base + (size_t)k * (SM_MAX_DIMS + 1);
+        uint64_t level = 1;
+        for (unsigned l = 0; l < lw->ndim; l++) { /* n > 0: every grid extent is >= 1 */
+            base[l] = total;
+            total += lw->nshards == 0 ? 0 : level;
+            level *= lw->nshards == 0 ? 1 : lw->grid[l];
+        }
+        base[lw->ndim] = total;
+    }
     if (n > SIZE_MAX / sizeof(*o->recs)) {
         SM_FAIL(err, SM_E_NOMEM, "cannot track %" PRIu64 " shards", n);
     }
@@ -365,6 +444,21 @@ static sm_status prepare_resume(struct sm_output *o, const struct sm_writer *w, 
                             "job's (another configuration or input); use overwrite");
         } else {
             *keep_zarr = true;
+        }
+        for (unsigned k = 0; st == SM_OK && k < w->nlevels; k++) { /* each level's too */
+            char key[32];
+            snprintf(key, sizeof(key), "%u/" SM_ZARR_JSON, k);
+            const struct sm_buf *want = &w->lv[k]->text;
+            st = sm_wfs_read(o->rootfd, key, &have, &found, err);
+            if (st == SM_OK &&
+                (!found || have.len != want->len || memcmp(have.ptr, want->ptr, have.len) != 0)) {
+                st = sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
+                                "output.exists: resume: the existing %s differs from this "
+                                "job's (another configuration or input); use overwrite",
+                                key);
+            }
+        }
+        if (st == SM_OK) {
             st = compact_journals(o, w, err);
         }
     }
@@ -374,6 +468,9 @@ static sm_status prepare_resume(struct sm_output *o, const struct sm_writer *w, 
     }
     if (st == SM_OK) {
         st = sm_wfs_walk(o->rootfd, "c", true, SM_WFS_SWEEP_TMP, err);
+    }
+    if (st == SM_OK) {
+        st = level_dirs(o->rootfd, SM_WFS_SWEEP_TMP, err);
     }
     if (st == SM_OK) {
         st = sm_wfs_walk(o->rootfd, SM_PRIV_DIR, false, SM_WFS_SWEEP_TMP, err);
@@ -417,6 +514,15 @@ static sm_status begin(struct sm_output *o, const struct sm_writer *w, struct sm
     SM_TRY(setup(o, w, err));
     if (!keep_zarr) {
         SM_TRY(put_doc(o, SM_ZARR_JSON, sm_buf_bytes(&w->text), err));
+    }
+    for (unsigned k = 0; !keep_zarr && k < w->nlevels; k++) { /* an OME-Zarr image's levels */
+        char key[32];
+        snprintf(key, sizeof(key), "%u/" SM_ZARR_JSON, k);
+        SM_TRY(put_doc(o, key, sm_buf_bytes(&w->lv[k]->text), err));
+        if (syncing(o)) {
+            snprintf(key, sizeof(key), "%u", k);
+            SM_TRY(fsync_dir(o, key, err));
+        }
     }
     if (syncing(o)) {
         SM_TRY(fsync_dir(o, SM_PRIV_DIR, err));
@@ -493,6 +599,7 @@ void sm_output_close(struct sm_output *o)
     sm_free(o->recs);
     sm_free(o->staged);
     sm_free(o->dirs);
+    sm_free(o->dir_base);
     sm_free(o->root);
     sm_free(o);
 }
@@ -568,7 +675,9 @@ sm_status sm_output_shard_needed(struct sm_output *o, uint64_t shard, bool *need
     if (st == SM_OK && found) {
         const uint32_t crc = sm_crc32c(0, b.ptr, b.len);
         const bool by_rec = rec.set && b.len == rec.size && crc == rec.crc32c;
-        const bool by_index = !rec.set && sm_shard_bytes_ok(o->w, sm_buf_bytes(&b));
+        const bool by_index =
+            !rec.set &&
+            sm_shard_bytes_ok(sm_writer_locate(o->w, shard, NULL, NULL), sm_buf_bytes(&b));
         if (by_rec || by_index) {
             *need = false;
             o->recs[shard] = (struct sm_shard_rec){b.len, crc, true};
@@ -590,11 +699,14 @@ sm_status sm_output_shard_needed(struct sm_output *o, uint64_t shard, bool *need
 static void mark_dirs(struct sm_output *o, uint64_t shard)
 {
     uint64_t idx[SM_MAX_DIMS];
+    unsigned k;
+    const struct sm_writer *lw = sm_writer_locate(o->w, shard, &k, NULL);
+    const uint64_t *base = o->dir_base + (size_t)k * (SM_MAX_DIMS + 1);
     sm_writer_shard_coords(o->w, shard, idx);
     uint64_t p = 0;
-    for (unsigned l = 0; l < o->w->ndim; l++) {
-        atomic_store_explicit(&o->dirs[o->dir_base[l] + p], 1, memory_order_relaxed);
-        p = p * o->w->grid[l] + idx[l];
+    for (unsigned l = 0; l < lw->ndim; l++) {
+        atomic_store_explicit(&o->dirs[base[l] + p], 1, memory_order_relaxed);
+        p = p * lw->grid[l] + idx[l];
     }
     atomic_store_explicit(&o->root_dirty, true, memory_order_relaxed);
 }
@@ -634,15 +746,16 @@ sm_status sm_output_put_shard(struct sm_output *o, uint64_t shard, struct sm_byt
 
 /* ---- durability and the marker ---- */
 
-/* "c/i0/.../i(l-1)" for directory p of level l. */
-static void dir_path(const struct sm_writer *w, unsigned l, uint64_t p, char *buf, size_t cap)
+/* "[prefix]c/i0/.../i(l-1)" for directory p of depth l of array w. */
+static void dir_path(const struct sm_writer *w, const char *prefix, unsigned l, uint64_t p,
+                     char *buf, size_t cap)
 {
     uint64_t idx[SM_MAX_DIMS];
     for (unsigned d = l; d-- > 0;) {
         idx[d] = p % w->grid[d];
         p /= w->grid[d];
     }
-    size_t n = (size_t)snprintf(buf, cap, "c");
+    size_t n = (size_t)snprintf(buf, cap, "%sc", prefix);
     for (unsigned d = 0; d < l && n < cap; d++) {
         n += (size_t)snprintf(buf + n, cap - n, "/%" PRIu64, idx[d]);
     }
@@ -674,14 +787,27 @@ static sm_status flush(struct sm_output *o, struct sm_err *err)
     if (o->opts.sync != SM_OUTPUT_SYNC_FSYNC || o->w == NULL) {
         return SM_OK;
     }
-    for (unsigned l = o->w->ndim; l-- > 0;) { /* deepest first, the root last */
-        for (uint64_t p = 0; p < o->dir_base[l + 1] - o->dir_base[l]; p++) {
-            if (!atomic_load_explicit(&o->dirs[o->dir_base[l] + p], memory_order_relaxed)) {
-                continue;
+    const unsigned nlev = o->w->nlevels > 0 ? o->w->nlevels : 1;
+    for (unsigned k = 0; k < nlev; k++) {
+        const struct sm_writer *lw = o->w->nlevels > 0 ? o->w->lv[k] : o->w;
+        const uint64_t *base = o->dir_base + (size_t)k * (SM_MAX_DIMS + 1);
+        char prefix[16] = "";
+        if (o->w->nlevels > 0) {
+            snprintf(prefix, sizeof(prefix), "%u/", k);
+        }
+        for (unsigned l = lw->ndim; l-- > 0;) { /* deepest first, the root last */
+            for (uint64_t p = 0; p < base[l + 1] - base[l]; p++) {
+                if (!atomic_load_explicit(&o->dirs[base[l] + p], memory_order_relaxed)) {
+                    continue;
+                }
+                char rel[PATH_CAP];
+                dir_path(lw, prefix, l, p, rel, sizeof(rel));
+                SM_TRY(fsync_dir(o, rel, err));
+                if (l == 0 && o->w->nlevels > 0) { /* the level directory holds c/ */
+                    snprintf(rel, sizeof(rel), "%u", k);
+                    SM_TRY(fsync_dir(o, rel, err));
+                }
             }
-            char rel[PATH_CAP];
-            dir_path(o->w, l, p, rel, sizeof(rel));
-            SM_TRY(fsync_dir(o, rel, err));
         }
     }
     return atomic_load(&o->root_dirty) ? fsync_dir(o, "", err) : SM_OK;

@@ -50,6 +50,9 @@ sm_status sm_writer_encode_shard(const struct sm_writer *w, uint64_t shard, stru
     if (shard >= w->nshards) {
         SM_FAIL(err, SM_E_INTERNAL, "shard %" PRIu64 " of a grid of %" PRIu64, shard, w->nshards);
     }
+    if (w->nlevels > 0) { /* a group's shard is its level's */
+        w = sm_writer_locate(w, shard, NULL, &shard);
+    }
     uint64_t off[SM_MAX_DIMS], shape[SM_MAX_DIMS];
     sm_writer_shard_box(w, shard, off, shape);
     size_t want = w->elem;

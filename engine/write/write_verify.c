@@ -103,7 +103,7 @@ static sm_status check_marker(int fd, struct sm_bytes marker, struct sm_verify_r
     struct sm_err pe;
     sm_err_clear(&pe);
     sm_status st = SM_OK;
-    if (sm_writer_from_json(sm_buf_bytes(&zj), &w, &pe) != SM_OK) {
+    if (sm_writer_from_output(fd, sm_buf_bytes(&zj), &w, &pe) != SM_OK) {
         st = pe.status == SM_E_NOMEM
                  ? sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__, "%s", pe.what)
                  : problem(rep, SM_ZARR_JSON, err, "%s", pe.what);
@@ -119,7 +119,7 @@ static sm_status check_marker(int fd, struct sm_bytes marker, struct sm_verify_r
     } else if (!sm_marker_parse(w, marker, recs, want, why, sizeof(why))) {
         st = problem(rep, SM_MARKER_NAME, err, "%s", why);
     } else {
-        sm_sha256_hex(zj.ptr, zj.len, sha);
+        sm_writer_docs_sha256(w, sha); /* zarr.json (and a group's level documents) */
         if (strcmp(sha, want) != 0) {
             st = problem(rep, SM_ZARR_JSON, err, "SHA-256 %.16s..., the marker says %.16s...", sha,
                          want);

@@ -119,18 +119,36 @@ struct sm_run_norm {
  * layout (sm_output_layout_auto); shard set with n = 0: not sharded; chunk unset: automatic (64
  * where it divides an explicit shard, else the shard's extent). `policy` holds output.exists and
  * output.sync/fsync. */
+/* output.ome (SPEC §2 "OME-Zarr output"): levels 0 writes a plain array; otherwise the output
+ * is an OME-Zarr 0.5 image group with arrays "0" .. levels-1, level k+1 the mean of SPEC §2
+ * over 2x2x2 blocks of level k (SM_RUN_OME_AUTO: down to the first level whose largest axis is
+ * <= 256). spacing (voxel size per axis, z y x; unset: 1), origin (the position of voxel 0, or
+ * unset) and unit (a UDUNITS-2 name, or NULL) go to the multiscales `scale` (spacing x 2^k) and
+ * `translation` transformations and to the axes. */
+#define SM_RUN_OME_AUTO 0xffffffffu
+#define SM_RUN_OME_AUTO_MAX 256u
+struct sm_run_ome {
+    unsigned levels;
+    struct sm_run_spacing {
+        bool set;
+        unsigned n; /* values given (must be the input's dimensions) */
+        double v[SM_MAX_DIMS];
+    } spacing, origin;
+    const char *unit;
+};
 struct sm_run_output {
     const char *path; /* required */
     struct sm_run_dims shard, chunk;
     const char *codec; /* zstd | gzip | blosc | none (NULL: zstd) */
     int level;
     struct sm_output_opts policy;
+    struct sm_run_ome ome;
 };
 #define SM_RUN_OUTPUT_DEFAULTS                                                                     \
     {                                                                                              \
-        NULL, {0}, {0}, "zstd", 3,                                                                 \
+        NULL, {0}, {0}, "zstd", 3, {SM_OUTPUT_EXISTS_ERROR, SM_OUTPUT_SYNC_SYNCFS, NULL},          \
         {                                                                                          \
-            SM_OUTPUT_EXISTS_ERROR, SM_OUTPUT_SYNC_SYNCFS, NULL                                    \
+            0, {0}, {0}, NULL                                                                      \
         }                                                                                          \
     }
 
@@ -268,6 +286,8 @@ struct sm_run_result {
     uint64_t kept_input_ranks, kept_input_bytes;
     uint64_t shards_kept;                /* ingest: shards a resume kept (summed over ranks) */
     uint64_t sync_ns;                    /* this rank's flush */
+    unsigned levels;                     /* convert: OME-Zarr levels written (0: a plain array) */
+    uint64_t pyramid_ns;                 /* convert: this rank's levels 1.. (wall) */
     double timing[SM_RUN_NTIMINGS];      /* this rank */
     double timing_max[SM_RUN_NTIMINGS];  /* over ranks */
     double timing_mean[SM_RUN_NTIMINGS]; /* over ranks */
@@ -333,5 +353,44 @@ sm_status sm_run_shard_grid(const struct sm_run_output *o, const struct sm_array
 /* The plan of `kind` over the tiles of t for nranks ranks: parts[nranks]. Metadata only. */
 void sm_run_plan(enum sm_part_kind kind, const struct sm_array_meta *m, const struct sm_tiling *t,
                  int nranks, struct sm_part *parts);
+/* ---- OME-Zarr output (SPEC §2), for convert and ingest ---- */
+
+/* The number of levels output.ome asks for a level 0 of `shape` (auto resolved), the shape of
+ * each and their output specs (levels[k] as sm_run_output_spec would make it for level k's shape,
+ * with dimension_names; the auto layout is chosen per level). levels must hold SM_MAX_LEVELS.
+ * SM_E_USAGE naming output.ome.levels (more levels than halvings to one voxel allow, or than
+ * SM_MAX_LEVELS) or output.ome (not 2 or 3 dimensions). */
+sm_status sm_run_ome_levels(const struct sm_run_output *o, unsigned nd, const uint64_t *shape,
+                            enum sm_dtype dtype, struct sm_output_spec *levels, unsigned *nlevels,
+                            struct sm_err *err);
+/* The group writer (sm_writer_new_group) of the OME-Zarr image output.ome asks for, whose level 0
+ * has `shape` and `dtype`; its attributes are the OME metadata (o->ome: spacing, origin, unit)
+ * plus the members of `attrs` (the provenance). Errors as sm_run_ome_levels. */
+sm_status sm_run_ome_writer(const struct sm_run_output *o, unsigned nd, const uint64_t *shape,
+                            enum sm_dtype dtype, const struct json_t *attrs, struct sm_writer **w,
+                            struct sm_err *err);
+/* The group attributes of an OME-Zarr image: {"ome": {"version": "0.5", "multiscales": [{
+ * "name", "axes", "datasets" with scale (and translation) per level, "type": "mean"}]}} plus
+ * every member of `extra` (the provenance, copied). NULL if it cannot be allocated. */
+struct json_t *sm_run_ome_attrs(const struct sm_run_ome *ome, unsigned nd, unsigned nlevels,
+                                const struct json_t *extra);
+/* The pyramid of a group writer whose level 0 every rank wrote and flushed (collective): for
+ * k = 1 .. levels-1, each rank its block of level k's shards, each shard the mean (SPEC §2) of
+ * the level-(k-1) values it covers, read back from the output through array/ slab by slab (no
+ * whole-volume buffer; the slabs of all threads stay within half of memory_bytes where a slab of
+ * two planes allows), OpenMP threads over shards; then every rank flushes and agrees before the
+ * next level. Byte-identical for any ranks x threads. SM_E_STOPPED on a stop (finished shards
+ * flushed). The result's write counters accumulate in *wr. */
+struct sm_run_pyramid {
+    const struct sm_writer *writer; /* a group writer (sm_writer_new_group) */
+    struct sm_output *output;       /* begun or joined with it */
+    int threads;                    /* <= 0: the OpenMP default */
+    uint64_t memory_bytes;
+    uint64_t max_chunk_bytes; /* limits.max_chunk_bytes of the read-back */
+    struct sm_run_progress progress;
+    const atomic_int *stop;
+};
+sm_status sm_run_pyramid(const struct sm_run_pyramid *p, struct sm_write_result *wr,
+                         struct sm_err *err);
 
 #endif

@@ -38,11 +38,12 @@ struct sm_output_spec {
     enum sm_shard_index_location index_location;
     uint8_t fill[8];                 /* fill value: little-endian bytes of dtype */
     const struct json_t *attributes; /* borrowed; an object (provenance: the caller's) or NULL */
+    bool dimension_names;            /* write "dimension_names" (the last ndim of z, y, x) */
 };
 #define SM_OUTPUT_SPEC_DEFAULTS                                                                    \
     {                                                                                              \
         3, {0}, SM_DT_FLOAT32, true, {8, 32, 32}, {2, 16, 16}, "zstd", 3, "lz4", true,             \
-            SM_SHARD_INDEX_END, {0}, NULL                                                          \
+            SM_SHARD_INDEX_END, {0}, NULL, false                                                   \
     }
 
 /* The default layout of SPEC §2 (`output.chunk: auto`, `output.shard: auto`) for an array of
@@ -75,6 +76,25 @@ struct sm_writer;
 sm_status sm_writer_new(const struct sm_output_spec *spec, struct sm_writer **out,
                         struct sm_err *err);
 void sm_writer_free(struct sm_writer *w);
+
+/* An OME-Zarr image group (SPEC §2 "OME-Zarr output"): the output directory holds the group's
+ * zarr.json ({zarr_format 3, node_type group, attributes: `attrs`, the caller's OME metadata and
+ * provenance}) and the arrays "0" .. "nlevels-1", level k written as sm_writer_new(&levels[k])
+ * would write it (its zarr.json at "k/zarr.json", its shards at "k/c/..."). The group's shards
+ * are the levels' shards one after the other (level 0 first, each in its own C order):
+ * sm_writer_level_first gives where a level starts; box, bytes, key and encode of a group shard
+ * are those of its level. sm_writer_meta and sm_writer_grid answer for level 0. SM_E_USAGE as
+ * sm_writer_new, naming the level; nlevels 1..SM_MAX_LEVELS. */
+#define SM_MAX_LEVELS 32u
+sm_status sm_writer_new_group(const struct sm_output_spec *levels, unsigned nlevels,
+                              const struct json_t *attrs, struct sm_writer **out,
+                              struct sm_err *err);
+/* 0 for an array writer; the number of levels of a group writer. */
+unsigned sm_writer_levels(const struct sm_writer *w);
+/* Level k's array writer (w itself for an array writer and k 0). */
+const struct sm_writer *sm_writer_level(const struct sm_writer *w, unsigned k);
+/* The group shard number of level k's shard 0 (0 for an array writer). */
+uint64_t sm_writer_level_first(const struct sm_writer *w, unsigned k);
 
 /* The zarr.json text (UTF-8, ends with a newline); valid while w lives. */
 struct sm_bytes sm_writer_zarr_json(const struct sm_writer *w);

@@ -122,6 +122,9 @@ static void test_every_field_has_a_row(void **state)
         case SM_CFG_DIMS:
             assert_int_equal(k->size, sizeof(struct sm_cfg_dims));
             break;
+        case SM_CFG_FLOATS:
+            assert_int_equal(k->size, sizeof(struct sm_cfg_floats));
+            break;
         case SM_CFG_RANGE:
             cover(map, k->off2, sizeof(double));
             cover(map, k->off_set, sizeof(bool));

@@ -1,0 +1,497 @@
+#!/usr/bin/python3
+"""OME-Zarr output of convert (SPEC §2 "OME-Zarr output", §6 marker, issue 13).
+
+Cases:
+  levels    an odd-shaped ROI (edge blocks of 1, 2 and 4 children) with output.ome.levels 4:
+            every level read by zarrita.js equals the NumPy reference of SPEC §2 (float64 sums of
+            the float32 values of each 2x2x2 block in C order, divided by the count, rounded
+            once) bit for bit; the group and level zarr.json against OME-Zarr 0.5 field by field;
+            the marker covers every level; `verify` passes and catches a damaged level-2 shard;
+            `info` shows the group; levels: auto; a bad levels value is refused.
+  identity  the output tree is byte-identical for 1 and 2 threads and (when --mpiexec is given)
+            mpirun -n 2 and 3.
+  resume    a run stopped by SIGKILL while level 2 is being written (no marker, verify fails)
+            and resumed gives the same tree as a clean run.
+  spacing   input.spacing/unit/origin reach scale and translation exactly (also through
+            @fideus-labs/ngff-zarr); an OME-Zarr input's own scale is the default.
+  ingest    ingest with output.ome: NIfTI pixdim/units/origin and raw input.spacing reach the
+            OME scale exactly; uint16 levels are the means rounded half to even.
+Usage: test_convert_ome.py --shardmill BIN --node NODE --work DIR --case CASE [--mpiexec BIN]
+"""
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "helpers"))
+import convert_common as cc  # noqa: E402
+from launch_env import mpi_env, plain_env  # noqa: E402
+
+FULL = (41, 47, 57)
+ROI_OFF = [2, 1, 3]
+ROI = [37, 45, 51]  # odd on every axis: edge blocks of 1, 2 and 4 children
+DIVISOR = 4095.0
+
+
+def make_input(path, seed=5):
+    import zarr
+    rng = np.random.default_rng(seed)
+    a = rng.integers(0, 4096, FULL).astype(np.uint16)
+    z = zarr.open(path, mode="w", shape=FULL, chunks=(16, 16, 16), dtype="uint16")
+    z[:] = a
+    return a
+
+
+def job(path, inp, out, levels=4, threads=2, extra=None):
+    cfg = {"job": "convert", "input": {"store": inp},
+           "roi": {"offset": ROI_OFF, "shape": ROI},
+           "histogram": {"bins": 64, "range": [0, 4096]},
+           "normalize": {"mode": "scale", "divisor": DIVISOR},
+           "output": {"path": out, "shard": [16, 16, 16], "chunk": [8, 8, 8],
+                      "ome": {"levels": levels}},
+           "parallel": {"threads": threads}, "progress": False}
+    for k, v in (extra or {}).items():
+        cfg[k] = v
+    return cc.write_config(path, cfg)
+
+
+def down(a):
+    """SPEC §2: level k+1 from level k (NumPy, independent of the engine)."""
+    shp = tuple((n + 1) // 2 for n in a.shape)
+    s = np.zeros(shp, np.float64)
+    cnt = np.zeros(shp, np.float64)
+    for dz in (0, 1):
+        for dy in (0, 1):
+            for dx in (0, 1):  # C order of the block
+                sub = a[dz::2, dy::2, dx::2].astype(np.float64)
+                s[:sub.shape[0], :sub.shape[1], :sub.shape[2]] += sub
+                cnt[:sub.shape[0], :sub.shape[1], :sub.shape[2]] += 1
+    return (s / cnt).astype(a.dtype)
+
+
+def reference(a, levels):
+    roi = a[tuple(slice(o, o + s) for o, s in zip(ROI_OFF, ROI))]
+    l0 = roi.astype(np.float32) / np.float32(DIVISOR)
+    out = [l0]
+    for _ in range(1, levels):
+        out.append(down(out[-1]))
+    return out
+
+
+def check_ome(c, out, nlev, spacing=(1.0, 1.0, 1.0)):
+    """OME-Zarr 0.5 (https://ngff.openmicroscopy.org/0.5/) field by field."""
+    g = json.load(open(os.path.join(out, "zarr.json")))
+    c.check("group zarr.json: zarr_format 3, node_type group",
+            g.get("zarr_format") == 3 and g.get("node_type") == "group", g)
+    ome = g.get("attributes", {}).get("ome", {})
+    c.check("attributes.ome.version == \"0.5\"", ome.get("version") == "0.5", ome.get("version"))
+    ms = ome.get("multiscales", [])
+    c.check("one multiscales entry", isinstance(ms, list) and len(ms) == 1, ms)
+    if not ms:
+        return
+    m = ms[0]
+    c.check("multiscales entry carries no version (0.5 moved it to ome)", "version" not in m, m)
+    axes = m.get("axes", [])
+    c.check("axes z, y, x of type space",
+            [(x.get("name"), x.get("type")) for x in axes] ==
+            [("z", "space"), ("y", "space"), ("x", "space")], axes)
+    ds = m.get("datasets", [])
+    c.check(f"{nlev} datasets with paths 0..{nlev - 1}",
+            [d.get("path") for d in ds] == [str(k) for k in range(nlev)], ds)
+    for k, d in enumerate(ds):
+        ct = d.get("coordinateTransformations", [])
+        want = [s * 2 ** k for s in spacing]
+        c.check(f"level {k} transformations: one scale = spacing x 2^{k} = {want}",
+                len(ct) == 1 and ct[0].get("type") == "scale" and ct[0].get("scale") == want, ct)
+    c.check("provenance next to ome", "shardmill" in g.get("attributes", {}), g.get("attributes"))
+    shape = list(ROI)
+    for k in range(nlev):
+        a = json.load(open(os.path.join(out, str(k), "zarr.json")))
+        c.check(f"level {k} zarr.json: array, shape {shape}, float32, dimension_names z,y,x",
+                a.get("node_type") == "array" and a.get("shape") == shape and
+                a.get("data_type") == "float32" and a.get("dimension_names") == ["z", "y", "x"],
+                {x: a.get(x) for x in ("node_type", "shape", "data_type", "dimension_names")})
+        shape = [(n + 1) // 2 for n in shape]
+
+
+def check_ngff(c, args, out, shapes, spacing, unit):
+    """@fideus-labs/ngff-zarr (an independent OME-Zarr reader, with its schema validation) opens
+    the image and lists the levels, their shapes and scales."""
+    env = dict(os.environ, SM_ZARRITA_JS=cc.JS_DIR)
+    mod = os.path.join(cc.JS_DIR, "node_modules", "@fideus-labs", "ngff-zarr", "package.json")
+    if not os.path.exists(mod):
+        c.check("@fideus-labs/ngff-zarr installed (scripts/install-deps.sh)", False, mod)
+        return
+    r = cc.run([args.node, os.path.join(HERE, "js", "ngff_levels.mjs"), out], env=env)
+    if not c.check("ngff-zarr opens the image (validate: true)", r.returncode == 0,
+                   cc.describe(r)):
+        return
+    d = json.loads(r.stdout.strip().splitlines()[-1])
+    c.check("ngff-zarr: version 0.5, axes z y x space with the unit",
+            d.get("version") == "0.5" and d.get("axes") ==
+            [[n, "space", unit] for n in ("z", "y", "x")], d.get("axes"))
+    got = [(x["path"], x["shape"], x["scale"]) for x in d.get("levels", [])]
+    want = [(str(k), shp, [s * 2 ** k for s in spacing]) for k, shp in enumerate(shapes)]
+    c.check(f"ngff-zarr lists {len(shapes)} levels with shapes and scales", got == want,
+            f"{got} vs {want}")
+
+
+def check_marker_levels(c, out, nlev):
+    mk = json.load(open(os.path.join(out, "shardmill.complete.json")))
+    keys = []
+    for k in range(nlev):
+        meta = json.load(open(os.path.join(out, str(k), "zarr.json")))
+        keys += [f"{k}/{x}" for x in cc.shard_keys(meta)]
+    got = [r.get("key") for r in mk.get("shards", [])]
+    c.check(f"marker lists the shards of every level in order ({len(keys)})", got == keys,
+            got[:4])
+    c.check("marker shard_count", mk.get("shard_count") == len(keys), mk.get("shard_count"))
+    bad = [r["key"] for r in mk.get("shards", [])
+           if os.path.getsize(os.path.join(out, *r["key"].split("/"))) != r["size"]]
+    c.check("marker sizes match the files", not bad, bad[:4])
+
+
+def case_levels(c, args, work):
+    inp = os.path.join(work, "in.zarr")
+    a = make_input(inp)
+    out = os.path.join(work, "out.zarr")
+    cfg = job(os.path.join(work, "job.yaml"), inp, out)
+    r = cc.run([args.shardmill, "run", cfg, "--report", os.path.join(work, "rep.json")])
+    if not c.check("convert with output.ome.levels 4 exits 0", r.returncode == 0, cc.describe(r)):
+        return
+    refs = reference(a, 4)
+    check_ome(c, out, 4)
+    check_marker_levels(c, out, 4)
+    err = cc.node_ok(args.node)
+    if err is None:
+        cc.zarrita_read_all(c, args.node, work, [
+            (f"level {k}", os.path.join(out, str(k)), refs[k],
+             [([0] * 3, [1, 1, 1]), ([n - 1 for n in refs[k].shape], [1, 1, 1])])
+            for k in range(4)])
+    else:
+        c.check("node with zarrita.js available", False, err)
+    for k in range(4):
+        cc.shardmill_read(c, args.shardmill, f"level {k}", os.path.join(out, str(k)), refs[k],
+                          work)
+    if err is None:
+        check_ngff(c, args, out, [list(x.shape) for x in refs], [1.0, 1.0, 1.0], None)
+    r = cc.run([args.shardmill, "verify", out])
+    c.check("verify of the image passes", r.returncode == 0, cc.describe(r) + r.stdout)
+    r = cc.run([args.shardmill, "info", out])
+    c.check("info on the image exits 0", r.returncode == 0, cc.describe(r))
+    if r.returncode == 0:
+        lv = json.loads(r.stdout).get("multiscales", [{}])[0].get("levels", [])
+        c.check("info lists every level with its shape and scale",
+                [(x.get("path"), x.get("shape"), x.get("scale")) for x in lv] ==
+                [(str(k), list(refs[k].shape), [float(2 ** k)] * 3) for k in range(4)], lv)
+    # damage one level-2 shard: verify must name it
+    victim = os.path.join(out, "2", "c", "0", "0", "0")
+    data = bytearray(open(victim, "rb").read())
+    data[len(data) // 2] ^= 0xFF
+    open(victim, "wb").write(bytes(data))
+    r = cc.run([args.shardmill, "verify", out])
+    c.check("verify fails on a damaged level-2 shard, naming it",
+            r.returncode == 1 and "2/c/0/0/0" in (r.stdout + r.stderr), cc.describe(r) + r.stdout)
+    # resume rewrites exactly that shard and gives the clean bytes back
+    r = cc.run([args.shardmill, "run", cfg, "--set", "output.exists=resume", "--report",
+                os.path.join(work, "rep2.json")])
+    c.check("resume after the damage exits 0", r.returncode == 0, cc.describe(r))
+    rep = json.load(open(os.path.join(work, "rep2.json"))) if r.returncode == 0 else {}
+    c.check("resume rewrote one shard", rep.get("output", {}).get("written") == 1,
+            rep.get("output"))
+    r = cc.run([args.shardmill, "verify", out])
+    c.check("verify after resume passes", r.returncode == 0, cc.describe(r) + r.stdout)
+    # overwrite an image with a plain array (output.ome.method: null): no level is left
+    r = cc.run([args.shardmill, "run", cfg, "--set", "output.exists=overwrite", "--set",
+                "output.ome.method=null"])
+    c.check("overwrite of the image by a plain array exits 0", r.returncode == 0, cc.describe(r))
+    left = sorted(os.listdir(out))
+    c.check("no level directory left after the overwrite",
+            left == ["c", "shardmill.complete.json", "zarr.json"], left)
+    # and back: overwrite the plain array with the image, verify
+    r = cc.run([args.shardmill, "run", cfg, "--set", "output.exists=overwrite"])
+    c.check("overwrite of the plain array by the image exits 0", r.returncode == 0,
+            cc.describe(r))
+    r = cc.run([args.shardmill, "verify", out])
+    c.check("verify after the overwrites passes", r.returncode == 0, cc.describe(r) + r.stdout)
+    # levels: auto on a small ROI (largest axis 51 <= 256): one level
+    out2 = os.path.join(work, "auto.zarr")
+    cfg2 = job(os.path.join(work, "auto.yaml"), inp, out2, levels="auto")
+    r = cc.run([args.shardmill, "run", cfg2])
+    c.check("levels: auto exits 0", r.returncode == 0, cc.describe(r))
+    if r.returncode == 0:
+        ds = json.load(open(os.path.join(out2, "zarr.json")))["attributes"]["ome"][
+            "multiscales"][0]["datasets"]
+        c.check("levels: auto on a 51-voxel ROI makes level 0 only", len(ds) == 1, ds)
+    # too many levels for the shape: exit 2 naming the key
+    cfg3 = job(os.path.join(work, "bad.yaml"), inp, os.path.join(work, "bad.zarr"), levels=9)
+    r = cc.run([args.shardmill, "run", cfg3])
+    lines = cc.one_error_line(r.stderr)
+    c.check("levels 9 on a 51-voxel ROI: exit 2, one line naming output.ome.levels",
+            r.returncode == 2 and len(lines) == 1 and "output.ome.levels" in lines[0],
+            cc.describe(r))
+
+
+def case_identity(c, args, work):
+    inp = os.path.join(work, "in.zarr")
+    make_input(inp, seed=9)
+    trees = []
+    for threads in (1, 2):
+        d = cc.fresh_dir(os.path.join(work, f"t{threads}"))
+        cfg = job(os.path.join(d, "job.yaml"), inp, "out.zarr", threads=threads)
+        r = cc.run([args.shardmill, "run", cfg], cwd=d, env=plain_env())
+        c.check(f"plain run, {threads} threads, exits 0", r.returncode == 0, cc.describe(r))
+        trees.append((f"{threads} threads", os.path.join(d, "out.zarr")))
+    if args.mpiexec:
+        for n in [int(x) for x in args.ranks.split(",") if x]:
+            d = cc.fresh_dir(os.path.join(work, f"n{n}"))
+            cfg = job(os.path.join(d, "job.yaml"), inp, "out.zarr", threads=1)
+            cmd = [args.mpiexec, "--oversubscribe", "-np", str(n), args.shardmill, "run", cfg]
+            r = cc.run(cmd, cwd=d, env=mpi_env(), timeout=120)
+            c.check(f"mpirun -n {n} exits 0", r.returncode == 0, cc.describe(r))
+            trees.append((f"{n} ranks", os.path.join(d, "out.zarr")))
+    ref_label, ref = trees[0]
+    for label, t in trees[1:]:
+        diffs = cc.tree_diff(ref, t)
+        c.check(f"{label} tree == {ref_label} tree, byte for byte", not diffs, diffs[:6])
+
+
+def level_files(out, k):
+    n = 0
+    for _d, _s, files in os.walk(os.path.join(out, str(k), "c")):
+        n += sum(1 for f in files if ".tmp." not in f)
+    return n
+
+
+def case_resume(c, args, work):
+    inp = os.path.join(work, "in.zarr")
+    make_input(inp, seed=13)
+    # small shards; the killed run writes them one at a time with fsync (output.sync does not
+    # change the bytes), slow enough to be stopped in level 2; the others do not sync
+    extra = {"output": {"path": "out.zarr", "shard": [8, 8, 8], "chunk": [8, 8, 8],
+                        "fsync": False, "ome": {"levels": 4}}}
+    slow = ["--set", "output.fsync=true", "--set", "output.sync=fsync"]
+    ref_dir = cc.fresh_dir(os.path.join(work, "clean"))
+    cfg = job(os.path.join(work, "job.yaml"), inp, "out.zarr", threads=1, extra=extra)
+    resume = ["--set", "output.exists=resume"]
+    r = cc.run([args.shardmill, "run", cfg] + resume, cwd=ref_dir)
+    if not c.check("clean run exits 0", r.returncode == 0, cc.describe(r)):
+        return
+    ref = os.path.join(ref_dir, "out.zarr")
+    total2 = level_files(ref, 2)
+    kdir = cc.fresh_dir(os.path.join(work, "killed"))
+    out = os.path.join(kdir, "out.zarr")
+    p = subprocess.Popen([args.shardmill, "run", cfg] + resume + slow, cwd=kdir,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    seen = 0
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and p.poll() is None:
+        seen = level_files(out, 2)
+        if seen >= 1:
+            os.kill(p.pid, signal.SIGSTOP)  # freeze it at once, then kill it
+            break
+        time.sleep(0.0005)
+    if p.poll() is None:
+        os.kill(p.pid, signal.SIGKILL)
+    rc = p.wait()
+    after = level_files(out, 2)
+    ok = c.check(f"killed by SIGKILL during level 2 ({after} of {total2} level-2 shards)",
+                 rc == -signal.SIGKILL and after < total2 and level_files(out, 3) == 0,
+                 f"exit {rc}, {after} of {total2}")
+    if not ok:
+        return
+    c.check("no completion marker after the kill",
+            not os.path.exists(os.path.join(out, "shardmill.complete.json")))
+    r = cc.run([args.shardmill, "verify", out])
+    c.check("verify of the killed output fails", r.returncode in (1, 3), cc.describe(r))
+    r = cc.run([args.shardmill, "run", cfg] + resume, cwd=kdir)
+    c.check("resume exits 0", r.returncode == 0, cc.describe(r))
+    r = cc.run([args.shardmill, "verify", out])
+    c.check("verify of the resumed output passes", r.returncode == 0, cc.describe(r))
+    diffs = cc.tree_diff(ref, out)
+    c.check("resumed tree == clean tree, byte for byte", not diffs, diffs[:6])
+
+
+def case_spacing(c, args, work):
+    """input.spacing/unit/origin reach the OME scale and translation exactly; an OME-Zarr input's
+    own scale is the default; a wrong count is refused."""
+    inp = os.path.join(work, "in.zarr")
+    make_input(inp, seed=3)
+    sp = [1.5, 0.957, 0.957]
+    org = [-10.25, 3.5, 7.0]
+    out = os.path.join(work, "mm.zarr")
+    cfg = job(os.path.join(work, "mm.yaml"), inp, out, levels=3,
+              extra={"input": {"store": inp, "spacing": sp, "unit": "millimeter",
+                               "origin": org}})
+    r = cc.run([args.shardmill, "run", cfg])
+    if not c.check("convert with input.spacing/unit/origin exits 0", r.returncode == 0,
+                   cc.describe(r)):
+        return
+    g = json.load(open(os.path.join(out, "zarr.json")))["attributes"]
+    m = g["ome"]["multiscales"][0]
+    c.check("axes carry unit millimeter",
+            [a.get("unit") for a in m["axes"]] == ["millimeter"] * 3, m["axes"])
+    for k, d in enumerate(m["datasets"]):
+        ct = d["coordinateTransformations"]
+        want_t = [o + s * (2 ** k - 1) / 2 for o, s in zip(org, sp)]
+        c.check(f"level {k}: scale = spacing x 2^{k} exactly, translation = origin + "
+                f"spacing x (2^{k} - 1) / 2",
+                len(ct) == 2 and ct[0] == {"type": "scale", "scale": [s * 2 ** k for s in sp]}
+                and ct[1] == {"type": "translation", "translation": want_t}, ct)
+    c.check("provenance shardmill.spacing/unit/origin",
+            g["shardmill"].get("spacing") == sp and g["shardmill"].get("unit") == "millimeter"
+            and g["shardmill"].get("origin") == org, g["shardmill"])
+    if cc.node_ok(args.node) is None:
+        shapes = [list(ROI)]
+        for _ in range(2):
+            shapes.append([(n + 1) // 2 for n in shapes[-1]])
+        check_ngff(c, args, out, shapes, sp, "millimeter")
+    # the HDF5 export (of level 0) carries spacing, unit and origin as attributes
+    h5 = os.path.join(work, "mm.h5")
+    r = cc.run([args.shardmill, "run", cfg, "--set", "output.exists=overwrite", "--set",
+                f"export.hdf5.path={h5}"])
+    if r.returncode == 0 or "HDF5" not in r.stderr:
+        if c.check("convert with an HDF5 export exits 0", r.returncode == 0, cc.describe(r)):
+            import h5py
+            with h5py.File(h5, "r") as f:
+                d = f["data"]
+                c.check("HDF5 export: shape of level 0, attributes spacing/unit/origin",
+                        d.shape == tuple(ROI) and list(d.attrs["spacing"]) == sp and
+                        d.attrs["unit"] in ("millimeter", b"millimeter") and
+                        list(d.attrs["origin"]) == org, dict(d.attrs))
+    # an OME-Zarr input: level 0 of that image, a ROI inside it, no spacing given
+    out2 = os.path.join(work, "from_ome.zarr")
+    cfg2 = cc.write_config(os.path.join(work, "from_ome.yaml"), {
+        "job": "convert", "input": {"store": out, "array": "0"},
+        "roi": {"offset": [1, 2, 3], "shape": [8, 9, 10]},
+        "histogram": {"bins": 16, "range": [0, 2]}, "normalize": {"mode": "scale", "divisor": 1},
+        "output": {"path": out2, "ome": {"levels": 2}}, "progress": False})
+    r = cc.run([args.shardmill, "run", cfg2])
+    if c.check("convert of an OME-Zarr level exits 0", r.returncode == 0, cc.describe(r)):
+        m2 = json.load(open(os.path.join(out2, "zarr.json")))["attributes"]["ome"][
+            "multiscales"][0]
+        ct = m2["datasets"][0]["coordinateTransformations"]
+        c.check("the input's scale, unit and translation (moved to the ROI) are kept",
+                ct == [{"type": "scale", "scale": sp},
+                       {"type": "translation",
+                        "translation": [o + s * f for o, s, f in zip(org, sp, [1, 2, 3])]}]
+                and m2["axes"][2].get("unit") == "millimeter", ct)
+    cfg3 = job(os.path.join(work, "bad.yaml"), inp, os.path.join(work, "bad.zarr"),
+               extra={"input": {"store": inp, "spacing": [1.0, 2.0]}})
+    r = cc.run([args.shardmill, "run", cfg3])
+    lines = cc.one_error_line(r.stderr)
+    c.check("input.spacing of 2 values for 3 axes: exit 2, one line naming input.spacing",
+            r.returncode == 2 and len(lines) == 1 and "input.spacing" in lines[0],
+            cc.describe(r))
+    cfg4 = job(os.path.join(work, "neg.yaml"), inp, os.path.join(work, "neg.zarr"),
+               extra={"input": {"store": inp, "spacing": [1.0, -2.0, 1.0]}})
+    r = cc.run([args.shardmill, "run", cfg4])
+    c.check("a negative spacing: exit 2 naming input.spacing[1]",
+            r.returncode == 2 and "input.spacing[1]" in r.stderr, cc.describe(r))
+
+
+def down_int(a):
+    """SPEC §2 for integer levels: the mean rounded half to even."""
+    shp = tuple((n + 1) // 2 for n in a.shape)
+    s = np.zeros(shp, np.float64)
+    cnt = np.zeros(shp, np.float64)
+    for dz in (0, 1):
+        for dy in (0, 1):
+            for dx in (0, 1):
+                sub = a[dz::2, dy::2, dx::2].astype(np.float32).astype(np.float64)
+                s[:sub.shape[0], :sub.shape[1], :sub.shape[2]] += sub
+                cnt[:sub.shape[0], :sub.shape[1], :sub.shape[2]] += 1
+    return np.rint(s / cnt).astype(a.dtype)
+
+
+def case_ingest(c, args, work):
+    """ingest with output.ome: NIfTI pixdim/units/origin and raw input.spacing reach the OME
+    scale exactly; uint16 levels are the rounded-half-to-even means."""
+    import nibabel as nib
+    rng = np.random.default_rng(21)
+    xyz = rng.integers(0, 60000, (27, 22, 13)).astype(np.uint16)
+    aff = np.array([[0.8, 0, 0, -12.5], [0, 0.9, 0, 7.25], [0, 0, 1.5, 30.0], [0, 0, 0, 1]])
+    img = nib.Nifti1Image(xyz, aff)
+    img.header.set_xyzt_units("mm", "sec")
+    nii = os.path.join(work, "v.nii.gz")
+    nib.save(img, nii)
+    pix = [float(x) for x in nib.load(nii).header["pixdim"][1:4]][::-1]  # z, y, x
+    out = os.path.join(work, "nii.zarr")
+    cfg = cc.write_config(os.path.join(work, "nii.yaml"), {
+        "job": "ingest", "input": {"store": nii},
+        "output": {"path": out, "shard": [8, 8, 8], "chunk": [8, 8, 8], "fsync": False,
+                   "ome": {"levels": 3}},
+        "parallel": {"threads": 2}, "progress": False})
+    r = cc.run([args.shardmill, "run", cfg])
+    if not c.check("ingest of a NIfTI file with output.ome exits 0", r.returncode == 0,
+                   cc.describe(r)):
+        return
+    g = json.load(open(os.path.join(out, "zarr.json")))["attributes"]
+    m = g["ome"]["multiscales"][0]
+    for k, d in enumerate(m["datasets"]):
+        ct = d["coordinateTransformations"]
+        c.check(f"NIfTI level {k}: scale = pixdim (z, y, x) x 2^{k} exactly",
+                ct[0] == {"type": "scale", "scale": [p * 2 ** k for p in pix]}, ct)
+    c.check("NIfTI unit millimeter on the axes",
+            [a.get("unit") for a in m["axes"]] == ["millimeter"] * 3, m["axes"])
+    prov_origin = g["shardmill"].get("origin")
+    ct0 = m["datasets"][0]["coordinateTransformations"]
+    c.check("NIfTI origin = level-0 translation",
+            len(ct0) == 2 and ct0[1].get("translation") == prov_origin, (ct0, prov_origin))
+    want = [np.ascontiguousarray(xyz.transpose(2, 1, 0))]
+    for _ in range(2):
+        want.append(down_int(want[-1]))
+    for k in range(3):
+        cc.shardmill_read(c, args.shardmill, f"NIfTI level {k}", os.path.join(out, str(k)),
+                          want[k], work)
+    r = cc.run([args.shardmill, "verify", out])
+    c.check("verify of the ingested image passes", r.returncode == 0, cc.describe(r))
+    # raw with input.spacing/unit
+    raw = os.path.join(work, "v.raw")
+    want[0].tofile(raw)
+    out2 = os.path.join(work, "raw.zarr")
+    cfg2 = cc.write_config(os.path.join(work, "raw.yaml"), {
+        "job": "ingest",
+        "input": {"store": raw, "format": "raw", "spacing": [2.0, 0.3, 0.3],
+                  "unit": "micrometer",
+                  "raw": {"dtype": "uint16", "shape": list(want[0].shape)}},
+        "output": {"path": out2, "fsync": False, "ome": {"levels": 2}}, "progress": False})
+    r = cc.run([args.shardmill, "run", cfg2])
+    if c.check("raw ingest with input.spacing exits 0", r.returncode == 0, cc.describe(r)):
+        m = json.load(open(os.path.join(out2, "zarr.json")))["attributes"]["ome"][
+            "multiscales"][0]
+        c.check("raw: scale = input.spacing x 2^k exactly, unit micrometer",
+                [d["coordinateTransformations"][0]["scale"] for d in m["datasets"]] ==
+                [[2.0, 0.3, 0.3], [4.0, 0.6, 0.6]] and m["axes"][0].get("unit") == "micrometer",
+                m)
+        cc.shardmill_read(c, args.shardmill, "raw level 1", os.path.join(out2, "1"), want[1],
+                          work)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shardmill", required=True)
+    ap.add_argument("--node", default="")
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--mpiexec", default="")
+    ap.add_argument("--ranks", default="2,3", help="mpirun -n values of the identity case")
+    ap.add_argument("--case", required=True, choices=["levels", "identity", "resume", "spacing", "ingest"])
+    args = ap.parse_args()
+    work = cc.fresh_dir(os.path.join(args.work, args.case))
+    c = cc.Checks(f"convert.ome.{args.case}")
+    {"levels": case_levels, "identity": case_identity, "resume": case_resume,
+     "spacing": case_spacing, "ingest": case_ingest}[args.case](
+        c, args, work)
+    return c.done()
+
+
+if __name__ == "__main__":
+    cc.main_guard(main)
