@@ -19,6 +19,8 @@ Cases:
             convert.ingest.real_data, raw volumes by `identity`): plain (2 threads) vs mpirun -n 3:
             byte-identical trees and equal `result` sections, checksums equal nibabel's; exit 77
             (skipped) when the data is absent.
+  ome       a raw uint16 volume ingested as an OME-Zarr image of 3 levels: plain and mpirun -n 3
+            write byte-identical trees (every level and the marker), verify passes.
   tiff      the real CT written by tifffile as one slice per file and recompressed by tiffcp to
             a multi-page LZW file: plain (2 threads) and mpirun -n 3 ingests of both have
             checksums equal to NumPy's and shards byte-identical to the raw CT's plain ingest;
@@ -376,18 +378,55 @@ def case_hdf5(work):
     return 0
 
 
+def case_ome(work):
+    """A raw uint16 volume ingested as an OME-Zarr image with 3 levels (output.ome): plain
+    (2 threads) and mpirun -n 3 write byte-identical trees (every level, the marker); verify."""
+    vol = np.random.default_rng(7).integers(0, 4000, (40, 70, 90), dtype=np.uint16)
+    src = os.path.join(work, "v.raw")
+    vol.tofile(src)
+    ref = None
+    for ranks, threads in ((0, 2), (3, 1)):
+        name = f"ome {'plain' if ranks == 0 else f'mpirun -n {ranks}'} x{threads}"
+        d = os.path.join(work, f"ome-{ranks}")
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(d)
+        cfg = os.path.join(d, "job.yaml")
+        write_cfg(cfg, src, "raw", ", raw: {dtype: uint16, shape: [40, 70, 90]}, "
+                  "spacing: [2.0, 0.5, 0.5], unit: millimeter")
+        text = open(cfg).read().replace("chunk: [4, 16, 16]}", "chunk: [4, 16, 16], "
+                                        "ome: {levels: 3}}")
+        open(cfg, "w").write(text)
+        p = ingest(d, "job.yaml", ranks, threads)
+        if not check(p is not None and p.returncode == 0,
+                     f"{name}: exit 0 ({p and p.stderr.strip()[-300:]})"):
+            continue
+        out = os.path.join(d, "out.zarr")
+        rep = json.load(open(os.path.join(d, "report.json")))
+        check(rep["output"].get("levels") == 3, f"{name}: the report says 3 levels")
+        check(sorted(os.listdir(out)) == ["0", "1", "2", "shardmill.complete.json", "zarr.json"],
+              f"{name}: arrays 0, 1, 2, zarr.json and the marker ({sorted(os.listdir(out))})")
+        v = subprocess.run([ARGS.shardmill, "verify", out], capture_output=True, text=True)
+        check(v.returncode == 0, f"{name}: verify passes ({v.stderr.strip()[-200:]})")
+        if ref is None:
+            ref = out
+            continue
+        ok, why = same_tree(out, ref)
+        check(ok, f"{name}: tree byte-identical to the plain run's ({why})")
+    return 0
+
+
 def main():
     global ARGS
     ap = argparse.ArgumentParser()
     ap.add_argument("--shardmill", required=True)
     ap.add_argument("--mpiexec", required=True)
     ap.add_argument("--work", required=True)
-    ap.add_argument("--case", required=True, choices=["identity", "budget", "real", "tiff", "hdf5"])
+    ap.add_argument("--case", required=True, choices=["identity", "budget", "real", "tiff", "hdf5", "ome"])
     ARGS = ap.parse_args()
     work = os.path.join(os.path.abspath(ARGS.work), "ingest-" + ARGS.case)
     os.makedirs(work, exist_ok=True)
     rc = {"identity": case_identity, "budget": case_budget, "real": case_real,
-          "tiff": case_tiff, "hdf5": case_hdf5}[ARGS.case](work)
+          "tiff": case_tiff, "hdf5": case_hdf5, "ome": case_ome}[ARGS.case](work)
     if rc == 77:
         return 77
     print(f"{failures} failure(s)")
