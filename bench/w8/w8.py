@@ -64,7 +64,7 @@ RATIO_TARGET = 2.0
 def plan_shard_shape(a, man, layout):
     """The shard shape `shardmill plan` gives for this layout (auto resolves to a shape)."""
     argv = [a.shardmill, "plan", a.config, "--json", "--set", f"input.store={man['path']}"]
-    for s in LAYOUTS[layout]:
+    for s in LAYOUTS[layout] + a.sets:
         argv += ["--set", s]
     p = subprocess.run(argv, capture_output=True, text=True, check=True)
     plan = json.loads(p.stdout)
@@ -142,8 +142,9 @@ def one_run(a, env, man, layout, cfg, rnd):
     if a.wait_idle:
         sb.wait_idle(a.wait_idle)
     launcher = env["plain"] if ranks == 1 else env["mpirun"]
+    sets = LAYOUTS[layout] + a.sets
     rec = sb.run_convert(launcher, a.shardmill, a.config, man, ranks, threads, env["work"], tag,
-                         shard, LAYOUTS[layout], check_values=a.check_values, keep_output=True)
+                         shard, sets, check_values=a.check_values, keep_output=True)
     rec.update({"layout": layout, "config": cfg, "round": rnd, "shard_shape": shard})
     out = os.path.join(os.path.abspath(env["work"]), tag + ".zarr")
     problems = rec["problems"]
@@ -169,7 +170,7 @@ def one_run(a, env, man, layout, cfg, rnd):
             before = {v: sha(v) for v in victims}
             for v in victims:
                 os.unlink(v)
-            rr = run_resume(a, env, man, out, ranks, threads, LAYOUTS[layout], tag + "-resume")
+            rr = run_resume(a, env, man, out, ranks, threads, sets, tag + "-resume")
             rr["deleted"] = k
             written = (rr.get("output") or {}).get("written")
             if rr["rc"] != 0 or any(x.get("rc") != 0 for x in rr["per_rank"]):
@@ -296,6 +297,9 @@ def main():
     ap.add_argument("--layouts", default="auto,small")
     ap.add_argument("--configs", default="1x2,2x1")
     ap.add_argument("--delete", type=int, default=None, help="shards deleted before the resume")
+    ap.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                    help="an extra configuration override for every run (repeatable), e.g. "
+                         "limits.memory_bytes=1GiB")
     ap.add_argument("--check-values", action="store_true",
                     help="decode every output value independently (slow at 1024³)")
     ap.add_argument("--wait-idle", type=float, default=0,
@@ -340,30 +344,19 @@ def main():
     stamp = sb.utc_stamp()
     t0 = time.monotonic()
     order = [(lay, cfg) for lay in layouts for cfg in cfgs]
+    commit = (tc.get("commit") or {}).get("head") or "unknown"
+    path = sb.unique_path(a.out, f"w8-{str(commit)[:7]}" + ("-quick" if a.quick else ""), ".json")
     runs = []
     for rnd in range(a.repeats):
         for lay, cfg in (order if rnd % 2 == 0 else order[::-1]):
             runs.append(one_run(a, env, man, lay, cfg, rnd))
-    summary, targets = summarize(runs, layouts, cfgs)
-    commit = (tc.get("commit") or {}).get("head") or "unknown"
-    res = {"benchmark": "W8 many shards (issue 11)", "driver": "bench/w8/w8.py",
-           "argv": sys.argv, "quick": a.quick, "started_utc": stamp, "commit": commit,
-           "machine": sb.machine(), "toolchain": tc,
-           "launchers": {k: env[k].describe() for k in ("plain", "mpirun")},
-           "config": os.path.relpath(a.config, REPO), "layouts": LAYOUTS, "work_fs": sb.fs_type(work),
-           "volume": {k: man[k] for k in ("path", "params", "voxels", "stored_bytes",
-                                          "compression_ratio", "oracle")},
-           "deleted_for_resume": a.delete, "summary": summary, "targets": targets,
-           "runs": runs, "elapsed_s": round(time.monotonic() - t0, 1),
-           "noise_note": "shared 2-core VM: other developers' builds and tests ran at the same "
-                         "time; every run records other_busy_cores"}
-    failed = [r for r in runs if not r["ok"]]
-    res["failed_runs"] = len(failed)
-    short = str(commit)[:7]
-    path = sb.unique_path(a.out, f"w8-{short}" + ("-quick" if a.quick else ""), ".json")
+            res = result(a, tc, env, man, stamp, t0, commit, runs, layouts, cfgs)
+            sb.write_json(path, res)  # after every run: a stopped benchmark keeps what it has
+    res = result(a, tc, env, man, stamp, t0, commit, runs, layouts, cfgs)
     sb.write_json(path, res)
+    failed = [r for r in runs if not r["ok"]]
     print(table(res))
-    for t in targets:
+    for t in res["targets"]:
         print(f"{'PASS' if t['pass'] else 'FAIL'} {t['what']}: {t['value']} ({t['target']})")
     print(f"w8: {len(runs)} runs, {len(failed)} failed; result {path}")
     for r in failed:
@@ -372,6 +365,23 @@ def main():
         shutil.rmtree(tmp, ignore_errors=True)
     return 1 if failed else 0
 
+
+def result(a, tc, env, man, stamp, t0, commit, runs, layouts, cfgs):
+    summary, targets = summarize(runs, layouts, cfgs)
+    res = {"benchmark": "W8 many shards (issue 11)", "driver": "bench/w8/w8.py",
+           "argv": sys.argv, "quick": a.quick, "started_utc": stamp, "commit": commit,
+           "machine": sb.machine(), "toolchain": tc,
+           "launchers": {k: env[k].describe() for k in ("plain", "mpirun")},
+           "config": os.path.relpath(a.config, REPO), "layouts": LAYOUTS, "sets": a.sets,
+           "work_fs": sb.fs_type(env["work"]),
+           "volume": {k: man[k] for k in ("path", "params", "voxels", "stored_bytes",
+                                          "compression_ratio", "oracle")},
+           "deleted_for_resume": a.delete, "summary": summary, "targets": targets,
+           "runs": runs, "elapsed_s": round(time.monotonic() - t0, 1),
+           "noise_note": "shared 2-core VM: other developers' builds and tests ran at the same "
+                         "time; every run records other_busy_cores"}
+    res["failed_runs"] = len([r for r in runs if not r["ok"]])
+    return res
 
 if __name__ == "__main__":
     sys.exit(main())
