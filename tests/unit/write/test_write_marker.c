@@ -6,6 +6,9 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
 
 #include <cmocka.h>
 #include <jansson.h>
@@ -124,12 +127,90 @@ static void test_marker_parse_rejects_malformed(void **state)
     sm_writer_free(w);
 }
 
+static void expect_recs(const struct sm_writer *w, const char *doc, const uint64_t *sizes)
+{
+    struct sm_shard_rec back[4];
+    memset(back, 0, sizeof(back));
+    char sha[65], why[160] = "";
+    assert_true(sm_marker_parse(w, sm_bytes_of(doc, strlen(doc)), back, sha, why, sizeof(why)));
+    for (int i = 0; i < 4; i++) {
+        assert_true(back[i].set);
+        assert_int_equal(back[i].size, sizes[i]);
+        assert_int_equal(back[i].crc32c, (uint32_t)(sizes[i] / 10));
+    }
+}
+
+/* The records are read in place when the marker has the layout sm_marker_build writes, and
+ * through the JSON DOM otherwise: both give the same records, and either rejects what is not
+ * JSON or not a marker. */
+static void test_marker_parse_layouts(void **state)
+{
+    (void)state;
+    struct sm_err err;
+    sm_err_clear(&err);
+    struct sm_writer *w = small_writer();
+    const struct sm_shard_rec recs[4] = {
+        {10, 1, true}, {20, 2, true}, {30, 3, true}, {40, 4, true}};
+    const uint64_t sizes[4] = {10, 20, 30, 40};
+    struct sm_buf m = SM_BUF_INIT;
+    assert_ok(sm_marker_build(w, recs, &m, &err), &err);
+    char own[4096];
+    snprintf(own, sizeof(own), "%.*s", (int)m.len, (const char *)m.ptr);
+    expect_recs(w, own, sizes);
+    const char *sha = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    char doc[2048];
+    /* another key order, escapes and whitespace: the DOM path */
+    snprintf(doc, sizeof(doc),
+             "{\"shards\":[{\"crc32c\":2,\"size\":20,\"key\":\"c\\/0\\/1\\/0\"},\n"
+             "{\"key\": \"c/0/0/0\", \"size\": 10, \"crc32c\": 1},"
+             "{\"key\": \"c/1/0/0\", \"crc32c\": 3, \"size\": 30},"
+             "{\"key\": \"c/1/1/0\", \"size\": 40, \"crc32c\": 4}],"
+             "\"shard_count\": 4, \"zarr_json_sha256\": \"%s\", \"shardmill_complete\": 1}",
+             sha);
+    expect_recs(w, doc, sizes);
+    /* the own layout with extra whitespace between records still reads */
+    snprintf(doc, sizeof(doc),
+             "{\"shardmill_complete\": 1, \"zarr_json_sha256\": \"%s\", \"shard_count\": 4, "
+             "\"shards\": [ {\"key\": \"c/0/0/0\", \"size\": 10, \"crc32c\": 1} ,\n\t"
+             "{\"key\": \"c/0/1/0\", \"size\": 20, \"crc32c\": 2},"
+             "{\"key\": \"c/1/0/0\", \"size\": 30, \"crc32c\": 3},"
+             "{\"key\": \"c/1/1/0\", \"size\": 40, \"crc32c\": 4} ] }\n",
+             sha);
+    expect_recs(w, doc, sizes);
+    /* not JSON, though the records read: a leading zero, trailing bytes, a truncated marker */
+    snprintf(doc, sizeof(doc), "%.*s", (int)m.len, (const char *)m.ptr);
+    char *ten = strstr(doc, "\"size\": 10,");
+    assert_non_null(ten);
+    memcpy(ten, "\"size\": 01,", strlen("\"size\": 01,"));
+    expect_bad(w, doc, "malformed JSON");
+    snprintf(doc, sizeof(doc), "%.*s]", (int)m.len, (const char *)m.ptr);
+    expect_bad(w, doc, "malformed JSON");
+    snprintf(doc, sizeof(doc), "%.*s", (int)m.len - 4, (const char *)m.ptr);
+    expect_bad(w, doc, "malformed JSON");
+    /* a crc32c past 32 bits and a negative count: not a marker */
+    snprintf(doc, sizeof(doc), "%.*s", (int)m.len, (const char *)m.ptr);
+    char *crc = strstr(doc, "\"crc32c\": 1}");
+    assert_non_null(crc);
+    char big[4096];
+    snprintf(big, sizeof(big), "%.*s\"crc32c\": 4294967296}%s", (int)(crc - doc), doc,
+             crc + strlen("\"crc32c\": 1}"));
+    expect_bad(w, big, "not a {key, size, crc32c} record");
+    snprintf(doc, sizeof(doc),
+             "{\"shardmill_complete\": 1, \"zarr_json_sha256\": \"%s\", \"shard_count\": -1, "
+             "\"shards\": []}",
+             sha);
+    expect_bad(w, doc, "'shard_count' is -1 but 0 shards listed");
+    sm_buf_free(&m);
+    sm_writer_free(w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_marker_record_line),
         cmocka_unit_test(test_marker_round_trip),
         cmocka_unit_test(test_marker_parse_rejects_malformed),
+        cmocka_unit_test(test_marker_parse_layouts),
     };
     return cmocka_run_group_tests_name("write_marker", tests, NULL, NULL);
 }
