@@ -260,9 +260,9 @@ def summarize(runs, layouts, cfgs):
 
 def table(res):
     lines = ["| layout / ranks×threads | shards | time to marker s | finish ms | open | scan wall "
-             "| write | files | dirs | peak RSS/rank MiB | kept input MiB | verify s | resume s "
-             "(rewrote) |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+             "| decode | write | files | dirs | peak RSS/rank MiB | kept input MiB (all ranks) | "
+             "verify s | resume s (rewrote) |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for name, s in res["summary"].items():
         m, t = s["marker_s"] or {}, s["timing_ms_max"]
 
@@ -272,7 +272,8 @@ def table(res):
         lines.append(
             f"| {s['layout']} {s['shard_shape']} / {s['config']} | {s['shards']} | "
             f"{m.get('median', 0):.2f} ({m.get('min', 0):.2f}–{m.get('max', 0):.2f}) | "
-            f"{ms('finish')} | {ms('open')} | {ms('scan_wall')} | {ms('write')} | {s['files']} | "
+            f"{ms('finish')} | {ms('open')} | {ms('scan_wall')} | {ms('decode')} | {ms('write')} | "
+            f"{s['files']} | "
             f"{s['dirs']} | {s['peak_rss_per_rank_bytes'] / MIB:.0f} | "
             f"{(s['kept_input_bytes'] or 0) / MIB:.0f} | {v.get('median', 0):.2f} | "
             f"{r.get('median', 0):.2f} ({', '.join(map(str, s['resume_written']))}) |")
