@@ -5,9 +5,11 @@
 
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -204,6 +206,76 @@ static void test_marker_parse_layouts(void **state)
     sm_writer_free(w);
 }
 
+static size_t json_allocs;
+
+static void assert_recs_equal(const struct sm_shard_rec *a, const struct sm_shard_rec *b,
+                              uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        assert_int_equal(a[i].size, b[i].size);
+        assert_int_equal(a[i].crc32c, b[i].crc32c);
+        assert_int_equal(a[i].set, b[i].set);
+    }
+}
+
+static void *counting_malloc(size_t n)
+{
+    json_allocs++;
+    return malloc(n);
+}
+
+/* Reading the marker of 2,048 shards allocates for its header only, not per record (a jansson
+ * DOM would make several objects per record: about 70 MB at 131,072 shards, issue 11). */
+static void test_marker_parse_does_not_grow_per_record(void **state)
+{
+    (void)state;
+    struct sm_err err;
+    sm_err_clear(&err);
+    struct sm_output_spec s = wt_spec(128, 512, 256); /* [8,32,32] shards: grid 16 x 16 x 8 */
+    struct sm_writer *w;
+    assert_ok(sm_writer_new(&s, &w, &err), &err);
+    const uint64_t n = sm_writer_nshards(w);
+    assert_int_equal(n, 2048);
+    struct sm_shard_rec *recs = calloc(n, sizeof(*recs));
+    struct sm_shard_rec *back = calloc(n, sizeof(*back));
+    assert_non_null(recs);
+    assert_non_null(back);
+    for (uint64_t i = 0; i < n; i++) {
+        recs[i] = (struct sm_shard_rec){1000 + i, (uint32_t)(i * 2654435761u), true};
+    }
+    struct sm_buf m = SM_BUF_INIT;
+    assert_ok(sm_marker_build(w, recs, &m, &err), &err);
+    char sha[65], why[160];
+    json_allocs = 0;
+    json_set_alloc_funcs(counting_malloc, free);
+    const bool ok = sm_marker_parse(w, sm_buf_bytes(&m), back, sha, why, sizeof(why));
+    json_set_alloc_funcs(malloc, free);
+    assert_true(ok);
+    assert_true(json_allocs < 100);
+    assert_recs_equal(recs, back, n);
+    /* the same records in another layout (no space after ':') take the DOM: still equal */
+    struct sm_buf d = SM_BUF_INIT;
+    assert_ok(sm_buf_reserve(&d, m.len, &err), &err);
+    for (size_t i = 0; i < m.len; i++) {
+        if (!(m.ptr[i] == ' ' && i > 0 && m.ptr[i - 1] == ':')) {
+            d.ptr[d.len++] = m.ptr[i];
+        }
+    }
+    memset(back, 0, n * sizeof(*back));
+    json_allocs = 0;
+    json_set_alloc_funcs(counting_malloc, free);
+    const bool ok2 = sm_marker_parse(w, sm_buf_bytes(&d), back, sha, why, sizeof(why));
+    json_set_alloc_funcs(malloc, free);
+    assert_true(ok2);
+    assert_true(json_allocs > n); /* the DOM: at least one object per record */
+    assert_recs_equal(recs, back, n);
+    sm_buf_free(&d);
+    sm_buf_free(&m);
+    free(recs);
+    free(back);
+    sm_writer_free(w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -211,6 +283,7 @@ int main(void)
         cmocka_unit_test(test_marker_round_trip),
         cmocka_unit_test(test_marker_parse_rejects_malformed),
         cmocka_unit_test(test_marker_parse_layouts),
+        cmocka_unit_test(test_marker_parse_does_not_grow_per_record),
     };
     return cmocka_run_group_tests_name("write_marker", tests, NULL, NULL);
 }
