@@ -273,8 +273,8 @@ def table(res):
             f"| {s['layout']} {s['shard_shape']} / {s['config']} | {s['shards']} | "
             f"{m.get('median', 0):.2f} ({m.get('min', 0):.2f}–{m.get('max', 0):.2f}) | "
             f"{ms('finish')} | {ms('open')} | {ms('scan_wall')} | {ms('decode')} | {ms('write')} | "
-            f"{s['files']} | "
-            f"{s['dirs']} | {s['peak_rss_per_rank_bytes'] / MIB:.0f} | "
+            f"{int(s['files'] or 0)} | "
+            f"{int(s['dirs'] or 0)} | {s['peak_rss_per_rank_bytes'] / MIB:.0f} | "
             f"{(s['kept_input_bytes'] or 0) / MIB:.0f} | {v.get('median', 0):.2f} | "
             f"{r.get('median', 0):.2f} ({', '.join(map(str, s['resume_written']))}) |")
     return "\n".join(lines)
