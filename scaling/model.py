@@ -376,18 +376,27 @@ def project(c, a, shape, nodes):
     hb = HIST_COUNT * 8
     t_ar = 0.0 if R == 1 else (a.net_latency_us / 1e6 * math.ceil(math.log2(R)) +
                                2 * (R - 1) / R * hb / (a.net_GBps * 1e9))
-    # write: with more than one rank the input is read again (a second decode; its fetch hits
-    # the cache only while the rank's share of the encoded input fits it)
-    kept = R == 1 and voxels * 2 <= a.memory_bytes / 2
-    per_shard = (c["shard_s"] + (0.0 if kept else c["decode_s_per_chunk"] * chunks / shards)) \
-        / speed * k
+    # write: a rank keeps its decoded input from the scan when its share fits half of
+    # limits.memory_bytes (engine/run/run_convert.c keep_plan; slab partitions: its tiles cover
+    # its shards); otherwise it reads it again (a second decode; its fetch hits the cache only
+    # while the rank's share of the encoded input fits it). The per-shard CPU of the fit (one
+    # shard of --fit-shard voxels) scales with the shard's voxels; every shard file adds
+    # --shard-fixed-ms (stage, commit rename, index, record: measured by W8, bench/w8/w8.py).
+    kept = voxels * 2 / R <= a.memory_bytes / 2
+    vox_ratio = math.prod(a.shard) / math.prod(a.fit_shard)
+    per_shard = (c["shard_s"] * vox_ratio + a.shard_fixed_ms / 1e3 +
+                 (0.0 if kept else c["decode_s_per_chunk"] * chunks / shards)) / speed * k
     refetch = 0.0 if kept or in_bytes / R <= a.cache_bytes else in_bytes
     bw_write = min(a.fs_write_GBps * 1e9, nodes * a.node_GBps * 1e9)
     t_write = max(sh_thread * per_shard, (out_bytes + refetch) / bw_write)
-    # metadata: per shard a staged create, a journal create + rename and the commit rename
-    # (4 operations) through the metadata servers shared by the whole job
-    t_meta = 4 * shards / a.mds_ops_per_s
-    t_finish = shards * a.small_read_ms / 1e3     # rank 0 reads every journal record
+    # metadata: per shard a staged create and the commit rename (the journal is one file per
+    # rank, appended in batches) through the metadata servers shared by the whole job
+    t_meta = a.meta_ops_per_shard * shards / a.mds_ops_per_s
+    # finish: the records (24 bytes per shard) gathered to rank 0 over the network, then rank 0
+    # builds and writes the marker from them (--finish-us-per-shard, measured by W8); no file
+    # is read per shard any more
+    t_finish = (a.net_latency_us / 1e6 * math.ceil(math.log2(max(R, 2))) +
+                24 * shards / (a.net_GBps * 1e9) + shards * a.finish_us_per_shard / 1e6)
     t_start = a.launch_s + a.launch_s_per_node * nodes
     terms = {"start": t_start, "scan": t_scan, "allreduce": t_ar, "write": t_write,
              "metadata": t_meta, "finish": t_finish}
@@ -401,7 +410,9 @@ def cmd_project(a):
     print(f"assumptions: {a.cores_per_node} cores/node, {a.ranks_per_node} ranks/node × "
           f"{a.threads} threads, core speed ×{a.core_speed}, FS read {a.fs_read_GBps} GB/s / write"
           f" {a.fs_write_GBps} GB/s aggregate, {a.node_GBps} GB/s per node, {a.mds_ops_per_s:.0f}"
-          f" metadata ops/s, {a.small_read_ms} ms per small read, network {a.net_GBps} GB/s, "
+          f" metadata ops/s ({a.meta_ops_per_shard} per shard), finish "
+          f"{a.finish_us_per_shard} us per shard, {a.shard_fixed_ms} ms per shard file, shard "
+          f"{a.shard} (fit on {a.fit_shard}), network {a.net_GBps} GB/s, "
           f"{a.net_latency_us} us latency, launch {a.launch_s} s + {a.launch_s_per_node} s/node")
     print("| volume | nodes | ranks | shards | in GB | out GB | predicted s | start | scan | "
           "allreduce | write | metadata | finish |")
@@ -448,7 +459,14 @@ def main():
     p.add_argument("--node-GBps", type=float, default=2.0, help="per-node FS bandwidth")
     p.add_argument("--fs-latency-ms", type=float, default=0.5, help="per object read latency")
     p.add_argument("--mds-ops-per-s", type=float, default=20000.0)
-    p.add_argument("--small-read-ms", type=float, default=0.5, help="journal record read")
+    p.add_argument("--fit-shard", type=dims, default=[64, 256, 256],
+                   help="the shard shape of the fitted study (its shard_s is per such shard)")
+    p.add_argument("--shard-fixed-ms", type=float, default=0.0,
+                   help="fixed cost per shard file on top of the voxel-scaled CPU (W8)")
+    p.add_argument("--meta-ops-per-shard", type=float, default=2.0,
+                   help="metadata operations per shard (stage create, commit rename)")
+    p.add_argument("--finish-us-per-shard", type=float, default=1.0,
+                   help="rank 0's marker build and write per shard record (W8)")
     p.add_argument("--net-GBps", type=float, default=10.0)
     p.add_argument("--net-latency-us", type=float, default=2.0)
     p.add_argument("--launch-s", type=float, default=1.0)

@@ -23,6 +23,30 @@ static sm_status io_fail(struct sm_err *err, const char *what, const char *path,
     return err->status;
 }
 
+/* mkdir of p (a writable copy of the path), creating its missing parents first. The deepest
+ * directory is tried first: when only it is missing (a new shard directory under existing ones)
+ * that is one mkdirat, not one failing mkdirat per level above it. */
+static sm_status mkdirs_rec(int dirfd, char *p, unsigned depth, struct sm_err *err)
+{
+    if (p[0] == '\0' || mkdirat(dirfd, p, 0777) == 0 || errno == EEXIST) {
+        return SM_OK;
+    }
+    char *slash = strrchr(p, '/');
+    if (errno != ENOENT || slash == NULL || slash == p || depth > PATH_CAP / 2) {
+        return io_fail(err, "cannot create directory", p, errno);
+    }
+    *slash = '\0';
+    const sm_status st = mkdirs_rec(dirfd, p, depth + 1, err);
+    *slash = '/';
+    if (st != SM_OK) {
+        return st;
+    }
+    if (mkdirat(dirfd, p, 0777) != 0 && errno != EEXIST) {
+        return io_fail(err, "cannot create directory", p, errno);
+    }
+    return SM_OK;
+}
+
 sm_status sm_fs_mkdirs(int dirfd, const char *rel, struct sm_err *err)
 {
     char p[PATH_CAP];
@@ -30,20 +54,10 @@ sm_status sm_fs_mkdirs(int dirfd, const char *rel, struct sm_err *err)
     if (n < 0 || (size_t)n >= sizeof(p)) {
         SM_FAIL(err, SM_E_INTERNAL, "path of %d bytes is too long", n);
     }
-    for (char *c = p + (p[0] == '/' ? 1 : 0);; c++) {
-        if (*c != '/' && *c != '\0') {
-            continue;
-        }
-        const char saved = *c;
-        *c = '\0';
-        if (p[0] != '\0' && mkdirat(dirfd, p, 0777) != 0 && errno != EEXIST) {
-            return io_fail(err, "cannot create directory", p, errno);
-        }
-        *c = saved;
-        if (saved == '\0') {
-            return SM_OK;
-        }
+    while (n > 1 && p[strlen(p) - 1] == '/') { /* "a/b/" is "a/b" */
+        p[strlen(p) - 1] = '\0';
     }
+    return mkdirs_rec(dirfd, p, 0, err);
 }
 
 sm_status sm_fs_tmp_name(const char *key, unsigned n, char *buf, size_t cap, struct sm_err *err)

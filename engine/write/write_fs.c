@@ -78,8 +78,10 @@ bool sm_wfs_is_tmp(const char *name)
     return sm_fs_is_tmp(name);
 }
 
-/* Lists an open directory descriptor (consumed). */
-static sm_status list_fd(int fd, const char *rel, struct sm_strv *out, struct sm_err *err)
+/* Lists an open directory descriptor (consumed); with `kinds`, one enum sm_fs_kind byte per
+ * name from readdir's d_type (no stat per entry). */
+static sm_status list_fd(int fd, const char *rel, struct sm_strv *out, struct sm_buf *kinds,
+                         struct sm_err *err)
 {
     DIR *d = fdopendir(fd);
     if (d == NULL) {
@@ -92,6 +94,12 @@ static sm_status list_fd(int fd, const char *rel, struct sm_strv *out, struct sm
     while (st == SM_OK && (e = readdir(d)) != NULL) {
         if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) {
             st = sm_strv_push(out, e->d_name, strlen(e->d_name), err);
+            if (st == SM_OK && kinds != NULL) {
+                st = sm_buf_reserve(kinds, kinds->len + 1, err);
+                if (st == SM_OK) {
+                    kinds->ptr[kinds->len++] = (uint8_t)sm_fs_dirent_kind(e->d_type);
+                }
+            }
         }
     }
     closedir(d);
@@ -101,7 +109,8 @@ static sm_status list_fd(int fd, const char *rel, struct sm_strv *out, struct sm
     return st;
 }
 
-sm_status sm_wfs_list(int dirfd, const char *rel, struct sm_strv *out, struct sm_err *err)
+static sm_status list_at(int dirfd, const char *rel, struct sm_strv *out, struct sm_buf *kinds,
+                         struct sm_err *err)
 {
     const int fd =
         openat(dirfd, rel[0] == '\0' ? "." : rel, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
@@ -111,7 +120,12 @@ sm_status sm_wfs_list(int dirfd, const char *rel, struct sm_strv *out, struct sm
         }
         return io_fail(err, "cannot open directory", rel, errno);
     }
-    return list_fd(fd, rel, out, err);
+    return list_fd(fd, rel, out, kinds, err);
+}
+
+sm_status sm_wfs_list(int dirfd, const char *rel, struct sm_strv *out, struct sm_err *err)
+{
+    return list_at(dirfd, rel, out, NULL, err);
 }
 
 static bool all_digits(const char *s)
@@ -141,8 +155,8 @@ static sm_status walk_dir(int dirfd, const char *rel, bool chunks, enum sm_wfs_w
         return foreign(err, rel); /* deeper than any chunk key */
     }
     struct sm_strv names = {NULL, 0, 0};
-    SM_TRY(sm_wfs_list(dirfd, rel, &names, err));
-    sm_status st = SM_OK;
+    struct sm_buf kinds = SM_BUF_INIT;
+    sm_status st = list_at(dirfd, rel, &names, &kinds, err);
     for (size_t i = 0; i < names.n && st == SM_OK; i++) {
         char path[PATH_CAP];
         const int n = snprintf(path, sizeof(path), "%s/%s", rel, names.v[i]);
@@ -150,16 +164,22 @@ static sm_status walk_dir(int dirfd, const char *rel, bool chunks, enum sm_wfs_w
             st = foreign(err, names.v[i]);
             break;
         }
-        struct stat sb;
-        if (fstatat(dirfd, path, &sb, AT_SYMLINK_NOFOLLOW) != 0) {
-            if (errno == ENOENT) {
-                continue; /* removed meanwhile */
+        /* the kind from readdir (no stat per entry: a shard tree has one file per shard), a
+         * stat (never following a link) only where the file system does not give it */
+        enum sm_fs_kind kind = (enum sm_fs_kind)kinds.ptr[i];
+        if (kind == SM_FS_UNKNOWN) {
+            struct stat sb;
+            if (fstatat(dirfd, path, &sb, AT_SYMLINK_NOFOLLOW) != 0) {
+                if (errno == ENOENT) {
+                    continue; /* removed meanwhile */
+                }
+                st = io_fail(err, "cannot stat", path, errno);
+                break;
             }
-            st = io_fail(err, "cannot stat", path, errno);
-            break;
+            kind = S_ISDIR(sb.st_mode) ? SM_FS_DIR : S_ISREG(sb.st_mode) ? SM_FS_REG : SM_FS_OTHER;
         }
         const bool tmp = sm_wfs_is_tmp(names.v[i]);
-        const bool is_dir = S_ISDIR(sb.st_mode), is_reg = S_ISREG(sb.st_mode);
+        const bool is_dir = kind == SM_FS_DIR, is_reg = kind == SM_FS_REG;
         const bool ok = chunks ? (is_dir && all_digits(names.v[i])) ||
                                      (is_reg && (all_digits(names.v[i]) || tmp))
                                : is_dir || is_reg;
@@ -169,7 +189,8 @@ static sm_status walk_dir(int dirfd, const char *rel, bool chunks, enum sm_wfs_w
         }
         if (is_dir) {
             st = walk_dir(dirfd, path, chunks, mode, depth + 1, err);
-            if (st == SM_OK && mode == SM_WFS_REMOVE && unlinkat(dirfd, path, AT_REMOVEDIR) != 0) {
+            if (st == SM_OK && mode == SM_WFS_REMOVE && unlinkat(dirfd, path, AT_REMOVEDIR) != 0 &&
+                errno != ENOENT) {
                 st = io_fail(err, "cannot remove directory", path, errno);
             }
         } else if (mode == SM_WFS_REMOVE || (mode == SM_WFS_SWEEP_TMP && tmp)) {
@@ -179,6 +200,7 @@ static sm_status walk_dir(int dirfd, const char *rel, bool chunks, enum sm_wfs_w
         }
     }
     sm_strv_free(&names);
+    sm_buf_free(&kinds);
     return st;
 }
 

@@ -61,6 +61,10 @@ struct sm_shard_rec {
     bool set;
 };
 
+struct sm_staged {
+    uint64_t shard, ticket;
+};
+
 struct sm_output {
     char *root; /* resolved path, no trailing '/' */
     struct sm_output_opts opts;
@@ -69,7 +73,11 @@ struct sm_output {
     const struct sm_writer *w;
     struct sm_store *store; /* file store at root: every object is staged and committed here */
     struct sm_shard_rec *recs;
-    uint64_t *staged; /* SYNCFS: 1 + the store ticket of a shard staged, not yet committed, or 0 */
+    /* SYNCFS: the shards this process staged and has not committed yet, with their store
+     * tickets, in put order: O(shards of this rank), never the whole grid (issue 11). */
+    struct sm_staged *staged;
+    size_t nstaged, staged_cap;
+    pthread_mutex_t smu; /* guards staged */
     /* One flag per directory of the c/ tree: level L (c/i0/.../i(L-1), L = 0..ndim-1) starts at
      * dir_base[L]; set when a put created an entry in it. An OME-Zarr image (w->nlevels > 0)
      * has one c/ tree per level: level k's bases are dir_base[k * (SM_MAX_DIMS + 1) + L]. */

@@ -309,6 +309,7 @@ sm_status sm_output_open(const char *path, const struct sm_output_opts *opts,
     o->rootfd = -1;
     o->jfd = -1;
     pthread_mutex_init(&o->jmu, NULL);
+    pthread_mutex_init(&o->smu, NULL);
     o->jbuf = sm_malloc((size_t)SM_JOURNAL_BATCH * SM_JREC_BYTES);
     if (o->jbuf == NULL) {
         sm_output_close(o);
@@ -344,9 +345,8 @@ static sm_status setup(struct sm_output *o, const struct sm_writer *w, struct sm
         SM_FAIL(err, SM_E_NOMEM, "cannot track %" PRIu64 " shards", n);
     }
     o->recs = sm_calloc(n == 0 ? 1 : (size_t)n, sizeof(*o->recs));
-    o->staged = sm_calloc(n == 0 ? 1 : (size_t)n, sizeof(*o->staged));
     o->dirs = sm_calloc(total == 0 ? 1 : (size_t)total, sizeof(*o->dirs));
-    if (o->recs == NULL || o->staged == NULL || o->dirs == NULL) {
+    if (o->recs == NULL || o->dirs == NULL) {
         SM_FAIL(err, SM_E_NOMEM, "cannot track %" PRIu64 " shards", n);
     }
     return SM_OK;
@@ -572,13 +572,12 @@ void sm_output_close(struct sm_output *o)
     if (o == NULL) {
         return;
     }
-    for (uint64_t i = 0; o->staged != NULL && o->w != NULL && i < o->w->nshards; i++) {
+    for (size_t i = 0; o->w != NULL && i < o->nstaged; i++) {
         char key[SM_KEY_MAX];
         struct sm_err ignored;
         sm_err_clear(&ignored);
-        if (o->staged[i] != 0 &&
-            sm_writer_shard_key(o->w, i, key, sizeof(key), &ignored) == SM_OK) {
-            sm_store_abort(o->store, key, o->staged[i] - 1); /* never committed: a failed run */
+        if (sm_writer_shard_key(o->w, o->staged[i].shard, key, sizeof(key), &ignored) == SM_OK) {
+            sm_store_abort(o->store, key, o->staged[i].ticket); /* never committed: a failed run */
         }
     }
     if (o->jfd >= 0 || (o->jlen > 0 && o->rootfd >= 0)) {
@@ -593,6 +592,7 @@ void sm_output_close(struct sm_output *o)
         close(o->rootfd);
     }
     pthread_mutex_destroy(&o->jmu);
+    pthread_mutex_destroy(&o->smu);
     sm_free(o->jbuf);
     sm_free(o->prev);
     sm_store_close(o->store);
@@ -711,6 +711,33 @@ static void mark_dirs(struct sm_output *o, uint64_t shard)
     atomic_store_explicit(&o->root_dirty, true, memory_order_relaxed);
 }
 
+/* SYNCFS: notes a staged shard for the commit in flush; on failure the staged object goes. */
+static sm_status remember_staged(struct sm_output *o, uint64_t shard, uint64_t ticket,
+                                 const char *key, struct sm_err *err)
+{
+    pthread_mutex_lock(&o->smu);
+    sm_status st = SM_OK;
+    if (o->nstaged == o->staged_cap) {
+        const size_t cap = o->staged_cap == 0 ? 256 : o->staged_cap * 2;
+        struct sm_staged *v = sm_realloc(o->staged, cap * sizeof(*v));
+        if (v == NULL) {
+            st = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__, "cannot track %zu staged shards",
+                            cap);
+        } else {
+            o->staged = v;
+            o->staged_cap = cap;
+        }
+    }
+    if (st == SM_OK) {
+        o->staged[o->nstaged++] = (struct sm_staged){shard, ticket};
+    }
+    pthread_mutex_unlock(&o->smu);
+    if (st != SM_OK) {
+        sm_store_abort(o->store, key, ticket);
+    }
+    return st;
+}
+
 sm_status sm_output_put_shard(struct sm_output *o, uint64_t shard, struct sm_bytes data,
                               struct sm_err *err)
 {
@@ -723,7 +750,9 @@ sm_status sm_output_put_shard(struct sm_output *o, uint64_t shard, struct sm_byt
         /* staged under its temporary name; committed in sm_output_flush after one syncfs */
         uint64_t ticket = 0;
         st = sm_store_stage(o->store, key, data, false, &ticket, err);
-        o->staged[shard] = st == SM_OK ? ticket + 1 : 0;
+        if (st == SM_OK) {
+            st = remember_staged(o, shard, ticket, key, err);
+        }
     } else {
         st = sm_store_put(o->store, key, data, o->opts.sync == SM_OUTPUT_SYNC_FSYNC, err);
     }
@@ -773,15 +802,21 @@ static sm_status flush(struct sm_output *o, struct sm_err *err)
         /* 1. every staged shard's bytes durable, 2. renamed over their keys, 3. the directory
          * entries durable: a reader never sees a partial object, and the marker comes after. */
         SM_TRY(sm_store_sync(o->store, SM_STORE_SYNC_ALL, "", err));
-        for (uint64_t i = 0; o->w != NULL && i < o->w->nshards; i++) {
-            if (o->staged[i] != 0) {
-                char key[SM_KEY_MAX];
-                SM_TRY(sm_writer_shard_key(o->w, i, key, sizeof(key), err));
-                const uint64_t ticket = o->staged[i] - 1;
-                o->staged[i] = 0; /* a failed commit removed the staged object */
-                SM_TRY(sm_store_commit(o->store, key, ticket, err));
+        /* only the shards this process staged (not a pass over the whole grid), in put order */
+        size_t i = 0;
+        sm_status st = SM_OK;
+        for (; o->w != NULL && i < o->nstaged && st == SM_OK; i++) {
+            char key[SM_KEY_MAX];
+            st = sm_writer_shard_key(o->w, o->staged[i].shard, key, sizeof(key), err);
+            if (st == SM_OK) { /* a failed commit removed the staged object */
+                st = sm_store_commit(o->store, key, o->staged[i].ticket, err);
             }
         }
+        if (i > 0) { /* the committed ones (and a failed one) are no longer staged */
+            memmove(o->staged, o->staged + i, (o->nstaged - i) * sizeof(*o->staged));
+            o->nstaged -= i;
+        }
+        SM_TRY(st);
         return sm_store_sync(o->store, SM_STORE_SYNC_ALL, "", err);
     }
     if (o->opts.sync != SM_OUTPUT_SYNC_FSYNC || o->w == NULL) {

@@ -38,5 +38,10 @@ sm_status sm_fs_rename(int dirfd, const char *tmp, const char *key, struct sm_er
 sm_status sm_fs_fsync(int dirfd, const char *rel, struct sm_err *err);
 /* syncfs(2) of the file system holding fd (core_syncfs.c: Linux, _GNU_SOURCE). */
 sm_status sm_fs_syncfs(int fd, struct sm_err *err);
+/* The kind of a directory entry from readdir's d_type (core_syncfs.c: the DT_* names need
+ * _GNU_SOURCE), so a walk of a large tree needs no stat per entry. SM_FS_UNKNOWN (file systems
+ * that do not fill d_type): the caller stats the entry. */
+enum sm_fs_kind { SM_FS_UNKNOWN, SM_FS_DIR, SM_FS_REG, SM_FS_OTHER };
+enum sm_fs_kind sm_fs_dirent_kind(unsigned char d_type);
 
 #endif

@@ -6,6 +6,7 @@
 
 #include <fcntl.h>
 #include <setjmp.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -108,12 +109,52 @@ static void test_fs_fsync_and_syncfs(void **state)
     assert_contains(err.what, "syncfs");
 }
 
+static bool is_dir(const char *rel)
+{
+    struct stat sb;
+    return fstatat(dfd, rel, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(sb.st_mode);
+}
+
+/* mkdir -p: the deepest directory first, its missing parents only when it needs them. */
+static void test_fs_mkdirs_deep_and_partial(void **state)
+{
+    (void)state;
+    struct sm_err err;
+    sm_err_clear(&err);
+    assert_ok(sm_fs_mkdirs(dfd, "m/a/b/c", &err), &err); /* none of it exists */
+    assert_true(is_dir("m/a/b/c"));
+    assert_ok(sm_fs_mkdirs(dfd, "m/a/b/d", &err), &err); /* only the last level is missing */
+    assert_true(is_dir("m/a/b/d"));
+    assert_ok(sm_fs_mkdirs(dfd, "m/a/x/", &err), &err); /* a trailing '/' */
+    assert_true(is_dir("m/a/x"));
+    assert_ok(sm_fs_mkdirs(dfd, "", &err), &err);
+    /* a file in the way: an I/O error naming the path, nothing created below it */
+    const int fd = openat(dfd, "m/file", O_WRONLY | O_CREAT | O_EXCL, 0644);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_status(sm_fs_mkdirs(dfd, "m/file/y/z", &err), SM_E_IO, &err);
+    assert_contains(err.what, "m/file/y");
+    assert_string_equal(err.cause_lib, "errno");
+}
+
+/* readdir's d_type kinds (the walks of write/ use them instead of a stat per entry) */
+static void test_fs_dirent_kinds(void **state)
+{
+    (void)state;
+    assert_int_equal(sm_fs_dirent_kind(4 /* DT_DIR */), SM_FS_DIR);
+    assert_int_equal(sm_fs_dirent_kind(8 /* DT_REG */), SM_FS_REG);
+    assert_int_equal(sm_fs_dirent_kind(10 /* DT_LNK */), SM_FS_OTHER);
+    assert_int_equal(sm_fs_dirent_kind(0 /* DT_UNKNOWN */), SM_FS_UNKNOWN);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fs_tmp_names),
         cmocka_unit_test(test_fs_stage_creates_parents_and_rename_replaces),
         cmocka_unit_test(test_fs_fsync_and_syncfs),
+        cmocka_unit_test(test_fs_mkdirs_deep_and_partial),
+        cmocka_unit_test(test_fs_dirent_kinds),
     };
     return cmocka_run_group_tests_name("core_fs", tests, setup, teardown);
 }

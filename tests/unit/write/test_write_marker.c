@@ -5,7 +5,12 @@
 
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include <cmocka.h>
 #include <jansson.h>
@@ -124,12 +129,161 @@ static void test_marker_parse_rejects_malformed(void **state)
     sm_writer_free(w);
 }
 
+static void expect_recs(const struct sm_writer *w, const char *doc, const uint64_t *sizes)
+{
+    struct sm_shard_rec back[4];
+    memset(back, 0, sizeof(back));
+    char sha[65], why[160] = "";
+    assert_true(sm_marker_parse(w, sm_bytes_of(doc, strlen(doc)), back, sha, why, sizeof(why)));
+    for (int i = 0; i < 4; i++) {
+        assert_true(back[i].set);
+        assert_int_equal(back[i].size, sizes[i]);
+        assert_int_equal(back[i].crc32c, (uint32_t)(sizes[i] / 10));
+    }
+}
+
+/* The records are read in place when the marker has the layout sm_marker_build writes, and
+ * through the JSON DOM otherwise: both give the same records, and either rejects what is not
+ * JSON or not a marker. */
+static void test_marker_parse_layouts(void **state)
+{
+    (void)state;
+    struct sm_err err;
+    sm_err_clear(&err);
+    struct sm_writer *w = small_writer();
+    const struct sm_shard_rec recs[4] = {
+        {10, 1, true}, {20, 2, true}, {30, 3, true}, {40, 4, true}};
+    const uint64_t sizes[4] = {10, 20, 30, 40};
+    struct sm_buf m = SM_BUF_INIT;
+    assert_ok(sm_marker_build(w, recs, &m, &err), &err);
+    char own[4096];
+    snprintf(own, sizeof(own), "%.*s", (int)m.len, (const char *)m.ptr);
+    expect_recs(w, own, sizes);
+    const char *sha = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    char doc[2048];
+    /* another key order, escapes and whitespace: the DOM path */
+    snprintf(doc, sizeof(doc),
+             "{\"shards\":[{\"crc32c\":2,\"size\":20,\"key\":\"c\\/0\\/1\\/0\"},\n"
+             "{\"key\": \"c/0/0/0\", \"size\": 10, \"crc32c\": 1},"
+             "{\"key\": \"c/1/0/0\", \"crc32c\": 3, \"size\": 30},"
+             "{\"key\": \"c/1/1/0\", \"size\": 40, \"crc32c\": 4}],"
+             "\"shard_count\": 4, \"zarr_json_sha256\": \"%s\", \"shardmill_complete\": 1}",
+             sha);
+    expect_recs(w, doc, sizes);
+    /* the own layout with extra whitespace between records still reads */
+    snprintf(doc, sizeof(doc),
+             "{\"shardmill_complete\": 1, \"zarr_json_sha256\": \"%s\", \"shard_count\": 4, "
+             "\"shards\": [ {\"key\": \"c/0/0/0\", \"size\": 10, \"crc32c\": 1} ,\n\t"
+             "{\"key\": \"c/0/1/0\", \"size\": 20, \"crc32c\": 2},"
+             "{\"key\": \"c/1/0/0\", \"size\": 30, \"crc32c\": 3},"
+             "{\"key\": \"c/1/1/0\", \"size\": 40, \"crc32c\": 4} ] }\n",
+             sha);
+    expect_recs(w, doc, sizes);
+    /* not JSON, though the records read: a leading zero, trailing bytes, a truncated marker */
+    snprintf(doc, sizeof(doc), "%.*s", (int)m.len, (const char *)m.ptr);
+    char *ten = strstr(doc, "\"size\": 10,");
+    assert_non_null(ten);
+    memcpy(ten, "\"size\": 01,", strlen("\"size\": 01,"));
+    expect_bad(w, doc, "malformed JSON");
+    snprintf(doc, sizeof(doc), "%.*s]", (int)m.len, (const char *)m.ptr);
+    expect_bad(w, doc, "malformed JSON");
+    snprintf(doc, sizeof(doc), "%.*s", (int)m.len - 4, (const char *)m.ptr);
+    expect_bad(w, doc, "malformed JSON");
+    /* a crc32c past 32 bits and a negative count: not a marker */
+    snprintf(doc, sizeof(doc), "%.*s", (int)m.len, (const char *)m.ptr);
+    char *crc = strstr(doc, "\"crc32c\": 1}");
+    assert_non_null(crc);
+    char big[4096];
+    snprintf(big, sizeof(big), "%.*s\"crc32c\": 4294967296}%s", (int)(crc - doc), doc,
+             crc + strlen("\"crc32c\": 1}"));
+    expect_bad(w, big, "not a {key, size, crc32c} record");
+    snprintf(doc, sizeof(doc),
+             "{\"shardmill_complete\": 1, \"zarr_json_sha256\": \"%s\", \"shard_count\": -1, "
+             "\"shards\": []}",
+             sha);
+    expect_bad(w, doc, "'shard_count' is -1 but 0 shards listed");
+    sm_buf_free(&m);
+    sm_writer_free(w);
+}
+
+static size_t json_allocs;
+
+static void assert_recs_equal(const struct sm_shard_rec *a, const struct sm_shard_rec *b,
+                              uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        assert_int_equal(a[i].size, b[i].size);
+        assert_int_equal(a[i].crc32c, b[i].crc32c);
+        assert_int_equal(a[i].set, b[i].set);
+    }
+}
+
+static void *counting_malloc(size_t n)
+{
+    json_allocs++;
+    return malloc(n);
+}
+
+/* Reading the marker of 2,048 shards allocates for its header only, not per record (a jansson
+ * DOM would make several objects per record: about 70 MB at 131,072 shards, issue 11). */
+static void test_marker_parse_does_not_grow_per_record(void **state)
+{
+    (void)state;
+    struct sm_err err;
+    sm_err_clear(&err);
+    struct sm_output_spec s = wt_spec(128, 512, 256); /* [8,32,32] shards: grid 16 x 16 x 8 */
+    struct sm_writer *w;
+    assert_ok(sm_writer_new(&s, &w, &err), &err);
+    const uint64_t n = sm_writer_nshards(w);
+    assert_int_equal(n, 2048);
+    struct sm_shard_rec *recs = calloc(n, sizeof(*recs));
+    struct sm_shard_rec *back = calloc(n, sizeof(*back));
+    assert_non_null(recs);
+    assert_non_null(back);
+    for (uint64_t i = 0; i < n; i++) {
+        recs[i] = (struct sm_shard_rec){1000 + i, (uint32_t)(i * 2654435761u), true};
+    }
+    struct sm_buf m = SM_BUF_INIT;
+    assert_ok(sm_marker_build(w, recs, &m, &err), &err);
+    char sha[65], why[160];
+    json_allocs = 0;
+    json_set_alloc_funcs(counting_malloc, free);
+    const bool ok = sm_marker_parse(w, sm_buf_bytes(&m), back, sha, why, sizeof(why));
+    json_set_alloc_funcs(malloc, free);
+    assert_true(ok);
+    assert_true(json_allocs < 100);
+    assert_recs_equal(recs, back, n);
+    /* the same records in another layout (no space after ':') take the DOM: still equal */
+    struct sm_buf d = SM_BUF_INIT;
+    assert_ok(sm_buf_reserve(&d, m.len, &err), &err);
+    for (size_t i = 0; i < m.len; i++) {
+        if (!(m.ptr[i] == ' ' && i > 0 && m.ptr[i - 1] == ':')) {
+            d.ptr[d.len++] = m.ptr[i];
+        }
+    }
+    memset(back, 0, n * sizeof(*back));
+    json_allocs = 0;
+    json_set_alloc_funcs(counting_malloc, free);
+    const bool ok2 = sm_marker_parse(w, sm_buf_bytes(&d), back, sha, why, sizeof(why));
+    json_set_alloc_funcs(malloc, free);
+    assert_true(ok2);
+    assert_true(json_allocs > n); /* the DOM: at least one object per record */
+    assert_recs_equal(recs, back, n);
+    sm_buf_free(&d);
+    sm_buf_free(&m);
+    free(recs);
+    free(back);
+    sm_writer_free(w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_marker_record_line),
         cmocka_unit_test(test_marker_round_trip),
         cmocka_unit_test(test_marker_parse_rejects_malformed),
+        cmocka_unit_test(test_marker_parse_layouts),
+        cmocka_unit_test(test_marker_parse_does_not_grow_per_record),
     };
     return cmocka_run_group_tests_name("write_marker", tests, NULL, NULL);
 }

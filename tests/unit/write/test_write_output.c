@@ -281,6 +281,46 @@ static void test_output_path_checks_against_a_base(void **state)
     assert_status(sm_output_open("/", &plain, &o, &err), SM_E_USAGE, &err);
 }
 
+/* SYNCFS: shards stay staged until the flush; a run closed without it (a failure) removes every
+ * staged object, and a flush commits exactly the staged ones, once (the list is per process). */
+static void test_output_syncfs_staged_shards(void **state)
+{
+    (void)state;
+    const struct sm_output_spec s = wt_spec(20, 70, 45);
+    for (int flush = 0; flush < 2; flush++) {
+        struct sm_err err;
+        sm_err_clear(&err);
+        char dir[4096], c[4200];
+        path_of(dir, flush ? "staged-flush.zarr" : "staged-close.zarr");
+        snprintf(c, sizeof(c), "%s/c", dir);
+        struct sm_writer *w;
+        struct sm_output *o;
+        struct sm_output_opts opts = OPTS_NONE;
+        opts.sync = SM_OUTPUT_SYNC_SYNCFS;
+        struct wt_pattern p = wt_pattern_of(&s, 1000);
+        assert_ok(sm_writer_new(&s, &w, &err), &err);
+        assert_ok(sm_output_open(dir, &opts, &o, &err), &err);
+        assert_ok(sm_output_begin(o, w, &err), &err);
+        /* shards 3..12 of 18, in two jobs */
+        struct sm_write_job job = {3, 5, NULL, 2, wt_fill, &p, NULL, NULL, NULL};
+        struct sm_write_result res;
+        assert_ok(sm_write_shards(w, o, &job, &res, &err), &err);
+        job.first = 8;
+        assert_ok(sm_write_shards(w, o, &job, &res, &err), &err);
+        assert_int_equal(wt_count_files(c, ".tmp."), 10);
+        if (flush) {
+            assert_ok(sm_output_flush(o, &err), &err);
+            assert_ok(sm_output_flush(o, &err), &err); /* nothing left to commit */
+            assert_int_equal(wt_count_files(c, ".tmp."), 0);
+            assert_int_equal(wt_count_files(c, ""), 10);
+        }
+        sm_output_close(o);
+        sm_writer_free(w);
+        assert_int_equal(wt_count_files(c, ".tmp."), 0);
+        assert_int_equal(wt_count_files(c, ""), flush ? 10 : 0);
+    }
+}
+
 static void test_output_sync_modes_write_the_same_bytes(void **state)
 {
     (void)state;
@@ -638,6 +678,7 @@ int main(void)
         cmocka_unit_test(test_output_overwrite_refuses_foreign_directories),
         cmocka_unit_test(test_output_overwrite_replaces_a_previous_output),
         cmocka_unit_test(test_output_path_checks_against_a_base),
+        cmocka_unit_test(test_output_syncfs_staged_shards),
         cmocka_unit_test(test_output_sync_modes_write_the_same_bytes),
         cmocka_unit_test(test_output_failed_put_leaves_no_temp_file),
         cmocka_unit_test(test_output_resume_rewrites_only_damaged_shards),
