@@ -25,6 +25,13 @@ void run_progress_begin(const struct sm_run_progress *p, const char *phase, cons
                         uint64_t total);
 void run_progress_end(const struct sm_run_progress *p, bool ok);
 
+/* The rank's budget for the per-thread chunk memos (tile.h): an eighth of limits.memory_bytes,
+ * taken from the half the kept input may use. */
+static inline uint64_t run_memo_total(uint64_t memory_bytes)
+{
+    return memory_bytes / 8;
+}
+
 static inline double run_ms(uint64_t ns)
 {
     return (double)ns / 1e6;

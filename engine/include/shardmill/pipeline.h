@@ -103,8 +103,14 @@ struct sm_scan_run {
     }
 
 /* normalize.* (SPEC §5): scale divides by `divisor`; window maps [lo, hi] to [0, 1]; percentile
- * takes lo and hi (0..100) as percentiles of the global histogram and becomes that window. */
-enum sm_run_norm_mode { SM_RUN_NORM_SCALE, SM_RUN_NORM_WINDOW, SM_RUN_NORM_PERCENTILE };
+ * takes lo and hi (0..100) as percentiles of the global histogram and becomes that window; none
+ * keeps the input's values and type (SPEC §2: rechunk / re-encode; output.dtype may widen). */
+enum sm_run_norm_mode {
+    SM_RUN_NORM_SCALE,
+    SM_RUN_NORM_WINDOW,
+    SM_RUN_NORM_PERCENTILE,
+    SM_RUN_NORM_NONE
+};
 struct sm_run_norm {
     enum sm_run_norm_mode mode;
     double divisor;
@@ -115,7 +121,9 @@ struct sm_run_norm {
         SM_RUN_NORM_SCALE, 255.0, 0.0, 0.0                                                         \
     }
 
-/* The output (SPEC §2, §6, `output.*`): a float32 Zarr v3 array. shard unset: SPEC §2's automatic
+/* The output (SPEC §2, §6, `output.*`): a float32 Zarr v3 array (normalize none: the input's
+ * type, or `dtype` when dtype_set, which must hold every input value: sm_cast_lossless, else
+ * SM_E_USAGE naming output.dtype). shard unset: SPEC §2's automatic
  * layout (sm_output_layout_auto); shard set with n = 0: not sharded; chunk unset: automatic (64
  * where it divides an explicit shard, else the shard's extent). `policy` holds output.exists and
  * output.sync/fsync. */
@@ -125,13 +133,13 @@ struct sm_run_output {
     const char *codec; /* zstd | gzip | blosc | none (NULL: zstd) */
     int level;
     struct sm_output_opts policy;
+    bool dtype_set; /* output.dtype */
+    enum sm_dtype dtype;
 };
 #define SM_RUN_OUTPUT_DEFAULTS                                                                     \
     {                                                                                              \
-        NULL, {0}, {0}, "zstd", 3,                                                                 \
-        {                                                                                          \
-            SM_OUTPUT_EXISTS_ERROR, SM_OUTPUT_SYNC_SYNCFS, NULL                                    \
-        }                                                                                          \
+        NULL, {0}, {0}, "zstd", 3, {SM_OUTPUT_EXISTS_ERROR, SM_OUTPUT_SYNC_SYNCFS, NULL}, false,   \
+            SM_DT_FLOAT32                                                                          \
     }
 
 /* What a convert hands to its `flushed` hook: the output written and flushed by every rank. */
