@@ -3,12 +3,19 @@
  * communicator of its own, runs them exactly as `shardmill run` does (jobs/ maps YAML to these
  * structs, prints, reports and picks the exit code: STYLE B10). Module run/ (engine/run/).
  *
- * The phases belong here: open (the output first, then the input: rank 0 fetches the metadata
- * and broadcasts it) → scan (each rank its run of tiles, parallel.partition) → allreduce of the
- * statistics → normalization window → keep the decoded input or re-read it (SPEC §1) → write
- * (each rank its run of shards) → flush (every rank) → agree → completion marker (rank 0, only
- * after every rank flushed) → agree. Every phase ends with an agreement, so all ranks go on or
- * all return the same error (docs/internals/ranks.md).
+ * The phases belong here (docs/internals/pipeline.md). A convert whose normalization needs no
+ * statistics before writing (scale, window, none) runs ONE PASS: open (the output first, then
+ * the input: rank 0 fetches the metadata and broadcasts it) → plan (tiles and shards per rank,
+ * parallel.partition) → begin (zarr.json with its provenance histogram pending) → write (each
+ * rank its run of shards, each read once from the input region it covers, its histogram and
+ * checksums counted on the way; shards resume keeps are read and counted too) → flush (every
+ * rank) → allreduce of the statistics → restate zarr.json with them (rank 0) → the `flushed`
+ * hook → completion marker (rank 0, only after every rank flushed) → agree. With percentile it
+ * runs TWO PASSES: open → scan (each rank its run of tiles) → allreduce → window → keep the
+ * decoded input or re-read it (SPEC §1) → begin → write → flush → hook → marker. Both give the
+ * same bytes for the same configuration. Every phase ends with an agreement, so all ranks go
+ * on or all return the same error (docs/internals/ranks.md). A phase added after the write
+ * (e.g. a pyramid) goes between the flush (and, in one pass, the restate) and the marker.
  *
  * Ranks: with `mpi_comm` NULL the run uses the ranks that are current (sm_par_init of par.h, as
  * jobs/ does under a launcher; one rank when none are). With `mpi_comm` pointing to an MPI_Comm,
