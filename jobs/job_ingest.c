@@ -199,7 +199,7 @@ sm_status sm_job_ingest(const struct sm_job_config *c, const char *report_path, 
     if (st == SM_OK) {
         const struct sm_write_job job = {
             0,    sm_writer_nshards(w), NULL, nthreads, fill_shard, &in, NULL,
-            NULL, sm_signals_flag(),    NULL};
+            NULL, sm_signals_flag()};
         st = sm_job_write_output(w, out, &job, &wr, err);
     }
     const uint64_t t_total = sm_clock_ns() - t_start;

@@ -506,17 +506,10 @@ static sm_status convert_ranks(const struct sm_convert_run *p, struct sm_run_res
                         (unsigned long long)sm_writer_nshards(w));
     }
     if (st == SM_OK) {
-        const struct sm_write_job job = {shards.first,
-                                         shards.count,
-                                         NULL,
-                                         nthreads,
-                                         fill_shard,
-                                         &cv,
-                                         c->progress.update,
-                                         c->progress.user,
-                                         c->stop,
-                                         one_pass ? fill_shard : NULL};
-        st = sm_write_shards(w, out, &job, &wr, err);
+        const struct sm_write_job job = {shards.first,       shards.count,     NULL,
+                                         nthreads,           fill_shard,       &cv,
+                                         c->progress.update, c->progress.user, c->stop};
+        st = sm_write_shards_kept(w, out, &job, one_pass ? fill_shard : NULL, &wr, err);
     }
     run_progress_end(&c->progress, st == SM_OK); /* every rank, success or not */
     st = agree(&ph, run_stop_check(c->stop, st, err), err);

@@ -24,6 +24,7 @@ struct drive {
     const struct sm_writer *w;
     struct sm_output *o;
     const struct sm_write_job *job;
+    sm_shard_fill_fn kept_fill;
     struct worker *wks;
 };
 
@@ -64,8 +65,8 @@ static sm_status one_shard(void *user, int thread, uint64_t item, uint64_t *byte
     uint64_t off[SM_MAX_DIMS], shape[SM_MAX_DIMS];
     sm_writer_shard_box(w, shard, off, shape);
     if (!need) {
-        if (job->kept_fill != NULL) {
-            SM_TRY(job->kept_fill(job->user, thread, shard, off, shape, NULL, 0, err));
+        if (dr->kept_fill != NULL) {
+            SM_TRY(dr->kept_fill(job->user, thread, shard, off, shape, NULL, 0, err));
         }
         wk->kept++;
         return SM_OK;
@@ -90,6 +91,13 @@ sm_status sm_write_shards(const struct sm_writer *w, struct sm_output *o,
                           const struct sm_write_job *job, struct sm_write_result *res,
                           struct sm_err *err)
 {
+    return sm_write_shards_kept(w, o, job, NULL, res, err);
+}
+
+sm_status sm_write_shards_kept(const struct sm_writer *w, struct sm_output *o,
+                               const struct sm_write_job *job, sm_shard_fill_fn kept_fill,
+                               struct sm_write_result *res, struct sm_err *err)
+{
     memset(res, 0, sizeof(*res));
     const uint64_t count = job->count;
     if (job->list == NULL && (job->first > w->nshards || count > w->nshards - job->first)) {
@@ -103,7 +111,7 @@ sm_status sm_write_shards(const struct sm_writer *w, struct sm_output *o,
         }
     }
     const int nthreads = job->threads > 0 ? job->threads : sm_write_default_threads();
-    struct drive dr = {w, o, job, sm_calloc((size_t)nthreads, sizeof(struct worker))};
+    struct drive dr = {w, o, job, kept_fill, sm_calloc((size_t)nthreads, sizeof(struct worker))};
     if (dr.wks == NULL) {
         SM_FAIL(err, SM_E_NOMEM, "cannot allocate %d workers", nthreads);
     }

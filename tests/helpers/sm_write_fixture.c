@@ -242,7 +242,7 @@ int main(int argc, char **argv)
     }
     if (st == SM_OK) {
         const struct sm_write_job job = {
-            0, sm_writer_nshards(w), NULL, threads, fill_fn, &p, NULL, NULL, NULL, NULL};
+            0, sm_writer_nshards(w), NULL, threads, fill_fn, &p, NULL, NULL, NULL};
         st = sm_write_shards(w, o, &job, &res, &err);
     }
     if (st == SM_OK) {

@@ -296,9 +296,6 @@ struct sm_write_job {
      * thread; once set, the remaining shards are skipped (a shard being put is finished: puts
      * stay atomic) and the driver returns SM_E_STOPPED. */
     const atomic_int *stop;
-    /* If non-NULL, called (data NULL, len 0) for a shard that resume keeps, instead of fill: a
-     * one-pass convert still scans the input of a kept shard for its statistics. */
-    sm_shard_fill_fn kept_fill;
 };
 
 struct sm_write_result {
@@ -314,6 +311,12 @@ struct sm_write_result {
 sm_status sm_write_shards(const struct sm_writer *w, struct sm_output *o,
                           const struct sm_write_job *job, struct sm_write_result *res,
                           struct sm_err *err);
+
+/* sm_write_shards, and for every shard that resume keeps, kept_fill (data NULL, len 0) instead
+ * of nothing: a one-pass convert still scans the input of a kept shard for its statistics. */
+sm_status sm_write_shards_kept(const struct sm_writer *w, struct sm_output *o,
+                               const struct sm_write_job *job, sm_shard_fill_fn kept_fill,
+                               struct sm_write_result *res, struct sm_err *err);
 
 /* Threads the driver uses when none are configured (OpenMP's default, 1 without OpenMP). */
 int sm_write_default_threads(void);

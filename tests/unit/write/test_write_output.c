@@ -302,8 +302,7 @@ static void test_output_sync_modes_write_the_same_bytes(void **state)
         assert_ok(sm_writer_new(&s, &w, &err), &err);
         assert_ok(sm_output_open(dir, &opts, &o, &err), &err);
         assert_ok(sm_output_begin(o, w, &err), &err);
-        struct sm_write_job job = {
-            0, sm_writer_nshards(w), NULL, 2, wt_fill, &p, NULL, NULL, NULL, NULL};
+        struct sm_write_job job = {0, sm_writer_nshards(w), NULL, 2, wt_fill, &p, NULL, NULL, NULL};
         struct sm_write_result res;
         assert_ok(sm_write_shards(w, o, &job, &res, &err), &err);
         assert_ok(sm_output_flush(o, &err), &err);
@@ -513,8 +512,8 @@ static void test_output_second_rank_joins(void **state)
     sm_output_set_run(r0, token, 0);
     sm_output_set_run(r1, token, 1);
     struct wt_pattern p = wt_pattern_of(&s, 1000);
-    struct sm_write_job j0 = {0, 9, NULL, 1, wt_fill, &p, NULL, NULL, NULL, NULL},
-                        j1 = {9, 9, NULL, 2, wt_fill, &p, NULL, NULL, NULL, NULL};
+    struct sm_write_job j0 = {0, 9, NULL, 1, wt_fill, &p, NULL, NULL, NULL},
+                        j1 = {9, 9, NULL, 2, wt_fill, &p, NULL, NULL, NULL};
     struct sm_write_result res;
     assert_ok(sm_write_shards(w, r1, &j1, &res, &err), &err);
     assert_ok(sm_write_shards(w, r0, &j0, &res, &err), &err);

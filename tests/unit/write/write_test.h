@@ -135,8 +135,8 @@ static inline sm_status wt_write(const char *dir, const struct sm_output_spec *s
         st = sm_output_begin(o, w, err);
     }
     if (st == SM_OK) {
-        struct sm_write_job job = {
-            0, sm_writer_nshards(w), NULL, threads, wt_fill, p, NULL, NULL, NULL, NULL};
+        struct sm_write_job job = {0,   sm_writer_nshards(w), NULL, threads, wt_fill, p, NULL, NULL,
+                                   NULL};
         st = sm_write_shards(w, o, &job, res, err);
     }
     if (st == SM_OK) {
