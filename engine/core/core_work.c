@@ -1,6 +1,6 @@
-/* The one deterministic OpenMP work driver (work.h): the pool of the tile scan and the shard writer. Each
- * thread records the error of the lowest item it saw fail; the lowest over the threads wins, and
- * items past the lowest failure known so far are skipped. */
+/* The one deterministic OpenMP work driver (work.h): the pool of the tile scan and the shard
+ * writer. Each thread records the error of the lowest item it saw fail; the lowest over the threads
+ * wins, and items past the lowest failure known so far are skipped. */
 #include "shardmill/work.h"
 
 #include <stdatomic.h>
