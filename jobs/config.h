@@ -31,7 +31,12 @@ struct sm_cfg_dims {
 };
 
 enum sm_job_kind { SM_JOB_SCAN, SM_JOB_CONVERT, SM_JOB_INGEST, SM_JOB_READ_BENCH };
-enum sm_norm_kind { SM_CFG_NORM_SCALE, SM_CFG_NORM_WINDOW, SM_CFG_NORM_PERCENTILE };
+enum sm_norm_kind {
+    SM_CFG_NORM_SCALE,
+    SM_CFG_NORM_WINDOW,
+    SM_CFG_NORM_PERCENTILE,
+    SM_CFG_NORM_NONE
+};
 enum sm_exists_policy { SM_EXISTS_ERROR, SM_EXISTS_OVERWRITE, SM_EXISTS_RESUME };
 enum sm_partition_kind { SM_PARTITION_BALANCED, SM_PARTITION_BLOCK };
 enum sm_sync_kind { SM_CFG_SYNC_SYNCFS, SM_CFG_SYNC_FSYNC };

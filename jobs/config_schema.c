@@ -321,10 +321,12 @@ const struct sm_cfg_key sm_cfg_keys[] = {
 
     {.path = "normalize.mode",
      .type = SM_CFG_ENUM,
-     .choices = "scale|window|percentile",
+     .choices = "scale|window|percentile|none",
      .def = "scale",
      .help = "scale: v / divisor; window: clamp((v - lo) / (hi - lo), 0, 1); percentile: window "
-             "between the lo-th and hi-th percentiles of the global histogram (SPEC §5)",
+             "between the lo-th and hi-th percentiles of the global histogram (SPEC §5); none: "
+             "the input's values and type kept (rechunk / re-encode, SPEC §2; output.dtype may "
+             "widen them losslessly)",
      .example = "percentile",
      FIELD(normalize.mode)},
     {.path = "normalize.divisor",
@@ -397,9 +399,11 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .type = SM_CFG_NAME,
      .choices = DTYPES,
      .flags = SM_CFGF_NULLABLE,
-     .def_doc = "float32; ingest: the input's type",
-     .help = "data type of the output array (convert: float32; ingest: the input's type, float32 "
-             "for a NIfTI file whose scl_slope/scl_inter are applied)",
+     .def_doc = "float32; convert with normalize.mode none and ingest: the input's type",
+     .help = "data type of the output array (convert: float32; with normalize.mode none the "
+             "input's type or a type that holds every value of it: a wider integer, float32 for "
+             "8/16-bit integers, float64 for integers up to 32 bits or float32; ingest: the "
+             "input's type, float32 for a NIfTI file whose scl_slope/scl_inter are applied)",
      .example = "float32",
      FIELD(output.dtype)},
     {.path = "output.exists",
@@ -1299,6 +1303,9 @@ static const char *const md_rules[] = {
     "`output.codec.name`, `output.codec.level` | gzip and blosc levels are 0..9 (zstd "
     "-131072..22)",
     "`job`, `output.dtype` | `convert` writes `float32`; raw `ingest` keeps `input.raw.dtype`",
+    "`normalize.mode: none`, `output.dtype` | the input's type or a lossless wider one (checked "
+    "against the input when the run opens it: a narrowing cast is exit 2 naming `output.dtype`); "
+    "no `export.hdf5` (the export writes float32)",
     "`job`, `parallel.threads` | `ingest` runs at most 64 threads",
     "`job`, `export.hdf5.path` | only `convert` exports",
     "`export.hdf5.dataset` | with an export: an absolute HDF5 path (such as `/data`) of at most "

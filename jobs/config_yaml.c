@@ -1208,7 +1208,7 @@ static sm_status check_shapes(struct lctx *cx)
 static sm_status check_normalize(struct lctx *cx)
 {
     struct sm_job_config *c = cx->cfg;
-    if (c->normalize.mode == SM_CFG_NORM_SCALE) {
+    if (c->normalize.mode == SM_CFG_NORM_SCALE || c->normalize.mode == SM_CFG_NORM_NONE) {
         return SM_OK;
     }
     const char *mode = c->normalize.mode == SM_CFG_NORM_WINDOW ? "window" : "percentile";
@@ -1251,10 +1251,16 @@ static sm_status check_output(struct lctx *cx)
          * YAML view prints an unset one, keeps the plain array) */
         SM_TRY(set_default_name(cx, &c->output.ome_method, "mean"));
     }
-    if (c->job != SM_JOB_INGEST) {
+    const bool keep = c->job == SM_JOB_CONVERT && c->normalize.mode == SM_CFG_NORM_NONE;
+    if (c->job != SM_JOB_INGEST && !keep) { /* none: the input's type, known when it opens */
         SM_TRY(set_default_name(cx, &c->output.dtype, "float32"));
     }
-    if (c->job == SM_JOB_CONVERT && strcmp(c->output.dtype, "float32") != 0) {
+    if (keep && c->export_.hdf5_path != NULL) {
+        FAIL_KEY(cx, "export.hdf5.path",
+                 "export.hdf5: the export writes float32; normalize.mode none keeps the input's "
+                 "type");
+    }
+    if (c->job == SM_JOB_CONVERT && !keep && strcmp(c->output.dtype, "float32") != 0) {
         FAIL_KEY(cx, "output.dtype",
                  "output.dtype: convert writes float32 (the SPEC §5 normalization), not %s",
                  c->output.dtype);

@@ -54,7 +54,13 @@ static json_t *norm_json(const struct sm_job_config *c, const struct sm_norm *nm
     json_t *o = json_pack("{s:s}", "mode",
                           c->normalize.mode == SM_CFG_NORM_SCALE    ? "scale"
                           : c->normalize.mode == SM_CFG_NORM_WINDOW ? "window"
+                          : c->normalize.mode == SM_CFG_NORM_NONE   ? "none"
                                                                     : "percentile");
+    if (c->normalize.mode == SM_CFG_NORM_NONE) { /* the values are kept: no window */
+        json_object_set_new(o, "lo", json_null());
+        json_object_set_new(o, "hi", json_null());
+        return o;
+    }
     /* scale is reported as the window it equals before clamping: out = (v - 0) / (divisor - 0) */
     json_object_set_new(o, "lo", json_real(nm->mode == SM_NORM_SCALE ? 0.0 : nm->lo));
     json_object_set_new(o, "hi", json_real(nm->mode == SM_NORM_SCALE ? nm->divisor : nm->hi));
@@ -100,17 +106,19 @@ static sm_status hook_flushed(void *user, const struct sm_run_flushed *f, struct
 
 sm_status sm_job_convert(const struct sm_job_config *c, const char *report_path, struct sm_err *err)
 {
-    if (c->output.dtype != NULL && strcmp(c->output.dtype, "float32") != 0) {
-        sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
-                   "convert writes float32 (the SPEC §5 normalization); got '%s'", c->output.dtype);
-        sm_err_where(err, "output.dtype");
-        return err->status; /* the same on every rank: the same config */
-    }
     struct sm_convert_run p = SM_CONVERT_RUN_DEFAULTS;
     sm_job_run_common(c, &p.c);
     sm_job_run_output(c, &p.output);
+    /* output.dtype: float32 unless normalize none (the engine checks it against the input) */
+    p.output.dtype_set = c->output.dtype != NULL;
+    if (p.output.dtype_set && !sm_dtype_from_name(c->output.dtype, &p.output.dtype)) {
+        sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "unknown data type '%s'", c->output.dtype);
+        sm_err_where(err, "output.dtype");
+        return err->status; /* the same on every rank: the same config */
+    }
     p.normalize.mode = c->normalize.mode == SM_CFG_NORM_SCALE    ? SM_RUN_NORM_SCALE
                        : c->normalize.mode == SM_CFG_NORM_WINDOW ? SM_RUN_NORM_WINDOW
+                       : c->normalize.mode == SM_CFG_NORM_NONE   ? SM_RUN_NORM_NONE
                                                                  : SM_RUN_NORM_PERCENTILE;
     p.normalize.divisor = c->normalize.divisor;
     p.normalize.lo = c->normalize.lo;

@@ -40,6 +40,12 @@ sm_status run_ome_geometry(struct sm_store *store, const char *array,
                            struct sm_err *err);
 /* Adds "spacing" (and "unit") to attrs.shardmill when output.ome or input.spacing gives them. */
 void run_provenance_spacing(struct json_t *attrs, const struct sm_run_ome *ome, unsigned nd);
+/* The rank's budget for the per-thread chunk memos (tile.h): an eighth of limits.memory_bytes,
+ * taken from the half the kept input may use. */
+static inline uint64_t run_memo_total(uint64_t memory_bytes)
+{
+    return memory_bytes / 8;
+}
 
 static inline double run_ms(uint64_t ns)
 {

@@ -16,7 +16,6 @@
 #include "shardmill/status.h"
 #include "shardmill/store.h"
 #include "shardmill/write.h"
-#include "shardmill/sm_omp.h"
 
 #define SM_MARKER_NAME "shardmill.complete.json"
 #define SM_ZARR_JSON "zarr.json"

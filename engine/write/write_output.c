@@ -17,6 +17,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "shardmill/alloc.h"
 #include "shardmill/clock.h"
 #include "shardmill/crc32c.h"
@@ -428,6 +430,45 @@ static sm_status compact_journals(struct sm_output *o, const struct sm_writer *w
     return st == SM_OK ? drop_marker(o, err) : st;
 }
 
+/* Removes the pending attribute ("member/key", write.h) from a zarr.json document. */
+static void drop_pending(json_t *doc, const char *pending)
+{
+    const char *slash = strchr(pending, '/');
+    json_t *attrs = json_object_get(doc, "attributes");
+    if (slash == NULL || attrs == NULL) {
+        return;
+    }
+    char member[64];
+    snprintf(member, sizeof(member), "%.*s", (int)(slash - pending), pending);
+    json_t *m = json_object_get(attrs, member);
+    if (json_is_object(m)) {
+        json_object_del(m, slash + 1);
+    }
+}
+
+/* zarr.json `have` is the document `want`: byte for byte, or, with a pending attribute, equal as
+ * JSON once that attribute is dropped from both. */
+static bool same_zarr(const char *pending, struct sm_bytes have, struct sm_bytes want)
+{
+    if (have.len == want.len && memcmp(have.ptr, want.ptr, have.len) == 0) {
+        return true;
+    }
+    if (pending == NULL) {
+        return false;
+    }
+    json_t *a = json_loadb((const char *)have.ptr, have.len, 0, NULL);
+    json_t *b = json_loadb((const char *)want.ptr, want.len, 0, NULL);
+    bool eq = a != NULL && b != NULL;
+    if (eq) {
+        drop_pending(a, pending);
+        drop_pending(b, pending);
+        eq = json_equal(a, b) != 0;
+    }
+    json_decref(a);
+    json_decref(b);
+    return eq;
+}
+
 /* RESUME of an existing shardmill output. *keep_zarr tells zarr.json is already w's. */
 static sm_status prepare_resume(struct sm_output *o, const struct sm_writer *w, bool *keep_zarr,
                                 struct sm_err *err)
@@ -438,7 +479,7 @@ static sm_status prepare_resume(struct sm_output *o, const struct sm_writer *w, 
     if (st == SM_OK && !found) {
         st = clear(o, err); /* no zarr.json: nothing can be trusted */
     } else if (st == SM_OK) {
-        if (have.len != w->text.len || memcmp(have.ptr, w->text.ptr, have.len) != 0) {
+        if (!same_zarr(w->spec.pending, sm_buf_bytes(&have), sm_buf_bytes(&w->text))) {
             st = sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
                             "output.exists: resume: the existing zarr.json differs from this "
                             "job's (another configuration or input); use overwrite");
@@ -550,7 +591,7 @@ sm_status sm_output_join(struct sm_output *o, const struct sm_writer *w, struct 
     bool found;
     sm_status st = sm_wfs_read(o->rootfd, SM_ZARR_JSON, &have, &found, err);
     if (st == SM_OK &&
-        (!found || have.len != w->text.len || memcmp(have.ptr, w->text.ptr, have.len) != 0)) {
+        (!found || !same_zarr(w->spec.pending, sm_buf_bytes(&have), sm_buf_bytes(&w->text)))) {
         st = sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
                         "zarr.json is missing or not this job's (the primary did not begin it)");
     }
@@ -565,6 +606,25 @@ sm_status sm_output_join(struct sm_output *o, const struct sm_writer *w, struct 
         sm_err_where(err, "%s", o->root);
     }
     return st;
+}
+
+sm_status sm_output_restate(struct sm_output *o, const struct sm_writer *w, bool primary,
+                            struct sm_err *err)
+{
+    const struct sm_writer *was = o->w;
+    if (was == NULL || was->nshards != w->nshards ||
+        !same_zarr(was->spec.pending, sm_buf_bytes(&w->text), sm_buf_bytes(&was->text))) {
+        SM_FAIL(err, SM_E_INTERNAL, "the restated zarr.json is not the begun array's");
+    }
+    if (primary) {
+        const sm_status st = put_doc(o, SM_ZARR_JSON, sm_buf_bytes(&w->text), err);
+        if (st != SM_OK) {
+            sm_err_where(err, "%s", o->root);
+            return st;
+        }
+    }
+    o->w = w;
+    return SM_OK;
 }
 
 void sm_output_close(struct sm_output *o)

@@ -404,6 +404,18 @@ def _read_bench_config(d, lines):
     return cfg
 
 
+def b_none_narrowing(d):
+    """A valid 10x10 uint16 v3 store and a convert with normalize none to uint8 (a narrowing
+    cast: SPEC §2 keeps every value); returns the config's path."""
+    store = _v3(d, codec="zstd")
+    cfg = os.path.join(d, "none.yaml")
+    out = os.path.join(d, "out.zarr")
+    _write_text(cfg, f"job: convert\ninput: {{store: {json.dumps(store)}}}\nprogress: false\n"
+                f"normalize: {{mode: none}}\noutput: {{path: {json.dumps(out)}, dtype: uint8, "
+                "exists: overwrite}\n")
+    return cfg
+
+
 def b_rb_outside(d):
     return _read_bench_config(d, ["roi: {offset: [7, 1]}", "read_bench: {extents: [2, 4]}"])
 
@@ -817,6 +829,10 @@ CASES = [
          must=["offset"]),
     dict(name="region_wrong_ndim", build=b_valid_v3, args=_read("0,0,0", "1,1,1"), exit=2,
          any=[["offset", "shape"]]),
+    # normalize none (SPEC §2): values kept, so a narrowing output.dtype is refused
+    dict(name="convert_none_narrowing_cast", build=b_none_narrowing, args=["run", "{store}"],
+         exit=2, must=["output.dtype", "uint16 -> uint8", "narrowing"],
+         control=["run", "{store}", "--set", "output.dtype=uint32"]),
     # read-bench (`run` of a config the builder writes next to a valid store)
     dict(name="readbench_region_outside", build=b_rb_outside, args=["run", "{store}"], exit=2,
          must=["read_bench.extents", "[7, 1] + [4, 4]", "outside the array of shape [10, 10]"],

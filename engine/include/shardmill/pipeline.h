@@ -3,12 +3,19 @@
  * communicator of its own, runs them exactly as `shardmill run` does (jobs/ maps YAML to these
  * structs, prints, reports and picks the exit code: STYLE B10). Module run/ (engine/run/).
  *
- * The phases belong here: open (the output first, then the input: rank 0 fetches the metadata
- * and broadcasts it) → scan (each rank its run of tiles, parallel.partition) → allreduce of the
- * statistics → normalization window → keep the decoded input or re-read it (SPEC §1) → write
- * (each rank its run of shards) → flush (every rank) → agree → completion marker (rank 0, only
- * after every rank flushed) → agree. Every phase ends with an agreement, so all ranks go on or
- * all return the same error (docs/internals/ranks.md).
+ * The phases belong here (docs/internals/pipeline.md). A convert whose normalization needs no
+ * statistics before writing (scale, window, none) runs ONE PASS: open (the output first, then
+ * the input: rank 0 fetches the metadata and broadcasts it) → plan (tiles and shards per rank,
+ * parallel.partition) → begin (zarr.json with its provenance histogram pending) → write (each
+ * rank its run of shards, each read once from the input region it covers, its histogram and
+ * checksums counted on the way; shards resume keeps are read and counted too) → flush (every
+ * rank) → allreduce of the statistics → restate zarr.json with them (rank 0) → the `flushed`
+ * hook → completion marker (rank 0, only after every rank flushed) → agree. With percentile it
+ * runs TWO PASSES: open → scan (each rank its run of tiles) → allreduce → window → keep the
+ * decoded input or re-read it (SPEC §1) → begin → write → flush → hook → marker. Both give the
+ * same bytes for the same configuration. Every phase ends with an agreement, so all ranks go
+ * on or all return the same error (docs/internals/ranks.md). A phase added after the write
+ * (e.g. a pyramid) goes between the flush (and, in one pass, the restate) and the marker.
  *
  * Ranks: with `mpi_comm` NULL the run uses the ranks that are current (sm_par_init of par.h, as
  * jobs/ does under a launcher; one rank when none are). With `mpi_comm` pointing to an MPI_Comm,
@@ -103,8 +110,14 @@ struct sm_scan_run {
     }
 
 /* normalize.* (SPEC §5): scale divides by `divisor`; window maps [lo, hi] to [0, 1]; percentile
- * takes lo and hi (0..100) as percentiles of the global histogram and becomes that window. */
-enum sm_run_norm_mode { SM_RUN_NORM_SCALE, SM_RUN_NORM_WINDOW, SM_RUN_NORM_PERCENTILE };
+ * takes lo and hi (0..100) as percentiles of the global histogram and becomes that window; none
+ * keeps the input's values and type (SPEC §2: rechunk / re-encode; output.dtype may widen). */
+enum sm_run_norm_mode {
+    SM_RUN_NORM_SCALE,
+    SM_RUN_NORM_WINDOW,
+    SM_RUN_NORM_PERCENTILE,
+    SM_RUN_NORM_NONE
+};
 struct sm_run_norm {
     enum sm_run_norm_mode mode;
     double divisor;
@@ -115,7 +128,9 @@ struct sm_run_norm {
         SM_RUN_NORM_SCALE, 255.0, 0.0, 0.0                                                         \
     }
 
-/* The output (SPEC §2, §6, `output.*`): a float32 Zarr v3 array. shard unset: SPEC §2's automatic
+/* The output (SPEC §2, §6, `output.*`): a float32 Zarr v3 array (normalize none: the input's
+ * type, or `dtype` when dtype_set, which must hold every input value: sm_cast_lossless, else
+ * SM_E_USAGE naming output.dtype). shard unset: SPEC §2's automatic
  * layout (sm_output_layout_auto); shard set with n = 0: not sharded; chunk unset: automatic (64
  * where it divides an explicit shard, else the shard's extent). `policy` holds output.exists and
  * output.sync/fsync. */
@@ -143,13 +158,13 @@ struct sm_run_output {
     int level;
     struct sm_output_opts policy;
     struct sm_run_ome ome;
+    bool dtype_set; /* output.dtype */
+    enum sm_dtype dtype;
 };
 #define SM_RUN_OUTPUT_DEFAULTS                                                                     \
     {                                                                                              \
         NULL, {0}, {0}, "zstd", 3, {SM_OUTPUT_EXISTS_ERROR, SM_OUTPUT_SYNC_SYNCFS, NULL},          \
-        {                                                                                          \
-            0, {0}, {0}, NULL                                                                      \
-        }                                                                                          \
+            {0, {0}, {0}, NULL}, false, SM_DT_FLOAT32                                              \
     }
 
 /* What a convert hands to its `flushed` hook: the output written and flushed by every rank. */

@@ -86,4 +86,10 @@ struct sm_norm {
 void sm_normalize(const struct sm_norm *nm, enum sm_dtype dt, const void *values, size_t n,
                   float *out);
 
+/* SPEC §2 `normalize.mode: none` (stats_cast.c): true if every value of `from` is exactly a value
+ * of `to` (the same type, a wider integer, a float with enough significand bits). */
+bool sm_cast_lossless(enum sm_dtype from, enum sm_dtype to);
+/* Writes n values of `in` (type from) as type `to` (a lossless cast: sm_cast_lossless). */
+void sm_cast_values(enum sm_dtype from, const void *in, size_t n, enum sm_dtype to, void *out);
+
 #endif

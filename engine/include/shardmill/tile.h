@@ -88,6 +88,9 @@ struct sm_scan_params {
      * later phase need not read the input again. */
     uint8_t *keep;
     uint64_t keep_offset[SM_MAX_DIMS], keep_shape[SM_MAX_DIMS];
+    /* Bytes of the per-thread chunk memo (sm_chunk_memo_new; 0: none), part of the rank's
+     * memory budget (sm_run_setup gives each thread its share). */
+    uint64_t memo_bytes;
     /* If non-NULL, called after each tile with the tiles done and their decoded bytes. */
     sm_progress_fn progress;
     void *progress_user;
@@ -104,6 +107,26 @@ sm_status sm_scan_tiles(struct sm_array *a, const struct sm_tiling *t, uint64_t 
                         uint64_t count, const struct sm_scan_params *p, struct sm_scan_result *out,
                         struct sm_err *err);
 void sm_scan_result_destroy(struct sm_scan_result *r);
+
+/* ---- the per-thread chunk memo (tile_memo.c) ----
+ * The last decoded input read units (chunks, or inner chunks of a sharded input) of one thread,
+ * so tiles or shards smaller than a unit do not decode it again. Bounded: at most 16 units, and
+ * (units + 1 spare) * unit bytes <= max_bytes; a budget below two units gives no memo (NULL), and
+ * sm_chunk_memo_read with a NULL memo is sm_array_read_region. One per thread, never shared. */
+struct sm_chunk_memo;
+/* The slots a memo of max_bytes gets for this array (0: none). */
+unsigned sm_chunk_memo_slots(const struct sm_array_meta *m, uint64_t max_bytes);
+sm_status sm_chunk_memo_new(const struct sm_array_meta *m, uint64_t max_bytes,
+                            struct sm_chunk_memo **out, struct sm_err *err);
+void sm_chunk_memo_free(struct sm_chunk_memo *mo);
+/* sm_array_read_region of [off, off + shape) through the memo: units the region covers only in
+ * part come from (or go to) the memo; a region that covers all its units whole is one plain
+ * read. The values are those sm_array_read_region gives. */
+sm_status sm_chunk_memo_read(struct sm_chunk_memo *mo, struct sm_array *a, const uint64_t *off,
+                             const uint64_t *shape, void *dst, size_t len,
+                             struct sm_scratch *scratch, struct sm_err *err);
+/* Units found in the memo and units read into it, since sm_chunk_memo_new. */
+void sm_chunk_memo_counts(const struct sm_chunk_memo *mo, uint64_t *hits, uint64_t *misses);
 
 /* Threads a driver uses when none are configured: OpenMP's default (OMP_NUM_THREADS or the
  * cores), 1 without OpenMP. */

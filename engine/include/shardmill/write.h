@@ -39,11 +39,16 @@ struct sm_output_spec {
     uint8_t fill[8];                 /* fill value: little-endian bytes of dtype */
     const struct json_t *attributes; /* borrowed; an object (provenance: the caller's) or NULL */
     bool dimension_names;            /* write "dimension_names" (the last ndim of z, y, x) */
+    /* NULL, or "member/key": attributes[member][key] is pending (a one-pass convert knows its
+     * statistics only after the shards): begin writes zarr.json without it, resume and join
+     * accept a zarr.json that differs from w's in that key only, and sm_output_restate later
+     * puts the final document. A static string. */
+    const char *pending;
 };
 #define SM_OUTPUT_SPEC_DEFAULTS                                                                    \
     {                                                                                              \
         3, {0}, SM_DT_FLOAT32, true, {8, 32, 32}, {2, 16, 16}, "zstd", 3, "lz4", true,             \
-            SM_SHARD_INDEX_END, {0}, NULL, false                                                   \
+            SM_SHARD_INDEX_END, {0}, NULL, false, NULL                                             \
     }
 
 /* The default layout of SPEC §2 (`output.chunk: auto`, `output.shard: auto`) for an array of
@@ -197,6 +202,12 @@ sm_status sm_output_begin(struct sm_output *o, const struct sm_writer *w, struct
 /* Other ranks, after the primary's begin: attach to the prepared directory. SM_E_DATA if its
  * zarr.json is not w's. */
 sm_status sm_output_join(struct sm_output *o, const struct sm_writer *w, struct sm_err *err);
+/* A one-pass convert, after the shards: w (the begun writer's array with its pending attribute
+ * filled in; SM_E_INTERNAL otherwise) becomes the output's writer; the primary puts its
+ * zarr.json atomically (fsynced). Every rank calls it before the marker, which covers w's
+ * zarr.json. */
+sm_status sm_output_restate(struct sm_output *o, const struct sm_writer *w, bool primary,
+                            struct sm_err *err);
 
 /* Whether `shard` must be (re)written: always true unless the policy is RESUME. With RESUME (the
  * journals of previous runs, including the records of a previous marker, are loaded at the first
@@ -282,7 +293,7 @@ struct sm_verify_report {
 sm_status sm_output_verify(const char *path, struct sm_verify_report *rep, struct sm_err *err);
 void sm_verify_report_destroy(struct sm_verify_report *rep);
 
-/* ==== the OpenMP shard driver ==== */
+/* ==== the shard driver (on the one work driver of work.h) ==== */
 
 /* Produces the decoded values of `shard`: the box [offset, offset + shape) of the output array
  * (already clipped), C order, into data (len bytes). Called concurrently from `thread` in
@@ -320,6 +331,12 @@ struct sm_write_result {
 sm_status sm_write_shards(const struct sm_writer *w, struct sm_output *o,
                           const struct sm_write_job *job, struct sm_write_result *res,
                           struct sm_err *err);
+
+/* sm_write_shards, and for every shard that resume keeps, kept_fill (data NULL, len 0) instead
+ * of nothing: a one-pass convert still scans the input of a kept shard for its statistics. */
+sm_status sm_write_shards_kept(const struct sm_writer *w, struct sm_output *o,
+                               const struct sm_write_job *job, sm_shard_fill_fn kept_fill,
+                               struct sm_write_result *res, struct sm_err *err);
 
 /* Threads the driver uses when none are configured (OpenMP's default, 1 without OpenMP). */
 int sm_write_default_threads(void);

@@ -230,7 +230,7 @@ static void test_enum_values(void **state)
     expect_error("job: transmogrify\n", "f.yaml:1:6",
                  "job: expected one of scan, convert, ingest, read-bench, got 'transmogrify'");
     expect_error(SCAN "normalize: {mode: linear}\n", "f.yaml:3:19",
-                 "normalize.mode: expected one of scale, window, percentile, got 'linear'");
+                 "normalize.mode: expected one of scale, window, percentile, none, got 'linear'");
     expect_error(SCAN "output: {exists: replace}\n", "f.yaml:3:18",
                  "output.exists: expected one of error, overwrite, resume, got 'replace'");
     expect_error(SCAN "parallel: {partition: cyclic}\n", "f.yaml:3:23",
@@ -580,6 +580,18 @@ static void test_checks_across_keys(void **state)
                  "output.dtype: convert writes float32 (the SPEC §5 normalization), not uint16");
     expect_error(CONVERT "output.dtype: float64\n", "f.yaml:4:1",
                  "output.dtype: convert writes float32 (the SPEC §5 normalization), not float64");
+    /* normalize none: the input's type by default, any type given (checked against the input
+     * when the run opens it), no HDF5 export (float32 only) */
+    struct sm_job_config n;
+    load_ok(CONVERT "normalize: {mode: none}\n", &n);
+    assert_int_equal(n.normalize.mode, SM_CFG_NORM_NONE);
+    assert_null(n.output.dtype);
+    sm_config_destroy(&n);
+    load_ok(CONVERT "normalize: {mode: none}\noutput.dtype: int32\n", &n);
+    assert_string_equal(n.output.dtype, "int32");
+    sm_config_destroy(&n);
+    expect_error(CONVERT "normalize: {mode: none}\nexport: {hdf5: {path: out/x.h5}}\n",
+                 "f.yaml:5:17", "export.hdf5: the export writes float32");
     expect_error(SCAN "input.http: {backoff_base_ms: 6000}\n", "f.yaml:3:14",
                  "input.http.backoff_base_ms (6000) is above input.http.backoff_max_ms (5000)");
     struct sm_job_config c;

@@ -82,6 +82,20 @@ static bool exists(const char *dir, const char *name)
     return stat(p, &sb) == 0;
 }
 
+static bool read_small(const char *dir, const char *name, char *buf, size_t cap)
+{
+    char p[512];
+    snprintf(p, sizeof(p), "%s/%s", dir, name);
+    FILE *fp = fopen(p, "rb");
+    if (fp == NULL) {
+        return false;
+    }
+    const size_t n = fread(buf, 1, cap - 1, fp);
+    buf[n] = '\0';
+    fclose(fp);
+    return n > 0;
+}
+
 static void test_scan_counts_every_value(void **state)
 {
     struct fx *f = *state;
@@ -129,13 +143,119 @@ static void test_convert_writes_a_complete_output(void **state)
     assert_int_equal(sm_run_convert(&p, &r, &err), SM_OK);
     assert_int_equal(r.output_shards, 2);
     assert_int_equal(r.shards_written, 2);
-    assert_true(r.kept_input_ranks == 1); /* 512 bytes fit the default budget */
+    assert_true(r.kept_input_ranks == 0); /* window: one pass, nothing kept */
     assert_true(exists(out, "zarr.json") && exists(out, "shardmill.complete.json"));
     assert_true(r.norm.lo == 0 && r.norm.hi == 200);
+    /* one pass still counts the whole ROI: against counts and sums taken here */
+    assert_int_equal(r.scan.voxels, N * N * N);
+    assert_int_equal(r.scan.tiles, 8);
+    uint64_t want[256] = {0}, sum = 0, weighted = 0;
+    for (size_t i = 0; i < sizeof(f->data); i++) {
+        want[f->data[i]]++;
+        sum += f->data[i];
+        weighted += (uint64_t)f->data[i] * (i + 1);
+    }
+    assert_memory_equal(r.scan.hist.counts, want, sizeof(want));
+    assert_int_equal(r.scan.sums.sum, sum);
+    assert_int_equal(r.scan.sums.weighted, weighted);
+    /* zarr.json was restated with the histogram before the marker */
+    char doc[8192];
+    assert_true(read_small(out, "zarr.json", doc, sizeof(doc)));
+    assert_non_null(strstr(doc, "\"histogram\""));
     sm_run_result_destroy(&r);
     /* the same output again: the default policy refuses it before reading anything */
     sm_err_clear(&err);
     assert_int_equal(sm_run_convert(&p, &r, &err), SM_E_USAGE);
+    sm_run_result_destroy(&r);
+}
+
+static void test_convert_percentile_keeps_its_input(void **state)
+{
+    struct fx *f = *state;
+    char out[400];
+    snprintf(out, sizeof(out), "%s/pct.zarr", f->dir);
+    struct sm_convert_run p = SM_CONVERT_RUN_DEFAULTS;
+    p.c.input.store = f->store;
+    p.output.path = out;
+    p.output.policy.sync = SM_OUTPUT_SYNC_NONE;
+    p.normalize.mode = SM_RUN_NORM_PERCENTILE;
+    p.normalize.lo = 1;
+    p.normalize.hi = 99;
+    struct sm_run_result r;
+    struct sm_err err;
+    sm_err_clear(&err);
+    assert_int_equal(sm_run_convert(&p, &r, &err), SM_OK);
+    assert_true(r.kept_input_ranks == 1); /* two passes: 512 bytes fit the default budget */
+    assert_int_equal(r.scan.voxels, N * N * N);
+    sm_run_result_destroy(&r);
+}
+
+/* normalize none keeps the values: the output checksums are the input's (whole-array ROI, so
+ * the same linear indices), in the input's type or a wider one; a narrowing type is refused. */
+static void test_convert_none_keeps_values(void **state)
+{
+    struct fx *f = *state;
+    uint64_t sum = 0, weighted = 0;
+    for (size_t i = 0; i < sizeof(f->data); i++) {
+        sum += f->data[i];
+        weighted += (uint64_t)f->data[i] * (i + 1);
+    }
+    static const struct {
+        bool set;
+        enum sm_dtype dt;
+        const char *name;
+    } cases[] = {{false, SM_DT_UINT8, "\"uint8\""},
+                 {true, SM_DT_INT32, "\"int32\""},
+                 {true, SM_DT_FLOAT32, "\"float32\""}};
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        char out[400];
+        snprintf(out, sizeof(out), "%s/none%zu.zarr", f->dir, k);
+        struct sm_convert_run p = SM_CONVERT_RUN_DEFAULTS;
+        p.c.input.store = f->store;
+        p.c.threads = 2;
+        p.output.path = out;
+        p.output.policy.sync = SM_OUTPUT_SYNC_NONE;
+        p.normalize.mode = SM_RUN_NORM_NONE;
+        p.output.dtype_set = cases[k].set;
+        p.output.dtype = cases[k].dt;
+        struct sm_run_result r;
+        struct sm_err err;
+        sm_err_clear(&err);
+        assert_int_equal(sm_run_convert(&p, &r, &err), SM_OK);
+        if (cases[k].dt == SM_DT_FLOAT32) { /* bit patterns of the float values */
+            uint64_t fs = 0, fw = 0;
+            for (size_t i = 0; i < sizeof(f->data); i++) {
+                const float v = (float)f->data[i];
+                uint32_t b;
+                memcpy(&b, &v, sizeof(b));
+                fs += b;
+                fw += (uint64_t)b * (i + 1);
+            }
+            assert_int_equal(r.output_checksum, fs);
+            assert_int_equal(r.output_weighted_checksum, fw);
+        } else {
+            assert_int_equal(r.output_checksum, sum);
+            assert_int_equal(r.output_weighted_checksum, weighted);
+        }
+        char doc[8192];
+        assert_true(read_small(out, "zarr.json", doc, sizeof(doc)));
+        assert_non_null(strstr(doc, cases[k].name));
+        sm_run_result_destroy(&r);
+    }
+    char out[400];
+    snprintf(out, sizeof(out), "%s/narrow.zarr", f->dir);
+    struct sm_convert_run p = SM_CONVERT_RUN_DEFAULTS;
+    p.c.input.store = f->store;
+    p.output.path = out;
+    p.normalize.mode = SM_RUN_NORM_NONE;
+    p.output.dtype_set = true;
+    p.output.dtype = SM_DT_INT8;
+    struct sm_run_result r;
+    struct sm_err err;
+    sm_err_clear(&err);
+    assert_int_equal(sm_run_convert(&p, &r, &err), SM_E_USAGE);
+    assert_string_equal(err.where, "output.dtype");
+    assert_non_null(strstr(err.what, "narrowing"));
     sm_run_result_destroy(&r);
 }
 
@@ -213,6 +333,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_scan_counts_every_value),
         cmocka_unit_test(test_convert_writes_a_complete_output),
+        cmocka_unit_test(test_convert_percentile_keeps_its_input),
+        cmocka_unit_test(test_convert_none_keeps_values),
         cmocka_unit_test(test_convert_stopped_leaves_no_marker),
         cmocka_unit_test(test_errors_name_the_parameter),
     };

@@ -1,0 +1,111 @@
+/* Unit tests for engine/core/core_work.c (work.h): every item runs once with a thread index in
+ * range, the error of the lowest failing item is reported for any thread count, a set stop flag
+ * skips the items and returns SM_E_STOPPED, and progress ends at the full count. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include <shardmill/work.h>
+
+#define NITEMS 200
+
+struct job {
+    int threads;
+    atomic_int runs[NITEMS];
+    atomic_int bad_thread;
+    uint64_t fail_from; /* items >= this and multiple of 7 fail */
+    uint64_t last_done, last_bytes;
+};
+
+static sm_status item(void *user, int thread, uint64_t k, uint64_t *bytes, struct sm_err *err)
+{
+    struct job *j = user;
+    if (thread < 0 || thread >= j->threads) {
+        atomic_store(&j->bad_thread, 1);
+    }
+    atomic_fetch_add(&j->runs[k], 1);
+    if (k >= j->fail_from && k % 7 == 0) {
+        SM_FAIL(err, SM_E_DATA, "item %d failed", (int)k);
+    }
+    *bytes = 3;
+    return SM_OK;
+}
+
+static void progress(void *user, uint64_t done, uint64_t bytes)
+{
+    struct job *j = user;
+    j->last_done = done;
+    j->last_bytes = bytes;
+}
+
+static void test_every_item_once(void **state)
+{
+    (void)state;
+    for (int t = 1; t <= 4; t++) {
+        static struct job j;
+        memset(&j, 0, sizeof(j));
+        j.threads = t;
+        j.fail_from = UINT64_MAX;
+        const struct sm_work wk = {NITEMS, t, item, &j, progress, &j, NULL};
+        struct sm_err err;
+        sm_err_clear(&err);
+        assert_int_equal(sm_work_run(&wk, &err), SM_OK);
+        for (int k = 0; k < NITEMS; k++) {
+            assert_int_equal(atomic_load(&j.runs[k]), 1);
+        }
+        assert_int_equal(atomic_load(&j.bad_thread), 0);
+        assert_int_equal(j.last_done, NITEMS);
+        assert_int_equal(j.last_bytes, 3 * NITEMS);
+    }
+}
+
+static void test_lowest_failure_wins(void **state)
+{
+    (void)state;
+    for (int t = 1; t <= 4; t++) {
+        static struct job j;
+        memset(&j, 0, sizeof(j));
+        j.threads = t;
+        j.fail_from = 50; /* 56, 63, ... fail: 56 is reported */
+        const struct sm_work wk = {NITEMS, t, item, &j, NULL, NULL, NULL};
+        struct sm_err err;
+        sm_err_clear(&err);
+        assert_int_equal(sm_work_run(&wk, &err), SM_E_DATA);
+        assert_string_equal(err.what, "item 56 failed");
+        for (int k = 0; k < 56; k++) {
+            assert_int_equal(atomic_load(&j.runs[k]), 1); /* below it: all ran */
+        }
+    }
+}
+
+static void test_stop_skips_the_rest(void **state)
+{
+    (void)state;
+    static struct job j;
+    memset(&j, 0, sizeof(j));
+    j.threads = 2;
+    j.fail_from = UINT64_MAX;
+    atomic_int stop = 15;
+    const struct sm_work wk = {NITEMS, 2, item, &j, NULL, NULL, &stop};
+    struct sm_err err;
+    sm_err_clear(&err);
+    assert_int_equal(sm_work_run(&wk, &err), SM_E_STOPPED);
+    assert_int_equal(err.cause, 15);
+    for (int k = 0; k < NITEMS; k++) {
+        assert_int_equal(atomic_load(&j.runs[k]), 0);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_every_item_once),
+        cmocka_unit_test(test_lowest_failure_wins),
+        cmocka_unit_test(test_stop_skips_the_rest),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
