@@ -549,8 +549,9 @@ const unsigned sm_cfg_nkeys = sizeof(sm_cfg_keys) / sizeof(sm_cfg_keys[0]);
 
 const struct sm_cfg_group sm_cfg_groups[] = {
     {"job", "What to run."},
-    {"input", "Where the volume comes from: the store and array, the encoded-object and "
-              "shard-index caches, HTTP behaviour, and the raw or NIfTI file of `ingest`."},
+    {"input",
+     "Where the volume comes from: the store and array, the encoded-object and "
+     "shard-index caches, HTTP behaviour, and the raw, NIfTI-1, TIFF or HDF5 source of `ingest`."},
     {"roi", "The region of interest; by default the whole array."},
     {"tile", "How the ROI is cut into units of work."},
     {"passes", "Repetitions of a `scan` (benchmarks, cache checks)."},
