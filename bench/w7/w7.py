@@ -17,7 +17,10 @@ Cases (each a fresh process per run, alternating between the contenders of a cas
               mpirun 2x1 (when MPI is built in)
 Every shardmill run's report checksums (SPEC §5) are checked against NumPy's over the source,
 and the output is removed after the run. Per run: process wall, time from launch to the
-completion marker, MB/s of source values, peak RSS of every rank (wait4, bench/w3/w3_spawn.c).
+completion marker, MB/s of source values, peak RSS of every rank (wait4, bench/w3/w3_spawn.c),
+busy cores in the 0.3 s before the launch and cores used by other processes during the run
+(/proc/stat, as scaling/smbench.py), the rank count the report gives (checked), and
+limits.memory_bytes of the effective configuration (`shardmill validate`: the report has none).
 Targets (issue 14): ct_* shardmill >= 5x the Python pipeline (process wall, medians);
 synthetic 2x1 >= 1.7x 1x1 (time to marker); every rank's peak RSS <= limits.memory_bytes.
 --quick: a 16-slice 96 x 80 synthetic stack and a CT-like 24 x 64 x 64 volume instead of the real
