@@ -42,8 +42,8 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .type = SM_CFG_STRING,
      .flags = SM_CFGF_NONEMPTY,
      .required = SM_CFG_ALL_JOBS,
-     .help = "the input: a Zarr store path, file://, http(s):// or s3://bucket/prefix URL "
-             "(ingest: the raw or NIfTI file)",
+     .help = "the input: a Zarr or N5 store path, file://, http(s):// or s3://bucket/prefix URL "
+             "(ingest: a local raw, NIfTI-1, TIFF or HDF5 file, or a directory of TIFF slices)",
      .example = "http://127.0.0.1:8080/ct.zarr",
      FIELD(input.store)},
     {.path = "input.array",
@@ -597,8 +597,9 @@ const unsigned sm_cfg_nkeys = sizeof(sm_cfg_keys) / sizeof(sm_cfg_keys[0]);
 
 const struct sm_cfg_group sm_cfg_groups[] = {
     {"job", "What to run."},
-    {"input", "Where the volume comes from: the store and array, the encoded-object and "
-              "shard-index caches, HTTP behaviour, and the raw or NIfTI file of `ingest`."},
+    {"input",
+     "Where the volume comes from: the store and array, the encoded-object and "
+     "shard-index caches, HTTP behaviour, and the raw, NIfTI-1, TIFF or HDF5 source of `ingest`."},
     {"roi", "The region of interest; by default the whole array."},
     {"tile", "How the ROI is cut into units of work."},
     {"passes", "Repetitions of a `scan` (benchmarks, cache checks)."},
@@ -1278,11 +1279,50 @@ static const char md_head[] =
     "bytes,\n"
     "  unset keys `null`) is what the output's provenance hashes with SHA-256 (SPEC §6).\n";
 
+/* Two example pipelines (the files in configs/ are validated by ctest unit.jobs.configs_validate).
+ */
+static const char md_examples[] =
+    "## Example pipelines\n"
+    "\n"
+    "A TIFF stack (a directory of 2-D slices in natural name order; `configs/ingest-tiff.yaml`)\n"
+    "to a sharded Zarr v3 array of the same type, then an S3 scan and a convert of the result "
+    "once it\nis uploaded (`configs/scan-s3.yaml`). An HDF5 dataset is read the same way with "
+    "`input.format:\nhdf5` and `input.hdf5.dataset` (`configs/ingest-hdf5.yaml`); raw and NIfTI "
+    "in\n`configs/ingest-ct.yaml`. Ingest runs under `mpirun` too: each rank reads only its "
+    "shards' slices.\n"
+    "\n"
+    "```yaml\n"
+    "# shardmill run ingest.yaml          (or: mpirun -n 4 shardmill run ingest.yaml)\n"
+    "job: ingest\n"
+    "input:\n"
+    "  store: data/ct-slices      # slice0001.tif ... slice1024.tif\n"
+    "  format: tiff               # needed for a directory; inferred for one .tif/.tiff file\n"
+    "output:\n"
+    "  path: data/ct-v3.zarr      # dtype omitted: the slices' type is kept\n"
+    "  shard: [8, 32, 32]\n"
+    "  chunk: [2, 16, 16]\n"
+    "  codec: {name: zstd, level: 3}\n"
+    "```\n"
+    "\n"
+    "```yaml\n"
+    "# AWS_ACCESS_KEY_ID=... AWS_SECRET_ACCESS_KEY=... shardmill run scan-s3.yaml\n"
+    "# (or AWS_PROFILE=name; credentials never come from the file)\n"
+    "job: scan                    # job: convert with an output: section converts it\n"
+    "input:\n"
+    "  store: s3://ct-archive/volumes/ct-v3.zarr   # s3://bucket/prefix\n"
+    "  s3:\n"
+    "    endpoint: http://127.0.0.1:9000           # omit for AWS itself\n"
+    "    region: us-east-1\n"
+    "    path_style: true\n"
+    "tile: [64, 64, 64]\n"
+    "```\n";
+
 /* Every rule between keys that the loader checks (config_yaml.c: check_input, check_shapes,
  * check_normalize, check_output, check_export, check_rules), so `validate` refuses what `run`
  * would before any store is opened. A rule added there gets its line here. */
 static const char *const md_rules[] = {
-    "`job` | `input.format` is `zarr` for scan, convert and read-bench; `ingest` reads `raw`, "
+    "`job` | `input.format` is `zarr` or `n5` for scan, convert and read-bench; `ingest` reads "
+    "`raw`, "
     "`nifti`, `tiff` or `hdf5` (default: `nifti` for a `.nii`/`.nii.gz` store, `tiff` for a "
     "`.tif`/`.tiff` file, `hdf5` for a `.h5`/`.hdf5`/`.nxs` file, else `raw`; a directory of "
     "slices needs `input.format: tiff`)",
@@ -1326,7 +1366,7 @@ static const char *const md_rules[] = {
 char *sm_config_markdown(void)
 {
     struct sm_cfg_sb sb = {NULL, 0, 0, false};
-    sm_cfg_sb_printf(&sb, "%s\n## Rules between keys\n\n", md_head);
+    sm_cfg_sb_printf(&sb, "%s\n%s\n## Rules between keys\n\n", md_head, md_examples);
     sm_cfg_sb_printf(&sb, "Checked by `shardmill validate` and by `shardmill run` before it opens "
                           "any store or file: a\nbroken rule is exit 2 and one error line with the "
                           "file, line and column of the key to change\n(the one the file gives, "

@@ -17,7 +17,10 @@ Cases (each a fresh process per run, alternating between the contenders of a cas
               mpirun 2x1 (when MPI is built in)
 Every shardmill run's report checksums (SPEC §5) are checked against NumPy's over the source,
 and the output is removed after the run. Per run: process wall, time from launch to the
-completion marker, MB/s of source values, peak RSS of every rank (wait4, bench/w3/w3_spawn.c).
+completion marker, MB/s of source values, peak RSS of every rank (wait4, bench/w3/w3_spawn.c),
+busy cores in the 0.3 s before the launch and cores used by other processes during the run
+(/proc/stat, as scaling/smbench.py), the rank count the report gives (checked), and
+limits.memory_bytes of the effective configuration (`shardmill validate`: the report has none).
 Targets (issue 14): ct_* shardmill >= 5x the Python pipeline (process wall, medians);
 synthetic 2x1 >= 1.7x 1x1 (time to marker); every rank's peak RSS <= limits.memory_bytes.
 --quick: a 16-slice 96 x 80 synthetic stack and a CT-like 24 x 64 x 64 volume instead of the real
@@ -28,7 +31,9 @@ Results: OUT/w7-<stamp>.json (bench/results by default) with the machine, toolch
 import argparse
 import json
 import os
+import re
 import shutil
+import resource
 import subprocess
 import sys
 import time
@@ -148,6 +153,30 @@ def ingest_config(path, src, kind, out, dataset=None):
     return path
 
 
+_UNITS = {"": 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
+          "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
+
+
+def effective_memory_limit(shardmill, cfg, sets=()):
+    """limits.memory_bytes of the effective configuration (`shardmill validate` prints every key
+    with its default; the run report has no config section), in bytes, or None."""
+    argv = [shardmill, "validate", cfg]
+    for kv in sets:
+        argv += ["--set", kv]
+    r = subprocess.run(argv, capture_output=True, text=True)
+    in_limits = False
+    for line in r.stdout.splitlines():
+        if not line.startswith(" "):
+            in_limits = line.strip() == "limits:"
+            continue
+        key, _, val = line.strip().partition(":")
+        if in_limits and key == "memory_bytes":
+            m = re.fullmatch(r"(\d+)\s*([A-Za-z]*)", val.strip().strip('"'))
+            if m and m.group(2) in _UNITS:
+                return int(m.group(1)) * _UNITS[m.group(2)]
+    return None
+
+
 def supports(shardmill, cfg):
     r = subprocess.run([shardmill, "validate", cfg], capture_output=True, text=True)
     return r.returncode == 0, (r.stderr or r.stdout).strip()[-300:]
@@ -161,13 +190,24 @@ def run_shardmill(launcher, shardmill, src, kind, ranks, threads, work, tag, dat
     argv_sm = [shardmill, "run", cfg, "--set", f"parallel.threads={threads}",
                "--report", rep_path]
     argv, env = launcher.command(ranks, threads, argv_sm, base + ".spawn")
+    limit = effective_memory_limit(shardmill, cfg, [f"parallel.threads={threads}"])
     os.sync()
+    busy_before = smbench.busy_cores(0.3)
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    j0, i0 = smbench._cpu_jiffies()
     t_launch = time.time_ns()
     m0 = time.monotonic_ns()
     p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=3600)
     wall = (time.monotonic_ns() - m0) / 1e9
-    rec = {"tag": tag, "ranks": ranks, "threads": threads, "wall_s": round(wall, 4),
-           "rc": p.returncode, "problems": []}
+    j1, i1 = smbench._cpu_jiffies()
+    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    ours = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
+    machine_busy = ((j1 - j0) - (i1 - i0)) / smbench.HZ
+    rec = {"tag": tag, "ranks": ranks, "threads": threads, "launcher": launcher.kind,
+           "wall_s": round(wall, 4), "cpu_s": round(ours, 3),
+           "busy_cores_before": busy_before,
+           "other_busy_cores": round(max(0.0, machine_busy - ours) / wall, 2),
+           "rc": p.returncode, "limits_memory_bytes": limit, "problems": []}
     per_rank = []
     for r in range(ranks):
         try:
@@ -175,6 +215,8 @@ def run_shardmill(launcher, shardmill, src, kind, ranks, threads, work, tag, dat
                 x = json.load(f)
             os.unlink(f"{base}.spawn.{r}")
             per_rank.append({"rank": r, "maxrss_bytes": x["maxrss_kib"] * 1024,
+                             "wall_s": x["wall_ns"] / 1e9, "user_s": x["utime_us"] / 1e6,
+                             "sys_s": x["stime_us"] / 1e6,
                              "rc": x["exit_code"] if x["exited"] else -x["signal"]})
         except (OSError, ValueError, KeyError):
             per_rank.append({"rank": r, "rc": None})
@@ -198,8 +240,10 @@ def run_shardmill(launcher, shardmill, src, kind, ranks, threads, work, tag, dat
         rec["timing_ms"] = rep.get("timing_ms")
         rec["memory"] = rep.get("memory")
         rec["output"] = rep.get("output")
-        rec["limits_memory_bytes"] = ((rep.get("config") or {}).get("limits") or {}).get(
-            "memory_bytes")
+        rec["report_ranks"] = rep.get("ranks")
+        rec["report_threads"] = rep.get("threads")
+        if rep.get("ranks") != ranks:
+            rec["problems"].append(f"the report says {rep.get('ranks')} ranks, not {ranks}")
     except (OSError, ValueError) as e:
         rec["problems"].append(f"report: {e}")
     meta_path = os.path.join(out, "zarr.json")
@@ -208,6 +252,10 @@ def run_shardmill(launcher, shardmill, src, kind, ranks, threads, work, tag, dat
             meta = json.load(f)
         rec["shard"] = meta["chunk_grid"]["configuration"]["chunk_shape"]
     rec["mb_s"] = round(src["bytes"] / 1e6 / wall, 1)
+    if rec.get("marker_s"):
+        rec["mb_s_marker"] = round(src["bytes"] / 1e6 / rec["marker_s"], 1)
+    rss = [x.get("maxrss_bytes") for x in per_rank]
+    rec["rss_within_limit"] = None if limit is None or None in rss else max(rss) <= limit
     rec["ok"] = not rec["problems"]
     shutil.rmtree(out, ignore_errors=True)
     return rec
@@ -222,10 +270,12 @@ def run_peer(spawn, src, kind, chunks, work, tag):
     if kind == "hdf5":
         argv += ["--dataset", src["dataset"]]
     os.sync()
+    busy_before = smbench.busy_cores(0.3)
     m0 = time.monotonic_ns()
     p = subprocess.run(argv, capture_output=True, text=True, timeout=3600)
     wall = (time.monotonic_ns() - m0) / 1e9
-    rec = {"tag": tag, "wall_s": round(wall, 4), "rc": p.returncode, "problems": []}
+    rec = {"tag": tag, "wall_s": round(wall, 4), "busy_cores_before": busy_before,
+           "rc": p.returncode, "problems": []}
     try:
         with open(base + ".spawn") as f:
             rec["maxrss_bytes"] = json.load(f)["maxrss_kib"] * 1024
@@ -327,6 +377,13 @@ def main():
                 "runs": runs,
                 "median_marker_s": {n: med(rs, "marker_s") for n, rs in runs.items()},
                 "median_mb_s": {n: med(rs, "mb_s") for n, rs in runs.items()},
+                "median_mb_s_marker": {n: med(rs, "mb_s_marker") for n, rs in runs.items()},
+                "median_busy_cores_before": {n: smbench.med([r["busy_cores_before"] for r in rs])
+                                             for n, rs in runs.items()},
+                "median_other_busy_cores": {n: smbench.med([r["other_busy_cores"] for r in rs])
+                                            for n, rs in runs.items()},
+                "limits_memory_bytes": {n: max((r.get("limits_memory_bytes") or 0 for r in rs),
+                                               default=None) for n, rs in runs.items()},
                 "peak_rss_bytes_max": {n: max((x.get("maxrss_bytes") or 0 for r in rs
                                                for x in r["per_rank"]), default=None)
                                        for n, rs in runs.items()}}
@@ -335,6 +392,8 @@ def main():
             if mm.get(n) and mm.get("1x1"):
                 case[f"speedup_{n}"] = round(mm["1x1"] / mm[n], 2)
         case["target_2x1_1.7x"] = (case.get("speedup_2x1") or 0) >= 1.7
+        case["target_rss_within_limit"] = all(r.get("rss_within_limit") for rs in runs.values()
+                                              for r in rs)
         doc["cases"]["synthetic"] = case
 
     doc["problems"] = problems
