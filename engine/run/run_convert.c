@@ -306,23 +306,6 @@ struct phase {
     bool agreed; /* the failure in st is every rank's */
 };
 
-/* Every rank exports the shard records it wrote or kept; rank 0 gathers them and adopts them
- * before sm_output_finish. Collective, agreed: the same status on every rank. */
-static sm_status gather_records(struct sm_output *out, struct sm_err *err)
-{
-    struct sm_buf mine = SM_BUF_INIT, all = SM_BUF_INIT;
-    sm_status st = sm_par_agree(sm_output_records_export(out, &mine, err), err);
-    if (st == SM_OK) {
-        st = sm_par_gatherv_bytes(sm_buf_bytes(&mine), &all, 0, err);
-    }
-    if (st == SM_OK && sm_par_rank() == 0) {
-        st = sm_output_records_adopt(out, sm_buf_bytes(&all), err);
-    }
-    sm_buf_free(&mine);
-    sm_buf_free(&all);
-    return sm_par_agree(st, err);
-}
-
 static sm_status agree(struct phase *ph, sm_status st, struct sm_err *err)
 {
     if (!ph->agreed) {
@@ -584,7 +567,7 @@ static sm_status convert_ranks(const struct sm_convert_run *p, struct sm_run_res
      * marker from them (SPEC §6). */
     const uint64_t t_finish0 = sm_clock_ns();
     if (st == SM_OK) {
-        st = gather_records(out, err);
+        st = run_gather_records(out, err);
     }
     if (st == SM_OK && rank == 0) {
         st = run_stop_check(c->stop, st, err); /* a signal after the last agreement: no marker */
