@@ -536,6 +536,7 @@ static sm_status convert_ranks(const struct sm_convert_run *p, struct sm_run_res
         allreduce_ns += sm_clock_ns() - t0;
         json_decref(attrs);
         attrs = provenance(p, &su, r, &res->norm, m->ndim);
+        run_provenance_spacing(attrs, &oo.ome, m->ndim); /* as the begun zarr.json has it */
         if (st == SM_OK) {
             st = sm_run_output_spec(&p->output, m->ndim, su.shape, out_dt, attrs, &spec, err);
         }

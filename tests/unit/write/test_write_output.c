@@ -14,8 +14,10 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <jansson.h>
 
 #include "shardmill/alloc.h"
+#include "shardmill/meta.h"
 #include "sm_test.h"
 #include "write_int.h"
 #include "write_test.h"
@@ -527,6 +529,46 @@ static void test_output_resume_refuses_another_configuration(void **state)
     assert_int_equal(wt_trees_differ(a, b), 0);
 }
 
+/* One pass: zarr.json begun without its pending member, restated with it; a weighted checksum
+ * above 2^63 in that member (no jansson integer) must not make the documents differ. */
+static void test_output_restate_pending_member_with_a_huge_sum(void **state)
+{
+    (void)state;
+    struct sm_err err;
+    sm_err_clear(&err);
+    json_t *begun = json_pack("{s:{s:s}}", "shardmill", "config_sha256", "abc");
+    json_t *final = json_pack("{s:{s:s,s:{s:I}}}", "shardmill", "config_sha256", "abc", "histogram",
+                              "checksum", (json_int_t)-5);
+    /* 18446739692013135678 = 2^64 - 4381696415938: written as the JSON integer it is */
+    json_object_set_new(json_object_get(json_object_get(final, "shardmill"), "histogram"),
+                        "weighted_checksum", sm_json_u64(UINT64_C(18446739692013135678)));
+    struct sm_output_spec s = wt_spec(20, 70, 45), s2;
+    s.attributes = begun;
+    s.pending = "shardmill/histogram";
+    s2 = s;
+    s2.attributes = final;
+    struct sm_writer *w, *w2, *other;
+    assert_ok(sm_writer_new(&s, &w, &err), &err);
+    assert_ok(sm_writer_new(&s2, &w2, &err), &err);
+    char dir[4096];
+    path_of(dir, "restate.zarr");
+    struct sm_output *o;
+    assert_ok(sm_output_open(dir, &OPTS_NONE, &o, &err), &err);
+    assert_ok(sm_output_begin(o, w, &err), &err);
+    assert_ok(sm_output_restate(o, w2, true, &err), &err);
+    /* anything else that differs is refused */
+    struct sm_output_spec s3 = s2;
+    s3.level = 5;
+    assert_ok(sm_writer_new(&s3, &other, &err), &err);
+    assert_status(sm_output_restate(o, other, true, &err), SM_E_INTERNAL, &err);
+    sm_output_close(o);
+    sm_writer_free(other);
+    sm_writer_free(w2);
+    sm_writer_free(w);
+    json_decref(begun);
+    json_decref(final);
+}
+
 static void test_output_second_rank_joins(void **state)
 {
     (void)state;
@@ -683,6 +725,7 @@ int main(void)
         cmocka_unit_test(test_output_failed_put_leaves_no_temp_file),
         cmocka_unit_test(test_output_resume_rewrites_only_damaged_shards),
         cmocka_unit_test(test_output_resume_refuses_another_configuration),
+        cmocka_unit_test(test_output_restate_pending_member_with_a_huge_sum),
         cmocka_unit_test(test_output_second_rank_joins),
         cmocka_unit_test(test_output_survives_every_allocation_failure),
     };
