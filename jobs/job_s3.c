@@ -72,8 +72,8 @@ bool sm_job_aws_ini_get(const char *text, size_t n, const char *section, const c
         while (v < b && blank(text[v])) {
             v++;
         }
-        if (b - v + 1 > cap) {
-            found = false; /* too long: never a truncated secret */
+        if (b - v + 1 > cap || memchr(text + v, '\0', b - v) != NULL) {
+            found = false; /* too long (never a truncated secret) or a NUL byte inside */
             continue;
         }
         memcpy(out, text + v, b - v);

@@ -35,8 +35,8 @@ void sm_job_s3_destroy(struct sm_job_s3 *s);
 
 /* The value of `key` in section `section` of an INI text of n bytes (AWS's credentials and config
  * files: "[section]" lines, "key = value" lines, '#' and ';' comments, surrounding blanks
- * trimmed; the last occurrence wins). Copied NUL-terminated into out; false if absent or longer
- * than cap - 1. *have_section says whether the section exists at all. */
+ * trimmed; the last occurrence wins). Copied NUL-terminated into out; false if absent, longer
+ * than cap - 1 or holding a NUL byte. *have_section says whether the section exists at all. */
 bool sm_job_aws_ini_get(const char *text, size_t n, const char *section, const char *key, char *out,
                         size_t cap, bool *have_section);
 
