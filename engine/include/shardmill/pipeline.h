@@ -10,8 +10,8 @@
  * rank its run of shards, each read once from the input region it covers, its histogram and
  * checksums counted on the way; shards resume keeps are read and counted too) → flush (every
  * rank) → allreduce of the statistics → restate zarr.json with them (rank 0) → the `flushed`
- * hook → completion marker (rank 0, only after every rank flushed) → agree. With percentile it
- * runs TWO PASSES: open → scan (each rank its run of tiles) → allreduce → window → keep the
+ * hook → completion marker (rank 0, only after every rank flushed) → agree. With percentile,
+ * or with an OME-Zarr output (output.ome: its group document is not restated), it runs TWO PASSES: open → scan (each rank its run of tiles) → allreduce → window → keep the
  * decoded input or re-read it (SPEC §1) → begin → write → flush → hook → marker. Both give the
  * same bytes for the same configuration. Every phase ends with an agreement, so all ranks go
  * on or all return the same error (docs/internals/ranks.md). A phase added after the write
