@@ -11,11 +11,12 @@
  * checksums counted on the way; shards resume keeps are read and counted too) → flush (every
  * rank) → allreduce of the statistics → restate zarr.json with them (rank 0) → the `flushed`
  * hook → completion marker (rank 0, only after every rank flushed) → agree. With percentile,
- * or with an OME-Zarr output (output.ome: its group document is not restated), it runs TWO PASSES: open → scan (each rank its run of tiles) → allreduce → window → keep the
- * decoded input or re-read it (SPEC §1) → begin → write → flush → hook → marker. Both give the
- * same bytes for the same configuration. Every phase ends with an agreement, so all ranks go
- * on or all return the same error (docs/internals/ranks.md). A phase added after the write
- * (e.g. a pyramid) goes between the flush (and, in one pass, the restate) and the marker.
+ * or with an OME-Zarr output (output.ome: its group document is not restated), it runs TWO PASSES:
+ * open → scan (each rank its run of tiles) → allreduce → window → keep the decoded input or re-read
+ * it (SPEC §1) → begin → write → flush → hook → marker. Both give the same bytes for the same
+ * configuration. Every phase ends with an agreement, so all ranks go on or all return the same
+ * error (docs/internals/ranks.md). A phase added after the write (e.g. a pyramid) goes between the
+ * flush (and, in one pass, the restate) and the marker.
  *
  * Ranks: with `mpi_comm` NULL the run uses the ranks that are current (sm_par_init of par.h, as
  * jobs/ does under a launcher; one rank when none are). With `mpi_comm` pointing to an MPI_Comm,
