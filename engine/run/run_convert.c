@@ -499,12 +499,27 @@ static sm_status convert_ranks(const struct sm_convert_run *p, struct sm_run_res
                         "plan of %llu shards for a grid of %llu", (unsigned long long)grid.ntiles,
                         (unsigned long long)sm_writer_nshards(sm_writer_level(w, 0)));
     }
+    /* One pass: the rank's shards in the order of the input read units they start in, so the
+     * shards that share an input chunk reach the threads' chunk memos one after another (C order
+     * would sweep a whole plane of chunks between two shards of the same chunk). The output
+     * does not depend on the order. */
+    uint64_t *order = NULL;
+    if (st == SM_OK && one_pass && shards.count > 1) {
+        struct sm_read_unit u;
+        sm_read_unit_of(m, &u);
+        order = sm_malloc((size_t)shards.count * sizeof(*order));
+        st = order == NULL
+                 ? sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__, "cannot order %llu shards",
+                              (unsigned long long)shards.count)
+                 : sm_tiling_order_by_unit(&grid, &u, shards.first, shards.count, order, err);
+    }
     if (st == SM_OK) {
-        const struct sm_write_job job = {shards.first,       shards.count,     NULL,
+        const struct sm_write_job job = {shards.first,       shards.count,     order,
                                          nthreads,           fill_shard,       &cv,
                                          c->progress.update, c->progress.user, c->stop};
         st = sm_write_shards_kept(w, out, &job, one_pass ? fill_shard : NULL, &wr, err);
     }
+    sm_free(order);
     run_progress_end(&c->progress, st == SM_OK); /* every rank, success or not */
     st = agree(&ph, run_stop_check(c->stop, st, err), err);
     if (st == SM_OK) {

@@ -1,10 +1,14 @@
 /* The rank plan (SPEC §1 "plan = output shard grid over the ROI, partitioned across ranks";
  * docs/internals/ranks.md): contiguous C-order runs of tiles per rank, by count (`block`) or by
  * the decoded input bytes each tile touches (`balanced`). Contiguous runs keep each rank's reads
- * local (neighbouring tiles share input chunks and directories). */
+ * local (neighbouring tiles share input chunks and directories). Within a run, the order that
+ * keeps the tiles of one input read unit together (for the per-thread chunk memo). */
 #include "shardmill/tile.h"
 
+#include <stdlib.h>
 #include <string.h>
+
+#include "shardmill/alloc.h"
 
 /* Exact cost arithmetic: a total of many 64-bit costs times the rank count does not fit 64 bits.
  * __extension__ keeps -Wpedantic quiet about the GCC/Clang 128-bit integer. */
@@ -41,6 +45,46 @@ uint64_t sm_tiling_cost(const struct sm_tiling *t, const struct sm_read_unit *u,
         units *= (off[d] + shape[d] - 1) / u->shape[d] - off[d] / u->shape[d] + 1;
     }
     return units * u->bytes;
+}
+
+struct unit_key {
+    uint64_t unit, tile;
+};
+
+static int by_unit(const void *a, const void *b)
+{
+    const struct unit_key *x = a, *y = b;
+    if (x->unit != y->unit) {
+        return x->unit < y->unit ? -1 : 1;
+    }
+    return x->tile < y->tile ? -1 : x->tile > y->tile;
+}
+
+sm_status sm_tiling_order_by_unit(const struct sm_tiling *t, const struct sm_read_unit *u,
+                                  uint64_t first, uint64_t count, uint64_t *order,
+                                  struct sm_err *err)
+{
+    struct unit_key *k = sm_malloc((size_t)(count > 0 ? count : 1) * sizeof(*k));
+    if (k == NULL) {
+        SM_FAIL(err, SM_E_NOMEM, "cannot order %llu tiles", (unsigned long long)count);
+    }
+    for (uint64_t i = 0; i < count; i++) {
+        uint64_t off[SM_MAX_DIMS], shape[SM_MAX_DIMS], lin = 0;
+        sm_tiling_box(t, first + i, off, shape);
+        for (unsigned d = 0; d < t->ndim; d++) {
+            const uint64_t end = t->roi_offset[d] + t->roi_shape[d]; /* units up to the ROI's end */
+            const uint64_t grid = (end + u->shape[d] - 1) / u->shape[d];
+            lin = lin * grid + off[d] / u->shape[d];
+        }
+        k[i].unit = lin;
+        k[i].tile = first + i;
+    }
+    qsort(k, (size_t)count, sizeof(*k), by_unit);
+    for (uint64_t i = 0; i < count; i++) {
+        order[i] = k[i].tile;
+    }
+    sm_free(k);
+    return SM_OK;
 }
 
 void sm_partition_tiles(const struct sm_tiling *t, const struct sm_read_unit *u,

@@ -60,6 +60,16 @@ struct sm_read_unit {
 };
 void sm_read_unit_of(const struct sm_array_meta *m, struct sm_read_unit *u);
 
+/* Tiles [first, first + count) of t in the order that keeps the tiles sharing an input read unit
+ * together: by the read unit holding each tile's first voxel (C order of the unit grid), then by
+ * index. A thread's chunk memo (below) then sees a unit's tiles one after another instead of once
+ * per sweep of a whole plane of units (tiles smaller than the unit: [8,32,32] shards of 64^3
+ * chunks decoded each chunk 8 times per thread in C order). Writes `count` indices into order;
+ * SM_E_NOMEM only. */
+sm_status sm_tiling_order_by_unit(const struct sm_tiling *t, const struct sm_read_unit *u,
+                                  uint64_t first, uint64_t count, uint64_t *order,
+                                  struct sm_err *err);
+
 /* Decoded input bytes tile `index` of t touches: every read unit it intersects, whole. */
 uint64_t sm_tiling_cost(const struct sm_tiling *t, const struct sm_read_unit *u, uint64_t index);
 

@@ -179,6 +179,33 @@ static void test_run_box_is_exact_only_for_whole_rows_and_slabs(void **state)
     assert_false(sm_tiling_run_box(&t, 3, 0, bo, bs));
 }
 
+/* [2,4] tiles of [4,8] read units over an 8x16 array (grid 4x4 tiles, 2x2 units): each unit
+ * holds 2x2 tiles; the order visits them unit by unit, each unit's tiles in index order, and a
+ * sub-run keeps that order within the run. */
+static void test_order_by_unit_groups_the_tiles_of_a_unit(void **state)
+{
+    (void)state;
+    const uint64_t shape[2] = {8, 16}, off[2] = {0, 0}, tile[2] = {2, 4};
+    struct sm_tiling t;
+    tiling(&t, 2, shape, off, shape, tile);
+    const struct sm_read_unit u = {{4, 8}, 64};
+    uint64_t order[16];
+    struct sm_err err;
+    sm_err_clear(&err);
+    assert_int_equal(sm_tiling_order_by_unit(&t, &u, 0, 16, order, &err), SM_OK);
+    const uint64_t want[16] = {0, 1, 4, 5, 2, 3, 6, 7, 8, 9, 12, 13, 10, 11, 14, 15};
+    assert_memory_equal(order, want, sizeof(want));
+    assert_int_equal(sm_tiling_order_by_unit(&t, &u, 3, 6, order, &err), SM_OK);
+    const uint64_t run[6] = {4, 5, 3, 6, 7, 8};
+    assert_memory_equal(order, run, sizeof(run));
+    /* units no larger than the tiles: C order unchanged */
+    const struct sm_read_unit small = {{2, 4}, 16};
+    assert_int_equal(sm_tiling_order_by_unit(&t, &small, 0, 16, order, &err), SM_OK);
+    for (uint64_t i = 0; i < 16; i++) {
+        assert_int_equal(order[i], i);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -189,6 +216,7 @@ int main(void)
         cmocka_unit_test(test_balanced_is_within_one_tile_of_the_mean),
         cmocka_unit_test(test_more_ranks_than_tiles_and_empty_rois),
         cmocka_unit_test(test_run_box_is_exact_only_for_whole_rows_and_slabs),
+        cmocka_unit_test(test_order_by_unit_groups_the_tiles_of_a_unit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
