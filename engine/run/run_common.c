@@ -365,7 +365,8 @@ sm_status run_reduce_timings(struct sm_run_result *res, struct sm_err *err)
     return SM_OK;
 }
 
-sm_status run_gather_records(struct sm_output *out, struct sm_err *err)
+/* The shard records of every rank adopted by rank 0 (one MPI gather); agreed. */
+static sm_status gather_records(struct sm_output *out, struct sm_err *err)
 {
     struct sm_buf mine = SM_BUF_INIT, all = SM_BUF_INIT;
     sm_status st = sm_par_agree(sm_output_records_export(out, &mine, err), err);
@@ -378,6 +379,18 @@ sm_status run_gather_records(struct sm_output *out, struct sm_err *err)
     sm_buf_free(&mine);
     sm_buf_free(&all);
     return sm_par_agree(st, err);
+}
+
+sm_status run_finish(struct sm_output *out, const atomic_int *stop, struct sm_err *err)
+{
+    sm_status st = gather_records(out, err);
+    if (st == SM_OK && sm_par_rank() == 0) {
+        st = run_stop_check(stop, st, err); /* a signal after the last agreement: no marker */
+    }
+    if (st == SM_OK && sm_par_rank() == 0) {
+        st = sm_output_finish(out, err);
+    }
+    return st;
 }
 
 void sm_run_result_destroy(struct sm_run_result *res)

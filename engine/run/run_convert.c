@@ -583,13 +583,7 @@ static sm_status convert_ranks(const struct sm_convert_run *p, struct sm_run_res
      * marker from them (SPEC §6). */
     const uint64_t t_finish0 = sm_clock_ns();
     if (st == SM_OK) {
-        st = run_gather_records(out, err);
-    }
-    if (st == SM_OK && rank == 0) {
-        st = run_stop_check(c->stop, st, err); /* a signal after the last agreement: no marker */
-    }
-    if (st == SM_OK && rank == 0) {
-        st = sm_output_finish(out, err);
+        st = run_finish(out, c->stop, err);
     }
     st = agree(&ph, st, err);
     const uint64_t t_finish = sm_clock_ns() - t_finish0;

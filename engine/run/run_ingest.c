@@ -315,13 +315,7 @@ static sm_status ingest_ranks(const struct sm_ingest_run *p, struct sm_run_resul
      * 0 writes the marker from them (SPEC §6). */
     const uint64_t t_finish0 = sm_clock_ns();
     if (st == SM_OK) {
-        st = run_gather_records(out, err);
-    }
-    if (st == SM_OK && rank == 0) {
-        st = run_stop_check(p->stop, st, err); /* a signal after the last agreement: no marker */
-    }
-    if (st == SM_OK && rank == 0) {
-        st = sm_output_finish(out, err);
+        st = run_finish(out, p->stop, err);
     }
     st = agree(&agreed, st, err);
     const uint64_t t_finish = sm_clock_ns() - t_finish0;

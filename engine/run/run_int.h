@@ -20,9 +20,11 @@ sm_status run_reduce_scan(struct sm_scan_result *r, struct sm_err *err);
 /* res->timing over ranks into timing_max and timing_mean (collective). */
 sm_status run_reduce_timings(struct sm_run_result *res, struct sm_err *err);
 
-/* Every rank exports the shard records it wrote or kept; rank 0 gathers them (one MPI gather)
- * and adopts them before sm_output_finish. Collective, agreed: the same status on every rank. */
-sm_status run_gather_records(struct sm_output *out, struct sm_err *err);
+/* Phase finish of a write (SPEC §6), once every rank wrote and flushed: every rank exports the
+ * shard records it wrote or kept, rank 0 gathers them (one MPI gather, agreed) and writes the
+ * completion marker from them unless the stop flag was set after the last agreement. Collective;
+ * the marker's status is rank 0's: the caller's phase agreement follows. */
+sm_status run_finish(struct sm_output *out, const atomic_int *stop, struct sm_err *err);
 
 /* Progress helpers: NULL members are skipped. */
 void run_progress_begin(const struct sm_run_progress *p, const char *phase, const char *unit,
