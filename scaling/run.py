@@ -164,8 +164,10 @@ class LocalRunner:
     def __init__(self, a, work):
         self.a = a
         spawn = sb.build_spawn(work)
-        self.plain = sb.Launcher("plain", spawn, a.mpirun, omp_wait_policy=a.omp_wait_policy)
-        self.mpi = sb.Launcher("mpirun", spawn, a.mpirun, omp_wait_policy=a.omp_wait_policy)
+        extra = sb.mpirun_args(a.mpirun_args)
+        self.plain = sb.Launcher("plain", spawn, a.mpirun, extra,
+                                 omp_wait_policy=a.omp_wait_policy)
+        self.mpi = sb.Launcher("mpirun", spawn, a.mpirun, extra, omp_wait_policy=a.omp_wait_policy)
 
     def describe(self):
         d = self.mpi.describe()
@@ -420,6 +422,9 @@ def main():
     ap.add_argument("--set", action="append", default=[], help="extra --set for every run")
     ap.add_argument("--launcher", choices=["mpirun", "sbatch"], default="mpirun")
     ap.add_argument("--mpirun", default="mpirun")
+    ap.add_argument("--mpirun-args", default="auto",
+                    help="extra mpirun words; auto (default): --mca pml ob1 on a host without "
+                         "RDMA/PSM devices (skips Open MPI's ~0.2 s probe of the cm PML), else none")
     ap.add_argument("--mpirun-single", action="store_true",
                     help="run 1-rank points under mpirun -np 1 too (default: plain process)")
     ap.add_argument("--omp-wait-policy", default=None, help="OMP_WAIT_POLICY for every rank")

@@ -288,6 +288,9 @@ def main():
                                                          "shardmill"))
     ap.add_argument("--config", default=os.path.join(REPO, "configs", "scaling-convert.yaml"))
     ap.add_argument("--mpirun", default="mpirun")
+    ap.add_argument("--mpirun-args", default="auto",
+                    help="extra mpirun words; auto (default): --mca pml ob1 on a host without "
+                         "RDMA/PSM devices (skips Open MPI's ~0.2 s probe of the cm PML), else none")
     ap.add_argument("--data-dir", default=os.path.join(REPO, "build", "bench-data", "w8"),
                     help="where the input volume is generated (default build/bench-data/w8)")
     ap.add_argument("--work", default=None, help="outputs while measured (default data-dir/work)")
@@ -331,8 +334,9 @@ def main():
     tc = sb.toolchain(a.shardmill, a.mpirun)
     sb.check_release(tc)
     spawn = sb.build_spawn(work)
-    env = {"work": work, "plain": sb.Launcher("plain", spawn, a.mpirun),
-           "mpirun": sb.Launcher("mpirun", spawn, a.mpirun)}
+    extra = sb.mpirun_args(a.mpirun_args)
+    env = {"work": work, "plain": sb.Launcher("plain", spawn, a.mpirun, extra),
+           "mpirun": sb.Launcher("mpirun", spawn, a.mpirun, extra)}
     shape = prof["shape"]
     vol = os.path.abspath(os.path.join(a.data_dir, "vol-%d-%d-%d.zarr" % tuple(shape)))
     man = make_volume.ensure_volume(vol, shape, prof["chunk"], jobs=a.gen_jobs, quiet=a.quick)

@@ -48,7 +48,7 @@ struct sm_library_sym {
     void **slot;
 };
 
-/* dlopen of the system library `soname` (RTLD_NOW | RTLD_LOCAL, never closed) and dlsym of every
+/* dlopen of the system library `soname` (RTLD_LAZY | RTLD_LOCAL, never closed) and dlsym of every
  * symbol into its slot: for the libraries only some runs need (libcurl, c-blosc, libyaml, libtiff,
  * liblzma, libbz2), whose dependencies would otherwise be mapped by every process start. false
  * when the library cannot be loaded or lacks a symbol: `why` then holds one line (dlerror's text,
