@@ -422,9 +422,7 @@ def main():
     ap.add_argument("--set", action="append", default=[], help="extra --set for every run")
     ap.add_argument("--launcher", choices=["mpirun", "sbatch"], default="mpirun")
     ap.add_argument("--mpirun", default="mpirun")
-    ap.add_argument("--mpirun-args", default="auto",
-                    help="extra mpirun words; auto (default): --mca pml ob1 on a host without "
-                         "RDMA/PSM devices (skips Open MPI's ~0.2 s probe of the cm PML), else none")
+    sb.add_mpirun_args(ap)
     ap.add_argument("--mpirun-single", action="store_true",
                     help="run 1-rank points under mpirun -np 1 too (default: plain process)")
     ap.add_argument("--omp-wait-policy", default=None, help="OMP_WAIT_POLICY for every rank")

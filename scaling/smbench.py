@@ -209,6 +209,13 @@ def default_mpirun_args():
     return [] if rdma_devices() else ["--mca", "pml", "ob1"]
 
 
+def add_mpirun_args(ap):
+    """The drivers' --mpirun-args option (read with mpirun_args())."""
+    ap.add_argument("--mpirun-args", default="auto",
+                    help="extra mpirun words; auto (default): --mca pml ob1 on a host without "
+                         "RDMA/PSM devices (skips Open MPI's ~0.2 s probe of the cm PML), else none")
+
+
 def mpirun_args(text):
     """The --mpirun-args option of the drivers: "auto" (default_mpirun_args) or mpirun words."""
     return default_mpirun_args() if text == "auto" else shlex.split(text)

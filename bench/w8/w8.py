@@ -315,9 +315,7 @@ def main():
                                                          "shardmill"))
     ap.add_argument("--config", default=os.path.join(REPO, "configs", "scaling-convert.yaml"))
     ap.add_argument("--mpirun", default="mpirun")
-    ap.add_argument("--mpirun-args", default="auto",
-                    help="extra mpirun words; auto (default): --mca pml ob1 on a host without "
-                         "RDMA/PSM devices (skips Open MPI's ~0.2 s probe of the cm PML), else none")
+    sb.add_mpirun_args(ap)
     ap.add_argument("--data-dir", default=os.path.join(REPO, "build", "bench-data", "w8"),
                     help="where the input volume is generated (default build/bench-data/w8)")
     ap.add_argument("--work", default=None, help="outputs while measured (default data-dir/work)")
