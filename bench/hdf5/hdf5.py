@@ -12,7 +12,8 @@ one measured round, every value checked; report in --out):
     /usr/bin/python3 bench/hdf5/hdf5.py --quick --shardmill BUILD/jobs/shardmill --out DIR
 
 The same `convert` (a synthetic uint8 head-like volume, zarr-python v2 input, chunks 64^3; scale
-normalization; the default sharded output [8,32,32] / [2,16,16] zstd 3; durable: output.fsync
+normalization; the sharded output [8,32,32] / [2,16,16] zstd 3 (set explicitly: the `auto`
+default makes this volume one shard); durable: output.fsync
 with the default syncfs) runs in fresh processes as
 
   zarr     the Zarr v3 sharded output only
@@ -56,6 +57,9 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(REPO, "scaling"))
+import smbench  # noqa: E402  (the drivers' shared --mpirun-args)
+
 MIB = 1 << 20
 FULL_SHAPE = (128, 256, 256)
 QUICK_SHAPE = (48, 64, 64)
@@ -200,7 +204,9 @@ def write_config(path, inp, deflate):
     text = ("job: convert\n"
             f"input: {{store: {inp}}}\n"
             "normalize: {mode: scale, divisor: 255}\n"
-            "output: {path: out.zarr, fsync: true}\n")
+            # the layout the benchmark was built on (SPEC's earlier default; `auto` would make
+            # [128,256,256] one shard, so one HDF5 chunk and one rank with all the work)
+            "output: {path: out.zarr, fsync: true, shard: [8, 32, 32], chunk: [2, 16, 16]}\n")
     if deflate is not None:
         text += f"export: {{hdf5: {{path: out.h5, deflate: {deflate}}}}}\n"
     with open(path, "w") as f:
@@ -214,7 +220,7 @@ def run_write(a, work, inp, kind, deflate, ranks, rnd):
     write_config(os.path.join(d, "job.yaml"), inp, deflate)
     argv = [a.shardmill, "run", "job.yaml", "--report", "report.json", "-q"]
     if ranks > 1:
-        argv = [a.mpiexec, "--oversubscribe", "-np", str(ranks)] + argv
+        argv = [a.mpiexec, "--oversubscribe"] + a.mpirun_extra + ["-np", str(ranks)] + argv
         env = mpi_env(1)
     else:
         env = mpi_env(2)
@@ -378,6 +384,7 @@ def toolchain(a):
             "cc": (run_text(["cc", "--version"]) or "").split("\n")[0],
             "hdf5_parallel": run_text(["pkg-config", "--modversion", "hdf5-openmpi"]),
             "mpirun": (run_text([a.mpiexec, "--version"]) or "").split("\n")[0],
+            "mpirun_args": ["--oversubscribe"] + a.mpirun_extra,
             "h5py": h5py.version.version, "h5py_hdf5": h5py.version.hdf5_version,
             "node": run_text([a.node, "--version"]), "zarrita": zv,
             "python": platform.python_version(), "numpy": np.__version__,
@@ -406,6 +413,7 @@ def main():
                                                         "shardmill"))
     ap.add_argument("--node", default=shutil.which("node") or "node")
     ap.add_argument("--mpiexec", default=shutil.which("mpirun") or "mpirun")
+    smbench.add_mpirun_args(ap)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--rounds", type=int, default=None)
     ap.add_argument("--ranks", default="1,2", help="comma list; 1 = a plain process")
@@ -415,6 +423,7 @@ def main():
                     help="wait up to this many seconds for an idle machine before starting")
     ap.add_argument("--table", default=None, help="print the table of an earlier report")
     a = ap.parse_args()
+    a.mpirun_extra = smbench.mpirun_args(a.mpirun_args)
     if a.table:
         print(table(json.load(open(a.table))))
         return 0

@@ -28,7 +28,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, "tests", "helpers"))
+sys.path.insert(0, os.path.join(REPO, "scaling"))
 from launch_env import mpi_env, plain_env  # noqa: E402
+import smbench  # noqa: E402  (the drivers' shared --mpirun-args)
 
 
 def run(cmd, env=None, cwd=None):
@@ -60,11 +62,13 @@ def main():
     ap.add_argument("--size", type=int, default=1024)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--mpiexec", default=shutil.which("mpirun") or "")
+    smbench.add_mpirun_args(ap)
     ap.add_argument("--memory", default="2GiB")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", default=None)
     ap.add_argument("--work", default=os.path.join(REPO, "build", "bench-data", "w6"))
     args = ap.parse_args()
+    extra = smbench.mpirun_args(args.mpirun_args)
     if args.quick:
         args.size, args.repeats = 128, 1
     shardmill = os.path.abspath(args.shardmill)
@@ -97,7 +101,7 @@ def main():
                 cmd = [shardmill, "run", cfg, "--report", rep_path]
                 env = plain_env()
                 if ranks > 1:
-                    cmd = [args.mpiexec, "--oversubscribe", "-np", str(ranks)] + cmd
+                    cmd = [args.mpiexec, "--oversubscribe"] + extra + ["-np", str(ranks)] + cmd
                     env = mpi_env()
                 wall = run(cmd, env=env)
                 r = json.load(open(rep_path))
@@ -133,7 +137,8 @@ def main():
     doc = {"workload": "W6", "size": args.size, "repeats": args.repeats,
            "memory_bytes": args.memory, "commit": commit,
            "utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ"),
-           "command": " ".join(sys.argv), "results": results}
+           "command": " ".join(sys.argv), "mpirun_args": ["--oversubscribe"] + extra,
+           "results": results}
     out_dir = args.out if args.out else (None if args.quick else
                                          os.path.join(REPO, "bench", "results"))
     if out_dir:
