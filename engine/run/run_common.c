@@ -381,6 +381,35 @@ static sm_status gather_records(struct sm_output *out, struct sm_err *err)
     return sm_par_agree(st, err);
 }
 
+sm_status run_agree(bool *agreed, sm_status st, struct sm_err *err)
+{
+    if (!*agreed) {
+        st = sm_par_agree(st, err);
+        *agreed = st != SM_OK;
+    }
+    return st;
+}
+
+sm_status run_begin(struct sm_output *out, const struct sm_writer *w, sm_status st, bool *agreed,
+                    struct sm_err *err)
+{
+    const int rank = sm_par_rank();
+    if (st == SM_OK && rank == 0) {
+        st = sm_output_begin(out, w, err);
+    }
+    st = run_agree(agreed, st, err);
+    if (st == SM_OK && rank != 0) {
+        st = sm_output_join(out, w, err);
+    }
+    st = run_agree(agreed, st, err);
+    if (st == SM_OK) { /* one journal file per rank and run: rank 0's token names them all */
+        uint64_t token = rank == 0 ? sm_output_run_token(out) : 0;
+        st = sm_par_bcast(&token, sizeof(token), 0, err);
+        sm_output_set_run(out, token, rank);
+    }
+    return st;
+}
+
 sm_status run_finish(struct sm_output *out, const atomic_int *stop, struct sm_err *err)
 {
     sm_status st = gather_records(out, err);

@@ -299,22 +299,6 @@ static sm_status run_output_dtype(const struct sm_run_norm *nm, const struct sm_
     return SM_OK;
 }
 
-/* The agreement of a phase boundary: while every rank still succeeds, every rank learns whether
- * one failed (then all hold the lowest failing rank's error). A failure that is already every
- * rank's is not agreed again. */
-struct phase {
-    bool agreed; /* the failure in st is every rank's */
-};
-
-static sm_status agree(struct phase *ph, sm_status st, struct sm_err *err)
-{
-    if (!ph->agreed) {
-        st = sm_par_agree(st, err);
-        ph->agreed = st != SM_OK;
-    }
-    return st;
-}
-
 static sm_status convert_ranks(const struct sm_convert_run *p, struct sm_run_result *res,
                                struct sm_err *err)
 {
@@ -329,7 +313,7 @@ static sm_status convert_ranks(const struct sm_convert_run *p, struct sm_run_res
     uint8_t *keep = NULL;
     json_t *attrs = NULL;
     struct sm_writer *w_final = NULL; /* one pass: w with the statistics in its zarr.json */
-    struct phase ph = {false};
+    bool agreed = false;              /* the failure in st is every rank's */
     /* Phase open: the caller's checks, then an existing output is refused before any expensive
      * work, then the input is opened. Every phase ends with an agreement, so all ranks continue
      * or all stop with the same error. */
@@ -358,7 +342,7 @@ static sm_status convert_ranks(const struct sm_convert_run *p, struct sm_run_res
         st = sm_run_setup(c, m, &su, err);
     }
     st = sm_par_agree(st, err);
-    ph.agreed = st != SM_OK;
+    agreed = st != SM_OK;
     /* Phase plan: this rank's tiles and shards. Then, with percentile only, phase scan: this
      * rank's tiles, then the global statistics (one pass counts them while writing). */
     /* one pass unless percentile needs the statistics first, or an OME-Zarr image (its group
@@ -389,7 +373,7 @@ static sm_status convert_ranks(const struct sm_convert_run *p, struct sm_run_res
                                   err);
             }
             st = sm_par_agree(st, err);
-            ph.agreed = st != SM_OK;
+            agreed = st != SM_OK;
         }
     }
     if (st == SM_OK && !one_pass) {
@@ -402,11 +386,11 @@ static sm_status convert_ranks(const struct sm_convert_run *p, struct sm_run_res
         if (st == SM_OK) {
             st = run_reduce_scan(r, err);
         }
-        ph.agreed = st != SM_OK;
+        agreed = st != SM_OK;
         allreduce_ns += sm_clock_ns() - t0;
     } else if (!one_pass) {
         st = sm_par_agree(st, err);
-        ph.agreed = st != SM_OK;
+        agreed = st != SM_OK;
     }
     uint64_t t_scan = sm_clock_ns() - t_start;
     /* Phase begin: the same window, zarr.json and writer on every rank (they derive from the
@@ -436,19 +420,7 @@ static sm_status convert_ranks(const struct sm_convert_run *p, struct sm_run_res
         st = oo.ome.levels != 0 ? sm_run_ome_writer(&oo, m->ndim, su.shape, out_dt, attrs, &w, err)
                                 : sm_writer_new(&spec, &w, err);
     }
-    if (st == SM_OK && rank == 0) {
-        st = sm_output_begin(out, w, err);
-    }
-    st = agree(&ph, st, err);
-    if (st == SM_OK && rank != 0) {
-        st = sm_output_join(out, w, err);
-    }
-    st = agree(&ph, st, err);
-    if (st == SM_OK) { /* one journal file per rank and run: rank 0's token names them all */
-        uint64_t token = rank == 0 ? sm_output_run_token(out) : 0;
-        st = sm_par_bcast(&token, sizeof(token), 0, err);
-        sm_output_set_run(out, token, rank);
-    }
+    st = run_begin(out, w, st, &agreed, err);
     const int nthreads = c->threads > 0 ? c->threads : sm_write_default_threads();
     struct sm_write_result wr = {0};
     if (st == SM_OK) {
@@ -521,7 +493,7 @@ static sm_status convert_ranks(const struct sm_convert_run *p, struct sm_run_res
     }
     sm_free(order);
     run_progress_end(&c->progress, st == SM_OK); /* every rank, success or not */
-    st = agree(&ph, run_stop_check(c->stop, st, err), err);
+    st = run_agree(&agreed, run_stop_check(c->stop, st, err), err);
     if (st == SM_OK) {
         st = sm_output_flush(out, err);
     } else if (st == SM_E_STOPPED && w != NULL) {
@@ -531,7 +503,7 @@ static sm_status convert_ranks(const struct sm_convert_run *p, struct sm_run_res
         sm_err_clear(&ignored);
         (void)sm_output_flush(out, &ignored);
     }
-    st = agree(&ph, run_stop_check(c->stop, st, err), err);
+    st = run_agree(&agreed, run_stop_check(c->stop, st, err), err);
     /* One pass, phase statistics: the threads' statistics in thread order, summed over ranks;
      * zarr.json restated with them (rank 0 puts it) before anything reads the output. */
     const struct sm_writer *final = w;
@@ -562,13 +534,13 @@ static sm_status convert_ranks(const struct sm_convert_run *p, struct sm_run_res
             st = sm_output_restate(out, w_final, rank == 0, err);
             final = w_final;
         }
-        st = agree(&ph, st, err);
+        st = run_agree(&agreed, st, err);
     }
     if (st == SM_OK && sm_writer_levels(w) > 1) { /* levels 1.. of an OME-Zarr image */
         const uint64_t t0 = sm_clock_ns();
         const struct sm_run_pyramid py = {
             w, out, nthreads, c->memory_bytes, c->input.max_chunk_bytes, c->progress, c->stop};
-        st = agree(&ph, sm_run_pyramid(&py, &wr, err), err);
+        st = run_agree(&agreed, sm_run_pyramid(&py, &wr, err), err);
         res->pyramid_ns = sm_clock_ns() - t0;
     }
     res->levels = w != NULL ? sm_writer_levels(w) : 0;
@@ -585,7 +557,7 @@ static sm_status convert_ranks(const struct sm_convert_run *p, struct sm_run_res
     if (st == SM_OK) {
         st = run_finish(out, c->stop, err);
     }
-    st = agree(&ph, st, err);
+    st = run_agree(&agreed, st, err);
     const uint64_t t_finish = sm_clock_ns() - t_finish0;
     const uint64_t t_total = sm_clock_ns() - t_start;
     uint64_t osum[2] = {0, 0};

@@ -118,16 +118,6 @@ static sm_status same_source(const struct sm_ingest_source *s, struct sm_err *er
     return SM_OK;
 }
 
-/* The agreement of a phase boundary, skipped once a failure is every rank's (as convert's). */
-static sm_status agree(bool *agreed, sm_status st, struct sm_err *err)
-{
-    if (!*agreed) {
-        st = sm_par_agree(st, err);
-        *agreed = st != SM_OK;
-    }
-    return st;
-}
-
 /* The statistics over ranks: sums, voxels, histogram (finished per rank first). */
 static sm_status reduce_stats(struct ingest *in, struct sm_scan_result *r, struct sm_err *err)
 {
@@ -255,22 +245,9 @@ static sm_status ingest_ranks(const struct sm_ingest_run *p, struct sm_run_resul
         }
         st = src->plan(src->user, boff, bshape, p->memory_bytes, err);
     }
-    st = agree(&agreed, st, err);
+    st = run_agree(&agreed, st, err);
     const uint64_t t_open = sm_clock_ns() - t_start;
-    /* Phase begin: rank 0 prepares the directory (policy, zarr.json), then the others join. */
-    if (st == SM_OK && rank == 0) {
-        st = sm_output_begin(out, w, err);
-    }
-    st = agree(&agreed, st, err);
-    if (st == SM_OK && rank != 0) {
-        st = sm_output_join(out, w, err);
-    }
-    st = agree(&agreed, st, err);
-    if (st == SM_OK) { /* one journal file per rank and run: rank 0's token names them all */
-        uint64_t token = rank == 0 ? sm_output_run_token(out) : 0;
-        st = sm_par_bcast(&token, sizeof(token), 0, err);
-        sm_output_set_run(out, token, rank);
-    }
+    st = run_begin(out, w, st, &agreed, err);
     /* Phase write: this rank's run of shards, then its flush. */
     struct sm_write_result wr = {0};
     run_progress_begin(&p->progress, "write", "shards",
@@ -282,7 +259,7 @@ static sm_status ingest_ranks(const struct sm_ingest_run *p, struct sm_run_resul
         st = sm_write_shards(w, out, &job, &wr, err);
     }
     run_progress_end(&p->progress, st == SM_OK); /* every rank, success or not */
-    st = agree(&agreed, run_stop_check(p->stop, st, err), err);
+    st = run_agree(&agreed, run_stop_check(p->stop, st, err), err);
     if (st == SM_OK) {
         st = sm_output_flush(out, err);
     } else if (st == SM_E_STOPPED && w != NULL) {
@@ -291,12 +268,12 @@ static sm_status ingest_ranks(const struct sm_ingest_run *p, struct sm_run_resul
         sm_err_clear(&ignored);
         (void)sm_output_flush(out, &ignored);
     }
-    st = agree(&agreed, run_stop_check(p->stop, st, err), err);
+    st = run_agree(&agreed, run_stop_check(p->stop, st, err), err);
     if (st == SM_OK && sm_writer_levels(w) > 1) { /* levels 1.. of an OME-Zarr image */
         const uint64_t t0 = sm_clock_ns();
         const struct sm_run_pyramid py = {
             w, out, nthreads, p->memory_bytes, (uint64_t)1 << 30, p->progress, p->stop};
-        st = agree(&agreed, sm_run_pyramid(&py, &wr, err), err);
+        st = run_agree(&agreed, sm_run_pyramid(&py, &wr, err), err);
         res->pyramid_ns = sm_clock_ns() - t0;
     }
     res->levels = w != NULL ? sm_writer_levels(w) : 0;
@@ -317,7 +294,7 @@ static sm_status ingest_ranks(const struct sm_ingest_run *p, struct sm_run_resul
     if (st == SM_OK) {
         st = run_finish(out, p->stop, err);
     }
-    st = agree(&agreed, st, err);
+    st = run_agree(&agreed, st, err);
     const uint64_t t_finish = sm_clock_ns() - t_finish0;
     const uint64_t t_total = sm_clock_ns() - t_start;
     if (st == SM_OK) {

@@ -20,6 +20,17 @@ sm_status run_reduce_scan(struct sm_scan_result *r, struct sm_err *err);
 /* res->timing over ranks into timing_max and timing_mean (collective). */
 sm_status run_reduce_timings(struct sm_run_result *res, struct sm_err *err);
 
+/* The agreement of a phase boundary: while every rank still succeeds, every rank learns whether
+ * one failed (then all hold the lowest failing rank's error). A failure that is already every
+ * rank's (*agreed) is not agreed again. */
+sm_status run_agree(bool *agreed, sm_status st, struct sm_err *err);
+
+/* Phase begin of a write (SPEC §6), after st: rank 0 prepares the output directory (policy,
+ * zarr.json), then the others join, each step agreed; then every rank takes rank 0's run token,
+ * which names the per-rank journal files. Collective. */
+sm_status run_begin(struct sm_output *out, const struct sm_writer *w, sm_status st, bool *agreed,
+                    struct sm_err *err);
+
 /* Phase finish of a write (SPEC §6), once every rank wrote and flushed: every rank exports the
  * shard records it wrote or kept, rank 0 gathers them (one MPI gather, agreed) and writes the
  * completion marker from them unless the stop flag was set after the last agreement. Collective;
