@@ -7,6 +7,7 @@ js/zarrita_io.mjs (node_modules of tests/interop/js).
 Always run with /usr/bin/python3 (Debian numpy, zarr 2.13, nibabel, zstandard, crc32c).
 """
 
+import argparse
 import hashlib
 import json
 import math
@@ -508,6 +509,32 @@ def shardmill_read(c, shardmill, label, path, want, workdir):
     got = np.fromfile(out, dtype=want.dtype.newbyteorder("<")).reshape(want.shape)
     c.check(f"{label} shardmill read bit for bit", same_bits(got.astype(want.dtype), want),
             first_diff(got, want))
+
+
+def group_main(test, groups, skip, no_node=(), precheck=None):
+    """main() of a test script whose ctest cases are groups (--group NAME runs groups[NAME](c,
+    args, work)): the common flags, a fresh work directory, the checks named TEST.GROUP, the
+    engine version in args.version; zarrita.js must be available unless the group is in no_node;
+    precheck(c, args), if given, may fail the run first (False). A group returning `skip` skips."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shardmill", required=True)
+    ap.add_argument("--node", default="")
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--group", required=True, choices=sorted(groups))
+    args = ap.parse_args()
+    args.shardmill = os.path.abspath(args.shardmill)
+    work = fresh_dir(os.path.abspath(os.path.join(args.work, args.group)))
+    c = Checks(f"{test}.{args.group}")
+    args.version = engine_version(args.shardmill)
+    if precheck is not None and not precheck(c, args):
+        return c.done()
+    if args.group not in no_node:
+        why = node_ok(args.node)
+        if not c.check("zarrita.js available", why is None, why):
+            return c.done()
+    if groups[args.group](c, args, work) == skip:
+        return skip
+    return c.done()
 
 
 def main_guard(fn):

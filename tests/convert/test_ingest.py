@@ -24,7 +24,6 @@ NumPy decoder of the sharding spec; the report's checksums (SPEC §5) and the co
 are checked, and `shardmill verify` must pass.
 """
 
-import argparse
 import gzip
 import json
 import os
@@ -525,23 +524,7 @@ GROUPS = {"raw": group_raw, "nifti": group_nifti, "nifti_pixdim": group_nifti_pi
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--shardmill", required=True)
-    ap.add_argument("--node", default="")
-    ap.add_argument("--work", required=True)
-    ap.add_argument("--group", required=True, choices=sorted(GROUPS))
-    args = ap.parse_args()
-    args.shardmill = os.path.abspath(args.shardmill)
-    work = cc.fresh_dir(os.path.abspath(os.path.join(args.work, args.group)))
-    c = cc.Checks(f"convert.ingest.{args.group}")
-    args.version = cc.engine_version(args.shardmill)
-    if args.group not in ("bad_inputs", "nifti_pixdim"):
-        why = cc.node_ok(args.node)
-        if not c.check("zarrita.js available", why is None, why):
-            return c.done()
-    if GROUPS[args.group](c, args, work) == SKIP:
-        return SKIP
-    return c.done()
+    return cc.group_main("convert.ingest", GROUPS, SKIP, no_node=("bad_inputs", "nifti_pixdim"))
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ Groups (one ctest each, label `convert`):
            no output; a relative dataset path and a missing input.hdf5.dataset: exit 2
 """
 
-import argparse
 import json
 import os
 import shutil
@@ -189,23 +188,7 @@ GROUPS = {"types": group_types, "ct": group_ct, "bad": group_bad}
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--shardmill", required=True)
-    ap.add_argument("--node", default="")
-    ap.add_argument("--work", required=True)
-    ap.add_argument("--group", required=True, choices=sorted(GROUPS))
-    args = ap.parse_args()
-    args.shardmill = os.path.abspath(args.shardmill)
-    work = cc.fresh_dir(os.path.abspath(os.path.join(args.work, args.group)))
-    c = cc.Checks(f"convert.ingest_hdf5.{args.group}")
-    args.version = cc.engine_version(args.shardmill)
-    if args.group != "bad":
-        why = cc.node_ok(args.node)
-        if not c.check("zarrita.js available", why is None, why):
-            return c.done()
-    if GROUPS[args.group](c, args, work) == SKIP:
-        return SKIP
-    return c.done()
+    return cc.group_main("convert.ingest_hdf5", GROUPS, SKIP, no_node=("bad",))
 
 
 if __name__ == "__main__":

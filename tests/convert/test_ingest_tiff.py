@@ -16,7 +16,6 @@ Groups (one ctest each, label `convert`):
            cut short (found when it is read): exit 3, no marker, no temporary object
 """
 
-import argparse
 import os
 import shutil
 import subprocess
@@ -198,27 +197,15 @@ def check_names(c, args, work, label, fname):
 GROUPS = {"types": group_types, "ct": group_ct, "bad": group_bad}
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--shardmill", required=True)
-    ap.add_argument("--node", default="")
-    ap.add_argument("--work", required=True)
-    ap.add_argument("--group", required=True, choices=sorted(GROUPS))
-    args = ap.parse_args()
-    args.shardmill = os.path.abspath(args.shardmill)
-    work = cc.fresh_dir(os.path.abspath(os.path.join(args.work, args.group)))
-    c = cc.Checks(f"convert.ingest_tiff.{args.group}")
-    args.version = cc.engine_version(args.shardmill)
+def tiffcp_ok(c, args):
+    """The types and ct groups need tiffcp (Debian libtiff-tools)."""
     if shutil.which("tiffcp") is None and args.group in ("types", "ct"):
-        c.check("tiffcp (Debian libtiff-tools) available", False, "install libtiff-tools")
-        return c.done()
-    if args.group != "bad":
-        why = cc.node_ok(args.node)
-        if not c.check("zarrita.js available", why is None, why):
-            return c.done()
-    if GROUPS[args.group](c, args, work) == SKIP:
-        return SKIP
-    return c.done()
+        return c.check("tiffcp (Debian libtiff-tools) available", False, "install libtiff-tools")
+    return True
+
+
+def main():
+    return cc.group_main("convert.ingest_tiff", GROUPS, SKIP, no_node=("bad",), precheck=tiffcp_ok)
 
 
 if __name__ == "__main__":
