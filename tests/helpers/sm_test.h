@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -118,6 +119,17 @@ static inline int sm_test_rm_rf(const char *path)
         rc = -1;
     }
     return rc;
+}
+
+/* Whether dir/name exists (stat follows symlinks). */
+static inline bool sm_test_exists(const char *dir, const char *name)
+{
+    char p[PATH_MAX];
+    struct stat sb;
+    if (snprintf(p, sizeof(p), "%s/%s", dir, name) >= (int)sizeof(p)) {
+        return false;
+    }
+    return stat(p, &sb) == 0;
 }
 
 /* mkdir -p of every parent directory of path (not path itself). */

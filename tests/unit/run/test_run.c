@@ -74,14 +74,6 @@ static int teardown(void **state)
     return 0;
 }
 
-static bool exists(const char *dir, const char *name)
-{
-    char p[512];
-    struct stat sb;
-    snprintf(p, sizeof(p), "%s/%s", dir, name);
-    return stat(p, &sb) == 0;
-}
-
 static bool read_small(const char *dir, const char *name, char *buf, size_t cap)
 {
     char p[512];
@@ -144,7 +136,7 @@ static void test_convert_writes_a_complete_output(void **state)
     assert_int_equal(r.output_shards, 2);
     assert_int_equal(r.shards_written, 2);
     assert_true(r.kept_input_ranks == 0); /* window: one pass, nothing kept */
-    assert_true(exists(out, "zarr.json") && exists(out, "shardmill.complete.json"));
+    assert_true(sm_test_exists(out, "zarr.json") && sm_test_exists(out, "shardmill.complete.json"));
     assert_true(r.norm.lo == 0 && r.norm.hi == 200);
     /* one pass still counts the whole ROI: against counts and sums taken here */
     assert_int_equal(r.scan.voxels, N * N * N);
@@ -275,7 +267,7 @@ static void test_convert_stopped_leaves_no_marker(void **state)
     sm_err_clear(&err);
     assert_int_equal(sm_run_convert(&p, &r, &err), SM_E_STOPPED);
     assert_int_equal(err.cause, 15);
-    assert_false(exists(out, "shardmill.complete.json"));
+    assert_false(sm_test_exists(out, "shardmill.complete.json"));
     sm_run_result_destroy(&r);
 }
 

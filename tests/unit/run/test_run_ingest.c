@@ -113,14 +113,6 @@ static int teardown(void **state)
     return 0;
 }
 
-static bool exists(const char *dir, const char *name)
-{
-    char p[512];
-    struct stat sb;
-    snprintf(p, sizeof(p), "%s/%s", dir, name);
-    return stat(p, &sb) == 0;
-}
-
 static void init_src(struct src *s, enum sm_dtype dt)
 {
     memset(s, 0, sizeof(*s));
@@ -186,8 +178,8 @@ static void test_ingest_sums_and_source_contract(void **state)
     assert_int_equal(r.output_shards, 27);
     assert_int_equal(r.shards_written, 27);
     assert_int_equal(r.shards_kept, 0);
-    assert_true(exists(out, "zarr.json") && exists(out, "shardmill.complete.json"));
-    assert_false(exists(out, ".shardmill"));
+    assert_true(sm_test_exists(out, "zarr.json") && sm_test_exists(out, "shardmill.complete.json"));
+    assert_false(sm_test_exists(out, ".shardmill"));
     /* the source's contract: plan once, first, with a box that holds every read; each voxel
      * read once */
     assert_int_equal(atomic_load(&s.plans), 1);
@@ -223,7 +215,7 @@ static void test_read_error_ends_the_run_without_marker(void **state)
     assert_int_equal(sm_run_ingest(&p, &r, &err), SM_E_DATA);
     assert_string_equal(err.where, "volume.raw");
     assert_non_null(strstr(err.what, "bad slice 5"));
-    assert_false(exists(out, "shardmill.complete.json"));
+    assert_false(sm_test_exists(out, "shardmill.complete.json"));
     sm_run_result_destroy(&r);
 }
 
@@ -241,7 +233,7 @@ static void test_plan_error_leaves_no_output(void **state)
     sm_err_clear(&err);
     assert_int_equal(sm_run_ingest(&p, &r, &err), SM_E_LIMIT);
     assert_string_equal(err.where, "limits.memory_bytes");
-    assert_false(exists(f->dir, "limit.zarr"));
+    assert_false(sm_test_exists(f->dir, "limit.zarr"));
     assert_int_equal(atomic_load(&s.voxels_read), 0);
     sm_run_result_destroy(&r);
 }
@@ -277,7 +269,7 @@ static void test_float_without_histogram_keys_and_bad_sources(void **state)
     p.source.read_box = NULL;
     sm_err_clear(&err);
     assert_int_equal(sm_run_ingest(&p, &r, &err), SM_E_INTERNAL);
-    assert_false(exists(f->dir, "none.zarr"));
+    assert_false(sm_test_exists(f->dir, "none.zarr"));
     sm_run_result_destroy(&r);
 }
 
@@ -296,7 +288,7 @@ static void test_stopped_leaves_no_marker(void **state)
     sm_err_clear(&err);
     assert_int_equal(sm_run_ingest(&p, &r, &err), SM_E_STOPPED);
     assert_int_equal(err.cause, 15);
-    assert_false(exists(out, "shardmill.complete.json"));
+    assert_false(sm_test_exists(out, "shardmill.complete.json"));
     sm_run_result_destroy(&r);
 }
 
