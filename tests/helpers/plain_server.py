@@ -60,6 +60,22 @@ class LoggingHandler(http.server.SimpleHTTPRequestHandler):
         self._record()
 
 
+def serve(srv, port_file, max_lifetime):
+    """Serves srv (bound to 127.0.0.1:0) until SIGTERM or max_lifetime seconds, after writing its
+    port to port_file atomically (the parent waits for that file). Never returns normally."""
+    def stop(*_):
+        os._exit(0)
+
+    signal.signal(signal.SIGTERM, stop)
+    threading.Thread(target=lambda: (time.sleep(max_lifetime), stop()), daemon=True).start()
+    tmp = port_file + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(f"{srv.server_address[1]}\n")
+    os.replace(tmp, port_file)
+    srv.serve_forever(poll_interval=0.1)
+    return 0
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--root", required=True)
@@ -71,18 +87,7 @@ def main(argv=None):
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     srv.log_lock = threading.Lock()
     srv.log_file = open(a.log, "a")
-
-    def stop(*_):
-        os._exit(0)
-
-    signal.signal(signal.SIGTERM, stop)
-    threading.Thread(target=lambda: (time.sleep(a.max_lifetime), stop()), daemon=True).start()
-    tmp = a.port_file + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(f"{srv.server_address[1]}\n")
-    os.replace(tmp, a.port_file)
-    srv.serve_forever(poll_interval=0.1)
-    return 0
+    return serve(srv, a.port_file, a.max_lifetime)
 
 
 if __name__ == "__main__":

@@ -38,17 +38,18 @@ import http.server
 import json
 import os
 import re
-import signal
 import socket
 import sys
 import threading
-import time
 import urllib.parse
 from xml.sax.saxutils import escape
 
 from botocore.auth import S3SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers"))
+import plain_server  # noqa: E402  (serve: port file, SIGTERM, lifetime)
 
 AUTH_RE = re.compile(r"^AWS4-HMAC-SHA256 Credential=([^/]+)/(\d{8})/([^/]+)/([^/]+)/aws4_request,"
                      r"\s*SignedHeaders=([a-z0-9;-]+),\s*Signature=([0-9a-f]{64})$")
@@ -268,18 +269,7 @@ def main(argv=None):
     srv.generation = None
     srv.log_lock = threading.Lock()
     srv.log_file = open(a.log, "a")
-
-    def stop(*_):
-        os._exit(0)
-
-    signal.signal(signal.SIGTERM, stop)
-    threading.Thread(target=lambda: (time.sleep(a.max_lifetime), stop()), daemon=True).start()
-    tmp = a.port_file + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(f"{srv.server_address[1]}\n")
-    os.replace(tmp, a.port_file)
-    srv.serve_forever(poll_interval=0.1)
-    return 0
+    return plain_server.serve(srv, a.port_file, a.max_lifetime)
 
 
 if __name__ == "__main__":
