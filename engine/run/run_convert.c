@@ -603,10 +603,7 @@ static sm_status convert_ranks(const struct sm_convert_run *p, struct sm_run_res
         res->timing[SM_RUN_T_SCAN_WALL] = run_ms(t_scan);
         res->timing[SM_RUN_T_FINISH] = run_ms(t_finish);
         const char *path = sm_output_path(out);
-        char *copy = sm_malloc(strlen(path) + 1);
-        if (copy != NULL) {
-            memcpy(copy, path, strlen(path) + 1);
-        }
+        char *copy = sm_strdup(path);
         res->output_path = copy;
         /* shards and bytes of the whole output are rank 0's (set by finish); written is summed */
         uint64_t counts[5] = {rank == 0 ? os.total_shards : 0, rank == 0 ? os.total_bytes : 0,

@@ -321,10 +321,7 @@ static sm_status ingest_ranks(const struct sm_ingest_run *p, struct sm_run_resul
         res->timing[SM_RUN_T_WRITE] = run_ms(wr.encode_ns + wr.write_ns) / per + run_ms(os.sync_ns);
         res->timing[SM_RUN_T_FINISH] = run_ms(t_finish);
         const char *path = sm_output_path(out);
-        char *copy = sm_malloc(strlen(path) + 1);
-        if (copy != NULL) {
-            memcpy(copy, path, strlen(path) + 1);
-        }
+        char *copy = sm_strdup(path);
         res->output_path = copy;
         /* shards and bytes of the whole output are rank 0's (set by finish); the rest summed */
         uint64_t counts[4] = {rank == 0 ? os.total_shards : 0, rank == 0 ? os.total_bytes : 0,
