@@ -44,6 +44,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers"))
+from file_tree import tree_files  # noqa: E402
 from launch_env import mpi_env, plain_env  # noqa: E402
 
 SHAPE = (40, 70, 90)
@@ -149,14 +150,6 @@ def out_checksums(a, lo, hi):
     with np.errstate(over="ignore"):
         weighted = int(np.sum(bits * i, dtype=np.uint64))
     return int(np.sum(bits.astype(np.int64), dtype=np.int64)), weighted
-
-
-def tree_files(root):
-    out = []
-    for d, _, files in os.walk(root):
-        for f in files:
-            out.append(os.path.relpath(os.path.join(d, f), root))
-    return sorted(out)
 
 
 def same_bytes(tree, ref):

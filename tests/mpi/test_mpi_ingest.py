@@ -42,6 +42,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers"))
+from file_tree import tree_files  # noqa: E402
 from launch_env import mpi_env, plain_env  # noqa: E402
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
@@ -70,14 +71,6 @@ def run(args, ranks, cwd):
                               timeout=TIMEOUT)
     except subprocess.TimeoutExpired:
         return None
-
-
-def tree_files(root):
-    out = []
-    for d, _, files in os.walk(root):
-        for f in files:
-            out.append(os.path.relpath(os.path.join(d, f), root))
-    return sorted(out)
 
 
 def same_tree(a, b):

@@ -27,7 +27,6 @@ Prints one ok/FAIL line per check; exit 1 on any failure.
 """
 
 import argparse
-import filecmp
 import json
 import os
 import shutil
@@ -39,6 +38,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers"))
+from file_tree import tree_files, same_tree  # noqa: E402
 from launch_env import mpi_env, plain_env, sanitizer_env  # noqa: E402
 
 SHAPE = (256, 256, 256)  # the mpi cases take the first half (--case mpi*: SHAPE set in main)
@@ -95,14 +95,6 @@ def write_cfg(d, text):
         f.write(text)
 
 
-def tree_files(root):
-    out = []
-    for d, _, files in os.walk(root):
-        for f in files:
-            out.append(os.path.relpath(os.path.join(d, f), root))
-    return sorted(out)
-
-
 def tmp_names(root):
     return [f for f in tree_files(root) if ".tmp." in os.path.basename(f)]
 
@@ -110,17 +102,6 @@ def tmp_names(root):
 def shard_files(root):
     c = os.path.join(root, "c")
     return sum(len(fs) for _, _, fs in os.walk(c)) if os.path.isdir(c) else 0
-
-
-def same_tree(a, b):
-    fa, fb = tree_files(a), tree_files(b)
-    if fa != fb or not fa:
-        return False, f"file lists differ ({len(fa)} vs {len(fb)} files)"
-    diff = [f for f in fa if not filecmp.cmp(os.path.join(a, f), os.path.join(b, f),
-                                             shallow=False)]
-    if diff:
-        return False, f"{len(diff)} of {len(fa)} files differ, e.g. {diff[0]}"
-    return True, f"{len(fa)} files"
 
 
 def env_plain():

@@ -27,7 +27,6 @@ failure) and no process of the cluster may be left. Prints one ok/FAIL line per 
 """
 
 import argparse
-import filecmp
 import json
 import os
 import re
@@ -40,6 +39,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers"))
+from file_tree import tree_files, same_tree  # noqa: E402
 from launch_env import mpi_env, plain_env, sanitizer_env  # noqa: E402
 from slurm_cluster import SlurmCluster  # noqa: E402
 
@@ -81,25 +81,6 @@ def np_stats(a):
         weighted = int(np.sum(v * i, dtype=np.uint64))
     return int(np.sum(a, dtype=np.int64)), weighted, np.bincount(a.reshape(-1),
                                                                  minlength=256).tolist()
-
-
-def tree_files(root):
-    out = []
-    for d, _, files in os.walk(root):
-        for f in files:
-            out.append(os.path.relpath(os.path.join(d, f), root))
-    return sorted(out)
-
-
-def same_tree(a, b):
-    fa, fb = tree_files(a), tree_files(b)
-    if fa != fb or not fa:
-        return False, f"file lists differ ({len(fa)} vs {len(fb)} files)"
-    diff = [f for f in fa if not filecmp.cmp(os.path.join(a, f), os.path.join(b, f),
-                                             shallow=False)]
-    if diff:
-        return False, f"{len(diff)} of {len(fa)} files differ, e.g. {diff[0]}"
-    return True, f"{len(fa)} files"
 
 
 def tail(path, n=20):
