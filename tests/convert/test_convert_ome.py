@@ -63,18 +63,24 @@ def job(path, inp, out, levels=4, threads=2, extra=None):
     return cc.write_config(path, cfg)
 
 
-def down(a):
-    """SPEC §2: level k+1 from level k (NumPy, independent of the engine)."""
+def block_means(a, through):
+    """SPEC §2: the float64 mean of each 2x2x2 block (sums in the block's C order), every value
+    first cast to `through` (NumPy, independent of the engine)."""
     shp = tuple((n + 1) // 2 for n in a.shape)
     s = np.zeros(shp, np.float64)
     cnt = np.zeros(shp, np.float64)
     for dz in (0, 1):
         for dy in (0, 1):
             for dx in (0, 1):  # C order of the block
-                sub = a[dz::2, dy::2, dx::2].astype(np.float64)
+                sub = a[dz::2, dy::2, dx::2].astype(through).astype(np.float64)
                 s[:sub.shape[0], :sub.shape[1], :sub.shape[2]] += sub
                 cnt[:sub.shape[0], :sub.shape[1], :sub.shape[2]] += 1
-    return (s / cnt).astype(a.dtype)
+    return s / cnt
+
+
+def down(a):
+    """SPEC §2: level k+1 from level k."""
+    return block_means(a, a.dtype).astype(a.dtype)
 
 
 def reference(a, levels):
@@ -399,17 +405,8 @@ def case_spacing(c, args, work):
 
 
 def down_int(a):
-    """SPEC §2 for integer levels: the mean rounded half to even."""
-    shp = tuple((n + 1) // 2 for n in a.shape)
-    s = np.zeros(shp, np.float64)
-    cnt = np.zeros(shp, np.float64)
-    for dz in (0, 1):
-        for dy in (0, 1):
-            for dx in (0, 1):
-                sub = a[dz::2, dy::2, dx::2].astype(np.float32).astype(np.float64)
-                s[:sub.shape[0], :sub.shape[1], :sub.shape[2]] += sub
-                cnt[:sub.shape[0], :sub.shape[1], :sub.shape[2]] += 1
-    return np.rint(s / cnt).astype(a.dtype)
+    """SPEC §2 for integer levels: the mean of the float32 values rounded half to even."""
+    return np.rint(block_means(a, np.float32)).astype(a.dtype)
 
 
 def case_ingest(c, args, work):
