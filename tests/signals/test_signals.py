@@ -2,7 +2,7 @@
 
 Usage: /usr/bin/python3 test_signals.py --shardmill BIN [--mpiexec MPIEXEC] --work DIR --case C
 
-A uint8 256^3 zarr-python v2 input (128x256x256 for the mpi cases) is made at test time; the
+A uint8 256^3 zarr-python v2 input (128x256x256 for mpi_one_rank) is made at test time; the
 convert writes 4096 (2048) small shards (gzip 9, one thread per rank; `output.sync: fsync` so each shard is fsynced and renamed on its own, which
 makes the write phase take a few seconds and lets shards appear one by one). Cases:
   sigterm   a plain process gets SIGTERM once some shards exist: exit 143, exactly one error
@@ -20,6 +20,10 @@ makes the write phase take a few seconds and lets shards appear one by one). Cas
   mpi       `mpirun -n 3`: SIGTERM to mpirun mid-write: every rank stops (no process of the run
             left), mpirun exits non-zero, the error line names SIGTERM, no marker, no temporary
             name; resume under 3 ranks completes the output byte-identical to the clean run.
+            Open MPI 4.1's mpirun passes the signal on late: SIGCONT, then SIGTERM after
+            odls_base_sigkill_timeout (1 s), then SIGKILL 1 s later. So the signal goes to
+            mpirun early (2% of the shards) in the full 4096-shard write, which leaves the ranks
+            seconds of work when their SIGTERM arrives.
   mpi_one_rank  SIGTERM to rank 1 of 3 only: the others learn the stop at the write phase's
             agreement; no hang, mpirun exits non-zero, rank 0 (no signal of its own) prints the
             agreed stop, no marker; resume byte-identical.
@@ -298,7 +302,7 @@ def case_mpi(work, inp):
            "--report", "report.json"]
     proc = subprocess.Popen(cmd, cwd=d, env=mpi_env(env_plain()), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-    seen = wait_for_shards(proc, out, total_shards() // 10)
+    seen = wait_for_shards(proc, out, total_shards() // 50)
     running = proc.poll() is None
     t0 = time.monotonic()
     if running:
@@ -398,8 +402,8 @@ def main():
     ARGS = ap.parse_args()
     ARGS.shardmill = os.path.abspath(ARGS.shardmill)
     global SHAPE
-    if ARGS.case.startswith("mpi"):
-        SHAPE = (128, 256, 256)  # 2048 shards: three ranks on two cores take long enough
+    if ARGS.case == "mpi_one_rank":
+        SHAPE = (128, 256, 256)  # 2048 shards: the signal goes straight to a rank, no delay
     work = os.path.abspath(ARGS.work)
     os.makedirs(work, exist_ok=True)
     inp = make_input(work)
