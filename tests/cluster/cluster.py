@@ -120,6 +120,17 @@ class Cluster:
         r = subprocess.run(["ip", "netns", "pids", h["ns"]], capture_output=True, text=True)
         return [int(p) for p in r.stdout.split()] if r.returncode == 0 else []
 
+    def pids_left(self, within=10.0):
+        """{host name: pids} of the hosts that still run a process once they had `within` seconds
+        to exit (Open MPI's daemons and sanitized ranks may still be in their exit handlers when
+        mpirun returns); {} as soon as none is left."""
+        deadline = time.monotonic() + within
+        while True:
+            left = {h["name"]: pids for h in self.hosts for pids in [self.pids(h)] if pids}
+            if not left or time.monotonic() > deadline:
+                return left
+            time.sleep(0.1)
+
     def kill_host(self, h, wait=5.0):
         """SIGKILL every process of host h (as if the node died); waits until none is left."""
         deadline = time.monotonic() + wait

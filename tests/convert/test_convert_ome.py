@@ -309,9 +309,11 @@ def case_resume(c, args, work):
         os.kill(p.pid, signal.SIGKILL)
     rc = p.wait()
     after = level_files(out, 2)
-    ok = c.check(f"killed by SIGKILL during level 2 ({after} of {total2} level-2 shards)",
-                 rc == -signal.SIGKILL and after < total2 and level_files(out, 3) == 0,
-                 f"exit {rc}, {after} of {total2}")
+    # level 2 has few shards: a late poll may find all of them, and the kill still lands before
+    # level 3 (the pyramid's end) with the marker missing
+    ok = c.check(f"killed by SIGKILL in level 2, before level 3 ({after} of {total2} level-2 "
+                 "shards)", rc == -signal.SIGKILL and 1 <= after <= total2
+                 and level_files(out, 3) == 0, f"exit {rc}, {after} of {total2}")
     if not ok:
         return
     c.check("no completion marker after the kill",

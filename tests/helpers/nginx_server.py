@@ -236,17 +236,18 @@ class NginxServer:
         """Parsed access-log lines after `since`: dicts with conn, conn_req, status, method, uri,
         range, bytes, time. nginx logs a request after sending its response, so a client may be
         done before the last line is written: with `expect`, waits (up to timeout) until that
-        many lines are there; without, waits 50 ms."""
+        many lines are there; without, until the log has not grown for 100 ms."""
         deadline = time.monotonic() + timeout
-        time.sleep(0.05 if expect is None else 0)
+        prev = None
         while True:
+            time.sleep(0.1 if expect is None else 0.02)
             out = self._parse(since)
             if expect is not None and len(out) >= expect:
                 time.sleep(0.05)  # and a moment for any line beyond the expected ones
                 return self._parse(since)
-            if expect is None or time.monotonic() > deadline:
+            if (expect is None and len(out) == prev) or time.monotonic() > deadline:
                 return out
-            time.sleep(0.02)
+            prev = len(out)
 
     def _parse(self, since):
         out = []

@@ -297,10 +297,12 @@ def case_scan_http(work, inp, a):
             check(p.returncode == 0, f"{name}: exit 0 (got {p.returncode}: {p.stderr.strip()})")
             if p.returncode != 0:
                 continue
-            reqs = srv.requests(since=mark)
+            rep = json.load(open(os.path.join(d, "report.json")))
+            # nginx logs a request after its response: wait for the lines the report counts
+            reqs = srv.requests(since=mark, expect=sum(rep["io"]["requests"].values()),
+                                timeout=10)
             meta = [r for r in reqs if r["uri"].rsplit("/", 1)[-1] in meta_names]
             served[ranks] = (len(meta), len(reqs) - len(meta))
-            rep = json.load(open(os.path.join(d, "report.json")))
             check_result(rep["result"], a, name)
             check(rep["io"]["requests"]["metadata"] == len(meta),
                   f"{name}: report metadata requests {rep['io']['requests']['metadata']} == "

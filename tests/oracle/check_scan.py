@@ -136,13 +136,14 @@ def compare(report, want, case, arr_shape, dtype):
 def request_checks(report, srv, mark, case, chunks):
     """Request counters: the report against nginx's log and against SPEC §3/§8."""
     bad = []
-    log = srv.requests(since=mark)
-    meta_log = [r for r in log if r["uri"].rsplit("/", 1)[-1] in
-                ("zarr.json", ".zarray", ".zattrs", ".zgroup", ".zmetadata")]
-    pay_log = [r for r in log if r not in meta_log]
     rq = get(report, "io.requests")
     if not isinstance(rq, dict):
         return ["io.requests missing"]
+    # nginx logs a request after its response: wait for as many lines as the report counts
+    log = srv.requests(since=mark, expect=sum(rq.values()), timeout=10)
+    meta_log = [r for r in log if r["uri"].rsplit("/", 1)[-1] in
+                ("zarr.json", ".zarray", ".zattrs", ".zgroup", ".zmetadata")]
+    pay_log = [r for r in log if r not in meta_log]
     if rq.get("metadata") != len(meta_log):
         bad.append(f"io.requests.metadata {rq.get('metadata')} != nginx {len(meta_log)}")
     if rq.get("payload", 0) + rq.get("index", 0) != len(pay_log):

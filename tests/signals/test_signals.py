@@ -2,9 +2,10 @@
 
 Usage: /usr/bin/python3 test_signals.py --shardmill BIN [--mpiexec MPIEXEC] --work DIR --case C
 
-A uint8 256^3 zarr-python v2 input (128x256x256 for mpi_one_rank) is made at test time; the
-convert writes 4096 (2048) small shards (gzip 9, one thread per rank; `output.sync: fsync` so each shard is fsynced and renamed on its own, which
-makes the write phase take a few seconds and lets shards appear one by one). Cases:
+A uint8 256^3 zarr-python v2 input (512x256x256 for mpi, 128x256x256 for mpi_one_rank) is made
+at test time; the convert writes 4096 (8192, 2048) small shards (gzip 9, one thread per rank;
+`output.sync: fsync` so each shard is fsynced and renamed on its own, which makes the write
+phase take a few seconds and lets shards appear one by one). Cases:
   sigterm   a plain process gets SIGTERM once some shards exist: exit 143, exactly one error
             line naming the output and SIGTERM, no completion marker, no report, no temporary
             name (`.tmp.`) anywhere in the tree; `exists: resume` then rewrites only the missing
@@ -12,8 +13,8 @@ makes the write phase take a few seconds and lets shards appear one by one). Cas
   sigint    the same with SIGINT (exit 130) and the default `output.sync: syncfs`, where shards
             are staged under temporary names until the flush: the stop flushes the finished ones
             into place and leaves no temporary name.
-  scan      a scan (1000 passes, about a minute) gets SIGTERM after 1 s: exit 143 within 10 s,
-            one line "job.yaml: stopped by SIGTERM", no report.
+  scan      a scan (1000 passes, about a minute) gets SIGTERM 1 s after its handler is installed:
+            exit 143 within 10 s, one line "job.yaml: stopped by SIGTERM", no report.
   sigpipe   `shardmill read ... -o -` into a pipe whose reader has gone: the process is not
             killed by SIGPIPE (the child starts with SIGPIPE at its default action, as from a
             shell) but ends with exit 4 and one line naming standard output (EPIPE).
@@ -22,8 +23,9 @@ makes the write phase take a few seconds and lets shards appear one by one). Cas
             name; resume under 3 ranks completes the output byte-identical to the clean run.
             Open MPI 4.1's mpirun passes the signal on late: SIGCONT, then SIGTERM after
             odls_base_sigkill_timeout (1 s), then SIGKILL 1 s later. So the signal goes to
-            mpirun early (2% of the shards) in the full 4096-shard write, which leaves the ranks
-            seconds of work when their SIGTERM arrives.
+            mpirun early (1% of the shards) in an 8192-shard write, which leaves the ranks
+            seconds of work when their SIGTERM arrives (a release build has been seen to write
+            3000 shards in that second).
   mpi_one_rank  SIGTERM to rank 1 of 3 only: the others learn the stop at the write phase's
             agreement; no hang, mpirun exits non-zero, rank 0 (no signal of its own) prints the
             agreed stop, no marker; resume byte-identical.
@@ -45,7 +47,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from file_tree import tree_files, same_tree  # noqa: E402
 from launch_env import mpi_env, plain_env, sanitizer_env  # noqa: E402
 
-SHAPE = (256, 256, 256)  # the mpi cases take the first half (--case mpi*: SHAPE set in main)
+SHAPE = (256, 256, 256)  # the mpi cases set their own in main
 SHARD = (8, 16, 32)
 
 
@@ -132,6 +134,22 @@ def wait_for_shards(proc, out, at_least, count=shard_files):
             return n
         time.sleep(0.005)
     return n
+
+
+def wait_for_handler(proc, sig):
+    """Polls until proc has a handler for sig (SigCgt in /proc/PID/status) or ended: a signal sent
+    before would meet the default action of a process still starting (a slow sanitized build)."""
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            with open(f"/proc/{proc.pid}/status") as f:
+                cgt = next(int(ln.split()[1], 16) for ln in f if ln.startswith("SigCgt:"))
+        except (OSError, StopIteration):
+            cgt = 0
+        if cgt & (1 << (sig - 1)):
+            return True
+        time.sleep(0.005)
+    return False
 
 
 def error_lines(text):
@@ -223,6 +241,7 @@ def case_scan(work, inp):
     proc = subprocess.Popen([ARGS.shardmill, "run", "job.yaml", "-q", "--report", "report.json"],
                             cwd=d, env=env_plain(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
+    wait_for_handler(proc, signal.SIGTERM)
     time.sleep(1.0)
     running = proc.poll() is None
     t0 = time.monotonic()
@@ -302,7 +321,7 @@ def case_mpi(work, inp):
            "--report", "report.json"]
     proc = subprocess.Popen(cmd, cwd=d, env=mpi_env(env_plain()), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-    seen = wait_for_shards(proc, out, total_shards() // 50)
+    seen = wait_for_shards(proc, out, total_shards() // 100)
     running = proc.poll() is None
     t0 = time.monotonic()
     if running:
@@ -402,7 +421,9 @@ def main():
     ARGS = ap.parse_args()
     ARGS.shardmill = os.path.abspath(ARGS.shardmill)
     global SHAPE
-    if ARGS.case == "mpi_one_rank":
+    if ARGS.case == "mpi":
+        SHAPE = (512, 256, 256)  # 8192 shards: mpirun passes the signal on a second late
+    elif ARGS.case == "mpi_one_rank":
         SHAPE = (128, 256, 256)  # 2048 shards: the signal goes straight to a rank, no delay
     work = os.path.abspath(ARGS.work)
     os.makedirs(work, exist_ok=True)
