@@ -602,9 +602,7 @@ static sm_status convert_ranks(const struct sm_convert_run *p, struct sm_run_res
         res->timing[SM_RUN_T_WRITE] = run_ms(wr.encode_ns + wr.write_ns) / per + run_ms(os.sync_ns);
         res->timing[SM_RUN_T_SCAN_WALL] = run_ms(t_scan);
         res->timing[SM_RUN_T_FINISH] = run_ms(t_finish);
-        const char *path = sm_output_path(out);
-        char *copy = sm_strdup(path);
-        res->output_path = copy;
+        res->output_path = sm_strdup(sm_output_path(out));
         /* shards and bytes of the whole output are rank 0's (set by finish); written is summed */
         uint64_t counts[5] = {rank == 0 ? os.total_shards : 0, rank == 0 ? os.total_bytes : 0,
                               os.shards_written, keep != NULL ? 1 : 0, keep_bytes};
@@ -617,7 +615,7 @@ static sm_status convert_ranks(const struct sm_convert_run *p, struct sm_run_res
             res->kept_input_bytes = counts[4];
             st = run_reduce_timings(res, err);
         }
-        if (st == SM_OK && copy == NULL) {
+        if (st == SM_OK && res->output_path == NULL) {
             st = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__, "cannot copy the output path");
         }
         st = sm_par_agree(st, err);

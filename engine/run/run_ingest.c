@@ -320,9 +320,7 @@ static sm_status ingest_ranks(const struct sm_ingest_run *p, struct sm_run_resul
         res->timing[SM_RUN_T_ALLREDUCE] = run_ms(allreduce_ns);
         res->timing[SM_RUN_T_WRITE] = run_ms(wr.encode_ns + wr.write_ns) / per + run_ms(os.sync_ns);
         res->timing[SM_RUN_T_FINISH] = run_ms(t_finish);
-        const char *path = sm_output_path(out);
-        char *copy = sm_strdup(path);
-        res->output_path = copy;
+        res->output_path = sm_strdup(sm_output_path(out));
         /* shards and bytes of the whole output are rank 0's (set by finish); the rest summed */
         uint64_t counts[4] = {rank == 0 ? os.total_shards : 0, rank == 0 ? os.total_bytes : 0,
                               wr.written, wr.kept};
@@ -334,7 +332,7 @@ static sm_status ingest_ranks(const struct sm_ingest_run *p, struct sm_run_resul
             res->shards_kept = counts[3];
             st = run_reduce_timings(res, err);
         }
-        if (st == SM_OK && copy == NULL) {
+        if (st == SM_OK && res->output_path == NULL) {
             st = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__, "cannot copy the output path");
         }
         st = sm_par_agree(st, err);

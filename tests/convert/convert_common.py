@@ -24,6 +24,8 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(REPO, "tests", "helpers"))
+from file_tree import tree_files as files_under  # noqa: E402  (relative paths under a root)
 JS_DIR = os.path.join(REPO, "tests", "interop", "js")  # zarrita.js 0.7.5 is installed there
 EMPTY = 2**64 - 1
 U64 = 2**64
@@ -355,15 +357,6 @@ def shard_keys(meta):
     return ["c/" + "/".join(str(i) for i in idx) for idx in np.ndindex(*grid)]
 
 
-def files_under(root):
-    """Relative paths of every regular file under root (sorted)."""
-    out = []
-    for d, _, files in os.walk(root):
-        for f in files:
-            out.append(os.path.relpath(os.path.join(d, f), root))
-    return sorted(out)
-
-
 def check_marker(c, label, out, report=None, version=None):
     """Field-by-field check of OUT/shardmill.complete.json against the files on disk."""
     mpath = os.path.join(out, "shardmill.complete.json")
@@ -511,16 +504,17 @@ def shardmill_read(c, shardmill, label, path, want, workdir):
             first_diff(got, want))
 
 
-def group_main(test, groups, skip, no_node=(), precheck=None):
-    """main() of a test script whose ctest cases are groups (--group NAME runs groups[NAME](c,
-    args, work)): the common flags, a fresh work directory, the checks named TEST.GROUP, the
+def group_main(test, groups, skip=None, no_node=(), precheck=None, flag="group"):
+    """main() of a test script whose ctest cases are groups (--FLAG NAME runs groups[NAME](c,
+    args, work)): the common flags, a fresh work directory, the checks named TEST.NAME, the
     engine version in args.version; zarrita.js must be available unless the group is in no_node;
-    precheck(c, args), if given, may fail the run first (False). A group returning `skip` skips."""
+    precheck(c, args), if given, may fail the run first (False). A group returning `skip` (not
+    None) skips."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--shardmill", required=True)
     ap.add_argument("--node", default="")
     ap.add_argument("--work", required=True)
-    ap.add_argument("--group", required=True, choices=sorted(groups))
+    ap.add_argument(f"--{flag}", dest="group", required=True, choices=sorted(groups))
     args = ap.parse_args()
     args.shardmill = os.path.abspath(args.shardmill)
     work = fresh_dir(os.path.abspath(os.path.join(args.work, args.group)))
@@ -532,7 +526,7 @@ def group_main(test, groups, skip, no_node=(), precheck=None):
         why = node_ok(args.node)
         if not c.check("zarrita.js available", why is None, why):
             return c.done()
-    if groups[args.group](c, args, work) == skip:
+    if groups[args.group](c, args, work) == skip and skip is not None:
         return skip
     return c.done()
 

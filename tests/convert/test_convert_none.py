@@ -8,7 +8,6 @@ Usage: /usr/bin/python3 test_convert_none.py --shardmill BIN --node NODE --work 
 Families (one ctest each, label `convert`): int16, uint8, float32, narrowing.
 """
 
-import argparse
 import json
 import os
 import sys
@@ -128,21 +127,7 @@ FAMILIES = {
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--shardmill", required=True)
-    ap.add_argument("--node", default="")
-    ap.add_argument("--work", required=True)
-    ap.add_argument("--family", required=True, choices=sorted(FAMILIES))
-    args = ap.parse_args()
-    args.shardmill = os.path.abspath(args.shardmill)
-    work = cc.fresh_dir(os.path.abspath(os.path.join(args.work, args.family)))
-    c = cc.Checks(f"convert.none.{args.family}")
-    if args.family != "narrowing":
-        why = cc.node_ok(args.node)
-        if not c.check("zarrita.js available", why is None, why):
-            return c.done()
-    FAMILIES[args.family](c, args, work)
-    return c.done()
+    return cc.group_main("convert.none", FAMILIES, no_node=("narrowing",), flag="family")
 
 
 if __name__ == "__main__":
