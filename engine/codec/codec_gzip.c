@@ -171,6 +171,11 @@ static sm_status gzip_encode(const void *prep, struct sm_bytes in, struct sm_buf
     return SM_OK;
 }
 
+uint32_t sm_codec_crc32(uint32_t crc, const void *data, size_t n)
+{
+    return libdeflate_crc32(crc, data, n);
+}
+
 const struct sm_codec_ops sm_codec_gzip_ops = {
     .name = "gzip",
     .v2_id = "gzip",

@@ -9,7 +9,8 @@
  *   whose histogram and checksums are counted on the way (per thread, merged in thread order), so
  *   the input is read once. zarr.json begins without its `shardmill.histogram` provenance
  *   (write.h `pending`) and is restated with it after the statistics are reduced over ranks,
- *   before the marker; shards resume keeps are still scanned.
+ *   before the marker; shards resume keeps are still read and normalized (the driver keeps one
+ *   only when its values' digest equals its record's: an input changed since is rewritten).
  * - two passes (percentile): scan the rank's tiles, reduce, derive the window, then write. A rank
  *   keeps the decoded input of its tiles from the scan when they fill a box holding its shards'
  *   input and it fits in half of memory_bytes (less the chunk memos; keep_plan); otherwise each
@@ -65,8 +66,8 @@ struct convert {
 };
 
 /* The write driver's fill callback: the input values of the shard's box, normalized (none: cast
- * to the output type); in one pass also counted into the thread's statistics. data NULL: a shard
- * resume keeps (one pass only), whose input is scanned and not written. */
+ * to the output type); in one pass also counted into the thread's statistics. The driver fills a
+ * shard resume may keep too: the values' digest decides whether it is kept. */
 static sm_status fill_shard(void *user, int thread, uint64_t shard, const uint64_t *offset,
                             const uint64_t *shape, void *data, size_t len, struct sm_err *err)
 {
@@ -79,11 +80,11 @@ static sm_status fill_shard(void *user, int thread, uint64_t shard, const uint64
         n *= (size_t)shape[d];
         in_off[d] = cv->roi_off[d] + offset[d];
     }
-    if (data != NULL && len != n * cv->out_elem) {
+    if (len != n * cv->out_elem) {
         SM_FAIL(err, SM_E_INTERNAL, "shard buffer of %zu bytes for %zu values", len, n);
     }
     /* the same type kept: read straight into the shard's buffer */
-    const bool direct = data != NULL && cv->keep_values && cv->out_dt == cv->in_dt;
+    const bool direct = cv->keep_values && cv->out_dt == cv->in_dt;
     uint8_t *in = direct ? data : NULL;
     if (in == NULL) {
         SM_TRY(sm_buf_reserve(&ts->in, n * cv->in_elem, err));
@@ -110,9 +111,6 @@ static sm_status fill_shard(void *user, int thread, uint64_t shard, const uint64
         const uint64_t t1 = sm_clock_ns();
         ts->scan_ns += t1 - t0;
         t0 = t1;
-    }
-    if (data == NULL) {
-        return SM_OK;
     }
     if (cv->keep_values) {
         if (!direct) {
@@ -489,7 +487,7 @@ static sm_status convert_ranks(const struct sm_convert_run *p, struct sm_run_res
         const struct sm_write_job job = {shards.first,       shards.count,     order,
                                          nthreads,           fill_shard,       &cv,
                                          c->progress.update, c->progress.user, c->stop};
-        st = sm_write_shards_kept(w, out, &job, one_pass ? fill_shard : NULL, &wr, err);
+        st = sm_write_shards(w, out, &job, &wr, err);
     }
     sm_free(order);
     run_progress_end(&c->progress, st == SM_OK); /* every rank, success or not */

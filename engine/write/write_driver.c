@@ -24,7 +24,6 @@ struct drive {
     const struct sm_writer *w;
     struct sm_output *o;
     const struct sm_write_job *job;
-    sm_shard_fill_fn kept_fill;
     struct worker *wks;
 };
 
@@ -51,7 +50,8 @@ static sm_status worker_init(struct worker *wk, size_t values, struct sm_err *er
     return SM_OK;
 }
 
-/* One shard: resume check, fill, encode, put. */
+/* One shard: resume check, fill, then keep (resume: the file matches its record and the values
+ * their digest) or encode and put. */
 static sm_status one_shard(void *user, int thread, uint64_t item, uint64_t *bytes,
                            struct sm_err *err)
 {
@@ -61,25 +61,30 @@ static sm_status one_shard(void *user, int thread, uint64_t item, uint64_t *byte
     struct worker *wk = &dr->wks[thread];
     const uint64_t shard = job->list != NULL ? job->list[item] : job->first + item;
     bool need;
-    SM_TRY(sm_output_shard_needed(dr->o, shard, &need, err));
+    uint64_t was;
+    SM_TRY(sm_output_shard_needed(dr->o, shard, &need, &was, err));
     uint64_t off[SM_MAX_DIMS], shape[SM_MAX_DIMS];
     sm_writer_shard_box(w, shard, off, shape);
-    if (!need) {
-        if (dr->kept_fill != NULL) {
-            SM_TRY(dr->kept_fill(job->user, thread, shard, off, shape, NULL, 0, err));
-        }
-        wk->kept++;
-        return SM_OK;
-    }
     const size_t len = sm_writer_shard_bytes(w, shard);
     uint64_t t0 = sm_clock_ns();
+    /* a kept shard is filled too: its values are what binds the file to this run's input, and
+     * the caller's statistics and checksums cover the whole output */
     SM_TRY(job->fill(job->user, thread, shard, off, shape, wk->values, len, err));
+    const uint64_t digest = sm_write_values_digest(wk->values, len);
     uint64_t t1 = sm_clock_ns();
     wk->fill_ns += t1 - t0;
+    if (!need) {
+        const bool same = was != 0 && was == digest; /* 0: a record without a digest */
+        sm_output_shard_kept(dr->o, shard, same);
+        if (same) {
+            wk->kept++;
+            return SM_OK;
+        }
+    }
     SM_TRY(sm_writer_encode_shard(w, shard, sm_bytes_of(wk->values, len), &wk->enc, wk->ws, err));
     t0 = sm_clock_ns();
     wk->encode_ns += t0 - t1;
-    SM_TRY(sm_output_put_shard(dr->o, shard, sm_buf_bytes(&wk->enc), err));
+    SM_TRY(sm_output_put_shard(dr->o, shard, sm_buf_bytes(&wk->enc), digest, err));
     wk->write_ns += sm_clock_ns() - t0;
     wk->written++;
     wk->bytes += wk->enc.len;
@@ -90,13 +95,6 @@ static sm_status one_shard(void *user, int thread, uint64_t item, uint64_t *byte
 sm_status sm_write_shards(const struct sm_writer *w, struct sm_output *o,
                           const struct sm_write_job *job, struct sm_write_result *res,
                           struct sm_err *err)
-{
-    return sm_write_shards_kept(w, o, job, NULL, res, err);
-}
-
-sm_status sm_write_shards_kept(const struct sm_writer *w, struct sm_output *o,
-                               const struct sm_write_job *job, sm_shard_fill_fn kept_fill,
-                               struct sm_write_result *res, struct sm_err *err)
 {
     memset(res, 0, sizeof(*res));
     const uint64_t count = job->count;
@@ -111,7 +109,7 @@ sm_status sm_write_shards_kept(const struct sm_writer *w, struct sm_output *o,
         }
     }
     const int nthreads = job->threads > 0 ? job->threads : sm_write_default_threads();
-    struct drive dr = {w, o, job, kept_fill, sm_calloc((size_t)nthreads, sizeof(struct worker))};
+    struct drive dr = {w, o, job, sm_calloc((size_t)nthreads, sizeof(struct worker))};
     if (dr.wks == NULL) {
         SM_FAIL(err, SM_E_NOMEM, "cannot allocate %d workers", nthreads);
     }

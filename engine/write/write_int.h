@@ -53,9 +53,13 @@ void sm_writer_docs_sha256(const struct sm_writer *w, char out[65]);
 sm_status sm_writer_from_output(int dirfd, struct sm_bytes text, struct sm_writer **out,
                                 struct sm_err *err);
 
-/* What a shard record says about an encoded object. */
+/* What a shard record says about an object: its encoded size and CRC32C, and the digest of the
+ * values it was encoded from (sm_write_values_digest; 0: not recorded, as in a version 1 marker). A
+ * resumed run keeps a shard only when its file matches size and CRC32C and the values this run
+ * computes for its key have the recorded digest: key, bytes and values are bound together. */
 struct sm_shard_rec {
     uint64_t size;
+    uint64_t values;
     uint32_t crc32c;
     bool set;
 };
@@ -91,7 +95,7 @@ struct sm_output {
     uint64_t token;
     struct sm_shard_rec *prev; /* RESUME: the previous runs' records, loaded at the first check */
     bool prev_loaded;
-    atomic_uint_fast64_t journal_bytes, shards_indexed;
+    atomic_uint_fast64_t journal_bytes, shards_changed;
     atomic_uint_fast64_t shards_written, bytes_written, shards_kept, put_ns, sync_ns;
     uint64_t total_shards, total_bytes;
 };
@@ -125,10 +129,11 @@ sm_status sm_wfs_walk(int dirfd, const char *rel, bool chunks, enum sm_wfs_walk 
 
 /* ---- the run journal (write_journal.c) ---- */
 
-#define SM_JREC_BYTES 24
+#define SM_JREC_BYTES 32
 #define SM_JOURNAL_BATCH 256 /* records buffered before one write(2) */
 
-/* One record: u64 shard, u64 size, u32 crc32c, u32 crc32c of the first 20 bytes (little-endian). */
+/* One record: u64 shard, u64 size, u64 values digest, u32 crc32c, u32 crc32c of the first 28
+ * bytes (little-endian). */
 void sm_jrec_encode(uint8_t out[SM_JREC_BYTES], uint64_t shard, const struct sm_shard_rec *r);
 /* false if the check fails or the shard is not below nshards. */
 bool sm_jrec_decode(const uint8_t in[SM_JREC_BYTES], uint64_t nshards, uint64_t *shard,
@@ -151,14 +156,6 @@ sm_status sm_journal_append(struct sm_output *o, uint64_t shard, const struct sm
 sm_status sm_journal_flush(struct sm_output *o, struct sm_err *err);
 /* A fresh nonzero run token (time, pid, a counter). */
 uint64_t sm_journal_token(void);
-/* True if data is a whole shard of w whose index (at its end or start, as w's spec says) passes
- * its CRC32C and whose every non-empty inner chunk range lies inside the shard outside the index.
- * False for outputs without a CRC32C index or unsharded ones. */
-bool sm_shard_index_ok(const struct sm_writer *w, struct sm_bytes data);
-/* sm_shard_index_ok, and the shard decodes with w's chain and encodes back to the same bytes
- * (encoding is deterministic): what resume requires of a shard without a record. False on any
- * failure, allocation included (the shard is then rewritten). */
-bool sm_shard_bytes_ok(const struct sm_writer *w, struct sm_bytes data);
 
 /* One record line: {"key": "c/0/1/2", "size": 123, "crc32c": 456}. Appended to out. */
 sm_status sm_rec_append(struct sm_buf *out, const char *key, const struct sm_shard_rec *r,
@@ -166,11 +163,20 @@ sm_status sm_rec_append(struct sm_buf *out, const char *key, const struct sm_sha
 /* The marker document for writer w with every record set (grid order). */
 sm_status sm_marker_build(const struct sm_writer *w, const struct sm_shard_rec *recs,
                           struct sm_buf *out, struct sm_err *err);
+/* The marker's format: 2 binds each record to the digest of its shard's values; 1 (before) has
+ * none. Any other version is refused: its meaning is unknown. */
+#define SM_MARKER_VERSION 2
+/* The header of a parsed marker. */
+struct sm_marker_head {
+    char zarr_sha[65]; /* the documents' SHA-256 (sm_writer_docs_sha256) */
+    int version;       /* 1 or SM_MARKER_VERSION */
+    uint64_t bytes;    /* the "bytes" total it states */
+};
 /* Parses a marker: fills recs (nshards entries, indexed by the shard's linear index; entries not
- * listed stay unset) and the zarr.json hash. On a malformed marker returns false with a message
- * in why. */
+ * listed stay unset) and the header. On a malformed marker (an unknown version included) returns
+ * false with a message in why. */
 bool sm_marker_parse(const struct sm_writer *w, struct sm_bytes doc, struct sm_shard_rec *recs,
-                     char *zarr_sha, char *why, size_t why_cap);
+                     struct sm_marker_head *head, char *why, size_t why_cap);
 /* Linear shard index of a key of w's grid; false if it is not one. */
 bool sm_writer_key_index(const struct sm_writer *w, const char *key, uint64_t *shard);
 

@@ -1,10 +1,11 @@
-/* Shard records (SPEC §6): the per-shard journal .shardmill/journal/<key>.json that a killed run
- * leaves behind for `resume`, and the completion marker shardmill.complete.json that `verify`
- * checks: engine version and commit, SHA-256 of zarr.json, shard count, total bytes and one
- * {"key", "size", "crc32c"} record per shard in grid order.
- * Spec: https://zarr-specs.readthedocs.io/en/latest/v3/codecs/sharding-indexed/index.html
- * Invariant: both documents are deterministic (no time stamps, fixed member order), so a resumed
- * output is byte-identical to a clean one. */
+/* Shard records (SPEC §6) in the completion marker shardmill.complete.json that `verify` and
+ * `resume` read: format version (SM_MARKER_VERSION), engine version and commit, SHA-256 of
+ * zarr.json, shard count, total bytes and one {"key", "size", "crc32c", "values"} record per shard
+ * in grid order ("values": the 16-hex-digit sm_write_values_digest of the values the shard encodes;
+ * a version 1 marker has no "values"). Any other version is refused. Spec:
+ * https://zarr-specs.readthedocs.io/en/latest/v3/codecs/sharding-indexed/index.html Invariant: both
+ * documents are deterministic (no time stamps, fixed member order), so a resumed output is
+ * byte-identical to a clean one. */
 #include "write_int.h"
 
 #include <inttypes.h>
@@ -37,19 +38,46 @@ static sm_status put(struct sm_buf *out, struct sm_err *err, const char *fmt, ..
 sm_status sm_rec_append(struct sm_buf *out, const char *key, const struct sm_shard_rec *r,
                         struct sm_err *err)
 {
-    return put(out, err, "{\"key\": \"%s\", \"size\": %" PRIu64 ", \"crc32c\": %" PRIu32 "}", key,
-               r->size, r->crc32c);
+    return put(out, err,
+               "{\"key\": \"%s\", \"size\": %" PRIu64 ", \"crc32c\": %" PRIu32
+               ", \"values\": \"%016" PRIx64 "\"}",
+               key, r->size, r->crc32c, r->values);
 }
 
-/* Reads one record object; false if malformed. */
-static bool rec_of(const json_t *o, const char **key, struct sm_shard_rec *r)
+/* A 16-digit lowercase hex digest; false otherwise. */
+static bool hex16(const char *s, size_t n, uint64_t *v)
+{
+    uint64_t x = 0;
+    if (n != 16) {
+        return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const char c = s[i];
+        const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (d < 0) {
+            return false;
+        }
+        x = x << 4 | (uint64_t)d;
+    }
+    *v = x;
+    return true;
+}
+
+/* Reads one record object of a marker of `version`; false if malformed. */
+static bool rec_of(const json_t *o, int version, const char **key, struct sm_shard_rec *r)
 {
     const json_t *k = json_object_get(o, "key");
     const json_t *s = json_object_get(o, "size");
     const json_t *c = json_object_get(o, "crc32c");
+    const json_t *v = json_object_get(o, "values");
     if (!json_is_object(o) || !json_is_string(k) || !json_is_integer(s) || !json_is_integer(c) ||
         json_integer_value(s) < 0 || json_integer_value(c) < 0 ||
         json_integer_value(c) > (json_int_t)UINT32_MAX) {
+        return false;
+    }
+    r->values = 0;
+    if (version >= 2 &&
+        (!json_is_string(v) || !hex16(json_string_value(v), json_string_length(v), &r->values))) {
         return false;
     }
     *key = json_string_value(k);
@@ -91,10 +119,10 @@ sm_status sm_marker_build(const struct sm_writer *w, const struct sm_shard_rec *
     out->len = 0;
     SM_TRY(sm_buf_reserve(out, 1024 + (size_t)w->nshards * REC_MAX, err));
     SM_TRY(put(out, err,
-               "{\n  \"shardmill_complete\": 1,\n  \"engine\": {\"version\": \"%s\", \"commit\": "
-               "\"%s\"},\n  \"zarr_json_sha256\": \"%s\",\n  \"shard_count\": %" PRIu64
+               "{\n  \"shardmill_complete\": %d,\n  \"engine\": {\"version\": \"%s\", "
+               "\"commit\": \"%s\"},\n  \"zarr_json_sha256\": \"%s\",\n  \"shard_count\": %" PRIu64
                ",\n  \"bytes\": %" PRIu64 ",\n  \"shards\": [",
-               version, commit, sha, w->nshards, total));
+               SM_MARKER_VERSION, version, commit, sha, w->nshards, total));
     for (uint64_t i = 0; i < w->nshards; i++) {
         char key[SM_KEY_MAX];
         SM_TRY(sm_writer_shard_key(w, i, key, sizeof(key), err));
@@ -143,8 +171,10 @@ static const char *u64_at(const char *p, const char *end, uint64_t *v)
     return q;
 }
 
-/* One record '{"key": "K", "size": N, "crc32c": C}' with a plain ASCII key. */
-static const char *rec_at(const char *p, const char *end, char *key, struct sm_shard_rec *r)
+/* One record '{"key": "K", "size": N, "crc32c": C, "values": "H"}' (version 1: without
+ * "values") with a plain ASCII key. */
+static const char *rec_at(const char *p, const char *end, int version, char *key,
+                          struct sm_shard_rec *r)
 {
     p = lit(p, end, "{\"key\": \"");
     if (p == NULL) {
@@ -162,21 +192,42 @@ static const char *rec_at(const char *p, const char *end, char *key, struct sm_s
     uint64_t size, crc;
     if (p == end || (p = lit(p, end, "\", \"size\": ")) == NULL ||
         (p = u64_at(p, end, &size)) == NULL || (p = lit(p, end, ", \"crc32c\": ")) == NULL ||
-        (p = u64_at(p, end, &crc)) == NULL || crc > UINT32_MAX || size > INT64_MAX ||
-        (p = lit(p, end, "}")) == NULL) {
+        (p = u64_at(p, end, &crc)) == NULL || crc > UINT32_MAX || size > INT64_MAX) {
         return NULL;
     }
-    *r = (struct sm_shard_rec){size, (uint32_t)crc, true};
+    uint64_t values = 0;
+    if (version >= 2) {
+        if ((p = lit(p, end, ", \"values\": \"")) == NULL || end - p < 17 ||
+            !hex16(p, 16, &values) || p[16] != '"') {
+            return NULL;
+        }
+        p += 17;
+    }
+    if ((p = lit(p, end, "}")) == NULL) {
+        return NULL;
+    }
+    *r = (struct sm_shard_rec){size, values, (uint32_t)crc, true};
     return p;
 }
 
-/* Checks the header fields; the shard count in *count. */
-static bool header_ok(const json_t *j, uint64_t *count, char *zarr_sha, char *why, size_t why_cap)
+/* Checks the header fields: a known format version, the documents' hash, the shard count (in
+ * *count), the total bytes and the record array. */
+static bool header_ok(const json_t *j, uint64_t *count, struct sm_marker_head *head, char *why,
+                      size_t why_cap)
 {
+    const json_t *ver = json_object_get(j, "shardmill_complete");
     const json_t *sha = json_object_get(j, "zarr_json_sha256");
     const json_t *c = json_object_get(j, "shard_count");
-    if (!json_is_object(j) || !json_is_integer(json_object_get(j, "shardmill_complete"))) {
+    const json_t *b = json_object_get(j, "bytes");
+    if (!json_is_object(j) || !json_is_integer(ver)) {
         snprintf(why, why_cap, "not a shardmill completion marker");
+        return false;
+    }
+    if (json_integer_value(ver) < 1 || json_integer_value(ver) > SM_MARKER_VERSION) {
+        snprintf(why, why_cap,
+                 "unknown marker format version %" JSON_INTEGER_FORMAT
+                 " (this shardmill reads 1 to %d)",
+                 json_integer_value(ver), SM_MARKER_VERSION);
         return false;
     }
     if (!json_is_string(sha) || strlen(json_string_value(sha)) != 64) {
@@ -188,7 +239,13 @@ static bool header_ok(const json_t *j, uint64_t *count, char *zarr_sha, char *wh
         snprintf(why, why_cap, "'shard_count' and 'shards' are required");
         return false;
     }
-    memcpy(zarr_sha, json_string_value(sha), 65);
+    if (!json_is_integer(b) || json_integer_value(b) < 0) {
+        snprintf(why, why_cap, "'bytes' must be a non-negative integer");
+        return false;
+    }
+    memcpy(head->zarr_sha, json_string_value(sha), 65);
+    head->version = (int)json_integer_value(ver);
+    head->bytes = (uint64_t)json_integer_value(b);
     *count = (uint64_t)json_integer_value(c);
     return true;
 }
@@ -196,7 +253,7 @@ static bool header_ok(const json_t *j, uint64_t *count, char *zarr_sha, char *wh
 /* The in-place reader. false with *own false: not the layout (the DOM parser decides); false
  * with *own true: the marker is wrong (why says how). */
 static bool parse_own(const struct sm_writer *w, struct sm_bytes doc, struct sm_shard_rec *recs,
-                      char *zarr_sha, char *why, size_t why_cap, bool *own)
+                      struct sm_marker_head *head, char *why, size_t why_cap, bool *own)
 {
     *own = false;
     const char *b = (const char *)doc.ptr, *end = b + doc.len;
@@ -210,19 +267,19 @@ static bool parse_own(const struct sm_writer *w, struct sm_bytes doc, struct sm_
     if (open == NULL || open - b > 4096) {
         return false;
     }
-    char head[4096 + 64];
-    const int hn = snprintf(head, sizeof(head), "%.*s\"shards\": []}", (int)(open - b), b);
-    if (hn < 0 || (size_t)hn >= sizeof(head)) {
+    char hdoc[4096 + 64];
+    const int hn = snprintf(hdoc, sizeof(hdoc), "%.*s\"shards\": []}", (int)(open - b), b);
+    if (hn < 0 || (size_t)hn >= sizeof(hdoc)) {
         return false;
     }
     json_error_t je;
-    json_t *j = json_loadb(head, (size_t)hn, 0, &je);
+    json_t *j = json_loadb(hdoc, (size_t)hn, 0, &je);
     if (j == NULL) {
         return false;
     }
     uint64_t count = 0;
     char hwhy[160];
-    const bool hok = header_ok(j, &count, zarr_sha, hwhy, sizeof(hwhy));
+    const bool hok = header_ok(j, &count, head, hwhy, sizeof(hwhy));
     json_decref(j);
     if (!hok) {
         return false; /* the DOM parser words it */
@@ -241,7 +298,7 @@ static bool parse_own(const struct sm_writer *w, struct sm_bytes doc, struct sm_
         char key[SM_KEY_MAX];
         struct sm_shard_rec r;
         uint64_t idx;
-        p = rec_at(p, end, key, &r);
+        p = rec_at(p, end, head->version, key, &r);
         if (p == NULL) {
             return false;
         }
@@ -265,10 +322,11 @@ static bool parse_own(const struct sm_writer *w, struct sm_bytes doc, struct sm_
 }
 
 bool sm_marker_parse(const struct sm_writer *w, struct sm_bytes doc, struct sm_shard_rec *recs,
-                     char *zarr_sha, char *why, size_t why_cap)
+                     struct sm_marker_head *head, char *why, size_t why_cap)
 {
     bool own;
-    if (parse_own(w, doc, recs, zarr_sha, why, why_cap, &own)) {
+    memset(head, 0, sizeof(*head));
+    if (parse_own(w, doc, recs, head, why, why_cap, &own)) {
         return true;
     }
     if (own) {
@@ -283,27 +341,22 @@ bool sm_marker_parse(const struct sm_writer *w, struct sm_bytes doc, struct sm_s
         return false;
     }
     bool ok = false;
-    const json_t *sha = json_object_get(j, "zarr_json_sha256");
-    const json_t *count = json_object_get(j, "shard_count");
+    uint64_t count = 0;
     const json_t *shards = json_object_get(j, "shards");
-    if (!json_is_object(j) || !json_is_integer(json_object_get(j, "shardmill_complete"))) {
-        snprintf(why, why_cap, "not a shardmill completion marker");
-    } else if (!json_is_string(sha) || strlen(json_string_value(sha)) != 64) {
-        snprintf(why, why_cap, "'zarr_json_sha256' must be a 64-digit hex string");
-    } else if (!json_is_integer(count) || !json_is_array(shards)) {
-        snprintf(why, why_cap, "'shard_count' and 'shards' are required");
-    } else if ((uint64_t)json_integer_value(count) != json_array_size(shards)) {
-        snprintf(why, why_cap, "'shard_count' is %" JSON_INTEGER_FORMAT " but %zu shards listed",
-                 json_integer_value(count), json_array_size(shards));
+    if (!header_ok(j, &count, head, why, why_cap)) {
+        ok = false;
+    } else if (count != json_array_size(shards)) {
+        snprintf(why, why_cap, "'shard_count' is %" PRIu64 " but %zu shards listed", count,
+                 json_array_size(shards));
     } else {
-        memcpy(zarr_sha, json_string_value(sha), 65);
         ok = true;
         for (size_t i = 0; ok && i < json_array_size(shards); i++) {
             const char *key;
             struct sm_shard_rec r;
             uint64_t idx;
-            if (!rec_of(json_array_get(shards, i), &key, &r)) {
-                snprintf(why, why_cap, "'shards'[%zu] is not a {key, size, crc32c} record", i);
+            if (!rec_of(json_array_get(shards, i), head->version, &key, &r)) {
+                snprintf(why, why_cap, "'shards'[%zu] is not a {key, size, crc32c%s} record", i,
+                         head->version >= 2 ? ", values" : "");
                 ok = false;
             } else if (!sm_writer_key_index(w, key, &idx)) {
                 snprintf(why, why_cap, "'shards'[%zu] names '%.40s', not a shard of zarr.json", i,

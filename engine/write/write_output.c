@@ -380,7 +380,7 @@ static sm_status remove_journals_but(struct sm_output *o, const char *keep, stru
 /* RESUME: merges the records of a previous marker and of every journal left by previous runs into
  * one journal file, merged.jnl (which every rank of this run loads), durably,
  * removes the files it merged, then drops the marker. So journals never pile up over repeated
- * resumes; this reads 24 bytes per shard once. */
+ * resumes; this reads one record per shard once. */
 static sm_status compact_journals(struct sm_output *o, const struct sm_writer *w,
                                   struct sm_err *err)
 {
@@ -395,8 +395,9 @@ static sm_status compact_journals(struct sm_output *o, const struct sm_writer *w
         }
     }
     if (st == SM_OK && found) {
-        char sha[65], why[160];
-        if (!sm_marker_parse(w, sm_buf_bytes(&doc), recs, sha, why, sizeof(why))) {
+        char why[160];
+        struct sm_marker_head head;
+        if (!sm_marker_parse(w, sm_buf_bytes(&doc), recs, &head, why, sizeof(why))) {
             memset(recs, 0, (size_t)w->nshards * sizeof(*recs)); /* unusable: trust the journal */
         }
     }
@@ -682,7 +683,7 @@ void sm_output_stats(const struct sm_output *o, struct sm_output_stats *out)
     out->shards_written = atomic_load(&o->shards_written);
     out->bytes_written = atomic_load(&o->bytes_written);
     out->shards_kept = atomic_load(&o->shards_kept);
-    out->shards_indexed = atomic_load(&o->shards_indexed);
+    out->shards_changed = atomic_load(&o->shards_changed);
     out->fsyncs = o->store != NULL ? sm_store_fsyncs(o->store) : 0;
     out->put_ns = atomic_load(&o->put_ns);
     out->sync_ns = atomic_load(&o->sync_ns);
@@ -717,50 +718,48 @@ static sm_status load_prev(struct sm_output *o, struct sm_err *err)
     return st;
 }
 
-sm_status sm_output_shard_needed(struct sm_output *o, uint64_t shard, bool *need,
+sm_status sm_output_shard_needed(struct sm_output *o, uint64_t shard, bool *need, uint64_t *values,
                                  struct sm_err *err)
 {
     *need = true;
+    *values = 0;
     if (o->opts.exists != SM_OUTPUT_EXISTS_RESUME) {
         return SM_OK;
     }
     char key[SM_KEY_MAX];
     SM_TRY(key_of(o, shard, key, err));
     SM_TRY(load_prev(o, err));
-    /* A shard under its final name appeared by rename, whole. With a record its bytes must match
-     * it (size and CRC32C: damage is caught); without one (the record was lost with its batch) its
-     * own CRC32C index must be intact, every inner chunk inside the file, and the shard must
-     * decode and encode back to its own bytes. */
+    /* A shard under its final name appeared by rename, whole; its bytes must match its record
+     * (size and CRC32C: damage and a swap with another key are caught). Without a record (lost
+     * with its batch) nothing ties the bytes to this key: rewritten. */
     const struct sm_shard_rec rec = o->prev[shard];
     struct stat sb;
-    if (fstatat(o->rootfd, key, &sb, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(sb.st_mode) ||
-        (rec.set && (uint64_t)sb.st_size != rec.size)) {
+    if (!rec.set || fstatat(o->rootfd, key, &sb, AT_SYMLINK_NOFOLLOW) != 0 ||
+        !S_ISREG(sb.st_mode) || (uint64_t)sb.st_size != rec.size) {
         return SM_OK;
     }
     struct sm_buf b = SM_BUF_INIT;
     bool found;
     sm_status st = sm_wfs_read(o->rootfd, key, &b, &found, err);
-    if (st == SM_OK && found) {
-        const uint32_t crc = sm_crc32c(0, b.ptr, b.len);
-        const bool by_rec = rec.set && b.len == rec.size && crc == rec.crc32c;
-        const bool by_index =
-            !rec.set &&
-            sm_shard_bytes_ok(sm_writer_locate(o->w, shard, NULL, NULL), sm_buf_bytes(&b));
-        if (by_rec || by_index) {
-            *need = false;
-            o->recs[shard] = (struct sm_shard_rec){b.len, crc, true};
-            atomic_fetch_add(&o->shards_kept, 1);
-            if (by_index) {
-                atomic_fetch_add(&o->shards_indexed, 1);
-                st = sm_journal_append(o, shard, &o->recs[shard], err);
-            }
-        }
+    if (st == SM_OK && found && b.len == rec.size && sm_crc32c(0, b.ptr, b.len) == rec.crc32c) {
+        *need = false;
+        *values = rec.values;
     }
     sm_buf_free(&b);
     if (st != SM_OK) {
         sm_err_where(err, "%s/%s", o->root, key);
     }
     return st;
+}
+
+void sm_output_shard_kept(struct sm_output *o, uint64_t shard, bool kept)
+{
+    if (kept) {
+        o->recs[shard] = o->prev[shard];
+        atomic_fetch_add(&o->shards_kept, 1);
+    } else {
+        atomic_fetch_add(&o->shards_changed, 1);
+    }
 }
 
 /* Flags the directories that receive an entry when `shard` is created. */
@@ -807,12 +806,12 @@ static sm_status remember_staged(struct sm_output *o, uint64_t shard, uint64_t t
 }
 
 sm_status sm_output_put_shard(struct sm_output *o, uint64_t shard, struct sm_bytes data,
-                              struct sm_err *err)
+                              uint64_t values, struct sm_err *err)
 {
     char key[SM_KEY_MAX];
     SM_TRY(key_of(o, shard, key, err));
     const uint64_t t0 = sm_clock_ns();
-    const struct sm_shard_rec rec = {data.len, sm_crc32c(0, data.ptr, data.len), true};
+    const struct sm_shard_rec rec = {data.len, values, sm_crc32c(0, data.ptr, data.len), true};
     sm_status st;
     if (o->opts.sync == SM_OUTPUT_SYNC_SYNCFS) {
         /* staged under its temporary name; committed in sm_output_flush after one syncfs */
@@ -827,8 +826,8 @@ sm_status sm_output_put_shard(struct sm_output *o, uint64_t shard, struct sm_byt
     if (st == SM_OK) {
         mark_dirs(o, shard);
         o->recs[shard] = rec;
-        /* The journal needs no fsync: a lost or torn record only makes resume check the
-         * shard's own index (and rewrite it if that fails). */
+        /* The journal needs no fsync: a lost or torn record only makes resume rewrite the
+         * shard. */
         st = sm_journal_append(o, shard, &rec, err);
     }
     if (st != SM_OK) {

@@ -1,6 +1,8 @@
-/* `shardmill verify` (SPEC §4, §6): re-reads the completion marker and checks zarr.json's SHA-256,
- * that the marker lists exactly the shards of zarr.json's grid, and every shard's existence, size
- * and CRC32C. Problems are collected, not raised: a damaged output is a result, not an error.
+/* `shardmill verify` (SPEC §4, §6): re-reads the completion marker (a known format version) and
+ * checks zarr.json's SHA-256, that the marker lists exactly the shards of zarr.json's grid, every
+ * shard's existence, size and CRC32C, the marker's byte total against the files, and that the
+ * tree holds nothing else (no file outside the grid, no link, no leftover temporary file).
+ * Problems are collected, not raised: a damaged output is a result, not an error.
  * Spec: https://zarr-specs.readthedocs.io/en/latest/v3/codecs/sharding-indexed/index.html
  * Invariant: verify only reads; problems are listed in grid order, so the report is stable. */
 #include "shardmill/sm_config.h"
@@ -49,12 +51,13 @@ static sm_status problem(struct sm_verify_report *rep, const char *key, struct s
     return SM_OK;
 }
 
-/* Checks every shard of w against recs. */
+/* Checks every shard of w against recs; *files sums the sizes of the shard files read. */
 static sm_status check_shards(int fd, const struct sm_writer *w, const struct sm_shard_rec *recs,
-                              struct sm_verify_report *rep, struct sm_err *err)
+                              uint64_t *files, struct sm_verify_report *rep, struct sm_err *err)
 {
     struct sm_buf b = SM_BUF_INIT;
     sm_status st = SM_OK;
+    *files = 0;
     for (uint64_t i = 0; st == SM_OK && i < w->nshards; i++) {
         char key[SM_KEY_MAX];
         st = sm_writer_shard_key(w, i, key, sizeof(key), err);
@@ -71,6 +74,7 @@ static sm_status check_shards(int fd, const struct sm_writer *w, const struct sm
             break;
         }
         rep->checked++;
+        *files += found ? b.len : 0;
         if (!found) {
             st = problem(rep, key, err, "missing");
         } else if (b.len != recs[i].size) {
@@ -85,6 +89,117 @@ static sm_status check_shards(int fd, const struct sm_writer *w, const struct sm
         }
     }
     sm_buf_free(&b);
+    return st;
+}
+
+#define REL_MAX 512
+
+/* Lists `rel` (a directory of the output) for the tree check; a listing failure is a problem. */
+static sm_status list_dir(int fd, const char *rel, struct sm_strv *names,
+                          struct sm_verify_report *rep, struct sm_err *err)
+{
+    struct sm_err le;
+    sm_err_clear(&le);
+    if (sm_wfs_list(fd, rel, names, &le) != SM_OK) {
+        return le.status == SM_E_NOMEM
+                   ? sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__, "%s", le.what)
+                   : problem(rep, rel, err, "cannot list: %s", le.what);
+    }
+    return SM_OK;
+}
+
+/* Every entry under the chunk directory `rel` ("c" or "<level>/c") must be a directory or a
+ * regular file whose key is a shard of w: an extra or foreign file, a link or a temporary name
+ * left by an unfinished write is a problem. depth bounds the recursion (ndim levels). */
+static sm_status check_chunk_tree(int fd, const struct sm_writer *w, const char *rel,
+                                  unsigned depth, struct sm_verify_report *rep, struct sm_err *err)
+{
+    struct sm_strv names = {NULL, 0, 0};
+    SM_TRY(list_dir(fd, rel, &names, rep, err));
+    sm_status st = SM_OK;
+    for (size_t i = 0; i < names.n && st == SM_OK; i++) {
+        char path[REL_MAX];
+        struct stat sb;
+        uint64_t idx;
+        if ((size_t)snprintf(path, sizeof(path), "%s/%s", rel, names.v[i]) >= sizeof(path)) {
+            st = problem(rep, rel, err, "an entry name too long for a shard key");
+        } else if (fstatat(fd, path, &sb, AT_SYMLINK_NOFOLLOW) != 0) {
+            st = problem(rep, path, err, "cannot stat: %s", strerror(errno));
+        } else if (S_ISLNK(sb.st_mode)) {
+            st = problem(rep, path, err, "a symbolic link inside the output");
+        } else if (S_ISDIR(sb.st_mode) && depth > 0) {
+            st = check_chunk_tree(fd, w, path, depth - 1, rep, err);
+        } else if (!S_ISREG(sb.st_mode)) {
+            st = problem(rep, path, err, "not a shard (unexpected %s)",
+                         S_ISDIR(sb.st_mode) ? "directory" : "entry");
+        } else if (sm_wfs_is_tmp(names.v[i])) {
+            st = problem(rep, path, err, "a temporary file of an unfinished write");
+        } else if (!sm_writer_key_index(w, path, &idx)) {
+            st = problem(rep, path, err, "not a shard of zarr.json's grid");
+        }
+    }
+    sm_strv_free(&names);
+    return st;
+}
+
+/* The names a complete output holds at its root (and in an OME-Zarr level directory). */
+static bool level_name(const char *n, unsigned nlevels)
+{
+    unsigned k = 0;
+    if (*n == '\0' || (*n == '0' && n[1] != '\0')) {
+        return false;
+    }
+    for (; *n >= '0' && *n <= '9' && k < SM_MAX_LEVELS; n++) {
+        k = k * 10 + (unsigned)(*n - '0');
+    }
+    return *n == '\0' && k < nlevels;
+}
+
+/* The tree of a complete output: the root holds zarr.json, the marker and c/ (an OME-Zarr image:
+ * its level directories, each with zarr.json and c/), and every chunk tree only shards. */
+static sm_status check_tree(int fd, const struct sm_writer *w, struct sm_verify_report *rep,
+                            struct sm_err *err)
+{
+    struct sm_strv names = {NULL, 0, 0};
+    SM_TRY(list_dir(fd, "", &names, rep, err));
+    const unsigned nlev = w->nlevels;
+    sm_status st = SM_OK;
+    for (size_t i = 0; i < names.n && st == SM_OK; i++) {
+        const char *n = names.v[i];
+        struct stat sb;
+        if (fstatat(fd, n, &sb, AT_SYMLINK_NOFOLLOW) != 0) {
+            st = problem(rep, n, err, "cannot stat: %s", strerror(errno));
+            continue;
+        }
+        const bool file = S_ISREG(sb.st_mode), dir = S_ISDIR(sb.st_mode);
+        if (file && (strcmp(n, SM_ZARR_JSON) == 0 || strcmp(n, SM_MARKER_NAME) == 0)) {
+            continue;
+        }
+        if (dir && nlev == 0 && strcmp(n, "c") == 0) {
+            st = check_chunk_tree(fd, w, "c", w->ndim, rep, err);
+        } else if (dir && level_name(n, nlev)) {
+            struct sm_strv inner = {NULL, 0, 0};
+            st = list_dir(fd, n, &inner, rep, err);
+            for (size_t j = 0; j < inner.n && st == SM_OK; j++) {
+                char rel[REL_MAX];
+                snprintf(rel, sizeof(rel), "%s/%s", n, inner.v[j]);
+                const bool doc = strcmp(inner.v[j], SM_ZARR_JSON) == 0;
+                const bool c = strcmp(inner.v[j], "c") == 0;
+                if (fstatat(fd, rel, &sb, AT_SYMLINK_NOFOLLOW) != 0) {
+                    st = problem(rep, rel, err, "cannot stat: %s", strerror(errno));
+                } else if (c && S_ISDIR(sb.st_mode)) {
+                    st = check_chunk_tree(fd, w, rel, w->lv[0]->ndim, rep, err);
+                } else if (!doc || !S_ISREG(sb.st_mode)) {
+                    st = problem(rep, rel, err, "not part of a shardmill output");
+                }
+            }
+            sm_strv_free(&inner);
+        } else {
+            st = problem(rep, n, err, "not part of a shardmill output%s",
+                         S_ISLNK(sb.st_mode) ? " (a symbolic link)" : "");
+        }
+    }
+    sm_strv_free(&names);
     return st;
 }
 
@@ -112,20 +227,37 @@ static sm_status check_marker(int fd, struct sm_bytes marker, struct sm_verify_r
     }
     rep->shards = w->nshards;
     struct sm_shard_rec *recs = sm_calloc(w->nshards == 0 ? 1 : (size_t)w->nshards, sizeof(*recs));
-    char sha[65], want[65], why[160];
+    char sha[65], why[160];
+    struct sm_marker_head head;
     if (recs == NULL) {
         st = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__, "cannot verify %" PRIu64 " shards",
                         w->nshards);
-    } else if (!sm_marker_parse(w, marker, recs, want, why, sizeof(why))) {
+    } else if (!sm_marker_parse(w, marker, recs, &head, why, sizeof(why))) {
         st = problem(rep, SM_MARKER_NAME, err, "%s", why);
     } else {
         sm_writer_docs_sha256(w, sha); /* zarr.json (and a group's level documents) */
-        if (strcmp(sha, want) != 0) {
+        if (strcmp(sha, head.zarr_sha) != 0) {
             st = problem(rep, SM_ZARR_JSON, err, "SHA-256 %.16s..., the marker says %.16s...", sha,
-                         want);
+                         head.zarr_sha);
+        }
+        uint64_t listed = 0, files = 0;
+        for (uint64_t i = 0; i < w->nshards; i++) {
+            listed += recs[i].size;
+        }
+        const size_t before = rep->nproblems;
+        if (st == SM_OK) {
+            st = check_shards(fd, w, recs, &files, rep, err);
+        }
+        /* the last word when every shard passed: a total that disagrees is a doctored marker */
+        if (st == SM_OK && rep->nproblems == before &&
+            (head.bytes != listed || head.bytes != files)) {
+            st = problem(rep, SM_MARKER_NAME, err,
+                         "'bytes' is %" PRIu64 ", the records sum to %" PRIu64
+                         " and the shard files to %" PRIu64,
+                         head.bytes, listed, files);
         }
         if (st == SM_OK) {
-            st = check_shards(fd, w, recs, rep, err);
+            st = check_tree(fd, w, rep, err);
         }
     }
     sm_free(recs);

@@ -119,6 +119,10 @@ sm_status sm_codec_chain_encode(const struct sm_codec_chain *c, struct sm_bytes 
  * else 0. */
 size_t sm_codec_chain_encoded_len(const struct sm_codec_chain *c);
 
+/* CRC-32 (IEEE 802.3, gzip's) extending `crc` (0 to start) over n bytes, by libdeflate; with
+ * crc32c.h's Castagnoli CRC it makes the 64-bit digest of a shard's values (write/). */
+uint32_t sm_codec_crc32(uint32_t crc, const void *data, size_t n);
+
 /* The chunk representation the chain was prepared for. */
 const struct sm_repr *sm_codec_chain_repr(const struct sm_codec_chain *c);
 

@@ -211,18 +211,22 @@ sm_status sm_output_restate(struct sm_output *o, const struct sm_writer *w, bool
 
 /* Whether `shard` must be (re)written: always true unless the policy is RESUME. With RESUME (the
  * journals of previous runs, including the records of a previous marker, are loaded at the first
- * call) false only when the object exists under its final name and either its size and CRC32C
- * equal its record, or it has no record and its own CRC32C shard index is intact with every inner
- * chunk inside the file and it decodes and re-encodes to its own bytes (a record lost with its
- * batch). A kept shard's record is this process's.
+ * call) false only when the object exists under its final name with a record whose size and
+ * CRC32C it matches; *values is then the recorded digest of the values it encodes (0: none
+ * recorded). A shard without a record is rewritten. The caller computes the shard's values and
+ * keeps it only when their sm_write_values_digest equals *values (sm_output_shard_kept).
  * Thread-safe for distinct shards. SM_E_IO. */
-sm_status sm_output_shard_needed(struct sm_output *o, uint64_t shard, bool *need,
+sm_status sm_output_shard_needed(struct sm_output *o, uint64_t shard, bool *need, uint64_t *values,
                                  struct sm_err *err);
+/* After sm_output_shard_needed said not needed: kept true adopts the previous record (the shard
+ * counts as kept); false counts a shard whose values changed, which the caller then puts. */
+void sm_output_shard_kept(struct sm_output *o, uint64_t shard, bool kept);
 /* Writes the encoded shard atomically (temporary name in the target directory, [fsync], rename),
- * then buffers its journal record (appended to this rank's journal file every SM_JOURNAL_BATCH
- * records and at flush). Thread-safe for distinct shards. SM_E_IO naming the path. */
+ * then buffers its journal record -- size, CRC32C and `values`, the sm_write_values_digest of the
+ * values encoded -- (appended to this rank's journal file every SM_JOURNAL_BATCH records and at
+ * flush). Thread-safe for distinct shards. SM_E_IO naming the path. */
 sm_status sm_output_put_shard(struct sm_output *o, uint64_t shard, struct sm_bytes data,
-                              struct sm_err *err);
+                              uint64_t values, struct sm_err *err);
 /* Every rank, after its last put: appends the buffered journal records; FSYNC fsyncs every
  * directory that received entries from this process (the shard directories, their parents, the
  * root); SYNCFS calls syncfs once. SM_E_IO. */
@@ -263,10 +267,10 @@ const char *sm_output_path(const struct sm_output *o);
 struct sm_output_stats {
     uint64_t shards_written, bytes_written; /* puts by this process */
     uint64_t shards_kept;                   /* resume: intact shards not rewritten */
-    uint64_t shards_indexed;                /* resume: of those, kept by their own index */
-    uint64_t fsyncs;                        /* fsync/syncfs calls on files and directories */
-    uint64_t put_ns, sync_ns;               /* in puts; in flush and finish */
-    uint64_t total_shards, total_bytes;     /* of the whole output, set by sm_output_finish */
+    uint64_t shards_changed;  /* resume: intact shards rewritten because their values changed */
+    uint64_t fsyncs;          /* fsync/syncfs calls on files and directories */
+    uint64_t put_ns, sync_ns; /* in puts; in flush and finish */
+    uint64_t total_shards, total_bytes; /* of the whole output, set by sm_output_finish */
 };
 void sm_output_stats(const struct sm_output *o, struct sm_output_stats *out);
 
@@ -323,23 +327,22 @@ struct sm_write_result {
     uint64_t fill_ns, encode_ns, write_ns; /* summed over threads */
 };
 
-/* For each shard of the job, with OpenMP threads (dynamic schedule): skip it if resume finds it
- * intact, else fill -> encode -> put. Each thread owns a scratch and buffers. On failure the
- * error of the lowest failing shard index is reported, so the message does not depend on the
- * thread count; shards past it may be skipped. A stop (job->stop) is SM_E_STOPPED unless a shard
- * failed. Does not flush. */
+/* For each shard of the job, with OpenMP threads (dynamic schedule): fill, then (resume) keep it
+ * if its file matches its record and the values filled have the recorded digest, else encode ->
+ * put (the record carries the values' digest). Every shard is filled, a kept one too. Each thread
+ * owns a scratch and buffers. On failure the error of the lowest failing shard index is reported,
+ * so the message does not depend on the thread count; shards past it may be skipped. A stop
+ * (job->stop) is SM_E_STOPPED unless a shard failed. Does not flush. */
 sm_status sm_write_shards(const struct sm_writer *w, struct sm_output *o,
                           const struct sm_write_job *job, struct sm_write_result *res,
                           struct sm_err *err);
 
-/* sm_write_shards, and for every shard that resume keeps, kept_fill (data NULL, len 0) instead
- * of nothing: a one-pass convert still scans the input of a kept shard for its statistics. */
-sm_status sm_write_shards_kept(const struct sm_writer *w, struct sm_output *o,
-                               const struct sm_write_job *job, sm_shard_fill_fn kept_fill,
-                               struct sm_write_result *res, struct sm_err *err);
-
 /* Threads the driver uses when none are configured (OpenMP's default, 1 without OpenMP). */
 int sm_write_default_threads(void);
+
+/* The 64-bit digest of a shard's decoded values that its record keeps (CRC-32C and CRC-32 of the
+ * bytes): resume keeps a shard only when the values it computes for it have that digest. */
+uint64_t sm_write_values_digest(const void *values, size_t len);
 
 /* ==== SHA-256 (provenance: zarr.json in the marker, the effective configuration) ==== */
 

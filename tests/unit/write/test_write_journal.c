@@ -1,6 +1,7 @@
-/* Unit tests of engine/write/write_journal.c: the 24-byte self-checking record, a torn last record,
- * batched appends (one file per rank, written every SM_JOURNAL_BATCH records and at flush), the
- * load that skips this run's own rank journals, and the shard-index check of resume. */
+/* Unit tests of engine/write/write_journal.c: the 32-byte self-checking record (with the values'
+ * digest), a torn last record, an old 24-byte journal ignored, batched appends (one file per
+ * rank, written every SM_JOURNAL_BATCH records and at flush), the load that skips this run's own
+ * rank journals, and the values digest. */
 #include "shardmill/sm_config.h"
 
 #include <setjmp.h>
@@ -14,6 +15,8 @@
 
 #include <cmocka.h>
 
+#include "shardmill/crc32c.h"
+#include "shardmill/write.h"
 #include "sm_test.h"
 #include "write_int.h"
 #include "write_test.h"
@@ -22,19 +25,21 @@ static void test_journal_record_round_trip_and_torn_tail(void **state)
 {
     (void)state;
     uint8_t buf[3 * SM_JREC_BYTES];
-    const struct sm_shard_rec a = {123, 0xdeadbeefu, true}, b = {7, 1, true};
+    const struct sm_shard_rec a = {123, 0x0123456789abcdefu, 0xdeadbeefu, true};
+    const struct sm_shard_rec b = {7, 5, 1, true};
     sm_jrec_encode(buf, 4, &a);
     sm_jrec_encode(buf + SM_JREC_BYTES, 9, &b);
     sm_jrec_encode(buf + 2 * SM_JREC_BYTES, 4, &b); /* a later record of shard 4 supersedes */
     struct sm_shard_rec recs[10];
     memset(recs, 0, sizeof(recs));
     assert_int_equal(sm_jrec_scan(sm_bytes_of(buf, sizeof(buf)), 10, recs), 3);
-    assert_true(recs[4].set && recs[4].size == 7 && recs[4].crc32c == 1);
+    assert_true(recs[4].set && recs[4].size == 7 && recs[4].crc32c == 1 && recs[4].values == 5);
     assert_true(recs[9].set && recs[9].size == 7);
     /* torn: the last record cut short is ignored, the ones before it kept */
     memset(recs, 0, sizeof(recs));
     assert_int_equal(sm_jrec_scan(sm_bytes_of(buf, 2 * SM_JREC_BYTES + 10), 10, recs), 2);
-    assert_true(recs[4].set && recs[4].size == 123 && recs[4].crc32c == 0xdeadbeefu);
+    assert_true(recs[4].set && recs[4].size == 123 && recs[4].crc32c == 0xdeadbeefu &&
+                recs[4].values == 0x0123456789abcdefu);
     /* a flipped bit fails the record's check: nothing from it on is applied */
     buf[SM_JREC_BYTES + 3] ^= 0x10;
     memset(recs, 0, sizeof(recs));
@@ -72,16 +77,16 @@ static void test_journal_batches_into_one_file_per_rank(void **state)
     sm_output_set_run(o, 0x1234, 3);
     const uint8_t bytes[3] = {1, 2, 3};
     for (uint64_t i = 0; i < SM_JOURNAL_BATCH - 1; i++) {
-        assert_ok(sm_output_put_shard(o, i, sm_bytes_of(bytes, 3), &err), &err);
+        assert_ok(sm_output_put_shard(o, i, sm_bytes_of(bytes, 3), 7, &err), &err);
     }
     char jfile[4300];
     snprintf(jfile, sizeof(jfile), "%s/0000000000001234.3.jnl", jdir);
     assert_int_not_equal(access(jfile, F_OK), 0); /* still buffered */
-    assert_ok(sm_output_put_shard(o, SM_JOURNAL_BATCH - 1, sm_bytes_of(bytes, 3), &err), &err);
+    assert_ok(sm_output_put_shard(o, SM_JOURNAL_BATCH - 1, sm_bytes_of(bytes, 3), 7, &err), &err);
     struct stat sb;
     assert_int_equal(stat(jfile, &sb), 0); /* one full batch written */
     assert_int_equal(sb.st_size, SM_JOURNAL_BATCH * SM_JREC_BYTES);
-    assert_ok(sm_output_put_shard(o, SM_JOURNAL_BATCH, sm_bytes_of(bytes, 3), &err), &err);
+    assert_ok(sm_output_put_shard(o, SM_JOURNAL_BATCH, sm_bytes_of(bytes, 3), 7, &err), &err);
     assert_ok(sm_output_flush(o, &err), &err);
     assert_int_equal(stat(jfile, &sb), 0);
     assert_int_equal(sb.st_size, (SM_JOURNAL_BATCH + 1) * SM_JREC_BYTES);
@@ -93,52 +98,48 @@ static void test_journal_batches_into_one_file_per_rank(void **state)
     assert_ok(sm_journal_load(o->rootfd, 0x9999, sm_writer_nshards(w), recs, &err), &err);
     assert_true(recs[0].set && recs[SM_JOURNAL_BATCH].set && !recs[SM_JOURNAL_BATCH + 1].set);
     assert_int_equal(recs[5].size, 3);
+    assert_int_equal(recs[5].values, 7);
     free(recs);
     sm_output_close(o);
     sm_writer_free(w);
     assert_int_equal(sm_test_rm_rf(tmpl), 0);
 }
 
-static void test_journal_shard_index_check(void **state)
+static void test_journal_old_24_byte_records_are_ignored(void **state)
 {
     (void)state;
-    struct sm_err err;
-    sm_err_clear(&err);
-    const struct sm_output_spec s = wt_spec(20, 70, 45);
-    struct sm_writer *w;
-    assert_ok(sm_writer_new(&s, &w, &err), &err);
-    struct wt_pattern p = wt_pattern_of(&s, 1000);
-    const size_t n = sm_writer_shard_bytes(w, 0);
-    uint8_t *vals = malloc(n);
-    uint64_t off[SM_MAX_DIMS], shape[SM_MAX_DIMS];
-    sm_writer_shard_box(w, 0, off, shape);
-    assert_ok(wt_fill(&p, 0, 0, off, shape, vals, n, &err), &err);
-    struct sm_write_scratch *ws;
-    assert_ok(sm_write_scratch_new(&ws, &err), &err);
-    struct sm_buf enc = SM_BUF_INIT;
-    assert_ok(sm_writer_encode_shard(w, 0, sm_bytes_of(vals, n), &enc, ws, &err), &err);
-    assert_true(sm_shard_index_ok(w, sm_buf_bytes(&enc)));
-    assert_true(sm_shard_bytes_ok(w, sm_buf_bytes(&enc)));
-    enc.ptr[2] ^= 0xff; /* inside the first chunk: the index still passes, the bytes do not */
-    assert_true(sm_shard_index_ok(w, sm_buf_bytes(&enc)));
-    assert_false(sm_shard_bytes_ok(w, sm_buf_bytes(&enc)));
-    enc.ptr[2] ^= 0xff;
-    assert_false(sm_shard_index_ok(w, sm_bytes_of(enc.ptr, enc.len - 1))); /* cut short */
-    enc.ptr[enc.len - 10] ^= 1; /* the index altered: its CRC32C fails */
-    assert_false(sm_shard_index_ok(w, sm_buf_bytes(&enc)));
-    enc.ptr[enc.len - 10] ^= 1;
-    assert_false(sm_shard_index_ok(w, sm_bytes_of(enc.ptr + 1, enc.len - 1))); /* ranges outside */
-    sm_buf_free(&enc);
-    sm_write_scratch_free(ws);
-    free(vals);
-    sm_writer_free(w);
-    /* without a CRC32C index nothing can be checked: never kept by index */
-    struct sm_output_spec nocrc = s;
-    nocrc.index_crc32c = false;
-    assert_ok(sm_writer_new(&nocrc, &w, &err), &err);
-    const uint8_t junk[64] = {0};
-    assert_false(sm_shard_index_ok(w, sm_bytes_of(junk, sizeof(junk))));
-    sm_writer_free(w);
+    /* the format before the values digest: u64 shard, u64 size, u32 crc32c, u32 check of 20 */
+    uint8_t old[2 * 24];
+    memset(old, 0, sizeof(old));
+    for (int k = 0; k < 2; k++) {
+        uint8_t *r = old + 24 * k;
+        r[0] = (uint8_t)k;
+        r[8] = 3;
+        const uint32_t c = sm_crc32c(0, r, 20);
+        memcpy(r + 20, &c, 4);
+    }
+    struct sm_shard_rec recs[4];
+    memset(recs, 0, sizeof(recs));
+    assert_int_equal(sm_jrec_scan(sm_bytes_of(old, sizeof(old)), 4, recs), 0);
+    assert_false(recs[0].set || recs[1].set);
+}
+
+static void test_values_digest_is_both_crcs(void **state)
+{
+    (void)state;
+    /* the check values of CRC-32C and CRC-32 (IEEE) of "123456789" */
+    assert_true(sm_write_values_digest("123456789", 9) == 0xE3069283CBF43926u);
+    uint8_t v[4096];
+    for (size_t i = 0; i < sizeof(v); i++) {
+        v[i] = (uint8_t)(i * 7);
+    }
+    const uint64_t d = sm_write_values_digest(v, sizeof(v));
+    v[1000] ^= 1;
+    assert_true(sm_write_values_digest(v, sizeof(v)) != d);
+    v[1000] ^= 1;
+    assert_true(sm_write_values_digest(v, sizeof(v)) == d);
+    /* the length is part of it: trailing zeros change the digest */
+    assert_true(sm_write_values_digest(v, 10) != sm_write_values_digest(v, 11) || v[10] != 0);
 }
 
 int main(void)
@@ -146,7 +147,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_journal_record_round_trip_and_torn_tail),
         cmocka_unit_test(test_journal_batches_into_one_file_per_rank),
-        cmocka_unit_test(test_journal_shard_index_check),
+        cmocka_unit_test(test_journal_old_24_byte_records_are_ignored),
+        cmocka_unit_test(test_values_digest_is_both_crcs),
     };
     return cmocka_run_group_tests_name("write_journal", tests, NULL, NULL);
 }

@@ -34,14 +34,15 @@ static void test_marker_record_line(void **state)
     (void)state;
     struct sm_err err;
     sm_err_clear(&err);
-    char line[160];
+    char line[200];
     struct sm_buf b = {(uint8_t *)line, 0, sizeof(line)};
-    const struct sm_shard_rec r = {123456789012ull, 0xfedcba98u, true};
+    const struct sm_shard_rec r = {123456789012ull, 0x00ff00ff00ff00ffu, 0xfedcba98u, true};
     sm_err_clear(&err);
     assert_ok(sm_rec_append(&b, "c/1/2/3", &r, &err), &err);
     line[b.len] = '\0';
     assert_string_equal(line,
-                        "{\"key\": \"c/1/2/3\", \"size\": 123456789012, \"crc32c\": 4275878552}");
+                        "{\"key\": \"c/1/2/3\", \"size\": 123456789012, \"crc32c\": 4275878552, "
+                        "\"values\": \"00ff00ff00ff00ff\"}");
 }
 
 static void test_marker_round_trip(void **state)
@@ -50,7 +51,8 @@ static void test_marker_round_trip(void **state)
     struct sm_err err;
     sm_err_clear(&err);
     struct sm_writer *w = small_writer();
-    struct sm_shard_rec recs[4] = {{10, 1, true}, {20, 2, true}, {30, 3, true}, {40, 0, true}};
+    struct sm_shard_rec recs[4] = {
+        {10, 11, 1, true}, {20, 22, 2, true}, {30, 33, 3, true}, {40, 0, 0, true}};
     struct sm_buf m = SM_BUF_INIT;
     assert_ok(sm_marker_build(w, recs, &m, &err), &err);
     json_t *j = json_loadb((const char *)m.ptr, m.len, 0, NULL);
@@ -67,12 +69,16 @@ static void test_marker_round_trip(void **state)
 
     struct sm_shard_rec back[4];
     memset(back, 0, sizeof(back));
-    char got_sha[65], why[160];
-    assert_true(sm_marker_parse(w, sm_buf_bytes(&m), back, got_sha, why, sizeof(why)));
-    assert_string_equal(got_sha, sha);
+    char why[160];
+    struct sm_marker_head head;
+    assert_true(sm_marker_parse(w, sm_buf_bytes(&m), back, &head, why, sizeof(why)));
+    assert_string_equal(head.zarr_sha, sha);
+    assert_int_equal(head.version, SM_MARKER_VERSION);
+    assert_int_equal(head.bytes, 100);
     for (int i = 0; i < 4; i++) {
         assert_int_equal(back[i].size, recs[i].size);
         assert_int_equal(back[i].crc32c, recs[i].crc32c);
+        assert_true(back[i].values == recs[i].values);
         assert_true(back[i].set);
     }
 
@@ -90,8 +96,9 @@ static void expect_bad(const struct sm_writer *w, const char *doc, const char *w
 {
     struct sm_shard_rec back[4];
     memset(back, 0, sizeof(back));
-    char sha[65], why[160];
-    assert_false(sm_marker_parse(w, sm_bytes_of(doc, strlen(doc)), back, sha, why, sizeof(why)));
+    char why[160];
+    struct sm_marker_head head;
+    assert_false(sm_marker_parse(w, sm_bytes_of(doc, strlen(doc)), back, &head, why, sizeof(why)));
     assert_contains(why, why_part);
 }
 
@@ -107,25 +114,58 @@ static void test_marker_parse_rejects_malformed(void **state)
     expect_bad(w, doc, "64-digit");
     snprintf(doc, sizeof(doc),
              "{\"shardmill_complete\": 1, \"zarr_json_sha256\": \"%s\", \"shard_count\": 2, "
+             "\"bytes\": 0, "
              "\"shards\": []}",
              sha);
     expect_bad(w, doc, "'shard_count' is 2 but 0 shards listed");
     snprintf(doc, sizeof(doc),
              "{\"shardmill_complete\": 1, \"zarr_json_sha256\": \"%s\", \"shard_count\": 1, "
+             "\"bytes\": 0, "
              "\"shards\": [{\"key\": \"c/5/0/0\", \"size\": 1, \"crc32c\": 1}]}",
              sha);
     expect_bad(w, doc, "not a shard of zarr.json");
     snprintf(doc, sizeof(doc),
              "{\"shardmill_complete\": 1, \"zarr_json_sha256\": \"%s\", \"shard_count\": 2, "
+             "\"bytes\": 0, "
              "\"shards\": [{\"key\": \"c/0/0/0\", \"size\": 1, \"crc32c\": 1}, "
              "{\"key\": \"c/0/0/0\", \"size\": 1, \"crc32c\": 1}]}",
              sha);
     expect_bad(w, doc, "twice");
     snprintf(doc, sizeof(doc),
              "{\"shardmill_complete\": 1, \"zarr_json_sha256\": \"%s\", \"shard_count\": 1, "
+             "\"bytes\": 0, "
              "\"shards\": [{\"key\": \"c/0/0/0\"}]}",
              sha);
     expect_bad(w, doc, "not a {key, size, crc32c} record");
+    /* an unknown format version: its records' meaning is unknown */
+    snprintf(doc, sizeof(doc),
+             "{\"shardmill_complete\": 3, \"zarr_json_sha256\": \"%s\", \"shard_count\": 0, "
+             "\"bytes\": 0, \"shards\": []}",
+             sha);
+    expect_bad(w, doc, "unknown marker format version 3");
+    snprintf(doc, sizeof(doc),
+             "{\"shardmill_complete\": 0, \"zarr_json_sha256\": \"%s\", \"shard_count\": 0, "
+             "\"bytes\": 0, \"shards\": []}",
+             sha);
+    expect_bad(w, doc, "unknown marker format version 0");
+    /* no byte total */
+    snprintf(doc, sizeof(doc),
+             "{\"shardmill_complete\": 2, \"zarr_json_sha256\": \"%s\", \"shard_count\": 0, "
+             "\"shards\": []}",
+             sha);
+    expect_bad(w, doc, "'bytes'");
+    /* version 2 records carry the values digest */
+    snprintf(doc, sizeof(doc),
+             "{\"shardmill_complete\": 2, \"zarr_json_sha256\": \"%s\", \"shard_count\": 1, "
+             "\"bytes\": 1, \"shards\": [{\"key\": \"c/0/0/0\", \"size\": 1, \"crc32c\": 1}]}",
+             sha);
+    expect_bad(w, doc, "not a {key, size, crc32c, values} record");
+    snprintf(doc, sizeof(doc),
+             "{\"shardmill_complete\": 2, \"zarr_json_sha256\": \"%s\", \"shard_count\": 1, "
+             "\"bytes\": 1, \"shards\": [{\"key\": \"c/0/0/0\", \"size\": 1, \"crc32c\": 1, "
+             "\"values\": \"12345678abcdefXX\"}]}",
+             sha);
+    expect_bad(w, doc, "not a {key, size, crc32c, values} record");
     sm_writer_free(w);
 }
 
@@ -133,8 +173,9 @@ static void expect_recs(const struct sm_writer *w, const char *doc, const uint64
 {
     struct sm_shard_rec back[4];
     memset(back, 0, sizeof(back));
-    char sha[65], why[160] = "";
-    assert_true(sm_marker_parse(w, sm_bytes_of(doc, strlen(doc)), back, sha, why, sizeof(why)));
+    char why[160] = "";
+    struct sm_marker_head head;
+    assert_true(sm_marker_parse(w, sm_bytes_of(doc, strlen(doc)), back, &head, why, sizeof(why)));
     for (int i = 0; i < 4; i++) {
         assert_true(back[i].set);
         assert_int_equal(back[i].size, sizes[i]);
@@ -152,7 +193,7 @@ static void test_marker_parse_layouts(void **state)
     sm_err_clear(&err);
     struct sm_writer *w = small_writer();
     const struct sm_shard_rec recs[4] = {
-        {10, 1, true}, {20, 2, true}, {30, 3, true}, {40, 4, true}};
+        {10, 1, 1, true}, {20, 2, 2, true}, {30, 3, 3, true}, {40, 4, 4, true}};
     const uint64_t sizes[4] = {10, 20, 30, 40};
     struct sm_buf m = SM_BUF_INIT;
     assert_ok(sm_marker_build(w, recs, &m, &err), &err);
@@ -167,12 +208,14 @@ static void test_marker_parse_layouts(void **state)
              "{\"key\": \"c/0/0/0\", \"size\": 10, \"crc32c\": 1},"
              "{\"key\": \"c/1/0/0\", \"crc32c\": 3, \"size\": 30},"
              "{\"key\": \"c/1/1/0\", \"size\": 40, \"crc32c\": 4}],"
-             "\"shard_count\": 4, \"zarr_json_sha256\": \"%s\", \"shardmill_complete\": 1}",
+             "\"shard_count\": 4, \"bytes\": 0, \"zarr_json_sha256\": \"%s\", "
+             "\"shardmill_complete\": 1}",
              sha);
     expect_recs(w, doc, sizes);
     /* the own layout with extra whitespace between records still reads */
     snprintf(doc, sizeof(doc),
              "{\"shardmill_complete\": 1, \"zarr_json_sha256\": \"%s\", \"shard_count\": 4, "
+             "\"bytes\": 0, "
              "\"shards\": [ {\"key\": \"c/0/0/0\", \"size\": 10, \"crc32c\": 1} ,\n\t"
              "{\"key\": \"c/0/1/0\", \"size\": 20, \"crc32c\": 2},"
              "{\"key\": \"c/1/0/0\", \"size\": 30, \"crc32c\": 3},"
@@ -191,17 +234,18 @@ static void test_marker_parse_layouts(void **state)
     expect_bad(w, doc, "malformed JSON");
     /* a crc32c past 32 bits and a negative count: not a marker */
     snprintf(doc, sizeof(doc), "%.*s", (int)m.len, (const char *)m.ptr);
-    char *crc = strstr(doc, "\"crc32c\": 1}");
+    char *crc = strstr(doc, "\"crc32c\": 1,");
     assert_non_null(crc);
     char big[4096];
-    snprintf(big, sizeof(big), "%.*s\"crc32c\": 4294967296}%s", (int)(crc - doc), doc,
-             crc + strlen("\"crc32c\": 1}"));
-    expect_bad(w, big, "not a {key, size, crc32c} record");
+    snprintf(big, sizeof(big), "%.*s\"crc32c\": 4294967296,%s", (int)(crc - doc), doc,
+             crc + strlen("\"crc32c\": 1,"));
+    expect_bad(w, big, "not a {key, size, crc32c, values} record");
     snprintf(doc, sizeof(doc),
              "{\"shardmill_complete\": 1, \"zarr_json_sha256\": \"%s\", \"shard_count\": -1, "
+             "\"bytes\": 0, "
              "\"shards\": []}",
              sha);
-    expect_bad(w, doc, "'shard_count' is -1 but 0 shards listed");
+    expect_bad(w, doc, "'shard_count' and 'shards' are required");
     sm_buf_free(&m);
     sm_writer_free(w);
 }
@@ -214,6 +258,7 @@ static void assert_recs_equal(const struct sm_shard_rec *a, const struct sm_shar
     for (uint64_t i = 0; i < n; i++) {
         assert_int_equal(a[i].size, b[i].size);
         assert_int_equal(a[i].crc32c, b[i].crc32c);
+        assert_true(a[i].values == b[i].values);
         assert_int_equal(a[i].set, b[i].set);
     }
 }
@@ -241,14 +286,16 @@ static void test_marker_parse_does_not_grow_per_record(void **state)
     assert_non_null(recs);
     assert_non_null(back);
     for (uint64_t i = 0; i < n; i++) {
-        recs[i] = (struct sm_shard_rec){1000 + i, (uint32_t)(i * 2654435761u), true};
+        recs[i] = (struct sm_shard_rec){1000 + i, i * 0x9e3779b97f4a7c15u,
+                                        (uint32_t)(i * 2654435761u), true};
     }
     struct sm_buf m = SM_BUF_INIT;
     assert_ok(sm_marker_build(w, recs, &m, &err), &err);
-    char sha[65], why[160];
+    char why[160];
+    struct sm_marker_head head;
     json_allocs = 0;
     json_set_alloc_funcs(counting_malloc, free);
-    const bool ok = sm_marker_parse(w, sm_buf_bytes(&m), back, sha, why, sizeof(why));
+    const bool ok = sm_marker_parse(w, sm_buf_bytes(&m), back, &head, why, sizeof(why));
     json_set_alloc_funcs(malloc, free);
     assert_true(ok);
     assert_true(json_allocs < 100);
@@ -264,7 +311,7 @@ static void test_marker_parse_does_not_grow_per_record(void **state)
     memset(back, 0, n * sizeof(*back));
     json_allocs = 0;
     json_set_alloc_funcs(counting_malloc, free);
-    const bool ok2 = sm_marker_parse(w, sm_buf_bytes(&d), back, sha, why, sizeof(why));
+    const bool ok2 = sm_marker_parse(w, sm_buf_bytes(&d), back, &head, why, sizeof(why));
     json_set_alloc_funcs(malloc, free);
     assert_true(ok2);
     assert_true(json_allocs > n); /* the DOM: at least one object per record */

@@ -391,8 +391,8 @@ static void test_output_failed_put_leaves_no_temp_file(void **state)
     assert_int_equal(sm_test_mkdir_parents(blocker), 0);
     assert_int_equal(mkdir(blocker, 0777), 0);
     const uint8_t bytes[3] = {1, 2, 3};
-    assert_ok(sm_output_put_shard(o, 0, sm_bytes_of(bytes, 3), &err), &err);
-    assert_status(sm_output_put_shard(o, 1, sm_bytes_of(bytes, 3), &err), SM_E_IO, &err);
+    assert_ok(sm_output_put_shard(o, 0, sm_bytes_of(bytes, 3), 1, &err), &err);
+    assert_status(sm_output_put_shard(o, 1, sm_bytes_of(bytes, 3), 1, &err), SM_E_IO, &err);
     assert_contains(err.where, "c/0/0/1");
     assert_int_equal(wt_count_files(dir, ".tmp."), 0);
     /* Not every shard was written: no marker. */
@@ -415,6 +415,18 @@ static uint64_t nshards_of(const struct sm_output_spec *s)
     const uint64_t n = sm_writer_nshards(w);
     sm_writer_free(w);
     return n;
+}
+
+/* Swaps two files of the output dir. */
+static void swap_files(const char *dir, const char *a, const char *b)
+{
+    char pa[4200], pb[4200], pt[4200];
+    snprintf(pa, sizeof(pa), "%s/%s", dir, a);
+    snprintf(pb, sizeof(pb), "%s/%s", dir, b);
+    snprintf(pt, sizeof(pt), "%s/%s.swap", dir, a);
+    assert_int_equal(rename(pa, pt), 0);
+    assert_int_equal(rename(pb, pa), 0);
+    assert_int_equal(rename(pt, pb), 0);
 }
 
 /* Resumes base/name and compares it with base/clean.zarr. */
@@ -486,22 +498,19 @@ static void test_output_resume_rewrites_only_damaged_shards(void **state)
     assert_int_equal(truncate(p, 0), 0);
     resume_and_compare("nojournal.zarr", &s, 1);
 
-    /* Neither journal records nor marker (a crash that lost every batch): the shards' own CRC32C
-     * indexes decide; one with a damaged index and one cut short are rewritten. */
+    /* Neither journal records nor marker (a crash that lost every batch): nothing ties a shard's
+     * bytes to its key (two intact shards swapped pass their own indexes), so every shard is
+     * rewritten -- issue 19: swapped shards were kept. */
     snprintf(jdir, sizeof(jdir), "%s/.shardmill/journal", ndir);
     assert_int_equal(sm_test_mkdir_parents(jdir), 0);
     assert_int_equal(mkdir(jdir, 0777), 0);
     snprintf(p, sizeof(p), "%s/shardmill.complete.json", ndir);
     assert_int_equal(unlink(p), 0);
-    snprintf(p, sizeof(p), "%s/c/0/2/1", ndir);
-    b = wt_slurp(p, &len);
-    b[len - 6] ^= 0x01; /* inside the index: its CRC32C fails */
-    assert_int_equal(sm_test_write_file(p, b, len), 0);
-    free(b);
-    snprintf(p, sizeof(p), "%s/c/2/1/0", ndir);
-    b = wt_slurp(p, &len);
-    assert_int_equal(sm_test_write_file(p, b, len - 1), 0); /* the index no longer at the end */
-    free(b);
+    swap_files(ndir, "c/0/0/0", "c/0/0/1");
+    resume_and_compare("nojournal.zarr", &s, nshards_of(&s));
+
+    /* With the marker's records a swap fails both shards' size or CRC32C: both rewritten. */
+    swap_files(ndir, "c/0/0/0", "c/0/0/1");
     resume_and_compare("nojournal.zarr", &s, 2);
 }
 
@@ -613,7 +622,7 @@ static void test_output_second_rank_joins(void **state)
     sm_err_clear(&err);
     struct sm_buf recs = SM_BUF_INIT;
     assert_ok(sm_output_records_export(r1, &recs, &err), &err);
-    assert_int_equal(recs.len, 9 * 24);
+    assert_int_equal(recs.len, 9 * SM_JREC_BYTES);
     recs.ptr[5] ^= 1; /* a corrupt record is refused */
     assert_status(sm_output_records_adopt(r0, sm_buf_bytes(&recs), &err), SM_E_INTERNAL, &err);
     recs.ptr[5] ^= 1;
