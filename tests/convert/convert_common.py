@@ -366,8 +366,11 @@ def check_marker(c, label, out, report=None, version=None):
     zbytes = open(os.path.join(out, "zarr.json"), "rb").read()
     meta = json.loads(zbytes)
     keys = shard_keys(meta)
-    c.check(f"{label} marker shardmill_complete", marker.get("shardmill_complete") == 1,
-            marker.get("shardmill_complete"))
+    c.check(f"{label} marker shardmill_complete (format version 2)",
+            marker.get("shardmill_complete") == 2, marker.get("shardmill_complete"))
+    c.check(f"{label} every record carries the 16-hex-digit digest of its values",
+            all(re.fullmatch(r"[0-9a-f]{16}", str(r.get("values", "")))
+                for r in marker.get("shards", [])), marker.get("shards", [])[:2])
     if version is not None:
         c.check(f"{label} marker engine", marker.get("engine") ==
                 {"version": version[0], "commit": version[1]}, marker.get("engine"))

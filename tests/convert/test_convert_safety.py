@@ -12,6 +12,9 @@ Cases (one ctest each, label `convert`):
                       sigkill_resume_cli for why).
   sigkill_resume_cli  the documented flow: a default run (exists: error) killed, then rerun
                       with `--set output.exists=resume` -> exit 0 expected.
+  input_changed       issue 19: a window convert killed, its input rewritten (values halved),
+                      resumed: the output equals a clean run of the new input, every changed
+                      shard rewritten; the same for a complete output whose input changed.
   full_disk           a 200 KiB tmpfs (needs root; skipped otherwise): exit 4, one error line
                       naming a path, no marker, no partial shard.
   exists              an existing output is untouched with the default exists: error (exit 2,
@@ -370,7 +373,59 @@ def case_path_escape(c, args, work):
             r.returncode == 0 and created == ["y.zarr"], f"{cc.describe(r)}; created {created}")
 
 
+def case_input_changed(c, args, work):
+    """Issue 19: a resume after the input changed never mixes the two inputs. A window convert
+    (one pass: nothing value-dependent in zarr.json before the end) is killed mid-write; the
+    input is rewritten with every value halved (same metadata); the resume must give exactly a
+    clean run's output of the new input (every shard whose values changed rewritten), and so
+    must a resume of that complete output after the input changed again."""
+    inp = os.path.join(work, "big.in.zarr")
+    vals = make_input(inp, BIG, 75)
+    total = (BIG[0] // 8) * (BIG[1] // 32) * (BIG[2] // 32)
+    cfg = job_config(os.path.join(work, "job.yaml"), inp, "out.zarr",
+                     {"normalize": {"mode": "window", "lo": 10.0, "hi": 200.0}})
+    resume = ["--set", "output.exists=resume"]
+    kdir = cc.fresh_dir(os.path.join(work, "killed"))
+    out = os.path.join(kdir, "out.zarr")
+    if not start_and_kill(c, "killed window run", args.shardmill, cfg, kdir, out, total, resume):
+        return
+
+    def rewrite_input(new):
+        import zarr
+        zarr.open(inp, mode="r+")[:] = new
+
+    def clean_of(label):
+        d = cc.fresh_dir(os.path.join(work, label))
+        r = cc.run([args.shardmill, "run", cfg] + resume, cwd=d)
+        c.check(f"clean run on the {label} input exits 0", r.returncode == 0, cc.describe(r))
+        return os.path.join(d, "out.zarr")
+
+    def resume_equals(label, ref):
+        r = cc.run([args.shardmill, "run", cfg, "--report", "report.json"] + resume, cwd=kdir)
+        c.check(f"{label}: resume exits 0 (or 2 naming the change)", r.returncode in (0, 2),
+                cc.describe(r))
+        if r.returncode == 2:
+            c.check(f"{label}: the refusal names the input", "input" in r.stderr, r.stderr)
+            return
+        rep = json.load(open(os.path.join(kdir, "report.json")))
+        written = rep.get("output", {}).get("written")
+        c.check(f"{label}: every shard whose input changed rewritten ({written} of {total})",
+                written == total, rep.get("output"))
+        r = cc.run([args.shardmill, "verify", out])
+        c.check(f"{label}: verify ok", r.returncode == 0, cc.describe(r) + r.stdout)
+        diffs = cc.tree_diff(ref, out)
+        c.check(f"{label}: the output == a clean run of the new input (every file), no shard "
+                f"of the old input kept", not diffs, "; ".join(diffs[:8]))
+
+    half = (vals // 2).astype(np.uint8)
+    rewrite_input(half)
+    resume_equals("killed run, input halved", clean_of("halved"))
+    rewrite_input((half + 1).astype(np.uint8))
+    resume_equals("complete output, input changed again", clean_of("plus-one"))
+
+
 CASES = {"sigkill_resume": case_sigkill_resume, "sigkill_resume_cli": case_sigkill_resume_cli,
+         "input_changed": case_input_changed,
          "full_disk": case_full_disk, "exists": case_exists, "path_escape": case_path_escape}
 
 

@@ -1,13 +1,18 @@
 /* Unit tests of engine/write/write_verify.c (SPEC §4 `verify`, §6): a clean output verifies; a
  * truncated shard, a flipped byte, a missing shard, a missing or malformed marker, an altered
- * zarr.json and a marker that leaves a shard out are each reported with the key; a directory that
- * is not a shardmill output is SM_E_DATA. */
+ * zarr.json and a marker that leaves a shard out are each reported with the key; so are (issue 19)
+ * a marker of an unknown format version, a byte total that disagrees with the files, a swap of
+ * two shards, and an extra file, a link or a leftover temporary file in the tree; a directory
+ * that is not a shardmill output is SM_E_DATA. */
 #include "shardmill/sm_config.h"
 
 #include <sys/stat.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -112,6 +117,87 @@ static void test_verify_detects_a_missing_shard(void **state)
     file_of(p, sizeof(p), "c/0/2/1");
     assert_int_equal(unlink(p), 0);
     expect_one("c/0/2/1", "missing");
+}
+
+/* Replaces the first `from` in the marker by `to`. */
+static void edit_marker(const char *from, const char *to)
+{
+    char p[4096];
+    file_of(p, sizeof(p), "shardmill.complete.json");
+    size_t len = 0;
+    uint8_t *b = wt_slurp(p, &len);
+    char *doc = calloc(1, len + strlen(to) + 1);
+    memcpy(doc, b, len);
+    char *at = strstr(doc, from);
+    assert_non_null(at);
+    const size_t cap = len + strlen(to) + 1;
+    char *edited = calloc(1, cap);
+    snprintf(edited, cap, "%.*s%s%s", (int)(at - doc), doc, to, at + strlen(from));
+    assert_int_equal(sm_test_write_file(p, edited, strlen(edited)), 0);
+    free(edited);
+    free(doc);
+    free(b);
+}
+
+static void test_verify_refuses_an_unknown_marker_version(void **state)
+{
+    (void)state;
+    fresh("version.zarr");
+    edit_marker("\"shardmill_complete\": 2", "\"shardmill_complete\": 7");
+    expect_one("shardmill.complete.json", "unknown marker format version 7");
+}
+
+static void test_verify_checks_the_byte_total(void **state)
+{
+    (void)state;
+    fresh("bytes.zarr");
+    edit_marker("\"bytes\": ", "\"bytes\": 1");
+    expect_one("shardmill.complete.json", "'bytes' is 1");
+}
+
+static void test_verify_detects_swapped_shards(void **state)
+{
+    (void)state;
+    fresh("swap.zarr");
+    char a[4096], b[4096], t[4096];
+    file_of(a, sizeof(a), "c/0/0/0");
+    file_of(b, sizeof(b), "c/0/0/1");
+    file_of(t, sizeof(t), "swap.tmp");
+    assert_int_equal(rename(a, t), 0);
+    assert_int_equal(rename(b, a), 0);
+    assert_int_equal(rename(t, b), 0);
+    struct sm_err err;
+    sm_err_clear(&err);
+    struct sm_verify_report rep;
+    assert_ok(sm_output_verify(out, &rep, &err), &err);
+    assert_int_equal(rep.nproblems, 2);
+    assert_string_equal(rep.problems[0].key, "c/0/0/0");
+    assert_string_equal(rep.problems[1].key, "c/0/0/1");
+    sm_verify_report_destroy(&rep);
+}
+
+static void test_verify_flags_entries_outside_the_grid(void **state)
+{
+    (void)state;
+    char p[4096];
+    fresh("extra.zarr");
+    file_of(p, sizeof(p), "c/99");
+    assert_int_equal(mkdir(p, 0777), 0);
+    file_of(p, sizeof(p), "c/99/0");
+    assert_int_equal(sm_test_write_file(p, "x", 1), 0);
+    expect_one("c/99/0", "not a shard of zarr.json's grid");
+    fresh("tmpfile.zarr");
+    file_of(p, sizeof(p), "c/0/0/1.tmp.5.1");
+    assert_int_equal(sm_test_write_file(p, "x", 1), 0);
+    expect_one("c/0/0/1.tmp.5.1", "temporary file");
+    fresh("link.zarr");
+    file_of(p, sizeof(p), "c/2/9");
+    assert_int_equal(symlink("/tmp", p), 0);
+    expect_one("c/2/9", "symbolic link");
+    fresh("rootfile.zarr");
+    file_of(p, sizeof(p), "notes.txt");
+    assert_int_equal(sm_test_write_file(p, "x", 1), 0);
+    expect_one("notes.txt", "not part of a shardmill output");
 }
 
 static void test_verify_detects_a_missing_marker(void **state)
@@ -220,6 +306,10 @@ int main(void)
         cmocka_unit_test(test_verify_detects_a_flipped_byte),
         cmocka_unit_test(test_verify_detects_a_missing_shard),
         cmocka_unit_test(test_verify_detects_a_missing_marker),
+        cmocka_unit_test(test_verify_refuses_an_unknown_marker_version),
+        cmocka_unit_test(test_verify_checks_the_byte_total),
+        cmocka_unit_test(test_verify_detects_swapped_shards),
+        cmocka_unit_test(test_verify_flags_entries_outside_the_grid),
         cmocka_unit_test(test_verify_detects_an_altered_zarr_json),
         cmocka_unit_test(test_verify_detects_a_bad_marker),
         cmocka_unit_test(test_verify_rejects_what_is_not_an_output),
