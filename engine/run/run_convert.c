@@ -494,9 +494,10 @@ static sm_status convert_ranks(const struct sm_convert_run *p, struct sm_run_res
     st = run_agree(&agreed, run_stop_check(c->stop, st, err), err);
     if (st == SM_OK) {
         st = sm_output_flush(out, err);
-    } else if (st == SM_E_STOPPED && w != NULL) {
-        /* A stop keeps what is done: the shards this rank finished are flushed into place
-         * (SYNCFS renames its staged ones), so resume keeps them; the stop stays the error. */
+    } else if (w != NULL) {
+        /* A stop or a failure keeps what is done: the shards this rank finished are flushed
+         * into place (SYNCFS renames its staged ones after its syncfs), so a resume keeps them
+         * and rewrites only what is missing; the stop or failure stays the error. */
         struct sm_err ignored;
         sm_err_clear(&ignored);
         (void)sm_output_flush(out, &ignored);

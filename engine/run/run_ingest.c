@@ -262,8 +262,9 @@ static sm_status ingest_ranks(const struct sm_ingest_run *p, struct sm_run_resul
     st = run_agree(&agreed, run_stop_check(p->stop, st, err), err);
     if (st == SM_OK) {
         st = sm_output_flush(out, err);
-    } else if (st == SM_E_STOPPED && w != NULL) {
-        /* a stop keeps what is done: the finished shards are flushed into place for resume */
+    } else if (w != NULL) {
+        /* a stop or a failure keeps what is done: the finished shards are flushed into place
+         * for resume */
         struct sm_err ignored;
         sm_err_clear(&ignored);
         (void)sm_output_flush(out, &ignored);

@@ -677,7 +677,7 @@ sm_status sm_run_pyramid(const struct sm_run_pyramid *p, struct sm_write_result 
         st = sm_par_agree(run_stop_check(p->stop, st, err), err);
         if (st == SM_OK) {
             st = sm_par_agree(sm_output_flush(p->output, err), err);
-        } else if (st == SM_E_STOPPED) {
+        } else { /* a stop or a failure keeps the finished shards for resume */
             struct sm_err ignored;
             sm_err_clear(&ignored);
             (void)sm_output_flush(p->output, &ignored);

@@ -14,7 +14,9 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -253,7 +255,10 @@ static sm_status drop_marker(struct sm_output *o, struct sm_err *err)
     return syncing(o) ? fsync_dir(o, "", err) : SM_OK;
 }
 
-/* OVERWRITE (and a RESUME without zarr.json): the marker first, then shards, journal, zarr.json. */
+/* OVERWRITE (and a RESUME without zarr.json): the marker first, then shards, journal, zarr.json.
+ * .shardmill/ (with the owner record begin wrote) stays until the marker of the new run: an
+ * overwrite killed or failing half-way leaves a directory a later overwrite or resume still
+ * recognises as shardmill's, and finishes. */
 static sm_status clear(struct sm_output *o, struct sm_err *err)
 {
     SM_TRY(drop_marker(o, err));
@@ -262,8 +267,62 @@ static sm_status clear(struct sm_output *o, struct sm_err *err)
         return io_fail(err, "cannot remove directory", "c", errno);
     }
     SM_TRY(level_dirs(o->rootfd, SM_WFS_REMOVE, err));
-    SM_TRY(sm_wfs_walk(o->rootfd, SM_PRIV_DIR, false, SM_WFS_REMOVE, err));
+    SM_TRY(sm_wfs_walk(o->rootfd, SM_JOURNAL_DIR, false, SM_WFS_REMOVE, err));
     return remove_root_files(o, false, err);
+}
+
+/* ---- the owner record and the lock ---- */
+
+#define OWNER_KEY SM_PRIV_DIR "/owner"
+
+/* The primary holds an exclusive flock(2) on the output directory from begin to close: a second
+ * run on the same output (overwrite or resume) is refused before it deletes or writes anything,
+ * naming the holder from .shardmill/owner (host, pid, start time). The kernel drops the lock
+ * when the holder dies, so a killed run leaves no stale lock. */
+static sm_status take_lock(struct sm_output *o, struct sm_err *err)
+{
+    if (flock(o->rootfd, LOCK_EX | LOCK_NB) == 0) {
+        return SM_OK;
+    }
+    if (errno != EWOULDBLOCK) {
+        return io_fail(err, "cannot lock the output", o->root, errno);
+    }
+    struct sm_buf b = SM_BUF_INIT;
+    bool found = false;
+    struct sm_err ignored;
+    sm_err_clear(&ignored);
+    (void)sm_wfs_read(o->rootfd, OWNER_KEY, &b, &found, &ignored);
+    char holder[160] = "another process";
+    if (found && b.len > 0) {
+        size_t n = 0;
+        for (size_t i = 0; i < b.len && n + 1 < sizeof(holder); i++) {
+            const char c = (char)b.ptr[i];
+            holder[n++] = c >= ' ' && c <= '~' ? c : ' ';
+        }
+        holder[n] = '\0';
+        while (n > 0 && holder[n - 1] == ' ') {
+            holder[--n] = '\0';
+        }
+    }
+    sm_buf_free(&b);
+    SM_FAIL(err, SM_E_USAGE,
+            "the output is in use by another shardmill run (%s); wait for it or stop it first",
+            holder);
+}
+
+/* Writes .shardmill/owner: who holds the output now. Written before anything is deleted. */
+static sm_status put_owner(struct sm_output *o, struct sm_err *err)
+{
+    char host[128] = "?";
+    if (gethostname(host, sizeof(host)) != 0) {
+        snprintf(host, sizeof(host), "?");
+    }
+    host[sizeof(host) - 1] = '\0';
+    char text[256];
+    const int n = snprintf(text, sizeof(text), "host %s pid %ld started %lld\n", host,
+                           (long)getpid(), (long long)time(NULL));
+    SM_TRY(sm_fs_mkdirs(o->rootfd, SM_PRIV_DIR, err));
+    return sm_store_put(o->store, OWNER_KEY, sm_bytes_of(text, (size_t)n), syncing(o), err);
 }
 
 /* ---- lifecycle ---- */
@@ -486,7 +545,10 @@ static sm_status prepare_resume(struct sm_output *o, const struct sm_writer *w, 
     bool found;
     sm_status st = sm_wfs_read(o->rootfd, SM_ZARR_JSON, &have, &found, err);
     if (st == SM_OK && !found) {
-        st = clear(o, err); /* no zarr.json: nothing can be trusted */
+        st = put_owner(o, err);
+        if (st == SM_OK) {
+            st = clear(o, err); /* no zarr.json: nothing can be trusted */
+        }
     } else if (st == SM_OK) {
         if (!same_zarr(w->spec.pending, sm_buf_bytes(&have), sm_buf_bytes(&w->text))) {
             st = sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
@@ -507,6 +569,9 @@ static sm_status prepare_resume(struct sm_output *o, const struct sm_writer *w, 
                                 "job's (another configuration or input); use overwrite",
                                 key);
             }
+        }
+        if (st == SM_OK) {
+            st = put_owner(o, err); /* checked: from here on the directory changes */
         }
         if (st == SM_OK) {
             st = compact_journals(o, w, err);
@@ -545,6 +610,7 @@ static sm_status begin(struct sm_output *o, const struct sm_writer *w, struct sm
         return io_fail(err, "cannot open the output", o->root, errno);
     }
     SM_TRY(open_store(o, err));
+    SM_TRY(take_lock(o, err));
     /* The path may have changed since open: decide again, and check before changing anything. */
     int state;
     SM_TRY(classify(o->root, &state, err));
@@ -554,7 +620,12 @@ static sm_status begin(struct sm_output *o, const struct sm_writer *w, struct sm
     bool keep_zarr = false;
     if (state == OUT_SHARDMILL) {
         SM_TRY(check_tree(o->rootfd, o->root, err));
+    } else {
+        SM_TRY(put_owner(o, err));
+    }
+    if (state == OUT_SHARDMILL) {
         if (o->opts.exists == SM_OUTPUT_EXISTS_OVERWRITE) {
+            SM_TRY(put_owner(o, err)); /* shardmill's until the marker, whatever happens */
             SM_TRY(clear(o, err));
         } else {
             SM_TRY(prepare_resume(o, w, &keep_zarr, err));

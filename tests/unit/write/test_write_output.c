@@ -360,11 +360,11 @@ static void test_output_sync_modes_write_the_same_bytes(void **state)
         sm_writer_free(w);
         assert_int_equal(wt_count_files(dir, ".tmp."), 0);
     }
-    /* fsync: 18 shards + zarr.json + marker + directories; syncfs: zarr.json, .shardmill/ and
-     * the root at begin, two syncfs around the renames, the marker and the root at the end;
-     * none: nothing. */
+    /* fsync: 18 shards + zarr.json + marker + directories; syncfs: the owner record, zarr.json,
+     * .shardmill/ and the root at begin, two syncfs around the renames, the marker and the root
+     * at the end; none: nothing. */
     assert_true(fsyncs[0] > 18 + 2 + 3 * 3 + 1);
-    assert_int_equal(fsyncs[1], 7);
+    assert_int_equal(fsyncs[1], 8);
     assert_int_equal(fsyncs[2], 0);
     char a[4096], b[4096], c[4096];
     path_of(a, names[0]);
@@ -651,6 +651,73 @@ static void test_output_second_rank_joins(void **state)
 /* Allocation-failure torture (STYLE B6): the Nth allocation of the whole pipeline fails, for
  * every N until it succeeds; each run ends in SM_OK or SM_E_NOMEM, never another status, a crash
  * or (under ASan) a leak, and leaves no marker behind a failure. */
+/* Issue 19: two runs on one output. The first holds it from begin to close; the second's begin
+ * is refused (SM_E_USAGE naming the holder's pid) before it deletes or writes anything. */
+static void test_output_second_writer_is_refused(void **state)
+{
+    (void)state;
+    struct sm_err err;
+    sm_err_clear(&err);
+    const struct sm_output_spec s = wt_spec(20, 70, 45);
+    assert_ok(write_named("locked.zarr", &s, SM_OUTPUT_EXISTS_ERROR, 1, NULL, &err), &err);
+    char dir[4096], marker[4200];
+    path_of(dir, "locked.zarr");
+    snprintf(marker, sizeof(marker), "%s/shardmill.complete.json", dir);
+    struct sm_writer *w;
+    assert_ok(sm_writer_new(&s, &w, &err), &err);
+    struct sm_output_opts opts = OPTS_NONE;
+    opts.exists = SM_OUTPUT_EXISTS_RESUME;
+    struct sm_output *first, *second;
+    assert_ok(sm_output_open(dir, &opts, &first, &err), &err);
+    assert_ok(sm_output_begin(first, w, &err), &err);
+    opts.exists = SM_OUTPUT_EXISTS_OVERWRITE;
+    assert_ok(sm_output_open(dir, &opts, &second, &err), &err);
+    assert_status(sm_output_begin(second, w, &err), SM_E_USAGE, &err);
+    assert_contains(err.what, "in use by another shardmill run");
+    char pid[32];
+    snprintf(pid, sizeof(pid), "pid %ld", (long)getpid());
+    assert_contains(err.what, pid);
+    sm_output_close(second);
+    /* nothing of the first run's output was deleted by the refused one */
+    assert_true(wt_count_files(dir, "") >= 18);
+    sm_output_close(first);
+    /* the lock goes with the holder: a later overwrite proceeds */
+    sm_err_clear(&err);
+    assert_ok(write_named("locked.zarr", &s, SM_OUTPUT_EXISTS_OVERWRITE, 1, NULL, &err), &err);
+    assert_int_equal(access(marker, F_OK), 0);
+    sm_writer_free(w);
+}
+
+/* Issue 19: an overwrite that fails at any point of its delete (an allocation failure at every
+ * step in turn stands for a kill or a permission error) leaves a directory that the next
+ * overwrite still recognises as shardmill's and finishes, and so does a resume. */
+static void test_output_interrupted_overwrite_is_finished_later(void **state)
+{
+    (void)state;
+    const struct sm_output_spec s = wt_spec(9, 40, 20);
+    struct wt_pattern p = wt_pattern_of(&s, 1000);
+    char dir[4096];
+    path_of(dir, "interrupted.zarr");
+    for (uint64_t n = 1;; n++) {
+        struct sm_err err;
+        sm_err_clear(&err);
+        struct sm_output_opts o = OPTS_NONE;
+        o.exists = SM_OUTPUT_EXISTS_OVERWRITE;
+        assert_ok(wt_write(dir, &s, &o, &p, 1, NULL, &err), &err); /* a complete output */
+        sm_alloc_fail_at(n);
+        const sm_status st = wt_write(dir, &s, &o, &p, 1, NULL, &err);
+        sm_alloc_fail_at(0);
+        if (st == SM_OK) {
+            break;
+        }
+        o.exists = (n % 2 == 0) ? SM_OUTPUT_EXISTS_RESUME : SM_OUTPUT_EXISTS_OVERWRITE;
+        sm_err_clear(&err);
+        assert_ok(wt_write(dir, &s, &o, &p, 1, NULL, &err), &err);
+        check_reads_back("interrupted.zarr", &s);
+        assert_true(n < 10000);
+    }
+}
+
 static void test_output_survives_every_allocation_failure(void **state)
 {
     (void)state;
@@ -736,6 +803,8 @@ int main(void)
         cmocka_unit_test(test_output_resume_refuses_another_configuration),
         cmocka_unit_test(test_output_restate_pending_member_with_a_huge_sum),
         cmocka_unit_test(test_output_second_rank_joins),
+        cmocka_unit_test(test_output_second_writer_is_refused),
+        cmocka_unit_test(test_output_interrupted_overwrite_is_finished_later),
         cmocka_unit_test(test_output_survives_every_allocation_failure),
     };
     return cmocka_run_group_tests_name("write_output", tests, setup, teardown);
