@@ -11,11 +11,15 @@
  * (rank 0's): `open` (output and layout), `hydrate` (reading the source) and `process` (checksums
  * and histogram), thread sums divided by the thread count; `write` (encode + put + sync); `total`
  * is wall, the source's open included. */
+#include <shardmill/sm_config.h>
+
 #include "jobs_run.h"
 
+#include <dirent.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <shardmill/clock.h>
 #include <shardmill/par.h>
@@ -28,10 +32,49 @@
 #include "progress.h"
 #include "report.h"
 
+/* The input file's identity for the provenance (issue 19): its size and modification time, or for
+ * a directory (a TIFF stack) the sum of its files' sizes, their count and the latest mtime. A
+ * resume whose source changed is then refused naming attributes.shardmill.source.file; the
+ * records' value digests bind every kept shard to the bytes read as well. */
+static json_t *file_json(const char *path)
+{
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        return json_null();
+    }
+    uint64_t bytes = 0, files = 0;
+    int64_t mtime = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+    if (S_ISREG(sb.st_mode)) {
+        bytes = (uint64_t)sb.st_size;
+        files = 1;
+    } else if (S_ISDIR(sb.st_mode)) {
+        DIR *d = opendir(path);
+        for (struct dirent *de; d != NULL && (de = readdir(d)) != NULL;) {
+            char p[4096];
+            struct stat fb;
+            if (de->d_name[0] == '.' ||
+                (size_t)snprintf(p, sizeof(p), "%s/%s", path, de->d_name) >= sizeof(p) ||
+                stat(p, &fb) != 0 || !S_ISREG(fb.st_mode)) {
+                continue;
+            }
+            const int64_t t = (int64_t)fb.st_mtim.tv_sec * 1000000000 + fb.st_mtim.tv_nsec;
+            mtime = t > mtime ? t : mtime;
+            bytes += (uint64_t)fb.st_size;
+            files++;
+        }
+        if (d != NULL) {
+            closedir(d);
+        }
+    }
+    return json_pack("{s:o,s:o,s:I}", "bytes", sm_json_u64(bytes), "files", sm_json_u64(files),
+                     "mtime_ns", (json_int_t)mtime);
+}
+
 static json_t *source_json(const struct sm_job_config *c, const struct sm_volume *v)
 {
     json_t *o = json_pack("{s:s,s:s,s:o,s:s}", "path", c->input.store, "format", v->format, "shape",
                           sm_json_dims(v->shape, v->ndim), "dtype", sm_dtype_name(v->dtype));
+    json_object_set_new(o, "file", file_json(c->input.store));
     if (v->h5 != NULL) {
         json_object_set_new(o, "dataset", json_string(c->input.hdf5_dataset));
         json_object_set_new(o, "stored_dtype", json_string(v->h5info.stored));

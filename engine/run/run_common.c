@@ -6,11 +6,13 @@
 #include "run_int.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "shardmill/alloc.h"
 #include "shardmill/par.h"
+#include "shardmill/write.h"
 
 sm_status run_ranks_enter(const void *mpi_comm, bool *entered, struct sm_err *err)
 {
@@ -108,6 +110,33 @@ static sm_status bcast_docs(struct sm_meta_docs *d, struct sm_err *err)
 sm_status sm_run_open_input(const struct sm_run_input *in, uint64_t memory_bytes,
                             struct sm_store **store, struct sm_array **array, struct sm_err *err)
 {
+    return run_open_input(in, memory_bytes, store, array, NULL, err);
+}
+
+/* The SHA-256 of the input's metadata documents as fetched (zarr.json; .zarray then .zattrs;
+ * attributes.json), each preceded by its length: what the provenance names the input by. */
+static void docs_sha256(const struct sm_meta_docs *d, char out[65])
+{
+    const size_t n = 16 + d->doc.len + (d->have_attrs ? d->attrs.len : 0);
+    uint8_t *all = sm_malloc(n);
+    if (all == NULL) { /* a value no input has: a resume then names the input as changed */
+        snprintf(out, 65, "%064d", 0);
+        return;
+    }
+    const uint64_t lens[2] = {d->doc.len, d->have_attrs ? d->attrs.len : 0};
+    memcpy(all, lens, 16);
+    memcpy(all + 16, d->doc.ptr, d->doc.len);
+    if (d->have_attrs) {
+        memcpy(all + 16 + d->doc.len, d->attrs.ptr, d->attrs.len);
+    }
+    sm_sha256_hex(all, n, out);
+    sm_free(all);
+}
+
+sm_status run_open_input(const struct sm_run_input *in, uint64_t memory_bytes,
+                         struct sm_store **store, struct sm_array **array, char *meta_sha256,
+                         struct sm_err *err)
+{
     *store = NULL;
     *array = NULL;
     sm_status st = SM_OK;
@@ -155,6 +184,9 @@ sm_status sm_run_open_input(const struct sm_run_input *in, uint64_t memory_bytes
     }
     if (st == SM_OK) {
         st = sm_array_open_docs(*store, path, &o, &docs, array, err);
+    }
+    if (st == SM_OK && meta_sha256 != NULL) {
+        docs_sha256(&docs, meta_sha256);
     }
     sm_meta_docs_free(&docs);
     if (st != SM_OK) {

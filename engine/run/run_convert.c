@@ -162,7 +162,8 @@ static json_t *dims_json(const uint64_t *v, unsigned n)
 }
 
 static json_t *provenance(const struct sm_convert_run *p, const struct sm_run_setup *su,
-                          const struct sm_scan_result *r, const struct sm_norm *nm, unsigned nd)
+                          const struct sm_scan_result *r, const struct sm_norm *nm, unsigned nd,
+                          const char *meta_sha256)
 {
     char hex[65];
     if (p->config_sha256 == NULL) {
@@ -184,9 +185,12 @@ static json_t *provenance(const struct sm_convert_run *p, const struct sm_run_se
         pv, "engine",
         json_pack("{s:s,s:s}", "version", SM_VERSION_STRING, "commit", SM_GIT_COMMIT));
     json_object_set_new(pv, "config_sha256", json_string(hex));
+    /* the input by content too: a resume whose input metadata changed is refused naming it (its
+     * values are bound shard by shard through the records' digests) */
     json_object_set_new(pv, "input",
-                        json_pack("{s:s,s:s}", "store", p->c.input.store, "array",
-                                  p->c.input.array != NULL ? p->c.input.array : ""));
+                        json_pack("{s:s,s:s,s:s}", "store", p->c.input.store, "array",
+                                  p->c.input.array != NULL ? p->c.input.array : "",
+                                  "metadata_sha256", meta_sha256));
     json_object_set_new(pv, "roi",
                         json_pack("{s:o,s:o}", "offset", dims_json(su->off, nd), "shape",
                                   dims_json(su->shape, nd)));
@@ -311,6 +315,7 @@ static sm_status convert_ranks(const struct sm_convert_run *p, struct sm_run_res
     uint8_t *keep = NULL;
     json_t *attrs = NULL;
     struct sm_writer *w_final = NULL; /* one pass: w with the statistics in its zarr.json */
+    char meta_sha[65] = "";           /* of the input's metadata documents */
     bool agreed = false;              /* the failure in st is every rank's */
     /* Phase open: the caller's checks, then an existing output is refused before any expensive
      * work, then the input is opened. Every phase ends with an agreement, so all ranks continue
@@ -331,7 +336,7 @@ static sm_status convert_ranks(const struct sm_convert_run *p, struct sm_run_res
         st = sm_par_agree(hk->opened(hk->user, sm_output_path(out), err), err);
     }
     if (st == SM_OK) { /* collective (metadata broadcast) */
-        st = sm_run_open_input(&c->input, c->memory_bytes, &res->store, &res->array, err);
+        st = run_open_input(&c->input, c->memory_bytes, &res->store, &res->array, meta_sha, err);
     }
     const uint64_t t_open = sm_clock_ns() - t_start;
     struct sm_run_setup su;
@@ -403,7 +408,7 @@ static sm_status convert_ranks(const struct sm_convert_run *p, struct sm_run_res
     }
     struct sm_output_spec spec;
     if (st == SM_OK) {
-        attrs = provenance(p, &su, one_pass ? NULL : r, &res->norm, m->ndim);
+        attrs = provenance(p, &su, one_pass ? NULL : r, &res->norm, m->ndim, meta_sha);
         st = sm_run_output_spec(&p->output, m->ndim, su.shape, out_dt, attrs, &spec, err);
         spec.pending = one_pass ? PENDING_ATTR : NULL;
     }
@@ -521,7 +526,7 @@ static sm_status convert_ranks(const struct sm_convert_run *p, struct sm_run_res
         st = run_reduce_scan(r, err);
         allreduce_ns += sm_clock_ns() - t0;
         json_decref(attrs);
-        attrs = provenance(p, &su, r, &res->norm, m->ndim);
+        attrs = provenance(p, &su, r, &res->norm, m->ndim, meta_sha);
         run_provenance_spacing(attrs, &oo.ome, m->ndim); /* as the begun zarr.json has it */
         if (st == SM_OK) {
             st = sm_run_output_spec(&p->output, m->ndim, su.shape, out_dt, attrs, &spec, err);

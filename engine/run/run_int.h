@@ -60,6 +60,12 @@ static inline uint64_t run_memo_total(uint64_t memory_bytes)
     return memory_bytes / 8;
 }
 
+/* sm_run_open_input, and with meta_sha256 non-NULL (65 bytes) the hex SHA-256 of the metadata
+ * documents the array was opened from (the same bytes on every rank). */
+sm_status run_open_input(const struct sm_run_input *in, uint64_t memory_bytes,
+                         struct sm_store **store, struct sm_array **array, char *meta_sha256,
+                         struct sm_err *err);
+
 static inline double run_ms(uint64_t ns)
 {
     return (double)ns / 1e6;

@@ -169,8 +169,8 @@ sm_status sm_journal_append(struct sm_output *o, uint64_t shard, const struct sm
     o->jlen += SM_JREC_BYTES;
     /* FSYNC: each shard is durable on its own, so its record goes out at once (a shard killed
      * without a record is rewritten); otherwise whole batches (SYNCFS commits at the flush). */
-    const bool now = o->opts.sync == SM_OUTPUT_SYNC_FSYNC ||
-                     o->jlen >= (size_t)SM_JOURNAL_BATCH * SM_JREC_BYTES;
+    const bool now =
+        o->opts.sync == SM_OUTPUT_SYNC_FSYNC || o->jlen >= (size_t)SM_JOURNAL_BATCH * SM_JREC_BYTES;
     const sm_status st = now ? jflush_locked(o, err) : SM_OK;
     pthread_mutex_unlock(&o->jmu);
     return st;

@@ -537,6 +537,60 @@ static bool same_zarr(const char *pending, struct sm_bytes have, struct sm_bytes
     return eq;
 }
 
+/* Appends to path (dotted) the first member where a and b differ; false if they are equal. */
+static bool first_diff(json_t *a, json_t *b, char *path, size_t cap)
+{
+    if (json_equal(a, b)) {
+        return false;
+    }
+    if (!json_is_object(a) || !json_is_object(b)) {
+        return true; /* a differing value (or type): this is the member */
+    }
+    const char *key;
+    json_t *v;
+    const size_t at = strlen(path);
+    json_object_foreach(a, key, v)
+    {
+        snprintf(path + at, cap - at, "%s%s", at == 0 ? "" : ".", key);
+        json_t *w = json_object_get(b, key);
+        if (w == NULL || first_diff(v, w, path, cap)) {
+            return true;
+        }
+    }
+    json_object_foreach(b, key, v)
+    {
+        if (json_object_get(a, key) == NULL) {
+            snprintf(path + at, cap - at, "%s%s", at == 0 ? "" : ".", key);
+            return true;
+        }
+    }
+    path[at] = '\0';
+    return true;
+}
+
+/* Names the first member of zarr.json where the existing document and this job's differ (the
+ * pending member left out): "attributes.shardmill.input.metadata_sha256" says the input changed,
+ * "attributes.shardmill.config_sha256" the configuration. */
+static void zarr_diff(const char *pending, struct sm_bytes have, struct sm_bytes want, char *path,
+                      size_t cap)
+{
+    snprintf(path, cap, "its bytes");
+    json_t *a = json_loadb((const char *)have.ptr, have.len, JSON_DECODE_INT_AS_REAL, NULL);
+    json_t *b = json_loadb((const char *)want.ptr, want.len, JSON_DECODE_INT_AS_REAL, NULL);
+    if (a != NULL && b != NULL) {
+        if (pending != NULL) {
+            drop_pending(a, pending);
+            drop_pending(b, pending);
+        }
+        path[0] = '\0';
+        if (!first_diff(a, b, path, cap) || path[0] == '\0') {
+            snprintf(path, cap, "its bytes");
+        }
+    }
+    json_decref(a);
+    json_decref(b);
+}
+
 /* RESUME of an existing shardmill output. *keep_zarr tells zarr.json is already w's. */
 static sm_status prepare_resume(struct sm_output *o, const struct sm_writer *w, bool *keep_zarr,
                                 struct sm_err *err)
@@ -551,9 +605,13 @@ static sm_status prepare_resume(struct sm_output *o, const struct sm_writer *w, 
         }
     } else if (st == SM_OK) {
         if (!same_zarr(w->spec.pending, sm_buf_bytes(&have), sm_buf_bytes(&w->text))) {
+            char what[256];
+            zarr_diff(w->spec.pending, sm_buf_bytes(&have), sm_buf_bytes(&w->text), what,
+                      sizeof(what));
             st = sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
                             "output.exists: resume: the existing zarr.json differs from this "
-                            "job's (another configuration or input); use overwrite");
+                            "job's in %s (another configuration or input); use overwrite",
+                            what);
         } else {
             *keep_zarr = true;
         }

@@ -423,6 +423,31 @@ def case_input_changed(c, args, work):
     rewrite_input((half + 1).astype(np.uint8))
     resume_equals("complete output, input changed again", clean_of("plus-one"))
 
+    # The input's metadata changed (an attribute): refused, naming the member and the input.
+    with open(os.path.join(inp, ".zattrs"), "w") as f:
+        json.dump({"note": "edited"}, f)
+    before = cc.snapshot(out)
+    r = cc.run([args.shardmill, "run", cfg] + resume, cwd=kdir)
+    c.check("input metadata changed: resume exits 2 naming input.metadata_sha256",
+            r.returncode == 2 and "input.metadata_sha256" in r.stderr, cc.describe(r))
+    c.check("the refused resume left the output untouched", cc.snapshot(out) == before, "changed")
+
+    # An ingest source file changed: refused, naming the source file's identity.
+    raw = os.path.join(work, "vol.raw")
+    np.arange(16 * 20 * 24, dtype="<u2").tofile(raw)
+    icfg = cc.write_config(os.path.join(work, "ingest.yaml"), {
+        "job": "ingest", "input": {"store": raw, "format": "raw",
+                                   "raw": {"dtype": "uint16", "shape": [16, 20, 24]}},
+        "output": {"path": "raw.zarr", "exists": "resume"}, "progress": False})
+    idir = cc.fresh_dir(os.path.join(work, "ingest"))
+    r = cc.run([args.shardmill, "run", icfg], cwd=idir)
+    c.check("ingest of the raw file exits 0", r.returncode == 0, cc.describe(r))
+    time.sleep(0.01)
+    np.arange(1, 16 * 20 * 24 + 1, dtype="<u2").tofile(raw)  # same size, other bytes and mtime
+    r = cc.run([args.shardmill, "run", icfg], cwd=idir)
+    c.check("source file changed: resume exits 2 naming source.file", r.returncode == 2 and
+            "attributes.shardmill.source.file" in r.stderr, cc.describe(r))
+
 
 CASES = {"sigkill_resume": case_sigkill_resume, "sigkill_resume_cli": case_sigkill_resume_cli,
          "input_changed": case_input_changed,
