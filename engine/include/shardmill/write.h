@@ -157,7 +157,7 @@ enum sm_output_exists {
  * the calling node's view of the file system: every rank must flush (Linux >= 5.8 reports
  * write-back errors through it). NONE: no fsync (tests, benchmark baselines); the marker is still
  * written last. In FSYNC and SYNCFS, zarr.json and the marker are always fsynced. The journal is
- * never fsynced: a lost or torn record only makes resume check that shard's own index. */
+ * never fsynced: a lost or torn record only makes resume rewrite that shard. */
 enum sm_output_sync { SM_OUTPUT_SYNC_FSYNC, SM_OUTPUT_SYNC_SYNCFS, SM_OUTPUT_SYNC_NONE };
 
 struct sm_output_opts {
@@ -174,7 +174,7 @@ struct sm_output_opts {
 
 /* An output directory being written. Layout: zarr.json, c/... (the shards), during a run the
  * journal .shardmill/journal/<run token>.<rank>.jnl (one append-only file per rank and run: a
- * 24-byte {shard, size, crc32c} record per written shard, appended in batches after the shards:
+ * 32-byte {shard, size, values digest, crc32c} record per written shard, appended after the shards:
  * what `resume` trusts when there is no marker), and the completion marker
  * shardmill.complete.json, written last; once it is durable the journals are removed, so a
  * completed output holds zarr.json, the shards and the marker only. A directory "looks like a
@@ -248,7 +248,7 @@ uint64_t sm_output_run_token(const struct sm_output *o);
  * number of ranks from appending to a journal it has not read. */
 void sm_output_set_run(struct sm_output *o, uint64_t token, int rank);
 /* The records of the shards this process wrote or kept, as bytes to gather on the primary
- * (24 bytes each, self-checking). out is replaced. SM_E_NOMEM. */
+ * (SM_JREC_BYTES each, self-checking). out is replaced. SM_E_NOMEM. */
 sm_status sm_output_records_export(const struct sm_output *o, struct sm_buf *out,
                                    struct sm_err *err);
 /* The primary adopts gathered records (concatenated exports of every rank) before finish.
