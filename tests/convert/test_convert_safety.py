@@ -15,6 +15,9 @@ Cases (one ctest each, label `convert`):
   input_changed       issue 19: a window convert killed, its input rewritten (values halved),
                       resumed: the output equals a clean run of the new input, every changed
                       shard rewritten; the same for a complete output whose input changed.
+  integrity_cli       issue 19 by the CLI: swapped shards, verify's version / byte total / extra
+                      file, the lock naming its holder, a killed overwrite finished by the next,
+                      a late failure that keeps the finished shards.
   full_disk           a 200 KiB tmpfs (needs root; skipped otherwise): exit 4, one error line
                       naming a path, no marker, no partial shard.
   exists              an existing output is untouched with the default exists: error (exit 2,
@@ -455,7 +458,116 @@ def case_input_changed(c, args, work):
             "attributes.shardmill.source.file" in r.stderr, cc.describe(r))
 
 
-CASES = {"sigkill_resume": case_sigkill_resume, "sigkill_resume_cli": case_sigkill_resume_cli,
+def case_integrity_cli(c, args, work):
+    """Issue 19 through the command line: swapped shards (verify fails; resume rewrites them,
+    with or without records), verify's marker version, byte total and extra files, the lock
+    that refuses a second run naming the holder, an overwrite killed during its delete finished
+    by the next one, and a late failure that keeps the finished shards."""
+    inp = os.path.join(work, "big.in.zarr")
+    make_input(inp, BIG, 77)
+    total = (BIG[0] // 8) * (BIG[1] // 32) * (BIG[2] // 32)
+    cfg = job_config(os.path.join(work, "job.yaml"), inp, "out.zarr",
+                     {"output": {"exists": "overwrite"}})
+    d = cc.fresh_dir(os.path.join(work, "run"))
+    out = os.path.join(d, "out.zarr")
+    r = cc.run([args.shardmill, "run", cfg], cwd=d)
+    c.check("first run exits 0", r.returncode == 0, cc.describe(r))
+    ref = os.path.join(work, "ref.zarr")
+    shutil.rmtree(ref, ignore_errors=True)
+    shutil.copytree(out, ref)
+    resume = ["--set", "output.exists=resume", "--report", "rep.json"]
+
+    def swap(a, b):
+        pa, pb = os.path.join(out, *a.split("/")), os.path.join(out, *b.split("/"))
+        os.rename(pa, pa + ".swap")
+        os.rename(pb, pa)
+        os.rename(pa + ".swap", pb)
+
+    def resumed(label, want_written):
+        r = cc.run([args.shardmill, "run", cfg] + resume, cwd=d)
+        rep = json.load(open(os.path.join(d, "rep.json"))) if r.returncode == 0 else {}
+        written = rep.get("output", {}).get("written")
+        c.check(f"{label}: resume exits 0, rewrites {want_written}", r.returncode == 0 and
+                written == want_written, cc.describe(r) + f" written {written}")
+        diffs = cc.tree_diff(ref, out)
+        c.check(f"{label}: the tree equals the first run's", not diffs, "; ".join(diffs[:5]))
+
+    swap("c/0/0/0", "c/0/0/1")
+    r = cc.run([args.shardmill, "verify", out])
+    c.check("swapped shards: verify exits 1 naming both", r.returncode == 1 and
+            "c/0/0/0" in r.stdout + r.stderr and "c/0/0/1" in r.stdout + r.stderr,
+            cc.describe(r) + r.stdout)
+    resumed("swapped shards with the marker's records", 2)
+    swap("c/0/0/0", "c/0/0/1")
+    os.unlink(os.path.join(out, "shardmill.complete.json"))
+    os.makedirs(os.path.join(out, ".shardmill", "journal"))
+    resumed("swapped shards without records", total)
+
+    marker = os.path.join(out, "shardmill.complete.json")
+    good = open(marker).read()
+    for label, text, extra, expect in (
+            ("unknown marker version", good.replace('"shardmill_complete": 2',
+                                                    '"shardmill_complete": 9'), None,
+             "unknown marker format version 9"),
+            ("byte total", re.sub(r'"bytes": \d+', '"bytes": 12', good), None, "'bytes' is 12"),
+            ("extra file c/99/0", good, "c/99/0", "c/99/0")):
+        open(marker, "w").write(text)
+        if extra:
+            os.makedirs(os.path.join(out, "c", "99"))
+            open(os.path.join(out, *extra.split("/")), "w").write("x")
+        r = cc.run([args.shardmill, "verify", out])
+        c.check(f"verify: {label} fails (exit 1, naming it)", r.returncode == 1 and
+                expect in r.stdout + r.stderr, cc.describe(r) + r.stdout)
+        open(marker, "w").write(good)
+        if extra:
+            shutil.rmtree(os.path.join(out, "c", "99"))
+    r = cc.run([args.shardmill, "verify", out])
+    c.check("verify ok once restored", r.returncode == 0, cc.describe(r) + r.stdout)
+
+    # The lock: a second overwrite while the first runs is refused, naming the holder.
+    p = subprocess.Popen([args.shardmill, "run", cfg], cwd=d, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    owner = os.path.join(out, ".shardmill", "owner")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and p.poll() is None and not (
+            os.path.exists(owner) and not os.path.exists(marker)):
+        time.sleep(0.002)
+    r = cc.run([args.shardmill, "run", cfg], cwd=d)
+    running = p.poll() is None
+    c.check("a second run on a held output: exit 2 naming the holder's pid",
+            not running or (r.returncode == 2 and "in use by another shardmill run" in r.stderr
+                            and f"pid {p.pid}" in r.stderr), cc.describe(r))
+    c.check("the first run was still running when the second was refused", running,
+            "the first run ended too soon")
+    # Killed during its delete (the marker gone, shards left): the next overwrite finishes it.
+    if p.poll() is None:
+        p.kill()
+    p.wait()
+    r = cc.run([args.shardmill, "run", cfg], cwd=d)
+    c.check("an overwrite after a killed overwrite exits 0", r.returncode == 0, cc.describe(r))
+    diffs = cc.tree_diff(ref, out)
+    c.check("... and gives the first run's tree", not diffs, "; ".join(diffs[:5]))
+
+    # A late failure (a corrupt input chunk near the end, default sync: syncfs) keeps the work.
+    last = os.path.join(inp, "3.3.3")
+    good_chunk = open(last, "rb").read()
+    open(last, "wb").write(b"not a blosc chunk")
+    late = job_config(os.path.join(work, "late.yaml"), inp, "late.zarr",
+                      {"output": {"sync": "syncfs"}})
+    r = cc.run([args.shardmill, "run", late], cwd=d)
+    kept = count_shards(os.path.join(d, "late.zarr"))
+    c.check(f"a late input failure: exit 3, the finished shards stay ({kept} of {total})",
+            r.returncode == 3 and kept > total // 2, cc.describe(r))
+    open(last, "wb").write(good_chunk)
+    r = cc.run([args.shardmill, "run", late, "--set", "output.exists=resume", "--report",
+                "late.json"], cwd=d)
+    written = json.load(open(os.path.join(d, "late.json")))["output"]["written"] \
+        if r.returncode == 0 else None
+    c.check(f"the resume after the fix rewrites only what is missing ({written})",
+            r.returncode == 0 and written == total - kept, cc.describe(r))
+
+
+CASES = {"sigkill_resume": case_sigkill_resume, "integrity_cli": case_integrity_cli, "sigkill_resume_cli": case_sigkill_resume_cli,
          "input_changed": case_input_changed,
          "full_disk": case_full_disk, "exists": case_exists, "path_escape": case_path_escape}
 
