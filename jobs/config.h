@@ -69,6 +69,7 @@ struct sm_job_config {
         char *raw_byte_order;         /* input.raw.byte_order: little | big (little) */
         uint64_t raw_header_bytes;    /* input.raw.header_bytes (0) */
         char *hdf5_dataset;           /* input.hdf5.dataset: absolute HDF5 path (hdf5 input) */
+        bool hdf5_allow_external;     /* input.hdf5.allow_external (false) */
     } input;
 
     struct {

@@ -240,6 +240,15 @@ const struct sm_cfg_key sm_cfg_keys[] = {
              "library reads; integers of 1, 2, 4, 8 bytes, float32, float64)",
      .example = "/exchange/data",
      FIELD(input.hdf5_dataset)},
+    {.path = "input.hdf5.allow_external",
+     .type = SM_CFG_BOOL,
+     .def = "false",
+     .def_doc = "false: data outside the input file is exit 3 naming it",
+     .help = "follow external links and read external storage and virtual datasets whose data "
+             "lies in files other than the HDF5 input (external storage is found relative to the "
+             "input's directory)",
+     .example = "true",
+     FIELD(input.hdf5_allow_external)},
 
     {.path = "roi.offset",
      .type = SM_CFG_DIMS,
