@@ -1345,6 +1345,8 @@ static const char *const md_rules[] = {
     "`output.shard` (non-empty), `output.chunk` (convert, ingest), `export.hdf5.chunk` (with an "
     "export) | one value per axis each: the same number of axes (the first key given sets it; "
     "defaults count, so 2-D data needs `output.shard` and `output.chunk` of 2 values)",
+    "`input.spacing`, `input.origin` and the keys above | one value per axis of the keys above "
+    "when one is given (a TIFF ingest: 3); otherwise checked when the run opens the input (exit 2)",
     "`output.shard`, `output.chunk` | the chunk has the shard's axes and divides it on each axis",
     "`histogram.range`, `histogram.bins` | a range needs `bins` >= 1",
     "`normalize.mode`, `normalize.lo`, `normalize.hi` | `window` and `percentile` need both, with "

@@ -1282,6 +1282,24 @@ static sm_status check_export(struct lctx *cx)
  * one a job would refuse without reading data is checked here, so `validate` and `run` share it
  * (docs/CONFIG.md "Rules between keys" lists them, from sm_cfg_rules in config_schema.c) ---- */
 
+/* input.spacing and input.origin give one value per axis: `want` axes, as `from` says (a run
+ * would otherwise find the mismatch only after opening the input, or write a short OME scale). */
+static sm_status check_geometry_axes(struct lctx *cx, unsigned want, const char *from)
+{
+    const struct sm_job_config *c = cx->cfg;
+    const struct {
+        const char *path;
+        const struct sm_cfg_floats *f;
+    } keys[] = {{"input.spacing", &c->input.spacing}, {"input.origin", &c->input.origin}};
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        if (keys[i].f->set && keys[i].f->n != want) {
+            FAIL_KEY(cx, keys[i].path, "%s has %u values but %s has %u axes (one value per axis)",
+                     keys[i].path, keys[i].f->n, from, want);
+        }
+    }
+    return SM_OK;
+}
+
 /* The keys giving one value per array axis, for the job: the first given one sets the count. */
 static sm_status check_axes(struct lctx *cx)
 {
@@ -1317,8 +1335,10 @@ static sm_status check_axes(struct lctx *cx)
             break;
         }
     }
+    const bool tiff = c->job == SM_JOB_INGEST && strcmp(c->input.format, "tiff") == 0;
     if (ref < 0) {
-        return SM_OK;
+        /* a TIFF volume always has 3 axes (z, y, x): input.spacing/origin are checked anyway */
+        return tiff ? check_geometry_axes(cx, 3, "a TIFF input") : SM_OK;
     }
     const unsigned want = keys[ref].d->n;
     for (unsigned i = 0; i < n; i++) {
@@ -1331,7 +1351,7 @@ static sm_status check_axes(struct lctx *cx)
                  "%s has %u axes but %s has %u (every shape key needs one value per axis)",
                  keys[i].path, keys[i].d->n, keys[ref].path, want);
     }
-    return SM_OK;
+    return check_geometry_axes(cx, want, keys[ref].path);
 }
 
 /* export.hdf5.dataset: what the HDF5 export accepts (engine/export/export_plan.c). */
