@@ -580,8 +580,9 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .help = "path of the JSON report written by rank 0 (SPEC §7; `shardmill run --report PATH` "
              "overrides it, `-` is standard output); standard output always gets a short summary "
              "(job, voxels, checksums, window, output, times, figure of merit) unless the JSON "
-             "goes there",
-     .example = "out/report.json",
+             "goes there; its directory must exist and be writable when the run starts, unless "
+             "the run creates it (output.path or one of its ancestors)",
+     .example = "report.json",
      FIELD(report)},
     {.path = "progress",
      .type = SM_CFG_BOOL,
