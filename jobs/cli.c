@@ -83,6 +83,7 @@ static void print_help(const struct sm_cmd_spec *spec)
         printf("  %-32s %s\n", lhs, o->help);
     }
     printf("  %-32s %s\n", "-h, --help", "show this help and exit");
+    printf("  %-32s %s\n", "--", "end of options: what follows is positional (a name such as -x)");
 }
 
 static const struct sm_opt *find_opt(const struct sm_cmd_spec *spec, const char *arg)
@@ -141,13 +142,18 @@ int sm_cli_parse(const struct sm_cmd_spec *spec, int argc, char **argv, const ch
                  unsigned *npos)
 {
     *npos = 0;
+    bool options = true; /* until "--": what follows it is positional, even "-x" */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+        if (options && strcmp(a, "--") == 0) {
+            options = false;
+            continue;
+        }
+        if (options && (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0)) {
             print_help(spec);
             return 0;
         }
-        if (a[0] != '-' || strcmp(a, "-") == 0) {
+        if (!options || a[0] != '-' || strcmp(a, "-") == 0) {
             if (*npos == spec->max_pos) {
                 return sm_usage_error(spec->name, "unexpected argument '%s' (see --help)", a);
             }
@@ -165,6 +171,9 @@ int sm_cli_parse(const struct sm_cmd_spec *spec, int argc, char **argv, const ch
         const struct sm_opt *o = find_opt(spec, a);
         if (o == NULL) {
             return sm_usage_error(spec->name, "unknown option '%s' (see --help)", argv[i]);
+        }
+        if (o->kind == SM_OPT_FLAG && val != NULL) {
+            return sm_usage_error(spec->name, "option '%s' takes no value", a);
         }
         if (o->kind != SM_OPT_FLAG && val == NULL) {
             if (i + 1 >= argc) {

@@ -14,22 +14,28 @@ int sm_cmd_info(int argc, char **argv)
 {
     const char *array_path = "";
     bool compact = false;
+    /* the metadata documents are objects like any other: the same cap as scan and read */
+    const struct sm_limits defaults = SM_LIMITS_DEFAULTS;
+    uint64_t max_object_bytes = defaults.max_object_bytes;
     const struct sm_opt opts[] = {
         {"array", 0, SM_OPT_STRING, "PATH", "node inside STORE (group member, OME-Zarr level)",
          &array_path},
         {"compact", 0, SM_OPT_FLAG, NULL, "print the JSON on one line", &compact},
+        {"max-object-bytes", 0, SM_OPT_SIZE, "SIZE",
+         "largest metadata document read (512MiB, as limits.max_object_bytes)", &max_object_bytes},
         {NULL, 0, SM_OPT_FLAG, NULL, NULL, NULL},
     };
     const struct sm_cmd_spec spec = {
         "info",
-        "STORE [--array PATH]",
+        "STORE [--array PATH] [--max-object-bytes SIZE]",
         "Prints the Zarr metadata of the array or group at STORE (a directory path, a file:// "
         "URL, an http:// or https:// URL, or s3://bucket/prefix with the AWS_* environment or "
         "profile) as JSON: zarr_format, node_type, shape, dtype, "
         "chunks, shards, codecs, fill_value, attributes. A group lists its members (over HTTP, "
         "which cannot list, the arrays its metadata names); an OME-Zarr group adds "
         "\"multiscales\" with each level's path, shape, dtype and scale. An N5 dataset or group "
-        "(attributes.json) has \"format\": \"n5\" and zarr_format null.",
+        "(attributes.json) has \"format\": \"n5\" and zarr_format null. A document larger "
+        "than --max-object-bytes (a Content-Length over it included) is exit 5.",
         opts,
         1,
         1};
@@ -38,6 +44,9 @@ int sm_cmd_info(int argc, char **argv)
     int rc = sm_cli_parse(&spec, argc, argv, pos, &npos);
     if (rc >= 0) {
         return rc;
+    }
+    if (max_object_bytes == 0) {
+        return sm_usage_error("info", "--max-object-bytes: must be at least 1 byte");
     }
     struct sm_err err;
     sm_err_clear(&err);
@@ -54,6 +63,10 @@ int sm_cmd_info(int argc, char **argv)
     }
     if (st == SM_OK) {
         st = sm_store_open_with(pos[0], &http, &store, &err);
+    }
+    if (st == SM_OK) { /* checked before any byte is allocated (HTTP: on the Content-Length) */
+        store->max_object_bytes = max_object_bytes;
+        sm_store_backing(store)->max_object_bytes = max_object_bytes;
     }
     if (st == SM_OK) {
         st = sm_node_describe(store, array_path, &desc, &err);

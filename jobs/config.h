@@ -69,6 +69,7 @@ struct sm_job_config {
         char *raw_byte_order;         /* input.raw.byte_order: little | big (little) */
         uint64_t raw_header_bytes;    /* input.raw.header_bytes (0) */
         char *hdf5_dataset;           /* input.hdf5.dataset: absolute HDF5 path (hdf5 input) */
+        bool hdf5_allow_external;     /* input.hdf5.allow_external (false) */
     } input;
 
     struct {
@@ -176,5 +177,13 @@ char *sm_config_format_yaml(const struct sm_job_config *c);
 
 /* docs/CONFIG.md, generated from the schema table. sm_malloc'd; NULL when out of memory. */
 char *sm_config_markdown(void);
+/* The JSON report's path (`report`, or run's `--report`, named by `key`), checked before any
+ * work so a run does not fail only after its job: SM_E_USAGE (where = key) when the path is a
+ * directory or its directory does not exist, is no directory or is not writable. A directory the
+ * run creates, `output` (output.path of convert and ingest; NULL for none) or one of its
+ * ancestors as written, may be missing: its nearest existing ancestor must be writable. NULL and
+ * "-" (standard output) pass. Creates nothing. sm_config_load checks `report` with it. */
+sm_status sm_config_check_report(const char *path, const char *key, const char *output,
+                                 struct sm_err *err);
 
 #endif

@@ -240,6 +240,15 @@ const struct sm_cfg_key sm_cfg_keys[] = {
              "library reads; integers of 1, 2, 4, 8 bytes, float32, float64)",
      .example = "/exchange/data",
      FIELD(input.hdf5_dataset)},
+    {.path = "input.hdf5.allow_external",
+     .type = SM_CFG_BOOL,
+     .def = "false",
+     .def_doc = "false: data outside the input file is exit 3 naming it",
+     .help = "follow external links and read external storage and virtual datasets whose data "
+             "lies in files other than the HDF5 input (external storage is found relative to the "
+             "input's directory)",
+     .example = "true",
+     FIELD(input.hdf5_allow_external)},
 
     {.path = "roi.offset",
      .type = SM_CFG_DIMS,
@@ -571,8 +580,9 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .help = "path of the JSON report written by rank 0 (SPEC §7; `shardmill run --report PATH` "
              "overrides it, `-` is standard output); standard output always gets a short summary "
              "(job, voxels, checksums, window, output, times, figure of merit) unless the JSON "
-             "goes there",
-     .example = "out/report.json",
+             "goes there; its directory must exist and be writable when the run starts, unless "
+             "the run creates it (output.path or one of its ancestors)",
+     .example = "report.json",
      FIELD(report)},
     {.path = "progress",
      .type = SM_CFG_BOOL,
@@ -1336,6 +1346,8 @@ static const char *const md_rules[] = {
     "`output.shard` (non-empty), `output.chunk` (convert, ingest), `export.hdf5.chunk` (with an "
     "export) | one value per axis each: the same number of axes (the first key given sets it; "
     "defaults count, so 2-D data needs `output.shard` and `output.chunk` of 2 values)",
+    "`input.spacing`, `input.origin` and the keys above | one value per axis of the keys above "
+    "when one is given (a TIFF ingest: 3); otherwise checked when the run opens the input (exit 2)",
     "`output.shard`, `output.chunk` | the chunk has the shard's axes and divides it on each axis",
     "`histogram.range`, `histogram.bins` | a range needs `bins` >= 1",
     "`normalize.mode`, `normalize.lo`, `normalize.hi` | `window` and `percentile` need both, with "

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <pthread.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <yaml.h>
 
 #include <shardmill/alloc.h>
@@ -1282,6 +1283,24 @@ static sm_status check_export(struct lctx *cx)
  * one a job would refuse without reading data is checked here, so `validate` and `run` share it
  * (docs/CONFIG.md "Rules between keys" lists them, from sm_cfg_rules in config_schema.c) ---- */
 
+/* input.spacing and input.origin give one value per axis: `want` axes, as `from` says (a run
+ * would otherwise find the mismatch only after opening the input, or write a short OME scale). */
+static sm_status check_geometry_axes(struct lctx *cx, unsigned want, const char *from)
+{
+    const struct sm_job_config *c = cx->cfg;
+    const struct {
+        const char *path;
+        const struct sm_cfg_floats *f;
+    } keys[] = {{"input.spacing", &c->input.spacing}, {"input.origin", &c->input.origin}};
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        if (keys[i].f->set && keys[i].f->n != want) {
+            FAIL_KEY(cx, keys[i].path, "%s has %u values but %s has %u axes (one value per axis)",
+                     keys[i].path, keys[i].f->n, from, want);
+        }
+    }
+    return SM_OK;
+}
+
 /* The keys giving one value per array axis, for the job: the first given one sets the count. */
 static sm_status check_axes(struct lctx *cx)
 {
@@ -1317,8 +1336,10 @@ static sm_status check_axes(struct lctx *cx)
             break;
         }
     }
+    const bool tiff = c->job == SM_JOB_INGEST && strcmp(c->input.format, "tiff") == 0;
     if (ref < 0) {
-        return SM_OK;
+        /* a TIFF volume always has 3 axes (z, y, x): input.spacing/origin are checked anyway */
+        return tiff ? check_geometry_axes(cx, 3, "a TIFF input") : SM_OK;
     }
     const unsigned want = keys[ref].d->n;
     for (unsigned i = 0; i < n; i++) {
@@ -1331,7 +1352,7 @@ static sm_status check_axes(struct lctx *cx)
                  "%s has %u axes but %s has %u (every shape key needs one value per axis)",
                  keys[i].path, keys[i].d->n, keys[ref].path, want);
     }
-    return SM_OK;
+    return check_geometry_axes(cx, want, keys[ref].path);
 }
 
 /* export.hdf5.dataset: what the HDF5 export accepts (engine/export/export_plan.c). */
@@ -1378,9 +1399,118 @@ static sm_status check_path(struct lctx *cx, const char *key, const char *noun, 
     FAIL_KEY(cx, key, "%s '%s': %s", key, path, e.what);
 }
 
+/* SM_E_USAGE naming the report's key and path. */
+static sm_status report_fail(const char *key, const char *path, const char *why, const char *dir,
+                             struct sm_err *err)
+{
+    sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "cannot write the report '%s': %s%s%s", path,
+               why, dir != NULL ? " " : "", dir != NULL ? dir : "");
+    sm_err_where(err, "%s", key);
+    return err->status;
+}
+
+/* The next path component of *p ("" and "." skipped), its length in *len; NULL at the end. */
+static const char *next_component(const char **p, size_t *len)
+{
+    for (;;) {
+        while (**p == '/') {
+            (*p)++;
+        }
+        if (**p == '\0') {
+            return NULL;
+        }
+        const char *c = *p;
+        *len = strcspn(c, "/");
+        *p += *len;
+        if (!(*len == 1 && c[0] == '.')) {
+            return c;
+        }
+    }
+}
+
+/* True when directory `dir` is output.path or one of its ancestors, compared by components as
+ * written: the run creates it (sm_fs_mkdirs) before the report is written. */
+static bool made_by_output(const char *dir, const char *output)
+{
+    if (output == NULL || (dir[0] == '/') != (output[0] == '/')) {
+        return false;
+    }
+    const char *d = dir, *o = output;
+    size_t dl = 0, ol = 0;
+    for (const char *dc; (dc = next_component(&d, &dl)) != NULL;) {
+        const char *oc = next_component(&o, &ol);
+        if (oc == NULL || dl != ol || memcmp(dc, oc, dl) != 0) {
+            return false;
+        }
+    }
+    return true;
+}
+
+sm_status sm_config_check_report(const char *path, const char *key, const char *output,
+                                 struct sm_err *err)
+{
+    if (path == NULL || strcmp(path, "-") == 0) {
+        return SM_OK;
+    }
+    struct stat sb;
+    if (path[0] == '\0' || path[strlen(path) - 1] == '/') {
+        return report_fail(key, path, "the path names no file", NULL, err);
+    }
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        return report_fail(key, path, "it is a directory", NULL, err);
+    }
+    /* the report is written as <path>.tmp.<pid> and renamed: its directory must take a file */
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    if (slash == NULL) {
+        snprintf(dir, sizeof(dir), ".");
+    } else if (slash == path) {
+        snprintf(dir, sizeof(dir), "/");
+    } else if ((size_t)(slash - path) >= sizeof(dir)) {
+        return report_fail(key, path, "the path is too long", NULL, err);
+    } else {
+        snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
+    }
+    if (stat(dir, &sb) != 0 && errno == ENOENT && made_by_output(dir, output)) {
+        /* the run creates it: the nearest directory that exists must take the new ones */
+        while (stat(dir, &sb) != 0 && errno == ENOENT) {
+            char *cut = strrchr(dir, '/');
+            if (cut == NULL) {
+                snprintf(dir, sizeof(dir), ".");
+                break;
+            }
+            cut[cut == dir ? 1 : 0] = '\0'; /* "/x" -> "/", "a/b" -> "a" */
+            if (cut == dir) {
+                break;
+            }
+        }
+    }
+    if (stat(dir, &sb) != 0) {
+        return report_fail(
+            key, path, errno == ENOENT ? "no such directory:" : "cannot reach the directory:", dir,
+            err);
+    }
+    if (!S_ISDIR(sb.st_mode)) {
+        return report_fail(key, path, "not a directory:", dir, err);
+    }
+    if (access(dir, W_OK | X_OK) != 0) {
+        return report_fail(key, path, "the directory is not writable:", dir, err);
+    }
+    return SM_OK;
+}
+
 static sm_status check_rules(struct lctx *cx)
 {
     const struct sm_job_config *c = cx->cfg;
+    if (c->report != NULL) { /* checked before any work: a run fails here, not after its job */
+        struct sm_err e;
+        sm_err_clear(&e);
+        const bool writes = c->job == SM_JOB_CONVERT || c->job == SM_JOB_INGEST;
+        if (sm_config_check_report(c->report, "report", writes ? c->output.path : NULL, &e) !=
+            SM_OK) {
+            FAIL_KEY(cx, "report", "report: %s", e.what);
+        }
+    }
     if (c->histogram.range_set && c->histogram.bins == 0) {
         FAIL_KEY(cx, "histogram.range",
                  "histogram.range needs histogram.bins (how many bins divide the range)");

@@ -249,7 +249,8 @@ sm_status sm_volume_open(const struct sm_job_config *c, struct sm_volume *v, str
     if (c->input.format != NULL && strcmp(c->input.format, "hdf5") == 0) {
         snprintf(v->format, sizeof(v->format), "hdf5");
         v->path = path;
-        SM_TRY(sm_h5source_open(path, c->input.hdf5_dataset, &v->h5info, &v->h5, err));
+        const unsigned flags = c->input.hdf5_allow_external ? SM_H5SOURCE_ALLOW_EXTERNAL : 0;
+        SM_TRY(sm_h5source_open(path, c->input.hdf5_dataset, flags, &v->h5info, &v->h5, err));
         v->ndim = v->h5info.ndim;
         memcpy(v->shape, v->h5info.shape, v->ndim * sizeof(uint64_t));
         v->dtype = v->stored = v->h5info.dtype;

@@ -17,6 +17,7 @@
 
 #include <dirent.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -99,16 +100,18 @@ static json_t *source_json(const struct sm_job_config *c, const struct sm_volume
 }
 
 /* Spacing, unit and origin of the volume (SPEC §2: kept), in the array's axis order z, y, x:
- * added to the provenance object `shardmill` (NIfTI only; raw volumes carry none). */
-static void geometry_json(const struct sm_volume *v, json_t *prov)
+ * added to the provenance object `shardmill` (NIfTI only; raw volumes carry none). input.spacing,
+ * when given, replaces the file's pixdim (which may then be anything). */
+static void geometry_json(const struct sm_job_config *c, const struct sm_volume *v, json_t *prov)
 {
     if (!v->nifti) {
         return;
     }
     const struct sm_nifti_hdr *n = &v->nii;
+    const bool given = c->input.spacing.set;
     json_t *sp = json_array();
-    for (unsigned d = 0; d < v->ndim; d++) {
-        json_array_append_new(sp, json_real(n->spacing[d]));
+    for (unsigned d = 0; d < (given ? c->input.spacing.n : v->ndim); d++) {
+        json_array_append_new(sp, json_real(given ? c->input.spacing.v[d] : n->spacing[d]));
     }
     json_object_set_new(prov, "spacing", sp);
     json_object_set_new(prov, "unit", n->unit != NULL ? json_string(n->unit) : json_null());
@@ -117,6 +120,29 @@ static void geometry_json(const struct sm_volume *v, json_t *prov)
                             json_pack("[f,f,f]", n->origin[0], n->origin[1], n->origin[2]));
         json_object_set_new(prov, "origin_from", json_string(n->origin_from));
     }
+}
+
+/* A NIfTI voxel size (pixdim[1..]) the output takes, as OME `scale` and provenance, must be a
+ * positive finite number: NaN, 0 or a negative size would write a scale OME-Zarr readers reject
+ * (JSON has no NaN: it would drop out of the array). input.spacing replaces it. */
+static sm_status nifti_spacing_check(const struct sm_job_config *c, const struct sm_volume *v,
+                                     struct sm_err *err)
+{
+    if (!v->nifti || c->input.spacing.set) {
+        return SM_OK;
+    }
+    for (unsigned d = 0; d < v->ndim; d++) {
+        const double s = v->nii.spacing[d];
+        if (!isfinite(s) || s <= 0) {
+            sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
+                       "pixdim[%u] is %g: a voxel size must be a positive finite number "
+                       "(input.spacing replaces the file's)",
+                       v->ndim - d, s);
+            sm_err_where(err, "%s: pixdim", c->input.store);
+            return err->status;
+        }
+    }
+    return SM_OK;
 }
 
 static sm_status source_plan(void *user, const uint64_t *off, const uint64_t *shape,
@@ -149,7 +175,7 @@ static json_t *report_json(const struct sm_job_config *c, const struct sm_volume
     const bool have_hist = r->scan.hist.bins != 0;
     const uint64_t zeros[SM_CFG_MAX_DIMS] = {0};
     json_t *input = source_json(c, v);
-    geometry_json(v, input);
+    geometry_json(c, v, input);
     json_object_set_new(input, "store", json_string(c->input.store));
     json_object_set_new(input, "chunks", json_null());
     json_object_set_new(input, "shards", json_null());
@@ -224,7 +250,10 @@ sm_status sm_job_ingest(const struct sm_job_config *c, const char *report_path, 
     }
     json_t *attrs = json_pack("{s:{s:o,s:o}}", "shardmill", "engine", sm_json_engine(), "source",
                               source_json(c, &v));
-    geometry_json(&v, json_object_get(attrs, "shardmill"));
+    if (st == SM_OK) {
+        st = nifti_spacing_check(c, &v, err);
+    }
+    geometry_json(c, &v, json_object_get(attrs, "shardmill"));
     struct sm_ingest_run p = SM_INGEST_RUN_DEFAULTS;
     p.source.ndim = v.ndim;
     memcpy(p.source.shape, v.shape, v.ndim * sizeof(uint64_t));
@@ -239,6 +268,12 @@ sm_status sm_job_ingest(const struct sm_job_config *c, const char *report_path, 
         sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "has %u values, the input has %u axes",
                    ome->spacing.n, v.ndim);
         sm_err_where(err, "input.spacing");
+        st = err->status;
+    }
+    if (st == SM_OK && ome->origin.set && ome->origin.n != v.ndim) {
+        sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "has %u values, the input has %u axes",
+                   ome->origin.n, v.ndim);
+        sm_err_where(err, "input.origin");
         st = err->status;
     }
     if (!v.nifti && ome->spacing.set) { /* raw, TIFF, HDF5: input.spacing/unit in the provenance */

@@ -35,8 +35,8 @@ struct sm_export_hdf5_ops {
 #define SM_HDF5_SOURCE_SYMBOL "sm_hdf5_source_module"
 struct sm_hdf5_source_ops {
     struct sm_module_head head;
-    sm_status (*open)(const char *path, const char *dataset, struct sm_h5source_info *info,
-                      struct sm_h5source **out, struct sm_err *err);
+    sm_status (*open)(const char *path, const char *dataset, unsigned flags,
+                      struct sm_h5source_info *info, struct sm_h5source **out, struct sm_err *err);
     sm_status (*read_box)(struct sm_h5source *s, const uint64_t *off, const uint64_t *shape,
                           void *out, struct sm_err *err);
     void (*close)(struct sm_h5source *s);

@@ -44,11 +44,13 @@ sm_status sm_export_hdf5_write(const char *path, const struct sm_export_opts *op
 }
 
 /* h5source.h without HDF5: the source cannot be opened. */
-sm_status sm_h5source_open(const char *path, const char *dataset, struct sm_h5source_info *info,
-                           struct sm_h5source **out, struct sm_err *err)
+sm_status sm_h5source_open(const char *path, const char *dataset, unsigned flags,
+                           struct sm_h5source_info *info, struct sm_h5source **out,
+                           struct sm_err *err)
 {
     (void)path;
     (void)dataset;
+    (void)flags;
     memset(info, 0, sizeof(*info));
     *out = NULL;
     sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,

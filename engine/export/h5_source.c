@@ -35,8 +35,19 @@ const struct sm_hdf5_source_ops sm_hdf5_source_module = {
 /* HDF5 is not thread-safe in Debian's build: one lock for every call of the library here. */
 static pthread_mutex_t h5_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* Refuses every external link HDF5 would traverse (input.hdf5.allow_external false): set on the
+ * access plist of every lookup, so a link reached through a soft link is caught as well. The first
+ * refused link is kept for the error message. */
+struct elink_guard {
+    bool allow;
+    bool hit;
+    char file[256], object[256];
+};
+
 struct sm_h5source {
     hid_t file, dset, mtype; /* mtype: a predefined native type (never closed) */
+    hid_t dapl;              /* every lookup's access plist: the guard, ${ORIGIN} external files */
+    struct elink_guard guard;
     unsigned ndim;
     char where[512]; /* "<file>: <dataset>" */
 };
@@ -72,6 +83,35 @@ static sm_status src_fail(struct sm_err *err, const char *where, const char *cal
 static sm_status data_fail(struct sm_err *err, const char *where, const char *what)
 {
     sm_err_set(err, SM_E_DATA, __FILE__, __LINE__, "%s", what);
+    sm_err_where(err, "%s", where);
+    return err->status;
+}
+
+static herr_t elink_refuse(const char *parent_file, const char *parent_group,
+                           const char *child_file, const char *child_object, unsigned *acc_flags,
+                           hid_t fapl, void *data)
+{
+    (void)parent_file, (void)parent_group, (void)acc_flags, (void)fapl;
+    struct elink_guard *g = data;
+    if (g->allow) {
+        return 0;
+    }
+    if (!g->hit) {
+        g->hit = true;
+        snprintf(g->file, sizeof(g->file), "%s", child_file);
+        snprintf(g->object, sizeof(g->object), "%s", child_object);
+    }
+    return -1;
+}
+
+static sm_status elink_fail(struct sm_err *err, const char *where, const char *name,
+                            const struct elink_guard *g)
+{
+    H5Eclear2(H5E_DEFAULT);
+    sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
+               "the path %s leads through an external link (to %s:%s), outside the input file "
+               "(input.hdf5.allow_external: true follows it)",
+               name, g->file, g->object);
     sm_err_where(err, "%s", where);
     return err->status;
 }
@@ -152,6 +192,7 @@ static sm_status check_plist(hid_t dset, struct sm_h5source_info *info, const ch
     snprintf(info->layout, sizeof(info->layout), "%s",
              lay == H5D_CHUNKED   ? "chunked"
              : lay == H5D_COMPACT ? "compact"
+             : lay == H5D_VIRTUAL ? "virtual"
                                   : "contiguous");
     const int n = H5Pget_nfilters(dcpl);
     sm_status st = SM_OK;
@@ -190,9 +231,14 @@ static sm_status check_plist(hid_t dset, struct sm_h5source_info *info, const ch
     return st;
 }
 
-/* The first component of `dataset` that does not exist, or NULL. */
-static sm_status find_object(hid_t file, const char *dataset, const char *where, struct sm_err *err)
+/* Every component of `dataset` must exist (else the first missing one is named) and none may be
+ * reached through a refused external link. With `must_exist` false a missing component ends the
+ * walk quietly (a virtual dataset's source may be absent: HDF5 reads its fill value). */
+static sm_status walk_path(const struct sm_h5source *s, const char *dataset, bool must_exist,
+                           struct sm_err *err)
 {
+    const hid_t file = s->file;
+    const char *where = s->where;
     char prefix[512];
     const size_t len = strlen(dataset);
     if (len >= sizeof(prefix)) {
@@ -204,10 +250,16 @@ static sm_status find_object(hid_t file, const char *dataset, const char *where,
         }
         memcpy(prefix, dataset, i);
         prefix[i] = '\0';
-        const htri_t ok = H5Lexists(file, prefix, H5P_DEFAULT);
+        const htri_t ok = H5Lexists(file, prefix, s->dapl);
         H5Eclear2(H5E_DEFAULT);
-        htri_t obj = ok > 0 ? H5Oexists_by_name(file, prefix, H5P_DEFAULT) : 0;
+        htri_t obj = ok > 0 && !s->guard.hit ? H5Oexists_by_name(file, prefix, s->dapl) : 0;
         H5Eclear2(H5E_DEFAULT);
+        if (s->guard.hit) {
+            return elink_fail(err, where, prefix, &s->guard);
+        }
+        if ((ok <= 0 || obj <= 0) && !must_exist) {
+            return SM_OK;
+        }
         if (ok <= 0 || obj <= 0) {
             char what[600];
             if (i == len) {
@@ -218,6 +270,106 @@ static sm_status find_object(hid_t file, const char *dataset, const char *where,
             }
             return data_fail(err, where, what);
         }
+    }
+    return SM_OK;
+}
+
+static sm_status walk_path(const struct sm_h5source *s, const char *dataset, bool must_exist,
+                           struct sm_err *err);
+static sm_status check_outside(struct sm_h5source *s, hid_t dset, const char *name, unsigned depth,
+                               struct sm_err *err);
+
+/* Virtual datasets nest (a source in the same file may be virtual itself): this deep is checked. */
+#define VDS_DEPTH 8
+
+/* The sources of a virtual dataset: a file other than "." (the dataset's own file) is refused; a
+ * source dataset in the same file is walked (no external link on its path) and checked itself. */
+static sm_status check_virtual(struct sm_h5source *s, hid_t dcpl, const char *name, unsigned depth,
+                               struct sm_err *err)
+{
+    size_t n = 0;
+    if (H5Pget_virtual_count(dcpl, &n) < 0) {
+        return SRC_FAIL(err, s->where, "H5Pget_virtual_count");
+    }
+    for (size_t i = 0; i < n; i++) {
+        char file[256], dset[256], what[700];
+        const ssize_t fl = H5Pget_virtual_filename(dcpl, i, file, sizeof(file));
+        const ssize_t dl = H5Pget_virtual_dsetname(dcpl, i, dset, sizeof(dset));
+        if (fl < 0 || dl < 0) {
+            return SRC_FAIL(err, s->where, "H5Pget_virtual_filename");
+        }
+        if (strcmp(file, ".") != 0) {
+            snprintf(what, sizeof(what),
+                     "%s is a virtual dataset with a source in the file %s%s (%s), outside the "
+                     "input file (input.hdf5.allow_external: true reads it)",
+                     name, file, (size_t)fl >= sizeof(file) ? "..." : "", dset);
+            return data_fail(err, s->where, what);
+        }
+        if (depth >= VDS_DEPTH) {
+            snprintf(what, sizeof(what),
+                     "%s: virtual datasets nested more than %d deep are not read", name, VDS_DEPTH);
+            return data_fail(err, s->where, what);
+        }
+        SM_TRY(walk_path(s, dset, false, err));
+        const htri_t there =
+            H5Lexists(s->file, dset, s->dapl) > 0 && H5Oexists_by_name(s->file, dset, s->dapl) > 0;
+        H5Eclear2(H5E_DEFAULT);
+        const hid_t obj = there ? H5Oopen(s->file, dset, s->dapl) : H5I_INVALID_HID;
+        H5Eclear2(H5E_DEFAULT);
+        sm_status st = SM_OK;
+        if (obj >= 0 && H5Iget_type(obj) == H5I_DATASET) {
+            st = check_outside(s, obj, dset, depth + 1, err);
+        }
+        if (obj >= 0) {
+            H5Oclose(obj);
+        }
+        SM_TRY(st);
+    }
+    return SM_OK;
+}
+
+/* Data outside the input file, refused unless input.hdf5.allow_external: external storage (raw
+ * data in other files, H5Pset_external) and virtual datasets with a source in another file. */
+static sm_status check_outside(struct sm_h5source *s, hid_t dset, const char *name, unsigned depth,
+                               struct sm_err *err)
+{
+    if (s->guard.allow) {
+        return SM_OK;
+    }
+    const hid_t dcpl = H5Dget_create_plist(dset);
+    if (dcpl < 0) {
+        return SRC_FAIL(err, s->where, "H5Dget_create_plist");
+    }
+    sm_status st = SM_OK;
+    const int next = H5Pget_external_count(dcpl);
+    if (next > 0) {
+        char file[256] = "", what[700];
+        off_t off = 0;
+        hsize_t size = 0;
+        if (H5Pget_external(dcpl, 0, sizeof(file), file, &off, &size) < 0) {
+            H5Eclear2(H5E_DEFAULT);
+        }
+        snprintf(what, sizeof(what),
+                 "%s uses external storage: its data lies in %d external file%s (%s%s), outside "
+                 "the input file (input.hdf5.allow_external: true reads it)",
+                 name, next, next > 1 ? "s" : "", file, next > 1 ? ", ..." : "");
+        st = data_fail(err, s->where, what);
+    } else if (H5Pget_layout(dcpl) == H5D_VIRTUAL) {
+        st = check_virtual(s, dcpl, name, depth, err);
+    }
+    H5Pclose(dcpl);
+    return st;
+}
+
+/* The access plist of every lookup and of the dataset: the external-link guard, and external
+ * storage files named relative to the HDF5 file's directory (HDF5 1.10 takes the working
+ * directory otherwise). */
+static sm_status make_dapl(struct sm_h5source *s, struct sm_err *err)
+{
+    s->dapl = H5Pcreate(H5P_DATASET_ACCESS);
+    if (s->dapl < 0 || H5Pset_elink_cb(s->dapl, elink_refuse, &s->guard) < 0 ||
+        H5Pset_efile_prefix(s->dapl, "${ORIGIN}") < 0) {
+        return SRC_FAIL(err, s->where, "H5Pcreate");
     }
     return SM_OK;
 }
@@ -249,16 +401,22 @@ static sm_status open_locked(const char *path, const char *dataset, struct sm_h5
     if (dataset == NULL || dataset[0] != '/' || dataset[1] == '\0') {
         return data_fail(err, s->where, "the dataset must be an absolute HDF5 path such as /data");
     }
-    SM_TRY(find_object(s->file, dataset, s->where, err));
-    const hid_t obj = H5Oopen(s->file, dataset, H5P_DEFAULT);
+    SM_TRY(make_dapl(s, err));
+    SM_TRY(walk_path(s, dataset, true, err));
+    const hid_t obj = H5Oopen(s->file, dataset, s->dapl);
     if (obj < 0) {
         return SRC_FAIL(err, s->where, "H5Oopen");
     }
-    if (H5Iget_type(obj) != H5I_DATASET) {
-        H5Oclose(obj);
+    const bool is_dset = H5Iget_type(obj) == H5I_DATASET;
+    H5Oclose(obj);
+    if (!is_dset) {
         return data_fail(err, s->where, "the object is not a dataset (a group or a named type)");
     }
-    s->dset = obj;
+    /* H5Dopen2, not the H5Oopen above: only it takes the dataset access plist (efile prefix) */
+    s->dset = H5Dopen2(s->file, dataset, s->dapl);
+    if (s->dset < 0) {
+        return SRC_FAIL(err, s->where, "H5Dopen2");
+    }
     const hid_t t = H5Dget_type(s->dset);
     if (t < 0) {
         return SRC_FAIL(err, s->where, "H5Dget_type");
@@ -292,7 +450,8 @@ static sm_status open_locked(const char *path, const char *dataset, struct sm_h5
     H5Sclose(space);
     SM_TRY(st);
     s->ndim = info->ndim;
-    return check_plist(s->dset, info, s->where, err);
+    SM_TRY(check_plist(s->dset, info, s->where, err));
+    return check_outside(s, s->dset, dataset, 0, err);
 }
 
 static void close_locked(struct sm_h5source *s)
@@ -300,14 +459,18 @@ static void close_locked(struct sm_h5source *s)
     if (s->dset >= 0) {
         H5Dclose(s->dset);
     }
+    if (s->dapl >= 0) {
+        H5Pclose(s->dapl);
+    }
     if (s->file >= 0) {
         H5Fclose(s->file);
     }
     H5Eclear2(H5E_DEFAULT);
 }
 
-sm_status sm_h5source_open(const char *path, const char *dataset, struct sm_h5source_info *info,
-                           struct sm_h5source **out, struct sm_err *err)
+sm_status sm_h5source_open(const char *path, const char *dataset, unsigned flags,
+                           struct sm_h5source_info *info, struct sm_h5source **out,
+                           struct sm_err *err)
 {
     *out = NULL;
     memset(info, 0, sizeof(*info));
@@ -315,7 +478,8 @@ sm_status sm_h5source_open(const char *path, const char *dataset, struct sm_h5so
     if (s == NULL) {
         SM_FAIL(err, SM_E_NOMEM, "cannot allocate an HDF5 source");
     }
-    s->file = s->dset = H5I_INVALID_HID;
+    s->file = s->dset = s->dapl = H5I_INVALID_HID;
+    s->guard.allow = (flags & SM_H5SOURCE_ALLOW_EXTERNAL) != 0;
     snprintf(s->where, sizeof(s->where), "%s: %s", path, dataset != NULL ? dataset : "");
     pthread_mutex_lock(&h5_lock);
     const sm_status st = open_locked(path, dataset, info, s, err);

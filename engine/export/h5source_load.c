@@ -34,8 +34,9 @@ static void load(void)
     }
 }
 
-sm_status sm_h5source_open(const char *path, const char *dataset, struct sm_h5source_info *info,
-                           struct sm_h5source **out, struct sm_err *err)
+sm_status sm_h5source_open(const char *path, const char *dataset, unsigned flags,
+                           struct sm_h5source_info *info, struct sm_h5source **out,
+                           struct sm_err *err)
 {
     *out = NULL;
     pthread_once(&load_once, load);
@@ -44,7 +45,7 @@ sm_status sm_h5source_open(const char *path, const char *dataset, struct sm_h5so
         sm_err_where(err, "%s", load_err.where);
         return err->status;
     }
-    return ops->open(path, dataset, info, out, err);
+    return ops->open(path, dataset, flags, info, out, err);
 }
 
 sm_status sm_h5source_read_box(struct sm_h5source *s, const uint64_t *off, const uint64_t *shape,

@@ -16,7 +16,9 @@ Groups (one ctest each, label `convert`):
               larger than limits.memory_bytes are refused; bytes past the volume in a .nii.gz
               are streamed through, not held (a 4 MiB budget ingests a file inflating to 8 MiB)
   bad_inputs  raw size mismatch, a non-NIfTI file, a non-gzip .nii.gz, an unsupported NIfTI
-              datatype, a truncated NIfTI: exit 3, one error line naming the file, no output
+              datatype, a truncated NIfTI, a NaN, negative or zero pixdim voxel size: exit 3,
+              one error line naming the file, no output; input.spacing replacing a bad pixdim
+              is the OME scale
   real_data   data/ct/matrix.dat and data/mri/ch2better.nii.gz (scripts/fetch-data.sh) vs
               NumPy / nibabel; exit 77 (skipped) when they are absent
 Each ingested array is read back by `shardmill read`, by zarrita.js and (small volumes) by the
@@ -414,16 +416,17 @@ def group_nifti_scaled(c, args, work):
 
 # ---- bad inputs ----
 
-def expect_bad(c, args, work, label, store, raw=None, fmt=None, code=3):
+def expect_bad(c, args, work, label, store, raw=None, fmt=None, code=3, extra=None, names=()):
     out = os.path.join(work, label + ".zarr")
     shutil.rmtree(out, ignore_errors=True)
-    cfg = ingest_config(os.path.join(work, label + ".yaml"), store, out, raw, fmt)
+    cfg = ingest_config(os.path.join(work, label + ".yaml"), store, out, raw, fmt, extra)
     r = cc.run([args.shardmill, "run", cfg], cwd=work)
     lines = cc.one_error_line(r.stderr)
     c.check(f"{label}: exit {code}", r.returncode == code, cc.describe(r))
-    c.check(f"{label}: one error line 'shardmill: error: <file>...' naming the file",
+    want = [os.path.basename(store)] + list(names)
+    c.check(f"{label}: one error line 'shardmill: error: <file>...' naming {want}",
             len(lines) == 1 and lines[0].startswith("shardmill: error: ") and
-            os.path.basename(store) in lines[0], lines)
+            all(w in lines[0] for w in want), lines)
     c.check(f"{label}: no output written", not os.path.exists(out),
             os.listdir(out) if os.path.isdir(out) else "")
 
@@ -476,6 +479,30 @@ def group_bad_inputs(c, args, work):
     tgz = os.path.join(work, "truncated.nii.gz")
     open(tgz, "wb").write(gzip.compress(full)[:-40])
     expect_bad(c, args, work, "truncated_nii_gz", tgz)
+    # pixdim (qfac 1, NaN, -1, 0): each bad voxel size alone, then all three, is exit 3 naming
+    # pixdim (it was accepted and wrote the OME scale [0.0, -1.0]: two values for three axes)
+    for name, px in (("nan", [1, np.nan, 1, 1]), ("negative", [1, 1, -1, 1]),
+                     ("zero", [1, 1, 1, 0]), ("nan_negative_zero", [1, np.nan, -1, 0])):
+        img = nib.Nifti1Image(good.transpose(2, 1, 0), np.eye(4))
+        img.header["pixdim"][:4] = px
+        path = os.path.join(work, f"pixdim_{name}.nii")
+        nib.save(img, path)
+        expect_bad(c, args, work, f"pixdim_{name}", path, extra={"output": {"ome": {"levels": 1}}},
+                   names=["pixdim"])
+    # input.spacing replaces the bad pixdim: the OME scale and provenance are the given ones
+    out = os.path.join(work, "pixdim_replaced.zarr")
+    cfg = ingest_config(os.path.join(work, "pixdim_replaced.yaml"), path, out,
+                        extra={"input": {"spacing": [2.0, 0.5, 0.25]},
+                               "output": {"ome": {"levels": 1}}})
+    r = cc.run([args.shardmill, "run", cfg], cwd=work)
+    if c.check("pixdim_replaced by input.spacing: exit 0", r.returncode == 0, cc.describe(r)):
+        attrs = json.load(open(os.path.join(out, "zarr.json")))["attributes"]
+        ds = attrs["ome"]["multiscales"][0]["datasets"][0]["coordinateTransformations"]
+        scale = [t.get("scale") for t in ds if t.get("type") == "scale"]
+        c.check("pixdim_replaced: OME scale = input.spacing [2.0, 0.5, 0.25]",
+                scale == [[2.0, 0.5, 0.25]], ds)
+        c.check("pixdim_replaced: provenance spacing = input.spacing",
+                attrs["shardmill"].get("spacing") == [2.0, 0.5, 0.25], attrs["shardmill"])
 
 
 # ---- real data (SPEC §9) ----

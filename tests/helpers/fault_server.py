@@ -29,6 +29,8 @@ Faults:
     chunked_truncate  chunked, half the body, then close without the terminating chunk
     redirect     answer 302 with `Location: <location>` (the rule's "location"; "{url}" in it is
                  replaced by the server's own http://127.0.0.1:port)
+    length       announce the rule's "length" (default 2^62) as Content-Length, send the real
+                 body, then close (FIN): a response declaring far more than it has
 
 Every fault is bounded: by `times` (default 1; at most 10000) and by the server's lifetime
 (`--max-lifetime`, default 120 s, after which the process exits by itself).
@@ -302,7 +304,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.send_response(status)
         for k, v in headers.items():
             self.send_header(k, v)
-        self.send_header("Content-Length", str(len(body)))
+        declared = int(rule.get("length", 2**62)) if fault == "length" else len(body)
+        self.send_header("Content-Length", str(declared))
         self.end_headers()
         self._entry["status"] = status
         if self.command == "HEAD":
@@ -329,6 +332,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return status
         self.wfile.write(body)
         self._entry["sent"] = len(body)
+        if fault == "length":
+            self.wfile.flush()
+            time.sleep(0.05)
+            self._abort(rst=False)
         return status
 
 

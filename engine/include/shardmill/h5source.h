@@ -28,15 +28,25 @@ struct sm_h5source_info {
     char filters[96];            /* the filter names, comma-separated ("" for none) */
 };
 
+/* sm_h5source_open flags: follow external links and read external storage and virtual datasets
+ * whose data lies in other files (input.hdf5.allow_external). */
+#define SM_H5SOURCE_ALLOW_EXTERNAL 1u
+
 /* Opens the dataset `dataset` (an absolute HDF5 path such as /exchange/data) of the HDF5 file
  * `path`. SM_E_DATA with `where` = "<path>: <dataset>" (the file alone when it cannot be opened):
  * a file that is missing, unreadable or not HDF5, a missing object (naming the first missing
  * component) or one that is not a dataset, a type other than 1/2/4/8-byte integers and 4/8-byte
  * IEEE floats (naming the class: compound, string, …), a scalar, empty or null dataspace, more
- * than SM_MAX_DIMS axes, a filter this HDF5 library lacks (naming it). SM_E_IO when the module
- * libshardmill_hdf5.so cannot be loaded, SM_E_USAGE without SM_WITH_HDF5. */
-sm_status sm_h5source_open(const char *path, const char *dataset, struct sm_h5source_info *info,
-                           struct sm_h5source **out, struct sm_err *err);
+ * than SM_MAX_DIMS axes, a filter this HDF5 library lacks (naming it). Without
+ * SM_H5SOURCE_ALLOW_EXTERNAL in `flags`, also SM_E_DATA for data outside the file, naming it: an
+ * external link on the dataset's path (also through a soft link), external storage
+ * (H5Pset_external), a virtual dataset with a source file other than "." (the same file; such a
+ * source is checked in turn). External storage files are looked up relative to the HDF5 file's
+ * directory ("${ORIGIN}"). SM_E_IO when the module libshardmill_hdf5.so cannot be loaded,
+ * SM_E_USAGE without SM_WITH_HDF5. */
+sm_status sm_h5source_open(const char *path, const char *dataset, unsigned flags,
+                           struct sm_h5source_info *info, struct sm_h5source **out,
+                           struct sm_err *err);
 
 /* Reads the box [off, off + shape) (info.ndim axes, inside the dataset) as C-order native values
  * of info.dtype into out. Thread-safe (serialised: see above). SM_E_DATA naming the file and

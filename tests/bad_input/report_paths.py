@@ -1,0 +1,132 @@
+"""The JSON report's path is checked before any work (issue 19): `shardmill run --report PATH` and
+the config's `report` (also through `--set`, and in `shardmill validate`) whose directory does not
+exist, is not writable (root: a read-only tmpfs; otherwise a mode-555 directory) or that is a
+directory fail with exit 2 and one error line naming the key and the path, and the run neither
+reads its input nor creates its output (it used to run the whole ingest, then fail with exit 4).
+A writable path succeeds and holds the report, also in a directory the run creates (output.path
+or one of its ancestors, as written).
+
+Usage: /usr/bin/python3 report_paths.py --shardmill BIN --work DIR
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+FAILS = []
+PASSED = [0]
+
+
+def check(label, ok, detail=""):
+    if ok:
+        PASSED[0] += 1
+        print(f"ok   {label}", flush=True)
+    else:
+        FAILS.append(label)
+        print(f"FAIL {label}: {str(detail).strip()[:2000]}", flush=True)
+
+
+def run(cmd, cwd):
+    r = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=120)
+    return r, [x for x in r.stderr.splitlines() if x.strip()]
+
+
+def read_only_dir(work):
+    """A directory no file can be created in, and how to undo it (None: cannot make one)."""
+    ro = os.path.join(work, "ro")
+    os.makedirs(ro, exist_ok=True)
+    if os.geteuid() == 0:  # root writes through mode bits: a read-only file system instead
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", ro],
+                           capture_output=True)
+        if r.returncode != 0:
+            return ro, None
+
+        def undo():
+            for _ in range(50):
+                if not os.path.ismount(ro) or subprocess.run(
+                        ["umount", ro], capture_output=True).returncode == 0:
+                    return
+                time.sleep(0.1)
+            subprocess.run(["umount", "-l", ro], capture_output=True)
+        return ro, undo
+    os.chmod(ro, 0o555)
+    return ro, lambda: os.chmod(ro, 0o755)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shardmill", required=True)
+    ap.add_argument("--work", required=True)
+    args = ap.parse_args()
+    sm = os.path.abspath(args.shardmill)
+    work = os.path.abspath(args.work)
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(os.path.join(work, "a_dir"))
+    with open(os.path.join(work, "v.raw"), "wb") as f:
+        f.write(bytes(range(24)))
+    cfg = os.path.join(work, "ingest.yaml")
+    with open(cfg, "w") as f:
+        f.write("job: ingest\n"
+                "input: {store: v.raw, format: raw, raw: {dtype: uint8, shape: [2, 3, 4]}}\n"
+                "output: {path: out.zarr}\n")
+    ro, undo = read_only_dir(work)
+    try:
+        bad = [("missing directory", "no/such/r.json", "no such directory"),
+               ("a directory", "a_dir", "it is a directory"),
+               ("a file as directory", "v.raw/r.json", "not a directory")]
+        if undo is not None:
+            bad.append(("read-only directory", "ro/r.json", "not writable"))
+        else:
+            print("skip read-only directory: cannot mount a tmpfs", flush=True)
+        for label, path, why in bad:
+            for how, cmd, key in (
+                    ("run --report", [sm, "run", cfg, "--report", path], "--report"),
+                    ("run --set report", [sm, "run", cfg, "--set", f"report={path}"], "report"),
+                    ("validate --set report", [sm, "validate", "-q", cfg, "--set",
+                                               f"report={path}"], "report")):
+                shutil.rmtree(os.path.join(work, "out.zarr"), ignore_errors=True)
+                r, lines = run(cmd, work)
+                tag = f"{how} {path} ({label})"
+                check(f"{tag}: exit 2", r.returncode == 2, f"exit {r.returncode}: {r.stderr}")
+                check(f"{tag}: one error line naming {key}, the path and '{why}'",
+                      len(lines) == 1 and lines[0].startswith("shardmill: error: ") and
+                      key + ":" in lines[0] and f"'{path}'" in lines[0] and why in lines[0],
+                      lines)
+                check(f"{tag}: no output created (nothing ran)",
+                      not os.path.exists(os.path.join(work, "out.zarr")))
+                check(f"{tag}: no report or temporary file",
+                      sorted(os.listdir(os.path.join(work, "a_dir"))) == [] and
+                      (undo is None or os.listdir(ro) == []))
+    finally:
+        if undo is not None:
+            undo()
+    shutil.rmtree(os.path.join(work, "out.zarr"), ignore_errors=True)
+    r, _ = run([sm, "run", cfg, "--report", "a_dir/r.json"], work)
+    ok = check("run --report a_dir/r.json: exit 0", r.returncode == 0, r.stderr)
+    if ok:
+        rep = json.load(open(os.path.join(work, "a_dir", "r.json")))
+        check("  the report was written", rep.get("job") == "ingest", list(rep)[:8])
+    # a directory the run creates (output.path's own or an ancestor) may be missing beforehand
+    made = os.path.join(work, "made.yaml")
+    with open(made, "w") as f:
+        f.write("job: ingest\n"
+                "input: {store: v.raw, format: raw, raw: {dtype: uint8, shape: [2, 3, 4]}}\n"
+                "output: {path: made/deeper/out.zarr}\n"
+                "report: made/r.json\n")
+    r, _ = run([sm, "run", made], work)
+    check("report: made/r.json with output.path made/deeper/out.zarr: exit 0",
+          r.returncode == 0 and os.path.isfile(os.path.join(work, "made", "r.json")), r.stderr)
+    r, _ = run([sm, "run", made, "--set", "output.path=made2/x.zarr", "--report",
+                "made2/x.zarr/../r.json"], work)
+    check("--report made2/x.zarr/../r.json is no ancestor as written: exit 2",
+          r.returncode == 2 and "no such directory" in r.stderr, r.stderr)
+    print(f"bad_input.report_paths: {PASSED[0]} passed, {len(FAILS)} failed", flush=True)
+    return 1 if FAILS else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
