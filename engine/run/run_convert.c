@@ -33,6 +33,7 @@
 #include "shardmill/meta.h"
 #include "shardmill/par.h"
 #include "shardmill/sm_version.h"
+#include "shardmill/url.h"
 
 struct thread_state {
     struct sm_scratch *scratch;
@@ -186,8 +187,10 @@ static json_t *provenance(const struct sm_convert_run *p, const struct sm_run_se
         pv, "engine",
         json_pack("{s:s,s:s}", "version", SM_VERSION_STRING, "commit", SM_GIT_COMMIT));
     json_object_set_new(pv, "config_sha256", json_string(hex));
+    char shown[SM_URL_REDACT_MAX]; /* the input's URL without its credentials */
     json_object_set_new(pv, "input",
-                        json_pack("{s:s,s:s}", "store", p->c.input.store, "array",
+                        json_pack("{s:s,s:s}", "store",
+                                  sm_url_redact(p->c.input.store, shown, sizeof(shown)), "array",
                                   p->c.input.array != NULL ? p->c.input.array : ""));
     json_object_set_new(pv, "roi",
                         json_pack("{s:o,s:o}", "offset", dims_json(su->off, nd), "shape",
