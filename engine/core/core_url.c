@@ -52,7 +52,8 @@ static bool secret_key(const char *k, size_t n)
     return false;
 }
 
-/* Copies the query s[0, n) (after '?'), redacting secret values; the fragment stays. */
+/* Copies the query s[0, n) (after '?'), redacting secret values (an empty one hides nothing and
+ * stays, so redacting twice changes nothing); the fragment stays. */
 static void put_query(struct out *o, const char *s, size_t n)
 {
     size_t i = 0;
@@ -62,7 +63,7 @@ static void put_query(struct out *o, const char *s, size_t n)
             e++;
         }
         const char *eq = memchr(s + i, '=', e - i);
-        if (eq != NULL && secret_key(s + i, (size_t)(eq - (s + i)))) {
+        if (eq != NULL && eq + 1 < s + e && secret_key(s + i, (size_t)(eq - (s + i)))) {
             put(o, s + i, (size_t)(eq - (s + i)) + 1);
             put(o, REDACTED, strlen(REDACTED));
             o->changed = true;
@@ -104,8 +105,10 @@ static bool cut_userinfo(const char *s, size_t n)
 /* Copies the URL whose authority starts at s (just after "://") and returns its length. */
 static size_t put_url_rest(struct out *o, const char *s)
 {
-    size_t end = 0;
-    while (!url_end(s[end])) {
+    size_t end = 0; /* also where another URL starts ("?next=http://u:p@h"): that one is redacted
+                       on its own, as the main loop finds it */
+    while (!url_end(s[end]) && !(end > 0 && s[end] == ':' && s[end + 1] == '/' &&
+                                 s[end + 2] == '/' && scheme_char(s[end - 1]))) {
         end++;
     }
     size_t auth = 0; /* the authority ends at the first '/', '?' or '#' */

@@ -47,6 +47,8 @@ static void test_url_redact_finds_urls_in_text(void **state)
     (void)state;
     expect("HTTP 302 redirect to 'ftp://u:p@evil/x' not followed",
            "HTTP 302 redirect to 'ftp://<redacted>@evil/x' not followed");
+    expect("http://h/login?next=http://u:p@g/x", "http://h/login?next=http://<redacted>@g/x");
+    expect("http://a:b://c:d@e", "http://<redacted>://<redacted>@e");
     expect("a http://u:p@h/x and https://v:q@g/?token=z end",
            "a http://<redacted>@h/x and https://<redacted>@g/?token=<redacted> end");
 }
