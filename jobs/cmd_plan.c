@@ -12,6 +12,7 @@
 #include <shardmill/array.h>
 #include <shardmill/meta.h>
 #include <shardmill/store.h>
+#include <shardmill/url.h>
 
 #include "config.h"
 #include "job_s3.h"
@@ -63,7 +64,9 @@ static void print_dims(const uint64_t *v, unsigned n)
 static void print_text(const struct sm_job_config *c, const struct sm_run_setup *su,
                        const struct phase *ph, unsigned nph, int n, unsigned nd)
 {
-    printf("plan: %s of %s, roi ", sm_config_job_name(c->job), c->input.store);
+    char shown[SM_URL_REDACT_MAX];
+    printf("plan: %s of %s, roi ", sm_config_job_name(c->job),
+           sm_url_redact(c->input.store, shown, sizeof(shown)));
     print_dims(su->off, nd);
     printf("+");
     print_dims(su->shape, nd);
@@ -126,12 +129,13 @@ static sm_status plan(const struct sm_job_config *c, int nranks, bool as_json, s
         }
         sm_job_plan(c, m, &ph[i].grid, nranks, ph[i].parts);
     }
+    char shown[SM_URL_REDACT_MAX];
     if (st == SM_OK && as_json) {
-        json_t *o = json_pack("{s:s,s:s,s:i,s:s,s:{s:o,s:o}}", "job", sm_config_job_name(c->job),
-                              "input", c->input.store, "ranks", nranks, "partition",
-                              c->parallel.partition == SM_PARTITION_BLOCK ? "block" : "balanced",
-                              "roi", "offset", sm_json_dims(su.off, m->ndim), "shape",
-                              sm_json_dims(su.shape, m->ndim));
+        json_t *o = json_pack(
+            "{s:s,s:s,s:i,s:s,s:{s:o,s:o}}", "job", sm_config_job_name(c->job), "input",
+            sm_url_redact(c->input.store, shown, sizeof(shown)), "ranks", nranks, "partition",
+            c->parallel.partition == SM_PARTITION_BLOCK ? "block" : "balanced", "roi", "offset",
+            sm_json_dims(su.off, m->ndim), "shape", sm_json_dims(su.shape, m->ndim));
         for (unsigned i = 0; i < nph; i++) {
             json_object_set_new(o, i == 0 ? "tiles" : "shards", phase_json(&ph[i], nranks));
         }

@@ -57,8 +57,8 @@ struct sm_job_config {
         uint64_t index_cache_bytes;   /* input.index_cache.max_bytes (16MiB; 0 disables) */
         uint64_t index_cache_entries; /* input.index_cache.max_entries (64; 0 disables) */
         struct sm_http_opts http;     /* input.http.{connect_timeout_ms, low_speed_bytes,
-                                         low_speed_time_s, retries, backoff_base_ms,
-                                         backoff_max_ms, verify_tls} */
+                                         low_speed_time_s, request_timeout_ms, retries,
+                                         backoff_base_ms, backoff_max_ms, verify_tls} */
         char *s3_endpoint;            /* input.s3.endpoint (AWS_ENDPOINT_URL, else AWS) */
         char *s3_region;              /* input.s3.region (AWS_REGION, ..., else us-east-1) */
         bool s3_path_style;           /* input.s3.path_style (false) */

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include <shardmill/alloc.h>
+#include <shardmill/url.h>
 
 #define KIB (UINT64_C(1) << 10)
 #define MIB (UINT64_C(1) << 20)
@@ -134,6 +135,17 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .help = "seconds below low_speed_bytes before a transfer is aborted and retried",
      .example = "60",
      FIELD(input.http.low_speed_time_s)},
+    {.path = "input.http.request_timeout_ms",
+     .type = SM_CFG_INT,
+     .def = "300000",
+     .def_doc = "0: no deadline",
+     .min = 0,
+     .max = 86400000,
+     .help = "deadline of one request attempt, connect to last byte, in milliseconds: a slower "
+             "one is aborted and retried (a server trickling above low_speed_bytes cannot hold "
+             "a run)",
+     .example = "60000",
+     FIELD(input.http.request_timeout_ms)},
     {.path = "input.http.retries",
      .type = SM_CFG_UINT,
      .def = "4",
@@ -569,7 +581,9 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .def = "1000000",
      .min = 1,
      .max = TIB,
-     .help = "store requests a rank may send; one more is exit 5",
+     .help = "requests a rank may send to its input store, as the report's io.requests counts "
+             "them (every HTTP attempt, retries included; read-bench: per case); the one past "
+             "it is refused before it is sent, exit 5",
      .example = "50000",
      FIELD(limits.max_requests)},
 
@@ -976,8 +990,11 @@ void sm_cfg_format_value(struct sm_cfg_sb *sb, const struct sm_cfg_key *k,
             sm_cfg_sb_printf(sb, "null");
         } else if (k->type == SM_CFG_NAME) {
             sm_cfg_sb_printf(sb, "%s", s);
+        } else if (canonical) {
+            sm_cfg_sb_quote(sb, s); /* the text hashed for provenance, never printed */
         } else {
-            sm_cfg_sb_quote(sb, s);
+            char shown[SM_URL_REDACT_MAX]; /* `validate` prints no credentials of a URL */
+            sm_cfg_sb_quote(sb, sm_url_redact(s, shown, sizeof(shown)));
         }
         return;
     }

@@ -6,6 +6,8 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include <shardmill/url.h>
+
 int sm_exit_code(sm_status st)
 {
     switch (st) {
@@ -39,17 +41,20 @@ int sm_exit_code_of(const struct sm_err *err)
 int sm_report_error(const struct sm_err *err)
 {
     const char *where = err->where[0] != '\0' ? err->where : "shardmill";
-    fprintf(stderr, "shardmill: error: %s: %s\n", where, err->what);
+    char w[SM_URL_REDACT_MAX], t[SM_URL_REDACT_MAX]; /* a URL anywhere in the line: redacted */
+    fprintf(stderr, "shardmill: error: %s: %s\n", sm_url_redact(where, w, sizeof(w)),
+            sm_url_redact(err->what, t, sizeof(t)));
     return sm_exit_code_of(err);
 }
 
 int sm_usage_error(const char *where, const char *fmt, ...)
 {
+    char what[SM_URL_REDACT_MAX], w[SM_URL_REDACT_MAX], t[SM_URL_REDACT_MAX];
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "shardmill: error: %s: ", where);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vsnprintf(what, sizeof(what), fmt, ap);
     va_end(ap);
+    fprintf(stderr, "shardmill: error: %s: %s\n", sm_url_redact(where, w, sizeof(w)),
+            sm_url_redact(what, t, sizeof(t)));
     return 2;
 }

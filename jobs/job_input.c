@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include <shardmill/par.h>
+#include <shardmill/url.h>
 #include <shardmill/write.h>
 
 #include "jobs.h"
@@ -29,12 +30,14 @@ void sm_job_run_common(const struct sm_job_config *c, struct sm_run_common *rc)
     rc->input.store = c->input.store;
     rc->input.array = c->input.array;
     rc->input.http = c->input.http;
+    rc->input.http.stop = sm_signals_flag(); /* a transfer in flight ends on SIGTERM */
     rc->input.cache_enabled = c->input.cache_enabled;
     rc->input.cache_max_bytes = c->input.cache_max_bytes;
     rc->input.index_cache_bytes = c->input.index_cache_bytes;
     rc->input.index_cache_entries = c->input.index_cache_entries;
     rc->input.max_object_bytes = c->limits.max_object_bytes;
     rc->input.max_chunk_bytes = c->limits.max_chunk_bytes;
+    rc->input.max_requests = c->limits.max_requests;
     dims(&c->roi.offset, &rc->roi_offset);
     dims(&c->roi.shape, &rc->roi_shape);
     dims(&c->tile, &rc->tile);
@@ -101,7 +104,9 @@ sm_status sm_job_scan_setup(const struct sm_job_config *c, const struct sm_array
 json_t *sm_job_input_json(const struct sm_job_config *c, const struct sm_array_meta *m)
 {
     json_t *o = json_object();
-    json_object_set_new(o, "store", json_string(c->input.store));
+    char shown[SM_URL_REDACT_MAX]; /* reports and summaries never carry credentials */
+    json_object_set_new(o, "store",
+                        json_string(sm_url_redact(c->input.store, shown, sizeof(shown))));
     json_object_set_new(o, "array", json_string(c->input.array != NULL ? c->input.array : ""));
     if (m->zarr_format == 0) { /* an N5 dataset */
         json_object_set_new(o, "format", json_string("n5"));

@@ -150,6 +150,9 @@ sm_status run_open_input(const struct sm_run_input *in, uint64_t memory_bytes,
     if (st == SM_OK) {
         st = sm_store_open_with(in->store, &in->http, store, err);
     }
+    if (st == SM_OK) {
+        (*store)->max_requests = in->max_requests; /* the store that sends them, not the cache */
+    }
     /* The cache lives within the rank's memory budget: at most half of memory_bytes, so the peak
      * RSS follows the budget, not the volume (the other half holds the decoded tiles, shard
      * buffers and the index cache). */

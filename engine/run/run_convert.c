@@ -34,6 +34,7 @@
 #include "shardmill/meta.h"
 #include "shardmill/par.h"
 #include "shardmill/sm_version.h"
+#include "shardmill/url.h"
 
 struct thread_state {
     struct sm_scratch *scratch;
@@ -186,9 +187,12 @@ static json_t *provenance(const struct sm_convert_run *p, const struct sm_run_se
         json_pack("{s:s,s:s}", "version", SM_VERSION_STRING, "commit", SM_GIT_COMMIT));
     json_object_set_new(pv, "config_sha256", json_string(hex));
     /* the input by content too: a resume whose input metadata changed is refused naming it (its
-     * values are bound shard by shard through the records' digests) */
+     * values are bound shard by shard through the records' digests); its URL without its
+     * credentials */
+    char shown[SM_URL_REDACT_MAX];
     json_object_set_new(pv, "input",
-                        json_pack("{s:s,s:s,s:s}", "store", p->c.input.store, "array",
+                        json_pack("{s:s,s:s,s:s}", "store",
+                                  sm_url_redact(p->c.input.store, shown, sizeof(shown)), "array",
                                   p->c.input.array != NULL ? p->c.input.array : "",
                                   "metadata_sha256", meta_sha256));
     json_object_set_new(pv, "roi",

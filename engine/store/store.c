@@ -95,6 +95,32 @@ sm_status sm_store_check_len(const struct sm_store *s, const char *key, uint64_t
     return SM_OK;
 }
 
+sm_status sm_store_admit(struct sm_store *s, uint64_t n, const char *key, struct sm_err *err)
+{
+    if (s->max_requests == 0) {
+        return SM_OK;
+    }
+    /* a reservation, so concurrent callers cannot all slip past the last free request */
+    const uint64_t before = atomic_fetch_add_explicit(&s->admitted, n, memory_order_relaxed);
+    if (before + n <= s->max_requests) {
+        return SM_OK;
+    }
+    sm_err_set(err, SM_E_LIMIT, __FILE__, __LINE__,
+               "request %" PRIu64 " would exceed limits.max_requests (%" PRIu64 ")",
+               before < s->max_requests ? s->max_requests + 1 : before + 1, s->max_requests);
+    name_object(s, key, err);
+    return err->status;
+}
+
+/* The dispatch admits requests only for the drivers it counts (the others admit their own). */
+static sm_status dispatch_admit(struct sm_store *s, uint64_t n, const char *key, struct sm_err *err)
+{
+    if ((s->ops->caps & SM_STORE_SELF_COUNTED) != 0) {
+        return SM_OK;
+    }
+    return sm_store_admit(s, n, key, err);
+}
+
 /* The length a ranged read must return, given what the driver delivered. */
 static sm_status check_range(const struct sm_store *s, const char *key, struct sm_range r,
                              size_t got, struct sm_err *err)
@@ -160,6 +186,7 @@ sm_status sm_store_get_sized(struct sm_store *s, const char *key, struct sm_rang
     if (range.kind != SM_RANGE_ALL) {
         SM_TRY(sm_store_check_len(s, key, range.len, err));
     }
+    SM_TRY(dispatch_admit(s, 1, key, err));
     sm_status st = s->ops->get(s, key, range, cls, out, found, objsize, err);
     dispatch_count(s, cls, 1, out->len);
     if (st != SM_OK) {
@@ -189,6 +216,7 @@ sm_status sm_store_get_borrow(struct sm_store *s, const char *key, struct sm_ran
     if (range.kind != SM_RANGE_ALL) {
         SM_TRY(sm_store_check_len(s, key, range.len, err));
     }
+    SM_TRY(dispatch_admit(s, 1, key, err));
     sm_status st = s->ops->borrow(s, key, range, cls, view, ref, found, err);
     dispatch_count(s, cls, 1, st == SM_OK && *found ? view->len : 0);
     if (st != SM_OK) {
@@ -235,6 +263,7 @@ sm_status sm_store_get_many(struct sm_store *s, const char *key, const struct sm
         }
         return SM_OK;
     }
+    SM_TRY(dispatch_admit(s, n, key, err));
     sm_status st = s->ops->get_many(s, key, ranges, n, cls, outs, found, err);
     uint64_t bytes = 0;
     for (size_t i = 0; i < n; i++) {

@@ -28,6 +28,7 @@
 #include "shardmill/alloc.h"
 #include "shardmill/module.h"
 #include "shardmill/clock.h"
+#include "shardmill/url.h"
 #include "store_http_int.h"
 
 /* Byte cap of the whole objects kept for a server that ignores Range, when the store has no
@@ -83,8 +84,9 @@ struct http_store {
     struct kept *head, *tail;
     uint64_t kept_bytes;
     atomic_uint_fast64_t whole_fetches, kept_slices;
-    const char *http_base; /* the URL keys are appended to: base.url, or own_base (s3) */
-    char *own_base;        /* s3: the bucket's HTTP URL (base.url is the s3:// URL) */
+    const char *http_base; /* the URL keys are appended to: own_base */
+    char *own_base;        /* the URL as given (s3: the bucket's HTTP URL); base.url is its
+                              redacted form (s3: the s3:// URL) for messages */
     bool signed_;          /* requests carry the signer's headers (the s3 store) */
     struct sm_http_signer signer;
 };
@@ -105,6 +107,8 @@ struct xfer {
     uint64_t wire; /* body bytes of 200/206 responses received (counted, SPEC §3) */
     char ebody[SM_HTTP_ERRBODY_MAX]; /* the start of an error body (signed stores only) */
     size_t elen;
+    bool stopped;   /* the stop flag aborted the transfer */
+    uint64_t t0_ns; /* when the attempt started (request_timeout_ms) */
     struct sm_err *err;
 };
 
@@ -229,11 +233,38 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *user)
     return n;
 }
 
-static void sleep_ms(uint64_t ms)
+/* Called by libcurl about once a second or more often, also while nothing arrives: the stop
+ * flag ends a transfer in flight (CURLE_ABORTED_BY_CALLBACK), not only between requests. */
+static int on_progress(void *user, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                       curl_off_t ulnow)
 {
-    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0) {
+    (void)dltotal;
+    (void)dlnow;
+    (void)ultotal;
+    (void)ulnow;
+    struct xfer *x = user;
+    const atomic_int *stop = x->hs->opts.stop;
+    if (stop != NULL && atomic_load_explicit(stop, memory_order_relaxed) != 0) {
+        x->stopped = true;
+        return 1;
     }
+    return 0;
+}
+
+/* Sleeps ms, in slices, so a stop flag set meanwhile ends the wait early: false if stopped. */
+static bool sleep_ms(uint64_t ms, const atomic_int *stop)
+{
+    while (ms > 0) {
+        if (stop != NULL && atomic_load_explicit(stop, memory_order_relaxed) != 0) {
+            return false;
+        }
+        const uint64_t step = ms < 50 ? ms : 50;
+        struct timespec ts = {0, (long)step * 1000000L};
+        while (nanosleep(&ts, &ts) != 0) {
+        }
+        ms -= step;
+    }
+    return stop == NULL || atomic_load_explicit(stop, memory_order_relaxed) == 0;
 }
 
 /* Backoff with jitter: min(max, base * 2^attempt) * [0.5, 1). */
@@ -268,6 +299,10 @@ static enum outcome judge(struct xfer *x, CURLcode cc, long code, bool head, str
     if (err->status == SM_E_NOMEM) {
         return FAIL;
     }
+    if (x->stopped) {
+        sm_stop_check(x->hs->opts.stop, err);
+        return FAIL;
+    }
     if (cc == CURLE_WRITE_ERROR && x->overflow) {
         sm_err_set(err, SM_E_IO, __FILE__, __LINE__,
                    "server sent more bytes than announced (%" PRIu64 ")", x->body.expect);
@@ -275,12 +310,22 @@ static enum outcome judge(struct xfer *x, CURLcode cc, long code, bool head, str
     }
     if (cc != CURLE_OK && code >= 300 && code < 400 && x->resp.location[0] != '\0') {
         /* a redirect libcurl refused to follow: to another protocol, or too many */
+        char shown[SM_URL_REDACT_MAX];
         sm_err_set(err, SM_E_IO, __FILE__, __LINE__,
                    "HTTP %ld redirect to '%s' not followed: %s (only http and https redirects "
                    "are followed, at most 5)",
-                   code, x->resp.location, curl.easy_strerror(cc));
+                   code, sm_url_redact(x->resp.location, shown, sizeof(shown)),
+                   curl.easy_strerror(cc));
         sm_err_cause(err, "curl", (int)cc);
         return FAIL;
+    }
+    const long limit = x->hs->opts.request_timeout_ms;
+    if (cc == CURLE_OPERATION_TIMEDOUT && limit > 0 &&
+        (sm_clock_ns() - x->t0_ns) / 1000000u >= (uint64_t)limit) {
+        sm_err_set(err, SM_E_IO, __FILE__, __LINE__,
+                   "no complete response within input.http.request_timeout_ms (%ld ms)", limit);
+        sm_err_cause(err, "curl", (int)cc);
+        return RETRY;
     }
     if (cc != CURLE_OK) {
         sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "%s", curl.easy_strerror(cc));
@@ -388,6 +433,7 @@ static CURLcode common_opts(struct http_store *hs, CURL *h)
     curl.easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, hs->opts.connect_timeout_ms);
     curl.easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, hs->opts.low_speed_bytes);
     curl.easy_setopt(h, CURLOPT_LOW_SPEED_TIME, hs->opts.low_speed_time_s);
+    curl.easy_setopt(h, CURLOPT_TIMEOUT_MS, hs->opts.request_timeout_ms);
     curl.easy_setopt(h, CURLOPT_SSL_VERIFYPEER, hs->opts.verify_tls ? 1L : 0L);
     curl.easy_setopt(h, CURLOPT_SSL_VERIFYHOST, hs->opts.verify_tls ? 2L : 0L);
     curl.easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
@@ -484,6 +530,11 @@ static sm_status request(struct http_store *hs, const char *key, struct sm_range
         x.range_len = r.len;
         sm_http_resp_reset(&x.resp);
         out->len = 0;
+        if (!head && sm_store_admit(&hs->base, 1, key, &last) != SM_OK) { /* counted below */
+            st = last.status;
+            o = FAIL;
+            break;
+        }
         if (r.kind != SM_RANGE_ALL && !head) {
             st = sm_buf_reserve(out, (size_t)r.len, err); /* a range has a known size */
             if (st != SM_OK) {
@@ -515,7 +566,11 @@ static sm_status request(struct http_store *hs, const char *key, struct sm_range
         curl.easy_setopt(h, CURLOPT_HEADERDATA, &x);
         curl.easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
         curl.easy_setopt(h, CURLOPT_WRITEDATA, &x);
+        curl.easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+        curl.easy_setopt(h, CURLOPT_XFERINFODATA, &x);
+        curl.easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
         set_range(h, r, range, sizeof(range));
+        x.t0_ns = sm_clock_ns();
         CURLcode cc = curl.easy_perform(h);
         curl.easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
         curl.slist_free_all(hdrs);
@@ -541,7 +596,13 @@ static sm_status request(struct http_store *hs, const char *key, struct sm_range
         if (o == FAIL || attempt >= hs->opts.max_retries) {
             break;
         }
-        sleep_ms(backoff_ms(&hs->opts, attempt, x.resp.retry_after_s));
+        if (!sleep_ms(backoff_ms(&hs->opts, attempt, x.resp.retry_after_s), hs->opts.stop)) {
+            sm_err_clear(&last);
+            sm_stop_check(hs->opts.stop, &last);
+            st = last.status;
+            o = FAIL;
+            break;
+        }
         st = SM_OK;
     }
     give_back(hs, h);
@@ -560,7 +621,8 @@ static sm_status request(struct http_store *hs, const char *key, struct sm_range
     if (hs->signed_) { /* the s3:// URL of the object, not the endpoint's */
         sm_err_where(&last, "%s/%s", hs->base.url, key);
     }
-    sm_err_where(&last, "%s", url);
+    char shown[SM_URL_REDACT_MAX];
+    sm_err_where(&last, "%s", sm_url_redact(url, shown, sizeof(shown)));
     if (err->status == SM_OK) {
         *err = last;
     }
@@ -950,6 +1012,24 @@ static void curl_init_once(void)
     }
 }
 
+/* The store's name in messages (base.url): the first n bytes of s with any credentials
+ * redacted (sm_url_redact grows a text by at most 10 bytes per byte). NULL if out of memory. */
+static char *display_url(const char *s, size_t n)
+{
+    char *raw = sm_malloc(n + 1);
+    const size_t cap = 11 * n + 32;
+    char *buf = sm_malloc(cap);
+    char *shown = NULL;
+    if (raw != NULL && buf != NULL) {
+        memcpy(raw, s, n);
+        raw[n] = '\0';
+        shown = sm_strdup(sm_url_redact(raw, buf, cap));
+    }
+    sm_free(raw);
+    sm_free(buf);
+    return shown;
+}
+
 sm_status sm_store_http_open(const char *url, const struct sm_http_opts *opts,
                              struct sm_store **out, struct sm_err *err)
 {
@@ -969,7 +1049,11 @@ sm_status sm_store_http_open_signed(const char *url, const struct sm_http_opts *
         sm_err_set(err, SM_E_IO, __FILE__, __LINE__,
                    "HTTP stores need a working libcurl (libcurl.so.4, Debian package libcurl4): %s",
                    curl_load_error);
-        sm_err_where(err, "%s", signer != NULL && signer->display != NULL ? signer->display : url);
+        char shown[SM_URL_REDACT_MAX];
+        sm_err_where(
+            err, "%s",
+            sm_url_redact(signer != NULL && signer->display != NULL ? signer->display : url, shown,
+                          sizeof(shown)));
         return err->status;
     }
     struct http_store *hs = sm_calloc(1, sizeof(*hs));
@@ -978,8 +1062,9 @@ sm_status sm_store_http_open_signed(const char *url, const struct sm_http_opts *
         n--;
     }
     char *u = sm_malloc(n + 1);
-    char *shown = signer != NULL ? sm_strdup(signer->display) : NULL;
-    if (hs == NULL || u == NULL || (signer != NULL && shown == NULL)) {
+    char *shown = signer != NULL ? display_url(signer->display, strlen(signer->display))
+                                 : display_url(url, n);
+    if (hs == NULL || u == NULL || shown == NULL) {
         sm_free(hs);
         sm_free(u);
         sm_free(shown);
@@ -991,13 +1076,12 @@ sm_status sm_store_http_open_signed(const char *url, const struct sm_http_opts *
     memcpy(u, url, n);
     u[n] = '\0';
     hs->base.ops = signer != NULL ? &s3_ops : &http_ops;
-    hs->base.url = u;
-    hs->http_base = u;
-    if (signer != NULL) { /* base.url names the store as given (s3://...) */
+    hs->base.url = shown; /* what messages name: the URL as given, credentials redacted */
+    hs->http_base = u;    /* what requests go to */
+    hs->own_base = u;
+    if (signer != NULL) {
         hs->signed_ = true;
         hs->signer = *signer;
-        hs->own_base = u;
-        hs->base.url = shown;
     }
     hs->opts = *opts;
     for (int i = 0; i <= CURL_LOCK_DATA_LAST; i++) {
@@ -1010,7 +1094,7 @@ sm_status sm_store_http_open_signed(const char *url, const struct sm_http_opts *
     hs->cap = hs->pool != NULL ? 8 : 0;
     hs->share = curl.share_init();
     if (hs->share == NULL) {
-        char *shown_url = hs->base.url; /* u, or the s3:// URL (u is own_base then) */
+        char *shown_url = hs->base.url; /* freed by sm_store_close, not http_close */
         http_close(&hs->base);
         sm_free(shown_url);
         SM_FAIL(err, SM_E_NOMEM, "cannot create a curl share handle");

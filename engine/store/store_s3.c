@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "shardmill/alloc.h"
+#include "shardmill/url.h"
 #include "store_http_int.h"
 #include "store_s3_int.h"
 
@@ -69,7 +70,9 @@ static sm_status s3_sign(void *ctx, const char *method, const char *url,
                 SM_HTTP_SIGN_LINE - 64);
     }
     if (!split_url(url, &host, &hlen, &path) || hlen >= 512) {
-        SM_FAIL(err, SM_E_USAGE, "cannot sign a request to '%s'", url);
+        char shown[SM_URL_REDACT_MAX];
+        SM_FAIL(err, SM_E_USAGE, "cannot sign a request to '%s'",
+                sm_url_redact(url, shown, sizeof(shown)));
     }
     char hostv[512], date[17], auth[SM_HTTP_SIGN_LINE - 32];
     snprintf(hostv, sizeof(hostv), "%.*s", (int)hlen, host);
@@ -82,7 +85,9 @@ static sm_status s3_sign(void *ctx, const char *method, const char *url,
     const size_t nh = g->token != NULL ? 4 : 3;
     if (!sm_s3_authorization(auth, sizeof(auth), g->key_id, g->secret, g->region, "s3", date,
                              method, path, "", h, nh, SM_S3_EMPTY_SHA256)) {
-        SM_FAIL(err, SM_E_USAGE, "the signed request to '%s' is too long", url);
+        char shown[SM_URL_REDACT_MAX];
+        SM_FAIL(err, SM_E_USAGE, "the signed request to '%s' is too long",
+                sm_url_redact(url, shown, sizeof(shown)));
     }
     snprintf(lines[0], SM_HTTP_SIGN_LINE, "Host: %s", hostv);
     snprintf(lines[1], SM_HTTP_SIGN_LINE, "x-amz-content-sha256: %s", SM_S3_EMPTY_SHA256);
@@ -187,6 +192,7 @@ static bool put_encoded(char *out, size_t cap, size_t *o, const char *s, size_t 
 sm_status sm_s3_map_url(const char *url, const struct sm_s3_opts *o, struct sm_s3_url *out,
                         struct sm_err *err)
 {
+    char shown[SM_URL_REDACT_MAX]; /* a URL in a message: credentials redacted */
     const char *b = url + strlen("s3://");
     size_t blen = strcspn(b, "/");
     const char *prefix = b[blen] == '/' ? b + blen + 1 : "";
@@ -204,7 +210,7 @@ sm_status sm_s3_map_url(const char *url, const struct sm_s3_opts *o, struct sm_s
         sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
                    "not an S3 URL: want s3://bucket/prefix with a bucket name of letters, digits, "
                    "'.', '-' and '_'");
-        sm_err_where(err, "%s", url);
+        sm_err_where(err, "%s", sm_url_redact(url, shown, sizeof(shown)));
         return err->status;
     }
     snprintf(out->bucket, sizeof(out->bucket), "%.*s", (int)blen, b);
@@ -224,7 +230,8 @@ sm_status sm_s3_map_url(const char *url, const struct sm_s3_opts *o, struct sm_s
     if ((!https && strncmp(endpoint, "http://", 7) != 0) || strchr(endpoint, '?') != NULL ||
         strchr(endpoint, '#') != NULL || strlen(endpoint) <= (https ? 8u : 7u)) {
         sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
-                   "the S3 endpoint '%s' is not an http:// or https:// URL", endpoint);
+                   "the S3 endpoint '%s' is not an http:// or https:// URL",
+                   sm_url_redact(endpoint, shown, sizeof(shown)));
         sm_err_where(err, "input.s3.endpoint");
         return err->status;
     }
@@ -251,7 +258,7 @@ sm_status sm_s3_map_url(const char *url, const struct sm_s3_opts *o, struct sm_s
                  plen > 0 ? "/" : "", (int)plen, prefix);
     if (!ok || w < 0 || (size_t)w >= sizeof(out->display)) {
         sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "the S3 URL is too long");
-        sm_err_where(err, "%s", url);
+        sm_err_where(err, "%s", sm_url_redact(url, shown, sizeof(shown)));
         return err->status;
     }
     return SM_OK;
@@ -260,6 +267,7 @@ sm_status sm_s3_map_url(const char *url, const struct sm_s3_opts *o, struct sm_s
 sm_status sm_store_s3_open(const char *url, const struct sm_http_opts *opts, struct sm_store **out,
                            struct sm_err *err)
 {
+    char shown[SM_URL_REDACT_MAX]; /* a URL in a message: credentials redacted */
     *out = NULL;
     static const struct sm_s3_opts none = {0};
     const struct sm_s3_opts *o = opts->s3 != NULL ? opts->s3 : &none;
@@ -293,7 +301,7 @@ sm_status sm_store_s3_open(const char *url, const struct sm_http_opts *opts, str
         sm_free(m);
         sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
                    "an access key id without a secret access key (AWS_SECRET_ACCESS_KEY)");
-        sm_err_where(err, "%s", url);
+        sm_err_where(err, "%s", sm_url_redact(url, shown, sizeof(shown)));
         return err->status;
     }
     const struct sm_http_signer signer = {

@@ -61,11 +61,12 @@ struct sm_run_input {
     uint64_t index_cache_entries; /* (0 disables) */
     uint64_t max_object_bytes;    /* limits.max_object_bytes */
     uint64_t max_chunk_bytes;     /* limits.max_chunk_bytes */
+    uint64_t max_requests;        /* limits.max_requests: of the store opened (0: no limit) */
 };
 #define SM_RUN_INPUT_DEFAULTS                                                                      \
     {                                                                                              \
         NULL, NULL, SM_HTTP_OPTS_DEFAULTS, true, (uint64_t)256 << 20, (uint64_t)16 << 20, 64,      \
-            (uint64_t)512 << 20, (uint64_t)1 << 30                                                 \
+            (uint64_t)512 << 20, (uint64_t)1 << 30, 0                                              \
     }
 
 /* Progress of the phases (jobs/progress.c prints rank 0's line). Every member may be NULL. Called

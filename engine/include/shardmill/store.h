@@ -137,8 +137,10 @@ struct sm_store_ops {
 struct sm_store {
     const struct sm_store_ops *ops;
     struct sm_store_stats stats;
-    uint64_t max_object_bytes; /* 0: no limit; larger objects fail with SM_E_LIMIT */
-    char *url;                 /* the URL or path the store was opened with (owned) */
+    uint64_t max_object_bytes;     /* 0: no limit; larger objects fail with SM_E_LIMIT */
+    uint64_t max_requests;         /* 0: no limit; the request past it fails with SM_E_LIMIT */
+    atomic_uint_fast64_t admitted; /* requests admitted against max_requests (sm_store_admit) */
+    char *url;                     /* the URL or path the store was opened with (owned) */
 };
 
 /* Opens a store from a path, file:// URL or other registered scheme.
@@ -206,6 +208,11 @@ void sm_store_count_retry(struct sm_store *s, enum sm_io_class cls);
 /* For SM_STORE_SELF_COUNTED drivers: `requests` requests of class cls sent, `bytes` received. */
 void sm_store_count(struct sm_store *s, enum sm_io_class cls, uint64_t requests, uint64_t bytes);
 
+/* Admits n more requests before they are sent: SM_E_LIMIT naming key and limits.max_requests
+ * once they would pass the store's max_requests (0: no limit). The dispatch admits for the
+ * drivers it counts; an SM_STORE_SELF_COUNTED driver admits each attempt it will count. */
+sm_status sm_store_admit(struct sm_store *s, uint64_t n, const char *key, struct sm_err *err);
+
 /* For drivers: SM_E_LIMIT naming key when n exceeds the store's max_object_bytes. */
 sm_status sm_store_check_len(const struct sm_store *s, const char *key, uint64_t n,
                              struct sm_err *err);
@@ -239,10 +246,16 @@ struct sm_http_opts {
     unsigned backoff_max_ms;
     bool verify_tls;             /* peer and host verification (never off by default) */
     const struct sm_s3_opts *s3; /* s3:// stores (borrowed); NULL: unsigned, us-east-1, AWS */
+    /* Deadline of one attempt, connect to last body byte (0: none): a server trickling just
+     * above the low-speed limit cannot hold a request forever. Timed out is retried. */
+    long request_timeout_ms;
+    /* The cooperative stop flag (status.h), or NULL: a transfer in flight and a retry's backoff
+     * end within about a second of it being set, with SM_E_STOPPED. */
+    const atomic_int *stop;
 };
 #define SM_HTTP_OPTS_DEFAULTS                                                                      \
     {                                                                                              \
-        10000, 1024, 20, 4, 100, 5000, true, NULL                                                  \
+        10000, 1024, 20, 4, 100, 5000, true, NULL, 300000, NULL                                    \
     }
 
 /* Opens a store with explicit HTTP settings (other schemes ignore them). */

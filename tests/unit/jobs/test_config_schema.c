@@ -154,6 +154,8 @@ static void test_every_field_has_a_row(void **state)
     cover(map, offsetof(struct sm_job_config, effective), sizeof(char *));
     /* set by `run` from the AWS environment for an s3:// input, never from the YAML file */
     cover(map, offsetof(struct sm_job_config, input.http.s3), sizeof(void *));
+    /* the stop flag of the process, set by the jobs, never from the YAML file */
+    cover(map, offsetof(struct sm_job_config, input.http.stop), sizeof(void *));
     /* What is left is padding: shorter than 8 bytes and ending where an 8-byte-aligned field (or
      * the struct) starts. A new field of 8 bytes or more, or one before a smaller field, shows. */
     for (size_t i = 0; i < sizeof(map);) {
@@ -266,6 +268,7 @@ static void test_defaults_equal_the_documented_values(void **state)
     assert_int_equal(d.input.http.connect_timeout_ms, http.connect_timeout_ms);
     assert_int_equal(d.input.http.low_speed_bytes, http.low_speed_bytes);
     assert_int_equal(d.input.http.low_speed_time_s, http.low_speed_time_s);
+    assert_int_equal(d.input.http.request_timeout_ms, http.request_timeout_ms);
     assert_int_equal(d.input.http.max_retries, http.max_retries);
     assert_int_equal(d.input.http.backoff_base_ms, http.backoff_base_ms);
     assert_int_equal(d.input.http.backoff_max_ms, http.backoff_max_ms);

@@ -299,6 +299,35 @@ static void test_dispatch_check_len_names_the_object(void **state)
     sm_store_close(&fs->base);
 }
 
+static void test_dispatch_max_requests_refuses_the_request_past_it(void **state)
+{
+    (void)state;
+    struct fake_store *fs = fake_new();
+    fs->base.max_requests = 2;
+    struct sm_err err;
+    sm_err_clear(&err);
+    struct sm_buf b = SM_BUF_INIT;
+    bool found;
+    for (int i = 0; i < 2; i++) {
+        assert_ok(
+            sm_store_get(&fs->base, "obj", sm_range_span(0, 4), SM_IO_PAYLOAD, &b, &found, &err),
+            &err);
+    }
+    assert_int_equal(
+        sm_store_get(&fs->base, "obj", sm_range_span(0, 4), SM_IO_PAYLOAD, &b, &found, &err),
+        SM_E_LIMIT);
+    assert_int_equal(fs->gets, 2); /* refused before the driver was called */
+    assert_contains(err.what, "request 3 would exceed limits.max_requests (2)");
+    assert_string_equal(err.where, "fake://host/root/obj");
+    assert_int_equal(sm_store_requests(&fs->base, SM_IO_PAYLOAD), 2);
+    sm_err_clear(&err);
+    assert_int_equal(sm_store_admit(&fs->base, 1, "k", &err), SM_E_LIMIT); /* stays refused */
+    fs->base.max_requests = 0;                                             /* 0: no limit */
+    assert_ok(sm_store_admit(&fs->base, 1000, "k", &err), &err);
+    sm_buf_free(&b);
+    sm_store_close(&fs->base);
+}
+
 static void test_dispatch_count_retry_adds_a_request_without_bytes(void **state)
 {
     (void)state;
@@ -374,6 +403,7 @@ int main(void)
         cmocka_unit_test(test_dispatch_size_without_slot_is_internal_error),
         cmocka_unit_test(test_dispatch_limit_is_checked_before_calling_the_driver),
         cmocka_unit_test(test_dispatch_check_len_names_the_object),
+        cmocka_unit_test(test_dispatch_max_requests_refuses_the_request_past_it),
         cmocka_unit_test(test_dispatch_count_retry_adds_a_request_without_bytes),
         cmocka_unit_test(test_dispatch_get_sized_defaults_to_unknown_size),
         cmocka_unit_test(test_dispatch_root_key_names_store_without_slash),

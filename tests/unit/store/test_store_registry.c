@@ -93,7 +93,7 @@ static void test_registry_file_url_opens_file_store_at_its_path(void **state)
 static void test_registry_file_url_ignores_http_options(void **state)
 {
     struct fx *f = *state;
-    const struct sm_http_opts http = {1, 1, 1, 0, 1, 1, false, NULL};
+    const struct sm_http_opts http = {1, 1, 1, 0, 1, 1, false, NULL, 0, NULL};
     snprintf(f->url, sizeof(f->url), "file://%s/", f->dir);
     assert_ok(sm_store_open_with(f->url, &http, &f->s, &f->err), &f->err);
     assert_reads_obj(f);
