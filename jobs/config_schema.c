@@ -432,7 +432,12 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .choices = "error|overwrite|resume",
      .def = "error",
      .help = "when the output exists: refuse (exit 2), replace it, or rewrite only the shards "
-             "that are missing or damaged (SPEC §6)",
+             "that are missing or damaged (SPEC §6). `resume` reads the whole input again and "
+             "keeps a shard only when its file matches its record and the values computed for "
+             "it have the recorded digest, so a shard whose input changed is rewritten; a "
+             "changed configuration or input metadata (or ingest source file) is refused with "
+             "exit 2 naming what differs. A second run on an output another run holds is "
+             "refused with exit 2 naming the holder (docs/internals/writing.md)",
      .example = "resume",
      FIELD(output.exists)},
     {.path = "output.fsync",
