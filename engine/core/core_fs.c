@@ -1,14 +1,18 @@
 /* Atomic object writes on a POSIX file system (SPEC §6): temporary name in the target directory,
  * write, optional fsync, rename; directory fsync. The single implementation behind the file
- * store's stage / commit / abort / sync and the HDF5 export's rename (fs.h).
+ * store's stage / commit / abort / sync and the HDF5 export's rename (fs.h). A path relative to
+ * a directory descriptor is resolved beneath it without following any symbolic link (openat2, or
+ * one openat O_NOFOLLOW per directory, as fts and rm -rf walk).
  * Spec: https://pubs.opengroup.org/onlinepubs/9699919799/functions/rename.html
- * Invariant: every path is relative to the given descriptor; a failed stage leaves no file. */
+ * Invariant: every path is relative to the given descriptor, and beneath a descriptor no link is
+ * followed; a failed stage leaves no file. */
 #include "shardmill/sm_config.h"
 
 #include "shardmill/fs.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -21,6 +25,227 @@ static sm_status io_fail(struct sm_err *err, const char *what, const char *path,
     sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "%s '%s': %s", what, path, strerror(e));
     sm_err_cause(err, "errno", e);
     return err->status;
+}
+
+/* ---- beneath a descriptor: no symbolic link followed ---- */
+
+#define DIR_FLAGS (O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)
+#define NAME_CAP 256
+
+static atomic_bool no_openat2;
+
+void sm_fs_use_openat2(bool on)
+{
+    atomic_store(&no_openat2, !on);
+}
+
+static void close_keep_errno(int fd)
+{
+    const int e = errno;
+    close(fd);
+    errno = e;
+}
+
+/* openat2 beneath dirfd; -2 when the kernel (or a seccomp filter) refuses the call itself, which
+ * then is not tried again, or gave up on a concurrent rename (EAGAIN): the walk decides. */
+static int try_openat2(int dirfd, const char *rel, int flags, unsigned mode)
+{
+    if (atomic_load_explicit(&no_openat2, memory_order_relaxed)) {
+        return -2;
+    }
+    const int fd = sm_fs_openat2_beneath(dirfd, rel, flags, mode);
+    if (fd < 0 && (errno == ENOSYS || errno == EPERM || errno == E2BIG || errno == EINVAL)) {
+        atomic_store(&no_openat2, true);
+        return -2;
+    }
+    return fd < 0 && errno == EAGAIN ? -2 : fd;
+}
+
+/* One directory `name` of a walk, beneath cur, made first if missing and `create`. */
+static int step(int cur, const char *name, bool create)
+{
+    int fd = openat(cur, name, DIR_FLAGS);
+    if (fd < 0 && errno == ENOENT && create && (mkdirat(cur, name, 0777) == 0 || errno == EEXIST)) {
+        fd = openat(cur, name, DIR_FLAGS); /* never the mkdir's word: a link may be there now */
+    }
+    if (fd < 0 &&
+        errno == ENOTDIR) { /* O_DIRECTORY | O_NOFOLLOW meets a link: Linux says ENOTDIR */
+        struct stat sb;
+        errno = fstatat(cur, name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(sb.st_mode) ? ELOOP
+                                                                                         : ENOTDIR;
+    }
+    return fd;
+}
+
+/* The directory of the first n bytes of rel, opened one component at a time beneath dirfd.
+ * Returns dirfd itself when there is no component (the caller compares before closing). */
+static int walk(int dirfd, const char *rel, size_t n, bool create)
+{
+    int cur = dirfd;
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        while (j < n && rel[j] != '/') {
+            j++;
+        }
+        char name[NAME_CAP];
+        const size_t len = j - i;
+        int next = cur;
+        if (len >= sizeof(name)) {
+            errno = ENAMETOOLONG;
+            next = -1;
+        } else if (len == 2 && rel[i] == '.' && rel[i + 1] == '.') {
+            errno = EXDEV; /* not beneath */
+            next = -1;
+        } else if (len > 0 && !(len == 1 && rel[i] == '.')) {
+            memcpy(name, rel + i, len);
+            name[len] = '\0';
+            next = step(cur, name, create);
+        }
+        if (next != cur && cur != dirfd) {
+            close_keep_errno(cur);
+        }
+        if (next < 0) {
+            return -1;
+        }
+        cur = next;
+        i = j + 1;
+    }
+    return cur;
+}
+
+/* The directory p (n bytes, NUL-terminated) beneath dirfd; may return dirfd itself. */
+static int open_dir(int dirfd, const char *p, size_t n, bool create)
+{
+    if (p[0] == '/') {
+        errno = EXDEV;
+        return -1;
+    }
+    const int fd = try_openat2(dirfd, p, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+    if (fd != -2 && !(fd < 0 && errno == ENOENT && create)) {
+        return fd;
+    }
+    return walk(dirfd, p, n, create);
+}
+
+/* The directory holding rel's last component, *name pointing at that component in rel. Returns
+ * dirfd itself when rel has one component. */
+static int parent_dir(int dirfd, const char *rel, bool create, const char **name)
+{
+    const char *slash = strrchr(rel, '/');
+    *name = slash != NULL ? slash + 1 : rel;
+    if (rel[0] == '/') {
+        errno = EXDEV;
+        return -1;
+    }
+    if (slash == NULL) {
+        return dirfd;
+    }
+    char p[PATH_CAP];
+    const size_t n = (size_t)(slash - rel);
+    if (n >= sizeof(p)) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    memcpy(p, rel, n);
+    p[n] = '\0';
+    return open_dir(dirfd, p, n, create);
+}
+
+int sm_fs_opendir_beneath(int dirfd, const char *rel, bool create)
+{
+    const int fd = open_dir(dirfd, rel[0] == '\0' ? "." : rel, strlen(rel), create);
+    return fd == dirfd ? openat(dirfd, ".", DIR_FLAGS) : fd;
+}
+
+int sm_fs_open_beneath(int dirfd, const char *rel, int flags, unsigned mode)
+{
+    int fd = try_openat2(dirfd, rel, flags | O_NOFOLLOW, mode);
+    if (fd != -2) {
+        return fd;
+    }
+    const char *name;
+    const int pfd = parent_dir(dirfd, rel, false, &name);
+    if (pfd < 0) {
+        return -1;
+    }
+    if (strcmp(name, "..") == 0) {
+        errno = EXDEV;
+        fd = -1;
+    } else {
+        fd = openat(pfd, name[0] == '\0' ? "." : name, (flags | O_NOFOLLOW), (mode_t)mode);
+        if (fd < 0 && errno == ENOTDIR && (flags & O_DIRECTORY) != 0) {
+            struct stat sb;
+            errno = fstatat(pfd, name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(sb.st_mode)
+                        ? ELOOP
+                        : ENOTDIR;
+        }
+    }
+    if (pfd != dirfd) {
+        close_keep_errno(pfd);
+    }
+    return fd;
+}
+
+int sm_fs_unlink_beneath(int dirfd, const char *rel, int flags)
+{
+    const char *name;
+    const int pfd = parent_dir(dirfd, rel, false, &name);
+    if (pfd < 0) {
+        return -1;
+    }
+    const int r = unlinkat(pfd, name, flags);
+    if (pfd != dirfd) {
+        close_keep_errno(pfd);
+    }
+    return r;
+}
+
+/* The first component of rel (beneath dirfd) that is a symbolic link, or rel itself. */
+static void link_in(int dirfd, const char *rel, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s", rel);
+    for (size_t i = 0;; i++) {
+        if (rel[i] == '/' || rel[i] == '\0') {
+            char p[PATH_CAP];
+            struct stat sb;
+            if (i < sizeof(p) && snprintf(p, sizeof(p), "%.*s", (int)i, rel) > 0 &&
+                fstatat(dirfd, p, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(sb.st_mode)) {
+                snprintf(out, cap, "%s", p);
+                return;
+            }
+        }
+        if (rel[i] == '\0') {
+            return;
+        }
+    }
+}
+
+sm_status sm_fs_fail(struct sm_err *err, const char *what, int dirfd, const char *rel, int e)
+{
+    if (e != ELOOP) {
+        return io_fail(err, what, rel, e);
+    }
+    char link[PATH_CAP];
+    link_in(dirfd, rel, link, sizeof(link));
+    sm_err_set(err, SM_E_IO, __FILE__, __LINE__,
+               "%s '%s': '%s' is a symbolic link, which shardmill never makes: refusing to go "
+               "through it",
+               what, rel, link);
+    sm_err_cause(err, "errno", e);
+    return err->status;
+}
+
+/* The calls of the protocol: beneath a descriptor, or a plain path as the user gave it. */
+static int open_at(int dirfd, const char *rel, int flags, unsigned mode)
+{
+    return dirfd == AT_FDCWD ? openat(dirfd, rel, flags, (mode_t)mode)
+                             : sm_fs_open_beneath(dirfd, rel, flags, mode);
+}
+
+static int unlink_at(int dirfd, const char *rel, int flags)
+{
+    return dirfd == AT_FDCWD ? unlinkat(dirfd, rel, flags)
+                             : sm_fs_unlink_beneath(dirfd, rel, flags);
 }
 
 /* mkdir of p (a writable copy of the path), creating its missing parents first. The deepest
@@ -49,6 +274,14 @@ static sm_status mkdirs_rec(int dirfd, char *p, unsigned depth, struct sm_err *e
 
 sm_status sm_fs_mkdirs(int dirfd, const char *rel, struct sm_err *err)
 {
+    if (dirfd != AT_FDCWD) { /* one level at a time, never through a link */
+        const int fd = sm_fs_opendir_beneath(dirfd, rel, true);
+        if (fd < 0) {
+            return sm_fs_fail(err, "cannot create directory", dirfd, rel, errno);
+        }
+        close(fd);
+        return SM_OK;
+    }
     char p[PATH_CAP];
     const int n = snprintf(p, sizeof(p), "%s", rel);
     if (n < 0 || (size_t)n >= sizeof(p)) {
@@ -107,7 +340,7 @@ static sm_status write_all(int fd, struct sm_bytes data, const char *path, struc
 
 static int create_tmp(int dirfd, const char *tmp)
 {
-    return openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0666);
+    return open_at(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0666);
 }
 
 sm_status sm_fs_stage(int dirfd, const char *tmp, struct sm_bytes data, bool sync,
@@ -126,7 +359,7 @@ sm_status sm_fs_stage(int dirfd, const char *tmp, struct sm_bytes data, bool syn
         fd = create_tmp(dirfd, tmp);
     }
     if (fd < 0) {
-        return io_fail(err, "cannot create", tmp, errno);
+        return sm_fs_fail(err, "cannot create", dirfd, tmp, errno);
     }
     sm_status st = write_all(fd, data, tmp, err);
     if (st == SM_OK && sync && fsync(fd) != 0) {
@@ -136,25 +369,53 @@ sm_status sm_fs_stage(int dirfd, const char *tmp, struct sm_bytes data, bool syn
         st = io_fail(err, "cannot close", tmp, errno);
     }
     if (st != SM_OK) {
-        (void)unlinkat(dirfd, tmp, 0);
+        (void)unlink_at(dirfd, tmp, 0);
     }
     return st;
 }
 
+/* True if a and b name entries of the same directory. */
+static bool same_dir(const char *a, const char *b)
+{
+    const char *sa = strrchr(a, '/'), *sb = strrchr(b, '/');
+    const size_t na = sa != NULL ? (size_t)(sa - a) : 0, nb = sb != NULL ? (size_t)(sb - b) : 0;
+    return (sa == NULL) == (sb == NULL) && na == nb && memcmp(a, b, na) == 0;
+}
+
 sm_status sm_fs_rename(int dirfd, const char *tmp, const char *key, struct sm_err *err)
 {
-    if (renameat(dirfd, tmp, dirfd, key) != 0) {
-        return io_fail(err, "cannot rename into place", key, errno);
+    if (dirfd == AT_FDCWD) {
+        if (renameat(dirfd, tmp, dirfd, key) != 0) {
+            return io_fail(err, "cannot rename into place", key, errno);
+        }
+        return SM_OK;
     }
-    return SM_OK;
+    /* beneath: both directories opened without following a link (one open when they agree) */
+    const char *tn, *kn;
+    const int tp = parent_dir(dirfd, tmp, false, &tn);
+    int kp = tp;
+    if (tp >= 0 && !same_dir(tmp, key)) {
+        kp = parent_dir(dirfd, key, false, &kn);
+    } else {
+        kn = key + (tn - tmp);
+    }
+    const int r = tp >= 0 && kp >= 0 ? renameat(tp, tn, kp, kn) : -1;
+    const int e = errno;
+    if (kp != tp && kp >= 0 && kp != dirfd) {
+        close(kp);
+    }
+    if (tp >= 0 && tp != dirfd) {
+        close(tp);
+    }
+    return r == 0 ? SM_OK : sm_fs_fail(err, "cannot rename into place", dirfd, key, e);
 }
 
 sm_status sm_fs_fsync(int dirfd, const char *rel, struct sm_err *err)
 {
     const char *p = rel[0] == '\0' ? "." : rel;
-    const int fd = openat(dirfd, p, O_RDONLY | O_CLOEXEC);
+    const int fd = open_at(dirfd, p, O_RDONLY | O_CLOEXEC, 0);
     if (fd < 0) {
-        return io_fail(err, "cannot open for fsync", p, errno);
+        return sm_fs_fail(err, "cannot open for fsync", dirfd, p, errno);
     }
     sm_status st = SM_OK;
     if (fsync(fd) != 0) {

@@ -1,9 +1,10 @@
 /* syncfs(2) for the SYNCFS durability mode (SPEC §6, write.h): one call flushes every dirty page
  * and inode of a store's file system, in place of one fsync per object and directory. Also the
- * readdir d_type kinds (DT_*), so tree walks need no stat per entry.
+ * readdir d_type kinds (DT_*), so tree walks need no stat per entry, and openat2(2), which
+ * resolves a path inside the output in one call without following any symbolic link (fs.h).
  * Spec: https://man7.org/linux/man-pages/man2/syncfs.2.html
- * Invariant: the only file that asks for _GNU_SOURCE (syncfs is a Linux call, not POSIX), so the
- * rest of the engine stays on the POSIX level of sm_config.h. */
+ * Invariant: the only file that asks for _GNU_SOURCE (syncfs and openat2 are Linux calls, not
+ * POSIX), so the rest of the engine stays on the POSIX level of sm_config.h. */
 #define _GNU_SOURCE
 #include "shardmill/sm_config.h"
 
@@ -11,7 +12,10 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 sm_status sm_fs_syncfs(int fd, struct sm_err *err)
@@ -37,4 +41,25 @@ enum sm_fs_kind sm_fs_dirent_kind(unsigned char d_type)
     default:
         return SM_FS_OTHER;
     }
+}
+
+/* struct open_how and the RESOLVE_* bits of <linux/openat2.h> (a fixed kernel ABI), declared here
+ * so the build does not need that header. */
+struct how {
+    uint64_t flags, mode, resolve;
+};
+#define RESOLVE_NO_SYMLINKS_ 0x04
+#define RESOLVE_BENEATH_ 0x08
+
+int sm_fs_openat2_beneath(int dirfd, const char *rel, int flags, unsigned mode)
+{
+#ifdef SYS_openat2
+    const struct how h = {(uint64_t)(unsigned)flags, (flags & O_CREAT) != 0 ? mode : 0,
+                          RESOLVE_BENEATH_ | RESOLVE_NO_SYMLINKS_};
+    return (int)syscall(SYS_openat2, dirfd, rel[0] == '\0' ? "." : rel, &h, sizeof(h));
+#else
+    (void)dirfd, (void)rel, (void)flags, (void)mode;
+    errno = ENOSYS;
+    return -1;
+#endif
 }

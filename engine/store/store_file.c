@@ -3,7 +3,10 @@
  * inner chunks are read without touching the rest of the file. A missing root or file is "not
  * found", not an error. Writes are staged: a temporary name in the target directory (directories
  * created as needed), optionally fsynced, renamed over the key on commit; sync fsyncs a directory
- * or syncfs-es the whole file system (core/core_fs.c holds the protocol, shared with export/). */
+ * or syncfs-es the whole file system (core/core_fs.c holds the protocol, shared with export/).
+ * Every write below the root (create, mkdir, rename, unlink, fsync) resolves its key beneath the
+ * root descriptor without following a symbolic link (fs.h): a link planted in a written tree
+ * fails the write (SM_E_IO naming it) instead of redirecting it. Reads follow links (inputs). */
 #include "shardmill/sm_config.h"
 
 #include "shardmill/store.h"
@@ -244,7 +247,7 @@ static sm_status file_commit(struct sm_store *s, const char *key, uint64_t ticke
     }
     const sm_status st = sm_fs_rename(dfd, tmp, key, err);
     if (st != SM_OK) {
-        (void)unlinkat(dfd, tmp, 0);
+        (void)sm_fs_unlink_beneath(dfd, tmp, 0);
     }
     return st;
 }
@@ -257,7 +260,7 @@ static void file_abort(struct sm_store *s, const char *key, uint64_t ticket)
     sm_err_clear(&ignored);
     const int dfd = root_fd(fs);
     if (dfd >= 0 && sm_fs_tmp_name(key, (unsigned)ticket, tmp, sizeof(tmp), &ignored) == SM_OK) {
-        (void)unlinkat(dfd, tmp, 0);
+        (void)sm_fs_unlink_beneath(dfd, tmp, 0);
     }
 }
 

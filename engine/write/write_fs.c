@@ -1,6 +1,10 @@
-/* File-system reads of the output directory (SPEC §6): whole-file reads, listing, and the tree
- * walker that recognises, sweeps or removes the files of a shardmill output without ever
- * following a symbolic link. Writes go through the output's file store (store.h), not here.
+/* File-system reads of the output directory (SPEC §6): whole-file reads, listing, the tree walker
+ * that recognises, sweeps or removes the files of a shardmill output, and the search for a
+ * symbolic link in it. Nothing here follows a link: a path is resolved beneath the output's
+ * descriptor (fs.h), and a walk opens one directory at a time with openat(parent, name,
+ * O_NOFOLLOW) and removes with unlinkat(parent, name), as fts and rm -rf do, so a directory
+ * swapped for a link during the walk is never entered. Writes go through the output's file store
+ * (store.h), not here.
  * Spec: https://zarr-specs.readthedocs.io/en/latest/v3/core/index.html#storage
  * Invariant: every path is relative to a descriptor inside the output; nothing else is touched. */
 #include "shardmill/sm_config.h"
@@ -19,6 +23,9 @@
 #include "shardmill/fs.h"
 
 #define PATH_CAP 4096
+#define DIR_FLAGS (O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)
+/* Deeper than any directory of an output (a level, c/, one per dimension): a search stops here. */
+#define FIND_DEPTH (SM_MAX_DIMS + 8)
 
 static sm_status io_fail(struct sm_err *err, const char *what, const char *path, int e)
 {
@@ -27,15 +34,39 @@ static sm_status io_fail(struct sm_err *err, const char *what, const char *path,
     return err->status;
 }
 
+static sm_status link_fail(struct sm_err *err, const char *what, const char *path)
+{
+    sm_err_set(err, SM_E_IO, __FILE__, __LINE__,
+               "%s '%s': it is a symbolic link, which shardmill never makes: refusing to go "
+               "through it",
+               what, path);
+    sm_err_cause(err, "errno", ELOOP);
+    return err->status;
+}
+
+/* openat(dirfd, name, DIR_FLAGS) of an entry readdir listed as a directory; errno ELOOP when it
+ * has become a symbolic link meanwhile (Linux says ENOTDIR for O_DIRECTORY | O_NOFOLLOW). */
+static int open_child(int dirfd, const char *name)
+{
+    const int fd = openat(dirfd, name, DIR_FLAGS);
+    if (fd < 0 && errno == ENOTDIR) {
+        struct stat sb;
+        errno = fstatat(dirfd, name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(sb.st_mode)
+                    ? ELOOP
+                    : ENOTDIR;
+    }
+    return fd;
+}
+
 sm_status sm_wfs_read(int dirfd, const char *key, struct sm_buf *out, bool *found,
                       struct sm_err *err)
 {
     *found = false;
     out->len = 0;
-    const int fd = openat(dirfd, key, O_RDONLY | O_CLOEXEC);
+    const int fd = sm_fs_open_beneath(dirfd, key, O_RDONLY | O_CLOEXEC, 0);
     if (fd < 0) {
-        if (errno == ENOENT || errno == ENOTDIR) {
-            return SM_OK;
+        if (errno == ENOENT || errno == ENOTDIR || errno == ELOOP) {
+            return SM_OK; /* a link is not an object: never followed */
         }
         return io_fail(err, "cannot open", key, errno);
     }
@@ -78,17 +109,10 @@ bool sm_wfs_is_tmp(const char *name)
     return sm_fs_is_tmp(name);
 }
 
-/* Lists an open directory descriptor (consumed); with `kinds`, one enum sm_fs_kind byte per
- * name from readdir's d_type (no stat per entry). */
-static sm_status list_fd(int fd, const char *rel, struct sm_strv *out, struct sm_buf *kinds,
-                         struct sm_err *err)
+/* Reads the entry names of d; with `kinds`, one enum sm_fs_kind byte per name from readdir's
+ * d_type (no stat per entry). On failure `out` is released. */
+static sm_status read_names(DIR *d, struct sm_strv *out, struct sm_buf *kinds, struct sm_err *err)
 {
-    DIR *d = fdopendir(fd);
-    if (d == NULL) {
-        const int e = errno;
-        close(fd);
-        return io_fail(err, "cannot list", rel, e);
-    }
     sm_status st = SM_OK;
     const struct dirent *e;
     while (st == SM_OK && (e = readdir(d)) != NULL) {
@@ -102,30 +126,41 @@ static sm_status list_fd(int fd, const char *rel, struct sm_strv *out, struct sm
             }
         }
     }
-    closedir(d);
     if (st != SM_OK) {
         sm_strv_free(out);
     }
     return st;
 }
 
-static sm_status list_at(int dirfd, const char *rel, struct sm_strv *out, struct sm_buf *kinds,
-                         struct sm_err *err)
+/* A directory stream on fd (consumed, also on failure). */
+static sm_status open_stream(int fd, const char *rel, DIR **d, struct sm_err *err)
 {
-    const int fd =
-        openat(dirfd, rel[0] == '\0' ? "." : rel, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0) {
-        if (errno == ENOENT) {
-            return SM_OK;
-        }
-        return io_fail(err, "cannot open directory", rel, errno);
+    *d = fdopendir(fd);
+    if (*d == NULL) {
+        const int e = errno;
+        close(fd);
+        return io_fail(err, "cannot list", rel, e);
     }
-    return list_fd(fd, rel, out, kinds, err);
+    return SM_OK;
+}
+
+static sm_status list_at(int dirfd, const char *rel, struct sm_strv *out, struct sm_err *err)
+{
+    const int fd = sm_fs_opendir_beneath(dirfd, rel, false);
+    if (fd < 0) {
+        return errno == ENOENT ? SM_OK
+                               : sm_fs_fail(err, "cannot open directory", dirfd, rel, errno);
+    }
+    DIR *d;
+    SM_TRY(open_stream(fd, rel, &d, err));
+    const sm_status st = read_names(d, out, NULL, err);
+    closedir(d);
+    return st;
 }
 
 sm_status sm_wfs_list(int dirfd, const char *rel, struct sm_strv *out, struct sm_err *err)
 {
-    return list_at(dirfd, rel, out, NULL, err);
+    return list_at(dirfd, rel, out, err);
 }
 
 static bool all_digits(const char *s)
@@ -148,71 +183,180 @@ static sm_status foreign(struct sm_err *err, const char *path)
             path);
 }
 
-static sm_status walk_dir(int dirfd, const char *rel, bool chunks, enum sm_wfs_walk mode,
+/* The kind of entry `name` of dirfd: readdir's, or a stat (never following a link) where the
+ * file system does not give it or calls it OTHER (a link among them). false: removed meanwhile. */
+static bool entry_kind(int dirfd, const char *name, enum sm_fs_kind *kind, bool *link, int *e)
+{
+    *link = false;
+    *e = 0;
+    if (*kind != SM_FS_UNKNOWN && *kind != SM_FS_OTHER) {
+        return true;
+    }
+    struct stat sb;
+    if (fstatat(dirfd, name, &sb, AT_SYMLINK_NOFOLLOW) != 0) {
+        *e = errno == ENOENT ? 0 : errno;
+        return false;
+    }
+    *link = S_ISLNK(sb.st_mode);
+    *kind = S_ISDIR(sb.st_mode) ? SM_FS_DIR : S_ISREG(sb.st_mode) ? SM_FS_REG : SM_FS_OTHER;
+    return true;
+}
+
+/* Walks the open directory fd (consumed), named `rel` in messages. Every entry is reached as
+ * (this directory's descriptor, its name): a directory is entered by open_child, never through a
+ * link, and removed by unlinkat on this descriptor. */
+static sm_status walk_dir(int fd, const char *rel, bool chunks, enum sm_wfs_walk mode,
                           unsigned depth, struct sm_err *err)
 {
     if (depth > SM_MAX_DIMS + 2) {
+        close(fd);
         return foreign(err, rel); /* deeper than any chunk key */
     }
+    DIR *d;
+    SM_TRY(open_stream(fd, rel, &d, err));
+    const int dfd = dirfd(d);
     struct sm_strv names = {NULL, 0, 0};
     struct sm_buf kinds = SM_BUF_INIT;
-    sm_status st = list_at(dirfd, rel, &names, &kinds, err);
+    sm_status st = read_names(d, &names, &kinds, err);
     for (size_t i = 0; i < names.n && st == SM_OK; i++) {
+        const char *name = names.v[i];
         char path[PATH_CAP];
-        const int n = snprintf(path, sizeof(path), "%s/%s", rel, names.v[i]);
+        const int n = snprintf(path, sizeof(path), "%s/%s", rel, name);
         if (n < 0 || (size_t)n >= sizeof(path)) {
-            st = foreign(err, names.v[i]);
+            st = foreign(err, name);
             break;
         }
-        /* the kind from readdir (no stat per entry: a shard tree has one file per shard), a
-         * stat (never following a link) only where the file system does not give it */
         enum sm_fs_kind kind = (enum sm_fs_kind)kinds.ptr[i];
-        if (kind == SM_FS_UNKNOWN) {
-            struct stat sb;
-            if (fstatat(dirfd, path, &sb, AT_SYMLINK_NOFOLLOW) != 0) {
-                if (errno == ENOENT) {
-                    continue; /* removed meanwhile */
-                }
-                st = io_fail(err, "cannot stat", path, errno);
-                break;
-            }
-            kind = S_ISDIR(sb.st_mode) ? SM_FS_DIR : S_ISREG(sb.st_mode) ? SM_FS_REG : SM_FS_OTHER;
+        bool link;
+        int e;
+        if (!entry_kind(dfd, name, &kind, &link, &e)) {
+            st = e == 0 ? SM_OK : io_fail(err, "cannot stat", path, e); /* 0: removed meanwhile */
+            continue;
         }
-        const bool tmp = sm_wfs_is_tmp(names.v[i]);
+        const bool tmp = sm_wfs_is_tmp(name);
         const bool is_dir = kind == SM_FS_DIR, is_reg = kind == SM_FS_REG;
-        const bool ok = chunks ? (is_dir && all_digits(names.v[i])) ||
-                                     (is_reg && (all_digits(names.v[i]) || tmp))
-                               : is_dir || is_reg;
+        const bool ok = chunks
+                            ? (is_dir && all_digits(name)) || (is_reg && (all_digits(name) || tmp))
+                            : is_dir || is_reg;
         if (!ok) { /* never removed: a REMOVE after a CHECK then fails on the non-empty parent */
-            st = mode == SM_WFS_CHECK ? foreign(err, path) : SM_OK;
+            st = mode == SM_WFS_CHECK ? foreign(err, path)
+                 : link               ? link_fail(err, "cannot walk", path)
+                                      : SM_OK;
             continue;
         }
         if (is_dir) {
-            st = walk_dir(dirfd, path, chunks, mode, depth + 1, err);
-            if (st == SM_OK && mode == SM_WFS_REMOVE && unlinkat(dirfd, path, AT_REMOVEDIR) != 0 &&
+            const int cfd = open_child(dfd, name);
+            if (cfd < 0) { /* ENOENT: removed meanwhile; ELOOP: swapped for a link meanwhile */
+                st = errno == ENOENT        ? SM_OK
+                     : errno != ELOOP       ? io_fail(err, "cannot open directory", path, errno)
+                     : mode == SM_WFS_CHECK ? foreign(err, path)
+                                            : link_fail(err, "cannot walk", path);
+                continue;
+            }
+            st = walk_dir(cfd, path, chunks, mode, depth + 1, err);
+            if (st == SM_OK && mode == SM_WFS_REMOVE && unlinkat(dfd, name, AT_REMOVEDIR) != 0 &&
                 errno != ENOENT) {
                 st = io_fail(err, "cannot remove directory", path, errno);
             }
         } else if (mode == SM_WFS_REMOVE || (mode == SM_WFS_SWEEP_TMP && tmp)) {
-            if (unlinkat(dirfd, path, 0) != 0 && errno != ENOENT) {
+            if (unlinkat(dfd, name, 0) != 0 && errno != ENOENT) {
                 st = io_fail(err, "cannot remove", path, errno);
             }
         }
     }
     sm_strv_free(&names);
     sm_buf_free(&kinds);
+    closedir(d);
     return st;
 }
 
 sm_status sm_wfs_walk(int dirfd, const char *rel, bool chunks, enum sm_wfs_walk mode,
                       struct sm_err *err)
 {
-    struct stat sb;
-    if (fstatat(dirfd, rel, &sb, AT_SYMLINK_NOFOLLOW) != 0) {
-        return errno == ENOENT ? SM_OK : io_fail(err, "cannot stat", rel, errno);
+    const int fd = sm_fs_opendir_beneath(dirfd, rel, false);
+    if (fd < 0) {
+        const int e = errno;
+        if (e == ENOENT) {
+            return SM_OK;
+        }
+        if (mode == SM_WFS_CHECK && (e == ENOTDIR || e == ELOOP)) {
+            return foreign(err, rel); /* a file or a link where a directory belongs */
+        }
+        return e == ENOTDIR ? SM_OK : sm_fs_fail(err, "cannot open directory", dirfd, rel, e);
     }
-    if (!S_ISDIR(sb.st_mode)) {
-        return mode == SM_WFS_CHECK ? foreign(err, rel) : SM_OK;
+    return walk_dir(fd, rel, chunks, mode, 0, err);
+}
+
+/* ---- symbolic links in the output ---- */
+
+/* Searches the open directory fd (consumed), whose path is the first len bytes of `path` (a
+ * PATH_CAP buffer), depth first, straight from readdir: no allocation, as the run's search comes
+ * after everything else that can fail and before its marker. On *found, `path` names the link. */
+static sm_status find_in(int fd, char *path, size_t len, unsigned depth, bool *found,
+                         struct sm_err *err)
+{
+    DIR *d;
+    SM_TRY(open_stream(fd, len == 0 ? "." : path, &d, err));
+    const int dfd = dirfd(d);
+    sm_status st = SM_OK;
+    const struct dirent *e;
+    while (st == SM_OK && !*found && (e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) {
+            continue;
+        }
+        const int n = snprintf(path + len, PATH_CAP - len, "%s%s", len == 0 ? "" : "/", e->d_name);
+        if (n < 0 || (size_t)n >= PATH_CAP - len) {
+            path[len] = '\0';
+            continue; /* no name of an output is that long */
+        }
+        enum sm_fs_kind kind = sm_fs_dirent_kind(e->d_type);
+        bool link;
+        int er;
+        if (!entry_kind(dfd, e->d_name, &kind, &link, &er)) {
+            st = er == 0 ? SM_OK : io_fail(err, "cannot stat", path, er);
+        } else if (!link && kind == SM_FS_DIR && depth < FIND_DEPTH) {
+            const int cfd = open_child(dfd, e->d_name);
+            link = cfd < 0 && errno == ELOOP;
+            if (cfd >= 0) {
+                st = find_in(cfd, path, len + (size_t)n, depth + 1, found, err);
+            } else if (!link && errno != ENOENT) {
+                st = io_fail(err, "cannot open directory", path, errno);
+            }
+        }
+        *found = *found || link;
+        if (!*found) {
+            path[len] = '\0';
+        }
     }
-    return walk_dir(dirfd, rel, chunks, mode, 0, err);
+    closedir(d);
+    return st;
+}
+
+sm_status sm_wfs_find_link(int dirfd, char *where, size_t cap, bool *found, struct sm_err *err)
+{
+    *found = false;
+    const int fd = openat(dirfd, ".", DIR_FLAGS);
+    if (fd < 0) {
+        return io_fail(err, "cannot open directory", ".", errno);
+    }
+    char path[PATH_CAP] = "";
+    const sm_status st = find_in(fd, path, 0, 0, found, err);
+    snprintf(where, cap, "%s", *found ? path : "");
+    return st;
+}
+
+sm_status sm_wfs_refuse_links(int rootfd, struct sm_err *err)
+{
+    char where[PATH_CAP];
+    bool found;
+    SM_TRY(sm_wfs_find_link(rootfd, where, sizeof(where), &found, err));
+    if (found) {
+        sm_err_set(err, SM_E_IO, __FILE__, __LINE__,
+                   "output.path: '%s' is a symbolic link, which shardmill never makes (planted "
+                   "during the run?): refusing to complete the output",
+                   where);
+        sm_err_cause(err, "errno", ELOOP);
+        return err->status;
+    }
+    return SM_OK;
 }

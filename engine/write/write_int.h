@@ -103,13 +103,14 @@ struct sm_output {
 /* ---- file-system reads (write_fs.c); paths are relative to a directory descriptor. Every write
  * goes through the output's store (stage / commit / sync, store.h). ---- */
 
-/* Reads a whole file; *found false (SM_OK) when it does not exist. */
+/* Reads a whole file; *found false (SM_OK) when it does not exist or a symbolic link is on its
+ * path (never followed: a link is not an object). */
 sm_status sm_wfs_read(int dirfd, const char *key, struct sm_buf *out, bool *found,
                       struct sm_err *err);
 /* True if `name` is a temporary name of a staged object ("*.tmp.<...>", sm_fs_tmp_name). */
 bool sm_wfs_is_tmp(const char *name);
-/* Lists the entries of directory `rel` (names; no "." or ".."). A missing directory lists empty.
- * On failure `out` is released. */
+/* Lists the entries of directory `rel` (names; no "." or ".."). A missing directory lists empty;
+ * a symbolic link on the path is SM_E_IO naming it. On failure `out` is released. */
 sm_status sm_wfs_list(int dirfd, const char *rel, struct sm_strv *out, struct sm_err *err);
 
 /* How a tree of the output is walked. */
@@ -120,10 +121,17 @@ enum sm_wfs_walk {
 };
 /* Walks directory `rel` of dirfd recursively. `chunks` selects the c/ grammar (directories and
  * files named by decimal digits, and temporary files); otherwise any file or directory is allowed
- * (the private .shardmill tree). Symbolic links are never followed (in CHECK they are foreign).
+ * (the private .shardmill tree). Symbolic links are never followed, also one swapped in during the
+ * walk: in CHECK they are foreign, else SM_E_IO naming the link.
  * SM_E_USAGE "not a shardmill output: unexpected entry '<path>'" in CHECK; SM_E_IO. */
 sm_status sm_wfs_walk(int dirfd, const char *rel, bool chunks, enum sm_wfs_walk mode,
                       struct sm_err *err);
+/* Looks for a symbolic link anywhere in the tree of dirfd (never following one): *found, and its
+ * path relative to dirfd ("c/13") in `where`. SM_E_IO. */
+sm_status sm_wfs_find_link(int dirfd, char *where, size_t cap, bool *found, struct sm_err *err);
+/* SM_E_IO "output.path: 'c/13' is a symbolic link ..." when the output tree of rootfd holds one
+ * (shardmill never makes one: it was planted during the run), else SM_OK. */
+sm_status sm_wfs_refuse_links(int rootfd, struct sm_err *err);
 
 /* ---- shard records (write_marker.c): the journal and the completion marker ---- */
 

@@ -21,6 +21,7 @@
 
 #include "shardmill/codec.h"
 #include "shardmill/crc32c.h"
+#include "shardmill/fs.h"
 
 static void put_le(uint8_t *p, uint64_t v, unsigned n)
 {
@@ -130,7 +131,8 @@ static sm_status jflush_locked(struct sm_output *o, struct sm_err *err)
         }
         char rel[SM_KEY_MAX + 64];
         sm_journal_name(o->token, o->rank, rel, sizeof(rel));
-        o->jfd = openat(o->rootfd, rel, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        o->jfd =
+            sm_fs_open_beneath(o->rootfd, rel, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
         if (o->jfd < 0) {
             const int e = errno;
             sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "cannot open the journal: %s",

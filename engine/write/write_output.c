@@ -150,8 +150,8 @@ static sm_status level_dirs(int fd, enum sm_wfs_walk mode, struct sm_err *err)
         char rel[PATH_CAP];
         snprintf(rel, sizeof(rel), "%s/c", lv);
         st = sm_wfs_walk(fd, rel, true, mode, err);
-        if (st == SM_OK && mode == SM_WFS_REMOVE && unlinkat(fd, rel, AT_REMOVEDIR) != 0 &&
-            errno != ENOENT) {
+        if (st == SM_OK && mode == SM_WFS_REMOVE &&
+            sm_fs_unlink_beneath(fd, rel, AT_REMOVEDIR) != 0 && errno != ENOENT) {
             st = io_fail(err, "cannot remove directory", rel, errno);
         }
         struct sm_strv inner = {NULL, 0, 0};
@@ -170,7 +170,7 @@ static sm_status level_dirs(int fd, enum sm_wfs_walk mode, struct sm_err *err)
                                 rel);
             } else if (((mode == SM_WFS_REMOVE && (tmp || doc)) ||
                         (mode == SM_WFS_SWEEP_TMP && tmp)) &&
-                       unlinkat(fd, rel, 0) != 0 && errno != ENOENT) {
+                       sm_fs_unlink_beneath(fd, rel, 0) != 0 && errno != ENOENT) {
                 st = io_fail(err, "cannot remove", rel, errno);
             }
         }
@@ -428,7 +428,8 @@ static sm_status remove_journals_but(struct sm_output *o, const char *keep, stru
     for (size_t i = 0; i < names.n && st == SM_OK; i++) {
         char rel[SM_KEY_MAX + 64];
         snprintf(rel, sizeof(rel), SM_JOURNAL_DIR "/%s", names.v[i]);
-        if (strcmp(rel, keep) != 0 && unlinkat(o->rootfd, rel, 0) != 0 && errno != ENOENT) {
+        if (strcmp(rel, keep) != 0 && sm_fs_unlink_beneath(o->rootfd, rel, 0) != 0 &&
+            errno != ENOENT) {
             st = io_fail(err, "cannot remove", rel, errno);
         }
     }
@@ -1094,6 +1095,9 @@ static sm_status finish(struct sm_output *o, struct sm_err *err)
         total += o->recs[i].size;
     }
     struct sm_buf b = SM_BUF_INIT;
+    if (st == SM_OK) { /* no marker over a tree holding a link planted during the run */
+        st = sm_wfs_refuse_links(o->rootfd, err);
+    }
     if (st == SM_OK) {
         st = sm_marker_build(w, o->recs, &b, err);
     }

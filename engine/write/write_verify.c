@@ -279,8 +279,15 @@ static sm_status verify(const char *path, struct sm_verify_report *rep, struct s
         return err->status;
     }
     struct sm_buf marker = SM_BUF_INIT;
+    char link[SM_KEY_MAX];
     bool found;
-    sm_status st = sm_wfs_read(fd, SM_MARKER_NAME, &marker, &found, err);
+    sm_status st = sm_wfs_find_link(fd, link, sizeof(link), &found, err);
+    if (st == SM_OK && found) { /* never followed: what lies behind it is not the output */
+        st = problem(rep, link, err, "a symbolic link (shardmill never makes one)");
+    }
+    if (st == SM_OK) {
+        st = sm_wfs_read(fd, SM_MARKER_NAME, &marker, &found, err);
+    }
     if (st == SM_OK && !found) {
         struct stat sb;
         if (fstatat(fd, SM_PRIV_DIR, &sb, 0) == 0 && S_ISDIR(sb.st_mode)) {

@@ -26,6 +26,10 @@ Cases (one ctest each, label `convert`):
                       exit 2 and leave it untouched; overwrite of a real output works.
   path_escape         output.path with ".." components leaving the working directory: what the
                       engine does, and that nothing outside the output path is created.
+  planted_link        a link planted in the output during a run (the job stopped by SIGSTOP
+                      once zarr.json exists, OUT/c/31 -> OTHER/c/31 created, SIGCONT; c/31 is
+                      the last slab, not yet made): exit 4 with one error line naming c/31, the
+                      other dataset unchanged (every file) and verifying, no marker in OUT.
 Prints one ok/FAIL line per check and a closing count; exit 1 on any failure, 77 when skipped.
 """
 
@@ -567,9 +571,59 @@ def case_integrity_cli(c, args, work):
             r.returncode == 0 and written == total - kept, cc.describe(r))
 
 
-CASES = {"sigkill_resume": case_sigkill_resume, "integrity_cli": case_integrity_cli, "sigkill_resume_cli": case_sigkill_resume_cli,
-         "input_changed": case_input_changed,
-         "full_disk": case_full_disk, "exists": case_exists, "path_escape": case_path_escape}
+def case_planted_link(c, args, work):
+    inp = os.path.join(work, "big.in.zarr")
+    make_input(inp, BIG, 74)
+    other_in = os.path.join(work, "other.in.zarr")
+    make_input(other_in, BIG, 75)  # another input: the same grid, other shard bytes
+    vdir = cc.fresh_dir(os.path.join(work, "victim"))
+    r = cc.run([args.shardmill, "run", job_config(os.path.join(work, "victim.yaml"), other_in,
+                                                  "other.zarr")], cwd=vdir)
+    if not c.check("the other dataset is written (exit 0)", r.returncode == 0, cc.describe(r)):
+        return
+    other = os.path.join(vdir, "other.zarr")
+    before = cc.snapshot(other)
+    cfg = job_config(os.path.join(work, "job.yaml"), inp, "out.zarr")
+    kdir = cc.fresh_dir(os.path.join(work, "planted"))
+    out = os.path.join(kdir, "out.zarr")
+    last = f"c/{BIG[0] // 8 - 1}"  # one thread writes in grid order: this slab comes last
+    p = subprocess.Popen([args.shardmill, "run", cfg], cwd=kdir, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 240
+    while (time.monotonic() < deadline and p.poll() is None
+           and not os.path.exists(os.path.join(out, "zarr.json"))):
+        time.sleep(0.002)
+    planted = False
+    if p.poll() is None:
+        os.kill(p.pid, signal.SIGSTOP)  # no timing: the link is there before the slab starts
+        try:
+            if not os.path.lexists(os.path.join(out, last)):
+                os.makedirs(os.path.join(out, "c"), exist_ok=True)
+                os.symlink(os.path.join(other, last), os.path.join(out, last))
+                planted = True
+        finally:
+            os.kill(p.pid, signal.SIGCONT)
+    _, err = p.communicate(timeout=600)
+    if not c.check(f"{last} planted before the run reached it", planted,
+                   f"exit {p.returncode}; the run was too fast to stop"):
+        return
+    c.check("the run exits 4", p.returncode == 4, f"exit {p.returncode}; stderr: {err[-800:]}")
+    lines = cc.one_error_line(err)
+    c.check("one error line naming the link", len(lines) == 1 and f"'{last}' is a symbolic link"
+            in lines[0], lines)
+    after = cc.snapshot(other)
+    diffs = [k for k in set(before) | set(after) if before.get(k) != after.get(k)]
+    c.check("the other dataset is unchanged (bytes, mtimes, modes)", not diffs, diffs[:8])
+    r = cc.run([args.shardmill, "verify", other])
+    c.check("the other dataset still verifies", r.returncode == 0, cc.describe(r) + r.stdout)
+    c.check("no completion marker in the output",
+            not os.path.exists(os.path.join(out, "shardmill.complete.json")))
+
+
+CASES = {"sigkill_resume": case_sigkill_resume, "sigkill_resume_cli": case_sigkill_resume_cli,
+         "input_changed": case_input_changed, "integrity_cli": case_integrity_cli,
+         "full_disk": case_full_disk, "exists": case_exists, "path_escape": case_path_escape,
+         "planted_link": case_planted_link}
 
 
 def main():

@@ -5,6 +5,12 @@
  * its stage / commit / abort / sync slots on these, and the HDF5 export (export/), which the
  * HDF5 library writes to a path, takes its shared temporary name, fsync, rename and directory
  * fsync from here too, so there is no second copy of the protocol.
+ * Beneath a descriptor: a path relative to a real directory descriptor (not AT_FDCWD) is a path
+ * inside a tree shardmill owns (the output): every call here resolves it one directory at a time
+ * and never follows a symbolic link in any component (openat2 RESOLVE_BENEATH |
+ * RESOLVE_NO_SYMLINKS where the kernel has it, else an openat O_NOFOLLOW walk), so a link planted
+ * in the tree cannot redirect a create, rename, mkdir, unlink or fsync elsewhere; meeting one is
+ * SM_E_IO naming the link. A plain path (AT_FDCWD) is the user's and resolves as usual.
  * Errors are SM_E_IO with errno as the cause and the path in `what`; the caller adds `where`. */
 #ifndef SM_CORE_FS_H
 #define SM_CORE_FS_H
@@ -36,6 +42,24 @@ sm_status sm_fs_stage(int dirfd, const char *tmp, struct sm_bytes data, bool syn
 sm_status sm_fs_rename(int dirfd, const char *tmp, const char *key, struct sm_err *err);
 /* fsync of the file or directory `rel` ("" = dirfd itself). */
 sm_status sm_fs_fsync(int dirfd, const char *rel, struct sm_err *err);
+/* openat(dirfd, rel, flags, mode) following no symbolic link in any component of rel (the last
+ * one included, as O_NOFOLLOW): -1 with errno ELOOP when rel meets one, ENOTDIR where a component
+ * is not a directory, ENOENT, EXDEV for a ".." component. `rel` "" is dirfd's directory. */
+int sm_fs_open_beneath(int dirfd, const char *rel, int flags, unsigned mode);
+/* The directory `rel` beneath dirfd, opened the same way (O_RDONLY | O_DIRECTORY); `create`:
+ * missing directories are made first, one level at a time (mkdir -p). -1 with errno as above. */
+int sm_fs_opendir_beneath(int dirfd, const char *rel, bool create);
+/* unlinkat(dirfd, rel, flags) with rel's directories opened the same way (unlinkat never follows
+ * the last component): -1 with errno ELOOP when a directory of rel is a link. */
+int sm_fs_unlink_beneath(int dirfd, const char *rel, int flags);
+/* An SM_E_IO "<what> '<rel>': <strerror>" with errno e as the cause; for ELOOP it names the
+ * component of rel (beneath dirfd) that is a symbolic link instead. Returns SM_E_IO. */
+sm_status sm_fs_fail(struct sm_err *err, const char *what, int dirfd, const char *rel, int e);
+/* Tests only: false makes the calls above skip openat2 (the O_NOFOLLOW walk alone). */
+void sm_fs_use_openat2(bool on);
+/* openat2(2) with RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS (core_syncfs.c: a Linux call); -1 with
+ * errno ENOSYS where the headers or the kernel lack it. */
+int sm_fs_openat2_beneath(int dirfd, const char *rel, int flags, unsigned mode);
 /* syncfs(2) of the file system holding fd (core_syncfs.c: Linux, _GNU_SOURCE). */
 sm_status sm_fs_syncfs(int fd, struct sm_err *err);
 /* The kind of a directory entry from readdir's d_type (core_syncfs.c: the DT_* names need

@@ -1,9 +1,11 @@
 /* Unit tests for engine/core/core_fs.c and core_syncfs.c, the one atomic-write protocol (SPEC §6)
  * the file store and the HDF5 export share: temporary names (per process and shared), a stage
  * that creates missing parents only when the create needs them and leaves nothing on failure, a
- * rename over an existing file, fsync of files and directories, and syncfs. */
+ * rename over an existing file, fsync of files and directories, and syncfs; beneath a descriptor
+ * no symbolic link is followed (with openat2 and with the O_NOFOLLOW walk alone). */
 #include "shardmill/sm_config.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
 #include <stdbool.h>
@@ -147,6 +149,79 @@ static void test_fs_dirent_kinds(void **state)
     assert_int_equal(sm_fs_dirent_kind(0 /* DT_UNKNOWN */), SM_FS_UNKNOWN);
 }
 
+/* Beneath a descriptor no symbolic link is followed (issue 19): a link at an intermediate
+ * component (out/c -> elsewhere) fails stage, mkdirs, rename, fsync and unlink with the link
+ * named, and nothing appears in or vanishes from `elsewhere`; a plain path (AT_FDCWD) still
+ * resolves as the user gave it. */
+static void beneath_refuses_links(const char *tag)
+{
+    struct sm_err err;
+    sm_err_clear(&err);
+    char out[2048], other[2048], link[2100], file[2100];
+    snprintf(out, sizeof(out), "%s/out-%s", dir, tag);
+    snprintf(other, sizeof(other), "%s/elsewhere-%s", dir, tag);
+    assert_int_equal(mkdir(out, 0777), 0);
+    assert_int_equal(mkdir(other, 0777), 0);
+    snprintf(file, sizeof(file), "%s/f", other);
+    assert_int_equal(sm_test_write_file(file, "keep", 4), 0);
+    snprintf(link, sizeof(link), "%s/c", out);
+    assert_int_equal(symlink(other, link), 0);
+    const int ofd = open(out, O_RDONLY | O_DIRECTORY);
+    assert_true(ofd >= 0);
+
+    assert_status(sm_fs_stage(ofd, "c/0/1.tmp.1.1", sm_bytes_of("x", 1), true, &err), SM_E_IO,
+                  &err);
+    assert_contains(err.what, "'c' is a symbolic link");
+    sm_err_clear(&err);
+    assert_status(sm_fs_stage(ofd, "c/g.tmp.1.1", sm_bytes_of("x", 1), false, &err), SM_E_IO, &err);
+    sm_err_clear(&err);
+    assert_status(sm_fs_mkdirs(ofd, "c/0/1", &err), SM_E_IO, &err);
+    sm_err_clear(&err);
+    assert_status(sm_fs_rename(ofd, "c/f", "c/g", &err), SM_E_IO, &err);
+    sm_err_clear(&err);
+    assert_status(sm_fs_fsync(ofd, "c", &err), SM_E_IO, &err);
+    sm_err_clear(&err);
+    errno = 0;
+    assert_int_equal(sm_fs_unlink_beneath(ofd, "c/f", 0), -1);
+    assert_int_equal(errno, ELOOP);
+    assert_int_equal(sm_fs_open_beneath(ofd, "c", O_RDONLY, 0), -1);
+    assert_int_equal(errno, ELOOP);
+    assert_int_equal(sm_fs_opendir_beneath(ofd, "c/0", true), -1);
+    assert_int_equal(errno, ELOOP);
+    assert_int_equal(sm_fs_open_beneath(ofd, "../x", O_RDONLY, 0), -1);
+    assert_int_equal(errno, EXDEV);
+    assert_int_equal(sm_test_count_entries(other, ""), 1); /* only f, untouched */
+    assert_int_equal(access(file, F_OK), 0);
+
+    /* Without links the same calls work, parents made one level at a time. */
+    assert_int_equal(sm_fs_opendir_beneath(ofd, "m/a", false), -1);
+    assert_int_equal(errno, ENOENT);
+    assert_ok(sm_fs_stage(ofd, "d/e/f.tmp.1.1", sm_bytes_of("y", 1), true, &err), &err);
+    assert_ok(sm_fs_rename(ofd, "d/e/f.tmp.1.1", "d/e/f", &err), &err);
+    assert_ok(sm_fs_fsync(ofd, "d/e", &err), &err);
+    assert_ok(sm_fs_mkdirs(ofd, "d/x/y", &err), &err);
+    const int fd = sm_fs_open_beneath(ofd, "d/e/f", O_RDONLY, 0);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(sm_fs_unlink_beneath(ofd, "d/e/f", 0), 0);
+    close(ofd);
+
+    /* A plain path is the user's: its links resolve. */
+    char sub[2200];
+    snprintf(sub, sizeof(sub), "%s/c/sub", out);
+    assert_ok(sm_fs_mkdirs(AT_FDCWD, sub, &err), &err);
+    assert_int_equal(sm_test_count_entries(other, ""), 2);
+}
+
+static void test_fs_beneath_never_follows_a_link(void **state)
+{
+    (void)state;
+    beneath_refuses_links("openat2");
+    sm_fs_use_openat2(false); /* the O_NOFOLLOW walk alone */
+    beneath_refuses_links("walk");
+    sm_fs_use_openat2(true);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -155,6 +230,7 @@ int main(void)
         cmocka_unit_test(test_fs_fsync_and_syncfs),
         cmocka_unit_test(test_fs_mkdirs_deep_and_partial),
         cmocka_unit_test(test_fs_dirent_kinds),
+        cmocka_unit_test(test_fs_beneath_never_follows_a_link),
     };
     return cmocka_run_group_tests_name("core_fs", tests, setup, teardown);
 }
