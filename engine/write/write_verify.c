@@ -126,7 +126,7 @@ static sm_status check_chunk_tree(int fd, const struct sm_writer *w, const char 
         } else if (fstatat(fd, path, &sb, AT_SYMLINK_NOFOLLOW) != 0) {
             st = problem(rep, path, err, "cannot stat: %s", strerror(errno));
         } else if (S_ISLNK(sb.st_mode)) {
-            st = problem(rep, path, err, "a symbolic link inside the output");
+            continue; /* reported once, before the marker is read (sm_wfs_find_link) */
         } else if (S_ISDIR(sb.st_mode) && depth > 0) {
             st = check_chunk_tree(fd, w, path, depth - 1, rep, err);
         } else if (!S_ISREG(sb.st_mode)) {
@@ -189,14 +189,13 @@ static sm_status check_tree(int fd, const struct sm_writer *w, struct sm_verify_
                     st = problem(rep, rel, err, "cannot stat: %s", strerror(errno));
                 } else if (c && S_ISDIR(sb.st_mode)) {
                     st = check_chunk_tree(fd, w, rel, w->lv[0]->ndim, rep, err);
-                } else if (!doc || !S_ISREG(sb.st_mode)) {
+                } else if ((!doc || !S_ISREG(sb.st_mode)) && !S_ISLNK(sb.st_mode)) {
                     st = problem(rep, rel, err, "not part of a shardmill output");
                 }
             }
             sm_strv_free(&inner);
-        } else {
-            st = problem(rep, n, err, "not part of a shardmill output%s",
-                         S_ISLNK(sb.st_mode) ? " (a symbolic link)" : "");
+        } else if (!S_ISLNK(sb.st_mode)) { /* a link: reported by sm_wfs_find_link */
+            st = problem(rep, n, err, "not part of a shardmill output");
         }
     }
     sm_strv_free(&names);

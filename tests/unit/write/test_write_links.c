@@ -100,7 +100,7 @@ static void put_through_link(enum sm_output_sync sync, const char *tag)
     snprintf(target, sizeof(target), "%.1000s/%.1000s/c/0", base, other);
     assert_int_equal(symlink(target, link), 0);
     const uint8_t bytes[5] = {9, 9, 9, 9, 9};
-    sm_status st = sm_output_put_shard(o, 0, sm_bytes_of(bytes, 5), &err);
+    sm_status st = sm_output_put_shard(o, 0, sm_bytes_of(bytes, 5), 1, &err);
     if (st == SM_OK) {
         st = sm_output_flush(o, &err); /* syncfs commits in flush */
     }
