@@ -80,10 +80,8 @@ int sm_cmd_run(int argc, char **argv)
     }
     /* --report's path before anything is read or written (the config's `report` was checked by
      * sm_config_load); rank 0 writes the report */
-    const bool makes_output = c.job == SM_JOB_CONVERT || c.job == SM_JOB_INGEST;
-    st = sm_par_rank() == 0 && report != NULL
-             ? sm_config_check_report(report, "--report", makes_output ? c.output.path : NULL, &err)
-             : SM_OK;
+    st = sm_par_rank() == 0 && report != NULL ? sm_config_check_report(report, "--report", &err)
+                                              : SM_OK;
     if (sm_par_agree(st, &err) != SM_OK) {
         sm_config_destroy(&c);
         return finish_run(err.status, &err);

@@ -179,11 +179,10 @@ char *sm_config_format_yaml(const struct sm_job_config *c);
 char *sm_config_markdown(void);
 /* The JSON report's path (`report`, or run's `--report`, named by `key`), checked before any
  * work so a run does not fail only after its job: SM_E_USAGE (where = key) when the path is a
- * directory or its directory does not exist, is no directory or is not writable. A directory the
- * run creates, `output` (output.path of convert and ingest; NULL for none) or one of its
- * ancestors as written, may be missing: its nearest existing ancestor must be writable. NULL and
- * "-" (standard output) pass. Creates nothing. sm_config_load checks `report` with it. */
-sm_status sm_config_check_report(const char *path, const char *key, const char *output,
-                                 struct sm_err *err);
+ * directory, an ancestor is no directory, or the nearest existing ancestor of its directory is
+ * not writable. Missing directories are fine: the report writer creates them (as the output's
+ * are). NULL and "-" (standard output) pass. Creates nothing. sm_config_load checks `report`
+ * with it. */
+sm_status sm_config_check_report(const char *path, const char *key, struct sm_err *err);
 
 #endif

@@ -599,8 +599,8 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .help = "path of the JSON report written by rank 0 (SPEC §7; `shardmill run --report PATH` "
              "overrides it, `-` is standard output); standard output always gets a short summary "
              "(job, voxels, checksums, window, output, times, figure of merit) unless the JSON "
-             "goes there; its directory must exist and be writable when the run starts, unless "
-             "the run creates it (output.path or one of its ancestors)",
+             "goes there; checked before the job starts: not a directory, no ancestor a file, "
+             "and writable (missing directories are made when the report is written)",
      .example = "report.json",
      FIELD(report)},
     {.path = "progress",

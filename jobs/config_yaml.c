@@ -1409,45 +1409,7 @@ static sm_status report_fail(const char *key, const char *path, const char *why,
     return err->status;
 }
 
-/* The next path component of *p ("" and "." skipped), its length in *len; NULL at the end. */
-static const char *next_component(const char **p, size_t *len)
-{
-    for (;;) {
-        while (**p == '/') {
-            (*p)++;
-        }
-        if (**p == '\0') {
-            return NULL;
-        }
-        const char *c = *p;
-        *len = strcspn(c, "/");
-        *p += *len;
-        if (!(*len == 1 && c[0] == '.')) {
-            return c;
-        }
-    }
-}
-
-/* True when directory `dir` is output.path or one of its ancestors, compared by components as
- * written: the run creates it (sm_fs_mkdirs) before the report is written. */
-static bool made_by_output(const char *dir, const char *output)
-{
-    if (output == NULL || (dir[0] == '/') != (output[0] == '/')) {
-        return false;
-    }
-    const char *d = dir, *o = output;
-    size_t dl = 0, ol = 0;
-    for (const char *dc; (dc = next_component(&d, &dl)) != NULL;) {
-        const char *oc = next_component(&o, &ol);
-        if (oc == NULL || dl != ol || memcmp(dc, oc, dl) != 0) {
-            return false;
-        }
-    }
-    return true;
-}
-
-sm_status sm_config_check_report(const char *path, const char *key, const char *output,
-                                 struct sm_err *err)
+sm_status sm_config_check_report(const char *path, const char *key, struct sm_err *err)
 {
     if (path == NULL || strcmp(path, "-") == 0) {
         return SM_OK;
@@ -1471,8 +1433,8 @@ sm_status sm_config_check_report(const char *path, const char *key, const char *
     } else {
         snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
     }
-    if (stat(dir, &sb) != 0 && errno == ENOENT && made_by_output(dir, output)) {
-        /* the run creates it: the nearest directory that exists must take the new ones */
+    if (stat(dir, &sb) != 0 && errno == ENOENT) {
+        /* the report writer creates it: the nearest directory that exists must take new ones */
         while (stat(dir, &sb) != 0 && errno == ENOENT) {
             char *cut = strrchr(dir, '/');
             if (cut == NULL) {
@@ -1505,9 +1467,7 @@ static sm_status check_rules(struct lctx *cx)
     if (c->report != NULL) { /* checked before any work: a run fails here, not after its job */
         struct sm_err e;
         sm_err_clear(&e);
-        const bool writes = c->job == SM_JOB_CONVERT || c->job == SM_JOB_INGEST;
-        if (sm_config_check_report(c->report, "report", writes ? c->output.path : NULL, &e) !=
-            SM_OK) {
+        if (sm_config_check_report(c->report, "report", &e) != SM_OK) {
             FAIL_KEY(cx, "report", "report: %s", e.what);
         }
     }

@@ -5,12 +5,14 @@
 #include "report.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include <shardmill/alloc.h>
+#include <shardmill/fs.h>
 #include <shardmill/sm_version.h>
 
 json_t *sm_json_dims(const uint64_t *v, unsigned n)
@@ -99,6 +101,16 @@ sm_status sm_report_write(const char *path, json_t *report, struct sm_err *err)
             SM_FAIL(err, SM_E_IO, "cannot write the report to standard output");
         }
         return SM_OK;
+    }
+    /* missing directories are made, as the output's are (checked writable before the job) */
+    const char *slash = strrchr(path, '/');
+    if (slash != NULL && slash != path) {
+        char dir[4096];
+        snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
+        if (sm_fs_mkdirs(AT_FDCWD, dir, err) != SM_OK) {
+            sm_json_free_text(text);
+            return err->status;
+        }
     }
     char tmp[4096];
     snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
