@@ -21,6 +21,7 @@ struct sm_array {
     struct sm_index_cache *icache;      /* NULL when disabled */
     atomic_uint_fast64_t chunks_read, chunks_missing, inner_read, inner_missing;
     atomic_uint_fast64_t fetch_ns, decode_ns;
+    const atomic_int *stop; /* sm_array_set_stop: checked before each object of a region read */
 };
 
 /* Destination of a region read: the output array and where the region starts in global

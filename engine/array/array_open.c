@@ -554,3 +554,8 @@ sm_status sm_node_describe(struct sm_store *store, const char *path, json_t **ou
     sm_free(prefix);
     return st;
 }
+
+void sm_array_set_stop(struct sm_array *a, const atomic_int *stop)
+{
+    a->stop = stop;
+}

@@ -48,12 +48,15 @@ sm_status sm_read_parallel(unsigned threads, uint64_t n, sm_read_job job, void *
         sm_err_clear(&errs[i]);
         failed_at[i] = UINT64_MAX;
     }
-    atomic_uint_fast64_t lowest_fail = UINT64_MAX;
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 1) default(none)                   \
-    shared(n, job, ctx, ws, errs, failed_at, lowest_fail)
-    for (uint64_t k = 0; k < n; k++) {
-        if (k > atomic_load_explicit(&lowest_fail, memory_order_relaxed)) {
-            continue; /* a lower item failed: the call fails with that error */
+    atomic_uint_fast64_t lowest_fail = UINT64_MAX, next = 0;
+    /* Items in increasing order from an atomic counter (as schedule(dynamic, 1)); a thread leaves
+     * at the first item past the lowest failure (a stop is one), not skipping item by item. */
+#pragma omp parallel num_threads(threads) default(none)                                            \
+    shared(n, job, ctx, ws, errs, failed_at, lowest_fail, next)
+    for (;;) {
+        const uint64_t k = atomic_fetch_add(&next, 1);
+        if (k >= n || k > atomic_load_explicit(&lowest_fail, memory_order_relaxed)) {
+            break; /* a lower item failed: the call fails with that error */
         }
         const int tid = omp_get_thread_num();
         struct sm_err e;
@@ -204,6 +207,7 @@ static sm_status region_item(void *ctx, uint64_t k, struct sm_scratch *scratch, 
 {
     const struct region_job *j = ctx;
     struct sm_array *a = j->a;
+    SM_TRY(sm_stop_check(a->stop, err));
     const struct sm_array_meta *m = a->meta;
     const unsigned nd = m->ndim;
     uint64_t ci[SM_MAX_DIMS], origin[SM_MAX_DIMS], lo[SM_MAX_DIMS], hi[SM_MAX_DIMS];

@@ -32,23 +32,27 @@ sm_status sm_work_run(const struct sm_work *wk, struct sm_err *err)
     atomic_uint_fast64_t lowest_fail = UINT64_MAX;
     atomic_uint_fast64_t done = 0, done_bytes = 0;
     atomic_bool stopped = false;
+    atomic_uint_fast64_t next = 0;
     const uint64_t count = wk->count;
+    /* Items are handed out one at a time in increasing order (an atomic counter, like
+     * schedule(dynamic, 1)), and a thread leaves the loop at a stop or past the lowest failure
+     * instead of skipping item by item: a count of 2^60 must not take 2^60 steps to end. */
 #pragma omp parallel num_threads(nthreads) default(none)                                           \
-    shared(wk, fails, lowest_fail, done, done_bytes, stopped, count)
+    shared(wk, fails, lowest_fail, done, done_bytes, stopped, count, next)
     {
         const int tid = omp_get_thread_num();
         struct failure *f = &fails[tid];
-#pragma omp for schedule(dynamic, 1)
-        for (uint64_t k = 0; k < count; k++) {
-            if (k > atomic_load_explicit(&lowest_fail, memory_order_relaxed)) {
-                continue; /* a lower item failed: the run fails with that error */
+        for (;;) {
+            const uint64_t k = atomic_fetch_add(&next, 1);
+            if (k >= count || k > atomic_load_explicit(&lowest_fail, memory_order_relaxed)) {
+                break; /* every later item is higher: a lower item failed, the run fails */
             }
             struct sm_err e;
             sm_err_clear(&e);
             if (atomic_load_explicit(&stopped, memory_order_relaxed) ||
                 sm_stop_check(wk->stop, &e) != SM_OK) {
                 atomic_store_explicit(&stopped, true, memory_order_relaxed);
-                continue; /* a signal: skip the rest (SPEC §1 "at its next tile or shard") */
+                break; /* a signal: skip the rest (SPEC §1 "at its next tile or shard") */
             }
             uint64_t bytes = 0;
             const sm_status st = wk->item(wk->user, tid, k, &bytes, &e);

@@ -242,6 +242,7 @@ sm_status sm_run_setup(const struct sm_run_common *c, const struct sm_array_meta
     /* the chunk memos of all threads share an eighth of the rank's budget (SPEC §1) */
     const int threads = c->threads > 0 ? c->threads : sm_tile_default_threads();
     p->memo_bytes = run_memo_total(c->memory_bytes) / (uint64_t)threads;
+    p->memory_bytes = c->memory_bytes;
     if (c->hist_range_set) {
         p->lo = c->hist_lo;
         p->hi = c->hist_hi;

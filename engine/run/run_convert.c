@@ -341,6 +341,9 @@ static sm_status convert_ranks(const struct sm_convert_run *p, struct sm_run_res
     }
     if (st == SM_OK) { /* collective (metadata broadcast) */
         st = run_open_input(&c->input, c->memory_bytes, &res->store, &res->array, meta_sha, err);
+        if (st == SM_OK) {
+            sm_array_set_stop(res->array, c->stop);
+        }
     }
     const uint64_t t_open = sm_clock_ns() - t_start;
     struct sm_run_setup su;
@@ -367,6 +370,9 @@ static sm_status convert_ranks(const struct sm_convert_run *p, struct sm_run_res
         st = run_rank_part(c->partition, m, &su.tiling, &mine, err);
         if (st == SM_OK) {
             st = sm_run_shard_grid(&p->output, m, &su, &grid, &layout, err);
+        }
+        if (st == SM_OK) {
+            st = run_check_shards(grid.ntiles, c->memory_bytes, err);
         }
         if (st == SM_OK && rank == 0 && hk->layout != NULL) {
             hk->layout(hk->user, &layout, grid.ntiles);

@@ -193,6 +193,9 @@ static sm_status ingest_ranks(const struct sm_ingest_run *p, struct sm_run_resul
         st = sm_tiling_init(&grid, nd, src->shape, zeros, src->shape,
                             spec.sharded ? spec.shard : spec.chunk, err);
     }
+    if (st == SM_OK) {
+        st = run_check_shards(grid.ntiles, p->memory_bytes, err);
+    }
     if (st == SM_OK && grid.ntiles != sm_writer_nshards(sm_writer_level(w, 0))) {
         st = sm_err_set(err, SM_E_INTERNAL, __FILE__, __LINE__,
                         "plan of %llu shards for a grid of %llu", (unsigned long long)grid.ntiles,

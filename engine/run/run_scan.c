@@ -30,6 +30,7 @@ static sm_status scan_ranks(const struct sm_scan_run *p, struct sm_run_result *r
         sm_run_open_input(&c->input, c->memory_bytes, &res->store, &res->array, err), err));
     const uint64_t t_open = sm_clock_ns() - t_start;
     const struct sm_array_meta *m = sm_array_meta(res->array);
+    sm_array_set_stop(res->array, c->stop); /* a tile of many chunks ends at a stop too */
     const uint64_t passes = p->passes > 0 ? p->passes : 1;
 
     struct sm_run_setup su;

@@ -4,6 +4,8 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "tile_int.h"
+
 sm_status sm_tiling_init(struct sm_tiling *t, unsigned ndim, const uint64_t *array_shape,
                          const uint64_t *offset, const uint64_t *shape, const uint64_t *tile,
                          struct sm_err *err)
@@ -45,28 +47,45 @@ void sm_tiling_box(const struct sm_tiling *t, uint64_t index, uint64_t *offset, 
     }
 }
 
+/* The lowest and highest tile index along axis d among tiles [a, b] (C order): the run's
+ * quotients by the stride of d are consecutive, so their residues are one interval unless the
+ * run wraps around the axis, in which case it spans the whole axis. */
+static void axis_range(const struct sm_tiling *t, unsigned d, uint64_t a, uint64_t b, uint64_t *lo,
+                       uint64_t *hi)
+{
+    uint64_t stride = 1;
+    for (unsigned e = d + 1; e < t->ndim; e++) {
+        stride *= t->grid[e]; /* <= ntiles */
+    }
+    const uint64_t qa = a / stride, qb = b / stride, g = t->grid[d];
+    const uint64_t ra = qa % g, rb = qb % g;
+    if (qb - qa >= g - 1 || ra > rb) {
+        *lo = 0;
+        *hi = g - 1;
+    } else {
+        *lo = ra;
+        *hi = rb;
+    }
+}
+
 bool sm_tiling_run_box(const struct sm_tiling *t, uint64_t first, uint64_t count, uint64_t *offset,
                        uint64_t *shape)
 {
     if (count == 0) {
         return false;
     }
-    uint64_t lo[SM_MAX_DIMS], hi[SM_MAX_DIMS], voxels = 0;
-    for (uint64_t i = first; i < first + count; i++) {
-        uint64_t off[SM_MAX_DIMS], shp[SM_MAX_DIMS], n = 1;
-        sm_tiling_box(t, i, off, shp);
-        for (unsigned d = 0; d < t->ndim; d++) {
-            lo[d] = i == first || off[d] < lo[d] ? off[d] : lo[d];
-            hi[d] = i == first || off[d] + shp[d] > hi[d] ? off[d] + shp[d] : hi[d];
-            n *= shp[d];
-        }
-        voxels += n;
-    }
-    uint64_t box = 1;
+    u128 box = 1;
     for (unsigned d = 0; d < t->ndim; d++) {
-        offset[d] = lo[d];
-        shape[d] = hi[d] - lo[d];
-        box *= shape[d];
+        uint64_t lo, hi;
+        axis_range(t, d, first, first + count - 1, &lo, &hi);
+        const u128 end = (u128)(hi + 1) * t->tile[d];
+        offset[d] = t->roi_offset[d] + lo * t->tile[d];
+        shape[d] = (end < t->roi_shape[d] ? (uint64_t)end : t->roi_shape[d]) - lo * t->tile[d];
+        box = mul_sat(box, shape[d]);
     }
-    return box == voxels; /* disjoint tiles fill their bounding box iff the volumes agree */
+    /* disjoint tiles fill their bounding box iff the volumes agree */
+    struct sm_tiling_sums s;
+    sm_tiling_sums_init(&s, t, NULL);
+    const u128 voxels = sm_tiling_sums_before(&s, first + count) - sm_tiling_sums_before(&s, first);
+    return box == voxels;
 }

@@ -5,14 +5,18 @@
  * keeps the tiles of one input read unit together (for the per-thread chunk memo). */
 #include "shardmill/tile.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "shardmill/alloc.h"
 
-/* Exact cost arithmetic: a total of many 64-bit costs times the rank count does not fit 64 bits.
- * __extension__ keeps -Wpedantic quiet about the GCC/Clang 128-bit integer. */
-__extension__ typedef unsigned __int128 u128;
+#include "tile_int.h"
+
+static uint64_t sat64(u128 v)
+{
+    return v > UINT64_MAX ? UINT64_MAX : (uint64_t)v;
+}
 
 void sm_partition_block(uint64_t n, int nranks, int rank, uint64_t *first, uint64_t *count)
 {
@@ -35,16 +39,7 @@ void sm_read_unit_of(const struct sm_array_meta *m, struct sm_read_unit *u)
 
 uint64_t sm_tiling_cost(const struct sm_tiling *t, const struct sm_read_unit *u, uint64_t index)
 {
-    uint64_t off[SM_MAX_DIMS], shape[SM_MAX_DIMS];
-    sm_tiling_box(t, index, off, shape);
-    uint64_t units = 1;
-    for (unsigned d = 0; d < t->ndim; d++) {
-        if (shape[d] == 0) {
-            return 0;
-        }
-        units *= (off[d] + shape[d] - 1) / u->shape[d] - off[d] / u->shape[d] + 1;
-    }
-    return units * u->bytes;
+    return sat64(sm_tiling_weight(t, u, index));
 }
 
 struct unit_key {
@@ -87,42 +82,49 @@ sm_status sm_tiling_order_by_unit(const struct sm_tiling *t, const struct sm_rea
     return SM_OK;
 }
 
+/* The first tile rank r (1 <= r < nranks) owns, at or after lo: tile i goes to the rank whose
+ * share of the cost holds the tile's midpoint, owner(i) = floor((prefix(i) + cost(i)/2) * nranks /
+ * total), which never decreases with i, so every rank gets one contiguous run (ranks that own
+ * nothing get an empty run where the next begins), and no rank's cost is more than a tile's off
+ * the mean. A binary search on the closed-form prefix: O(log tiles), never a walk over tiles. */
+static uint64_t first_owned(const struct sm_tiling_sums *s, int nranks, int r, uint64_t lo)
+{
+    const u128 goal = mul_sat(2 * (u128)r, s->total);
+    uint64_t hi = s->t->ntiles; /* owner(i) >= r for some i < hi, or hi = ntiles */
+    while (lo < hi) {
+        const uint64_t mid = lo + (hi - lo) / 2;
+        const u128 before = sm_tiling_sums_before(s, mid); /* 2 x midpoint, below */
+        const u128 mid2 = add_sat(add_sat(before, before), sm_tiling_weight(s->t, s->u, mid));
+        if (mul_sat(mid2, (u128)nranks) >= goal) {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    return lo;
+}
+
 void sm_partition_tiles(const struct sm_tiling *t, const struct sm_read_unit *u,
                         enum sm_part_kind kind, int nranks, struct sm_part *parts)
 {
     memset(parts, 0, (size_t)nranks * sizeof(*parts));
-    u128 total = 0;
-    for (uint64_t i = 0; i < t->ntiles; i++) {
-        total += sm_tiling_cost(t, u, i);
-    }
-    if (kind == SM_PART_BLOCK || total == 0) {
+    struct sm_tiling_sums s;
+    sm_tiling_sums_init(&s, t, u);
+    if (kind == SM_PART_BLOCK || s.total == 0) {
         for (int r = 0; r < nranks; r++) {
             sm_partition_block(t->ntiles, nranks, r, &parts[r].first, &parts[r].count);
         }
     } else {
-        /* Tile i goes to the rank whose share of the cost holds the tile's midpoint: owner(i) =
-         * floor((prefix(i) + cost(i)/2) * nranks / total). It never decreases with i, so every
-         * rank gets one contiguous run, and no rank's cost is more than a tile's off the mean. */
-        u128 prefix = 0;
-        int owner = 0;
-        parts[0].first = 0;
-        for (uint64_t i = 0; i < t->ntiles; i++) {
-            const uint64_t c = sm_tiling_cost(t, u, i);
-            u128 o = ((2 * prefix + c) * (u128)nranks) / (2 * total);
-            const int want = o >= (u128)nranks ? nranks - 1 : (int)o;
-            while (owner < want) {
-                parts[++owner].first = i;
-            }
-            parts[owner].count++;
-            prefix += c;
+        for (int r = 1; r < nranks; r++) {
+            parts[r].first = first_owned(&s, nranks, r, parts[r - 1].first);
         }
-        for (int r = owner + 1; r < nranks; r++) {
-            parts[r].first = t->ntiles;
+        for (int r = 0; r < nranks; r++) {
+            const uint64_t next = r + 1 < nranks ? parts[r + 1].first : t->ntiles;
+            parts[r].count = next - parts[r].first;
         }
     }
     for (int r = 0; r < nranks; r++) {
-        for (uint64_t i = parts[r].first; i < parts[r].first + parts[r].count; i++) {
-            parts[r].cost += sm_tiling_cost(t, u, i);
-        }
+        parts[r].cost = sat64(sm_tiling_sums_before(&s, parts[r].first + parts[r].count) -
+                              sm_tiling_sums_before(&s, parts[r].first));
     }
 }

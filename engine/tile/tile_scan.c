@@ -5,12 +5,17 @@
  * failure the error of the lowest failing tile is reported. */
 #include "shardmill/tile.h"
 
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "shardmill/alloc.h"
 #include "shardmill/box.h"
 #include "shardmill/clock.h"
 #include "shardmill/work.h"
+
+#include "tile_int.h"
 
 struct worker {
     struct sm_scratch *scratch;
@@ -98,6 +103,36 @@ static sm_status scan_tile(void *user, int thread, uint64_t item, uint64_t *byte
     return SM_OK;
 }
 
+/* The bytes of one tile buffer (the largest tile box: a tile clipped to the ROI), checked with
+ * the buffers of all threads against the rank's budget: a tiny zarr.json can declare a chunk,
+ * hence a default tile, of 2^60 voxels, which must be exit 5 naming the limit, not a failed
+ * allocation. */
+static sm_status tile_buffer_bytes(const struct sm_tiling *t, enum sm_dtype dt, int nthreads,
+                                   uint64_t budget, size_t *bytes, struct sm_err *err)
+{
+    u128 one = sm_dtype_size(dt);
+    char dims[SM_MAX_DIMS * 24 + 2] = "[";
+    size_t len = 1;
+    for (unsigned d = 0; d < t->ndim; d++) {
+        const uint64_t side = t->tile[d] < t->roi_shape[d] ? t->tile[d] : t->roi_shape[d];
+        one = mul_sat(one, side);
+        len += (size_t)snprintf(dims + len, sizeof(dims) - len, "%s%" PRIu64, d ? ", " : "", side);
+    }
+    snprintf(dims + len, sizeof(dims) - len, "]");
+    const u128 all = mul_sat(one, (u128)nthreads);
+    if ((budget != 0 && all > budget) || one > SIZE_MAX) {
+        const uint64_t shown = one > UINT64_MAX ? UINT64_MAX : (uint64_t)one;
+        sm_err_set(err, SM_E_LIMIT, __FILE__, __LINE__,
+                   "a tile buffer of %s %s takes %" PRIu64 " bytes and each of %d thread%s "
+                   "holds one: more than limits.memory_bytes (%" PRIu64 "); set a smaller tile",
+                   dims, sm_dtype_name(dt), shown, nthreads, nthreads > 1 ? "s" : "", budget);
+        sm_err_where(err, "tile");
+        return err->status;
+    }
+    *bytes = (size_t)one;
+    return SM_OK;
+}
+
 sm_status sm_scan_tiles(struct sm_array *a, const struct sm_tiling *t, uint64_t first,
                         uint64_t count, const struct sm_scan_params *p, struct sm_scan_result *out,
                         struct sm_err *err)
@@ -108,12 +143,12 @@ sm_status sm_scan_tiles(struct sm_array *a, const struct sm_tiling *t, uint64_t 
     memset(out, 0, sizeof(*out));
     SM_TRY(sm_hist_init(&out->hist, sc.dt, p->bins, p->lo, p->hi, err));
 
-    size_t tile_bytes = sc.elem;
     for (unsigned d = nd; d-- > 0;) {
         sc.astride[d] = d + 1 < nd ? sc.astride[d + 1] * m->shape[d + 1] : 1;
-        tile_bytes *= (size_t)t->tile[d];
     }
     const int nthreads = p->threads > 0 ? p->threads : sm_tile_default_threads();
+    size_t tile_bytes = 0;
+    SM_TRY(tile_buffer_bytes(t, sc.dt, nthreads, p->memory_bytes, &tile_bytes, err));
     sc.ws = sm_calloc((size_t)nthreads, sizeof(*sc.ws));
     if (sc.ws == NULL) {
         SM_FAIL(err, SM_E_NOMEM, "cannot allocate %d workers", nthreads);

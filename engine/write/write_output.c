@@ -380,6 +380,12 @@ sm_status sm_output_open(const char *path, const struct sm_output_opts *opts,
     return SM_OK;
 }
 
+uint64_t sm_output_track_bytes(uint64_t nshards)
+{
+    const uint64_t per = sizeof(struct sm_shard_rec) + sizeof(atomic_uchar);
+    return nshards > UINT64_MAX / per ? UINT64_MAX : nshards * per;
+}
+
 /* Directory flags and records for w's grid. */
 static sm_status setup(struct sm_output *o, const struct sm_writer *w, struct sm_err *err)
 {

@@ -404,6 +404,31 @@ def _read_bench_config(d, lines):
     return cfg
 
 
+def b_tile_over_memory(d):
+    """A valid 10x10 uint16 v3 store and a scan whose 2 tile buffers of [10, 10] (200 bytes each)
+    exceed limits.memory_bytes 256; returns the config's path."""
+    store = _v3(d, codec="zstd")
+    cfg = os.path.join(d, "scan.yaml")
+    _write_text(cfg, f"job: scan\ninput: {{store: {json.dumps(store)}}}\nprogress: false\n"
+                "tile: [10, 10]\nparallel: {threads: 2}\nlimits: {memory_bytes: 256}\n")
+    return cfg
+
+
+def b_hdf5_2_60_voxels(d):
+    """A 1.4 KB HDF5 file declaring a [2^20]^3 uint8 dataset (h5py, nothing written) and its
+    ingest: the output's per-shard records alone exceed limits.memory_bytes (issue 19 #11)."""
+    import h5py
+    h5 = os.path.join(d, "huge.h5")
+    with h5py.File(h5, "w") as f:
+        f.create_dataset("vol", shape=(2**20,) * 3, dtype="u1", chunks=(64, 64, 64))
+    cfg = os.path.join(d, "ingest.yaml")
+    _write_text(cfg, f"job: ingest\ninput: {{store: {json.dumps(h5)}, format: hdf5, "
+                "hdf5: {dataset: /vol}}\n"
+                f"output: {{path: {json.dumps(os.path.join(d, 'out', 'ing.zarr'))}}}\n"
+                "progress: false\n")
+    return cfg
+
+
 def b_none_narrowing(d):
     """A valid 10x10 uint16 v3 store and a convert with normalize none to uint8 (a narrowing
     cast: SPEC §2 keeps every value); returns the config's path."""
@@ -845,6 +870,13 @@ CASES = [
     dict(name="readbench_region_over_memory", build=b_rb_memory, args=["run", "{store}"], exit=5,
          must=["read_bench.extents", "limits.memory_bytes"],
          control=["run", "{store}", "--set", "limits.memory_bytes=200"]),
+    # issue 19 #11: what a tiny input declares is bounded by the budget (exit 5), never a failed
+    # allocation (exit 1) or a run without end
+    dict(name="tile_buffer_over_memory", build=b_tile_over_memory, args=["run", "{store}"],
+         exit=5, must=["tile", "limits.memory_bytes", "[10, 10]"],
+         control=["run", "{store}", "--set", "limits.memory_bytes=400"]),
+    dict(name="hdf5_2_60_voxels_ingest", build=b_hdf5_2_60_voxels, args=["run", "{store}"],
+         exit=5, must=["output.shard", "limits.memory_bytes"]),
     dict(name="read_without_output", build=b_valid_v3,
          args=["read", "{store}", "--offset", "0,0", "--shape", "1,1"], exit=2, must=["-o"]),
     # SPEC §4: a store path that is no store is invalid input (3), with words for each reason

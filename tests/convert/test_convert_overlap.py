@@ -8,7 +8,7 @@ must exit 2 with exactly one stderr line `shardmill: error: <key>: <path> <relat
 <input|output> <path>` naming both configured paths, and the whole tree (every file's bytes,
 every entry's mode and mtime, no entry added) must be unchanged.
 Cases (one ctest each, label `convert`):
-  same      output.path == input.store with exists: overwrite and limits.memory_bytes 4KiB
+  same      output.path == input.store with exists: overwrite and limits.memory_bytes 64KiB
             (the run that used to delete the input, then die reading it); also as a file:// URL,
             with "./" and a trailing slash, and with exists: error
   inside    output in.zarr/c/9 and in.zarr/sub (new), exists overwrite and error
@@ -60,7 +60,7 @@ def convert_cfg(root, name, store, out, extra=None):
     cfg = {"job": "convert", "input": {"store": store}, "normalize": {"mode": "scale"},
            "histogram": {"bins": 16, "range": [0, 1]},
            "output": {"path": out, "exists": "overwrite", "fsync": False},
-           "limits": {"memory_bytes": "4KiB"}, "progress": False}
+           "limits": {"memory_bytes": "64KiB"}, "progress": False}
     for k, v in (extra or {}).items():
         cfg.setdefault(k, {}).update(v)
     return cc.write_config(os.path.join(root, name), cfg)

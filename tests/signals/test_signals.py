@@ -265,6 +265,64 @@ def case_scan(work, inp):
     check(not os.path.exists(os.path.join(d, "report.json")), "scan: no report written")
 
 
+HUGE_META = ('{"zarr_format": 3, "node_type": "array", "shape": [1048576, 1048576, 1048576],\n'
+             ' "data_type": "uint8", "chunk_grid": {"name": "regular", "configuration":\n'
+             ' {"chunk_shape": [1, 1, 1]}}, "chunk_key_encoding": {"name": "default"},\n'
+             ' "fill_value": 0, "codecs": [{"name": "bytes"}]}\n')
+
+
+def case_huge(work):
+    """Issue 19 item 11: a 4-line zarr.json of [2^20]^3 in [1,1,1] chunks (2^60 tiles). `plan`
+    walked every tile (killed after 866 s) and a scan ignored SIGTERM while it planned. Now plan
+    is closed-form (exact totals in seconds) and the scan stops within 5 s of SIGTERM."""
+    d = os.path.join(work, "huge")
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(os.path.join(d, "big.zarr"))
+    with open(os.path.join(d, "big.zarr", "zarr.json"), "w") as f:
+        f.write(HUGE_META)
+    with open(os.path.join(d, "job.yaml"), "w") as f:
+        f.write("job: scan\ninput: {store: big.zarr}\nparallel: {threads: 2}\nprogress: false\n")
+    for part in ("balanced", "block"):
+        proc = subprocess.Popen([ARGS.shardmill, "plan", "job.yaml", "--ranks", "4", "--json",
+                                 "--set", f"parallel.partition={part}"], cwd=d, env=env_plain(),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            out, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            check(False, f"huge: plan ({part}) of 2^60 tiles ends within 30 s")
+            continue
+        ok = proc.returncode == 0
+        ranks = json.loads(out)["tiles"]["ranks"] if ok else []
+        q = 2**58
+        check(ok and json.loads(out)["tiles"]["items"] == 2**60 and
+              [(r["first"], r["count"], r["cost_bytes"]) for r in ranks] ==
+              [(i * q, q, q) for i in range(4)],
+              f"huge: plan ({part}) gives 4 x 2^58 tiles of 2^58 bytes ({err.strip()[-200:]})")
+    proc = subprocess.Popen([ARGS.shardmill, "run", "job.yaml", "-q"], cwd=d, env=env_plain(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_for_handler(proc, signal.SIGTERM)
+    time.sleep(1.0)
+    running = proc.poll() is None
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    try:
+        _, err = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        check(False, "huge: the scan ended within 30 s of SIGTERM")
+        return
+    took = time.monotonic() - t0
+    check(running, "huge: SIGTERM sent while the scan ran")
+    check(proc.returncode == 143 and took < 5,
+          f"huge: exit {proc.returncode} == 143, {took:.2f} s after SIGTERM (< 5 s)")
+    lines = error_lines(err)
+    check(lines == ["shardmill: error: job.yaml: stopped by SIGTERM"],
+          f"huge: one error line naming SIGTERM ({lines})")
+
+
 def case_sigpipe(work, inp):
     # SIGPIPE at its default action in the child (subprocess restores it): only shardmill's own
     # SIG_IGN keeps it alive. The reader takes 10 bytes of 16 MiB, then closes its end.
@@ -417,7 +475,7 @@ def main():
     ap.add_argument("--mpiexec", default="")
     ap.add_argument("--work", required=True)
     ap.add_argument("--case", required=True,
-                    choices=["sigterm", "sigint", "scan", "sigpipe", "mpi", "mpi_one_rank"])
+                    choices=["sigterm", "sigint", "scan", "sigpipe", "mpi", "mpi_one_rank", "huge"])
     ARGS = ap.parse_args()
     ARGS.shardmill = os.path.abspath(ARGS.shardmill)
     global SHAPE
@@ -427,6 +485,10 @@ def main():
         SHAPE = (128, 256, 256)  # 2048 shards: the signal goes straight to a rank, no delay
     work = os.path.abspath(ARGS.work)
     os.makedirs(work, exist_ok=True)
+    if ARGS.case == "huge":
+        case_huge(work)
+        print(f"{passed} passed, {failed} failed")
+        return 1 if failed else 0
     inp = make_input(work)
     if ARGS.case == "sigterm":
         case_stop(work, inp, signal.SIGTERM, "fsync")

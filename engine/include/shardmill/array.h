@@ -59,6 +59,10 @@ struct sm_array;
 sm_status sm_array_open(struct sm_store *store, const char *path, const struct sm_array_opts *opts,
                         struct sm_array **out, struct sm_err *err);
 void sm_array_close(struct sm_array *a);
+/* The cooperative stop flag (status.h; NULL: none) a region read checks before each stored
+ * object it reads: a region of 2^30 one-voxel chunks ends at a stop with SM_E_STOPPED instead of
+ * reading on. Set before reads start (not concurrently with them). */
+void sm_array_set_stop(struct sm_array *a, const atomic_int *stop);
 
 /* The metadata documents of a node as stored (SPEC §3 "metadata is fetched once per opened
  * array, never per rank"): one process fetches them, ranks share the bytes (jobs/ broadcasts

@@ -101,6 +101,9 @@ struct sm_scan_params {
     /* Bytes of the per-thread chunk memo (sm_chunk_memo_new; 0: none), part of the rank's
      * memory budget (sm_run_setup gives each thread its share). */
     uint64_t memo_bytes;
+    /* The rank's budget (limits.memory_bytes; 0: unchecked): the tile buffers of all threads
+     * must fit in it, else SM_E_LIMIT before anything is allocated or read. */
+    uint64_t memory_bytes;
     /* If non-NULL, called after each tile with the tiles done and their decoded bytes. */
     sm_progress_fn progress;
     void *progress_user;

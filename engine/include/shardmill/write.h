@@ -190,6 +190,11 @@ struct sm_output;
 sm_status sm_output_open(const char *path, const struct sm_output_opts *opts,
                          struct sm_output **out, struct sm_err *err);
 
+/* Bytes an output tracking `nshards` shards holds (a record and a directory flag per shard,
+ * allocated by sm_output_begin / sm_output_join): O(shards), so a run checks it against its memory
+ * budget before it plans a grid a tiny input can make astronomically large. Saturates. */
+uint64_t sm_output_track_bytes(uint64_t nshards);
+
 /* The primary (rank 0) prepares the directory for writer w (borrowed; must outlive o): creates it
  * (and missing parent directories, never files outside it), applies the policy (OVERWRITE: removes
  * the marker first, then the shards, journal and zarr.json; RESUME: the existing zarr.json must
