@@ -559,7 +559,9 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .help = "memory budget of a rank: decoded input is kept for the write pass only when it "
              "fits in half of it, else re-read; the encoded-object cache gets at most half "
              "(SPEC §1); ingest of a .nii.gz: the inflated z slabs of the rank's shards must fit "
-             "in it (more ranks each hold less)",
+             "in it (more ranks each hold less); the threads' tile buffers and the output's "
+             "per-shard records must fit in it too, or the run stops before any output with "
+             "exit 5 naming the limit",
      .example = "8GiB",
      FIELD(limits.memory_bytes)},
     {.path = "limits.max_object_bytes",

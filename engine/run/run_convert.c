@@ -335,6 +335,9 @@ static sm_status convert_ranks(const struct sm_convert_run *p, struct sm_run_res
     st = sm_par_agree(st, err);
     if (st == SM_OK) {
         st = sm_par_agree(sm_output_open(p->output.path, &p->output.policy, &out, err), err);
+        if (st == SM_OK) {
+            sm_output_set_stop(out, c->stop);
+        }
     }
     if (st == SM_OK && hk->opened != NULL) {
         st = sm_par_agree(hk->opened(hk->user, sm_output_path(out), err), err);

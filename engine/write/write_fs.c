@@ -206,7 +206,7 @@ static bool entry_kind(int dirfd, const char *name, enum sm_fs_kind *kind, bool 
  * (this directory's descriptor, its name): a directory is entered by open_child, never through a
  * link, and removed by unlinkat on this descriptor. */
 static sm_status walk_dir(int fd, const char *rel, bool chunks, enum sm_wfs_walk mode,
-                          unsigned depth, struct sm_err *err)
+                          unsigned depth, const atomic_int *stop, struct sm_err *err)
 {
     if (depth > SM_MAX_DIMS + 2) {
         close(fd);
@@ -220,6 +220,11 @@ static sm_status walk_dir(int fd, const char *rel, bool chunks, enum sm_wfs_walk
     sm_status st = read_names(d, &names, &kinds, err);
     for (size_t i = 0; i < names.n && st == SM_OK; i++) {
         const char *name = names.v[i];
+        if (stop != NULL && atomic_load_explicit(stop, memory_order_relaxed) != 0) {
+            st = sm_err_set(err, SM_E_STOPPED, __FILE__, __LINE__, "stopped while walking %s",
+                            rel); /* a walk of a huge tree ends at a stop too */
+            break;
+        }
         char path[PATH_CAP];
         const int n = snprintf(path, sizeof(path), "%s/%s", rel, name);
         if (n < 0 || (size_t)n >= sizeof(path)) {
@@ -253,7 +258,7 @@ static sm_status walk_dir(int fd, const char *rel, bool chunks, enum sm_wfs_walk
                                             : link_fail(err, "cannot walk", path);
                 continue;
             }
-            st = walk_dir(cfd, path, chunks, mode, depth + 1, err);
+            st = walk_dir(cfd, path, chunks, mode, depth + 1, stop, err);
             if (st == SM_OK && mode == SM_WFS_REMOVE && unlinkat(dfd, name, AT_REMOVEDIR) != 0 &&
                 errno != ENOENT) {
                 st = io_fail(err, "cannot remove directory", path, errno);
@@ -273,6 +278,12 @@ static sm_status walk_dir(int fd, const char *rel, bool chunks, enum sm_wfs_walk
 sm_status sm_wfs_walk(int dirfd, const char *rel, bool chunks, enum sm_wfs_walk mode,
                       struct sm_err *err)
 {
+    return sm_wfs_walk_stop(dirfd, rel, chunks, mode, NULL, err);
+}
+
+sm_status sm_wfs_walk_stop(int dirfd, const char *rel, bool chunks, enum sm_wfs_walk mode,
+                           const atomic_int *stop, struct sm_err *err)
+{
     const int fd = sm_fs_opendir_beneath(dirfd, rel, false);
     if (fd < 0) {
         const int e = errno;
@@ -284,7 +295,7 @@ sm_status sm_wfs_walk(int dirfd, const char *rel, bool chunks, enum sm_wfs_walk 
         }
         return e == ENOTDIR ? SM_OK : sm_fs_fail(err, "cannot open directory", dirfd, rel, e);
     }
-    return walk_dir(fd, rel, chunks, mode, 0, err);
+    return walk_dir(fd, rel, chunks, mode, 0, stop, err);
 }
 
 /* ---- symbolic links in the output ---- */

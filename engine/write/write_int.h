@@ -71,8 +71,9 @@ struct sm_staged {
 struct sm_output {
     char *root; /* resolved path, no trailing '/' */
     struct sm_output_opts opts;
-    int state;  /* enum out_state (write_output.c) */
-    int rootfd; /* -1 until begin/join */
+    const atomic_int *stop; /* sm_output_set_stop: ends overwrite's delete walk */
+    int state;              /* enum out_state (write_output.c) */
+    int rootfd;             /* -1 until begin/join */
     const struct sm_writer *w;
     struct sm_store *store; /* file store at root: every object is staged and committed here */
     struct sm_shard_rec *recs;
@@ -126,6 +127,9 @@ enum sm_wfs_walk {
  * SM_E_USAGE "not a shardmill output: unexpected entry '<path>'" in CHECK; SM_E_IO. */
 sm_status sm_wfs_walk(int dirfd, const char *rel, bool chunks, enum sm_wfs_walk mode,
                       struct sm_err *err);
+/* sm_wfs_walk that ends with SM_E_STOPPED once *stop (if non-NULL) is set. */
+sm_status sm_wfs_walk_stop(int dirfd, const char *rel, bool chunks, enum sm_wfs_walk mode,
+                           const atomic_int *stop, struct sm_err *err);
 /* Looks for a symbolic link anywhere in the tree of dirfd (never following one): *found, and its
  * path relative to dirfd ("c/13") in `where`. SM_E_IO. */
 sm_status sm_wfs_find_link(int dirfd, char *where, size_t cap, bool *found, struct sm_err *err);

@@ -262,7 +262,7 @@ static sm_status drop_marker(struct sm_output *o, struct sm_err *err)
 static sm_status clear(struct sm_output *o, struct sm_err *err)
 {
     SM_TRY(drop_marker(o, err));
-    SM_TRY(sm_wfs_walk(o->rootfd, "c", true, SM_WFS_REMOVE, err));
+    SM_TRY(sm_wfs_walk_stop(o->rootfd, "c", true, SM_WFS_REMOVE, o->stop, err));
     if (unlinkat(o->rootfd, "c", AT_REMOVEDIR) != 0 && errno != ENOENT) {
         return io_fail(err, "cannot remove directory", "c", errno);
     }
@@ -807,6 +807,11 @@ void sm_output_close(struct sm_output *o)
     sm_free(o->dir_base);
     sm_free(o->root);
     sm_free(o);
+}
+
+void sm_output_set_stop(struct sm_output *o, const atomic_int *stop)
+{
+    o->stop = stop;
 }
 
 const char *sm_output_path(const struct sm_output *o)

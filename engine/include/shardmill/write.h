@@ -265,6 +265,11 @@ sm_status sm_output_records_adopt(struct sm_output *o, struct sm_bytes recs, str
  * writer o began or joined with must still be alive (it names them): close o before freeing it. */
 void sm_output_close(struct sm_output *o);
 
+/* The cooperative stop flag (status.h) for begin's delete of a previous output (overwrite): a
+ * walk over a huge tree ends with SM_E_STOPPED once it is set, leaving an output a later
+ * overwrite or resume finishes. NULL: none. */
+void sm_output_set_stop(struct sm_output *o, const atomic_int *stop);
+
 /* The resolved output directory path. */
 const char *sm_output_path(const struct sm_output *o);
 

@@ -719,6 +719,34 @@ static void test_output_interrupted_overwrite_is_finished_later(void **state)
     }
 }
 
+/* Issue 19: overwrite's delete of a previous output ends at a stop (a huge tree would hold SIGTERM
+ * for as long as it takes), and what it leaves is finished by the next overwrite. */
+static void test_output_overwrite_delete_ends_at_a_stop(void **state)
+{
+    (void)state;
+    struct sm_err err;
+    sm_err_clear(&err);
+    const struct sm_output_spec s = wt_spec(20, 70, 45);
+    assert_ok(write_named("stopped.zarr", &s, SM_OUTPUT_EXISTS_ERROR, 1, NULL, &err), &err);
+    char dir[4096];
+    path_of(dir, "stopped.zarr");
+    struct sm_writer *w;
+    assert_ok(sm_writer_new(&s, &w, &err), &err);
+    struct sm_output_opts opts = OPTS_NONE;
+    opts.exists = SM_OUTPUT_EXISTS_OVERWRITE;
+    struct sm_output *o;
+    atomic_int stop = 1;
+    assert_ok(sm_output_open(dir, &opts, &o, &err), &err);
+    sm_output_set_stop(o, &stop);
+    assert_status(sm_output_begin(o, w, &err), SM_E_STOPPED, &err);
+    sm_output_close(o);
+    assert_true(wt_count_files(dir, "") > 0); /* the walk ended before deleting every shard */
+    sm_err_clear(&err);
+    assert_ok(write_named("stopped.zarr", &s, SM_OUTPUT_EXISTS_OVERWRITE, 1, NULL, &err), &err);
+    check_reads_back("stopped.zarr", &s);
+    sm_writer_free(w);
+}
+
 static void test_output_survives_every_allocation_failure(void **state)
 {
     (void)state;
@@ -806,6 +834,7 @@ int main(void)
         cmocka_unit_test(test_output_second_rank_joins),
         cmocka_unit_test(test_output_second_writer_is_refused),
         cmocka_unit_test(test_output_interrupted_overwrite_is_finished_later),
+        cmocka_unit_test(test_output_overwrite_delete_ends_at_a_stop),
         cmocka_unit_test(test_output_survives_every_allocation_failure),
     };
     return cmocka_run_group_tests_name("write_output", tests, setup, teardown);
