@@ -15,15 +15,7 @@
 #include <shardmill/alloc.h>
 
 #include "job_s3.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(c)                                                                                   \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
+#include "fuzz_common.h"
 
 /* The NUL-terminated string at data[*at] of at most 64 bytes, or NULL (then *at is unchanged). */
 static const char *take(const uint8_t *data, size_t size, size_t *at)

@@ -6,11 +6,20 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "shardmill/array.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* An invariant of a target: abort() (a crash libFuzzer reports) when it does not hold. */
+#define CHECK(c)                                                                                   \
+    do {                                                                                           \
+        if (!(c)) {                                                                                \
+            abort();                                                                               \
+        }                                                                                          \
+    } while (0)
 
 /* Limits of the targets that read through sm_array (as a job with small limits would). */
 #define FUZZ_MAX_OBJECT_BYTES (4ull << 20)

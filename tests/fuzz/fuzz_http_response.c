@@ -22,15 +22,7 @@
 
 #include "shardmill/alloc.h"
 #include "store_http_int.h" /* checksrc: allow int-header (the pure parsers it fuzzes) */
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(c)                                                                                   \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
+#include "fuzz_common.h"
 
 /* Feeds one header line from a heap copy of exactly n bytes (reads past it are caught). */
 static void feed_line(struct sm_http_resp *r, const uint8_t *p, size_t n)

@@ -16,15 +16,7 @@
 
 #include "shardmill/write.h"
 #include "write_int.h" /* checksrc: allow int-header (the record parsers it fuzzes) */
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(c)                                                                                   \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
+#include "fuzz_common.h"
 
 static struct sm_writer *grid(void)
 {

@@ -15,15 +15,7 @@
 #include "shardmill/alloc.h"
 #include "store_http_int.h" /* checksrc: allow int-header (SM_HTTP_ERRBODY_MAX) */
 #include "store_s3_int.h"   /* checksrc: allow int-header (the pure parser it fuzzes) */
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(c)                                                                                   \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
+#include "fuzz_common.h"
 
 static void check_text(const char *s, size_t cap)
 {

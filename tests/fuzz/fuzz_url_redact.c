@@ -12,15 +12,7 @@
 
 #include "shardmill/alloc.h"
 #include "shardmill/url.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(c)                                                                                   \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
+#include "fuzz_common.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
