@@ -3,6 +3,7 @@
 #include "shardmill/url.h"
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <string.h>
 #include <strings.h>
 
@@ -115,14 +116,23 @@ static size_t put_url_rest(struct out *o, const char *s)
     while (auth < end && s[auth] != '/' && s[auth] != '?' && s[auth] != '#') {
         auth++;
     }
-    size_t at = auth;
-    for (size_t i = 0; i < auth; i++) {
+    /* A pasted password may hold an unencoded '@', or a '/' that ends the authority early
+     * ("u:pa/ss@host"): with a ':' before the first '/', the userinfo runs to the last '@'
+     * before any '?' or '#' (redacting too much is safe; showing part of a secret is not). */
+    size_t span = auth;
+    if (memchr(s, ':', auth) != NULL) {
+        while (span < end && s[span] != '?' && s[span] != '#') {
+            span++;
+        }
+    }
+    size_t at = SIZE_MAX;
+    for (size_t i = 0; i < span; i++) {
         if (s[i] == '@') {
-            at = i; /* the last '@': a password may hold an unencoded '@' */
+            at = i; /* the last '@' */
         }
     }
     size_t i = 0;
-    if (at < auth) {
+    if (at != SIZE_MAX) {
         put(o, REDACTED, strlen(REDACTED));
         o->changed = true;
         i = at; /* from the '@' on */

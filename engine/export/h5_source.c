@@ -298,6 +298,12 @@ static sm_status check_virtual(struct sm_h5source *s, hid_t dcpl, const char *na
         if (fl < 0 || dl < 0) {
             return SRC_FAIL(err, s->where, "H5Pget_virtual_filename");
         }
+        if ((size_t)dl >= sizeof(dset)) { /* a cut name could not be checked for links */
+            snprintf(what, sizeof(what),
+                     "%s is a virtual dataset whose source name is longer than %zu bytes", name,
+                     sizeof(dset) - 1);
+            return data_fail(err, s->where, what);
+        }
         if (strcmp(file, ".") != 0) {
             snprintf(what, sizeof(what),
                      "%s is a virtual dataset with a source in the file %s%s (%s), outside the "

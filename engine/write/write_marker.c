@@ -16,7 +16,7 @@
 
 #include "shardmill/sm_version.h"
 
-#define REC_MAX (SM_KEY_MAX + 64) /* one record line, newline and separator included */
+#define REC_MAX (SM_KEY_MAX + 128) /* one record line, newline and separator included */
 
 /* Appends printf output; the caller reserved room (REC_MAX per record). */
 static sm_status put(struct sm_buf *out, struct sm_err *err, const char *fmt, ...)

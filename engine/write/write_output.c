@@ -135,7 +135,8 @@ static bool root_name_ok(const char *name, const struct stat *sb)
 /* The level directories "k" of an OME-Zarr image output (SPEC §2): each holds zarr.json (or its
  * temporary names) and the c/ tree. CHECK fails on anything else, SWEEP_TMP removes temporary
  * files, REMOVE removes the level directories. */
-static sm_status level_dirs(int fd, enum sm_wfs_walk mode, struct sm_err *err)
+static sm_status level_dirs(int fd, enum sm_wfs_walk mode, const atomic_int *stop,
+                            struct sm_err *err)
 {
     struct sm_strv names = {NULL, 0, 0};
     SM_TRY(sm_wfs_list(fd, "", &names, err));
@@ -149,7 +150,7 @@ static sm_status level_dirs(int fd, enum sm_wfs_walk mode, struct sm_err *err)
         }
         char rel[PATH_CAP];
         snprintf(rel, sizeof(rel), "%s/c", lv);
-        st = sm_wfs_walk(fd, rel, true, mode, err);
+        st = sm_wfs_walk_stop(fd, rel, true, mode, stop, err);
         if (st == SM_OK && mode == SM_WFS_REMOVE &&
             sm_fs_unlink_beneath(fd, rel, AT_REMOVEDIR) != 0 && errno != ENOENT) {
             st = io_fail(err, "cannot remove directory", rel, errno);
@@ -209,7 +210,7 @@ static sm_status check_tree(int fd, const char *root, struct sm_err *err)
         st = sm_wfs_walk(fd, SM_PRIV_DIR, false, SM_WFS_CHECK, err);
     }
     if (st == SM_OK) {
-        st = level_dirs(fd, SM_WFS_CHECK, err);
+        st = level_dirs(fd, SM_WFS_CHECK, NULL, err);
     }
     if (st != SM_OK) {
         sm_err_where(err, "%s", root);
@@ -266,7 +267,7 @@ static sm_status clear(struct sm_output *o, struct sm_err *err)
     if (unlinkat(o->rootfd, "c", AT_REMOVEDIR) != 0 && errno != ENOENT) {
         return io_fail(err, "cannot remove directory", "c", errno);
     }
-    SM_TRY(level_dirs(o->rootfd, SM_WFS_REMOVE, err));
+    SM_TRY(level_dirs(o->rootfd, SM_WFS_REMOVE, o->stop, err));
     SM_TRY(sm_wfs_walk(o->rootfd, SM_JOURNAL_DIR, false, SM_WFS_REMOVE, err));
     return remove_root_files(o, false, err);
 }
@@ -282,6 +283,13 @@ static sm_status clear(struct sm_output *o, struct sm_err *err)
 static sm_status take_lock(struct sm_output *o, struct sm_err *err)
 {
     if (flock(o->rootfd, LOCK_EX | LOCK_NB) == 0) {
+        return SM_OK;
+    }
+    if (errno == EBADF || errno == ENOLCK || errno == EOPNOTSUPP || errno == ENOSYS ||
+        errno == EINVAL) {
+        /* a file system without flock on directories (NFS emulates it with byte-range locks,
+         * which need a writable file; Lustre without -o flock): no lock, the owner record
+         * still names the run */
         return SM_OK;
     }
     if (errno != EWOULDBLOCK) {
@@ -382,7 +390,10 @@ sm_status sm_output_open(const char *path, const struct sm_output_opts *opts,
 
 uint64_t sm_output_track_bytes(uint64_t nshards)
 {
-    const uint64_t per = sizeof(struct sm_shard_rec) + sizeof(atomic_uchar);
+    /* this run's records, a resume's previous ones and its merge, the records gathered on rank
+     * 0, the marker's text (at most 256 bytes a record line) and the directory flags */
+    const uint64_t per =
+        3 * sizeof(struct sm_shard_rec) + SM_JREC_BYTES + SM_KEY_MAX + 128 + sizeof(atomic_uchar);
     return nshards > UINT64_MAX / per ? UINT64_MAX : nshards * per;
 }
 
@@ -650,7 +661,7 @@ static sm_status prepare_resume(struct sm_output *o, const struct sm_writer *w, 
         st = sm_wfs_walk(o->rootfd, "c", true, SM_WFS_SWEEP_TMP, err);
     }
     if (st == SM_OK) {
-        st = level_dirs(o->rootfd, SM_WFS_SWEEP_TMP, err);
+        st = level_dirs(o->rootfd, SM_WFS_SWEEP_TMP, o->stop, err);
     }
     if (st == SM_OK) {
         st = sm_wfs_walk(o->rootfd, SM_PRIV_DIR, false, SM_WFS_SWEEP_TMP, err);

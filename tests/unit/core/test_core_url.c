@@ -25,6 +25,9 @@ static void test_url_redact_drops_user_and_password(void **state)
     expect("http://alice:pw@host:8080/a/b.zarr", "http://<redacted>@host:8080/a/b.zarr");
     expect("https://alice@host/x", "https://<redacted>@host/x");
     expect("http://a:p@ss@host/x", "http://<redacted>@host/x"); /* the last '@' ends it */
+    /* an unencoded '/' in a pasted password: no part of it is shown */
+    expect("http://u:pa/ss@host/a.zarr", "http://<redacted>@host/a.zarr");
+    expect("http://host/a@b/c", "http://host/a@b/c"); /* no ':' before the '/': a path's '@' */
     expect("s3://k:s@bucket", "s3://<redacted>@bucket");
     /* cut short before the '@' (a quoted value truncated in a message): the whole authority */
     expect("'http://alice:longpasswordcutsh...'", "'http://<redacted>'");
