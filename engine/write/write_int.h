@@ -22,6 +22,8 @@
 #define SM_PRIV_DIR ".shardmill"
 #define SM_JOURNAL_DIR ".shardmill/journal"
 #define SM_KEY_MAX 96
+/* Room for one marker record line (key, size, crc32c, values; newline and separator included). */
+#define SM_MARKER_REC_MAX (SM_KEY_MAX + 128)
 
 struct sm_writer {
     struct sm_output_spec spec; /* attributes pointer cleared: borrowed only during new */

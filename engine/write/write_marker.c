@@ -16,9 +16,7 @@
 
 #include "shardmill/sm_version.h"
 
-#define REC_MAX (SM_KEY_MAX + 128) /* one record line, newline and separator included */
-
-/* Appends printf output; the caller reserved room (REC_MAX per record). */
+/* Appends printf output; the caller reserved room (SM_MARKER_REC_MAX per record). */
 static sm_status put(struct sm_buf *out, struct sm_err *err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
@@ -112,12 +110,12 @@ sm_status sm_marker_build(const struct sm_writer *w, const struct sm_shard_rec *
     for (uint64_t i = 0; i < w->nshards; i++) {
         total += recs[i].size;
     }
-    if (w->nshards > (SIZE_MAX - 1024) / REC_MAX) {
+    if (w->nshards > (SIZE_MAX - 1024) / SM_MARKER_REC_MAX) {
         SM_FAIL(err, SM_E_NOMEM, "a marker of %" PRIu64 " shards does not fit in memory",
                 w->nshards);
     }
     out->len = 0;
-    SM_TRY(sm_buf_reserve(out, 1024 + (size_t)w->nshards * REC_MAX, err));
+    SM_TRY(sm_buf_reserve(out, 1024 + (size_t)w->nshards * SM_MARKER_REC_MAX, err));
     SM_TRY(put(out, err,
                "{\n  \"shardmill_complete\": %d,\n  \"engine\": {\"version\": \"%s\", "
                "\"commit\": \"%s\"},\n  \"zarr_json_sha256\": \"%s\",\n  \"shard_count\": %" PRIu64

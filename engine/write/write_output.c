@@ -391,9 +391,9 @@ sm_status sm_output_open(const char *path, const struct sm_output_opts *opts,
 uint64_t sm_output_track_bytes(uint64_t nshards)
 {
     /* this run's records, a resume's previous ones and its merge, the records gathered on rank
-     * 0, the marker's text (at most 256 bytes a record line) and the directory flags */
+     * 0, the marker's text (SM_MARKER_REC_MAX a record line) and the directory flags */
     const uint64_t per =
-        3 * sizeof(struct sm_shard_rec) + SM_JREC_BYTES + SM_KEY_MAX + 128 + sizeof(atomic_uchar);
+        3 * sizeof(struct sm_shard_rec) + SM_JREC_BYTES + SM_MARKER_REC_MAX + sizeof(atomic_uchar);
     return nshards > UINT64_MAX / per ? UINT64_MAX : nshards * per;
 }
 

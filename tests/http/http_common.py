@@ -1,6 +1,7 @@
 """Shared pieces of the HTTP tier: the fixture manifest, running `shardmill read`, the NumPy
 oracle of a region, and checks of the SPEC §4 error line."""
 
+import argparse
 import json
 import os
 import subprocess
@@ -11,6 +12,18 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "helpers"))
+
+
+def test_args():
+    """--shardmill and --fixtures (made absolute) of a unittest module of this tier; returns them
+    and the argv that unittest.main takes for the rest."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shardmill", required=True)
+    ap.add_argument("--fixtures", required=True)
+    args, rest = ap.parse_known_args()
+    args.shardmill = os.path.abspath(args.shardmill)
+    args.fixtures = os.path.abspath(args.fixtures)
+    return args, [sys.argv[0]] + rest
 
 
 def env_or_die(name):

@@ -12,17 +12,16 @@ low-speed limit (1 KiB/s), so only a total deadline ends such a transfer.
 Usage: test_deadline.py --shardmill BIN --fixtures DIR [unittest args]
 """
 
-import argparse
 import functools
 import http.server
 import os
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 import unittest
+from http_common import test_args  # noqa: E402
 
 ARGS = None
 BODY = 100 << 20   # announced Content-Length of every chunk
@@ -135,13 +134,8 @@ class Deadline(unittest.TestCase):
 
 def main():
     global ARGS
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--shardmill", required=True)
-    ap.add_argument("--fixtures", required=True)
-    ARGS, rest = ap.parse_known_args()
-    ARGS.shardmill = os.path.abspath(ARGS.shardmill)
-    ARGS.fixtures = os.path.abspath(ARGS.fixtures)
-    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
+    ARGS, argv = test_args()
+    unittest.main(argv=argv, verbosity=2)
 
 
 if __name__ == "__main__":

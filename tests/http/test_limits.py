@@ -13,16 +13,15 @@ the limit (or above) the same run passes.
 Usage: test_limits.py --shardmill BIN --fixtures DIR [unittest args]
 """
 
-import argparse
 import functools
 import http.server
 import json
 import os
 import subprocess
-import sys
 import tempfile
 import threading
 import unittest
+from http_common import test_args  # noqa: E402
 
 ARGS = None
 
@@ -109,13 +108,8 @@ class Limits(unittest.TestCase):
 
 def main():
     global ARGS
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--shardmill", required=True)
-    ap.add_argument("--fixtures", required=True)
-    ARGS, rest = ap.parse_known_args()
-    ARGS.shardmill = os.path.abspath(ARGS.shardmill)
-    ARGS.fixtures = os.path.abspath(ARGS.fixtures)
-    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
+    ARGS, argv = test_args()
+    unittest.main(argv=argv, verbosity=2)
 
 
 if __name__ == "__main__":

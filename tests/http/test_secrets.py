@@ -10,18 +10,16 @@ stderr, not in any file of the output, the report or read's --stats.
 Usage: test_secrets.py --shardmill BIN --fixtures DIR [unittest args]
 """
 
-import argparse
 import base64
 import functools
 import http.server
 import os
 import subprocess
-import sys
 import tempfile
 import threading
 import unittest
 
-from http_common import expected, load_manifest
+from http_common import expected, load_manifest, test_args
 
 ARGS = None
 MANIFEST = None
@@ -187,14 +185,9 @@ class Secrets(unittest.TestCase):
 
 def main():
     global ARGS, MANIFEST
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--shardmill", required=True)
-    ap.add_argument("--fixtures", required=True)
-    ARGS, rest = ap.parse_known_args()
-    ARGS.shardmill = os.path.abspath(ARGS.shardmill)
-    ARGS.fixtures = os.path.abspath(ARGS.fixtures)
+    ARGS, argv = test_args()
     MANIFEST = load_manifest(ARGS.fixtures)
-    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
+    unittest.main(argv=argv, verbosity=2)
 
 
 if __name__ == "__main__":
