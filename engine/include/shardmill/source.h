@@ -1,0 +1,103 @@
+/* Volume sources (SPEC §2 "Sources"): a volume that is not a Zarr or N5 array — a raw file, a
+ * NIfTI-1 file (.nii, .nii.gz), a TIFF stack, an HDF5 dataset — or any volume a program describes
+ * by its own callbacks, read box by box as C-order native (little-endian) values. One vtable
+ * (struct sm_source_ops) serves them all; a convert (pipeline.h, `sm_convert_run.source`) reads
+ * through it exactly as it reads a Zarr array: each rank only the boxes of its tiles and shards.
+ * Module source/ (engine/source/). The engine's file sources read with pread (raw, .nii), zlib
+ * (.nii.gz, streamed once by sm_source_plan), libtiff (loaded on first use) and HDF5 (the module
+ * libshardmill_hdf5.so, loaded on first use; hyperslab reads, one HDF5 call at a time). */
+#ifndef SM_SOURCE_SOURCE_H
+#define SM_SOURCE_SOURCE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "shardmill/dtype.h"
+#include "shardmill/status.h"
+
+struct json_t;
+
+#ifndef SM_MAX_DIMS
+#define SM_MAX_DIMS 32
+#endif
+
+/* What a source knows of its volume. */
+struct sm_source_info {
+    unsigned ndim;               /* 1..SM_MAX_DIMS */
+    uint64_t shape[SM_MAX_DIMS]; /* C order: [z, y, x] for 3-D */
+    enum sm_dtype dtype;         /* of the values read_box delivers */
+    /* The plan hint: the source's natural read unit (a TIFF slice [1, h, w], an HDF5 chunk, a
+     * NIfTI or raw plane); a box aligned to it reads no byte twice. Every entry >= 1. */
+    uint64_t slab[SM_MAX_DIMS];
+    /* Geometry the file states (NIfTI pixdim, qform/sform), in the axis order above. */
+    bool spacing_set, origin_set;
+    double spacing[SM_MAX_DIMS];
+    double origin[SM_MAX_DIMS];
+    const char *unit; /* a UDUNITS-2 name ("millimeter"), or NULL when the file states none */
+    char format[8];   /* "raw" | "nifti" | "tiff" | "hdf5" | a caller's own name */
+};
+
+/* The vtable of a source. read_box is required, the rest may be NULL. */
+struct sm_source_ops {
+    /* Called once on every rank, before any read_box, with the bounding box of every box this
+     * rank will read (shape all zero when it reads none) and its budget (limits.memory_bytes). A
+     * source that cannot read boxes in any order cheaply (a gzip stream) loads that box here; one
+     * that would need more than the budget fails with SM_E_LIMIT naming limits.memory_bytes. */
+    sm_status (*plan)(void *user, const uint64_t *off, const uint64_t *shape,
+                      uint64_t memory_bytes, struct sm_err *err);
+    /* The box [off, off + shape) into out (product(shape) * element bytes). Thread-safe: called
+     * concurrently by a rank's threads (thread 0 .. threads - 1), boxes in any order. *read gets
+     * the bytes this call read from the source's files (decoded strips, hyperslab bytes, ...).
+     * SM_E_DATA for a file that ends early or is malformed (`where` names it), SM_E_IO. */
+    sm_status (*read_box)(void *user, int thread, const uint64_t *off, const uint64_t *shape,
+                          void *out, uint64_t *read, struct sm_err *err);
+    /* The provenance of the source (a new JSON object: format, path, the file's identity — size,
+     * count and latest mtime — and what the format adds), or NULL. */
+    struct json_t *(*describe)(void *user);
+    void (*close)(void *user);
+};
+
+struct sm_source;
+
+/* A source over a caller's own callbacks (info copied; ops and user borrowed until
+ * sm_source_close, which calls ops->close). */
+sm_status sm_source_new(const struct sm_source_ops *ops, void *user,
+                        const struct sm_source_info *info, struct sm_source **out,
+                        struct sm_err *err);
+
+/* The engine's file sources (input.format and input.raw.* / input.hdf5.* of docs/CONFIG.md). */
+struct sm_source_params {
+    const char *format; /* "raw" | "nifti" | "tiff" | "hdf5" */
+    const char *path;   /* the file (a TIFF stack: its directory or one multi-page file) */
+    /* raw */
+    enum sm_dtype raw_dtype;
+    unsigned raw_ndim;
+    uint64_t raw_shape[SM_MAX_DIMS];
+    bool raw_big_endian;
+    uint64_t raw_header_bytes;
+    /* hdf5 */
+    const char *hdf5_dataset; /* an absolute HDF5 path such as /exchange/data */
+    bool hdf5_allow_external; /* follow data outside the file (SPEC §3) */
+    /* The largest single allocation a decoder may make (a TIFF strip; limits.max_chunk_bytes). */
+    uint64_t max_alloc;
+};
+
+/* Opens the source p names and reads its header: SM_E_USAGE for bad parameters (naming the
+ * input.* key), SM_E_DATA for a malformed or unsupported file (naming the file and the field),
+ * SM_E_IO. Every rank opens its own. */
+sm_status sm_source_open(const struct sm_source_params *p, struct sm_source **out,
+                         struct sm_err *err);
+
+const struct sm_source_info *sm_source_info(const struct sm_source *s);
+sm_status sm_source_plan(struct sm_source *s, const uint64_t *off, const uint64_t *shape,
+                         uint64_t memory_bytes, struct sm_err *err);
+/* read_box, counted: sm_source_bytes_read sums what every call read. */
+sm_status sm_source_read_box(struct sm_source *s, int thread, const uint64_t *off,
+                             const uint64_t *shape, void *out, struct sm_err *err);
+uint64_t sm_source_bytes_read(const struct sm_source *s);
+/* A new JSON object (ops->describe, or {"format": info.format}); NULL when out of memory. */
+struct json_t *sm_source_describe(const struct sm_source *s);
+/* Accepts NULL. */
+void sm_source_close(struct sm_source *s);
+
+#endif
