@@ -35,6 +35,7 @@
 #include <stdint.h>
 
 #include "shardmill/array.h"
+#include "shardmill/source.h"
 #include "shardmill/stats.h"
 #include "shardmill/status.h"
 #include "shardmill/store.h"
@@ -200,13 +201,14 @@ struct sm_convert_run {
      * the SHA-256 of the empty text. */
     const char *config_sha256;
     struct sm_run_hooks hooks;
+    /* The input when it is not a Zarr/N5 array (source.h: raw, NIfTI, TIFF, HDF5, or the
+     * caller's own; borrowed, every rank its own handle of the same volume): c.input then names
+     * no store and input.array must be empty. NULL: c.input is read. */
+    struct sm_source *source;
 };
 #define SM_CONVERT_RUN_DEFAULTS                                                                    \
     {                                                                                              \
-        SM_RUN_COMMON_DEFAULTS, SM_RUN_NORM_DEFAULTS, SM_RUN_OUTPUT_DEFAULTS, NULL,                \
-        {                                                                                          \
-            0                                                                                      \
-        }                                                                                          \
+        SM_RUN_COMMON_DEFAULTS, SM_RUN_NORM_DEFAULTS, SM_RUN_OUTPUT_DEFAULTS, NULL, {0}, NULL      \
     }
 
 /* ---- ingest (SPEC §2 ingest sources, §4 `ingest`) ----
@@ -301,7 +303,11 @@ struct sm_run_result {
     char *output_path; /* owned by the result */
     uint64_t output_shards, output_bytes, shards_written;
     uint64_t kept_input_ranks, kept_input_bytes;
-    uint64_t shards_kept;                /* ingest: shards a resume kept (summed over ranks) */
+    uint64_t shards_kept;                /* shards a resume kept (summed over ranks) */
+    bool no_histogram; /* normalize none of a type with no default range: scan.hist is empty */
+    /* a source's reads: bytes summed over ranks, the most one rank read, the most one rank read
+     * beyond the input bytes of its own shards, and the bytes of the source's slab */
+    uint64_t source_bytes, source_bytes_max, source_excess_max, source_slab_bytes;
     uint64_t sync_ns;                    /* this rank's flush */
     unsigned levels;                     /* convert: OME-Zarr levels written (0: a plain array) */
     uint64_t pyramid_ns;                 /* convert: this rank's levels 1.. (wall) */
