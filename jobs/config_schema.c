@@ -247,7 +247,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
     {.path = "input.hdf5.dataset",
      .type = SM_CFG_STRING,
      .flags = SM_CFGF_NULLABLE | SM_CFGF_NONEMPTY,
-     .def_doc = "required to ingest hdf5 input",
+     .def_doc = "required to read hdf5 input",
      .help = "absolute HDF5 path of the dataset to ingest (any chunking and filter the HDF5 "
              "library reads; integers of 1, 2, 4, 8 bytes, float32, float64)",
      .example = "/exchange/data",
@@ -1355,34 +1355,35 @@ static const char md_examples[] =
  * check_normalize, check_output, check_export, check_rules), so `validate` refuses what `run`
  * would before any store is opened. A rule added there gets its line here. */
 static const char *const md_rules[] = {
-    "`job` | `input.format` is `zarr` or `n5` for scan, convert and read-bench; `ingest` reads "
-    "`raw`, "
-    "`nifti`, `tiff` or `hdf5` (default: `nifti` for a `.nii`/`.nii.gz` store, `tiff` for a "
-    "`.tif`/`.tiff` file, `hdf5` for a `.h5`/`.hdf5`/`.nxs` file, else `raw`; a directory of "
-    "slices needs `input.format: tiff`)",
+    "`job` | `input.format` is `zarr` or `n5` for scan and read-bench; convert and ingest read "
+    "those and every source: `raw`, `nifti`, `tiff` or `hdf5` (default: `nifti` for a "
+    "`.nii`/`.nii.gz` store, `tiff` for a `.tif`/`.tiff` file, `hdf5` for a `.h5`/`.hdf5`/`.nxs` "
+    "file, else `zarr` for convert and `raw` for ingest; a directory of slices needs "
+    "`input.format: tiff`)",
+    "`job: ingest` | convert with `normalize.mode: none` (the values kept): any other "
+    "`normalize` key or mode is refused",
     "`input.format: raw` | `input.raw.dtype` and `input.raw.shape` are required",
     "`input.format: hdf5` | `input.hdf5.dataset` is required: an absolute HDF5 path (such as "
     "`/exchange/data`), not the root, without empty, `.` or `..` components",
     "`input.http.backoff_base_ms`, `input.http.backoff_max_ms` | base <= max",
     "`input.s3.endpoint` | an `http://` or `https://` URL",
     "`roi.offset`, `roi.shape` | the same number of axes",
-    "`input.raw.shape` (ingest raw), `roi.offset`, `roi.shape`, `tile` (not ingest), "
+    "`input.raw.shape` (raw input), `roi.offset`, `roi.shape`, `tile`, "
     "`output.shard` (non-empty), `output.chunk` (convert, ingest), `export.hdf5.chunk` (with an "
     "export) | one value per axis each: the same number of axes (the first key given sets it; "
     "defaults count, so 2-D data needs `output.shard` and `output.chunk` of 2 values)",
     "`input.spacing`, `input.origin` and the keys above | one value per axis of the keys above "
-    "when one is given (a TIFF ingest: 3); otherwise checked when the run opens the input (exit 2)",
+    "when one is given (a TIFF input: 3); otherwise checked when the run opens the input (exit 2)",
     "`output.shard`, `output.chunk` | the chunk has the shard's axes and divides it on each axis",
     "`histogram.range`, `histogram.bins` | a range needs `bins` >= 1",
     "`normalize.mode`, `normalize.lo`, `normalize.hi` | `window` and `percentile` need both, with "
     "lo < hi; `percentile` values are within 0..100",
     "`output.codec.name`, `output.codec.level` | gzip and blosc levels are 0..9 (zstd "
     "-131072..22)",
-    "`job`, `output.dtype` | `convert` writes `float32`; raw `ingest` keeps `input.raw.dtype`",
+    "`job`, `output.dtype` | a normalized `convert` writes `float32`",
     "`normalize.mode: none`, `output.dtype` | the input's type or a lossless wider one (checked "
     "against the input when the run opens it: a narrowing cast is exit 2 naming `output.dtype`); "
     "no `export.hdf5` (the export writes float32)",
-    "`job`, `parallel.threads` | `ingest` runs at most 64 threads",
     "`job`, `export.hdf5.path` | only `convert` exports",
     "`export.hdf5.dataset` | with an export: an absolute HDF5 path (such as `/data`) of at most "
     "255 bytes, without empty, `.` or `..` components, not the root and not `/histogram` (the "

@@ -1097,7 +1097,7 @@ static sm_status check_h5_dataset(struct lctx *cx, const char *ds)
 {
     if (ds == NULL) {
         FAIL_KEY(cx, "input.hdf5.dataset",
-                 "missing required key 'input.hdf5.dataset' (required to ingest hdf5 input)");
+                 "missing required key 'input.hdf5.dataset' (required to read hdf5 input)");
     }
     const size_t n = strlen(ds);
     bool bad = ds[0] != '/' || n < 2 || n > 255 || ds[n - 1] == '/';
@@ -1210,19 +1210,14 @@ static sm_status check_shapes(struct lctx *cx)
 }
 
 /* `job: ingest` is convert with normalize.mode none (SPEC §4): it sets exactly that and refuses
- * any other normalization rather than ignore it. */
+ * any other mode rather than ignore it. */
 static sm_status check_ingest_alias(struct lctx *cx)
 {
     struct sm_job_config *c = cx->cfg;
-    static const char *const keys[] = {"normalize.mode", "normalize.divisor", "normalize.lo",
-                                       "normalize.hi"};
-    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
-        if (given(cx, keys[i]) && (i > 0 || c->normalize.mode != SM_CFG_NORM_NONE)) {
-            FAIL_KEY(cx, keys[i],
-                     "%s: job ingest is convert with normalize.mode none (the values kept); to "
-                     "normalize, write job: convert",
-                     keys[i]);
-        }
+    if (given(cx, "normalize.mode") && c->normalize.mode != SM_CFG_NORM_NONE) {
+        FAIL_KEY(cx, "normalize.mode",
+                 "normalize.mode: job ingest is convert with normalize.mode none (the values "
+                 "kept); to normalize, write job: convert");
     }
     c->normalize.mode = SM_CFG_NORM_NONE;
     return SM_OK;

@@ -472,7 +472,7 @@ static void test_required_keys_per_job(void **state)
                  "missing required key 'output.path' (required by the ingest job)");
     expect_error("job: ingest\ninput: {store: v.raw, raw: {shape: [2, 2]}}\noutput: {path: o}\n",
                  "f.yaml:2:23",
-                 "missing required key 'input.raw.dtype' (required to ingest raw input)");
+                 "missing required key 'input.raw.dtype' (required to read raw input)");
     expect_error("job: ingest\ninput: {store: v.raw, raw: {dtype: uint8}}\noutput: {path: o}\n",
                  "f.yaml:2:23", "missing required key 'input.raw.shape'");
     struct sm_job_config c;
@@ -533,7 +533,7 @@ static void test_hdf5_dataset_rules(void **state)
 {
     (void)state;
     expect_error("job: ingest\ninput: {store: scan.hdf5}\noutput: {path: o.zarr}\n", "f.yaml:2:1",
-                 "missing required key 'input.hdf5.dataset' (required to ingest hdf5 input)");
+                 "missing required key 'input.hdf5.dataset' (required to read hdf5 input)");
     static const char *const bad[] = {"exchange/data", "/", "/a//b", "/a/./b", "/a/../b", "/a/"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         char text[256];
@@ -549,13 +549,15 @@ static void test_checks_across_keys(void **state)
 {
     (void)state;
     expect_error(SCAN "input.format: raw\n", "f.yaml:3:1",
-                 "input.format: the scan job reads zarr input only (raw is read by ingest)");
-    expect_error("job: ingest\ninput: {store: a.zarr, format: zarr}\noutput: {path: o}\n",
-                 "f.yaml:2:24",
-                 "input.format: ingest reads raw, nifti, tiff or hdf5 input, not zarr");
-    expect_error("job: ingest\ninput: {store: a.n5, format: n5}\noutput: {path: o}\n",
-                 "f.yaml:2:22",
-                 "input.format: ingest reads raw, nifti, tiff or hdf5 input, not n5");
+                 "input.format: the scan job reads zarr or n5 input (raw is read by convert)");
+    /* ingest is convert with normalize none: of any input, and no other normalization */
+    expect_ok_text("job: ingest\ninput: {store: a.zarr, format: zarr}\noutput: {path: o}\n");
+    expect_error("job: ingest\ninput: {store: a.n5, format: n5}\noutput: {path: o}\n"
+                 "normalize.mode: percentile\n",
+                 "f.yaml:4:1",
+                 "normalize.mode: job ingest is convert with normalize.mode none (the values kept); "
+                 "to normalize, write job: convert");
+    expect_ok_text("job: convert\ninput: {store: v.tif}\noutput: {path: o}\n"); /* a source */
     expect_ok_text(SCAN "input.format: n5\n"); /* scan, convert, read-bench read N5 too */
     expect_error(CONVERT "output.chunk: [3, 16, 16]\noutput.shard: [8, 32, 32]\n", "f.yaml:4:1",
                  "output.chunk [3, 16, 16] does not divide output.shard [8, 32, 32] (axis 0)");
