@@ -1,161 +1,70 @@
 /* The `ingest` job (SPEC §4): a raw, NIfTI-1, TIFF or HDF5 volume -> a Zarr v3 array with the
- * chosen shards, chunks and codec, keeping the input's data type. The volume is opened here
- * (jobs/ingest_source.c reads files; the engine never does) and handed to the engine's ingest
- * (shardmill/pipeline.h, sm_run_ingest) as its source: the engine runs the phases (output,
- * layout, each rank's shards read box by box from the source, flush, agreement, records, marker
- * last), under MPI too. What stays here is the command line's: YAML -> struct, the SPEC §6 path
- * checks, the warning about very many shards, the progress line and the report. The report has
- * every SPEC §7 section: `result` holds the SPEC §5 checksums and histogram of the values written
- * (summed over ranks; histogram.* as for scan; null for a type with no default range unless
- * histogram.range is given); `io` is null (the source is not read through a store). Stage times
- * (rank 0's): `open` (output and layout), `hydrate` (reading the source) and `process` (checksums
- * and histogram), thread sums divided by the thread count; `write` (encode + put + sync); `total`
- * is wall, the source's open included. */
+ * chosen shards, chunks and codec, keeping the input's data type. The volume is the engine's
+ * source (shardmill/source.h, sm_source_open on the parameters job_input.c builds from the
+ * config), handed to the engine's ingest (shardmill/pipeline.h, sm_run_ingest) as its
+ * struct sm_ingest_source: the engine runs the phases (output, layout, each rank's shards read box
+ * by box from the source, flush, agreement, records, marker last), under MPI too. What stays here
+ * is the command line's: YAML -> struct, the SPEC §6 path checks, the warning about very many
+ * shards, the progress line and the report. The report has every SPEC §7 section: `result` holds
+ * the SPEC §5 checksums and histogram of the values written (summed over ranks; histogram.* as for
+ * scan; null for a type with no default range unless histogram.range is given); `io` is null (the
+ * source is not read through a store). Stage times (rank 0's): `open` (output and layout),
+ * `hydrate` (reading the source) and `process` (checksums and histogram), thread sums divided by
+ * the thread count; `write` (encode + put + sync); `total` is wall, the source's open included. */
 #include <shardmill/sm_config.h>
 
 #include "jobs_run.h"
 
-#include <dirent.h>
 #include <jansson.h>
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include <shardmill/clock.h>
 #include <shardmill/par.h>
 #include <shardmill/pipeline.h>
+#include <shardmill/source.h>
 #include <shardmill/stats.h>
 #include <shardmill/write.h>
 
-#include "ingest_source.h"
 #include "jobs.h"
 #include "progress.h"
 #include "report.h"
 
-/* The input file's identity for the provenance (issue 19): its size and modification time, or for
- * a directory (a TIFF stack) the sum of its files' sizes, their count and the latest mtime. A
- * resume whose source changed is then refused naming attributes.shardmill.source.file; the
- * records' value digests bind every kept shard to the bytes read as well. */
-static json_t *file_json(const char *path)
-{
-    struct stat sb;
-    if (stat(path, &sb) != 0) {
-        return json_null();
-    }
-    uint64_t bytes = 0, files = 0;
-    int64_t mtime = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
-    if (S_ISREG(sb.st_mode)) {
-        bytes = (uint64_t)sb.st_size;
-        files = 1;
-    } else if (S_ISDIR(sb.st_mode)) {
-        DIR *d = opendir(path);
-        for (struct dirent *de; d != NULL && (de = readdir(d)) != NULL;) {
-            char p[4096];
-            struct stat fb;
-            if (de->d_name[0] == '.' ||
-                (size_t)snprintf(p, sizeof(p), "%s/%s", path, de->d_name) >= sizeof(p) ||
-                stat(p, &fb) != 0 || !S_ISREG(fb.st_mode)) {
-                continue;
-            }
-            const int64_t t = (int64_t)fb.st_mtim.tv_sec * 1000000000 + fb.st_mtim.tv_nsec;
-            mtime = t > mtime ? t : mtime;
-            bytes += (uint64_t)fb.st_size;
-            files++;
-        }
-        if (d != NULL) {
-            closedir(d);
-        }
-    }
-    return json_pack("{s:o,s:o,s:I}", "bytes", sm_json_u64(bytes), "files", sm_json_u64(files),
-                     "mtime_ns", (json_int_t)mtime);
-}
-
-static json_t *source_json(const struct sm_job_config *c, const struct sm_volume *v)
-{
-    json_t *o = json_pack("{s:s,s:s,s:o,s:s}", "path", c->input.store, "format", v->format, "shape",
-                          sm_json_dims(v->shape, v->ndim), "dtype", sm_dtype_name(v->dtype));
-    json_object_set_new(o, "file", file_json(c->input.store));
-    if (v->h5 != NULL) {
-        json_object_set_new(o, "dataset", json_string(c->input.hdf5_dataset));
-        json_object_set_new(o, "stored_dtype", json_string(v->h5info.stored));
-        json_object_set_new(o, "layout", json_string(v->h5info.layout));
-        json_object_set_new(o, "filters", json_string(v->h5info.filters));
-    }
-    if (v->nifti) {
-        const struct sm_nifti_hdr *n = &v->nii;
-        /* pixdim[1..3] as the header stores them (x, y, z) */
-        json_object_set_new(o, "pixdim",
-                            json_pack("[f,f,f]", n->pixdim[0], n->pixdim[1], n->pixdim[2]));
-        json_object_set_new(o, "xyzt_units", json_integer(n->xyzt_units));
-        json_object_set_new(o, "qform_code", json_integer(n->qform_code));
-        json_object_set_new(o, "sform_code", json_integer(n->sform_code));
-        if (v->scaled) {
-            json_object_set_new(o, "scaling",
-                                json_pack("{s:f,s:f,s:s}", "scl_slope", v->slope, "scl_inter",
-                                          v->inter, "stored_dtype", sm_dtype_name(v->stored)));
-        }
-    }
-    return o;
-}
-
 /* Spacing, unit and origin of the volume (SPEC §2: kept), in the array's axis order z, y, x:
- * added to the provenance object `shardmill` (NIfTI only; raw volumes carry none). input.spacing,
- * when given, replaces the file's pixdim (which may then be anything). */
-static void geometry_json(const struct sm_job_config *c, const struct sm_volume *v, json_t *prov)
+ * added to the provenance object `shardmill` when the file states them (NIfTI; raw volumes carry
+ * none). input.spacing, when given, replaces the file's pixdim (which may then be anything). */
+static void geometry_json(const struct sm_job_config *c, const struct sm_source_info *in,
+                          const json_t *src, json_t *prov)
 {
-    if (!v->nifti) {
+    if (!in->spacing_set) {
         return;
     }
-    const struct sm_nifti_hdr *n = &v->nii;
     const bool given = c->input.spacing.set;
     json_t *sp = json_array();
-    for (unsigned d = 0; d < (given ? c->input.spacing.n : v->ndim); d++) {
-        json_array_append_new(sp, json_real(given ? c->input.spacing.v[d] : n->spacing[d]));
+    for (unsigned d = 0; d < (given ? c->input.spacing.n : in->ndim); d++) {
+        json_array_append_new(sp, json_real(given ? c->input.spacing.v[d] : in->spacing[d]));
     }
     json_object_set_new(prov, "spacing", sp);
-    json_object_set_new(prov, "unit", n->unit != NULL ? json_string(n->unit) : json_null());
-    if (n->have_origin) {
-        json_object_set_new(prov, "origin",
-                            json_pack("[f,f,f]", n->origin[0], n->origin[1], n->origin[2]));
-        json_object_set_new(prov, "origin_from", json_string(n->origin_from));
+    json_object_set_new(prov, "unit", in->unit != NULL ? json_string(in->unit) : json_null());
+    if (in->origin_set && in->ndim >= 3) {
+        const double *o = in->origin + in->ndim - 3; /* [z, y, x] */
+        json_object_set_new(prov, "origin", json_pack("[f,f,f]", o[0], o[1], o[2]));
+        /* NIfTI: the sform wins over the qform (the source's provenance has both codes) */
+        const json_int_t sform = json_integer_value(json_object_get(src, "sform_code"));
+        json_object_set_new(prov, "origin_from", json_string(sform > 0 ? "sform" : "qform"));
     }
-}
-
-/* A NIfTI voxel size (pixdim[1..]) the output takes, as OME `scale` and provenance, must be a
- * positive finite number: NaN, 0 or a negative size would write a scale OME-Zarr readers reject
- * (JSON has no NaN: it would drop out of the array). input.spacing replaces it. */
-static sm_status nifti_spacing_check(const struct sm_job_config *c, const struct sm_volume *v,
-                                     struct sm_err *err)
-{
-    if (!v->nifti || c->input.spacing.set) {
-        return SM_OK;
-    }
-    for (unsigned d = 0; d < v->ndim; d++) {
-        const double s = v->nii.spacing[d];
-        if (!isfinite(s) || s <= 0) {
-            sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
-                       "pixdim[%u] is %g: a voxel size must be a positive finite number "
-                       "(input.spacing replaces the file's)",
-                       v->ndim - d, s);
-            sm_err_where(err, "%s: pixdim", c->input.store);
-            return err->status;
-        }
-    }
-    return SM_OK;
 }
 
 static sm_status source_plan(void *user, const uint64_t *off, const uint64_t *shape,
                              uint64_t memory_bytes, struct sm_err *err)
 {
-    return sm_volume_plan(user, off, shape, memory_bytes, err);
+    return sm_source_plan(user, off, shape, memory_bytes, err);
 }
 
 static sm_status source_read_box(void *user, int thread, const uint64_t *off, const uint64_t *shape,
                                  void *out, struct sm_err *err)
 {
-    (void)thread;
-    return sm_volume_read_box(user, off, shape, out, err);
+    return sm_source_read_box(user, thread, off, shape, out, err);
 }
 
 static void hook_layout(void *user, const struct sm_output_spec *spec, uint64_t nshards)
@@ -164,7 +73,7 @@ static void hook_layout(void *user, const struct sm_output_spec *spec, uint64_t 
     sm_job_layout_warn(spec, nshards);
 }
 
-static json_t *report_json(const struct sm_job_config *c, const struct sm_volume *v,
+static json_t *report_json(const struct sm_job_config *c, const struct sm_source *src,
                            const struct sm_run_result *r, uint64_t peak)
 {
     const double secs = r->timing[SM_RUN_T_TOTAL] / 1e3;
@@ -174,8 +83,9 @@ static json_t *report_json(const struct sm_job_config *c, const struct sm_volume
     const bool whole = r->shards_kept == 0;
     const bool have_hist = r->scan.hist.bins != 0;
     const uint64_t zeros[SM_CFG_MAX_DIMS] = {0};
-    json_t *input = source_json(c, v);
-    geometry_json(c, v, input);
+    const struct sm_source_info *v = sm_source_info(src);
+    json_t *input = sm_source_describe(src);
+    geometry_json(c, v, input, input);
     json_object_set_new(input, "store", json_string(c->input.store));
     json_object_set_new(input, "chunks", json_null());
     json_object_set_new(input, "shards", json_null());
@@ -238,45 +148,47 @@ sm_status sm_job_ingest(const struct sm_job_config *c, const char *report_path, 
     const uint64_t t_start = sm_clock_ns();
     /* SPEC §6: the output may not overlap the source; checked before anything is read */
     SM_TRY(sm_par_agree(sm_job_check_paths(c, err), err));
-    struct sm_volume v;
-    SM_TRY(sm_par_agree(sm_volume_open(c, &v, err), err)); /* every rank its own handle */
+    struct sm_source_params params;
+    sm_job_source_params(c, &params);
+    struct sm_source *src = NULL;
+    SM_TRY(sm_par_agree(sm_source_open(&params, &src, err), err)); /* every rank its own handle */
+    const struct sm_source_info *v = sm_source_info(src);
     sm_status st = SM_OK;
-    if (c->output.dtype != NULL && strcmp(c->output.dtype, sm_dtype_name(v.dtype)) != 0) {
+    if (c->output.dtype != NULL && strcmp(c->output.dtype, sm_dtype_name(v->dtype)) != 0) {
         sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
-                   "ingest keeps the input's data type (%s); got '%s'", sm_dtype_name(v.dtype),
+                   "ingest keeps the input's data type (%s); got '%s'", sm_dtype_name(v->dtype),
                    c->output.dtype);
         sm_err_where(err, "output.dtype");
         st = err->status; /* the same on every rank: the same config and file */
     }
-    json_t *attrs = json_pack("{s:{s:o,s:o}}", "shardmill", "engine", sm_json_engine(), "source",
-                              source_json(c, &v));
-    if (st == SM_OK) {
-        st = nifti_spacing_check(c, &v, err);
-    }
-    geometry_json(c, &v, json_object_get(attrs, "shardmill"));
+    json_t *desc = sm_source_describe(src);
+    json_t *attrs =
+        json_pack("{s:{s:o,s:O}}", "shardmill", "engine", sm_json_engine(), "source", desc);
+    geometry_json(c, v, desc, json_object_get(attrs, "shardmill"));
+    json_decref(desc);
     struct sm_ingest_run p = SM_INGEST_RUN_DEFAULTS;
-    p.source.ndim = v.ndim;
-    memcpy(p.source.shape, v.shape, v.ndim * sizeof(uint64_t));
-    p.source.dtype = v.dtype;
+    p.source.ndim = v->ndim;
+    memcpy(p.source.shape, v->shape, v->ndim * sizeof(uint64_t));
+    p.source.dtype = v->dtype;
     p.source.plan = source_plan;
     p.source.read_box = source_read_box;
-    p.source.user = &v;
+    p.source.user = src;
     p.source.attributes = attrs;
     sm_job_run_output(c, &p.output);
     struct sm_run_ome *ome = &p.output.ome;
-    if (st == SM_OK && ome->spacing.set && ome->spacing.n != v.ndim) {
+    if (st == SM_OK && ome->spacing.set && ome->spacing.n != v->ndim) {
         sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "has %u values, the input has %u axes",
-                   ome->spacing.n, v.ndim);
+                   ome->spacing.n, v->ndim);
         sm_err_where(err, "input.spacing");
         st = err->status;
     }
-    if (st == SM_OK && ome->origin.set && ome->origin.n != v.ndim) {
+    if (st == SM_OK && ome->origin.set && ome->origin.n != v->ndim) {
         sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "has %u values, the input has %u axes",
-                   ome->origin.n, v.ndim);
+                   ome->origin.n, v->ndim);
         sm_err_where(err, "input.origin");
         st = err->status;
     }
-    if (!v.nifti && ome->spacing.set) { /* raw, TIFF, HDF5: input.spacing/unit in the provenance */
+    if (!v->spacing_set && ome->spacing.set) { /* raw, TIFF, HDF5: input.spacing/unit kept */
         json_t *pv = json_object_get(attrs, "shardmill");
         json_t *sp = json_array();
         for (unsigned d = 0; d < ome->spacing.n; d++) {
@@ -287,21 +199,19 @@ sm_status sm_job_ingest(const struct sm_job_config *c, const char *report_path, 
             json_object_set_new(pv, "unit", json_string(ome->unit));
         }
     }
-    if (ome->levels != 0 && v.nifti) { /* OME-Zarr output: the NIfTI geometry where unset */
+    if (ome->levels != 0 && v->spacing_set) { /* OME-Zarr output: the file's geometry if unset */
         if (!ome->spacing.set) {
             ome->spacing.set = true;
-            ome->spacing.n = v.ndim;
-            for (unsigned d = 0; d < v.ndim && d < SM_MAX_DIMS; d++) {
-                ome->spacing.v[d] = v.nii.spacing[d];
-            }
+            ome->spacing.n = v->ndim;
+            memcpy(ome->spacing.v, v->spacing, v->ndim * sizeof(double));
         }
         if (ome->unit == NULL) {
-            ome->unit = v.nii.unit;
+            ome->unit = v->unit;
         }
-        if (!ome->origin.set && v.nii.have_origin && v.ndim == 3) {
+        if (!ome->origin.set && v->origin_set && v->ndim == 3) {
             ome->origin.set = true;
             ome->origin.n = 3;
-            memcpy(ome->origin.v, v.nii.origin, sizeof(v.nii.origin));
+            memcpy(ome->origin.v, v->origin, 3 * sizeof(double));
         }
     }
     p.hist_bins = (uint32_t)c->histogram.bins;
@@ -324,7 +234,7 @@ sm_status sm_job_ingest(const struct sm_job_config *c, const char *report_path, 
         r.timing[SM_RUN_T_TOTAL] = (double)(sm_clock_ns() - t_start) / 1e6; /* the open too */
         uint64_t peak = sm_peak_rss_bytes();
         st = sm_par_max_u64(&peak, 1, err); /* every rank: a collective */
-        json_t *rep = report_json(c, &v, &r, peak);
+        json_t *rep = report_json(c, src, &r, peak);
         if (st == SM_OK && sm_par_rank() == 0) {
             st = sm_report_emit(report_path != NULL ? report_path : c->report, rep, err);
         }
@@ -333,6 +243,6 @@ sm_status sm_job_ingest(const struct sm_job_config *c, const char *report_path, 
     }
     sm_run_result_destroy(&r);
     json_decref(attrs);
-    sm_volume_close(&v);
+    sm_source_close(src);
     return st;
 }

@@ -5,6 +5,7 @@
 #include <shardmill/array.h>
 #include <shardmill/path.h>
 #include <shardmill/pipeline.h>
+#include <shardmill/source.h>
 #include <shardmill/status.h>
 #include <shardmill/store.h>
 #include <shardmill/tile.h>
@@ -17,6 +18,11 @@
  * borrowed from c. Progress and stop are left to the caller. */
 void sm_job_run_common(const struct sm_job_config *c, struct sm_run_common *rc);
 void sm_job_run_output(const struct sm_job_config *c, struct sm_run_output *o);
+
+/* The engine's parameters of an ingest source (input.format, input.store, input.raw.*,
+ * input.hdf5.*, input.spacing given, limits.memory_bytes as the decoders' allocation bound), for
+ * sm_source_open. Strings are borrowed from c. */
+void sm_job_source_params(const struct sm_job_config *c, struct sm_source_params *p);
 
 /* Opens the configured store (+ cache) and array (sm_run_open_input). On failure nothing stays
  * open. */
