@@ -4,8 +4,8 @@
 
 #include <shardmill/array.h>
 #include <shardmill/path.h>
-#include <shardmill/source.h>
 #include <shardmill/pipeline.h>
+#include <shardmill/source.h>
 #include <shardmill/status.h>
 #include <shardmill/store.h>
 #include <shardmill/tile.h>
@@ -21,9 +21,10 @@ void sm_job_run_output(const struct sm_job_config *c, struct sm_run_output *o);
 
 /* True when input.format names a source (raw, nifti, tiff, hdf5), not a Zarr/N5 store. */
 bool sm_job_reads_source(const struct sm_job_config *c);
-/* The configured source's parameters (input.format and its keys; jobs/job_source.c); strings
- * borrowed from c. */
-void sm_job_source_params(const struct sm_job_config *c, struct sm_source_params *out);
+/* The engine's parameters of an ingest source (input.format, input.store, input.raw.*,
+ * input.hdf5.*, input.spacing given, limits.memory_bytes as the decoders' allocation bound), for
+ * sm_source_open. Strings are borrowed from c. */
+void sm_job_source_params(const struct sm_job_config *c, struct sm_source_params *p);
 /* The report's `input` of a source: its description, shape and type. */
 struct json_t *sm_job_source_json(const struct sm_source *s);
 
