@@ -1,8 +1,9 @@
 /* The rule "no setting is ever ignored" (issue 20 item 4) as a table over the schema: for every
  * job and every key, a minimal valid configuration of that job plus the key (its example value)
  * is refused with SM_E_USAGE, FILE:LINE:COL and "`KEY` applies to JOBS jobs only" when the key's
- * row does not list the job, in the file and by --set; and never so refused when it does. Every
- * group none of whose keys a job uses is refused the same way, even empty. */
+ * row does not list the job (as a dotted key, nested in its groups, and by --set); and never so
+ * refused when it does. Every group none of whose keys a job uses is refused the same way, even
+ * empty. The expected sentences are composed here from the rows' job bits. */
 #include "shardmill/sm_config.h"
 
 #include <setjmp.h>
@@ -68,6 +69,53 @@ static void sentence(char *buf, size_t cap, const char *path, unsigned jobs)
     snprintf(buf + n, cap - n, " jobs only");
 }
 
+/* The jobs of the rows under a group (or of one key), from the table: the test's own union. */
+static unsigned jobs_of(const char *prefix, size_t n)
+{
+    unsigned jobs = 0;
+    for (unsigned r = 0; r < sm_cfg_nkeys; r++) {
+        const char *q = sm_cfg_keys[r].path;
+        if (strncmp(q, prefix, n) == 0 && (q[n] == '.' || q[n] == '\0')) {
+            jobs |= sm_cfg_keys[r].applies;
+        }
+    }
+    return jobs;
+}
+
+/* Row k nested in flow style, `a: {b: {c: V}}`, on line 1: the outermost component the job does
+ * not use is refused at its own column (the group when none of its keys is the job's). */
+static void nested(const struct sm_cfg_key *k, enum sm_job_kind job, char *text, size_t cap,
+                   char *where, char *what, size_t wcap)
+{
+    char line[256];
+    size_t n = 0, depth = 0;
+    int col = 0;
+    for (const char *c = k->path;; c++) {
+        const size_t len = strcspn(c, ".");
+        const size_t plen = (size_t)(c - k->path) + len;
+        if (col == 0 && (jobs_of(k->path, plen) & SM_CFG_JOB(job)) == 0) {
+            col = (int)n + 1;
+            snprintf(where, wcap, "f.yaml:1:%d", col);
+            char group[128];
+            snprintf(group, sizeof(group), "%.*s", (int)plen, k->path);
+            sentence(what, wcap, group, jobs_of(k->path, plen));
+        }
+        n += (size_t)snprintf(line + n, sizeof(line) - n, "%.*s: %s", (int)len, c,
+                              c[len] == '.' ? "{" : "");
+        if (c[len] != '.') {
+            break;
+        }
+        depth++;
+        c += len;
+    }
+    n += (size_t)snprintf(line + n, sizeof(line) - n, "%s", k->example);
+    for (; depth > 0; depth--) {
+        n += (size_t)snprintf(line + n, sizeof(line) - n, "}");
+    }
+    assert_true(col > 0 && n < sizeof(line));
+    build(text, cap, job, line, NULL);
+}
+
 static sm_status load(const char *text, const char *set, struct sm_job_config *c,
                       struct sm_err *err)
 {
@@ -123,6 +171,8 @@ static void test_every_key_for_every_job(void **state)
                 char where[160];
                 snprintf(where, sizeof(where), "--set %s", k->path);
                 expect_refused(text, set, where, what);
+                nested(k, (enum sm_job_kind)j, text, sizeof(text), where, what, sizeof(where));
+                expect_refused(text, NULL, where, what);
                 refused++;
             } else {
                 expect_not_refused(text, NULL, &ok);
@@ -153,13 +203,7 @@ static void test_every_unused_group_for_every_job(void **state)
                 sm_cfg_keys[i - 1].path[strlen(group)] == '.') {
                 continue; /* seen with the group's first row (rows of a group are contiguous) */
             }
-            unsigned jobs = 0;
-            for (unsigned r = 0; r < sm_cfg_nkeys; r++) {
-                const char *q = sm_cfg_keys[r].path;
-                if (strncmp(q, group, strlen(group)) == 0 && q[strlen(group)] == '.') {
-                    jobs |= sm_cfg_keys[r].applies;
-                }
-            }
+            const unsigned jobs = jobs_of(group, strlen(group));
             for (int j = 0; j < NJOBS; j++) {
                 if ((jobs & SM_CFG_JOB(j)) != 0) {
                     continue;
