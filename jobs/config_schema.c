@@ -385,6 +385,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .type = SM_CFG_ENUM,
      .choices = "scale|window|percentile|none",
      .def = "scale",
+     .def_doc = "scale (ingest: none, the only mode it takes)",
      .help = "scale: v / divisor; window: clamp((v - lo) / (hi - lo), 0, 1); percentile: window "
              "between the lo-th and hi-th percentiles of the global histogram (SPEC §5); none: "
              "the input's values and type kept (rechunk / re-encode, SPEC §2; output.dtype may "
@@ -709,7 +710,8 @@ const struct sm_cfg_group sm_cfg_groups[] = {
                    "start cold and its counters are its own. The caches are `input.cache` and "
                    "`input.index_cache`."},
     {"histogram", "The intensity histogram scan, convert and ingest compute (SPEC §5)."},
-    {"normalize", "How `convert` maps voxels to float (SPEC §5)."},
+    {"normalize", "How `convert` maps voxels to float (SPEC §5); `ingest` is convert with mode "
+                  "`none` and takes no other mode."},
     {"output", "The Zarr v3 array `convert` and `ingest` write (SPEC §2, §6)."},
     {"export", "Optional HDF5 copy of the output's values, written with parallel HDF5 after the "
                "Zarr shards and before the completion marker (SPEC §2, §6)."},
