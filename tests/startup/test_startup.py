@@ -3,8 +3,9 @@
 
 MPI, the HDF5 export and the HDF5 source are shared modules the engine loads on demand
 (engine/include/shardmill/module.h): libshardmill_mpi.so when MPI ranks are initialised,
-libshardmill_hdf5.so when an export is written, libshardmill_h5source.so when HDF5 input is read. The dynamic loader says what a process loaded (LD_DEBUG=libs, "calling init:
-PATH" for every shared object it initialises).
+libshardmill_hdf5.so when an export is written, libshardmill_h5source.so when HDF5 input is
+read. The dynamic loader says what a process loaded (LD_DEBUG=libs, "calling init: PATH" for
+every shared object it initialises).
 
   python3 test_startup.py --shardmill BUILD/jobs/shardmill --work DIR --case CASE [--with-mpi]
 

@@ -215,7 +215,7 @@ struct sm_convert_run {
  * A volume that is not a Zarr array (a raw file, NIfTI, a TIFF stack, an HDF5 dataset, ...)
  * written as a Zarr v3 array of the same data type and shape, values unchanged. The engine never
  * opens the file: the caller describes the source by this struct, a small vtable over its own
- * `user` state (jobs/ingest_source.c implements raw and NIfTI-1). Every rank passes a source of
+ * `user` state (`shardmill run` wraps a source.h source in it). Every rank passes a source of
  * the same volume (its own open handle); a rank calls read_box only for the boxes of the shards
  * it owns (the shard partition of convert's write phase), so no rank reads the whole volume
  * unless it owns every shard. */
