@@ -109,7 +109,7 @@ int sm_cmd_run(int argc, char **argv)
         st = sm_job_convert(&c, path, &err);
         break;
     case SM_JOB_INGEST:
-        st = sm_job_ingest(&c, path, &err);
+        st = sm_job_convert(&c, path, &err); /* convert with normalize none (config_yaml.c) */
         break;
     case SM_JOB_READ_BENCH:
         if (sm_par_size() > 1) { /* timings of one reader; ranks would contend for the same I/O */

@@ -13,6 +13,7 @@
 #include <shardmill/alloc.h>
 #include <shardmill/par.h>
 #include <shardmill/pipeline.h>
+#include <shardmill/source.h>
 #include <shardmill/write.h>
 
 #include "job_export.h"
@@ -71,6 +72,25 @@ static json_t *norm_json(const struct sm_job_config *c, const struct sm_norm *nm
         json_object_set_new(o, "percentiles", json_pack("[f,f]", c->normalize.lo, c->normalize.hi));
     }
     return o;
+}
+
+static json_t *array_io(const struct sm_run_result *r)
+{
+    struct sm_array_stats as;
+    sm_array_stats(r->array, &as);
+    return sm_json_io(r->store, &as);
+}
+
+/* A source is read with pread, zlib, libtiff or HDF5, not through a store: its bytes read
+ * (summed over ranks by the engine), the most one rank read and beyond its share. */
+static json_t *source_io(const struct sm_run_result *r)
+{
+    return json_pack("{s:n,s:o,s:n,s:n,s:{s:o,s:o,s:o,s:o}}", "requests", "bytes",
+                     sm_json_u64(r->source_bytes), "cache", "index_cache", "source", "bytes_read",
+                     sm_json_u64(r->source_bytes), "bytes_read_max_rank",
+                     sm_json_u64(r->source_bytes_max), "beyond_share_max_rank",
+                     sm_json_u64(r->source_excess_max), "slab_bytes",
+                     sm_json_u64(r->source_slab_bytes));
 }
 
 /* The engine's hooks: SPEC §6 path checks, the export's open and run (collective, agreed inside),
@@ -133,17 +153,22 @@ sm_status sm_job_convert(const struct sm_job_config *c, const char *report_path,
     const struct sm_run_hooks hooks = {hook_prepare, hook_opened, hook_layout, hook_flushed, &hk};
     p.hooks = hooks;
     struct sm_run_result r;
+    memset(&r, 0, sizeof(r));
+    struct sm_source_params sp; /* the engine opens the file on every rank */
+    if (sm_job_reads_source(c)) {
+        sm_job_source_params(c, &sp);
+        p.source_params = &sp;
+    }
     sm_status st = sm_run_convert(&p, &r, err);
+    const struct sm_source *src = r.source;
     if (st == SM_OK) {
-        const struct sm_array_meta *m = sm_array_meta(r.array);
-        struct sm_array_stats as;
-        sm_array_stats(r.array, &as);
         json_t *rep = json_object();
         json_object_set_new(rep, "engine", sm_json_engine());
-        json_object_set_new(rep, "job", json_string("convert"));
+        json_object_set_new(rep, "job", json_string(sm_config_job_name(c->job)));
         json_object_set_new(rep, "ranks", json_integer(r.ranks));
         json_object_set_new(rep, "threads", json_integer(r.threads));
-        json_object_set_new(rep, "input", sm_job_input_json(c, m));
+        json_object_set_new(rep, "input", src != NULL ? sm_job_source_json(src)
+                                                      : sm_job_input_json(c, sm_array_meta(r.array)));
         json_object_set_new(rep, "roi",
                             json_pack("{s:o,s:o}", "offset", sm_json_dims(r.roi_offset, r.ndim),
                                       "shape", sm_json_dims(r.roi_shape, r.ndim)));
@@ -155,13 +180,14 @@ sm_status sm_job_convert(const struct sm_job_config *c, const char *report_path,
         json_object_set_new(res, "tiles", sm_json_u64(r.scan.tiles));
         json_object_set_new(res, "checksum", json_integer((json_int_t)r.scan.sums.sum));
         json_object_set_new(res, "weighted_checksum", sm_json_u64(r.scan.sums.weighted));
-        json_object_set_new(res, "histogram", sm_json_hist(&r.scan.hist));
+        json_object_set_new(res, "histogram",
+                            r.no_histogram ? json_null() : sm_json_hist(&r.scan.hist));
         json_object_set_new(res, "normalization", norm_json(c, &r.norm));
         json_object_set_new(res, "output_checksum", json_integer((json_int_t)r.output_checksum));
         json_object_set_new(res, "output_weighted_checksum",
                             sm_json_u64(r.output_weighted_checksum));
         json_object_set_new(rep, "result", res);
-        json_t *io = sm_json_io(r.store, &as);
+        json_t *io = src != NULL ? source_io(&r) : array_io(&r);
         json_object_set_new(rep, "io", io);
         json_t *timing = json_object();
         for (int i = 0; i < SM_RUN_NTIMINGS; i++) {
@@ -170,7 +196,7 @@ sm_status sm_job_convert(const struct sm_job_config *c, const char *report_path,
         json_object_set_new(rep, "timing_ms", timing);
         sm_job_export_report(hk.ex, rep, timing);
         uint64_t peak = sm_peak_rss_bytes();
-        st = sm_job_reduce_counters(io, err);
+        st = src != NULL ? SM_OK : sm_job_reduce_counters(io, err); /* a source's: reduced */
         if (st == SM_OK) {
             st = sm_job_reduce_timings(timing, err);
         }

@@ -19,10 +19,14 @@
 void sm_job_run_common(const struct sm_job_config *c, struct sm_run_common *rc);
 void sm_job_run_output(const struct sm_job_config *c, struct sm_run_output *o);
 
+/* True when input.format names a source (raw, nifti, tiff, hdf5), not a Zarr/N5 store. */
+bool sm_job_reads_source(const struct sm_job_config *c);
 /* The engine's parameters of an ingest source (input.format, input.store, input.raw.*,
  * input.hdf5.*, input.spacing given, limits.memory_bytes as the decoders' allocation bound), for
  * sm_source_open. Strings are borrowed from c. */
 void sm_job_source_params(const struct sm_job_config *c, struct sm_source_params *p);
+/* The report's `input` of a source: its description, shape and type. */
+struct json_t *sm_job_source_json(const struct sm_source *s);
 
 /* Opens the configured store (+ cache) and array (sm_run_open_input). On failure nothing stays
  * open. */
@@ -99,9 +103,9 @@ sm_status sm_job_reduce_timings(struct json_t *t, struct sm_err *err);
 
 /* The jobs. Each returns SM_OK or fills err; `report_path` (may be NULL) overrides c->report. */
 sm_status sm_job_scan(const struct sm_job_config *c, const char *report_path, struct sm_err *err);
+/* convert, also of `job: ingest` (the loader set normalize none) */
 sm_status sm_job_convert(const struct sm_job_config *c, const char *report_path,
                          struct sm_err *err);
-sm_status sm_job_ingest(const struct sm_job_config *c, const char *report_path, struct sm_err *err);
 sm_status sm_job_read_bench(const struct sm_job_config *c, const char *report_path,
                             struct sm_err *err);
 

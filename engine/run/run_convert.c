@@ -47,9 +47,9 @@ static sm_status ph_prepare(void *ctx, struct sm_err *err)
     if (p->output.path == NULL) {
         FAIL_USAGE_AT(err, "output.path", "no output path given");
     }
-    if (p->source != NULL && p->c.input.array != NULL && p->c.input.array[0] != '\0') {
-        FAIL_USAGE_AT(err, "input.array", "names a node of a Zarr store, not of a %s source",
-                      sm_source_info(p->source)->format);
+    const bool source = p->source != NULL || p->source_params != NULL;
+    if (source && p->c.input.array != NULL && p->c.input.array[0] != '\0') {
+        FAIL_USAGE_AT(err, "input.array", "names a node of a Zarr store, not of a volume source");
     }
     return p->hooks.prepare != NULL ? p->hooks.prepare(p->hooks.user, err) : SM_OK;
 }
@@ -115,6 +115,11 @@ static sm_status ph_input(void *ctx, struct sm_err *err)
     struct cv *cv = ctx;
     const struct sm_run_common *c = &cv->p->c;
     struct sm_run_result *res = cv->res;
+    if (cv->src == NULL && cv->p->source_params != NULL) {
+        SM_TRY(sm_source_open(cv->p->source_params, &cv->src, err));
+        res->source = cv->src;
+        res->owns_source_ = true;
+    }
     if (cv->src != NULL) {
         SM_TRY(open_source(cv, err));
     } else { /* collective */
@@ -351,6 +356,7 @@ sm_status sm_run_convert(const struct sm_convert_run *p, struct sm_run_result *r
     cv.p = p;
     cv.res = res;
     cv.src = p->source;
+    res->source = p->source;
     cv.t_start = sm_clock_ns();
     cv.rank = sm_par_rank();
     cv.nranks = sm_par_size();
