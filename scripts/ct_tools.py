@@ -48,6 +48,13 @@ def load_raw(path):
     return np.memmap(path, dtype=DTYPE, mode="r", shape=SHAPE)
 
 
+def spacing_zyx(plist):
+    """The CT's voxel spacing [z, y, x] in millimetres from main.plist (stored x, y, z)."""
+    import plistlib
+    with open(plist, "rb") as f:
+        return [float(v) for v in plistlib.load(f)["spacing"]][::-1]
+
+
 def write_zarr(raw, out):
     import numcodecs
     import zarr
@@ -196,7 +203,6 @@ def mean_down(a):
 
 
 def ome_pictures(shardmill, out, report, plist):
-    import plistlib
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -204,9 +210,7 @@ def ome_pictures(shardmill, out, report, plist):
     g = json.load(open(os.path.join(out, "zarr.json")))
     ms = g["attributes"]["ome"]["multiscales"][0]
     unit = ms["axes"][2].get("unit", "")
-    with open(plist, "rb") as f:
-        xyz = [float(v) for v in plistlib.load(f)["spacing"]]
-    want_scale = xyz[::-1]
+    want_scale = spacing_zyx(plist)
     scale0 = ms["datasets"][0]["coordinateTransformations"][0]["scale"]
     ok = scale0 == want_scale and unit == "millimeter"
     print("OME-Zarr image %s: %d levels, unit %s, level-0 scale %s (main.plist z, y, x: %s): %s"

@@ -153,9 +153,13 @@ def histogram(values, bins, lo, hi):
     assert v.dtype.kind in "iu", "the convert tier uses integer inputs"
     v = v.astype(np.int64)
     lo_f, hi_f = Fraction(lo), Fraction(hi)
-    under = int(np.count_nonzero(v < lo_f))
-    over = int(np.count_nonzero(v >= hi_f))
-    inside = v[(v >= lo_f) & (v < hi_f)]
+    # integer bounds compare as Python ints (NumPy's int64 path); a fractional bound compares as
+    # a Fraction (NumPy's object path: exact, slow)
+    lo_c = int(lo_f) if lo_f.denominator == 1 else lo_f
+    hi_c = int(hi_f) if hi_f.denominator == 1 else hi_f
+    under = int(np.count_nonzero(v < lo_c))
+    over = int(np.count_nonzero(v >= hi_c))
+    inside = v[(v >= lo_c) & (v < hi_c)]
     if lo_f.denominator == 1 and hi_f.denominator == 1:
         b = ((inside - int(lo_f)) * bins) // int(hi_f - lo_f)
     else:  # exact rationals (slow path, small arrays only)

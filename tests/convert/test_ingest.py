@@ -11,10 +11,11 @@ Groups (one ctest each, label `convert`):
   nifti_pixdim  the voxel sizes of the report and the provenance are NIfTI pixdim[1..3]
   nifti_scaled  scl_slope 2 / scl_inter -5 applied (float32 values = nibabel's get_fdata), the
               provenance's shardmill.spacing [z, y, x], shardmill.unit and shardmill.origin (sform,
-              or qform without one) against nibabel's header; a float64 file stays float64; a
-              dim product that overflows, a volume larger than its file and a .nii.gz volume
-              larger than limits.memory_bytes are refused; bytes past the volume in a .nii.gz
-              are streamed through, not held (a 4 MiB budget ingests a file inflating to 8 MiB)
+              or qform without one: input.sform_code/qform_code) against nibabel's header; a
+              float64 file stays float64; a dim product that overflows, a volume larger than its
+              file and a .nii.gz volume larger than limits.memory_bytes are refused; bytes past
+              the volume in a .nii.gz are streamed through, not held (a 4 MiB budget ingests a
+              file inflating to 8 MiB)
   bad_inputs  raw size mismatch, a non-NIfTI file, a non-gzip .nii.gz, an unsupported NIfTI
               datatype, a truncated NIfTI, a NaN, negative or zero pixdim voxel size: exit 3,
               one error line naming the file, no output; input.spacing replacing a bad pixdim
@@ -23,7 +24,9 @@ Groups (one ctest each, label `convert`):
               NumPy / nibabel; exit 77 (skipped) when they are absent
 Each ingested array is read back by `shardmill read`, by zarrita.js and (small volumes) by the
 NumPy decoder of the sharding spec; the report's checksums (SPEC §5) and the completion marker
-are checked, and `shardmill verify` must pass.
+are checked, and `shardmill verify` must pass. `ingest` is `convert` with normalize none (issue
+20): the provenance is convert's (shardmill.input is the source's description, normalization
+none) and so is the report (job "ingest", roi, tile, io.source).
 """
 
 import gzip
@@ -75,15 +78,34 @@ def check_ingested(c, args, work, label, out, want, rep, pixdim=None, fmt=None, 
             meta["codecs"][0]["configuration"]["chunk_shape"] == inner and
             [x["name"] for x in meta["codecs"][0]["configuration"]["codecs"]] ==
             ["bytes", "zstd"], meta.get("codecs"))
-    src = meta.get("attributes", {}).get("shardmill", {}).get("source", {})
-    c.check(f"{label} provenance source (format, shape, dtype)",
+    # ingest is convert with normalize none: the convert provenance, whose `input` is the
+    # source's description (there is no shardmill.source any more)
+    prov = meta.get("attributes", {}).get("shardmill", {})
+    src = prov.get("input", {})
+    c.check(f"{label} provenance input: the source (format, shape, dtype), no shardmill.source",
             src.get("format") == fmt and src.get("shape") == list(want.shape) and
-            src.get("dtype") == want.dtype.name, src)
+            src.get("dtype") == want.dtype.name and "source" not in prov, src)
+    c.check(f"{label} provenance normalization mode none",
+            prov.get("normalization", {}).get("mode") == "none", prov.get("normalization"))
     cc.check_marker(c, label, out, rep, args.version)
     inp = rep.get("input", {})
     c.check(f"{label} report input format/shape/dtype",
             inp.get("format") == fmt and inp.get("shape") == list(want.shape) and
             inp.get("dtype") == want.dtype.name, inp)
+    c.check(f"{label} provenance input = the report's input (without chunks, shards)",
+            src == {k: v for k, v in inp.items() if k not in ("chunks", "shards")}, (src, inp))
+    # the report is convert's: job ingest, the ROI (the whole volume), tile, io.source
+    c.check(f"{label} report job ingest, roi the whole volume, tile",
+            rep.get("job") == "ingest" and
+            rep.get("roi") == {"offset": [0] * want.ndim, "shape": list(want.shape)} and
+            isinstance(rep.get("tile"), list) and len(rep["tile"]) == want.ndim,
+            {k: rep.get(k) for k in ("job", "roi", "tile")})
+    io_src = (rep.get("io") or {}).get("source") or {}
+    c.check(f"{label} report io.source counts (bytes_read, bytes_read_max_rank, "
+            "beyond_share_max_rank, slab_bytes)",
+            all(isinstance(io_src.get(k), int) for k in
+                ("bytes_read", "bytes_read_max_rank", "beyond_share_max_rank", "slab_bytes")),
+            rep.get("io"))
     if pixdim is not None:
         # NIfTI pixdim[1..3] (x, y, z); the axis order is not documented, so [z, y, x] passes too
         got = [float(x) for x in inp.get("pixdim", [])]
@@ -304,9 +326,9 @@ def group_nifti_pixdim(c, args, work):
         # the axis order is not documented: NIfTI's [x, y, z] or the array's [z, y, x]
         c.check(f"{label} report input.pixdim = pixdim[1..3] {want_px} (or reversed)",
                 got in (want_px, want_px[::-1]), f"got {got}")
-        src = json.load(open(os.path.join(out, "zarr.json")))["attributes"]["shardmill"]["source"]
-        got = [float(x) for x in src.get("pixdim", [])]
-        c.check(f"{label} zarr.json source.pixdim = pixdim[1..3] {want_px} (or reversed)",
+        prov = json.load(open(os.path.join(out, "zarr.json")))["attributes"]["shardmill"]
+        got = [float(x) for x in prov.get("input", {}).get("pixdim", [])]
+        c.check(f"{label} zarr.json input.pixdim = pixdim[1..3] {want_px} (or reversed)",
                 got in (want_px, want_px[::-1]), f"got {got}")
 
 
@@ -360,10 +382,19 @@ def group_nifti_scaled(c, args, work):
             else:
                 xyz = [float(x) for x in hdr.get_qform()[:3, 3]]
             c.check(f"{label} shardmill.origin = {origin_from} offsets [z, y, x]",
-                    prov.get("origin") == xyz[::-1] and prov.get("origin_from") == origin_from,
-                    f"{prov.get('origin')} {prov.get('origin_from')} vs {xyz[::-1]}")
-            sc = prov.get("source", {}).get("scaling", {})
-            c.check(f"{label} source.scaling = header slope/inter, stored dtype",
+                    prov.get("origin") == xyz[::-1], f"{prov.get('origin')} vs {xyz[::-1]}")
+            # the provenance's input (the source's description) has no origin_from any more: it
+            # states the header's sform_code and qform_code (the origin is the sform's when its
+            # code is > 0, else the qform's)
+            inp = prov.get("input", {})
+            codes = (int(hdr["sform_code"]), int(hdr["qform_code"]))
+            c.check(f"{label} input.sform_code/qform_code = the header's {codes} (origin from "
+                    f"the {origin_from})",
+                    (inp.get("sform_code"), inp.get("qform_code")) == codes and
+                    (codes[0] > 0) == (origin_from == "sform"),
+                    (inp.get("sform_code"), inp.get("qform_code")))
+            sc = inp.get("scaling", {})
+            c.check(f"{label} input.scaling = header slope/inter, stored dtype",
                     sc.get("scl_slope") == float(slope) and sc.get("scl_inter") == float(inter) and
                     sc.get("stored_dtype") == hdr.get_data_dtype().name, sc)
     cc.zarrita_read_all(c, args.node, work, reads)
