@@ -1073,6 +1073,64 @@ static sm_status set_default_name(struct lctx *cx, char **field, const char *nam
     return SM_OK;
 }
 
+/* ---- keys the job does not use (issue 20: no setting is ever ignored) ---- */
+
+/* Refuses `path` (a key or a group, given as `val` at node `at`) when the job uses none of it,
+ * else the first key or group inside it that the job does not use. */
+static sm_status check_applies_node(struct lctx *cx, const char *path, const struct ynode *at,
+                                    const struct ynode *val)
+{
+    const unsigned jobs = sm_cfg_applies(path);
+    if (jobs != 0 && (jobs & SM_CFG_JOB(cx->cfg->job)) == 0) {
+        char names[64];
+        FAIL_AT(cx, at, "`%s` applies to %s jobs only (job: %s)", path,
+                sm_cfg_jobs_text(jobs, names, sizeof(names)), sm_config_job_name(cx->cfg->job));
+    }
+    if (val->kind != Y_MAP || !sm_cfg_is_group(path)) {
+        return SM_OK;
+    }
+    for (const struct ynode *key = val->kids; key != NULL; key = key->next->next) {
+        char sub[MAX_PATH_LEN];
+        snprintf(sub, sizeof(sub), "%s.%s", path, key->text); /* walk_map checked the length */
+        SM_TRY(check_applies_node(cx, sub, key, key->next));
+    }
+    return SM_OK;
+}
+
+/* Every key and group the file and the --set arguments give, checked against the job once it is
+ * known (`job:` may come last, or from a --set): the file's in document order, then each --set. A
+ * group counts even when empty, as `output:` under a scan. Shared by `validate` and `run` (both
+ * load through here). */
+static sm_status check_applies(struct lctx *cx, const struct ynode *root, unsigned nsets)
+{
+    if (!given(cx, "job")) {
+        return SM_OK; /* check_required names the missing job */
+    }
+    if (root != NULL && root->kind == Y_MAP) {
+        for (const struct ynode *key = root->kids; key != NULL; key = key->next->next) {
+            SM_TRY(check_applies_node(cx, key->text, key, key->next));
+        }
+    }
+    sm_status st = SM_OK;
+    for (unsigned i = 0; st == SM_OK && i < nsets; i++) {
+        /* the value again as a tree: apply() kept only the rows, not the groups it named */
+        const char *eq = strchr(cx->sets[i], '=');
+        char path[MAX_PATH_LEN];
+        snprintf(path, sizeof(path), "%.*s", (int)(eq - cx->sets[i]), cx->sets[i]);
+        struct ynode *val = NULL;
+        cx->in_set = true;
+        cx->cur_set = i;
+        st = parse_yaml(cx, eq + 1, strlen(eq + 1), &val);
+        static const struct ynode empty = {.kind = Y_SCALAR, .plain = true, .text = (char *)""};
+        if (st == SM_OK) {
+            st = check_applies_node(cx, path, NULL, val != NULL ? val : &empty);
+        }
+        ynode_free(val);
+    }
+    cx->in_set = false;
+    return st;
+}
+
 static sm_status check_required(struct lctx *cx)
 {
     struct sm_job_config *c = cx->cfg;
@@ -1592,6 +1650,9 @@ static sm_status load(struct lctx *cx, const char *text, size_t len, unsigned ns
         st = apply_set(cx, i);
     }
     cx->in_set = false;
+    if (st == SM_OK) {
+        st = check_applies(cx, cx->root, nsets);
+    }
     if (st == SM_OK) {
         st = check_required(cx);
     }

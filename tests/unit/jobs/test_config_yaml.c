@@ -142,7 +142,7 @@ static void test_float_values(void **state)
 {
     (void)state;
     struct sm_job_config c;
-    load_ok(SCAN "normalize: {divisor: 4095.5, lo: -1e3, hi: 2.5E1}\n", &c);
+    load_ok(CONVERT "normalize: {divisor: 4095.5, lo: -1e3, hi: 2.5E1}\n", &c);
     assert_true(c.normalize.divisor == 4095.5);
     assert_true(c.normalize.lo == -1000.0);
     assert_true(c.normalize.hi == 25.0);
@@ -197,7 +197,7 @@ static void test_string_values(void **state)
     assert_string_equal(c.input.array, "0"); /* a plain scalar is text for a string key */
     assert_string_equal(c.report, "r #1.json");
     sm_config_destroy(&c);
-    load_ok(SCAN "report: ~\nexport: {hdf5: {path: null}}\n", &c);
+    load_ok(CONVERT "report: ~\nexport: {hdf5: {path: null}}\n", &c);
     assert_null(c.report);
     assert_null(c.export_.hdf5_path);
     sm_config_destroy(&c);
@@ -215,10 +215,13 @@ static void test_enum_values(void **state)
 {
     (void)state;
     struct sm_job_config c;
-    load_ok("job: read-bench\ninput: {store: x.zarr}\nnormalize: {mode: scale}\n"
-            "output: {exists: resume, codec: {name: none}}\nparallel: {partition: block}\n",
-            &c);
+    load_ok("job: read-bench\ninput: {store: x.zarr}\n", &c);
     assert_int_equal(c.job, SM_JOB_READ_BENCH);
+    sm_config_destroy(&c);
+    load_ok(CONVERT "normalize: {mode: scale}\noutput.exists: resume\noutput.codec: {name: none}\n"
+                    "parallel: {partition: block}\n",
+            &c);
+    assert_int_equal(c.job, SM_JOB_CONVERT);
     assert_int_equal(c.output.exists, SM_EXISTS_RESUME);
     assert_string_equal(c.output.codec, "none");
     assert_int_equal(c.parallel.partition, SM_PARTITION_BLOCK);
@@ -266,8 +269,8 @@ static void test_dims_values(void **state)
 {
     (void)state;
     struct sm_job_config c;
-    load_ok(SCAN "tile: [64, 64, 64]\nroi:\n  offset: [0, 0, 0]\n  shape:\n    - 1\n    - 2\n"
-                 "    - 3\noutput: {shard: []}\n",
+    load_ok(CONVERT "tile: [64, 64, 64]\nroi:\n  offset: [0, 0, 0]\n  shape:\n    - 1\n    - 2\n"
+                    "    - 3\noutput.shard: []\n",
             &c);
     assert_true(c.tile.set);
     assert_int_equal(c.tile.n, 3);
@@ -680,9 +683,12 @@ static void test_empty_and_misshapen_documents(void **state)
                  "expected a mapping of configuration keys, got "
                  "'just text'");
     struct sm_job_config c;
-    load_ok(SCAN "export:\n", &c); /* a group with every key commented out */
+    load_ok(CONVERT "export:\n", &c); /* a group with every key commented out */
     assert_null(c.export_.hdf5_path);
     sm_config_destroy(&c);
+    /* ... is still a group the job does not use (a scan writes nothing to export) */
+    expect_error(SCAN "export:\n", "f.yaml:3:1",
+                 "`export` applies to convert and ingest jobs only (job: scan)");
 }
 
 static void test_malformed_yaml(void **state)
@@ -891,8 +897,8 @@ static void test_export_hdf5_keys(void **state)
                  "export.hdf5.chunk");
     expect_error(CONVERT "export: {hdf5: {dataset: \"\"}}\n", "f.yaml:4:26",
                  "export.hdf5.dataset: must not be empty");
-    expect_error(SCAN "export: {hdf5: {path: x.h5}}\n", "f.yaml:3:17",
-                 "export.hdf5.path: only the convert job exports (not scan)");
+    expect_error(SCAN "export: {hdf5: {path: x.h5}}\n", "f.yaml:3:1",
+                 "`export` applies to convert and ingest jobs only (job: scan)");
 }
 
 int main(void)
