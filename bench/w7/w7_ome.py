@@ -19,7 +19,8 @@ from data/ct/main.plist (x y z -> z y x), unit millimeter. Per source (tiff, hdf
           a minimal OME multiscales .zattrs
 Each run is a fresh process (bench/w3/w3_spawn.c: wall and peak RSS); per repeat the contenders
 run in a rotated order (one two python, two python one, ...) after --warmup rounds that are not
-recorded. Machine load per run as w7.py records it (busy cores in the 0.3 s before the launch,
+recorded (with --wait-idle S, each round first waits up to S s for fewer than 0.5 busy cores).
+Machine load per run as w7.py records it (busy cores in the 0.3 s before the launch,
 cores of other processes during the run) and the load average before and after.
 Checks (outside the timings), so the timings compare equal work: NumPy (the same oracle as the
 tests: tests/convert/convert_common.py and scripts/ct_tools.py over the source read back with
@@ -325,6 +326,9 @@ def main():
     ap.add_argument("--levels", type=int, default=2)
     ap.add_argument("--lo", type=float, default=1)
     ap.add_argument("--hi", type=float, default=99)
+    ap.add_argument("--wait-idle", type=float, default=0,
+                    help="before each round, wait up to this many seconds until other work uses "
+                         "fewer than 0.5 cores (smbench.wait_idle; the samples are recorded)")
     a = ap.parse_args()
     if a.quick:
         a.repeats, a.warmup = 1, 0
@@ -344,6 +348,7 @@ def main():
            "spacing": spacing, "unit": unit,
            "inputs": {k: source_input(src, k, spacing, unit) for k in ("tiff", "hdf5")}}
     doc = {"benchmark": "W7-ome", "quick": a.quick, "repeats": a.repeats, "warmup": a.warmup,
+           "wait_idle_s": a.wait_idle,
            "threads": a.threads, "levels": a.levels, "percentiles": [a.lo, a.hi],
            "machine": smbench.machine(), "toolchain": tc,
            "source": {k: src[k] for k in ("name", "shape", "dtype", "bytes")},
@@ -366,8 +371,10 @@ def main():
             doc["cases"][name] = {"layout_run": first}
             continue
         ctx["shards"] = first["shards"]
-        runs, order = [], []
+        runs, order, idle = [], [], []
         for i in range(a.warmup + a.repeats):
+            if a.wait_idle > 0:
+                idle.append(smbench.wait_idle(a.wait_idle))
             rot = [CONTENDERS[(j + i) % len(CONTENDERS)] for j in range(len(CONTENDERS))]
             for c in rot:
                 tag = f"{name}-{c}-{'w' if i < a.warmup else ''}{i}"
@@ -380,7 +387,8 @@ def main():
                     problems += r["problems"]
             if i >= a.warmup:
                 order.append(rot)
-        case = {"shards": ctx["shards"], "order": order, "runs": runs}
+        case = {"shards": ctx["shards"], "order": order, "wait_idle_samples": idle,
+                "runs": runs}
         case.update(summarize(runs, problems))
         doc["cases"][name] = case
     doc["loadavg_end"] = list(os.getloadavg())
