@@ -172,7 +172,10 @@ def check_report(rec, rep_path, src, want, label, normalized=True):
         og = [res.get("output_checksum"), res.get("output_weighted_checksum")]
         if og != [want["output_checksum"], want["output_weighted_checksum"]]:
             rec["problems"].append(f"{label} output checksums {og} != NumPy")
+    t = (rep.get("timing_ms") or {}).get("max") or {}
     return {"timing_ms_total": (rep.get("timing_ms") or {}).get("total"),
+            "timing_ms": {k: t.get(k) for k in ("open", "scan_wall", "process", "write",
+                                                 "finish")},
             "peak_rss_bytes": (rep.get("memory") or {}).get("peak_rss_bytes"),
             "output": rep.get("output")}
 
@@ -374,7 +377,8 @@ def main():
         runs, order, idle = [], [], []
         for i in range(a.warmup + a.repeats):
             if a.wait_idle > 0:
-                idle.append(smbench.wait_idle(a.wait_idle))
+                smp = smbench.wait_idle(a.wait_idle)
+                idle.append({"samples": len(smp), "max": max(smp), "last": smp[-1]})
             rot = [CONTENDERS[(j + i) % len(CONTENDERS)] for j in range(len(CONTENDERS))]
             for c in rot:
                 tag = f"{name}-{c}-{'w' if i < a.warmup else ''}{i}"
