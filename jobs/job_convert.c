@@ -85,12 +85,11 @@ static json_t *array_io(const struct sm_run_result *r)
  * (summed over ranks by the engine), the most one rank read and beyond its share. */
 static json_t *source_io(const struct sm_run_result *r)
 {
-    return json_pack("{s:n,s:o,s:n,s:n,s:{s:o,s:o,s:o,s:o}}", "requests", "bytes",
-                     sm_json_u64(r->source_bytes), "cache", "index_cache", "source", "bytes_read",
-                     sm_json_u64(r->source_bytes), "bytes_read_max_rank",
-                     sm_json_u64(r->source_bytes_max), "beyond_share_max_rank",
-                     sm_json_u64(r->source_excess_max), "slab_bytes",
-                     sm_json_u64(r->source_slab_bytes));
+    return json_pack(
+        "{s:n,s:o,s:n,s:n,s:{s:o,s:o,s:o,s:o}}", "requests", "bytes", sm_json_u64(r->source_bytes),
+        "cache", "index_cache", "source", "bytes_read", sm_json_u64(r->source_bytes),
+        "bytes_read_max_rank", sm_json_u64(r->source_bytes_max), "beyond_share_max_rank",
+        sm_json_u64(r->source_excess_max), "slab_bytes", sm_json_u64(r->source_slab_bytes));
 }
 
 /* The engine's hooks: SPEC §6 path checks, the export's open and run (collective, agreed inside),
@@ -167,8 +166,9 @@ sm_status sm_job_convert(const struct sm_job_config *c, const char *report_path,
         json_object_set_new(rep, "job", json_string(sm_config_job_name(c->job)));
         json_object_set_new(rep, "ranks", json_integer(r.ranks));
         json_object_set_new(rep, "threads", json_integer(r.threads));
-        json_object_set_new(rep, "input", src != NULL ? sm_job_source_json(src)
-                                                      : sm_job_input_json(c, sm_array_meta(r.array)));
+        json_object_set_new(rep, "input",
+                            src != NULL ? sm_job_source_json(src)
+                                        : sm_job_input_json(c, sm_array_meta(r.array)));
         json_object_set_new(rep, "roi",
                             json_pack("{s:o,s:o}", "offset", sm_json_dims(r.roi_offset, r.ndim),
                                       "shape", sm_json_dims(r.roi_shape, r.ndim)));
