@@ -41,6 +41,50 @@ def ms(a, b):
     return round((b - a) / 1e6, 3)
 
 
+def read_volume(kind, source, dataset):
+    """The whole source volume as one array: tifffile.imread of each slice of a directory (natural
+    name order, as shardmill reads it) or of one multi-page file; h5py dataset[...]."""
+    if kind == "tiff":
+        import tifffile
+    else:
+        import h5py
+    if kind == "tiff" and os.path.isdir(source):
+        names = sorted((n for n in os.listdir(source)
+                        if n.lower().endswith((".tif", ".tiff")) and not n.startswith(".")),
+                       key=natural_key)
+        first = tifffile.imread(os.path.join(source, names[0]))
+        vol = np.empty((len(names),) + first.shape, first.dtype)
+        vol[0] = first
+        for z, n in enumerate(names[1:], 1):
+            vol[z] = tifffile.imread(os.path.join(source, n))
+    elif kind == "tiff":
+        vol = tifffile.imread(source)
+        if vol.ndim == 2:
+            vol = vol[None]
+    else:
+        with h5py.File(source, "r") as f:
+            vol = f[dataset][...]
+    return vol
+
+
+def fsync_tree(root):
+    """os.fsync of every file under root, then of every directory, deepest first: (files, dirs)."""
+    files = dirs = 0
+    walk = list(os.walk(root))
+    for d, _, fnames in walk:
+        for n in fnames:
+            fd = os.open(os.path.join(d, n), os.O_RDONLY)
+            os.fsync(fd)
+            os.close(fd)
+            files += 1
+    for d, _, _ in reversed(walk):
+        fd = os.open(d, os.O_RDONLY)
+        os.fsync(fd)
+        os.close(fd)
+        dirs += 1
+    return files, dirs
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("source")
@@ -51,26 +95,11 @@ def main():
     ap.add_argument("--no-fsync", action="store_true")
     a = ap.parse_args()
     if a.kind == "tiff":
-        import tifffile
+        import tifffile  # noqa: F401  (timed as import; read_volume uses it)
     else:
-        import h5py
+        import h5py  # noqa: F401
     t_import = time.perf_counter_ns()
-    if a.kind == "tiff" and os.path.isdir(a.source):
-        names = sorted((n for n in os.listdir(a.source)
-                        if n.lower().endswith((".tif", ".tiff")) and not n.startswith(".")),
-                       key=natural_key)
-        first = tifffile.imread(os.path.join(a.source, names[0]))
-        vol = np.empty((len(names),) + first.shape, first.dtype)
-        vol[0] = first
-        for z, n in enumerate(names[1:], 1):
-            vol[z] = tifffile.imread(os.path.join(a.source, n))
-    elif a.kind == "tiff":
-        vol = tifffile.imread(a.source)
-        if vol.ndim == 2:
-            vol = vol[None]
-    else:
-        with h5py.File(a.source, "r") as f:
-            vol = f[a.dataset][...]
+    vol = read_volume(a.kind, a.source, a.dataset)
     t_read = time.perf_counter_ns()
     chunks = tuple(int(x) for x in a.chunks.split(","))
     store = zarr.DirectoryStore(a.out, dimension_separator="/")
@@ -79,20 +108,7 @@ def main():
                     write_empty_chunks=True, overwrite=False)
     z[...] = vol
     t_write = time.perf_counter_ns()
-    files = dirs = 0
-    if not a.no_fsync:
-        walk = list(os.walk(a.out))
-        for root, _, fnames in walk:
-            for n in fnames:
-                fd = os.open(os.path.join(root, n), os.O_RDONLY)
-                os.fsync(fd)
-                os.close(fd)
-                files += 1
-        for root, _, _ in reversed(walk):
-            fd = os.open(root, os.O_RDONLY)
-            os.fsync(fd)
-            os.close(fd)
-            dirs += 1
+    files, dirs = (0, 0) if a.no_fsync else fsync_tree(a.out)
     t_end = time.perf_counter_ns()
     print(json.dumps({"timing_ms": {"import": ms(T0, t_import), "read": ms(t_import, t_read),
                                     "write": ms(t_read, t_write), "fsync": ms(t_write, t_end),

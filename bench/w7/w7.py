@@ -182,6 +182,46 @@ def supports(shardmill, cfg):
     return r.returncode == 0, (r.stderr or r.stdout).strip()[-300:]
 
 
+def timed(argv, env=None, timeout=3600):
+    """Runs argv once, after os.sync(): (CompletedProcess, measures). measures: process wall,
+    CPU seconds of the children, busy cores in the 0.3 s before the launch, cores used by other
+    processes during the run (/proc/stat jiffies minus ours, per wall second), the exit status and
+    the launch time (time_ns, for the completion marker's mtime)."""
+    os.sync()
+    busy_before = smbench.busy_cores(0.3)
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    j0, i0 = smbench._cpu_jiffies()
+    t_launch = time.time_ns()
+    m0 = time.monotonic_ns()
+    p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout)
+    wall = (time.monotonic_ns() - m0) / 1e9
+    j1, i1 = smbench._cpu_jiffies()
+    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    ours = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
+    machine_busy = ((j1 - j0) - (i1 - i0)) / smbench.HZ
+    return p, {"wall_s": round(wall, 4), "cpu_s": round(ours, 3),
+               "busy_cores_before": busy_before,
+               "other_busy_cores": round(max(0.0, machine_busy - ours) / wall, 2),
+               "rc": p.returncode, "t_launch_ns": t_launch}
+
+
+def spawn_results(base, ranks):
+    """The per-rank results bench/w3/w3_spawn.c wrote to BASE.<rank> (removed once read)."""
+    per_rank = []
+    for r in range(ranks):
+        try:
+            with open(f"{base}.{r}") as f:
+                x = json.load(f)
+            os.unlink(f"{base}.{r}")
+            per_rank.append({"rank": r, "maxrss_bytes": x["maxrss_kib"] * 1024,
+                             "wall_s": x["wall_ns"] / 1e9, "user_s": x["utime_us"] / 1e6,
+                             "sys_s": x["stime_us"] / 1e6,
+                             "rc": x["exit_code"] if x["exited"] else -x["signal"]})
+        except (OSError, ValueError, KeyError):
+            per_rank.append({"rank": r, "rc": None})
+    return per_rank
+
+
 def run_shardmill(launcher, shardmill, src, kind, ranks, threads, work, tag, dataset=None):
     base = os.path.join(work, tag)
     out, rep_path = base + ".zarr", base + ".report.json"
@@ -191,35 +231,12 @@ def run_shardmill(launcher, shardmill, src, kind, ranks, threads, work, tag, dat
                "--report", rep_path]
     argv, env = launcher.command(ranks, threads, argv_sm, base + ".spawn")
     limit = effective_memory_limit(shardmill, cfg, [f"parallel.threads={threads}"])
-    os.sync()
-    busy_before = smbench.busy_cores(0.3)
-    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    j0, i0 = smbench._cpu_jiffies()
-    t_launch = time.time_ns()
-    m0 = time.monotonic_ns()
-    p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=3600)
-    wall = (time.monotonic_ns() - m0) / 1e9
-    j1, i1 = smbench._cpu_jiffies()
-    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    ours = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
-    machine_busy = ((j1 - j0) - (i1 - i0)) / smbench.HZ
-    rec = {"tag": tag, "ranks": ranks, "threads": threads, "launcher": launcher.kind,
-           "wall_s": round(wall, 4), "cpu_s": round(ours, 3),
-           "busy_cores_before": busy_before,
-           "other_busy_cores": round(max(0.0, machine_busy - ours) / wall, 2),
-           "rc": p.returncode, "limits_memory_bytes": limit, "problems": []}
-    per_rank = []
-    for r in range(ranks):
-        try:
-            with open(f"{base}.spawn.{r}") as f:
-                x = json.load(f)
-            os.unlink(f"{base}.spawn.{r}")
-            per_rank.append({"rank": r, "maxrss_bytes": x["maxrss_kib"] * 1024,
-                             "wall_s": x["wall_ns"] / 1e9, "user_s": x["utime_us"] / 1e6,
-                             "sys_s": x["stime_us"] / 1e6,
-                             "rc": x["exit_code"] if x["exited"] else -x["signal"]})
-        except (OSError, ValueError, KeyError):
-            per_rank.append({"rank": r, "rc": None})
+    p, m = timed(argv, env)
+    t_launch = m.pop("t_launch_ns")
+    rec = {"tag": tag, "ranks": ranks, "threads": threads, "launcher": launcher.kind, **m,
+           "limits_memory_bytes": limit, "problems": []}
+    wall = rec["wall_s"]
+    per_rank = spawn_results(base + ".spawn", ranks)
     rec["per_rank"] = per_rank
     if p.returncode != 0:
         rec["problems"].append(f"exit {p.returncode}: {p.stderr.strip()[-400:]}")
@@ -269,13 +286,10 @@ def run_peer(spawn, src, kind, chunks, work, tag):
             "--kind", kind, "--chunks", ",".join(str(c) for c in chunks)]
     if kind == "hdf5":
         argv += ["--dataset", src["dataset"]]
-    os.sync()
-    busy_before = smbench.busy_cores(0.3)
-    m0 = time.monotonic_ns()
-    p = subprocess.run(argv, capture_output=True, text=True, timeout=3600)
-    wall = (time.monotonic_ns() - m0) / 1e9
-    rec = {"tag": tag, "wall_s": round(wall, 4), "busy_cores_before": busy_before,
-           "rc": p.returncode, "problems": []}
+    p, m = timed(argv)
+    m.pop("t_launch_ns")
+    rec = {"tag": tag, **m, "problems": []}
+    wall = rec["wall_s"]
     try:
         with open(base + ".spawn") as f:
             rec["maxrss_bytes"] = json.load(f)["maxrss_kib"] * 1024
