@@ -1210,6 +1210,21 @@ static unsigned split_path(const char *path, const char **part, size_t *len, uns
     return n;
 }
 
+bool sm_cfg_used(const struct sm_cfg_key *k, const struct sm_job_config *c)
+{
+    if ((k->applies & SM_CFG_JOB(c->job)) == 0) {
+        return false;
+    }
+    const enum sm_norm_kind m = c->normalize.mode; /* the keys of one mode */
+    if (strcmp(k->path, "normalize.divisor") == 0) {
+        return m == SM_CFG_NORM_SCALE;
+    }
+    if (strcmp(k->path, "normalize.lo") == 0 || strcmp(k->path, "normalize.hi") == 0) {
+        return m == SM_CFG_NORM_WINDOW || m == SM_CFG_NORM_PERCENTILE;
+    }
+    return true;
+}
+
 char *sm_config_format_yaml(const struct sm_job_config *c)
 {
     enum { MAXPARTS = 8 };
@@ -1219,7 +1234,7 @@ char *sm_config_format_yaml(const struct sm_job_config *c)
     unsigned nprev = 0;
     for (unsigned i = 0; i < sm_cfg_nkeys; i++) {
         const struct sm_cfg_key *k = &sm_cfg_keys[i];
-        if ((k->applies & SM_CFG_JOB(c->job)) == 0) {
+        if (!sm_cfg_used(k, c)) {
             continue; /* the job would refuse it when the view is loaded back */
         }
         const char *part[MAXPARTS];

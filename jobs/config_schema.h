@@ -65,6 +65,11 @@ extern const struct sm_cfg_key sm_cfg_keys[];
 extern const unsigned sm_cfg_nkeys;
 extern const struct sm_cfg_group sm_cfg_groups[]; /* terminated by {NULL, NULL} */
 
+/* Whether the config's job uses row k: it applies to the job and, for normalize.divisor /
+ * normalize.lo / normalize.hi, to the job's normalize.mode (divisor: scale; lo, hi: window and
+ * percentile). A key given that is not used is exit 2 (config_yaml.c). */
+bool sm_cfg_used(const struct sm_cfg_key *k, const struct sm_job_config *c);
+
 /* The row of a dotted path, or NULL. */
 const struct sm_cfg_key *sm_cfg_find(const char *path);
 

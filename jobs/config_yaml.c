@@ -1294,16 +1294,37 @@ static sm_status check_shapes(struct lctx *cx)
 }
 
 /* `job: ingest` is convert with normalize.mode none (SPEC §4): it sets exactly that and refuses
- * any other mode rather than ignore it. */
+ * any other normalization rather than ignore it. */
 static sm_status check_ingest_alias(struct lctx *cx)
 {
     struct sm_job_config *c = cx->cfg;
-    if (given(cx, "normalize.mode") && c->normalize.mode != SM_CFG_NORM_NONE) {
-        FAIL_KEY(cx, "normalize.mode",
-                 "normalize.mode: job ingest is convert with normalize.mode none (the values "
-                 "kept); to normalize, write job: convert");
+    static const char *const keys[] = {"normalize.mode", "normalize.divisor", "normalize.lo",
+                                       "normalize.hi"};
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        if (given(cx, keys[i]) && (i > 0 || c->normalize.mode != SM_CFG_NORM_NONE)) {
+            FAIL_KEY(cx, keys[i],
+                     "%s: job ingest is convert with normalize.mode none (the values kept); to "
+                     "normalize, write job: convert",
+                     keys[i]);
+        }
     }
     c->normalize.mode = SM_CFG_NORM_NONE;
+    return SM_OK;
+}
+
+/* normalize.divisor belongs to mode scale, normalize.lo and .hi to window and percentile: given
+ * with another mode they would be ignored, so they are refused. */
+static sm_status check_mode_keys(struct lctx *cx)
+{
+    static const char *const keys[] = {"normalize.divisor", "normalize.lo", "normalize.hi"};
+    static const char *const modes[] = {"scale", "window and percentile", "window and percentile"};
+    static const char *const names[] = {"scale", "window", "percentile", "none"};
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        if (given(cx, keys[i]) && !sm_cfg_used(sm_cfg_find(keys[i]), cx->cfg)) {
+            FAIL_KEY(cx, keys[i], "`%s` is used by normalize.mode %s only (the mode is %s)",
+                     keys[i], modes[i], names[cx->cfg->normalize.mode]);
+        }
+    }
     return SM_OK;
 }
 
@@ -1312,6 +1333,9 @@ static sm_status check_normalize(struct lctx *cx)
     struct sm_job_config *c = cx->cfg;
     if (c->job == SM_JOB_INGEST) {
         SM_TRY(check_ingest_alias(cx));
+    }
+    if (c->job == SM_JOB_INGEST || c->job == SM_JOB_CONVERT) {
+        SM_TRY(check_mode_keys(cx));
     }
     if (c->normalize.mode == SM_CFG_NORM_SCALE || c->normalize.mode == SM_CFG_NORM_NONE) {
         return SM_OK;

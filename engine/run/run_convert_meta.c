@@ -90,6 +90,15 @@ json_t *cv_provenance(const struct cv *cv, const struct sm_scan_result *r)
                         json_pack("{s:o,s:o}", "offset", dims_json(su->off, nd), "shape",
                                   dims_json(su->shape, nd)));
     json_object_set_new(pv, "normalization", norm_json(&p->normalize, nm));
+    if (hist != NULL && cv->res->no_histogram) {
+        /* the placeholder counts (run_convert.c no_histogram) are no histogram of the values;
+         * the checksums are, so they stay */
+        json_object_set_new(hist, "bins", json_null());
+        json_object_set_new(hist, "range", json_null());
+        json_object_del(hist, "underflow");
+        json_object_del(hist, "overflow");
+        json_object_del(hist, "nan");
+    }
     if (hist != NULL) {
         json_object_set_new(pv, "histogram", hist);
     }

@@ -23,6 +23,9 @@ static const char base_convert[] = "job: convert\n"
                                    "input: {store: data/ct.zarr}\n"
                                    "normalize: {mode: window, lo: 1, hi: 99}\n"
                                    "output: {path: out/x.zarr}\n";
+static const char base_scale[] = "job: convert\n"
+                                 "input: {store: data/ct.zarr}\n"
+                                 "output: {path: out/x.zarr}\n";
 static const char base_ingest[] = "job: ingest\n"
                                   "input: {store: data/ct/matrix.dat, format: raw,\n"
                                   "        raw: {dtype: int16, shape: [108, 256, 256]}}\n"
@@ -37,6 +40,9 @@ static const char base_read_bench[] = "job: read-bench\n"
 /* A configuration of a job that uses row k (any other refuses it). */
 static const char *base_for(const struct sm_cfg_key *k)
 {
+    if (strcmp(k->path, "normalize.divisor") == 0 || strcmp(k->path, "normalize.mode") == 0) {
+        return base_scale; /* no window's lo and hi: any mode's keys may be set */
+    }
     if ((k->applies & SM_CFG_JOB(SM_JOB_CONVERT)) != 0) {
         return base_convert;
     }
@@ -375,6 +381,9 @@ static void test_every_example_loads(void **state)
         struct sm_err err;
         sm_status st = load_with(base_convert, set, &c, &err);
         if (st != SM_OK) {
+            st = load_with(base_scale, set, &c, &err);
+        }
+        if (st != SM_OK) {
             st = load_with(base_ingest, set, &c, &err);
         }
         if (st != SM_OK) {
@@ -422,7 +431,14 @@ static void test_enum_names_follow_the_c_enums(void **state)
         /* a scan or read-bench takes no output: switch jobs on a configuration without one */
         const bool plain =
             strcmp(cases[i].set, "job=scan") == 0 || strcmp(cases[i].set, "job=read-bench") == 0;
-        assert_ok(load_with(plain ? base_read_bench : base_convert, cases[i].set, &c, &err), &err);
+        /* modes without lo and hi switch on a configuration without them */
+        const bool bare = strcmp(cases[i].set, "normalize.mode=scale") == 0 ||
+                          strcmp(cases[i].set, "normalize.mode=none") == 0;
+        assert_ok(load_with(plain  ? base_read_bench
+                            : bare ? base_scale
+                                   : base_convert,
+                            cases[i].set, &c, &err),
+                  &err);
         int v;
         memcpy(&v, (const char *)&c + cases[i].off, sizeof(v));
         if (v != cases[i].want) {
@@ -493,7 +509,7 @@ static void test_yaml_view_round_trips(void **state)
             leaves += strchr(l, '\n')[-1] != ':'; /* a group's line ends in its colon */
         }
         for (unsigned i = 0; i < sm_cfg_nkeys; i++) {
-            if ((sm_cfg_keys[i].applies & SM_CFG_JOB(a.job)) == 0) {
+            if (!sm_cfg_used(&sm_cfg_keys[i], &a)) {
                 continue;
             }
             used++;
@@ -555,9 +571,16 @@ static void test_markdown_documents_every_key(void **state)
 static void test_markdown_examples_load(void **state)
 {
     (void)state;
-    static const char *const convert[] = {"job=convert",     "input.store=x.zarr",
-                                          "output.path=o",   "normalize.lo=1",
-                                          "normalize.hi=99", "histogram.bins=256"};
+    static const char *const convert[] = {"job=convert",
+                                          "input.store=x.zarr",
+                                          "output.path=o",
+                                          "normalize.lo=1",
+                                          "normalize.hi=99",
+                                          "histogram.bins=256",
+                                          "normalize.mode=percentile"};
+    /* mode scale's divisor: a convert without a window's lo and hi */
+    static const char *const convert_scale[] = {"job=convert", "input.store=x.zarr",
+                                                "output.path=o", "histogram.bins=256"};
     static const char *const ingest[] = {"job=ingest",
                                          "input.store=ct.dat",
                                          "input.format=raw",
@@ -583,7 +606,11 @@ static void test_markdown_examples_load(void **state)
         struct sm_job_config c;
         struct sm_err err;
         sm_err_clear(&err);
-        sm_status st = sm_config_load_string("ex.yaml", yaml, strlen(yaml), convert, 6, &c, &err);
+        sm_status st = sm_config_load_string("ex.yaml", yaml, strlen(yaml), convert, 7, &c, &err);
+        if (st != SM_OK) {
+            sm_err_clear(&err);
+            st = sm_config_load_string("ex.yaml", yaml, strlen(yaml), convert_scale, 4, &c, &err);
+        }
         if (st != SM_OK) {
             sm_err_clear(&err);
             st = sm_config_load_string("ex.yaml", yaml, strlen(yaml), ingest, 6, &c, &err);

@@ -142,11 +142,20 @@ static void test_float_values(void **state)
 {
     (void)state;
     struct sm_job_config c;
-    load_ok(CONVERT "normalize: {divisor: 4095.5, lo: -1e3, hi: 2.5E1}\n", &c);
+    load_ok(CONVERT "normalize: {divisor: 4095.5}\n", &c);
     assert_true(c.normalize.divisor == 4095.5);
+    sm_config_destroy(&c);
+    load_ok(CONVERT "normalize: {mode: window, lo: -1e3, hi: 2.5E1}\n", &c);
     assert_true(c.normalize.lo == -1000.0);
     assert_true(c.normalize.hi == 25.0);
     sm_config_destroy(&c);
+    /* the keys of another mode would be ignored: refused */
+    expect_error(
+        CONVERT "normalize: {mode: percentile, lo: 1, hi: 99, divisor: 3}\n", "f.yaml:4:46",
+        "`normalize.divisor` is used by normalize.mode scale only (the mode is percentile)");
+    expect_error(CONVERT "normalize: {lo: 1}\n", "f.yaml:4:13",
+                 "`normalize.lo` is used by normalize.mode window and percentile only (the mode is "
+                 "scale)");
     expect_error(SCAN "normalize: {divisor: 0}\n", "f.yaml:3:22",
                  "normalize.divisor: must not be 0");
     expect_error(SCAN "normalize: {divisor: .nan}\n", "f.yaml:3:22",
@@ -555,11 +564,12 @@ static void test_checks_across_keys(void **state)
                  "input.format: the scan job reads zarr or n5 input (raw is read by convert)");
     /* ingest is convert with normalize none: of any input, and no other normalization */
     expect_ok_text("job: ingest\ninput: {store: a.zarr, format: zarr}\noutput: {path: o}\n");
-    expect_error("job: ingest\ninput: {store: a.n5, format: n5}\noutput: {path: o}\n"
-                 "normalize.mode: percentile\n",
-                 "f.yaml:4:1",
-                 "normalize.mode: job ingest is convert with normalize.mode none (the values kept); "
-                 "to normalize, write job: convert");
+    expect_error(
+        "job: ingest\ninput: {store: a.n5, format: n5}\noutput: {path: o}\n"
+        "normalize.mode: percentile\n",
+        "f.yaml:4:1",
+        "normalize.mode: job ingest is convert with normalize.mode none (the values kept); "
+        "to normalize, write job: convert");
     expect_ok_text("job: convert\ninput: {store: v.tif}\noutput: {path: o}\n"); /* a source */
     expect_ok_text(SCAN "input.format: n5\n"); /* scan, convert, read-bench read N5 too */
     expect_error(CONVERT "output.chunk: [3, 16, 16]\noutput.shard: [8, 32, 32]\n", "f.yaml:4:1",
