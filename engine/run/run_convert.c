@@ -561,11 +561,17 @@ static sm_status convert_ranks(const struct sm_convert_run *p, struct sm_run_res
         res->pyramid_ns = sm_clock_ns() - t0;
     }
     res->levels = w != NULL ? sm_writer_levels(w) : 0;
-    /* The caller's collective step between the flush and the marker (jobs/: the HDF5 export);
-     * its status is the same on every rank, and a failure leaves no marker. */
-    if (st == SM_OK && hk->flushed != NULL) {
+    /* Phase export (export.path: run_export.c), then the caller's collective step, between the
+     * flush and the marker; each status is the same on every rank, and a failure leaves no
+     * marker. */
+    if (st == SM_OK && (p->export.path != NULL || hk->flushed != NULL)) {
         const struct sm_run_flushed f = {final, sm_output_path(out), &r->hist, attrs};
-        st = hk->flushed(hk->user, &f, err);
+        if (p->export.path != NULL) {
+            st = run_export(p, &f, res, err);
+        }
+        if (st == SM_OK && hk->flushed != NULL) {
+            st = hk->flushed(hk->user, &f, err);
+        }
     }
     /* Phase finish: only now that every rank wrote and flushed, every rank's shard records are
      * gathered on rank 0 (one MPI gather: no rank reads another's journal) and rank 0 writes the

@@ -25,7 +25,11 @@ static sm_status scan_ranks(const struct sm_scan_run *p, struct sm_run_result *r
 {
     const struct sm_run_common *c = &p->c;
     const uint64_t t_start = sm_clock_ns();
-    /* phase: open (agreed, so a rank that cannot open its input stops every rank) */
+    /* phase: open (the caller's checks first; agreed, so a rank that cannot open its input
+     * stops every rank) */
+    if (p->prepare != NULL) {
+        SM_TRY(sm_par_agree(p->prepare(p->user, err), err));
+    }
     SM_TRY(sm_par_agree(
         sm_run_open_input(&c->input, c->memory_bytes, &res->store, &res->array, err), err));
     const uint64_t t_open = sm_clock_ns() - t_start;
