@@ -154,6 +154,89 @@ static int refuse_overlap(const char *opt, const char *file, const char *store)
                           sm_job_path_rel_words(r), store);
 }
 
+/* What `read` was asked for, once the options are parsed. */
+struct read_req {
+    const char *store, *array_path, *output, *stats;
+    const struct sm_u64_list *offset, *shape;
+    uint64_t repeat;
+    const struct sm_array_opts *aopts;
+    struct sm_http_opts http;
+};
+
+/* Opens the store and array, reads the region `repeat` times and writes it (and the stats).
+ * *usage_rc is set (non-zero) for an --offset/--shape of the wrong length. */
+static sm_status read_region(struct read_req *q, int *usage_rc, struct sm_err *err)
+{
+    struct sm_store *store = NULL;
+    struct sm_array *a = NULL;
+    struct sm_scratch *scratch = NULL;
+    uint8_t *buf = NULL;
+    uint64_t *ns = NULL;
+    struct sm_job_s3 s3; /* s3://: endpoint, region and credentials from the AWS environment */
+    sm_status st = sm_job_s3_resolve(q->store, NULL, NULL, false, &s3, err);
+    if (s3.active) {
+        q->http.s3 = &s3.opts;
+    }
+    if (st == SM_OK) {
+        st = sm_job_check_input_store(q->store, err);
+    }
+    if (st == SM_OK) {
+        st = sm_store_open_with(q->store, &q->http, &store, err);
+    }
+    if (st == SM_OK) {
+        st = sm_array_open(store, q->array_path, q->aopts, &a, err);
+    }
+    uint64_t off[SM_MAX_DIMS] = {0}, ext[SM_MAX_DIMS] = {0};
+    size_t nbytes = 0;
+    const struct sm_u64_list *offset = q->offset, *shape = q->shape;
+    if (st == SM_OK) {
+        const struct sm_array_meta *m = sm_array_meta(a);
+        if ((offset->set && offset->n != m->ndim) || (shape->set && shape->n != m->ndim)) {
+            *usage_rc = sm_usage_error("read", "--offset and --shape need %u values for this array",
+                                       m->ndim);
+            st = SM_E_USAGE;
+        }
+        uint64_t n = sm_dtype_size(m->dtype);
+        for (unsigned d = 0; st == SM_OK && d < m->ndim; d++) {
+            off[d] = offset->set ? offset->v[d] : 0;
+            ext[d] = shape->set ? shape->v[d] : (off[d] < m->shape[d] ? m->shape[d] - off[d] : 0);
+            if (__builtin_mul_overflow(n, ext[d], &n)) {
+                n = UINT64_MAX;
+            }
+        }
+        nbytes = n > SIZE_MAX ? SIZE_MAX : (size_t)n;
+        if (st == SM_OK) {
+            st = sm_scratch_new(&scratch, err);
+        }
+    }
+    if (st == SM_OK) {
+        buf = sm_malloc(nbytes == 0 ? 1 : nbytes);
+        ns = sm_calloc(q->repeat, sizeof(uint64_t));
+        if (buf == NULL || ns == NULL) {
+            st = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__,
+                            "cannot allocate a %zu-byte region", nbytes);
+        }
+    }
+    for (uint64_t r = 0; st == SM_OK && r < q->repeat; r++) {
+        uint64_t t0 = sm_clock_ns();
+        st = sm_array_read_region(a, off, ext, buf, nbytes, scratch, err);
+        ns[r] = sm_clock_ns() - t0;
+    }
+    if (st == SM_OK) {
+        st = write_output(q->output, buf, nbytes, err);
+    }
+    if (st == SM_OK && q->stats != NULL) {
+        st = write_stats(q->stats, a, ns, q->repeat, err);
+    }
+    sm_free(ns);
+    sm_free(buf);
+    sm_scratch_free(scratch);
+    sm_array_close(a);
+    sm_store_close(store);
+    sm_job_s3_destroy(&s3);
+    return st;
+}
+
 int sm_cmd_read(int argc, char **argv)
 {
     struct sm_array_opts aopts = SM_ARRAY_OPTS_DEFAULTS;
@@ -240,81 +323,20 @@ int sm_cmd_read(int argc, char **argv)
     if (rc != 0) {
         return rc;
     }
-    struct sm_err err;
-    sm_err_clear(&err);
-    struct sm_store *store = NULL;
-    struct sm_array *a = NULL;
-    struct sm_scratch *scratch = NULL;
-    uint8_t *buf = NULL;
-    uint64_t *ns = NULL;
     if (http_timeout_ms != 0) {
         http.connect_timeout_ms = (long)http_timeout_ms;
         http.low_speed_time_s = (long)((http_timeout_ms + 999) / 1000); /* curl counts seconds */
     }
     http.max_retries = (unsigned)http_retries;
     http.backoff_base_ms = (unsigned)http_backoff_ms;
-    struct sm_job_s3 s3; /* s3://: endpoint, region and credentials from the AWS environment */
-    sm_status st = sm_job_s3_resolve(pos[0], NULL, NULL, false, &s3, &err);
-    if (s3.active) {
-        http.s3 = &s3.opts;
+    struct read_req q = {pos[0], array_path, output, stats, &offset, &shape, repeat, &aopts, http};
+    struct sm_err err;
+    sm_err_clear(&err);
+    int usage_rc = 0;
+    const sm_status st = read_region(&q, &usage_rc, &err);
+    if (usage_rc != 0) {
+        return usage_rc;
     }
-    if (st == SM_OK) {
-        st = sm_job_check_input_store(pos[0], &err);
-    }
-    if (st == SM_OK) {
-        st = sm_store_open_with(pos[0], &http, &store, &err);
-    }
-    if (st == SM_OK) {
-        st = sm_array_open(store, array_path, &aopts, &a, &err);
-    }
-    uint64_t off[SM_MAX_DIMS] = {0}, ext[SM_MAX_DIMS] = {0};
-    size_t nbytes = 0;
-    if (st == SM_OK) {
-        const struct sm_array_meta *m = sm_array_meta(a);
-        if ((offset.set && offset.n != m->ndim) || (shape.set && shape.n != m->ndim)) {
-            const unsigned ndim = m->ndim; /* m dies with the array */
-            sm_array_close(a);
-            sm_store_close(store);
-            sm_job_s3_destroy(&s3);
-            return sm_usage_error("read", "--offset and --shape need %u values for this array",
-                                  ndim);
-        }
-        uint64_t n = sm_dtype_size(m->dtype);
-        for (unsigned d = 0; d < m->ndim; d++) {
-            off[d] = offset.set ? offset.v[d] : 0;
-            ext[d] = shape.set ? shape.v[d] : (off[d] < m->shape[d] ? m->shape[d] - off[d] : 0);
-            if (__builtin_mul_overflow(n, ext[d], &n)) {
-                n = UINT64_MAX;
-            }
-        }
-        nbytes = n > SIZE_MAX ? SIZE_MAX : (size_t)n;
-        st = sm_scratch_new(&scratch, &err);
-    }
-    if (st == SM_OK) {
-        buf = sm_malloc(nbytes == 0 ? 1 : nbytes);
-        ns = sm_calloc(repeat, sizeof(uint64_t));
-        if (buf == NULL || ns == NULL) {
-            st = sm_err_set(&err, SM_E_NOMEM, __FILE__, __LINE__,
-                            "cannot allocate a %zu-byte region", nbytes);
-        }
-    }
-    for (uint64_t r = 0; st == SM_OK && r < repeat; r++) {
-        uint64_t t0 = sm_clock_ns();
-        st = sm_array_read_region(a, off, ext, buf, nbytes, scratch, &err);
-        ns[r] = sm_clock_ns() - t0;
-    }
-    if (st == SM_OK) {
-        st = write_output(output, buf, nbytes, &err);
-    }
-    if (st == SM_OK && stats != NULL) {
-        st = write_stats(stats, a, ns, repeat, &err);
-    }
-    sm_free(ns);
-    sm_free(buf);
-    sm_scratch_free(scratch);
-    sm_array_close(a);
-    sm_store_close(store);
-    sm_job_s3_destroy(&s3);
     if (st != SM_OK) {
         sm_err_where(&err, "%s", pos[0]);
         return sm_report_error(&err);

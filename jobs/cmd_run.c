@@ -91,14 +91,13 @@ int sm_cmd_run(int argc, char **argv)
     st = sm_job_s3_resolve(c.input.store, c.input.s3_endpoint, c.input.s3_region,
                            c.input.s3_path_style, &s3, &err);
     /* --report before anything is read or written (the config's `report` was checked by
-     * sm_config_load): scan and convert check it on rank 0, which writes the report, in the
-     * engine's prepare step; read-bench is one process, and ingest checks it here on every rank
-     * until it runs as a convert */
-    if (st == SM_OK && report != NULL && (c.job == SM_JOB_INGEST || c.job == SM_JOB_READ_BENCH)) {
+     * sm_config_load): scan, convert and ingest (a convert) check it on rank 0, which writes the
+     * report, in the engine's prepare step; read-bench is one process and checks it here */
+    if (st == SM_OK && report != NULL && c.job == SM_JOB_READ_BENCH) {
         st = sm_config_check_report(report, "--report", &err);
     }
-    if (st ==
-        SM_OK) { /* ranks only when a launcher started us (SPEC §1); docs/internals/ranks.md */
+    /* ranks only when a launcher started us (SPEC §1); docs/internals/ranks.md */
+    if (st == SM_OK) {
         st = sm_par_init(sm_job_launched_by_mpi(), NULL, NULL, &err);
     }
     if (st != SM_OK) {
@@ -121,7 +120,7 @@ int sm_cmd_run(int argc, char **argv)
         st = sm_job_convert(&c, report, &err);
         break;
     case SM_JOB_INGEST:
-        st = sm_job_ingest(&c, report, &err);
+        st = sm_job_convert(&c, report, &err); /* convert with normalize none (config_yaml.c) */
         break;
     case SM_JOB_READ_BENCH:
         if (sm_par_size() > 1) { /* timings of one reader; ranks would contend for the same I/O */

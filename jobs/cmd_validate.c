@@ -79,8 +79,9 @@ int sm_cmd_validate(int argc, char **argv)
         "CONFIG.yaml [--set KEY=VALUE]... [--quiet] | --markdown",
         "Loads a job configuration, applies the --set overrides and checks every key (types, "
         "ranges, required keys, keys that must agree) without opening any store. Prints "
-        "\"CONFIG.yaml: ok (job NAME)\" and then the effective configuration, every key with "
-        "defaults included, as YAML that validates to the same values. Errors: one line "
+        "\"CONFIG.yaml: ok (job NAME)\" and then the effective configuration, every key the job "
+        "uses with defaults included, as YAML that validates to the same values; a key the job "
+        "does not use is an error. Errors: one line "
         "\"shardmill: error: FILE:LINE:COL: ...\" and exit 2. Keys: docs/CONFIG.md.",
         opts,
         0,

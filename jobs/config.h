@@ -171,8 +171,9 @@ void sm_config_destroy(struct sm_job_config *c);
 /* Name of a job kind as written in YAML ("read-bench"). */
 const char *sm_config_job_name(enum sm_job_kind job);
 
-/* The effective configuration as YAML that loads back to the same values: every key, in schema
- * order, nested. An sm_malloc'd string (sm_free it), or NULL when out of memory. */
+/* The effective configuration as YAML that loads back to the same values: every key the job
+ * uses (its schema row's `applies`), in schema order, nested. An sm_malloc'd string (sm_free it),
+ * or NULL when out of memory. */
 char *sm_config_format_yaml(const struct sm_job_config *c);
 
 /* docs/CONFIG.md, generated from the schema table. sm_malloc'd; NULL when out of memory. */

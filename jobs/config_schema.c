@@ -27,11 +27,15 @@
 
 #define DTYPES "bool|int8|int16|int32|int64|uint8|uint16|uint32|uint64|float32|float64"
 #define CONVERT_INGEST (SM_CFG_JOB(SM_JOB_CONVERT) | SM_CFG_JOB(SM_JOB_INGEST))
+/* The jobs that walk the ROI in tiles on threads and count a histogram: all but read-bench, which
+ * times single region reads in one thread (its report has no tile and no histogram). */
+#define TILE_JOBS (SM_CFG_JOB(SM_JOB_SCAN) | CONVERT_INGEST)
 
 /* ---- the table ---- */
 
 const struct sm_cfg_key sm_cfg_keys[] = {
     {.path = "job",
+     .applies = SM_CFG_ALL_JOBS,
      .type = SM_CFG_ENUM,
      .choices = "scan|convert|ingest|read-bench",
      .required = SM_CFG_ALL_JOBS,
@@ -40,6 +44,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      FIELD(job)},
 
     {.path = "input.store",
+     .applies = SM_CFG_ALL_JOBS,
      .type = SM_CFG_STRING,
      .flags = SM_CFGF_NONEMPTY,
      .required = SM_CFG_ALL_JOBS,
@@ -48,6 +53,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .example = "http://127.0.0.1:8080/ct.zarr",
      FIELD(input.store)},
     {.path = "input.array",
+     .applies = SM_CFG_ALL_JOBS,
      .type = SM_CFG_STRING,
      .def = "\"\"",
      .def_doc = "the store's root node",
@@ -55,6 +61,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .example = "\"0\"",
      FIELD(input.array)},
     {.path = "input.spacing",
+     .applies = CONVERT_INGEST,
      .type = SM_CFG_FLOATS,
      .flags = SM_CFGF_NULLABLE | SM_CFGF_POSITIVE,
      .def_doc = "from the input (an OME-Zarr image's level scale, NIfTI pixdim), else 1 per axis",
@@ -63,6 +70,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .example = "[1.5, 0.957, 0.957]",
      FIELD(input.spacing)},
     {.path = "input.unit",
+     .applies = CONVERT_INGEST,
      .type = SM_CFG_STRING,
      .flags = SM_CFGF_NULLABLE | SM_CFGF_NONEMPTY,
      .def_doc = "from the input (OME-Zarr axes, NIfTI xyzt_units), else none",
@@ -71,6 +79,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .example = "millimeter",
      FIELD(input.unit)},
     {.path = "input.origin",
+     .applies = CONVERT_INGEST,
      .type = SM_CFG_FLOATS,
      .flags = SM_CFGF_NULLABLE,
      .def_doc = "from the input (an OME-Zarr translation, NIfTI sform/qform), else none",
@@ -78,12 +87,14 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .example = "[0, -120.5, -98]",
      FIELD(input.origin)},
     {.path = "input.cache.enabled",
+     .applies = SM_CFG_ALL_JOBS,
      .type = SM_CFG_BOOL,
      .def = "true",
      .help = "keep fetched encoded objects in a byte-capped LRU cache (SPEC §3)",
      .example = "false",
      FIELD(input.cache_enabled)},
     {.path = "input.cache.max_bytes",
+     .applies = SM_CFG_ALL_JOBS,
      .type = SM_CFG_SIZE,
      .def = "256MiB",
      .min = 1,
@@ -92,6 +103,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .example = "1GiB",
      FIELD(input.cache_max_bytes)},
     {.path = "input.index_cache.max_bytes",
+     .applies = SM_CFG_ALL_JOBS,
      .type = SM_CFG_SIZE,
      .def = "16MiB",
      .def_doc = "0 disables the shard-index cache",
@@ -101,6 +113,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .example = "64MiB",
      FIELD(input.index_cache_bytes)},
     {.path = "input.index_cache.max_entries",
+     .applies = SM_CFG_ALL_JOBS,
      .type = SM_CFG_UINT,
      .def = "64",
      .def_doc = "0 disables the shard-index cache",
@@ -110,6 +123,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .example = "256",
      FIELD(input.index_cache_entries)},
     {.path = "input.http.connect_timeout_ms",
+     .applies = SM_CFG_ALL_JOBS,
      .type = SM_CFG_INT,
      .def = "10000",
      .min = 1,
@@ -118,6 +132,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .example = "2000",
      FIELD(input.http.connect_timeout_ms)},
     {.path = "input.http.low_speed_bytes",
+     .applies = SM_CFG_ALL_JOBS,
      .type = SM_CFG_INT,
      .def = "1024",
      .def_doc = "0 never aborts a slow transfer",
@@ -128,6 +143,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .example = "4096",
      FIELD(input.http.low_speed_bytes)},
     {.path = "input.http.low_speed_time_s",
+     .applies = SM_CFG_ALL_JOBS,
      .type = SM_CFG_INT,
      .def = "20",
      .min = 0,
@@ -136,6 +152,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .example = "60",
      FIELD(input.http.low_speed_time_s)},
     {.path = "input.http.request_timeout_ms",
+     .applies = SM_CFG_ALL_JOBS,
      .type = SM_CFG_INT,
      .def = "300000",
      .def_doc = "0: no deadline",
@@ -147,6 +164,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .example = "60000",
      FIELD(input.http.request_timeout_ms)},
     {.path = "input.http.retries",
+     .applies = SM_CFG_ALL_JOBS,
      .type = SM_CFG_UINT,
      .def = "4",
      .min = 0,
@@ -155,6 +173,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .example = "8",
      FIELD(input.http.max_retries)},
     {.path = "input.http.backoff_base_ms",
+     .applies = SM_CFG_ALL_JOBS,
      .type = SM_CFG_UINT,
      .def = "100",
      .min = 0,
@@ -163,6 +182,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .example = "250",
      FIELD(input.http.backoff_base_ms)},
     {.path = "input.http.backoff_max_ms",
+     .applies = SM_CFG_ALL_JOBS,
      .type = SM_CFG_UINT,
      .def = "5000",
      .min = 0,
@@ -171,12 +191,14 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .example = "10000",
      FIELD(input.http.backoff_max_ms)},
     {.path = "input.http.verify_tls",
+     .applies = SM_CFG_ALL_JOBS,
      .type = SM_CFG_BOOL,
      .def = "true",
      .help = "verify the TLS peer certificate and host name",
      .example = "true",
      FIELD(input.http.verify_tls)},
     {.path = "input.s3.endpoint",
+     .applies = SM_CFG_ALL_JOBS,
      .type = SM_CFG_STRING,
      .flags = SM_CFGF_NULLABLE | SM_CFGF_NONEMPTY,
      .def_doc =
@@ -186,6 +208,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .example = "http://127.0.0.1:9000",
      FIELD(input.s3_endpoint)},
     {.path = "input.s3.region",
+     .applies = SM_CFG_ALL_JOBS,
      .type = SM_CFG_STRING,
      .flags = SM_CFGF_NULLABLE | SM_CFGF_NONEMPTY,
      .def_doc = "AWS_REGION, else AWS_DEFAULT_REGION, else the profile's region, else us-east-1",
@@ -195,6 +218,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .example = "eu-central-1",
      FIELD(input.s3_region)},
     {.path = "input.s3.path_style",
+     .applies = SM_CFG_ALL_JOBS,
      .type = SM_CFG_BOOL,
      .def = "false",
      .def_doc = "false: <bucket>.<endpoint host>; an IP address or localhost endpoint is always "
@@ -203,6 +227,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .example = "true",
      FIELD(input.s3_path_style)},
     {.path = "input.format",
+     .applies = SM_CFG_ALL_JOBS,
      .type = SM_CFG_NAME,
      .choices = "zarr|n5|raw|nifti|tiff|hdf5",
      .flags = SM_CFGF_NULLABLE,
@@ -215,6 +240,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .example = "nifti",
      FIELD(input.format)},
     {.path = "input.raw.dtype",
+     .applies = CONVERT_INGEST,
      .type = SM_CFG_NAME,
      .choices = DTYPES,
      .flags = SM_CFGF_NULLABLE,
@@ -223,6 +249,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .example = "int16",
      FIELD(input.raw_dtype)},
     {.path = "input.raw.shape",
+     .applies = CONVERT_INGEST,
      .type = SM_CFG_DIMS,
      .flags = SM_CFGF_NULLABLE | SM_CFGF_NONEMPTY | SM_CFGF_POSITIVE,
      .def_doc = "required to ingest raw input",
@@ -230,6 +257,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .example = "[108, 256, 256]",
      FIELD(input.raw_shape)},
     {.path = "input.raw.byte_order",
+     .applies = CONVERT_INGEST,
      .type = SM_CFG_NAME,
      .choices = "little|big",
      .def = "little",
@@ -237,6 +265,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .example = "big",
      FIELD(input.raw_byte_order)},
     {.path = "input.raw.header_bytes",
+     .applies = CONVERT_INGEST,
      .type = SM_CFG_SIZE,
      .def = "0",
      .min = 0,
@@ -245,14 +274,16 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .example = "352",
      FIELD(input.raw_header_bytes)},
     {.path = "input.hdf5.dataset",
+     .applies = CONVERT_INGEST,
      .type = SM_CFG_STRING,
      .flags = SM_CFGF_NULLABLE | SM_CFGF_NONEMPTY,
-     .def_doc = "required to ingest hdf5 input",
+     .def_doc = "required to read hdf5 input",
      .help = "absolute HDF5 path of the dataset to ingest (any chunking and filter the HDF5 "
              "library reads; integers of 1, 2, 4, 8 bytes, float32, float64)",
      .example = "/exchange/data",
      FIELD(input.hdf5_dataset)},
     {.path = "input.hdf5.allow_external",
+     .applies = CONVERT_INGEST,
      .type = SM_CFG_BOOL,
      .def = "false",
      .def_doc = "false: data outside the input file is exit 3 naming it",
@@ -263,6 +294,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      FIELD(input.hdf5_allow_external)},
 
     {.path = "roi.offset",
+     .applies = SM_CFG_ALL_JOBS,
      .type = SM_CFG_DIMS,
      .flags = SM_CFGF_NULLABLE | SM_CFGF_NONEMPTY,
      .def_doc = "zeros",
@@ -270,6 +302,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .example = "[1, 2, 3]",
      FIELD(roi.offset)},
     {.path = "roi.shape",
+     .applies = SM_CFG_ALL_JOBS,
      .type = SM_CFG_DIMS,
      .flags = SM_CFGF_NULLABLE | SM_CFGF_NONEMPTY | SM_CFGF_POSITIVE,
      .def_doc = "to the end of the array",
@@ -278,6 +311,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      FIELD(roi.shape)},
 
     {.path = "tile",
+     .applies = TILE_JOBS,
      .type = SM_CFG_DIMS,
      .flags = SM_CFGF_NULLABLE | SM_CFGF_NONEMPTY | SM_CFGF_POSITIVE,
      .def_doc = "the input's chunk shape",
@@ -285,6 +319,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .example = "[8, 32, 32]",
      FIELD(tile)},
     {.path = "passes",
+     .applies = SM_CFG_JOB(SM_JOB_SCAN),
      .type = SM_CFG_UINT,
      .def = "1",
      .min = 1,
@@ -294,6 +329,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      FIELD(passes)},
 
     {.path = "read_bench.extents",
+     .applies = SM_CFG_JOB(SM_JOB_READ_BENCH),
      .type = SM_CFG_DIMS,
      .flags = SM_CFGF_NULLABLE | SM_CFGF_NONEMPTY | SM_CFGF_POSITIVE,
      .def_doc = "one case: the ROI (roi.offset, roi.shape)",
@@ -302,6 +338,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .example = "[256, 1024, 2048]",
      FIELD(read_bench.extents)},
     {.path = "read_bench.repeats",
+     .applies = SM_CFG_JOB(SM_JOB_READ_BENCH),
      .type = SM_CFG_UINT,
      .def = "5",
      .min = 1,
@@ -310,6 +347,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .example = "10",
      FIELD(read_bench.repeats)},
     {.path = "read_bench.warmup",
+     .applies = SM_CFG_JOB(SM_JOB_READ_BENCH),
      .type = SM_CFG_UINT,
      .def = "1",
      .min = 0,
@@ -320,6 +358,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      FIELD(read_bench.warmup)},
 
     {.path = "histogram.bins",
+     .applies = TILE_JOBS,
      .type = SM_CFG_UINT,
      .def = "0",
      .def_doc = "0 takes the type default of SPEC §5: 256 for uint8, one bin per value for "
@@ -330,6 +369,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .example = "256",
      FIELD(histogram.bins)},
     {.path = "histogram.range",
+     .applies = TILE_JOBS,
      .type = SM_CFG_RANGE,
      .flags = SM_CFGF_NULLABLE,
      .def_doc = "the type range of SPEC §5; wider integers and floats need one",
@@ -341,9 +381,11 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .off_set = offsetof(struct sm_job_config, histogram.range_set)},
 
     {.path = "normalize.mode",
+     .applies = CONVERT_INGEST,
      .type = SM_CFG_ENUM,
      .choices = "scale|window|percentile|none",
      .def = "scale",
+     .def_doc = "scale (ingest: none, the only mode it takes)",
      .help = "scale: v / divisor; window: clamp((v - lo) / (hi - lo), 0, 1); percentile: window "
              "between the lo-th and hi-th percentiles of the global histogram (SPEC §5); none: "
              "the input's values and type kept (rechunk / re-encode, SPEC §2; output.dtype may "
@@ -351,6 +393,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .example = "percentile",
      FIELD(normalize.mode)},
     {.path = "normalize.divisor",
+     .applies = CONVERT_INGEST,
      .type = SM_CFG_FLOAT,
      .def = "255",
      .flags = SM_CFGF_NONZERO,
@@ -358,12 +401,14 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .example = "4095",
      FIELD(normalize.divisor)},
     {.path = "normalize.lo",
+     .applies = CONVERT_INGEST,
      .type = SM_CFG_FLOAT,
      .def_doc = "required by window and percentile",
      .help = "window: the value mapped to 0; percentile: a percentile in 0..100",
      .example = "1",
      FIELD(normalize.lo)},
     {.path = "normalize.hi",
+     .applies = CONVERT_INGEST,
      .type = SM_CFG_FLOAT,
      .def_doc = "required by window and percentile",
      .help = "window: the value mapped to 1; percentile: a percentile in 0..100, above lo",
@@ -371,6 +416,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      FIELD(normalize.hi)},
 
     {.path = "output.path",
+     .applies = CONVERT_INGEST,
      .type = SM_CFG_STRING,
      .flags = SM_CFGF_NULLABLE | SM_CFGF_NONEMPTY,
      .required = CONVERT_INGEST,
@@ -381,6 +427,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .example = "out/ct.zarr",
      FIELD(output.path)},
     {.path = "output.shard",
+     .applies = CONVERT_INGEST,
      .type = SM_CFG_DIMS,
      .flags = SM_CFGF_POSITIVE | SM_CFGF_AUTO,
      .def = "auto",
@@ -392,6 +439,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .example = "[16, 64, 64]",
      FIELD(output.shard)},
     {.path = "output.chunk",
+     .applies = CONVERT_INGEST,
      .type = SM_CFG_DIMS,
      .flags = SM_CFGF_NONEMPTY | SM_CFGF_POSITIVE | SM_CFGF_AUTO,
      .def = "auto",
@@ -402,6 +450,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .example = "[4, 32, 32]",
      FIELD(output.chunk)},
     {.path = "output.codec.name",
+     .applies = CONVERT_INGEST,
      .type = SM_CFG_NAME,
      .choices = "zstd|gzip|blosc|none",
      .def = "zstd",
@@ -409,6 +458,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .example = "gzip",
      FIELD(output.codec)},
     {.path = "output.codec.level",
+     .applies = CONVERT_INGEST,
      .type = SM_CFG_INT,
      .def = "3",
      .min = -131072,
@@ -417,6 +467,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .example = "5",
      FIELD(output.codec_level)},
     {.path = "output.dtype",
+     .applies = CONVERT_INGEST,
      .type = SM_CFG_NAME,
      .choices = DTYPES,
      .flags = SM_CFGF_NULLABLE,
@@ -428,6 +479,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .example = "float32",
      FIELD(output.dtype)},
     {.path = "output.exists",
+     .applies = CONVERT_INGEST,
      .type = SM_CFG_ENUM,
      .choices = "error|overwrite|resume",
      .def = "error",
@@ -441,6 +493,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .example = "resume",
      FIELD(output.exists)},
     {.path = "output.fsync",
+     .applies = CONVERT_INGEST,
      .type = SM_CFG_BOOL,
      .def = "true",
      .help = "make every shard and directory durable before the completion marker (SPEC §6); "
@@ -448,6 +501,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .example = "false",
      FIELD(output.fsync)},
     {.path = "output.sync",
+     .applies = CONVERT_INGEST,
      .type = SM_CFG_ENUM,
      .choices = "syncfs|fsync",
      .def = "syncfs",
@@ -457,6 +511,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .example = "fsync",
      FIELD(output.sync)},
     {.path = "output.ome.levels",
+     .applies = CONVERT_INGEST,
      .type = SM_CFG_UINT,
      .flags = SM_CFGF_AUTO,
      .def = "auto",
@@ -469,6 +524,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .example = "4",
      FIELD(output.ome_levels)},
     {.path = "output.ome.method",
+     .applies = CONVERT_INGEST,
      .type = SM_CFG_NAME,
      .choices = "mean",
      .flags = SM_CFGF_NULLABLE,
@@ -479,6 +535,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      FIELD(output.ome_method)},
 
     {.path = "export.hdf5.path",
+     .applies = CONVERT_INGEST,
      .type = SM_CFG_STRING,
      .flags = SM_CFGF_NULLABLE | SM_CFGF_NONEMPTY,
      .def_doc = "no HDF5 export",
@@ -489,6 +546,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .example = "out/ct.h5",
      FIELD(export_.hdf5_path)},
     {.path = "export.hdf5.dataset",
+     .applies = CONVERT_INGEST,
      .type = SM_CFG_STRING,
      .flags = SM_CFGF_NONEMPTY,
      .def = "\"/data\"",
@@ -497,6 +555,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .example = "/ct/volume",
      FIELD(export_.hdf5_dataset)},
     {.path = "export.hdf5.chunk",
+     .applies = CONVERT_INGEST,
      .type = SM_CFG_DIMS,
      .flags = SM_CFGF_NULLABLE | SM_CFGF_NONEMPTY | SM_CFGF_POSITIVE,
      .def_doc = "the output's shard shape (output.chunk when unsharded), clipped to the array",
@@ -504,6 +563,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .example = "[16, 64, 64]",
      FIELD(export_.hdf5_chunk)},
     {.path = "export.hdf5.deflate",
+     .applies = CONVERT_INGEST,
      .type = SM_CFG_INT,
      .def = "0",
      .def_doc = "0 writes the chunks uncompressed",
@@ -513,6 +573,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .example = "4",
      FIELD(export_.hdf5_deflate)},
     {.path = "export.hdf5.exists",
+     .applies = CONVERT_INGEST,
      .type = SM_CFG_ENUM,
      .choices = "error|overwrite",
      .def = "error",
@@ -521,6 +582,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .example = "overwrite",
      FIELD(export_.hdf5_exists)},
     {.path = "export.hdf5.collective_timeout_s",
+     .applies = CONVERT_INGEST,
      .type = SM_CFG_UINT,
      .def = "60",
      .min = 1,
@@ -532,6 +594,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      FIELD(export_.hdf5_timeout_s)},
 
     {.path = "parallel.threads",
+     .applies = TILE_JOBS,
      .type = SM_CFG_UINT,
      .flags = SM_CFGF_AUTO,
      .def = "auto",
@@ -542,6 +605,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .example = "8",
      FIELD(parallel.threads)},
     {.path = "parallel.partition",
+     .applies = TILE_JOBS,
      .type = SM_CFG_ENUM,
      .choices = "balanced|block",
      .def = "balanced",
@@ -552,6 +616,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      FIELD(parallel.partition)},
 
     {.path = "limits.memory_bytes",
+     .applies = SM_CFG_ALL_JOBS,
      .type = SM_CFG_SIZE,
      .def = "2GiB",
      .min = 1,
@@ -565,6 +630,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .example = "8GiB",
      FIELD(limits.memory_bytes)},
     {.path = "limits.max_object_bytes",
+     .applies = SM_CFG_ALL_JOBS,
      .type = SM_CFG_SIZE,
      .def = "512MiB",
      .min = 1,
@@ -574,6 +640,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .example = "64MiB",
      FIELD(limits.max_object_bytes)},
     {.path = "limits.max_chunk_bytes",
+     .applies = SM_CFG_ALL_JOBS,
      .type = SM_CFG_SIZE,
      .def = "1GiB",
      .min = 1,
@@ -584,6 +651,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .example = "256MiB",
      FIELD(limits.max_chunk_bytes)},
     {.path = "limits.max_requests",
+     .applies = SM_CFG_ALL_JOBS,
      .type = SM_CFG_UINT,
      .def = "1000000",
      .min = 1,
@@ -595,6 +663,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      FIELD(limits.max_requests)},
 
     {.path = "report",
+     .applies = SM_CFG_ALL_JOBS,
      .type = SM_CFG_STRING,
      .flags = SM_CFGF_NULLABLE | SM_CFGF_NONEMPTY,
      .def_doc = "no report file: standard output gets the short summary alone",
@@ -606,6 +675,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .example = "report.json",
      FIELD(report)},
     {.path = "progress",
+     .applies = SM_CFG_ALL_JOBS,
      .type = SM_CFG_BOOL,
      .def = "true",
      .help = "progress on stderr from rank 0 (shards or tiles done / total, MB/s, ETA; "
@@ -613,6 +683,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .example = "false",
      FIELD(progress)},
     {.path = "progress_interval",
+     .applies = SM_CFG_ALL_JOBS,
      .type = SM_CFG_UINT,
      .def = "10",
      .min = 0,
@@ -638,8 +709,9 @@ const struct sm_cfg_group sm_cfg_groups[] = {
                    "(`sm_array_read_region`), each case on a freshly opened array, so its caches "
                    "start cold and its counters are its own. The caches are `input.cache` and "
                    "`input.index_cache`."},
-    {"histogram", "The intensity histogram every job computes (SPEC §5)."},
-    {"normalize", "How `convert` maps voxels to float (SPEC §5)."},
+    {"histogram", "The intensity histogram scan, convert and ingest compute (SPEC §5)."},
+    {"normalize", "How `convert` maps voxels to float (SPEC §5); `ingest` is convert with mode "
+                  "`none` and takes no other mode."},
     {"output", "The Zarr v3 array `convert` and `ingest` write (SPEC §2, §6)."},
     {"export", "Optional HDF5 copy of the output's values, written with parallel HDF5 after the "
                "Zarr shards and before the completion marker (SPEC §2, §6)."},
@@ -676,6 +748,43 @@ bool sm_cfg_is_group(const char *path)
         }
     }
     return false;
+}
+
+unsigned sm_cfg_applies(const char *path)
+{
+    const struct sm_cfg_key *k = sm_cfg_find(path);
+    if (k != NULL) {
+        return k->applies;
+    }
+    unsigned jobs = 0;
+    size_t n = strlen(path);
+    for (unsigned i = 0; n > 0 && i < sm_cfg_nkeys; i++) {
+        const char *p = sm_cfg_keys[i].path;
+        if (strncmp(p, path, n) == 0 && p[n] == '.') {
+            jobs |= sm_cfg_keys[i].applies;
+        }
+    }
+    return jobs;
+}
+
+const char *sm_cfg_jobs_text(unsigned jobs, char *buf, size_t cap)
+{
+    unsigned left = 0;
+    for (int j = SM_JOB_SCAN; j <= SM_JOB_READ_BENCH; j++) {
+        left += (jobs & SM_CFG_JOB(j)) != 0;
+    }
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int j = SM_JOB_SCAN; j <= SM_JOB_READ_BENCH && n < cap; j++) {
+        if ((jobs & SM_CFG_JOB(j)) == 0) {
+            continue;
+        }
+        left--;
+        const char *sep = n == 0 ? "" : left == 0 ? " and " : ", ";
+        int w = snprintf(buf + n, cap - n, "%s%s", sep, sm_config_job_name((enum sm_job_kind)j));
+        n += w > 0 ? (size_t)w : 0;
+    }
+    return buf;
 }
 
 unsigned sm_cfg_distance(const char *a, const char *b)
@@ -1110,6 +1219,9 @@ char *sm_config_format_yaml(const struct sm_job_config *c)
     unsigned nprev = 0;
     for (unsigned i = 0; i < sm_cfg_nkeys; i++) {
         const struct sm_cfg_key *k = &sm_cfg_keys[i];
+        if ((k->applies & SM_CFG_JOB(c->job)) == 0) {
+            continue; /* the job would refuse it when the view is loaded back */
+        }
         const char *part[MAXPARTS];
         size_t len[MAXPARTS];
         unsigned n = split_path(k->path, part, len, MAXPARTS);
@@ -1235,19 +1347,31 @@ static void md_default(struct sm_cfg_sb *sb, const struct sm_cfg_key *k, bool br
     }
 }
 
-static void md_required(struct sm_cfg_sb *sb, const struct sm_cfg_key *k)
+/* "every job", or "`convert` and `ingest`": the jobs of a mask. */
+static void md_jobs(struct sm_cfg_sb *sb, unsigned jobs)
 {
-    if (k->required == SM_CFG_ALL_JOBS) {
-        sm_cfg_sb_printf(sb, "by every job");
+    if (jobs == SM_CFG_ALL_JOBS) {
+        sm_cfg_sb_printf(sb, "every job");
         return;
     }
-    const char *sep = "by ";
+    unsigned left = 0;
     for (int j = SM_JOB_SCAN; j <= SM_JOB_READ_BENCH; j++) {
-        if ((k->required & SM_CFG_JOB(j)) != 0) {
+        left += (jobs & SM_CFG_JOB(j)) != 0;
+    }
+    const char *sep = "";
+    for (int j = SM_JOB_SCAN; j <= SM_JOB_READ_BENCH; j++) {
+        if ((jobs & SM_CFG_JOB(j)) != 0) {
+            left--;
             sm_cfg_sb_printf(sb, "%s`%s`", sep, sm_config_job_name((enum sm_job_kind)j));
-            sep = " and ";
+            sep = left == 1 ? " and " : ", ";
         }
     }
+}
+
+static void md_required(struct sm_cfg_sb *sb, const struct sm_cfg_key *k)
+{
+    sm_cfg_sb_printf(sb, "by ");
+    md_jobs(sb, k->required);
 }
 
 /* `a: {b: {c: V}}` for path a.b.c and example V. */
@@ -1281,10 +1405,11 @@ static const char md_head[] =
     "\n"
     "A job is one YAML file (SPEC §4): `shardmill run CONFIG.yaml [--set key.path=value]...`.\n"
     "`shardmill validate CONFIG.yaml [--set key.path=value]...` checks a file without opening any\n"
-    "store and prints `CONFIG.yaml: ok (job NAME)`, then the effective configuration (every key,\n"
-    "defaults included) as YAML that loads back to the same values. Examples are in `configs/`\n"
-    "(`configs/scan-s3.yaml` reads an array from an S3 bucket: `input.store: s3://bucket/prefix`\n"
-    "with `input.s3.*`, credentials from the AWS environment variables or profile).\n"
+    "store and prints `CONFIG.yaml: ok (job NAME)`, then the effective configuration (every key\n"
+    "the job uses, defaults included) as YAML that loads back to the same values. Examples are in\n"
+    "`configs/` (`configs/scan-s3.yaml` reads an array from an S3 bucket: `input.store:\n"
+    "s3://bucket/prefix` with `input.s3.*`, credentials from the AWS environment variables or\n"
+    "profile).\n"
     "\n"
     "## Syntax\n"
     "\n"
@@ -1307,6 +1432,10 @@ static const char md_head[] =
     "  known key when it is at most two edits away), a wrong type, an out-of-range value, a "
     "duplicate\n"
     "  key, a missing required key, malformed YAML.\n"
+    "- Every key names the jobs that use it (`jobs:` below). A key set for another job, in the "
+    "file or\n  with `--set`, is exit 2 naming it, e.g. `` `passes` applies to scan jobs only``; "
+    "so is a\n  whole group none of whose keys the job uses (`output:` under `job: scan`), even "
+    "an empty one.\n"
     "- Keys that must agree with each other are listed under [Rules between "
     "keys](#rules-between-keys).\n"
     "- The canonical text of the effective configuration (sorted `key=value` lines, sizes in "
@@ -1355,34 +1484,35 @@ static const char md_examples[] =
  * check_normalize, check_output, check_export, check_rules), so `validate` refuses what `run`
  * would before any store is opened. A rule added there gets its line here. */
 static const char *const md_rules[] = {
-    "`job` | `input.format` is `zarr` or `n5` for scan, convert and read-bench; `ingest` reads "
-    "`raw`, "
-    "`nifti`, `tiff` or `hdf5` (default: `nifti` for a `.nii`/`.nii.gz` store, `tiff` for a "
-    "`.tif`/`.tiff` file, `hdf5` for a `.h5`/`.hdf5`/`.nxs` file, else `raw`; a directory of "
-    "slices needs `input.format: tiff`)",
+    "`job` | `input.format` is `zarr` or `n5` for scan and read-bench; convert and ingest read "
+    "those and every source: `raw`, `nifti`, `tiff` or `hdf5` (default: `nifti` for a "
+    "`.nii`/`.nii.gz` store, `tiff` for a `.tif`/`.tiff` file, `hdf5` for a `.h5`/`.hdf5`/`.nxs` "
+    "file, else `zarr` for convert and `raw` for ingest; a directory of slices needs "
+    "`input.format: tiff`)",
+    "`job: ingest` | convert with `normalize.mode: none` (the values kept): any other "
+    "`normalize` key or mode is refused",
     "`input.format: raw` | `input.raw.dtype` and `input.raw.shape` are required",
     "`input.format: hdf5` | `input.hdf5.dataset` is required: an absolute HDF5 path (such as "
     "`/exchange/data`), not the root, without empty, `.` or `..` components",
     "`input.http.backoff_base_ms`, `input.http.backoff_max_ms` | base <= max",
     "`input.s3.endpoint` | an `http://` or `https://` URL",
     "`roi.offset`, `roi.shape` | the same number of axes",
-    "`input.raw.shape` (ingest raw), `roi.offset`, `roi.shape`, `tile` (not ingest), "
+    "`input.raw.shape` (raw input), `roi.offset`, `roi.shape`, `tile`, "
     "`output.shard` (non-empty), `output.chunk` (convert, ingest), `export.hdf5.chunk` (with an "
     "export) | one value per axis each: the same number of axes (the first key given sets it; "
     "defaults count, so 2-D data needs `output.shard` and `output.chunk` of 2 values)",
     "`input.spacing`, `input.origin` and the keys above | one value per axis of the keys above "
-    "when one is given (a TIFF ingest: 3); otherwise checked when the run opens the input (exit 2)",
+    "when one is given (a TIFF input: 3); otherwise checked when the run opens the input (exit 2)",
     "`output.shard`, `output.chunk` | the chunk has the shard's axes and divides it on each axis",
     "`histogram.range`, `histogram.bins` | a range needs `bins` >= 1",
     "`normalize.mode`, `normalize.lo`, `normalize.hi` | `window` and `percentile` need both, with "
     "lo < hi; `percentile` values are within 0..100",
     "`output.codec.name`, `output.codec.level` | gzip and blosc levels are 0..9 (zstd "
     "-131072..22)",
-    "`job`, `output.dtype` | `convert` writes `float32`; raw `ingest` keeps `input.raw.dtype`",
+    "`job`, `output.dtype` | a normalized `convert` writes `float32`",
     "`normalize.mode: none`, `output.dtype` | the input's type or a lossless wider one (checked "
     "against the input when the run opens it: a narrowing cast is exit 2 naming `output.dtype`); "
     "no `export.hdf5` (the export writes float32)",
-    "`job`, `parallel.threads` | `ingest` runs at most 64 threads",
     "`job`, `export.hdf5.path` | only `convert` exports",
     "`export.hdf5.dataset` | with an export: an absolute HDF5 path (such as `/data`) of at most "
     "255 bytes, without empty, `.` or `..` components, not the root and not `/histogram` (the "
@@ -1417,7 +1547,9 @@ char *sm_config_markdown(void)
                      "per axis of the array; `histogram.range` is given for\ntypes wider "
                      "than 16 bits; a NIfTI `ingest` writes the file's type (float32 when its\n"
                      "`scl_slope`/`scl_inter` scale the values; float64 files stay float64).\n");
-    sm_cfg_sb_printf(&sb, "\n## Keys\n\n| key | type | default |\n| --- | --- | --- |\n");
+    sm_cfg_sb_printf(&sb, "\n## Keys\n\nA key applies to the jobs named with it; any other job "
+                          "refuses it (exit 2).\n\n| key | type | default | jobs |\n"
+                          "| --- | --- | --- | --- |\n");
     for (unsigned i = 0; i < sm_cfg_nkeys; i++) {
         const struct sm_cfg_key *k = &sm_cfg_keys[i];
         static const char *const tnames[] = {"bool", "uint", "int",  "float", "size",   "string",
@@ -1436,6 +1568,8 @@ char *sm_config_markdown(void)
         } else {
             md_default(&sb, k, true);
         }
+        sm_cfg_sb_printf(&sb, " | ");
+        md_jobs(&sb, k->applies);
         sm_cfg_sb_printf(&sb, " |\n");
     }
     for (const struct sm_cfg_group *g = sm_cfg_groups; g->name != NULL; g++) {
@@ -1457,6 +1591,8 @@ char *sm_config_markdown(void)
                 sm_cfg_sb_printf(&sb, "\n- required: ");
                 md_required(&sb, k);
             }
+            sm_cfg_sb_printf(&sb, "\n- jobs: ");
+            md_jobs(&sb, k->applies);
             sm_cfg_sb_printf(&sb, "\n- example: ");
             md_example(&sb, k);
             sm_cfg_sb_printf(&sb, "\n");

@@ -47,6 +47,8 @@ struct sm_cfg_key {
     uint64_t max;
     unsigned flags;       /* SM_CFGF_* */
     unsigned required;    /* SM_CFG_JOB() bits of the jobs that need the key */
+    unsigned applies;     /* SM_CFG_JOB() bits of the jobs that use it (a superset of required);
+                             any other job refuses the key (issue 20: no setting is ignored) */
     const char *help;     /* one line */
     const char *example;  /* a valid value, in YAML syntax */
     size_t off, size;     /* offsetof/sizeof the field in struct sm_job_config */
@@ -68,6 +70,14 @@ const struct sm_cfg_key *sm_cfg_find(const char *path);
 
 /* True if `path` is a proper prefix (at a dot) of some key: "input", "input.cache". */
 bool sm_cfg_is_group(const char *path);
+
+/* The jobs that use a key (its `applies`) or a group (those of any of its keys): SM_CFG_JOB()
+ * bits; 0 for an unknown path. */
+unsigned sm_cfg_applies(const char *path);
+
+/* The jobs of an SM_CFG_JOB() mask as words, "scan", "convert and ingest", "scan, convert and
+ * ingest" (into buf, which is returned). */
+const char *sm_cfg_jobs_text(unsigned jobs, char *buf, size_t cap);
 
 /* The known key or group closest to `path` by edit distance (transpositions count 1), if that
  * distance is at most 2 (copied into buf); false otherwise. */

@@ -1073,6 +1073,64 @@ static sm_status set_default_name(struct lctx *cx, char **field, const char *nam
     return SM_OK;
 }
 
+/* ---- keys the job does not use (issue 20: no setting is ever ignored) ---- */
+
+/* Refuses `path` (a key or a group, given as `val` at node `at`) when the job uses none of it,
+ * else the first key or group inside it that the job does not use. */
+static sm_status check_applies_node(struct lctx *cx, const char *path, const struct ynode *at,
+                                    const struct ynode *val)
+{
+    const unsigned jobs = sm_cfg_applies(path);
+    if (jobs != 0 && (jobs & SM_CFG_JOB(cx->cfg->job)) == 0) {
+        char names[64];
+        FAIL_AT(cx, at, "`%s` applies to %s jobs only (job: %s)", path,
+                sm_cfg_jobs_text(jobs, names, sizeof(names)), sm_config_job_name(cx->cfg->job));
+    }
+    if (val->kind != Y_MAP || !sm_cfg_is_group(path)) {
+        return SM_OK;
+    }
+    for (const struct ynode *key = val->kids; key != NULL; key = key->next->next) {
+        char sub[MAX_PATH_LEN];
+        snprintf(sub, sizeof(sub), "%s.%s", path, key->text); /* walk_map checked the length */
+        SM_TRY(check_applies_node(cx, sub, key, key->next));
+    }
+    return SM_OK;
+}
+
+/* Every key and group the file and the --set arguments give, checked against the job once it is
+ * known (`job:` may come last, or from a --set): the file's in document order, then each --set. A
+ * group counts even when empty, as `output:` under a scan. Shared by `validate` and `run` (both
+ * load through here). */
+static sm_status check_applies(struct lctx *cx, const struct ynode *root, unsigned nsets)
+{
+    if (!given(cx, "job")) {
+        return SM_OK; /* check_required names the missing job */
+    }
+    if (root != NULL && root->kind == Y_MAP) {
+        for (const struct ynode *key = root->kids; key != NULL; key = key->next->next) {
+            SM_TRY(check_applies_node(cx, key->text, key, key->next));
+        }
+    }
+    sm_status st = SM_OK;
+    for (unsigned i = 0; st == SM_OK && i < nsets; i++) {
+        /* the value again as a tree: apply() kept only the rows, not the groups it named */
+        const char *eq = strchr(cx->sets[i], '=');
+        char path[MAX_PATH_LEN];
+        snprintf(path, sizeof(path), "%.*s", (int)(eq - cx->sets[i]), cx->sets[i]);
+        struct ynode *val = NULL;
+        cx->in_set = true;
+        cx->cur_set = i;
+        st = parse_yaml(cx, eq + 1, strlen(eq + 1), &val);
+        static const struct ynode empty = {.kind = Y_SCALAR, .plain = true, .text = (char *)""};
+        if (st == SM_OK) {
+            st = check_applies_node(cx, path, NULL, val != NULL ? val : &empty);
+        }
+        ynode_free(val);
+    }
+    cx->in_set = false;
+    return st;
+}
+
 static sm_status check_required(struct lctx *cx)
 {
     struct sm_job_config *c = cx->cfg;
@@ -1097,7 +1155,7 @@ static sm_status check_h5_dataset(struct lctx *cx, const char *ds)
 {
     if (ds == NULL) {
         FAIL_KEY(cx, "input.hdf5.dataset",
-                 "missing required key 'input.hdf5.dataset' (required to ingest hdf5 input)");
+                 "missing required key 'input.hdf5.dataset' (required to read hdf5 input)");
     }
     const size_t n = strlen(ds);
     bool bad = ds[0] != '/' || n < 2 || n > 255 || ds[n - 1] == '/';
@@ -1117,45 +1175,48 @@ static sm_status check_h5_dataset(struct lctx *cx, const char *ds)
     return SM_OK;
 }
 
+/* input.format of a job that writes (convert, ingest): zarr, n5 or a source (raw, nifti, tiff,
+ * hdf5), by default from the file's name (ingest: raw; convert: zarr), with the source's keys. */
+static sm_status check_source(struct lctx *cx)
+{
+    struct sm_job_config *c = cx->cfg;
+    const char *s = c->input.store;
+    bool nifti = ends_with(s, ".nii") || ends_with(s, ".nii.gz");
+    bool tiff = ends_with(s, ".tif") || ends_with(s, ".tiff") || ends_with(s, ".TIF") ||
+                ends_with(s, ".TIFF");
+    bool hdf5 = ends_with(s, ".h5") || ends_with(s, ".hdf5") || ends_with(s, ".nxs");
+    SM_TRY(set_default_name(cx, &c->input.format,
+                            nifti                         ? "nifti"
+                            : tiff                        ? "tiff"
+                            : hdf5                        ? "hdf5"
+                            : c->job == SM_JOB_INGEST ? "raw"
+                                                          : "zarr"));
+    if (strcmp(c->input.format, "hdf5") == 0) {
+        SM_TRY(check_h5_dataset(cx, c->input.hdf5_dataset));
+    }
+    if (strcmp(c->input.format, "raw") == 0) {
+        if (c->input.raw_dtype == NULL) {
+            FAIL_KEY(cx, "input.raw.dtype",
+                     "missing required key 'input.raw.dtype' (required to read raw input)");
+        }
+        if (!c->input.raw_shape.set) {
+            FAIL_KEY(cx, "input.raw.shape",
+                     "missing required key 'input.raw.shape' (required to read raw input)");
+        }
+    }
+    return SM_OK;
+}
+
 static sm_status check_input(struct lctx *cx)
 {
     struct sm_job_config *c = cx->cfg;
-    if (c->job == SM_JOB_INGEST) {
-        if (c->input.format != NULL &&
-            (strcmp(c->input.format, "zarr") == 0 || strcmp(c->input.format, "n5") == 0)) {
-            FAIL_KEY(cx, "input.format",
-                     "input.format: ingest reads raw, nifti, tiff or hdf5 input, not %s (convert "
-                     "reads Zarr)",
-                     c->input.format);
-        }
-        const char *s = c->input.store;
-        bool nifti = ends_with(s, ".nii") || ends_with(s, ".nii.gz");
-        bool tiff = ends_with(s, ".tif") || ends_with(s, ".tiff") || ends_with(s, ".TIF") ||
-                    ends_with(s, ".TIFF");
-        bool hdf5 = ends_with(s, ".h5") || ends_with(s, ".hdf5") || ends_with(s, ".nxs");
-        SM_TRY(set_default_name(cx, &c->input.format,
-                                nifti  ? "nifti"
-                                : tiff ? "tiff"
-                                : hdf5 ? "hdf5"
-                                       : "raw"));
-        if (strcmp(c->input.format, "hdf5") == 0) {
-            SM_TRY(check_h5_dataset(cx, c->input.hdf5_dataset));
-        }
-        if (strcmp(c->input.format, "raw") == 0) {
-            if (c->input.raw_dtype == NULL) {
-                FAIL_KEY(cx, "input.raw.dtype",
-                         "missing required key 'input.raw.dtype' (required to ingest raw input)");
-            }
-            if (!c->input.raw_shape.set) {
-                FAIL_KEY(cx, "input.raw.shape",
-                         "missing required key 'input.raw.shape' (required to ingest raw input)");
-            }
-        }
+    if (c->job == SM_JOB_INGEST || c->job == SM_JOB_CONVERT) {
+        SM_TRY(check_source(cx));
     } else {
         if (c->input.format != NULL && strcmp(c->input.format, "zarr") != 0 &&
             strcmp(c->input.format, "n5") != 0) {
             FAIL_KEY(cx, "input.format",
-                     "input.format: the %s job reads zarr input only (%s is read by ingest)",
+                     "input.format: the %s job reads zarr or n5 input (%s is read by convert)",
                      sm_config_job_name(c->job), c->input.format);
         }
         SM_TRY(set_default_name(cx, &c->input.format, "zarr"));
@@ -1206,9 +1267,26 @@ static sm_status check_shapes(struct lctx *cx)
     return SM_OK;
 }
 
+/* `job: ingest` is convert with normalize.mode none (SPEC §4): it sets exactly that and refuses
+ * any other mode rather than ignore it. */
+static sm_status check_ingest_alias(struct lctx *cx)
+{
+    struct sm_job_config *c = cx->cfg;
+    if (given(cx, "normalize.mode") && c->normalize.mode != SM_CFG_NORM_NONE) {
+        FAIL_KEY(cx, "normalize.mode",
+                 "normalize.mode: job ingest is convert with normalize.mode none (the values "
+                 "kept); to normalize, write job: convert");
+    }
+    c->normalize.mode = SM_CFG_NORM_NONE;
+    return SM_OK;
+}
+
 static sm_status check_normalize(struct lctx *cx)
 {
     struct sm_job_config *c = cx->cfg;
+    if (c->job == SM_JOB_INGEST) {
+        SM_TRY(check_ingest_alias(cx));
+    }
     if (c->normalize.mode == SM_CFG_NORM_SCALE || c->normalize.mode == SM_CFG_NORM_NONE) {
         return SM_OK;
     }
@@ -1252,8 +1330,9 @@ static sm_status check_output(struct lctx *cx)
          * YAML view prints an unset one, keeps the plain array) */
         SM_TRY(set_default_name(cx, &c->output.ome_method, "mean"));
     }
-    const bool keep = c->job == SM_JOB_CONVERT && c->normalize.mode == SM_CFG_NORM_NONE;
-    if (c->job != SM_JOB_INGEST && !keep) { /* none: the input's type, known when it opens */
+    const bool writes = c->job == SM_JOB_CONVERT || c->job == SM_JOB_INGEST;
+    const bool keep = writes && c->normalize.mode == SM_CFG_NORM_NONE;
+    if (!keep) { /* none: the input's type, known when it opens */
         SM_TRY(set_default_name(cx, &c->output.dtype, "float32"));
     }
     if (keep && c->export_.hdf5_path != NULL) {
@@ -1261,7 +1340,7 @@ static sm_status check_output(struct lctx *cx)
                  "export.hdf5: the export writes float32; normalize.mode none keeps the input's "
                  "type");
     }
-    if (c->job == SM_JOB_CONVERT && !keep && strcmp(c->output.dtype, "float32") != 0) {
+    if (writes && !keep && strcmp(c->output.dtype, "float32") != 0) {
         FAIL_KEY(cx, "output.dtype",
                  "output.dtype: convert writes float32 (the SPEC §5 normalization), not %s",
                  c->output.dtype);
@@ -1311,15 +1390,13 @@ static sm_status check_axes(struct lctx *cx)
     } keys[8];
     unsigned n = 0;
     const bool writes = c->job == SM_JOB_CONVERT || c->job == SM_JOB_INGEST;
-    const bool raw = c->job == SM_JOB_INGEST && strcmp(c->input.format, "raw") == 0;
+    const bool raw = writes && strcmp(c->input.format, "raw") == 0;
     if (raw) {
         keys[n].path = "input.raw.shape", keys[n++].d = &c->input.raw_shape;
     }
-    if (c->job != SM_JOB_INGEST) { /* ingest copies the whole volume: no ROI, no tiles */
-        keys[n].path = "roi.offset", keys[n++].d = &c->roi.offset;
-        keys[n].path = "roi.shape", keys[n++].d = &c->roi.shape;
-        keys[n].path = "tile", keys[n++].d = &c->tile;
-    }
+    keys[n].path = "roi.offset", keys[n++].d = &c->roi.offset;
+    keys[n].path = "roi.shape", keys[n++].d = &c->roi.shape;
+    keys[n].path = "tile", keys[n++].d = &c->tile;
     if (writes) {
         if (c->output.shard.n > 0) { /* [] = unsharded */
             keys[n].path = "output.shard", keys[n++].d = &c->output.shard;
@@ -1336,7 +1413,7 @@ static sm_status check_axes(struct lctx *cx)
             break;
         }
     }
-    const bool tiff = c->job == SM_JOB_INGEST && strcmp(c->input.format, "tiff") == 0;
+    const bool tiff = writes && strcmp(c->input.format, "tiff") == 0;
     if (ref < 0) {
         /* a TIFF volume always has 3 axes (z, y, x): input.spacing/origin are checked anyway */
         return tiff ? check_geometry_axes(cx, 3, "a TIFF input") : SM_OK;
@@ -1476,20 +1553,6 @@ static sm_status check_rules(struct lctx *cx)
                  "histogram.range needs histogram.bins (how many bins divide the range)");
     }
     SM_TRY(check_axes(cx));
-    if (c->job == SM_JOB_INGEST) {
-        if (c->parallel.threads > 64) {
-            FAIL_KEY(cx, "parallel.threads",
-                     "parallel.threads: ingest runs at most 64 threads, not %" PRIu64,
-                     c->parallel.threads);
-        }
-        if (strcmp(c->input.format, "raw") == 0 && c->output.dtype != NULL &&
-            strcmp(c->output.dtype, c->input.raw_dtype) != 0) {
-            FAIL_KEY(
-                cx, "output.dtype",
-                "output.dtype: ingest keeps the input's data type (input.raw.dtype %s), not %s",
-                c->input.raw_dtype, c->output.dtype);
-        }
-    }
     if (c->job != SM_JOB_CONVERT && c->job != SM_JOB_INGEST) {
         return SM_OK;
     }
@@ -1587,6 +1650,9 @@ static sm_status load(struct lctx *cx, const char *text, size_t len, unsigned ns
         st = apply_set(cx, i);
     }
     cx->in_set = false;
+    if (st == SM_OK) {
+        st = check_applies(cx, cx->root, nsets);
+    }
     if (st == SM_OK) {
         st = check_required(cx);
     }

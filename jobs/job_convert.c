@@ -1,15 +1,17 @@
-/* The `convert` job (SPEC §1, §2 output, §5, §6): the config as the engine's convert
- * (shardmill/pipeline.h, sm_run_convert: scan, global statistics, normalization, write, flush,
- * the HDF5 export of export.hdf5, agreement, completion marker) and its report (report.c, from
- * the result the engine reduced over the ranks). What stays here is the command line's: the
- * path checks of SPEC §6 and of the report as the engine's prepare step, the export's early
- * check once the output is open, the warning about very many shards and the progress line. */
+/* The `convert` job, also of `job: ingest` (SPEC §1, §2 output, §5, §6): the config as the
+ * engine's convert of a Zarr/N5 array or a file source (shardmill/pipeline.h, sm_run_convert:
+ * scan, global statistics, normalization, write, flush, the HDF5 export of export.hdf5,
+ * agreement, completion marker) and its report (report.c, from the result the engine reduced
+ * over the ranks). What stays here is the command line's: the path checks of SPEC §6 and of the
+ * report as the engine's prepare step, the export's early check once the output is open, the
+ * warning about very many shards and the progress line. */
 #include "jobs_run.h"
 
 #include <string.h>
 
 #include <shardmill/alloc.h>
 #include <shardmill/pipeline.h>
+#include <shardmill/source.h>
 #include <shardmill/write.h>
 
 #include "jobs.h"
@@ -94,6 +96,11 @@ sm_status sm_job_convert(const struct sm_job_config *c, const char *report_path,
     struct hooks hk = {{c, report_path}, &p.export};
     const struct sm_run_hooks hooks = {sm_job_prepare, hook_opened, hook_layout, NULL, &hk};
     p.hooks = hooks;
+    struct sm_source_params sp; /* the engine opens the file on every rank */
+    if (sm_job_reads_source(c)) {
+        sm_job_source_params(c, &sp);
+        p.source_params = &sp;
+    }
     struct sm_run_result r;
     sm_status st = sm_run_convert(&p, &r, err);
     if (st == SM_OK) { /* rank 0's alone: the others exit 0 */

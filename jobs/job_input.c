@@ -99,6 +99,28 @@ void sm_job_run_export(const struct sm_job_config *c, struct sm_run_export *x)
     x->collective_timeout_s = c->export_.hdf5_timeout_s;
 }
 
+void sm_job_source_params(const struct sm_job_config *c, struct sm_source_params *p)
+{
+    memset(p, 0, sizeof(*p));
+    p->format = c->input.format;
+    p->path = c->input.store;
+    /* names outside the schema's DTYPES cannot reach here; an invalid type is refused by open */
+    if (c->input.raw_dtype == NULL || !sm_dtype_from_name(c->input.raw_dtype, &p->raw_dtype)) {
+        p->raw_dtype = SM_DT_COUNT;
+    }
+    p->raw_ndim = c->input.raw_shape.set ? c->input.raw_shape.n : 0;
+    for (unsigned d = 0; d < p->raw_ndim && d < SM_MAX_DIMS; d++) {
+        p->raw_shape[d] = c->input.raw_shape.v[d];
+    }
+    p->raw_big_endian =
+        c->input.raw_byte_order != NULL && strcmp(c->input.raw_byte_order, "big") == 0;
+    p->raw_header_bytes = c->input.raw_header_bytes;
+    p->hdf5_dataset = c->input.hdf5_dataset;
+    p->hdf5_allow_external = c->input.hdf5_allow_external;
+    p->max_alloc = c->limits.memory_bytes; /* a strip or tile past the rank's budget is refused */
+    p->spacing_given = c->input.spacing.set;
+}
+
 sm_status sm_job_open_input(const struct sm_job_config *c, struct sm_store **store,
                             struct sm_array **array, struct sm_err *err)
 {

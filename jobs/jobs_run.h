@@ -5,6 +5,7 @@
 #include <shardmill/array.h>
 #include <shardmill/path.h>
 #include <shardmill/pipeline.h>
+#include <shardmill/source.h>
 #include <shardmill/status.h>
 #include <shardmill/store.h>
 #include <shardmill/tile.h>
@@ -19,6 +20,15 @@ void sm_job_run_common(const struct sm_job_config *c, struct sm_run_common *rc);
 void sm_job_run_output(const struct sm_job_config *c, struct sm_run_output *o);
 /* export.hdf5.* (path NULL: no export). */
 void sm_job_run_export(const struct sm_job_config *c, struct sm_run_export *x);
+
+/* True when input.format names a source (raw, nifti, tiff, hdf5), not a Zarr/N5 store. */
+bool sm_job_reads_source(const struct sm_job_config *c);
+/* The engine's parameters of an ingest source (input.format, input.store, input.raw.*,
+ * input.hdf5.*, input.spacing given, limits.memory_bytes as the decoders' allocation bound), for
+ * sm_source_open. Strings are borrowed from c. */
+void sm_job_source_params(const struct sm_job_config *c, struct sm_source_params *p);
+/* The report's `input` of a source: its description, shape and type. */
+struct json_t *sm_job_source_json(const struct sm_source *s);
 
 /* Opens the configured store (+ cache) and array (sm_run_open_input). On failure nothing stays
  * open. */
@@ -103,9 +113,9 @@ void sm_job_plan(const struct sm_job_config *c, const struct sm_array_meta *m,
  * engine agrees on every phase and reduces what the report needs; a job's status is the same on
  * every rank, except a report that rank 0 fails to write (rank 0's exit status alone). */
 sm_status sm_job_scan(const struct sm_job_config *c, const char *report_path, struct sm_err *err);
+/* convert, also of `job: ingest` (the loader set normalize none) */
 sm_status sm_job_convert(const struct sm_job_config *c, const char *report_path,
                          struct sm_err *err);
-sm_status sm_job_ingest(const struct sm_job_config *c, const char *report_path, struct sm_err *err);
 sm_status sm_job_read_bench(const struct sm_job_config *c, const char *report_path,
                             struct sm_err *err);
 

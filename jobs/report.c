@@ -96,7 +96,8 @@ json_t *sm_report_new(const struct sm_report_parts *p)
 {
     json_t *rep = json_object();
     if (rep == NULL) { /* the taken sections go too */
-        json_t *taken[] = {p->tile, p->passes, p->result, p->timing, p->export, p->output};
+        json_t *taken[] = {p->input, p->tile,   p->passes, p->result,
+                           p->io,    p->timing, p->export, p->output};
         for (size_t i = 0; i < sizeof(taken) / sizeof(taken[0]); i++) {
             json_decref(taken[i]);
         }
@@ -106,14 +107,14 @@ json_t *sm_report_new(const struct sm_report_parts *p)
     json_object_set_new(rep, "job", json_string(p->job));
     json_object_set_new(rep, "ranks", json_integer(p->ranks));
     json_object_set_new(rep, "threads", json_integer(p->threads));
-    json_object_set_new(rep, "input", sm_job_input_json(p->c, p->m));
+    json_object_set_new(rep, "input", or_null(p->input));
     json_object_set_new(rep, "roi",
                         json_pack("{s:o,s:o}", "offset", sm_json_dims(p->roi_offset, p->ndim),
                                   "shape", sm_json_dims(p->roi_shape, p->ndim)));
     json_object_set_new(rep, "tile", or_null(p->tile));
     json_object_set_new(rep, "passes", or_null(p->passes));
     json_object_set_new(rep, "result", or_null(p->result));
-    json_object_set_new(rep, "io", sm_json_io(p->io));
+    json_object_set_new(rep, "io", or_null(p->io));
     json_object_set_new(rep, "timing_ms", or_null(p->timing));
     if (p->export != NULL) {
         json_object_set_new(rep, "export", p->export);
@@ -155,14 +156,15 @@ static json_t *norm_json(const struct sm_job_config *c, const struct sm_norm *nm
 
 static json_t *result_json(const struct sm_job_config *c, const struct sm_run_result *r)
 {
-    const bool convert = c->job == SM_JOB_CONVERT;
+    const bool convert = c->job != SM_JOB_SCAN;
     json_t *res = json_object();
     json_object_set_new(res, "voxels", sm_json_u64(r->scan.voxels));
     json_object_set_new(res, "voxels_processed", sm_json_u64(r->scan.voxels * r->passes));
     json_object_set_new(res, "tiles", sm_json_u64(r->scan.tiles));
     json_object_set_new(res, "checksum", json_integer((json_int_t)r->scan.sums.sum));
     json_object_set_new(res, "weighted_checksum", sm_json_u64(r->scan.sums.weighted));
-    json_object_set_new(res, "histogram", sm_json_hist(&r->scan.hist));
+    json_object_set_new(res, "histogram",
+                        r->no_histogram ? json_null() : sm_json_hist(&r->scan.hist));
     /* SPEC §7: what a scan does not do is null, not missing */
     json_object_set_new(res, "normalization", convert ? norm_json(c, &r->norm) : json_null());
     json_object_set_new(res, "output_checksum",
@@ -218,23 +220,34 @@ static json_t *output_json(const struct sm_run_result *r)
     return o;
 }
 
+/* A source is read with pread, zlib, libtiff or HDF5, not through a store: its bytes read
+ * (summed over ranks by the engine), the most one rank read and beyond its share. */
+static json_t *source_io(const struct sm_run_result *r)
+{
+    return json_pack(
+        "{s:n,s:o,s:n,s:n,s:{s:o,s:o,s:o,s:o}}", "requests", "bytes", sm_json_u64(r->source_bytes),
+        "cache", "index_cache", "source", "bytes_read", sm_json_u64(r->source_bytes),
+        "bytes_read_max_rank", sm_json_u64(r->source_bytes_max), "beyond_share_max_rank",
+        sm_json_u64(r->source_excess_max), "slab_bytes", sm_json_u64(r->source_slab_bytes));
+}
+
 json_t *sm_report_run(const struct sm_job_config *c, const struct sm_run_result *r)
 {
-    const bool convert = c->job == SM_JOB_CONVERT;
+    const bool convert = c->job != SM_JOB_SCAN; /* an ingest is a convert */
     const double secs = r->timing_max[SM_RUN_T_TOTAL] / 1e3;
     const struct sm_report_parts p = {
-        .job = convert ? "convert" : "scan",
+        .job = sm_config_job_name(c->job),
         .ranks = r->ranks,
         .threads = r->threads,
-        .c = c,
-        .m = sm_array_meta(r->array),
+        .input = r->source != NULL ? sm_job_source_json(r->source)
+                                   : sm_job_input_json(c, sm_array_meta(r->array)),
         .ndim = r->ndim,
         .roi_offset = r->roi_offset,
         .roi_shape = r->roi_shape,
         .tile = sm_json_dims(r->tile, r->ndim),
         .passes = sm_json_u64(r->passes),
         .result = result_json(c, r),
-        .io = &r->io,
+        .io = r->source != NULL ? source_io(r) : sm_json_io(&r->io),
         .timing = timing_json(r, convert ? SM_RUN_T_FINISH : SM_RUN_T_WRITE), /* no scan_wall */
         .export = convert && r->export.done ? export_json(c, &r->export) : NULL,
         .output = convert ? output_json(r) : NULL,

@@ -32,29 +32,27 @@ static inline double sm_ms(uint64_t ns)
     return (double)ns / 1e6;
 }
 
-/* The sections every job's report has, in SPEC §7's order: engine, job, ranks, threads, input
- * (from c and m), roi, tile, passes, result, io, timing_ms, [export], memory ({peak_rss_bytes}),
- * output, figure_of_merit ({voxels_per_s}). The json_t members are taken (NULL: JSON null;
- * export NULL: no such section). */
+/* The sections every job's report has, in SPEC §7's order: engine, job, ranks, threads, input,
+ * roi, tile, passes, result, io, timing_ms, [export], memory ({peak_rss_bytes}), output,
+ * figure_of_merit ({voxels_per_s}). The json_t members are taken (NULL: JSON null; export NULL:
+ * no such section). */
 struct sm_report_parts {
-    const char *job; /* "scan", "convert", "read-bench" */
+    const char *job; /* sm_config_job_name */
     int ranks, threads;
-    const struct sm_job_config *c;
-    const struct sm_array_meta *m; /* the input */
+    json_t *input; /* sm_job_input_json, sm_job_source_json */
     unsigned ndim;
     const uint64_t *roi_offset, *roi_shape;
-    json_t *tile, *passes, *result;
-    const struct sm_run_io *io;
-    json_t *timing, *export, *output;
+    json_t *tile, *passes, *result, *io, *timing, *export, *output;
     uint64_t peak_rss_bytes;
     double voxels_per_s;
 };
 /* A new report (NULL if it cannot be allocated). A job adds its own sections after these. */
 json_t *sm_report_new(const struct sm_report_parts *p);
 
-/* The report of a scan or a convert (c->job) from its result r: counters summed and peaks the
- * maximum over ranks, timings the maximum (flat fields and timing_ms.max) and mean over ranks,
- * as the engine reduced them. NULL if it cannot be allocated. */
+/* The report of a scan or a convert (c->job; also an ingest, a convert) from its result r, of a
+ * Zarr/N5 array or a file source (r->source): counters summed and peaks the maximum over ranks,
+ * timings the maximum (flat fields and timing_ms.max) and mean over ranks, as the engine reduced
+ * them. NULL if it cannot be allocated. */
 json_t *sm_report_run(const struct sm_job_config *c, const struct sm_run_result *r);
 
 /* Rank 0: sm_report_run, then sm_report_emit to `path` (NULL: the summary alone). The other

@@ -5,7 +5,8 @@
 #   shardmill run configs/convert-ct.yaml  percentile window [p1, p99] -> out/ct.zarr (float32,
 #                                          sharded, completion marker) + out/ct-report.json
 #   shardmill verify out/ct.zarr
-#   shardmill run configs/convert-ct-ome.yaml  the same window as an OME-Zarr 0.5 image out/ct-ome.zarr:
+#   shardmill run configs/convert-ct-ome.yaml  in one job from the raw CT (no intermediate copy):
+#                                          the same window as an OME-Zarr 0.5 image out/ct-ome.zarr,
 #                                          a 3-level mean pyramid, axes in mm, the CT's spacing
 # and prints a summary (window, text histogram, voxels, output, timings), with two PNGs next to
 # the output: out/ct-middle-slice.png and out/ct-histogram.png. Checks against NumPy along the
@@ -55,7 +56,7 @@ say "6/6 pictures"
 "$py" scripts/ct_tools.py pictures "$shardmill" out/ct.zarr out/ct-report.json \
     data/ct/matrix.dat || die "the output differs from NumPy's formula"
 
-say "OME-Zarr: \$ shardmill run configs/convert-ct-ome.yaml (pyramid, true spacing)"
+say "OME-Zarr from the raw CT in one job: \$ shardmill run configs/convert-ct-ome.yaml"
 "$shardmill" run configs/convert-ct-ome.yaml --set output.exists=overwrite ||
     die "the OME-Zarr convert failed"
 "$shardmill" verify out/ct-ome.zarr || die "verify of out/ct-ome.zarr failed"

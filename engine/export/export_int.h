@@ -1,6 +1,7 @@
 /* Internals of export/: the plan that turns a rank's block of units into write boxes, and the
- * temporary name of the export file (pure logic, unit-tested: tests/unit/export); the table of
- * the HDF5 module. */
+ * temporary name of the export file (pure logic, unit-tested: tests/unit/export); the export's
+ * table of the HDF5 module (the module's second table, the HDF5 source's, is source/'s:
+ * engine/source/source_hdf5_int.h). */
 #ifndef SM_EXPORT_EXPORT_INT_H
 #define SM_EXPORT_EXPORT_INT_H
 
@@ -9,7 +10,6 @@
 
 #include "shardmill/array.h"
 #include "shardmill/export.h"
-#include "shardmill/h5source.h"
 #include "shardmill/module.h"
 #include "shardmill/status.h"
 
@@ -27,19 +27,6 @@ struct sm_export_hdf5_ops {
                        const struct sm_export_spec *spec, struct sm_array *src,
                        const struct sm_export_work *work, struct sm_scratch *scratch,
                        struct sm_export_result *res, struct sm_err *err);
-};
-
-/* The HDF5 ingest source (h5source.h) is a second table of the same module (h5_source.c), loaded
- * by h5source_load.c on the first sm_h5source_open: separate from the export's table, so either
- * can change alone. Its slots are the functions of h5source.h of the same name. */
-#define SM_HDF5_SOURCE_SYMBOL "sm_hdf5_source_module"
-struct sm_hdf5_source_ops {
-    struct sm_module_head head;
-    sm_status (*open)(const char *path, const char *dataset, unsigned flags,
-                      struct sm_h5source_info *info, struct sm_h5source **out, struct sm_err *err);
-    sm_status (*read_box)(struct sm_h5source *s, const uint64_t *off, const uint64_t *shape,
-                          void *out, struct sm_err *err);
-    void (*close)(struct sm_h5source *s);
 };
 
 /* A box of the array in elements: [off, off + shape), clipped to the array. */

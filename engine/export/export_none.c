@@ -1,6 +1,5 @@
 /* export.h without HDF5 (SM_WITH_HDF5=OFF): the export is unavailable, every call says so. */
 #include "shardmill/export.h"
-#include "shardmill/h5source.h"
 
 #include <string.h>
 
@@ -41,35 +40,4 @@ sm_status sm_export_hdf5_write(const char *path, const struct sm_export_opts *op
     (void)scratch;
     memset(res, 0, sizeof(*res));
     return unavailable(err);
-}
-
-/* h5source.h without HDF5: the source cannot be opened. */
-sm_status sm_h5source_open(const char *path, const char *dataset, unsigned flags,
-                           struct sm_h5source_info *info, struct sm_h5source **out,
-                           struct sm_err *err)
-{
-    (void)path;
-    (void)dataset;
-    (void)flags;
-    memset(info, 0, sizeof(*info));
-    *out = NULL;
-    sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
-               "this build has no HDF5 (configured with SM_WITH_HDF5=OFF)");
-    sm_err_where(err, "input.format");
-    return err->status;
-}
-
-sm_status sm_h5source_read_box(struct sm_h5source *s, const uint64_t *off, const uint64_t *shape,
-                               void *out, struct sm_err *err)
-{
-    (void)s;
-    (void)off;
-    (void)shape;
-    (void)out;
-    SM_FAIL(err, SM_E_INTERNAL, "no HDF5 source in this build");
-}
-
-void sm_h5source_close(struct sm_h5source *s)
-{
-    (void)s;
 }

@@ -466,6 +466,9 @@ void sm_run_result_destroy(struct sm_run_result *res)
     sm_scan_result_destroy(&res->scan);
     sm_array_close(res->array);
     sm_store_close(res->store);
+    if (res->owns_source_) {
+        sm_source_close(res->source);
+    }
     sm_free(res->output_path);
     sm_free(res->export.path);
     memset(res, 0, sizeof(*res));

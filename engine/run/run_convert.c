@@ -1,654 +1,349 @@
 /* The convert (SPEC §1, §2 output, §5, §6): the ROI's statistics (histogram, checksums), the
  * normalization (scale, window, none, or percentiles of the global histogram) and every shard of
  * the output grid: values normalized to float32 exactly as SPEC §5 writes them (none: the input's
- * values, in its type or a lossless wider one), encoded, put atomically, the marker last.
+ * values, in its type or a lossless wider one), encoded, put atomically, the marker last. The
+ * input is a Zarr/N5 array (c.input) or a volume source (p->source: raw, NIfTI, TIFF, HDF5, or a
+ * caller's own), read the same way: each rank only the boxes of its tiles and shards.
  *
- * Two protocols (docs/internals/pipeline.md):
- * - one pass (scale, window, none: nothing needs the statistics before writing): the scan's work
- *   is the rank's run of output shards; each shard is written from the input region it covers,
- *   whose histogram and checksums are counted on the way (per thread, merged in thread order), so
- *   the input is read once. zarr.json begins without its `shardmill.histogram` provenance
- *   (write.h `pending`) and is restated with it after the statistics are reduced over ranks,
- *   before the marker; shards resume keeps are still read and normalized (the driver keeps one
- *   only when its values' digest equals its record's: an input changed since is rewritten).
- * - two passes (percentile): scan the rank's tiles, reduce, derive the window, then write. A rank
- *   keeps the decoded input of its tiles from the scan when they fill a box holding its shards'
- *   input and it fits in half of memory_bytes (less the chunk memos; keep_plan); otherwise each
- *   shard's box is read again (through the encoded-object cache).
- * Reads of tiles and shards go through a per-thread chunk memo (tile.h), so regions smaller than
- * an input chunk do not decode it again. Stage times: `open` (store + metadata), `hydrate`/
- * `decode` (input fetch/codec time), `process` (statistics and normalization) and `write`
- * (encode + put + flush), thread sums divided by the thread count; `total` is wall. Under MPI
- * (docs/internals/ranks.md): the statistics are summed over ranks (so every rank derives the
- * same window and provenance), every rank writes its run of the output shards (partition), rank
- * 0 begins the output and the others join it, every rank flushes, and rank 0 writes the marker
- * only after every rank agreed on success at each phase. */
-#include "run_int.h"
+ * The run is a table of phases (run_phase.c drives them: stop check, agreement, timing,
+ * progress): prepare → output → input → plan → scan → reduce → begin → write → flush →
+ * statistics → pyramid → flushed → finish → collect. Two protocols (docs/internals/pipeline.md):
+ * - one pass (scale, window, none: nothing needs the statistics before writing): scan and reduce
+ *   do nothing; each shard is written from the input region it covers, whose histogram and
+ *   checksums are counted on the way, so the input is read once. zarr.json begins without its
+ *   `shardmill.histogram` provenance (write.h `pending`) and the statistics phase restates it.
+ * - two passes (percentile, or an OME-Zarr output: its group document is written once): scan the
+ *   rank's tiles, reduce, derive the window, then write. A rank keeps the decoded input of its
+ *   tiles from the scan when they fill a box holding its shards' input and it fits in half of
+ *   memory_bytes (cv_keep_plan); otherwise each shard's box is read again. A source's tiles are
+ *   the output's shards (unless `tile` is set), so its rank reads every box once when it fits.
+ * Stage times: `open` (output, input), `hydrate`/`decode` (input fetch/codec time), `process`
+ * (statistics and normalization) and `write` (encode + put + flush), thread sums divided by the
+ * thread count; `total` is wall. Under MPI (docs/internals/ranks.md) the statistics are summed
+ * over ranks, every rank writes its run of the output shards, rank 0 begins the output and the
+ * others join it, every rank flushes, and rank 0 writes the marker only after every rank agreed
+ * on success at each phase. */
+#include "run_convert_int.h"
 
 #include <jansson.h>
 #include <string.h>
 
 #include "shardmill/alloc.h"
-#include "shardmill/box.h"
 #include "shardmill/clock.h"
-#include "shardmill/meta.h"
 #include "shardmill/par.h"
-#include "shardmill/sm_version.h"
-#include "shardmill/url.h"
 
-struct thread_state {
-    struct sm_scratch *scratch;
-    struct sm_chunk_memo *memo;
-    struct sm_buf in;
-    struct sm_checksums sums; /* of the output values */
-    uint64_t norm_ns;
-    /* one pass: the statistics of the input this thread read */
-    struct sm_hist hist;
-    struct sm_checksums in_sums;
-    uint64_t voxels, scan_ns;
-};
+#define FAIL_USAGE_AT(err, key, ...)                                                               \
+    do {                                                                                           \
+        sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, __VA_ARGS__);                              \
+        sm_err_where(err, key);                                                                    \
+        return (err)->status;                                                                      \
+    } while (0)
 
-struct convert {
-    struct sm_array *a;
-    enum sm_dtype in_dt;
-    size_t in_elem;
-    unsigned nd;
-    const uint64_t *roi_off, *roi_shape;
-    const uint8_t *keep; /* the decoded input box of this rank's tiles, or NULL */
-    uint64_t keep_off[SM_MAX_DIMS], keep_shape[SM_MAX_DIMS]; /* that box, array coordinates */
-    struct sm_norm norm;
-    bool one_pass, keep_values; /* keep_values: normalize none */
-    enum sm_dtype out_dt;
-    size_t out_elem;
-    uint64_t astride[SM_MAX_DIMS]; /* C-order strides of the input array, in elements */
-    uint64_t ostride[SM_MAX_DIMS]; /* C-order strides of the output array, in elements */
-    struct thread_state *ts;
-    int nthreads;
-};
-
-/* The write driver's fill callback: the input values of the shard's box, normalized (none: cast
- * to the output type); in one pass also counted into the thread's statistics. The driver fills a
- * shard resume may keep too: the values' digest decides whether it is kept. */
-static sm_status fill_shard(void *user, int thread, uint64_t shard, const uint64_t *offset,
-                            const uint64_t *shape, void *data, size_t len, struct sm_err *err)
+/* Phase prepare: the caller's checks before anything is opened. */
+static sm_status ph_prepare(void *ctx, struct sm_err *err)
 {
-    (void)shard;
-    struct convert *cv = user;
-    struct thread_state *ts = &cv->ts[thread];
-    size_t n = 1;
-    uint64_t in_off[SM_MAX_DIMS];
-    for (unsigned d = 0; d < cv->nd; d++) {
-        n *= (size_t)shape[d];
-        in_off[d] = cv->roi_off[d] + offset[d];
+    struct cv *cv = ctx;
+    const struct sm_convert_run *p = cv->p;
+    if (p->output.path == NULL) {
+        FAIL_USAGE_AT(err, "output.path", "no output path given");
     }
-    if (len != n * cv->out_elem) {
-        SM_FAIL(err, SM_E_INTERNAL, "shard buffer of %zu bytes for %zu values", len, n);
+    const bool source = p->source != NULL || p->source_params != NULL;
+    if (source && p->c.input.array != NULL && p->c.input.array[0] != '\0') {
+        FAIL_USAGE_AT(err, "input.array", "names a node of a Zarr store, not of a volume source");
     }
-    /* the same type kept: read straight into the shard's buffer */
-    const bool direct = cv->keep_values && cv->out_dt == cv->in_dt;
-    uint8_t *in = direct ? data : NULL;
-    if (in == NULL) {
-        SM_TRY(sm_buf_reserve(&ts->in, n * cv->in_elem, err));
-        in = ts->in.ptr;
+    return p->hooks.prepare != NULL ? p->hooks.prepare(p->hooks.user, err) : SM_OK;
+}
+
+/* Phase output: an existing output is refused (or taken over) before any expensive work. */
+static sm_status ph_output(void *ctx, struct sm_err *err)
+{
+    struct cv *cv = ctx;
+    const struct sm_run_hooks *hk = &cv->p->hooks;
+    SM_TRY(sm_output_open(cv->p->output.path, &cv->p->output.policy, &cv->out, err));
+    sm_output_set_stop(cv->out, cv->p->c.stop);
+    return hk->opened != NULL ? hk->opened(hk->user, sm_output_path(cv->out), err) : SM_OK;
+}
+
+static sm_status read_source(void *user, int thread, const uint64_t *off, const uint64_t *shape,
+                             void *out, struct sm_err *err)
+{
+    return sm_source_read_box(user, thread, off, shape, out, err);
+}
+
+/* A source's volume as array metadata (its slab as the read unit), after checking that every
+ * rank's source describes rank 0's volume (collective). */
+static sm_status open_source(struct cv *cv, struct sm_err *err)
+{
+    const struct sm_source_info *in = sm_source_info(cv->src);
+    uint64_t mine[2 + SM_MAX_DIMS] = {in->ndim, (uint64_t)in->dtype};
+    memcpy(mine + 2, in->shape, sizeof(in->shape));
+    uint64_t root[2 + SM_MAX_DIMS];
+    memcpy(root, mine, sizeof(root));
+    SM_TRY(sm_par_bcast(root, sizeof(root), 0, err));
+    if (memcmp(root, mine, sizeof(root)) != 0) {
+        SM_FAIL(err, SM_E_USAGE, "rank %d's source is not rank 0's (dimensions, shape or type)",
+                cv->rank);
     }
-    if (cv->keep != NULL) {
-        const uint64_t zero[SM_MAX_DIMS] = {0};
-        uint64_t rel[SM_MAX_DIMS];
-        for (unsigned d = 0; d < cv->nd; d++) {
-            rel[d] = in_off[d] - cv->keep_off[d];
-        }
-        const struct sm_box_view kv = {cv->nd, cv->in_elem, cv->keep_shape};
-        const struct sm_box_view sv = {cv->nd, cv->in_elem, shape};
-        sm_box_copy(&kv, cv->keep, rel, &sv, in, zero, shape);
-    } else {
-        SM_TRY(sm_chunk_memo_read(ts->memo, cv->a, in_off, shape, in, n * cv->in_elem, ts->scratch,
-                                  err));
-    }
-    uint64_t t0 = sm_clock_ns();
-    if (cv->one_pass) {
-        sm_hist_add(&ts->hist, in, n);
-        sm_checksums_add_box(&ts->in_sums, cv->in_dt, in, cv->nd, cv->astride, in_off, shape);
-        ts->voxels += n;
-        const uint64_t t1 = sm_clock_ns();
-        ts->scan_ns += t1 - t0;
-        t0 = t1;
-    }
-    if (cv->keep_values) {
-        if (!direct) {
-            sm_cast_values(cv->in_dt, in, n, cv->out_dt, data);
-        }
-    } else {
-        sm_normalize(&cv->norm, cv->in_dt, in, n, data);
-    }
-    sm_checksums_add_box(&ts->sums, cv->out_dt, data, cv->nd, cv->ostride, offset, shape);
-    ts->norm_ns += sm_clock_ns() - t0;
+    struct sm_array_meta *m = &cv->src_meta;
+    m->ndim = in->ndim;
+    m->dtype = in->dtype;
+    memcpy(m->shape, in->shape, sizeof(m->shape));
+    memcpy(m->chunk_shape, in->slab, sizeof(m->chunk_shape));
+    cv->m = m;
+    cv->reader = (struct sm_box_reader){m, read_source, cv->src};
+    cv->su.params.reader = &cv->reader;
     return SM_OK;
 }
 
-static const char *norm_name(enum sm_run_norm_mode k)
+/* A normalize none of a type with no default histogram range (wider than 16 bits, floats) and no
+ * histogram.* keys makes no histogram (SPEC §5): counted into a placeholder, reported as none. */
+static bool no_histogram(const struct cv *cv)
 {
-    return k == SM_RUN_NORM_SCALE    ? "scale"
-           : k == SM_RUN_NORM_WINDOW ? "window"
-           : k == SM_RUN_NORM_NONE   ? "none"
-                                     : "percentile";
+    const struct sm_run_common *c = &cv->p->c;
+    uint32_t bins;
+    double lo, hi;
+    struct sm_err e;
+    sm_err_clear(&e);
+    return cv->p->normalize.mode == SM_RUN_NORM_NONE && !c->hist_range_set && c->hist_bins == 0 &&
+           sm_hist_default(cv->m->dtype, &bins, &lo, &hi, &e) != SM_OK;
 }
 
-static json_t *norm_json(const struct sm_run_norm *cfg, const struct sm_norm *nm)
+/* Phase input: the array (rank 0 fetches the metadata and broadcasts it) or the source, then
+ * the ROI, tile and histogram parameters. */
+static sm_status ph_input(void *ctx, struct sm_err *err)
 {
-    json_t *o = json_pack("{s:s}", "mode", norm_name(cfg->mode));
-    if (cfg->mode == SM_RUN_NORM_NONE) { /* the values are kept: no window */
-        json_object_set_new(o, "lo", json_null());
-        json_object_set_new(o, "hi", json_null());
-        return o;
+    struct cv *cv = ctx;
+    const struct sm_run_common *c = &cv->p->c;
+    struct sm_run_result *res = cv->res;
+    if (cv->src == NULL && cv->p->source_params != NULL) {
+        SM_TRY(sm_source_open(cv->p->source_params, &cv->src, err));
+        res->source = cv->src;
+        res->owns_source_ = true;
     }
-    /* scale is reported as the window it equals before clamping: out = (v - 0) / (divisor - 0) */
-    json_object_set_new(o, "lo", json_real(nm->mode == SM_NORM_SCALE ? 0.0 : nm->lo));
-    json_object_set_new(o, "hi", json_real(nm->mode == SM_NORM_SCALE ? nm->divisor : nm->hi));
-    if (nm->mode == SM_NORM_SCALE) {
-        json_object_set_new(o, "divisor", json_real(nm->divisor));
+    if (cv->src != NULL) {
+        SM_TRY(open_source(cv, err));
+    } else { /* collective */
+        SM_TRY(run_open_input(&c->input, c->memory_bytes, &res->store, &res->array, cv->meta_sha,
+                              err));
+        sm_array_set_stop(res->array, c->stop);
+        cv->m = sm_array_meta(res->array);
     }
-    if (cfg->mode == SM_RUN_NORM_PERCENTILE) {
-        json_object_set_new(o, "percentiles", json_pack("[f,f]", cfg->lo, cfg->hi));
+    struct sm_run_common cc = *c;
+    res->no_histogram = no_histogram(cv);
+    if (res->no_histogram) { /* a placeholder range: counted, never shown */
+        cc.hist_range_set = true;
+        cc.hist_bins = 1;
+        cc.hist_lo = 0.0;
+        cc.hist_hi = 1.0;
     }
-    return o;
-}
-
-static json_t *dims_json(const uint64_t *v, unsigned n)
-{
-    json_t *a = json_array();
-    for (unsigned i = 0; i < n; i++) {
-        json_array_append_new(a, sm_json_u64(v[i]));
-    }
-    return a;
-}
-
-static json_t *provenance(const struct sm_convert_run *p, const struct sm_run_setup *su,
-                          const struct sm_scan_result *r, const struct sm_norm *nm, unsigned nd,
-                          const char *meta_sha256)
-{
-    char hex[65];
-    if (p->config_sha256 == NULL) {
-        sm_sha256_hex("", 0, hex);
-    } else {
-        snprintf(hex, sizeof(hex), "%s", p->config_sha256);
-    }
-    /* r NULL: the statistics are pending (one pass: sm_output_restate adds them) */
-    json_t *hist =
-        r == NULL ? NULL
-                  : json_pack("{s:i,s:[f,f],s:o,s:o,s:o,s:o,s:o,s:o}", "bins", (int)r->hist.bins,
-                              "range", r->hist.lo, r->hist.hi, "voxels", sm_json_u64(r->voxels),
-                              "underflow", sm_json_u64(r->hist.underflow), "overflow",
-                              sm_json_u64(r->hist.overflow), "nan", sm_json_u64(r->hist.nan),
-                              "checksum", json_integer((json_int_t)r->sums.sum),
-                              "weighted_checksum", sm_json_u64(r->sums.weighted));
-    json_t *pv = json_object();
-    json_object_set_new(
-        pv, "engine",
-        json_pack("{s:s,s:s}", "version", SM_VERSION_STRING, "commit", SM_GIT_COMMIT));
-    json_object_set_new(pv, "config_sha256", json_string(hex));
-    /* the input by content too: a resume whose input metadata changed is refused naming it (its
-     * values are bound shard by shard through the records' digests); its URL without its
-     * credentials */
-    char shown[SM_URL_REDACT_MAX];
-    json_object_set_new(pv, "input",
-                        json_pack("{s:s,s:s,s:s}", "store",
-                                  sm_url_redact(p->c.input.store, shown, sizeof(shown)), "array",
-                                  p->c.input.array != NULL ? p->c.input.array : "",
-                                  "metadata_sha256", meta_sha256));
-    json_object_set_new(pv, "roi",
-                        json_pack("{s:o,s:o}", "offset", dims_json(su->off, nd), "shape",
-                                  dims_json(su->shape, nd)));
-    json_object_set_new(pv, "normalization", norm_json(&p->normalize, nm));
-    if (hist != NULL) {
-        json_object_set_new(pv, "histogram", hist);
-    }
-    return json_pack("{s:o}", "shardmill", pv);
-}
-
-static sm_status make_norm(const struct sm_run_norm *cfg, const struct sm_hist *h,
-                           struct sm_norm *nm, struct sm_err *err)
-{
-    memset(nm, 0, sizeof(*nm));
-    switch (cfg->mode) {
-    case SM_RUN_NORM_NONE: /* unused: the values are cast, not normalized */
-    case SM_RUN_NORM_SCALE:
-        nm->mode = SM_NORM_SCALE;
-        nm->divisor = cfg->divisor;
-        return SM_OK;
-    case SM_RUN_NORM_WINDOW:
-        nm->mode = SM_NORM_WINDOW;
-        nm->lo = cfg->lo;
-        nm->hi = cfg->hi;
-        return SM_OK;
-    case SM_RUN_NORM_PERCENTILE:
-        nm->mode = SM_NORM_WINDOW;
-        nm->lo = sm_hist_percentile(h, cfg->lo);
-        nm->hi = sm_hist_percentile(h, cfg->hi);
-        if (!(nm->hi > nm->lo)) {
-            sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
-                       "percentiles %g and %g give an empty window [%g, %g] for this data", cfg->lo,
-                       cfg->hi, nm->lo, nm->hi);
-            sm_err_where(err, "normalize");
-            return err->status;
-        }
-        return SM_OK;
-    }
+    const struct sm_box_reader *reader = cv->su.params.reader;
+    SM_TRY(sm_run_setup(&cc, cv->m, &cv->su, err));
+    cv->su.params.reader = reader;
+    cv->su.params.progress = c->progress.update;
+    cv->su.params.progress_user = c->progress.user;
+    cv->su.params.stop = c->stop;
     return SM_OK;
 }
 
-/* SPEC §1: a rank keeps its decoded input for the write phase when it fits half of memory_bytes.
- * It can when its run of tiles fills a box (one rank: the ROI; several: e.g. whole tile rows or
- * slabs) that holds the input of every shard of its run; then the scan copies each tile into that
- * box (su->params.keep) and the shards are filled from it. Returns the buffer (NULL: re-read
- * through the cache) and its size in *bytes. */
-static uint8_t *keep_plan(uint64_t memory_bytes, const struct sm_array_meta *m,
-                          struct sm_run_setup *su, const struct sm_part *tiles,
-                          const struct sm_tiling *grid, const struct sm_part *shards, size_t *bytes)
+/* A source's bounding box of this rank's tiles and shards: what its plan may load. */
+static sm_status plan_source(struct cv *cv, struct sm_err *err)
 {
-    uint64_t off[SM_MAX_DIMS], shape[SM_MAX_DIMS], soff[SM_MAX_DIMS], sshape[SM_MAX_DIMS];
-    if (!sm_tiling_run_box(&su->tiling, tiles->first, tiles->count, off, shape)) {
-        return NULL;
-    }
-    if (shards->count > 0) {
-        sm_tiling_run_box(grid, shards->first, shards->count, soff, sshape); /* bounding box */
-        for (unsigned d = 0; d < m->ndim; d++) {
-            if (soff[d] < off[d] || soff[d] + sshape[d] > off[d] + shape[d]) {
-                return NULL; /* some of its shards need input another rank scanned */
-            }
+    const unsigned nd = cv->m->ndim;
+    uint64_t lo[SM_MAX_DIMS], hi[SM_MAX_DIMS], off[SM_MAX_DIMS], shape[SM_MAX_DIMS];
+    bool any = false;
+    const struct {
+        const struct sm_tiling *t;
+        const struct sm_part *p;
+    } runs[2] = {{&cv->grid, &cv->shards}, {&cv->su.tiling, &cv->mine}};
+    for (int k = 0; k < (cv->one_pass ? 1 : 2); k++) {
+        if (runs[k].p->count == 0) {
+            continue;
         }
+        sm_tiling_run_box(runs[k].t, runs[k].p->first, runs[k].p->count, off, shape);
+        for (unsigned d = 0; d < nd; d++) {
+            lo[d] = any && lo[d] < off[d] ? lo[d] : off[d];
+            hi[d] = any && hi[d] > off[d] + shape[d] ? hi[d] : off[d] + shape[d];
+        }
+        any = true;
     }
-    size_t n = sm_dtype_size(m->dtype);
-    for (unsigned d = 0; d < m->ndim; d++) {
-        n *= (size_t)shape[d];
+    for (unsigned d = 0; d < nd; d++) {
+        off[d] = any ? lo[d] : 0;
+        shape[d] = any ? hi[d] - lo[d] : 0;
     }
-    if (n > memory_bytes / 2 - run_memo_total(memory_bytes)) {
-        return NULL;
-    }
-    uint8_t *keep = sm_malloc(n == 0 ? 1 : n); /* NULL (re-read) if it cannot be had */
-    if (keep != NULL) {
-        su->params.keep = keep;
-        memcpy(su->params.keep_offset, off, sizeof(off));
-        memcpy(su->params.keep_shape, shape, sizeof(shape));
-        *bytes = n;
-    }
-    return keep;
+    return sm_source_plan(cv->src, off, shape, cv->p->c.memory_bytes, err);
 }
 
-/* One pass: the provenance member zarr.json gets only once the statistics are reduced. */
-#define PENDING_ATTR "shardmill/histogram"
-
-/* The output's type (SPEC §2): float32, or with normalize none the input's type or output.dtype
- * when that holds every input value. */
-static sm_status run_output_dtype(const struct sm_run_norm *nm, const struct sm_run_output *o,
-                                  enum sm_dtype in, enum sm_dtype *out, struct sm_err *err)
+/* Phase plan: this rank's tiles and shards (every rank computes the same plan). */
+static sm_status ph_plan(void *ctx, struct sm_err *err)
 {
-    if (nm->mode != SM_RUN_NORM_NONE) {
-        *out = SM_DT_FLOAT32;
-        if (o->dtype_set && o->dtype != SM_DT_FLOAT32) {
-            sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
-                       "a normalized output is float32; %s needs normalize.mode: none",
-                       sm_dtype_name(o->dtype));
-            sm_err_where(err, "output.dtype");
-            return err->status;
-        }
-        return SM_OK;
-    }
-    *out = o->dtype_set ? o->dtype : in;
-    if (!sm_cast_lossless(in, *out)) {
-        sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
-                   "%s -> %s is a narrowing cast (not every %s value is a %s value); normalize "
-                   "none keeps values: use the input's type or a wider one",
-                   sm_dtype_name(in), sm_dtype_name(*out), sm_dtype_name(in), sm_dtype_name(*out));
-        sm_err_where(err, "output.dtype");
-        return err->status;
-    }
-    return SM_OK;
-}
-
-static sm_status convert_ranks(const struct sm_convert_run *p, struct sm_run_result *res,
-                               struct sm_err *err)
-{
+    struct cv *cv = ctx;
+    const struct sm_convert_run *p = cv->p;
     const struct sm_run_common *c = &p->c;
     const struct sm_run_hooks *hk = &p->hooks;
-    const uint64_t t_start = sm_clock_ns();
-    const int rank = sm_par_rank(), nranks = sm_par_size();
-    struct sm_output *out = NULL;
-    struct sm_writer *w = NULL;
-    struct sm_scan_result *r = &res->scan;
-    struct convert cv = {0};
-    uint8_t *keep = NULL;
-    json_t *attrs = NULL;
-    struct sm_writer *w_final = NULL; /* one pass: w with the statistics in its zarr.json */
-    char meta_sha[65] = "";           /* of the input's metadata documents */
-    bool agreed = false;              /* the failure in st is every rank's */
-    /* Phase open: the caller's checks, then an existing output is refused before any expensive
-     * work, then the input is opened. Every phase ends with an agreement, so all ranks continue
-     * or all stop with the same error. */
-    sm_status st = SM_OK;
-    if (p->output.path == NULL) {
-        st = sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "no output path given");
-        sm_err_where(err, "output.path");
-    }
-    if (st == SM_OK && hk->prepare != NULL) {
-        st = hk->prepare(hk->user, err);
-    }
-    st = sm_par_agree(st, err);
-    if (st == SM_OK) {
-        st = sm_par_agree(sm_output_open(p->output.path, &p->output.policy, &out, err), err);
-        if (st == SM_OK) {
-            sm_output_set_stop(out, c->stop);
-        }
-    }
-    if (st == SM_OK && hk->opened != NULL) {
-        st = sm_par_agree(hk->opened(hk->user, sm_output_path(out), err), err);
-    }
-    if (st == SM_OK) { /* collective (metadata broadcast) */
-        st = run_open_input(&c->input, c->memory_bytes, &res->store, &res->array, meta_sha, err);
-        if (st == SM_OK) {
-            sm_array_set_stop(res->array, c->stop);
-        }
-    }
-    const uint64_t t_open = sm_clock_ns() - t_start;
-    struct sm_run_setup su;
-    const struct sm_array_meta *m = st == SM_OK ? sm_array_meta(res->array) : NULL;
-    if (st == SM_OK) {
-        st = sm_run_setup(c, m, &su, err);
-    }
-    st = sm_par_agree(st, err);
-    agreed = st != SM_OK;
-    /* Phase plan: this rank's tiles and shards. Then, with percentile only, phase scan: this
-     * rank's tiles, then the global statistics (one pass counts them while writing). */
     /* one pass unless percentile needs the statistics first, or an OME-Zarr image (its group
      * document holds the provenance: written once, after the scan) */
-    const bool one_pass = p->normalize.mode != SM_RUN_NORM_PERCENTILE && p->output.ome.levels == 0;
-    size_t keep_bytes = 0;
-    uint64_t allreduce_ns = 0;
-    struct sm_tiling grid; /* the output shard grid as a tiling of the ROI */
-    struct sm_output_spec layout;
-    struct sm_part shards = {0, 0, 0}, mine = {0, 0, 0};
-    if (st == SM_OK) {
-        su.params.progress = c->progress.update;
-        su.params.progress_user = c->progress.user;
-        su.params.stop = c->stop;
-        st = run_rank_part(c->partition, m, &su.tiling, &mine, err);
-        if (st == SM_OK) {
-            st = sm_run_shard_grid(&p->output, m, &su, &grid, &layout, err);
-        }
-        if (st == SM_OK) {
-            st = run_check_shards(grid.ntiles, c->memory_bytes, err);
-        }
-        if (st == SM_OK && rank == 0 && hk->layout != NULL) {
-            hk->layout(hk->user, &layout, grid.ntiles);
-        }
-        if (st == SM_OK) {
-            st = run_rank_part(c->partition, m, &grid, &shards, err);
-        }
-        if (one_pass) {
-            if (st == SM_OK) {
-                st = sm_hist_init(&r->hist, m->dtype, su.params.bins, su.params.lo, su.params.hi,
-                                  err);
-            }
-            st = sm_par_agree(st, err);
-            agreed = st != SM_OK;
-        }
+    cv->one_pass = p->normalize.mode != SM_RUN_NORM_PERCENTILE && p->output.ome.levels == 0;
+    SM_TRY(sm_run_shard_grid(&p->output, cv->m, &cv->su, &cv->grid, &cv->layout, err));
+    SM_TRY(run_check_shards(cv->grid.ntiles, c->memory_bytes, err));
+    if (cv->rank == 0 && hk->layout != NULL) {
+        hk->layout(hk->user, &cv->layout, cv->grid.ntiles);
     }
-    if (st == SM_OK && !one_pass) {
-        run_progress_begin(&c->progress, "scan", "tiles", su.tiling.ntiles);
-        keep = keep_plan(c->memory_bytes, m, &su, &mine, &grid, &shards, &keep_bytes);
-        st = sm_scan_tiles(res->array, &su.tiling, mine.first, mine.count, &su.params, r, err);
-        run_progress_end(&c->progress, st == SM_OK); /* every rank, success or not */
-        const uint64_t t0 = sm_clock_ns();
-        st = sm_par_agree(run_stop_check(c->stop, st, err), err);
-        if (st == SM_OK) {
-            st = run_reduce_scan(r, err);
-        }
-        agreed = st != SM_OK;
-        allreduce_ns += sm_clock_ns() - t0;
-    } else if (!one_pass) {
-        st = sm_par_agree(st, err);
-        agreed = st != SM_OK;
+    SM_TRY(run_rank_part(c->partition, cv->m, &cv->grid, &cv->shards, err));
+    if (cv->src != NULL && !c->tile.set) { /* a source's tiles are the shards: read once */
+        memcpy(cv->su.tile, cv->grid.tile, sizeof(cv->su.tile));
+        cv->su.tiling = cv->grid;
     }
-    uint64_t t_scan = sm_clock_ns() - t_start;
-    /* Phase begin: the same window, zarr.json and writer on every rank (they derive from the
-     * global statistics only, or, in one pass, from the configuration: zarr.json's histogram is
-     * pending); rank 0 prepares the directory, then the others attach to it. */
-    if (st == SM_OK) {
-        st = make_norm(&p->normalize, &r->hist, &res->norm, err);
+    SM_TRY(run_rank_part(c->partition, cv->m, &cv->su.tiling, &cv->mine, err));
+    if (cv->one_pass) {
+        const struct sm_scan_params *sp = &cv->su.params;
+        SM_TRY(sm_hist_init(&cv->res->scan.hist, cv->m->dtype, sp->bins, sp->lo, sp->hi, err));
     }
-    enum sm_dtype out_dt = SM_DT_FLOAT32;
-    if (st == SM_OK) {
-        st = run_output_dtype(&p->normalize, &p->output, m->dtype, &out_dt, err);
+    return cv->src != NULL ? plan_source(cv, err) : SM_OK;
+}
+
+static uint64_t scan_total(void *ctx)
+{
+    const struct cv *cv = ctx;
+    return cv->one_pass ? UINT64_MAX : cv->su.tiling.ntiles;
+}
+
+/* Phase scan (two passes only): this rank's tiles, kept when they hold its shards' input. */
+static sm_status ph_scan(void *ctx, struct sm_err *err)
+{
+    struct cv *cv = ctx;
+    if (cv->one_pass) {
+        return SM_OK;
     }
-    struct sm_output_spec spec;
-    if (st == SM_OK) {
-        attrs = provenance(p, &su, one_pass ? NULL : r, &res->norm, m->ndim, meta_sha);
-        st = sm_run_output_spec(&p->output, m->ndim, su.shape, out_dt, attrs, &spec, err);
-        spec.pending = one_pass ? PENDING_ATTR : NULL;
-    }
-    struct sm_run_output oo = p->output; /* output.ome with the input's spacing where unset */
-    char unit[48];
-    if (st == SM_OK) { /* collective; reads the input's group only for an OME-Zarr output */
-        st = run_ome_geometry(res->store, c->input.array, m->attributes, m->ndim, su.off,
-                              oo.ome.levels != 0, &oo.ome, unit, sizeof(unit), err);
-    }
-    if (st == SM_OK) { /* output.ome: an OME-Zarr image whose level 0 is this array */
-        run_provenance_spacing(attrs, &oo.ome, m->ndim);
-        st = oo.ome.levels != 0 ? sm_run_ome_writer(&oo, m->ndim, su.shape, out_dt, attrs, &w, err)
-                                : sm_writer_new(&spec, &w, err);
-    }
-    st = run_begin(out, w, st, &agreed, err);
-    const int nthreads = c->threads > 0 ? c->threads : sm_write_default_threads();
-    struct sm_write_result wr = {0};
-    if (st == SM_OK) {
-        cv.a = res->array;
-        cv.in_dt = m->dtype;
-        cv.in_elem = sm_dtype_size(m->dtype);
-        cv.nd = m->ndim;
-        cv.roi_off = su.off;
-        cv.roi_shape = su.shape;
-        cv.keep = keep;
-        memcpy(cv.keep_off, su.params.keep_offset, sizeof(cv.keep_off));
-        memcpy(cv.keep_shape, su.params.keep_shape, sizeof(cv.keep_shape));
-        cv.norm = res->norm;
-        cv.one_pass = one_pass;
-        cv.keep_values = p->normalize.mode == SM_RUN_NORM_NONE;
-        cv.out_dt = out_dt;
-        cv.out_elem = sm_dtype_size(out_dt);
-        for (unsigned d = m->ndim; d-- > 0;) {
-            cv.ostride[d] = d + 1 < m->ndim ? cv.ostride[d + 1] * su.shape[d + 1] : 1;
-            cv.astride[d] = d + 1 < m->ndim ? cv.astride[d + 1] * m->shape[d + 1] : 1;
-        }
-        cv.nthreads = nthreads;
-        cv.ts = sm_calloc((size_t)nthreads, sizeof(*cv.ts));
-        if (cv.ts == NULL) {
-            st = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__, "cannot allocate %d threads",
-                            nthreads);
-        }
-        /* the chunk memos share the budget's eighth (sm_run_setup), none when the input is kept */
-        const uint64_t memo = keep != NULL ? 0 : run_memo_total(c->memory_bytes) / nthreads;
-        for (int i = 0; st == SM_OK && i < nthreads; i++) {
-            st = sm_scratch_new(&cv.ts[i].scratch, err);
-            if (st == SM_OK) {
-                st = sm_chunk_memo_new(m, memo, &cv.ts[i].memo, err);
-            }
-            if (st == SM_OK && one_pass) {
-                st = sm_hist_init(&cv.ts[i].hist, m->dtype, su.params.bins, su.params.lo,
-                                  su.params.hi, err);
-            }
-        }
-    }
-    /* Phase write: this rank's block of shards (one pass: scanning the input of each), then its
-     * flush (every rank flushes: syncfs covers one node, directory fsyncs cover this process's
-     * entries). */
-    run_progress_begin(&c->progress, "write", "shards",
-                       w != NULL ? sm_writer_nshards(sm_writer_level(w, 0)) : 0);
-    if (st == SM_OK && grid.ntiles != sm_writer_nshards(sm_writer_level(w, 0))) {
-        st = sm_err_set(err, SM_E_INTERNAL, __FILE__, __LINE__,
-                        "plan of %llu shards for a grid of %llu", (unsigned long long)grid.ntiles,
-                        (unsigned long long)sm_writer_nshards(sm_writer_level(w, 0)));
-    }
-    /* One pass: the rank's shards in the order of the input read units they start in, so the
-     * shards that share an input chunk reach the threads' chunk memos one after another (C order
-     * would sweep a whole plane of chunks between two shards of the same chunk). The output
-     * does not depend on the order. */
-    uint64_t *order = NULL;
-    if (st == SM_OK && one_pass && shards.count > 1) {
-        struct sm_read_unit u;
-        sm_read_unit_of(m, &u);
-        order = sm_malloc((size_t)shards.count * sizeof(*order));
-        st = order == NULL
-                 ? sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__, "cannot order %llu shards",
-                              (unsigned long long)shards.count)
-                 : sm_tiling_order_by_unit(&grid, &u, shards.first, shards.count, order, err);
-    }
-    if (st == SM_OK) {
-        const struct sm_write_job job = {shards.first,       shards.count,     order,
-                                         nthreads,           fill_shard,       &cv,
-                                         c->progress.update, c->progress.user, c->stop};
-        st = sm_write_shards(w, out, &job, &wr, err);
-    }
-    sm_free(order);
-    run_progress_end(&c->progress, st == SM_OK); /* every rank, success or not */
-    st = run_agree(&agreed, run_stop_check(c->stop, st, err), err);
-    if (st == SM_OK) {
-        st = sm_output_flush(out, err);
-    } else if (w != NULL) {
-        /* A stop or a failure keeps what is done: the shards this rank finished are flushed
-         * into place (SYNCFS renames its staged ones after its syncfs), so a resume keeps them
-         * and rewrites only what is missing; the stop or failure stays the error. */
-        struct sm_err ignored;
-        sm_err_clear(&ignored);
-        (void)sm_output_flush(out, &ignored);
-    }
-    st = run_agree(&agreed, run_stop_check(c->stop, st, err), err);
-    /* One pass, phase statistics: the threads' statistics in thread order, summed over ranks;
-     * zarr.json restated with them (rank 0 puts it) before anything reads the output. */
-    const struct sm_writer *final = w;
-    if (one_pass && st == SM_OK) {
-        for (int i = 0; i < nthreads; i++) {
-            sm_hist_merge(&r->hist, &cv.ts[i].hist);
-            r->sums.sum += cv.ts[i].in_sums.sum;
-            r->sums.weighted += cv.ts[i].in_sums.weighted;
-            r->voxels += cv.ts[i].voxels;
-            r->process_ns += cv.ts[i].scan_ns;
-        }
-        r->tiles = mine.count; /* the tiles of the ROI this rank's share stands for */
-        sm_hist_finish(&r->hist);
-        t_scan = sm_clock_ns() - t_start;
-        const uint64_t t0 = sm_clock_ns();
-        st = run_reduce_scan(r, err);
-        allreduce_ns += sm_clock_ns() - t0;
-        json_decref(attrs);
-        attrs = provenance(p, &su, r, &res->norm, m->ndim, meta_sha);
-        run_provenance_spacing(attrs, &oo.ome, m->ndim); /* as the begun zarr.json has it */
-        if (st == SM_OK) {
-            st = sm_run_output_spec(&p->output, m->ndim, su.shape, out_dt, attrs, &spec, err);
-        }
-        if (st == SM_OK) {
-            st = sm_writer_new(&spec, &w_final, err);
-        }
-        if (st == SM_OK) {
-            st = sm_output_restate(out, w_final, rank == 0, err);
-            final = w_final;
-        }
-        st = run_agree(&agreed, st, err);
-    }
-    if (st == SM_OK && sm_writer_levels(w) > 1) { /* levels 1.. of an OME-Zarr image */
-        const uint64_t t0 = sm_clock_ns();
-        const struct sm_run_pyramid py = {
-            w, out, nthreads, c->memory_bytes, c->input.max_chunk_bytes, c->progress, c->stop};
-        st = run_agree(&agreed, sm_run_pyramid(&py, &wr, err), err);
-        res->pyramid_ns = sm_clock_ns() - t0;
-    }
-    res->levels = w != NULL ? sm_writer_levels(w) : 0;
-    /* Phase export (export.path: run_export.c), then the caller's collective step, between the
-     * flush and the marker; each status is the same on every rank, and a failure leaves no
-     * marker. */
-    if (st == SM_OK && (p->export.path != NULL || hk->flushed != NULL)) {
-        const struct sm_run_flushed f = {final, sm_output_path(out), &r->hist, attrs};
-        if (p->export.path != NULL) {
-            st = run_export(p, &f, res, err);
-        }
-        if (st == SM_OK && hk->flushed != NULL) {
-            st = hk->flushed(hk->user, &f, err);
-        }
-    }
-    /* Phase finish: only now that every rank wrote and flushed, every rank's shard records are
-     * gathered on rank 0 (one MPI gather: no rank reads another's journal) and rank 0 writes the
-     * marker from them (SPEC §6). */
-    const uint64_t t_finish0 = sm_clock_ns();
-    if (st == SM_OK) {
-        st = run_finish(out, c->stop, err);
-    }
-    st = run_agree(&agreed, st, err);
-    const uint64_t t_finish = sm_clock_ns() - t_finish0;
-    const uint64_t t_total = sm_clock_ns() - t_start;
-    uint64_t osum[2] = {0, 0};
-    uint64_t norm_ns = 0;
-    for (int i = 0; cv.ts != NULL && i < cv.nthreads; i++) {
-        osum[0] += cv.ts[i].sums.sum;
-        osum[1] += cv.ts[i].sums.weighted;
-        norm_ns += cv.ts[i].norm_ns;
-        sm_scratch_free(cv.ts[i].scratch);
-        sm_chunk_memo_free(cv.ts[i].memo);
-        sm_hist_destroy(&cv.ts[i].hist);
-        sm_buf_free(&cv.ts[i].in);
-    }
-    sm_free(cv.ts);
-    if (st == SM_OK) {
-        const uint64_t t0 = sm_clock_ns();
-        st = sm_par_sum_u64(osum, 2, err);
-        allreduce_ns += sm_clock_ns() - t0;
-    }
-    if (st == SM_OK) {
-        struct sm_array_stats as;
-        sm_array_stats(res->array, &as);
-        struct sm_output_stats os;
-        sm_output_stats(out, &os);
-        const double per = (double)nthreads;
-        res->ranks = nranks;
-        res->threads = nthreads;
-        res->ndim = m->ndim;
-        memcpy(res->roi_offset, su.off, sizeof(su.off));
-        memcpy(res->roi_shape, su.shape, sizeof(su.shape));
-        memcpy(res->tile, su.tile, sizeof(su.tile));
-        res->passes = 1;
-        res->output_checksum = osum[0];
-        res->output_weighted_checksum = osum[1];
-        res->sync_ns = os.sync_ns;
-        res->timing[SM_RUN_T_TOTAL] = run_ms(t_total);
-        res->timing[SM_RUN_T_OPEN] = run_ms(t_open);
-        res->timing[SM_RUN_T_HYDRATE] = run_ms(as.fetch_ns) / per;
-        res->timing[SM_RUN_T_DECODE] = run_ms(as.decode_ns) / per;
-        res->timing[SM_RUN_T_PROCESS] = run_ms(r->process_ns + norm_ns) / per;
-        res->timing[SM_RUN_T_ALLREDUCE] = run_ms(allreduce_ns);
-        res->timing[SM_RUN_T_WRITE] = run_ms(wr.encode_ns + wr.write_ns) / per + run_ms(os.sync_ns);
-        res->timing[SM_RUN_T_SCAN_WALL] = run_ms(t_scan);
-        res->timing[SM_RUN_T_FINISH] = run_ms(t_finish);
-        res->output_path = sm_strdup(sm_output_path(out));
-        /* shards and bytes of the whole output are rank 0's (set by finish); written is summed */
-        uint64_t counts[5] = {rank == 0 ? os.total_shards : 0, rank == 0 ? os.total_bytes : 0,
-                              os.shards_written, keep != NULL ? 1 : 0, keep_bytes};
-        st = sm_par_sum_u64(counts, 5, err);
-        if (st == SM_OK) {
-            res->output_shards = counts[0];
-            res->output_bytes = counts[1];
-            res->shards_written = counts[2];
-            res->kept_input_ranks = counts[3];
-            res->kept_input_bytes = counts[4];
-            st = run_reduce_timings(res, err);
-        }
-        if (st == SM_OK && res->output_path == NULL) {
-            st = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__, "cannot copy the output path");
-        }
-        st = sm_par_agree(st, err);
-    }
-    json_decref(attrs);
-    sm_output_close(out); /* before the writers: it names the shards to clean up */
-    sm_writer_free(w);
-    sm_writer_free(w_final);
-    sm_free(keep);
+    cv->keep = cv_keep_plan(cv->p->c.memory_bytes, cv->m, &cv->su, &cv->mine, &cv->grid,
+                            &cv->shards, &cv->keep_bytes);
+    const sm_status st = sm_scan_tiles(cv->res->array, &cv->su.tiling, cv->mine.first,
+                                       cv->mine.count, &cv->su.params, &cv->res->scan, err);
+    cv->t_scan = sm_clock_ns() - cv->t_start;
     return st;
+}
+
+/* Phase reduce (two passes): the global statistics, the same on every rank. */
+static sm_status ph_reduce(void *ctx, struct sm_err *err)
+{
+    struct cv *cv = ctx;
+    if (cv->one_pass) {
+        return SM_OK;
+    }
+    const uint64_t t0 = sm_clock_ns();
+    const sm_status st = run_reduce_scan(&cv->res->scan, err);
+    cv->allreduce_ns += sm_clock_ns() - t0;
+    return st;
+}
+
+/* The geometry output.ome lacks, from the input: an OME-Zarr input's multiscales (collective)
+ * or a shardmill array's provenance, or what a source's header states. */
+static sm_status input_geometry(struct cv *cv, struct sm_err *err)
+{
+    const struct sm_array_meta *m = cv->m;
+    const bool ome = cv->oo.ome.levels != 0;
+    if (cv->src == NULL) {
+        return run_ome_geometry(cv->res->store, cv->p->c.input.array, m->attributes, m->ndim,
+                                cv->su.off, ome, &cv->oo.ome, cv->unit, sizeof(cv->unit), err);
+    }
+    json_t *g = cv_source_geometry(sm_source_info(cv->src));
+    const sm_status st = run_ome_geometry(NULL, NULL, g, m->ndim, cv->su.off, false, &cv->oo.ome,
+                                          cv->unit, sizeof(cv->unit), err);
+    json_decref(g);
+    return st;
+}
+
+/* Phase begin: the same window, zarr.json and writer on every rank (from the global statistics
+ * or, in one pass, from the configuration: zarr.json's histogram is pending); rank 0 prepares
+ * the directory, then the others attach to it. */
+static sm_status ph_begin(void *ctx, struct sm_err *err)
+{
+    struct cv *cv = ctx;
+    const struct sm_convert_run *p = cv->p;
+    const unsigned nd = cv->m->ndim;
+    SM_TRY(cv_make_norm(&p->normalize, &cv->res->scan.hist, &cv->res->norm, err));
+    SM_TRY(cv_output_dtype(&p->normalize, &p->output, cv->m->dtype, &cv->out_dt, err));
+    cv->attrs = cv_provenance(cv, cv->one_pass ? NULL : &cv->res->scan);
+    SM_TRY(sm_run_output_spec(&p->output, nd, cv->su.shape, cv->out_dt, cv->attrs, &cv->spec,
+                              err));
+    cv->spec.pending = cv->one_pass ? CV_PENDING_ATTR : NULL;
+    cv->oo = p->output;
+    SM_TRY(input_geometry(cv, err));
+    run_provenance_spacing(cv->attrs, &cv->oo.ome, nd);
+    SM_TRY(cv->oo.ome.levels != 0
+               ? sm_run_ome_writer(&cv->oo, nd, cv->su.shape, cv->out_dt, cv->attrs, &cv->w, err)
+               : sm_writer_new(&cv->spec, &cv->w, err));
+    bool agreed = false;
+    return run_begin(cv->out, cv->w, SM_OK, &agreed, err);
+}
+
+/* Phase pyramid: levels 1.. of an OME-Zarr image (each written, flushed and agreed). */
+static sm_status ph_pyramid(void *ctx, struct sm_err *err)
+{
+    struct cv *cv = ctx;
+    const struct sm_run_common *c = &cv->p->c;
+    cv->res->levels = sm_writer_levels(cv->w);
+    if (sm_writer_levels(cv->w) <= 1) {
+        return SM_OK;
+    }
+    const uint64_t t0 = sm_clock_ns();
+    const struct sm_run_pyramid py = {cv->w,          cv->out,
+                                      cv->nthreads,   c->memory_bytes,
+                                      c->input.max_chunk_bytes, c->progress,
+                                      c->stop};
+    const sm_status st = sm_run_pyramid(&py, &cv->wr, err);
+    cv->res->pyramid_ns = sm_clock_ns() - t0;
+    return st;
+}
+
+/* Phase flushed: the export (export.path: run_export.c), then the caller's collective step,
+ * between the flush and the marker; each status is the same on every rank, and a failure leaves
+ * no marker. */
+static sm_status ph_flushed(void *ctx, struct sm_err *err)
+{
+    struct cv *cv = ctx;
+    const struct sm_run_hooks *hk = &cv->p->hooks;
+    const struct sm_run_flushed f = {cv->final, sm_output_path(cv->out), &cv->res->scan.hist,
+                                     cv->attrs};
+    if (cv->p->export.path != NULL) {
+        SM_TRY(run_export(cv->p, &f, cv->res, err));
+    }
+    return hk->flushed != NULL ? hk->flushed(hk->user, &f, err) : SM_OK;
+}
+
+/* Phase finish: only now that every rank wrote and flushed, every rank's shard records are
+ * gathered on rank 0 (one MPI gather: no rank reads another's journal) and rank 0 writes the
+ * marker from them (SPEC §6). */
+static sm_status ph_finish(void *ctx, struct sm_err *err)
+{
+    struct cv *cv = ctx;
+    return run_finish(cv->out, cv->p->c.stop, err);
+}
+
+static const struct run_phase convert_phases[] = {
+    {"prepare", ph_prepare, NULL, NULL, NULL, SM_RUN_T_OPEN, 0},
+    {"output", ph_output, NULL, NULL, NULL, SM_RUN_T_OPEN, 0},
+    {"input", ph_input, NULL, NULL, NULL, SM_RUN_T_OPEN, 0},
+    {"plan", ph_plan, NULL, NULL, NULL, -1, 0},
+    {"scan", ph_scan, NULL, "tiles", scan_total, -1, 0},
+    {"reduce", ph_reduce, NULL, NULL, NULL, -1, 0},
+    {"begin", ph_begin, NULL, NULL, NULL, -1, 0},
+    {"write", cv_write, NULL, "shards", cv_write_total, -1, 0},
+    {"flush", cv_flush, cv_flush_kept, NULL, NULL, -1, 0},
+    {"statistics", cv_statistics, NULL, NULL, NULL, -1, 0},
+    {"pyramid", ph_pyramid, NULL, NULL, NULL, -1, 0},
+    {"flushed", ph_flushed, NULL, NULL, NULL, -1, 0},
+    {"finish", ph_finish, NULL, NULL, NULL, SM_RUN_T_FINISH, 0},
+    {"collect", cv_collect, NULL, NULL, NULL, -1, RUN_PHASE_NO_STOP},
+};
+
+static void cv_free(struct cv *cv)
+{
+    cv_threads_free(cv);
+    json_decref(cv->attrs);
+    sm_output_close(cv->out); /* before the writers: it names the shards to clean up */
+    sm_writer_free(cv->w);
+    sm_writer_free(cv->w_final);
+    sm_free(cv->keep);
 }
 
 sm_status sm_run_convert(const struct sm_convert_run *p, struct sm_run_result *res,
@@ -657,7 +352,20 @@ sm_status sm_run_convert(const struct sm_convert_run *p, struct sm_run_result *r
     memset(res, 0, sizeof(*res));
     bool entered = false;
     SM_TRY(run_ranks_enter(p->c.mpi_comm, &entered, err));
-    const sm_status st = convert_ranks(p, res, err);
+    struct cv cv;
+    memset(&cv, 0, sizeof(cv));
+    cv.p = p;
+    cv.res = res;
+    cv.src = p->source;
+    res->source = p->source;
+    cv.t_start = sm_clock_ns();
+    cv.rank = sm_par_rank();
+    cv.nranks = sm_par_size();
+    cv.nthreads = p->c.threads > 0 ? p->c.threads : sm_write_default_threads();
+    const struct run_phase_env env = {&p->c.progress, p->c.stop, res->timing};
+    const sm_status st = run_phases(convert_phases, sizeof(convert_phases) / sizeof(convert_phases[0]),
+                                    &cv, &env, err);
+    cv_free(&cv);
     run_ranks_leave(entered);
     return st;
 }

@@ -83,6 +83,31 @@ sm_status run_open_input(const struct sm_run_input *in, uint64_t memory_bytes,
                          struct sm_store **store, struct sm_array **array, char *meta_sha256,
                          struct sm_err *err);
 
+/* ---- the phase driver (run_phase.c) ----
+ * One row per phase: the driver checks the stop flag, `run` does the phase's work on every rank,
+ * the driver agrees on the lowest failing rank's error (all ranks go on, or all stop with it) and
+ * adds the wall time to timing_ms[timing] (timing < 0: none). With `unit` set the phase shows
+ * progress (`total` gives its count; UINT64_MAX: the phase has nothing to do in this run and is
+ * not shown). After a failure the later phases do not run; those with a `cleanup` call it instead
+ * (as does a phase whose own run failed), e.g. to flush the shards written so far. */
+struct run_phase {
+    const char *name;
+    sm_status (*run)(void *ctx, struct sm_err *err);
+    void (*cleanup)(void *ctx);
+    const char *unit;
+    uint64_t (*total)(void *ctx);
+    int timing;
+    unsigned flags;
+};
+#define RUN_PHASE_NO_STOP 1u /* runs even when the stop flag is set (after the marker) */
+struct run_phase_env {
+    const struct sm_run_progress *progress;
+    const atomic_int *stop;
+    double *timing_ms; /* SM_RUN_NTIMINGS, or NULL */
+};
+sm_status run_phases(const struct run_phase *ph, size_t n, void *ctx,
+                     const struct run_phase_env *env, struct sm_err *err);
+
 static inline double run_ms(uint64_t ns)
 {
     return (double)ns / 1e6;

@@ -1,16 +1,27 @@
 /* The scan (SPEC §4, §5, §7): tiles over the ROI in C order, `passes` traversals without
  * reopening metadata, OpenMP threads over tiles; histogram, checksum and weighted checksum per
- * SPEC §5; every pass must agree. Stage times: `open` is the wall time of opening store and
- * metadata; `hydrate`, `decode` and `process` the time threads spent fetching encoded bytes,
- * running codecs and computing statistics, summed over threads and divided by the thread count;
- * `total` the wall time. Under MPI (docs/internals/ranks.md) each rank scans its run of tiles
- * (partition) and the results are summed over ranks. */
+ * SPEC §5; every pass must agree. A table of phases on the driver of run_phase.c (stop check,
+ * agreement, timing, progress): prepare → open → setup → scan → reduce → collect. Stage times:
+ * `open` is the wall time of the caller's checks and of opening store and metadata; `hydrate`,
+ * `decode` and `process` the time threads spent fetching encoded bytes, running codecs and
+ * computing statistics, summed over threads and divided by the thread count; `total` the wall
+ * time. Under MPI (docs/internals/ranks.md) each
+ * rank scans its run of tiles (partition) and the results are summed over ranks. */
 #include "run_int.h"
 
 #include <string.h>
 
 #include "shardmill/clock.h"
 #include "shardmill/par.h"
+
+struct sc {
+    const struct sm_scan_run *p;
+    struct sm_run_result *res;
+    uint64_t t_start, passes, process_ns, allreduce_ns;
+    const struct sm_array_meta *m;
+    struct sm_run_setup su;
+    struct sm_part mine;
+};
 
 static bool same_result(const struct sm_scan_result *a, const struct sm_scan_result *b)
 {
@@ -20,92 +31,123 @@ static bool same_result(const struct sm_scan_result *a, const struct sm_scan_res
            memcmp(a->hist.counts, b->hist.counts, a->hist.bins * sizeof(uint64_t)) == 0;
 }
 
-static sm_status scan_ranks(const struct sm_scan_run *p, struct sm_run_result *res,
-                            struct sm_err *err)
+/* Phase prepare: the caller's checks before anything is opened (jobs/: rank 0's --report). */
+static sm_status ph_prepare(void *ctx, struct sm_err *err)
 {
-    const struct sm_run_common *c = &p->c;
-    const uint64_t t_start = sm_clock_ns();
-    /* phase: open (the caller's checks first; agreed, so a rank that cannot open its input
-     * stops every rank) */
-    if (p->prepare != NULL) {
-        SM_TRY(sm_par_agree(p->prepare(p->user, err), err));
-    }
-    SM_TRY(sm_par_agree(
-        sm_run_open_input(&c->input, c->memory_bytes, &res->store, &res->array, err), err));
-    const uint64_t t_open = sm_clock_ns() - t_start;
-    const struct sm_array_meta *m = sm_array_meta(res->array);
-    sm_array_set_stop(res->array, c->stop); /* a tile of many chunks ends at a stop too */
-    const uint64_t passes = p->passes > 0 ? p->passes : 1;
+    const struct sc *sc = ctx;
+    return sc->p->prepare != NULL ? sc->p->prepare(sc->p->user, err) : SM_OK;
+}
 
-    struct sm_run_setup su;
+/* Phase open: the store and array (rank 0 fetches the metadata and broadcasts it). */
+static sm_status ph_open(void *ctx, struct sm_err *err)
+{
+    struct sc *sc = ctx;
+    const struct sm_run_common *c = &sc->p->c;
+    SM_TRY(sm_run_open_input(&c->input, c->memory_bytes, &sc->res->store, &sc->res->array, err));
+    sm_array_set_stop(sc->res->array, c->stop); /* a tile of many chunks ends at a stop too */
+    sc->m = sm_array_meta(sc->res->array);
+    return SM_OK;
+}
+
+/* Phase setup: ROI, tiles, histogram, and this rank's run of tiles. */
+static sm_status ph_setup(void *ctx, struct sm_err *err)
+{
+    struct sc *sc = ctx;
+    const struct sm_run_common *c = &sc->p->c;
+    SM_TRY(sm_run_setup(c, sc->m, &sc->su, err));
+    sc->su.params.progress = c->progress.update;
+    sc->su.params.progress_user = c->progress.user;
+    sc->su.params.stop = c->stop;
+    return run_rank_part(c->partition, sc->m, &sc->su.tiling, &sc->mine, err);
+}
+
+static uint64_t scan_total(void *ctx)
+{
+    const struct sc *sc = ctx;
+    return sc->su.tiling.ntiles * sc->passes;
+}
+
+/* Phase scan: this rank's tiles, `passes` times; every pass must give the first's result. */
+static sm_status ph_scan(void *ctx, struct sm_err *err)
+{
+    struct sc *sc = ctx;
+    const struct sm_run_progress *pg = &sc->p->c.progress;
     struct sm_scan_result r = {0};
-    sm_status st = sm_par_agree(sm_run_setup(c, m, &su, err), err);
-    const bool agreed_failure = st != SM_OK;
-    struct sm_scan_params sp = su.params;
-    struct sm_part mine = {0, 0, 0};
-    if (st == SM_OK) {
-        st = run_rank_part(c->partition, m, &su.tiling, &mine, err); /* agreed below */
-    }
-    uint64_t process_ns = 0;
-    run_progress_begin(&c->progress, "scan", "tiles", su.tiling.ntiles * passes);
-    sp.progress = c->progress.update;
-    sp.progress_user = c->progress.user;
-    sp.stop = c->stop;
-    for (uint64_t pass = 0; st == SM_OK && pass < passes; pass++) {
-        if (c->progress.next_call != NULL) {
-            c->progress.next_call(c->progress.user);
+    sm_status st = SM_OK;
+    for (uint64_t pass = 0; st == SM_OK && pass < sc->passes; pass++) {
+        if (pg->next_call != NULL) {
+            pg->next_call(pg->user);
         }
-        st = sm_scan_tiles(res->array, &su.tiling, mine.first, mine.count, &sp,
-                           pass == 0 ? &res->scan : &r, err);
-        process_ns += pass == 0 ? res->scan.process_ns : r.process_ns;
-        if (st == SM_OK && pass > 0) {
-            if (!same_result(&res->scan, &r)) {
-                sm_err_set(err, SM_E_INTERNAL, __FILE__, __LINE__,
-                           "pass %llu disagrees with pass 1", (unsigned long long)pass + 1);
-                st = err->status;
-            }
-            sm_scan_result_destroy(&r);
+        struct sm_scan_result *into = pass == 0 ? &sc->res->scan : &r;
+        st = sm_scan_tiles(sc->res->array, &sc->su.tiling, sc->mine.first, sc->mine.count,
+                           &sc->su.params, into, err);
+        sc->process_ns += into->process_ns;
+        if (st == SM_OK && pass > 0 && !same_result(&sc->res->scan, &r)) {
+            st = sm_err_set(err, SM_E_INTERNAL, __FILE__, __LINE__,
+                            "pass %llu disagrees with pass 1", (unsigned long long)pass + 1);
         }
+        sm_scan_result_destroy(&r);
     }
-    sm_scan_result_destroy(&r);
-    run_progress_end(&c->progress, st == SM_OK); /* every rank, success or not */
-    /* phase: scan */
-    const uint64_t t_red = sm_clock_ns();
-    if (!agreed_failure) {
-        st = sm_par_agree(run_stop_check(c->stop, st, err), err);
-    }
-    if (st == SM_OK) {
-        st = run_reduce_scan(&res->scan, err);
-    }
-    const uint64_t allreduce_ns = sm_clock_ns() - t_red;
-    if (st != SM_OK) {
-        return st;
-    }
+    return st;
+}
+
+/* Phase reduce: the statistics summed over ranks. */
+static sm_status ph_reduce(void *ctx, struct sm_err *err)
+{
+    struct sc *sc = ctx;
+    const uint64_t t0 = sm_clock_ns();
+    const sm_status st = run_reduce_scan(&sc->res->scan, err);
+    sc->allreduce_ns = sm_clock_ns() - t0;
+    return st;
+}
+
+/* Phase collect: the result every rank returns, timings max and mean over ranks. */
+static sm_status ph_collect(void *ctx, struct sm_err *err)
+{
+    struct sc *sc = ctx;
+    struct sm_run_result *res = sc->res;
+    const struct sm_run_setup *su = &sc->su;
     res->ranks = sm_par_size();
-    res->threads = sp.threads > 0 ? sp.threads : sm_tile_default_threads();
-    res->ndim = m->ndim;
-    memcpy(res->roi_offset, su.off, sizeof(su.off));
-    memcpy(res->roi_shape, su.shape, sizeof(su.shape));
-    memcpy(res->tile, su.tile, sizeof(su.tile));
-    res->passes = passes;
+    res->threads = su->params.threads > 0 ? su->params.threads : sm_tile_default_threads();
+    res->ndim = sc->m->ndim;
+    memcpy(res->roi_offset, su->off, sizeof(su->off));
+    memcpy(res->roi_shape, su->shape, sizeof(su->shape));
+    memcpy(res->tile, su->tile, sizeof(su->tile));
+    res->passes = sc->passes;
     struct sm_array_stats as;
     sm_array_stats(res->array, &as);
     const double per = (double)res->threads;
-    res->timing[SM_RUN_T_TOTAL] = run_ms(sm_clock_ns() - t_start);
-    res->timing[SM_RUN_T_OPEN] = run_ms(t_open);
+    res->timing[SM_RUN_T_TOTAL] = run_ms(sm_clock_ns() - sc->t_start);
     res->timing[SM_RUN_T_HYDRATE] = run_ms(as.fetch_ns) / per;
     res->timing[SM_RUN_T_DECODE] = run_ms(as.decode_ns) / per;
-    res->timing[SM_RUN_T_PROCESS] = run_ms(process_ns) / per;
-    res->timing[SM_RUN_T_ALLREDUCE] = run_ms(allreduce_ns);
+    res->timing[SM_RUN_T_PROCESS] = run_ms(sc->process_ns) / per;
+    res->timing[SM_RUN_T_ALLREDUCE] = run_ms(sc->allreduce_ns);
     return run_reduce_timings(res, err);
 }
+
+static const struct run_phase scan_phases[] = {
+    {"prepare", ph_prepare, NULL, NULL, NULL, SM_RUN_T_OPEN, 0},
+    {"open", ph_open, NULL, NULL, NULL, SM_RUN_T_OPEN, 0},
+    {"setup", ph_setup, NULL, NULL, NULL, -1, 0},
+    {"scan", ph_scan, NULL, "tiles", scan_total, -1, 0},
+    {"reduce", ph_reduce, NULL, NULL, NULL, -1, 0},
+    {"collect", ph_collect, NULL, NULL, NULL, -1, RUN_PHASE_NO_STOP},
+};
 
 sm_status sm_run_scan(const struct sm_scan_run *p, struct sm_run_result *res, struct sm_err *err)
 {
     memset(res, 0, sizeof(*res));
     bool entered = false;
     SM_TRY(run_ranks_enter(p->c.mpi_comm, &entered, err));
-    const sm_status st = scan_ranks(p, res, err);
+    struct sc sc;
+    memset(&sc, 0, sizeof(sc));
+    sc.p = p;
+    sc.res = res;
+    sc.t_start = sm_clock_ns();
+    sc.passes = p->passes > 0 ? p->passes : 1;
+    const struct run_phase_env env = {&p->c.progress, p->c.stop, res->timing};
+    const sm_status st =
+        run_phases(scan_phases, sizeof(scan_phases) / sizeof(scan_phases[0]), &sc, &env, err);
     run_ranks_leave(entered);
     return st;
 }

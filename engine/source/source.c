@@ -60,6 +60,11 @@ sm_status sm_source_read_box(struct sm_source *s, int thread, const uint64_t *of
     return st;
 }
 
+void sm_source_count(struct sm_source *s, uint64_t n)
+{
+    atomic_fetch_add_explicit(&s->bytes_read, n, memory_order_relaxed);
+}
+
 uint64_t sm_source_bytes_read(const struct sm_source *s)
 {
     return atomic_load_explicit(&s->bytes_read, memory_order_relaxed);

@@ -1,8 +1,15 @@
-/* Internal to source/: the source object behind the vtable. */
+/* Internal to source/: the source object behind the vtable, and what the engine's file sources
+ * share. Each format opens into its own state and hands it to sm_source_new with its ops:
+ * source_raw.c, source_nifti.c (+ the header parser source_nifti_hdr.c, the gzip stream
+ * source_gz.c), source_tiff.c (+ libtiff, source_tiff_lib.c), source_hdf5_load.c (the HDF5 module's
+ * table); source_open.c picks one by sm_source_params.format. */
 #ifndef SM_SOURCE_SOURCE_INT_H
 #define SM_SOURCE_SOURCE_INT_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #include "shardmill/source.h"
 
@@ -12,5 +19,81 @@ struct sm_source {
     struct sm_source_info info;
     atomic_uint_least64_t bytes_read;
 };
+
+/* Adds n to what s read, for a read outside read_box (the .nii.gz plan's inflate). */
+void sm_source_count(struct sm_source *s, uint64_t n);
+
+/* ---- the formats (source_open.c dispatches on p->format; p->path is set) ---- */
+sm_status sm_src_open_raw(const struct sm_source_params *p, struct sm_source **out,
+                          struct sm_err *err);
+sm_status sm_src_open_nifti(const struct sm_source_params *p, struct sm_source **out,
+                            struct sm_err *err);
+sm_status sm_src_open_tiff(const struct sm_source_params *p, struct sm_source **out,
+                           struct sm_err *err);
+/* SM_E_USAGE naming input.format in a build without HDF5 (source_hdf5_none.c). */
+sm_status sm_src_open_hdf5(const struct sm_source_params *p, struct sm_source **out,
+                           struct sm_err *err);
+
+/* ---- source_file.c: what every file source needs ---- */
+/* SM_E_IO from errno, naming path. */
+sm_status sm_src_io_error(struct sm_err *err, const char *path, const char *what);
+/* Exactly n bytes at off (SM_E_DATA naming path when the file ends first). */
+sm_status sm_src_pread(int fd, uint64_t off, void *dst, size_t n, const char *path,
+                       struct sm_err *err);
+/* NULL when out of memory. */
+char *sm_src_strdup(const char *s);
+bool sm_src_ends_with(const char *s, const char *suffix);
+/* The provenance every file source starts from: {"path", "format", "shape", "dtype", "file"}, where
+ * "file" is the file's identity {bytes, files, mtime_ns} (a directory: the sum of its files' sizes,
+ * their count and the latest mtime), so a resume whose source changed is refused; null when the
+ * path cannot be stat'ed. NULL when out of memory. */
+struct json_t *sm_src_describe_file(const char *path, const struct sm_source_info *info);
+
+/* ---- source_flat.c: C-order values of one file (raw, .nii) or of memory (.nii.gz) ---- */
+struct sm_flat {
+    const char *path;     /* named by errors */
+    enum sm_dtype dtype;  /* delivered (NIfTI scaled: float32, or float64 for float64 files) */
+    enum sm_dtype stored; /* in the file */
+    unsigned ndim;
+    uint64_t shape[SM_MAX_DIMS];
+    bool swap;   /* stored big-endian */
+    bool scaled; /* v * slope + inter, in double */
+    double slope, inter;
+    int fd;               /* read by pread; -1: from mem */
+    uint64_t data_offset; /* the first value's byte in the file */
+    const uint8_t *mem;   /* the inflated bytes [mem_base, mem_base + mem_len) of the file */
+    uint64_t mem_base, mem_len;
+};
+
+/* The box [off, off + shape) into out, row by row (swapped, scaled). *read: the bytes pread from
+ * the file (0 from mem). Thread-safe. */
+sm_status sm_flat_read_box(const struct sm_flat *f, const uint64_t *off, const uint64_t *shape,
+                           void *out, uint64_t *read, struct sm_err *err);
+
+/* ---- source_gz.c: one gzip stream read forward (gzip members one after another) ---- */
+/* Deflate's densest coding turns 258 bytes into about 2 bits: no gzip file inflates to more than
+ * 1032 times its size (zlib's technical details). A header declaring more is refused as data. */
+#define SM_GZ_MAX_RATIO 1032u
+
+struct sm_gz;
+sm_status sm_gz_open(const char *path, struct sm_gz **out, struct sm_err *err);
+/* Inflates up to n bytes into dst (NULL: discard them); *got < n only at the end of the stream,
+ * which is then checked (CRC-32 and length of every member). */
+sm_status sm_gz_read(struct sm_gz *g, uint8_t *dst, uint64_t n, uint64_t *got, struct sm_err *err);
+/* Exactly n bytes discarded (SM_E_DATA when the stream ends first). */
+sm_status sm_gz_skip(struct sm_gz *g, uint64_t n, struct sm_err *err);
+/* Reads and checks the rest of the stream. */
+sm_status sm_gz_finish(struct sm_gz *g, struct sm_err *err);
+/* SM_E_DATA naming the file: `what` at the inflated position. */
+sm_status sm_gz_fail(struct sm_gz *g, struct sm_err *err, const char *what);
+uint64_t sm_gz_file_size(const struct sm_gz *g);
+/* The compressed bytes read from the file so far. */
+uint64_t sm_gz_bytes_in(const struct sm_gz *g);
+/* Accepts NULL. */
+void sm_gz_close(struct sm_gz *g);
+
+/* ---- source_tiff.c ---- */
+/* Natural order of names: runs of digits compare as numbers ("a2" < "a10"), then bytewise. */
+int sm_tiff_natural_cmp(const char *a, const char *b);
 
 #endif

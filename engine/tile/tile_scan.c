@@ -50,8 +50,10 @@ static sm_status worker_init(struct worker *w, const struct sm_scan_params *p,
 {
     memset(w, 0, sizeof(*w));
     SM_TRY(sm_hist_init(&w->hist, m->dtype, p->bins, p->lo, p->hi, err));
-    SM_TRY(sm_array_scratch_new(&w->scratch, err));
-    SM_TRY(sm_chunk_memo_new(m, p->memo_bytes, &w->memo, err));
+    if (p->reader == NULL) { /* a reader decodes with its own state */
+        SM_TRY(sm_array_scratch_new(&w->scratch, err));
+        SM_TRY(sm_chunk_memo_new(m, p->memo_bytes, &w->memo, err));
+    }
     w->buf = sm_malloc(tile_bytes == 0 ? 1 : tile_bytes);
     if (w->buf == NULL) {
         SM_FAIL(err, SM_E_NOMEM, "cannot allocate a %zu-byte tile buffer", tile_bytes);
@@ -81,7 +83,13 @@ static sm_status scan_tile(void *user, int thread, uint64_t item, uint64_t *byte
     for (unsigned d = 0; d < nd; d++) {
         n *= (size_t)shape[d];
     }
-    SM_TRY(sm_chunk_memo_read(w->memo, sc->a, off, shape, w->buf, n * sc->elem, w->scratch, err));
+    const struct sm_box_reader *rd = sc->p->reader;
+    if (rd != NULL) {
+        SM_TRY(rd->read(rd->user, thread, off, shape, w->buf, err));
+    } else {
+        SM_TRY(sm_chunk_memo_read(w->memo, sc->a, off, shape, w->buf, n * sc->elem, w->scratch,
+                                  err));
+    }
     const uint64_t t0 = sm_clock_ns();
     const struct sm_scan_params *p = sc->p;
     if (p->keep != NULL) {
@@ -137,7 +145,7 @@ sm_status sm_scan_tiles(struct sm_array *a, const struct sm_tiling *t, uint64_t 
                         uint64_t count, const struct sm_scan_params *p, struct sm_scan_result *out,
                         struct sm_err *err)
 {
-    const struct sm_array_meta *m = sm_array_meta(a);
+    const struct sm_array_meta *m = p->reader != NULL ? p->reader->meta : sm_array_meta(a);
     struct scan sc = {a, t, p, first, m->dtype, sm_dtype_size(m->dtype), {0}, NULL};
     const unsigned nd = t->ndim;
     memset(out, 0, sizeof(*out));

@@ -7,8 +7,8 @@ maxima, broadcasts, gathers, the barrier, and whatever par.h adds later) and any
 <mpi.h> in the code of jobs/*.c and jobs/*.h fails, naming the file and line. Comments and strings
 are not code (the launcher's environment variables are named OMPI_..., MPI_LOCALNRANKS).
 
-jobs/job_ingest.c is left out while ingest becomes an alias of convert (issue 20); the check first
-shows on made-up sources that it finds a call and ignores one in a comment or a string."""
+The check first shows on made-up sources that it finds a call and ignores one in a comment or a
+string."""
 
 import importlib.machinery
 import importlib.util
@@ -17,7 +17,6 @@ import re
 import sys
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-EXCLUDED = {"job_ingest.c"}  # issue 20: going away (ingest runs as a convert)
 ALLOWED = {"sm_par_init", "sm_par_finalize", "sm_par_rank", "sm_par_size", "sm_par_stuck",
            "sm_par_abort", "sm_par_have_mpi", "sm_par_active"}
 ALLOWED_IN = {"progress.c": {"sm_par_progress_post", "sm_par_progress_poll"}}
@@ -75,7 +74,7 @@ check(findings("progress.c", "x = sm_par_progress_poll(all);\n") == []
       "the progress posts are progress.c's only")
 
 jobs = os.path.join(ROOT, "jobs")
-names = sorted(n for n in os.listdir(jobs) if n.endswith((".c", ".h")) and n not in EXCLUDED)
+names = sorted(n for n in os.listdir(jobs) if n.endswith((".c", ".h")))
 check(len(names) > 20, f"jobs/ sources found ({len(names)})")
 for name in names:
     with open(os.path.join(jobs, name), encoding="utf-8") as f:

@@ -1,14 +1,15 @@
-/* libFuzzer target: the NIfTI-1 header parser (jobs/ingest_nifti.c, issue 10). The input is the
- * header bytes (seeds: 348-byte headers written by nibabel, tests/fuzz/corpus/nifti_header/).
- * Beyond "no crash, no sanitizer report", a parsed header must be self-consistent: 1..7 axes of
- * at least one voxel whose product times the element size is data_bytes (< 2^62, no wrap), a
- * vox_offset of at least 348, and the [z, y, x] spacing the reverse of pixdim. */
+/* libFuzzer target: the NIfTI-1 header parser (engine/source/source_nifti_hdr.c, issue 10). The
+ * input is the header bytes (seeds: 348-byte headers written by nibabel,
+ * tests/fuzz/corpus/nifti_header/). Beyond "no crash, no sanitizer report", a parsed header must be
+ * self-consistent: 1..7 axes of at least one voxel whose product times the element size is
+ * data_bytes (< 2^62, no wrap), a vox_offset of at least 348, and the [z, y, x] spacing the reverse
+ * of pixdim. */
 #include "shardmill/sm_config.h"
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ingest_nifti.h"
+#include "source_nifti_int.h" /* checksrc: allow int-header (the pure parser it fuzzes) */
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,9 +1,11 @@
-/* libFuzzer target: a TIFF file as ingest reads it (jobs/ingest_tiff.c over libtiff). The input
+/* libFuzzer target: a TIFF file as ingest reads it (the TIFF source, engine/source/source_tiff.c
+ * over libtiff, opened by sm_source_open as the ingest job opens it). The input
  * is written to a memory file (memfd) and opened as a multi-page TIFF stack; when it opens, every
  * slice of a bounded box is read. libtiff itself is Debian's (not instrumented): what is fuzzed
  * is our use of the geometry, sample type, strip and tile sizes it reports. A refusal must be
  * SM_E_DATA / SM_E_IO / SM_E_NOMEM / SM_E_LIMIT with a message; a read may fail only the same
- * way, and no allocation may follow a size the file declares past the 16 MiB budget. */
+ * way (a read that succeeds counts at least its box's bytes as read), and no allocation may follow
+ * a size the file declares past the 16 MiB budget. */
 #define _GNU_SOURCE
 #include "shardmill/sm_config.h"
 
@@ -14,7 +16,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "ingest_tiff.h"
+#include "shardmill/source.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -39,19 +41,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     char path[64];
     snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-    struct sm_tiff_stack *t = NULL;
+    struct sm_source *t = NULL;
     struct sm_err err;
     sm_err_clear(&err);
     /* libtiff refuses single allocations above 16 MiB, like a small memory budget would */
-    if (sm_tiff_open(path, (uint64_t)16 << 20, &t, &err) != SM_OK) {
+    const struct sm_source_params p = {
+        .format = "tiff", .path = path, .max_alloc = (uint64_t)16 << 20};
+    if (sm_source_open(&p, &t, &err) != SM_OK) {
         check_refusal(&err);
         close(fd);
         return 0;
     }
-    uint64_t shape[3];
-    enum sm_dtype dt;
-    sm_tiff_shape(t, shape, &dt);
-    if (shape[0] < 1 || shape[1] < 1 || shape[2] < 1) {
+    const struct sm_source_info *in = sm_source_info(t);
+    const uint64_t *shape = in->shape;
+    const enum sm_dtype dt = in->dtype;
+    if (in->ndim != 3 || shape[0] < 1 || shape[1] < 1 || shape[2] < 1) {
         __builtin_trap();
     }
     /* the first slices, at most 64 x 64 pixels of each, and the far corner of the last one */
@@ -64,16 +68,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     void *buf = malloc((size_t)(box[0] * box[1] * box[2] * sm_dtype_size(dt)));
     if (buf != NULL) {
         sm_err_clear(&err);
-        if (sm_tiff_read_box(t, origin, box, buf, &err) != SM_OK) {
+        if (sm_source_read_box(t, 0, origin, box, buf, &err) != SM_OK) {
             check_refusal(&err);
+        } else if (sm_source_bytes_read(t) < box[0] * box[1] * box[2] * sm_dtype_size(dt)) {
+            __builtin_trap(); /* the decoded strips or tiles cover the box */
         }
         sm_err_clear(&err);
-        if (sm_tiff_read_box(t, corner, last, buf, &err) != SM_OK) {
+        if (sm_source_read_box(t, 0, corner, last, buf, &err) != SM_OK) {
             check_refusal(&err);
         }
         free(buf);
     }
-    sm_tiff_close(t);
+    sm_source_close(t);
     close(fd);
     return 0;
 }

@@ -1,4 +1,4 @@
-/* The pipeline of a run (SPEC §1), as an engine API: a scan, a convert and an ingest that take
+/* The pipeline of a run (SPEC §1), as an engine API: a scan and a convert (of any source) that take
  * plain structs and return their results and timings, so any C program, or an MPI application on a
  * communicator of its own, runs them exactly as `shardmill run` does (jobs/ maps YAML to these
  * structs, prints, reports and picks the exit code: STYLE B10). Module run/ (engine/run/).
@@ -36,6 +36,7 @@
 
 #include "shardmill/array.h"
 #include "shardmill/export.h"
+#include "shardmill/source.h"
 #include "shardmill/stats.h"
 #include "shardmill/status.h"
 #include "shardmill/store.h"
@@ -223,12 +224,20 @@ struct sm_convert_run {
      * the SHA-256 of the empty text. */
     const char *config_sha256;
     struct sm_run_hooks hooks;
+    /* The input when it is not a Zarr/N5 array (source.h: raw, NIfTI, TIFF, HDF5, or the
+     * caller's own; borrowed, every rank its own handle of the same volume): c.input then names
+     * no store and input.array must be empty. NULL: c.input is read. */
+    struct sm_source *source;
+    /* Or the parameters of an engine file source (raw, NIfTI, TIFF, HDF5) the run opens on every
+     * rank in its input phase (agreed, so a file one rank cannot read stops all) and keeps open in
+     * the result (res->source). Ignored when `source` is set. */
+    const struct sm_source_params *source_params;
     struct sm_run_export export; /* export.hdf5 (path NULL: none) */
 };
 #define SM_CONVERT_RUN_DEFAULTS                                                                    \
     {                                                                                              \
         SM_RUN_COMMON_DEFAULTS, SM_RUN_NORM_DEFAULTS, SM_RUN_OUTPUT_DEFAULTS, NULL,                \
-            {NULL, NULL, NULL, NULL, NULL}, SM_RUN_EXPORT_DEFAULTS                                 \
+            {NULL, NULL, NULL, NULL, NULL}, NULL, NULL, SM_RUN_EXPORT_DEFAULTS                     \
     }
 
 /* The export's checks of the open phase, local (no collective): export.hdf5.path resolved and
@@ -239,67 +248,6 @@ struct sm_convert_run {
  * run before any conversion. Errors as sm_export_hdf5_check; SM_E_USAGE naming the path. */
 sm_status sm_run_export_check(const struct sm_run_export *x, const char *output_path,
                               struct sm_err *err);
-
-/* ---- ingest (SPEC §2 ingest sources, §4 `ingest`) ----
- * A volume that is not a Zarr array (a raw file, NIfTI, a TIFF stack, an HDF5 dataset, ...)
- * written as a Zarr v3 array of the same data type and shape, values unchanged. The engine never
- * opens the file: the caller describes the source by this struct, a small vtable over its own
- * `user` state (jobs/ingest_source.c implements raw and NIfTI-1). Every rank passes a source of
- * the same volume (its own open handle); a rank calls read_box only for the boxes of the shards
- * it owns (the shard partition of convert's write phase), so no rank reads the whole volume
- * unless it owns every shard. */
-struct sm_ingest_source {
-    unsigned ndim;               /* 1..SM_MAX_DIMS */
-    uint64_t shape[SM_MAX_DIMS]; /* C order: [z, y, x] for 3-D */
-    enum sm_dtype dtype;         /* of the values read_box delivers (and of the output) */
-    /* Optional (NULL: nothing to do): called once on every rank, before any read_box, with the
-     * bounding box of every box this rank will read (its run of shards; shape all zero when it
-     * owns none), and this rank's memory budget (limits.memory_bytes). A source that cannot read
-     * boxes in any order cheaply (a gzip stream) loads that box here; one that would need more
-     * than the budget fails with SM_E_LIMIT naming limits.memory_bytes. Its status is agreed
-     * over the ranks before the output directory is created, so a failure leaves no output. */
-    sm_status (*plan)(void *user, const uint64_t *off, const uint64_t *shape, uint64_t memory_bytes,
-                      struct sm_err *err);
-    /* Required: the box [off, off + shape) as C-order native (little-endian) values of `dtype`
-     * into out (product(shape) * elem bytes). Thread-safe: called concurrently by the write
-     * threads of this rank, each with its own `thread` index (0 .. threads - 1), in any order.
-     * SM_E_DATA for a source that ends early or is malformed, SM_E_IO; `where` names the file. */
-    sm_status (*read_box)(void *user, int thread, const uint64_t *off, const uint64_t *shape,
-                          void *out, struct sm_err *err);
-    void *user;
-    /* zarr.json's attributes (borrowed; NULL: none): the source's provenance, its geometry
-     * (spacing, unit, origin) as jobs/ writes them. */
-    const struct json_t *attributes;
-};
-
-struct sm_ingest_run {
-    struct sm_ingest_source source;
-    /* The output (shard/chunk auto or explicit, codec, output.exists, output.sync); the output's
-     * data type is the source's. */
-    struct sm_run_output output;
-    /* The histogram of the values written (SPEC §5): histogram.bins / .range as for a scan; with
-     * neither given and a type without a default range (wider than 16 bits, floats) no histogram
-     * is made (result.scan.hist.bins == 0), not an error. */
-    uint32_t hist_bins;
-    bool hist_range_set;
-    double hist_lo, hist_hi;
-    int threads;                 /* parallel.threads (<= 0: the OpenMP default) */
-    enum sm_part_kind partition; /* parallel.partition of the shard grid (balanced: by voxels) */
-    uint64_t memory_bytes;       /* limits.memory_bytes: the rank's budget, handed to plan */
-    struct sm_run_progress progress; /* phase "write", unit "shards" */
-    const atomic_int *stop;
-    const void *mpi_comm; /* as for a scan or convert (see the top of this header) */
-    /* prepare, opened, layout and flushed as for a convert (flushed gets hist and attributes) */
-    struct sm_run_hooks hooks;
-};
-#define SM_INGEST_RUN_DEFAULTS                                                                     \
-    {                                                                                              \
-        {0}, SM_RUN_OUTPUT_DEFAULTS, 0, false, 0.0, 0.0, 0, SM_PART_BALANCED, (uint64_t)2 << 30,   \
-            {0}, NULL, NULL,                                                                       \
-        {                                                                                          \
-            0                                                                                      \
-        }                                                                                          \
-    }
 
 /* Stage times in milliseconds (SPEC §7 timing_ms): thread sums divided by the thread count, so
  * they compare with wall time; total and scan_wall are wall times. */
@@ -367,16 +315,20 @@ struct sm_run_result {
     char *output_path; /* owned by the result */
     uint64_t output_shards, output_bytes, shards_written;
     uint64_t kept_input_ranks, kept_input_bytes;
-    uint64_t shards_kept;                /* ingest: shards a resume kept (summed over ranks) */
+    uint64_t shards_kept;                /* shards a resume kept (summed over ranks) */
+    bool no_histogram; /* normalize none of a type with no default range: scan.hist is empty */
+    /* a source's reads: bytes summed over ranks, the most one rank read, the most one rank read
+     * beyond the input bytes of its own shards, and the bytes of the source's slab */
+    uint64_t source_bytes, source_bytes_max, source_excess_max, source_slab_bytes;
     uint64_t sync_ns;                    /* this rank's flush */
     unsigned levels;                     /* convert: OME-Zarr levels written (0: a plain array) */
     uint64_t pyramid_ns;                 /* convert: this rank's levels 1.. (wall) */
     double timing[SM_RUN_NTIMINGS];      /* this rank */
     double timing_max[SM_RUN_NTIMINGS];  /* over ranks */
     double timing_mean[SM_RUN_NTIMINGS]; /* over ranks */
-    /* The last reduction of a run (every kind): the input's counters summed over ranks (scan,
-     * convert; zeros for an ingest), the largest peak resident set of any rank (VmHWM, measured
-     * at the end of the run), and the export (convert with export.path). */
+    /* The last reduction of a run: the input's counters summed over ranks (zeros for a source:
+     * source_bytes above), the largest peak resident set of any rank (VmHWM, measured at the end
+     * of the run), and the export (convert with export.path). */
     struct sm_run_io io;
     uint64_t peak_rss_bytes;
     struct sm_run_export_result export;
@@ -384,7 +336,11 @@ struct sm_run_result {
      * sm_array_meta); released by sm_run_result_destroy. */
     struct sm_store *store;
     struct sm_array *array;
-    void *priv_; /* the engine's */
+    /* The source read (the caller's, or opened from source_params: released by
+     * sm_run_result_destroy then), for its description and counters; NULL for an array. */
+    struct sm_source *source;
+    bool owns_source_; /* the engine's */
+    void *priv_;       /* the engine's */
 };
 
 /* Runs a scan (SPEC §4 `scan`): collective over the ranks. On success *res holds the result
@@ -393,19 +349,6 @@ sm_status sm_run_scan(const struct sm_scan_run *p, struct sm_run_result *res, st
 /* Runs a convert (SPEC §1, §2, §5, §6): collective over the ranks. */
 sm_status sm_run_convert(const struct sm_convert_run *p, struct sm_run_result *res,
                          struct sm_err *err);
-/* Runs an ingest (SPEC §4 `ingest`): collective over the ranks. The phases are a convert's
- * without the scan: open the output (hooks.prepare and hooks.opened first) → layout, shard grid
- * and this rank's run of shards (parallel.partition) → source.plan → agree → rank 0 begins the
- * output, the others join it (one journal per rank) → write: each rank fills its shards from
- * read_box, with the SPEC §5 checksums and histogram of the values → flush (every rank) → agree →
- * hooks.flushed → the records gathered to rank 0 → marker (only after every rank flushed) →
- * agree. res->scan holds the checksums, histogram (finished; bins 0 when none is made) and voxels
- * summed over ranks (the output checksums equal them: the values are written unchanged), and
- * res->shards_kept the shards a resume kept (the sums then cover the rewritten shards only).
- * res->store and res->array stay NULL. Stage times: open (output), hydrate (read_box), process
- * (checksums + histogram), write (encode + put + flush), allreduce, finish, total. */
-sm_status sm_run_ingest(const struct sm_ingest_run *p, struct sm_run_result *res,
-                        struct sm_err *err);
 void sm_run_result_destroy(struct sm_run_result *res);
 
 /* ---- the pieces, for `plan`, `validate` and read-bench (jobs/) ---- */
@@ -442,7 +385,7 @@ sm_status sm_run_shard_grid(const struct sm_run_output *o, const struct sm_array
 /* The plan of `kind` over the tiles of t for nranks ranks: parts[nranks]. Metadata only. */
 void sm_run_plan(enum sm_part_kind kind, const struct sm_array_meta *m, const struct sm_tiling *t,
                  int nranks, struct sm_part *parts);
-/* ---- OME-Zarr output (SPEC §2), for convert and ingest ---- */
+/* ---- OME-Zarr output (SPEC §2) ---- */
 
 /* The number of levels output.ome asks for a level 0 of `shape` (auto resolved), the shape of
  * each and their output specs (levels[k] as sm_run_output_spec would make it for level k's shape,

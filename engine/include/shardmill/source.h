@@ -29,7 +29,9 @@ struct sm_source_info {
     /* The plan hint: the source's natural read unit (a TIFF slice [1, h, w], an HDF5 chunk, a
      * NIfTI or raw plane); a box aligned to it reads no byte twice. Every entry >= 1. */
     uint64_t slab[SM_MAX_DIMS];
-    /* Geometry the file states (NIfTI pixdim, qform/sform), in the axis order above. */
+    /* Geometry the file states (NIfTI pixdim, qform/sform), in the axis order above. NIfTI
+     * spacing is checked positive and finite unless sm_source_params.spacing_given; its origin
+     * (the world position of voxel 0, [z, y, x]) falls on the last three axes. */
     bool spacing_set, origin_set;
     double spacing[SM_MAX_DIMS];
     double origin[SM_MAX_DIMS];
@@ -43,8 +45,8 @@ struct sm_source_ops {
      * rank will read (shape all zero when it reads none) and its budget (limits.memory_bytes). A
      * source that cannot read boxes in any order cheaply (a gzip stream) loads that box here; one
      * that would need more than the budget fails with SM_E_LIMIT naming limits.memory_bytes. */
-    sm_status (*plan)(void *user, const uint64_t *off, const uint64_t *shape,
-                      uint64_t memory_bytes, struct sm_err *err);
+    sm_status (*plan)(void *user, const uint64_t *off, const uint64_t *shape, uint64_t memory_bytes,
+                      struct sm_err *err);
     /* The box [off, off + shape) into out (product(shape) * element bytes). Thread-safe: called
      * concurrently by a rank's threads (thread 0 .. threads - 1), boxes in any order. *read gets
      * the bytes this call read from the source's files (decoded strips, hyperslab bytes, ...).
@@ -78,8 +80,12 @@ struct sm_source_params {
     /* hdf5 */
     const char *hdf5_dataset; /* an absolute HDF5 path such as /exchange/data */
     bool hdf5_allow_external; /* follow data outside the file (SPEC §3) */
-    /* The largest single allocation a decoder may make (a TIFF strip; limits.max_chunk_bytes). */
+    /* The largest single allocation a decoder may make (a TIFF strip or tile; 0: libtiff's own
+     * bound); `ingest` passes limits.memory_bytes. */
     uint64_t max_alloc;
+    /* The caller brings its own voxel spacing (input.spacing): a NIfTI file whose pixdim is not a
+     * positive finite number is then read, not refused (its info.spacing is the file's, as is). */
+    bool spacing_given;
 };
 
 /* Opens the source p names and reads its header: SM_E_USAGE for bad parameters (naming the
@@ -91,7 +97,8 @@ sm_status sm_source_open(const struct sm_source_params *p, struct sm_source **ou
 const struct sm_source_info *sm_source_info(const struct sm_source *s);
 sm_status sm_source_plan(struct sm_source *s, const uint64_t *off, const uint64_t *shape,
                          uint64_t memory_bytes, struct sm_err *err);
-/* read_box, counted: sm_source_bytes_read sums what every call read. */
+/* read_box, counted: sm_source_bytes_read sums what every call read (and, for a .nii.gz, the
+ * compressed bytes sm_source_plan inflated: its boxes are then served from memory, counting 0). */
 sm_status sm_source_read_box(struct sm_source *s, int thread, const uint64_t *off,
                              const uint64_t *shape, void *out, struct sm_err *err);
 uint64_t sm_source_bytes_read(const struct sm_source *s);

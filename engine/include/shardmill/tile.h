@@ -88,7 +88,19 @@ struct sm_scan_result {
     uint64_t fetch_ns, decode_ns, process_ns; /* summed over threads */
 };
 
+/* A reader of boxes other than an array's chunks (a volume source, shardmill/source.h, as run/
+ * hands it): `meta` gives the volume's ndim, shape and dtype; read fills [off, off + shape) with
+ * C-order values, thread-safe (thread 0 .. threads - 1). */
+struct sm_box_reader {
+    const struct sm_array_meta *meta;
+    sm_status (*read)(void *user, int thread, const uint64_t *off, const uint64_t *shape,
+                      void *out, struct sm_err *err);
+    void *user;
+};
+
 struct sm_scan_params {
+    /* non-NULL: the tiles are read through it and sm_scan_tiles takes no array (a NULL `a`) */
+    const struct sm_box_reader *reader;
     uint32_t bins;
     double lo, hi;
     int threads; /* <= 0: the OpenMP default */

@@ -1,7 +1,8 @@
 /* Unit tests for jobs/config_schema.c: the table of configuration keys (SPEC §4, STYLE B10).
  * Every field of struct sm_job_config has a row, rows are unique and grouped, every numeric row
- * has a range that holds its default, every default and example loads, the defaults equal the
- * values SPEC §2-§4 and config.h document, and the YAML and Markdown views cover every key. */
+ * has a range that holds its default, every row names the jobs that use it, every default and
+ * example loads, the defaults equal the values SPEC §2-§4 and config.h document, and the YAML and
+ * Markdown views cover every key (the YAML view: every key its job uses). */
 #include "shardmill/sm_config.h"
 
 #include <setjmp.h>
@@ -30,6 +31,17 @@ static const char base_ingest[] = "job: ingest\n"
 static const char base_binned[] = "job: scan\n"
                                   "input: {store: data/ct.zarr}\n"
                                   "histogram: {bins: 256}\n";
+static const char base_read_bench[] = "job: read-bench\n"
+                                      "input: {store: data/ct.zarr}\n";
+
+/* A configuration of a job that uses row k (any other refuses it). */
+static const char *base_for(const struct sm_cfg_key *k)
+{
+    if ((k->applies & SM_CFG_JOB(SM_JOB_CONVERT)) != 0) {
+        return base_convert;
+    }
+    return (k->applies & SM_CFG_JOB(SM_JOB_SCAN)) != 0 ? base_binned : base_read_bench;
+}
 
 static sm_status load_with(const char *text, const char *set, struct sm_job_config *c,
                            struct sm_err *err)
@@ -84,6 +96,41 @@ static void test_paths_are_unique_and_groups_contiguous(void **state)
         }
         assert_true(found);
     }
+}
+
+/* Every row names the jobs that use it (at least one; every job that requires it), and a group
+ * is used by the jobs of its keys. */
+static void test_rows_name_the_jobs_that_use_them(void **state)
+{
+    (void)state;
+    for (unsigned i = 0; i < sm_cfg_nkeys; i++) {
+        const struct sm_cfg_key *k = &sm_cfg_keys[i];
+        if (k->applies == 0 || (k->applies & ~SM_CFG_ALL_JOBS) != 0 ||
+            (k->required & ~k->applies) != 0) {
+            fail_msg("%s: applies 0x%x, required 0x%x", k->path, k->applies, k->required);
+        }
+        assert_int_equal(sm_cfg_applies(k->path), k->applies);
+    }
+    const unsigned scan = SM_CFG_JOB(SM_JOB_SCAN), rb = SM_CFG_JOB(SM_JOB_READ_BENCH);
+    const unsigned ci = SM_CFG_JOB(SM_JOB_CONVERT) | SM_CFG_JOB(SM_JOB_INGEST);
+    assert_int_equal(sm_cfg_applies("input"), SM_CFG_ALL_JOBS);
+    assert_int_equal(sm_cfg_applies("input.raw"), ci);
+    assert_int_equal(sm_cfg_applies("output"), ci);
+    assert_int_equal(sm_cfg_applies("output.codec"), ci);
+    assert_int_equal(sm_cfg_applies("export"), ci);
+    assert_int_equal(sm_cfg_applies("read_bench"), rb);
+    assert_int_equal(sm_cfg_applies("passes"), scan);
+    assert_int_equal(sm_cfg_applies("histogram"), scan | ci);
+    assert_int_equal(sm_cfg_applies("limits"), SM_CFG_ALL_JOBS);
+    assert_int_equal(sm_cfg_applies("outpu"), 0);
+    assert_int_equal(sm_cfg_applies(""), 0);
+    char buf[64];
+    assert_string_equal(sm_cfg_jobs_text(scan, buf, sizeof(buf)), "scan");
+    assert_string_equal(sm_cfg_jobs_text(ci, buf, sizeof(buf)), "convert and ingest");
+    assert_string_equal(sm_cfg_jobs_text(scan | ci, buf, sizeof(buf)), "scan, convert and ingest");
+    assert_string_equal(sm_cfg_jobs_text(SM_CFG_ALL_JOBS, buf, sizeof(buf)),
+                        "scan, convert, ingest and read-bench");
+    assert_string_equal(sm_cfg_jobs_text(rb, buf, 5), "read"); /* cut, terminated */
 }
 
 static void test_groups_are_recognized(void **state)
@@ -221,7 +268,7 @@ static void test_numeric_rows_have_ranges_holding_defaults(void **state)
             struct sm_job_config c;
             struct sm_err err;
             snprintf(set, sizeof(set), "%s=%s", k->path, k->def);
-            assert_ok(load_with(base_convert, set, &c, &err), &err);
+            assert_ok(load_with(base_for(k), set, &c, &err), &err);
             sm_config_destroy(&c);
         }
     }
@@ -241,7 +288,7 @@ static void test_defaults_equal_the_documented_values(void **state)
         if (k->def != NULL) {
             char set[160];
             snprintf(set, sizeof(set), "%s=%s", k->path, k->def);
-            assert_ok(load_with(base_convert, set, &c, &err), &err);
+            assert_ok(load_with(base_for(k), set, &c, &err), &err);
             want = value_text(k, &c);
             sm_config_destroy(&c);
         }
@@ -315,7 +362,8 @@ static void test_defaults_equal_the_documented_values(void **state)
     sm_config_destroy(&d);
 }
 
-/* Every row's example is a valid value (over a convert or an ingest configuration). */
+/* Every row's example is a valid value (over a convert, an ingest, a scan or a read-bench
+ * configuration). */
 static void test_every_example_loads(void **state)
 {
     (void)state;
@@ -331,6 +379,9 @@ static void test_every_example_loads(void **state)
         }
         if (st != SM_OK) {
             st = load_with(base_binned, set, &c, &err);
+        }
+        if (st != SM_OK) {
+            st = load_with(base_read_bench, set, &c, &err);
         }
         if (st != SM_OK) {
             fail_msg("example of %s (%s) does not load: %s: %s", k->path, k->example, err.where,
@@ -368,7 +419,10 @@ static void test_enum_names_follow_the_c_enums(void **state)
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         struct sm_job_config c;
         struct sm_err err;
-        assert_ok(load_with(base_convert, cases[i].set, &c, &err), &err);
+        /* a scan or read-bench takes no output: switch jobs on a configuration without one */
+        const bool plain =
+            strcmp(cases[i].set, "job=scan") == 0 || strcmp(cases[i].set, "job=read-bench") == 0;
+        assert_ok(load_with(plain ? base_read_bench : base_convert, cases[i].set, &c, &err), &err);
         int v;
         memcpy(&v, (const char *)&c + cases[i].off, sizeof(v));
         if (v != cases[i].want) {
@@ -413,7 +467,8 @@ static void test_distance_and_suggestions(void **state)
     assert_false(sm_cfg_suggest("input.cahce", buf, 4));           /* does not fit */
 }
 
-/* The YAML view lists every key and loads back to the same effective configuration. */
+/* The YAML view lists every key the job uses and no other (one "leaf: value" line each), and
+ * loads back to the same effective configuration. */
 static void test_yaml_view_round_trips(void **state)
 {
     (void)state;
@@ -422,17 +477,26 @@ static void test_yaml_view_round_trips(void **state)
                                         "input: {store: \"we\\\"ird\\npath\", array: '0'}\n"
                                         "roi: {offset: [1, 2, 3], shape: [4, 5, 6]}\n"
                                         "histogram: {bins: 10, range: [-0.5, 1e300]}\n"
-                                        "normalize: {divisor: 0.1}\n"
+                                        "passes: 3\n"
                                         "parallel: {threads: 3}\n"
                                         "limits: {memory_bytes: 1000, max_chunk_bytes: 3GiB}\n"
-                                        "report: r.json\n"};
+                                        "report: r.json\n",
+                                        base_read_bench};
     for (size_t t = 0; t < sizeof(texts) / sizeof(texts[0]); t++) {
         struct sm_job_config a, b;
         struct sm_err err;
         assert_ok(load_with(texts[t], NULL, &a, &err), &err);
         char *yaml = sm_config_format_yaml(&a);
         assert_non_null(yaml);
+        unsigned used = 0, leaves = 0;
+        for (const char *l = yaml; *l != '\0'; l = strchr(l, '\n') + 1) {
+            leaves += strchr(l, '\n')[-1] != ':'; /* a group's line ends in its colon */
+        }
         for (unsigned i = 0; i < sm_cfg_nkeys; i++) {
+            if ((sm_cfg_keys[i].applies & SM_CFG_JOB(a.job)) == 0) {
+                continue;
+            }
+            used++;
             const char *leaf = strrchr(sm_cfg_keys[i].path, '.');
             char line[96];
             snprintf(line, sizeof(line), " %s: ", leaf != NULL ? leaf + 1 : sm_cfg_keys[i].path);
@@ -443,6 +507,7 @@ static void test_yaml_view_round_trips(void **state)
                 assert_contains(yaml, line);
             }
         }
+        assert_int_equal(leaves, used);
         assert_ok(sm_config_load_string("round.yaml", yaml, strlen(yaml), NULL, 0, &b, &err), &err);
         assert_string_equal(a.effective, b.effective);
         sm_free(yaml);
@@ -471,6 +536,14 @@ static void test_markdown_documents_every_key(void **state)
         }
     }
     assert_contains(md, "- type: one of `scan`, `convert`, `ingest`, `read-bench`");
+    /* the jobs that use each key, in its section and in the table */
+    assert_contains(md, "\n### passes\n");
+    assert_contains(strstr(md, "\n### passes\n"), "\n- jobs: `scan`\n");
+    assert_contains(strstr(md, "\n### job\n"), "\n- jobs: every job\n");
+    assert_contains(strstr(md, "\n### tile\n"), "\n- jobs: `scan`, `convert` and `ingest`\n");
+    assert_contains(strstr(md, "\n### output.path\n"), "\n- jobs: `convert` and `ingest`\n");
+    assert_contains(md,
+                    "| [`read_bench.warmup`](#read_benchwarmup) | uint | `1` | `read-bench` |\n");
     assert_contains(md, "1 to 1024TiB");
     assert_contains(md,
                     "`input: {cache: {max_bytes: 1GiB}}` or `--set input.cache.max_bytes=1GiB`");
@@ -478,7 +551,7 @@ static void test_markdown_documents_every_key(void **state)
 }
 
 /* The YAML form of every example in docs/CONFIG.md loads as written (with the other required
- * keys from --set: a convert, else a raw ingest). */
+ * keys from --set: a convert, else a raw ingest, a scan or a read-bench). */
 static void test_markdown_examples_load(void **state)
 {
     (void)state;
@@ -491,6 +564,8 @@ static void test_markdown_examples_load(void **state)
                                          "input.raw.dtype=int16",
                                          "input.raw.shape=[4, 4, 4]",
                                          "output.path=o"};
+    static const char *const scan[] = {"job=scan", "input.store=x.zarr", "histogram.bins=256"};
+    static const char *const read_bench[] = {"job=read-bench", "input.store=x.zarr"};
     char *md = sm_config_markdown();
     assert_non_null(md);
     for (unsigned i = 0; i < sm_cfg_nkeys; i++) {
@@ -514,6 +589,14 @@ static void test_markdown_examples_load(void **state)
             st = sm_config_load_string("ex.yaml", yaml, strlen(yaml), ingest, 6, &c, &err);
         }
         if (st != SM_OK) {
+            sm_err_clear(&err);
+            st = sm_config_load_string("ex.yaml", yaml, strlen(yaml), scan, 3, &c, &err);
+        }
+        if (st != SM_OK) {
+            sm_err_clear(&err);
+            st = sm_config_load_string("ex.yaml", yaml, strlen(yaml), read_bench, 2, &c, &err);
+        }
+        if (st != SM_OK) {
             fail_msg("example '%s' of docs/CONFIG.md: %s: %s", yaml, err.where, err.what);
         }
         sm_config_destroy(&c);
@@ -525,6 +608,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_paths_are_unique_and_groups_contiguous),
+        cmocka_unit_test(test_rows_name_the_jobs_that_use_them),
         cmocka_unit_test(test_groups_are_recognized),
         cmocka_unit_test(test_every_field_has_a_row),
         cmocka_unit_test(test_numeric_rows_have_ranges_holding_defaults),

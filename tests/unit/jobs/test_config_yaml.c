@@ -142,7 +142,7 @@ static void test_float_values(void **state)
 {
     (void)state;
     struct sm_job_config c;
-    load_ok(SCAN "normalize: {divisor: 4095.5, lo: -1e3, hi: 2.5E1}\n", &c);
+    load_ok(CONVERT "normalize: {divisor: 4095.5, lo: -1e3, hi: 2.5E1}\n", &c);
     assert_true(c.normalize.divisor == 4095.5);
     assert_true(c.normalize.lo == -1000.0);
     assert_true(c.normalize.hi == 25.0);
@@ -197,7 +197,7 @@ static void test_string_values(void **state)
     assert_string_equal(c.input.array, "0"); /* a plain scalar is text for a string key */
     assert_string_equal(c.report, "r #1.json");
     sm_config_destroy(&c);
-    load_ok(SCAN "report: ~\nexport: {hdf5: {path: null}}\n", &c);
+    load_ok(CONVERT "report: ~\nexport: {hdf5: {path: null}}\n", &c);
     assert_null(c.report);
     assert_null(c.export_.hdf5_path);
     sm_config_destroy(&c);
@@ -215,10 +215,13 @@ static void test_enum_values(void **state)
 {
     (void)state;
     struct sm_job_config c;
-    load_ok("job: read-bench\ninput: {store: x.zarr}\nnormalize: {mode: scale}\n"
-            "output: {exists: resume, codec: {name: none}}\nparallel: {partition: block}\n",
-            &c);
+    load_ok("job: read-bench\ninput: {store: x.zarr}\n", &c);
     assert_int_equal(c.job, SM_JOB_READ_BENCH);
+    sm_config_destroy(&c);
+    load_ok(CONVERT "normalize: {mode: scale}\noutput.exists: resume\noutput.codec: {name: none}\n"
+                    "parallel: {partition: block}\n",
+            &c);
+    assert_int_equal(c.job, SM_JOB_CONVERT);
     assert_int_equal(c.output.exists, SM_EXISTS_RESUME);
     assert_string_equal(c.output.codec, "none");
     assert_int_equal(c.parallel.partition, SM_PARTITION_BLOCK);
@@ -266,8 +269,8 @@ static void test_dims_values(void **state)
 {
     (void)state;
     struct sm_job_config c;
-    load_ok(SCAN "tile: [64, 64, 64]\nroi:\n  offset: [0, 0, 0]\n  shape:\n    - 1\n    - 2\n"
-                 "    - 3\noutput: {shard: []}\n",
+    load_ok(CONVERT "tile: [64, 64, 64]\nroi:\n  offset: [0, 0, 0]\n  shape:\n    - 1\n    - 2\n"
+                    "    - 3\noutput.shard: []\n",
             &c);
     assert_true(c.tile.set);
     assert_int_equal(c.tile.n, 3);
@@ -472,7 +475,7 @@ static void test_required_keys_per_job(void **state)
                  "missing required key 'output.path' (required by the ingest job)");
     expect_error("job: ingest\ninput: {store: v.raw, raw: {shape: [2, 2]}}\noutput: {path: o}\n",
                  "f.yaml:2:23",
-                 "missing required key 'input.raw.dtype' (required to ingest raw input)");
+                 "missing required key 'input.raw.dtype' (required to read raw input)");
     expect_error("job: ingest\ninput: {store: v.raw, raw: {dtype: uint8}}\noutput: {path: o}\n",
                  "f.yaml:2:23", "missing required key 'input.raw.shape'");
     struct sm_job_config c;
@@ -533,7 +536,7 @@ static void test_hdf5_dataset_rules(void **state)
 {
     (void)state;
     expect_error("job: ingest\ninput: {store: scan.hdf5}\noutput: {path: o.zarr}\n", "f.yaml:2:1",
-                 "missing required key 'input.hdf5.dataset' (required to ingest hdf5 input)");
+                 "missing required key 'input.hdf5.dataset' (required to read hdf5 input)");
     static const char *const bad[] = {"exchange/data", "/", "/a//b", "/a/./b", "/a/../b", "/a/"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         char text[256];
@@ -549,13 +552,15 @@ static void test_checks_across_keys(void **state)
 {
     (void)state;
     expect_error(SCAN "input.format: raw\n", "f.yaml:3:1",
-                 "input.format: the scan job reads zarr input only (raw is read by ingest)");
-    expect_error("job: ingest\ninput: {store: a.zarr, format: zarr}\noutput: {path: o}\n",
-                 "f.yaml:2:24",
-                 "input.format: ingest reads raw, nifti, tiff or hdf5 input, not zarr");
-    expect_error("job: ingest\ninput: {store: a.n5, format: n5}\noutput: {path: o}\n",
-                 "f.yaml:2:22",
-                 "input.format: ingest reads raw, nifti, tiff or hdf5 input, not n5");
+                 "input.format: the scan job reads zarr or n5 input (raw is read by convert)");
+    /* ingest is convert with normalize none: of any input, and no other normalization */
+    expect_ok_text("job: ingest\ninput: {store: a.zarr, format: zarr}\noutput: {path: o}\n");
+    expect_error("job: ingest\ninput: {store: a.n5, format: n5}\noutput: {path: o}\n"
+                 "normalize.mode: percentile\n",
+                 "f.yaml:4:1",
+                 "normalize.mode: job ingest is convert with normalize.mode none (the values kept); "
+                 "to normalize, write job: convert");
+    expect_ok_text("job: convert\ninput: {store: v.tif}\noutput: {path: o}\n"); /* a source */
     expect_ok_text(SCAN "input.format: n5\n"); /* scan, convert, read-bench read N5 too */
     expect_error(CONVERT "output.chunk: [3, 16, 16]\noutput.shard: [8, 32, 32]\n", "f.yaml:4:1",
                  "output.chunk [3, 16, 16] does not divide output.shard [8, 32, 32] (axis 0)");
@@ -678,9 +683,12 @@ static void test_empty_and_misshapen_documents(void **state)
                  "expected a mapping of configuration keys, got "
                  "'just text'");
     struct sm_job_config c;
-    load_ok(SCAN "export:\n", &c); /* a group with every key commented out */
+    load_ok(CONVERT "export:\n", &c); /* a group with every key commented out */
     assert_null(c.export_.hdf5_path);
     sm_config_destroy(&c);
+    /* ... is still a group the job does not use (a scan writes nothing to export) */
+    expect_error(SCAN "export:\n", "f.yaml:3:1",
+                 "`export` applies to convert and ingest jobs only (job: scan)");
 }
 
 static void test_malformed_yaml(void **state)
@@ -889,8 +897,8 @@ static void test_export_hdf5_keys(void **state)
                  "export.hdf5.chunk");
     expect_error(CONVERT "export: {hdf5: {dataset: \"\"}}\n", "f.yaml:4:26",
                  "export.hdf5.dataset: must not be empty");
-    expect_error(SCAN "export: {hdf5: {path: x.h5}}\n", "f.yaml:3:17",
-                 "export.hdf5.path: only the convert job exports (not scan)");
+    expect_error(SCAN "export: {hdf5: {path: x.h5}}\n", "f.yaml:3:1",
+                 "`export` applies to convert and ingest jobs only (job: scan)");
 }
 
 int main(void)

@@ -1,7 +1,7 @@
-/* NIfTI-1 header parsing (see ingest_nifti.h): a pure function over a byte buffer. */
-#include <shardmill/sm_config.h>
+/* NIfTI-1 header parsing (see source_nifti_int.h): a pure function over a byte buffer. */
+#include "shardmill/sm_config.h"
 
-#include "ingest_nifti.h"
+#include "source_nifti_int.h"
 
 #include <inttypes.h>
 #include <math.h>

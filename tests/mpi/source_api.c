@@ -1,5 +1,6 @@
-/* sm_run_ingest (shardmill/pipeline.h) on a communicator, as an MPI application would call it:
- * the program initialises MPI, passes MPI_COMM_WORLD as mpi_comm and a source made here (uint16
+/* sm_run_convert (shardmill/pipeline.h) of a caller's own source (shardmill/source.h,
+ * sm_source_new) with normalize none on a communicator, as an MPI application would call it: the
+ * program initialises MPI, passes MPI_COMM_WORLD as mpi_comm and a source made here (uint16
  * values that are a function of the voxel index). Under mpiexec -n N (argv[1]: a work directory):
  *   - every rank gets SM_OK, ranks == N, the SPEC §5 checksums of the whole volume (summed here),
  *     27 shards and the marker; every rank reads only inside the box its plan got, the voxels
@@ -16,6 +17,7 @@
 #include <unistd.h>
 
 #include "shardmill/pipeline.h"
+#include "shardmill/source.h"
 
 #define Z 9
 #define Y 10
@@ -26,7 +28,7 @@ static int failures;
 #define CHECK(cond)                                                                                \
     do {                                                                                           \
         if (!(cond)) {                                                                             \
-            fprintf(stderr, "ingest_api: %s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);   \
+            fprintf(stderr, "source_api: %s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);   \
             failures++;                                                                            \
         }                                                                                          \
     } while (0)
@@ -54,7 +56,7 @@ static sm_status src_plan(void *user, const uint64_t *off, const uint64_t *shape
 }
 
 static sm_status src_read_box(void *user, int thread, const uint64_t *off, const uint64_t *shape,
-                              void *out, struct sm_err *err)
+                              void *out, uint64_t *read, struct sm_err *err)
 {
     (void)thread;
     (void)err;
@@ -74,35 +76,45 @@ static sm_status src_read_box(void *user, int thread, const uint64_t *off, const
         }
     }
     atomic_fetch_add(&s->voxels_read, (unsigned long long)i);
+    *read = 2 * i;
     return SM_OK;
 }
 
-static struct sm_ingest_run make_run(struct src *s, const char *out, const MPI_Comm *comm)
+static const struct sm_source_ops src_ops = {src_plan, src_read_box, NULL, NULL};
+
+/* A convert with normalize none of a Z x Y x X (x_extra wider) source over s into out. */
+static struct sm_convert_run make_run(struct src *s, const char *out, const MPI_Comm *comm,
+                                      uint64_t x_extra, struct sm_source **src)
 {
-    struct sm_ingest_run p = SM_INGEST_RUN_DEFAULTS;
-    p.source.ndim = 3;
-    p.source.shape[0] = Z;
-    p.source.shape[1] = Y;
-    p.source.shape[2] = X;
-    p.source.dtype = SM_DT_UINT16;
-    p.source.plan = src_plan;
-    p.source.read_box = src_read_box;
-    p.source.user = s;
+    struct sm_source_info info;
+    memset(&info, 0, sizeof(info));
+    info.ndim = 3;
+    info.shape[0] = Z;
+    info.shape[1] = Y;
+    info.shape[2] = X + x_extra;
+    info.dtype = SM_DT_UINT16;
+    snprintf(info.format, sizeof(info.format), "test");
+    struct sm_err err;
+    sm_err_clear(&err);
+    CHECK(sm_source_new(&src_ops, s, &info, src, &err) == SM_OK);
+    struct sm_convert_run p = SM_CONVERT_RUN_DEFAULTS;
+    p.source = *src;
+    p.normalize.mode = SM_RUN_NORM_NONE;
     p.output.path = out;
     p.output.policy.exists = SM_OUTPUT_EXISTS_OVERWRITE;
     p.output.policy.sync = SM_OUTPUT_SYNC_NONE;
     const struct sm_run_dims shard = {true, 3, {4, 4, 4}}, chunk = {true, 3, {2, 2, 2}};
     p.output.shard = shard;
     p.output.chunk = chunk;
-    p.threads = 1;
-    p.mpi_comm = comm;
+    p.c.threads = 1;
+    p.c.mpi_comm = comm;
     return p;
 }
 
 int main(int argc, char **argv)
 {
     if (argc != 2) {
-        fprintf(stderr, "usage: ingest_api WORKDIR\n");
+        fprintf(stderr, "usage: source_api WORKDIR\n");
         return 2;
     }
     int provided = 0, rank = 0, size = 1;
@@ -119,14 +131,15 @@ int main(int argc, char **argv)
 
     struct src s;
     memset(&s, 0, sizeof(s));
-    struct sm_ingest_run p = make_run(&s, out, &comm);
+    struct sm_source *src = NULL;
+    struct sm_convert_run p = make_run(&s, out, &comm, 0, &src);
     struct sm_run_result r;
     struct sm_err err;
     sm_err_clear(&err);
-    const sm_status st = sm_run_ingest(&p, &r, &err);
+    const sm_status st = sm_run_convert(&p, &r, &err);
     CHECK(st == SM_OK);
     if (st != SM_OK) {
-        fprintf(stderr, "ingest_api: rank %d: %s: %s\n", rank, err.where, err.what);
+        fprintf(stderr, "source_api: rank %d: %s: %s\n", rank, err.where, err.what);
     }
     uint64_t sum = 0, weighted = 0, i = 0;
     for (uint64_t z = 0; z < Z; z++) {
@@ -148,7 +161,11 @@ int main(int argc, char **argv)
         snprintf(marker, sizeof(marker), "%s/shardmill.complete.json", out);
         CHECK(stat(marker, &sb) == 0);
     }
+    if (st == SM_OK) { /* the engine's count of the bytes read agrees */
+        CHECK(r.source_bytes == 2ull * Z * Y * X);
+    }
     sm_run_result_destroy(&r);
+    sm_source_close(src);
     unsigned long long mine = atomic_load(&s.voxels_read), all = 0;
     MPI_Allreduce(&mine, &all, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, comm);
     CHECK(all == (unsigned long long)(Z * Y * X));
@@ -161,14 +178,12 @@ int main(int argc, char **argv)
     char out2[512];
     snprintf(out2, sizeof(out2), "%s/mismatch-%ld.zarr", argv[1], pid);
     memset(&s, 0, sizeof(s));
-    p = make_run(&s, out2, &comm);
-    if (rank == 1) {
-        p.source.shape[2] = X + 1;
-    }
+    p = make_run(&s, out2, &comm, rank == 1 ? 1 : 0, &src);
     sm_err_clear(&err);
-    const sm_status st2 = sm_run_ingest(&p, &r, &err);
+    const sm_status st2 = sm_run_convert(&p, &r, &err);
     CHECK(size == 1 ? st2 == SM_OK : st2 == SM_E_USAGE);
     sm_run_result_destroy(&r);
+    sm_source_close(src);
     if (size > 1) {
         struct stat sb;
         CHECK(stat(out2, &sb) != 0);

@@ -1,9 +1,9 @@
-/* Unit tests for jobs/ingest_nifti.c: the NIfTI-1 header parser (issue 10). Headers are built
- * field by field at the offsets of the NIfTI-1 standard (nifti1.h), little- and big-endian:
- * shape in C order, dtype, pixdim and [z, y, x] spacing, units, scl_slope/scl_inter (NaN and 0
- * unscaled, (1, 0) unscaled, infinities refused), sform/qform origin, and every refusal: short
- * buffer, sizeof_hdr, magic (and "ni1"), dim[0], dims < 1, a dim product that overflows 64 bits,
- * unsupported datatypes, vox_offset below 348, fractional, NaN or huge. */
+/* Unit tests for engine/source/source_nifti_hdr.c: the NIfTI-1 header parser (issue 10). Headers
+ * are built field by field at the offsets of the NIfTI-1 standard (nifti1.h), little- and
+ * big-endian: shape in C order, dtype, pixdim and [z, y, x] spacing, units, scl_slope/scl_inter
+ * (NaN and 0 unscaled, (1, 0) unscaled, infinities refused), sform/qform origin, and every refusal:
+ * short buffer, sizeof_hdr, magic (and "ni1"), dim[0], dims < 1, a dim product that overflows 64
+ * bits, unsupported datatypes, vox_offset below 348, fractional, NaN or huge. */
 #include "shardmill/sm_config.h"
 
 #include <math.h>
@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "ingest_nifti.h"
+#include "source_nifti_int.h"
 
 struct hb {
     uint8_t b[352];

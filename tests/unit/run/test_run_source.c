@@ -1,12 +1,11 @@
-/* Unit tests for sm_run_ingest (run/run_ingest.c, shardmill/pipeline.h) with one process and a
- * source made here: a uint16 volume whose values are a function of the voxel index. The run's
+/* Unit tests for sm_run_convert over a caller's own source (shardmill/source.h, sm_source_new;
+ * run/run_convert.c) with normalize none, one process and a source made here: a uint16 volume whose values are a function of the voxel index. The run's
  * checksums and histogram are checked against sums taken here (SPEC §5), the source's calls
  * against its contract (plan once, before any read, with a box that holds every box read; the
  * boxes read cover every voxel exactly once), and the failures: a read_box error ends the run
  * with that error and no marker, a plan error leaves no output directory, a float source without
  * histogram keys makes no histogram, a source without read_box is refused, a set stop flag ends
- * the run with SM_E_STOPPED and no marker. Ranks are tested by
- * tests/mpi/test_mpi_ingest.py. */
+ * the run with SM_E_STOPPED and no marker. Ranks are tested by tests/mpi/source_api.c. */
 #include "shardmill/sm_config.h"
 
 #include <setjmp.h>
@@ -21,6 +20,7 @@
 #include <cmocka.h>
 
 #include "shardmill/pipeline.h"
+#include "shardmill/source.h"
 #include "sm_test.h"
 
 #define Z 9
@@ -57,7 +57,7 @@ static sm_status src_plan(void *user, const uint64_t *off, const uint64_t *shape
 }
 
 static sm_status src_read_box(void *user, int thread, const uint64_t *off, const uint64_t *shape,
-                              void *out, struct sm_err *err)
+                              void *out, uint64_t *read, struct sm_err *err)
 {
     (void)thread;
     struct src *s = user;
@@ -88,6 +88,7 @@ static sm_status src_read_box(void *user, int thread, const uint64_t *off, const
         }
     }
     atomic_fetch_add(&s->voxels_read, (unsigned long long)i);
+    *read = i * (s->dtype == SM_DT_UINT16 ? 2 : 4);
     return SM_OK;
 }
 
@@ -121,38 +122,47 @@ static void init_src(struct src *s, enum sm_dtype dt)
     s->dtype = dt;
 }
 
-static struct sm_ingest_run make_run(struct src *s, const char *out)
+static const struct sm_source_ops src_ops = {src_plan, src_read_box, NULL, NULL};
+
+/* A convert with normalize none of the source over s into out; *src must be closed. */
+static struct sm_convert_run make_run(struct src *s, const char *out, struct sm_source **src)
 {
-    struct sm_ingest_run p = SM_INGEST_RUN_DEFAULTS;
-    p.source.ndim = 3;
-    p.source.shape[0] = Z;
-    p.source.shape[1] = Y;
-    p.source.shape[2] = X;
-    p.source.dtype = s->dtype;
-    p.source.plan = src_plan;
-    p.source.read_box = src_read_box;
-    p.source.user = s;
+    struct sm_source_info info;
+    memset(&info, 0, sizeof(info));
+    info.ndim = 3;
+    info.shape[0] = Z;
+    info.shape[1] = Y;
+    info.shape[2] = X;
+    info.dtype = s->dtype;
+    snprintf(info.format, sizeof(info.format), "test");
+    struct sm_err err;
+    sm_err_clear(&err);
+    assert_int_equal(sm_source_new(&src_ops, s, &info, src, &err), SM_OK);
+    struct sm_convert_run p = SM_CONVERT_RUN_DEFAULTS;
+    p.source = *src;
+    p.normalize.mode = SM_RUN_NORM_NONE;
     p.output.path = out;
     p.output.policy.sync = SM_OUTPUT_SYNC_NONE;
     const struct sm_run_dims shard = {true, 3, {4, 4, 4}}, chunk = {true, 3, {2, 2, 2}};
     p.output.shard = shard;
     p.output.chunk = chunk;
-    p.threads = 2;
+    p.c.threads = 2;
     return p;
 }
 
-static void test_ingest_sums_and_source_contract(void **state)
+static void test_source_sums_and_contract(void **state)
 {
     struct fx *f = *state;
     char out[400];
     snprintf(out, sizeof(out), "%s/u16.zarr", f->dir);
     struct src s;
     init_src(&s, SM_DT_UINT16);
-    struct sm_ingest_run p = make_run(&s, out);
+    struct sm_source *src = NULL;
+    struct sm_convert_run p = make_run(&s, out, &src);
     struct sm_run_result r;
     struct sm_err err;
     sm_err_clear(&err);
-    assert_int_equal(sm_run_ingest(&p, &r, &err), SM_OK);
+    assert_int_equal(sm_run_convert(&p, &r, &err), SM_OK);
     /* SPEC §5 over the values, taken here */
     uint64_t sum = 0, weighted = 0, i = 0;
     static uint64_t counts[65536];
@@ -194,11 +204,12 @@ static void test_ingest_sums_and_source_contract(void **state)
     init_src(&s, SM_DT_UINT16);
     p.output.policy.exists = SM_OUTPUT_EXISTS_RESUME;
     sm_err_clear(&err);
-    assert_int_equal(sm_run_ingest(&p, &r, &err), SM_OK);
+    assert_int_equal(sm_run_convert(&p, &r, &err), SM_OK);
     assert_int_equal(r.shards_kept, 27);
     assert_int_equal(r.shards_written, 0);
     assert_int_equal(atomic_load(&s.voxels_read), Z * Y * X);
     sm_run_result_destroy(&r);
+    sm_source_close(src);
 }
 
 static void test_read_error_ends_the_run_without_marker(void **state)
@@ -209,15 +220,17 @@ static void test_read_error_ends_the_run_without_marker(void **state)
     struct src s;
     init_src(&s, SM_DT_UINT16);
     atomic_store(&s.fail_at_z, 5);
-    struct sm_ingest_run p = make_run(&s, out);
+    struct sm_source *src = NULL;
+    struct sm_convert_run p = make_run(&s, out, &src);
     struct sm_run_result r;
     struct sm_err err;
     sm_err_clear(&err);
-    assert_int_equal(sm_run_ingest(&p, &r, &err), SM_E_DATA);
+    assert_int_equal(sm_run_convert(&p, &r, &err), SM_E_DATA);
     assert_string_equal(err.where, "volume.raw");
     assert_non_null(strstr(err.what, "bad slice 5"));
     assert_false(sm_test_exists(out, "shardmill.complete.json"));
     sm_run_result_destroy(&r);
+    sm_source_close(src);
 }
 
 static void test_plan_error_leaves_no_output(void **state)
@@ -228,15 +241,17 @@ static void test_plan_error_leaves_no_output(void **state)
     struct src s;
     init_src(&s, SM_DT_UINT16);
     s.plan_status = SM_E_LIMIT;
-    struct sm_ingest_run p = make_run(&s, out);
+    struct sm_source *src = NULL;
+    struct sm_convert_run p = make_run(&s, out, &src);
     struct sm_run_result r;
     struct sm_err err;
     sm_err_clear(&err);
-    assert_int_equal(sm_run_ingest(&p, &r, &err), SM_E_LIMIT);
+    assert_int_equal(sm_run_convert(&p, &r, &err), SM_E_LIMIT);
     assert_string_equal(err.where, "limits.memory_bytes");
     assert_false(sm_test_exists(f->dir, "limit.zarr"));
     assert_int_equal(atomic_load(&s.voxels_read), 0);
     sm_run_result_destroy(&r);
+    sm_source_close(src);
 }
 
 static void test_float_without_histogram_keys_and_bad_sources(void **state)
@@ -246,11 +261,12 @@ static void test_float_without_histogram_keys_and_bad_sources(void **state)
     snprintf(out, sizeof(out), "%s/f32.zarr", f->dir);
     struct src s;
     init_src(&s, SM_DT_FLOAT32);
-    struct sm_ingest_run p = make_run(&s, out);
+    struct sm_source *src = NULL;
+    struct sm_convert_run p = make_run(&s, out, &src);
     struct sm_run_result r;
     struct sm_err err;
     sm_err_clear(&err);
-    assert_int_equal(sm_run_ingest(&p, &r, &err), SM_OK);
+    assert_int_equal(sm_run_convert(&p, &r, &err), SM_OK);
     assert_int_equal(r.scan.hist.bins, 0); /* no default range for float32: none made */
     assert_int_equal(r.scan.voxels, Z * Y * X);
     sm_run_result_destroy(&r);
@@ -258,20 +274,22 @@ static void test_float_without_histogram_keys_and_bad_sources(void **state)
     /* histogram.bins without histogram.range for float32: the type has no range to rebin */
     snprintf(out, sizeof(out), "%s/f32b.zarr", f->dir);
     p.output.path = out;
-    p.hist_bins = 16;
+    p.c.hist_bins = 16;
     sm_err_clear(&err);
-    assert_int_equal(sm_run_ingest(&p, &r, &err), SM_E_USAGE);
+    assert_int_equal(sm_run_convert(&p, &r, &err), SM_E_USAGE);
     assert_string_equal(err.where, "histogram");
     sm_run_result_destroy(&r);
 
     snprintf(out, sizeof(out), "%s/none.zarr", f->dir);
     p.output.path = out;
-    p.hist_bins = 0;
-    p.source.read_box = NULL;
+    /* a source without read_box is refused when it is made */
+    const struct sm_source_ops no_read = {src_plan, NULL, NULL, NULL};
+    struct sm_source_info info = *sm_source_info(src);
+    struct sm_source *bad = NULL;
     sm_err_clear(&err);
-    assert_int_equal(sm_run_ingest(&p, &r, &err), SM_E_INTERNAL);
-    assert_false(sm_test_exists(f->dir, "none.zarr"));
-    sm_run_result_destroy(&r);
+    assert_int_equal(sm_source_new(&no_read, &s, &info, &bad, &err), SM_E_INTERNAL);
+    assert_null(bad);
+    sm_source_close(src);
 }
 
 static void test_stopped_leaves_no_marker(void **state)
@@ -282,21 +300,23 @@ static void test_stopped_leaves_no_marker(void **state)
     struct src s;
     init_src(&s, SM_DT_UINT16);
     atomic_int stop = 15; /* as if SIGTERM arrived before the run */
-    struct sm_ingest_run p = make_run(&s, out);
-    p.stop = &stop;
+    struct sm_source *src = NULL;
+    struct sm_convert_run p = make_run(&s, out, &src);
+    p.c.stop = &stop;
     struct sm_run_result r;
     struct sm_err err;
     sm_err_clear(&err);
-    assert_int_equal(sm_run_ingest(&p, &r, &err), SM_E_STOPPED);
+    assert_int_equal(sm_run_convert(&p, &r, &err), SM_E_STOPPED);
     assert_int_equal(err.cause, 15);
     assert_false(sm_test_exists(out, "shardmill.complete.json"));
     sm_run_result_destroy(&r);
+    sm_source_close(src);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_ingest_sums_and_source_contract),
+        cmocka_unit_test(test_source_sums_and_contract),
         cmocka_unit_test(test_read_error_ends_the_run_without_marker),
         cmocka_unit_test(test_plan_error_leaves_no_output),
         cmocka_unit_test(test_float_without_histogram_keys_and_bad_sources),

@@ -1,18 +1,19 @@
-/* The NIfTI-1 header (https://nifti.nimh.nih.gov/nifti-1/documentation/nifti1fields), parsed by a
- * pure function over a byte buffer: no I/O, no allocation, every size overflow-checked, so the
+/* Internal to source/: the NIfTI-1 header
+ * (https://nifti.nimh.nih.gov/nifti-1/documentation/nifti1fields), parsed by a pure function over
+ * a byte buffer (source_nifti_hdr.c): no I/O, no allocation, every size overflow-checked, so the
  * bytes of any file (or a fuzzer's) can be handed to it (tests/fuzz/fuzz_nifti_header.c). The
- * ingest source (ingest_source.c) reads the header, checks the data size against the file and
+ * NIfTI source (source_nifti.c) reads the header, checks the data size against the file and
  * limits.memory_bytes, and applies scl_slope/scl_inter (SPEC §2: applied or refused, never
  * ignored). */
-#ifndef SM_JOBS_INGEST_NIFTI_H
-#define SM_JOBS_INGEST_NIFTI_H
+#ifndef SM_SOURCE_SOURCE_NIFTI_INT_H
+#define SM_SOURCE_SOURCE_NIFTI_INT_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include <shardmill/dtype.h>
-#include <shardmill/status.h>
+#include "shardmill/dtype.h"
+#include "shardmill/status.h"
 
 #define SM_NIFTI_HEADER_BYTES 348
 #define SM_NIFTI_MAX_DIMS 7

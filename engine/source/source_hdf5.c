@@ -1,13 +1,13 @@
-/* The HDF5 ingest source (h5source.h), built into the module libshardmill_hdf5.so beside the
- * export and reached through its own table (sm_hdf5_source_module, export_int.h). A box is one
- * hyperslab: H5Sselect_hyperslab on the file space, a simple memory space of the box's shape, and
- * H5Dread into the native type of the stored class, size and sign (HDF5 swaps the bytes of a
- * big-endian type and runs the chunk filters). Debian's HDF5 (hdf5-openmpi 1.10) is built without
+/* The HDF5 dataset reader (source_hdf5_int.h), built into the module libshardmill_hdf5.so beside
+ * the export and reached through its own table (sm_hdf5_source_module). A box is one hyperslab:
+ * H5Sselect_hyperslab on the file space, a simple memory space of the box's shape, and H5Dread
+ * into the native type of the stored class, size and sign (HDF5 swaps the bytes of a big-endian
+ * type and runs the chunk filters). Debian's HDF5 (hdf5-openmpi 1.10) is built without
  * --enable-threadsafe: every HDF5 call below holds h5_lock, so the threads of a rank read one
  * hyperslab at a time; MPI ranks (each its own process and handle) give the parallelism. */
 #include "shardmill/sm_config.h"
 
-#include "shardmill/h5source.h"
+#include "source_hdf5_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -19,17 +19,22 @@
 
 #include <hdf5.h>
 
-#include "export_int.h"
 #include "shardmill/alloc.h"
 
-/* This file is built into the module libshardmill_hdf5.so: the functions of h5source.h are hidden
- * there and reached through this table. */
+static sm_status h5_open(const char *path, const char *dataset, unsigned flags,
+                         struct sm_h5source_info *info, struct sm_h5source **out,
+                         struct sm_err *err);
+static sm_status h5_read_box(struct sm_h5source *s, const uint64_t *off, const uint64_t *shape,
+                             void *out, struct sm_err *err);
+static void h5_close(struct sm_h5source *s);
+
+/* The one symbol of this file the module exports (every other is hidden). */
 __attribute__((visibility("default"))) extern const struct sm_hdf5_source_ops sm_hdf5_source_module;
 const struct sm_hdf5_source_ops sm_hdf5_source_module = {
     .head = {SM_MODULE_ABI, sizeof(struct sm_hdf5_source_ops)},
-    .open = sm_h5source_open,
-    .read_box = sm_h5source_read_box,
-    .close = sm_h5source_close,
+    .open = h5_open,
+    .read_box = h5_read_box,
+    .close = h5_close,
 };
 
 /* HDF5 is not thread-safe in Debian's build: one lock for every call of the library here. */
@@ -189,6 +194,12 @@ static sm_status check_plist(hid_t dset, struct sm_h5source_info *info, const ch
         return SRC_FAIL(err, where, "H5Dget_create_plist");
     }
     const H5D_layout_t lay = H5Pget_layout(dcpl);
+    hsize_t chunk[H5S_MAX_RANK];
+    if (lay == H5D_CHUNKED && H5Pget_chunk(dcpl, (int)info->ndim, chunk) == (int)info->ndim) {
+        for (unsigned d = 0; d < info->ndim; d++) {
+            info->chunk[d] = chunk[d];
+        }
+    }
     snprintf(info->layout, sizeof(info->layout), "%s",
              lay == H5D_CHUNKED   ? "chunked"
              : lay == H5D_COMPACT ? "compact"
@@ -474,9 +485,9 @@ static void close_locked(struct sm_h5source *s)
     H5Eclear2(H5E_DEFAULT);
 }
 
-sm_status sm_h5source_open(const char *path, const char *dataset, unsigned flags,
-                           struct sm_h5source_info *info, struct sm_h5source **out,
-                           struct sm_err *err)
+static sm_status h5_open(const char *path, const char *dataset, unsigned flags,
+                         struct sm_h5source_info *info, struct sm_h5source **out,
+                         struct sm_err *err)
 {
     *out = NULL;
     memset(info, 0, sizeof(*info));
@@ -501,8 +512,8 @@ sm_status sm_h5source_open(const char *path, const char *dataset, unsigned flags
     return SM_OK;
 }
 
-sm_status sm_h5source_read_box(struct sm_h5source *s, const uint64_t *off, const uint64_t *shape,
-                               void *out, struct sm_err *err)
+static sm_status h5_read_box(struct sm_h5source *s, const uint64_t *off, const uint64_t *shape,
+                             void *out, struct sm_err *err)
 {
     hsize_t start[SM_MAX_DIMS], count[SM_MAX_DIMS];
     for (unsigned d = 0; d < s->ndim; d++) {
@@ -533,7 +544,7 @@ sm_status sm_h5source_read_box(struct sm_h5source *s, const uint64_t *off, const
     return st;
 }
 
-void sm_h5source_close(struct sm_h5source *s)
+static void h5_close(struct sm_h5source *s)
 {
     if (s == NULL) {
         return;

@@ -1,6 +1,8 @@
-/* Unit tests for jobs/ingest_tiff.c: the natural name order of stack slices, and the refusals
- * that need no TIFF writer (a path that does not exist, a directory without slices, a file that
- * is not a TIFF). Real stacks written by tifffile are read in tests/convert/test_ingest_tiff.py. */
+/* Unit tests for engine/source/source_tiff.c: the natural name order of stack slices, the refusals
+ * (a path that does not exist, a directory without slices, a file that is not a TIFF), and stacks
+ * written here with libtiff (a directory of strip slices in natural order, a multi-page tiled
+ * file): values, info, and sm_source_bytes_read counting the decoded strips and tiles a box
+ * needed. Stacks written by tifffile are read in tests/convert/test_ingest_tiff.py. */
 #include "shardmill/sm_config.h"
 
 #include <setjmp.h>
@@ -15,7 +17,7 @@
 
 #include <cmocka.h>
 
-#include "ingest_tiff.h"
+#include "source_int.h"
 
 static void test_natural_order(void **state)
 {
@@ -59,13 +61,15 @@ static int remove_dir(void **state)
 static void test_refusals(void **state)
 {
     (void)state;
-    struct sm_tiff_stack *t = NULL;
+    struct sm_source *t = NULL;
+    struct sm_source_params p = {.format = "tiff"};
     struct sm_err err;
     char path[128];
 
     sm_err_clear(&err);
     snprintf(path, sizeof(path), "%s/missing", tmpdir);
-    assert_int_equal(sm_tiff_open(path, 0, &t, &err), SM_E_IO);
+    p.path = path;
+    assert_int_equal(sm_source_open(&p, &t, &err), SM_E_IO);
     assert_null(t);
     assert_non_null(strstr(err.where, "missing"));
 
@@ -75,7 +79,8 @@ static void test_refusals(void **state)
     assert_non_null(f);
     fputs("not a slice\n", f);
     fclose(f);
-    assert_int_equal(sm_tiff_open(tmpdir, 0, &t, &err), SM_E_DATA);
+    p.path = tmpdir;
+    assert_int_equal(sm_source_open(&p, &t, &err), SM_E_DATA);
     assert_null(t);
     assert_non_null(strstr(err.what, "no .tif"));
 
@@ -85,12 +90,14 @@ static void test_refusals(void **state)
     assert_non_null(f);
     fputs("II*\0 but nothing after it", f);
     fclose(f);
-    assert_int_equal(sm_tiff_open(tmpdir, 0, &t, &err), SM_E_DATA);
+    p.path = tmpdir;
+    assert_int_equal(sm_source_open(&p, &t, &err), SM_E_DATA);
     assert_null(t);
     assert_non_null(strstr(err.where, "s1.tif"));
 
     sm_err_clear(&err); /* the same file given as a multi-page file */
-    assert_int_equal(sm_tiff_open(path, 0, &t, &err), SM_E_DATA);
+    p.path = path;
+    assert_int_equal(sm_source_open(&p, &t, &err), SM_E_DATA);
     assert_null(t);
 }
 

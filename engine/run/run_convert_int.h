@@ -1,0 +1,91 @@
+/* The state of one convert run, shared by its phases (run_convert*.c). */
+#ifndef SM_RUN_RUN_CONVERT_INT_H
+#define SM_RUN_RUN_CONVERT_INT_H
+
+#include "run_int.h"
+
+#include "shardmill/source.h"
+
+struct json_t;
+
+/* One pass: the provenance member zarr.json gets only once the statistics are reduced. */
+#define CV_PENDING_ATTR "shardmill/histogram"
+
+struct cv_thread {
+    struct sm_scratch *scratch;
+    struct sm_chunk_memo *memo;
+    struct sm_buf in;
+    struct sm_checksums sums; /* of the output values */
+    uint64_t norm_ns;
+    /* one pass: the statistics of the input this thread read */
+    struct sm_hist hist;
+    struct sm_checksums in_sums;
+    uint64_t voxels, scan_ns;
+};
+
+struct cv {
+    const struct sm_convert_run *p;
+    struct sm_run_result *res;
+    uint64_t t_start;
+    int rank, nranks, nthreads;
+    /* open */
+    struct sm_output *out;
+    struct sm_source *src;          /* p->source, or NULL: a Zarr/N5 array (res->array) */
+    struct sm_array_meta src_meta;  /* a source's shape and type as array metadata */
+    struct sm_box_reader reader;    /* a source's boxes for the scan */
+    const struct sm_array_meta *m;  /* the input's */
+    char meta_sha[65];              /* of a Zarr input's metadata documents */
+    struct sm_run_setup su;
+    /* plan */
+    bool one_pass;
+    struct sm_tiling grid; /* the output shard grid as a tiling of the ROI */
+    struct sm_output_spec layout;
+    struct sm_part shards, mine;
+    /* scan */
+    uint8_t *keep; /* the decoded input box of this rank's tiles, or NULL */
+    size_t keep_bytes;
+    uint64_t allreduce_ns, t_scan;
+    /* begin */
+    enum sm_dtype out_dt;
+    struct json_t *attrs;
+    struct sm_output_spec spec;
+    struct sm_run_output oo; /* output.ome with the input's geometry where unset */
+    char unit[48];
+    struct sm_writer *w, *w_final; /* w_final: one pass, w with the statistics in zarr.json */
+    /* write */
+    const struct sm_writer *final;
+    size_t in_elem, out_elem;
+    bool keep_values; /* normalize none */
+    uint64_t astride[SM_MAX_DIMS], ostride[SM_MAX_DIMS];
+    struct cv_thread *ts;
+    struct sm_write_result wr;
+    uint64_t t_finish;
+};
+
+/* run_convert_write.c: the phases write, flush (with its cleanup) and statistics */
+sm_status cv_write(void *ctx, struct sm_err *err);
+uint64_t cv_write_total(void *ctx);
+sm_status cv_flush(void *ctx, struct sm_err *err);
+void cv_flush_kept(void *ctx);
+sm_status cv_statistics(void *ctx, struct sm_err *err);
+void cv_threads_free(struct cv *cv);
+
+/* run_convert_collect.c: the phase collect (the result) */
+sm_status cv_collect(void *ctx, struct sm_err *err);
+
+/* run_convert_meta.c: what zarr.json says of the run, and the output's type */
+struct json_t *cv_provenance(const struct cv *cv, const struct sm_scan_result *r);
+sm_status cv_make_norm(const struct sm_run_norm *cfg, const struct sm_hist *h, struct sm_norm *nm,
+                       struct sm_err *err);
+sm_status cv_output_dtype(const struct sm_run_norm *nm, const struct sm_run_output *o,
+                          enum sm_dtype in, enum sm_dtype *out, struct sm_err *err);
+/* SPEC §1's keep-or-re-read rule: the scan copies this rank's tiles into a kept box when they
+ * hold its shards' input and it fits; NULL: the write reads again. */
+uint8_t *cv_keep_plan(uint64_t memory_bytes, const struct sm_array_meta *m, struct sm_run_setup *su,
+                      const struct sm_part *tiles, const struct sm_tiling *grid,
+                      const struct sm_part *shards, size_t *bytes);
+/* A source's geometry (spacing, unit, origin) as the `shardmill` attributes run_ome_geometry
+ * reads from an input, or NULL when it states none. */
+struct json_t *cv_source_geometry(const struct sm_source_info *info);
+
+#endif

@@ -1,0 +1,222 @@
+/* What zarr.json says of a convert (SPEC §2 provenance, §5 normalization), the output's type,
+ * and the keep-or-re-read rule of SPEC §1 (run_convert.c runs the phases). */
+#include "run_convert_int.h"
+
+#include <jansson.h>
+#include <string.h>
+
+#include "shardmill/alloc.h"
+#include "shardmill/sm_version.h"
+#include "shardmill/url.h"
+
+static const char *norm_name(enum sm_run_norm_mode k)
+{
+    return k == SM_RUN_NORM_SCALE    ? "scale"
+           : k == SM_RUN_NORM_WINDOW ? "window"
+           : k == SM_RUN_NORM_NONE   ? "none"
+                                     : "percentile";
+}
+
+static json_t *norm_json(const struct sm_run_norm *cfg, const struct sm_norm *nm)
+{
+    json_t *o = json_pack("{s:s}", "mode", norm_name(cfg->mode));
+    if (cfg->mode == SM_RUN_NORM_NONE) { /* the values are kept: no window */
+        json_object_set_new(o, "lo", json_null());
+        json_object_set_new(o, "hi", json_null());
+        return o;
+    }
+    /* scale is reported as the window it equals before clamping: out = (v - 0) / (divisor - 0) */
+    json_object_set_new(o, "lo", json_real(nm->mode == SM_NORM_SCALE ? 0.0 : nm->lo));
+    json_object_set_new(o, "hi", json_real(nm->mode == SM_NORM_SCALE ? nm->divisor : nm->hi));
+    if (nm->mode == SM_NORM_SCALE) {
+        json_object_set_new(o, "divisor", json_real(nm->divisor));
+    }
+    if (cfg->mode == SM_RUN_NORM_PERCENTILE) {
+        json_object_set_new(o, "percentiles", json_pack("[f,f]", cfg->lo, cfg->hi));
+    }
+    return o;
+}
+
+static json_t *dims_json(const uint64_t *v, unsigned n)
+{
+    json_t *a = json_array();
+    for (unsigned i = 0; i < n; i++) {
+        json_array_append_new(a, sm_json_u64(v[i]));
+    }
+    return a;
+}
+
+json_t *cv_provenance(const struct cv *cv, const struct sm_scan_result *r)
+{
+    const struct sm_convert_run *p = cv->p;
+    const struct sm_run_setup *su = &cv->su;
+    const struct sm_norm *nm = &cv->res->norm;
+    const unsigned nd = cv->m->ndim;
+    char hex[65];
+    if (p->config_sha256 == NULL) {
+        sm_sha256_hex("", 0, hex);
+    } else {
+        snprintf(hex, sizeof(hex), "%s", p->config_sha256);
+    }
+    /* r NULL: the statistics are pending (one pass: sm_output_restate adds them) */
+    json_t *hist =
+        r == NULL ? NULL
+                  : json_pack("{s:i,s:[f,f],s:o,s:o,s:o,s:o,s:o,s:o}", "bins", (int)r->hist.bins,
+                              "range", r->hist.lo, r->hist.hi, "voxels", sm_json_u64(r->voxels),
+                              "underflow", sm_json_u64(r->hist.underflow), "overflow",
+                              sm_json_u64(r->hist.overflow), "nan", sm_json_u64(r->hist.nan),
+                              "checksum", json_integer((json_int_t)r->sums.sum),
+                              "weighted_checksum", sm_json_u64(r->sums.weighted));
+    json_t *pv = json_object();
+    json_object_set_new(
+        pv, "engine",
+        json_pack("{s:s,s:s}", "version", SM_VERSION_STRING, "commit", SM_GIT_COMMIT));
+    json_object_set_new(pv, "config_sha256", json_string(hex));
+    /* the input by content too: a resume whose input changed is refused naming it (its values
+     * are bound shard by shard through the records' digests). A Zarr input by its URL without
+     * its credentials and its metadata's digest; a source by its description (path, the file's
+     * size, count and mtime, what its header says). */
+    if (cv->src != NULL) {
+        json_object_set_new(pv, "input", sm_source_describe(cv->src));
+    } else {
+        char shown[SM_URL_REDACT_MAX];
+        json_object_set_new(pv, "input",
+                            json_pack("{s:s,s:s,s:s}", "store",
+                                      sm_url_redact(p->c.input.store, shown, sizeof(shown)),
+                                      "array", p->c.input.array != NULL ? p->c.input.array : "",
+                                      "metadata_sha256", cv->meta_sha));
+    }
+    json_object_set_new(pv, "roi",
+                        json_pack("{s:o,s:o}", "offset", dims_json(su->off, nd), "shape",
+                                  dims_json(su->shape, nd)));
+    json_object_set_new(pv, "normalization", norm_json(&p->normalize, nm));
+    if (hist != NULL) {
+        json_object_set_new(pv, "histogram", hist);
+    }
+    return json_pack("{s:o}", "shardmill", pv);
+}
+
+sm_status cv_make_norm(const struct sm_run_norm *cfg, const struct sm_hist *h,
+                           struct sm_norm *nm, struct sm_err *err)
+{
+    memset(nm, 0, sizeof(*nm));
+    switch (cfg->mode) {
+    case SM_RUN_NORM_NONE: /* unused: the values are cast, not normalized */
+    case SM_RUN_NORM_SCALE:
+        nm->mode = SM_NORM_SCALE;
+        nm->divisor = cfg->divisor;
+        return SM_OK;
+    case SM_RUN_NORM_WINDOW:
+        nm->mode = SM_NORM_WINDOW;
+        nm->lo = cfg->lo;
+        nm->hi = cfg->hi;
+        return SM_OK;
+    case SM_RUN_NORM_PERCENTILE:
+        nm->mode = SM_NORM_WINDOW;
+        nm->lo = sm_hist_percentile(h, cfg->lo);
+        nm->hi = sm_hist_percentile(h, cfg->hi);
+        if (!(nm->hi > nm->lo)) {
+            sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
+                       "percentiles %g and %g give an empty window [%g, %g] for this data", cfg->lo,
+                       cfg->hi, nm->lo, nm->hi);
+            sm_err_where(err, "normalize");
+            return err->status;
+        }
+        return SM_OK;
+    }
+    return SM_OK;
+}
+
+/* SPEC §1: a rank keeps its decoded input for the write phase when it fits half of memory_bytes.
+ * It can when its run of tiles fills a box (one rank: the ROI; several: e.g. whole tile rows or
+ * slabs) that holds the input of every shard of its run; then the scan copies each tile into that
+ * box (su->params.keep) and the shards are filled from it. Returns the buffer (NULL: re-read
+ * through the cache) and its size in *bytes. */
+uint8_t *cv_keep_plan(uint64_t memory_bytes, const struct sm_array_meta *m,
+                          struct sm_run_setup *su, const struct sm_part *tiles,
+                          const struct sm_tiling *grid, const struct sm_part *shards, size_t *bytes)
+{
+    uint64_t off[SM_MAX_DIMS], shape[SM_MAX_DIMS], soff[SM_MAX_DIMS], sshape[SM_MAX_DIMS];
+    if (!sm_tiling_run_box(&su->tiling, tiles->first, tiles->count, off, shape)) {
+        return NULL;
+    }
+    if (shards->count > 0) {
+        sm_tiling_run_box(grid, shards->first, shards->count, soff, sshape); /* bounding box */
+        for (unsigned d = 0; d < m->ndim; d++) {
+            if (soff[d] < off[d] || soff[d] + sshape[d] > off[d] + shape[d]) {
+                return NULL; /* some of its shards need input another rank scanned */
+            }
+        }
+    }
+    size_t n = sm_dtype_size(m->dtype);
+    for (unsigned d = 0; d < m->ndim; d++) {
+        n *= (size_t)shape[d];
+    }
+    if (n > memory_bytes / 2 - run_memo_total(memory_bytes)) {
+        return NULL;
+    }
+    uint8_t *keep = sm_malloc(n == 0 ? 1 : n); /* NULL (re-read) if it cannot be had */
+    if (keep != NULL) {
+        su->params.keep = keep;
+        memcpy(su->params.keep_offset, off, sizeof(off));
+        memcpy(su->params.keep_shape, shape, sizeof(shape));
+        *bytes = n;
+    }
+    return keep;
+}
+
+/* The output's type (SPEC §2): float32, or with normalize none the input's type or output.dtype
+ * when that holds every input value. */
+sm_status cv_output_dtype(const struct sm_run_norm *nm, const struct sm_run_output *o,
+                                  enum sm_dtype in, enum sm_dtype *out, struct sm_err *err)
+{
+    if (nm->mode != SM_RUN_NORM_NONE) {
+        *out = SM_DT_FLOAT32;
+        if (o->dtype_set && o->dtype != SM_DT_FLOAT32) {
+            sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
+                       "a normalized output is float32; %s needs normalize.mode: none",
+                       sm_dtype_name(o->dtype));
+            sm_err_where(err, "output.dtype");
+            return err->status;
+        }
+        return SM_OK;
+    }
+    *out = o->dtype_set ? o->dtype : in;
+    if (!sm_cast_lossless(in, *out)) {
+        sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
+                   "%s -> %s is a narrowing cast (not every %s value is a %s value); normalize "
+                   "none keeps values: use the input's type or a wider one",
+                   sm_dtype_name(in), sm_dtype_name(*out), sm_dtype_name(in), sm_dtype_name(*out));
+        sm_err_where(err, "output.dtype");
+        return err->status;
+    }
+    return SM_OK;
+}
+
+
+static json_t *doubles_json(const double *v, unsigned n)
+{
+    json_t *a = json_array();
+    for (unsigned i = 0; i < n; i++) {
+        json_array_append_new(a, json_real(v[i]));
+    }
+    return a;
+}
+
+json_t *cv_source_geometry(const struct sm_source_info *info)
+{
+    if (!info->spacing_set && !info->origin_set) {
+        return NULL;
+    }
+    json_t *pv = json_object();
+    if (info->spacing_set) {
+        json_object_set_new(pv, "spacing", doubles_json(info->spacing, info->ndim));
+        if (info->unit != NULL) {
+            json_object_set_new(pv, "unit", json_string(info->unit));
+        }
+    }
+    if (info->origin_set) {
+        json_object_set_new(pv, "origin", doubles_json(info->origin, info->ndim));
+    }
+    return json_pack("{s:o}", "shardmill", pv);
+}

@@ -1,0 +1,226 @@
+/* The write side of a convert (SPEC §1, §2, §5, §6): every shard of this rank's run filled from
+ * the input (a Zarr array through the threads' chunk memos, a source through its read_box, or the
+ * input kept from the scan), normalized to float32 as SPEC §5 writes it (none: cast to the output
+ * type), encoded and put; then the flush, and in one pass the statistics counted on the way,
+ * reduced over ranks and restated into zarr.json before anything reads the output. */
+#include "run_convert_int.h"
+
+#include <jansson.h>
+#include <string.h>
+
+#include "shardmill/alloc.h"
+#include "shardmill/box.h"
+#include "shardmill/clock.h"
+#include "shardmill/par.h"
+
+static sm_status read_input(struct cv *cv, struct cv_thread *ts, int thread,
+                            const uint64_t *in_off, const uint64_t *shape, uint8_t *in, size_t n,
+                            struct sm_err *err)
+{
+    if (cv->keep != NULL) {
+        const uint64_t zero[SM_MAX_DIMS] = {0};
+        uint64_t rel[SM_MAX_DIMS];
+        for (unsigned d = 0; d < cv->m->ndim; d++) {
+            rel[d] = in_off[d] - cv->su.params.keep_offset[d];
+        }
+        const struct sm_box_view kv = {cv->m->ndim, cv->in_elem, cv->su.params.keep_shape};
+        const struct sm_box_view sv = {cv->m->ndim, cv->in_elem, shape};
+        sm_box_copy(&kv, cv->keep, rel, &sv, in, zero, shape);
+        return SM_OK;
+    }
+    if (cv->src != NULL) {
+        return sm_source_read_box(cv->src, thread, in_off, shape, in, err);
+    }
+    return sm_chunk_memo_read(ts->memo, cv->res->array, in_off, shape, in, n * cv->in_elem,
+                              ts->scratch, err);
+}
+
+/* The write driver's fill callback: the input values of the shard's box, normalized (none: cast
+ * to the output type); in one pass also counted into the thread's statistics. The driver fills a
+ * shard resume may keep too: the values' digest decides whether it is kept. */
+static sm_status fill_shard(void *user, int thread, uint64_t shard, const uint64_t *offset,
+                            const uint64_t *shape, void *data, size_t len, struct sm_err *err)
+{
+    (void)shard;
+    struct cv *cv = user;
+    struct cv_thread *ts = &cv->ts[thread];
+    const unsigned nd = cv->m->ndim;
+    const enum sm_dtype in_dt = cv->m->dtype;
+    size_t n = 1;
+    uint64_t in_off[SM_MAX_DIMS];
+    for (unsigned d = 0; d < nd; d++) {
+        n *= (size_t)shape[d];
+        in_off[d] = cv->su.off[d] + offset[d];
+    }
+    if (len != n * cv->out_elem) {
+        SM_FAIL(err, SM_E_INTERNAL, "shard buffer of %zu bytes for %zu values", len, n);
+    }
+    /* the same type kept: read straight into the shard's buffer */
+    const bool direct = cv->keep_values && cv->out_dt == in_dt;
+    uint8_t *in = direct ? data : NULL;
+    if (in == NULL) {
+        SM_TRY(sm_buf_reserve(&ts->in, n * cv->in_elem, err));
+        in = ts->in.ptr;
+    }
+    SM_TRY(read_input(cv, ts, thread, in_off, shape, in, n, err));
+    uint64_t t0 = sm_clock_ns();
+    if (cv->one_pass) {
+        sm_hist_add(&ts->hist, in, n);
+        sm_checksums_add_box(&ts->in_sums, in_dt, in, nd, cv->astride, in_off, shape);
+        ts->voxels += n;
+        const uint64_t t1 = sm_clock_ns();
+        ts->scan_ns += t1 - t0;
+        t0 = t1;
+    }
+    if (cv->keep_values) {
+        if (!direct) {
+            sm_cast_values(in_dt, in, n, cv->out_dt, data);
+        }
+    } else {
+        sm_normalize(&cv->res->norm, in_dt, in, n, data);
+    }
+    sm_checksums_add_box(&ts->sums, cv->out_dt, data, nd, cv->ostride, offset, shape);
+    ts->norm_ns += sm_clock_ns() - t0;
+    return SM_OK;
+}
+
+/* Per-thread state: scratch and chunk memo (a Zarr input read again), one pass's statistics. */
+static sm_status threads_new(struct cv *cv, struct sm_err *err)
+{
+    const struct sm_array_meta *m = cv->m;
+    cv->ts = sm_calloc((size_t)cv->nthreads, sizeof(*cv->ts));
+    if (cv->ts == NULL) {
+        SM_FAIL(err, SM_E_NOMEM, "cannot allocate %d threads", cv->nthreads);
+    }
+    /* the chunk memos share the budget's eighth (sm_run_setup), none when the input is kept */
+    const bool memo = cv->keep == NULL && cv->src == NULL;
+    const uint64_t each = memo ? run_memo_total(cv->p->c.memory_bytes) / cv->nthreads : 0;
+    for (int i = 0; i < cv->nthreads; i++) {
+        if (memo) {
+            SM_TRY(sm_scratch_new(&cv->ts[i].scratch, err));
+            SM_TRY(sm_chunk_memo_new(m, each, &cv->ts[i].memo, err));
+        }
+        if (cv->one_pass) {
+            const struct sm_scan_params *sp = &cv->su.params;
+            SM_TRY(sm_hist_init(&cv->ts[i].hist, m->dtype, sp->bins, sp->lo, sp->hi, err));
+        }
+    }
+    return SM_OK;
+}
+
+void cv_threads_free(struct cv *cv)
+{
+    for (int i = 0; cv->ts != NULL && i < cv->nthreads; i++) {
+        sm_scratch_free(cv->ts[i].scratch);
+        sm_chunk_memo_free(cv->ts[i].memo);
+        sm_hist_destroy(&cv->ts[i].hist);
+        sm_buf_free(&cv->ts[i].in);
+    }
+    sm_free(cv->ts);
+    cv->ts = NULL;
+}
+
+uint64_t cv_write_total(void *ctx)
+{
+    const struct cv *cv = ctx;
+    return sm_writer_nshards(sm_writer_level(cv->w, 0));
+}
+
+/* Phase write: this rank's block of shards (one pass: scanning the input of each). One pass
+ * writes them in the order of the input read units they start in, so the shards that share an
+ * input chunk reach the threads' chunk memos one after another (C order would sweep a whole
+ * plane of chunks between two shards of the same chunk); the output does not depend on it. */
+sm_status cv_write(void *ctx, struct sm_err *err)
+{
+    struct cv *cv = ctx;
+    const struct sm_array_meta *m = cv->m;
+    if (cv->grid.ntiles != sm_writer_nshards(sm_writer_level(cv->w, 0))) {
+        SM_FAIL(err, SM_E_INTERNAL, "plan of %llu shards for a grid of %llu",
+                (unsigned long long)cv->grid.ntiles,
+                (unsigned long long)sm_writer_nshards(sm_writer_level(cv->w, 0)));
+    }
+    cv->in_elem = sm_dtype_size(m->dtype);
+    cv->out_elem = sm_dtype_size(cv->out_dt);
+    cv->keep_values = cv->p->normalize.mode == SM_RUN_NORM_NONE;
+    for (unsigned d = m->ndim; d-- > 0;) {
+        cv->ostride[d] = d + 1 < m->ndim ? cv->ostride[d + 1] * cv->su.shape[d + 1] : 1;
+        cv->astride[d] = d + 1 < m->ndim ? cv->astride[d + 1] * m->shape[d + 1] : 1;
+    }
+    SM_TRY(threads_new(cv, err));
+    uint64_t *order = NULL;
+    const struct sm_part *s = &cv->shards;
+    if (cv->one_pass && s->count > 1) {
+        struct sm_read_unit u;
+        sm_read_unit_of(m, &u);
+        order = sm_malloc((size_t)s->count * sizeof(*order));
+        if (order == NULL) {
+            SM_FAIL(err, SM_E_NOMEM, "cannot order %llu shards", (unsigned long long)s->count);
+        }
+        const sm_status st = sm_tiling_order_by_unit(&cv->grid, &u, s->first, s->count, order, err);
+        if (st != SM_OK) {
+            sm_free(order);
+            return st;
+        }
+    }
+    const struct sm_run_progress *pg = &cv->p->c.progress;
+    const struct sm_write_job job = {s->first,   s->count, order,    cv->nthreads,  fill_shard,
+                                     cv,         pg->update, pg->user, cv->p->c.stop};
+    const sm_status st = sm_write_shards(cv->w, cv->out, &job, &cv->wr, err);
+    sm_free(order);
+    return st;
+}
+
+/* Phase flush: every rank flushes (syncfs covers one node, directory fsyncs cover this
+ * process's entries). */
+sm_status cv_flush(void *ctx, struct sm_err *err)
+{
+    struct cv *cv = ctx;
+    return sm_output_flush(cv->out, err);
+}
+
+/* A stop or a failure keeps what is done: the shards this rank finished are flushed into place
+ * (SYNCFS renames its staged ones after its syncfs), so a resume keeps them and rewrites only
+ * what is missing; the stop or failure stays the error. */
+void cv_flush_kept(void *ctx)
+{
+    struct cv *cv = ctx;
+    if (cv->w != NULL && cv->out != NULL) {
+        struct sm_err ignored;
+        sm_err_clear(&ignored);
+        (void)sm_output_flush(cv->out, &ignored);
+    }
+}
+
+/* One pass, phase statistics: the threads' statistics in thread order, summed over ranks;
+ * zarr.json restated with them (rank 0 puts it) before anything reads the output. */
+sm_status cv_statistics(void *ctx, struct sm_err *err)
+{
+    struct cv *cv = ctx;
+    cv->final = cv->w;
+    if (!cv->one_pass) {
+        return SM_OK;
+    }
+    struct sm_scan_result *r = &cv->res->scan;
+    for (int i = 0; i < cv->nthreads; i++) {
+        sm_hist_merge(&r->hist, &cv->ts[i].hist);
+        r->sums.sum += cv->ts[i].in_sums.sum;
+        r->sums.weighted += cv->ts[i].in_sums.weighted;
+        r->voxels += cv->ts[i].voxels;
+        r->process_ns += cv->ts[i].scan_ns;
+    }
+    r->tiles = cv->mine.count; /* the tiles of the ROI this rank's share stands for */
+    sm_hist_finish(&r->hist);
+    cv->t_scan = sm_clock_ns() - cv->t_start;
+    const uint64_t t0 = sm_clock_ns();
+    SM_TRY(run_reduce_scan(r, err));
+    cv->allreduce_ns += sm_clock_ns() - t0;
+    json_decref(cv->attrs);
+    cv->attrs = cv_provenance(cv, r);
+    run_provenance_spacing(cv->attrs, &cv->oo.ome, cv->m->ndim); /* as the begun one has it */
+    SM_TRY(sm_run_output_spec(&cv->p->output, cv->m->ndim, cv->su.shape, cv->out_dt, cv->attrs,
+                              &cv->spec, err));
+    SM_TRY(sm_writer_new(&cv->spec, &cv->w_final, err));
+    SM_TRY(sm_output_restate(cv->out, cv->w_final, cv->rank == 0, err));
+    cv->final = cv->w_final;
+    return SM_OK;
+}

@@ -1,0 +1,126 @@
+/* HDF5 input in the engine with SM_WITH_HDF5: the reader lives in the module libshardmill_hdf5.so
+ * (source_hdf5.c, table sm_hdf5_source_module), loaded by the first HDF5 source, so only a run with
+ * HDF5 input maps HDF5; here it becomes a source (shape, type, its chunk as the slab, hyperslab
+ * bytes counted, the dataset's layout in the provenance). */
+#include "shardmill/sm_config.h"
+
+#include "source_hdf5_int.h"
+
+#include <jansson.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "shardmill/alloc.h"
+#include "shardmill/dtype.h"
+#include "shardmill/module.h"
+#include "source_int.h"
+
+/* What source_hdf5.c calls in the engine (as export_load.c's sm_export_hdf5_imports: kept in a
+ * static link, checked by tests/startup against the module's undefined symbols). */
+typedef void (*sm_h5source_fn)(void);
+extern const sm_h5source_fn sm_h5source_imports[];
+const sm_h5source_fn sm_h5source_imports[] = {
+    (sm_h5source_fn)sm_calloc,    (sm_h5source_fn)sm_free,    (sm_h5source_fn)sm_dtype_name,
+    (sm_h5source_fn)sm_err_cause, (sm_h5source_fn)sm_err_set, (sm_h5source_fn)sm_err_where,
+};
+
+static const struct sm_hdf5_source_ops *ops;
+static pthread_once_t load_once = PTHREAD_ONCE_INIT;
+static struct sm_err load_err;
+
+static void load(void)
+{
+    const void *table = NULL;
+    if (sm_module_load(SM_HDF5_SOURCE_MODULE, SM_HDF5_SOURCE_SYMBOL,
+                       sizeof(struct sm_hdf5_source_ops), 0, &table, &load_err) == SM_OK) {
+        ops = table;
+    }
+}
+
+struct h5 {
+    struct sm_h5source *h;
+    struct sm_h5source_info info;
+    char *path, *dataset;
+};
+
+static sm_status h5_read_box(void *user, int thread, const uint64_t *off, const uint64_t *shape,
+                             void *out, uint64_t *read, struct sm_err *err)
+{
+    (void)thread;
+    const struct h5 *s = user;
+    SM_TRY(ops->read_box(s->h, off, shape, out, err));
+    uint64_t n = sm_dtype_size(s->info.dtype);
+    for (unsigned d = 0; d < s->info.ndim; d++) {
+        n *= shape[d];
+    }
+    *read = n; /* the hyperslab's values (HDF5 does not tell what it read of the file) */
+    return SM_OK;
+}
+
+static json_t *h5_describe(void *user)
+{
+    const struct h5 *s = user;
+    struct sm_source_info info = {.ndim = s->info.ndim, .dtype = s->info.dtype, .format = "hdf5"};
+    memcpy(info.shape, s->info.shape, sizeof(info.shape));
+    json_t *o = sm_src_describe_file(s->path, &info);
+    if (o != NULL) {
+        json_object_set_new(o, "dataset", json_string(s->dataset));
+        json_object_set_new(o, "stored_dtype", json_string(s->info.stored));
+        json_object_set_new(o, "layout", json_string(s->info.layout));
+        json_object_set_new(o, "filters", json_string(s->info.filters));
+    }
+    return o;
+}
+
+static void h5_close(void *user)
+{
+    struct h5 *s = user;
+    if (s->h != NULL) {
+        ops->close(s->h); /* s->h came from the loaded module */
+    }
+    sm_free(s->path);
+    sm_free(s->dataset);
+    sm_free(s);
+}
+
+static const struct sm_source_ops h5_ops = {
+    .read_box = h5_read_box,
+    .describe = h5_describe,
+    .close = h5_close,
+};
+
+sm_status sm_src_open_hdf5(const struct sm_source_params *p, struct sm_source **out,
+                           struct sm_err *err)
+{
+    *out = NULL;
+    pthread_once(&load_once, load);
+    if (ops == NULL) {
+        sm_err_set(err, load_err.status, load_err.file, load_err.line, "%s", load_err.what);
+        sm_err_where(err, "%s", load_err.where);
+        return err->status;
+    }
+    struct h5 *s = sm_calloc(1, sizeof(*s));
+    if (s == NULL || (s->path = sm_src_strdup(p->path)) == NULL ||
+        (s->dataset = sm_src_strdup(p->hdf5_dataset != NULL ? p->hdf5_dataset : "")) == NULL) {
+        if (s != NULL) {
+            h5_close(s);
+        }
+        SM_FAIL(err, SM_E_NOMEM, "cannot allocate an HDF5 source");
+    }
+    const unsigned flags = p->hdf5_allow_external ? SM_H5SOURCE_ALLOW_EXTERNAL : 0;
+    sm_status st = ops->open(p->path, p->hdf5_dataset, flags, &s->info, &s->h, err);
+    struct sm_source_info info = {.ndim = s->info.ndim, .dtype = s->info.dtype, .format = "hdf5"};
+    memcpy(info.shape, s->info.shape, sizeof(info.shape));
+    for (unsigned d = 0; d < info.ndim; d++) { /* a chunk, else a plane [1, ...] */
+        info.slab[d] = s->info.chunk[0] != 0     ? s->info.chunk[d]
+                       : d == 0 && info.ndim > 1 ? 1
+                                                 : info.shape[d];
+    }
+    if (st == SM_OK) {
+        st = sm_source_new(&h5_ops, s, &info, out, err);
+    }
+    if (st != SM_OK) {
+        h5_close(s);
+    }
+    return st;
+}

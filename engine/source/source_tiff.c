@@ -1,0 +1,432 @@
+/* A TIFF stack as a source (SPEC §2): a directory of 2-D single-channel slices in natural name
+ * order (slice2.tif before slice10.tif), or one multi-page file, read through libtiff
+ * (source_tiff_lib.c), which decodes strips and tiles with every compression Debian's build has
+ * (none, LZW, deflate, packbits, ...) and returns samples in native byte order, as the volume
+ * [pages, height, width]. Every slice is opened once at open to check that it matches the first;
+ * reads open the files of their box again, so threads never share a handle. */
+#include "source_int.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include "shardmill/alloc.h"
+#include "source_tiff_int.h"
+
+struct tiff_stack {
+    const struct sm_tiff_lib *lib;
+    char *dir;     /* directory mode: the directory; multi-page: the file */
+    char **names;  /* directory mode: slice file names in natural order */
+    uint64_t *ifd; /* multi-page mode: the offset of every page's directory */
+    uint64_t n;    /* slices */
+    struct sm_tiff_page pg;
+    uint64_t max_alloc;
+};
+
+/* SM_E_DATA when slice `i` differs from the first; where names the file (and page). */
+static sm_status same_page(const struct tiff_stack *t, const struct sm_tiff_page *p, uint64_t i,
+                           struct sm_err *err)
+{
+    if (p->width == t->pg.width && p->height == t->pg.height && p->dtype == t->pg.dtype) {
+        return SM_OK;
+    }
+    SM_FAIL(err, SM_E_DATA,
+            "slice %" PRIu64 " is %" PRIu32 " x %" PRIu32 " %s, the first slice %" PRIu32
+            " x %" PRIu32 " %s: every slice must have the same size and sample type",
+            i, p->width, p->height, sm_dtype_name(p->dtype), t->pg.width, t->pg.height,
+            sm_dtype_name(t->pg.dtype));
+}
+
+static bool is_tiff_name(const char *s)
+{
+    const char *dot = strrchr(s, '.');
+    return s[0] != '.' && dot != NULL &&
+           (strcasecmp(dot, ".tif") == 0 || strcasecmp(dot, ".tiff") == 0);
+}
+
+int sm_tiff_natural_cmp(const char *a, const char *b)
+{
+    const char *p = a, *q = b;
+    while (*p != '\0' && *q != '\0') {
+        if (*p >= '0' && *p <= '9' && *q >= '0' && *q <= '9') {
+            while (*p == '0') {
+                p++;
+            }
+            while (*q == '0') {
+                q++;
+            }
+            size_t np = 0, nq = 0;
+            while (p[np] >= '0' && p[np] <= '9') {
+                np++;
+            }
+            while (q[nq] >= '0' && q[nq] <= '9') {
+                nq++;
+            }
+            if (np != nq) {
+                return np < nq ? -1 : 1;
+            }
+            const int c = strncmp(p, q, np);
+            if (c != 0) {
+                return c;
+            }
+            p += np;
+            q += nq;
+        } else if (*p != *q) {
+            return (unsigned char)*p < (unsigned char)*q ? -1 : 1;
+        } else {
+            p++;
+            q++;
+        }
+    }
+    if (*p != *q) {
+        return *p == '\0' ? -1 : 1;
+    }
+    return strcmp(a, b); /* "a01" and "a1": still a total order */
+}
+
+static int natural_qsort(const void *x, const void *y)
+{
+    return sm_tiff_natural_cmp(*(char *const *)x, *(char *const *)y);
+}
+
+static char *join(const char *dir, const char *name)
+{
+    const size_t n = strlen(dir) + strlen(name) + 2;
+    char *s = sm_malloc(n);
+    if (s != NULL) {
+        snprintf(s, n, "%s/%s", dir, name);
+    }
+    return s;
+}
+
+/* Directory mode: the slice names in natural order. */
+static sm_status list_slices(struct tiff_stack *t, struct sm_err *err)
+{
+    DIR *d = opendir(t->dir);
+    if (d == NULL) {
+        const int e = errno;
+        sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "open directory: %s", strerror(e));
+        sm_err_cause(err, "errno", e);
+        sm_err_where(err, "%s", t->dir);
+        return err->status;
+    }
+    uint64_t cap = 0;
+    sm_status s = SM_OK;
+    for (struct dirent *de; s == SM_OK && (de = readdir(d)) != NULL;) {
+        if (!is_tiff_name(de->d_name)) {
+            continue;
+        }
+        if (t->n == cap) {
+            cap = cap == 0 ? 64 : cap * 2;
+            char **grown = sm_realloc(t->names, cap * sizeof(*grown));
+            if (grown == NULL) {
+                s = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__, "cannot list the slices");
+                break;
+            }
+            t->names = grown;
+        }
+        t->names[t->n] = sm_src_strdup(de->d_name);
+        if (t->names[t->n] == NULL) {
+            s = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__, "cannot list the slices");
+            break;
+        }
+        t->n++;
+    }
+    closedir(d);
+    if (s == SM_OK && t->n == 0) {
+        s = sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
+                       "no .tif or .tiff slices in the directory");
+        sm_err_where(err, "%s", t->dir);
+    }
+    if (s == SM_OK) {
+        qsort(t->names, (size_t)t->n, sizeof(*t->names), natural_qsort);
+    }
+    return s;
+}
+
+/* Directory mode: every slice opened once, single page, the same as the first. */
+static sm_status check_slices(struct tiff_stack *t, struct sm_err *err)
+{
+    for (uint64_t i = 0; i < t->n; i++) {
+        char *path = join(t->dir, t->names[i]);
+        if (path == NULL) {
+            SM_FAIL(err, SM_E_NOMEM, "cannot allocate a path");
+        }
+        struct sm_tfile f;
+        sm_status s = sm_tfile_open(t->lib, &f, path, t->max_alloc, err);
+        if (s == SM_OK) {
+            struct sm_tiff_page p;
+            s = sm_tiff_read_page(&f, &p, err);
+            if (s == SM_OK && i == 0) {
+                t->pg = p;
+            } else if (s == SM_OK) {
+                s = same_page(t, &p, i, err);
+            }
+            if (s == SM_OK && t->lib->read_directory(f.t)) {
+                s = sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
+                               "has more than one page: a stack directory holds one slice per "
+                               "file (give a multi-page file as input.store instead)");
+            }
+            if (s != SM_OK && err->where[0] == '\0') {
+                sm_err_where(err, "%s", path);
+            }
+            sm_tfile_close(&f);
+        }
+        sm_free(path);
+        if (s != SM_OK) {
+            return s;
+        }
+    }
+    return SM_OK;
+}
+
+/* Multi-page mode: the directory offset of every page, each the same as the first. */
+static sm_status scan_pages(struct tiff_stack *t, struct sm_err *err)
+{
+    struct sm_tfile f;
+    SM_TRY(sm_tfile_open(t->lib, &f, t->dir, t->max_alloc, err));
+    uint64_t cap = 0;
+    sm_status s = SM_OK;
+    do {
+        if (t->n == cap) {
+            cap = cap == 0 ? 64 : cap * 2;
+            uint64_t *grown = sm_realloc(t->ifd, cap * sizeof(*grown));
+            if (grown == NULL) {
+                s = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__, "cannot list the pages");
+                break;
+            }
+            t->ifd = grown;
+        }
+        struct sm_tiff_page p;
+        s = sm_tiff_read_page(&f, &p, err);
+        if (s == SM_OK && t->n == 0) {
+            t->pg = p;
+        } else if (s == SM_OK) {
+            s = same_page(t, &p, t->n, err);
+        }
+        if (s != SM_OK) {
+            sm_err_where(err, "%s: page %" PRIu64, t->dir, t->n);
+            break;
+        }
+        t->ifd[t->n++] = t->lib->current_dir_offset(f.t);
+    } while (t->lib->read_directory(f.t));
+    if (s == SM_OK && f.msg[0] != '\0') { /* a directory chain that breaks off */
+        s = sm_err_set(err, SM_E_DATA, __FILE__, __LINE__, "after page %" PRIu64 ": %s", t->n - 1,
+                       f.msg);
+        sm_err_where(err, "%s", t->dir);
+    }
+    sm_tfile_close(&f);
+    return s;
+}
+
+static void stack_close(struct tiff_stack *t)
+{
+    for (uint64_t i = 0; t->names != NULL && i < t->n; i++) {
+        sm_free(t->names[i]);
+    }
+    sm_free(t->names);
+    sm_free(t->ifd);
+    sm_free(t->dir);
+    sm_free(t);
+}
+
+/* `path`: a directory of .tif/.tiff slices or a TIFF file; every slice checked for the size and
+ * sample type of the first: SM_E_DATA naming the file (and page) that differs, is not a TIFF, has
+ * more than one sample per pixel or a compression libtiff cannot decode; SM_E_IO when libtiff
+ * cannot be loaded or a file cannot be read. */
+static sm_status stack_open(const char *path, uint64_t max_alloc, struct tiff_stack **out,
+                            struct sm_err *err)
+{
+    *out = NULL;
+    const struct sm_tiff_lib *lib = sm_tiff_load(path, err);
+    if (lib == NULL) {
+        return err->status;
+    }
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        const int e = errno;
+        sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "open: %s", strerror(e));
+        sm_err_cause(err, "errno", e);
+        sm_err_where(err, "%s", path);
+        return err->status;
+    }
+    struct tiff_stack *t = sm_calloc(1, sizeof(*t));
+    if (t == NULL || (t->dir = sm_src_strdup(path)) == NULL) {
+        sm_free(t);
+        SM_FAIL(err, SM_E_NOMEM, "cannot allocate a TIFF stack");
+    }
+    t->lib = lib;
+    t->max_alloc = max_alloc;
+    sm_status s = S_ISDIR(st.st_mode) ? list_slices(t, err) : scan_pages(t, err);
+    if (s == SM_OK && S_ISDIR(st.st_mode)) {
+        s = check_slices(t, err);
+    }
+    if (s != SM_OK) {
+        stack_close(t);
+        return s;
+    }
+    *out = t;
+    return SM_OK;
+}
+
+/* Rows [y0, y0 + ny) x columns [x0, x0 + nx) of the current page into dst (row pitch nx); *read
+ * gets the decoded bytes of every strip or tile read. */
+static sm_status read_rows(const struct tiff_stack *t, struct sm_tfile *f, uint64_t y0, uint64_t ny,
+                           uint64_t x0, uint64_t nx, uint8_t *dst, uint64_t *read,
+                           struct sm_err *err)
+{
+    const size_t es = sm_dtype_size(t->pg.dtype);
+    const uint64_t width = t->pg.width;
+    const bool tiled = t->lib->is_tiled(f->t) != 0;
+    uint32_t bw = t->pg.width, bh = 0;
+    if (tiled) {
+        t->lib->get_field_defaulted(f->t, TIFFTAG_TILEWIDTH, &bw);
+        t->lib->get_field_defaulted(f->t, TIFFTAG_TILELENGTH, &bh);
+    } else {
+        t->lib->get_field_defaulted(f->t, TIFFTAG_ROWSPERSTRIP, &bh);
+        if (bh > t->pg.height) {
+            bh = t->pg.height;
+        }
+    }
+    if (bw == 0 || bh == 0) {
+        SM_FAIL(err, SM_E_DATA, "a %s of %" PRIu32 " x %" PRIu32 " pixels",
+                tiled ? "tile" : "strip", bw, bh);
+    }
+    const tmsize_t bsize = tiled ? t->lib->tile_size(f->t) : t->lib->strip_size(f->t);
+    const uint64_t need = (uint64_t)bw * bh * es; /* a full block of samples */
+    if (bsize <= 0 || (uint64_t)bsize < need) {
+        SM_FAIL(err, SM_E_DATA, "%s size %lld is below %" PRIu64 " bytes of samples",
+                tiled ? "tile" : "strip", (long long)bsize, need);
+    }
+    if (t->max_alloc != 0 && (uint64_t)bsize > t->max_alloc) { /* sizes declared by the file */
+        SM_FAIL(err, SM_E_LIMIT,
+                "a %s of %lld bytes exceeds the bound on one allocation (%" PRIu64 " bytes)",
+                tiled ? "tile" : "strip", (long long)bsize, t->max_alloc);
+    }
+    uint8_t *blk = sm_malloc((size_t)bsize);
+    if (blk == NULL) {
+        SM_FAIL(err, SM_E_NOMEM, "cannot allocate a %lld-byte %s", (long long)bsize,
+                tiled ? "tile" : "strip");
+    }
+    sm_status s = SM_OK;
+    for (uint64_t by = y0 / bh * bh; s == SM_OK && by < y0 + ny; by += bh) {
+        for (uint64_t bx = tiled ? x0 / bw * bw : 0; s == SM_OK && bx < x0 + nx; bx += bw) {
+            const uint32_t idx = tiled
+                                     ? t->lib->compute_tile(f->t, (uint32_t)bx, (uint32_t)by, 0, 0)
+                                     : (uint32_t)(by / bh);
+            /* the last strip may hold fewer rows: ask for what the image has */
+            const uint64_t rows = by + bh <= t->pg.height ? bh : t->pg.height - by;
+            const uint64_t want = tiled ? need : rows * width * es;
+            const tmsize_t got = tiled ? t->lib->read_tile(f->t, idx, blk, (tmsize_t)want)
+                                       : t->lib->read_strip(f->t, idx, blk, (tmsize_t)want);
+            if (got < 0 || (uint64_t)got < want) {
+                s = sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
+                               "%s %" PRIu32 " decodes to %lld of %" PRIu64 " bytes%s%s",
+                               tiled ? "tile" : "strip", idx, (long long)got, want,
+                               f->msg[0] != '\0' ? ": " : "", f->msg);
+                break;
+            }
+            *read += want;
+            const uint64_t ylo = by > y0 ? by : y0;
+            const uint64_t yhi = by + rows < y0 + ny ? by + rows : y0 + ny;
+            const uint64_t xlo = bx > x0 ? bx : x0;
+            const uint64_t bxe = bx + bw < width ? bx + bw : width;
+            const uint64_t xhi = bxe < x0 + nx ? bxe : x0 + nx;
+            for (uint64_t y = ylo; y < yhi; y++) {
+                memcpy(dst + ((y - y0) * nx + (xlo - x0)) * es,
+                       blk + ((y - by) * bw + (xlo - bx)) * es, (size_t)((xhi - xlo) * es));
+            }
+        }
+    }
+    sm_free(blk);
+    return s;
+}
+
+static sm_status tiff_read_box(void *user, int thread, const uint64_t *off, const uint64_t *shape,
+                               void *out, uint64_t *read, struct sm_err *err)
+{
+    (void)thread;
+    const struct tiff_stack *t = user;
+    const size_t es = sm_dtype_size(t->pg.dtype);
+    const uint64_t plane = shape[1] * shape[2] * es;
+    uint8_t *dst = out;
+    struct sm_tfile f = {0};
+    sm_status s = SM_OK;
+    if (t->names == NULL) {
+        s = sm_tfile_open(t->lib, &f, t->dir, t->max_alloc, err);
+    }
+    for (uint64_t z = off[0]; s == SM_OK && z < off[0] + shape[0]; z++, dst += plane) {
+        char *path = NULL;
+        if (t->names != NULL) {
+            path = join(t->dir, t->names[z]);
+            if (path == NULL) {
+                s = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__, "cannot allocate a path");
+                break;
+            }
+            s = sm_tfile_open(t->lib, &f, path, t->max_alloc, err);
+        } else if (!t->lib->set_sub_directory(f.t, t->ifd[z])) {
+            s = sm_err_set(err, SM_E_DATA, __FILE__, __LINE__, "cannot read the page: %s", f.msg);
+        }
+        if (s == SM_OK) {
+            s = read_rows(t, &f, off[1], shape[1], off[2], shape[2], dst, read, err);
+        }
+        if (s != SM_OK && err->where[0] == '\0') {
+            if (path != NULL) {
+                sm_err_where(err, "%s", path);
+            } else {
+                sm_err_where(err, "%s: page %" PRIu64, t->dir, z);
+            }
+        }
+        if (t->names != NULL) {
+            sm_tfile_close(&f);
+        }
+        sm_free(path);
+    }
+    sm_tfile_close(&f);
+    return s;
+}
+
+static json_t *tiff_describe(void *user)
+{
+    const struct tiff_stack *t = user;
+    struct sm_source_info info = {.ndim = 3, .dtype = t->pg.dtype, .format = "tiff"};
+    info.shape[0] = t->n;
+    info.shape[1] = t->pg.height;
+    info.shape[2] = t->pg.width;
+    return sm_src_describe_file(t->dir, &info);
+}
+
+static void tiff_close(void *user)
+{
+    stack_close(user);
+}
+
+static const struct sm_source_ops tiff_ops = {
+    .read_box = tiff_read_box,
+    .describe = tiff_describe,
+    .close = tiff_close,
+};
+
+sm_status sm_src_open_tiff(const struct sm_source_params *p, struct sm_source **out,
+                           struct sm_err *err)
+{
+    *out = NULL;
+    struct tiff_stack *t;
+    SM_TRY(stack_open(p->path, p->max_alloc, &t, err));
+    struct sm_source_info info = {.ndim = 3, .dtype = t->pg.dtype, .format = "tiff"};
+    info.shape[0] = info.slab[0] = 1; /* a slice: one file, or one page, decoded whole */
+    info.shape[0] = t->n;
+    info.shape[1] = info.slab[1] = t->pg.height;
+    info.shape[2] = info.slab[2] = t->pg.width;
+    const sm_status st = sm_source_new(&tiff_ops, t, &info, out, err);
+    if (st != SM_OK) {
+        stack_close(t);
+    }
+    return st;
+}

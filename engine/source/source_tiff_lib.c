@@ -1,0 +1,183 @@
+/* libtiff for the TIFF source (source_tiff_int.h): loaded on first use, a handle per open with its
+ * own error handler, and the page geometry the source accepts. */
+#include "source_tiff_int.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "shardmill/module.h"
+
+static struct sm_tiff_lib tiff;
+static char tiff_load_error[200];
+static pthread_once_t tiff_once = PTHREAD_ONCE_INIT;
+
+static void tiff_init_once(void)
+{
+    static const struct sm_library_sym syms[] = {
+        {"TIFFOpenOptionsAlloc", (void **)&tiff.opts_alloc},
+        {"TIFFOpenOptionsFree", (void **)&tiff.opts_free},
+        {"TIFFOpenOptionsSetMaxSingleMemAlloc", (void **)&tiff.opts_max_alloc},
+        {"TIFFOpenOptionsSetErrorHandlerExtR", (void **)&tiff.opts_err},
+        {"TIFFOpenOptionsSetWarningHandlerExtR", (void **)&tiff.opts_warn},
+        {"TIFFClose", (void **)&tiff.close},
+        {"TIFFGetFieldDefaulted", (void **)&tiff.get_field_defaulted},
+        {"TIFFReadDirectory", (void **)&tiff.read_directory},
+        {"TIFFCurrentDirOffset", (void **)&tiff.current_dir_offset},
+        {"TIFFSetSubDirectory", (void **)&tiff.set_sub_directory},
+        {"TIFFIsTiled", (void **)&tiff.is_tiled},
+        {"TIFFIsCODECConfigured", (void **)&tiff.codec_configured},
+        {"TIFFStripSize", (void **)&tiff.strip_size},
+        {"TIFFTileSize", (void **)&tiff.tile_size},
+        {"TIFFComputeTile", (void **)&tiff.compute_tile},
+        {"TIFFReadEncodedStrip", (void **)&tiff.read_strip},
+        {"TIFFReadEncodedTile", (void **)&tiff.read_tile},
+        {"TIFFOpenExt", (void **)&tiff.open_ext}, /* last: non-NULL means all loaded */
+    };
+    if (!sm_library_load("libtiff.so.6", syms, sizeof(syms) / sizeof(syms[0]), tiff_load_error,
+                         sizeof(tiff_load_error))) {
+        return;
+    }
+}
+
+const struct sm_tiff_lib *sm_tiff_load(const char *path, struct sm_err *err)
+{
+    pthread_once(&tiff_once, tiff_init_once);
+    if (tiff.open_ext == NULL) {
+        sm_err_set(err, SM_E_IO, __FILE__, __LINE__,
+                   "TIFF input needs libtiff (libtiff.so.6, Debian package libtiff6): %s",
+                   tiff_load_error);
+        sm_err_where(err, "%s", path);
+        return NULL;
+    }
+    return &tiff;
+}
+
+static int on_error(TIFF *t, void *user, const char *module, const char *fmt, va_list ap)
+{
+    (void)t;
+    (void)module;
+    struct sm_tfile *f = user;
+    if (f->msg[0] == '\0') {
+        /* libtiff's own format string: trusted as its printf-style handler contract says */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+        vsnprintf(f->msg, sizeof(f->msg), fmt, ap);
+#pragma GCC diagnostic pop
+    }
+    return 1; /* handled: nothing goes to stderr */
+}
+
+static int on_warning(TIFF *t, void *user, const char *module, const char *fmt, va_list ap)
+{
+    (void)t;
+    (void)user;
+    (void)module;
+    (void)fmt;
+    (void)ap;
+    return 1; /* unknown tags and the like: not our concern */
+}
+
+sm_status sm_tfile_open(const struct sm_tiff_lib *lib, struct sm_tfile *f, const char *path,
+                        uint64_t max_alloc, struct sm_err *err)
+{
+    memset(f, 0, sizeof(*f));
+    f->lib = lib;
+    f->opts = lib->opts_alloc();
+    if (f->opts == NULL) {
+        SM_FAIL(err, SM_E_NOMEM, "cannot allocate libtiff options");
+    }
+    lib->opts_err(f->opts, on_error, f);
+    lib->opts_warn(f->opts, on_warning, f);
+    if (max_alloc != 0) {
+        lib->opts_max_alloc(f->opts, (tmsize_t)(max_alloc > INT64_MAX ? INT64_MAX : max_alloc));
+    }
+    f->t = lib->open_ext(path, "r", f->opts);
+    if (f->t == NULL) {
+        const int e = errno;
+        struct stat st;
+        if (stat(path, &st) != 0) {
+            sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "open: %s", strerror(e));
+            sm_err_cause(err, "errno", e);
+        } else {
+            sm_err_set(err, SM_E_DATA, __FILE__, __LINE__, "not a readable TIFF file: %s",
+                       f->msg[0] != '\0' ? f->msg : "libtiff refused it");
+        }
+        sm_err_where(err, "%s", path);
+        lib->opts_free(f->opts);
+        f->opts = NULL;
+        return err->status;
+    }
+    return SM_OK;
+}
+
+void sm_tfile_close(struct sm_tfile *f)
+{
+    if (f->t != NULL) {
+        f->lib->close(f->t);
+    }
+    if (f->opts != NULL) {
+        f->lib->opts_free(f->opts);
+    }
+    f->t = NULL;
+    f->opts = NULL;
+}
+
+/* The sample format and width as a data type: 8/16/32-bit integers, 32/64-bit floats. */
+static bool sample_dtype(uint16_t fmt, uint16_t bits, enum sm_dtype *dt)
+{
+    static const struct {
+        uint16_t fmt, bits;
+        enum sm_dtype dt;
+    } types[] = {
+        {SAMPLEFORMAT_UINT, 8, SM_DT_UINT8},      {SAMPLEFORMAT_UINT, 16, SM_DT_UINT16},
+        {SAMPLEFORMAT_UINT, 32, SM_DT_UINT32},    {SAMPLEFORMAT_INT, 8, SM_DT_INT8},
+        {SAMPLEFORMAT_INT, 16, SM_DT_INT16},      {SAMPLEFORMAT_INT, 32, SM_DT_INT32},
+        {SAMPLEFORMAT_IEEEFP, 32, SM_DT_FLOAT32}, {SAMPLEFORMAT_IEEEFP, 64, SM_DT_FLOAT64},
+    };
+    for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+        if (types[i].fmt == fmt && types[i].bits == bits) {
+            *dt = types[i].dt;
+            return true;
+        }
+    }
+    return false;
+}
+
+sm_status sm_tiff_read_page(struct sm_tfile *f, struct sm_tiff_page *p, struct sm_err *err)
+{
+    const struct sm_tiff_lib *lib = f->lib;
+    uint32_t w = 0, h = 0;
+    uint16_t bits = 0, fmt = SAMPLEFORMAT_UINT, spp = 1, comp = COMPRESSION_NONE;
+    uint16_t photo = PHOTOMETRIC_MINISBLACK;
+    lib->get_field_defaulted(f->t, TIFFTAG_IMAGEWIDTH, &w);
+    lib->get_field_defaulted(f->t, TIFFTAG_IMAGELENGTH, &h);
+    lib->get_field_defaulted(f->t, TIFFTAG_BITSPERSAMPLE, &bits);
+    lib->get_field_defaulted(f->t, TIFFTAG_SAMPLEFORMAT, &fmt);
+    lib->get_field_defaulted(f->t, TIFFTAG_SAMPLESPERPIXEL, &spp);
+    lib->get_field_defaulted(f->t, TIFFTAG_COMPRESSION, &comp);
+    lib->get_field_defaulted(f->t, TIFFTAG_PHOTOMETRIC, &photo);
+    if (w == 0 || h == 0) {
+        SM_FAIL(err, SM_E_DATA, "the image is %" PRIu32 " x %" PRIu32 " pixels", w, h);
+    }
+    if (spp != 1 || photo == PHOTOMETRIC_PALETTE) {
+        SM_FAIL(err, SM_E_DATA,
+                "%u samples per pixel (photometric %u): only single-channel grey slices are read",
+                (unsigned)spp, (unsigned)photo);
+    }
+    if (!lib->codec_configured(comp)) {
+        SM_FAIL(err, SM_E_DATA, "compression %u is not decoded by this libtiff", (unsigned)comp);
+    }
+    if (!sample_dtype(fmt, bits, &p->dtype)) {
+        SM_FAIL(err, SM_E_DATA,
+                "%u-bit samples of format %u: 8/16/32-bit integers and 32/64-bit floats are read",
+                (unsigned)bits, (unsigned)fmt);
+    }
+    p->width = w;
+    p->height = h;
+    return SM_OK;
+}
