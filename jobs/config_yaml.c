@@ -586,85 +586,88 @@ static sm_status parse_dims(struct lctx *cx, const struct sm_cfg_key *k, const s
 }
 
 /* Parses node n as the value of row k and stores it in cx->cfg. */
-static sm_status parse_value(struct lctx *cx, const struct sm_cfg_key *k, const struct ynode *n)
+/* A null value: the key unset (NULLABLE keys only). */
+static sm_status parse_null(struct lctx *cx, const struct sm_cfg_key *k, const struct ynode *n)
 {
     char *p = (char *)cx->cfg + k->off;
-    if (is_null(n)) {
-        if ((k->flags & SM_CFGF_NULLABLE) == 0) {
-            return type_error(cx, k, n);
-        }
-        if (k->type == SM_CFG_STRING || k->type == SM_CFG_NAME) {
-            put_string(p, NULL);
-        } else if (k->type == SM_CFG_DIMS) {
-            memset(p, 0, sizeof(struct sm_cfg_dims));
-        } else if (k->type == SM_CFG_FLOATS) {
-            memset(p, 0, sizeof(struct sm_cfg_floats));
-        } else if (k->type == SM_CFG_RANGE) {
-            bool f = false;
-            double z = 0;
-            memcpy((char *)cx->cfg + k->off_set, &f, sizeof(f));
-            memcpy(p, &z, sizeof(z));
-            memcpy((char *)cx->cfg + k->off2, &z, sizeof(z));
-        }
-        return SM_OK;
-    }
-    if (k->type == SM_CFG_DIMS) {
-        struct sm_cfg_dims d;
-        SM_TRY(parse_dims(cx, k, n, &d));
-        memcpy(p, &d, sizeof(d));
-        return SM_OK;
-    }
-    if (k->type == SM_CFG_FLOATS) {
-        struct sm_cfg_floats f;
-        memset(&f, 0, sizeof(f));
-        if (n->kind != Y_SEQ) {
-            return type_error(cx, k, n);
-        }
-        if (n->nkids > SM_CFG_MAX_DIMS) {
-            FAIL_AT(cx, n, "%s: %u values, at most %d", k->path, n->nkids, SM_CFG_MAX_DIMS);
-        }
-        const bool pos = (k->flags & SM_CFGF_POSITIVE) != 0;
-        for (const struct ynode *e = n->kids; e != NULL; e = e->next, f.n++) {
-            if (e->kind != Y_SCALAR || !parse_float(e->text, &f.v[f.n]) ||
-                (pos && !(f.v[f.n] > 0))) {
-                char got[64];
-                FAIL_AT(cx, e, "%s[%u]: expected a %s number, got %s", k->path, f.n,
-                        pos ? "positive" : "finite", describe(e, got, sizeof(got)));
-            }
-        }
-        f.set = true;
-        memcpy(p, &f, sizeof(f));
-        return SM_OK;
-    }
-    if (k->type == SM_CFG_RANGE) {
-        double v[2];
-        if (n->kind != Y_SEQ || n->nkids != 2) {
-            if (n->kind == Y_SEQ) {
-                FAIL_AT(cx, n, "%s: expected a pair [lo, hi], got %u values", k->path, n->nkids);
-            }
-            return type_error(cx, k, n);
-        }
-        unsigned i = 0;
-        for (const struct ynode *e = n->kids; e != NULL; e = e->next, i++) {
-            if (e->kind != Y_SCALAR || !parse_float(e->text, &v[i])) {
-                char got[64];
-                FAIL_AT(cx, e, "%s[%u]: expected a finite number, got %s", k->path, i,
-                        describe(e, got, sizeof(got)));
-            }
-        }
-        if (!(v[0] < v[1])) {
-            FAIL_AT(cx, n, "%s: lo %s must be below hi %s", k->path, n->kids->text,
-                    n->kids->next->text);
-        }
-        bool t = true;
-        memcpy(p, &v[0], sizeof(v[0]));
-        memcpy((char *)cx->cfg + k->off2, &v[1], sizeof(v[1]));
-        memcpy((char *)cx->cfg + k->off_set, &t, sizeof(t));
-        return SM_OK;
-    }
-    if (n->kind != Y_SCALAR) {
+    if ((k->flags & SM_CFGF_NULLABLE) == 0) {
         return type_error(cx, k, n);
     }
+    if (k->type == SM_CFG_STRING || k->type == SM_CFG_NAME) {
+        put_string(p, NULL);
+    } else if (k->type == SM_CFG_DIMS) {
+        memset(p, 0, sizeof(struct sm_cfg_dims));
+    } else if (k->type == SM_CFG_FLOATS) {
+        memset(p, 0, sizeof(struct sm_cfg_floats));
+    } else if (k->type == SM_CFG_RANGE) {
+        bool f = false;
+        double z = 0;
+        memcpy((char *)cx->cfg + k->off_set, &f, sizeof(f));
+        memcpy(p, &z, sizeof(z));
+        memcpy((char *)cx->cfg + k->off2, &z, sizeof(z));
+    }
+    return SM_OK;
+}
+
+/* FLOATS: a list of finite (POSITIVE: > 0) numbers. */
+static sm_status parse_floats(struct lctx *cx, const struct sm_cfg_key *k, const struct ynode *n)
+{
+    char *p = (char *)cx->cfg + k->off;
+    struct sm_cfg_floats f;
+    memset(&f, 0, sizeof(f));
+    if (n->kind != Y_SEQ) {
+        return type_error(cx, k, n);
+    }
+    if (n->nkids > SM_CFG_MAX_DIMS) {
+        FAIL_AT(cx, n, "%s: %u values, at most %d", k->path, n->nkids, SM_CFG_MAX_DIMS);
+    }
+    const bool pos = (k->flags & SM_CFGF_POSITIVE) != 0;
+    for (const struct ynode *e = n->kids; e != NULL; e = e->next, f.n++) {
+        if (e->kind != Y_SCALAR || !parse_float(e->text, &f.v[f.n]) || (pos && !(f.v[f.n] > 0))) {
+            char got[64];
+            FAIL_AT(cx, e, "%s[%u]: expected a %s number, got %s", k->path, f.n,
+                    pos ? "positive" : "finite", describe(e, got, sizeof(got)));
+        }
+    }
+    f.set = true;
+    memcpy(p, &f, sizeof(f));
+    return SM_OK;
+}
+
+/* RANGE: a pair [lo, hi] of finite numbers, lo < hi. */
+static sm_status parse_range(struct lctx *cx, const struct sm_cfg_key *k, const struct ynode *n)
+{
+    char *p = (char *)cx->cfg + k->off;
+    double v[2];
+    if (n->kind != Y_SEQ || n->nkids != 2) {
+        if (n->kind == Y_SEQ) {
+            FAIL_AT(cx, n, "%s: expected a pair [lo, hi], got %u values", k->path, n->nkids);
+        }
+        return type_error(cx, k, n);
+    }
+    unsigned i = 0;
+    for (const struct ynode *e = n->kids; e != NULL; e = e->next, i++) {
+        if (e->kind != Y_SCALAR || !parse_float(e->text, &v[i])) {
+            char got[64];
+            FAIL_AT(cx, e, "%s[%u]: expected a finite number, got %s", k->path, i,
+                    describe(e, got, sizeof(got)));
+        }
+    }
+    if (!(v[0] < v[1])) {
+        FAIL_AT(cx, n, "%s: lo %s must be below hi %s", k->path, n->kids->text,
+                n->kids->next->text);
+    }
+    bool t = true;
+    memcpy(p, &v[0], sizeof(v[0]));
+    memcpy((char *)cx->cfg + k->off2, &v[1], sizeof(v[1]));
+    memcpy((char *)cx->cfg + k->off_set, &t, sizeof(t));
+    return SM_OK;
+}
+
+/* A scalar key: bool, integers and sizes in range, float, string, enum or name. */
+static sm_status parse_scalar(struct lctx *cx, const struct sm_cfg_key *k, const struct ynode *n)
+{
+    char *p = (char *)cx->cfg + k->off;
     const char *t = n->text;
     switch (k->type) {
     case SM_CFG_BOOL: {
@@ -756,6 +759,29 @@ static sm_status parse_value(struct lctx *cx, const struct sm_cfg_key *k, const 
         break; /* handled above */
     }
     return SM_OK;
+}
+
+static sm_status parse_value(struct lctx *cx, const struct sm_cfg_key *k, const struct ynode *n)
+{
+    if (is_null(n)) {
+        return parse_null(cx, k, n);
+    }
+    if (k->type == SM_CFG_DIMS) {
+        struct sm_cfg_dims d;
+        SM_TRY(parse_dims(cx, k, n, &d));
+        memcpy((char *)cx->cfg + k->off, &d, sizeof(d));
+        return SM_OK;
+    }
+    if (k->type == SM_CFG_FLOATS) {
+        return parse_floats(cx, k, n);
+    }
+    if (k->type == SM_CFG_RANGE) {
+        return parse_range(cx, k, n);
+    }
+    if (n->kind != Y_SCALAR) {
+        return type_error(cx, k, n);
+    }
+    return parse_scalar(cx, k, n);
 }
 
 /* ==== defaults ==== */
@@ -1186,11 +1212,11 @@ static sm_status check_source(struct lctx *cx)
                 ends_with(s, ".TIFF");
     bool hdf5 = ends_with(s, ".h5") || ends_with(s, ".hdf5") || ends_with(s, ".nxs");
     SM_TRY(set_default_name(cx, &c->input.format,
-                            nifti                         ? "nifti"
-                            : tiff                        ? "tiff"
-                            : hdf5                        ? "hdf5"
+                            nifti                     ? "nifti"
+                            : tiff                    ? "tiff"
+                            : hdf5                    ? "hdf5"
                             : c->job == SM_JOB_INGEST ? "raw"
-                                                          : "zarr"));
+                                                      : "zarr"));
     if (strcmp(c->input.format, "hdf5") == 0) {
         SM_TRY(check_h5_dataset(cx, c->input.hdf5_dataset));
     }

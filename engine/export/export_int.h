@@ -1,7 +1,6 @@
 /* Internals of export/: the plan that turns a rank's block of units into write boxes, and the
- * temporary name of the export file (pure logic, unit-tested: tests/unit/export); the export's
- * table of the HDF5 module (the module's second table, the HDF5 source's, is source/'s:
- * engine/source/source_hdf5_int.h). */
+ * temporary name of the export file (pure logic, unit-tested: tests/unit/export); the table of
+ * the HDF5 module. */
 #ifndef SM_EXPORT_EXPORT_INT_H
 #define SM_EXPORT_EXPORT_INT_H
 

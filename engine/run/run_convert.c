@@ -263,8 +263,7 @@ static sm_status ph_begin(void *ctx, struct sm_err *err)
     SM_TRY(cv_make_norm(&p->normalize, &cv->res->scan.hist, &cv->res->norm, err));
     SM_TRY(cv_output_dtype(&p->normalize, &p->output, cv->m->dtype, &cv->out_dt, err));
     cv->attrs = cv_provenance(cv, cv->one_pass ? NULL : &cv->res->scan);
-    SM_TRY(sm_run_output_spec(&p->output, nd, cv->su.shape, cv->out_dt, cv->attrs, &cv->spec,
-                              err));
+    SM_TRY(sm_run_output_spec(&p->output, nd, cv->su.shape, cv->out_dt, cv->attrs, &cv->spec, err));
     cv->spec.pending = cv->one_pass ? CV_PENDING_ATTR : NULL;
     cv->oo = p->output;
     SM_TRY(input_geometry(cv, err));
@@ -286,10 +285,9 @@ static sm_status ph_pyramid(void *ctx, struct sm_err *err)
         return SM_OK;
     }
     const uint64_t t0 = sm_clock_ns();
-    const struct sm_run_pyramid py = {cv->w,          cv->out,
-                                      cv->nthreads,   c->memory_bytes,
-                                      c->input.max_chunk_bytes, c->progress,
-                                      c->stop};
+    const struct sm_run_pyramid py = {
+        cv->w,       cv->out, cv->nthreads, c->memory_bytes, c->input.max_chunk_bytes,
+        c->progress, c->stop};
     const sm_status st = sm_run_pyramid(&py, &cv->wr, err);
     cv->res->pyramid_ns = sm_clock_ns() - t0;
     return st;
@@ -363,8 +361,8 @@ sm_status sm_run_convert(const struct sm_convert_run *p, struct sm_run_result *r
     cv.nranks = sm_par_size();
     cv.nthreads = p->c.threads > 0 ? p->c.threads : sm_write_default_threads();
     const struct run_phase_env env = {&p->c.progress, p->c.stop, res->timing};
-    const sm_status st = run_phases(convert_phases, sizeof(convert_phases) / sizeof(convert_phases[0]),
-                                    &cv, &env, err);
+    const sm_status st = run_phases(
+        convert_phases, sizeof(convert_phases) / sizeof(convert_phases[0]), &cv, &env, err);
     cv_free(&cv);
     run_ranks_leave(entered);
     return st;

@@ -96,8 +96,8 @@ json_t *cv_provenance(const struct cv *cv, const struct sm_scan_result *r)
     return json_pack("{s:o}", "shardmill", pv);
 }
 
-sm_status cv_make_norm(const struct sm_run_norm *cfg, const struct sm_hist *h,
-                           struct sm_norm *nm, struct sm_err *err)
+sm_status cv_make_norm(const struct sm_run_norm *cfg, const struct sm_hist *h, struct sm_norm *nm,
+                       struct sm_err *err)
 {
     memset(nm, 0, sizeof(*nm));
     switch (cfg->mode) {
@@ -132,9 +132,9 @@ sm_status cv_make_norm(const struct sm_run_norm *cfg, const struct sm_hist *h,
  * slabs) that holds the input of every shard of its run; then the scan copies each tile into that
  * box (su->params.keep) and the shards are filled from it. Returns the buffer (NULL: re-read
  * through the cache) and its size in *bytes. */
-uint8_t *cv_keep_plan(uint64_t memory_bytes, const struct sm_array_meta *m,
-                          struct sm_run_setup *su, const struct sm_part *tiles,
-                          const struct sm_tiling *grid, const struct sm_part *shards, size_t *bytes)
+uint8_t *cv_keep_plan(uint64_t memory_bytes, const struct sm_array_meta *m, struct sm_run_setup *su,
+                      const struct sm_part *tiles, const struct sm_tiling *grid,
+                      const struct sm_part *shards, size_t *bytes)
 {
     uint64_t off[SM_MAX_DIMS], shape[SM_MAX_DIMS], soff[SM_MAX_DIMS], sshape[SM_MAX_DIMS];
     if (!sm_tiling_run_box(&su->tiling, tiles->first, tiles->count, off, shape)) {
@@ -168,7 +168,7 @@ uint8_t *cv_keep_plan(uint64_t memory_bytes, const struct sm_array_meta *m,
 /* The output's type (SPEC §2): float32, or with normalize none the input's type or output.dtype
  * when that holds every input value. */
 sm_status cv_output_dtype(const struct sm_run_norm *nm, const struct sm_run_output *o,
-                                  enum sm_dtype in, enum sm_dtype *out, struct sm_err *err)
+                          enum sm_dtype in, enum sm_dtype *out, struct sm_err *err)
 {
     if (nm->mode != SM_RUN_NORM_NONE) {
         *out = SM_DT_FLOAT32;
@@ -192,7 +192,6 @@ sm_status cv_output_dtype(const struct sm_run_norm *nm, const struct sm_run_outp
     }
     return SM_OK;
 }
-
 
 static json_t *doubles_json(const double *v, unsigned n)
 {

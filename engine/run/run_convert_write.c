@@ -13,9 +13,8 @@
 #include "shardmill/clock.h"
 #include "shardmill/par.h"
 
-static sm_status read_input(struct cv *cv, struct cv_thread *ts, int thread,
-                            const uint64_t *in_off, const uint64_t *shape, uint8_t *in, size_t n,
-                            struct sm_err *err)
+static sm_status read_input(struct cv *cv, struct cv_thread *ts, int thread, const uint64_t *in_off,
+                            const uint64_t *shape, uint8_t *in, size_t n, struct sm_err *err)
 {
     if (cv->keep != NULL) {
         const uint64_t zero[SM_MAX_DIMS] = {0};
@@ -163,8 +162,8 @@ sm_status cv_write(void *ctx, struct sm_err *err)
         }
     }
     const struct sm_run_progress *pg = &cv->p->c.progress;
-    const struct sm_write_job job = {s->first,   s->count, order,    cv->nthreads,  fill_shard,
-                                     cv,         pg->update, pg->user, cv->p->c.stop};
+    const struct sm_write_job job = {s->first, s->count,   order,    cv->nthreads, fill_shard,
+                                     cv,       pg->update, pg->user, cv->p->c.stop};
     const sm_status st = sm_write_shards(cv->w, cv->out, &job, &cv->wr, err);
     sm_free(order);
     return st;

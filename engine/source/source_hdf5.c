@@ -1,5 +1,5 @@
-/* The HDF5 dataset reader (source_hdf5_int.h), built into the module libshardmill_hdf5.so beside
- * the export and reached through its own table (sm_hdf5_source_module). A box is one hyperslab:
+/* The HDF5 dataset reader (source_hdf5_int.h): the module libshardmill_h5source.so, reached
+ * through its one table (sm_hdf5_source_module). A box is one hyperslab:
  * H5Sselect_hyperslab on the file space, a simple memory space of the box's shape, and H5Dread
  * into the native type of the stored class, size and sign (HDF5 swaps the bytes of a big-endian
  * type and runs the chunk filters). Debian's HDF5 (hdf5-openmpi 1.10) is built without

@@ -1,10 +1,12 @@
 /* Internal to source/: an HDF5 dataset as a source (SPEC §2 "Ingest sources",
  * `input.hdf5.dataset`), opened by name and read box by box as hyperslabs (H5Sselect_hyperslab +
  * H5Dread) into the native type of the same class, size and sign (HDF5 converts the byte order and
- * runs every filter it has: gzip, shuffle, ...). The reader (source_hdf5.c) is built into the HDF5
- * module libshardmill_hdf5.so beside the export (engine/export/CMakeLists.txt) and reached through
- * its own table, sm_hdf5_source_module, which source_hdf5_load.c loads on the first HDF5 input
- * (shardmill/module.h): a run without HDF5 input never maps HDF5. Debian's HDF5 (hdf5-openmpi) is
+ * runs every filter it has: gzip, shuffle, ...). The reader (source_hdf5.c) is the module
+ * libshardmill_h5source.so, linked to HDF5 and reached through its one table,
+ * sm_hdf5_source_module, which source_hdf5_load.c loads on the first HDF5 input
+ * (shardmill/module.h): a run without HDF5 input never maps HDF5. (A module of its own, not a
+ * second table of the export's: a program reading HDF5 input without the export could not load
+ * the export's module, whose engine imports it does not link.) Debian's HDF5 (hdf5-openmpi) is
  * not built thread-safe, so every HDF5 call of the reader runs under one mutex: the threads of a
  * rank read one hyperslab at a time (MPI ranks, each with its own handle, give the parallelism).
  * Without SM_WITH_HDF5, source_hdf5_none.c refuses HDF5 input (SM_E_USAGE). */
@@ -19,8 +21,7 @@
 #include "shardmill/source.h"
 #include "shardmill/status.h"
 
-/* The export's module (export_int.h names it too): one HDF5 module, two tables. */
-#define SM_HDF5_SOURCE_MODULE "libshardmill_hdf5.so"
+#define SM_HDF5_SOURCE_MODULE "libshardmill_h5source.so"
 #define SM_HDF5_SOURCE_SYMBOL "sm_hdf5_source_module"
 
 struct sm_h5source;

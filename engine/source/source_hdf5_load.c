@@ -1,4 +1,4 @@
-/* HDF5 input in the engine with SM_WITH_HDF5: the reader lives in the module libshardmill_hdf5.so
+/* HDF5 input in the engine with SM_WITH_HDF5: the reader is the module libshardmill_h5source.so
  * (source_hdf5.c, table sm_hdf5_source_module), loaded by the first HDF5 source, so only a run with
  * HDF5 input maps HDF5; here it becomes a source (shape, type, its chunk as the slab, hyperslab
  * bytes counted, the dataset's layout in the provenance). */

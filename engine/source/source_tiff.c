@@ -420,7 +420,7 @@ sm_status sm_src_open_tiff(const struct sm_source_params *p, struct sm_source **
     struct tiff_stack *t;
     SM_TRY(stack_open(p->path, p->max_alloc, &t, err));
     struct sm_source_info info = {.ndim = 3, .dtype = t->pg.dtype, .format = "tiff"};
-    info.shape[0] = info.slab[0] = 1; /* a slice: one file, or one page, decoded whole */
+    info.slab[0] = 1; /* a slice: one file, or one page, decoded whole */
     info.shape[0] = t->n;
     info.shape[1] = info.slab[1] = t->pg.height;
     info.shape[2] = info.slab[2] = t->pg.width;

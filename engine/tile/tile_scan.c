@@ -87,8 +87,8 @@ static sm_status scan_tile(void *user, int thread, uint64_t item, uint64_t *byte
     if (rd != NULL) {
         SM_TRY(rd->read(rd->user, thread, off, shape, w->buf, err));
     } else {
-        SM_TRY(sm_chunk_memo_read(w->memo, sc->a, off, shape, w->buf, n * sc->elem, w->scratch,
-                                  err));
+        SM_TRY(
+            sm_chunk_memo_read(w->memo, sc->a, off, shape, w->buf, n * sc->elem, w->scratch, err));
     }
     const uint64_t t0 = sm_clock_ns();
     const struct sm_scan_params *p = sc->p;

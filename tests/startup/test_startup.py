@@ -1,10 +1,11 @@
 #!/usr/bin/python3
 """Start-up tier (label `startup`, issue 12): a plain run maps only what it uses.
 
-MPI and the HDF5 export are shared modules the engine loads on demand (engine/include/shardmill/
-module.h): libshardmill_mpi.so when MPI ranks are initialised, libshardmill_hdf5.so when an
-export is written. The dynamic loader says what a process loaded (LD_DEBUG=libs, "calling init:
-PATH" for every shared object it initialises).
+MPI, the HDF5 export and the HDF5 source are shared modules the engine loads on demand
+(engine/include/shardmill/module.h): libshardmill_mpi.so when MPI ranks are initialised,
+libshardmill_hdf5.so when an export is written, libshardmill_h5source.so when HDF5 input is
+read. The dynamic loader says what a process loaded (LD_DEBUG=libs, "calling init: PATH" for
+every shared object it initialises).
 
   python3 test_startup.py --shardmill BUILD/jobs/shardmill --work DIR --case CASE [--with-mpi]
 
@@ -16,12 +17,13 @@ Cases:
            control of the blosc part) and both scans match the values written.
   export   a convert job with export.hdf5 loads libshardmill_hdf5.so and libhdf5 (the positive
            control of `plain`: the same detection sees a module when one is loaded) and writes
-           the HDF5 file.
+           the HDF5 file; an ingest of an HDF5 dataset loads libshardmill_h5source.so and not the
+           export's module.
   imports  every engine function a module calls (its undefined sm_* symbols) is exported by the
            shardmill binary (its sm_* dynamic list plus the modules' import tables), so loading a
            module can never fail on a symbol the static link dropped.
   missing  the binary copied alone into an empty directory (no modules beside it): (--with-hdf5)
-           an export job, and (--with-mpi) a run under a launcher's environment, fail with exit 4
+           an export job and an HDF5 ingest, and (--with-mpi) a run under a launcher's environment, fail with exit 4
            and one line
            `shardmill: error: libshardmill_<m>.so: cannot load ...` before any work.
 """
@@ -33,8 +35,8 @@ import subprocess
 import sys
 
 FORBIDDEN = ("libmpi.", "libopen-rte.", "libopen-pal.", "libhwloc.", "libhdf5", "libcurl.",
-             "libshardmill_mpi.so", "libshardmill_hdf5.so", "libgnutls.", "libkrb5.", "libblosc.",
-             "libsnappy.", "libstdc++.")
+             "libshardmill_mpi.so", "libshardmill_hdf5.so", "libshardmill_h5source.so",
+             "libgnutls.", "libkrb5.", "libblosc.", "libsnappy.", "libstdc++.")
 ARGS = None
 
 
@@ -105,6 +107,19 @@ def export_job(d, arr, name):
     return path
 
 
+def h5_ingest_job(d, name):
+    import h5py
+    import numpy as np
+    src = os.path.join(d, f"{name}-in.h5")
+    with h5py.File(src, "w") as h:
+        h["/v"] = (np.arange(8 * 8 * 8) % 1000).astype("<u2").reshape(8, 8, 8)
+    path = os.path.join(d, f"{name}.yaml")
+    with open(path, "w") as f:
+        f.write(f"job: ingest\ninput: {{store: {src}, hdf5: {{dataset: /v}}}}\n"
+                f"output: {{path: {name}.zarr, fsync: false}}\nreport: {name}-report.json\n")
+    return path
+
+
 def case_plain(work, arr):
     sm = ARGS.shardmill
     for argv in ([sm, "--version"], [sm, "info", arr], [sm, "run", scan_job(work, arr), "-q"]):
@@ -154,6 +169,12 @@ def case_export(work, arr):
             fail(f"exp.h5 /histogram counts {int(hist.sum())} values, expected {24 * 20 * 16}")
     print(f"ok export: libshardmill_hdf5.so and {[x for x in libs if x.startswith('libhdf5')]} "
           "loaded, exp.h5 written")
+    # HDF5 input is source/'s own module: an ingest loads it, and not the export's
+    libs, _ = loaded([ARGS.shardmill, "run", h5_ingest_job(work, "h5in"), "-q"], work)
+    if "libshardmill_h5source.so" not in libs or "libshardmill_hdf5.so" in libs:
+        fail(f"an HDF5 ingest loaded {sorted(x for x in libs if x.startswith('libshardmill'))}, "
+             "expected libshardmill_h5source.so alone")
+    print("ok HDF5 ingest: libshardmill_h5source.so loaded, the export's module not")
 
 
 def dyn_symbols(path, undefined):
@@ -188,6 +209,8 @@ def case_missing(work, arr):
     checks = []
     if ARGS.with_hdf5:
         checks.append(("libshardmill_hdf5.so", [sm, "run", export_job(work, arr, "miss"), "-q"], {}))
+        checks.append(("libshardmill_h5source.so", [sm, "run", h5_ingest_job(work, "h5miss"),
+                                                     "-q"], {}))
     if ARGS.with_mpi:
         checks.append(("libshardmill_mpi.so", [sm, "run", scan_job(work, arr), "-q"],
                        {"OMPI_COMM_WORLD_SIZE": "2"}))

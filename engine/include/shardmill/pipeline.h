@@ -315,8 +315,8 @@ struct sm_run_result {
     char *output_path; /* owned by the result */
     uint64_t output_shards, output_bytes, shards_written;
     uint64_t kept_input_ranks, kept_input_bytes;
-    uint64_t shards_kept;                /* shards a resume kept (summed over ranks) */
-    bool no_histogram; /* normalize none of a type with no default range: scan.hist is empty */
+    uint64_t shards_kept; /* shards a resume kept (summed over ranks) */
+    bool no_histogram;    /* normalize none of a type with no default range: scan.hist is empty */
     /* a source's reads: bytes summed over ranks, the most one rank read, the most one rank read
      * beyond the input bytes of its own shards, and the bytes of the source's slab */
     uint64_t source_bytes, source_bytes_max, source_excess_max, source_slab_bytes;

@@ -93,8 +93,8 @@ struct sm_scan_result {
  * C-order values, thread-safe (thread 0 .. threads - 1). */
 struct sm_box_reader {
     const struct sm_array_meta *meta;
-    sm_status (*read)(void *user, int thread, const uint64_t *off, const uint64_t *shape,
-                      void *out, struct sm_err *err);
+    sm_status (*read)(void *user, int thread, const uint64_t *off, const uint64_t *shape, void *out,
+                      struct sm_err *err);
     void *user;
 };
 

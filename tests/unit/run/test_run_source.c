@@ -1,11 +1,12 @@
 /* Unit tests for sm_run_convert over a caller's own source (shardmill/source.h, sm_source_new;
- * run/run_convert.c) with normalize none, one process and a source made here: a uint16 volume whose values are a function of the voxel index. The run's
- * checksums and histogram are checked against sums taken here (SPEC §5), the source's calls
- * against its contract (plan once, before any read, with a box that holds every box read; the
- * boxes read cover every voxel exactly once), and the failures: a read_box error ends the run
- * with that error and no marker, a plan error leaves no output directory, a float source without
- * histogram keys makes no histogram, a source without read_box is refused, a set stop flag ends
- * the run with SM_E_STOPPED and no marker. Ranks are tested by tests/mpi/source_api.c. */
+ * run/run_convert.c) with normalize none, one process and a source made here: a uint16 volume whose
+ * values are a function of the voxel index. The run's checksums and histogram are checked against
+ * sums taken here (SPEC §5), the source's calls against its contract (plan once, before any read,
+ * with a box that holds every box read; the boxes read cover every voxel exactly once), and the
+ * failures: a read_box error ends the run with that error and no marker, a plan error leaves no
+ * output directory, a float source without histogram keys makes no histogram, a source without
+ * read_box is refused, a set stop flag ends the run with SM_E_STOPPED and no marker. Ranks are
+ * tested by tests/mpi/source_api.c. */
 #include "shardmill/sm_config.h"
 
 #include <setjmp.h>

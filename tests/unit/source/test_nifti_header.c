@@ -296,5 +296,5 @@ int main(void)
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_dim_product_overflow),
     };
-    return cmocka_run_group_tests_name("ingest_nifti", tests, NULL, NULL);
+    return cmocka_run_group_tests_name("nifti_header", tests, NULL, NULL);
 }

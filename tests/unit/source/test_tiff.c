@@ -16,6 +16,9 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <dirent.h>
+#include <jansson.h>
+#include <tiffio.h>
 
 #include "source_int.h"
 
@@ -50,12 +53,159 @@ static int make_dir(void **state)
 static int remove_dir(void **state)
 {
     (void)state;
-    char path[128];
-    snprintf(path, sizeof(path), "%s/s1.tif", tmpdir);
-    unlink(path);
-    snprintf(path, sizeof(path), "%s/notes.txt", tmpdir);
-    unlink(path);
+    DIR *d = opendir(tmpdir);
+    for (struct dirent *de; d != NULL && (de = readdir(d)) != NULL;) {
+        char path[512];
+        if (de->d_name[0] != '.') {
+            snprintf(path, sizeof(path), "%s/%s", tmpdir, de->d_name);
+            unlink(path);
+        }
+    }
+    if (d != NULL) {
+        closedir(d);
+    }
     return rmdir(tmpdir);
+}
+
+/* Page z of the test stacks: uint16, value z * 1000 + y * w + x. */
+static uint16_t value(uint64_t z, uint64_t y, uint64_t x, uint32_t w)
+{
+    return (uint16_t)(z * 1000 + y * w + x);
+}
+
+static void page_fields(TIFF *t, uint32_t w, uint32_t h)
+{
+    TIFFSetField(t, TIFFTAG_IMAGEWIDTH, w);
+    TIFFSetField(t, TIFFTAG_IMAGELENGTH, h);
+    TIFFSetField(t, TIFFTAG_BITSPERSAMPLE, 16);
+    TIFFSetField(t, TIFFTAG_SAMPLESPERPIXEL, 1);
+    TIFFSetField(t, TIFFTAG_SAMPLEFORMAT, SAMPLEFORMAT_UINT);
+    TIFFSetField(t, TIFFTAG_PHOTOMETRIC, PHOTOMETRIC_MINISBLACK);
+    TIFFSetField(t, TIFFTAG_PLANARCONFIG, PLANARCONFIG_CONTIG);
+    TIFFSetField(t, TIFFTAG_COMPRESSION, COMPRESSION_DEFLATE);
+}
+
+/* One page of page z in strips of `rps` rows (the last one shorter). */
+static void write_strips(TIFF *t, uint64_t z, uint32_t w, uint32_t h, uint32_t rps)
+{
+    page_fields(t, w, h);
+    TIFFSetField(t, TIFFTAG_ROWSPERSTRIP, rps);
+    uint16_t buf[64 * 64];
+    for (uint32_t y0 = 0; y0 < h; y0 += rps) {
+        const uint32_t rows = y0 + rps <= h ? rps : h - y0;
+        for (uint32_t i = 0; i < rows * w; i++) {
+            buf[i] = value(z, y0 + i / w, i % w, w);
+        }
+        assert_true(TIFFWriteEncodedStrip(t, y0 / rps, buf, (tmsize_t)(rows * w * 2)) >= 0);
+    }
+}
+
+/* One page of page z in 16 x 16 tiles (edge tiles padded). */
+static void write_tiles(TIFF *t, uint64_t z, uint32_t w, uint32_t h)
+{
+    page_fields(t, w, h);
+    TIFFSetField(t, TIFFTAG_TILEWIDTH, 16);
+    TIFFSetField(t, TIFFTAG_TILELENGTH, 16);
+    uint16_t buf[16 * 16];
+    for (uint32_t ty = 0; ty < h; ty += 16) {
+        for (uint32_t tx = 0; tx < w; tx += 16) {
+            for (uint32_t i = 0; i < 16 * 16; i++) {
+                const uint32_t y = ty + i / 16, x = tx + i % 16;
+                buf[i] = y < h && x < w ? value(z, y, x, w) : 0;
+            }
+            assert_true(TIFFWriteEncodedTile(t, TIFFComputeTile(t, tx, ty, 0, 0), buf,
+                                             (tmsize_t)sizeof(buf)) >= 0);
+        }
+    }
+}
+
+static struct sm_source *open_stack(const char *path)
+{
+    struct sm_source *s = NULL;
+    struct sm_err err;
+    sm_err_clear(&err);
+    const struct sm_source_params p = {.format = "tiff", .path = path, .max_alloc = 1 << 20};
+    if (sm_source_open(&p, &s, &err) != SM_OK) {
+        fail_msg("open %s: %s: %s", path, err.where, err.what);
+    }
+    return s;
+}
+
+/* A directory s1.tif .. s12.tif of 8 x 6 slices in strips of 4 rows: slices k..k+n read whole
+ * count n slices' decoded bytes; a box inside the first strip of a slice counts that strip. */
+static void test_directory_stack(void **state)
+{
+    (void)state;
+    enum { W = 8, H = 6, S = 12 };
+    for (int k = 1; k <= S; k++) {
+        char path[128];
+        snprintf(path, sizeof(path), "%s/s%d.tif", tmpdir, k);
+        TIFF *t = TIFFOpen(path, "w");
+        assert_non_null(t);
+        write_strips(t, (uint64_t)k - 1, W, H, 4);
+        TIFFClose(t);
+    }
+    struct sm_source *s = open_stack(tmpdir);
+    const struct sm_source_info *in = sm_source_info(s);
+    assert_string_equal(in->format, "tiff");
+    assert_int_equal(in->dtype, SM_DT_UINT16);
+    assert_int_equal(in->shape[0], S);
+    assert_int_equal(in->shape[1], H);
+    assert_int_equal(in->shape[2], W);
+    assert_int_equal(in->slab[0], 1);
+    assert_int_equal(in->slab[1], H);
+    assert_int_equal(in->slab[2], W);
+    uint16_t out[3 * H * W];
+    struct sm_err err;
+    sm_err_clear(&err);
+    const uint64_t off[3] = {9, 0, 0}, shape[3] = {3, H, W}; /* s10, s11, s12: natural order */
+    assert_int_equal(sm_source_read_box(s, 0, off, shape, out, &err), SM_OK);
+    assert_int_equal(out[0], value(9, 0, 0, W));
+    assert_int_equal(out[H * W + W + 1], value(10, 1, 1, W));
+    assert_int_equal(out[3 * H * W - 1], value(11, H - 1, W - 1, W));
+    assert_int_equal(sm_source_bytes_read(s), 3 * H * W * 2);
+    const uint64_t off2[3] = {1, 1, 2}, shape2[3] = {1, 2, 3}; /* rows 1..2: strip 0 alone */
+    assert_int_equal(sm_source_read_box(s, 0, off2, shape2, out, &err), SM_OK);
+    assert_int_equal(out[0], value(1, 1, 2, W));
+    assert_int_equal(out[5], value(1, 2, 4, W));
+    assert_int_equal(sm_source_bytes_read(s), 3 * H * W * 2 + 4 * W * 2);
+    json_t *d = sm_source_describe(s);
+    assert_string_equal(json_string_value(json_object_get(d, "format")), "tiff");
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(d, "file"), "files")), S);
+    json_decref(d);
+    sm_source_close(s);
+}
+
+/* A multi-page file of 20 x 20 pages in 16 x 16 tiles: a box inside one tile decodes that tile,
+ * a whole page its four (padded) tiles. */
+static void test_multipage_tiles(void **state)
+{
+    (void)state;
+    enum { W = 20, H = 20, P = 3 };
+    char path[128];
+    snprintf(path, sizeof(path), "%s/pages.tif", tmpdir);
+    TIFF *t = TIFFOpen(path, "w");
+    assert_non_null(t);
+    for (uint64_t z = 0; z < P; z++) {
+        write_tiles(t, z, W, H);
+        assert_true(TIFFWriteDirectory(t));
+    }
+    TIFFClose(t);
+    struct sm_source *s = open_stack(path);
+    assert_int_equal(sm_source_info(s)->shape[0], P);
+    uint16_t out[H * W];
+    struct sm_err err;
+    sm_err_clear(&err);
+    const uint64_t off[3] = {2, 1, 1}, shape[3] = {1, 4, 4};
+    assert_int_equal(sm_source_read_box(s, 0, off, shape, out, &err), SM_OK);
+    assert_int_equal(out[0], value(2, 1, 1, W));
+    assert_int_equal(out[15], value(2, 4, 4, W));
+    assert_int_equal(sm_source_bytes_read(s), 16 * 16 * 2);
+    const uint64_t page[3] = {1, 0, 0}, whole[3] = {1, H, W};
+    assert_int_equal(sm_source_read_box(s, 0, page, whole, out, &err), SM_OK);
+    assert_int_equal(out[H * W - 1], value(1, H - 1, W - 1, W));
+    assert_int_equal(sm_source_bytes_read(s), 5 * 16 * 16 * 2);
+    sm_source_close(s);
 }
 
 static void test_refusals(void **state)
@@ -106,6 +256,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_natural_order),
         cmocka_unit_test_setup_teardown(test_refusals, make_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(test_directory_stack, make_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(test_multipage_tiles, make_dir, remove_dir),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
