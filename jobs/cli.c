@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 
 static bool parse_u64(const char *s, uint64_t *out, char **end)
 {
@@ -191,28 +190,4 @@ int sm_cli_parse(const struct sm_cmd_spec *spec, int argc, char **argv, const ch
                               spec->usage);
     }
     return -1;
-}
-
-uint64_t sm_peak_rss_bytes(void)
-{
-    /* VmHWM, not getrusage: Linux carries the parent's high-water mark into ru_maxrss across exec,
-     * so a shardmill started by a large Python or mpirun would report the parent's peak. */
-    FILE *f = fopen("/proc/self/status", "r");
-    if (f != NULL) {
-        char line[256];
-        unsigned long long kib = 0;
-        bool found = false;
-        while (!found && fgets(line, sizeof(line), f) != NULL) {
-            found = sscanf(line, "VmHWM: %llu kB", &kib) == 1;
-        }
-        fclose(f);
-        if (found) {
-            return (uint64_t)kib * 1024u;
-        }
-    }
-    struct rusage ru;
-    if (getrusage(RUSAGE_SELF, &ru) != 0) {
-        return 0;
-    }
-    return (uint64_t)ru.ru_maxrss * 1024u;
 }

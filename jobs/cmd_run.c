@@ -12,16 +12,31 @@
 #include "job_s3.h"
 #include "jobs_run.h"
 
-/* Ends a run on every rank: the error line is printed once (rank 0; every rank holds the same
- * agreed error), MPI is finalised, and every rank returns the same exit status. */
+/* Ends a run: the error line is printed once, by rank 0 (every rank holds the same error: the
+ * engine agreed it), MPI is finalised, and the exit status is the error's. A report that rank 0
+ * failed to write is rank 0's error alone (the run succeeded: the other ranks exit 0). */
 static int finish_run(sm_status st, const struct sm_err *err)
 {
+    if (st != SM_OK && sm_par_stuck()) {
+        /* Parallel HDF5 left another rank blocked after a failure of the export: no agreement,
+         * no collective is possible any more (docs/internals/export.md). This rank says why and
+         * ends the job; the temporary file is already removed and no marker is written. */
+        sm_report_error(err);
+        sm_par_abort(sm_exit_code(st));
+    }
     int rc = 0;
     if (st != SM_OK) {
         rc = sm_par_rank() == 0 ? sm_report_error(err) : sm_exit_code_of(err);
     }
     sm_par_finalize();
     return rc;
+}
+
+/* A run that fails before ranks start: every rank read the same arguments, file and environment,
+ * so every rank fails alike; the launcher's rank 0 prints the line. */
+static int fail_before_ranks(const struct sm_err *err)
+{
+    return sm_job_launch_rank() == 0 ? sm_report_error(err) : sm_exit_code_of(err);
 }
 
 int sm_cmd_run(int argc, char **argv)
@@ -64,52 +79,48 @@ int sm_cmd_run(int argc, char **argv)
     }
     struct sm_err err;
     sm_err_clear(&err);
-    /* ranks only when a launcher started us (SPEC §1); docs/internals/ranks.md */
-    sm_status st = sm_par_init(sm_job_launched_by_mpi(), NULL, NULL, &err);
-    if (st != SM_OK) {
-        return sm_report_error(&err);
-    }
-    sm_signals_install(); /* after MPI_Init: ours, whatever the MPI library set up */
+    /* What a run takes from its arguments, its configuration file and the environment is settled
+     * before ranks start (docs/internals/ranks.md): a failure is every rank's without an
+     * agreement, and a run that cannot start never starts MPI. */
     struct sm_job_config c;
-    st = sm_config_load(pos[0], set_list.v, set_list.n, &c, &err);
-    if (sm_par_agree(st, &err) != SM_OK) {
-        if (st == SM_OK) {
-            sm_config_destroy(&c);
-        }
-        return finish_run(err.status, &err);
-    }
-    /* --report's path before anything is read or written (the config's `report` was checked by
-     * sm_config_load); rank 0 writes the report */
-    st = sm_par_rank() == 0 && report != NULL ? sm_config_check_report(report, "--report", &err)
-                                              : SM_OK;
-    if (sm_par_agree(st, &err) != SM_OK) {
-        sm_config_destroy(&c);
-        return finish_run(err.status, &err);
+    sm_status st = sm_config_load(pos[0], set_list.v, set_list.n, &c, &err);
+    if (st != SM_OK) {
+        return fail_before_ranks(&err);
     }
     struct sm_job_s3 s3; /* an s3:// input's endpoint, region and credentials */
     st = sm_job_s3_resolve(c.input.store, c.input.s3_endpoint, c.input.s3_region,
                            c.input.s3_path_style, &s3, &err);
-    if (sm_par_agree(st, &err) != SM_OK) {
+    /* --report before anything is read or written (the config's `report` was checked by
+     * sm_config_load): scan, convert and ingest (a convert) check it on rank 0, which writes the
+     * report, in the engine's prepare step; read-bench is one process and checks it here */
+    if (st == SM_OK && report != NULL && c.job == SM_JOB_READ_BENCH) {
+        st = sm_config_check_report(report, "--report", &err);
+    }
+    /* ranks only when a launcher started us (SPEC §1); docs/internals/ranks.md */
+    if (st == SM_OK) {
+        st = sm_par_init(sm_job_launched_by_mpi(), NULL, NULL, &err);
+    }
+    if (st != SM_OK) {
         sm_job_s3_destroy(&s3);
         sm_config_destroy(&c);
-        return finish_run(err.status, &err);
+        return fail_before_ranks(&err);
     }
+    sm_signals_install(); /* after MPI started: ours, whatever the MPI library set up */
     if (s3.active) {
         c.input.http.s3 = &s3.opts;
     }
     if (quiet) {
         c.progress = false;
     }
-    const char *path = report != NULL ? report : c.report; /* NULL: the summary alone */
-    switch (c.job) {
+    switch (c.job) { /* each job's report goes to --report, else the config's (NULL: summary) */
     case SM_JOB_SCAN:
-        st = sm_job_scan(&c, path, &err);
+        st = sm_job_scan(&c, report, &err);
         break;
     case SM_JOB_CONVERT:
-        st = sm_job_convert(&c, path, &err);
+        st = sm_job_convert(&c, report, &err);
         break;
     case SM_JOB_INGEST:
-        st = sm_job_convert(&c, path, &err); /* convert with normalize none (config_yaml.c) */
+        st = sm_job_convert(&c, report, &err); /* convert with normalize none (config_yaml.c) */
         break;
     case SM_JOB_READ_BENCH:
         if (sm_par_size() > 1) { /* timings of one reader; ranks would contend for the same I/O */
@@ -119,7 +130,7 @@ int sm_cmd_run(int argc, char **argv)
             st = err.status;
             break;
         }
-        st = sm_job_read_bench(&c, path, &err);
+        st = sm_job_read_bench(&c, report, &err);
         break;
     }
     if (st == SM_E_STOPPED) { /* every rank holds the same agreed stop: name the signal */

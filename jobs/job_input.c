@@ -1,6 +1,7 @@
 /* The config as the engine's parameters (STYLE B10: YAML -> struct; shardmill/pipeline.h does
- * the rest): the input, ROI, tile, histogram, output layout and policy; the "input" object of a
- * report; the layout line of `plan` and `validate` and the warning about very many shards. */
+ * the rest): the input, ROI, tile, histogram, output layout and policy, the export; the rank
+ * plan `plan` prints; the "input" object of a report; the layout line of `plan` and `validate`
+ * and the warning about very many shards. */
 #include "jobs_run.h"
 
 #include <inttypes.h>
@@ -75,6 +76,27 @@ void sm_job_run_output(const struct sm_job_config *c, struct sm_run_output *o)
         o->ome.levels =
             c->output.ome_levels == 0 ? SM_RUN_OME_AUTO : (unsigned)c->output.ome_levels;
     }
+}
+
+void sm_job_plan(const struct sm_job_config *c, const struct sm_array_meta *m,
+                 const struct sm_tiling *t, int nranks, struct sm_part *parts)
+{
+    sm_run_plan(c->parallel.partition == SM_PARTITION_BLOCK ? SM_PART_BLOCK : SM_PART_BALANCED, m,
+                t, nranks, parts);
+}
+
+void sm_job_run_export(const struct sm_job_config *c, struct sm_run_export *x)
+{
+    const struct sm_run_export defaults = SM_RUN_EXPORT_DEFAULTS;
+    *x = defaults;
+    x->path = c->export_.hdf5_path;
+    x->dataset = c->export_.hdf5_dataset;
+    dims(&c->export_.hdf5_chunk, &x->chunk);
+    x->deflate = (int)c->export_.hdf5_deflate;
+    x->exists = c->export_.hdf5_exists == SM_CFG_EXPORT_EXISTS_OVERWRITE
+                    ? SM_EXPORT_EXISTS_OVERWRITE
+                    : SM_EXPORT_EXISTS_ERROR;
+    x->collective_timeout_s = c->export_.hdf5_timeout_s;
 }
 
 void sm_job_source_params(const struct sm_job_config *c, struct sm_source_params *p)

@@ -1,13 +1,17 @@
 /* SPEC §6, output vs input: a run's output.path and export.hdf5.path may not be the input, lie
  * inside it or contain it, and neither may hold the other, compared after resolving links
  * (engine sm_path_relation). Checked before anything is created or deleted — by convert, ingest
- * and validate — so `exists: overwrite` can never delete the input it is about to read. Also the
- * SPEC §4 words for a file input that is no store at all: missing, or not a directory (exit 3). */
+ * and validate — so `exists: overwrite` can never delete the input it is about to read. With the
+ * --report path rank 0 will write, they are the engine's prepare step of scan and convert
+ * (sm_job_prepare). Also the SPEC §4 words for a file input that is no store at all: missing, or
+ * not a directory (exit 3). */
 #include <shardmill/sm_config.h>
 
 #include "jobs_run.h"
 
 #include <string.h>
+
+#include <shardmill/par.h>
 
 const char *sm_job_input_file(const char *store)
 {
@@ -68,4 +72,14 @@ sm_status sm_job_check_paths(const struct sm_job_config *c, struct sm_err *err)
 sm_status sm_job_check_input_store(const char *store, struct sm_err *err)
 {
     return sm_run_check_input_store(store, err);
+}
+
+sm_status sm_job_prepare(void *user, struct sm_err *err)
+{
+    const struct sm_job_prepare *p = user;
+    /* rank 0 writes the report: its view of the path is the one that counts */
+    if (p->report_flag != NULL && sm_par_rank() == 0) {
+        SM_TRY(sm_config_check_report(p->report_flag, "--report", err));
+    }
+    return sm_job_check_paths(p->c, err);
 }

@@ -140,6 +140,7 @@ static void touched(const struct sm_array_meta *m, const struct rb_case *k, uint
 struct rb_totals {
     uint64_t open_ns, fetch_ns, decode_ns, read_ns, voxels, voxels_read;
     struct sm_checksums sums;
+    struct sm_run_io io; /* counters summed, peaks the maximum */
 };
 
 /* One case: warm-ups, timed reads, the same checksums from each; its report entry in *out. */
@@ -230,7 +231,10 @@ static sm_status run_case(const struct sm_job_config *c, struct sm_store *store,
                                   "missing", sm_json_u64(as.chunks_missing), "inner_read",
                                   sm_json_u64(as.inner_chunks_read), "inner_missing",
                                   sm_json_u64(as.inner_chunks_missing)));
-    json_object_set_new(o, "io", sm_json_io(store, &as));
+    struct sm_run_io io;
+    sm_run_io_of(store, a, &io);
+    json_object_set_new(o, "io", sm_json_io(&io));
+    sm_run_io_add(&tot->io, &io);
     *out = o;
     tot->open_ns += open_ns;
     tot->fetch_ns += as.fetch_ns;
@@ -243,8 +247,8 @@ static sm_status run_case(const struct sm_job_config *c, struct sm_store *store,
     return SM_OK;
 }
 
-/* The report (SPEC §7): every section of every job, null where read-bench has nothing to say,
- * plus `read_bench` with the cases. */
+/* The report (SPEC §7): the sections of every job (report.c), null where read-bench has nothing
+ * to say, with its own `result` and timings, plus `read_bench` with the cases. */
 static json_t *make_report(const struct sm_job_config *c, const struct sm_array_meta *m,
                            const struct rb_case *cases, unsigned ncases, json_t *case_list,
                            const struct rb_totals *tot, uint64_t total_ns)
@@ -256,13 +260,6 @@ static json_t *make_report(const struct sm_job_config *c, const struct sm_array_
             box[d] = e > box[d] ? e : box[d];
         }
     }
-    json_t *io = json_object();
-    size_t i;
-    json_t *cs;
-    json_array_foreach(case_list, i, cs)
-    {
-        sm_json_add_counters(io, json_object_get(cs, "io"));
-    }
     json_t *res = json_object();
     json_object_set_new(res, "voxels", sm_json_u64(tot->voxels));
     json_object_set_new(res, "voxels_processed", sm_json_u64(tot->voxels_read));
@@ -273,31 +270,26 @@ static json_t *make_report(const struct sm_job_config *c, const struct sm_array_
     json_object_set_new(res, "normalization", json_null());
     json_object_set_new(res, "output_checksum", json_null());
     json_object_set_new(res, "output_weighted_checksum", json_null());
-    json_t *rep = json_object();
-    json_object_set_new(rep, "engine", sm_json_engine());
-    json_object_set_new(rep, "job", json_string("read-bench"));
-    json_object_set_new(rep, "ranks", json_integer(1));
-    json_object_set_new(rep, "threads", json_integer(1)); /* one read call at a time */
-    json_object_set_new(rep, "input", sm_job_input_json(c, m));
-    json_object_set_new(rep, "roi",
-                        json_pack("{s:o,s:o}", "offset", sm_json_dims(cases[0].off, m->ndim),
-                                  "shape", sm_json_dims(box, m->ndim)));
-    json_object_set_new(rep, "tile", json_null());
-    json_object_set_new(rep, "passes", sm_json_u64(c->read_bench.repeats));
-    json_object_set_new(rep, "result", res);
-    json_object_set_new(rep, "io", io);
-    json_object_set_new(rep, "timing_ms",
-                        json_pack("{s:f,s:f,s:f,s:f,s:n,s:n,s:n,s:f}", "total", sm_ms(total_ns),
-                                  "open", sm_ms(tot->open_ns), "hydrate", sm_ms(tot->fetch_ns),
-                                  "decode", sm_ms(tot->decode_ns), "process", "allreduce", "write",
-                                  "read", sm_ms(tot->read_ns)));
-    json_object_set_new(rep, "memory",
-                        json_pack("{s:o}", "peak_rss_bytes", sm_json_u64(sm_peak_rss_bytes())));
-    json_object_set_new(rep, "output", json_null());
     const double secs = (double)tot->read_ns / 1e9;
-    json_object_set_new(
-        rep, "figure_of_merit",
-        json_pack("{s:f}", "voxels_per_s", secs > 0 ? (double)tot->voxels_read / secs : 0.0));
+    const struct sm_report_parts p = {
+        .job = "read-bench",
+        .ranks = 1,
+        .threads = 1, /* one read call at a time */
+        .input = sm_job_input_json(c, m),
+        .ndim = m->ndim,
+        .roi_offset = cases[0].off,
+        .roi_shape = box,
+        .passes = sm_json_u64(c->read_bench.repeats),
+        .result = res,
+        .io = sm_json_io(&tot->io),
+        .timing = json_pack("{s:f,s:f,s:f,s:f,s:n,s:n,s:n,s:f}", "total", sm_ms(total_ns), "open",
+                            sm_ms(tot->open_ns), "hydrate", sm_ms(tot->fetch_ns), "decode",
+                            sm_ms(tot->decode_ns), "process", "allreduce", "write", "read",
+                            sm_ms(tot->read_ns)),
+        .peak_rss_bytes = sm_peak_rss_bytes(),
+        .voxels_per_s = secs > 0 ? (double)tot->voxels_read / secs : 0.0,
+    };
+    json_t *rep = sm_report_new(&p);
     const bool icache = c->input.index_cache_bytes > 0 && c->input.index_cache_entries > 0;
     json_object_set_new(
         rep, "read_bench",
@@ -350,7 +342,9 @@ sm_status sm_job_read_bench(const struct sm_job_config *c, const char *report_pa
     if (st == SM_OK) {
         json_t *rep = make_report(c, sm_array_meta(a), cases, ncases, case_list, &tot,
                                   sm_clock_ns() - t_start);
-        st = sm_report_emit(report_path != NULL ? report_path : c->report, rep, err);
+        st = rep != NULL
+                 ? sm_report_emit(report_path != NULL ? report_path : c->report, rep, err)
+                 : sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__, "cannot build the report");
         json_decref(rep);
     }
     json_decref(case_list);

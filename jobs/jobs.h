@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <shardmill/clock.h> /* sm_peak_rss_bytes */
 #include <shardmill/status.h>
 
 /* A command of the command table in main.c. run() returns the process exit status. */
@@ -105,8 +106,5 @@ int sm_cli_parse(const struct sm_cmd_spec *spec, int argc, char **argv, const ch
 bool sm_parse_size(const char *s, uint64_t *out);
 /* Parses "7,11" into a list. */
 bool sm_parse_u64_list(const char *s, struct sm_u64_list *out);
-
-/* Peak resident set size of this process in bytes (getrusage). */
-uint64_t sm_peak_rss_bytes(void);
 
 #endif

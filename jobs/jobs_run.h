@@ -18,6 +18,8 @@
  * borrowed from c. Progress and stop are left to the caller. */
 void sm_job_run_common(const struct sm_job_config *c, struct sm_run_common *rc);
 void sm_job_run_output(const struct sm_job_config *c, struct sm_run_output *o);
+/* export.hdf5.* (path NULL: no export). */
+void sm_job_run_export(const struct sm_job_config *c, struct sm_run_export *x);
 
 /* True when input.format names a source (raw, nifti, tiff, hdf5), not a Zarr/N5 store. */
 bool sm_job_reads_source(const struct sm_job_config *c);
@@ -80,6 +82,16 @@ const char *sm_job_path_rel_words(enum sm_path_rel r);
  * and the output overlap, after resolving links. convert and ingest only; creates nothing. */
 sm_status sm_job_check_paths(const struct sm_job_config *c, struct sm_err *err);
 
+/* The engine's prepare step of a scan or convert (hooks.prepare; user: a struct sm_job_prepare),
+ * whose status the engine agrees over the ranks before anything is opened: on rank 0 the
+ * --report path (sm_config_check_report: the config's `report` was checked with the
+ * configuration), then sm_job_check_paths. */
+struct sm_job_prepare {
+    const struct sm_job_config *c;
+    const char *report_flag; /* --report (NULL: none) */
+};
+sm_status sm_job_prepare(void *user, struct sm_err *err);
+
 /* The "input" object of a report. */
 struct json_t *sm_job_input_json(const struct sm_job_config *c, const struct sm_array_meta *m);
 
@@ -87,21 +99,19 @@ struct json_t *sm_job_input_json(const struct sm_job_config *c, const struct sm_
  * srun: SLURM_PROCID with SLURM_NTASKS > 1) started the process; false forces
  * SHARDMILL_NO_MPI=1. Only `run` asks for ranks (jobs/launcher.c). */
 bool sm_job_launched_by_mpi(void);
+/* The rank the launcher gave this process (OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK,
+ * SLURM_PROCID), before MPI starts; 0 without a launcher or when it names none. */
+int sm_job_launch_rank(void);
 
-/* Ranks (jobs/job_ranks.c, docs/internals/ranks.md): the plan for `plan`, and the reductions of
- * a report's JSON. The reductions are collectives: every rank calls them in the same order. */
 /* The plan of parallel.partition over the tiles of t (tiles of a scan, or a shard grid as a
  * tiling of the ROI by the shard shape) for nranks ranks: parts[nranks]. Metadata only. */
 void sm_job_plan(const struct sm_job_config *c, const struct sm_array_meta *m,
                  const struct sm_tiling *t, int nranks, struct sm_part *parts);
-/* Every integer of the object (a report's "io") summed over ranks; keys naming "peak" take the
- * maximum. Every rank must pass the same keys. */
-sm_status sm_job_reduce_counters(struct json_t *o, struct sm_err *err);
-/* A flat timing_ms object: every field becomes the maximum over ranks, and "max" and "mean"
- * objects with the same keys are added. */
-sm_status sm_job_reduce_timings(struct json_t *t, struct sm_err *err);
 
-/* The jobs. Each returns SM_OK or fills err; `report_path` (may be NULL) overrides c->report. */
+/* The jobs. Each returns SM_OK or fills err; `report_path` (--report; may be NULL) overrides
+ * c->report. jobs/ makes no collective call of its own (tests/arch/test_jobs_collectives.py): the
+ * engine agrees on every phase and reduces what the report needs; a job's status is the same on
+ * every rank, except a report that rank 0 fails to write (rank 0's exit status alone). */
 sm_status sm_job_scan(const struct sm_job_config *c, const char *report_path, struct sm_err *err);
 /* convert, also of `job: ingest` (the loader set normalize none) */
 sm_status sm_job_convert(const struct sm_job_config *c, const char *report_path,

@@ -1,7 +1,8 @@
 /* Launcher detection (SPEC §1, STYLE B9): MPI is initialised only when mpirun/mpiexec/srun started
- * the process, so a plain run stays one cheap process without MPI_Init. */
+ * the process, so a plain run stays one cheap process without initialising MPI. */
 #include "jobs_run.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,4 +31,22 @@ bool sm_job_launched_by_mpi(void)
         return end != ntasks && n > 1;
     }
     return false;
+}
+
+int sm_job_launch_rank(void)
+{
+    if (!sm_job_launched_by_mpi()) {
+        return 0;
+    }
+    static const char *const names[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK",
+                                        "SLURM_PROCID"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        const char *v = getenv(names[i]);
+        char *end = NULL;
+        const long r = v != NULL ? strtol(v, &end, 10) : -1;
+        if (v != NULL && end != v && *end == '\0' && r >= 0 && r <= INT_MAX) {
+            return (int)r;
+        }
+    }
+    return 0; /* a launcher that names no rank: every process speaks */
 }

@@ -115,7 +115,7 @@ void sm_progress_end(struct sm_progress *p, bool ok)
         return;
     }
     /* Every other rank's last post is collected, so no post is left in flight when the next
-     * phase (or MPI_Finalize) begins. A rank that died is mpirun's to report: it ends the job. */
+     * phase (or the end of MPI) begins. A rank that died is mpirun's to report: it ends the job. */
     const int others = sm_par_size() - 1;
     while (others > 0 && sm_par_progress_poll(p->all) < others) {
         const uint64_t now = sm_clock_ns();

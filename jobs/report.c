@@ -1,19 +1,17 @@
-/* JSON reports (SPEC §7): building blocks shared by the jobs, and an atomic writer that also
- * renders unsigned 64-bit values (weighted checksums) exactly, which jansson cannot hold. */
+/* The JSON report of `run` (SPEC §7; docs/internals/report.md), built in this one place: the
+ * sections every job shares (sm_report_new) and the report of a scan or convert from the engine's
+ * result (sm_report_run), whose counters, peaks and timings the engine already reduced over the
+ * ranks; read-bench adds its own result and cases to sm_report_new's. Only rank 0 builds it. */
 #include <shardmill/sm_config.h>
 
 #include "report.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include <shardmill/alloc.h>
-#include <shardmill/fs.h>
+#include <shardmill/par.h>
 #include <shardmill/sm_version.h>
+
+#include "jobs_run.h"
 
 json_t *sm_json_dims(const uint64_t *v, unsigned n)
 {
@@ -40,46 +38,47 @@ json_t *sm_json_hist(const struct sm_hist *h)
     return o;
 }
 
-static json_t *per_class(struct sm_store *s, int bytes)
+static json_t *per_class(const uint64_t *v)
 {
     static const char *const names[SM_IO_NCLASS] = {"metadata", "payload", "index"};
     json_t *o = json_object();
     for (int c = 0; c < SM_IO_NCLASS; c++) {
-        uint64_t v = bytes ? sm_store_bytes(s, (enum sm_io_class)c)
-                           : sm_store_requests(s, (enum sm_io_class)c);
-        json_object_set_new(o, names[c], sm_json_u64(v));
+        json_object_set_new(o, names[c], sm_json_u64(v[c]));
     }
     return o;
 }
 
-json_t *sm_json_http(struct sm_store *store)
+static json_t *http_json(const struct sm_run_io *io)
 {
-    struct sm_http_stats hs;
-    if (!sm_store_http_stats(sm_store_backing(store), &hs)) {
+    if (!io->http) {
         return json_null();
     }
-    return json_pack("{s:b,s:o,s:o}", "range_ignored", hs.range_ignored, "whole_objects",
-                     sm_json_u64(hs.whole_fetches), "kept_slices", sm_json_u64(hs.kept_slices));
+    return json_pack("{s:b,s:o,s:o}", "range_ignored", io->range_ignored, "whole_objects",
+                     sm_json_u64(io->whole_objects), "kept_slices", sm_json_u64(io->kept_slices));
 }
 
-json_t *sm_json_io(struct sm_store *store, const struct sm_array_stats *as)
+json_t *sm_json_http(struct sm_store *store)
 {
-    struct sm_store *backing = sm_store_backing(store);
-    struct sm_cache_stats cs;
-    sm_store_cache_stats(store, &cs);
+    struct sm_run_io io;
+    sm_run_io_of(store, NULL, &io);
+    return http_json(&io);
+}
+
+json_t *sm_json_io(const struct sm_run_io *io)
+{
     json_t *o = json_object();
-    json_object_set_new(o, "requests", per_class(backing, 0));
-    json_object_set_new(o, "bytes", per_class(backing, 1));
+    json_object_set_new(o, "requests", per_class(io->requests));
+    json_object_set_new(o, "bytes", per_class(io->bytes));
     json_object_set_new(o, "cache",
-                        json_pack("{s:o,s:o,s:o,s:o,s:b}", "hits", sm_json_u64(cs.hits), "misses",
-                                  sm_json_u64(cs.misses), "evictions", sm_json_u64(cs.evictions),
-                                  "peak_bytes", sm_json_u64(cs.peak_bytes), "enabled",
-                                  backing != store));
+                        json_pack("{s:o,s:o,s:o,s:o,s:b}", "hits", sm_json_u64(io->cache_hits),
+                                  "misses", sm_json_u64(io->cache_misses), "evictions",
+                                  sm_json_u64(io->cache_evictions), "peak_bytes",
+                                  sm_json_u64(io->cache_peak_bytes), "enabled", io->cache_enabled));
     json_object_set_new(o, "index_cache",
-                        json_pack("{s:o,s:o,s:o}", "hits", sm_json_u64(as->index_cache_hits),
-                                  "misses", sm_json_u64(as->index_cache_misses), "peak_bytes",
-                                  sm_json_u64(as->index_cache_peak_bytes)));
-    json_object_set_new(o, "http", sm_json_http(store));
+                        json_pack("{s:o,s:o,s:o}", "hits", sm_json_u64(io->index_hits), "misses",
+                                  sm_json_u64(io->index_misses), "peak_bytes",
+                                  sm_json_u64(io->index_peak_bytes)));
+    json_object_set_new(o, "http", http_json(io));
     return o;
 }
 
@@ -88,220 +87,195 @@ json_t *sm_json_engine(void)
     return json_pack("{s:s,s:s}", "version", SM_VERSION_STRING, "commit", SM_GIT_COMMIT);
 }
 
-sm_status sm_report_write(const char *path, json_t *report, struct sm_err *err)
+static json_t *or_null(json_t *v)
 {
-    char *text = sm_json_dumps(report, JSON_INDENT(2));
-    if (text == NULL) {
-        SM_FAIL(err, SM_E_NOMEM, "cannot format the report");
-    }
-    if (strcmp(path, "-") == 0) {
-        int ok = puts(text) >= 0 && fflush(stdout) == 0;
-        sm_json_free_text(text);
-        if (!ok) {
-            SM_FAIL(err, SM_E_IO, "cannot write the report to standard output");
+    return v != NULL ? v : json_null();
+}
+
+json_t *sm_report_new(const struct sm_report_parts *p)
+{
+    json_t *rep = json_object();
+    if (rep == NULL) { /* the taken sections go too */
+        json_t *taken[] = {p->input, p->tile,   p->passes, p->result,
+                           p->io,    p->timing, p->export, p->output};
+        for (size_t i = 0; i < sizeof(taken) / sizeof(taken[0]); i++) {
+            json_decref(taken[i]);
         }
+        return NULL;
+    }
+    json_object_set_new(rep, "engine", sm_json_engine());
+    json_object_set_new(rep, "job", json_string(p->job));
+    json_object_set_new(rep, "ranks", json_integer(p->ranks));
+    json_object_set_new(rep, "threads", json_integer(p->threads));
+    json_object_set_new(rep, "input", or_null(p->input));
+    json_object_set_new(rep, "roi",
+                        json_pack("{s:o,s:o}", "offset", sm_json_dims(p->roi_offset, p->ndim),
+                                  "shape", sm_json_dims(p->roi_shape, p->ndim)));
+    json_object_set_new(rep, "tile", or_null(p->tile));
+    json_object_set_new(rep, "passes", or_null(p->passes));
+    json_object_set_new(rep, "result", or_null(p->result));
+    json_object_set_new(rep, "io", or_null(p->io));
+    json_object_set_new(rep, "timing_ms", or_null(p->timing));
+    if (p->export != NULL) {
+        json_object_set_new(rep, "export", p->export);
+    }
+    json_object_set_new(rep, "memory",
+                        json_pack("{s:o}", "peak_rss_bytes", sm_json_u64(p->peak_rss_bytes)));
+    json_object_set_new(rep, "output", or_null(p->output));
+    json_object_set_new(rep, "figure_of_merit",
+                        json_pack("{s:f}", "voxels_per_s", p->voxels_per_s));
+    return rep;
+}
+
+/* ---- scan and convert ---- */
+
+/* result.normalization of a convert: the window applied (SPEC §5). */
+static json_t *norm_json(const struct sm_job_config *c, const struct sm_norm *nm)
+{
+    json_t *o = json_pack("{s:s}", "mode",
+                          c->normalize.mode == SM_CFG_NORM_SCALE    ? "scale"
+                          : c->normalize.mode == SM_CFG_NORM_WINDOW ? "window"
+                          : c->normalize.mode == SM_CFG_NORM_NONE   ? "none"
+                                                                    : "percentile");
+    if (c->normalize.mode == SM_CFG_NORM_NONE) { /* the values are kept: no window */
+        json_object_set_new(o, "lo", json_null());
+        json_object_set_new(o, "hi", json_null());
+        return o;
+    }
+    /* scale is reported as the window it equals before clamping: out = (v - 0) / (divisor - 0) */
+    json_object_set_new(o, "lo", json_real(nm->mode == SM_NORM_SCALE ? 0.0 : nm->lo));
+    json_object_set_new(o, "hi", json_real(nm->mode == SM_NORM_SCALE ? nm->divisor : nm->hi));
+    if (nm->mode == SM_NORM_SCALE) {
+        json_object_set_new(o, "divisor", json_real(nm->divisor));
+    }
+    if (c->normalize.mode == SM_CFG_NORM_PERCENTILE) {
+        json_object_set_new(o, "percentiles", json_pack("[f,f]", c->normalize.lo, c->normalize.hi));
+    }
+    return o;
+}
+
+static json_t *result_json(const struct sm_job_config *c, const struct sm_run_result *r)
+{
+    const bool convert = c->job != SM_JOB_SCAN;
+    json_t *res = json_object();
+    json_object_set_new(res, "voxels", sm_json_u64(r->scan.voxels));
+    json_object_set_new(res, "voxels_processed", sm_json_u64(r->scan.voxels * r->passes));
+    json_object_set_new(res, "tiles", sm_json_u64(r->scan.tiles));
+    json_object_set_new(res, "checksum", json_integer((json_int_t)r->scan.sums.sum));
+    json_object_set_new(res, "weighted_checksum", sm_json_u64(r->scan.sums.weighted));
+    json_object_set_new(res, "histogram",
+                        r->no_histogram ? json_null() : sm_json_hist(&r->scan.hist));
+    /* SPEC §7: what a scan does not do is null, not missing */
+    json_object_set_new(res, "normalization", convert ? norm_json(c, &r->norm) : json_null());
+    json_object_set_new(res, "output_checksum",
+                        convert ? json_integer((json_int_t)r->output_checksum) : json_null());
+    json_object_set_new(res, "output_weighted_checksum",
+                        convert ? sm_json_u64(r->output_weighted_checksum) : json_null());
+    return res;
+}
+
+/* Stage times [0, last] and, after a convert's export, the export's: the maximum over ranks as
+ * flat fields and in "max", the mean in "mean". */
+static json_t *timing_json(const struct sm_run_result *r, int last)
+{
+    json_t *t = json_object(), *mx = json_object(), *mean = json_object();
+    for (int i = 0; i < SM_RUN_NTIMINGS; i++) {
+        const bool export = i >= SM_RUN_T_EXPORT && i <= SM_RUN_T_EXPORT_FINISH;
+        if (export ? !r->export.done : i > last) {
+            continue;
+        }
+        json_object_set_new(t, sm_run_timing_name(i), json_real(r->timing_max[i]));
+        json_object_set_new(mx, sm_run_timing_name(i), json_real(r->timing_max[i]));
+        json_object_set_new(mean, sm_run_timing_name(i), json_real(r->timing_mean[i]));
+    }
+    json_object_set_new(t, "max", mx);
+    json_object_set_new(t, "mean", mean);
+    return t;
+}
+
+/* The "export" section: what was written, and the configuration's dataset and level. */
+static json_t *export_json(const struct sm_job_config *c, const struct sm_run_export_result *x)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "path", json_string(x->path));
+    json_object_set_new(o, "bytes", sm_json_u64(x->bytes));
+    json_object_set_new(o, "dataset", json_string(c->export_.hdf5_dataset));
+    json_object_set_new(o, "chunk", sm_json_dims(x->chunk, x->ndim));
+    json_object_set_new(o, "deflate", json_integer((int)c->export_.hdf5_deflate));
+    json_object_set_new(o, "driver", json_string(x->driver));
+    json_object_set_new(o, "rounds", sm_json_u64(x->rounds));
+    json_object_set_new(o, "complete", json_boolean(x->done));
+    return o;
+}
+
+static json_t *output_json(const struct sm_run_result *r)
+{
+    json_t *o = json_pack("{s:s,s:o,s:o,s:o,s:b}", "path", r->output_path, "shards",
+                          sm_json_u64(r->output_shards), "bytes", sm_json_u64(r->output_bytes),
+                          "written", sm_json_u64(r->shards_written), "complete", true);
+    if (o != NULL && r->levels > 0) { /* output.ome: the levels and rank 0's pyramid (wall) */
+        json_object_set_new(o, "levels", json_integer(r->levels));
+        json_object_set_new(o, "pyramid_ms", json_real((double)r->pyramid_ns / 1e6));
+    }
+    return o;
+}
+
+/* A source is read with pread, zlib, libtiff or HDF5, not through a store: its bytes read
+ * (summed over ranks by the engine), the most one rank read and beyond its share. */
+static json_t *source_io(const struct sm_run_result *r)
+{
+    return json_pack(
+        "{s:n,s:o,s:n,s:n,s:{s:o,s:o,s:o,s:o}}", "requests", "bytes", sm_json_u64(r->source_bytes),
+        "cache", "index_cache", "source", "bytes_read", sm_json_u64(r->source_bytes),
+        "bytes_read_max_rank", sm_json_u64(r->source_bytes_max), "beyond_share_max_rank",
+        sm_json_u64(r->source_excess_max), "slab_bytes", sm_json_u64(r->source_slab_bytes));
+}
+
+json_t *sm_report_run(const struct sm_job_config *c, const struct sm_run_result *r)
+{
+    const bool convert = c->job != SM_JOB_SCAN; /* an ingest is a convert */
+    const double secs = r->timing_max[SM_RUN_T_TOTAL] / 1e3;
+    const struct sm_report_parts p = {
+        .job = sm_config_job_name(c->job),
+        .ranks = r->ranks,
+        .threads = r->threads,
+        .input = r->source != NULL ? sm_job_source_json(r->source)
+                                   : sm_job_input_json(c, sm_array_meta(r->array)),
+        .ndim = r->ndim,
+        .roi_offset = r->roi_offset,
+        .roi_shape = r->roi_shape,
+        .tile = sm_json_dims(r->tile, r->ndim),
+        .passes = sm_json_u64(r->passes),
+        .result = result_json(c, r),
+        .io = r->source != NULL ? source_io(r) : sm_json_io(&r->io),
+        .timing = timing_json(r, convert ? SM_RUN_T_FINISH : SM_RUN_T_WRITE), /* no scan_wall */
+        .export = convert && r->export.done ? export_json(c, &r->export) : NULL,
+        .output = convert ? output_json(r) : NULL,
+        .peak_rss_bytes = r->peak_rss_bytes,
+        .voxels_per_s = secs > 0 ? (double)(r->scan.voxels * r->passes) / secs : 0.0,
+    };
+    json_t *rep = sm_report_new(&p);
+    if (rep != NULL && convert) { /* the ranks that kept their decoded input (SPEC §1) */
+        json_t *mem = json_object_get(rep, "memory");
+        json_object_set_new(mem, "kept_input",
+                            json_boolean(r->kept_input_ranks == (uint64_t)r->ranks));
+        json_object_set_new(mem, "kept_input_ranks", sm_json_u64(r->kept_input_ranks));
+        json_object_set_new(mem, "kept_input_bytes", sm_json_u64(r->kept_input_bytes));
+    }
+    return rep;
+}
+
+sm_status sm_report_run_emit(const struct sm_job_config *c, const char *path,
+                             const struct sm_run_result *r, struct sm_err *err)
+{
+    if (sm_par_rank() != 0) {
         return SM_OK;
     }
-    /* missing directories are made, as the output's are (checked writable before the job) */
-    const char *slash = strrchr(path, '/');
-    if (slash != NULL && slash != path) {
-        char dir[4096];
-        snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
-        if (sm_fs_mkdirs(AT_FDCWD, dir, err) != SM_OK) {
-            sm_json_free_text(text);
-            return err->status;
-        }
+    json_t *rep = sm_report_run(c, r);
+    if (rep == NULL) {
+        SM_FAIL(err, SM_E_NOMEM, "cannot build the report");
     }
-    char tmp[4096];
-    snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    sm_status st = SM_OK;
-    if (f == NULL) {
-        st = sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "cannot create the report: %s",
-                        strerror(errno));
-    } else {
-        int ok = fputs(text, f) >= 0 && fputc('\n', f) != EOF;
-        ok = (fclose(f) == 0) && ok;
-        if (!ok || rename(tmp, path) != 0) {
-            st = sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "cannot write the report: %s",
-                            strerror(errno));
-            unlink(tmp);
-        }
-    }
-    sm_json_free_text(text);
-    if (st != SM_OK) {
-        sm_err_where(err, "%s", path);
-    }
+    const sm_status st = sm_report_emit(path, rep, err); /* the JSON to `path`, a summary */
+    json_decref(rep);
     return st;
-}
-
-/* ---- the summary on standard output (SPEC §7: never the whole JSON without a report path) ---- */
-
-/* A JSON integer, real or sm_json_u64 value as text; "null" for anything else. */
-static const char *num_text(const json_t *v, char *buf, size_t cap)
-{
-    const char *s;
-    if (json_is_integer(v)) {
-        snprintf(buf, cap, "%lld", (long long)json_integer_value(v));
-    } else if (json_is_real(v)) {
-        snprintf(buf, cap, "%.6g", json_real_value(v));
-    } else if (json_is_string(v) && strncmp(s = json_string_value(v), "\001u64:", 5) == 0) {
-        snprintf(buf, cap, "%s", s + 5);
-    } else {
-        snprintf(buf, cap, "null");
-    }
-    return buf;
-}
-
-/* "[7, 11]" of a JSON array of integers. */
-static const char *dims_text(const json_t *a, char *buf, size_t cap)
-{
-    size_t n = (size_t)snprintf(buf, cap, "[");
-    size_t i;
-    json_t *v;
-    json_array_foreach(a, i, v)
-    {
-        char t[32];
-        if (n < cap) {
-            n += (size_t)snprintf(buf + n, cap - n, "%s%s", i == 0 ? "" : ", ",
-                                  num_text(v, t, sizeof(t)));
-        }
-    }
-    if (n < cap) {
-        snprintf(buf + n, cap - n, "]");
-    }
-    return buf;
-}
-
-static const json_t *at(const json_t *o, const char *k1, const char *k2)
-{
-    const json_t *v = json_object_get(o, k1);
-    return k2 != NULL ? json_object_get(v, k2) : v;
-}
-
-static void summary_times(FILE *f, const json_t *t)
-{
-    static const char *const stages[] = {"open", "hydrate", "decode",   "process",
-                                         "read", "write",   "allreduce"};
-    if (!json_is_number(json_object_get(t, "total"))) {
-        return;
-    }
-    fprintf(f, "  time: %.1f ms total (", json_number_value(json_object_get(t, "total")));
-    const char *sep = "";
-    for (size_t i = 0; i < sizeof(stages) / sizeof(stages[0]); i++) {
-        const json_t *v = json_object_get(t, stages[i]);
-        if (json_is_number(v)) {
-            fprintf(f, "%s%s %.1f", sep, stages[i], json_number_value(v));
-            sep = ", ";
-        }
-    }
-    fprintf(f, ")\n");
-}
-
-static void summary_cases(FILE *f, const json_t *rb)
-{
-    size_t i;
-    json_t *cs;
-    json_array_foreach(json_object_get(rb, "cases"), i, cs)
-    {
-        char off[160], shape[160], sum[32];
-        const json_t *ns = json_object_get(cs, "read_ns");
-        fprintf(f,
-                "  case %zu: %s + %s: read %.3f ms median (min %.3f, max %.3f, %lld reps), %.3g "
-                "voxels/s, checksum %s\n",
-                i + 1, dims_text(json_object_get(cs, "offset"), off, sizeof(off)),
-                dims_text(json_object_get(cs, "shape"), shape, sizeof(shape)),
-                json_number_value(json_object_get(ns, "median")) / 1e6,
-                json_number_value(json_object_get(ns, "min")) / 1e6,
-                json_number_value(json_object_get(ns, "max")) / 1e6,
-                (long long)json_integer_value(json_object_get(cs, "repetitions")),
-                json_number_value(json_object_get(cs, "voxels_per_s")),
-                num_text(json_object_get(cs, "checksum"), sum, sizeof(sum)));
-    }
-}
-
-void sm_report_summary(FILE *f, const json_t *rep, const char *report_path)
-{
-    const json_t *res = json_object_get(rep, "result");
-    char a[64], b[64], c[64];
-    fprintf(f, "%s: %s voxels", json_string_value(json_object_get(rep, "job")),
-            num_text(at(rep, "result", "voxels"), a, sizeof(a)));
-    const json_t *passes = json_object_get(rep, "passes");
-    if (json_is_integer(passes) && json_integer_value(passes) > 1) {
-        fprintf(f,
-                json_object_get(rep, "read_bench") != NULL ? " x %lld timed reads"
-                                                           : " x %lld passes",
-                (long long)json_integer_value(passes));
-    }
-    fprintf(f, ", checksum %s, weighted checksum %s\n",
-            num_text(json_object_get(res, "checksum"), b, sizeof(b)),
-            num_text(json_object_get(res, "weighted_checksum"), c, sizeof(c)));
-    const json_t *in = json_object_get(rep, "input");
-    if (json_is_object(in)) {
-        char shape[160];
-        fprintf(f, "  input: %s %s %s\n", json_string_value(json_object_get(in, "store")),
-                dims_text(json_object_get(in, "shape"), shape, sizeof(shape)),
-                json_string_value(json_object_get(in, "dtype")));
-    }
-    const json_t *nm = json_object_get(res, "normalization");
-    if (json_is_object(nm)) {
-        fprintf(f, "  window: [%s, %s] (%s)\n", num_text(json_object_get(nm, "lo"), a, sizeof(a)),
-                num_text(json_object_get(nm, "hi"), b, sizeof(b)),
-                json_string_value(json_object_get(nm, "mode")));
-    }
-    const json_t *out = json_object_get(rep, "output");
-    if (json_is_object(out)) {
-        fprintf(f, "  output: %s (%s shards, %s bytes",
-                json_string_value(json_object_get(out, "path")),
-                num_text(json_object_get(out, "shards"), a, sizeof(a)),
-                num_text(json_object_get(out, "bytes"), b, sizeof(b)));
-        if (json_object_get(res, "output_checksum") != NULL &&
-            !json_is_null(json_object_get(res, "output_checksum"))) {
-            fprintf(f, ", checksum %s",
-                    num_text(json_object_get(res, "output_checksum"), c, sizeof(c)));
-        }
-        fprintf(f, ")\n");
-    }
-    summary_cases(f, json_object_get(rep, "read_bench"));
-    summary_times(f, json_object_get(rep, "timing_ms"));
-    const json_t *fom = at(rep, "figure_of_merit", "voxels_per_s");
-    if (json_is_number(fom)) {
-        fprintf(f, "  figure of merit: %.4g voxels/s\n", json_number_value(fom));
-    }
-    if (report_path != NULL) {
-        fprintf(f, "  report: %s\n", report_path);
-    }
-}
-
-sm_status sm_report_emit(const char *path, json_t *report, struct sm_err *err)
-{
-    if (path != NULL) {
-        SM_TRY(sm_report_write(path, report, err));
-        if (strcmp(path, "-") == 0) {
-            return SM_OK; /* the JSON is the output; a summary would break it */
-        }
-    }
-    sm_report_summary(stdout, report, path);
-    if (fflush(stdout) != 0) {
-        SM_FAIL(err, SM_E_IO, "cannot write the summary to standard output");
-    }
-    return SM_OK;
-}
-
-void sm_json_add_counters(json_t *dst, json_t *src)
-{
-    const char *k;
-    json_t *v;
-    json_object_foreach(src, k, v)
-    {
-        json_t *d = json_object_get(dst, k);
-        if (d == NULL) {
-            json_object_set_new(dst, k, json_deep_copy(v));
-        } else if (json_is_object(d) && json_is_object(v)) {
-            sm_json_add_counters(d, v);
-        } else if (json_is_integer(d) && json_is_integer(v)) {
-            json_int_t x = json_integer_value(d), y = json_integer_value(v);
-            json_integer_set(d, strstr(k, "peak") != NULL ? (x > y ? x : y) : x + y);
-        }
-    }
 }

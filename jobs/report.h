@@ -1,4 +1,6 @@
-/* JSON report helpers for jobs (SPEC §7). */
+/* The JSON report of `run` (SPEC §7; docs/internals/report.md), built in one place (report.c)
+ * from what the engine returns, the configuration and the input's description; its atomic writer
+ * and the short summary on standard output (report_summary.c). */
 #ifndef SM_JOBS_REPORT_H
 #define SM_JOBS_REPORT_H
 
@@ -8,14 +10,17 @@
 
 #include <shardmill/array.h>
 #include <shardmill/meta.h>
+#include <shardmill/pipeline.h>
 #include <shardmill/stats.h>
 #include <shardmill/status.h>
 #include <shardmill/store.h>
 
+#include "config.h"
+
 json_t *sm_json_dims(const uint64_t *v, unsigned n);
 json_t *sm_json_hist(const struct sm_hist *h);
 /* {"requests": {...}, "bytes": {...}, "cache": {...}, "index_cache": {...}, "http": {...}} */
-json_t *sm_json_io(struct sm_store *store, const struct sm_array_stats *as);
+json_t *sm_json_io(const struct sm_run_io *io);
 /* {"range_ignored": b, "whole_objects": n, "kept_slices": n} for an HTTP store (or a cache over
  * one), JSON null for other stores. */
 json_t *sm_json_http(struct sm_store *store);
@@ -26,6 +31,35 @@ static inline double sm_ms(uint64_t ns)
 {
     return (double)ns / 1e6;
 }
+
+/* The sections every job's report has, in SPEC §7's order: engine, job, ranks, threads, input,
+ * roi, tile, passes, result, io, timing_ms, [export], memory ({peak_rss_bytes}), output,
+ * figure_of_merit ({voxels_per_s}). The json_t members are taken (NULL: JSON null; export NULL:
+ * no such section). */
+struct sm_report_parts {
+    const char *job; /* sm_config_job_name */
+    int ranks, threads;
+    json_t *input; /* sm_job_input_json, sm_job_source_json */
+    unsigned ndim;
+    const uint64_t *roi_offset, *roi_shape;
+    json_t *tile, *passes, *result, *io, *timing, *export, *output;
+    uint64_t peak_rss_bytes;
+    double voxels_per_s;
+};
+/* A new report (NULL if it cannot be allocated). A job adds its own sections after these. */
+json_t *sm_report_new(const struct sm_report_parts *p);
+
+/* The report of a scan or a convert (c->job; also an ingest, a convert) from its result r, of a
+ * Zarr/N5 array or a file source (r->source): counters summed and peaks the maximum over ranks,
+ * timings the maximum (flat fields and timing_ms.max) and mean over ranks, as the engine reduced
+ * them. NULL if it cannot be allocated. */
+json_t *sm_report_run(const struct sm_job_config *c, const struct sm_run_result *r);
+
+/* Rank 0: sm_report_run, then sm_report_emit to `path` (NULL: the summary alone). The other
+ * ranks do nothing. A failure here is rank 0's alone (its exit status; the run itself succeeded
+ * on every rank, so the others exit 0): no collective follows a run. */
+sm_status sm_report_run_emit(const struct sm_job_config *c, const char *path,
+                             const struct sm_run_result *r, struct sm_err *err);
 
 /* Writes the report atomically to path (tmp + rename). SM_E_IO naming the path. */
 sm_status sm_report_write(const char *path, json_t *report, struct sm_err *err);
@@ -40,10 +74,5 @@ sm_status sm_report_emit(const char *path, json_t *report, struct sm_err *err);
  * output, stage times, figure of merit (read-bench: one line per case), and the report path
  * when one was written (report_path may be NULL). */
 void sm_report_summary(FILE *f, const json_t *report, const char *report_path);
-
-/* Adds every integer of src into the integer at the same path of dst (objects recursively, keys
- * missing in dst are copied); keys naming "peak" keep the maximum. Other values are left as they
- * are in dst. For counters of several stores (read-bench cases). */
-void sm_json_add_counters(json_t *dst, json_t *src);
 
 #endif

@@ -3,8 +3,8 @@
  *   mpirun -np R allreduce_bench COUNT REPS RESULT.json
  *
  * Times MPI_Allreduce(MPI_SUM) of COUNT uint64 values (a uint16 input's histogram is 65536 bins
- * plus 7 counters: jobs/job_ranks.c) REPS times after a barrier, plus an MPI_Barrier alone, and
- * MPI_Init itself. Rank 0 writes min/median/max per call in microseconds. The engine's
+ * plus 7 counters: engine/run/run_common.c) REPS times after a barrier, plus an MPI_Barrier alone,
+ * and MPI_Init itself. Rank 0 writes min/median/max per call in microseconds. The engine's
  * timing_ms.allreduce also holds the wait for the slowest rank's scan (load imbalance); this
  * measures the collective alone. Built by scaling/model.py with mpicc; not part of the engine.
  */

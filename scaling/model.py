@@ -8,7 +8,7 @@
         --nodes 1,4,16,64 --cores-per-node 32 --ranks-per-node 8 --threads 4
 
 measure  the costs a scaling run's reports cannot separate: (1) MPI_Allreduce of the uint16
-         histogram (65536 + 7 uint64, jobs/job_ranks.c) and MPI start-up (launch → MPI_Init
+         histogram (65536 + 7 uint64, engine/run/run_common.c) and MPI start-up (launch → MPI_Init
          done) for 1..4 ranks (scaling/allreduce_bench.c, built with mpicc); (2) file-system
          metadata and sync on the output disk, in the engine's SYNCFS discipline (per shard: a
          staged create+write, a journal record create+write+rename; then syncfs, a rename per

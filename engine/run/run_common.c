@@ -54,9 +54,9 @@ void run_progress_end(const struct sm_run_progress *p, bool ok)
 
 const char *sm_run_timing_name(int i)
 {
-    static const char *const names[SM_RUN_NTIMINGS] = {"total",  "open",      "hydrate",
-                                                       "decode", "process",   "allreduce",
-                                                       "write",  "scan_wall", "finish"};
+    static const char *const names[SM_RUN_NTIMINGS] = {
+        "total",     "open",   "hydrate", "decode",      "process",      "allreduce",    "write",
+        "scan_wall", "finish", "export",  "export_read", "export_write", "export_finish"};
     return i >= 0 && i < SM_RUN_NTIMINGS ? names[i] : "?";
 }
 
@@ -398,7 +398,7 @@ sm_status run_reduce_timings(struct sm_run_result *res, struct sm_err *err)
         memcpy(&res->timing_max[i], &bits[i], sizeof(double));
         res->timing_mean[i] /= (double)sm_par_size();
     }
-    return SM_OK;
+    return run_reduce_usage(res, err);
 }
 
 /* The shard records of every rank adopted by rank 0 (one MPI gather); agreed. */
@@ -419,7 +419,7 @@ static sm_status gather_records(struct sm_output *out, struct sm_err *err)
 
 sm_status run_agree(bool *agreed, sm_status st, struct sm_err *err)
 {
-    if (!*agreed) {
+    if (!*agreed && !sm_par_stuck()) {
         st = sm_par_agree(st, err);
         *agreed = st != SM_OK;
     }
@@ -470,5 +470,6 @@ void sm_run_result_destroy(struct sm_run_result *res)
         sm_source_close(res->source);
     }
     sm_free(res->output_path);
+    sm_free(res->export.path);
     memset(res, 0, sizeof(*res));
 }

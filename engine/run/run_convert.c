@@ -293,18 +293,19 @@ static sm_status ph_pyramid(void *ctx, struct sm_err *err)
     return st;
 }
 
-/* Phase flushed: the caller's collective step between the flush and the marker (jobs/: the
- * HDF5 export); its status is the same on every rank, and a failure leaves no marker. */
+/* Phase flushed: the export (export.path: run_export.c), then the caller's collective step,
+ * between the flush and the marker; each status is the same on every rank, and a failure leaves
+ * no marker. */
 static sm_status ph_flushed(void *ctx, struct sm_err *err)
 {
     struct cv *cv = ctx;
     const struct sm_run_hooks *hk = &cv->p->hooks;
-    if (hk->flushed == NULL) {
-        return SM_OK;
-    }
     const struct sm_run_flushed f = {cv->final, sm_output_path(cv->out), &cv->res->scan.hist,
                                      cv->attrs};
-    return hk->flushed(hk->user, &f, err);
+    if (cv->p->export.path != NULL) {
+        SM_TRY(run_export(cv->p, &f, cv->res, err));
+    }
+    return hk->flushed != NULL ? hk->flushed(hk->user, &f, err) : SM_OK;
 }
 
 /* Phase finish: only now that every rank wrote and flushed, every rank's shard records are

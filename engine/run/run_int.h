@@ -17,12 +17,25 @@ sm_status run_rank_part(enum sm_part_kind kind, const struct sm_array_meta *m,
                         const struct sm_tiling *t, struct sm_part *mine, struct sm_err *err);
 /* Sums histogram counts, underflow/overflow/nan, checksums, voxels and tiles over ranks. */
 sm_status run_reduce_scan(struct sm_scan_result *r, struct sm_err *err);
-/* res->timing over ranks into timing_max and timing_mean (collective). */
+/* The last reduction of every run (collective): res->timing over ranks into timing_max and
+ * timing_mean, then run_reduce_usage. */
 sm_status run_reduce_timings(struct sm_run_result *res, struct sm_err *err);
+/* res->io (the input's counters: res->store, res->array) and res->peak_rss_bytes (this rank's
+ * peak so far) over ranks (collective; run_result.c). */
+sm_status run_reduce_usage(struct sm_run_result *res, struct sm_err *err);
+
+/* Phase export of a convert with p->export.path (run_export.c), after the flush agreement and
+ * before the marker: every rank writes its block of the output f describes into the HDF5 file.
+ * Collective; the status is the same on every rank, except when sm_par_stuck() is true after it:
+ * then the ranks can no longer communicate, the caller calls no further collective (run_agree
+ * does not) and returns, and jobs/ ends the job (sm_par_abort). Its timings (SM_RUN_T_EXPORT*)
+ * and what it wrote (res->export) go to res. */
+sm_status run_export(const struct sm_convert_run *p, const struct sm_run_flushed *f,
+                     struct sm_run_result *res, struct sm_err *err);
 
 /* The agreement of a phase boundary: while every rank still succeeds, every rank learns whether
  * one failed (then all hold the lowest failing rank's error). A failure that is already every
- * rank's (*agreed) is not agreed again. */
+ * rank's (*agreed) is not agreed again, nor one after which the ranks are stuck (sm_par_stuck). */
 sm_status run_agree(bool *agreed, sm_status st, struct sm_err *err);
 
 /* Phase begin of a write (SPEC §6), after st: rank 0 prepares the output directory (policy,

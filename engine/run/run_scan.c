@@ -1,10 +1,11 @@
 /* The scan (SPEC §4, §5, §7): tiles over the ROI in C order, `passes` traversals without
  * reopening metadata, OpenMP threads over tiles; histogram, checksum and weighted checksum per
  * SPEC §5; every pass must agree. A table of phases on the driver of run_phase.c (stop check,
- * agreement, timing, progress): open → setup → scan → reduce → collect. Stage times: `open` is
- * the wall time of opening store and metadata; `hydrate`, `decode` and `process` the time threads
- * spent fetching encoded bytes, running codecs and computing statistics, summed over threads and
- * divided by the thread count; `total` the wall time. Under MPI (docs/internals/ranks.md) each
+ * agreement, timing, progress): prepare → open → setup → scan → reduce → collect. Stage times:
+ * `open` is the wall time of the caller's checks and of opening store and metadata; `hydrate`,
+ * `decode` and `process` the time threads spent fetching encoded bytes, running codecs and
+ * computing statistics, summed over threads and divided by the thread count; `total` the wall
+ * time. Under MPI (docs/internals/ranks.md) each
  * rank scans its run of tiles (partition) and the results are summed over ranks. */
 #include "run_int.h"
 
@@ -28,6 +29,13 @@ static bool same_result(const struct sm_scan_result *a, const struct sm_scan_res
            a->voxels == b->voxels && a->hist.underflow == b->hist.underflow &&
            a->hist.overflow == b->hist.overflow && a->hist.nan == b->hist.nan &&
            memcmp(a->hist.counts, b->hist.counts, a->hist.bins * sizeof(uint64_t)) == 0;
+}
+
+/* Phase prepare: the caller's checks before anything is opened (jobs/: rank 0's --report). */
+static sm_status ph_prepare(void *ctx, struct sm_err *err)
+{
+    const struct sc *sc = ctx;
+    return sc->p->prepare != NULL ? sc->p->prepare(sc->p->user, err) : SM_OK;
 }
 
 /* Phase open: the store and array (rank 0 fetches the metadata and broadcasts it). */
@@ -118,6 +126,7 @@ static sm_status ph_collect(void *ctx, struct sm_err *err)
 }
 
 static const struct run_phase scan_phases[] = {
+    {"prepare", ph_prepare, NULL, NULL, NULL, SM_RUN_T_OPEN, 0},
     {"open", ph_open, NULL, NULL, NULL, SM_RUN_T_OPEN, 0},
     {"setup", ph_setup, NULL, NULL, NULL, -1, 0},
     {"scan", ph_scan, NULL, "tiles", scan_total, -1, 0},

@@ -28,6 +28,13 @@ Cases:
   killed_rank       rank 1 of 3 SIGKILLed while shards are being written: mpirun ends every rank
                     (no hang), no completion marker, verify fails; a rerun with resume under 3
                     ranks completes, verifies, and equals a clean single-process run file for file.
+  around_run        what jobs/ decides without a collective of its own (issue 20), 3 ranks: a bad
+                    configuration exits 2 on every rank with one error line; a --report path rank
+                    0 cannot write (scan, convert: the engine's agreed prepare step) exits 2 on
+                    every rank with one line naming --report, before anything is read or
+                    written; a report rank 0 fails to write after a convert that succeeded
+                    (--report - into /dev/full) is rank 0's exit 4 alone, one line, the others
+                    exit 0 and the output is complete.
 Prints one ok/FAIL line per check; exit 1 on any failure.
 """
 
@@ -75,7 +82,7 @@ def make_input(work):
     return path, a
 
 
-def run(args, ranks, bin_, cwd, extra=None):
+def run(args, ranks, bin_, cwd, extra=None, stdout="-"):
     """ranks 0: no launcher (plain process); else mpirun -np ranks. Each rank's exit status goes
     to cwd/rc.<rank> through a small shell wrapper; orte_abort_on_non_zero_status=0 keeps mpirun
     from killing the other ranks when the first exits non-zero (so every rank's status is seen,
@@ -84,7 +91,9 @@ def run(args, ranks, bin_, cwd, extra=None):
         cmd = [bin_] + args
         env = plain_env()
     else:
-        wrap = ('"$@"; rc=$?; echo $rc > "rc.${OMPI_COMM_WORLD_RANK:-x}"; exit $rc')
+        # stdout: "-" as mpirun's, else a file every rank's standard output goes to
+        out = "" if stdout == "-" else f" >{stdout}"
+        wrap = ('"$@"' + out + '; rc=$?; echo $rc > "rc.${OMPI_COMM_WORLD_RANK:-x}"; exit $rc')
         cmd = [ARGS.mpiexec, "--oversubscribe", "--mca", "orte_abort_on_non_zero_status", "0",
                "-np", str(ranks), "sh", "-c", wrap, "sh",
                bin_] + args
@@ -346,6 +355,64 @@ def case_bad_chunk(work, inp, a):
         check(not os.path.exists(os.path.join(d, "report.json")), f"{name}: no report")
 
 
+def rank_codes(d, ranks):
+    out = {}
+    for r in range(ranks):
+        f = os.path.join(d, f"rc.{r}")
+        out[r] = open(f).read().strip() if os.path.exists(f) else None
+    return out
+
+
+def case_around_run(work, inp, a):
+    jobs = {"scan": f"job: scan\ninput: {{store: {inp}}}\ntile: [16, 16, 16]\n",
+            "convert": (f"job: convert\ninput: {{store: {inp}}}\n"
+                        "output: {path: out.zarr, fsync: false}\n")}
+    # a configuration every rank refuses: one line, exit 2 everywhere, MPI never started
+    d = os.path.join(work, "bad-config")
+    shutil.rmtree(d, ignore_errors=True)
+    write_cfg(d, jobs["scan"] + "tiel: [16, 16, 16]\n")
+    p = run(["run", "job.yaml", "-q"], 3, ARGS.shardmill, d)
+    check(p is not None, f"bad config: no hang (finished within {TIMEOUT} s)")
+    if p is not None:
+        rcs = rank_codes(d, 3)
+        lines = [ln for ln in p.stderr.splitlines() if ln.startswith("shardmill: error:")]
+        check(all(v == "2" for v in rcs.values()), f"bad config: every rank exits 2 ({rcs})")
+        check(len(lines) == 1 and "tiel" in lines[0],
+              f"bad config: one error line naming the key ({lines})")
+    for job, cfg in jobs.items():
+        # --report where rank 0 cannot write: the prepare step, agreed before any work
+        name = f"--report not writable ({job})"
+        d = os.path.join(work, f"bad-report-{job}")
+        shutil.rmtree(d, ignore_errors=True)
+        write_cfg(d, cfg)
+        p = run(["run", "job.yaml", "-q", "--report", "job.yaml/r.json"], 3, ARGS.shardmill, d)
+        check(p is not None, f"{name}: no hang")
+        if p is None:
+            continue
+        rcs = rank_codes(d, 3)
+        lines = [ln for ln in p.stderr.splitlines() if ln.startswith("shardmill: error:")]
+        check(all(v == "2" for v in rcs.values()), f"{name}: every rank exits 2 ({rcs})")
+        check(len(lines) == 1 and "--report" in lines[0] and "job.yaml/r.json" in lines[0],
+              f"{name}: one error line naming --report and the path ({lines})")
+        check(not os.path.exists(os.path.join(d, "out.zarr")), f"{name}: no output created")
+    # the report rank 0 cannot write once the run succeeded: rank 0's failure alone
+    name = "report into /dev/full (convert)"
+    d = os.path.join(work, "full-report")
+    shutil.rmtree(d, ignore_errors=True)
+    write_cfg(d, jobs["convert"])
+    p = run(["run", "job.yaml", "-q", "--report", "-"], 3, ARGS.shardmill, d,
+            stdout="/dev/full")
+    check(p is not None, f"{name}: no hang")
+    if p is not None:
+        rcs = rank_codes(d, 3)
+        lines = [ln for ln in p.stderr.splitlines() if ln.startswith("shardmill: error:")]
+        check(rcs == {0: "4", 1: "0", 2: "0"}, f"{name}: rank 0 exits 4, the others 0 ({rcs})")
+        check(len(lines) == 1 and "standard output" in lines[0],
+              f"{name}: one error line naming standard output ({lines})")
+        check(os.path.exists(os.path.join(d, "out.zarr", "shardmill.complete.json")),
+              f"{name}: the output is complete (marker)")
+
+
 def box_cost(off, shape, chunks, elem=1):
     units = 1
     for o, n, c in zip(off, shape, chunks):
@@ -567,14 +634,15 @@ def main():
     ap.add_argument("--work", required=True)
     ap.add_argument("--case", required=True,
                     choices=["convert_identity", "scan_ranks", "scan_http", "bad_chunk", "plan",
-                             "progress", "killed_rank"])
+                             "progress", "killed_rank", "around_run"])
     ARGS = ap.parse_args()
     work = os.path.join(os.path.abspath(ARGS.work), ARGS.case)
     os.makedirs(work, exist_ok=True)
     inp, a = make_input(work)
     {"convert_identity": case_convert_identity, "scan_ranks": case_scan_ranks,
      "scan_http": case_scan_http, "bad_chunk": case_bad_chunk, "plan": case_plan,
-     "progress": case_progress, "killed_rank": case_killed_rank}[ARGS.case](work, inp, a)
+     "progress": case_progress, "killed_rank": case_killed_rank,
+     "around_run": case_around_run}[ARGS.case](work, inp, a)
     print(f"{failures} failure(s)")
     return 1 if failures else 0
 

@@ -15,8 +15,8 @@
  * open → scan (each rank its run of tiles) → allreduce → window → keep the decoded input or re-read
  * it (SPEC §1) → begin → write → flush → hook → marker. Both give the same bytes for the same
  * configuration. Every phase ends with an agreement, so all ranks go on or all return the same
- * error (docs/internals/ranks.md). A phase added after the write (e.g. a pyramid) goes between the
- * flush (and, in one pass, the restate) and the marker.
+ * error (docs/internals/ranks.md). A phase added after the write (the pyramid, the HDF5 export of
+ * `export`: run_export.c) goes between the flush (and, in one pass, the restate) and the marker.
  *
  * Ranks: with `mpi_comm` NULL the run uses the ranks that are current (sm_par_init of par.h, as
  * jobs/ does under a launcher; one rank when none are). With `mpi_comm` pointing to an MPI_Comm,
@@ -35,6 +35,7 @@
 #include <stdint.h>
 
 #include "shardmill/array.h"
+#include "shardmill/export.h"
 #include "shardmill/source.h"
 #include "shardmill/stats.h"
 #include "shardmill/status.h"
@@ -106,10 +107,14 @@ struct sm_run_common {
 struct sm_scan_run {
     struct sm_run_common c;
     uint64_t passes; /* traversals without reopening (>= 1; every pass must agree) */
+    /* The caller's check before the input is opened (NULL: none), as a convert's hooks.prepare:
+     * called on every rank, its status agreed over the ranks (jobs/: the --report path, rank 0). */
+    sm_status (*prepare)(void *user, struct sm_err *err);
+    void *user;
 };
 #define SM_SCAN_RUN_DEFAULTS                                                                       \
     {                                                                                              \
-        SM_RUN_COMMON_DEFAULTS, 1                                                                  \
+        SM_RUN_COMMON_DEFAULTS, 1, NULL, NULL                                                      \
     }
 
 /* normalize.* (SPEC §5): scale divides by `divisor`; window maps [lo, hi] to [0, 1]; percentile
@@ -178,12 +183,30 @@ struct sm_run_flushed {
     const struct json_t *attributes; /* zarr.json's attributes (the provenance) */
 };
 
-/* Optional steps of the caller inside a convert (all may be NULL; jobs/ runs the HDF5 export
- * through them). `prepare` runs first, `opened` once the output is open (its resolved path);
- * the engine agrees on their statuses. `layout` runs on rank 0 once the output layout is known
- * (jobs/ warns about very many shards). `flushed` is collective: every rank calls it after the
- * flush agreement and before the marker, and it returns a status that is the same on every rank;
- * a failure leaves no marker. */
+/* The HDF5 export (SPEC §2 "Export", `export.hdf5.*`; docs/internals/export.md): a phase of the
+ * convert after the flush (and the pyramid), before the marker. Every rank reads its block of the
+ * output's shards back and writes it into one HDF5 dataset (parallel HDF5 over MPI-IO, or sec2
+ * with one rank), with the histogram as /histogram and the provenance as attributes; the file is
+ * renamed into place by rank 0. A failure leaves no marker and no file. path NULL: no export. */
+struct sm_run_export {
+    const char *path;              /* export.hdf5.path (NULL: no export) */
+    const char *dataset;           /* export.hdf5.dataset (absolute HDF5 path, "/data") */
+    struct sm_run_dims chunk;      /* export.hdf5.chunk (unset: the output's chunk shape) */
+    int deflate;                   /* export.hdf5.deflate (0: none, 1..9) */
+    enum sm_export_exists exists;  /* export.hdf5.exists */
+    uint64_t collective_timeout_s; /* export.hdf5.collective_timeout_s (export.h timeout_ms) */
+};
+#define SM_RUN_EXPORT_DEFAULTS                                                                     \
+    {                                                                                              \
+        NULL, "/data", {0}, 0, SM_EXPORT_EXISTS_ERROR, 60                                          \
+    }
+
+/* Optional steps of the caller inside a convert (all may be NULL). `prepare` runs first (jobs/:
+ * the SPEC §6 path checks and, on rank 0, the report's path), `opened` once the output is open
+ * (its resolved path; jobs/: sm_run_export_check); the engine agrees on their statuses. `layout`
+ * runs on rank 0 once the output layout is known (jobs/ warns about very many shards). `flushed`
+ * is collective: every rank calls it after the flush agreement and the export, before the
+ * marker, and it returns a status that is the same on every rank; a failure leaves no marker. */
 struct sm_run_hooks {
     sm_status (*prepare)(void *user, struct sm_err *err);
     sm_status (*opened)(void *user, const char *output_path, struct sm_err *err);
@@ -209,12 +232,22 @@ struct sm_convert_run {
      * rank in its input phase (agreed, so a file one rank cannot read stops all) and keeps open in
      * the result (res->source). Ignored when `source` is set. */
     const struct sm_source_params *source_params;
+    struct sm_run_export export; /* export.hdf5 (path NULL: none) */
 };
 #define SM_CONVERT_RUN_DEFAULTS                                                                    \
     {                                                                                              \
-        SM_RUN_COMMON_DEFAULTS, SM_RUN_NORM_DEFAULTS, SM_RUN_OUTPUT_DEFAULTS, NULL, {0}, NULL,     \
-            NULL                                                                                   \
+        SM_RUN_COMMON_DEFAULTS, SM_RUN_NORM_DEFAULTS, SM_RUN_OUTPUT_DEFAULTS, NULL,                \
+            {NULL, NULL, NULL, NULL, NULL}, NULL, NULL, SM_RUN_EXPORT_DEFAULTS                     \
     }
+
+/* The export's checks of the open phase, local (no collective): export.hdf5.path resolved and
+ * checked against export.hdf5.exists, its directory (which may be one the output at output_path
+ * creates), the dataset name and the deflate level (sm_export_hdf5_check), and refused when it
+ * is the output, lies inside it or holds it. SM_OK when x->path is NULL. The export phase checks
+ * again; a caller runs it from hooks.opened (jobs/ does) so that a refused export path fails the
+ * run before any conversion. Errors as sm_export_hdf5_check; SM_E_USAGE naming the path. */
+sm_status sm_run_export_check(const struct sm_run_export *x, const char *output_path,
+                              struct sm_err *err);
 
 /* Stage times in milliseconds (SPEC §7 timing_ms): thread sums divided by the thread count, so
  * they compare with wall time; total and scan_wall are wall times. */
@@ -228,10 +261,45 @@ enum {
     SM_RUN_T_WRITE,
     SM_RUN_T_SCAN_WALL, /* convert only */
     SM_RUN_T_FINISH,    /* convert only: records gathered to rank 0, the marker written */
+    /* convert with an export (wall): the phase (opening the output to the rename), and its
+     * parts: reading the boxes back, the H5Dwrite rounds, flush + close + fsync + rename */
+    SM_RUN_T_EXPORT,
+    SM_RUN_T_EXPORT_READ,
+    SM_RUN_T_EXPORT_WRITE,
+    SM_RUN_T_EXPORT_FINISH,
     SM_RUN_NTIMINGS
 };
 /* "total", "open", ... as the report names them. */
 const char *sm_run_timing_name(int i);
+
+/* The I/O counters of an input (SPEC §7 `io`): requests and bytes per class of the store that
+ * performs them (below the cache), the encoded-object cache's and the shard-index cache's
+ * counters, and an HTTP or S3 store's own. Over several ranks or stores (sm_run_io_add) counters
+ * are summed, peaks take the maximum and range_ignored is true if it is for any. */
+struct sm_run_io {
+    uint64_t requests[SM_IO_NCLASS], bytes[SM_IO_NCLASS];
+    bool cache_enabled; /* a cache decorator is in front of the store */
+    uint64_t cache_hits, cache_misses, cache_evictions, cache_peak_bytes;
+    uint64_t index_hits, index_misses, index_peak_bytes; /* the shard-index cache */
+    bool http;          /* an HTTP or S3 store: the next members count */
+    bool range_ignored; /* the server answered a Range request with the whole object */
+    uint64_t whole_objects, kept_slices;
+};
+/* The counters of this process's store and array (either may be NULL: its counters are zero). */
+void sm_run_io_of(struct sm_store *store, const struct sm_array *array, struct sm_run_io *io);
+/* sum += x, by the rule above. */
+void sm_run_io_add(struct sm_run_io *sum, const struct sm_run_io *x);
+
+/* What the export phase wrote (the same on every rank). */
+struct sm_run_export_result {
+    bool done;      /* written and renamed into place */
+    char *path;     /* the resolved path (owned by the result) */
+    char driver[8]; /* "mpio" or "sec2" */
+    unsigned ndim;
+    uint64_t chunk[SM_MAX_DIMS]; /* the HDF5 chunk shape (clipped to the array) */
+    uint64_t bytes;              /* of the file */
+    uint64_t rounds;             /* collective write rounds */
+};
 
 struct sm_run_result {
     int ranks, threads;
@@ -258,6 +326,12 @@ struct sm_run_result {
     double timing[SM_RUN_NTIMINGS];      /* this rank */
     double timing_max[SM_RUN_NTIMINGS];  /* over ranks */
     double timing_mean[SM_RUN_NTIMINGS]; /* over ranks */
+    /* The last reduction of a run: the input's counters summed over ranks (zeros for a source:
+     * source_bytes above), the largest peak resident set of any rank (VmHWM, measured at the end
+     * of the run), and the export (convert with export.path). */
+    struct sm_run_io io;
+    uint64_t peak_rss_bytes;
+    struct sm_run_export_result export;
     /* The input, still open for its counters and metadata (sm_store_stats, sm_array_stats,
      * sm_array_meta); released by sm_run_result_destroy. */
     struct sm_store *store;

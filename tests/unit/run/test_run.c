@@ -1,7 +1,8 @@
 /* Unit tests for the pipeline API (run/, shardmill/pipeline.h) with one process: a scan and a
  * convert of a small uncompressed Zarr v2 uint8 array written here by hand (histogram and
- * voxels against counts taken here), a convert stopped by its flag (no marker), and the errors
- * that name the parameter in YAML terms. Ranks are tested by tests/mpi and tests/examples. */
+ * voxels against counts taken here), a convert stopped by its flag (no marker), the result's I/O
+ * counters and peak memory, a scan's prepare step, the HDF5 export phase, and the errors that
+ * name the parameter in YAML terms. Ranks are tested by tests/mpi and tests/examples. */
 #include "shardmill/sm_config.h"
 
 #include <setjmp.h>
@@ -271,6 +272,119 @@ static void test_convert_stopped_leaves_no_marker(void **state)
     sm_run_result_destroy(&r);
 }
 
+/* The end of a run: the input's counters and the peak resident set in the result (one rank: this
+ * process's own), and a scan's prepare step that fails before anything is opened. */
+static sm_status refuse(void *user, struct sm_err *err)
+{
+    ++*(int *)user;
+    sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "refused");
+    sm_err_where(err, "--report");
+    return err->status;
+}
+
+static void test_result_holds_io_and_memory(void **state)
+{
+    struct fx *f = *state;
+    struct sm_scan_run p = SM_SCAN_RUN_DEFAULTS;
+    p.c.input.store = f->store;
+    p.passes = 2;
+    struct sm_run_result r;
+    struct sm_err err;
+    sm_err_clear(&err);
+    assert_int_equal(sm_run_scan(&p, &r, &err), SM_OK);
+    struct sm_run_io io;
+    sm_run_io_of(r.store, r.array, &io);
+    assert_memory_equal(&r.io, &io, sizeof(io));
+    assert_int_equal(r.io.requests[SM_IO_PAYLOAD], 8); /* 8 chunks; pass 2 from the cache */
+    assert_int_equal(r.io.cache_hits, 8);
+    assert_true(r.io.cache_enabled && !r.io.http);
+    assert_true(r.peak_rss_bytes > (uint64_t)1 << 20);
+    assert_false(r.export.done);
+    sm_run_result_destroy(&r);
+
+    int calls = 0;
+    p.prepare = refuse;
+    p.user = &calls;
+    sm_err_clear(&err);
+    assert_int_equal(sm_run_scan(&p, &r, &err), SM_E_USAGE);
+    assert_int_equal(calls, 1);
+    assert_string_equal(err.where, "--report");
+    assert_null(r.store); /* nothing was opened */
+    sm_run_result_destroy(&r);
+}
+
+/* Several stores' counters: sums, the maximum of the peaks, a flag true if any store's is. */
+static void test_io_add(void **state)
+{
+    (void)state;
+    struct sm_run_io a = {0}, b = {0};
+    a.requests[SM_IO_META] = 2;
+    a.bytes[SM_IO_PAYLOAD] = 100;
+    a.cache_hits = 3;
+    a.cache_peak_bytes = 50;
+    a.index_peak_bytes = 7;
+    b.requests[SM_IO_META] = 5;
+    b.bytes[SM_IO_PAYLOAD] = 1;
+    b.cache_hits = 4;
+    b.cache_peak_bytes = 20;
+    b.index_peak_bytes = 9;
+    b.http = true;
+    b.range_ignored = true;
+    b.whole_objects = 6;
+    sm_run_io_add(&a, &b);
+    assert_int_equal(a.requests[SM_IO_META], 7);
+    assert_int_equal(a.bytes[SM_IO_PAYLOAD], 101);
+    assert_int_equal(a.cache_hits, 7);
+    assert_int_equal(a.cache_peak_bytes, 50);
+    assert_int_equal(a.index_peak_bytes, 9);
+    assert_true(a.http && a.range_ignored && !a.cache_enabled);
+    assert_int_equal(a.whole_objects, 6);
+}
+
+/* The export phase of a convert (export.path): the HDF5 file renamed into place before the
+ * marker, what it wrote and its times in the result; its early check refuses a path inside the
+ * output. Needs the HDF5 module (SM_WITH_HDF5). */
+static void test_convert_exports_hdf5(void **state)
+{
+    struct fx *f = *state;
+    if (!sm_export_hdf5_available()) {
+        skip();
+    }
+    char out[400], h5[400], inside[420];
+    snprintf(out, sizeof(out), "%s/exp.zarr", f->dir);
+    snprintf(h5, sizeof(h5), "%s/exp.h5", f->dir);
+    snprintf(inside, sizeof(inside), "%s/x.h5", out);
+    struct sm_convert_run p = SM_CONVERT_RUN_DEFAULTS;
+    p.c.input.store = f->store;
+    p.output.path = out;
+    p.output.policy.sync = SM_OUTPUT_SYNC_NONE;
+    p.export.path = h5;
+    p.export.deflate = 4;
+    struct sm_run_result r;
+    struct sm_err err;
+    sm_err_clear(&err);
+    assert_int_equal(sm_run_convert(&p, &r, &err), SM_OK);
+    assert_true(r.export.done);
+    assert_non_null(strstr(r.export.path, "exp.h5"));
+    assert_string_equal(r.export.driver, "sec2");
+    assert_int_equal(r.export.ndim, 3);
+    assert_true(r.export.bytes > 0 && r.export.rounds > 0);
+    assert_true(r.timing[SM_RUN_T_EXPORT] > 0);
+    assert_true(r.timing_max[SM_RUN_T_EXPORT] == r.timing[SM_RUN_T_EXPORT]);
+    assert_true(sm_test_exists(f->dir, "exp.h5") && sm_test_exists(out, "shardmill.complete.json"));
+    sm_run_result_destroy(&r);
+    /* the export exists now: exists error refuses it in the open phase's check */
+    sm_err_clear(&err);
+    assert_int_equal(sm_run_export_check(&p.export, out, &err), SM_E_USAGE);
+    assert_non_null(strstr(err.what, "exists"));
+    p.export.path = inside;
+    sm_err_clear(&err);
+    assert_int_equal(sm_run_export_check(&p.export, out, &err), SM_E_USAGE);
+    assert_non_null(strstr(err.what, "inside the output"));
+    p.export.path = NULL;
+    assert_int_equal(sm_run_export_check(&p.export, out, &err), SM_OK);
+}
+
 static void test_errors_name_the_parameter(void **state)
 {
     struct fx *f = *state;
@@ -328,6 +442,9 @@ int main(void)
         cmocka_unit_test(test_convert_percentile_keeps_its_input),
         cmocka_unit_test(test_convert_none_keeps_values),
         cmocka_unit_test(test_convert_stopped_leaves_no_marker),
+        cmocka_unit_test(test_result_holds_io_and_memory),
+        cmocka_unit_test(test_io_add),
+        cmocka_unit_test(test_convert_exports_hdf5),
         cmocka_unit_test(test_errors_name_the_parameter),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -1,0 +1,122 @@
+/* What a run's report needs over every rank besides its statistics and timings (SPEC §7): the
+ * input's I/O counters (`io`) and the peak resident set (`memory.peak_rss_bytes`), reduced by the
+ * engine at the end of the run, so the caller reports the result without a collective of its
+ * own. Counters are summed (unsigned sums wrap: order-free), peaks take the maximum. */
+#include "run_int.h"
+
+#include <string.h>
+
+#include "shardmill/clock.h"
+#include "shardmill/par.h"
+
+void sm_run_io_of(struct sm_store *store, const struct sm_array *array, struct sm_run_io *io)
+{
+    memset(io, 0, sizeof(*io));
+    if (store != NULL) {
+        struct sm_store *backing = sm_store_backing(store); /* what really sent requests */
+        for (int c = 0; c < SM_IO_NCLASS; c++) {
+            io->requests[c] = sm_store_requests(backing, (enum sm_io_class)c);
+            io->bytes[c] = sm_store_bytes(backing, (enum sm_io_class)c);
+        }
+        struct sm_cache_stats cs;
+        sm_store_cache_stats(store, &cs);
+        io->cache_enabled = backing != store;
+        io->cache_hits = cs.hits;
+        io->cache_misses = cs.misses;
+        io->cache_evictions = cs.evictions;
+        io->cache_peak_bytes = cs.peak_bytes;
+        struct sm_http_stats hs;
+        io->http = sm_store_http_stats(backing, &hs);
+        io->range_ignored = io->http && hs.range_ignored;
+        io->whole_objects = hs.whole_fetches;
+        io->kept_slices = hs.kept_slices;
+    }
+    if (array != NULL) {
+        struct sm_array_stats as;
+        sm_array_stats(array, &as);
+        io->index_hits = as.index_cache_hits;
+        io->index_misses = as.index_cache_misses;
+        io->index_peak_bytes = as.index_cache_peak_bytes;
+    }
+}
+
+static uint64_t max_u64(uint64_t a, uint64_t b)
+{
+    return a > b ? a : b;
+}
+
+void sm_run_io_add(struct sm_run_io *sum, const struct sm_run_io *x)
+{
+    for (int c = 0; c < SM_IO_NCLASS; c++) {
+        sum->requests[c] += x->requests[c];
+        sum->bytes[c] += x->bytes[c];
+    }
+    sum->cache_enabled = sum->cache_enabled || x->cache_enabled;
+    sum->cache_hits += x->cache_hits;
+    sum->cache_misses += x->cache_misses;
+    sum->cache_evictions += x->cache_evictions;
+    sum->cache_peak_bytes = max_u64(sum->cache_peak_bytes, x->cache_peak_bytes);
+    sum->index_hits += x->index_hits;
+    sum->index_misses += x->index_misses;
+    sum->index_peak_bytes = max_u64(sum->index_peak_bytes, x->index_peak_bytes);
+    sum->http = sum->http || x->http;
+    sum->range_ignored = sum->range_ignored || x->range_ignored;
+    sum->whole_objects += x->whole_objects;
+    sum->kept_slices += x->kept_slices;
+}
+
+/* The members of struct sm_run_io in two arrays, one summed and one maximised over ranks (flags as
+ * 0/1 under the maximum: true if any rank's is). */
+enum { IO_NSUM = 2 * SM_IO_NCLASS + 7, IO_NMAX = 6 };
+
+static void io_pack(const struct sm_run_io *io, uint64_t *sum, uint64_t *max)
+{
+    memcpy(sum, io->requests, sizeof(io->requests));
+    memcpy(sum + SM_IO_NCLASS, io->bytes, sizeof(io->bytes));
+    uint64_t *s = sum + 2 * SM_IO_NCLASS;
+    s[0] = io->cache_hits;
+    s[1] = io->cache_misses;
+    s[2] = io->cache_evictions;
+    s[3] = io->index_hits;
+    s[4] = io->index_misses;
+    s[5] = io->whole_objects;
+    s[6] = io->kept_slices;
+    max[0] = io->cache_peak_bytes;
+    max[1] = io->index_peak_bytes;
+    max[2] = io->cache_enabled;
+    max[3] = io->http;
+    max[4] = io->range_ignored;
+}
+
+static void io_unpack(const uint64_t *sum, const uint64_t *max, struct sm_run_io *io)
+{
+    memcpy(io->requests, sum, sizeof(io->requests));
+    memcpy(io->bytes, sum + SM_IO_NCLASS, sizeof(io->bytes));
+    const uint64_t *s = sum + 2 * SM_IO_NCLASS;
+    io->cache_hits = s[0];
+    io->cache_misses = s[1];
+    io->cache_evictions = s[2];
+    io->index_hits = s[3];
+    io->index_misses = s[4];
+    io->whole_objects = s[5];
+    io->kept_slices = s[6];
+    io->cache_peak_bytes = max[0];
+    io->index_peak_bytes = max[1];
+    io->cache_enabled = max[2] != 0;
+    io->http = max[3] != 0;
+    io->range_ignored = max[4] != 0;
+}
+
+sm_status run_reduce_usage(struct sm_run_result *res, struct sm_err *err)
+{
+    struct sm_run_io mine;
+    sm_run_io_of(res->store, res->array, &mine);
+    uint64_t sum[IO_NSUM], max[IO_NMAX];
+    io_pack(&mine, sum, max);
+    max[IO_NMAX - 1] = sm_peak_rss_bytes(); /* measured now: the run's end on this rank */
+    SM_TRY(sm_par_sum_u64(sum, IO_NSUM, err));
+    SM_TRY(sm_par_max_u64(max, IO_NMAX, err));
+    io_unpack(sum, max, &res->io);
+    res->peak_rss_bytes = max[IO_NMAX - 1];
+    return SM_OK;
+}
