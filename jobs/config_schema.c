@@ -589,7 +589,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .max = 86400,
      .help = "under MPI: seconds a rank waits for the others right after a collective HDF5 call; "
              "past it, parallel HDF5 has left a rank blocked after a failure on another, and the "
-             "job is aborted (MPI_Abort) with the failure's exit status",
+             "job is aborted through MPI with the failure's exit status",
      .example = "300",
      FIELD(export_.hdf5_timeout_s)},
 
