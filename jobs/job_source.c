@@ -20,7 +20,9 @@ json_t *sm_job_source_json(const struct sm_source *s)
 {
     json_t *o = sm_source_describe(s);
     const struct sm_source_info *in = sm_source_info(s);
-    if (o != NULL) {
+    if (o != NULL) { /* SPEC §7: input.store is the path the config named */
+        const json_t *path = json_object_get(o, "path");
+        json_object_set_new(o, "store", json_string(path != NULL ? json_string_value(path) : ""));
         json_object_set_new(o, "shape", sm_json_dims(in->shape, in->ndim));
         json_object_set_new(o, "dtype", json_string(sm_dtype_name(in->dtype)));
         json_object_set_new(o, "chunks", json_null());

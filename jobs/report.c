@@ -220,15 +220,17 @@ static json_t *output_json(const struct sm_run_result *r)
     return o;
 }
 
-/* A source is read with pread, zlib, libtiff or HDF5, not through a store: its bytes read
- * (summed over ranks by the engine), the most one rank read and beyond its share. */
+/* A source is read with pread, zlib, libtiff or HDF5, not through a store: no requests or caches;
+ * its bytes read (summed over ranks by the engine) are the payload (SPEC §7's io.bytes object),
+ * with the most one rank read, beyond its share, and the source's slab. */
 static json_t *source_io(const struct sm_run_result *r)
 {
-    return json_pack(
-        "{s:n,s:o,s:n,s:n,s:{s:o,s:o,s:o,s:o}}", "requests", "bytes", sm_json_u64(r->source_bytes),
-        "cache", "index_cache", "source", "bytes_read", sm_json_u64(r->source_bytes),
-        "bytes_read_max_rank", sm_json_u64(r->source_bytes_max), "beyond_share_max_rank",
-        sm_json_u64(r->source_excess_max), "slab_bytes", sm_json_u64(r->source_slab_bytes));
+    return json_pack("{s:n,s:{s:i,s:o,s:i},s:n,s:n,s:{s:o,s:o,s:o,s:o}}", "requests", "bytes",
+                     "metadata", 0, "payload", sm_json_u64(r->source_bytes), "index", 0, "cache",
+                     "index_cache", "source", "bytes_read", sm_json_u64(r->source_bytes),
+                     "bytes_read_max_rank", sm_json_u64(r->source_bytes_max),
+                     "beyond_share_max_rank", sm_json_u64(r->source_excess_max), "slab_bytes",
+                     sm_json_u64(r->source_slab_bytes));
 }
 
 json_t *sm_report_run(const struct sm_job_config *c, const struct sm_run_result *r)
