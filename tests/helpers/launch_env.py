@@ -4,6 +4,7 @@ plain process must not start MPI) and for what Open MPI needs here (root, oversu
 and LeakSanitizer's slow unwinder in ASan builds)."""
 
 import os
+import subprocess
 
 LAUNCHER_PREFIXES = ("OMPI_", "PMIX_", "PMI_", "SLURM_")
 
@@ -30,3 +31,18 @@ def mpi_env(base=None):
     env.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
                 "OMPI_MCA_rmaps_base_oversubscribe": "1", "OMP_NUM_THREADS": "1"})
     return sanitizer_env(env)
+
+
+def launch(shardmill, mpiexec, args, ranks, cwd, timeout=120):
+    """shardmill ARGS in cwd: ranks 0 a plain process (no launcher variable), else mpiexec -np
+    ranks. The CompletedProcess (text output captured), or None when it outlived timeout."""
+    if ranks == 0:
+        cmd, env = [shardmill] + args, plain_env()
+    else:
+        cmd = [mpiexec, "--oversubscribe", "-np", str(ranks), shardmill] + args
+        env = mpi_env()
+    try:
+        return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None

@@ -44,7 +44,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers"))
 from file_tree import tree_files  # noqa: E402
-from launch_env import mpi_env, plain_env  # noqa: E402
+from launch_env import launch  # noqa: E402
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 TIMEOUT = 120
@@ -62,16 +62,7 @@ def check(ok, what):
 
 def run(args, ranks, cwd):
     """ranks 0: a plain process (no launcher); else mpirun -np ranks."""
-    if ranks == 0:
-        cmd, env = [ARGS.shardmill] + args, plain_env()
-    else:
-        cmd = [ARGS.mpiexec, "--oversubscribe", "-np", str(ranks), ARGS.shardmill] + args
-        env = mpi_env()
-    try:
-        return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True,
-                              timeout=TIMEOUT)
-    except subprocess.TimeoutExpired:
-        return None
+    return launch(ARGS.shardmill, ARGS.mpiexec, args, ranks, cwd, TIMEOUT)
 
 
 def same_tree(a, b):

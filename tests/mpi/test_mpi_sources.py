@@ -25,7 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "helpers"))
 sys.path.insert(0, os.path.join(HERE, "..", "convert"))
 from file_tree import same_tree  # noqa: E402
-from launch_env import mpi_env, plain_env  # noqa: E402
+from launch_env import launch, plain_env  # noqa: E402
 import test_convert_sources as tcs  # noqa: E402  (the CT job and its sources)
 
 TIMEOUT = 120
@@ -42,16 +42,7 @@ def check(ok, what):
 
 def run(args, ranks, cwd):
     """ranks 0: a plain process (no launcher); else mpirun -np ranks."""
-    if ranks == 0:
-        cmd, env = [ARGS.shardmill] + args, plain_env()
-    else:
-        cmd = [ARGS.mpiexec, "--oversubscribe", "-np", str(ranks), ARGS.shardmill] + args
-        env = mpi_env()
-    try:
-        return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True,
-                              timeout=TIMEOUT)
-    except subprocess.TimeoutExpired:
-        return None
+    return launch(ARGS.shardmill, ARGS.mpiexec, args, ranks, cwd, TIMEOUT)
 
 
 def case(work, fmt):
