@@ -47,20 +47,8 @@ static void config_hash(const char *effective, char hex[65])
     sm_free(text);
 }
 
-/* The engine's hooks: the prepare step (SPEC §6 paths, the report's path on rank 0), the
- * export's checks once the output is open (so a refused export path costs no conversion), and
- * rank 0's warning about the layout. */
-struct hooks {
-    struct sm_job_prepare prep; /* first: the user of sm_job_prepare */
-    const struct sm_run_export *export;
-};
-
-static sm_status hook_opened(void *user, const char *output_path, struct sm_err *err)
-{
-    const struct hooks *h = user;
-    return sm_run_export_check(h->export, output_path, err);
-}
-
+/* The engine's hooks: the prepare step (SPEC §6 paths, the report's path on rank 0) and rank
+ * 0's warning about the layout (the export's checks are the engine's output phase). */
 static void hook_layout(void *user, const struct sm_output_spec *spec, uint64_t nshards)
 {
     (void)user;
@@ -93,8 +81,8 @@ sm_status sm_job_convert(const struct sm_job_config *c, const char *report_path,
     struct sm_job_progress jp;
     p.c.progress = sm_job_progress_hooks(&jp, c, "convert");
     p.c.stop = sm_signals_flag();
-    struct hooks hk = {{c, report_path}, &p.export};
-    const struct sm_run_hooks hooks = {sm_job_prepare, hook_opened, hook_layout, NULL, &hk};
+    struct sm_job_prepare prep = {c, report_path};
+    const struct sm_run_hooks hooks = {sm_job_prepare, NULL, hook_layout, NULL, &prep};
     p.hooks = hooks;
     struct sm_source_params sp; /* the engine opens the file on every rank */
     if (sm_job_reads_source(c)) {

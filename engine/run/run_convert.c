@@ -61,6 +61,8 @@ static sm_status ph_output(void *ctx, struct sm_err *err)
     const struct sm_run_hooks *hk = &cv->p->hooks;
     SM_TRY(sm_output_open(cv->p->output.path, &cv->p->output.policy, &cv->out, err));
     sm_output_set_stop(cv->out, cv->p->c.stop);
+    /* a refused export path fails the run before any conversion */
+    SM_TRY(sm_run_export_check(&cv->p->export, sm_output_path(cv->out), err));
     return hk->opened != NULL ? hk->opened(hk->user, sm_output_path(cv->out), err) : SM_OK;
 }
 

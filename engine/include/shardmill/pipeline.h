@@ -203,7 +203,8 @@ struct sm_run_export {
 
 /* Optional steps of the caller inside a convert (all may be NULL). `prepare` runs first (jobs/:
  * the SPEC §6 path checks and, on rank 0, the report's path), `opened` once the output is open
- * (its resolved path; jobs/: sm_run_export_check); the engine agrees on their statuses. `layout`
+ * (its resolved path; the export's own checks, sm_run_export_check, ran just before); the engine
+ * agrees on their statuses. `layout`
  * runs on rank 0 once the output layout is known (jobs/ warns about very many shards). `flushed`
  * is collective: every rank calls it after the flush agreement and the export, before the
  * marker, and it returns a status that is the same on every rank; a failure leaves no marker. */
@@ -243,9 +244,9 @@ struct sm_convert_run {
 /* The export's checks of the open phase, local (no collective): export.hdf5.path resolved and
  * checked against export.hdf5.exists, its directory (which may be one the output at output_path
  * creates), the dataset name and the deflate level (sm_export_hdf5_check), and refused when it
- * is the output, lies inside it or holds it. SM_OK when x->path is NULL. The export phase checks
- * again; a caller runs it from hooks.opened (jobs/ does) so that a refused export path fails the
- * run before any conversion. Errors as sm_export_hdf5_check; SM_E_USAGE naming the path. */
+ * is the output, lies inside it or holds it. SM_OK when x->path is NULL. A convert runs it in its
+ * output phase, so a refused export path fails the run before any conversion, and the export
+ * phase checks again. Errors as sm_export_hdf5_check; SM_E_USAGE naming the path. */
 sm_status sm_run_export_check(const struct sm_run_export *x, const char *output_path,
                               struct sm_err *err);
 
