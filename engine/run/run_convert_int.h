@@ -30,11 +30,11 @@ struct cv {
     int rank, nranks, nthreads;
     /* open */
     struct sm_output *out;
-    struct sm_source *src;          /* p->source, or NULL: a Zarr/N5 array (res->array) */
-    struct sm_array_meta src_meta;  /* a source's shape and type as array metadata */
-    struct sm_box_reader reader;    /* a source's boxes for the scan */
-    const struct sm_array_meta *m;  /* the input's */
-    char meta_sha[65];              /* of a Zarr input's metadata documents */
+    struct sm_source *src;         /* p->source, or NULL: a Zarr/N5 array (res->array) */
+    struct sm_array_meta src_meta; /* a source's shape and type as array metadata */
+    struct sm_box_reader reader;   /* a source's boxes for the scan */
+    const struct sm_array_meta *m; /* the input's */
+    char meta_sha[65];             /* of a Zarr input's metadata documents */
     struct sm_run_setup su;
     /* plan */
     bool one_pass;
