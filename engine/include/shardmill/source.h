@@ -81,7 +81,7 @@ struct sm_source_params {
     const char *hdf5_dataset; /* an absolute HDF5 path such as /exchange/data */
     bool hdf5_allow_external; /* follow data outside the file (SPEC §3) */
     /* The largest single allocation a decoder may make (a TIFF strip or tile; 0: libtiff's own
-     * bound); `ingest` passes limits.memory_bytes. */
+     * bound); jobs/ passes limits.memory_bytes. */
     uint64_t max_alloc;
     /* The caller brings its own voxel spacing (input.spacing): a NIfTI file whose pixdim is not a
      * positive finite number is then read, not refused (its info.spacing is the file's, as is). */
