@@ -32,24 +32,17 @@
 #include "shardmill/clock.h"
 #include "shardmill/par.h"
 
-#define FAIL_USAGE_AT(err, key, ...)                                                               \
-    do {                                                                                           \
-        sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, __VA_ARGS__);                              \
-        sm_err_where(err, key);                                                                    \
-        return (err)->status;                                                                      \
-    } while (0)
-
 /* Phase prepare: the caller's checks before anything is opened. */
 static sm_status ph_prepare(void *ctx, struct sm_err *err)
 {
     struct cv *cv = ctx;
     const struct sm_convert_run *p = cv->p;
     if (p->output.path == NULL) {
-        FAIL_USAGE_AT(err, "output.path", "no output path given");
+        FAIL_USAGE(err, "output.path", "no output path given");
     }
     const bool source = p->source != NULL || p->source_params != NULL;
     if (source && p->c.input.array != NULL && p->c.input.array[0] != '\0') {
-        FAIL_USAGE_AT(err, "input.array", "names a node of a Zarr store, not of a volume source");
+        FAIL_USAGE(err, "input.array", "names a node of a Zarr store, not of a volume source");
     }
     return p->hooks.prepare != NULL ? p->hooks.prepare(p->hooks.user, err) : SM_OK;
 }
@@ -93,7 +86,6 @@ static sm_status open_source(struct cv *cv, struct sm_err *err)
     memcpy(m->chunk_shape, in->slab, sizeof(m->chunk_shape));
     cv->m = m;
     cv->reader = (struct sm_box_reader){m, read_source, cv->src};
-    cv->su.params.reader = &cv->reader;
     return SM_OK;
 }
 
@@ -138,9 +130,8 @@ static sm_status ph_input(void *ctx, struct sm_err *err)
         cc.hist_lo = 0.0;
         cc.hist_hi = 1.0;
     }
-    const struct sm_box_reader *reader = cv->su.params.reader;
     SM_TRY(sm_run_setup(&cc, cv->m, &cv->su, err));
-    cv->su.params.reader = reader;
+    cv->su.params.reader = cv->src != NULL ? &cv->reader : NULL; /* a source's tiles */
     cv->su.params.progress = c->progress.update;
     cv->su.params.progress_user = c->progress.user;
     cv->su.params.stop = c->stop;

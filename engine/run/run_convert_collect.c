@@ -43,7 +43,7 @@ static sm_status source_counts(struct cv *cv, struct sm_err *err)
     return SM_OK;
 }
 
-static void stage_times(struct cv *cv, uint64_t norm_ns)
+static void stage_times(struct cv *cv, const struct sm_output_stats *os, uint64_t norm_ns)
 {
     struct sm_run_result *res = cv->res;
     struct sm_array_stats as;
@@ -53,8 +53,6 @@ static void stage_times(struct cv *cv, uint64_t norm_ns)
     } else {
         as.fetch_ns = res->scan.fetch_ns; /* a source's read time is not split */
     }
-    struct sm_output_stats os;
-    sm_output_stats(cv->out, &os);
     const double per = (double)cv->nthreads;
     double *t = res->timing;
     t[SM_RUN_T_TOTAL] = run_ms(sm_clock_ns() - cv->t_start);
@@ -62,9 +60,9 @@ static void stage_times(struct cv *cv, uint64_t norm_ns)
     t[SM_RUN_T_DECODE] = run_ms(as.decode_ns) / per;
     t[SM_RUN_T_PROCESS] = run_ms(res->scan.process_ns + norm_ns) / per;
     t[SM_RUN_T_ALLREDUCE] = run_ms(cv->allreduce_ns);
-    t[SM_RUN_T_WRITE] = run_ms(cv->wr.encode_ns + cv->wr.write_ns) / per + run_ms(os.sync_ns);
+    t[SM_RUN_T_WRITE] = run_ms(cv->wr.encode_ns + cv->wr.write_ns) / per + run_ms(os->sync_ns);
     t[SM_RUN_T_SCAN_WALL] = run_ms(cv->t_scan);
-    res->sync_ns = os.sync_ns;
+    res->sync_ns = os->sync_ns;
 }
 
 sm_status cv_collect(void *ctx, struct sm_err *err)
@@ -80,7 +78,9 @@ sm_status cv_collect(void *ctx, struct sm_err *err)
     const uint64_t t0 = sm_clock_ns();
     SM_TRY(sm_par_sum_u64(osum, 2, err));
     cv->allreduce_ns += sm_clock_ns() - t0;
-    stage_times(cv, norm_ns);
+    struct sm_output_stats os;
+    sm_output_stats(cv->out, &os);
+    stage_times(cv, &os, norm_ns);
     res->ranks = cv->nranks;
     res->threads = cv->nthreads;
     res->ndim = cv->m->ndim;
@@ -94,8 +94,6 @@ sm_status cv_collect(void *ctx, struct sm_err *err)
     if (res->output_path == NULL) {
         SM_FAIL(err, SM_E_NOMEM, "cannot copy the output path");
     }
-    struct sm_output_stats os;
-    sm_output_stats(cv->out, &os);
     /* shards and bytes of the whole output are rank 0's (set by finish); the rest is summed */
     uint64_t counts[6] = {cv->rank == 0 ? os.total_shards : 0,
                           cv->rank == 0 ? os.total_bytes : 0,

@@ -20,13 +20,6 @@
 #include "shardmill/par.h"
 #include "shardmill/sm_version.h"
 
-#define FAIL_USAGE(err, key, ...)                                                                  \
-    do {                                                                                           \
-        sm_err_set((err), SM_E_USAGE, __FILE__, __LINE__, __VA_ARGS__);                            \
-        sm_err_where((err), "%s", (key));                                                          \
-        return (err)->status;                                                                      \
-    } while (0)
-
 /* ---- levels and metadata ---- */
 
 sm_status sm_run_ome_levels(const struct sm_run_output *o, unsigned nd, const uint64_t *shape,
