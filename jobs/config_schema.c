@@ -520,19 +520,34 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .min = 1,
      .max = 32,
      .help = "OME-Zarr 0.5 image output (SPEC §2): the arrays 0 .. levels-1 of a multiscale "
-             "pyramid, level k+1 the 2x2x2 mean of level k",
+             "pyramid, level k+1 made from blocks of level k (output.ome.method) with some axes "
+             "halved (output.ome.downsample)",
      .example = "4",
      FIELD(output.ome_levels)},
     {.path = "output.ome.method",
      .applies = CONVERT_INGEST,
      .type = SM_CFG_NAME,
-     .choices = "mean",
+     .choices = "mean|nearest",
      .flags = SM_CFGF_NULLABLE,
-     .def_doc = "mean when output.ome.levels is given; otherwise no OME-Zarr image (a plain array)",
-     .help = "how a level is made from the one above it: mean = float64 sum of the float32 values "
-             "of each 2x2x2 block in C order, divided by the count, rounded once (SPEC §2)",
-     .example = "mean",
+     .def_doc = "mean when output.ome.levels or output.ome.downsample is given; otherwise no "
+                "OME-Zarr image (a plain array)",
+     .help = "how a level is made from the block of the level above it (2 voxels on each axis "
+             "halved, 1 on the others): mean = float64 sum of the block's float32 values in C "
+             "order, divided by the count, rounded once (SPEC §2); nearest = the block's first "
+             "value in C order (labels and masks: no value is invented)",
+     .example = "nearest",
      FIELD(output.ome_method)},
+    {.path = "output.ome.downsample",
+     .applies = CONVERT_INGEST,
+     .type = SM_CFG_ENUM,
+     .choices = "auto|all",
+     .def = "auto",
+     .help = "which axes each level halves: auto = those whose spacing is below 3/4 of the "
+             "level's largest spacing (every axis when none is; an axis of one voxel is kept), "
+             "so an anisotropic volume becomes near-isotropic before z is halved; all = every "
+             "axis at every level",
+     .example = "all",
+     FIELD(output.ome_downsample)},
 
     {.path = "export.hdf5.path",
      .applies = CONVERT_INGEST,

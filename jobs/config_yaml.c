@@ -1375,7 +1375,8 @@ static sm_status check_output(struct lctx *cx)
                  "output.codec.level: %s level %" PRId64 " is out of range (0 to 9)", codec,
                  c->output.codec_level);
     }
-    if (given(cx, "output.ome.levels") && !given(cx, "output.ome.method")) {
+    if ((given(cx, "output.ome.levels") || given(cx, "output.ome.downsample")) &&
+        !given(cx, "output.ome.method")) {
         /* output.ome: {levels: N}: an OME-Zarr image, by mean (an explicit method: null, as the
          * YAML view prints an unset one, keeps the plain array) */
         SM_TRY(set_default_name(cx, &c->output.ome_method, "mean"));

@@ -101,7 +101,9 @@ def convert_config(path, inp, out, a, threads):
     return cc.write_config(path, {
         "job": "convert", "input": inp,
         "normalize": {"mode": "percentile", "lo": a.lo, "hi": a.hi},
-        "output": {"path": out, "exists": "error", "ome": {"levels": a.levels}},
+        # downsample all: every axis halved, the same work as the Python peer's pyramid
+        "output": {"path": out, "exists": "error",
+                   "ome": {"levels": a.levels, "downsample": "all"}},
         "parallel": {"threads": threads}, "progress": False})
 
 

@@ -261,9 +261,11 @@ static sm_status ph_begin(void *ctx, struct sm_err *err)
     cv->oo = p->output;
     SM_TRY(input_geometry(cv, err));
     run_provenance_spacing(cv->attrs, &cv->oo.ome, nd);
-    SM_TRY(cv->oo.ome.levels != 0
-               ? sm_run_ome_writer(&cv->oo, nd, cv->su.shape, cv->out_dt, cv->attrs, &cv->w, err)
-               : sm_writer_new(&cv->spec, &cv->w, err));
+    struct sm_run_omero omero;
+    cv_omero(cv, &omero);
+    SM_TRY(cv->oo.ome.levels != 0 ? sm_run_ome_writer(&cv->oo, nd, cv->su.shape, cv->out_dt, &omero,
+                                                      cv->attrs, &cv->w, err)
+                                  : sm_writer_new(&cv->spec, &cv->w, err));
     bool agreed = false;
     return run_begin(cv->out, cv->w, SM_OK, &agreed, err);
 }
@@ -278,9 +280,14 @@ static sm_status ph_pyramid(void *ctx, struct sm_err *err)
         return SM_OK;
     }
     const uint64_t t0 = sm_clock_ns();
-    const struct sm_run_pyramid py = {
-        cv->w,       cv->out, cv->nthreads, c->memory_bytes, c->input.max_chunk_bytes,
-        c->progress, c->stop};
+    const struct sm_run_pyramid py = {.writer = cv->w,
+                                      .output = cv->out,
+                                      .method = cv->oo.ome.method,
+                                      .threads = cv->nthreads,
+                                      .memory_bytes = c->memory_bytes,
+                                      .max_chunk_bytes = c->input.max_chunk_bytes,
+                                      .progress = c->progress,
+                                      .stop = c->stop};
     const sm_status st = sm_run_pyramid(&py, &cv->wr, err);
     cv->res->pyramid_ns = sm_clock_ns() - t0;
     return st;

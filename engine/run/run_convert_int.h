@@ -77,6 +77,11 @@ sm_status cv_collect(void *ctx, struct sm_err *err);
 struct json_t *cv_provenance(const struct cv *cv, const struct sm_scan_result *r);
 sm_status cv_make_norm(const struct sm_run_norm *cfg, const struct sm_hist *h, struct sm_norm *nm,
                        struct sm_err *err);
+/* attributes.ome.omero's window in output values (SPEC §2), once out_dt and the norm are known: a
+ * normalized output's full range (0..1 for float32, 0..MAX for an integer type), with min/max the
+ * values a float32 scale can reach; with normalize none the input's p1 and p99 when a histogram
+ * was computed, else the type's range. */
+void cv_omero(const struct cv *cv, struct sm_run_omero *w);
 sm_status cv_output_dtype(const struct sm_run_norm *nm, const struct sm_run_output *o,
                           enum sm_dtype in, enum sm_dtype *out, struct sm_err *err);
 /* SPEC §1's keep-or-re-read rule: the scan copies this rank's tiles into a kept box when they

@@ -2,7 +2,9 @@
  * and the keep-or-re-read rule of SPEC §1 (run_convert.c runs the phases). */
 #include "run_convert_int.h"
 
+#include <float.h>
 #include <jansson.h>
+#include <math.h>
 #include <string.h>
 
 #include "shardmill/alloc.h"
@@ -227,4 +229,48 @@ json_t *cv_source_geometry(const struct sm_source_info *info)
         json_object_set_new(pv, "origin", doubles_json(info->origin, info->ndim));
     }
     return json_pack("{s:o}", "shardmill", pv);
+}
+
+/* The smallest and largest value of a type (floats: the largest finite ones). */
+static void type_range(enum sm_dtype dt, double *lo, double *hi)
+{
+    const unsigned bits = 8u * (unsigned)sm_dtype_size(dt);
+    if (dt == SM_DT_FLOAT32 || dt == SM_DT_FLOAT64) {
+        *hi = dt == SM_DT_FLOAT32 ? FLT_MAX : DBL_MAX;
+        *lo = -*hi;
+    } else if (dt == SM_DT_BOOL) {
+        *lo = 0.0;
+        *hi = 1.0;
+    } else if (sm_dtype_is_signed(dt)) {
+        *hi = ldexp(1.0, (int)bits - 1) - 1.0;
+        *lo = -*hi - 1.0;
+    } else {
+        *lo = 0.0;
+        *hi = ldexp(1.0, (int)bits) - 1.0;
+    }
+}
+
+void cv_omero(const struct cv *cv, struct sm_run_omero *w)
+{
+    const struct sm_hist *h = &cv->res->scan.hist;
+    const bool hist = !cv->res->no_histogram && h->bins > 0;
+    w->set = true;
+    type_range(cv->out_dt, &w->min, &w->max);
+    if (cv->p->normalize.mode == SM_RUN_NORM_NONE) { /* the input's values: p1..p99 */
+        w->start = hist ? sm_hist_percentile(h, 1.0) : w->min;
+        w->end = hist ? sm_hist_percentile(h, 99.0) : w->max;
+        return;
+    }
+    const bool fl = sm_dtype_is_float(cv->out_dt);
+    w->start = 0.0;
+    w->end = fl ? 1.0 : w->max; /* the window's ends, or what the divisor maps to 1 */
+    w->min = 0.0;
+    w->max = w->end;
+    if (fl && cv->p->normalize.mode == SM_RUN_NORM_SCALE && !sm_dtype_is_float(cv->m->dtype)) {
+        double lo, hi; /* a float32 scale of an integer type spans its range / divisor */
+        type_range(cv->m->dtype, &lo, &hi);
+        const float d = (float)cv->res->norm.divisor;
+        w->min = fmin(0.0, (double)((float)lo / d));
+        w->max = fmax(1.0, (double)((float)hi / d));
+    }
 }

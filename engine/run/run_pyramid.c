@@ -1,16 +1,15 @@
-/* OME-Zarr output (SPEC §2 "OME-Zarr output"): the levels of an image group, their output specs
- * and OME metadata, and the pyramid phase that a run calls after level 0 is written and flushed by
- * every rank and before the completion marker. Level k+1 halves every axis of level k (size
- * ceil(n/2)); each of its values is the mean of the up to 2x2x2 values of level k it covers:
- * their float32 values summed in float64 in C order of the block, divided by their count, rounded
- * once to the output type (round-half-to-even for integers).
- * Spec: https://ngff.openmicroscopy.org/0.5/ (multiscales, axes, coordinateTransformations).
+/* The pyramid phase of an OME-Zarr output (SPEC §2 "OME-Zarr output"), which a run calls after
+ * level 0 is written and flushed by every rank and before the completion marker. Level k+1
+ * halves some axes of level k (run_ome.c says which; size ceil(n/2)); each of its values is made
+ * from the block of level k it covers (2 voxels on a halved axis, 1 on the others, fewer at the
+ * edge): `mean` sums their float32 values in float64 in C order of the block, divides by their
+ * count and rounds once to the output type (round-half-to-even for integers); `nearest` takes the
+ * block's first value in C order.
  * Invariant: a level-k+1 shard depends only on the level-k values it covers, read back from the
  * output through array/, so the bytes are the same for any ranks x threads; no rank holds more
  * than one slab of the parent region per thread. See docs/internals/pyramid.md. */
 #include "run_int.h"
 
-#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -18,326 +17,6 @@
 #include "shardmill/alloc.h"
 #include "shardmill/clock.h"
 #include "shardmill/par.h"
-#include "shardmill/sm_version.h"
-
-/* ---- levels and metadata ---- */
-
-sm_status sm_run_ome_levels(const struct sm_run_output *o, unsigned nd, const uint64_t *shape,
-                            enum sm_dtype dtype, struct sm_output_spec *levels, unsigned *nlevels,
-                            struct sm_err *err)
-{
-    *nlevels = 0;
-    if (nd < 2 || nd > 3) {
-        FAIL_USAGE(err, "output.ome",
-                   "an OME-Zarr image needs 2 or 3 axes (z, y, x); the output has %u", nd);
-    }
-    uint64_t cur[SM_MAX_DIMS];
-    memcpy(cur, shape, nd * sizeof(uint64_t));
-    /* levels possible until every axis is 1 voxel */
-    unsigned most = 1;
-    for (uint64_t big = 0;; most++) {
-        big = 0;
-        for (unsigned d = 0; d < nd; d++) {
-            const uint64_t e = shape[d] >> (most - 1);
-            big = e > big ? e : big;
-        }
-        if (big <= 1 || most >= SM_MAX_LEVELS) {
-            break;
-        }
-    }
-    unsigned n = o->ome.levels;
-    if (n == SM_RUN_OME_AUTO) { /* stop at the first level whose largest axis is <= 256 */
-        n = 1;
-        for (;;) {
-            uint64_t big = 0;
-            for (unsigned d = 0; d < nd; d++) {
-                big = cur[d] > big ? cur[d] : big;
-            }
-            if (big <= SM_RUN_OME_AUTO_MAX || n >= SM_MAX_LEVELS) {
-                break;
-            }
-            for (unsigned d = 0; d < nd; d++) {
-                cur[d] = (cur[d] + 1) / 2;
-            }
-            n++;
-        }
-        memcpy(cur, shape, nd * sizeof(uint64_t));
-    }
-    if (n < 1 || n > most) {
-        FAIL_USAGE(err, "output.ome.levels",
-                   "%u levels, but a level 0 of this shape allows 1 to %u (halving down to "
-                   "one voxel)",
-                   n, most);
-    }
-    for (unsigned k = 0; k < n; k++) {
-        SM_TRY(sm_run_output_spec(o, nd, cur, dtype, NULL, &levels[k], err));
-        levels[k].dimension_names = true;
-        for (unsigned d = 0; d < nd; d++) {
-            cur[d] = (cur[d] + 1) / 2;
-        }
-    }
-    *nlevels = n;
-    return SM_OK;
-}
-
-static json_t *vec(const double *v, unsigned nd, double times)
-{
-    json_t *a = json_array();
-    for (unsigned d = 0; d < nd; d++) {
-        json_array_append_new(a, json_real(v[d] * times));
-    }
-    return a;
-}
-
-json_t *sm_run_ome_attrs(const struct sm_run_ome *ome, unsigned nd, unsigned nlevels,
-                         const json_t *extra)
-{
-    static const char *const names[] = {"z", "y", "x"};
-    json_t *axes = json_array();
-    for (unsigned d = 0; d < nd; d++) {
-        json_t *ax = json_pack("{s:s,s:s}", "name", names[d + 3 - nd], "type", "space");
-        if (ome->unit != NULL && ome->unit[0] != '\0') {
-            json_object_set_new(ax, "unit", json_string(ome->unit));
-        }
-        json_array_append_new(axes, ax);
-    }
-    double sp[SM_MAX_DIMS];
-    for (unsigned d = 0; d < nd; d++) {
-        sp[d] = ome->spacing.set ? ome->spacing.v[d] : 1.0;
-    }
-    json_t *ds = json_array();
-    for (unsigned k = 0; k < nlevels; k++) {
-        char path[16];
-        snprintf(path, sizeof(path), "%u", k);
-        json_t *ct = json_array();
-        json_array_append_new(
-            ct, json_pack("{s:s,s:o}", "type", "scale", "scale", vec(sp, nd, ldexp(1.0, (int)k))));
-        if (ome->origin.set) {
-            /* the centre of a level-k voxel: the origin shifted by half of (2^k - 1) level-0
-             * voxels, so every level lies over the same physical extent */
-            double t[SM_MAX_DIMS];
-            for (unsigned d = 0; d < nd; d++) {
-                t[d] = ome->origin.v[d] + sp[d] * (ldexp(1.0, (int)k) - 1.0) / 2.0;
-            }
-            json_array_append_new(
-                ct, json_pack("{s:s,s:o}", "type", "translation", "translation", vec(t, nd, 1.0)));
-        }
-        json_array_append_new(
-            ds, json_pack("{s:s,s:o}", "path", path, "coordinateTransformations", ct));
-    }
-    json_t *ms = json_pack("{s:s,s:o,s:o,s:s,s:{s:s,s:s}}", "name", "image", "axes", axes,
-                           "datasets", ds, "type", "mean", "metadata", "method",
-                           "shardmill: float64 sum of the "
-                           "float32 values of each 2x2x2 block in C order / count, rounded once",
-                           "version", SM_VERSION_STRING);
-    json_t *attrs = json_pack("{s:{s:s,s:[o]}}", "ome", "version", "0.5", "multiscales", ms);
-    if (attrs != NULL && extra != NULL) {
-        const char *key;
-        const json_t *val;
-        json_object_foreach((json_t *)(uintptr_t)extra, key, val)
-        {
-            json_object_set_new(attrs, key, json_deep_copy(val));
-        }
-    }
-    return attrs;
-}
-
-sm_status sm_run_ome_writer(const struct sm_run_output *o, unsigned nd, const uint64_t *shape,
-                            enum sm_dtype dtype, const json_t *attrs, struct sm_writer **w,
-                            struct sm_err *err)
-{
-    *w = NULL;
-    struct sm_output_spec *levels = sm_calloc(SM_MAX_LEVELS, sizeof(*levels));
-    if (levels == NULL) {
-        SM_FAIL(err, SM_E_NOMEM, "cannot allocate the level specs");
-    }
-    unsigned n = 0;
-    sm_status st = sm_run_ome_levels(o, nd, shape, dtype, levels, &n, err);
-    json_t *group = NULL;
-    if (st == SM_OK) {
-        group = sm_run_ome_attrs(&o->ome, nd, n, attrs);
-        if (group == NULL) {
-            st = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__, "cannot build the OME metadata");
-        }
-    }
-    if (st == SM_OK) {
-        st = sm_writer_new_group(levels, n, group, w, err);
-    }
-    json_decref(group);
-    sm_free(levels);
-    return st;
-}
-
-void run_provenance_spacing(json_t *attrs, const struct sm_run_ome *ome, unsigned nd)
-{
-    json_t *pv = json_object_get(attrs, "shardmill");
-    if (pv == NULL || !ome->spacing.set) {
-        return;
-    }
-    json_object_set_new(pv, "spacing", vec(ome->spacing.v, nd, 1.0));
-    if (ome->unit != NULL && ome->unit[0] != '\0') {
-        json_object_set_new(pv, "unit", json_string(ome->unit));
-    }
-    if (ome->origin.set) {
-        json_object_set_new(pv, "origin", vec(ome->origin.v, nd, 1.0));
-    }
-}
-
-/* ---- spacing and origin from an OME-Zarr input (SPEC §2) ---- */
-
-struct geometry {
-    uint8_t have_spacing, have_origin;
-    char unit[48];
-    double spacing[SM_MAX_DIMS], origin[SM_MAX_DIMS];
-};
-
-/* The dataset `leaf` of the multiscales in attrs: its scale and translation, the axes' unit. */
-static void geometry_of(const json_t *attrs, const char *leaf, unsigned nd, struct geometry *g)
-{
-    const json_t *ome = json_object_get(attrs, "ome");
-    const json_t *ms = json_array_get(json_object_get(ome != NULL ? ome : attrs, "multiscales"), 0);
-    const json_t *axes = json_object_get(ms, "axes");
-    const json_t *ds = json_object_get(ms, "datasets");
-    for (size_t i = 0; i < json_array_size(ds); i++) {
-        const json_t *d = json_array_get(ds, i);
-        const char *path = json_string_value(json_object_get(d, "path"));
-        if (path == NULL || strcmp(path, leaf) != 0) {
-            continue;
-        }
-        const json_t *ct = json_object_get(d, "coordinateTransformations");
-        for (size_t j = 0; j < json_array_size(ct); j++) {
-            const json_t *t = json_array_get(ct, j);
-            const char *type = json_string_value(json_object_get(t, "type"));
-            const bool sc = type != NULL && strcmp(type, "scale") == 0;
-            const bool tr = type != NULL && strcmp(type, "translation") == 0;
-            const json_t *v = json_object_get(t, sc ? "scale" : "translation");
-            if ((!sc && !tr) || json_array_size(v) != nd) {
-                continue;
-            }
-            double *dst = sc ? g->spacing : g->origin;
-            bool ok = true;
-            for (unsigned k = 0; k < nd; k++) {
-                ok = ok && json_is_number(json_array_get(v, k));
-                dst[k] = json_number_value(json_array_get(v, k));
-                ok = ok && (!sc || dst[k] > 0);
-            }
-            if (sc) {
-                g->have_spacing = ok;
-            } else {
-                g->have_origin = ok;
-            }
-        }
-    }
-    if (json_array_size(axes) == nd) {
-        const char *u = json_string_value(json_object_get(json_array_get(axes, nd - 1), "unit"));
-        if (u != NULL && strlen(u) < sizeof(g->unit)) {
-            snprintf(g->unit, sizeof(g->unit), "%s", u);
-        }
-    }
-}
-
-/* Rank 0 reads the multiscales of the group holding input.array (one metadata request: zarr.json,
- * else .zattrs) and broadcasts the level's spacing, origin and unit. */
-static sm_status read_geometry(struct sm_store *store, const char *array, unsigned nd,
-                               struct geometry *g, struct sm_err *err)
-{
-    memset(g, 0, sizeof(*g));
-    sm_status st = SM_OK;
-    if (sm_par_rank() == 0 && array != NULL && array[0] != '\0') {
-        char parent[512];
-        snprintf(parent, sizeof(parent), "%s", array);
-        size_t n = strlen(parent);
-        while (n > 0 && parent[n - 1] == '/') {
-            parent[--n] = '\0';
-        }
-        char *slash = strrchr(parent, '/');
-        const char *leaf = slash != NULL ? slash + 1 : parent;
-        char key[600];
-        const char *docs[2] = {"zarr.json", ".zattrs"};
-        for (int k = 0; k < 2 && st == SM_OK && !g->have_spacing; k++) {
-            if (slash != NULL) {
-                *slash = '\0';
-                snprintf(key, sizeof(key), "%s/%s", parent, docs[k]);
-                *slash = '/';
-            } else {
-                snprintf(key, sizeof(key), "%s", docs[k]);
-            }
-            struct sm_buf b = SM_BUF_INIT;
-            bool found = false;
-            st = sm_store_get(store, key, sm_range_all(), SM_IO_META, &b, &found, err);
-            if (st == SM_OK && found) {
-                json_t *doc = json_loadb((const char *)b.ptr, b.len, 0, NULL);
-                const json_t *attrs = k == 0 ? json_object_get(doc, "attributes") : doc;
-                geometry_of(attrs, leaf, nd, g);
-                json_decref(doc);
-            }
-            sm_buf_free(&b);
-        }
-    }
-    st = sm_par_agree(st, err);
-    if (st == SM_OK) {
-        st = sm_par_bcast(g, sizeof(*g), 0, err);
-    }
-    return st;
-}
-
-sm_status run_ome_geometry(struct sm_store *store, const char *array, const json_t *input_attrs,
-                           unsigned nd, const uint64_t *roi_off, bool read, struct sm_run_ome *ome,
-                           char *unit_buf, size_t unit_cap, struct sm_err *err)
-{
-    if (ome->spacing.set && ome->spacing.n != nd) {
-        FAIL_USAGE(err, "input.spacing", "has %u values, the input has %u axes", ome->spacing.n,
-                   nd);
-    }
-    if (ome->origin.set && ome->origin.n != nd) {
-        FAIL_USAGE(err, "input.origin", "has %u values, the input has %u axes", ome->origin.n, nd);
-    }
-    if (ome->spacing.set && ome->origin.set && ome->unit != NULL) {
-        return SM_OK; /* all given: nothing to read */
-    }
-    struct geometry g; /* an OME-Zarr input's group is read only for an OME-Zarr output */
-    memset(&g, 0, sizeof(g));
-    if (read) {
-        SM_TRY(read_geometry(store, array, nd, &g, err));
-    }
-    const json_t *pv = json_object_get(input_attrs, "shardmill"); /* a shardmill array's own */
-    const json_t *psp = json_object_get(pv, "spacing"), *porg = json_object_get(pv, "origin");
-    if (!g.have_spacing && json_array_size(psp) == nd) {
-        g.have_spacing = 1;
-        for (unsigned d = 0; d < nd; d++) {
-            g.spacing[d] = json_number_value(json_array_get(psp, d));
-            g.have_spacing = g.have_spacing && g.spacing[d] > 0;
-        }
-        const char *u = json_string_value(json_object_get(pv, "unit"));
-        if (g.unit[0] == '\0' && u != NULL && strlen(u) < sizeof(g.unit)) {
-            snprintf(g.unit, sizeof(g.unit), "%s", u);
-        }
-    }
-    if (!g.have_origin && json_array_size(porg) == nd) {
-        g.have_origin = 1;
-        for (unsigned d = 0; d < nd; d++) {
-            g.origin[d] = json_number_value(json_array_get(porg, d));
-        }
-    }
-    if (!ome->spacing.set && g.have_spacing) {
-        ome->spacing.set = true;
-        ome->spacing.n = nd;
-        memcpy(ome->spacing.v, g.spacing, sizeof(g.spacing));
-    }
-    if (!ome->origin.set && g.have_origin) { /* the ROI's first voxel */
-        ome->origin.set = true;
-        ome->origin.n = nd;
-        for (unsigned d = 0; d < nd; d++) {
-            const double sp = ome->spacing.set ? ome->spacing.v[d] : 1.0;
-            ome->origin.v[d] = g.origin[d] + (double)roi_off[d] * sp;
-        }
-    }
-    if (ome->unit == NULL && g.unit[0] != '\0') {
-        snprintf(unit_buf, unit_cap, "%s", g.unit);
-        ome->unit = unit_buf;
-    }
-    return SM_OK;
-}
 
 /* ---- the pyramid ---- */
 
@@ -353,7 +32,9 @@ struct pyramid {
     size_t elem;
     unsigned nd;
     uint64_t pshape[3]; /* parent shape, padded to 3 axes (leading 1s) */
+    uint64_t block[3];  /* the block per axis: 2 where the level halves the axis, else 1 */
     uint64_t step;      /* output planes per slab */
+    bool nearest;       /* output.ome.method nearest */
     struct pyr_thread *ts;
 };
 
@@ -452,67 +133,117 @@ static void store_mean(uint8_t *p, enum sm_dtype dt, double m)
     memcpy(p, &v, sm_dtype_size(dt));
 }
 
-/* Output planes [z0, z0 + nz) of a box of shape os (3 axes) at output offset oo, from the parent
- * slab of shape ps whose first plane is output plane z0's first child. */
-static void mean_slab(const struct pyramid *py, const uint8_t *slab, const uint64_t *ps,
-                      const uint64_t *os, uint64_t z0, uint64_t nz, uint8_t *out)
+/* The SPEC §2 mean of whole bz x by x bx blocks of a float32 or 8/16-bit unsigned row: n output
+ * values from the parent rows at a (planes sy apart, rows sx apart), each block summed from 0 in
+ * C order. Called with constant block sizes so each form compiles to straight-line sums. */
+#define SM_MEAN_ROW(name, T, OUT)                                                                  \
+    static inline void name(const T *a, uint64_t sy, uint64_t sx, uint64_t n, T *d, unsigned bz,   \
+                            unsigned by, unsigned bx)                                              \
+    {                                                                                              \
+        const double cnt = (double)(bz * by * bx);                                                 \
+        for (uint64_t x = 0; x < n; x++) {                                                         \
+            const T *b = a + bx * x;                                                               \
+            double t = 0.0;                                                                        \
+            for (unsigned i = 0; i < bz; i++) {                                                    \
+                for (unsigned j = 0; j < by; j++) {                                                \
+                    for (unsigned k = 0; k < bx; k++) {                                            \
+                        t += (double)b[i * sy + j * sx + k];                                       \
+                    }                                                                              \
+                }                                                                                  \
+            }                                                                                      \
+            d[x] = OUT(t / cnt);                                                                   \
+        }                                                                                          \
+    }
+#define SM_TO_F32(m) ((float)(m))
+#define SM_TO_U8(m) ((uint8_t)rint(m))
+#define SM_TO_U16(m) ((uint16_t)rint(m))
+SM_MEAN_ROW(mean_row_f32, float, SM_TO_F32)
+SM_MEAN_ROW(mean_row_u8, uint8_t, SM_TO_U8)
+SM_MEAN_ROW(mean_row_u16, uint16_t, SM_TO_U16)
+
+/* Whole blocks of one output row by the row kernel of the type, with the block sizes the levels
+ * use as constants (2x2x2, 1x2x2, 2x1x1 and every other mix through the general call). */
+#define SM_MEAN_DISPATCH(fn, T)                                                                    \
+    do {                                                                                           \
+        const T *src_ = (const T *)(const void *)src;                                              \
+        T *dst_ = (T *)(void *)dst;                                                                \
+        if (bz == 2 && by == 2 && bx == 2) {                                                       \
+            fn(src_, sy, sx, n, dst_, 2, 2, 2);                                                    \
+        } else if (bz == 1 && by == 2 && bx == 2) {                                                \
+            fn(src_, sy, sx, n, dst_, 1, 2, 2);                                                    \
+        } else {                                                                                   \
+            fn(src_, sy, sx, n, dst_, bz, by, bx);                                                 \
+        }                                                                                          \
+    } while (0)
+
+/* n whole blocks of a row, for the types with a row kernel; false for the others. */
+static bool mean_row_fast(enum sm_dtype dt, const uint8_t *src, uint64_t sy, uint64_t sx,
+                          uint64_t n, uint8_t *dst, unsigned bz, unsigned by, unsigned bx)
+{
+    switch (dt) {
+    case SM_DT_FLOAT32:
+        SM_MEAN_DISPATCH(mean_row_f32, float);
+        return true;
+    case SM_DT_UINT8:
+        SM_MEAN_DISPATCH(mean_row_u8, uint8_t);
+        return true;
+    case SM_DT_UINT16:
+        SM_MEAN_DISPATCH(mean_row_u16, uint16_t);
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* The mean of one clipped block [c0, c1) per axis, through the float32 value of each element. */
+static void mean_block(const struct pyramid *py, const uint8_t *slab, const uint64_t *ps,
+                       const uint64_t *c0, const uint64_t *c1, uint8_t *dst)
 {
     const size_t e = py->elem;
-    const uint64_t sy = ps[1] * ps[2], sx = ps[2];
+    double s = 0.0;
+    for (uint64_t a = c0[0]; a < c1[0]; a++) {
+        for (uint64_t b = c0[1]; b < c1[1]; b++) {
+            for (uint64_t c = c0[2]; c < c1[2]; c++) {
+                s += load_f32(slab + ((a * ps[1] + b) * ps[2] + c) * e, py->dt);
+            }
+        }
+    }
+    const double cnt = (double)((c1[0] - c0[0]) * (c1[1] - c0[1]) * (c1[2] - c0[2]));
+    store_mean(dst, py->dt, s / cnt);
+}
+
+/* Output planes [z0, z0 + nz) of a box of shape os (3 axes), from the parent slab of shape ps
+ * whose first plane is the first block plane of output plane z0. */
+static void reduce_slab(const struct pyramid *py, const uint8_t *slab, const uint64_t *ps,
+                        const uint64_t *os, uint64_t z0, uint64_t nz, uint8_t *out)
+{
+    const size_t e = py->elem;
+    const uint64_t *bk = py->block, sy = ps[1] * ps[2], sx = ps[2];
     for (uint64_t z = 0; z < nz; z++) {
-        const uint64_t cz0 = 2 * z, cz1 = cz0 + 2 <= ps[0] ? cz0 + 2 : ps[0];
         for (uint64_t y = 0; y < os[1]; y++) {
-            const uint64_t cy0 = 2 * y, cy1 = cy0 + 2 <= ps[1] ? cy0 + 2 : ps[1];
+            uint64_t c0[3] = {bk[0] * z, bk[1] * y, 0}, c1[3];
+            for (unsigned d = 0; d < 2; d++) {
+                c1[d] = c0[d] + bk[d] <= ps[d] ? c0[d] + bk[d] : ps[d];
+            }
             uint8_t *dst = out + (((z0 + z) * os[1] + y) * os[2]) * e;
-            if (py->dt == SM_DT_FLOAT32) {
-                float *d = (float *)(void *)dst;
-                uint64_t x = 0;
-                if (cz1 - cz0 == 2 && cy1 - cy0 == 2) { /* whole 2x2x2 blocks, unrolled */
-                    const float *f = (const float *)(const void *)slab;
-                    const float *a0 = f + cz0 * sy + cy0 * sx, *a1 = a0 + sx;
-                    const float *b0 = a0 + sy, *b1 = b0 + sx;
-                    for (; 2 * x + 2 <= ps[2] && x < os[2]; x++) {
-                        const uint64_t c = 2 * x;
-                        double t = 0.0; /* from 0, in C order of the block, as SPEC §2 sums */
-                        t += (double)a0[c];
-                        t += (double)a0[c + 1];
-                        t += (double)a1[c];
-                        t += (double)a1[c + 1];
-                        t += (double)b0[c];
-                        t += (double)b0[c + 1];
-                        t += (double)b1[c];
-                        t += (double)b1[c + 1];
-                        d[x] = (float)(t / 8.0);
-                    }
-                }
-                for (; x < os[2]; x++) {
-                    const uint64_t cx0 = 2 * x, cx1 = cx0 + 2 <= ps[2] ? cx0 + 2 : ps[2];
-                    double s = 0.0;
-                    for (uint64_t a = cz0; a < cz1; a++) {
-                        for (uint64_t b = cy0; b < cy1; b++) {
-                            const float *row = (const float *)(const void *)slab + a * sy + b * sx;
-                            for (uint64_t c = cx0; c < cx1; c++) {
-                                s += (double)row[c];
-                            }
-                        }
-                    }
-                    const double cnt = (double)((cz1 - cz0) * (cy1 - cy0) * (cx1 - cx0));
-                    d[x] = (float)(s / cnt);
+            const uint8_t *row = slab + (c0[0] * sy + c0[1] * sx) * e;
+            if (py->nearest) { /* the first value of each block in C order */
+                for (uint64_t x = 0; x < os[2]; x++) {
+                    memcpy(dst + x * e, row + bk[2] * x * e, e);
                 }
                 continue;
             }
-            for (uint64_t x = 0; x < os[2]; x++) {
-                const uint64_t cx0 = 2 * x, cx1 = cx0 + 2 <= ps[2] ? cx0 + 2 : ps[2];
-                double s = 0.0;
-                for (uint64_t a = cz0; a < cz1; a++) {
-                    for (uint64_t b = cy0; b < cy1; b++) {
-                        for (uint64_t c = cx0; c < cx1; c++) {
-                            s += load_f32(slab + (a * sy + b * sx + c) * e, py->dt);
-                        }
-                    }
-                }
-                const double cnt = (double)((cz1 - cz0) * (cy1 - cy0) * (cx1 - cx0));
-                store_mean(dst + x * e, py->dt, s / cnt);
+            uint64_t x = 0;
+            const uint64_t whole = ps[2] / bk[2] < os[2] ? ps[2] / bk[2] : os[2];
+            if (c1[0] - c0[0] == bk[0] && c1[1] - c0[1] == bk[1] &&
+                mean_row_fast(py->dt, row, sy, sx, whole, dst, (unsigned)bk[0], (unsigned)bk[1],
+                              (unsigned)bk[2])) {
+                x = whole;
+            }
+            for (; x < os[2]; x++) { /* edge blocks, and the types without a row kernel */
+                c0[2] = bk[2] * x;
+                c1[2] = c0[2] + bk[2] <= ps[2] ? c0[2] + bk[2] : ps[2];
+                mean_block(py, slab, ps, c0, c1, dst + x * e);
             }
         }
     }
@@ -540,8 +271,9 @@ static sm_status fill_level(void *user, int thread, uint64_t shard, const uint64
         for (unsigned d = 0; d < 3; d++) {
             const uint64_t first = d == 0 ? oo[0] + z0 : oo[d];
             const uint64_t n = d == 0 ? nz : os[d];
-            po[d] = 2 * first;
-            const uint64_t end = 2 * (first + n) < py->pshape[d] ? 2 * (first + n) : py->pshape[d];
+            const uint64_t b = py->block[d];
+            po[d] = b * first;
+            const uint64_t end = b * (first + n) < py->pshape[d] ? b * (first + n) : py->pshape[d];
             ps[d] = end - po[d];
         }
         const size_t bytes = (size_t)(ps[0] * ps[1] * ps[2]) * py->elem;
@@ -550,7 +282,7 @@ static sm_status fill_level(void *user, int thread, uint64_t shard, const uint64
         SM_TRY(sm_array_read_region(py->parent, po + pad, ps + pad, ts->slab.ptr, bytes,
                                     ts->scratch, err));
         const uint64_t t1 = sm_clock_ns();
-        mean_slab(py, ts->slab.ptr, ps, os, z0, nz, data);
+        reduce_slab(py, ts->slab.ptr, ps, os, z0, nz, data);
         ts->read_ns += t1 - t0;
         ts->mean_ns += sm_clock_ns() - t1;
     }
@@ -577,10 +309,11 @@ static sm_status open_level(const struct sm_run_pyramid *p, struct sm_store *sto
     return st;
 }
 
-/* Output planes per slab: half the parent's inner chunk depth (so a slab decodes each inner
- * chunk once), fewer while the slabs of every thread exceed half of the memory budget. */
+/* Output planes per slab: the parent's inner chunk depth over the block depth (so a slab decodes
+ * each inner chunk once), fewer while the slabs of every thread exceed half of the memory budget.
+ */
 static uint64_t slab_step(const struct sm_run_pyramid *p, const struct sm_writer *pw,
-                          const struct sm_writer *lw, int threads)
+                          const struct sm_writer *lw, const uint64_t *block, int threads)
 {
     const struct sm_array_meta *pm = sm_writer_meta(pw);
     const unsigned nd = pm->ndim, pad = 3 - nd;
@@ -593,9 +326,10 @@ static uint64_t slab_step(const struct sm_run_pyramid *p, const struct sm_writer
     if (nd == 3) {
         cz = pm->inner_ndim > 0 ? pm->inner_chunk_shape[0] : pm->chunk_shape[0];
     }
-    uint64_t step = cz / 2 > 0 ? cz / 2 : 1;
+    uint64_t step = cz / block[0] > 0 ? cz / block[0] : 1;
     step = step < obj[0] ? step : obj[0];
-    const uint64_t per_plane = 2 * 4 * obj[1] * obj[2] * sm_dtype_size(pm->dtype);
+    const uint64_t per_plane =
+        block[0] * block[1] * block[2] * obj[1] * obj[2] * sm_dtype_size(pm->dtype);
     while (step > 1 && per_plane * step * (uint64_t)threads > p->memory_bytes / 2) {
         step /= 2;
     }
@@ -632,14 +366,17 @@ sm_status sm_run_pyramid(const struct sm_run_pyramid *p, struct sm_write_result 
     st = sm_par_agree(st, err);
     for (unsigned k = 1; st == SM_OK && k < nlev; k++) {
         const struct sm_writer *lw = sm_writer_level(w, k), *pw = sm_writer_level(w, k - 1);
-        const struct sm_array_meta *pm = sm_writer_meta(pw);
+        const struct sm_array_meta *pm = sm_writer_meta(pw), *lm = sm_writer_meta(lw);
         py.dt = pm->dtype;
         py.elem = sm_dtype_size(pm->dtype);
         py.nd = pm->ndim;
-        for (unsigned d = 0; d < 3; d++) {
-            py.pshape[d] = d < 3 - py.nd ? 1 : pm->shape[d - (3 - py.nd)];
+        py.nearest = p->method == SM_RUN_OME_NEAREST;
+        for (unsigned d = 0; d < 3; d++) { /* an axis the level keeps has blocks of 1 */
+            const unsigned a = d - (3 - py.nd);
+            py.pshape[d] = d < 3 - py.nd ? 1 : pm->shape[a];
+            py.block[d] = d >= 3 - py.nd && lm->shape[a] < pm->shape[a] ? 2 : 1;
         }
-        py.step = slab_step(p, pw, lw, threads);
+        py.step = slab_step(p, pw, lw, py.block, threads);
         st = open_level(p, store, k - 1, &py.parent, err);
         uint64_t first, count;
         block_of(sm_writer_nshards(lw), &first, &count);

@@ -16,6 +16,17 @@ Cases:
             @fideus-labs/ngff-zarr); an OME-Zarr input's own scale is the default.
   ingest    ingest with output.ome: NIfTI pixdim/units/origin and raw input.spacing reach the
             OME scale exactly; uint16 levels are the means rounded half to even.
+  anisotropic  the real CT (1.5 x 0.957 x 0.957 mm) straight from its raw file: downsample auto
+            gives [108,256,256] -> [108,128,128] -> [54,64,64], `all` halves every axis; shapes,
+            scales and translations against an independent Python statement of the rule, every
+            level against the NumPy mean over its blocks, ngff-zarr reads them.
+  nearest   output.ome.method nearest on a uint16 label volume: every level is the first voxel
+            of each block (NumPy strides), no value is invented; metadata.method identifiers.
+  omero     attributes.ome.omero's window in output values: percentile and scale (float32),
+            none with a histogram (the input's p1/p99 by NumPy) and without (the type's range).
+  checker   the OME-NGFF 0.5 checker (tests/helpers/ome_ngff_check.py) passes a conformant image
+            and names each rule broken in a mutated copy.
+Every OME output a case writes is checked by tests/helpers/ome_ngff_check.py.
 Usage: test_convert_ome.py --shardmill BIN --node NODE --work DIR --case CASE [--mpiexec BIN]
 """
 
@@ -33,6 +44,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "helpers"))
 import convert_common as cc  # noqa: E402
+import ome_ngff_check as ngff  # noqa: E402
 from launch_env import mpi_env, plain_env  # noqa: E402
 
 FULL = (41, 47, 57)
@@ -63,33 +75,69 @@ def job(path, inp, out, levels=4, threads=2, extra=None):
     return cc.write_config(path, cfg)
 
 
-def block_means(a, through):
-    """SPEC §2: the float64 mean of each 2x2x2 block (sums in the block's C order), every value
-    first cast to `through` (NumPy, independent of the engine)."""
-    shp = tuple((n + 1) // 2 for n in a.shape)
+def ome_levels(shape, spacing, n, mode="auto"):
+    """SPEC §2 output.ome.downsample, stated here independently of the engine: per level its
+    extents and the cumulative factor of each axis. auto halves the axes whose spacing is below
+    3/4 of the level's largest (axes of one voxel left out), every one when none is."""
+    cur, f = list(shape), [1] * len(shape)
+    out = [(list(cur), list(f))]
+    for _ in range(1, n):
+        sp = [s * x for s, x in zip(spacing, f)]
+        cand = [d for d in range(len(cur)) if cur[d] > 1]
+        if mode == "all":
+            halve = [True] * len(cur)
+        else:
+            top = max([sp[d] for d in cand], default=0.0)
+            halve = [d in cand and sp[d] < 0.75 * top for d in range(len(cur))]
+            if not any(halve):
+                halve = [d in cand for d in range(len(cur))]
+        cur = [(x + 1) // 2 if h else x for x, h in zip(cur, halve)]
+        f = [x * 2 if h else x for x, h in zip(f, halve)]
+        out.append((list(cur), list(f)))
+    return out
+
+
+def reduce_blocks(a, block, how="mean"):
+    """One level from the one above: `nearest` the first voxel of each block (NumPy strides);
+    `mean` the float64 sum of the block's float32 values in C order / count, rounded once to the
+    type (half to even for integers)."""
+    if how == "nearest":
+        return a[tuple(slice(None, None, b) for b in block)].copy()
+    shp = tuple(-(-n // b) for n, b in zip(a.shape, block))
     s = np.zeros(shp, np.float64)
     cnt = np.zeros(shp, np.float64)
-    for dz in (0, 1):
-        for dy in (0, 1):
-            for dx in (0, 1):  # C order of the block
-                sub = a[dz::2, dy::2, dx::2].astype(through).astype(np.float64)
-                s[:sub.shape[0], :sub.shape[1], :sub.shape[2]] += sub
-                cnt[:sub.shape[0], :sub.shape[1], :sub.shape[2]] += 1
-    return s / cnt
+    for off in np.ndindex(*block):  # C order of the block
+        sub = a[tuple(slice(o, None, b) for o, b in zip(off, block))]
+        sub = sub.astype(np.float32).astype(np.float64)
+        s[tuple(slice(0, n) for n in sub.shape)] += sub
+        cnt[tuple(slice(0, n) for n in sub.shape)] += 1
+    m = s / cnt
+    return m.astype(a.dtype) if a.dtype.kind == "f" else np.rint(m).astype(a.dtype)
 
 
-def down(a):
-    """SPEC §2: level k+1 from level k."""
-    return block_means(a, a.dtype).astype(a.dtype)
+def pyramid(l0, plan, how="mean"):
+    out = [l0]
+    for k in range(1, len(plan)):
+        block = [f1 // f0 for f0, f1 in zip(plan[k - 1][1], plan[k][1])]
+        out.append(reduce_blocks(out[-1], block, how))
+    return out
+
+
+def want_transforms(spacing, factor, origin=None, k=0):
+    """scale = spacing x factor; translation (levels >= 1, or an origin) = origin +
+    (factor - 1) / 2 x spacing."""
+    ct = [{"type": "scale", "scale": [s * f for s, f in zip(spacing, factor)]}]
+    if k > 0 or origin is not None:
+        o = origin or [0.0] * len(spacing)
+        ct.append({"type": "translation",
+                   "translation": [a + s * (f - 1) / 2 for a, s, f in zip(o, spacing, factor)]})
+    return ct
 
 
 def reference(a, levels):
     roi = a[tuple(slice(o, o + s) for o, s in zip(ROI_OFF, ROI))]
     l0 = roi.astype(np.float32) / np.float32(DIVISOR)
-    out = [l0]
-    for _ in range(1, levels):
-        out.append(down(out[-1]))
-    return out
+    return pyramid(l0, ome_levels(ROI, [1.0, 1.0, 1.0], levels))
 
 
 def check_ome(c, out, nlev, spacing=(1.0, 1.0, 1.0)):
@@ -114,9 +162,13 @@ def check_ome(c, out, nlev, spacing=(1.0, 1.0, 1.0)):
             [d.get("path") for d in ds] == [str(k) for k in range(nlev)], ds)
     for k, d in enumerate(ds):
         ct = d.get("coordinateTransformations", [])
-        want = [s * 2 ** k for s in spacing]
-        c.check(f"level {k} transformations: one scale = spacing x 2^{k} = {want}",
-                len(ct) == 1 and ct[0].get("type") == "scale" and ct[0].get("scale") == want, ct)
+        want = [{"type": "scale", "scale": [s * 2 ** k for s in spacing]}]
+        if k > 0:  # voxel centres line up: (2^k - 1) / 2 level-0 voxels in
+            want.append({"type": "translation",
+                         "translation": [s * (2 ** k - 1) / 2 for s in spacing]})
+        c.check(f"level {k} transformations: scale = spacing x 2^{k}, translation from level 1",
+                ct == want, ct)
+    ngff.check(c, out)
     c.check("provenance next to ome", "shardmill" in g.get("attributes", {}), g.get("attributes"))
     shape = list(ROI)
     for k in range(nlev):
@@ -128,7 +180,7 @@ def check_ome(c, out, nlev, spacing=(1.0, 1.0, 1.0)):
         shape = [(n + 1) // 2 for n in shape]
 
 
-def check_ngff(c, args, out, shapes, spacing, unit):
+def check_ngff(c, args, out, shapes, spacing, unit, scales=None):
     """@fideus-labs/ngff-zarr (an independent OME-Zarr reader, with its schema validation) opens
     the image and lists the levels, their shapes and scales."""
     env = dict(os.environ, SM_ZARRITA_JS=cc.JS_DIR)
@@ -145,7 +197,9 @@ def check_ngff(c, args, out, shapes, spacing, unit):
             d.get("version") == "0.5" and d.get("axes") ==
             [[n, "space", unit] for n in ("z", "y", "x")], d.get("axes"))
     got = [(x["path"], x["shape"], x["scale"]) for x in d.get("levels", [])]
-    want = [(str(k), shp, [s * 2 ** k for s in spacing]) for k, shp in enumerate(shapes)]
+    if scales is None:
+        scales = [[s * 2 ** k for s in spacing] for k in range(len(shapes))]
+    want = [(str(k), shp, scales[k]) for k, shp in enumerate(shapes)]
     c.check(f"ngff-zarr lists {len(shapes)} levels with shapes and scales", got == want,
             f"{got} vs {want}")
 
@@ -347,21 +401,19 @@ def case_spacing(c, args, work):
     m = g["ome"]["multiscales"][0]
     c.check("axes carry unit millimeter",
             [a.get("unit") for a in m["axes"]] == ["millimeter"] * 3, m["axes"])
+    plan = ome_levels(ROI, sp, 3)
     for k, d in enumerate(m["datasets"]):
         ct = d["coordinateTransformations"]
-        want_t = [o + s * (2 ** k - 1) / 2 for o, s in zip(org, sp)]
-        c.check(f"level {k}: scale = spacing x 2^{k} exactly, translation = origin + "
-                f"spacing x (2^{k} - 1) / 2",
-                len(ct) == 2 and ct[0] == {"type": "scale", "scale": [s * 2 ** k for s in sp]}
-                and ct[1] == {"type": "translation", "translation": want_t}, ct)
+        c.check(f"level {k}: scale = spacing x factor {plan[k][1]} exactly, translation = "
+                "origin + spacing x (factor - 1) / 2",
+                ct == want_transforms(sp, plan[k][1], org, k), ct)
+    ngff.check(c, out)
     c.check("provenance shardmill.spacing/unit/origin",
             g["shardmill"].get("spacing") == sp and g["shardmill"].get("unit") == "millimeter"
             and g["shardmill"].get("origin") == org, g["shardmill"])
     if cc.node_ok(args.node) is None:
-        shapes = [list(ROI)]
-        for _ in range(2):
-            shapes.append([(n + 1) // 2 for n in shapes[-1]])
-        check_ngff(c, args, out, shapes, sp, "millimeter")
+        check_ngff(c, args, out, [x[0] for x in plan], sp, "millimeter",
+                   [[s * f for s, f in zip(sp, x[1])] for x in plan])
     # the HDF5 export (of level 0) carries spacing, unit and origin as attributes
     h5 = os.path.join(work, "mm.h5")
     r = cc.run([args.shardmill, "run", cfg, "--set", "output.exists=overwrite", "--set",
@@ -392,6 +444,7 @@ def case_spacing(c, args, work):
                        {"type": "translation",
                         "translation": [o + s * f for o, s, f in zip(org, sp, [1, 2, 3])]}]
                 and m2["axes"][2].get("unit") == "millimeter", ct)
+        ngff.check(c, out2)
     cfg3 = job(os.path.join(work, "bad.yaml"), inp, os.path.join(work, "bad.zarr"),
                extra={"input": {"store": inp, "spacing": [1.0, 2.0]}})
     r = cc.run([args.shardmill, "run", cfg3])
@@ -404,11 +457,6 @@ def case_spacing(c, args, work):
     r = cc.run([args.shardmill, "run", cfg4])
     c.check("a negative spacing: exit 2 naming input.spacing[1]",
             r.returncode == 2 and "input.spacing[1]" in r.stderr, cc.describe(r))
-
-
-def down_int(a):
-    """SPEC §2 for integer levels: the mean of the float32 values rounded half to even."""
-    return np.rint(block_means(a, np.float32)).astype(a.dtype)
 
 
 def case_ingest(c, args, work):
@@ -435,19 +483,20 @@ def case_ingest(c, args, work):
         return
     g = json.load(open(os.path.join(out, "zarr.json")))["attributes"]
     m = g["ome"]["multiscales"][0]
+    plan = ome_levels([13, 22, 27], pix, 3)
     for k, d in enumerate(m["datasets"]):
         ct = d["coordinateTransformations"]
-        c.check(f"NIfTI level {k}: scale = pixdim (z, y, x) x 2^{k} exactly",
-                ct[0] == {"type": "scale", "scale": [p * 2 ** k for p in pix]}, ct)
+        c.check(f"NIfTI level {k}: scale = pixdim (z, y, x) x factor {plan[k][1]} exactly",
+                ct[0] == {"type": "scale", "scale": [p * f for p, f in zip(pix, plan[k][1])]},
+                ct)
+    ngff.check(c, out)
     c.check("NIfTI unit millimeter on the axes",
             [a.get("unit") for a in m["axes"]] == ["millimeter"] * 3, m["axes"])
     prov_origin = g["shardmill"].get("origin")
     ct0 = m["datasets"][0]["coordinateTransformations"]
     c.check("NIfTI origin = level-0 translation",
             len(ct0) == 2 and ct0[1].get("translation") == prov_origin, (ct0, prov_origin))
-    want = [np.ascontiguousarray(xyz.transpose(2, 1, 0))]
-    for _ in range(2):
-        want.append(down_int(want[-1]))
+    want = pyramid(np.ascontiguousarray(xyz.transpose(2, 1, 0)), plan)
     for k in range(3):
         cc.shardmill_read(c, args.shardmill, f"NIfTI level {k}", os.path.join(out, str(k)),
                           want[k], work)
@@ -467,12 +516,238 @@ def case_ingest(c, args, work):
     if c.check("raw ingest with input.spacing exits 0", r.returncode == 0, cc.describe(r)):
         m = json.load(open(os.path.join(out2, "zarr.json")))["attributes"]["ome"][
             "multiscales"][0]
-        c.check("raw: scale = input.spacing x 2^k exactly, unit micrometer",
+        c.check("raw: scale = input.spacing x factor exactly (auto: y, x halved first), unit "
+                "micrometer",
                 [d["coordinateTransformations"][0]["scale"] for d in m["datasets"]] ==
-                [[2.0, 0.3, 0.3], [4.0, 0.6, 0.6]] and m["axes"][0].get("unit") == "micrometer",
+                [[2.0, 0.3, 0.3], [2.0, 0.6, 0.6]] and m["axes"][0].get("unit") == "micrometer",
                 m)
-        cc.shardmill_read(c, args.shardmill, "raw level 1", os.path.join(out2, "1"), want[1],
+        ngff.check(c, out2)
+        raw1 = pyramid(want[0], ome_levels(want[0].shape, [2.0, 0.3, 0.3], 2))[1]
+        cc.shardmill_read(c, args.shardmill, "raw level 1", os.path.join(out2, "1"), raw1,
                           work)
+
+
+CT = os.path.join(os.path.dirname(os.path.dirname(HERE)), "data", "ct", "matrix.dat")
+CT_SHAPE = [108, 256, 256]
+CT_SPACING = [1.5, 0.95703119999999997, 0.95703119999999997]
+
+
+def ct_job(path, out, extra_ome, extra=None):
+    cfg = {"job": "convert",
+           "input": {"store": CT, "format": "raw",
+                     "raw": {"dtype": "int16", "shape": CT_SHAPE, "byte_order": "little"},
+                     "spacing": CT_SPACING, "unit": "millimeter"},
+           "normalize": {"mode": "window", "lo": -1024, "hi": 1210},
+           "output": dict({"path": out, "fsync": False}, ome=extra_ome),
+           "progress": False}
+    for k, v in (extra or {}).items():
+        cfg[k] = v
+    return cc.write_config(path, cfg)
+
+
+def case_anisotropic(c, args, work):
+    """The real CT: downsample auto halves y and x first, `all` every axis."""
+    if not os.path.exists(CT):
+        print("SKIP: data/ct/matrix.dat missing (scripts/fetch-data.sh)")
+        sys.exit(77)
+    ct = np.fromfile(CT, "<i2").reshape(CT_SHAPE)
+    l0 = np.clip((ct.astype(np.float32) - np.float32(-1024)) /
+                 (np.float32(1210) - np.float32(-1024)), 0, 1).astype(np.float32)
+    shapes = {"auto": [[108, 256, 256], [108, 128, 128], [54, 64, 64]],
+              "all": [[108, 256, 256], [54, 128, 128], [27, 64, 64]]}
+    for mode in ("auto", "all"):
+        out = os.path.join(work, f"{mode}.zarr")
+        cfg = ct_job(os.path.join(work, f"{mode}.yaml"), out, {"levels": 3, "downsample": mode})
+        r = cc.run([args.shardmill, "run", cfg])
+        if not c.check(f"CT, downsample {mode}: exit 0", r.returncode == 0, cc.describe(r)):
+            continue
+        plan = ome_levels(CT_SHAPE, CT_SPACING, 3, mode)
+        c.check(f"downsample {mode}: the rule gives the shapes the issue states",
+                [x[0] for x in plan] == shapes[mode], plan)
+        m = json.load(open(os.path.join(out, "zarr.json")))["attributes"]["ome"]["multiscales"][0]
+        got = [d["coordinateTransformations"] for d in m["datasets"]]
+        c.check(f"downsample {mode}: scales and translations (voxel centres line up)",
+                got == [want_transforms(CT_SPACING, x[1], None, k) for k, x in enumerate(plan)],
+                got)
+        for k, shp in enumerate(shapes[mode]):
+            a = json.load(open(os.path.join(out, str(k), "zarr.json")))
+            c.check(f"downsample {mode}: level {k} shape {shp}", a.get("shape") == shp,
+                    a.get("shape"))
+        ngff.check(c, out, f"CT downsample {mode}")
+        want = pyramid(l0, plan)
+        for k in range(1, 3):
+            cc.shardmill_read(c, args.shardmill, f"CT {mode} level {k}",
+                              os.path.join(out, str(k)), want[k], work)
+        if cc.node_ok(args.node) is None:
+            check_ngff(c, args, out, shapes[mode], CT_SPACING, "millimeter",
+                       [[s * f for s, f in zip(CT_SPACING, x[1])] for x in plan])
+    # levels: auto on the CT stops at level 0 (256 <= 256); with a 512-wide stand-in it would
+    # not: the rule over a shape alone
+    plan = ome_levels([108, 1024, 1024], CT_SPACING, 4)
+    c.check("auto on [108,1024,1024] at CT spacing halves y, x twice before z",
+            [x[0] for x in plan] == [[108, 1024, 1024], [108, 512, 512], [54, 256, 256],
+                                     [27, 128, 128]], plan)
+
+
+def case_nearest(c, args, work):
+    """method nearest on labels: the first voxel of each block, never a mean."""
+    rng = np.random.default_rng(31)
+    lab = np.repeat(rng.integers(0, 7, (9, 12, 15)), 3, axis=0)[:25].astype(np.uint16) * 1000 + 1
+    raw = os.path.join(work, "labels.raw")
+    lab.tofile(raw)
+    sp = [3.0, 1.0, 1.0]
+    out = os.path.join(work, "labels.zarr")
+    cfg = cc.write_config(os.path.join(work, "labels.yaml"), {
+        "job": "ingest",
+        "input": {"store": raw, "format": "raw", "spacing": sp, "unit": "micrometer",
+                  "raw": {"dtype": "uint16", "shape": list(lab.shape)}},
+        "output": {"path": out, "shard": [8, 8, 8], "chunk": [4, 4, 4], "fsync": False,
+                   "ome": {"levels": 4, "method": "nearest"}},
+        "parallel": {"threads": 2}, "progress": False})
+    r = cc.run([args.shardmill, "run", cfg])
+    if not c.check("ingest of labels with method nearest exits 0", r.returncode == 0,
+                   cc.describe(r)):
+        return
+    plan = ome_levels(list(lab.shape), sp, 4)
+    want = pyramid(lab, plan, "nearest")
+    for k in range(4):
+        cc.shardmill_read(c, args.shardmill, f"labels level {k} (strided)",
+                          os.path.join(out, str(k)), want[k], work)
+    values = set(np.unique(lab).tolist())
+    c.check("every level holds only label values", all(
+        set(np.unique(w).tolist()) <= values for w in want), values)
+    m = json.load(open(os.path.join(out, "zarr.json")))["attributes"]["ome"]["multiscales"][0]
+    md = m.get("metadata", {})
+    c.check("type nearest, metadata.method shardmill.nearest, a description, the version",
+            m.get("type") == "nearest" and md.get("method") == "shardmill.nearest" and
+            isinstance(md.get("description"), str) and " " in md["description"] and
+            md.get("version") == cc.engine_version(args.shardmill)[0], m)
+    ngff.check(c, out)
+    r = cc.run([args.shardmill, "verify", out])
+    c.check("verify of the label image passes", r.returncode == 0, cc.describe(r))
+
+
+def omero_window(out):
+    g = json.load(open(os.path.join(out, "zarr.json")))["attributes"]["ome"]
+    chans = g.get("omero", {}).get("channels", [])
+    return chans[0] if len(chans) == 1 else {"channels": chans}
+
+
+def case_omero(c, args, work):
+    """The window viewers open with, in output values (SPEC §2)."""
+    inp = os.path.join(work, "in.zarr")
+    a = make_input(inp, seed=17)
+    roi = a[tuple(slice(o, o + s) for o, s in zip(ROI_OFF, ROI))]
+    cases = [
+        ("percentile", {"mode": "percentile", "lo": 1, "hi": 99},
+         {"start": 0.0, "end": 1.0, "min": 0.0, "max": 1.0}),
+        ("scale", {"mode": "scale", "divisor": DIVISOR},
+         {"start": 0.0, "end": 1.0, "min": 0.0,
+          "max": float(np.float32(65535) / np.float32(DIVISOR))}),
+    ]
+    # none with a histogram (uint16: one bin per value): the input's p1 and p99 (SPEC §5 rank)
+    v = np.sort(roi.ravel())
+    n = v.size
+    p1, p99 = (float(v[int(np.ceil(p / 100 * n)) - 1]) for p in (1, 99))
+    cases.append(("none", {"mode": "none"},
+                  {"start": p1, "end": p99, "min": 0.0, "max": 65535.0}))
+    for name, norm, want in cases:
+        out = os.path.join(work, f"{name}.zarr")
+        cfg = job(os.path.join(work, f"{name}.yaml"), inp, out, levels=2,
+                  extra={"normalize": norm} if name != "none" else
+                  {"normalize": norm, "histogram": {"bins": 65536, "range": [0, 65536]}})
+        r = cc.run([args.shardmill, "run", cfg])
+        if not c.check(f"{name}: exit 0", r.returncode == 0, cc.describe(r)):
+            continue
+        ch = omero_window(out)
+        c.check(f"{name}: omero window {want}", ch.get("window") == want, ch)
+        c.check(f"{name}: color FFFFFF, active, a label",
+                ch.get("color") == "FFFFFF" and ch.get("active") is True and
+                isinstance(ch.get("label"), str), ch)
+        ngff.check(c, out, f"omero {name}")
+    # none without a histogram: an int32 input has no default range: the type's range
+    import zarr
+    i32 = os.path.join(work, "i32.zarr")
+    z = zarr.open(i32, mode="w", shape=(6, 7, 8), chunks=(6, 7, 8), dtype="int32")
+    z[:] = np.arange(6 * 7 * 8, dtype=np.int32).reshape(6, 7, 8) - 100
+    out = os.path.join(work, "i32_out.zarr")
+    cfg = cc.write_config(os.path.join(work, "i32.yaml"), {
+        "job": "ingest", "input": {"store": i32, "format": "zarr"},
+        "output": {"path": out, "ome": {"levels": 2}}, "progress": False})
+    r = cc.run([args.shardmill, "run", cfg])
+    if c.check("int32 ingest with output.ome exits 0", r.returncode == 0, cc.describe(r)):
+        ch = omero_window(out)
+        lo, hi = float(-2 ** 31), float(2 ** 31 - 1)
+        c.check("none without a histogram: the type's range",
+                ch.get("window") == {"start": lo, "end": hi, "min": lo, "max": hi}, ch)
+        ngff.check(c, out, "omero int32")
+
+
+def case_checker(c, args, work):
+    """The checker is not a rubber stamp: each mutation of a conformant image is named."""
+    inp = os.path.join(work, "in.zarr")
+    make_input(inp, seed=23)
+    out = os.path.join(work, "good.zarr")
+    cfg = job(os.path.join(work, "good.yaml"), inp, out, levels=3,
+              extra={"input": {"store": inp, "spacing": [2.0, 1.0, 1.0], "unit": "micrometer"}})
+    r = cc.run([args.shardmill, "run", cfg])
+    if not c.check("a conformant image is written", r.returncode == 0, cc.describe(r)):
+        return
+    c.check("the checker passes it", ngff.check_image(out) == [], ngff.check_image(out))
+
+    def ms(g):
+        return g["attributes"]["ome"]["multiscales"][0]
+
+    mutations = [
+        ("version 0.4", "zarr.json", lambda g: g["attributes"]["ome"].update(version="0.4"),
+         "version"),
+        ("unit um", "zarr.json", lambda g: ms(g)["axes"][1].update(unit="um"), "UDUNITS"),
+        ("two scales", "zarr.json",
+         lambda g: ms(g)["datasets"][0]["coordinateTransformations"].append(
+             {"type": "scale", "scale": [1, 1, 1]}), "exactly one scale"),
+        ("translation first", "zarr.json",
+         lambda g: ms(g)["datasets"][1]["coordinateTransformations"].reverse(), "one scale"),
+        ("scale of 2 values", "zarr.json",
+         lambda g: ms(g)["datasets"][0]["coordinateTransformations"][0].update(scale=[1, 1]),
+         "one per axis"),
+        ("level 1 scale not a factor", "zarr.json",
+         lambda g: ms(g)["datasets"][1]["coordinateTransformations"][0]["scale"].__setitem__(
+             2, 1.5), "integer multiple"),
+        ("translation off-centre", "zarr.json",
+         lambda g: ms(g)["datasets"][2]["coordinateTransformations"][1]["translation"]
+         .__setitem__(0, 0.0), "voxel centres"),
+        ("x before y", "zarr.json", lambda g: ms(g)["axes"].reverse(), "dimension_names"),
+        ("channel after space", "zarr.json",
+         lambda g: ms(g)["axes"].append({"name": "c", "type": "channel"}), "time first"),
+        ("omero window inverted", "zarr.json",
+         lambda g: g["attributes"]["ome"]["omero"]["channels"][0]["window"].update(start=2.0),
+         "min <= start"),
+        ("omero color", "zarr.json",
+         lambda g: g["attributes"]["ome"]["omero"]["channels"][0].update(color="white"), "hex"),
+        ("method with spaces", "zarr.json",
+         lambda g: ms(g)["metadata"].update(method="a sentence here"), "identifier"),
+        ("version in the entry", "zarr.json", lambda g: ms(g).update(version="0.5"),
+         "no version"),
+        ("level 1 shape", "1/zarr.json", lambda d: d["shape"].__setitem__(1, 99), "ceil("),
+        ("dimension_names", "1/zarr.json", lambda d: d.update(dimension_names=["a", "b", "c"]),
+         "dimension_names"),
+    ]
+    import shutil
+    for label, doc, mutate, expect in mutations:
+        bad = os.path.join(work, "bad.zarr")
+        if os.path.exists(bad):
+            shutil.rmtree(bad)
+        shutil.copytree(out, bad)
+        path = os.path.join(bad, *doc.split("/"))
+        d = json.load(open(path))
+        mutate(d)
+        json.dump(d, open(path, "w"))
+        got = ngff.check_image(bad)
+        c.check(f"checker names '{label}' ({expect!r} in a message)",
+                any(expect in b for b in got), got)
+    r = cc.run(["/usr/bin/python3", ngff.__file__, bad])
+    c.check("the checker's command line exits 1 on a broken image", r.returncode == 1,
+            cc.describe(r))
 
 
 def main():
@@ -482,13 +757,14 @@ def main():
     ap.add_argument("--work", required=True)
     ap.add_argument("--mpiexec", default="")
     ap.add_argument("--ranks", default="2,3", help="mpirun -n values of the identity case")
-    ap.add_argument("--case", required=True, choices=["levels", "identity", "resume", "spacing", "ingest"])
+    cases = {"levels": case_levels, "identity": case_identity, "resume": case_resume,
+             "spacing": case_spacing, "ingest": case_ingest, "anisotropic": case_anisotropic,
+             "nearest": case_nearest, "omero": case_omero, "checker": case_checker}
+    ap.add_argument("--case", required=True, choices=sorted(cases))
     args = ap.parse_args()
     work = cc.fresh_dir(os.path.join(args.work, args.case))
     c = cc.Checks(f"convert.ome.{args.case}")
-    {"levels": case_levels, "identity": case_identity, "resume": case_resume,
-     "spacing": case_spacing, "ingest": case_ingest}[args.case](
-        c, args, work)
+    cases[args.case](c, args, work)
     return c.done()
 
 

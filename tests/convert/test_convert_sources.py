@@ -8,8 +8,10 @@ Groups (one ctest each, label `convert`):
               input.format tiff, input.spacing (main.plist, z y x), percentile [1, 99] and
               output.ome.levels 2: level 0 (the NumPy sharding decoder) equals NumPy's float32
               window at the SPEC §5 percentiles of the histogram NumPy counts, bit for bit; level
-              1 is SPEC §2's mean of level 0 (test_convert_ome.down); the report's histogram and
-              window are NumPy's; scale of level k = spacing x 2^k; input described as the source
+              1 is SPEC §2's mean of level 0 over the blocks output.ome.downsample auto picks
+              (test_convert_ome's statement of the rule); the report's histogram and window are
+              NumPy's; scale = spacing x the level's factors, the translations line voxel centres
+              up; the OME-NGFF 0.5 checker passes; input described as the source
   hdf5        the same CT as an h5py dataset (chunked (8, 64, 64), gzip + shuffle), input.format
               hdf5 + input.hdf5.dataset: the same checks
   nifti       data/mri/ch2better.nii.gz: its header parsed here (gzip + struct, no nibabel),
@@ -47,7 +49,9 @@ sys.path.insert(0, HERE)
 import convert_common as cc  # noqa: E402
 import test_ingest as ti  # noqa: E402  (real_ct)
 import test_ingest_tiff as tt  # noqa: E402  (write_stack, write_multipage)
-from test_convert_ome import down  # noqa: E402  (SPEC §2's mean of one level)
+import ome_ngff_check as ngff  # noqa: E402
+# SPEC §2's downsampling rule and mean, stated in the OME tests
+from test_convert_ome import ome_levels, pyramid, want_transforms  # noqa: E402
 
 sys.path.insert(0, os.path.join(cc.REPO, "scripts"))
 import ct_tools  # noqa: E402  (spacing_zyx of main.plist)
@@ -96,7 +100,7 @@ def pyramid_job(path, inp, out, layout, threads=2, levels=2):
         "parallel": {"threads": threads}, "progress": False})
 
 
-def oracle(vol):
+def oracle(vol, spacing):
     """SPEC §5 by NumPy: the default histogram of vol's type, the percentiles PCT, level 0 as the
     float32 window, level 1 as SPEC §2's mean of level 0. Returns (hist, (lo, hi), [l0, l1])."""
     bins, hlo, hhi = cc.default_hist(vol.dtype)
@@ -104,11 +108,8 @@ def oracle(vol):
     lo = cc.percentile(counts, under, over, hlo, hhi, PCT[0])
     hi = cc.percentile(counts, under, over, hlo, hhi, PCT[1])
     l0 = cc.normalize(vol, "window", lo=lo, hi=hi)
-    return (counts, under, over, bins, hlo, hhi), (lo, hi), [l0, down(l0)]
-
-
-def transforms(ct_list):
-    return {t.get("type"): t.get(t.get("type")) for t in ct_list}
+    return (counts, under, over, bins, hlo, hhi), (lo, hi), pyramid(
+        l0, ome_levels(vol.shape, spacing, 2))
 
 
 def check_pyramid(c, args, work, label, cfg, out, vol, spacing, unit, fmt, store, origin=None):
@@ -119,7 +120,7 @@ def check_pyramid(c, args, work, label, cfg, out, vol, spacing, unit, fmt, store
     if not c.check(f"{label}: convert from {fmt} exits 0", r.returncode == 0, cc.describe(r)):
         return None
     rep = json.load(open(rep_path))
-    (counts, under, over, bins, hlo, hhi), (lo, hi), want = oracle(vol)
+    (counts, under, over, bins, hlo, hhi), (lo, hi), want = oracle(vol, spacing)
     print(f"note: {label}: NumPy percentiles p{PCT[0]} = {float(lo)}, p{PCT[1]} = {float(hi)}")
     res = rep.get("result", {})
     h = res.get("histogram", {})
@@ -157,15 +158,13 @@ def check_pyramid(c, args, work, label, cfg, out, vol, spacing, unit, fmt, store
     ms = attrs.get("ome", {}).get("multiscales", [{}])[0]
     ds = ms.get("datasets", [])
     c.check(f"{label}: datasets 0 and 1", [d.get("path") for d in ds] == ["0", "1"], ds)
+    plan = ome_levels(vol.shape, spacing, 2)
     for k, d in enumerate(ds):
-        t = transforms(d.get("coordinateTransformations", []))
-        want_sc = [x * 2 ** k for x in spacing]
-        c.check(f"{label}: level {k} scale = spacing x {2 ** k} = {want_sc}",
-                t.get("scale") == want_sc, t)
-        if origin is not None:
-            want_t = [o + x * (2 ** k - 1) / 2 for o, x in zip(origin, spacing)]
-            c.check(f"{label}: level {k} translation = origin + spacing x ({2 ** k} - 1) / 2 = "
-                    f"{want_t}", t.get("translation") == want_t, t)
+        ct = d.get("coordinateTransformations", [])
+        want_ct = want_transforms(spacing, plan[k][1], origin, k)
+        c.check(f"{label}: level {k} scale = spacing x {plan[k][1]}, translation = origin + "
+                f"spacing x (factor - 1) / 2: {want_ct}", ct == want_ct, ct)
+    ngff.check(c, out, label)
     c.check(f"{label}: axes z, y, x with unit {unit}",
             [(a.get("name"), a.get("unit")) for a in ms.get("axes", [])] ==
             [(n, unit) for n in "zyx"], ms.get("axes"))
@@ -179,7 +178,7 @@ def check_pyramid(c, args, work, label, cfg, out, vol, spacing, unit, fmt, store
         got.append(a)
         c.check(f"{label}: level {k} {list(want[k].shape)} float32 = NumPy's, bit for bit",
                 a.dtype == np.float32 and cc.same_bits(a, want[k]), cc.first_diff(a, want[k]))
-    mean = down(got[0])
+    mean = pyramid(got[0], plan)[1]
     c.check(f"{label}: level 1 = SPEC §2's mean of the level 0 read back, bit for bit",
             cc.same_bits(got[1], mean), cc.first_diff(got[1], mean))
     r = cc.run([args.shardmill, "verify", out])

@@ -39,6 +39,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import convert_common as cc  # noqa: E402
+import ome_ngff_check as ngff  # noqa: E402
 
 SKIP = 77
 NII_SHAPE = (17, 23, 11)  # x, y, z as nibabel holds it; the Zarr array is [11, 23, 17]
@@ -535,6 +536,7 @@ def group_bad_inputs(c, args, work):
                 scale == [[2.0, 0.5, 0.25]], ds)
         c.check("pixdim_replaced: provenance spacing = input.spacing",
                 attrs["shardmill"].get("spacing") == [2.0, 0.5, 0.25], attrs["shardmill"])
+        ngff.check(c, out, "pixdim_replaced")
 
 
 # ---- real data (SPEC §9) ----

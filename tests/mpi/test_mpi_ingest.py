@@ -45,6 +45,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers"))
 from file_tree import tree_files  # noqa: E402
 from launch_env import launch  # noqa: E402
+import ome_ngff_check as ngff  # noqa: E402
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 TIMEOUT = 120
@@ -400,6 +401,8 @@ def case_ome(work):
               f"{name}: arrays 0, 1, 2, zarr.json and the marker ({sorted(os.listdir(out))})")
         v = subprocess.run([ARGS.shardmill, "verify", out], capture_output=True, text=True)
         check(v.returncode == 0, f"{name}: verify passes ({v.stderr.strip()[-200:]})")
+        bad = ngff.check_image(out)
+        check(not bad, f"{name}: OME-NGFF 0.5 rules (tests/helpers/ome_ngff_check.py: {bad[:3]})")
         if ref is None:
             ref = out
             continue

@@ -143,13 +143,20 @@ struct sm_run_norm {
  * where it divides an explicit shard, else the shard's extent). `policy` holds output.exists and
  * output.sync/fsync. */
 /* output.ome (SPEC §2 "OME-Zarr output"): levels 0 writes a plain array; otherwise the output
- * is an OME-Zarr 0.5 image group with arrays "0" .. levels-1, level k+1 the mean of SPEC §2
- * over 2x2x2 blocks of level k (SM_RUN_OME_AUTO: down to the first level whose largest axis is
- * <= 256). spacing (voxel size per axis, z y x; unset: 1), origin (the position of voxel 0, or
- * unset) and unit (a UDUNITS-2 name, or NULL) go to the multiscales `scale` (spacing x 2^k) and
- * `translation` transformations and to the axes. */
+ * is an OME-Zarr 0.5 image group with arrays "0" .. levels-1 (SM_RUN_OME_AUTO: down to the first
+ * level whose largest axis is <= 256). Level k+1 halves some axes of level k (size ceil(n/2)):
+ * `downsample` AUTO halves the axes whose spacing at level k is below 3/4 of the largest (axes of
+ * one voxel left out), every axis when none is; ALL halves every axis. Each value of level k+1 is
+ * `method` over the block of level k it covers: MEAN (SPEC §2: float64 sum of the float32 values in
+ * the block's C order, divided by the count, rounded once) or NEAREST (the block's first value in
+ * C order, for labels). spacing (voxel size per axis, z y x; unset: 1), origin (the position of
+ * voxel 0; unset: 0) and unit (a UDUNITS-2 name, or NULL) go to the axes and to each level's
+ * `scale` (spacing x the level's factor per axis) and `translation` (levels >= 1, and level 0 when
+ * origin is set: origin + (factor - 1) / 2 x spacing, so voxel centres line up). */
 #define SM_RUN_OME_AUTO 0xffffffffu
 #define SM_RUN_OME_AUTO_MAX 256u
+enum sm_run_ome_downsample { SM_RUN_OME_DOWN_AUTO, SM_RUN_OME_DOWN_ALL };
+enum sm_run_ome_method { SM_RUN_OME_MEAN, SM_RUN_OME_NEAREST };
 struct sm_run_ome {
     unsigned levels;
     struct sm_run_spacing {
@@ -158,6 +165,8 @@ struct sm_run_ome {
         double v[SM_MAX_DIMS];
     } spacing, origin;
     const char *unit;
+    enum sm_run_ome_downsample downsample;
+    enum sm_run_ome_method method;
 };
 struct sm_run_output {
     const char *path; /* required */
@@ -172,7 +181,7 @@ struct sm_run_output {
 #define SM_RUN_OUTPUT_DEFAULTS                                                                     \
     {                                                                                              \
         NULL, {0}, {0}, "zstd", 3, {SM_OUTPUT_EXISTS_ERROR, SM_OUTPUT_SYNC_SYNCFS, NULL},          \
-            {0, {0}, {0}, NULL}, false, SM_DT_FLOAT32                                              \
+            {0, {0}, {0}, NULL, SM_RUN_OME_DOWN_AUTO, SM_RUN_OME_MEAN}, false, SM_DT_FLOAT32       \
     }
 
 /* What a convert hands to its `flushed` hook: the output written and flushed by every rank. */
@@ -396,16 +405,28 @@ void sm_run_plan(enum sm_part_kind kind, const struct sm_array_meta *m, const st
 sm_status sm_run_ome_levels(const struct sm_run_output *o, unsigned nd, const uint64_t *shape,
                             enum sm_dtype dtype, struct sm_output_spec *levels, unsigned *nlevels,
                             struct sm_err *err);
+/* The cumulative factor of each axis at level k (1 at level 0; doubled on every axis halved on
+ * the way, output.ome.downsample), for levels 0 .. nlevels-1 of a level 0 of `shape`. */
+void sm_run_ome_factors(const struct sm_run_ome *ome, unsigned nd, const uint64_t *shape,
+                        unsigned nlevels, uint64_t (*factor)[SM_MAX_DIMS]);
+/* attributes.ome.omero's channel window {start, end, min, max}, in output values (SPEC §2). */
+struct sm_run_omero {
+    bool set; /* false: no omero member */
+    double start, end, min, max;
+};
 /* The group writer (sm_writer_new_group) of the OME-Zarr image output.ome asks for, whose level 0
- * has `shape` and `dtype`; its attributes are the OME metadata (o->ome: spacing, origin, unit)
- * plus the members of `attrs` (the provenance). Errors as sm_run_ome_levels. */
+ * has `shape` and `dtype`; its attributes are the OME metadata (o->ome: spacing, origin, unit;
+ * omero, may be NULL) plus the members of `attrs` (the provenance). Errors as sm_run_ome_levels. */
 sm_status sm_run_ome_writer(const struct sm_run_output *o, unsigned nd, const uint64_t *shape,
-                            enum sm_dtype dtype, const struct json_t *attrs, struct sm_writer **w,
-                            struct sm_err *err);
-/* The group attributes of an OME-Zarr image: {"ome": {"version": "0.5", "multiscales": [{
- * "name", "axes", "datasets" with scale (and translation) per level, "type": "mean"}]}} plus
- * every member of `extra` (the provenance, copied). NULL if it cannot be allocated. */
-struct json_t *sm_run_ome_attrs(const struct sm_run_ome *ome, unsigned nd, unsigned nlevels,
+                            enum sm_dtype dtype, const struct sm_run_omero *omero,
+                            const struct json_t *attrs, struct sm_writer **w, struct sm_err *err);
+/* The group attributes of an OME-Zarr image of `nlevels` levels whose level 0 has `shape`:
+ * {"ome": {"version": "0.5", "multiscales": [{"name", "axes", "datasets" with scale (and
+ * translation) per level, "type": "mean" | "nearest", "metadata": {"method": "shardmill.mean" |
+ * "shardmill.nearest", "description", "version"}}], "omero" (when omero->set)}} plus every member
+ * of `extra` (the provenance, copied). NULL if it cannot be allocated. */
+struct json_t *sm_run_ome_attrs(const struct sm_run_ome *ome, unsigned nd, const uint64_t *shape,
+                                unsigned nlevels, const struct sm_run_omero *omero,
                                 const struct json_t *extra);
 /* The pyramid of a group writer whose level 0 every rank wrote and flushed (collective): for
  * k = 1 .. levels-1, each rank its block of level k's shards, each shard the mean (SPEC §2) of
@@ -417,7 +438,8 @@ struct json_t *sm_run_ome_attrs(const struct sm_run_ome *ome, unsigned nd, unsig
 struct sm_run_pyramid {
     const struct sm_writer *writer; /* a group writer (sm_writer_new_group) */
     struct sm_output *output;       /* begun or joined with it */
-    int threads;                    /* <= 0: the OpenMP default */
+    enum sm_run_ome_method method;
+    int threads; /* <= 0: the OpenMP default */
     uint64_t memory_bytes;
     uint64_t max_chunk_bytes; /* limits.max_chunk_bytes of the read-back */
     struct sm_run_progress progress;
