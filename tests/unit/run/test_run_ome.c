@@ -1,0 +1,162 @@
+/* Unit tests for the OME-Zarr levels and metadata of run/ (run_ome.c, SPEC §2): which axes each
+ * level halves (downsample auto on the CT's spacing, all, axes of one voxel, no spacing), the
+ * level count of levels: auto and its bounds, and the group attributes (scale x factor,
+ * translations that line voxel centres up, method identifiers, omero's window). The values of
+ * the levels are checked against NumPy by tests/convert/test_convert_ome.py. */
+#include "shardmill/sm_config.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "shardmill/pipeline.h"
+
+static const double ct_spacing[3] = {1.5, 0.9570312, 0.9570312};
+
+static struct sm_run_output ct_output(enum sm_run_ome_downsample mode, unsigned levels)
+{
+    struct sm_run_output o = SM_RUN_OUTPUT_DEFAULTS;
+    o.path = "unused";
+    o.ome.levels = levels;
+    o.ome.downsample = mode;
+    o.ome.spacing.set = true;
+    o.ome.spacing.n = 3;
+    memcpy(o.ome.spacing.v, ct_spacing, sizeof(ct_spacing));
+    return o;
+}
+
+static void check_shapes(const struct sm_run_output *o, const uint64_t *shape, unsigned n,
+                         const uint64_t (*want)[3])
+{
+    struct sm_output_spec levels[SM_MAX_LEVELS];
+    unsigned got = 0;
+    struct sm_err err;
+    sm_err_clear(&err);
+    assert_int_equal(sm_run_ome_levels(o, 3, shape, SM_DT_UINT16, levels, &got, &err), SM_OK);
+    assert_int_equal(got, n);
+    for (unsigned k = 0; k < n; k++) {
+        for (unsigned d = 0; d < 3; d++) {
+            assert_int_equal(levels[k].shape[d], want[k][d]);
+        }
+        assert_true(levels[k].dimension_names);
+    }
+}
+
+static void auto_halves_the_fine_axes_first(void **state)
+{
+    (void)state;
+    const uint64_t ct[3] = {108, 256, 256};
+    const struct sm_run_output o = ct_output(SM_RUN_OME_DOWN_AUTO, 3);
+    const uint64_t want[3][3] = {{108, 256, 256}, {108, 128, 128}, {54, 64, 64}};
+    check_shapes(&o, ct, 3, want);
+    uint64_t f[SM_MAX_LEVELS][SM_MAX_DIMS];
+    sm_run_ome_factors(&o.ome, 3, ct, 3, f);
+    assert_int_equal(f[1][0], 1);
+    assert_int_equal(f[1][1], 2);
+    assert_int_equal(f[2][0], 2);
+    assert_int_equal(f[2][2], 4);
+}
+
+static void all_halves_every_axis(void **state)
+{
+    (void)state;
+    const uint64_t ct[3] = {108, 256, 256};
+    const struct sm_run_output o = ct_output(SM_RUN_OME_DOWN_ALL, 3);
+    const uint64_t want[3][3] = {{108, 256, 256}, {54, 128, 128}, {27, 64, 64}};
+    check_shapes(&o, ct, 3, want);
+}
+
+static void one_voxel_axes_are_kept(void **state)
+{
+    (void)state;
+    /* a single slice: auto never doubles z's factor; its y and x halve to one voxel */
+    const uint64_t slice[3] = {1, 5, 3};
+    struct sm_run_output o = ct_output(SM_RUN_OME_DOWN_AUTO, 4);
+    const uint64_t want[4][3] = {{1, 5, 3}, {1, 3, 2}, {1, 2, 1}, {1, 1, 1}};
+    check_shapes(&o, slice, 4, want);
+    uint64_t f[SM_MAX_LEVELS][SM_MAX_DIMS];
+    sm_run_ome_factors(&o.ome, 3, slice, 4, f);
+    assert_int_equal(f[3][0], 1);
+    assert_int_equal(f[3][1], 8);
+    assert_int_equal(f[3][2], 4); /* x reached one voxel at level 2 */
+    o.ome.levels = 5;             /* a fifth level would halve nothing */
+    struct sm_output_spec levels[SM_MAX_LEVELS];
+    unsigned n = 0;
+    struct sm_err err;
+    sm_err_clear(&err);
+    assert_int_equal(sm_run_ome_levels(&o, 3, slice, SM_DT_UINT16, levels, &n, &err), SM_E_USAGE);
+    assert_string_equal(err.where, "output.ome.levels");
+}
+
+static void auto_levels_stop_at_256(void **state)
+{
+    (void)state;
+    const uint64_t big[3] = {108, 1024, 1024};
+    const struct sm_run_output o = ct_output(SM_RUN_OME_DOWN_AUTO, SM_RUN_OME_AUTO);
+    const uint64_t want[3][3] = {{108, 1024, 1024}, {108, 512, 512}, {54, 256, 256}};
+    check_shapes(&o, big, 3, want);
+}
+
+static const json_t *transform(const json_t *ms, unsigned k, unsigned i)
+{
+    const json_t *ds = json_array_get(json_object_get(ms, "datasets"), k);
+    return json_array_get(json_object_get(ds, "coordinateTransformations"), i);
+}
+
+static void attrs_scale_translation_method_omero(void **state)
+{
+    (void)state;
+    const uint64_t ct[3] = {108, 256, 256};
+    struct sm_run_output o = ct_output(SM_RUN_OME_DOWN_AUTO, 3);
+    o.ome.unit = "millimeter";
+    o.ome.method = SM_RUN_OME_NEAREST;
+    const struct sm_run_omero w = {true, 0.0, 65535.0, 0.0, 65535.0};
+    json_t *a = sm_run_ome_attrs(&o.ome, 3, ct, 3, &w, NULL);
+    assert_non_null(a);
+    const json_t *ome = json_object_get(a, "ome");
+    const json_t *ms = json_array_get(json_object_get(ome, "multiscales"), 0);
+    /* level 0: a scale only (no origin given) */
+    assert_int_equal(
+        json_array_size(json_object_get(json_array_get(json_object_get(ms, "datasets"), 0),
+                                        "coordinateTransformations")),
+        1);
+    /* level 2: factors [2, 4, 4] */
+    const json_t *sc = json_object_get(transform(ms, 2, 0), "scale");
+    const json_t *tr = json_object_get(transform(ms, 2, 1), "translation");
+    assert_string_equal(json_string_value(json_object_get(transform(ms, 2, 1), "type")),
+                        "translation");
+    assert_true(json_real_value(json_array_get(sc, 0)) == 1.5 * 2);
+    assert_true(json_real_value(json_array_get(sc, 1)) == 0.9570312 * 4);
+    assert_true(json_real_value(json_array_get(tr, 0)) == 1.5 * 0.5);
+    assert_true(json_real_value(json_array_get(tr, 2)) == 0.9570312 * 1.5);
+    assert_string_equal(json_string_value(json_object_get(ms, "type")), "nearest");
+    const json_t *md = json_object_get(ms, "metadata");
+    assert_string_equal(json_string_value(json_object_get(md, "method")), "shardmill.nearest");
+    assert_non_null(strchr(json_string_value(json_object_get(md, "description")), ' '));
+    const json_t *ch =
+        json_array_get(json_object_get(json_object_get(ome, "omero"), "channels"), 0);
+    const json_t *win = json_object_get(ch, "window");
+    assert_true(json_real_value(json_object_get(win, "end")) == 65535.0);
+    assert_true(json_is_true(json_object_get(ch, "active")));
+    assert_string_equal(json_string_value(json_object_get(ch, "color")), "FFFFFF");
+    const json_t *ax = json_array_get(json_object_get(ms, "axes"), 0);
+    assert_string_equal(json_string_value(json_object_get(ax, "unit")), "millimeter");
+    json_decref(a);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(auto_halves_the_fine_axes_first),
+        cmocka_unit_test(all_halves_every_axis),
+        cmocka_unit_test(one_voxel_axes_are_kept),
+        cmocka_unit_test(auto_levels_stop_at_256),
+        cmocka_unit_test(attrs_scale_translation_method_omero),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
