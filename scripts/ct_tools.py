@@ -13,11 +13,14 @@
                                           OUT-histogram.png (the report's histogram, the window
                                           marked) next to OUT, and checks the slice bit for bit
                                           against NumPy's float32 formula on RAW
-  ct_tools.py ome-pictures SHARDMILL OUT REPORT PLIST
+  ct_tools.py ome-pictures SHARDMILL OUT REPORT PLIST [RAW]
                                           OUT: the OME-Zarr image of convert-ct-ome.yaml; checks
                                           level 0's scale against PLIST's spacing (main.plist,
-                                          x y z -> z y x) and every level against NumPy's SPEC §2
-                                          mean of the level above, bit for bit; writes
+                                          x y z -> z y x), the OME-NGFF 0.5 rules
+                                          (tests/helpers/ome_ngff_check.py), level 0 against
+                                          NumPy's window of RAW in the output's type, and every
+                                          level against NumPy's SPEC §2 mean of the blocks of the
+                                          level above, bit for bit; writes
                                           OUT-levels.png (the middle slice of every level, axes in
                                           mm, a colour bar) and OUT-histogram.png (the report's
                                           histogram with labelled axes and the window)
@@ -180,29 +183,44 @@ def pictures(shardmill, out, report, raw):
     return 0 if same else 1
 
 
-def read_level(shardmill, path, shape):
+def read_level(shardmill, path, shape, dtype="<f4"):
     import subprocess
     got = subprocess.run([shardmill, "read", path, "--offset", "0,0,0", "--shape",
                           ",".join(str(n) for n in shape), "-o", "-"], check=True,
                          stdout=subprocess.PIPE).stdout
-    return np.frombuffer(got, dtype="<f4").reshape(shape)
+    return np.frombuffer(got, dtype=dtype).reshape(shape)
 
 
-def mean_down(a):
-    """SPEC §2: float64 sums of the float32 values of each 2x2x2 block in C order / count."""
-    shp = tuple((n + 1) // 2 for n in a.shape)
+ZARR_DTYPES = {"float32": "<f4", "uint16": "<u2", "uint8": "u1"}
+
+
+def block_down(a, block):
+    """SPEC §2: float64 sums of the float32 values of each block (2 on a halved axis, 1 on the
+    others) in C order / count, rounded once to the type (half to even for integers)."""
+    shp = tuple(-(-n // b) for n, b in zip(a.shape, block))
     s = np.zeros(shp, np.float64)
     cnt = np.zeros(shp, np.float64)
-    for dz in (0, 1):
-        for dy in (0, 1):
-            for dx in (0, 1):
-                sub = a[dz::2, dy::2, dx::2].astype(np.float64)
-                s[:sub.shape[0], :sub.shape[1], :sub.shape[2]] += sub
-                cnt[:sub.shape[0], :sub.shape[1], :sub.shape[2]] += 1
-    return (s / cnt).astype(np.float32)
+    for off in np.ndindex(*block):
+        sub = a[tuple(slice(o, None, b) for o, b in zip(off, block))]
+        sub = sub.astype(np.float32).astype(np.float64)
+        s[tuple(slice(0, n) for n in sub.shape)] += sub
+        cnt[tuple(slice(0, n) for n in sub.shape)] += 1
+    m = s / cnt
+    return m.astype(a.dtype) if a.dtype.kind == "f" else np.rint(m).astype(a.dtype)
 
 
-def ome_pictures(shardmill, out, report, plist):
+def window_level0(raw, lo, hi, dtype):
+    """SPEC §2/§5 by NumPy: the float32 window, then rint(w x MAX) in float32 for an integer
+    output."""
+    v = load_raw(raw).astype(np.float32)
+    w = np.clip((v - np.float32(lo)) / (np.float32(hi) - np.float32(lo)), 0, 1).astype(np.float32)
+    if np.dtype(dtype).kind == "f":
+        return w
+    top = np.float32(np.iinfo(np.dtype(dtype)).max)
+    return np.rint(w * top).astype(dtype)
+
+
+def ome_pictures(shardmill, out, report, plist, raw=None):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -215,41 +233,63 @@ def ome_pictures(shardmill, out, report, plist):
     ok = scale0 == want_scale and unit == "millimeter"
     print("OME-Zarr image %s: %d levels, unit %s, level-0 scale %s (main.plist z, y, x: %s): %s"
           % (out, len(ms["datasets"]), unit, scale0, want_scale, "yes" if ok else "NO"))
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
+                                    "helpers"))
+    import ome_ngff_check
+    bad = ome_ngff_check.check_image(out)
+    print("OME-NGFF 0.5 rules (tests/helpers/ome_ngff_check.py): %s"
+          % ("yes" if not bad else "NO: " + "; ".join(bad[:4])))
+    ok = ok and not bad
+    win = g["attributes"]["ome"].get("omero", {}).get("channels", [{}])[0].get("window", {})
+    rep = json.load(open(report))
+    norm = rep["result"]["normalization"]
     levels = []
     prev = None
     for d in ms["datasets"]:
         meta = json.load(open(os.path.join(out, d["path"], "zarr.json")))
-        a = read_level(shardmill, os.path.join(out, d["path"]), meta["shape"])
-        same = True
-        if prev is not None:
-            same = np.array_equal(a.view(np.uint32), mean_down(prev).view(np.uint32))
-            ok = ok and same
-        print("  level %s: shape %s, scale %s mm%s" % (
-            d["path"], meta["shape"], d["coordinateTransformations"][0]["scale"],
-            "" if prev is None else ", equals NumPy's mean of the level above: %s"
-            % ("yes" if same else "NO")))
+        dt = ZARR_DTYPES[meta["data_type"]]
+        a = read_level(shardmill, os.path.join(out, d["path"]), meta["shape"], dt)
+        scale = d["coordinateTransformations"][0]["scale"]
+        if prev is None:
+            same = True
+            if raw is not None:
+                want = window_level0(raw, norm["lo"], norm["hi"], dt)
+                same = np.array_equal(a, want)
+            note = (", equals NumPy's window [%g, %g] -> %s: %s"
+                    % (norm["lo"], norm["hi"], meta["data_type"], "yes" if same else "NO")
+                    if raw is not None else "")
+        else:
+            block = [int(round(s / p)) for s, p in zip(scale, prev[1])]
+            same = np.array_equal(a, block_down(prev[0], block))
+            note = ", blocks %s, equals NumPy's mean of the level above: %s" % (
+                "x".join(map(str, block)), "yes" if same else "NO")
+        ok = ok and same
+        print("  level %s: %s %s, scale %s mm%s" % (
+            d["path"], meta["data_type"], meta["shape"], [round(x, 4) for x in scale], note))
         levels.append((d, a))
-        prev = a
+        prev = (a, scale)
+    print("  omero window: %s" % win)
     base = out.rstrip("/")
     if base.endswith(".zarr"):
         base = base[:-5]
     fig, axs = plt.subplots(1, len(levels), figsize=(4.2 * len(levels), 4.4), squeeze=False)
     im = None
     for ax, (d, a) in zip(axs[0], levels):
-        sz, sy, sx = d["coordinateTransformations"][0]["scale"]
+        ct = d["coordinateTransformations"]
+        sz, sy, sx = ct[0]["scale"]
+        tz = ct[1]["translation"][0] if len(ct) > 1 else 0.0
         z = a.shape[0] // 2
-        im = ax.imshow(a[z], cmap="gray", vmin=0.0, vmax=1.0, interpolation="nearest",
-                       extent=(0, a.shape[2] * sx, a.shape[1] * sy, 0))
-        ax.set_title("level %s: %dx%dx%d, z = %.1f mm" % (d["path"], *a.shape, (z + 0.5) * sz),
+        im = ax.imshow(a[z], cmap="gray", vmin=win.get("start", 0.0), vmax=win.get("end", 1.0),
+                       interpolation="nearest", extent=(0, a.shape[2] * sx, a.shape[1] * sy, 0))
+        ax.set_title("level %s: %dx%dx%d, z = %.2f mm" % (d["path"], *a.shape, tz + z * sz),
                      fontsize=9)
         ax.set_xlabel("x (mm)")
         ax.set_ylabel("y (mm)")
-    fig.colorbar(im, ax=axs[0].tolist(), shrink=0.8, label="normalized value (window [p1, p99])")
+    fig.colorbar(im, ax=axs[0].tolist(), shrink=0.8,
+                 label="%s value (window [p1, p99], omero window)" % levels[0][1].dtype.name)
     fig.savefig(base + "-levels.png", dpi=90)
     plt.close(fig)
-    rep = json.load(open(report))
     h = rep["result"]["histogram"]
-    norm = rep["result"]["normalization"]
     counts = np.asarray(h["counts"], dtype=np.float64)
     lo, hi = h["range"]
     edges = np.linspace(lo, hi, len(counts) + 1)
@@ -311,8 +351,8 @@ def main(argv):
         return check_info()
     if len(argv) == 5 and argv[1] == "patch":
         return patch(argv[2], argv[3], argv[4])
-    if len(argv) == 6 and argv[1] == "ome-pictures":
-        return ome_pictures(argv[2], argv[3], argv[4], argv[5])
+    if len(argv) in (6, 7) and argv[1] == "ome-pictures":
+        return ome_pictures(*argv[2:])
     if len(argv) == 6 and argv[1] == "pictures":
         return pictures(argv[2], argv[3], argv[4], argv[5])
     sys.stderr.write(__doc__)

@@ -61,6 +61,7 @@ say "OME-Zarr from the raw CT in one job: \$ shardmill run configs/convert-ct-om
     die "the OME-Zarr convert failed"
 "$shardmill" verify out/ct-ome.zarr || die "verify of out/ct-ome.zarr failed"
 "$py" scripts/ct_tools.py ome-pictures "$shardmill" out/ct-ome.zarr out/ct-ome-report.json \
-    data/ct/main.plist || die "the OME-Zarr image differs from main.plist or NumPy's mean"
+    data/ct/main.plist data/ct/matrix.dat ||
+    die "the OME-Zarr image differs from main.plist, the OME-NGFF rules or NumPy"
 say "done: out/ct.zarr, out/ct-report.json, out/ct-middle-slice.png, out/ct-histogram.png,"
 say "      out/ct-ome.zarr (OME-Zarr, 3 levels, mm), out/ct-ome-levels.png, out/ct-ome-histogram.png"
