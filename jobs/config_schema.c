@@ -472,7 +472,10 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .choices = DTYPES,
      .flags = SM_CFGF_NULLABLE,
      .def_doc = "float32; convert with normalize.mode none and ingest: the input's type",
-     .help = "data type of the output array (convert: float32; with normalize.mode none the "
+     .help = "data type of the output array (convert: float32, uint8 or uint16, the integers "
+             "out = rint(float32(w) * float32(MAX)) in float32, half to even, clamped to "
+             "[0, MAX] (MAX 255 or 65535, w the float32 normalized value, NaN -> 0); with "
+             "normalize.mode none the "
              "input's type or a type that holds every value of it: a wider integer, float32 for "
              "8/16-bit integers, float64 for integers up to 32 bits or float32; ingest: the "
              "input's type, float32 for a NIfTI file whose scl_slope/scl_inter are applied)",
@@ -1524,10 +1527,10 @@ static const char *const md_rules[] = {
     "lo < hi; `percentile` values are within 0..100",
     "`output.codec.name`, `output.codec.level` | gzip and blosc levels are 0..9 (zstd "
     "-131072..22)",
-    "`job`, `output.dtype` | a normalized `convert` writes `float32`",
+    "`job`, `output.dtype` | a normalized `convert` writes `float32`, `uint8` or `uint16`",
     "`normalize.mode: none`, `output.dtype` | the input's type or a lossless wider one (checked "
     "against the input when the run opens it: a narrowing cast is exit 2 naming `output.dtype`); "
-    "no `export.hdf5` (the export writes float32)",
+    "no `export.hdf5` (the export writes the normalized types: float32, uint8, uint16)",
     "`job`, `export.hdf5.path` | only `convert` exports",
     "`export.hdf5.dataset` | with an export: an absolute HDF5 path (such as `/data`) of at most "
     "255 bytes, without empty, `.` or `..` components, not the root and not `/histogram` (the "

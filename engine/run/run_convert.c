@@ -255,6 +255,7 @@ static sm_status ph_begin(void *ctx, struct sm_err *err)
     const unsigned nd = cv->m->ndim;
     SM_TRY(cv_make_norm(&p->normalize, &cv->res->scan.hist, &cv->res->norm, err));
     SM_TRY(cv_output_dtype(&p->normalize, &p->output, cv->m->dtype, &cv->out_dt, err));
+    cv->res->output_dtype = cv->out_dt;
     cv->attrs = cv_provenance(cv, cv->one_pass ? NULL : &cv->res->scan);
     SM_TRY(sm_run_output_spec(&p->output, nd, cv->su.shape, cv->out_dt, cv->attrs, &cv->spec, err));
     cv->spec.pending = cv->one_pass ? CV_PENDING_ATTR : NULL;
