@@ -542,7 +542,8 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .type = SM_CFG_STRING,
      .flags = SM_CFGF_NULLABLE | SM_CFGF_NONEMPTY,
      .def_doc = "no HDF5 export",
-     .help = "also write the output's values as one chunked float32 HDF5 dataset (parallel HDF5 "
+     .help = "also write the output's values as one chunked HDF5 dataset of the output's type "
+             "(float32, uint8 or uint16; parallel HDF5 "
              "under MPI), with the histogram and provenance (convert); its directory must exist "
              "or be one that output.path creates; it may not be, lie inside or contain the input "
              "or output.path (links resolved; exit 2 before anything is created)",
