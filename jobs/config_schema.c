@@ -472,7 +472,10 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .choices = DTYPES,
      .flags = SM_CFGF_NULLABLE,
      .def_doc = "float32; convert with normalize.mode none and ingest: the input's type",
-     .help = "data type of the output array (convert: float32; with normalize.mode none the "
+     .help = "data type of the output array (convert: float32, uint8 or uint16, the integers "
+             "out = rint(float32(w) * float32(MAX)) in float32, half to even, clamped to "
+             "[0, MAX] (MAX 255 or 65535, w the float32 normalized value, NaN -> 0); with "
+             "normalize.mode none the "
              "input's type or a type that holds every value of it: a wider integer, float32 for "
              "8/16-bit integers, float64 for integers up to 32 bits or float32; ingest: the "
              "input's type, float32 for a NIfTI file whose scl_slope/scl_inter are applied)",
@@ -554,7 +557,8 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .type = SM_CFG_STRING,
      .flags = SM_CFGF_NULLABLE | SM_CFGF_NONEMPTY,
      .def_doc = "no HDF5 export",
-     .help = "also write the output's values as one chunked float32 HDF5 dataset (parallel HDF5 "
+     .help = "also write the output's values as one chunked HDF5 dataset of the output's type "
+             "(float32, uint8 or uint16; parallel HDF5 "
              "under MPI), with the histogram and provenance (convert); its directory must exist "
              "or be one that output.path creates; it may not be, lie inside or contain the input "
              "or output.path (links resolved; exit 2 before anything is created)",
@@ -1539,10 +1543,10 @@ static const char *const md_rules[] = {
     "lo < hi; `percentile` values are within 0..100",
     "`output.codec.name`, `output.codec.level` | gzip and blosc levels are 0..9 (zstd "
     "-131072..22)",
-    "`job`, `output.dtype` | a normalized `convert` writes `float32`",
+    "`job`, `output.dtype` | a normalized `convert` writes `float32`, `uint8` or `uint16`",
     "`normalize.mode: none`, `output.dtype` | the input's type or a lossless wider one (checked "
     "against the input when the run opens it: a narrowing cast is exit 2 naming `output.dtype`); "
-    "no `export.hdf5` (the export writes float32)",
+    "no `export.hdf5` (the export writes the normalized types: float32, uint8, uint16)",
     "`job`, `export.hdf5.path` | only `convert` exports",
     "`export.hdf5.dataset` | with an export: an absolute HDF5 path (such as `/data`) of at most "
     "255 bytes, without empty, `.` or `..` components, not the root and not `/histogram` (the "

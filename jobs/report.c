@@ -210,9 +210,10 @@ static json_t *export_json(const struct sm_job_config *c, const struct sm_run_ex
 
 static json_t *output_json(const struct sm_run_result *r)
 {
-    json_t *o = json_pack("{s:s,s:o,s:o,s:o,s:b}", "path", r->output_path, "shards",
-                          sm_json_u64(r->output_shards), "bytes", sm_json_u64(r->output_bytes),
-                          "written", sm_json_u64(r->shards_written), "complete", true);
+    json_t *o = json_pack("{s:s,s:s,s:o,s:o,s:o,s:b}", "path", r->output_path, "dtype",
+                          sm_dtype_name(r->output_dtype), "shards", sm_json_u64(r->output_shards),
+                          "bytes", sm_json_u64(r->output_bytes), "written",
+                          sm_json_u64(r->shards_written), "complete", true);
     if (o != NULL && r->levels > 0) { /* output.ome: the levels and rank 0's pyramid (wall) */
         json_object_set_new(o, "levels", json_integer(r->levels));
         json_object_set_new(o, "pyramid_ms", json_real((double)r->pyramid_ns / 1e6));

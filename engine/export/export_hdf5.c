@@ -1,4 +1,5 @@
-/* The HDF5 export (export.h, SPEC §2 "Export", §6): a float32 Zarr array read back region by region
+/* The HDF5 export (export.h, SPEC §2 "Export", §6): a float32, uint8 or uint16 Zarr array (the
+ * types a normalized convert writes) read back region by region
  * and written as one chunked HDF5 dataset, every rank writing its own boxes of one shared file
  * through parallel HDF5 (par_hdf5.h: MPI-IO + collective transfers with several ranks, sec2 with
  * one), plus auxiliary uint64 datasets and attributes. File: a temporary name beside the target,
@@ -218,8 +219,30 @@ sm_status sm_export_hdf5_check(const char *path, const struct sm_export_opts *op
 
 struct h5 {
     hid_t file, dset, fspace, dxpl;
-    const char *where; /* the temporary file, for messages */
+    const char *where;  /* the temporary file, for messages */
+    hid_t ftype, mtype; /* the dataset's type in the file (little-endian) and in memory */
 };
+
+/* The HDF5 types of the exported element types (predefined: never closed); false if none. */
+static bool h5_types(enum sm_dtype dt, hid_t *ftype, hid_t *mtype)
+{
+    switch (dt) {
+    case SM_DT_FLOAT32:
+        *ftype = H5T_IEEE_F32LE;
+        *mtype = H5T_NATIVE_FLOAT;
+        return true;
+    case SM_DT_UINT8:
+        *ftype = H5T_STD_U8LE;
+        *mtype = H5T_NATIVE_UINT8;
+        return true;
+    case SM_DT_UINT16:
+        *ftype = H5T_STD_U16LE;
+        *mtype = H5T_NATIVE_UINT16;
+        return true;
+    default:
+        return false;
+    }
+}
 
 static void h5_close_objects(struct h5 *h)
 {
@@ -366,10 +389,11 @@ static hid_t make_lcpl(void)
     return lcpl;
 }
 
-/* The main dataset: float32 little-endian, chunked, fill value = the source's, never filled
- * (every value is written), optional deflate. Collective with a shared file. */
+/* The main dataset: the source's type little-endian (h->ftype), chunked, fill value = the
+ * source's (`fill`, one element), never filled (every value is written), optional deflate.
+ * Collective with a shared file. */
 static sm_status create_dataset(struct h5 *h, const struct sm_export_spec *spec, unsigned nd,
-                                const uint64_t *shape, const uint64_t *chunk, float fill,
+                                const uint64_t *shape, const uint64_t *chunk, const void *fill,
                                 struct sm_err *err)
 {
     hsize_t dims[SM_MAX_DIMS], cdims[SM_MAX_DIMS];
@@ -384,7 +408,7 @@ static sm_status create_dataset(struct h5 *h, const struct sm_export_spec *spec,
     if (space < 0 || dcpl < 0 || lcpl < 0) {
         st = H5_FAIL(err, SM_E_INTERNAL, h->where, "H5Screate_simple/H5Pcreate");
     } else if (H5Pset_chunk(dcpl, (int)nd, cdims) < 0 ||
-               H5Pset_fill_value(dcpl, H5T_NATIVE_FLOAT, &fill) < 0 ||
+               H5Pset_fill_value(dcpl, h->ftype, fill) < 0 || /* LE bytes */
                H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER) < 0) {
         st = H5_FAIL(err, SM_E_INTERNAL, h->where, "H5Pset_chunk/H5Pset_fill_value");
     } else if (spec->deflate > 0 && H5Pset_deflate(dcpl, (unsigned)spec->deflate) < 0) {
@@ -398,7 +422,7 @@ static sm_status create_dataset(struct h5 *h, const struct sm_export_spec *spec,
         st = H5_FAIL(err, SM_E_INTERNAL, h->where, "H5Pset_chunk_cache");
     }
     if (st == SM_OK) {
-        h->dset = H5Dcreate2(h->file, spec->dataset, H5T_IEEE_F32LE, space, lcpl, dcpl, dapl);
+        h->dset = H5Dcreate2(h->file, spec->dataset, h->ftype, space, lcpl, dcpl, dapl);
         if (h->dset < 0) {
             st = H5_FAIL(err, SM_E_IO, h->where, "H5Dcreate2");
         }
@@ -474,7 +498,7 @@ static sm_status write_aux(struct h5 *h, const struct sm_export_aux *x, struct s
 static sm_status write_box(struct h5 *h, unsigned nd, const struct sm_export_box *box,
                            const void *data, struct sm_err *err)
 {
-    static const float none = 0.0f;
+    static const float none = 0.0f; /* a valid pointer for an empty selection (any type) */
     hsize_t off[SM_MAX_DIMS], cnt[SM_MAX_DIMS];
     for (unsigned d = 0; d < nd; d++) {
         off[d] = box != NULL ? (hsize_t)box->off[d] : 0;
@@ -489,7 +513,7 @@ static sm_status write_box(struct h5 *h, unsigned nd, const struct sm_export_box
     }
     /* the message is taken before any other HDF5 call: each one clears the error stack */
     sm_status st = rc < 0 ? H5_FAIL(err, SM_E_INTERNAL, h->where, "H5Sselect_hyperslab") : SM_OK;
-    if (st == SM_OK && H5Dwrite(h->dset, H5T_IEEE_F32LE, mspace, h->fspace, h->dxpl,
+    if (st == SM_OK && H5Dwrite(h->dset, h->mtype, mspace, h->fspace, h->dxpl,
                                 box != NULL ? data : (const void *)&none) < 0) {
         st = H5_FAIL(err, SM_E_IO, h->where, "H5Dwrite");
     }
@@ -566,16 +590,17 @@ static sm_status check_names(const struct sm_export_spec *spec, struct sm_err *e
 static sm_status check_spec(const struct sm_export_spec *spec, const struct sm_array_meta *m,
                             const struct sm_export_work *work, uint64_t *chunk, struct sm_err *err)
 {
-    if (m->dtype != SM_DT_FLOAT32 || m->ndim == 0) {
+    hid_t ft, mt;
+    if (!h5_types(m->dtype, &ft, &mt) || m->ndim == 0) {
         sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
-                   "the HDF5 export writes float32 arrays of at least one dimension; the source "
-                   "is %s with %u",
+                   "the HDF5 export writes float32, uint8 or uint16 arrays of at least one "
+                   "dimension; the source is %s with %u",
                    sm_dtype_name(m->dtype), m->ndim);
         sm_err_where(err, "export.hdf5.path");
         return err->status;
     }
     SM_TRY(check_names(spec, err));
-    uint64_t bytes = sizeof(float);
+    uint64_t bytes = sm_dtype_size(m->dtype);
     for (unsigned d = 0; d < m->ndim; d++) {
         if (spec->chunk[d] == 0 || work->unit[d] == 0) {
             sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "extent 0 on axis %u", d);
@@ -596,6 +621,15 @@ static sm_status check_spec(const struct sm_export_spec *spec, const struct sm_a
     return SM_OK;
 }
 
+static size_t box_bytes(const struct sm_array_meta *m, const struct sm_export_box *b)
+{
+    size_t n = sm_dtype_size(m->dtype);
+    for (unsigned d = 0; d < m->ndim; d++) {
+        n *= (size_t)b->shape[d];
+    }
+    return n;
+}
+
 struct plan {
     struct sm_export_box *boxes;
     size_t n;
@@ -606,7 +640,7 @@ struct plan {
 static sm_status make_plan(const struct sm_export_spec *spec, const struct sm_array_meta *m,
                            const struct sm_export_work *work, struct plan *p, struct sm_err *err)
 {
-    uint64_t unit_bytes = sizeof(float);
+    uint64_t unit_bytes = sm_dtype_size(m->dtype);
     for (unsigned d = 0; d < m->ndim; d++) {
         unit_bytes *= work->unit[d];
     }
@@ -631,10 +665,7 @@ static sm_status make_plan(const struct sm_export_spec *spec, const struct sm_ar
     SM_TRY(sm_export_plan(m->ndim, m->shape, work->unit, work->first, work->count, max_units,
                           p->boxes, &p->n, err));
     for (size_t i = 0; i < p->n; i++) {
-        size_t b = sizeof(float);
-        for (unsigned d = 0; d < m->ndim; d++) {
-            b *= (size_t)p->boxes[i].shape[d];
-        }
+        const size_t b = box_bytes(m, &p->boxes[i]);
         p->cap = b > p->cap ? b : p->cap;
     }
     p->buf = sm_malloc(p->cap);
@@ -644,26 +675,15 @@ static sm_status make_plan(const struct sm_export_spec *spec, const struct sm_ar
     return SM_OK;
 }
 
-static size_t box_bytes(unsigned nd, const struct sm_export_box *b)
-{
-    size_t n = sizeof(float);
-    for (unsigned d = 0; d < nd; d++) {
-        n *= (size_t)b->shape[d];
-    }
-    return n;
-}
-
 /* Every rank, in the same order: the dataset, its attributes, the auxiliary datasets. Agreement
  * after each step that may fail on one rank alone. */
 static sm_status write_metadata(struct h5 *h, const struct sm_export_spec *spec,
                                 const struct sm_array_meta *m, const uint64_t *chunk,
                                 struct sm_err *err)
 {
-    float fill;
-    memcpy(&fill, m->fill, sizeof(fill));
     const uint64_t to = spec->timeout_ms;
-    SM_TRY(
-        sm_par_agree_within(create_dataset(h, spec, m->ndim, m->shape, chunk, fill, err), to, err));
+    SM_TRY(sm_par_agree_within(create_dataset(h, spec, m->ndim, m->shape, chunk, m->fill, err), to,
+                               err));
     SM_TRY(sm_par_agree_within(write_attrs(h->dset, spec->attrs, spec->nattrs, h->where, err), to,
                                err));
     for (size_t i = 0; i < spec->naux; i++) {
@@ -680,13 +700,15 @@ static sm_status write_rounds(struct h5 *h, struct sm_array *src, const struct p
                               uint64_t timeout_ms, struct sm_scratch *scratch,
                               struct sm_export_result *res, struct sm_err *err)
 {
-    const unsigned nd = sm_array_meta(src)->ndim;
+    const struct sm_array_meta *m = sm_array_meta(src);
+    const unsigned nd = m->ndim;
+    const size_t elem = sm_dtype_size(m->dtype);
     for (uint64_t k = 0; k < rounds; k++) {
         const struct sm_export_box *box = k < p->n ? &p->boxes[k] : NULL;
         sm_status local = sm_stop_check(work->stop, err); /* agreed below: every rank stops */
         if (box != NULL && local == SM_OK) {
             const uint64_t t0 = sm_clock_ns();
-            local = sm_array_read_region(src, box->off, box->shape, p->buf, box_bytes(nd, box),
+            local = sm_array_read_region(src, box->off, box->shape, p->buf, box_bytes(m, box),
                                          scratch, err);
             res->read_ns += sm_clock_ns() - t0;
         }
@@ -697,11 +719,11 @@ static sm_status write_rounds(struct h5 *h, struct sm_array *src, const struct p
         res->rounds++;
         if (box != NULL && local == SM_OK) {
             res->boxes++;
-            res->values += box_bytes(nd, box) / sizeof(float);
+            res->values += box_bytes(m, box) / elem;
         }
         SM_TRY(sm_par_agree_within(local, timeout_ms, err));
         if (work->progress != NULL) {
-            work->progress(work->progress_user, res->values, res->values * sizeof(float));
+            work->progress(work->progress_user, res->values, res->values * elem);
         }
     }
     return SM_OK;
@@ -719,7 +741,8 @@ sm_status sm_export_hdf5_write(const char *path, const struct sm_export_opts *op
     const struct sm_array_meta *m = sm_array_meta(src);
     struct names nm = {0};
     struct plan p = {0};
-    struct h5 h = {H5I_INVALID_HID, H5I_INVALID_HID, H5I_INVALID_HID, H5I_INVALID_HID, NULL};
+    struct h5 h = {H5I_INVALID_HID, H5I_INVALID_HID, H5I_INVALID_HID, H5I_INVALID_HID, NULL,
+                   H5I_INVALID_HID, H5I_INVALID_HID};
     res->ndim = m->ndim;
     /* Local: names, spec, plan and buffer. */
     sm_status st = resolve_names(path, opts, &nm, err);
@@ -743,6 +766,7 @@ sm_status sm_export_hdf5_write(const char *path, const struct sm_export_opts *op
     /* Collective from here: create, metadata, rounds, close. */
     const bool created = st == SM_OK;
     h.where = nm.tmp;
+    (void)h5_types(m->dtype, &h.ftype, &h.mtype); /* check_spec refused any other type */
     if (st == SM_OK) {
         st = sm_par_agree_within(create_file(&h, nm.tmp, err), spec->timeout_ms, err);
     }

@@ -122,6 +122,9 @@ static sm_status ph_input(void *ctx, struct sm_err *err)
         sm_array_set_stop(res->array, c->stop);
         cv->m = sm_array_meta(res->array);
     }
+    /* the output's type, before any scan: a refused output.dtype costs no pass over the input */
+    SM_TRY(cv_output_dtype(&cv->p->normalize, &cv->p->output, cv->m->dtype, &cv->out_dt, err));
+    res->output_dtype = cv->out_dt;
     struct sm_run_common cc = *c;
     res->no_histogram = no_histogram(cv);
     if (res->no_histogram) { /* a placeholder range: counted, never shown */
@@ -254,7 +257,6 @@ static sm_status ph_begin(void *ctx, struct sm_err *err)
     const struct sm_convert_run *p = cv->p;
     const unsigned nd = cv->m->ndim;
     SM_TRY(cv_make_norm(&p->normalize, &cv->res->scan.hist, &cv->res->norm, err));
-    SM_TRY(cv_output_dtype(&p->normalize, &p->output, cv->m->dtype, &cv->out_dt, err));
     cv->attrs = cv_provenance(cv, cv->one_pass ? NULL : &cv->res->scan);
     SM_TRY(sm_run_output_spec(&p->output, nd, cv->su.shape, cv->out_dt, cv->attrs, &cv->spec, err));
     cv->spec.pending = cv->one_pass ? CV_PENDING_ATTR : NULL;

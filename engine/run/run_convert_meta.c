@@ -92,6 +92,8 @@ json_t *cv_provenance(const struct cv *cv, const struct sm_scan_result *r)
                         json_pack("{s:o,s:o}", "offset", dims_json(su->off, nd), "shape",
                                   dims_json(su->shape, nd)));
     json_object_set_new(pv, "normalization", norm_json(&p->normalize, nm));
+    /* the type the values are written as (SPEC §2: uint8/uint16 are rint(w × MAX)) */
+    json_object_set_new(pv, "output_dtype", json_string(sm_dtype_name(cv->out_dt)));
     if (hist != NULL && cv->res->no_histogram) {
         /* the placeholder counts (run_convert.c no_histogram) are no histogram of the values;
          * the checksums are, so they stay */
@@ -176,17 +178,19 @@ uint8_t *cv_keep_plan(uint64_t memory_bytes, const struct sm_array_meta *m, stru
     return keep;
 }
 
-/* The output's type (SPEC §2): float32, or with normalize none the input's type or output.dtype
- * when that holds every input value. */
+/* The output's type (SPEC §2): a normalization writes float32 (default), uint8 or uint16
+ * (sm_normalize_to); normalize none the input's type or output.dtype when that holds every input
+ * value. */
 sm_status cv_output_dtype(const struct sm_run_norm *nm, const struct sm_run_output *o,
                           enum sm_dtype in, enum sm_dtype *out, struct sm_err *err)
 {
     if (nm->mode != SM_RUN_NORM_NONE) {
-        *out = SM_DT_FLOAT32;
-        if (o->dtype_set && o->dtype != SM_DT_FLOAT32) {
+        *out = o->dtype_set ? o->dtype : SM_DT_FLOAT32;
+        if (!sm_normalize_output_ok(*out)) {
             sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
-                       "a normalized output is float32; %s needs normalize.mode: none",
-                       sm_dtype_name(o->dtype));
+                       "a normalized output is float32, uint8 or uint16, not %s (other types "
+                       "need normalize.mode: none)",
+                       sm_dtype_name(*out));
             sm_err_where(err, "output.dtype");
             return err->status;
         }

@@ -1,8 +1,9 @@
 /* The write side of a convert (SPEC §1, §2, §5, §6): every shard of this rank's run filled from
  * the input (a Zarr array through the threads' chunk memos, a source through its read_box, or the
- * input kept from the scan), normalized to float32 as SPEC §5 writes it (none: cast to the output
- * type), encoded and put; then the flush, and in one pass the statistics counted on the way,
- * reduced over ranks and restated into zarr.json before anything reads the output. */
+ * input kept from the scan), normalized as SPEC §5 writes it, to float32 or rounded to uint8/uint16
+ * (SPEC §2; none: cast to the output type), encoded and put; then the flush, and in one pass the
+ * statistics counted on the way, reduced over ranks and restated into zarr.json before anything
+ * reads the output. */
 #include "run_convert_int.h"
 
 #include <jansson.h>
@@ -76,7 +77,7 @@ static sm_status fill_shard(void *user, int thread, uint64_t shard, const uint64
             sm_cast_values(in_dt, in, n, cv->out_dt, data);
         }
     } else {
-        sm_normalize(&cv->res->norm, in_dt, in, n, data);
+        sm_normalize_to(&cv->res->norm, in_dt, in, n, cv->out_dt, data); /* one pass */
     }
     sm_checksums_add_box(&ts->sums, cv->out_dt, data, nd, cv->ostride, offset, shape);
     ts->norm_ns += sm_clock_ns() - t0;

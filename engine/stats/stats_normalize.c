@@ -1,62 +1,119 @@
 /* SPEC §5 normalization in float32, exactly as written (no FMA: -ffp-contract=off):
- *   scale:  out = float32(v) / float32(divisor)
- *   window: out = clamp((float32(v) - float32(lo)) / (float32(hi) - float32(lo)), 0, 1)
- * NaN stays NaN through the clamp, as np.clip leaves it. */
+ *   scale:  w = float32(v) / float32(divisor)
+ *   window: w = clamp((float32(v) - float32(lo)) / (float32(hi) - float32(lo)), 0, 1)
+ * NaN stays NaN through the clamp, as np.clip leaves it. A float32 output is w.
+ * An integer output (SPEC §2 `output.dtype: uint8 | uint16`, MAX = 255 or 65535) is
+ *   out = min(max(rint(float32(w) * float32(MAX)), 0), MAX)
+ * with the product in float32 and rint in the default rounding mode (half to even), which is
+ * NumPy's np.rint(w * np.float32(MAX)).clip(0, MAX). The product is clamped only for scale
+ * (w may exceed 1 or be negative; a window's w is in [0, 1] already); since MAX is an integer
+ * and rint is monotone, clamping before or after rint gives the same integer. NaN (a NaN input,
+ * or inf/inf) is 0: NumPy's cast of NaN to an integer is undefined, so the oracle says 0 too. */
 #include "shardmill/stats.h"
 
-#define NORM_LOOP(T)                                                                               \
+#include <math.h>
+
+static inline float as_float(float w)
+{
+    return w;
+}
+
+/* !(y > 0) is true for NaN, -0 and negatives: 0. y >= MAX covers +inf. */
+static inline uint8_t to_u8(float w)
+{
+    const float y = w * 255.0f;
+    return !(y > 0.0f) ? 0 : (y >= 255.0f ? 255 : (uint8_t)rintf(y));
+}
+
+static inline uint16_t to_u16(float w)
+{
+    const float y = w * 65535.0f;
+    return !(y > 0.0f) ? 0 : (y >= 65535.0f ? 65535 : (uint16_t)rintf(y));
+}
+
+/* One loop per span: the float32 value and its output conversion (CONV) in one step. */
+#define NORM_LOOP(T, OT, CONV)                                                                     \
     do {                                                                                           \
         const T *p = values;                                                                       \
+        OT *q = out;                                                                               \
         if (nm->mode == SM_NORM_SCALE) {                                                           \
             const float d = (float)nm->divisor;                                                    \
             for (size_t i = 0; i < n; i++) {                                                       \
-                out[i] = (float)p[i] / d;                                                          \
+                q[i] = CONV((float)p[i] / d);                                                      \
             }                                                                                      \
         } else {                                                                                   \
             const float lo = (float)nm->lo, span = (float)nm->hi - (float)nm->lo;                  \
             for (size_t i = 0; i < n; i++) {                                                       \
-                float x = ((float)p[i] - lo) / span;                                               \
-                out[i] = x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : x);                                  \
+                const float x = ((float)p[i] - lo) / span;                                         \
+                q[i] = CONV(x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : x));                              \
             }                                                                                      \
         }                                                                                          \
     } while (0)
 
+#define NORM_FROM(OT, CONV)                                                                        \
+    do {                                                                                           \
+        switch (dt) {                                                                              \
+        case SM_DT_BOOL:                                                                           \
+        case SM_DT_UINT8:                                                                          \
+            NORM_LOOP(uint8_t, OT, CONV);                                                          \
+            break;                                                                                 \
+        case SM_DT_INT8:                                                                           \
+            NORM_LOOP(int8_t, OT, CONV);                                                           \
+            break;                                                                                 \
+        case SM_DT_UINT16:                                                                         \
+            NORM_LOOP(uint16_t, OT, CONV);                                                         \
+            break;                                                                                 \
+        case SM_DT_INT16:                                                                          \
+            NORM_LOOP(int16_t, OT, CONV);                                                          \
+            break;                                                                                 \
+        case SM_DT_UINT32:                                                                         \
+            NORM_LOOP(uint32_t, OT, CONV);                                                         \
+            break;                                                                                 \
+        case SM_DT_INT32:                                                                          \
+            NORM_LOOP(int32_t, OT, CONV);                                                          \
+            break;                                                                                 \
+        case SM_DT_UINT64:                                                                         \
+            NORM_LOOP(uint64_t, OT, CONV);                                                         \
+            break;                                                                                 \
+        case SM_DT_INT64:                                                                          \
+            NORM_LOOP(int64_t, OT, CONV);                                                          \
+            break;                                                                                 \
+        case SM_DT_FLOAT32:                                                                        \
+            NORM_LOOP(float, OT, CONV);                                                            \
+            break;                                                                                 \
+        case SM_DT_FLOAT64:                                                                        \
+            NORM_LOOP(double, OT, CONV);                                                           \
+            break;                                                                                 \
+        case SM_DT_COUNT:                                                                          \
+            break;                                                                                 \
+        }                                                                                          \
+    } while (0)
+
+bool sm_normalize_output_ok(enum sm_dtype out_dt)
+{
+    return out_dt == SM_DT_FLOAT32 || out_dt == SM_DT_UINT8 || out_dt == SM_DT_UINT16;
+}
+
+void sm_normalize_to(const struct sm_norm *nm, enum sm_dtype dt, const void *values, size_t n,
+                     enum sm_dtype out_dt, void *out)
+{
+    switch (out_dt) {
+    case SM_DT_UINT8:
+        NORM_FROM(uint8_t, to_u8);
+        break;
+    case SM_DT_UINT16:
+        NORM_FROM(uint16_t, to_u16);
+        break;
+    case SM_DT_FLOAT32:
+        NORM_FROM(float, as_float);
+        break;
+    default: /* not an output of a normalization (sm_normalize_output_ok) */
+        break;
+    }
+}
+
 void sm_normalize(const struct sm_norm *nm, enum sm_dtype dt, const void *values, size_t n,
                   float *out)
 {
-    switch (dt) {
-    case SM_DT_BOOL:
-    case SM_DT_UINT8:
-        NORM_LOOP(uint8_t);
-        break;
-    case SM_DT_INT8:
-        NORM_LOOP(int8_t);
-        break;
-    case SM_DT_UINT16:
-        NORM_LOOP(uint16_t);
-        break;
-    case SM_DT_INT16:
-        NORM_LOOP(int16_t);
-        break;
-    case SM_DT_UINT32:
-        NORM_LOOP(uint32_t);
-        break;
-    case SM_DT_INT32:
-        NORM_LOOP(int32_t);
-        break;
-    case SM_DT_UINT64:
-        NORM_LOOP(uint64_t);
-        break;
-    case SM_DT_INT64:
-        NORM_LOOP(int64_t);
-        break;
-    case SM_DT_FLOAT32:
-        NORM_LOOP(float);
-        break;
-    case SM_DT_FLOAT64:
-        NORM_LOOP(double);
-        break;
-    case SM_DT_COUNT:
-        break;
-    }
+    sm_normalize_to(nm, dt, values, n, SM_DT_FLOAT32, out);
 }

@@ -1,5 +1,6 @@
-/* HDF5 export (SPEC §2 "Export", §6): one chunked float32 dataset holding exactly the values of a
- * Zarr array (read back through array/, so the export equals the Zarr output bit for bit), plus
+/* HDF5 export (SPEC §2 "Export", §6): one chunked dataset (float32, uint8 or uint16: the types a
+ * normalized convert writes) holding exactly the values of a Zarr array (read back through
+ * array/, so the export equals the Zarr output bit for bit), plus
  * 1-D uint64 auxiliary datasets (the histogram) and typed attributes (normalization, provenance),
  * for tools that read HDF5. Every rank writes its own hyperslabs of one file with parallel HDF5
  * (MPI-IO, collective transfers; par_hdf5.h decides how ranks share the file), a single rank
@@ -92,7 +93,7 @@ struct sm_export_work {
     const uint64_t *unit; /* ndim extents, each >= 1 */
     uint64_t first, count;
     /* If non-NULL, called after each write round with this rank's values written so far and
-     * their bytes (float32). */
+     * their bytes (of the source's type). */
     sm_progress_fn progress;
     void *progress_user;
     /* If non-NULL, the cooperative stop flag (status.h): checked by every rank before each write
@@ -125,17 +126,17 @@ sm_status sm_export_hdf5_check(const char *path, const struct sm_export_opts *op
                                const struct sm_export_spec *spec, char **resolved,
                                struct sm_err *err);
 
-/* Collective (every rank calls it with the same path, opts and spec): writes `src` (a float32
- * array, read with `scratch`) to the file at `path`. Ranks agree on errors before every HDF5 call
- * sequence that communicates (file creation, dataset creation, each write round, close), so a
- * failing rank never leaves another waiting inside HDF5; on any failure every rank returns the
- * lowest failing rank's error, the file is closed and rank 0 removes the temporary file: nothing
- * is left at `path` or beside it. If parallel HDF5 itself left a rank blocked after a failure on
- * another (agreement timeout, spec->timeout_ms), the rank that saw it removes the temporary file
- * and returns with sm_par_stuck() true: the caller must abort the job (no collective works any
- * more). With `fsync`, rank 0 fsyncs the file before renaming it and the
- * directory after. HDF5's own error printing is turned off; its innermost message becomes
- * `what`. SM_E_USAGE: a bad dataset name, chunk, deflate level or non-float32 source, and the
+/* Collective (every rank calls it with the same path, opts and spec): writes `src` (a float32,
+ * uint8 or uint16 array, read with `scratch`; the dataset has its type) to the file at `path`.
+ * Ranks agree on errors before every HDF5 call sequence that communicates (file creation, dataset
+ * creation, each write round, close), so a failing rank never leaves another waiting inside HDF5;
+ * on any failure every rank returns the lowest failing rank's error, the file is closed and rank 0
+ * removes the temporary file: nothing is left at `path` or beside it. If parallel HDF5 itself left
+ * a rank blocked after a failure on another (agreement timeout, spec->timeout_ms), the rank that
+ * saw it removes the temporary file and returns with sm_par_stuck() true: the caller must abort the
+ * job (no collective works any more). With `fsync`, rank 0 fsyncs the file before renaming it and
+ * the directory after. HDF5's own error printing is turned off; its innermost message becomes
+ * `what`. SM_E_USAGE: a bad dataset name, chunk, deflate level or a source of another type, and the
  * policy checks of sm_export_hdf5_check repeated before the rename; SM_E_IO: file creation,
  * writes, close, fsync or rename; SM_E_DATA etc. from reading src; SM_E_NOMEM. */
 sm_status sm_export_hdf5_write(const char *path, const struct sm_export_opts *opts,

@@ -318,8 +318,10 @@ struct sm_run_result {
     uint64_t passes;
     struct sm_scan_result scan; /* global (summed over ranks): histogram, checksums, voxels */
     struct sm_norm norm;        /* convert: the normalization applied (window or scale) */
-    /* convert: SPEC §5 checksums of the written float32 values, summed over ranks */
+    /* convert: SPEC §5 checksums of the written values (float32: bit patterns; uint8/uint16 and
+     * the integers of normalize none: the values), summed over ranks; the output's type */
     uint64_t output_checksum, output_weighted_checksum;
+    enum sm_dtype output_dtype;
     /* convert: the whole output (rank 0 knows it after the marker; summed here), shards written
      * by this run over every rank, and the ranks that kept their decoded input and its bytes */
     char *output_path; /* owned by the result */

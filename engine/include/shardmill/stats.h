@@ -85,6 +85,13 @@ struct sm_norm {
 /* Writes n float32 outputs for n input values of dtype dt. */
 void sm_normalize(const struct sm_norm *nm, enum sm_dtype dt, const void *values, size_t n,
                   float *out);
+/* The types a normalization writes (SPEC §2 `output.dtype`): float32, uint8, uint16. */
+bool sm_normalize_output_ok(enum sm_dtype out_dt);
+/* Writes n outputs of type out_dt (sm_normalize_output_ok) in one pass: float32 as above; uint8
+ * and uint16 as rint(w * MAX) in float32, half to even, clamped to [0, MAX], NaN -> 0, where w
+ * is the float32 value (stats_normalize.c). Any other out_dt writes nothing. */
+void sm_normalize_to(const struct sm_norm *nm, enum sm_dtype dt, const void *values, size_t n,
+                     enum sm_dtype out_dt, void *out);
 
 /* SPEC §2 `normalize.mode: none` (stats_cast.c): true if every value of `from` is exactly a value
  * of `to` (the same type, a wider integer, a float with enough significand bits). */

@@ -3,7 +3,8 @@
  * read back with the HDF5 C library value for value, with its chunking, deflate filter,
  * attributes and auxiliary dataset; the exists policy and directory checks refuse what they must
  * before anything is written; a failure in the middle of the writes leaves no file at the path
- * and no temporary file beside it, and an existing file untouched. */
+ * and no temporary file beside it, and an existing file untouched. uint8 and uint16 arrays (the
+ * integer outputs of a normalized convert) keep their type; any other type is refused. */
 #include "shardmill/sm_config.h"
 
 #include <setjmp.h>
@@ -432,20 +433,76 @@ static void test_a_stop_ends_the_rounds_and_leaves_nothing(void **state)
     assert_false(exists(f->tmp));
 }
 
-static void test_a_non_float32_source_is_refused(void **state)
+/* A 1-D array [4] of `dtype` in a new mem store, its one chunk `bytes` (raw little-endian). */
+static struct sm_array *small_array(struct fx *f, struct sm_store **s, const char *dtype,
+                                    const void *bytes, size_t n)
+{
+    struct sm_array *a = NULL;
+    char doc[512];
+    snprintf(doc, sizeof(doc),
+             "{\"zarr_format\":3,\"node_type\":\"array\",\"shape\":[4],\"data_type\":\"%s\","
+             "\"chunk_grid\":{\"name\":\"regular\",\"configuration\":{\"chunk_shape\":[4]}},"
+             "\"chunk_key_encoding\":{\"name\":\"default\"},\"fill_value\":0,"
+             "\"codecs\":[{\"name\":\"bytes\",\"configuration\":{\"endian\":\"little\"}}]}",
+             dtype);
+    assert_ok(sm_store_mem_new(s, &f->err), &f->err);
+    sm_test_put_str(*s, "zarr.json", doc);
+    sm_test_put(*s, "c/0", bytes, n);
+    const struct sm_array_opts ao = SM_ARRAY_OPTS_DEFAULTS;
+    assert_ok(sm_array_open(*s, "", &ao, &a, &f->err), &f->err);
+    return a;
+}
+
+/* The integer outputs of a normalized convert (SPEC §2: uint8, uint16) are exported in their
+ * type: an unsigned little-endian integer dataset of the same values. */
+static void test_integer_sources_keep_their_type(void **state)
 {
     struct fx *f = *state;
+    static const uint8_t u8[4] = {0, 1, 128, 255};
+    static const uint8_t u16[8] = {0, 0, 1, 0, 0, 128, 255, 255}; /* 0, 1, 32768, 65535 LE */
+    const struct {
+        const char *name;
+        const void *bytes;
+        size_t size;
+    } cases[] = {{"uint8", u8, 1}, {"uint16", u16, 2}};
+    for (size_t k = 0; k < 2; k++) {
+        struct sm_store *s = NULL;
+        struct sm_array *a = small_array(f, &s, cases[k].name, cases[k].bytes, 4 * cases[k].size);
+        const struct sm_export_spec sp = spec_of(0);
+        struct sm_export_opts o = SM_EXPORT_OPTS_DEFAULTS;
+        o.exists = SM_EXPORT_EXISTS_OVERWRITE;
+        const uint64_t unit[1] = {4};
+        const struct sm_export_work work = {unit, 0, 1, NULL, NULL, NULL};
+        struct sm_export_result res;
+        assert_ok(sm_export_hdf5_write(f->path, &o, &sp, a, &work, f->scratch, &res, &f->err),
+                  &f->err);
+        const hid_t file = H5Fopen(f->path, H5F_ACC_RDONLY, H5P_DEFAULT);
+        assert_true(file >= 0);
+        const hid_t ds = H5Dopen2(file, sp.dataset, H5P_DEFAULT);
+        const hid_t t = H5Dget_type(ds);
+        assert_int_equal(H5Tget_class(t), H5T_INTEGER);
+        assert_int_equal(H5Tget_sign(t), H5T_SGN_NONE);
+        assert_int_equal(H5Tget_size(t), cases[k].size);
+        assert_int_equal(H5Tget_order(t), H5T_ORDER_LE);
+        uint8_t got[8];
+        assert_true(H5Dread(ds, k == 0 ? H5T_STD_U8LE : H5T_STD_U16LE, H5S_ALL, H5S_ALL,
+                            H5P_DEFAULT, got) >= 0);
+        assert_memory_equal(got, cases[k].bytes, 4 * cases[k].size);
+        assert_int_equal(res.values, 4);
+        H5Tclose(t);
+        H5Dclose(ds);
+        H5Fclose(file);
+        sm_array_close(a);
+        sm_store_close(s);
+    }
+}
+
+static void test_another_type_is_refused(void **state)
+{
+    struct fx *f = *state;
+    static const int16_t v[4] = {0, -1, 2, 3};
     struct sm_store *s = NULL;
-    struct sm_array *a = NULL;
-    assert_ok(sm_store_mem_new(&s, &f->err), &f->err);
-    sm_test_put_str(
-        s, "zarr.json",
-        "{\"zarr_format\":3,\"node_type\":\"array\",\"shape\":[4],\"data_type\":\"uint8\","
-        "\"chunk_grid\":{\"name\":\"regular\",\"configuration\":{\"chunk_shape\":[4]}},"
-        "\"chunk_key_encoding\":{\"name\":\"default\"},\"fill_value\":0,"
-        "\"codecs\":[{\"name\":\"bytes\"}]}");
-    const struct sm_array_opts ao = SM_ARRAY_OPTS_DEFAULTS;
-    assert_ok(sm_array_open(s, "", &ao, &a, &f->err), &f->err);
+    struct sm_array *a = small_array(f, &s, "int16", v, sizeof(v));
     const struct sm_export_spec sp = spec_of(0);
     const struct sm_export_opts o = SM_EXPORT_OPTS_DEFAULTS;
     const uint64_t unit[1] = {4};
@@ -453,7 +510,7 @@ static void test_a_non_float32_source_is_refused(void **state)
     struct sm_export_result res;
     assert_status(sm_export_hdf5_write(f->path, &o, &sp, a, &work, f->scratch, &res, &f->err),
                   SM_E_USAGE, &f->err);
-    assert_contains(f->err.what, "float32");
+    assert_contains(f->err.what, "float32, uint8 or uint16");
     assert_false(exists(f->path));
     sm_array_close(a);
     sm_store_close(s);
@@ -474,7 +531,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_failure_mid_write_leaves_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_stop_ends_the_rounds_and_leaves_nothing, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(test_a_non_float32_source_is_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_integer_sources_keep_their_type, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_another_type_is_refused, setup, teardown),
     };
     return cmocka_run_group_tests_name("export_hdf5", tests, NULL, NULL);
 }

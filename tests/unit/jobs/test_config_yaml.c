@@ -591,10 +591,21 @@ static void test_checks_across_keys(void **state)
                  "output.codec.level: blosc level 10 is out of range (0 to 9)");
     expect_error(CONVERT "output.codec: {level: 12, name: gzip}\n", "f.yaml:4:16",
                  "gzip level 12 is out of range");
-    expect_error(CONVERT "output.dtype: uint16\n", "f.yaml:4:1",
-                 "output.dtype: convert writes float32 (the SPEC §5 normalization), not uint16");
-    expect_error(CONVERT "output.dtype: float64\n", "f.yaml:4:1",
-                 "output.dtype: convert writes float32 (the SPEC §5 normalization), not float64");
+    expect_error(CONVERT "output.dtype: int16\n", "f.yaml:4:1",
+                 "output.dtype: a normalized convert writes float32, uint8 or uint16 (SPEC §2), "
+                 "not int16");
+    expect_error(CONVERT "normalize: {mode: window, lo: 0, hi: 1}\noutput.dtype: float64\n",
+                 "f.yaml:5:1",
+                 "output.dtype: a normalized convert writes float32, uint8 or uint16 (SPEC §2), "
+                 "not float64");
+    /* a normalization to uint8 or uint16 (SPEC §2: rint(w * MAX), half to even) */
+    struct sm_job_config u;
+    load_ok(CONVERT "output.dtype: uint16\n", &u);
+    assert_string_equal(u.output.dtype, "uint16");
+    sm_config_destroy(&u);
+    load_ok(CONVERT "normalize: {mode: percentile, lo: 1, hi: 99}\noutput.dtype: uint8\n", &u);
+    assert_string_equal(u.output.dtype, "uint8");
+    sm_config_destroy(&u);
     /* normalize none: the input's type by default, any type given (checked against the input
      * when the run opens it), no HDF5 export (float32 only) */
     struct sm_job_config n;

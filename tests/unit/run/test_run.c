@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <math.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -252,6 +253,66 @@ static void test_convert_none_keeps_values(void **state)
     sm_run_result_destroy(&r);
 }
 
+/* A normalized output as uint8 or uint16 (SPEC §2): the values are rint(float32(v) / 255 * MAX)
+ * half to even, the output checksums are sums of the integer values (SPEC §5 as for integer
+ * inputs), zarr.json and the result say the type; any other type is refused naming
+ * output.dtype. */
+static void test_convert_integer_outputs(void **state)
+{
+    struct fx *f = *state;
+    static const enum sm_dtype types[] = {SM_DT_UINT8, SM_DT_UINT16};
+    for (size_t k = 0; k < 2; k++) {
+        const float max = types[k] == SM_DT_UINT8 ? 255.0f : 65535.0f;
+        uint64_t sum = 0, weighted = 0;
+        for (size_t i = 0; i < sizeof(f->data); i++) {
+            volatile float w = (float)f->data[i] / 255.0f; /* scale, the default divisor */
+            const uint64_t v = (uint64_t)rintf(w * max);
+            sum += v;
+            weighted += v * (i + 1);
+        }
+        char out[400];
+        snprintf(out, sizeof(out), "%s/int%zu.zarr", f->dir, k);
+        struct sm_convert_run p = SM_CONVERT_RUN_DEFAULTS;
+        p.c.input.store = f->store;
+        p.c.threads = 2;
+        p.output.path = out;
+        p.output.policy.sync = SM_OUTPUT_SYNC_NONE;
+        p.output.dtype_set = true;
+        p.output.dtype = types[k];
+        struct sm_run_result r;
+        struct sm_err err;
+        sm_err_clear(&err);
+        assert_int_equal(sm_run_convert(&p, &r, &err), SM_OK);
+        assert_int_equal(r.output_dtype, types[k]);
+        assert_int_equal(r.output_checksum, sum);
+        assert_int_equal(r.output_weighted_checksum, weighted);
+        char doc[8192], want[64];
+        assert_true(read_small(out, "zarr.json", doc, sizeof(doc)));
+        snprintf(want, sizeof(want), "\"%s\"", sm_dtype_name(types[k]));
+        assert_non_null(strstr(doc, want));
+        snprintf(want, sizeof(want), "\"output_dtype\": \"%s\"", sm_dtype_name(types[k]));
+        assert_non_null(strstr(doc, want));
+        sm_run_result_destroy(&r);
+    }
+    char out[400];
+    snprintf(out, sizeof(out), "%s/int16.zarr", f->dir);
+    struct sm_convert_run p = SM_CONVERT_RUN_DEFAULTS;
+    p.c.input.store = f->store;
+    p.output.path = out;
+    p.normalize.mode = SM_RUN_NORM_WINDOW;
+    p.normalize.lo = 0;
+    p.normalize.hi = 100;
+    p.output.dtype_set = true;
+    p.output.dtype = SM_DT_INT16;
+    struct sm_run_result r;
+    struct sm_err err;
+    sm_err_clear(&err);
+    assert_int_equal(sm_run_convert(&p, &r, &err), SM_E_USAGE);
+    assert_string_equal(err.where, "output.dtype");
+    assert_non_null(strstr(err.what, "float32, uint8 or uint16"));
+    sm_run_result_destroy(&r);
+}
+
 static void test_convert_stopped_leaves_no_marker(void **state)
 {
     struct fx *f = *state;
@@ -441,6 +502,7 @@ int main(void)
         cmocka_unit_test(test_convert_writes_a_complete_output),
         cmocka_unit_test(test_convert_percentile_keeps_its_input),
         cmocka_unit_test(test_convert_none_keeps_values),
+        cmocka_unit_test(test_convert_integer_outputs),
         cmocka_unit_test(test_convert_stopped_leaves_no_marker),
         cmocka_unit_test(test_result_holds_io_and_memory),
         cmocka_unit_test(test_io_add),

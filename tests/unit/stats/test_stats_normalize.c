@@ -1,4 +1,5 @@
-/* Unit tests for engine/stats/stats_normalize.c: float32 formulas of SPEC §5, clamping, NaN. */
+/* Unit tests for engine/stats/stats_normalize.c: float32 formulas of SPEC §5, clamping, NaN, and
+ * the integer outputs of SPEC §2 (rint(w * MAX) in float32, half to even, clamped, NaN -> 0). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -52,12 +53,147 @@ static void test_window_keeps_nan(void **state)
     assert_true(out[1] == 0.5f);
 }
 
+/* rint half to even, by hand (no libm): the oracle of the integer outputs below */
+static double half_even(float y)
+{
+    const double f = (double)(long long)y; /* y >= 0 here: truncation is floor */
+    const double frac = (double)y - f;
+    if (frac > 0.5 || (frac == 0.5 && ((long long)f & 1) != 0)) {
+        return f + 1.0;
+    }
+    return f;
+}
+
+/* Window [0, 510]: w = v / 510 and w * 255 is exactly v / 2, so every odd v is a tie (SPEC §2:
+ * half to even: 0.5 -> 0, 1.5 -> 2, 2.5 -> 2, ...). */
+static void test_u8_ties_round_to_even(void **state)
+{
+    (void)state;
+    struct sm_norm nm = {SM_NORM_WINDOW, 0, 0, 510};
+    int16_t v[511];
+    uint8_t out[511];
+    for (int i = 0; i < 511; i++) {
+        v[i] = (int16_t)i;
+    }
+    sm_normalize_to(&nm, SM_DT_INT16, v, 511, SM_DT_UINT8, out);
+    int ties = 0;
+    for (int i = 0; i < 511; i++) {
+        volatile float w = (float)i / 510.0f;
+        const float y = w * 255.0f;
+        ties += y - (float)(int)y == 0.5f;
+        assert_int_equal(out[i], (int)half_even(y));
+    }
+    assert_int_equal(ties, 255); /* the test saw the ties it is about */
+    assert_int_equal(out[1], 0);
+    assert_int_equal(out[3], 2);
+    assert_int_equal(out[5], 2);
+    assert_int_equal(out[255], 128); /* w = 0.5: 127.5 -> 128 */
+    assert_int_equal(out[510], 255);
+}
+
+static void test_u16_tie_and_ends(void **state)
+{
+    (void)state;
+    struct sm_norm nm = {SM_NORM_WINDOW, 0, -100, 100};
+    int16_t v[] = {-1000, -100, 0, 100, 1000};
+    uint16_t out[5];
+    sm_normalize_to(&nm, SM_DT_INT16, v, 5, SM_DT_UINT16, out);
+    assert_int_equal(out[0], 0);     /* below the window */
+    assert_int_equal(out[1], 0);     /* w = 0 */
+    assert_int_equal(out[2], 32768); /* w = 0.5: 32767.5 -> 32768 (even) */
+    assert_int_equal(out[3], 65535); /* w = 1 */
+    assert_int_equal(out[4], 65535); /* beyond the window */
+}
+
+/* w = v / MAX maps back to v for every v (NumPy agrees: checked in float32 for all 65536). */
+static void test_u16_identity_scale(void **state)
+{
+    (void)state;
+    struct sm_norm nm = {SM_NORM_SCALE, 65535, 0, 0};
+    static uint16_t v[65536], out[65536];
+    for (int i = 0; i < 65536; i++) {
+        v[i] = (uint16_t)i;
+    }
+    sm_normalize_to(&nm, SM_DT_UINT16, v, 65536, SM_DT_UINT16, out);
+    assert_memory_equal(v, out, sizeof(v));
+}
+
+/* scale's w may exceed 1 or be negative: the product is clamped to [0, MAX]. */
+static void test_scale_beyond_one_clamps(void **state)
+{
+    (void)state;
+    struct sm_norm nm = {SM_NORM_SCALE, 255, 0, 0};
+    int16_t v[] = {-300, -1, 0, 1, 254, 255, 256, 3000};
+    uint8_t u8[8];
+    uint16_t u16[8];
+    sm_normalize_to(&nm, SM_DT_INT16, v, 8, SM_DT_UINT8, u8);
+    sm_normalize_to(&nm, SM_DT_INT16, v, 8, SM_DT_UINT16, u16);
+    const uint8_t want8[] = {0, 0, 0, 1, 254, 255, 255, 255};
+    assert_memory_equal(u8, want8, sizeof(want8));
+    for (int i = 0; i < 8; i++) {
+        volatile float w = (float)v[i] / 255.0f;
+        const float y = w * 65535.0f;
+        const double want = y <= 0.0f ? 0.0 : (y >= 65535.0f ? 65535.0 : half_even(y));
+        assert_int_equal(u16[i], (int)want);
+    }
+    assert_int_equal(u16[5], 65535);
+    assert_int_equal(u16[6], 65535);
+}
+
+/* NaN (a NaN input, in either mode) is 0; +inf in scale is MAX, -inf 0. */
+static void test_nan_and_inf(void **state)
+{
+    (void)state;
+    struct sm_norm sc = {SM_NORM_SCALE, 2, 0, 0};
+    struct sm_norm wn = {SM_NORM_WINDOW, 0, 0, 1};
+    float v[] = {NAN, -NAN, INFINITY, -INFINITY, 0.5f, -0.0f};
+    uint8_t a[6], b[6];
+    uint16_t c[6];
+    sm_normalize_to(&sc, SM_DT_FLOAT32, v, 6, SM_DT_UINT8, a);
+    sm_normalize_to(&wn, SM_DT_FLOAT32, v, 6, SM_DT_UINT8, b);
+    sm_normalize_to(&wn, SM_DT_FLOAT32, v, 6, SM_DT_UINT16, c);
+    const uint8_t wa[] = {0, 0, 255, 0, 64, 0}; /* 0.25 * 255 = 63.75 -> 64 */
+    const uint8_t wb[] = {0, 0, 255, 0, 128, 0};
+    const uint16_t wc[] = {0, 0, 65535, 0, 32768, 0};
+    assert_memory_equal(a, wa, sizeof(wa));
+    assert_memory_equal(b, wb, sizeof(wb));
+    assert_memory_equal(c, wc, sizeof(wc));
+}
+
+/* The float32 output of sm_normalize_to is sm_normalize's, bit for bit; only float32, uint8 and
+ * uint16 are outputs of a normalization. */
+static void test_float32_output_and_types(void **state)
+{
+    (void)state;
+    struct sm_norm nm = {SM_NORM_WINDOW, 0, -3.5, 1000.25};
+    double v[64];
+    float a[64], b[64];
+    for (int i = 0; i < 64; i++) {
+        v[i] = -50.0 + 17.3 * i;
+    }
+    sm_normalize(&nm, SM_DT_FLOAT64, v, 64, a);
+    sm_normalize_to(&nm, SM_DT_FLOAT64, v, 64, SM_DT_FLOAT32, b);
+    assert_memory_equal(a, b, sizeof(a));
+    assert_true(sm_normalize_output_ok(SM_DT_FLOAT32));
+    assert_true(sm_normalize_output_ok(SM_DT_UINT8));
+    assert_true(sm_normalize_output_ok(SM_DT_UINT16));
+    assert_false(sm_normalize_output_ok(SM_DT_INT16));
+    assert_false(sm_normalize_output_ok(SM_DT_FLOAT64));
+    assert_false(sm_normalize_output_ok(SM_DT_UINT32));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_scale_is_float32_division),
         cmocka_unit_test(test_window_clamps_to_unit_interval),
         cmocka_unit_test(test_window_keeps_nan),
+        cmocka_unit_test(test_u8_ties_round_to_even),
+        cmocka_unit_test(test_u16_tie_and_ends),
+        cmocka_unit_test(test_u16_identity_scale),
+        cmocka_unit_test(test_scale_beyond_one_clamps),
+        cmocka_unit_test(test_nan_and_inf),
+        cmocka_unit_test(test_float32_output_and_types),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
