@@ -645,17 +645,25 @@ def case_omero(c, args, work):
          {"start": 0.0, "end": 1.0, "min": 0.0,
           "max": float(np.float32(65535) / np.float32(DIVISOR))}),
     ]
+    for dt, top in (("uint8", 255.0), ("uint16", 65535.0)):  # integer outputs: 0 .. MAX
+        cases.append((f"window_{dt}", {"mode": "window", "lo": 100, "hi": 3000}, dt,
+                      {"start": 0.0, "end": top, "min": 0.0, "max": top}))
     # none with a histogram (uint16: one bin per value): the input's p1 and p99 (SPEC §5 rank)
     v = np.sort(roi.ravel())
     n = v.size
     p1, p99 = (float(v[int(np.ceil(p / 100 * n)) - 1]) for p in (1, 99))
     cases.append(("none", {"mode": "none"},
                   {"start": p1, "end": p99, "min": 0.0, "max": 65535.0}))
-    for name, norm, want in cases:
+    for case in cases:
+        name, norm, want = case[0], case[1], case[-1]
         out = os.path.join(work, f"{name}.zarr")
-        cfg = job(os.path.join(work, f"{name}.yaml"), inp, out, levels=2,
-                  extra={"normalize": norm} if name != "none" else
-                  {"normalize": norm, "histogram": {"bins": 65536, "range": [0, 65536]}})
+        extra = {"normalize": norm}
+        if name == "none":
+            extra["histogram"] = {"bins": 65536, "range": [0, 65536]}
+        if len(case) == 4:
+            extra["output"] = {"path": out, "shard": [16, 16, 16], "chunk": [8, 8, 8],
+                               "dtype": case[2], "ome": {"levels": 2}}
+        cfg = job(os.path.join(work, f"{name}.yaml"), inp, out, levels=2, extra=extra)
         r = cc.run([args.shardmill, "run", cfg])
         if not c.check(f"{name}: exit 0", r.returncode == 0, cc.describe(r)):
             continue
