@@ -14,8 +14,10 @@
  * or with an OME-Zarr output (output.ome: its group document is not restated), it runs TWO PASSES:
  * open → scan (each rank its run of tiles) → allreduce → window → keep the decoded input or re-read
  * it (SPEC §1) → begin → write → flush → hook → marker. Both give the same bytes for the same
- * configuration. Every phase ends with an agreement, so all ranks go on or all return the same
- * error (docs/internals/ranks.md). A phase added after the write (the pyramid, the HDF5 export of
+ * configuration. A wider integer or float input without histogram.range reads its ROI once more
+ * before the scan (or the one-pass write): the min/max pass of SPEC §5 (sm_run_minmax_range). Every
+ * phase ends with an agreement, so all ranks go on or all return the same error
+ * (docs/internals/ranks.md). A phase added after the write (the pyramid, the HDF5 export of
  * `export`: run_export.c) goes between the flush (and, in one pass, the restate) and the marker.
  *
  * Ranks: with `mpi_comm` NULL the run uses the ranks that are current (sm_par_init of par.h, as
