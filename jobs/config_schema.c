@@ -361,8 +361,8 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .applies = TILE_JOBS,
      .type = SM_CFG_UINT,
      .def = "0",
-     .def_doc = "0 takes the type default of SPEC §5: 256 for uint8, one bin per value for "
-                "int8, int16 and uint16",
+     .def_doc = "0 takes the default of SPEC §5: 256 for uint8, one bin per value for int8, "
+                "int16 and uint16, 65536 over the min/max pass's range for wider types and floats",
      .min = 0,
      .max = 1u << 24,
      .help = "number of histogram bins",
@@ -372,7 +372,9 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .applies = TILE_JOBS,
      .type = SM_CFG_RANGE,
      .flags = SM_CFGF_NULLABLE,
-     .def_doc = "the type range of SPEC §5; wider integers and floats need one",
+     .def_doc = "the type range of SPEC §5 (8/16-bit); wider integers and floats: [min, max] "
+                "of the finite values, found by a first pass over the ROI (max in the last bin; "
+                "NaN and +-inf counted apart)",
      .help = "[lo, hi): the interval the bins divide evenly",
      .example = "[0, 256]",
      .off = offsetof(struct sm_job_config, histogram.lo),
@@ -728,7 +730,18 @@ const struct sm_cfg_group sm_cfg_groups[] = {
                    "(`sm_array_read_region`), each case on a freshly opened array, so its caches "
                    "start cold and its counters are its own. The caches are `input.cache` and "
                    "`input.index_cache`."},
-    {"histogram", "The intensity histogram scan, convert and ingest compute (SPEC §5)."},
+    {"histogram",
+     "The intensity histogram scan, convert and ingest compute (SPEC §5): B bins over [lo, hi), "
+     "bin = floor((v - lo) * B / (hi - lo)) in double (B - 1 where rounding reaches B), v < lo "
+     "underflow, v >= hi overflow, NaN apart. Without `histogram.range`: uint8 256 bins over "
+     "[0, 256), int8, int16 and uint16 one bin per value; wider integers (as doubles: exact up "
+     "to 2^53) and floats get a first pass over the ROI for the finite min and max, then "
+     "`bins` (65,536) over [min, nextafter(max, +inf)), so max is in the last bin (min = max: "
+     "every finite value in bin 0; no finite value: [0, 1)). +inf and -inf are counted apart "
+     "and also sit in overflow and underflow, so a percentile's N counts them. The report gives "
+     "min, max, `range_from` (config, type, minmax) and `timing_ms.range` for the extra read. "
+     "`normalize.mode: none` of such a type without `histogram.*` keys makes no histogram (one "
+     "read)."},
     {"normalize", "How `convert` maps voxels to float (SPEC §5); `ingest` is convert with mode "
                   "`none` and takes no other mode."},
     {"output", "The Zarr v3 array `convert` and `ingest` write (SPEC §2, §6)."},
@@ -1578,9 +1591,9 @@ char *sm_config_markdown(void)
     sm_cfg_sb_printf(&sb,
                      "\nChecked only once the input is open (they need its shape or "
                      "type): the ROI lies inside the\narray; the shape keys have one value "
-                     "per axis of the array; `histogram.range` is given for\ntypes wider "
-                     "than 16 bits; a NIfTI `ingest` writes the file's type (float32 when its\n"
-                     "`scl_slope`/`scl_inter` scale the values; float64 files stay float64).\n");
+                     "per axis of the array; a NIfTI `ingest` writes the file's\ntype (float32 "
+                     "when its `scl_slope`/`scl_inter` scale the values; float64 files stay\n"
+                     "float64).\n");
     sm_cfg_sb_printf(&sb, "\n## Keys\n\nA key applies to the jobs named with it; any other job "
                           "refuses it (exit 2).\n\n| key | type | default | jobs |\n"
                           "| --- | --- | --- | --- |\n");

@@ -35,7 +35,19 @@ json_t *sm_json_hist(const struct sm_hist *h)
     json_object_set_new(o, "underflow", sm_json_u64(h->underflow));
     json_object_set_new(o, "overflow", sm_json_u64(h->overflow));
     json_object_set_new(o, "nan", sm_json_u64(h->nan));
+    /* +-inf also sit in overflow and underflow; min and max are of the finite values (null when
+     * there is none) */
+    json_object_set_new(o, "inf_pos", sm_json_u64(h->inf_pos));
+    json_object_set_new(o, "inf_neg", sm_json_u64(h->inf_neg));
+    const bool any = h->min <= h->max;
+    json_object_set_new(o, "min", any ? json_real(h->min) : json_null());
+    json_object_set_new(o, "max", any ? json_real(h->max) : json_null());
     return o;
+}
+
+static const char *range_from_name(enum sm_hist_range_from k)
+{
+    return k == SM_HIST_RANGE_CONFIG ? "config" : k == SM_HIST_RANGE_TYPE ? "type" : "minmax";
 }
 
 static json_t *per_class(const uint64_t *v)
@@ -163,8 +175,11 @@ static json_t *result_json(const struct sm_job_config *c, const struct sm_run_re
     json_object_set_new(res, "tiles", sm_json_u64(r->scan.tiles));
     json_object_set_new(res, "checksum", json_integer((json_int_t)r->scan.sums.sum));
     json_object_set_new(res, "weighted_checksum", sm_json_u64(r->scan.sums.weighted));
-    json_object_set_new(res, "histogram",
-                        r->no_histogram ? json_null() : sm_json_hist(&r->scan.hist));
+    json_t *h = r->no_histogram ? json_null() : sm_json_hist(&r->scan.hist);
+    if (!r->no_histogram) { /* SPEC §5: histogram.range, the type's default or the min/max pass */
+        json_object_set_new(h, "range_from", json_string(range_from_name(r->hist_range_from)));
+    }
+    json_object_set_new(res, "histogram", h);
     /* SPEC §7: what a scan does not do is null, not missing */
     json_object_set_new(res, "normalization", convert ? norm_json(c, &r->norm) : json_null());
     json_object_set_new(res, "output_checksum",
@@ -181,7 +196,10 @@ static json_t *timing_json(const struct sm_run_result *r, int last)
     json_t *t = json_object(), *mx = json_object(), *mean = json_object();
     for (int i = 0; i < SM_RUN_NTIMINGS; i++) {
         const bool export = i >= SM_RUN_T_EXPORT && i <= SM_RUN_T_EXPORT_FINISH;
-        if (export ? !r->export.done : i > last) {
+        const bool range = i == SM_RUN_T_RANGE; /* only when the min/max pass ran */
+        if (export  ? !r->export.done
+            : range ? r->no_histogram || r->hist_range_from != SM_HIST_RANGE_MINMAX
+                    : i > last) {
             continue;
         }
         json_object_set_new(t, sm_run_timing_name(i), json_real(r->timing_max[i]));

@@ -108,8 +108,8 @@ static const json_t *at(const json_t *o, const char *k1, const char *k2)
 
 static void summary_times(FILE *f, const json_t *t)
 {
-    static const char *const stages[] = {"open", "hydrate", "decode",   "process",
-                                         "read", "write",   "allreduce"};
+    static const char *const stages[] = {"open",    "range", "hydrate", "decode",
+                                         "process", "read",  "write",   "allreduce"};
     if (!json_is_number(json_object_get(t, "total"))) {
         return;
     }
@@ -147,6 +147,23 @@ static void summary_cases(FILE *f, const json_t *rb)
     }
 }
 
+/* A histogram whose range the min/max pass found (SPEC §5): that range and what lay outside. */
+static void summary_minmax(FILE *f, const json_t *h)
+{
+    const char *from = json_string_value(json_object_get(h, "range_from"));
+    if (from == NULL || strcmp(from, "minmax") != 0) {
+        return;
+    }
+    static const char *const keys[] = {"bins", "min", "max", "nan", "inf_pos", "inf_neg"};
+    char t[6][64];
+    for (int k = 0; k < 6; k++) {
+        num_text(json_object_get(h, keys[k]), t[k], sizeof(t[k]));
+    }
+    fprintf(
+        f, "  histogram: %s bins over min..max [%s, %s] (min/max pass), NaN %s, +inf %s, -inf %s\n",
+        t[0], t[1], t[2], t[3], t[4], t[5]);
+}
+
 void sm_report_summary(FILE *f, const json_t *rep, const char *report_path)
 {
     const json_t *res = json_object_get(rep, "result");
@@ -170,6 +187,7 @@ void sm_report_summary(FILE *f, const json_t *rep, const char *report_path)
                 dims_text(json_object_get(in, "shape"), shape, sizeof(shape)),
                 json_string_value(json_object_get(in, "dtype")));
     }
+    summary_minmax(f, json_object_get(res, "histogram"));
     const json_t *nm = json_object_get(res, "normalization");
     if (json_is_object(nm)) {
         fprintf(f, "  window: [%s, %s] (%s)\n", num_text(json_object_get(nm, "lo"), a, sizeof(a)),

@@ -141,6 +141,7 @@ static const struct sm_par_ops one_rank_ops = {
     .sum_u64 = one_u64,
     .max_u64 = one_u64,
     .sum_f64 = one_f64,
+    .max_f64 = one_f64,
     .agree = one_agree,
     .agree_within = one_agree_within,
     .stuck = one_false,
@@ -269,6 +270,24 @@ sm_status sm_par_max_u64(uint64_t *v, size_t n, struct sm_err *err)
 sm_status sm_par_sum_f64(double *v, size_t n, struct sm_err *err)
 {
     return ops->sum_f64(v, n, err);
+}
+
+sm_status sm_par_max_f64(double *v, size_t n, struct sm_err *err)
+{
+    return ops->max_f64(v, n, err);
+}
+
+sm_status sm_par_min_f64(double *v, size_t n, struct sm_err *err)
+{
+    /* min(x) = -max(-x), exact for every double (the sign bit flips), infinities included */
+    for (size_t i = 0; i < n; i++) {
+        v[i] = -v[i];
+    }
+    const sm_status st = ops->max_f64(v, n, err);
+    for (size_t i = 0; i < n; i++) {
+        v[i] = -v[i];
+    }
+    return st;
 }
 
 sm_status sm_par_agree(sm_status local, struct sm_err *err)

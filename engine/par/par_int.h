@@ -33,6 +33,7 @@ struct sm_par_ops {
     sm_status (*sum_u64)(uint64_t *v, size_t n, struct sm_err *err);
     sm_status (*max_u64)(uint64_t *v, size_t n, struct sm_err *err);
     sm_status (*sum_f64)(double *v, size_t n, struct sm_err *err);
+    sm_status (*max_f64)(double *v, size_t n, struct sm_err *err);
     sm_status (*agree)(sm_status local, struct sm_err *err);
     sm_status (*agree_within)(sm_status local, uint64_t timeout_ms, struct sm_err *err);
     bool (*stuck)(void);

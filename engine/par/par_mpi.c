@@ -300,6 +300,15 @@ static sm_status mpi_sum_f64(double *v, size_t n, struct sm_err *err)
     return allreduce(v, n, MPI_DOUBLE, sizeof(double), MPI_SUM);
 }
 
+static sm_status mpi_max_f64(double *v, size_t n, struct sm_err *err)
+{
+    (void)err;
+    if (!mpi_on || n_ranks == 1) {
+        return SM_OK;
+    }
+    return allreduce(v, n, MPI_DOUBLE, sizeof(double), MPI_MAX);
+}
+
 /* The parts of struct sm_err that travel (pointers do not). */
 struct wire_err {
     int32_t status, cause, line;
@@ -474,6 +483,7 @@ const struct sm_par_ops sm_par_mpi_module = {
     .sum_u64 = mpi_sum_u64,
     .max_u64 = mpi_max_u64,
     .sum_f64 = mpi_sum_f64,
+    .max_f64 = mpi_max_f64,
     .agree = mpi_agree,
     .agree_within = mpi_agree_within,
     .stuck = mpi_stuck,

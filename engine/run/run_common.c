@@ -55,8 +55,8 @@ void run_progress_end(const struct sm_run_progress *p, bool ok)
 const char *sm_run_timing_name(int i)
 {
     static const char *const names[SM_RUN_NTIMINGS] = {
-        "total",     "open",   "hydrate", "decode",      "process",      "allreduce",    "write",
-        "scan_wall", "finish", "export",  "export_read", "export_write", "export_finish"};
+        "total",     "open",   "hydrate", "decode",      "process",      "allreduce",     "write",
+        "scan_wall", "finish", "export",  "export_read", "export_write", "export_finish", "range"};
     return i >= 0 && i < SM_RUN_NTIMINGS ? names[i] : "?";
 }
 
@@ -244,6 +244,7 @@ sm_status sm_run_setup(const struct sm_run_common *c, const struct sm_array_meta
     p->memo_bytes = run_memo_total(c->memory_bytes) / (uint64_t)threads;
     p->memory_bytes = c->memory_bytes;
     if (c->hist_range_set) {
+        s->range_from = SM_HIST_RANGE_CONFIG;
         p->lo = c->hist_lo;
         p->hi = c->hist_hi;
         p->bins = c->hist_bins;
@@ -255,12 +256,15 @@ sm_status sm_run_setup(const struct sm_run_common *c, const struct sm_array_meta
         }
         return SM_OK;
     }
-    sm_status st = sm_hist_default(m->dtype, &p->bins, &p->lo, &p->hi, err);
-    if (st != SM_OK) {
-        sm_err_where(err, "histogram");
-        return st;
+    if (sm_hist_default(m->dtype, &p->bins, &p->lo, &p->hi)) {
+        s->range_from = SM_HIST_RANGE_TYPE;
+    } else { /* SPEC §5: the min/max pass sets the range (sm_run_minmax_range) */
+        s->range_from = SM_HIST_RANGE_MINMAX;
+        p->bins = SM_HIST_MINMAX_BINS;
+        p->lo = 0.0;
+        p->hi = 1.0;
     }
-    if (c->hist_bins != 0) { /* bins without a range: rebin the type's default range */
+    if (c->hist_bins != 0) { /* bins without a range: rebin the default (or min/max) range */
         p->bins = c->hist_bins;
     }
     return SM_OK;
@@ -347,7 +351,7 @@ sm_status run_reduce_scan(struct sm_scan_result *r, struct sm_err *err)
     if (sm_par_size() == 1) {
         return SM_OK;
     }
-    const size_t fixed = 7, n = fixed + r->hist.bins;
+    const size_t fixed = 9, n = fixed + r->hist.bins;
     uint64_t *v = sm_malloc(n * sizeof(uint64_t));
     sm_status st = SM_OK;
     if (v == NULL) {
@@ -363,6 +367,8 @@ sm_status run_reduce_scan(struct sm_scan_result *r, struct sm_err *err)
     v[4] = r->sums.weighted;
     v[5] = r->voxels;
     v[6] = r->tiles;
+    v[7] = r->hist.inf_pos;
+    v[8] = r->hist.inf_neg;
     if (r->hist.bins != 0) {
         memcpy(v + fixed, r->hist.counts, r->hist.bins * sizeof(uint64_t));
     }
@@ -375,11 +381,19 @@ sm_status run_reduce_scan(struct sm_scan_result *r, struct sm_err *err)
         r->sums.weighted = v[4];
         r->voxels = v[5];
         r->tiles = v[6];
+        r->hist.inf_pos = v[7];
+        r->hist.inf_neg = v[8];
         if (r->hist.bins != 0) {
             memcpy(r->hist.counts, v + fixed, r->hist.bins * sizeof(uint64_t));
         }
     }
     sm_free(v);
+    if (st == SM_OK) { /* the finite min and max (SPEC §7 report), exact */
+        st = sm_par_min_f64(&r->hist.min, 1, err);
+    }
+    if (st == SM_OK) {
+        st = sm_par_max_f64(&r->hist.max, 1, err);
+    }
     return st;
 }
 

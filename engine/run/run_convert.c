@@ -90,16 +90,15 @@ static sm_status open_source(struct cv *cv, struct sm_err *err)
 }
 
 /* A normalize none of a type with no default histogram range (wider than 16 bits, floats) and no
- * histogram.* keys makes no histogram (SPEC §5): counted into a placeholder, reported as none. */
+ * histogram.* keys makes no histogram (SPEC §5): counted into a placeholder, reported as none, so
+ * it reads the input once (no min/max pass). */
 static bool no_histogram(const struct cv *cv)
 {
     const struct sm_run_common *c = &cv->p->c;
     uint32_t bins;
     double lo, hi;
-    struct sm_err e;
-    sm_err_clear(&e);
     return cv->p->normalize.mode == SM_RUN_NORM_NONE && !c->hist_range_set && c->hist_bins == 0 &&
-           sm_hist_default(cv->m->dtype, &bins, &lo, &hi, &e) != SM_OK;
+           !sm_hist_default(cv->m->dtype, &bins, &lo, &hi);
 }
 
 /* Phase input: the array (rank 0 fetches the metadata and broadcasts it) or the source, then
@@ -190,11 +189,27 @@ static sm_status ph_plan(void *ctx, struct sm_err *err)
         cv->su.tiling = cv->grid;
     }
     SM_TRY(run_rank_part(c->partition, cv->m, &cv->su.tiling, &cv->mine, err));
+    return cv->src != NULL ? plan_source(cv, err) : SM_OK;
+}
+
+static uint64_t range_total(void *ctx)
+{
+    const struct cv *cv = ctx;
+    return cv->su.range_from == SM_HIST_RANGE_MINMAX ? cv->mine.count : UINT64_MAX;
+}
+
+/* Phase range: the min/max pass (SPEC §5, run_range.c) when the histogram has no range of its
+ * own (this rank's scan tiles, read once more before the scan or the one-pass write); then, in
+ * one pass, the histogram the write's threads merge into. */
+static sm_status ph_range(void *ctx, struct sm_err *err)
+{
+    struct cv *cv = ctx;
+    SM_TRY(sm_run_minmax_range(cv->res->array, &cv->su, cv->mine.first, cv->mine.count, err));
     if (cv->one_pass) {
         const struct sm_scan_params *sp = &cv->su.params;
         SM_TRY(sm_hist_init(&cv->res->scan.hist, cv->m->dtype, sp->bins, sp->lo, sp->hi, err));
     }
-    return cv->src != NULL ? plan_source(cv, err) : SM_OK;
+    return SM_OK;
 }
 
 static uint64_t scan_total(void *ctx)
@@ -324,6 +339,7 @@ static const struct run_phase convert_phases[] = {
     {"output", ph_output, NULL, NULL, NULL, SM_RUN_T_OPEN, 0},
     {"input", ph_input, NULL, NULL, NULL, SM_RUN_T_OPEN, 0},
     {"plan", ph_plan, NULL, NULL, NULL, -1, 0},
+    {"range", ph_range, NULL, "tiles", range_total, SM_RUN_T_RANGE, 0},
     {"scan", ph_scan, NULL, "tiles", scan_total, -1, 0},
     {"reduce", ph_reduce, NULL, NULL, NULL, -1, 0},
     {"begin", ph_begin, NULL, NULL, NULL, -1, 0},

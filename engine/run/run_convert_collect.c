@@ -88,6 +88,7 @@ sm_status cv_collect(void *ctx, struct sm_err *err)
     memcpy(res->roi_shape, cv->su.shape, sizeof(cv->su.shape));
     memcpy(res->tile, cv->su.tile, sizeof(cv->su.tile));
     res->passes = 1;
+    res->hist_range_from = cv->su.range_from;
     res->output_checksum = osum[0];
     res->output_weighted_checksum = osum[1];
     res->output_path = sm_strdup(sm_output_path(cv->out));

@@ -1,7 +1,8 @@
 /* The scan (SPEC §4, §5, §7): tiles over the ROI in C order, `passes` traversals without
  * reopening metadata, OpenMP threads over tiles; histogram, checksum and weighted checksum per
  * SPEC §5; every pass must agree. A table of phases on the driver of run_phase.c (stop check,
- * agreement, timing, progress): prepare → open → setup → scan → reduce → collect. Stage times:
+ * agreement, timing, progress): prepare → open → setup → range → scan → reduce → collect; range
+ * is the min/max pass of SPEC §5 (run_range.c), run only when the histogram needs it. Stage times:
  * `open` is the wall time of the caller's checks and of opening store and metadata; `hydrate`,
  * `decode` and `process` the time threads spent fetching encoded bytes, running codecs and
  * computing statistics, summed over threads and divided by the thread count; `total` the wall
@@ -61,6 +62,19 @@ static sm_status ph_setup(void *ctx, struct sm_err *err)
     return run_rank_part(c->partition, sc->m, &sc->su.tiling, &sc->mine, err);
 }
 
+static uint64_t range_total(void *ctx)
+{
+    const struct sc *sc = ctx;
+    return sc->su.range_from == SM_HIST_RANGE_MINMAX ? sc->mine.count : UINT64_MAX;
+}
+
+/* Phase range: the min/max pass (SPEC §5) when the histogram has no range of its own. */
+static sm_status ph_range(void *ctx, struct sm_err *err)
+{
+    struct sc *sc = ctx;
+    return sm_run_minmax_range(sc->res->array, &sc->su, sc->mine.first, sc->mine.count, err);
+}
+
 static uint64_t scan_total(void *ctx)
 {
     const struct sc *sc = ctx;
@@ -114,6 +128,7 @@ static sm_status ph_collect(void *ctx, struct sm_err *err)
     memcpy(res->roi_shape, su->shape, sizeof(su->shape));
     memcpy(res->tile, su->tile, sizeof(su->tile));
     res->passes = sc->passes;
+    res->hist_range_from = su->range_from;
     struct sm_array_stats as;
     sm_array_stats(res->array, &as);
     const double per = (double)res->threads;
@@ -129,6 +144,7 @@ static const struct run_phase scan_phases[] = {
     {"prepare", ph_prepare, NULL, NULL, NULL, SM_RUN_T_OPEN, 0},
     {"open", ph_open, NULL, NULL, NULL, SM_RUN_T_OPEN, 0},
     {"setup", ph_setup, NULL, NULL, NULL, -1, 0},
+    {"range", ph_range, NULL, "tiles", range_total, SM_RUN_T_RANGE, 0},
     {"scan", ph_scan, NULL, "tiles", scan_total, -1, 0},
     {"reduce", ph_reduce, NULL, NULL, NULL, -1, 0},
     {"collect", ph_collect, NULL, NULL, NULL, -1, RUN_PHASE_NO_STOP},

@@ -1,7 +1,8 @@
 /* Histograms and percentiles (SPEC §5): bin = floor((v - lo) * B / (hi - lo)), evaluated in double
  * in exactly that order so a NumPy oracle can repeat it; v < lo is underflow, v >= hi overflow,
- * NaN separate. 8/16-bit types (and bool) count each possible value in `raw` and fold once at the
- * end: the hot loop is one increment per voxel and the result is the same formula. */
+ * NaN separate (and +-inf counted apart as well). 8/16-bit types (and bool) count each possible
+ * value in `raw` and fold once at the end: the hot loop is one increment per voxel and the result
+ * is the same formula. */
 #include "shardmill/stats.h"
 
 #include <math.h>
@@ -9,30 +10,47 @@
 
 #include "shardmill/alloc.h"
 
-sm_status sm_hist_default(enum sm_dtype dt, uint32_t *bins, double *lo, double *hi,
-                          struct sm_err *err)
+bool sm_hist_default(enum sm_dtype dt, uint32_t *bins, double *lo, double *hi)
 {
     switch (dt) {
     case SM_DT_BOOL:
         *bins = 2, *lo = 0, *hi = 2;
-        return SM_OK;
+        return true;
     case SM_DT_UINT8:
         *bins = 256, *lo = 0, *hi = 256;
-        return SM_OK;
+        return true;
     case SM_DT_INT8:
         *bins = 256, *lo = -128, *hi = 128;
-        return SM_OK;
+        return true;
     case SM_DT_INT16:
         *bins = 65536, *lo = -32768, *hi = 32768;
-        return SM_OK;
+        return true;
     case SM_DT_UINT16:
         *bins = 65536, *lo = 0, *hi = 65536;
-        return SM_OK;
+        return true;
     default:
-        SM_FAIL(err, SM_E_USAGE,
-                "histogram.range is required for %s data (no exact default for this type)",
-                sm_dtype_name(dt));
+        return false;
     }
+}
+
+sm_status sm_hist_minmax_range(double min, double max, double *lo, double *hi, struct sm_err *err)
+{
+    if (!(min <= max)) { /* no finite value: any valid range; every count is NaN or +-inf */
+        *lo = 0.0, *hi = 1.0;
+        return SM_OK;
+    }
+    /* hi one double above max: max is inside [lo, hi), in the last bin at the latest */
+    const double h = nextafter(max, INFINITY);
+    if (!isfinite(h) || !isfinite(h - min)) {
+        sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
+                   "the finite values span [%g, %g], too wide for a histogram range in double "
+                   "precision; set histogram.range",
+                   min, max);
+        sm_err_where(err, "histogram.range");
+        return err->status;
+    }
+    *lo = min, *hi = h;
+    return SM_OK;
 }
 
 /* Number of raw counters for a type: every possible value of 8/16-bit types, else 0. */
@@ -62,6 +80,8 @@ sm_status sm_hist_init(struct sm_hist *h, enum sm_dtype dt, uint32_t bins, doubl
     h->bins = bins;
     h->lo = lo;
     h->hi = hi;
+    h->min = INFINITY;
+    h->max = -INFINITY;
     h->nraw = raw_size(dt);
     h->counts = sm_calloc(bins, sizeof(uint64_t));
     if (h->nraw != 0) {
@@ -104,17 +124,30 @@ static void bin_value(struct sm_hist *h, double v, uint64_t k)
         }                                                                                          \
     } while (0)
 
+/* min and max of the finite values; a zero is stored as +0.0 (-0.0 + 0.0 = +0.0), so which of
+ * -0.0 and 0.0 came first (thread order) does not show */
 #define VALUE_LOOP(T)                                                                              \
     do {                                                                                           \
         const T *p = values;                                                                       \
+        double mn = h->min, mx = h->max;                                                           \
         for (size_t i = 0; i < n; i++) {                                                           \
             double v = (double)p[i];                                                               \
             if (v != v) {                                                                          \
                 h->nan++;                                                                          \
-            } else {                                                                               \
-                bin_value(h, v, 1);                                                                \
+                continue;                                                                          \
             }                                                                                      \
+            if (v == INFINITY) {                                                                   \
+                h->inf_pos++;                                                                      \
+            } else if (v == -INFINITY) {                                                           \
+                h->inf_neg++;                                                                      \
+            } else {                                                                               \
+                mn = v < mn ? v : mn;                                                              \
+                mx = v > mx ? v : mx;                                                              \
+            }                                                                                      \
+            bin_value(h, v, 1);                                                                    \
         }                                                                                          \
+        h->min = mn + 0.0;                                                                         \
+        h->max = mx + 0.0;                                                                         \
     } while (0)
 
 void sm_hist_add(struct sm_hist *h, const void *values, size_t n)
@@ -156,6 +189,60 @@ void sm_hist_add(struct sm_hist *h, const void *values, size_t n)
     }
 }
 
+#define MINMAX_LOOP(T)                                                                             \
+    do {                                                                                           \
+        const T *p = values;                                                                       \
+        double mn = h->min, mx = h->max;                                                           \
+        for (size_t i = 0; i < n; i++) {                                                           \
+            const double v = (double)p[i];                                                         \
+            if (isfinite(v)) {                                                                     \
+                mn = v < mn ? v : mn;                                                              \
+                mx = v > mx ? v : mx;                                                              \
+            }                                                                                      \
+        }                                                                                          \
+        h->min = mn + 0.0;                                                                         \
+        h->max = mx + 0.0;                                                                         \
+    } while (0)
+
+void sm_hist_add_minmax(struct sm_hist *h, const void *values, size_t n)
+{
+    switch (h->dtype) {
+    case SM_DT_BOOL:
+    case SM_DT_UINT8:
+        MINMAX_LOOP(uint8_t);
+        break;
+    case SM_DT_INT8:
+        MINMAX_LOOP(int8_t);
+        break;
+    case SM_DT_UINT16:
+        MINMAX_LOOP(uint16_t);
+        break;
+    case SM_DT_INT16:
+        MINMAX_LOOP(int16_t);
+        break;
+    case SM_DT_INT32:
+        MINMAX_LOOP(int32_t);
+        break;
+    case SM_DT_UINT32:
+        MINMAX_LOOP(uint32_t);
+        break;
+    case SM_DT_INT64:
+        MINMAX_LOOP(int64_t);
+        break;
+    case SM_DT_UINT64:
+        MINMAX_LOOP(uint64_t);
+        break;
+    case SM_DT_FLOAT32:
+        MINMAX_LOOP(float);
+        break;
+    case SM_DT_FLOAT64:
+        MINMAX_LOOP(double);
+        break;
+    case SM_DT_COUNT:
+        break;
+    }
+}
+
 void sm_hist_merge(struct sm_hist *dst, const struct sm_hist *src)
 {
     for (uint32_t i = 0; i < dst->bins; i++) {
@@ -167,6 +254,10 @@ void sm_hist_merge(struct sm_hist *dst, const struct sm_hist *src)
     dst->underflow += src->underflow;
     dst->overflow += src->overflow;
     dst->nan += src->nan;
+    dst->inf_pos += src->inf_pos;
+    dst->inf_neg += src->inf_neg;
+    dst->min = src->min < dst->min ? src->min : dst->min;
+    dst->max = src->max > dst->max ? src->max : dst->max;
 }
 
 void sm_hist_finish(struct sm_hist *h)
@@ -177,8 +268,11 @@ void sm_hist_finish(struct sm_hist *h)
     const int offset = h->dtype == SM_DT_INT8 ? -128 : h->dtype == SM_DT_INT16 ? -32768 : 0;
     for (size_t i = 0; i < h->nraw; i++) {
         if (h->raw[i] != 0) {
-            bin_value(h, (double)((int)i + offset), h->raw[i]);
+            const double v = (double)((int)i + offset);
+            bin_value(h, v, h->raw[i]);
             h->raw[i] = 0;
+            h->min = v < h->min ? v : h->min;
+            h->max = v > h->max ? v : h->max;
         }
     }
 }

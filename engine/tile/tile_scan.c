@@ -71,6 +71,26 @@ void sm_scan_result_destroy(struct sm_scan_result *r)
     sm_hist_destroy(&r->hist);
 }
 
+/* What a tile adds in a scan: the kept copy, the histogram and the checksums. */
+static void count_tile(const struct scan *sc, struct worker *w, const uint64_t *off,
+                       const uint64_t *shape, size_t n)
+{
+    const struct sm_scan_params *p = sc->p;
+    const unsigned nd = sc->t->ndim;
+    if (p->keep != NULL) {
+        uint64_t rel[SM_MAX_DIMS];
+        for (unsigned d = 0; d < nd; d++) {
+            rel[d] = off[d] - p->keep_offset[d];
+        }
+        const struct sm_box_view tv = {nd, sc->elem, shape};
+        const struct sm_box_view rv = {nd, sc->elem, p->keep_shape};
+        const uint64_t zero[SM_MAX_DIMS] = {0};
+        sm_box_copy(&tv, w->buf, zero, &rv, p->keep, rel, shape);
+    }
+    sm_hist_add(&w->hist, w->buf, n);
+    sm_checksums_add_box(&w->sums, sc->dt, w->buf, nd, sc->astride, off, shape);
+}
+
 static sm_status scan_tile(void *user, int thread, uint64_t item, uint64_t *bytes,
                            struct sm_err *err)
 {
@@ -91,19 +111,11 @@ static sm_status scan_tile(void *user, int thread, uint64_t item, uint64_t *byte
             sm_chunk_memo_read(w->memo, sc->a, off, shape, w->buf, n * sc->elem, w->scratch, err));
     }
     const uint64_t t0 = sm_clock_ns();
-    const struct sm_scan_params *p = sc->p;
-    if (p->keep != NULL) {
-        uint64_t rel[SM_MAX_DIMS];
-        for (unsigned d = 0; d < nd; d++) {
-            rel[d] = off[d] - p->keep_offset[d];
-        }
-        const struct sm_box_view tv = {nd, sc->elem, shape};
-        const struct sm_box_view rv = {nd, sc->elem, p->keep_shape};
-        const uint64_t zero[SM_MAX_DIMS] = {0};
-        sm_box_copy(&tv, w->buf, zero, &rv, p->keep, rel, shape);
+    if (sc->p->minmax_only) {
+        sm_hist_add_minmax(&w->hist, w->buf, n);
+    } else {
+        count_tile(sc, w, off, shape, n);
     }
-    sm_hist_add(&w->hist, w->buf, n);
-    sm_checksums_add_box(&w->sums, sc->dt, w->buf, nd, sc->astride, off, shape);
     w->process_ns += sm_clock_ns() - t0;
     w->voxels += n;
     w->tiles++;

@@ -75,6 +75,10 @@ sm_status sm_par_gatherv_bytes(struct sm_bytes mine, struct sm_buf *all, int roo
 sm_status sm_par_sum_u64(uint64_t *v, size_t n, struct sm_err *err);
 sm_status sm_par_max_u64(uint64_t *v, size_t n, struct sm_err *err);
 sm_status sm_par_sum_f64(double *v, size_t n, struct sm_err *err);
+/* In-place maximum and minimum of doubles over ranks (exact: no rounding; the min/max pass of
+ * SPEC §5). Values must not be NaN. */
+sm_status sm_par_max_f64(double *v, size_t n, struct sm_err *err);
+sm_status sm_par_min_f64(double *v, size_t n, struct sm_err *err);
 
 /* Agreement at a phase boundary (STYLE B5): every rank passes its local status (err filled when
  * it is not SM_OK). Every rank learns whether any rank failed; if so, all ranks return the status

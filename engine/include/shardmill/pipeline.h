@@ -14,8 +14,10 @@
  * or with an OME-Zarr output (output.ome: its group document is not restated), it runs TWO PASSES:
  * open → scan (each rank its run of tiles) → allreduce → window → keep the decoded input or re-read
  * it (SPEC §1) → begin → write → flush → hook → marker. Both give the same bytes for the same
- * configuration. Every phase ends with an agreement, so all ranks go on or all return the same
- * error (docs/internals/ranks.md). A phase added after the write (the pyramid, the HDF5 export of
+ * configuration. A wider integer or float input without histogram.range reads its ROI once more
+ * before the scan (or the one-pass write): the min/max pass of SPEC §5 (sm_run_minmax_range). Every
+ * phase ends with an agreement, so all ranks go on or all return the same error
+ * (docs/internals/ranks.md). A phase added after the write (the pyramid, the HDF5 export of
  * `export`: run_export.c) goes between the flush (and, in one pass, the restate) and the marker.
  *
  * Ranks: with `mpi_comm` NULL the run uses the ranks that are current (sm_par_init of par.h, as
@@ -81,6 +83,11 @@ struct sm_run_progress {
     void (*end)(void *user, bool ok);
     void *user;
 };
+
+/* Where a histogram's range comes from (SPEC §5): histogram.range (config), the type's exact
+ * default (type: 8/16-bit), or, for wider integers and floats without histogram.range, the
+ * min/max pass before the scan (minmax: sm_run_minmax_range). */
+enum sm_hist_range_from { SM_HIST_RANGE_CONFIG, SM_HIST_RANGE_TYPE, SM_HIST_RANGE_MINMAX };
 
 /* What scan and convert share: the input, the region, the statistics and the resources. */
 struct sm_run_common {
@@ -277,6 +284,8 @@ enum {
     SM_RUN_T_EXPORT_READ,
     SM_RUN_T_EXPORT_WRITE,
     SM_RUN_T_EXPORT_FINISH,
+    SM_RUN_T_RANGE, /* wall: the min/max pass of SPEC §5 (only when the histogram's range came
+                       from it: sm_run_result.hist_range_from) */
     SM_RUN_NTIMINGS
 };
 /* "total", "open", ... as the report names them. */
@@ -329,6 +338,7 @@ struct sm_run_result {
     uint64_t kept_input_ranks, kept_input_bytes;
     uint64_t shards_kept; /* shards a resume kept (summed over ranks) */
     bool no_histogram;    /* normalize none of a type with no default range: scan.hist is empty */
+    enum sm_hist_range_from hist_range_from; /* where scan.hist's range came from */
     /* a source's reads: bytes summed over ranks, the most one rank read, the most one rank read
      * beyond the input bytes of its own shards, and the bytes of the source's slab */
     uint64_t source_bytes, source_bytes_max, source_excess_max, source_slab_bytes;
@@ -377,14 +387,23 @@ sm_status sm_run_open_input(const struct sm_run_input *in, uint64_t memory_bytes
 sm_status sm_run_roi(const struct sm_run_common *c, const struct sm_array_meta *m, uint64_t *off,
                      uint64_t *shape, struct sm_err *err);
 
-/* What scan and convert derive from the parameters and the array before reading payload. */
+/* What scan and convert derive from the parameters and the array before reading payload; with
+ * range_from SM_HIST_RANGE_MINMAX, params has the bins (histogram.bins, else SM_HIST_MINMAX_BINS)
+ * and a placeholder range [0, 1) until sm_run_minmax_range sets [min, nextafter(max)). */
 struct sm_run_setup {
     uint64_t off[SM_MAX_DIMS], shape[SM_MAX_DIMS], tile[SM_MAX_DIMS];
     struct sm_tiling tiling;
     struct sm_scan_params params;
+    enum sm_hist_range_from range_from;
 };
 sm_status sm_run_setup(const struct sm_run_common *c, const struct sm_array_meta *m,
                        struct sm_run_setup *s, struct sm_err *err);
+/* The min/max pass (SPEC §5; collective): with s->range_from SM_HIST_RANGE_MINMAX, reads this
+ * rank's tiles [first, first + count) of s->tiling once (threads over tiles, as the scan: `a`, or
+ * s->params.reader), agrees, reduces the finite min and max over the ranks and sets s->params'
+ * range (sm_hist_minmax_range). Otherwise a no-op. */
+sm_status sm_run_minmax_range(struct sm_array *a, struct sm_run_setup *s, uint64_t first,
+                              uint64_t count, struct sm_err *err);
 /* The output layout (output.shard, output.chunk, output.codec; SPEC §2 defaults) of an array of
  * `shape` and `dtype`. SM_E_USAGE naming the key. */
 sm_status sm_run_output_spec(const struct sm_run_output *o, unsigned nd, const uint64_t *shape,

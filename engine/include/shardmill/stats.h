@@ -12,22 +12,39 @@
 #include "shardmill/dtype.h"
 #include "shardmill/status.h"
 
-/* A histogram with `bins` bins over [lo, hi) plus underflow, overflow and NaN counts. */
+/* A histogram with `bins` bins over [lo, hi) plus underflow, overflow and NaN counts. Besides
+ * the bins it keeps the finite minimum and maximum of the values counted (+inf and -inf while
+ * there is none; a zero is always +0.0, so the result does not depend on the order) and the
+ * +inf and -inf counts: those also sit in overflow and underflow (they are >= hi and < lo of
+ * every finite range), so a percentile's N still counts every non-NaN value. */
 struct sm_hist {
     enum sm_dtype dtype;
     uint32_t bins;
     double lo, hi;
     uint64_t *counts; /* bins entries (owned) */
     uint64_t underflow, overflow, nan;
+    uint64_t inf_pos, inf_neg; /* part of overflow and underflow */
+    double min, max;           /* finite values only; min > max: none */
     uint64_t *raw; /* 8/16-bit types: one counter per possible value, folded by sm_hist_finish */
     size_t nraw;
 };
 
 /* The SPEC §5 default for a type: uint8 -> 256 bins over [0, 256); int8, int16, uint16 -> one bin
- * per value over the whole type range. SM_E_USAGE for wider types and floats (they need an
- * explicit range), naming `histogram.range`. */
-sm_status sm_hist_default(enum sm_dtype dt, uint32_t *bins, double *lo, double *hi,
-                          struct sm_err *err);
+ * per value over the whole type range. False for wider integers and floats: they have no exact
+ * default, their range comes from the min/max pass (sm_hist_minmax_range). */
+bool sm_hist_default(enum sm_dtype dt, uint32_t *bins, double *lo, double *hi);
+
+/* The bins of the min/max pass when histogram.bins is not given (SPEC §5). */
+#define SM_HIST_MINMAX_BINS 65536u
+
+/* The range of the min/max pass (SPEC §5) from the finite min and max of the whole ROI:
+ * [min, nextafter(max, +inf)) in double, so max falls in the last bin (bin = floor((v - lo) * B /
+ * (hi - lo)), clamped to B - 1 where rounding reaches B). min == max gives [min, nextafter(min)):
+ * every finite value in bin 0. No finite value (min > max: empty, all NaN or +-inf) gives [0, 1).
+ * Values of 64-bit integer types are binned as doubles (exact up to 2^53 in magnitude, rounded to
+ * the nearest double beyond). SM_E_DATA naming `histogram.range` when hi or hi - lo is not finite
+ * (float64 values near +-DBL_MAX): such data needs an explicit range. */
+sm_status sm_hist_minmax_range(double min, double max, double *lo, double *hi, struct sm_err *err);
 
 /* Prepares an empty histogram. SM_E_USAGE unless bins >= 1 and lo < hi (both finite). */
 sm_status sm_hist_init(struct sm_hist *h, enum sm_dtype dt, uint32_t bins, double lo, double hi,
@@ -38,10 +55,13 @@ void sm_hist_destroy(struct sm_hist *h);
  * per thread, merged in a fixed order. */
 void sm_hist_add(struct sm_hist *h, const void *values, size_t n);
 
-/* Adds src into dst (same dtype, bins and range). Raw counters merge too. */
+/* Only the finite min and max of n values (the min/max pass): no bins, no other counts. */
+void sm_hist_add_minmax(struct sm_hist *h, const void *values, size_t n);
+
+/* Adds src into dst (same dtype, bins and range). Raw counters merge too; min and max combine. */
 void sm_hist_merge(struct sm_hist *dst, const struct sm_hist *src);
 
-/* Folds raw value counters into bins (idempotent). Call before reading counts. */
+/* Folds raw value counters into bins and min/max (idempotent). Call before reading counts. */
 void sm_hist_finish(struct sm_hist *h);
 
 /* Number of non-NaN values counted (underflow and overflow included). */

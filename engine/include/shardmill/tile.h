@@ -122,6 +122,9 @@ struct sm_scan_params {
     /* If non-NULL, the cooperative stop flag (status.h): checked before every tile by every
      * thread; once set, the remaining tiles are skipped and the scan returns SM_E_STOPPED. */
     const atomic_int *stop;
+    /* The min/max pass (SPEC §5): only hist.min and hist.max (sm_hist_add_minmax) and voxels
+     * and tiles are counted; no bins, checksums or keep. */
+    bool minmax_only;
 };
 
 /* Scans tiles of `t` with OpenMP threads. On failure the error reported is that of the lowest

@@ -14,6 +14,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -272,13 +273,19 @@ static void test_float_without_histogram_keys_and_bad_sources(void **state)
     assert_int_equal(r.scan.voxels, Z * Y * X);
     sm_run_result_destroy(&r);
 
-    /* histogram.bins without histogram.range for float32: the type has no range to rebin */
+    /* histogram.bins without histogram.range for float32: the min/max pass gives the range
+     * (SPEC §5), over which the 16 bins count every voxel */
     snprintf(out, sizeof(out), "%s/f32b.zarr", f->dir);
     p.output.path = out;
     p.c.hist_bins = 16;
     sm_err_clear(&err);
-    assert_int_equal(sm_run_convert(&p, &r, &err), SM_E_USAGE);
-    assert_string_equal(err.where, "histogram");
+    assert_int_equal(sm_run_convert(&p, &r, &err), SM_OK);
+    assert_int_equal(r.hist_range_from, SM_HIST_RANGE_MINMAX);
+    assert_int_equal(r.scan.hist.bins, 16);
+    assert_true(r.scan.hist.lo == r.scan.hist.min);
+    assert_true(r.scan.hist.hi == nextafter(r.scan.hist.max, INFINITY));
+    assert_int_equal(sm_hist_total(&r.scan.hist), Z * Y * X);
+    assert_int_equal(r.scan.hist.underflow + r.scan.hist.overflow, 0);
     sm_run_result_destroy(&r);
 
     snprintf(out, sizeof(out), "%s/none.zarr", f->dir);
