@@ -31,6 +31,7 @@ enum sm_cfg_type {
 #define SM_CFGF_NONZERO 0x04u  /* FLOAT: must not be 0 */
 #define SM_CFGF_NONEMPTY 0x08u /* STRING: not ""; DIMS: at least one element */
 #define SM_CFGF_POSITIVE 0x10u /* DIMS: every element >= 1 */
+#define SM_CFGF_SPACE_UNIT 0x20u /* STRING: a space unit of <shardmill/unit.h> */
 
 #define SM_CFG_JOB(kind) (1u << (kind))
 #define SM_CFG_ALL_JOBS                                                                            \
