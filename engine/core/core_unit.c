@@ -9,19 +9,26 @@
 #include <stdio.h>
 #include <string.h>
 
+#define NOEXP 99
+
 static const struct {
     const char *name;
     double meters;
+    int exp10; /* meters = 10^exp10 for the metric ones; NOEXP otherwise */
 } units[] = {
-    {"angstrom", 1e-10},   {"attometer", 1e-18},  {"centimeter", 1e-2},
-    {"decimeter", 1e-1},   {"exameter", 1e18},    {"femtometer", 1e-15},
-    {"foot", 0.3048},      {"gigameter", 1e9},    {"hectometer", 1e2},
-    {"inch", 0.0254},      {"kilometer", 1e3},    {"megameter", 1e6},
-    {"meter", 1.0},        {"micrometer", 1e-6},  {"mile", 1609.344},
-    {"millimeter", 1e-3},  {"nanometer", 1e-9},   {"parsec", 3.0856775814913673e16},
-    {"petameter", 1e15},   {"picometer", 1e-12},  {"terameter", 1e12},
-    {"yard", 0.9144},      {"yoctometer", 1e-24}, {"yottameter", 1e24},
-    {"zeptometer", 1e-21}, {"zettameter", 1e21},
+    {"angstrom", 1e-10, -10},   {"attometer", 1e-18, -18},
+    {"centimeter", 1e-2, -2},   {"decimeter", 1e-1, -1},
+    {"exameter", 1e18, 18},     {"femtometer", 1e-15, -15},
+    {"foot", 0.3048, NOEXP},    {"gigameter", 1e9, 9},
+    {"hectometer", 1e2, 2},     {"inch", 0.0254, NOEXP},
+    {"kilometer", 1e3, 3},      {"megameter", 1e6, 6},
+    {"meter", 1.0, 0},          {"micrometer", 1e-6, -6},
+    {"mile", 1609.344, NOEXP},  {"millimeter", 1e-3, -3},
+    {"nanometer", 1e-9, -9},    {"parsec", 3.0856775814913673e16, NOEXP},
+    {"petameter", 1e15, 15},    {"picometer", 1e-12, -12},
+    {"terameter", 1e12, 12},    {"yard", 0.9144, NOEXP},
+    {"yoctometer", 1e-24, -24}, {"yottameter", 1e24, 24},
+    {"zeptometer", 1e-21, -21}, {"zettameter", 1e21, 21},
 };
 #define NUNITS (sizeof(units) / sizeof(units[0]))
 
@@ -119,14 +126,37 @@ const char *sm_unit_space_lookup(const char *s)
     return n != NULL ? n : sm_unit_space_alias(s);
 }
 
-double sm_unit_space_meters(const char *name)
+static int find(const char *name)
 {
     for (size_t i = 0; name != NULL && i < NUNITS; i++) {
         if (strcmp(name, units[i].name) == 0) {
-            return units[i].meters;
+            return (int)i;
         }
     }
-    return 0.0;
+    return -1;
+}
+
+double sm_unit_space_meters(const char *name)
+{
+    const int i = find(name);
+    return i >= 0 ? units[i].meters : 0.0;
+}
+
+double sm_unit_space_factor(const char *from, const char *to)
+{
+    const int a = find(from), b = find(to);
+    if (a < 0 || b < 0) {
+        return 0.0;
+    }
+    if (units[a].exp10 != NOEXP && units[b].exp10 != NOEXP) { /* 2 um = 2000 nm exactly */
+        const int k = units[a].exp10 - units[b].exp10;
+        double p = 1.0; /* 10^|k|, exact for |k| <= 22, and one rounding for 10^-|k| */
+        for (int i = 0; i < (k < 0 ? -k : k); i++) {
+            p *= 10.0;
+        }
+        return k < 0 ? 1.0 / p : p;
+    }
+    return units[a].meters / units[b].meters;
 }
 
 char *sm_unit_space_names(char *buf, size_t cap)

@@ -54,27 +54,47 @@ static sm_status fill(struct cv *cv, struct sm_run_ome *o, struct before *b, str
     return st;
 }
 
+/* The input's unit as a name (an OME-Zarr "um": micrometer), or NULL: none, or one that is no
+ * space unit (kept in unit_dropped). */
+static const char *input_unit(const struct sm_run_ome *o, struct sm_run_geometry *g)
+{
+    const char *name = o->unit != NULL ? sm_unit_space_lookup(o->unit) : NULL;
+    if (o->unit != NULL && name == NULL) {
+        snprintf(g->unit_dropped, sizeof(g->unit_dropped), "%s", o->unit);
+        g->unit_from[0] = '\0';
+    }
+    return name;
+}
+
 sm_status cv_input_geometry(struct cv *cv, struct sm_err *err)
 {
     struct sm_run_ome *o = &cv->oo.ome;
     struct sm_run_geometry *g = &cv->res->geometry;
     const unsigned nd = cv->m->ndim;
     memset(g, 0, sizeof(*g));
-    if (o->unit != NULL && sm_unit_space_name(o->unit) == NULL) {
+    const char *want = o->unit; /* the caller's (input.unit) */
+    if (want != NULL && sm_unit_space_name(want) == NULL) {
         char why[SM_UNIT_REFUSAL_MAX];
-        FAIL_USAGE(err, "input.unit", "%s", sm_unit_space_refusal(o->unit, why, sizeof(why)));
+        FAIL_USAGE(err, "input.unit", "%s", sm_unit_space_refusal(want, why, sizeof(why)));
     }
-    struct before b = {o->spacing.set, o->unit != NULL, o->origin.set};
-    mark(g, o, &(struct before){false, false, false}, "config");
-    SM_TRY(fill(cv, o, &b, err));
-    if (o->unit != NULL && strcmp(g->unit_from, "config") != 0) {
-        const char *name = sm_unit_space_lookup(o->unit); /* an input's "um": micrometer */
-        if (name == NULL) {
-            snprintf(g->unit_dropped, sizeof(g->unit_dropped), "%s", o->unit);
-            g->unit_from[0] = '\0';
+    const bool cfg_spacing = o->spacing.set, cfg_origin = o->origin.set;
+    struct before b = {cfg_spacing, false, cfg_origin};
+    o->unit = NULL; /* the input's unit is read even when the caller gives one */
+    if (!(cfg_spacing && cfg_origin && want != NULL)) { /* all given: nothing to read */
+        SM_TRY(fill(cv, o, &b, err));
+    }
+    const char *have = input_unit(o, g);
+    o->unit = have;
+    if (want != NULL) { /* the input's numbers in the caller's unit: 2 micrometer = 2000 nm */
+        const double f = have != NULL ? sm_unit_space_factor(have, want) : 1.0;
+        for (unsigned d = 0; d < nd && d < SM_MAX_DIMS; d++) {
+            o->spacing.v[d] *= cfg_spacing ? 1.0 : f;
+            o->origin.v[d] *= cfg_origin ? 1.0 : f;
         }
-        o->unit = name;
+        o->unit = want;
+        g->unit_dropped[0] = '\0';
     }
+    mark(g, o, &(struct before){!cfg_spacing, want == NULL, !cfg_origin}, "config");
     char *from[3] = {g->spacing_from, g->unit_from, g->origin_from};
     for (int i = 0; i < 3; i++) {
         if (from[i][0] == '\0') {

@@ -283,8 +283,7 @@ static bool ome_geometry(const struct sm_tiff_ome_px *px, struct sm_tiff_geom *g
     const char *unit = sm_unit_space_name(u[ref]);
     double v[3];
     for (int d = 0; d < 3; d++) {
-        v[d] = px->has[d] ? px->size[d] * (sm_unit_space_meters(u[d]) / sm_unit_space_meters(unit))
-                          : 0.0;
+        v[d] = px->has[d] ? px->size[d] * sm_unit_space_factor(u[d], unit) : 0.0;
     }
     g->spacing[2] = px->has[2] ? v[2] : v[1];
     g->spacing[1] = px->has[1] ? v[1] : v[2];
@@ -320,7 +319,7 @@ static bool resolution_geometry(const struct sm_tiff_tags *t, struct sm_tiff_geo
     if (!resolution_ok(t) || (t->resunit != 2 && t->resunit != 3)) {
         return false;
     }
-    const double cm = t->resunit == 2 ? 2.54 : 1.0; /* per ResolutionUnit */
+    const double cm = t->resunit == 2 ? 2.54 : 1.0; /* an inch is 2.54 cm by definition */
     g->spacing[2] = cm / t->xres;
     g->spacing[1] = cm / t->yres;
     g->spacing[0] = g->spacing[2];

@@ -24,6 +24,10 @@ const char *sm_unit_space_lookup(const char *s);
  * for anything else. */
 double sm_unit_space_meters(const char *name);
 
+/* How many `to` one `from` is (both names of the table; 0 otherwise): a power of ten between
+ * metric units (so 2 micrometer is exactly 2000 nanometer), else the ratio of their lengths. */
+double sm_unit_space_factor(const char *from, const char *to);
+
 /* The names, comma separated, for messages ("angstrom, attometer, ..."), into buf (cap > 0; cut
  * to fit); returns buf. SM_UNIT_NAMES_MAX holds them all. */
 #define SM_UNIT_NAMES_MAX 320
