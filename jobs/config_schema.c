@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include <shardmill/alloc.h>
+#include <shardmill/unit.h>
 #include <shardmill/url.h>
 
 #define KIB (UINT64_C(1) << 10)
@@ -64,7 +65,8 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .applies = CONVERT_INGEST,
      .type = SM_CFG_FLOATS,
      .flags = SM_CFGF_NULLABLE | SM_CFGF_POSITIVE,
-     .def_doc = "from the input (an OME-Zarr image's level scale, NIfTI pixdim), else 1 per axis",
+     .def_doc = "from the input (an OME-Zarr image's level scale, NIfTI pixdim, TIFF ImageJ or "
+                "OME-XML metadata or resolution tags), else 1 per axis",
      .help = "voxel size per axis in z, y, x order (SPEC §2): the output's OME `scale` "
              "(x the level's factor per axis at level k), its provenance and the HDF5 export's attributes",
      .example = "[1.5, 0.957, 0.957]",
@@ -72,10 +74,11 @@ const struct sm_cfg_key sm_cfg_keys[] = {
     {.path = "input.unit",
      .applies = CONVERT_INGEST,
      .type = SM_CFG_STRING,
-     .flags = SM_CFGF_NULLABLE | SM_CFGF_NONEMPTY,
-     .def_doc = "from the input (OME-Zarr axes, NIfTI xyzt_units), else none",
-     .help = "unit of input.spacing, a UDUNITS-2 name as OME-Zarr wants (millimeter, "
-             "micrometer, meter, ...)",
+     .flags = SM_CFGF_NULLABLE | SM_CFGF_NONEMPTY | SM_CFGF_SPACE_UNIT,
+     .def_doc = "from the input (OME-Zarr axes, NIfTI xyzt_units, TIFF ImageJ or OME-XML "
+                "metadata or resolution tags), else none",
+     .help = "unit of input.spacing, a UDUNITS-2 space unit as OME-Zarr wants (millimeter, "
+             "micrometer, ...; `um` or `micron` are refused: micrometer)",
      .example = "millimeter",
      FIELD(input.unit)},
     {.path = "input.origin",
@@ -1339,6 +1342,12 @@ static void md_type_only(struct sm_cfg_sb *sb, const struct sm_cfg_key *k)
                          (k->flags & SM_CFGF_NONZERO) != 0 ? ", not 0" : "");
         return;
     case SM_CFG_STRING:
+        if ((k->flags & SM_CFGF_SPACE_UNIT) != 0) {
+            char names[SM_UNIT_NAMES_MAX];
+            sm_cfg_sb_printf(sb, "one of the UDUNITS-2 space units OME-NGFF 0.5 lists: %s",
+                             sm_unit_space_names(names, sizeof(names)));
+            return;
+        }
         sm_cfg_sb_printf(sb, "string%s", (k->flags & SM_CFGF_NONEMPTY) != 0 ? " (not empty)" : "");
         return;
     case SM_CFG_ENUM:

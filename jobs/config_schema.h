@@ -26,11 +26,12 @@ enum sm_cfg_type {
 };
 
 /* Row flags. */
-#define SM_CFGF_NULLABLE 0x01u /* null, ~ or an empty value leaves the key unset */
-#define SM_CFGF_AUTO 0x02u     /* UINT: the word `auto` means 0; DIMS: `auto` sets is_auto */
-#define SM_CFGF_NONZERO 0x04u  /* FLOAT: must not be 0 */
-#define SM_CFGF_NONEMPTY 0x08u /* STRING: not ""; DIMS: at least one element */
-#define SM_CFGF_POSITIVE 0x10u /* DIMS: every element >= 1 */
+#define SM_CFGF_NULLABLE 0x01u   /* null, ~ or an empty value leaves the key unset */
+#define SM_CFGF_AUTO 0x02u       /* UINT: the word `auto` means 0; DIMS: `auto` sets is_auto */
+#define SM_CFGF_NONZERO 0x04u    /* FLOAT: must not be 0 */
+#define SM_CFGF_NONEMPTY 0x08u   /* STRING: not ""; DIMS: at least one element */
+#define SM_CFGF_POSITIVE 0x10u   /* DIMS: every element >= 1 */
+#define SM_CFGF_SPACE_UNIT 0x20u /* STRING: a space unit of <shardmill/unit.h> */
 
 #define SM_CFG_JOB(kind) (1u << (kind))
 #define SM_CFG_ALL_JOBS                                                                            \

@@ -25,6 +25,7 @@
 #include <shardmill/alloc.h>
 #include <shardmill/module.h>
 #include <shardmill/path.h>
+#include <shardmill/unit.h>
 
 #include "config.h"
 #include "jobs.h"
@@ -723,6 +724,10 @@ static sm_status parse_scalar(struct lctx *cx, const struct sm_cfg_key *k, const
     case SM_CFG_STRING: {
         if ((k->flags & SM_CFGF_NONEMPTY) != 0 && t[0] == '\0') {
             FAIL_AT(cx, n, "%s: must not be empty", k->path);
+        }
+        if ((k->flags & SM_CFGF_SPACE_UNIT) != 0 && sm_unit_space_name(t) == NULL) {
+            char why[SM_UNIT_REFUSAL_MAX];
+            FAIL_AT(cx, n, "%s: %s", k->path, sm_unit_space_refusal(t, why, sizeof(why)));
         }
         char *s = sm_strdup(t);
         if (s == NULL) {

@@ -252,6 +252,33 @@ static json_t *source_io(const struct sm_run_result *r)
                      sm_json_u64(r->source_slab_bytes));
 }
 
+static json_t *doubles(const double *v, unsigned n)
+{
+    json_t *a = json_array();
+    for (unsigned i = 0; i < n; i++) {
+        json_array_append_new(a, json_real(v[i]));
+    }
+    return a;
+}
+
+/* A convert's input.geometry (what the output got) and input.geometry_from (where each part came
+ * from: docs/internals/report.md). */
+static void add_geometry(json_t *input, const struct sm_run_result *r)
+{
+    const struct sm_run_geometry *g = &r->geometry;
+    const unsigned nd = r->ndim;
+    json_t *geo = json_object();
+    json_object_set_new(geo, "spacing", doubles(g->spacing, nd));
+    json_object_set_new(geo, "unit", g->unit[0] != '\0' ? json_string(g->unit) : json_null());
+    json_object_set_new(geo, "origin", g->origin_set ? doubles(g->origin, nd) : json_null());
+    json_object_set_new(geo, "unit_dropped",
+                        g->unit_dropped[0] != '\0' ? json_string(g->unit_dropped) : json_null());
+    json_object_set_new(input, "geometry", geo);
+    json_object_set_new(input, "geometry_from",
+                        json_pack("{s:s,s:s,s:s}", "spacing", g->spacing_from, "unit", g->unit_from,
+                                  "origin", g->origin_from));
+}
+
 json_t *sm_report_run(const struct sm_job_config *c, const struct sm_run_result *r)
 {
     const bool convert = c->job != SM_JOB_SCAN; /* an ingest is a convert */
@@ -275,6 +302,9 @@ json_t *sm_report_run(const struct sm_job_config *c, const struct sm_run_result 
         .peak_rss_bytes = r->peak_rss_bytes,
         .voxels_per_s = secs > 0 ? (double)(r->scan.voxels * r->passes) / secs : 0.0,
     };
+    if (convert && json_is_object(p.input) && r->geometry.spacing_from[0] != '\0') {
+        add_geometry(p.input, r);
+    }
     json_t *rep = sm_report_new(&p);
     if (rep != NULL && convert) { /* the ranks that kept their decoded input (SPEC §1) */
         json_t *mem = json_object_get(rep, "memory");

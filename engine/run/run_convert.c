@@ -246,23 +246,6 @@ static sm_status ph_reduce(void *ctx, struct sm_err *err)
     return st;
 }
 
-/* The geometry output.ome lacks, from the input: an OME-Zarr input's multiscales (collective)
- * or a shardmill array's provenance, or what a source's header states. */
-static sm_status input_geometry(struct cv *cv, struct sm_err *err)
-{
-    const struct sm_array_meta *m = cv->m;
-    const bool ome = cv->oo.ome.levels != 0;
-    if (cv->src == NULL) {
-        return run_ome_geometry(cv->res->store, cv->p->c.input.array, m->attributes, m->ndim,
-                                cv->su.off, ome, &cv->oo.ome, cv->unit, sizeof(cv->unit), err);
-    }
-    json_t *g = cv_source_geometry(sm_source_info(cv->src));
-    const sm_status st = run_ome_geometry(NULL, NULL, g, m->ndim, cv->su.off, false, &cv->oo.ome,
-                                          cv->unit, sizeof(cv->unit), err);
-    json_decref(g);
-    return st;
-}
-
 /* Phase begin: the same window, zarr.json and writer on every rank (from the global statistics
  * or, in one pass, from the configuration: zarr.json's histogram is pending); rank 0 prepares
  * the directory, then the others attach to it. */
@@ -276,7 +259,7 @@ static sm_status ph_begin(void *ctx, struct sm_err *err)
     SM_TRY(sm_run_output_spec(&p->output, nd, cv->su.shape, cv->out_dt, cv->attrs, &cv->spec, err));
     cv->spec.pending = cv->one_pass ? CV_PENDING_ATTR : NULL;
     cv->oo = p->output;
-    SM_TRY(input_geometry(cv, err));
+    SM_TRY(cv_input_geometry(cv, err));
     run_provenance_spacing(cv->attrs, &cv->oo.ome, nd);
     struct sm_run_omero omero;
     cv_omero(cv, &omero);

@@ -93,4 +93,10 @@ uint8_t *cv_keep_plan(uint64_t memory_bytes, const struct sm_array_meta *m, stru
  * reads from an input, or NULL when it states none. */
 struct json_t *cv_source_geometry(const struct sm_source_info *info);
 
+/* run_convert_geom.c: the geometry output.ome lacks, from the input (an OME-Zarr input's
+ * multiscales, collective; a shardmill array's provenance; what a source's header states), the
+ * unit as a UDUNITS-2 name, and res->geometry saying where each part came from. SM_E_USAGE naming
+ * input.unit when the caller's unit is no space unit (shardmill/unit.h). */
+sm_status cv_input_geometry(struct cv *cv, struct sm_err *err);
+
 #endif

@@ -2,7 +2,8 @@
  * order (slice2.tif before slice10.tif), or one multi-page file, read through libtiff
  * (source_tiff_lib.c), which decodes strips and tiles with every compression Debian's build has
  * (none, LZW, deflate, packbits, ...) and returns samples in native byte order, as the volume
- * [pages, height, width]. Every slice is opened once at open to check that it matches the first;
+ * [pages, height, width], with the voxel size the first slice states (source_tiff_meta.c: ImageJ,
+ * OME-XML, resolution tags). Every slice is opened once at open to check that it matches the first;
  * reads open the files of their box again, so threads never share a handle. */
 #include "source_int.h"
 
@@ -18,6 +19,7 @@
 
 #include "shardmill/alloc.h"
 #include "source_tiff_int.h"
+#include "source_tiff_meta_int.h"
 
 struct tiff_stack {
     const struct sm_tiff_lib *lib;
@@ -27,6 +29,7 @@ struct tiff_stack {
     uint64_t n;    /* slices */
     struct sm_tiff_page pg;
     uint64_t max_alloc;
+    struct sm_tiff_geom geom; /* what the first slice states */
 };
 
 /* SM_E_DATA when slice `i` differs from the first; where names the file (and page). */
@@ -163,8 +166,9 @@ static sm_status check_slices(struct tiff_stack *t, struct sm_err *err)
         if (s == SM_OK) {
             struct sm_tiff_page p;
             s = sm_tiff_read_page(&f, &p, err);
-            if (s == SM_OK && i == 0) {
+            if (s == SM_OK && i == 0) { /* a directory stack: the first slice's metadata */
                 t->pg = p;
+                sm_tiff_read_geometry(&f, &t->geom);
             } else if (s == SM_OK) {
                 s = same_page(t, &p, i, err);
             }
@@ -207,6 +211,7 @@ static sm_status scan_pages(struct tiff_stack *t, struct sm_err *err)
         s = sm_tiff_read_page(&f, &p, err);
         if (s == SM_OK && t->n == 0) {
             t->pg = p;
+            sm_tiff_read_geometry(&f, &t->geom);
         } else if (s == SM_OK) {
             s = same_page(t, &p, t->n, err);
         }
@@ -424,6 +429,12 @@ sm_status sm_src_open_tiff(const struct sm_source_params *p, struct sm_source **
     info.shape[0] = t->n;
     info.shape[1] = info.slab[1] = t->pg.height;
     info.shape[2] = info.slab[2] = t->pg.width;
+    if (t->geom.set) {
+        info.spacing_set = true;
+        memcpy(info.spacing, t->geom.spacing, sizeof(t->geom.spacing));
+        info.unit = t->geom.unit;
+        snprintf(info.geometry_from, sizeof(info.geometry_from), "%s", t->geom.from);
+    }
     const sm_status st = sm_source_new(&tiff_ops, t, &info, out, err);
     if (st != SM_OK) {
         stack_close(t);

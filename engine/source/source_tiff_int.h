@@ -20,6 +20,7 @@ struct sm_tiff_lib {
     void (*opts_err)(TIFFOpenOptions *o, TIFFErrorHandlerExtR h, void *user);
     void (*opts_warn)(TIFFOpenOptions *o, TIFFErrorHandlerExtR h, void *user);
     void (*close)(TIFF *t);
+    int (*get_field)(TIFF *t, uint32_t tag, ...);
     int (*get_field_defaulted)(TIFF *t, uint32_t tag, ...);
     int (*read_directory)(TIFF *t);
     uint64_t (*current_dir_offset)(TIFF *t);
@@ -60,5 +61,10 @@ struct sm_tiff_page {
 
 /* The current directory's geometry and sample type, or SM_E_DATA naming what is unsupported. */
 sm_status sm_tiff_read_page(struct sm_tfile *f, struct sm_tiff_page *p, struct sm_err *err);
+
+struct sm_tiff_geom;
+/* The voxel size the current directory states (ImageDescription, resolution tags; the rules of
+ * source_tiff_meta.c). */
+void sm_tiff_read_geometry(struct sm_tfile *f, struct sm_tiff_geom *g);
 
 #endif

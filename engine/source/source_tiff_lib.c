@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "shardmill/module.h"
+#include "source_tiff_meta_int.h"
 
 static struct sm_tiff_lib tiff;
 static char tiff_load_error[200];
@@ -25,6 +26,7 @@ static void tiff_init_once(void)
         {"TIFFOpenOptionsSetErrorHandlerExtR", (void **)&tiff.opts_err},
         {"TIFFOpenOptionsSetWarningHandlerExtR", (void **)&tiff.opts_warn},
         {"TIFFClose", (void **)&tiff.close},
+        {"TIFFGetField", (void **)&tiff.get_field},
         {"TIFFGetFieldDefaulted", (void **)&tiff.get_field_defaulted},
         {"TIFFReadDirectory", (void **)&tiff.read_directory},
         {"TIFFCurrentDirOffset", (void **)&tiff.current_dir_offset},
@@ -180,4 +182,22 @@ sm_status sm_tiff_read_page(struct sm_tfile *f, struct sm_tiff_page *p, struct s
     p->width = w;
     p->height = h;
     return SM_OK;
+}
+
+void sm_tiff_read_geometry(struct sm_tfile *f, struct sm_tiff_geom *g)
+{
+    const struct sm_tiff_lib *lib = f->lib;
+    struct sm_tiff_tags t = {.resunit = RESUNIT_INCH};
+    char *desc = NULL;
+    if (lib->get_field(f->t, TIFFTAG_IMAGEDESCRIPTION, &desc) == 1 && desc != NULL) {
+        t.desc = desc; /* libtiff's copy, NUL-terminated, valid while the directory is */
+        t.desc_len = strlen(desc);
+    }
+    float xres = 0, yres = 0; /* libtiff hands rationals of these tags out as float */
+    t.has_res = lib->get_field(f->t, TIFFTAG_XRESOLUTION, &xres) == 1 &&
+                lib->get_field(f->t, TIFFTAG_YRESOLUTION, &yres) == 1;
+    t.xres = xres;
+    t.yres = yres;
+    lib->get_field_defaulted(f->t, TIFFTAG_RESOLUTIONUNIT, &t.resunit);
+    sm_tiff_geometry(&t, g);
 }

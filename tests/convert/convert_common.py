@@ -35,6 +35,11 @@ DTYPES = {"bool": "?", "int8": "<i1", "int16": "<i2", "int32": "<i4", "int64": "
           "float32": "<f4", "float64": "<f8"}
 
 
+# The report's input members the provenance's input does not have: the path as the config named
+# it, an array's layout, and the geometry of a convert (docs/internals/report.md).
+REPORT_ONLY_INPUT = ("store", "chunks", "shards", "geometry", "geometry_from")
+
+
 # ---- reporting ----
 
 class Checks:

@@ -150,7 +150,7 @@ def check_pyramid(c, args, work, label, cfg, out, vol, spacing, unit, fmt, store
     prov = attrs.get("shardmill", {})
     c.check(f"{label}: provenance input = the report's input",
             prov.get("input") == {k: v for k, v in inp.items()
-                                  if k not in ("store", "chunks", "shards")} and
+                                  if k not in cc.REPORT_ONLY_INPUT} and
             inp.get("store") == prov.get("input", {}).get("path"),
             (prov.get("input"), inp))
     c.check(f"{label}: provenance normalization = the report's",

@@ -93,8 +93,8 @@ def check_ingested(c, args, work, label, out, want, rep, pixdim=None, fmt=None, 
     c.check(f"{label} report input format/shape/dtype",
             inp.get("format") == fmt and inp.get("shape") == list(want.shape) and
             inp.get("dtype") == want.dtype.name, inp)
-    c.check(f"{label} provenance input = the report's input (without store, chunks, shards)",
-            src == {k: v for k, v in inp.items() if k not in ("store", "chunks", "shards")} and
+    c.check(f"{label} provenance input = the report's input (without the report's own keys)",
+            src == {k: v for k, v in inp.items() if k not in cc.REPORT_ONLY_INPUT} and
             inp.get("store") == src.get("path"), (src, inp))
     # the report is convert's: job ingest, the ROI (the whole volume), tile, io.source
     c.check(f"{label} report job ingest, roi the whole volume, tile",

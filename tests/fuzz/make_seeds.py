@@ -334,18 +334,60 @@ def tiff_seeds(tmp):
     seed("tiff", "u16-bigtiff.tif", read(path))
 
 
+# ---- TIFF geometry (fuzz_tiff_meta.c): flags, XResolution and YResolution as float32, then the
+# first page's ImageDescription as tifffile writes it for ImageJ and OME-TIFF ----
+def tiff_meta_seeds(tmp):
+    import tifffile
+    vol = sample("uint16", (4, 8, 8))
+
+    def blob(path, has_res=True, resunit=1):
+        with tifffile.TiffFile(path) as t:
+            p = t.pages[0]
+            desc = p.tags["ImageDescription"].value.encode("utf-8") \
+                if "ImageDescription" in p.tags else b""
+            xr = p.tags["XResolution"].value if "XResolution" in p.tags else (1, 1)
+            yr = p.tags["YResolution"].value if "YResolution" in p.tags else (1, 1)
+        head = bytes([(1 if has_res else 0) | (resunit << 1)])
+        return head + struct.pack("<ff", xr[0] / xr[1], yr[0] / yr[1]) + desc
+
+    path = os.path.join(tmp, "ij.tif")
+    tifffile.imwrite(path, vol, imagej=True, resolution=(2.0, 2.0),
+                     metadata={"spacing": 2.0, "unit": "um", "axes": "ZYX"})
+    seed("tiff_meta", "imagej-um", blob(path))
+    tifffile.imwrite(path, vol, imagej=True, resolution=(4.0, 4.0),
+                     metadata={"spacing": 0.5, "unit": "micron", "axes": "ZYX"})
+    seed("tiff_meta", "imagej-micron", blob(path))
+    seed("tiff_meta", "imagej-escaped-mu",
+         bytes([1 | 2 << 1]) + struct.pack("<ff", 3.0, 3.0) +
+         b"ImageJ=1.53t\nimages=4\nslices=4\nunit=\\u00B5m\nspacing=1.5\nloop=false\n")
+    for name, md in (("ome-um", {"PhysicalSizeX": 0.5, "PhysicalSizeXUnit": "\u00b5m",
+                                 "PhysicalSizeY": 0.5, "PhysicalSizeYUnit": "\u00b5m",
+                                 "PhysicalSizeZ": 2.0, "PhysicalSizeZUnit": "\u00b5m"}),
+                     ("ome-nm-um", {"PhysicalSizeX": 500, "PhysicalSizeXUnit": "nm",
+                                    "PhysicalSizeY": 500, "PhysicalSizeYUnit": "nm",
+                                    "PhysicalSizeZ": 2.0, "PhysicalSizeZUnit": "\u00b5m"}),
+                     ("ome-no-units", {"PhysicalSizeX": 0.25, "PhysicalSizeY": 0.25})):
+        md = dict(md, axes="ZYX")
+        tifffile.imwrite(path, vol, ome=True, metadata=md)
+        seed("tiff_meta", name, blob(path))
+    tifffile.imwrite(path, vol[0], resolution=(300, 300), resolutionunit="INCH")
+    seed("tiff_meta", "resolution-inch", blob(path, resunit=2))
+    tifffile.imwrite(path, vol[0], resolution=(10000, 10000), resolutionunit="CENTIMETER")
+    seed("tiff_meta", "resolution-cm", blob(path, resunit=3))
+
+
 def main():
-    only_n5 = sys.argv[1:] == ["n5"]
-    for d in glob.glob(os.path.join(CORPUS, "n5" if only_n5 else "*")):
+    only = sys.argv[1] if sys.argv[1:] in (["n5"], ["tiff_meta"]) else None
+    for d in glob.glob(os.path.join(CORPUS, only if only else "*")):
         for f in glob.glob(os.path.join(d, "seed-*")):
             os.remove(f)
     tmp = tempfile.mkdtemp(prefix="sm-seeds-")
-    if only_n5:  # only the N5 seeds (the others unchanged)
+    if only:  # only these seeds (the others unchanged)
         try:
-            n5_seeds(tmp)
+            {"n5": n5_seeds, "tiff_meta": tiff_meta_seeds}[only](tmp)
         finally:
             shutil.rmtree(tmp)
-        print(f"n5: {written.get('n5', 0)} seeds")
+        print(f"{only}: {written.get(only, 0)} seeds")
         return
     try:
         n5_seeds(tmp)
@@ -354,6 +396,7 @@ def main():
         v2_seeds(tmp)
         yaml_seeds()
         tiff_seeds(tmp)
+        tiff_meta_seeds(tmp)
     finally:
         shutil.rmtree(tmp)
     for t in sorted(written):

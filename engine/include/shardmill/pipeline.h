@@ -342,7 +342,20 @@ struct sm_run_result {
     /* a source's reads: bytes summed over ranks, the most one rank read, the most one rank read
      * beyond the input bytes of its own shards, and the bytes of the source's slab */
     uint64_t source_bytes, source_bytes_max, source_excess_max, source_slab_bytes;
-    uint64_t sync_ns;                    /* this rank's flush */
+    uint64_t sync_ns; /* this rank's flush */
+    /* convert: the voxel geometry the output got (OME scale and translation, provenance) and
+     * where each part came from: "config" (the caller's output.ome: input.spacing/unit/origin),
+     * "ome-zarr" (an OME-Zarr input's multiscales), "shardmill" (a shardmill array's provenance),
+     * a source's geometry_from ("nifti", "imagej", "ome-xml", "tiff-resolution", ...), or
+     * "default" (spacing 1, no unit, no origin). An input's unit is written as its UDUNITS-2
+     * name (shardmill/unit.h: "um" -> micrometer); one that is no space unit is dropped
+     * (unit_dropped). */
+    struct sm_run_geometry {
+        bool origin_set;
+        double spacing[SM_MAX_DIMS], origin[SM_MAX_DIMS];
+        char unit[48], unit_dropped[48]; /* "": none */
+        char spacing_from[16], unit_from[16], origin_from[16];
+    } geometry;
     unsigned levels;                     /* convert: OME-Zarr levels written (0: a plain array) */
     uint64_t pyramid_ns;                 /* convert: this rank's levels 1.. (wall) */
     double timing[SM_RUN_NTIMINGS];      /* this rank */

@@ -29,14 +29,18 @@ struct sm_source_info {
     /* The plan hint: the source's natural read unit (a TIFF slice [1, h, w], an HDF5 chunk, a
      * NIfTI or raw plane); a box aligned to it reads no byte twice. Every entry >= 1. */
     uint64_t slab[SM_MAX_DIMS];
-    /* Geometry the file states (NIfTI pixdim, qform/sform), in the axis order above. NIfTI
-     * spacing is checked positive and finite unless sm_source_params.spacing_given; its origin
-     * (the world position of voxel 0, [z, y, x]) falls on the last three axes. */
+    /* Geometry the file states (NIfTI pixdim, qform/sform; a TIFF's ImageJ or OME-XML
+     * description or resolution tags), in the axis order above. NIfTI spacing is checked
+     * positive and finite unless sm_source_params.spacing_given; its origin (the world position
+     * of voxel 0, [z, y, x]) falls on the last three axes. */
     bool spacing_set, origin_set;
     double spacing[SM_MAX_DIMS];
     double origin[SM_MAX_DIMS];
     const char *unit; /* a UDUNITS-2 name ("millimeter"), or NULL when the file states none */
     char format[8];   /* "raw" | "nifti" | "tiff" | "hdf5" | a caller's own name */
+    /* Where the geometry came from, as the report names it (`input.geometry_from`): a TIFF's
+     * "imagej" | "ome-xml" | "tiff-resolution"; empty: `format` ("nifti"). */
+    char geometry_from[16];
 };
 
 /* The vtable of a source. read_box is required, the rest may be NULL. */

@@ -1,0 +1,111 @@
+/* The geometry of a convert's output (SPEC §2 "OME-Zarr output"): what output.ome lacks filled
+ * from the input, its unit a UDUNITS-2 name, and the result saying where each part came from
+ * (pipeline.h `struct sm_run_geometry`, the report's input.geometry_from). */
+#include "run_convert_int.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "shardmill/unit.h"
+
+struct before {
+    bool spacing, unit, origin;
+};
+
+/* Names the parts that became set since `b` as coming from `from`. */
+static void mark(struct sm_run_geometry *g, const struct sm_run_ome *o, struct before *b,
+                 const char *from)
+{
+    if (!b->spacing && o->spacing.set) {
+        snprintf(g->spacing_from, sizeof(g->spacing_from), "%s", from);
+        b->spacing = true;
+    }
+    if (!b->unit && o->unit != NULL) {
+        snprintf(g->unit_from, sizeof(g->unit_from), "%s", from);
+        b->unit = true;
+    }
+    if (!b->origin && o->origin.set) {
+        snprintf(g->origin_from, sizeof(g->origin_from), "%s", from);
+        b->origin = true;
+    }
+}
+
+/* Fills o from the input, marking what came from where. */
+static sm_status fill(struct cv *cv, struct sm_run_ome *o, struct before *b, struct sm_err *err)
+{
+    const struct sm_array_meta *m = cv->m;
+    struct sm_run_geometry *g = &cv->res->geometry;
+    if (cv->src == NULL) { /* an OME-Zarr group is read only for an OME-Zarr output */
+        SM_TRY(run_ome_geometry(cv->res->store, cv->p->c.input.array, NULL, m->ndim, cv->su.off,
+                                o->levels != 0, o, cv->unit, sizeof(cv->unit), err));
+        mark(g, o, b, "ome-zarr");
+        SM_TRY(run_ome_geometry(NULL, NULL, m->attributes, m->ndim, cv->su.off, false, o, cv->unit,
+                                sizeof(cv->unit), err));
+        mark(g, o, b, "shardmill");
+        return SM_OK;
+    }
+    const struct sm_source_info *info = sm_source_info(cv->src);
+    json_t *j = cv_source_geometry(info);
+    const sm_status st = run_ome_geometry(NULL, NULL, j, m->ndim, cv->su.off, false, o, cv->unit,
+                                          sizeof(cv->unit), err);
+    json_decref(j);
+    mark(g, o, b, info->geometry_from[0] != '\0' ? info->geometry_from : info->format);
+    return st;
+}
+
+/* The input's unit as a name (an OME-Zarr "um": micrometer), or NULL: none, or one that is no
+ * space unit (kept in unit_dropped). */
+static const char *input_unit(const struct sm_run_ome *o, struct sm_run_geometry *g)
+{
+    const char *name = o->unit != NULL ? sm_unit_space_lookup(o->unit) : NULL;
+    if (o->unit != NULL && name == NULL) {
+        snprintf(g->unit_dropped, sizeof(g->unit_dropped), "%s", o->unit);
+        g->unit_from[0] = '\0';
+    }
+    return name;
+}
+
+sm_status cv_input_geometry(struct cv *cv, struct sm_err *err)
+{
+    struct sm_run_ome *o = &cv->oo.ome;
+    struct sm_run_geometry *g = &cv->res->geometry;
+    const unsigned nd = cv->m->ndim;
+    memset(g, 0, sizeof(*g));
+    const char *want = o->unit; /* the caller's (input.unit) */
+    if (want != NULL && sm_unit_space_name(want) == NULL) {
+        char why[SM_UNIT_REFUSAL_MAX];
+        FAIL_USAGE(err, "input.unit", "%s", sm_unit_space_refusal(want, why, sizeof(why)));
+    }
+    const bool cfg_spacing = o->spacing.set, cfg_origin = o->origin.set;
+    struct before b = {cfg_spacing, false, cfg_origin};
+    o->unit = NULL; /* the input's unit is read even when the caller gives one */
+    if (!(cfg_spacing && cfg_origin && want != NULL)) { /* all given: nothing to read */
+        SM_TRY(fill(cv, o, &b, err));
+    }
+    const char *have = input_unit(o, g);
+    o->unit = have;
+    if (want != NULL) { /* the input's numbers in the caller's unit: 2 micrometer = 2000 nm */
+        const double f = have != NULL ? sm_unit_space_factor(have, want) : 1.0;
+        for (unsigned d = 0; d < nd && d < SM_MAX_DIMS; d++) {
+            o->spacing.v[d] *= cfg_spacing ? 1.0 : f;
+            o->origin.v[d] *= cfg_origin ? 1.0 : f;
+        }
+        o->unit = want;
+        g->unit_dropped[0] = '\0';
+    }
+    mark(g, o, &(struct before){!cfg_spacing, want == NULL, !cfg_origin}, "config");
+    char *from[3] = {g->spacing_from, g->unit_from, g->origin_from};
+    for (int i = 0; i < 3; i++) {
+        if (from[i][0] == '\0') {
+            snprintf(from[i], sizeof(g->spacing_from), "%s", "default");
+        }
+    }
+    for (unsigned d = 0; d < nd && d < SM_MAX_DIMS; d++) {
+        g->spacing[d] = o->spacing.set ? o->spacing.v[d] : 1.0;
+        g->origin[d] = o->origin.set ? o->origin.v[d] : 0.0;
+    }
+    g->origin_set = o->origin.set;
+    snprintf(g->unit, sizeof(g->unit), "%s", o->unit != NULL ? o->unit : "");
+    return SM_OK;
+}
