@@ -68,7 +68,8 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .def_doc = "from the input (an OME-Zarr image's level scale, NIfTI pixdim, TIFF ImageJ or "
                 "OME-XML metadata or resolution tags), else 1 per axis",
      .help = "voxel size per axis in z, y, x order (SPEC §2): the output's OME `scale` "
-             "(x the level's factor per axis at level k), its provenance and the HDF5 export's attributes",
+             "(x the level's factor per axis at level k), its provenance and the HDF5 export's "
+             "attributes",
      .example = "[1.5, 0.957, 0.957]",
      FIELD(input.spacing)},
     {.path = "input.unit",

@@ -30,6 +30,7 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, "tests", "helpers"))
 sys.path.insert(0, os.path.join(REPO, "scaling"))
 from launch_env import mpi_env, plain_env  # noqa: E402
+import ome_ngff_check  # noqa: E402
 import smbench  # noqa: E402  (the drivers' shared --mpirun-args)
 
 
@@ -113,6 +114,9 @@ def main():
                     "shards": r["output"]["shards"], "bytes": r["output"]["bytes"]})
                 if kind == "ome":
                     levels = level_stats(out)
+                    bad = ome_ngff_check.check_image(out)
+                    if bad:
+                        sys.exit(f"w6: the image breaks OME-NGFF 0.5 rules: {bad[:4]}")
                 shutil.rmtree(out, ignore_errors=True)
                 print(f"w6 {name} {kind} run {rep + 1}: {runs[kind][-1]}", flush=True)
 

@@ -16,7 +16,7 @@ first line of this file:
   window   SPEC §5 with the test tier's oracle (tests/convert/convert_common.py): the default
            histogram of the type (int16: one bin per value), the lo and hi percentiles of it,
            float32 window clamp((float32(v) - lo) / (hi - lo), 0, 1)
-  levels   level k+1 = SPEC §2's mean of level k (scripts/ct_tools.py mean_down: float64 sums of
+  levels   level k+1 = SPEC §2's mean of level k (ct_tools.py block_down, 2x2x2: float64 sums of
            the float32 values of each 2x2x2 block in C order / count, rounded once to float32)
   write    a Zarr v2 group OUT ('/' key separator) with arrays 0..L-1: float32, chunks --chunks,
            numcodecs Zstd(3), fill 0, write_empty_chunks=True; .zattrs multiscales (version 0.4,
@@ -45,7 +45,7 @@ REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(REPO, "tests", "convert"))
 sys.path.insert(0, os.path.join(REPO, "scripts"))
 import convert_common as cc  # noqa: E402  (SPEC §5: histogram, percentile, normalize)
-import ct_tools  # noqa: E402  (SPEC §2: mean_down)
+import ct_tools  # noqa: E402  (SPEC §2: block_down)
 from peer_ingest_zarr2 import fsync_tree, ms, read_volume  # noqa: E402
 
 
@@ -100,7 +100,7 @@ def main():
     t_window = time.perf_counter_ns()
     chunks = [tuple(int(x) for x in c.split(",")) for c in a.chunks]
     for _ in chunks[1:]:
-        levels.append(ct_tools.mean_down(levels[-1]))
+        levels.append(ct_tools.block_down(levels[-1], (2, 2, 2)))
     t_levels = time.perf_counter_ns()
     store = zarr.DirectoryStore(a.out, dimension_separator="/")
     g = zarr.group(store=store, overwrite=False)

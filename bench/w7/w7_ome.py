@@ -50,6 +50,7 @@ sys.path.insert(0, os.path.join(REPO, "tests", "convert"))
 sys.path.insert(0, os.path.join(REPO, "scripts"))
 import convert_common as cc  # noqa: E402
 import ct_tools  # noqa: E402
+import ome_ngff_check  # noqa: E402  (tests/helpers, on the path through convert_common)
 import w7  # noqa: E402  (also puts scaling/ on the path)
 from peer_ingest_zarr2 import read_volume  # noqa: E402
 import smbench  # noqa: E402
@@ -80,7 +81,7 @@ def oracle(src, levels, p_lo, p_hi):
     hi = cc.percentile(counts, under, over, h_lo, h_hi, p_hi)
     lv = [cc.normalize(vol, "window", lo=lo, hi=hi)]
     while len(lv) < levels:
-        lv.append(ct_tools.mean_down(lv[-1]))
+        lv.append(ct_tools.block_down(lv[-1], (2, 2, 2)))  # downsample: all
     out_sum, out_w = cc.checksums(lv[0], lv[0].shape, [0] * lv[0].ndim)
     return {"lo": float(lo), "hi": float(hi), "levels": lv,
             "output_checksum": out_sum, "output_weighted_checksum": out_w}
@@ -151,6 +152,7 @@ def check_shardmill_image(rec, out, want, spacing, unit):
         rec["problems"].append(f"output {out}: {e!r}")
         return
     check_levels(rec, "shardmill", got, want)
+    rec["problems"] += [f"OME-NGFF 0.5: {b}" for b in ome_ngff_check.check_image(out)]
     rec["output_bytes"] = tree_bytes(out)[0]
 
 

@@ -30,6 +30,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import convert_common as cc  # noqa: E402
+import ome_ngff_check as ngff  # noqa: E402
 import test_ingest as ti  # noqa: E402  (real_ct)
 
 SKIP = 77
@@ -172,6 +173,7 @@ def case_percentile(dtype):
                 nm.get("lo") == float(lo) and nm.get("hi") == float(hi), nm)
         want = to_int(cc.normalize(vol, "window", lo=lo, hi=hi), dtype)
         check_level0(c, args, work, name, os.path.join(out, "0"), rep, want, dtype, out)
+        ngff.check(c, out, name)
         l1_path = os.path.join(out, "1")
         m1 = json.load(open(os.path.join(l1_path, "zarr.json")))
         c.check(f"{name}: level 1 data_type {dtype}", m1.get("data_type") == dtype,

@@ -30,6 +30,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import convert_common as cc  # noqa: E402
+import ome_ngff_check as ngff  # noqa: E402
 
 SHAPE = (8, 20, 24)
 
@@ -56,6 +57,7 @@ def convert(c, args, work, label, inp, levels=2, extra=None):
         return None
     rep = json.load(open(rep_path))
     ms = json.load(open(os.path.join(out, "zarr.json")))["attributes"]["ome"]["multiscales"][0]
+    ngff.check(c, out, label)
     return rep, ms, out
 
 

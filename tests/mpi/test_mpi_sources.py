@@ -26,6 +26,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "helpers"))
 sys.path.insert(0, os.path.join(HERE, "..", "convert"))
 from file_tree import same_tree  # noqa: E402
 from launch_env import launch, plain_env  # noqa: E402
+import ome_ngff_check as ngff  # noqa: E402
 import test_convert_sources as tcs  # noqa: E402  (the CT job and its sources)
 
 TIMEOUT = 120
@@ -89,6 +90,8 @@ def case(work, fmt):
         ok, why = same_tree(trees[2], trees[0])
         check(ok, f"{fmt}: mpirun -n 2 tree byte-identical to the plain run's, every file "
                   f"({why})")
+        bad = ngff.check_image(trees[2])
+        check(not bad, f"{fmt}: OME-NGFF 0.5 rules of the 2-rank image ({bad[:3]})")
         v = subprocess.run([ARGS.shardmill, "verify", trees[2]], capture_output=True, text=True,
                            env=plain_env(), timeout=TIMEOUT)
         check(v.returncode == 0, f"{fmt}: verify of the 2-rank image passes "
