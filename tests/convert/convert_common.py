@@ -208,6 +208,23 @@ def normalize(values, mode, divisor=None, lo=None, hi=None):
     return np.clip(y, np.float32(0), np.float32(1)).astype(np.float32)
 
 
+def block_mean(a, block):
+    """SPEC §2's mean of one pyramid level: per block of the level above (block[d] voxels on axis
+    d: 2 where the level halves it, 1 elsewhere; fewer at the edges) the float32 values summed in
+    float64 from 0 in the block's C order, divided by their count, rounded once to a's type
+    (float32; rint, half to even, for integers)."""
+    shp = tuple(-(-n // b) for n, b in zip(a.shape, block))
+    s = np.zeros(shp, np.float64)
+    cnt = np.zeros(shp, np.float64)
+    for off in np.ndindex(*block):  # C order of the block
+        sub = a[tuple(slice(o, None, b) for o, b in zip(off, block))]
+        sub = sub.astype(np.float32).astype(np.float64)
+        s[tuple(slice(0, n) for n in sub.shape)] += sub
+        cnt[tuple(slice(0, n) for n in sub.shape)] += 1
+    m = s / cnt
+    return m.astype(a.dtype) if a.dtype.kind == "f" else np.rint(m).astype(a.dtype)
+
+
 def as_u64_bits(values):
     """v of SPEC §5 as uint64: integers sign-extended to 64 bits, floats by their bit pattern."""
     v = np.asarray(values)

@@ -61,21 +61,6 @@ def factors(shape0, shape1):
     return f
 
 
-def mean_int(a, f):
-    """SPEC §2's mean of an integer level: each block's values (as float32, exact here) summed in
-    float64 in the block's C order, divided by their count, rint half to even, cast."""
-    shp = tuple(-(-n // k) for n, k in zip(a.shape, f))
-    s = np.zeros(shp, np.float64)
-    cnt = np.zeros(shp, np.float64)
-    for dz in range(f[0]):
-        for dy in range(f[1]):
-            for dx in range(f[2]):
-                sub = a[dz::f[0], dy::f[1], dx::f[2]].astype(np.float32).astype(np.float64)
-                s[:sub.shape[0], :sub.shape[1], :sub.shape[2]] += sub
-                cnt[:sub.shape[0], :sub.shape[1], :sub.shape[2]] += 1
-    return np.rint(s / cnt).astype(a.dtype)
-
-
 def job(work, name, ct, normalize, dtype, extra=None):
     out = os.path.join(work, name + ".zarr")
     output = {"path": out, "fsync": False, "dtype": dtype, **LAYOUT}
@@ -179,7 +164,7 @@ def case_percentile(dtype):
         c.check(f"{name}: level 1 data_type {dtype}", m1.get("data_type") == dtype,
                 m1.get("data_type"))
         f = factors(want.shape, m1.get("shape"))
-        mean = mean_int(want, f)
+        mean = cc.block_mean(want, f)
         try:
             l1 = cc.spec_decode(l1_path)
         except Exception as e:  # noqa: BLE001

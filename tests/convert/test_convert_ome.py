@@ -103,16 +103,7 @@ def reduce_blocks(a, block, how="mean"):
     type (half to even for integers)."""
     if how == "nearest":
         return a[tuple(slice(None, None, b) for b in block)].copy()
-    shp = tuple(-(-n // b) for n, b in zip(a.shape, block))
-    s = np.zeros(shp, np.float64)
-    cnt = np.zeros(shp, np.float64)
-    for off in np.ndindex(*block):  # C order of the block
-        sub = a[tuple(slice(o, None, b) for o, b in zip(off, block))]
-        sub = sub.astype(np.float32).astype(np.float64)
-        s[tuple(slice(0, n) for n in sub.shape)] += sub
-        cnt[tuple(slice(0, n) for n in sub.shape)] += 1
-    m = s / cnt
-    return m.astype(a.dtype) if a.dtype.kind == "f" else np.rint(m).astype(a.dtype)
+    return cc.block_mean(a, block)
 
 
 def pyramid(l0, plan, how="mean"):
