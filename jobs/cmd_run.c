@@ -57,8 +57,9 @@ int sm_cmd_run(int argc, char **argv)
         "CONFIG.yaml [--set KEY=VALUE]... [--report PATH]",
         "Runs the job a YAML pipeline describes: scan (histogram and checksums of a region), "
         "convert (histogram, normalize to float32, uint8 or uint16 (output.dtype), write a "
-        "sharded Zarr v3 array, or with output.ome an "
-        "OME-Zarr 0.5 image with a mean pyramid), ingest (convert with normalize.mode none: the "
+        "sharded Zarr v3 array, or with output.ome an OME-Zarr 0.5 image: a mean (or nearest) "
+        "pyramid that halves the finer axes first, with the omero window), ingest (convert with "
+        "normalize.mode none: the "
         "values and type kept) or read-bench (timed region reads with I/O counters, SPEC §8 W3). "
         "scan and read-bench read a Zarr v2/v3 array or an N5 dataset from a directory, a "
         "file://, http(s):// or s3://bucket/prefix URL (input.store); convert and ingest read "
