@@ -21,6 +21,9 @@ Cases (one ctest each: convert.exists_auto.<case>, the mpi_* ones mpi.exists_aut
                 (attributes.shardmill.config_sha256 / .input.metadata_sha256), nothing touched.
   ome           output.ome (2 levels, percentile: two passes): new, complete (nothing written),
                 a level-1 shard damaged -> repaired, tree == clean every time.
+  export        export.hdf5.path: complete with the file there -> nothing to do (the file
+                untouched); the file deleted -> resumed (no shard written), the export written
+                again with the same values (h5py), verify passes.
   mpi_complete  (mpirun -n 2) auto over a complete output: every rank exits 0, nothing written,
                 the line printed once.
   mpi_unfinished (mpirun -n 2) a single-process run SIGKILLed mid-write, finished by auto under
@@ -75,6 +78,9 @@ def clean_run(c, args, cfg, work, name="clean"):
 def auto_run(c, args, label, cfg, d, ranks=0, extra=()):
     r = run(args, ["run", cfg, "--report", "rep.json"] + AUTO + list(extra), d, ranks)
     c.check(f"{label}: auto exits 0", r.returncode == 0, cc.describe(r) + r.stdout[-800:])
+    if ranks > 0 and r.returncode == 0:
+        got = report(d).get("ranks")
+        c.check(f"{label}: the report says {ranks} ranks", got == ranks, got)
     return r
 
 
@@ -310,6 +316,42 @@ def case_ome(c, args, work):
     same_tree(c, "OME repaired", ref, out)
 
 
+def h5_data(path):
+    import h5py
+    with h5py.File(path, "r") as f:
+        return f["/data"][()]
+
+
+def case_export(c, args, work):
+    """export.hdf5.path with a complete output: the file there -> nothing to do; missing -> the
+    output is resumed (every shard kept) and the export written again, equal to the first."""
+    cfg = small_job(work, {"export": {"hdf5": {"path": "out.h5"}}})
+    d = cc.fresh_dir(os.path.join(work, "export"))
+    r = auto_run(c, args, "export, first run", cfg, d)
+    if r.returncode != 0 and "libshardmill_hdf5" in r.stderr:
+        print("SKIP: no HDF5 export module in this build")
+        return SKIP
+    action_is(c, "export, first run", d, "written")
+    h5 = os.path.join(d, "out.h5")
+    first = h5_data(h5)
+    h5_before = os.stat(h5)
+    complete_checks(c, args, "export there", cfg, d)
+    h5_after = os.stat(h5)
+    c.check("export there: the HDF5 file untouched (inode, mtime)",
+            (h5_before.st_ino, h5_before.st_mtime_ns) == (h5_after.st_ino, h5_after.st_mtime_ns))
+    os.unlink(h5)
+    auto_run(c, args, "export missing", cfg, d)
+    o = action_is(c, "export missing", d, "resumed", lambda w: (w == 0, "no shard written"))
+    c.check("export missing: found_problem says so",
+            o.get("found_problem") == "out.h5: the export is missing", o)
+    c.check("export missing: the report's export is complete",
+            (report(d).get("export") or {}).get("complete") is True, report(d).get("export"))
+    c.check("export missing: the new export holds the first one's values",
+            os.path.exists(h5) and (h5_data(h5) == first).all())
+    verify_ok(c, args, "export missing", os.path.join(d, "out.zarr"))
+    return None
+
+
 def need_mpi(args):
     if not args.mpiexec or not os.path.exists(args.mpiexec):
         print("SKIP: no mpiexec (--mpiexec)")
@@ -348,6 +390,7 @@ def case_mpi_unfinished(c, args, work):
 
 CASES = {"new": case_new, "unfinished": case_unfinished, "complete": case_complete,
          "damaged": case_damaged, "different": case_different, "ome": case_ome,
+         "export": case_export,
          "mpi_complete": case_mpi_complete, "mpi_unfinished": case_mpi_unfinished}
 
 
