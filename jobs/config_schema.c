@@ -492,7 +492,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .type = SM_CFG_ENUM,
      .choices = "error|overwrite|resume|auto",
      .def = "error",
-     .def_doc = "error (interactive runs); slurm/render writes auto into batch scripts",
+     .def_doc = "interactive runs; slurm/render writes auto into batch scripts",
      .help = "when the output exists: refuse (exit 2), replace it, or rewrite only the shards "
              "that are missing or damaged (SPEC §6). `resume` reads the whole input again and "
              "keeps a shard only when its file matches its record and the values computed for "
