@@ -68,8 +68,10 @@ int sm_cmd_run(int argc, char **argv)
         "short summary; the JSON report goes to --report or the config's `report`. See "
         "docs/CONFIG.md for every key and its default. SIGTERM or SIGINT (Slurm's time limit or "
         "scancel, Ctrl-C) stops every rank at its next tile or shard: no completion marker, "
-        "exit status 128 + the signal (143, 130), and output.exists: resume finishes the output "
-        "later.",
+        "exit status 128 + the signal (143, 130), and output.exists: resume (or auto) finishes "
+        "the output later. output.exists: auto, for batch scripts, writes a new output, resumes "
+        "the same job's unfinished one and exits 0 with \"nothing to do\" over its complete, "
+        "verified one.",
         opts,
         1,
         1};
@@ -140,7 +142,7 @@ int sm_cmd_run(int argc, char **argv)
             (c.job == SM_JOB_CONVERT || c.job == SM_JOB_INGEST) && c.output.path != NULL;
         sm_stop_explain(&err, writes ? c.output.path : pos[0],
                         writes ? "no completion marker; run it again with output.exists: resume "
-                                 "to finish the output"
+                                 "or auto to finish the output"
                                : NULL);
     }
     sm_config_destroy(&c);

@@ -37,7 +37,7 @@ enum sm_norm_kind {
     SM_CFG_NORM_PERCENTILE,
     SM_CFG_NORM_NONE
 };
-enum sm_exists_policy { SM_EXISTS_ERROR, SM_EXISTS_OVERWRITE, SM_EXISTS_RESUME };
+enum sm_exists_policy { SM_EXISTS_ERROR, SM_EXISTS_OVERWRITE, SM_EXISTS_RESUME, SM_EXISTS_AUTO };
 enum sm_partition_kind { SM_PARTITION_BALANCED, SM_PARTITION_BLOCK };
 enum sm_sync_kind { SM_CFG_SYNC_SYNCFS, SM_CFG_SYNC_FSYNC };
 enum sm_ome_down_kind { SM_CFG_OME_DOWN_AUTO, SM_CFG_OME_DOWN_ALL };

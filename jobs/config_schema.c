@@ -490,15 +490,22 @@ const struct sm_cfg_key sm_cfg_keys[] = {
     {.path = "output.exists",
      .applies = CONVERT_INGEST,
      .type = SM_CFG_ENUM,
-     .choices = "error|overwrite|resume",
+     .choices = "error|overwrite|resume|auto",
      .def = "error",
+     .def_doc = "interactive runs; slurm/render writes auto into batch scripts",
      .help = "when the output exists: refuse (exit 2), replace it, or rewrite only the shards "
              "that are missing or damaged (SPEC §6). `resume` reads the whole input again and "
              "keeps a shard only when its file matches its record and the values computed for "
              "it have the recorded digest, so a shard whose input changed is rewritten; a "
              "changed configuration or input metadata (or ingest source file) is refused with "
-             "exit 2 naming what differs. A second run on an output another run holds is "
-             "refused with exit 2 naming the holder (docs/internals/writing.md)",
+             "exit 2 naming what differs. `auto` (for batch scripts and requeued jobs): no "
+             "output or an empty directory is written, this job's unfinished output (the same "
+             "configuration and input: zarr.json's provenance config_sha256, input and engine) "
+             "is resumed, this job's complete output that verifies is left alone (exit 0, "
+             "\"nothing to do\"; one whose shards do not verify is resumed, rewriting them), "
+             "anything else is refused with exit 2 naming the first difference. A second run "
+             "on an output another run holds is refused with exit 2 naming the holder "
+             "(docs/internals/writing.md)",
      .example = "resume",
      FIELD(output.exists)},
     {.path = "output.fsync",

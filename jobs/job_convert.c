@@ -7,9 +7,11 @@
  * warning about very many shards and the progress line. */
 #include "jobs_run.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include <shardmill/alloc.h>
+#include <shardmill/par.h>
 #include <shardmill/pipeline.h>
 #include <shardmill/source.h>
 #include <shardmill/write.h>
@@ -91,8 +93,15 @@ sm_status sm_job_convert(const struct sm_job_config *c, const char *report_path,
     }
     struct sm_run_result r;
     sm_status st = sm_run_convert(&p, &r, err);
+    const char *rp = report_path != NULL ? report_path : c->report;
     if (st == SM_OK) { /* rank 0's alone: the others exit 0 */
-        st = sm_report_run_emit(c, report_path != NULL ? report_path : c->report, &r, err);
+        st = sm_report_run_emit(c, rp, &r, err);
+    }
+    /* the summary says it; with --report - (JSON only on stdout) the line goes to stderr */
+    if (st == SM_OK && sm_par_rank() == 0 && r.output_found == SM_OUTPUT_FOUND_COMPLETE &&
+        rp != NULL && strcmp(rp, "-") == 0) {
+        fprintf(stderr, "shardmill: output %s is already complete and verified: nothing to do\n",
+                r.output_path);
     }
     sm_run_result_destroy(&r);
     return st;

@@ -187,6 +187,7 @@ struct sm_output_opts sm_job_output_opts(const struct sm_job_config *c)
     struct sm_output_opts o = SM_OUTPUT_OPTS_DEFAULTS;
     o.exists = c->output.exists == SM_EXISTS_RESUME      ? SM_OUTPUT_EXISTS_RESUME
                : c->output.exists == SM_EXISTS_OVERWRITE ? SM_OUTPUT_EXISTS_OVERWRITE
+               : c->output.exists == SM_EXISTS_AUTO      ? SM_OUTPUT_EXISTS_AUTO
                                                          : SM_OUTPUT_EXISTS_ERROR;
     o.sync = !c->output.fsync                      ? SM_OUTPUT_SYNC_NONE
              : c->output.sync == SM_CFG_SYNC_FSYNC ? SM_OUTPUT_SYNC_FSYNC

@@ -232,7 +232,17 @@ static json_t *output_json(const struct sm_run_result *r)
                           sm_dtype_name(r->output_dtype), "shards", sm_json_u64(r->output_shards),
                           "bytes", sm_json_u64(r->output_bytes), "written",
                           sm_json_u64(r->shards_written), "complete", true);
-    if (o != NULL && r->levels > 0) { /* output.ome: the levels and rank 0's pyramid (wall) */
+    if (o == NULL) {
+        return NULL;
+    }
+    /* what output.exists found and did (docs/internals/report.md): written, resumed, repaired
+     * (complete but not verifying: resumed), or complete (nothing to do, nothing written) */
+    json_object_set_new(o, "action", json_string(sm_output_found_action(r->output_found)));
+    json_object_set_new(o, "skipped", json_boolean(r->output_found == SM_OUTPUT_FOUND_COMPLETE));
+    json_object_set_new(o, "found_problem",
+                        r->output_problem[0] != '\0' ? json_string(r->output_problem)
+                                                     : json_null());
+    if (r->levels > 0) { /* output.ome: the levels and rank 0's pyramid (wall) */
         json_object_set_new(o, "levels", json_integer(r->levels));
         json_object_set_new(o, "pyramid_ms", json_real((double)r->pyramid_ns / 1e6));
     }
@@ -282,6 +292,7 @@ static void add_geometry(json_t *input, const struct sm_run_result *r)
 json_t *sm_report_run(const struct sm_job_config *c, const struct sm_run_result *r)
 {
     const bool convert = c->job != SM_JOB_SCAN; /* an ingest is a convert */
+    const bool skipped = convert && r->output_found == SM_OUTPUT_FOUND_COMPLETE;
     const double secs = r->timing_max[SM_RUN_T_TOTAL] / 1e3;
     const struct sm_report_parts p = {
         .job = sm_config_job_name(c->job),
@@ -294,7 +305,8 @@ json_t *sm_report_run(const struct sm_job_config *c, const struct sm_run_result 
         .roi_shape = r->roi_shape,
         .tile = sm_json_dims(r->tile, r->ndim),
         .passes = sm_json_u64(r->passes),
-        .result = result_json(c, r),
+        /* a complete output left alone: no statistics were computed */
+        .result = skipped ? NULL : result_json(c, r),
         .io = r->source != NULL ? source_io(r) : sm_json_io(&r->io),
         .timing = timing_json(r, convert ? SM_RUN_T_FINISH : SM_RUN_T_WRITE), /* no scan_wall */
         .export = convert && r->export.done ? export_json(c, &r->export) : NULL,

@@ -164,10 +164,35 @@ static void summary_minmax(FILE *f, const json_t *h)
         t[0], t[1], t[2], t[3], t[4], t[5]);
 }
 
+/* output.exists: auto over this job's complete, verified output: the one line that says so (a
+ * batch log shows why a requeued job ended at once), then the times and the report path. */
+static bool summary_skipped(FILE *f, const json_t *rep, const char *report_path)
+{
+    const json_t *out = json_object_get(rep, "output");
+    if (!json_is_true(json_object_get(out, "skipped"))) {
+        return false;
+    }
+    char a[64], b[64];
+    fprintf(f,
+            "%s: output %s is already complete and verified: nothing to do (%s shards, %s bytes)\n",
+            json_string_value(json_object_get(rep, "job")),
+            json_string_value(json_object_get(out, "path")),
+            num_text(json_object_get(out, "shards"), a, sizeof(a)),
+            num_text(json_object_get(out, "bytes"), b, sizeof(b)));
+    summary_times(f, json_object_get(rep, "timing_ms"));
+    if (report_path != NULL) {
+        fprintf(f, "  report: %s\n", report_path);
+    }
+    return true;
+}
+
 void sm_report_summary(FILE *f, const json_t *rep, const char *report_path)
 {
     const json_t *res = json_object_get(rep, "result");
     char a[64], b[64], c[64];
+    if (summary_skipped(f, rep, report_path)) {
+        return;
+    }
     fprintf(f, "%s: %s voxels", json_string_value(json_object_get(rep, "job")),
             num_text(at(rep, "result", "voxels"), a, sizeof(a)));
     const json_t *passes = json_object_get(rep, "passes");
@@ -204,6 +229,14 @@ void sm_report_summary(FILE *f, const json_t *rep, const char *report_path)
             !json_is_null(json_object_get(res, "output_checksum"))) {
             fprintf(f, ", checksum %s",
                     num_text(json_object_get(res, "output_checksum"), c, sizeof(c)));
+        }
+        const char *action = json_string_value(json_object_get(out, "action"));
+        const char *why = json_string_value(json_object_get(out, "found_problem"));
+        if (action != NULL && strcmp(action, "written") != 0) { /* resumed, repaired */
+            fprintf(f, "; %s", action);
+        }
+        if (why != NULL) {
+            fprintf(f, " (%s)", why);
         }
         fprintf(f, ")\n");
     }

@@ -6,8 +6,10 @@
  * caller's own), read the same way: each rank only the boxes of its tiles and shards.
  *
  * The run is a table of phases (run_phase.c drives them: stop check, agreement, timing,
- * progress): prepare → output → input → plan → scan → reduce → begin → write → flush →
- * statistics → pyramid → flushed → finish → collect. Two protocols (docs/internals/pipeline.md):
+ * progress): prepare → output → input → exists → plan → scan → reduce → begin → write → flush →
+ * statistics → pyramid → flushed → finish → collect. With output.exists: auto, exists decides
+ * (rank 0, broadcast) whether to write, resume, or end the run there (this job's complete,
+ * verified output: only collect runs). Two protocols (docs/internals/pipeline.md):
  * - one pass (scale, window, none: nothing needs the statistics before writing): scan and reduce
  *   do nothing; each shard is written from the input region it covers, whose histogram and
  *   checksums are counted on the way, so the input is read once. zarr.json begins without its
@@ -23,10 +25,14 @@
  * over ranks, every rank writes its run of the output shards, rank 0 begins the output and the
  * others join it, every rank flushes, and rank 0 writes the marker only after every rank agreed
  * on success at each phase. */
+#include "shardmill/sm_config.h"
+
 #include "run_convert_int.h"
 
 #include <jansson.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "shardmill/alloc.h"
 #include "shardmill/clock.h"
@@ -54,8 +60,11 @@ static sm_status ph_output(void *ctx, struct sm_err *err)
     const struct sm_run_hooks *hk = &cv->p->hooks;
     SM_TRY(sm_output_open(cv->p->output.path, &cv->p->output.policy, &cv->out, err));
     sm_output_set_stop(cv->out, cv->p->c.stop);
-    /* a refused export path fails the run before any conversion */
-    SM_TRY(sm_run_export_check(&cv->p->export, sm_output_path(cv->out), err));
+    /* a refused export path fails the run before any conversion (with output.exists: auto once
+     * the phase exists knows there is something to do: a complete output's export exists) */
+    if (cv->p->output.policy.exists != SM_OUTPUT_EXISTS_AUTO) {
+        SM_TRY(sm_run_export_check(&cv->p->export, sm_output_path(cv->out), err));
+    }
     return hk->opened != NULL ? hk->opened(hk->user, sm_output_path(cv->out), err) : SM_OK;
 }
 
@@ -138,6 +147,63 @@ static sm_status ph_input(void *ctx, struct sm_err *err)
     cv->su.params.progress_user = c->progress.user;
     cv->su.params.stop = c->stop;
     return SM_OK;
+}
+
+/* output.exists: auto on rank 0: what the output holds (sm_output_decide). A complete output
+ * whose HDF5 export is missing (export.hdf5.path set, nothing there) is resumed: every shard is
+ * kept and the export phase writes the file before the marker is written again. */
+static sm_status decide(const struct cv *cv, struct sm_output_decision *d, struct sm_err *err)
+{
+    json_t *id = cv_identity(cv);
+    if (id == NULL) {
+        SM_FAIL(err, SM_E_NOMEM, "cannot build the job's identity");
+    }
+    const sm_status st = sm_output_decide(cv->out, id, d, err);
+    json_decref(id);
+    struct stat sb;
+    const char *x = cv->p->export.path;
+    if (st == SM_OK && d->found == SM_OUTPUT_FOUND_COMPLETE && x != NULL && lstat(x, &sb) != 0) {
+        d->found = SM_OUTPUT_FOUND_UNFINISHED;
+        snprintf(d->first_problem, sizeof(d->first_problem), "%s: the export is missing", x);
+    }
+    return st;
+}
+
+/* Phase exists: with output.exists: auto, rank 0 decides what the output holds from this job's
+ * identity (known now that the input is open; nothing expensive ran yet) and every rank settles
+ * on its decision, so all write, resume or stop together. A complete output that verifies ends
+ * the run here (cv->done: only collect runs); otherwise the export's checks run now. */
+static sm_status ph_exists(void *ctx, struct sm_err *err)
+{
+    struct cv *cv = ctx;
+    const struct sm_convert_run *p = cv->p;
+    struct sm_run_result *res = cv->res;
+    const enum sm_output_exists ex = p->output.policy.exists;
+    if (ex != SM_OUTPUT_EXISTS_AUTO) {
+        res->output_found =
+            ex == SM_OUTPUT_EXISTS_RESUME ? SM_OUTPUT_FOUND_UNFINISHED : SM_OUTPUT_FOUND_NEW;
+        return SM_OK;
+    }
+    struct sm_output_decision d;
+    memset(&d, 0, sizeof(d));
+    sm_status st = cv->rank == 0 ? decide(cv, &d, err) : SM_OK;
+    bool agreed = false;
+    st = run_agree(&agreed, st, err);
+    if (st == SM_OK) {
+        st = sm_par_bcast(&d, sizeof(d), 0, err);
+    }
+    SM_TRY(st);
+    sm_output_settle(cv->out, d.found);
+    res->output_found = d.found;
+    res->output_problems = d.problems;
+    memcpy(res->output_problem, d.first_problem, sizeof(res->output_problem));
+    if (d.found == SM_OUTPUT_FOUND_COMPLETE) {
+        cv->done = true;
+        cv->done_shards = d.shards;
+        cv->done_bytes = d.bytes;
+        return SM_OK;
+    }
+    return sm_run_export_check(&p->export, sm_output_path(cv->out), err);
 }
 
 /* A source's bounding box of this rank's tiles and shards: what its plan may load. */
@@ -321,6 +387,7 @@ static const struct run_phase convert_phases[] = {
     {"prepare", ph_prepare, NULL, NULL, NULL, SM_RUN_T_OPEN, 0},
     {"output", ph_output, NULL, NULL, NULL, SM_RUN_T_OPEN, 0},
     {"input", ph_input, NULL, NULL, NULL, SM_RUN_T_OPEN, 0},
+    {"exists", ph_exists, NULL, NULL, NULL, SM_RUN_T_OPEN, 0},
     {"plan", ph_plan, NULL, NULL, NULL, -1, 0},
     {"range", ph_range, NULL, "tiles", range_total, SM_RUN_T_RANGE, 0},
     {"scan", ph_scan, NULL, "tiles", scan_total, -1, 0},
@@ -332,7 +399,7 @@ static const struct run_phase convert_phases[] = {
     {"pyramid", ph_pyramid, NULL, NULL, NULL, -1, 0},
     {"flushed", ph_flushed, NULL, NULL, NULL, -1, 0},
     {"finish", ph_finish, NULL, NULL, NULL, SM_RUN_T_FINISH, 0},
-    {"collect", cv_collect, NULL, NULL, NULL, -1, RUN_PHASE_NO_STOP},
+    {"collect", cv_collect, NULL, NULL, NULL, -1, RUN_PHASE_NO_STOP | RUN_PHASE_ALWAYS},
 };
 
 static void cv_free(struct cv *cv)
@@ -361,7 +428,7 @@ sm_status sm_run_convert(const struct sm_convert_run *p, struct sm_run_result *r
     cv.rank = sm_par_rank();
     cv.nranks = sm_par_size();
     cv.nthreads = p->c.threads > 0 ? p->c.threads : sm_write_default_threads();
-    const struct run_phase_env env = {&p->c.progress, p->c.stop, res->timing};
+    const struct run_phase_env env = {&p->c.progress, p->c.stop, res->timing, &cv.done};
     const sm_status st = run_phases(
         convert_phases, sizeof(convert_phases) / sizeof(convert_phases[0]), &cv, &env, err);
     cv_free(&cv);

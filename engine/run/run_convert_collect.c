@@ -70,7 +70,7 @@ sm_status cv_collect(void *ctx, struct sm_err *err)
     struct cv *cv = ctx;
     struct sm_run_result *res = cv->res;
     uint64_t osum[2] = {0, 0}, norm_ns = 0;
-    for (int i = 0; i < cv->nthreads; i++) {
+    for (int i = 0; cv->ts != NULL && i < cv->nthreads; i++) { /* none: the run ended early */
         osum[0] += cv->ts[i].sums.sum;
         osum[1] += cv->ts[i].sums.weighted;
         norm_ns += cv->ts[i].norm_ns;
@@ -103,8 +103,8 @@ sm_status cv_collect(void *ctx, struct sm_err *err)
                           cv->keep_bytes,
                           cv->wr.kept};
     SM_TRY(sm_par_sum_u64(counts, 6, err));
-    res->output_shards = counts[0];
-    res->output_bytes = counts[1];
+    res->output_shards = cv->done ? cv->done_shards : counts[0]; /* complete: the marker's */
+    res->output_bytes = cv->done ? cv->done_bytes : counts[1];
     res->shards_written = counts[2];
     res->kept_input_ranks = counts[3];
     res->kept_input_bytes = counts[4];

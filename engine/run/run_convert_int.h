@@ -30,11 +30,13 @@ struct cv {
     int rank, nranks, nthreads;
     /* open */
     struct sm_output *out;
-    struct sm_source *src;         /* p->source, or NULL: a Zarr/N5 array (res->array) */
-    struct sm_array_meta src_meta; /* a source's shape and type as array metadata */
-    struct sm_box_reader reader;   /* a source's boxes for the scan */
-    const struct sm_array_meta *m; /* the input's */
-    char meta_sha[65];             /* of a Zarr input's metadata documents */
+    bool done; /* output.exists: auto found this job's complete output: the run ends early */
+    uint64_t done_shards, done_bytes; /* the complete output's, from its marker */
+    struct sm_source *src;            /* p->source, or NULL: a Zarr/N5 array (res->array) */
+    struct sm_array_meta src_meta;    /* a source's shape and type as array metadata */
+    struct sm_box_reader reader;      /* a source's boxes for the scan */
+    const struct sm_array_meta *m;    /* the input's */
+    char meta_sha[65];                /* of a Zarr input's metadata documents */
     struct sm_run_setup su;
     /* plan */
     bool one_pass;
@@ -75,6 +77,9 @@ sm_status cv_collect(void *ctx, struct sm_err *err);
 
 /* run_convert_meta.c: what zarr.json says of the run, and the output's type */
 struct json_t *cv_provenance(const struct cv *cv, const struct sm_scan_result *r);
+/* The job's identity: the members engine, config_sha256 and input that open the provenance
+ * (known once the input is open), which output.exists: auto compares (sm_output_decide). */
+struct json_t *cv_identity(const struct cv *cv);
 sm_status cv_make_norm(const struct sm_run_norm *cfg, const struct sm_hist *h, struct sm_norm *nm,
                        struct sm_err *err);
 /* attributes.ome.omero's window in output values (SPEC §2), once out_dt and the norm are known: a

@@ -48,27 +48,15 @@ static json_t *dims_json(const uint64_t *v, unsigned n)
     return a;
 }
 
-json_t *cv_provenance(const struct cv *cv, const struct sm_scan_result *r)
+json_t *cv_identity(const struct cv *cv)
 {
     const struct sm_convert_run *p = cv->p;
-    const struct sm_run_setup *su = &cv->su;
-    const struct sm_norm *nm = &cv->res->norm;
-    const unsigned nd = cv->m->ndim;
     char hex[65];
     if (p->config_sha256 == NULL) {
         sm_sha256_hex("", 0, hex);
     } else {
         snprintf(hex, sizeof(hex), "%s", p->config_sha256);
     }
-    /* r NULL: the statistics are pending (one pass: sm_output_restate adds them) */
-    json_t *hist =
-        r == NULL ? NULL
-                  : json_pack("{s:i,s:[f,f],s:o,s:o,s:o,s:o,s:o,s:o}", "bins", (int)r->hist.bins,
-                              "range", r->hist.lo, r->hist.hi, "voxels", sm_json_u64(r->voxels),
-                              "underflow", sm_json_u64(r->hist.underflow), "overflow",
-                              sm_json_u64(r->hist.overflow), "nan", sm_json_u64(r->hist.nan),
-                              "checksum", json_integer((json_int_t)r->sums.sum),
-                              "weighted_checksum", sm_json_u64(r->sums.weighted));
     json_t *pv = json_object();
     json_object_set_new(
         pv, "engine",
@@ -88,6 +76,25 @@ json_t *cv_provenance(const struct cv *cv, const struct sm_scan_result *r)
                                       "array", p->c.input.array != NULL ? p->c.input.array : "",
                                       "metadata_sha256", cv->meta_sha));
     }
+    return pv;
+}
+
+json_t *cv_provenance(const struct cv *cv, const struct sm_scan_result *r)
+{
+    const struct sm_convert_run *p = cv->p;
+    const struct sm_run_setup *su = &cv->su;
+    const struct sm_norm *nm = &cv->res->norm;
+    const unsigned nd = cv->m->ndim;
+    /* r NULL: the statistics are pending (one pass: sm_output_restate adds them) */
+    json_t *hist =
+        r == NULL ? NULL
+                  : json_pack("{s:i,s:[f,f],s:o,s:o,s:o,s:o,s:o,s:o}", "bins", (int)r->hist.bins,
+                              "range", r->hist.lo, r->hist.hi, "voxels", sm_json_u64(r->voxels),
+                              "underflow", sm_json_u64(r->hist.underflow), "overflow",
+                              sm_json_u64(r->hist.overflow), "nan", sm_json_u64(r->hist.nan),
+                              "checksum", json_integer((json_int_t)r->sums.sum),
+                              "weighted_checksum", sm_json_u64(r->sums.weighted));
+    json_t *pv = cv_identity(cv); /* engine, config_sha256, input first: the job's identity */
     json_object_set_new(pv, "roi",
                         json_pack("{s:o,s:o}", "offset", dims_json(su->off, nd), "shape",
                                   dims_json(su->shape, nd)));

@@ -108,10 +108,15 @@ struct run_phase {
     unsigned flags;
 };
 #define RUN_PHASE_NO_STOP 1u /* runs even when the stop flag is set (after the marker) */
+#define RUN_PHASE_ALWAYS 2u  /* runs also after the run ended early (*done) */
 struct run_phase_env {
     const struct sm_run_progress *progress;
     const atomic_int *stop;
     double *timing_ms; /* SM_RUN_NTIMINGS, or NULL */
+    /* NULL, or set by a phase when the run has nothing more to do (every rank sets it alike,
+     * e.g. from rank 0's broadcast decision): the later phases without RUN_PHASE_ALWAYS are
+     * skipped, and the run succeeds. */
+    const bool *done;
 };
 sm_status run_phases(const struct run_phase *ph, size_t n, void *ctx,
                      const struct run_phase_env *env, struct sm_err *err);

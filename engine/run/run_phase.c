@@ -2,7 +2,9 @@
  * needs around its own work, written once — the progress line, the stop check before it, the
  * agreement on the lowest failing rank's error after it, and its wall time. A phase runs only
  * while every rank succeeded; after a failure the phases with a cleanup (the flush of written
- * shards) still run it on every rank, so a resume keeps what was done. */
+ * shards) still run it on every rank, so a resume keeps what was done. A run that ends early
+ * (env->done, e.g. output.exists: auto over a complete output) runs only the phases flagged
+ * RUN_PHASE_ALWAYS (the result). */
 #include "run_int.h"
 
 #include "shardmill/clock.h"
@@ -20,6 +22,9 @@ sm_status run_phases(const struct run_phase *ph, size_t n, void *ctx,
                 p->cleanup(ctx);
             }
             continue;
+        }
+        if (env->done != NULL && *env->done && (p->flags & RUN_PHASE_ALWAYS) == 0) {
+            continue; /* ended early, alike on every rank: nothing to agree on */
         }
         const bool shown = p->unit != NULL && (p->total == NULL || p->total(ctx) != UINT64_MAX);
         if (shown) {

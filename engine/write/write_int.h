@@ -73,6 +73,7 @@ struct sm_staged {
 struct sm_output {
     char *root; /* resolved path, no trailing '/' */
     struct sm_output_opts opts;
+    bool was_auto;          /* opts.exists was AUTO before sm_output_settle (for messages) */
     const atomic_int *stop; /* sm_output_set_stop: ends overwrite's delete walk */
     int state;              /* enum out_state (write_output.c) */
     int rootfd;             /* -1 until begin/join */

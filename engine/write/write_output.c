@@ -352,7 +352,9 @@ sm_status sm_output_open(const char *path, const struct sm_output_opts *opts,
         st = sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
                         "not a shardmill output (no %s/ or %s): refusing to %s it", SM_PRIV_DIR,
                         SM_MARKER_NAME,
-                        opts->exists == SM_OUTPUT_EXISTS_RESUME ? "resume" : "overwrite");
+                        opts->exists == SM_OUTPUT_EXISTS_RESUME ? "resume"
+                        : opts->exists == SM_OUTPUT_EXISTS_AUTO ? "write into"
+                                                                : "overwrite");
         sm_err_where(err, "%s", root);
     } else if (st == SM_OK && state == OUT_SHARDMILL) {
         const int fd = open_root(root);
@@ -386,6 +388,165 @@ sm_status sm_output_open(const char *path, const struct sm_output_opts *opts,
     }
     *out = o;
     return SM_OK;
+}
+
+/* ---- output.exists: auto ---- */
+
+#define SM_PROVENANCE_KEY "shardmill" /* zarr.json attributes.shardmill: the provenance */
+
+static bool first_diff(json_t *a, json_t *b, char *path, size_t cap);
+
+/* A JSON document: integers exactly when jansson can hold them, else (a weighted checksum above
+ * 2^63 in the provenance) as reals; *as_real says which. */
+static json_t *load_doc(struct sm_bytes b, bool *as_real)
+{
+    *as_real = false;
+    json_t *j = json_loadb((const char *)b.ptr, b.len, 0, NULL);
+    if (j == NULL) {
+        *as_real = true;
+        j = json_loadb((const char *)b.ptr, b.len, JSON_DECODE_INT_AS_REAL, NULL);
+    }
+    return j;
+}
+
+/* {"attributes": {"shardmill": {m: v}}} for every member m of `identity`, v taken from `prov`
+ * (the existing provenance; a member it lacks stays out) or from identity itself. */
+static json_t *identity_doc(json_t *identity, json_t *prov)
+{
+    json_t *sub = json_object();
+    const char *key;
+    json_t *v;
+    json_object_foreach(identity, key, v)
+    {
+        json_t *have = prov != NULL ? json_object_get(prov, key) : v;
+        if (have != NULL) {
+            json_object_set(sub, key, have);
+        }
+    }
+    return json_pack("{s:{s:o}}", "attributes", SM_PROVENANCE_KEY, sub);
+}
+
+/* SM_OK when the existing zarr.json `have` carries `identity` in attributes.shardmill, else
+ * SM_E_USAGE naming the first member that differs. */
+static sm_status same_identity(const struct sm_output *o, struct sm_bytes have,
+                               const json_t *identity, struct sm_err *err)
+{
+    bool as_real;
+    json_t *doc = load_doc(have, &as_real);
+    /* compare like with like: this job's identity as text (u64 marks rendered), read back the
+     * way the existing document was read */
+    char *text = sm_json_dumps(identity, JSON_COMPACT);
+    json_t *want_id =
+        text != NULL ? json_loads(text, as_real ? JSON_DECODE_INT_AS_REAL : 0, NULL) : NULL;
+    sm_json_free_text(text);
+    json_t *prov = json_object_get(json_object_get(doc, "attributes"), SM_PROVENANCE_KEY);
+    json_t *none = json_object(); /* no provenance: every member of the identity differs */
+    json_t *a = want_id != NULL ? identity_doc(want_id, json_is_object(prov) ? prov : none) : NULL;
+    json_t *b = want_id != NULL ? identity_doc(want_id, NULL) : NULL;
+    char what[256] = "";
+    const bool differ = a == NULL || b == NULL || first_diff(a, b, what, sizeof(what));
+    json_decref(a);
+    json_decref(b);
+    json_decref(none);
+    json_decref(want_id);
+    json_decref(doc);
+    if (!differ) {
+        return SM_OK;
+    }
+    if (what[0] == '\0') {
+        snprintf(what, sizeof(what), "its bytes");
+    }
+    sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
+               "output.exists: auto: another job's output: its zarr.json differs from this "
+               "job's in %s; use overwrite or another output.path",
+               what);
+    sm_err_where(err, "%s", o->root);
+    return err->status;
+}
+
+/* The marker's verdict: COMPLETE when sm_output_verify finds nothing, else DAMAGED. */
+static sm_status verdict(const struct sm_output *o, struct sm_output_decision *d,
+                         struct sm_err *err)
+{
+    struct sm_verify_report rep;
+    SM_TRY(sm_output_verify(o->root, &rep, err));
+    d->found = rep.nproblems == 0 ? SM_OUTPUT_FOUND_COMPLETE : SM_OUTPUT_FOUND_DAMAGED;
+    d->shards = rep.shards;
+    d->bytes = rep.bytes;
+    d->problems = rep.nproblems;
+    if (rep.nproblems > 0) {
+        snprintf(d->first_problem, sizeof(d->first_problem), "%s: %s", rep.problems[0].key,
+                 rep.problems[0].what);
+    }
+    sm_verify_report_destroy(&rep);
+    return SM_OK;
+}
+
+sm_status sm_output_decide(const struct sm_output *o, const json_t *identity,
+                           struct sm_output_decision *d, struct sm_err *err)
+{
+    memset(d, 0, sizeof(*d));
+    d->found = SM_OUTPUT_FOUND_NEW;
+    if (o->opts.exists != SM_OUTPUT_EXISTS_AUTO || !json_is_object(identity)) {
+        SM_FAIL(err, SM_E_INTERNAL,
+                "sm_output_decide: an output opened with output.exists auto "
+                "and an identity object");
+    }
+    if (o->state != OUT_SHARDMILL) { /* open refused a foreign one */
+        return SM_OK;
+    }
+    const int fd = open_root(o->root);
+    if (fd < 0) {
+        return io_fail(err, "cannot open the output", o->root, errno);
+    }
+    struct sm_buf zj = SM_BUF_INIT;
+    bool found = false, marked = false;
+    sm_status st = sm_wfs_read(fd, SM_ZARR_JSON, &zj, &found, err);
+    struct stat sb;
+    if (st == SM_OK) {
+        marked = fstatat(fd, SM_MARKER_NAME, &sb, AT_SYMLINK_NOFOLLOW) == 0;
+    }
+    close(fd);
+    d->found = SM_OUTPUT_FOUND_UNFINISHED; /* no zarr.json: nothing to keep, resume clears it */
+    if (st == SM_OK && found) {
+        st = same_identity(o, sm_buf_bytes(&zj), identity, err);
+    }
+    if (st == SM_OK && found && marked) {
+        st = verdict(o, d, err);
+    }
+    sm_buf_free(&zj);
+    if (st != SM_OK) {
+        sm_err_where(err, "%s", o->root);
+    }
+    return st;
+}
+
+void sm_output_settle(struct sm_output *o, enum sm_output_found found)
+{
+    if (o->opts.exists != SM_OUTPUT_EXISTS_AUTO) {
+        return;
+    }
+    o->was_auto = true;
+    if (found == SM_OUTPUT_FOUND_NEW) {
+        o->opts.exists = SM_OUTPUT_EXISTS_ERROR;
+    } else if (found != SM_OUTPUT_FOUND_COMPLETE) {
+        o->opts.exists = SM_OUTPUT_EXISTS_RESUME;
+    }
+}
+
+const char *sm_output_found_action(enum sm_output_found found)
+{
+    switch (found) {
+    case SM_OUTPUT_FOUND_NEW:
+        return "written";
+    case SM_OUTPUT_FOUND_UNFINISHED:
+        return "resumed";
+    case SM_OUTPUT_FOUND_DAMAGED:
+        return "repaired";
+    case SM_OUTPUT_FOUND_COMPLETE:
+        return "complete";
+    }
+    return "written";
 }
 
 uint64_t sm_output_track_bytes(uint64_t nshards)
@@ -609,6 +770,12 @@ static void zarr_diff(const char *pending, struct sm_bytes have, struct sm_bytes
     json_decref(b);
 }
 
+/* The policy the user chose, for messages: a settled AUTO resumes under its own name. */
+static const char *policy_name(const struct sm_output *o)
+{
+    return o->was_auto ? "auto" : "resume";
+}
+
 /* RESUME of an existing shardmill output. *keep_zarr tells zarr.json is already w's. */
 static sm_status prepare_resume(struct sm_output *o, const struct sm_writer *w, bool *keep_zarr,
                                 struct sm_err *err)
@@ -627,9 +794,9 @@ static sm_status prepare_resume(struct sm_output *o, const struct sm_writer *w, 
             zarr_diff(w->spec.pending, sm_buf_bytes(&have), sm_buf_bytes(&w->text), what,
                       sizeof(what));
             st = sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
-                            "output.exists: resume: the existing zarr.json differs from this "
+                            "output.exists: %s: the existing zarr.json differs from this "
                             "job's in %s (another configuration or input); use overwrite",
-                            what);
+                            policy_name(o), what);
         } else {
             *keep_zarr = true;
         }
@@ -641,9 +808,9 @@ static sm_status prepare_resume(struct sm_output *o, const struct sm_writer *w, 
             if (st == SM_OK &&
                 (!found || have.len != want->len || memcmp(have.ptr, want->ptr, have.len) != 0)) {
                 st = sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
-                                "output.exists: resume: the existing %s differs from this "
+                                "output.exists: %s: the existing %s differs from this "
                                 "job's (another configuration or input); use overwrite",
-                                key);
+                                policy_name(o), key);
             }
         }
         if (st == SM_OK) {
@@ -679,6 +846,11 @@ static sm_status put_doc(struct sm_output *o, const char *key, struct sm_bytes d
 
 static sm_status begin(struct sm_output *o, const struct sm_writer *w, struct sm_err *err)
 {
+    if (o->opts.exists == SM_OUTPUT_EXISTS_AUTO) { /* unsettled, or settled COMPLETE */
+        SM_FAIL(err, SM_E_INTERNAL,
+                "output.exists: auto: begin before sm_output_settle, or of "
+                "a complete output");
+    }
     SM_TRY(sm_fs_mkdirs(AT_FDCWD, o->root, err));
     o->token = sm_journal_token(); /* sm_output_set_run may replace it before any record */
     o->rootfd = open_root(o->root);

@@ -234,6 +234,7 @@ static sm_status check_marker(int fd, struct sm_bytes marker, struct sm_verify_r
     } else if (!sm_marker_parse(w, marker, recs, &head, why, sizeof(why))) {
         st = problem(rep, SM_MARKER_NAME, err, "%s", why);
     } else {
+        rep->bytes = head.bytes;
         sm_writer_docs_sha256(w, sha); /* zarr.json (and a group's level documents) */
         if (strcmp(sha, head.zarr_sha) != 0) {
             st = problem(rep, SM_ZARR_JSON, err, "SHA-256 %.16s..., the marker says %.16s...", sha,

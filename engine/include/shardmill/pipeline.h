@@ -26,6 +26,11 @@
  * MPI is not initialised, the thread level checked: sm_par_init_comm) and releases it before it
  * returns; ranks must not be initialised already then. The header needs no <mpi.h>.
  *
+ * output.exists: auto (write.h SM_OUTPUT_EXISTS_AUTO): once the input is open, rank 0 compares the
+ * output's zarr.json with this job's identity (engine, config_sha256, input) and, over a complete
+ * output, verifies it; every rank takes the decision: write, resume, or (this job's complete,
+ * verified output) end the run there with nothing written (res->output_found COMPLETE).
+ *
  * Errors as everywhere (status.h): SM_E_USAGE names the field in YAML terms (`roi.shape`,
  * `output.shard`, ...), the same text `shardmill run` prints. A set stop flag ends the run at the
  * next tile or shard with SM_E_STOPPED and no marker (finished shards are flushed for resume). */
@@ -356,6 +361,15 @@ struct sm_run_result {
         char unit[48], unit_dropped[48]; /* "": none */
         char spacing_from[16], unit_from[16], origin_from[16];
     } geometry;
+    /* convert: what output.exists found at the output (write.h): NEW for a new output (and
+     * every error or overwrite run), UNFINISHED for a resume; with output.exists: auto also
+     * DAMAGED (complete, but verify found output_problems problems, the first in
+     * output_problem: resumed) and COMPLETE (this job's output, complete and verified: nothing
+     * after the input phase ran, nothing was written; output_shards and output_bytes are the
+     * marker's, the statistics and checksums are empty). */
+    enum sm_output_found output_found;
+    uint64_t output_problems;
+    char output_problem[272];
     unsigned levels;                     /* convert: OME-Zarr levels written (0: a plain array) */
     uint64_t pyramid_ns;                 /* convert: this rank's levels 1.. (wall) */
     double timing[SM_RUN_NTIMINGS];      /* this rank */

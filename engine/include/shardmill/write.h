@@ -144,6 +144,9 @@ enum sm_output_exists {
     SM_OUTPUT_EXISTS_ERROR,     /* refuse an existing output (an empty directory is not one) */
     SM_OUTPUT_EXISTS_OVERWRITE, /* remove a previous shardmill output's files, then write */
     SM_OUTPUT_EXISTS_RESUME,    /* keep the intact shards of a previous identical run */
+    /* a batch script's choice (sm_output_decide): write a new output, resume this job's
+     * unfinished (or damaged) one, leave this job's complete one alone, refuse anything else */
+    SM_OUTPUT_EXISTS_AUTO,
 };
 
 /* Durability of the writes. FSYNC and SYNCFS give the same guarantee, the one of SPEC §6: a
@@ -185,10 +188,44 @@ struct sm_output;
 /* Resolves and checks the output path against the exists policy; writes nothing, so a job can call
  * it before its expensive phases. SM_E_USAGE (`where` = the path): "output exists (set
  * output.exists: overwrite or resume)" for ERROR and an existing path other than an empty
- * directory; "not a shardmill output ..." for OVERWRITE/RESUME of a directory that does not look
- * like one (or is a file or a symbolic link); a path escaping `base`. SM_E_IO; SM_E_NOMEM. */
+ * directory; "not a shardmill output ..." for OVERWRITE/RESUME/AUTO of a directory that does not
+ * look like one (or is a file or a symbolic link); a path escaping `base`. SM_E_IO; SM_E_NOMEM. */
 sm_status sm_output_open(const char *path, const struct sm_output_opts *opts,
                          struct sm_output **out, struct sm_err *err);
+
+/* What output.exists: auto finds at the output path (sm_output_decide). */
+enum sm_output_found {
+    SM_OUTPUT_FOUND_NEW,        /* nothing, or an empty directory: written as with ERROR */
+    SM_OUTPUT_FOUND_UNFINISHED, /* this job's output without its marker: resumed */
+    SM_OUTPUT_FOUND_DAMAGED,    /* this job's, with its marker, but verify finds problems: resumed,
+                                   which rewrites the damaged shards */
+    SM_OUTPUT_FOUND_COMPLETE,   /* this job's, complete, and it verifies: nothing to write */
+};
+struct sm_output_decision {
+    enum sm_output_found found;
+    uint64_t shards, bytes;  /* COMPLETE: the marker's shard count and byte total */
+    uint64_t problems;       /* DAMAGED: the problems verify found */
+    char first_problem[272]; /* DAMAGED: "<key>: <what>" of the first */
+};
+
+/* output.exists: auto (o opened with it; the primary only, before begin): decides what the path
+ * holds. Nothing or an empty directory: NEW. A shardmill output (sm_output_open refused anything
+ * else): its zarr.json must carry this job's identity -- every member of `identity` (an object,
+ * e.g. {"engine", "config_sha256", "input"}) equal to the member of the same name in its
+ * attributes.shardmill -- else SM_E_USAGE "output.exists: auto: another job's output: its
+ * zarr.json differs from this job's in attributes.shardmill.<member>; ..." (the first member that
+ * differs). No zarr.json (a run killed before it wrote one): UNFINISHED. Without the
+ * completion marker: UNFINISHED; with it, sm_output_verify's check of every shard against it:
+ * COMPLETE when it passes, else DAMAGED. Reads only. SM_E_IO; SM_E_NOMEM. */
+sm_status sm_output_decide(const struct sm_output *o, const struct json_t *identity,
+                           struct sm_output_decision *d, struct sm_err *err);
+/* Every process of the run, with the primary's decision: NEW writes as ERROR would (begin still
+ * refuses an output that appeared meanwhile), UNFINISHED and DAMAGED resume (resume's own check of
+ * zarr.json follows in begin, its errors naming output.exists: auto), COMPLETE leaves the output
+ * alone (begin is then SM_E_INTERNAL: nothing may be written). */
+void sm_output_settle(struct sm_output *o, enum sm_output_found found);
+/* "written", "resumed", "repaired" (DAMAGED) or "complete": the report's output.action. */
+const char *sm_output_found_action(enum sm_output_found found);
 
 /* Bytes an output tracking `nshards` shards holds (a record and a directory flag per shard,
  * allocated by sm_output_begin / sm_output_join): O(shards), so a run checks it against its memory
@@ -294,6 +331,7 @@ struct sm_verify_problem {
 struct sm_verify_report {
     uint64_t shards;  /* in the marker's grid (0 if unknown) */
     uint64_t checked; /* shards read and compared */
+    uint64_t bytes;   /* the marker's byte total (0 if unknown) */
     size_t nproblems, cap;
     struct sm_verify_problem *problems; /* owned: sm_verify_report_destroy */
 };

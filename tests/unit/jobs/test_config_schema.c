@@ -420,6 +420,7 @@ static void test_enum_names_follow_the_c_enums(void **state)
         {"output.exists=overwrite", offsetof(struct sm_job_config, output.exists),
          SM_EXISTS_OVERWRITE},
         {"output.exists=resume", offsetof(struct sm_job_config, output.exists), SM_EXISTS_RESUME},
+        {"output.exists=auto", offsetof(struct sm_job_config, output.exists), SM_EXISTS_AUTO},
         {"parallel.partition=balanced", offsetof(struct sm_job_config, parallel.partition),
          SM_PARTITION_BALANCED},
         {"parallel.partition=block", offsetof(struct sm_job_config, parallel.partition),

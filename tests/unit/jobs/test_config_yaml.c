@@ -244,7 +244,7 @@ static void test_enum_values(void **state)
     expect_error(SCAN "normalize: {mode: linear}\n", "f.yaml:3:19",
                  "normalize.mode: expected one of scale, window, percentile, none, got 'linear'");
     expect_error(SCAN "output: {exists: replace}\n", "f.yaml:3:18",
-                 "output.exists: expected one of error, overwrite, resume, got 'replace'");
+                 "output.exists: expected one of error, overwrite, resume, auto, got 'replace'");
     expect_error(SCAN "parallel: {partition: cyclic}\n", "f.yaml:3:23",
                  "expected one of balanced, block, got 'cyclic'");
     expect_error(SCAN "output: {codec: {name: lz4}}\n", "f.yaml:3:24",

@@ -1,8 +1,9 @@
 /* Unit tests for the pipeline API (run/, shardmill/pipeline.h) with one process: a scan and a
  * convert of a small uncompressed Zarr v2 uint8 array written here by hand (histogram and
  * voxels against counts taken here), a convert stopped by its flag (no marker), the result's I/O
- * counters and peak memory, a scan's prepare step, the HDF5 export phase, and the errors that
- * name the parameter in YAML terms. Ranks are tested by tests/mpi and tests/examples. */
+ * counters and peak memory, a scan's prepare step, the HDF5 export phase, output.exists: auto
+ * ending a run early over its complete output, and the errors that name the parameter in YAML
+ * terms. Ranks are tested by tests/mpi and tests/examples. */
 #include "shardmill/sm_config.h"
 
 #include <setjmp.h>
@@ -333,6 +334,58 @@ static void test_convert_stopped_leaves_no_marker(void **state)
     sm_run_result_destroy(&r);
 }
 
+/* output.exists: auto through the API: a new output is written; run again, the run ends after
+ * its exists phase (the plan's layout hook is never called) with the output complete and nothing
+ * written; another config_sha256 is SM_E_USAGE naming the member. */
+static void count_layout(void *user, const struct sm_output_spec *spec, uint64_t nshards)
+{
+    (void)spec;
+    (void)nshards;
+    ++*(int *)user;
+}
+
+static void test_convert_exists_auto(void **state)
+{
+    struct fx *f = *state;
+    char out[400];
+    snprintf(out, sizeof(out), "%s/auto.zarr", f->dir);
+    int layouts = 0;
+    struct sm_convert_run p = SM_CONVERT_RUN_DEFAULTS;
+    p.c.input.store = f->store;
+    p.output.path = out;
+    p.output.policy.exists = SM_OUTPUT_EXISTS_AUTO;
+    p.output.policy.sync = SM_OUTPUT_SYNC_NONE;
+    const struct sm_run_dims shard = {true, 3, {4, 8, 8}};
+    p.output.shard = shard;
+    p.config_sha256 = "c1";
+    p.hooks.layout = count_layout;
+    p.hooks.user = &layouts;
+    struct sm_run_result r;
+    struct sm_err err;
+    sm_err_clear(&err);
+    assert_int_equal(sm_run_convert(&p, &r, &err), SM_OK);
+    assert_int_equal(r.output_found, SM_OUTPUT_FOUND_NEW);
+    assert_int_equal(r.shards_written, 2);
+    assert_int_equal(layouts, 1);
+    const uint64_t bytes = r.output_bytes;
+    sm_run_result_destroy(&r);
+    assert_int_equal(sm_run_convert(&p, &r, &err), SM_OK);
+    assert_int_equal(r.output_found, SM_OUTPUT_FOUND_COMPLETE);
+    assert_int_equal(layouts, 1); /* ended after the exists phase: no plan */
+    assert_int_equal(r.shards_written, 0);
+    assert_int_equal(r.output_shards, 2);
+    assert_int_equal(r.output_bytes, bytes);
+    assert_int_equal(r.scan.voxels, 0);
+    assert_true(r.timing[SM_RUN_T_TOTAL] > 0);
+    assert_non_null(r.output_path);
+    sm_run_result_destroy(&r);
+    p.config_sha256 = "c2";
+    sm_err_clear(&err);
+    assert_int_equal(sm_run_convert(&p, &r, &err), SM_E_USAGE);
+    assert_non_null(strstr(err.what, "attributes.shardmill.config_sha256"));
+    sm_run_result_destroy(&r);
+}
+
 /* The end of a run: the input's counters and the peak resident set in the result (one rank: this
  * process's own), and a scan's prepare step that fails before anything is opened. */
 static sm_status refuse(void *user, struct sm_err *err)
@@ -504,6 +557,7 @@ int main(void)
         cmocka_unit_test(test_convert_none_keeps_values),
         cmocka_unit_test(test_convert_integer_outputs),
         cmocka_unit_test(test_convert_stopped_leaves_no_marker),
+        cmocka_unit_test(test_convert_exists_auto),
         cmocka_unit_test(test_result_holds_io_and_memory),
         cmocka_unit_test(test_io_add),
         cmocka_unit_test(test_convert_exports_hdf5),
