@@ -16,6 +16,7 @@
 #include <shardmill/meta.h>
 #include <shardmill/pipeline.h>
 #include <shardmill/stats.h>
+#include <shardmill/store.h>
 #include <shardmill/write.h>
 
 #include "report.h"
@@ -150,6 +151,7 @@ static uint64_t units_of(const struct sm_array_meta *m, const uint64_t *off, con
 
 struct sample {
     unsigned n;
+    double in_ratio;
     uint64_t off[SM_PLAN_SAMPLES][SM_MAX_DIMS], shape[SM_PLAN_SAMPLES][SM_MAX_DIMS];
     struct sm_buf in[SM_PLAN_SAMPLES];
 };
@@ -169,6 +171,8 @@ static sm_status sample_read(const struct sm_job_config *c, const struct sm_plan
     struct sm_scratch *scratch = NULL;
     sm_status st = in->array != NULL ? sm_array_scratch_new(&scratch, err) : SM_OK;
     *units = 0;
+    struct sm_store *store = in->array != NULL ? sm_array_store(in->array) : NULL;
+    const uint64_t before = store != NULL ? atomic_load(&store->stats.bytes[SM_IO_PAYLOAD]) : 0;
     for (unsigned i = 0; st == SM_OK && i < sp->n; i++) {
         uint64_t off[SM_MAX_DIMS];
         sample_box(s0, i, sp->n, sp->off[i], sp->shape[i]);
@@ -190,6 +194,14 @@ static sm_status sample_read(const struct sm_job_config *c, const struct sm_plan
         }
     }
     sm_array_scratch_free(scratch);
+    /* what the encoded-object cache would hold per decoded byte: the stored bytes the sample
+     * fetched over the decoded bytes of the units it read (1 when nothing was counted) */
+    const uint64_t got =
+        store != NULL ? atomic_load(&store->stats.bytes[SM_IO_PAYLOAD]) - before : 0;
+    const uint64_t *u = m->inner_ndim > 0 ? m->inner_chunk_shape : m->chunk_shape;
+    const double decoded = (double)*units * (double)(prod(u, m->ndim) * elem);
+    sp->in_ratio = got > 0 && decoded > 0 ? (double)got / decoded : 1.0;
+    sp->in_ratio = sp->in_ratio < 1.0 ? sp->in_ratio : 1.0;
     return st;
 }
 
@@ -319,12 +331,13 @@ static void output_size(const struct levels *lv, bool ome, struct sm_plan_estima
 static void rank_boxes(const struct sm_job_config *c, const struct sm_array_meta *m,
                        const struct sm_run_setup *su, const struct sm_part *tiles,
                        const struct sm_tiling *grid, const struct sm_part *shards, int ranks,
-                       bool two_pass, uint64_t *max_in, bool *all_kept)
+                       bool two_pass, uint64_t *max_in, bool *all_kept, bool *some_kept)
 {
     const size_t elem = sm_dtype_size(m->dtype);
     const uint64_t budget = c->limits.memory_bytes / 2 - c->limits.memory_bytes / 8;
     *max_in = 0;
     *all_kept = two_pass;
+    *some_kept = false;
     for (int r = 0; r < ranks; r++) {
         uint64_t off[SM_MAX_DIMS] = {0}, shape[SM_MAX_DIMS] = {0};
         uint64_t so[SM_MAX_DIMS] = {0}, ss[SM_MAX_DIMS] = {0};
@@ -347,6 +360,7 @@ static void rank_boxes(const struct sm_job_config *c, const struct sm_array_meta
         }
         *max_in = bytes > *max_in ? bytes : *max_in;
         *all_kept = *all_kept && box && bytes <= budget;
+        *some_kept = *some_kept || (two_pass && box && bytes <= budget);
     }
 }
 
@@ -379,12 +393,13 @@ static void estimate_memory(const struct sm_job_config *c, const struct sm_plan_
         .threads = e->threads,
         .two_pass = e->two_pass,
         .kept = e->kept,
+        .kept_some = e->kept_some,
         .source_loads =
             in->src != NULL && (strcmp(fmt, "nifti") == 0 ||
                                 (slen > 3 && strcmp(c->input.store + slen - 3, ".gz") == 0)),
         .source = in->src != NULL,
         .rank_in_bytes = rank_in,
-        .rank_stored_bytes = rank_in,
+        .rank_stored_bytes = (uint64_t)((double)rank_in * e->in_ratio),
         .cache_max_bytes = c->input.cache_enabled ? c->input.cache_max_bytes : 0,
         .index_cache_bytes = index_cache_bytes(c, m),
         .tile_bytes = prod(tile, m->ndim) * in_elem,
@@ -397,7 +412,7 @@ static void estimate_memory(const struct sm_job_config *c, const struct sm_plan_
         .shard_records = sm_output_track_bytes(e->shards),
         .codec_bytes = PLAN_CODEC_BYTES,
     };
-    e->peak_rss_bytes = sm_plan_peak_rss(&mm);
+    e->peak_rss_bytes = sm_plan_peak_rss(&mm, &e->rss);
 }
 
 sm_status sm_plan_estimate(const struct sm_job_config *c, const struct sm_plan_input *in,
@@ -409,12 +424,13 @@ sm_status sm_plan_estimate(const struct sm_job_config *c, const struct sm_plan_i
     e->threads = threads;
     e->convert = c->job == SM_JOB_CONVERT;
     e->ratio = 1.0;
+    e->in_ratio = 1.0;
     e->ratio_from = e->convert ? "codec none" : "no output";
     const bool ome = c->output.ome_method != NULL;
     e->two_pass = !e->convert || ome || c->normalize.mode == SM_CFG_NORM_PERCENTILE;
     uint64_t rank_in = 0;
     rank_boxes(c, m, su, tiles, grid, e->convert ? shards : NULL, ranks, e->two_pass, &rank_in,
-               &e->kept);
+               &e->kept, &e->kept_some);
     e->kept = e->kept && e->convert;
     struct levels lv = {0};
     if (e->convert) {
@@ -437,6 +453,7 @@ sm_status sm_plan_estimate(const struct sm_job_config *c, const struct sm_plan_i
             }
             SM_TRY(st);
             e->samples = sp.n;
+            e->in_ratio = sp.in_ratio;
             e->ratio = e->sample_raw > 0 ? (double)e->sample_encoded / (double)e->sample_raw : 1.0;
             e->ratio_from = "sample";
         }
@@ -484,11 +501,17 @@ json_t *sm_plan_estimate_json(const struct sm_plan_estimate *e, int ranks)
         ranks > 1 ? "mpirun/srun (MPI start-up measured at calibration)" : "a plain process",
         "kept_input", e->kept, "two_pass", e->two_pass, "nodes", e->nodes, "cores_per_node",
         e->cores_per_node > 0 ? e->cores_per_node : e->rates.cores);
-    return json_pack("{s:f,s:o,s:o,s:o,s:i,s:i,s:o,s:o,s:o}", "seconds", t->total,
+    const struct sm_plan_rss_parts *p = &e->rss;
+    json_t *rss = json_pack("{s:o,s:o,s:o,s:o,s:o,s:o}", "baseline", sm_json_u64(p->baseline),
+                            "caches", sm_json_u64(p->caches), "input", sm_json_u64(p->input),
+                            "scan", sm_json_u64(p->scan), "write", sm_json_u64(p->write), "pyramid",
+                            sm_json_u64(p->pyramid));
+    json_object_set_new(sample, "input_stored_ratio", json_real(e->in_ratio));
+    return json_pack("{s:f,s:o,s:o,s:o,s:i,s:i,s:o,s:o,s:o,s:o}", "seconds", t->total,
                      "peak_rss_bytes_per_rank", sm_json_u64(e->peak_rss_bytes), "output_bytes",
                      sm_json_u64(e->output_bytes), "files", sm_json_u64(e->files), "threads",
-                     e->threads, "levels", (int)e->levels, "terms_s", terms, "sample", sample,
-                     "assumes", assumes);
+                     e->threads, "levels", (int)e->levels, "terms_s", terms, "rss_parts_bytes", rss,
+                     "sample", sample, "assumes", assumes);
 }
 
 static void human(double v, char *buf, size_t cap)
@@ -520,7 +543,15 @@ void sm_plan_estimate_print(const struct sm_plan_estimate *e, int ranks)
            e->kept       ? ", input kept"
            : e->two_pass ? ", input read twice"
                          : ", one pass");
-    printf("    memory   %s peak RSS per rank (upper bound)\n", rss);
+    char parts[6][32];
+    const uint64_t pv[6] = {e->rss.baseline, e->rss.caches, e->rss.input,
+                            e->rss.scan,     e->rss.write,  e->rss.pyramid};
+    for (int i = 0; i < 6; i++) {
+        human((double)pv[i], parts[i], sizeof(parts[i]));
+    }
+    printf("    memory   %s peak RSS per rank (upper bound: baseline %s, caches %s, input %s, scan "
+           "%s, write %s, pyramid %s)\n",
+           rss, parts[0], parts[1], parts[2], parts[3], parts[4], parts[5]);
     if (!e->convert) {
         return;
     }

@@ -30,6 +30,7 @@ struct sm_plan_estimate {
     bool convert;
     struct sm_plan_terms t;
     uint64_t peak_rss_bytes; /* per rank, upper bound */
+    struct sm_plan_rss_parts rss;
     uint64_t output_bytes;
     uint64_t files;
     unsigned levels; /* 1, or the OME-Zarr levels */
@@ -39,8 +40,10 @@ struct sm_plan_estimate {
     uint64_t sample_in_chunks; /* input chunks (read units) they read */
     uint64_t sample_raw, sample_encoded;
     double ratio;           /* encoded / raw */
+    double in_ratio;        /* the input's stored / decoded bytes in the sample (1: unknown) */
     const char *ratio_from; /* "sample", "--ratio", "codec none" or "no output" */
     bool kept;              /* every rank keeps its decoded input (two passes) */
+    bool kept_some;         /* some ranks keep it (their RSS holds it) */
     bool two_pass;
     char rates_from[300]; /* "built in (scaling/rates.json)" or the file */
     struct sm_plan_rates rates;

@@ -138,37 +138,46 @@ void sm_plan_seconds(const struct sm_plan_rates *r, const struct sm_plan_work *w
     t->total = t->start + t->scan + t->allreduce + t->write + t->pyramid + t->sync + t->finish;
 }
 
-uint64_t sm_plan_peak_rss(const struct sm_plan_mem *m)
+uint64_t sm_plan_peak_rss(const struct sm_plan_mem *m, struct sm_plan_rss_parts *parts)
 {
+    struct sm_plan_rss_parts p = {0};
     const uint64_t T = m->threads > 0 ? (uint64_t)m->threads : 1;
     const uint64_t half = m->memory_bytes / 2;
-    uint64_t b = m->baseline + m->shard_records;
+    p.baseline = m->baseline + m->shard_records;
     /* the encoded-object cache: within half the budget, never more than the rank's input */
     if (!m->source) {
-        b += min_u64(min_u64(m->cache_max_bytes, half), m->rank_stored_bytes);
-        b += m->index_cache_bytes;
+        p.caches = min_u64(min_u64(m->cache_max_bytes, half), m->rank_stored_bytes);
+        p.caches += m->index_cache_bytes;
     }
     if (m->source_loads) {
-        b += m->rank_in_bytes; /* the source's inflated box */
+        p.input = m->rank_in_bytes; /* the source's inflated box */
     }
     if (m->two_pass) {
-        b += T * (m->tile_bytes + m->hist_bytes); /* scan workers */
+        p.scan = T * (m->tile_bytes + m->hist_bytes); /* scan workers */
     }
-    if (m->two_pass && m->kept) {
-        b += m->rank_in_bytes; /* the kept decoded input */
-    } else if (!m->source) {
-        b += min_u64(m->memory_bytes / 8, m->rank_in_bytes); /* the chunk memos */
+    if (m->two_pass && (m->kept || m->kept_some)) {
+        p.input += m->rank_in_bytes; /* the kept decoded input */
+    }
+    if (!(m->two_pass && m->kept) && !m->source) {
+        /* the chunk memos: an eighth of the budget, at most SM_PLAN_MEMO_SLOTS read units and a
+         * spare per thread (engine/tile/tile_memo.c) */
+        const uint64_t slots = T * SM_PLAN_MEMO_SLOTS * m->chunk_bytes;
+        p.caches += min_u64(min_u64(m->memory_bytes / 8, m->rank_in_bytes), slots);
     }
     /* per writing thread: the shard's input box, its values, the padded copy and the encoded
-     * shard (at most the values plus the codec's bound), a histogram in one pass, and the decode
-     * scratch of an input chunk (decoded and encoded) */
+     * shard (at most the values plus the codec's bound), a histogram in one pass, the decode
+     * scratch of an input chunk (decoded and encoded) and the codec contexts */
     const uint64_t vox = m->shard_voxels;
-    b += T * (vox * m->in_elem + 3 * vox * m->out_elem + m->hist_bytes + 2 * m->chunk_bytes +
-              m->codec_bytes);
+    p.write = T * (vox * m->in_elem + 3 * vox * m->out_elem + m->hist_bytes + 2 * m->chunk_bytes +
+                   m->codec_bytes);
     if (m->pyr_shard_voxels > 0) {
         /* a thread's slab of the level below (at most 8 shards' worth) and its shard buffers */
         const uint64_t slab = min_u64(8 * m->pyr_shard_voxels * m->out_elem, half / T);
-        b += T * (slab + 3 * m->pyr_shard_voxels * m->out_elem);
+        p.pyramid = T * (slab + 3 * m->pyr_shard_voxels * m->out_elem);
     }
-    return b;
+    p.total = p.baseline + p.caches + p.input + p.scan + p.write + p.pyramid;
+    if (parts != NULL) {
+        *parts = p;
+    }
+    return p.total;
 }

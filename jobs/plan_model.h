@@ -75,23 +75,33 @@ struct sm_plan_mem {
     uint64_t memory_bytes; /* limits.memory_bytes */
     int threads;
     bool two_pass, kept, source_loads; /* source_loads: the source inflates its box (NIfTI) */
-    bool source;                       /* a file source: no chunk memo, no cache */
-    uint64_t rank_in_bytes;            /* decoded input of the busiest rank's box */
-    uint64_t rank_stored_bytes;        /* its encoded bytes (what the cache may hold) */
-    uint64_t cache_max_bytes;          /* input.cache.max_bytes (0: disabled) */
-    uint64_t index_cache_bytes;        /* what the index cache can hold of this input */
-    uint64_t tile_bytes;               /* one scan tile buffer */
-    uint64_t chunk_bytes;              /* one decoded input chunk (decode scratch) */
-    uint64_t shard_voxels;             /* voxels of a level 0 shard */
-    uint64_t pyr_shard_voxels;         /* voxels of a level 1 shard (0: no pyramid) */
+    bool kept_some;         /* kept false: some ranks keep their input, the others memoize chunks */
+    bool source;            /* a file source: no chunk memo, no cache */
+    uint64_t rank_in_bytes; /* decoded input of the busiest rank's box */
+    uint64_t rank_stored_bytes; /* its encoded bytes (what the cache may hold) */
+    uint64_t cache_max_bytes;   /* input.cache.max_bytes (0: disabled) */
+    uint64_t index_cache_bytes; /* what the index cache can hold of this input */
+    uint64_t tile_bytes;        /* one scan tile buffer */
+    uint64_t chunk_bytes;       /* one decoded input chunk (decode scratch) */
+    uint64_t shard_voxels;      /* voxels of a level 0 shard */
+    uint64_t pyr_shard_voxels;  /* voxels of a level 1 shard (0: no pyramid) */
     size_t in_elem, out_elem;
     uint64_t hist_bytes;    /* one histogram (per thread) */
     uint64_t shard_records; /* the output's shard records (sm_output_track_bytes) */
     uint64_t codec_bytes;   /* per thread: compression and decompression contexts */
 };
 
+/* Slots of a thread's chunk memo plus its spare unit (engine/tile/tile_memo.c MEMO_MAX_SLOTS). */
+#define SM_PLAN_MEMO_SLOTS 17u
+
+/* The bound's parts (bytes): baseline (+ shard records), caches (encoded-object cache, index
+ * cache, chunk memos), input (kept or loaded), scan workers, write workers, pyramid workers. */
+struct sm_plan_rss_parts {
+    uint64_t baseline, caches, input, scan, write, pyramid, total;
+};
+
 /* The upper bound of the peak RSS of a rank: the baseline plus every buffer the engine may hold
- * at the same time, each capped by what it can contain. */
-uint64_t sm_plan_peak_rss(const struct sm_plan_mem *m);
+ * at the same time, each capped by what it can contain; parts (may be NULL) gets the terms. */
+uint64_t sm_plan_peak_rss(const struct sm_plan_mem *m, struct sm_plan_rss_parts *parts);
 
 #endif

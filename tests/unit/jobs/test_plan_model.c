@@ -136,7 +136,7 @@ static void test_peak_rss_parts(void **state)
                             .threads = 2,
                             .two_pass = false,
                             .rank_in_bytes = 4000,
-                            .rank_stored_bytes = 4000,
+                            .rank_stored_bytes = 1500,
                             .cache_max_bytes = 256 << 20,
                             .index_cache_bytes = 100,
                             .tile_bytes = 512,
@@ -145,29 +145,50 @@ static void test_peak_rss_parts(void **state)
                             .in_elem = 2,
                             .out_elem = 4,
                             .hist_bytes = 8,
-                            .shard_records = 50};
-    /* one pass: baseline + records + cache (capped by the input: 4000) + index + memo (capped by
-     * the input: 4000) + 2 threads x (20 + 120 + 8 + 128) */
-    const uint64_t one = 1000 + 50 + 4000 + 100 + 4000 + 2 * (20 + 120 + 8 + 128);
-    assert_int_equal(sm_plan_peak_rss(&m), one);
+                            .shard_records = 50,
+                            .codec_bytes = 1};
+    /* one pass: baseline + records; cache (the rank's stored bytes: 1500) + index + memos (17
+     * units of 64 bytes per thread: 2176, under the input and the eighth); 2 threads x (20 + 120
+     * + 8 + 128 + 1) */
+    struct sm_plan_rss_parts p;
+    const uint64_t write = 2 * (20 + 120 + 8 + 128 + 1);
+    const uint64_t one = 1000 + 50 + 1500 + 100 + 2176 + write;
+    assert_int_equal(sm_plan_peak_rss(&m, &p), one);
+    assert_int_equal(p.baseline, 1050);
+    assert_int_equal(p.caches, 1500 + 100 + 2176);
+    assert_int_equal(p.write, write);
+    assert_int_equal(p.total, one);
     m.two_pass = true; /* + scan workers; the memo stays (not kept) */
-    assert_int_equal(sm_plan_peak_rss(&m), one + 2 * (512 + 8));
-    m.kept = true; /* the kept input replaces the memo: same size here */
-    assert_int_equal(sm_plan_peak_rss(&m), one + 2 * (512 + 8));
+    assert_int_equal(sm_plan_peak_rss(&m, NULL), one + 2 * (512 + 8));
+    m.kept_some = true; /* some ranks keep (4000), the others memoize: a rank may hold either */
+    assert_int_equal(sm_plan_peak_rss(&m, NULL), one + 2 * (512 + 8) + 4000);
+    m.kept_some = false;
+    m.kept = true; /* every rank keeps (4000): no memo */
+    assert_int_equal(sm_plan_peak_rss(&m, &p), one + 2 * (512 + 8) - 2176 + 4000);
+    assert_int_equal(p.input, 4000);
     m.cache_max_bytes = 0; /* a disabled cache holds nothing */
-    assert_int_equal(sm_plan_peak_rss(&m), one + 2 * (512 + 8) - 4000);
+    const uint64_t kept = one + 2 * (512 + 8) - 2176 + 4000 - 1500;
+    assert_int_equal(sm_plan_peak_rss(&m, NULL), kept);
     m.pyr_shard_voxels = 5; /* + a slab of 8 level-1 shards and 3 buffers per thread */
-    assert_int_equal(sm_plan_peak_rss(&m), one + 2 * (512 + 8) - 4000 + 2 * (160 + 60));
+    assert_int_equal(sm_plan_peak_rss(&m, &p), kept + 2 * (160 + 60));
+    assert_int_equal(p.pyramid, 2 * (160 + 60));
+    m.memory_bytes = 640; /* the slab is capped by half the budget per thread: 160 */
+    assert_int_equal(sm_plan_peak_rss(&m, &p), kept + 2 * (160 + 60));
+    m.memory_bytes = 400;
+    assert_int_equal(p.pyramid, 2 * (160 + 60));
+    sm_plan_peak_rss(&m, &p);
+    assert_int_equal(p.pyramid, 2 * (100 + 60));
     /* a source: no cache, no index cache, no memo; a NIfTI source's inflated box */
     struct sm_plan_mem s = m;
+    s.memory_bytes = 1 << 30;
     s.two_pass = false;
     s.kept = false;
     s.pyr_shard_voxels = 0;
     s.source = true;
     s.cache_max_bytes = 256 << 20;
-    assert_int_equal(sm_plan_peak_rss(&s), 1000 + 50 + 2 * (20 + 120 + 8 + 128));
+    assert_int_equal(sm_plan_peak_rss(&s, NULL), 1050 + write);
     s.source_loads = true;
-    assert_int_equal(sm_plan_peak_rss(&s), 1000 + 50 + 4000 + 2 * (20 + 120 + 8 + 128));
+    assert_int_equal(sm_plan_peak_rss(&s, NULL), 1050 + 4000 + write);
 }
 
 int main(void)
