@@ -298,6 +298,31 @@ struct levels {
     uint64_t shards[SM_MAX_LEVELS], values[SM_MAX_LEVELS];
 };
 
+/* The largest slab a pyramid thread reads of the level below (engine/run/run_pyramid.c
+ * slab_step): 8 voxels per output voxel of at most a chunk's depth of the level below (the
+ * deepest inner chunk of any level) by a shard's rows and columns; 0 (8 whole shards) unless
+ * 3-D. */
+static uint64_t pyramid_slab(const struct levels *lv)
+{
+    if (lv->n < 2 || lv->s[1].ndim != 3) {
+        return 0;
+    }
+    uint64_t cz = 1, v = 8;
+    for (unsigned k = 0; k < lv->n; k++) {
+        cz = lv->s[k].chunk[0] > cz ? lv->s[k].chunk[0] : cz;
+    }
+    for (unsigned k = 1; k < lv->n; k++) {
+        const struct sm_output_spec *s = &lv->s[k];
+        uint64_t e[3];
+        for (unsigned d = 0; d < 3; d++) {
+            e[d] = outer(s)[d] < s->shape[d] ? outer(s)[d] : s->shape[d];
+        }
+        const uint64_t slab = 8 * (cz < e[0] ? cz : e[0]) * e[1] * e[2];
+        v = slab > v ? slab : v;
+    }
+    return v;
+}
+
 static void level_sizes(struct levels *lv)
 {
     for (unsigned k = 0; k < lv->n; k++) {
@@ -406,6 +431,7 @@ static void estimate_memory(const struct sm_job_config *c, const struct sm_plan_
         .chunk_bytes = prod(unit, m->ndim) * in_elem,
         .shard_voxels = lv->n > 0 ? clipped_voxels(&lv->s[0]) : 0,
         .pyr_shard_voxels = lv->n > 1 ? clipped_voxels(&lv->s[1]) : 0,
+        .pyr_slab_voxels = pyramid_slab(lv),
         .in_elem = in_elem,
         .out_elem = lv->n > 0 ? sm_dtype_size(lv->s[0].dtype) : 0,
         .hist_bytes = ((uint64_t)su->params.bins + 65536u) * 8u,

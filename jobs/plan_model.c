@@ -171,8 +171,10 @@ uint64_t sm_plan_peak_rss(const struct sm_plan_mem *m, struct sm_plan_rss_parts 
     p.write = T * (vox * m->in_elem + 3 * vox * m->out_elem + m->hist_bytes + 2 * m->chunk_bytes +
                    m->codec_bytes);
     if (m->pyr_shard_voxels > 0) {
-        /* a thread's slab of the level below (at most 8 shards' worth) and its shard buffers */
-        const uint64_t slab = min_u64(8 * m->pyr_shard_voxels * m->out_elem, half / T);
+        /* a thread's slab of the level below (engine/run/run_pyramid.c slab_step: at most 8
+         * shards' worth, at most a level chunk's depth of planes) and its shard buffers */
+        const uint64_t sv = m->pyr_slab_voxels ? m->pyr_slab_voxels : 8 * m->pyr_shard_voxels;
+        const uint64_t slab = min_u64(sv * m->out_elem, half / T);
         p.pyramid = T * (slab + 3 * m->pyr_shard_voxels * m->out_elem);
     }
     p.total = p.baseline + p.caches + p.input + p.scan + p.write + p.pyramid;

@@ -178,6 +178,10 @@ static void test_peak_rss_parts(void **state)
     assert_int_equal(p.pyramid, 2 * (160 + 60));
     sm_plan_peak_rss(&m, &p);
     assert_int_equal(p.pyramid, 2 * (100 + 60));
+    m.pyr_slab_voxels = 20; /* a slab of a chunk's depth: 20 voxels of 4 bytes */
+    sm_plan_peak_rss(&m, &p);
+    assert_int_equal(p.pyramid, 2 * (80 + 60));
+    m.pyr_slab_voxels = 0;
     /* a source: no cache, no index cache, no memo; a NIfTI source's inflated box */
     struct sm_plan_mem s = m;
     s.memory_bytes = 1 << 30;
