@@ -1,25 +1,32 @@
-/* `shardmill plan CONFIG.yaml --ranks N [--set key.path=value]... [--json]` (SPEC §4): the rank
- * plan of a scan or convert job without reading any payload. It opens the input's metadata only
- * (the same documents a run fetches once), derives the tiling of the scan phase and, for convert,
+/* `shardmill plan CONFIG.yaml --ranks N [--threads T] [--json]` (SPEC §4): the rank plan of a
+ * scan or convert job and its estimate. It opens the input's metadata only (the same documents a
+ * run fetches once, or a source's header), derives the tiling of the scan phase and, for convert,
  * the output shard grid, and prints each rank's run of tiles and shards with its cost (the
- * decoded input bytes it touches, what `balanced` evens out) and the imbalance max/mean. */
+ * decoded input bytes it touches, what `balanced` evens out) and the imbalance max/mean; then the
+ * estimate of plan_estimate.c (time, peak RSS per rank, output bytes and files), which reads at
+ * most a few sample chunks. */
 #include "jobs.h"
 
 #include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include <shardmill/alloc.h>
 #include <shardmill/array.h>
 #include <shardmill/meta.h>
 #include <shardmill/store.h>
 #include <shardmill/url.h>
+#include <shardmill/write.h>
 
 #include "config.h"
 #include "job_s3.h"
 #include "jobs_run.h"
+#include "plan_estimate.h"
 #include "report.h"
 
 #define PLAN_MAX_RANKS 1048576
+#define PLAN_MAX_THREADS 4096
 
 struct phase {
     const char *name; /* "scan" (tiles) or "write" (shards) */
@@ -96,8 +103,71 @@ static void print_text(const struct sm_job_config *c, const struct sm_run_setup 
     }
 }
 
-static sm_status plan(const struct sm_job_config *c, int nranks, bool as_json, struct sm_err *err)
+/* The input as the run opens it: a Zarr/N5 array (metadata only), or a file source whose header
+ * describes the volume (its read unit as the chunk shape, as engine/run/run_convert.c does). */
+static sm_status open_input(const struct sm_job_config *c, struct sm_store **store,
+                            struct sm_plan_input *in, struct sm_array_meta *src_meta,
+                            struct sm_err *err)
 {
+    if (!sm_job_reads_source(c)) {
+        SM_TRY(sm_job_open_input(c, store, &in->array, err));
+        in->m = sm_array_meta(in->array);
+        return SM_OK;
+    }
+    struct sm_source_params sp;
+    sm_job_source_params(c, &sp);
+    SM_TRY(sm_source_open(&sp, &in->src, err));
+    const struct sm_source_info *si = sm_source_info(in->src);
+    memset(src_meta, 0, sizeof(*src_meta));
+    src_meta->ndim = si->ndim;
+    src_meta->dtype = si->dtype;
+    memcpy(src_meta->shape, si->shape, sizeof(src_meta->shape));
+    memcpy(src_meta->chunk_shape, si->slab, sizeof(src_meta->chunk_shape));
+    in->m = src_meta;
+    return SM_OK;
+}
+
+struct plan_opts {
+    int ranks, threads, nodes;
+    double cores_per_node, ratio;
+    bool as_json;
+    const char *rates;
+};
+
+static sm_status emit(const struct sm_job_config *c, const struct plan_opts *o,
+                      const struct sm_run_setup *su, const struct phase *ph, unsigned nph,
+                      const struct sm_output_spec *spec, const struct sm_plan_estimate *est,
+                      unsigned nd, struct sm_err *err)
+{
+    const int nranks = o->ranks;
+    char shown[SM_URL_REDACT_MAX];
+    if (o->as_json) {
+        json_t *j = json_pack(
+            "{s:s,s:s,s:i,s:s,s:{s:o,s:o}}", "job", sm_config_job_name(c->job), "input",
+            sm_url_redact(c->input.store, shown, sizeof(shown)), "ranks", nranks, "partition",
+            c->parallel.partition == SM_PARTITION_BLOCK ? "block" : "balanced", "roi", "offset",
+            sm_json_dims(su->off, nd), "shape", sm_json_dims(su->shape, nd));
+        for (unsigned i = 0; i < nph; i++) {
+            json_object_set_new(j, i == 0 ? "tiles" : "shards", phase_json(&ph[i], nranks));
+        }
+        json_object_set_new(j, "estimate", sm_plan_estimate_json(est, nranks));
+        const sm_status st = sm_report_write("-", j, err);
+        json_decref(j);
+        return st;
+    }
+    print_text(c, su, ph, nph, nranks, nd);
+    if (nph == 2) {
+        char line[512];
+        sm_job_layout_text(c, spec, ph[1].grid.ntiles, line, sizeof(line));
+        printf("  layout: %s\n", line);
+    }
+    sm_plan_estimate_print(est, nranks);
+    return SM_OK;
+}
+
+static sm_status plan(const struct sm_job_config *c, const struct plan_opts *o, struct sm_err *err)
+{
+    const int nranks = o->ranks;
     if (c->job != SM_JOB_SCAN && c->job != SM_JOB_CONVERT) {
         sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
                    "plan applies to scan and convert jobs (this is %s)",
@@ -105,10 +175,17 @@ static sm_status plan(const struct sm_job_config *c, int nranks, bool as_json, s
         sm_err_where(err, "job");
         return err->status;
     }
+    struct sm_plan_estimate est;
+    memset(&est, 0, sizeof(est));
+    est.nodes = o->nodes;
+    est.cores_per_node = o->cores_per_node;
+    est.ratio_given = o->ratio;
+    SM_TRY(sm_plan_rates_load(o->rates, &est.rates, est.rates_from, sizeof(est.rates_from), err));
     struct sm_store *store = NULL;
-    struct sm_array *a = NULL;
-    SM_TRY(sm_job_open_input(c, &store, &a, err));
-    const struct sm_array_meta *m = sm_array_meta(a);
+    struct sm_plan_input in = {NULL, NULL, NULL};
+    struct sm_array_meta src_meta;
+    SM_TRY(open_input(c, &store, &in, &src_meta, err));
+    const struct sm_array_meta *m = in.m;
     struct sm_run_setup su;
     struct sm_output_spec spec;
     struct phase ph[2] = {{"scan", {0}, NULL}, {"write", {0}, NULL}};
@@ -120,6 +197,10 @@ static sm_status plan(const struct sm_job_config *c, int nranks, bool as_json, s
     if (st == SM_OK && nph == 2) {
         st = sm_job_shard_grid(c, m, &su, &ph[1].grid, &spec, err);
     }
+    if (st == SM_OK && nph == 2 && in.src != NULL && !c->tile.set) {
+        ph[0].grid = ph[1].grid; /* a source's tiles are the shards (run_convert.c ph_plan) */
+        su.tiling = ph[1].grid;
+    }
     for (unsigned i = 0; st == SM_OK && i < nph; i++) {
         ph[i].parts = sm_calloc((size_t)nranks, sizeof(struct sm_part));
         if (ph[i].parts == NULL) {
@@ -129,25 +210,12 @@ static sm_status plan(const struct sm_job_config *c, int nranks, bool as_json, s
         }
         sm_job_plan(c, m, &ph[i].grid, nranks, ph[i].parts);
     }
-    char shown[SM_URL_REDACT_MAX];
-    if (st == SM_OK && as_json) {
-        json_t *o = json_pack(
-            "{s:s,s:s,s:i,s:s,s:{s:o,s:o}}", "job", sm_config_job_name(c->job), "input",
-            sm_url_redact(c->input.store, shown, sizeof(shown)), "ranks", nranks, "partition",
-            c->parallel.partition == SM_PARTITION_BLOCK ? "block" : "balanced", "roi", "offset",
-            sm_json_dims(su.off, m->ndim), "shape", sm_json_dims(su.shape, m->ndim));
-        for (unsigned i = 0; i < nph; i++) {
-            json_object_set_new(o, i == 0 ? "tiles" : "shards", phase_json(&ph[i], nranks));
-        }
-        st = sm_report_write("-", o, err);
-        json_decref(o);
-    } else if (st == SM_OK) {
-        print_text(c, &su, ph, nph, nranks, m->ndim);
-        if (nph == 2) {
-            char line[512];
-            sm_job_layout_text(c, &spec, ph[1].grid.ntiles, line, sizeof(line));
-            printf("  layout: %s\n", line);
-        }
+    if (st == SM_OK) {
+        st = sm_plan_estimate(c, &in, &su, ph[0].parts, nph == 2 ? &ph[1].grid : NULL,
+                              nph == 2 ? ph[1].parts : NULL, nranks, o->threads, &est, err);
+    }
+    if (st == SM_OK) {
+        st = emit(c, o, &su, ph, nph, &spec, &est, m->ndim, err);
     }
     if (st == SM_OK && nph == 2) {
         sm_job_layout_warn(&spec, ph[1].grid.ntiles);
@@ -155,7 +223,8 @@ static sm_status plan(const struct sm_job_config *c, int nranks, bool as_json, s
     for (unsigned i = 0; i < nph; i++) {
         sm_free(ph[i].parts);
     }
-    sm_array_close(a);
+    sm_array_close(in.array);
+    sm_source_close(in.src);
     sm_store_close(store);
     return st;
 }
@@ -163,22 +232,45 @@ static sm_status plan(const struct sm_job_config *c, int nranks, bool as_json, s
 int sm_cmd_plan(int argc, char **argv)
 {
     struct sm_str_list sets = {0};
-    uint64_t ranks = 1;
+    uint64_t ranks = 1, threads = 0, nodes = 1, cores = 0;
     bool as_json = false;
+    const char *rates = NULL, *ratio = NULL;
     const struct sm_opt opts[] = {
         {"ranks", 'n', SM_OPT_U64, "N", "ranks to plan for (default 1)", &ranks},
+        {"threads", 't', SM_OPT_U64, "T",
+         "threads per rank (default parallel.threads, else OMP_NUM_THREADS or the cores)",
+         &threads},
+        {"nodes", 0, SM_OPT_U64, "M",
+         "nodes the ranks spread over, for the estimate's time (default 1)", &nodes},
+        {"cores-per-node", 0, SM_OPT_U64, "C",
+         "cores of a node, for the estimate's time (default: the calibrated machine's)", &cores},
         {"set", 0, SM_OPT_STRINGS, "KEY=VALUE",
          "override a configuration key (repeatable), e.g. --set parallel.partition=block", &sets},
+        {"rates", 0, SM_OPT_STRING, "FILE",
+         "per-stage rates of scaling/calibrate (default $SHARDMILL_RATES, else the rates built in "
+         "from scaling/rates.json)",
+         &rates},
+        {"ratio", 0, SM_OPT_STRING, "X",
+         "assume the codec's encoded/raw ratio X (0 < X <= 2) instead of sampling chunks: for "
+         "sizing from metadata alone",
+         &ratio},
         {"json", 0, SM_OPT_FLAG, NULL, "print the plan as JSON", &as_json},
         {NULL, 0, SM_OPT_FLAG, NULL, NULL, NULL},
     };
     const struct sm_cmd_spec spec = {
         "plan",
-        "CONFIG.yaml --ranks N [--set KEY=VALUE]... [--json]",
+        "CONFIG.yaml --ranks N [--threads T] [--nodes M] [--set KEY=VALUE]... [--rates FILE] "
+        "[--ratio X] [--json]",
         "Prints how a scan or convert job splits its work over N ranks (parallel.partition): each "
         "rank's contiguous run of scan tiles and of output shards, with the decoded input bytes "
-        "it touches, and the imbalance max/mean. Reads the input's metadata only, never payload. "
-        "See docs/internals/ranks.md.",
+        "it touches, and the imbalance max/mean; then an estimate (JSON `estimate`): seconds "
+        "from launch to the completion marker (scaling/MODEL.md's model over per-stage rates "
+        "calibrated by scaling/calibrate), an upper bound of each rank's peak RSS (the engine's "
+        "buffers, caches and limits.memory_bytes), the output's bytes (the codec's ratio "
+        "measured on at most 4 sampled output chunks of input, or the values' bytes with codec "
+        "none) and its exact number of files. Reads the input's metadata and those few sample "
+        "chunks only (a chunk that does not exist reads as the fill value). See "
+        "docs/internals/ranks.md and docs/SLURM.md \"Sizing a large run\".",
         opts,
         1,
         1};
@@ -192,6 +284,26 @@ int sm_cmd_plan(int argc, char **argv)
         return sm_usage_error("--ranks", "%llu is out of range 1..%d", (unsigned long long)ranks,
                               PLAN_MAX_RANKS);
     }
+    if (nodes < 1 || nodes > ranks) {
+        return sm_usage_error("--nodes", "%llu is out of range 1..%llu (--ranks)",
+                              (unsigned long long)nodes, (unsigned long long)ranks);
+    }
+    if (cores > PLAN_MAX_THREADS) {
+        return sm_usage_error("--cores-per-node", "%llu is out of range 1..%d",
+                              (unsigned long long)cores, PLAN_MAX_THREADS);
+    }
+    if (threads > PLAN_MAX_THREADS) {
+        return sm_usage_error("--threads", "%llu is out of range 1..%d",
+                              (unsigned long long)threads, PLAN_MAX_THREADS);
+    }
+    double ratio_v = 0;
+    if (ratio != NULL) {
+        char *end = NULL;
+        ratio_v = strtod(ratio, &end);
+        if (end == ratio || *end != '\0' || !(ratio_v > 0 && ratio_v <= 2)) {
+            return sm_usage_error("--ratio", "'%s' is not a number in (0, 2]", ratio);
+        }
+    }
     struct sm_err err;
     sm_err_clear(&err);
     struct sm_job_config c;
@@ -199,6 +311,14 @@ int sm_cmd_plan(int argc, char **argv)
     if (st != SM_OK) {
         return sm_report_error(&err);
     }
+    if (threads > 0) {
+        c.parallel.threads = threads; /* the scan's and the write's threads, as --set would */
+    }
+    const struct plan_opts po = {
+        (int)ranks, c.parallel.threads > 0 ? (int)c.parallel.threads : sm_write_default_threads(),
+        (int)nodes, (double)cores,
+        ratio_v,    as_json,
+        rates};
     struct sm_job_s3 s3; /* an s3:// input's endpoint, region and credentials */
     st = sm_job_s3_resolve(c.input.store, c.input.s3_endpoint, c.input.s3_region,
                            c.input.s3_path_style, &s3, &err);
@@ -206,7 +326,7 @@ int sm_cmd_plan(int argc, char **argv)
         c.input.http.s3 = &s3.opts;
     }
     if (st == SM_OK) {
-        st = plan(&c, (int)ranks, as_json, &err);
+        st = plan(&c, &po, &err);
     }
     if (st == SM_OK && (fflush(stdout) != 0 || ferror(stdout))) {
         st = sm_err_set(&err, SM_E_IO, __FILE__, __LINE__, "cannot write the plan");

@@ -201,6 +201,11 @@ sm_status sm_job_shard_grid(const struct sm_job_config *c, const struct sm_array
 {
     struct sm_run_output o;
     sm_job_run_output(c, &o);
+    o.dtype_set = true; /* the output's type (the auto layout depends on it): the run's */
+    o.dtype = m->dtype;
+    if (c->output.dtype != NULL && !sm_dtype_from_name(c->output.dtype, &o.dtype)) {
+        o.dtype = SM_DT_FLOAT32;
+    }
     return sm_run_shard_grid(&o, m, su, grid, spec_out, err);
 }
 

@@ -315,8 +315,9 @@ sm_status sm_run_shard_grid(const struct sm_run_output *o, const struct sm_array
                             const struct sm_run_setup *s, struct sm_tiling *grid,
                             struct sm_output_spec *spec_out, struct sm_err *err)
 {
-    struct sm_output_spec spec;
-    SM_TRY(sm_run_output_spec(o, m->ndim, s->shape, SM_DT_FLOAT32, NULL, &spec, err));
+    struct sm_output_spec spec; /* the writer's layout: the auto shard depends on the type */
+    SM_TRY(sm_run_output_spec(o, m->ndim, s->shape, o->dtype_set ? o->dtype : SM_DT_FLOAT32, NULL,
+                              &spec, err));
     if (spec_out != NULL) {
         *spec_out = spec;
     }

@@ -244,7 +244,10 @@ static sm_status ph_plan(void *ctx, struct sm_err *err)
     /* one pass unless percentile needs the statistics first, or an OME-Zarr image (its group
      * document holds the provenance: written once, after the scan) */
     cv->one_pass = p->normalize.mode != SM_RUN_NORM_PERCENTILE && p->output.ome.levels == 0;
-    SM_TRY(sm_run_shard_grid(&p->output, cv->m, &cv->su, &cv->grid, &cv->layout, err));
+    struct sm_run_output o = p->output; /* the grid of the output's own type (its writer's) */
+    o.dtype_set = true;
+    o.dtype = cv->out_dt;
+    SM_TRY(sm_run_shard_grid(&o, cv->m, &cv->su, &cv->grid, &cv->layout, err));
     SM_TRY(run_check_shards(cv->grid.ntiles, c->memory_bytes, err));
     if (cv->rank == 0 && hk->layout != NULL) {
         hk->layout(hk->user, &cv->layout, cv->grid.ntiles);

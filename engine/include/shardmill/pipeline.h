@@ -436,7 +436,9 @@ sm_status sm_run_minmax_range(struct sm_array *a, struct sm_run_setup *s, uint64
 sm_status sm_run_output_spec(const struct sm_run_output *o, unsigned nd, const uint64_t *shape,
                              enum sm_dtype dtype, const struct json_t *attrs,
                              struct sm_output_spec *spec, struct sm_err *err);
-/* The output shard grid of a convert as a tiling of the ROI (the writer's C order). */
+/* The output shard grid of a convert as a tiling of the ROI (the writer's C order), in the layout
+ * of o->dtype when o->dtype_set (the writer's type: an automatic shard depends on it), else of
+ * float32. */
 sm_status sm_run_shard_grid(const struct sm_run_output *o, const struct sm_array_meta *m,
                             const struct sm_run_setup *s, struct sm_tiling *grid,
                             struct sm_output_spec *spec, struct sm_err *err);

@@ -1,0 +1,597 @@
+/* The estimate of `shardmill plan` (plan_estimate.h). What it reads: the rates (a small JSON), and
+ * for a convert at most SM_PLAN_SAMPLES output chunks' worth of input (through the array's region
+ * read or the source's box read), normalized and encoded exactly as the write phase would, to
+ * measure the codec's ratio on this data. Everything else follows from the metadata: the output's
+ * levels and shard grids (the engine's own layout functions), the rank plans, the buffers the
+ * engine allocates for them. */
+#include "plan_estimate.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <shardmill/alloc.h>
+#include <shardmill/buf.h>
+#include <shardmill/meta.h>
+#include <shardmill/pipeline.h>
+#include <shardmill/stats.h>
+#include <shardmill/store.h>
+#include <shardmill/write.h>
+
+#include "report.h"
+
+/* scaling/rates.json, compiled in (jobs/CMakeLists.txt generates plan_rates_builtin.c). */
+extern const unsigned char sm_plan_rates_builtin[];
+extern const size_t sm_plan_rates_builtin_len;
+
+/* Files of a finished output besides its shards: zarr.json of the array (or of the group and of
+ * each level) and the completion marker; the journal and .shardmill/ are gone once the marker is
+ * written (write_output.c). */
+#define MARKER_FILES 1u
+
+/* A thread's codec contexts: a zstd level-3 compression context over a chunk of up to a few MiB
+ * (its window and hash tables, ~1-3 MiB), a decompression context and gzip/blosc state. */
+#define PLAN_CODEC_BYTES ((uint64_t)4 << 20)
+
+static uint64_t prod(const uint64_t *v, unsigned n)
+{
+    uint64_t p = 1;
+    for (unsigned d = 0; d < n; d++) {
+        p *= v[d];
+    }
+    return p;
+}
+
+static uint64_t grid_count(const uint64_t *shape, const uint64_t *obj, unsigned n)
+{
+    uint64_t p = 1;
+    for (unsigned d = 0; d < n; d++) {
+        p *= obj[d] ? (shape[d] + obj[d] - 1) / obj[d] : 0;
+    }
+    return p;
+}
+
+sm_status sm_plan_rates_load(const char *path, struct sm_plan_rates *r, char *from, size_t cap,
+                             struct sm_err *err)
+{
+    const char *p = path != NULL ? path : getenv("SHARDMILL_RATES");
+    if (p == NULL || p[0] == '\0') {
+        snprintf(from, cap, "built in (scaling/rates.json)");
+        return sm_plan_rates_parse((const char *)sm_plan_rates_builtin, sm_plan_rates_builtin_len,
+                                   "built-in rates", r, err);
+    }
+    snprintf(from, cap, "%s", p);
+    FILE *f = fopen(p, "rb");
+    char *text = f != NULL ? sm_malloc(1 << 20) : NULL;
+    size_t n = text != NULL ? fread(text, 1, (1 << 20) - 1, f) : 0;
+    const bool ok = text != NULL && !ferror(f);
+    if (f != NULL) {
+        fclose(f);
+    }
+    sm_status st = SM_OK;
+    if (!ok) {
+        st = sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "cannot read the rates file");
+        sm_err_where(err, "%s", p);
+    } else {
+        st = sm_plan_rates_parse(text, n, p, r, err);
+    }
+    sm_free(text);
+    return st;
+}
+
+/* The output's type: output.dtype (the loader's float32 default; ingest and none: NULL, the
+ * input's own). */
+static sm_status out_dtype(const struct sm_job_config *c, enum sm_dtype in, enum sm_dtype *out,
+                           struct sm_err *err)
+{
+    *out = in;
+    if (c->output.dtype != NULL && !sm_dtype_from_name(c->output.dtype, out)) {
+        sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "unknown data type '%s'", c->output.dtype);
+        sm_err_where(err, "output.dtype");
+        return err->status;
+    }
+    return SM_OK;
+}
+
+/* The specs of every level the writer makes (the engine's layout: auto per level). */
+static sm_status level_specs(const struct sm_job_config *c, unsigned nd, const uint64_t *shape,
+                             enum sm_dtype dt, struct sm_output_spec *specs, unsigned *n,
+                             struct sm_err *err)
+{
+    struct sm_run_output o;
+    sm_job_run_output(c, &o);
+    o.dtype_set = true;
+    o.dtype = dt;
+    if (o.ome.levels != 0) {
+        return sm_run_ome_levels(&o, nd, shape, dt, specs, n, err);
+    }
+    *n = 1;
+    return sm_run_output_spec(&o, nd, shape, dt, NULL, &specs[0], err);
+}
+
+static const uint64_t *outer(const struct sm_output_spec *s)
+{
+    return s->sharded ? s->shard : s->chunk;
+}
+
+/* Voxels of the largest shard (or chunk) of a level: its outer shape clipped to the level's. */
+static uint64_t clipped_voxels(const struct sm_output_spec *s)
+{
+    uint64_t v = 1;
+    for (unsigned d = 0; d < s->ndim; d++) {
+        v *= outer(s)[d] < s->shape[d] ? outer(s)[d] : s->shape[d];
+    }
+    return v;
+}
+
+/* The i-th of n sample boxes: output chunks on the chunk grid's diagonal, spread over the ROI. */
+static void sample_box(const struct sm_output_spec *s, unsigned i, unsigned n, uint64_t *off,
+                       uint64_t *shape)
+{
+    for (unsigned d = 0; d < s->ndim; d++) {
+        const uint64_t g = (s->shape[d] + s->chunk[d] - 1) / s->chunk[d];
+        uint64_t gi = (uint64_t)(((double)i + 0.5) * (double)g / (double)n);
+        gi = gi < g ? gi : g - 1;
+        off[d] = gi * s->chunk[d];
+        shape[d] = s->shape[d] - off[d] < s->chunk[d] ? s->shape[d] - off[d] : s->chunk[d];
+    }
+}
+
+/* Input read units (chunks, inner chunks, a source's slabs) a box touches. */
+static uint64_t units_of(const struct sm_array_meta *m, const uint64_t *off, const uint64_t *shape)
+{
+    const uint64_t *u = m->inner_ndim > 0 ? m->inner_chunk_shape : m->chunk_shape;
+    uint64_t n = 1;
+    for (unsigned d = 0; d < m->ndim; d++) {
+        n *= (off[d] + shape[d] - 1) / u[d] - off[d] / u[d] + 1;
+    }
+    return n;
+}
+
+struct sample {
+    unsigned n;
+    double in_ratio;
+    uint64_t off[SM_PLAN_SAMPLES][SM_MAX_DIMS], shape[SM_PLAN_SAMPLES][SM_MAX_DIMS];
+    struct sm_buf in[SM_PLAN_SAMPLES];
+};
+
+static sm_status sample_read(const struct sm_job_config *c, const struct sm_plan_input *in,
+                             const struct sm_run_setup *su, const struct sm_output_spec *s0,
+                             struct sample *sp, uint64_t *units, struct sm_err *err)
+{
+    const struct sm_array_meta *m = in->m;
+    const size_t elem = sm_dtype_size(m->dtype);
+    uint64_t g = 1;
+    for (unsigned d = 0; d < s0->ndim; d++) {
+        const uint64_t gd = (s0->shape[d] + s0->chunk[d] - 1) / s0->chunk[d];
+        g = gd > g ? gd : g;
+    }
+    sp->n = g < SM_PLAN_SAMPLES ? (unsigned)g : SM_PLAN_SAMPLES;
+    struct sm_scratch *scratch = NULL;
+    sm_status st = in->array != NULL ? sm_array_scratch_new(&scratch, err) : SM_OK;
+    *units = 0;
+    struct sm_store *store = in->array != NULL ? sm_array_store(in->array) : NULL;
+    const uint64_t before = store != NULL ? atomic_load(&store->stats.bytes[SM_IO_PAYLOAD]) : 0;
+    for (unsigned i = 0; st == SM_OK && i < sp->n; i++) {
+        uint64_t off[SM_MAX_DIMS];
+        sample_box(s0, i, sp->n, sp->off[i], sp->shape[i]);
+        for (unsigned d = 0; d < m->ndim; d++) {
+            off[d] = su->off[d] + sp->off[i][d]; /* ROI -> input coordinates */
+        }
+        const size_t len = (size_t)prod(sp->shape[i], m->ndim) * elem;
+        st = sm_buf_reserve(&sp->in[i], len, err);
+        sp->in[i].len = len;
+        *units += units_of(m, off, sp->shape[i]);
+        if (st == SM_OK && in->src != NULL) {
+            st = sm_source_plan(in->src, off, sp->shape[i], c->limits.memory_bytes, err);
+            if (st == SM_OK) {
+                st = sm_source_read_box(in->src, 0, off, sp->shape[i], sp->in[i].ptr, err);
+            }
+        } else if (st == SM_OK) {
+            st = sm_array_read_region(in->array, off, sp->shape[i], sp->in[i].ptr, len, scratch,
+                                      err);
+        }
+    }
+    sm_array_scratch_free(scratch);
+    /* what the encoded-object cache would hold per decoded byte: the stored bytes the sample
+     * fetched over the decoded bytes of the units it read (1 when nothing was counted) */
+    const uint64_t got =
+        store != NULL ? atomic_load(&store->stats.bytes[SM_IO_PAYLOAD]) - before : 0;
+    const uint64_t *u = m->inner_ndim > 0 ? m->inner_chunk_shape : m->chunk_shape;
+    const double decoded = (double)*units * (double)(prod(u, m->ndim) * elem);
+    sp->in_ratio = got > 0 && decoded > 0 ? (double)got / decoded : 1.0;
+    sp->in_ratio = sp->in_ratio < 1.0 ? sp->in_ratio : 1.0;
+    return st;
+}
+
+/* The normalization the write phase would apply; a percentile window from the sample's own
+ * histogram (the run's comes from the whole ROI). */
+static sm_status sample_norm(const struct sm_job_config *c, const struct sm_run_setup *su,
+                             enum sm_dtype dt, const struct sample *sp, struct sm_norm *nm,
+                             struct sm_err *err)
+{
+    memset(nm, 0, sizeof(*nm));
+    nm->mode = c->normalize.mode == SM_CFG_NORM_SCALE ? SM_NORM_SCALE : SM_NORM_WINDOW;
+    nm->divisor = c->normalize.divisor;
+    nm->lo = c->normalize.lo;
+    nm->hi = c->normalize.hi;
+    if (c->normalize.mode != SM_CFG_NORM_PERCENTILE) {
+        return SM_OK;
+    }
+    const size_t elem = sm_dtype_size(dt);
+    double lo = su->params.lo, hi = su->params.hi;
+    struct sm_hist h;
+    if (su->range_from == SM_HIST_RANGE_MINMAX) {
+        SM_TRY(sm_hist_init(&h, dt, 1, 0.0, 1.0, err));
+        for (unsigned i = 0; i < sp->n; i++) {
+            sm_hist_add_minmax(&h, sp->in[i].ptr, sp->in[i].len / elem);
+        }
+        const double mn = h.min, mx = h.max;
+        sm_hist_destroy(&h);
+        SM_TRY(sm_hist_minmax_range(mn, mx, &lo, &hi, err));
+    }
+    SM_TRY(sm_hist_init(&h, dt, su->params.bins, lo, hi, err));
+    for (unsigned i = 0; i < sp->n; i++) {
+        sm_hist_add(&h, sp->in[i].ptr, sp->in[i].len / elem);
+    }
+    sm_hist_finish(&h);
+    nm->lo = sm_hist_percentile(&h, c->normalize.lo);
+    nm->hi = sm_hist_percentile(&h, c->normalize.hi);
+    if (!(nm->hi > nm->lo)) {
+        nm->hi = nm->lo + 1.0; /* a flat sample: any window encodes the same constant */
+    }
+    sm_hist_destroy(&h);
+    return SM_OK;
+}
+
+/* Encodes each sample box as a shard of one inner chunk of the level 0 spec: its codec, level,
+ * fill and index. */
+static sm_status sample_encode(const struct sm_job_config *c, const struct sm_run_setup *su,
+                               enum sm_dtype in_dt, const struct sm_output_spec *s0,
+                               const struct sample *sp, struct sm_plan_estimate *e,
+                               struct sm_err *err)
+{
+    struct sm_norm nm;
+    SM_TRY(sample_norm(c, su, in_dt, sp, &nm, err));
+    const size_t in_elem = sm_dtype_size(in_dt), out_elem = sm_dtype_size(s0->dtype);
+    struct sm_write_scratch *ws = NULL;
+    struct sm_buf vals = SM_BUF_INIT, enc = SM_BUF_INIT;
+    sm_status st = sm_write_scratch_new(&ws, err);
+    for (unsigned i = 0; st == SM_OK && i < sp->n; i++) {
+        const size_t n = sp->in[i].len / in_elem;
+        st = sm_buf_reserve(&vals, n * out_elem, err);
+        if (st != SM_OK) {
+            break;
+        }
+        if (c->normalize.mode == SM_CFG_NORM_NONE) {
+            sm_cast_values(in_dt, sp->in[i].ptr, n, s0->dtype, vals.ptr);
+        } else {
+            sm_normalize_to(&nm, in_dt, sp->in[i].ptr, n, s0->dtype, vals.ptr);
+        }
+        struct sm_output_spec s = *s0;
+        memcpy(s.shape, sp->shape[i], sizeof(s.shape));
+        memcpy(s.shard, sp->shape[i], sizeof(s.shard));
+        memcpy(s.chunk, sp->shape[i], sizeof(s.chunk));
+        s.attributes = NULL;
+        s.pending = NULL;
+        struct sm_writer *w = NULL;
+        st = sm_writer_new(&s, &w, err);
+        if (st == SM_OK) {
+            st = sm_writer_encode_shard(w, 0, (struct sm_bytes){vals.ptr, n * out_elem}, &enc, ws,
+                                        err);
+        }
+        sm_writer_free(w);
+        e->sample_raw += n * out_elem;
+        e->sample_encoded += st == SM_OK ? enc.len : 0;
+    }
+    sm_buf_free(&vals);
+    sm_buf_free(&enc);
+    sm_write_scratch_free(ws);
+    return st;
+}
+
+/* The output's levels: shards, values, files, and the bytes at the sampled ratio. */
+struct levels {
+    unsigned n;
+    struct sm_output_spec s[SM_MAX_LEVELS];
+    uint64_t shards[SM_MAX_LEVELS], values[SM_MAX_LEVELS];
+};
+
+/* The largest slab a pyramid thread reads of the level below (engine/run/run_pyramid.c
+ * slab_step): 8 voxels per output voxel of at most a chunk's depth of the level below (the
+ * deepest inner chunk of any level) by a shard's rows and columns; 0 (8 whole shards) unless
+ * 3-D. */
+static uint64_t pyramid_slab(const struct levels *lv)
+{
+    if (lv->n < 2 || lv->s[1].ndim != 3) {
+        return 0;
+    }
+    uint64_t cz = 1, v = 8;
+    for (unsigned k = 0; k < lv->n; k++) {
+        cz = lv->s[k].chunk[0] > cz ? lv->s[k].chunk[0] : cz;
+    }
+    for (unsigned k = 1; k < lv->n; k++) {
+        const struct sm_output_spec *s = &lv->s[k];
+        uint64_t e[3];
+        for (unsigned d = 0; d < 3; d++) {
+            e[d] = outer(s)[d] < s->shape[d] ? outer(s)[d] : s->shape[d];
+        }
+        const uint64_t slab = 8 * (cz < e[0] ? cz : e[0]) * e[1] * e[2];
+        v = slab > v ? slab : v;
+    }
+    return v;
+}
+
+static void level_sizes(struct levels *lv)
+{
+    for (unsigned k = 0; k < lv->n; k++) {
+        const struct sm_output_spec *s = &lv->s[k];
+        lv->shards[k] = grid_count(s->shape, outer(s), s->ndim);
+        lv->values[k] = prod(s->shape, s->ndim) * sm_dtype_size(s->dtype);
+    }
+}
+
+static void output_size(const struct levels *lv, bool ome, struct sm_plan_estimate *e)
+{
+    double bytes = 0;
+    e->shards = 0;
+    for (unsigned k = 0; k < lv->n; k++) {
+        const struct sm_output_spec *s = &lv->s[k];
+        const uint64_t inner = s->sharded ? grid_count(s->shard, s->chunk, s->ndim) : 0;
+        bytes += (double)lv->values[k] * e->ratio;
+        bytes += (double)lv->shards[k] * (double)(inner * 16 + (s->sharded ? 4 : 0)); /* index */
+        bytes += 1024; /* zarr.json */
+        e->shards += lv->shards[k];
+    }
+    bytes += ome ? 2048 : 0;               /* the group's zarr.json */
+    bytes += 512 + (double)e->shards * 80; /* the marker: a record per shard */
+    e->output_bytes = (uint64_t)bytes;
+    e->files = e->shards + lv->n + (ome ? 1 : 0) + MARKER_FILES;
+}
+
+/* The busiest rank's input box (decoded bytes) and whether every rank keeps its input: its run
+ * of tiles fills a box holding its shards' input and fits half the budget less the memos
+ * (engine/run/run_convert_meta.c cv_keep_plan). */
+static void rank_boxes(const struct sm_job_config *c, const struct sm_array_meta *m,
+                       const struct sm_run_setup *su, const struct sm_part *tiles,
+                       const struct sm_tiling *grid, const struct sm_part *shards, int ranks,
+                       bool two_pass, uint64_t *max_in, bool *all_kept, bool *some_kept)
+{
+    const size_t elem = sm_dtype_size(m->dtype);
+    const uint64_t budget = c->limits.memory_bytes / 2 - c->limits.memory_bytes / 8;
+    *max_in = 0;
+    *all_kept = two_pass;
+    *some_kept = false;
+    for (int r = 0; r < ranks; r++) {
+        uint64_t off[SM_MAX_DIMS] = {0}, shape[SM_MAX_DIMS] = {0};
+        uint64_t so[SM_MAX_DIMS] = {0}, ss[SM_MAX_DIMS] = {0};
+        bool box = two_pass
+                       ? sm_tiling_run_box(&su->tiling, tiles[r].first, tiles[r].count, off, shape)
+                       : false;
+        const bool has_shards = shards != NULL && shards[r].count > 0 &&
+                                sm_tiling_run_box(grid, shards[r].first, shards[r].count, so, ss);
+        for (unsigned d = 0; box && has_shards && d < m->ndim; d++) {
+            box = so[d] >= off[d] && so[d] + ss[d] <= off[d] + shape[d];
+        }
+        uint64_t bytes = 0;
+        if (two_pass && tiles[r].count > 0) {
+            sm_tiling_run_box(&su->tiling, tiles[r].first, tiles[r].count, off, shape);
+            bytes = prod(shape, m->ndim) * elem;
+        }
+        if (has_shards) {
+            const uint64_t sb = prod(ss, m->ndim) * elem;
+            bytes = sb > bytes ? sb : bytes;
+        }
+        *max_in = bytes > *max_in ? bytes : *max_in;
+        *all_kept = *all_kept && box && bytes <= budget;
+        *some_kept = *some_kept || (two_pass && box && bytes <= budget);
+    }
+}
+
+static uint64_t index_cache_bytes(const struct sm_job_config *c, const struct sm_array_meta *m)
+{
+    if (m->inner_ndim == 0 || c->input.index_cache_entries == 0) {
+        return 0;
+    }
+    const uint64_t inner = grid_count(m->chunk_shape, m->inner_chunk_shape, m->ndim);
+    const uint64_t all = grid_count(m->shape, m->chunk_shape, m->ndim) * (inner * 16 + 4);
+    return all < c->input.index_cache_bytes ? all : c->input.index_cache_bytes;
+}
+
+static void estimate_memory(const struct sm_job_config *c, const struct sm_plan_input *in,
+                            const struct sm_run_setup *su, const struct levels *lv,
+                            uint64_t rank_in, int ranks, struct sm_plan_estimate *e)
+{
+    const struct sm_array_meta *m = in->m;
+    const size_t in_elem = sm_dtype_size(m->dtype);
+    const uint64_t *unit = m->inner_ndim > 0 ? m->inner_chunk_shape : m->chunk_shape;
+    uint64_t tile[SM_MAX_DIMS];
+    for (unsigned d = 0; d < m->ndim; d++) {
+        tile[d] = su->tiling.tile[d] < su->shape[d] ? su->tiling.tile[d] : su->shape[d];
+    }
+    const char *fmt = in->src != NULL ? sm_source_info(in->src)->format : "";
+    const size_t slen = c->input.store != NULL ? strlen(c->input.store) : 0;
+    const struct sm_plan_mem mm = {
+        .baseline = ranks > 1 ? e->rates.baseline_rss_mpi_bytes : e->rates.baseline_rss_bytes,
+        .memory_bytes = c->limits.memory_bytes,
+        .threads = e->threads,
+        .two_pass = e->two_pass,
+        .kept = e->kept,
+        .kept_some = e->kept_some,
+        .source_loads =
+            in->src != NULL && (strcmp(fmt, "nifti") == 0 ||
+                                (slen > 3 && strcmp(c->input.store + slen - 3, ".gz") == 0)),
+        .source = in->src != NULL,
+        .rank_in_bytes = rank_in,
+        .rank_stored_bytes = (uint64_t)((double)rank_in * e->in_ratio),
+        .cache_max_bytes = c->input.cache_enabled ? c->input.cache_max_bytes : 0,
+        .index_cache_bytes = index_cache_bytes(c, m),
+        .tile_bytes = prod(tile, m->ndim) * in_elem,
+        .chunk_bytes = prod(unit, m->ndim) * in_elem,
+        .shard_voxels = lv->n > 0 ? clipped_voxels(&lv->s[0]) : 0,
+        .pyr_shard_voxels = lv->n > 1 ? clipped_voxels(&lv->s[1]) : 0,
+        .pyr_slab_voxels = pyramid_slab(lv),
+        .in_elem = in_elem,
+        .out_elem = lv->n > 0 ? sm_dtype_size(lv->s[0].dtype) : 0,
+        .hist_bytes = ((uint64_t)su->params.bins + 65536u) * 8u,
+        .shard_records = sm_output_track_bytes(e->shards),
+        .codec_bytes = PLAN_CODEC_BYTES,
+    };
+    e->peak_rss_bytes = sm_plan_peak_rss(&mm, &e->rss);
+}
+
+sm_status sm_plan_estimate(const struct sm_job_config *c, const struct sm_plan_input *in,
+                           const struct sm_run_setup *su, const struct sm_part *tiles,
+                           const struct sm_tiling *grid, const struct sm_part *shards, int ranks,
+                           int threads, struct sm_plan_estimate *e, struct sm_err *err)
+{
+    const struct sm_array_meta *m = in->m;
+    e->threads = threads;
+    e->convert = c->job == SM_JOB_CONVERT;
+    e->ratio = 1.0;
+    e->in_ratio = 1.0;
+    e->ratio_from = e->convert ? "codec none" : "no output";
+    const bool ome = c->output.ome_method != NULL;
+    e->two_pass = !e->convert || ome || c->normalize.mode == SM_CFG_NORM_PERCENTILE;
+    uint64_t rank_in = 0;
+    rank_boxes(c, m, su, tiles, grid, e->convert ? shards : NULL, ranks, e->two_pass, &rank_in,
+               &e->kept, &e->kept_some);
+    e->kept = e->kept && e->convert;
+    struct levels lv = {0};
+    if (e->convert) {
+        enum sm_dtype dt;
+        SM_TRY(out_dtype(c, m->dtype, &dt, err));
+        SM_TRY(level_specs(c, m->ndim, su->shape, dt, lv.s, &lv.n, err));
+        level_sizes(&lv);
+        if (e->ratio_given > 0) {
+            e->ratio = e->ratio_given; /* a metadata-only sizing: no chunk is read */
+            e->ratio_from = "--ratio";
+        } else if (strcmp(lv.s[0].codec, "none") != 0) {
+            struct sample sp;
+            memset(&sp, 0, sizeof(sp));
+            sm_status st = sample_read(c, in, su, &lv.s[0], &sp, &e->sample_in_chunks, err);
+            if (st == SM_OK) {
+                st = sample_encode(c, su, m->dtype, &lv.s[0], &sp, e, err);
+            }
+            for (unsigned i = 0; i < SM_PLAN_SAMPLES; i++) {
+                sm_buf_free(&sp.in[i]);
+            }
+            SM_TRY(st);
+            e->samples = sp.n;
+            e->in_ratio = sp.in_ratio;
+            e->ratio = e->sample_raw > 0 ? (double)e->sample_encoded / (double)e->sample_raw : 1.0;
+            e->ratio_from = "sample";
+        }
+        output_size(&lv, ome, e);
+    }
+    estimate_memory(c, in, su, &lv, rank_in, ranks, e);
+    struct sm_plan_work w = {
+        .ranks = ranks,
+        .threads = threads,
+        .nodes = e->nodes,
+        .cores_per_node = e->cores_per_node,
+        .mpi = ranks > 1,
+        .two_pass = e->two_pass,
+        .kept = e->kept,
+        .tiles = su->tiling.ntiles,
+        .in_bytes = prod(su->shape, m->ndim) * sm_dtype_size(m->dtype),
+        .shards = lv.n > 0 ? lv.shards[0] : 0,
+        .out_value_bytes = lv.n > 0 ? lv.values[0] : 0,
+        .out_bytes = e->output_bytes,
+    };
+    for (unsigned k = 1; k < lv.n; k++) {
+        w.pyr_shards += lv.shards[k];
+        w.pyr_value_bytes += lv.values[k];
+    }
+    e->levels = lv.n;
+    sm_plan_seconds(&e->rates, &w, &e->t);
+    return SM_OK;
+}
+
+json_t *sm_plan_estimate_json(const struct sm_plan_estimate *e, int ranks)
+{
+    const struct sm_plan_terms *t = &e->t;
+    json_t *terms = json_pack("{s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "start", t->start, "scan", t->scan,
+                              "allreduce", t->allreduce, "write", t->write, "pyramid", t->pyramid,
+                              "sync", t->sync, "finish", t->finish);
+    json_t *sample =
+        json_pack("{s:s,s:i,s:o,s:o,s:o,s:f}", "ratio_from", e->ratio_from, "output_chunks",
+                  (int)e->samples, "input_chunks_read", sm_json_u64(e->sample_in_chunks),
+                  "raw_bytes", sm_json_u64(e->sample_raw), "encoded_bytes",
+                  sm_json_u64(e->sample_encoded), "ratio", e->ratio);
+    json_t *assumes = json_pack(
+        "{s:s,s:s,s:s,s:s,s:s,s:s,s:b,s:b,s:i,s:f}", "rates", e->rates_from, "calibrated",
+        e->rates.calibrated, "machine", e->rates.machine, "filesystem", e->rates.filesystem,
+        "cache", e->rates.cache, "launcher",
+        ranks > 1 ? "mpirun/srun (MPI start-up measured at calibration)" : "a plain process",
+        "kept_input", e->kept, "two_pass", e->two_pass, "nodes", e->nodes, "cores_per_node",
+        e->cores_per_node > 0 ? e->cores_per_node : e->rates.cores);
+    const struct sm_plan_rss_parts *p = &e->rss;
+    json_t *rss = json_pack("{s:o,s:o,s:o,s:o,s:o,s:o}", "baseline", sm_json_u64(p->baseline),
+                            "caches", sm_json_u64(p->caches), "input", sm_json_u64(p->input),
+                            "scan", sm_json_u64(p->scan), "write", sm_json_u64(p->write), "pyramid",
+                            sm_json_u64(p->pyramid));
+    json_object_set_new(sample, "input_stored_ratio", json_real(e->in_ratio));
+    return json_pack("{s:f,s:o,s:o,s:o,s:i,s:i,s:o,s:o,s:o,s:o}", "seconds", t->total,
+                     "peak_rss_bytes_per_rank", sm_json_u64(e->peak_rss_bytes), "output_bytes",
+                     sm_json_u64(e->output_bytes), "files", sm_json_u64(e->files), "threads",
+                     e->threads, "levels", (int)e->levels, "terms_s", terms, "rss_parts_bytes", rss,
+                     "sample", sample, "assumes", assumes);
+}
+
+static void human(double v, char *buf, size_t cap)
+{
+    static const char *const u[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    unsigned i = 0;
+    while (v >= 1024.0 && i + 1 < sizeof(u) / sizeof(u[0])) {
+        v /= 1024.0;
+        i++;
+    }
+    snprintf(buf, cap, "%.1f %s", v, u[i]);
+}
+
+void sm_plan_estimate_print(const struct sm_plan_estimate *e, int ranks)
+{
+    const struct sm_plan_terms *t = &e->t;
+    char rss[32], out[32];
+    human((double)e->peak_rss_bytes, rss, sizeof(rss));
+    human((double)e->output_bytes, out, sizeof(out));
+    printf("  estimate (%d thread%s per rank, %d node%s of %g cores; rates %s, calibrated %s on "
+           "%s, output on %s, %s page cache; %s):\n",
+           e->threads, e->threads > 1 ? "s" : "", e->nodes, e->nodes > 1 ? "s" : "",
+           e->cores_per_node > 0 ? e->cores_per_node : e->rates.cores, e->rates_from,
+           e->rates.calibrated, e->rates.machine, e->rates.filesystem, e->rates.cache,
+           ranks > 1 ? "ranks started by mpirun/srun" : "one plain process");
+    printf("    seconds  %.1f (start %.2f, scan %.2f, allreduce %.3f, write %.2f, pyramid %.2f, "
+           "sync %.2f, finish %.2f)%s\n",
+           t->total, t->start, t->scan, t->allreduce, t->write, t->pyramid, t->sync, t->finish,
+           e->kept       ? ", input kept"
+           : e->two_pass ? ", input read twice"
+                         : ", one pass");
+    char parts[6][32];
+    const uint64_t pv[6] = {e->rss.baseline, e->rss.caches, e->rss.input,
+                            e->rss.scan,     e->rss.write,  e->rss.pyramid};
+    for (int i = 0; i < 6; i++) {
+        human((double)pv[i], parts[i], sizeof(parts[i]));
+    }
+    printf("    memory   %s peak RSS per rank (upper bound: baseline %s, caches %s, input %s, scan "
+           "%s, write %s, pyramid %s)\n",
+           rss, parts[0], parts[1], parts[2], parts[3], parts[4], parts[5]);
+    if (!e->convert) {
+        return;
+    }
+    printf("    output   %s in %llu files (%llu shards, %u level%s)\n", out,
+           (unsigned long long)e->files, (unsigned long long)e->shards, e->levels,
+           e->levels > 1 ? "s" : "");
+    if (e->ratio_given > 0) {
+        printf("    ratio    %.3f of the values, as given by --ratio (no chunk read)\n", e->ratio);
+    } else if (e->samples > 0) {
+        printf("    ratio    %.3f of the values, measured on %u sampled output chunk%s (%llu input "
+               "chunk%s read)\n",
+               e->ratio, e->samples, e->samples > 1 ? "s" : "",
+               (unsigned long long)e->sample_in_chunks, e->sample_in_chunks != 1 ? "s" : "");
+    } else {
+        printf("    ratio    1 (codec none: the values' bytes)\n");
+    }
+}

@@ -1,0 +1,70 @@
+/* The estimate of `shardmill plan` (SPEC §4, issue 22 item 4): seconds, a rank's peak RSS, the
+ * output's bytes and files of a convert, from the metadata, a few sampled input chunks and the
+ * calibrated rates (plan_model.h). */
+#ifndef SM_JOBS_PLAN_ESTIMATE_H
+#define SM_JOBS_PLAN_ESTIMATE_H
+
+#include <shardmill/array.h>
+#include <shardmill/source.h>
+#include <shardmill/tile.h>
+
+#include "config.h"
+#include "jobs_run.h"
+#include "plan_model.h"
+
+/* At most this many output chunks are sampled (each reads the input chunks it covers). */
+#define SM_PLAN_SAMPLES 4u
+
+/* The input a plan opened: a Zarr/N5 array or a file source, and its metadata. */
+struct sm_plan_input {
+    struct sm_array *array; /* NULL for a source */
+    struct sm_source *src;  /* NULL for an array */
+    const struct sm_array_meta *m;
+};
+
+struct sm_plan_estimate {
+    int nodes;             /* in: --nodes (>= 1) */
+    double cores_per_node; /* in: --cores-per-node (0: the calibrated machine's) */
+    double ratio_given;    /* in: --ratio (0: measured on the sample) */
+    int threads;
+    bool convert;
+    struct sm_plan_terms t;
+    uint64_t peak_rss_bytes; /* per rank, upper bound */
+    struct sm_plan_rss_parts rss;
+    uint64_t output_bytes;
+    uint64_t files;
+    unsigned levels; /* 1, or the OME-Zarr levels */
+    uint64_t shards; /* every level's */
+    /* the sample */
+    unsigned samples;          /* output chunks encoded (0: none, see ratio_from) */
+    uint64_t sample_in_chunks; /* input chunks (read units) they read */
+    uint64_t sample_raw, sample_encoded;
+    double ratio;           /* encoded / raw */
+    double in_ratio;        /* the input's stored / decoded bytes in the sample (1: unknown) */
+    const char *ratio_from; /* "sample", "--ratio", "codec none" or "no output" */
+    bool kept;              /* every rank keeps its decoded input (two passes) */
+    bool kept_some;         /* some ranks keep it (their RSS holds it) */
+    bool two_pass;
+    char rates_from[300]; /* "built in (scaling/rates.json)" or the file */
+    struct sm_plan_rates rates;
+};
+
+/* Loads the rates: `path` (--rates), else $SHARDMILL_RATES, else the built-in ones. SM_E_USAGE
+ * naming the file when it cannot be read or parsed. */
+sm_status sm_plan_rates_load(const char *path, struct sm_plan_rates *r, char *from, size_t cap,
+                             struct sm_err *err);
+
+/* The estimate of job c on `in` over `ranks` ranks of `threads` threads: su and tiles are the
+ * scan's setup and plan (tiles[ranks]); for a convert, grid and shards are the level 0 shard grid
+ * and its plan; e->nodes and e->cores_per_node are set by the caller. Reads at most
+ * SM_PLAN_SAMPLES output chunks' input. */
+sm_status sm_plan_estimate(const struct sm_job_config *c, const struct sm_plan_input *in,
+                           const struct sm_run_setup *su, const struct sm_part *tiles,
+                           const struct sm_tiling *grid, const struct sm_part *shards, int ranks,
+                           int threads, struct sm_plan_estimate *e, struct sm_err *err);
+
+/* The JSON member `estimate`, and the human lines. */
+struct json_t *sm_plan_estimate_json(const struct sm_plan_estimate *e, int ranks);
+void sm_plan_estimate_print(const struct sm_plan_estimate *e, int ranks);
+
+#endif

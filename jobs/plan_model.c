@@ -1,0 +1,185 @@
+/* The estimate's arithmetic (plan_model.h): scaling/MODEL.md's local model over calibrated
+ * rates, and the peak-RSS bound. */
+#include "plan_model.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+static uint64_t min_u64(uint64_t a, uint64_t b)
+{
+    return a < b ? a : b;
+}
+
+static uint64_t ceil_div(uint64_t a, uint64_t b)
+{
+    return b == 0 ? 0 : a / b + (a % b != 0);
+}
+
+static sm_status need_number(json_t *o, const char *key, bool positive, double *out,
+                             const char *where, struct sm_err *err)
+{
+    json_t *v = json_object_get(o, key);
+    if (!json_is_number(v) || json_number_value(v) < 0 || (positive && json_number_value(v) <= 0)) {
+        sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "rates member '%s' is %s", key,
+                   v == NULL  ? "missing"
+                   : positive ? "not a positive number"
+                              : "not a number >= 0");
+        sm_err_where(err, "%s", where);
+        return err->status;
+    }
+    *out = json_number_value(v);
+    return SM_OK;
+}
+
+static void copy_text(json_t *o, const char *key, char *dst, size_t cap)
+{
+    const char *s = json_string_value(json_object_get(o, key));
+    snprintf(dst, cap, "%s", s != NULL ? s : "unknown");
+}
+
+sm_status sm_plan_rates_parse(const char *text, size_t len, const char *where,
+                              struct sm_plan_rates *r, struct sm_err *err)
+{
+    memset(r, 0, sizeof(*r));
+    json_error_t je;
+    json_t *o = json_loadb(text, len, 0, &je);
+    if (!json_is_object(o)) {
+        json_decref(o);
+        sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "not a rates document: %s (line %d)",
+                   je.text, je.line);
+        sm_err_where(err, "%s", where);
+        return err->status;
+    }
+    json_t *rt = json_object_get(o, "rates");
+    const struct {
+        const char *key;
+        bool positive;
+        double *dst;
+    } nums[] = {{"cores", true, &r->cores},
+                {"scan_s_per_byte", true, &r->scan_s_per_byte},
+                {"decode_s_per_byte", false, &r->decode_s_per_byte},
+                {"write_s_per_byte", true, &r->write_s_per_byte},
+                {"shard_fixed_s", false, &r->shard_fixed_s},
+                {"pyramid_s_per_byte", false, &r->pyramid_s_per_byte},
+                {"syncfs_bytes_per_s", true, &r->syncfs_bytes_per_s},
+                {"syncfs_fixed_s", false, &r->syncfs_fixed_s},
+                {"rename_s", false, &r->rename_s},
+                {"finish_s_per_shard", false, &r->finish_s_per_shard},
+                {"start_plain_s", false, &r->start_plain_s},
+                {"start_mpi_s", false, &r->start_mpi_s},
+                {"start_mpi_s_per_rank", false, &r->start_mpi_s_per_rank},
+                {"allreduce_s", false, &r->allreduce_s}};
+    sm_status st = json_is_object(rt) ? SM_OK
+                                      : sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
+                                                   "rates document has no 'rates' object");
+    if (st != SM_OK) {
+        sm_err_where(err, "%s", where);
+    }
+    for (size_t i = 0; st == SM_OK && i < sizeof(nums) / sizeof(nums[0]); i++) {
+        st = need_number(rt, nums[i].key, nums[i].positive, nums[i].dst, where, err);
+    }
+    double base = 0, base_mpi = 0;
+    if (st == SM_OK) {
+        st = need_number(rt, "baseline_rss_bytes", true, &base, where, err);
+    }
+    if (st == SM_OK) {
+        st = need_number(rt, "baseline_rss_mpi_bytes", true, &base_mpi, where, err);
+    }
+    r->baseline_rss_bytes = (uint64_t)base;
+    r->baseline_rss_mpi_bytes = (uint64_t)base_mpi;
+    copy_text(o, "machine", r->machine, sizeof(r->machine));
+    copy_text(o, "filesystem", r->filesystem, sizeof(r->filesystem));
+    copy_text(o, "cache", r->cache, sizeof(r->cache));
+    copy_text(o, "calibrated_utc", r->calibrated, sizeof(r->calibrated));
+    json_decref(o);
+    return st;
+}
+
+/* Work items of the busiest thread: ⌈⌈n/R⌉/T⌉ (the engine splits in blocks, then threads). */
+static double busiest(uint64_t n, int ranks, int threads)
+{
+    return (double)ceil_div(ceil_div(n, (uint64_t)ranks), (uint64_t)threads);
+}
+
+void sm_plan_seconds(const struct sm_plan_rates *r, const struct sm_plan_work *w,
+                     struct sm_plan_terms *t)
+{
+    memset(t, 0, sizeof(*t));
+    const int R = w->ranks > 0 ? w->ranks : 1, T = w->threads > 0 ? w->threads : 1;
+    const int N = w->nodes > 0 && w->nodes <= R ? w->nodes : 1;
+    const double per_node = (double)ceil_div((uint64_t)R, (uint64_t)N); /* ranks on a node */
+    const double cores = w->cores_per_node > 0 ? w->cores_per_node : r->cores > 0 ? r->cores : 1.0;
+    const double k = fmax(1.0, per_node * T / cores); /* time-slicing */
+    const double per_tile = w->tiles ? (double)w->in_bytes / (double)w->tiles : 0.0;
+    const double in_shard = w->shards ? (double)w->in_bytes / (double)w->shards : 0.0;
+    const double out_shard = w->shards ? (double)w->out_value_bytes / (double)w->shards : 0.0;
+    t->start =
+        w->mpi || R > 1 ? r->start_mpi_s + r->start_mpi_s_per_rank * per_node : r->start_plain_s;
+    if (w->two_pass) {
+        t->scan = busiest(w->tiles, R, T) * per_tile * r->scan_s_per_byte * k;
+    }
+    t->allreduce = R > 1 ? r->allreduce_s : 0.0;
+    /* one pass reads and counts each shard's input while writing it; two passes read it again
+     * unless the rank kept it from the scan */
+    const double read = !w->two_pass ? r->scan_s_per_byte : w->kept ? 0.0 : r->decode_s_per_byte;
+    const double per_shard = in_shard * read + out_shard * r->write_s_per_byte + r->shard_fixed_s;
+    t->write = busiest(w->shards, R, T) * per_shard * k;
+    if (w->pyr_shards > 0) {
+        const double per = (double)w->pyr_value_bytes / (double)w->pyr_shards;
+        t->pyramid =
+            busiest(w->pyr_shards, R, T) * (per * r->pyramid_s_per_byte + r->shard_fixed_s) * k;
+    }
+    const double files = (double)(w->shards + w->pyr_shards);
+    t->sync = (double)w->out_bytes / N / r->syncfs_bytes_per_s + r->syncfs_fixed_s +
+              files * r->rename_s / R;
+    t->finish = files * r->finish_s_per_shard;
+    t->total = t->start + t->scan + t->allreduce + t->write + t->pyramid + t->sync + t->finish;
+}
+
+uint64_t sm_plan_peak_rss(const struct sm_plan_mem *m, struct sm_plan_rss_parts *parts)
+{
+    struct sm_plan_rss_parts p = {0};
+    const uint64_t T = m->threads > 0 ? (uint64_t)m->threads : 1;
+    const uint64_t half = m->memory_bytes / 2;
+    p.baseline = m->baseline + m->shard_records;
+    /* the encoded-object cache: within half the budget, never more than the rank's input */
+    if (!m->source) {
+        p.caches = min_u64(min_u64(m->cache_max_bytes, half), m->rank_stored_bytes);
+        p.caches += m->index_cache_bytes;
+    }
+    if (m->source_loads) {
+        p.input = m->rank_in_bytes; /* the source's inflated box */
+    }
+    if (m->two_pass) {
+        p.scan = T * (m->tile_bytes + m->hist_bytes); /* scan workers */
+    }
+    if (m->two_pass && (m->kept || m->kept_some)) {
+        p.input += m->rank_in_bytes; /* the kept decoded input */
+    }
+    if (!(m->two_pass && m->kept) && !m->source) {
+        /* the chunk memos: an eighth of the budget, at most SM_PLAN_MEMO_SLOTS read units and a
+         * spare per thread (engine/tile/tile_memo.c) */
+        const uint64_t slots = T * SM_PLAN_MEMO_SLOTS * m->chunk_bytes;
+        p.caches += min_u64(min_u64(m->memory_bytes / 8, m->rank_in_bytes), slots);
+    }
+    /* per writing thread: the shard's input box, its values, the padded copy and the encoded
+     * shard (at most the values plus the codec's bound), a histogram in one pass, the decode
+     * scratch of an input chunk (decoded and encoded) and the codec contexts */
+    const uint64_t vox = m->shard_voxels;
+    p.write = T * (vox * m->in_elem + 3 * vox * m->out_elem + m->hist_bytes + 2 * m->chunk_bytes +
+                   m->codec_bytes);
+    if (m->pyr_shard_voxels > 0) {
+        /* a thread's slab of the level below (engine/run/run_pyramid.c slab_step: at most 8
+         * shards' worth, at most a level chunk's depth of planes) and its shard buffers */
+        const uint64_t sv = m->pyr_slab_voxels ? m->pyr_slab_voxels : 8 * m->pyr_shard_voxels;
+        const uint64_t slab = min_u64(sv * m->out_elem, half / T);
+        p.pyramid = T * (slab + 3 * m->pyr_shard_voxels * m->out_elem);
+    }
+    p.total = p.baseline + p.caches + p.input + p.scan + p.write + p.pyramid;
+    if (parts != NULL) {
+        *parts = p;
+    }
+    return p.total;
+}

@@ -1,0 +1,108 @@
+/* The estimate of `shardmill plan` (SPEC §4, issue 22): the scaling model of scaling/MODEL.md
+ * (predict_local of scaling/model.py) as plain arithmetic over per-stage rates calibrated on a
+ * machine (scaling/calibrate writes them; scaling/rates.json is compiled in as the default), and
+ * an upper bound of a rank's peak resident set from the engine's own buffers. Pure functions: no
+ * I/O, so tests/unit/jobs/test_plan_model.c checks them directly. */
+#ifndef SM_JOBS_PLAN_MODEL_H
+#define SM_JOBS_PLAN_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <shardmill/status.h>
+
+/* Per-stage rates of one thread on the calibrated machine (scaling/rates.json's members). */
+struct sm_plan_rates {
+    char machine[128];         /* what was calibrated: cores, CPU */
+    char filesystem[64];       /* the output file system of the calibration */
+    char cache[32];            /* "warm" or "cold" page cache of the input when measured */
+    char calibrated[32];       /* UTC time of the calibration */
+    double cores;              /* cores of the calibrated machine (oversubscription stretch) */
+    double scan_s_per_byte;    /* fetch, decode, histogram, checksums per decoded input byte */
+    double decode_s_per_byte;  /* a second fetch + decode when the input is not kept */
+    double write_s_per_byte;   /* normalize, encode, stage per output value byte */
+    double shard_fixed_s;      /* per shard file: create, index, journal record */
+    double pyramid_s_per_byte; /* per output value byte of levels >= 1 (read back, mean, encode) */
+    double syncfs_bytes_per_s; /* flush of the dirty output */
+    double syncfs_fixed_s;     /* the second syncfs and the marker */
+    double rename_s;           /* one commit rename */
+    double finish_s_per_shard; /* rank 0's marker per shard record */
+    double start_plain_s;      /* launch of one process without MPI */
+    double start_mpi_s;        /* launch -> MPI_Init done, fixed part */
+    double start_mpi_s_per_rank;     /* and per rank */
+    double allreduce_s;              /* the histogram's allreduce */
+    uint64_t baseline_rss_bytes;     /* binary + libraries + a tiny run, no MPI */
+    uint64_t baseline_rss_mpi_bytes; /* the same under mpirun (Open MPI's share included) */
+};
+
+/* Parses a rates document (JSON text of scaling/calibrate). SM_E_USAGE naming `where` (the file)
+ * and the member when one is missing, not a number or not positive where it must be. */
+sm_status sm_plan_rates_parse(const char *text, size_t len, const char *where,
+                              struct sm_plan_rates *r, struct sm_err *err);
+
+/* What one run does, from the plan (metadata only) and the sampled compression ratio. */
+struct sm_plan_work {
+    int ranks, threads;
+    int nodes;                /* the ranks spread evenly over them (>= 1) */
+    double cores_per_node;    /* 0: the calibrated machine's cores */
+    bool mpi;                 /* started by a launcher (ranks > 1 always is) */
+    bool two_pass;            /* percentile or OME-Zarr: scan, reduce, then write */
+    bool kept;                /* two passes: every rank keeps its decoded input */
+    uint64_t tiles;           /* scan tiles (two passes) */
+    uint64_t in_bytes;        /* decoded input bytes of the ROI */
+    uint64_t shards;          /* level 0 shards */
+    uint64_t out_value_bytes; /* level 0 values (dtype size x voxels) */
+    uint64_t pyr_shards;      /* shards of levels >= 1 */
+    uint64_t pyr_value_bytes; /* values of levels >= 1 */
+    uint64_t out_bytes;       /* the estimated output bytes (encoded) */
+};
+
+/* The model's terms (seconds), launch to marker. Per node: ⌈R/nodes⌉ ranks of T threads share
+ * cores_per_node cores (time-slicing beyond), launch costs grow with the ranks of a node (srun and
+ * mpirun start nodes in parallel), and each node flushes its own dirty output at the calibrated
+ * syncfs bandwidth. */
+struct sm_plan_terms {
+    double start, scan, allreduce, write, pyramid, sync, finish, total;
+};
+
+void sm_plan_seconds(const struct sm_plan_rates *r, const struct sm_plan_work *w,
+                     struct sm_plan_terms *t);
+
+/* A rank's buffers (bytes), the engine's own (docs/internals/ranks.md, SPEC §1). */
+struct sm_plan_mem {
+    uint64_t baseline;     /* binary + libraries (rates) */
+    uint64_t memory_bytes; /* limits.memory_bytes */
+    int threads;
+    bool two_pass, kept, source_loads; /* source_loads: the source inflates its box (NIfTI) */
+    bool kept_some;         /* kept false: some ranks keep their input, the others memoize chunks */
+    bool source;            /* a file source: no chunk memo, no cache */
+    uint64_t rank_in_bytes; /* decoded input of the busiest rank's box */
+    uint64_t rank_stored_bytes; /* its encoded bytes (what the cache may hold) */
+    uint64_t cache_max_bytes;   /* input.cache.max_bytes (0: disabled) */
+    uint64_t index_cache_bytes; /* what the index cache can hold of this input */
+    uint64_t tile_bytes;        /* one scan tile buffer */
+    uint64_t chunk_bytes;       /* one decoded input chunk (decode scratch) */
+    uint64_t shard_voxels;      /* voxels of a level 0 shard */
+    uint64_t pyr_shard_voxels;  /* voxels of a level 1 shard (0: no pyramid) */
+    uint64_t pyr_slab_voxels;   /* a pyramid thread's slab of the level below (0: 8 shards) */
+    size_t in_elem, out_elem;
+    uint64_t hist_bytes;    /* one histogram (per thread) */
+    uint64_t shard_records; /* the output's shard records (sm_output_track_bytes) */
+    uint64_t codec_bytes;   /* per thread: compression and decompression contexts */
+};
+
+/* Slots of a thread's chunk memo plus its spare unit (engine/tile/tile_memo.c MEMO_MAX_SLOTS). */
+#define SM_PLAN_MEMO_SLOTS 17u
+
+/* The bound's parts (bytes): baseline (+ shard records), caches (encoded-object cache, index
+ * cache, chunk memos), input (kept or loaded), scan workers, write workers, pyramid workers. */
+struct sm_plan_rss_parts {
+    uint64_t baseline, caches, input, scan, write, pyramid, total;
+};
+
+/* The upper bound of the peak RSS of a rank: the baseline plus every buffer the engine may hold
+ * at the same time, each capped by what it can contain; parts (may be NULL) gets the terms. */
+uint64_t sm_plan_peak_rss(const struct sm_plan_mem *m, struct sm_plan_rss_parts *parts);
+
+#endif

@@ -1,0 +1,207 @@
+/* Unit tests of jobs/plan_model.c: the rates document, the time model's terms computed by hand
+ * (scaling/MODEL.md's local model) and the peak-RSS bound's parts and caps. */
+#include <shardmill/sm_config.h>
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "plan_model.h"
+
+static const char RATES[] =
+    "{\"calibrated_utc\": \"20261204T000000Z\", \"machine\": \"2 cores test\", "
+    "\"filesystem\": \"ext4\", \"cache\": \"warm\", \"rates\": {"
+    "\"cores\": 2, \"scan_s_per_byte\": 1e-9, \"decode_s_per_byte\": 5e-10, "
+    "\"write_s_per_byte\": 2e-9, \"shard_fixed_s\": 0.001, \"pyramid_s_per_byte\": 4e-9, "
+    "\"syncfs_bytes_per_s\": 1e9, \"syncfs_fixed_s\": 0.01, \"rename_s\": 0.0001, "
+    "\"finish_s_per_shard\": 1e-6, \"start_plain_s\": 0.001, \"start_mpi_s\": 0.3, "
+    "\"start_mpi_s_per_rank\": 0.05, \"allreduce_s\": 0.0003, \"baseline_rss_bytes\": 1000, "
+    "\"baseline_rss_mpi_bytes\": 3000}}";
+
+static void test_rates_parse(void **state)
+{
+    (void)state;
+    struct sm_plan_rates r;
+    struct sm_err err;
+    sm_err_clear(&err);
+    assert_int_equal(sm_plan_rates_parse(RATES, strlen(RATES), "r.json", &r, &err), SM_OK);
+    assert_true(r.cores == 2.0);
+    assert_true(r.write_s_per_byte == 2e-9);
+    assert_int_equal(r.baseline_rss_mpi_bytes, 3000);
+    assert_string_equal(r.filesystem, "ext4");
+    assert_string_equal(r.calibrated, "20261204T000000Z");
+}
+
+static void test_rates_refused(void **state)
+{
+    (void)state;
+    struct sm_plan_rates r;
+    struct sm_err err;
+    char bad[sizeof(RATES) + 16];
+    /* a member missing, one negative, not JSON: each names the file and the member */
+    const char *cases[][2] = {{"\"write_s_per_byte\": 2e-9, ", ""},
+                              {"\"rename_s\": 0.0001", "\"rename_s\": -1"},
+                              {"{\"calibrated_utc\"", "[\"calibrated_utc\""}};
+    const char *want[] = {"write_s_per_byte", "rename_s", "not a rates document"};
+    for (size_t i = 0; i < 3; i++) {
+        const char *at = strstr(RATES, cases[i][0]);
+        assert_non_null(at);
+        snprintf(bad, sizeof(bad), "%.*s%s%s", (int)(at - RATES), RATES, cases[i][1],
+                 at + strlen(cases[i][0]));
+        sm_err_clear(&err);
+        assert_int_equal(sm_plan_rates_parse(bad, strlen(bad), "r.json", &r, &err), SM_E_USAGE);
+        assert_non_null(strstr(err.what, want[i]));
+        assert_string_equal(err.where, "r.json");
+    }
+}
+
+static struct sm_plan_rates rates(void)
+{
+    struct sm_plan_rates r;
+    struct sm_err err;
+    sm_err_clear(&err);
+    assert_int_equal(sm_plan_rates_parse(RATES, strlen(RATES), "r.json", &r, &err), SM_OK);
+    return r;
+}
+
+/* 2 ranks x 2 threads on 2 cores: stretch 2; busiest thread ceil(ceil(10/2)/2) = 3 tiles */
+static void test_seconds_by_hand(void **state)
+{
+    (void)state;
+    const struct sm_plan_rates r = rates();
+    const struct sm_plan_work w = {.ranks = 2,
+                                   .threads = 2,
+                                   .mpi = true,
+                                   .two_pass = true,
+                                   .kept = false,
+                                   .tiles = 10,
+                                   .in_bytes = 10000000,
+                                   .shards = 4,
+                                   .out_value_bytes = 20000000,
+                                   .pyr_shards = 2,
+                                   .pyr_value_bytes = 2000000,
+                                   .out_bytes = 5000000};
+    struct sm_plan_terms t;
+    sm_plan_seconds(&r, &w, &t);
+    assert_true(fabs(t.start - (0.3 + 0.1)) < 1e-12);
+    assert_true(fabs(t.scan - 3 * 1e6 * 1e-9 * 2) < 1e-12);
+    assert_true(t.allreduce == 0.0003);
+    /* per shard: 2.5 MB read again (5e-10) + 5 MB written (2e-9) + 1 ms; 1 shard per thread */
+    assert_true(fabs(t.write - (2.5e6 * 5e-10 + 5e6 * 2e-9 + 0.001) * 2) < 1e-12);
+    assert_true(fabs(t.pyramid - (1e6 * 4e-9 + 0.001) * 2) < 1e-12);
+    assert_true(fabs(t.sync - (5e6 / 1e9 + 0.01 + 6 * 0.0001 / 2)) < 1e-12);
+    assert_true(fabs(t.finish - 6e-6) < 1e-15);
+    assert_true(fabs(t.total - (t.start + t.scan + t.allreduce + t.write + t.pyramid + t.sync +
+                                t.finish)) < 1e-12);
+    /* one pass: no scan, each shard's input read while writing; a plain process starts */
+    struct sm_plan_work one = w;
+    one.ranks = 1;
+    one.threads = 1;
+    one.mpi = false;
+    one.two_pass = false;
+    one.pyr_shards = 0;
+    sm_plan_seconds(&r, &one, &t);
+    assert_true(t.scan == 0.0 && t.allreduce == 0.0 && t.pyramid == 0.0);
+    assert_true(fabs(t.start - 0.001) < 1e-12);
+    assert_true(fabs(t.write - 4 * (2.5e6 * 1e-9 + 5e6 * 2e-9 + 0.001)) < 1e-12);
+    /* kept: no second read */
+    struct sm_plan_work kept = w;
+    kept.kept = true;
+    sm_plan_seconds(&r, &kept, &t);
+    assert_true(fabs(t.write - (5e6 * 2e-9 + 0.001) * 2) < 1e-12);
+    /* two nodes of one core: one rank per node, its 2 threads stretched 2x; the launch of one
+     * rank per node; each node flushes half the output */
+    struct sm_plan_work wide = w;
+    wide.nodes = 2;
+    wide.cores_per_node = 1;
+    sm_plan_seconds(&r, &wide, &t);
+    assert_true(fabs(t.start - 0.35) < 1e-12);
+    assert_true(fabs(t.scan - 3 * 1e6 * 1e-9 * 2) < 1e-12);
+    assert_true(fabs(t.sync - (5e6 / 2 / 1e9 + 0.01 + 6 * 0.0001 / 2)) < 1e-12);
+    wide.cores_per_node = 4; /* enough cores: no stretch */
+    sm_plan_seconds(&r, &wide, &t);
+    assert_true(fabs(t.scan - 3 * 1e6 * 1e-9) < 1e-12);
+}
+
+static void test_peak_rss_parts(void **state)
+{
+    (void)state;
+    struct sm_plan_mem m = {.baseline = 1000,
+                            .memory_bytes = 1 << 30,
+                            .threads = 2,
+                            .two_pass = false,
+                            .rank_in_bytes = 4000,
+                            .rank_stored_bytes = 1500,
+                            .cache_max_bytes = 256 << 20,
+                            .index_cache_bytes = 100,
+                            .tile_bytes = 512,
+                            .chunk_bytes = 64,
+                            .shard_voxels = 10,
+                            .in_elem = 2,
+                            .out_elem = 4,
+                            .hist_bytes = 8,
+                            .shard_records = 50,
+                            .codec_bytes = 1};
+    /* one pass: baseline + records; cache (the rank's stored bytes: 1500) + index + memos (17
+     * units of 64 bytes per thread: 2176, under the input and the eighth); 2 threads x (20 + 120
+     * + 8 + 128 + 1) */
+    struct sm_plan_rss_parts p;
+    const uint64_t write = 2 * (20 + 120 + 8 + 128 + 1);
+    const uint64_t one = 1000 + 50 + 1500 + 100 + 2176 + write;
+    assert_int_equal(sm_plan_peak_rss(&m, &p), one);
+    assert_int_equal(p.baseline, 1050);
+    assert_int_equal(p.caches, 1500 + 100 + 2176);
+    assert_int_equal(p.write, write);
+    assert_int_equal(p.total, one);
+    m.two_pass = true; /* + scan workers; the memo stays (not kept) */
+    assert_int_equal(sm_plan_peak_rss(&m, NULL), one + 2 * (512 + 8));
+    m.kept_some = true; /* some ranks keep (4000), the others memoize: a rank may hold either */
+    assert_int_equal(sm_plan_peak_rss(&m, NULL), one + 2 * (512 + 8) + 4000);
+    m.kept_some = false;
+    m.kept = true; /* every rank keeps (4000): no memo */
+    assert_int_equal(sm_plan_peak_rss(&m, &p), one + 2 * (512 + 8) - 2176 + 4000);
+    assert_int_equal(p.input, 4000);
+    m.cache_max_bytes = 0; /* a disabled cache holds nothing */
+    const uint64_t kept = one + 2 * (512 + 8) - 2176 + 4000 - 1500;
+    assert_int_equal(sm_plan_peak_rss(&m, NULL), kept);
+    m.pyr_shard_voxels = 5; /* + a slab of 8 level-1 shards and 3 buffers per thread */
+    assert_int_equal(sm_plan_peak_rss(&m, &p), kept + 2 * (160 + 60));
+    assert_int_equal(p.pyramid, 2 * (160 + 60));
+    m.memory_bytes = 640; /* the slab is capped by half the budget per thread: 160 */
+    assert_int_equal(sm_plan_peak_rss(&m, &p), kept + 2 * (160 + 60));
+    m.memory_bytes = 400;
+    assert_int_equal(p.pyramid, 2 * (160 + 60));
+    sm_plan_peak_rss(&m, &p);
+    assert_int_equal(p.pyramid, 2 * (100 + 60));
+    m.pyr_slab_voxels = 20; /* a slab of a chunk's depth: 20 voxels of 4 bytes */
+    sm_plan_peak_rss(&m, &p);
+    assert_int_equal(p.pyramid, 2 * (80 + 60));
+    m.pyr_slab_voxels = 0;
+    /* a source: no cache, no index cache, no memo; a NIfTI source's inflated box */
+    struct sm_plan_mem s = m;
+    s.memory_bytes = 1 << 30;
+    s.two_pass = false;
+    s.kept = false;
+    s.pyr_shard_voxels = 0;
+    s.source = true;
+    s.cache_max_bytes = 256 << 20;
+    assert_int_equal(sm_plan_peak_rss(&s, NULL), 1050 + write);
+    s.source_loads = true;
+    assert_int_equal(sm_plan_peak_rss(&s, NULL), 1050 + 4000 + write);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_rates_parse),
+        cmocka_unit_test(test_rates_refused),
+        cmocka_unit_test(test_seconds_by_hand),
+        cmocka_unit_test(test_peak_rss_parts),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
