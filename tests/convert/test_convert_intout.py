@@ -228,9 +228,40 @@ def case_bad_dtype(c, args, work):
     return None
 
 
+def case_auto_layout(c, args, work):
+    """The default layout of a uint8 output is laid out for uint8, not float32: a 256^3 uint16
+    volume makes one 16 MiB uint8 shard where float32 would need two (before the fix the write
+    phase planned the float32 grid and failed with 'plan of 2 shards for a grid of 1')."""
+    shape = [256, 256, 256]
+    vol = (np.arange(np.prod(shape), dtype=np.uint64) % 4001).astype(np.uint16).reshape(shape)
+    raw = os.path.join(work, "vol.raw")
+    vol.tofile(raw)
+    for dt, itemsize in (("uint8", 1), ("uint16", 2)):
+        name = f"auto_layout_{dt}"
+        out = os.path.join(work, name + ".zarr")
+        cfg = cc.write_config(os.path.join(work, name + ".yaml"), {
+            "job": "convert",
+            "input": {"store": raw, "format": "raw",
+                      "raw": {"dtype": "uint16", "shape": shape}},
+            "normalize": {"mode": "window", "lo": 0, "hi": 4000},
+            "output": {"path": out, "dtype": dt, "fsync": False}, "progress": False})
+        rep = run_job(c, args, work, name, cfg)
+        if rep is None:
+            continue
+        meta = json.load(open(os.path.join(out, "zarr.json")))
+        shard, chunk = cc.auto_layout(shape, itemsize)
+        got = meta["chunk_grid"]["configuration"]["chunk_shape"]
+        c.check(f"{name}: SPEC §2's auto layout for {dt} ({shard}), not float32's",
+                got == shard and got != cc.auto_layout(shape, 4)[0], got)
+        want = to_int(cc.normalize(vol, "window", lo=0, hi=4000), dt)
+        cc.shardmill_read(c, args.shardmill, name, out, want, work)
+    return None
+
+
 CASES = {"window_u8": case_window("uint8"), "window_u16": case_window("uint16"),
          "percentile_u8": case_percentile("uint8"), "percentile_u16": case_percentile("uint16"),
-         "scale_u8": case_scale_u8, "bad_dtype": case_bad_dtype}
+         "scale_u8": case_scale_u8, "bad_dtype": case_bad_dtype,
+         "auto_layout": case_auto_layout}
 
 
 def main():
