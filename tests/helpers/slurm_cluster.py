@@ -16,7 +16,9 @@ variable (`cluster.env`), which sbatch passes on to the job and so to srun.
                                         # then no process of this cluster may be left
 
 Slurm 22.05 (Debian 12) with select/cons_tres, proctrack/linuxproc (no cgroups needed),
-task/affinity (so `--cpu-bind=cores` really binds), and the node's CPUs taken from nproc.
+task/affinity (so `--cpu-bind=cores` really binds), and the node's CPUs taken from nproc. No
+accounting database: the job completion log (jobcomp/filetxt, log/jobcomp.txt) is what
+`sacct -c` reads.
 """
 
 import ctypes
@@ -95,7 +97,8 @@ ProctrackType=proctrack/linuxproc
 TaskPlugin=task/affinity
 MpiDefault=none
 SwitchType=switch/none
-JobCompType=jobcomp/none
+JobCompType=jobcomp/filetxt
+JobCompLoc={d}/log/jobcomp.txt
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 SchedulerType=sched/backfill
