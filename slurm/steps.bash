@@ -1,23 +1,36 @@
 # ---- steps and requeue (slurm/steps.bash, the same in every template) ----
 # GRACE seconds before the time limit Slurm sends SIGTERM to this batch shell alone
-# (#SBATCH --signal=B:TERM@GRACE). on_term forwards it at once to the step that runs: srun
-# passes it to every task, each rank stops at its next tile or shard, flushes what it finished
-# and exits 143. requeue_or_exit then runs `scontrol requeue`: the job goes back to the queue
-# with the same id (SLURM_RESTART_COUNT + 1, logs appended), and the next run finishes the
-# output through output.exists: auto. Exit status of this script: 0 done; 143 stopped and
-# requeued (or not requeued: max_restarts reached, or scontrol refused; submit the script
-# again); anything else: the failing step's status (shardmill's: 2 configuration, 3 input,
-# 4 I/O, 5 a limit).
+# (#SBATCH --signal=B:TERM@GRACE). on_term passes it on at once to the tasks of the running
+# step: `scancel --signal=TERM $SLURM_JOB_ID` signals every step's tasks but not this shell
+# (srun itself would turn a SIGTERM into SIGKILL of its tasks: "forcing job termination").
+# Each rank stops at its next tile or shard, flushes what it finished and exits 143.
+# requeue_or_exit then runs `scontrol requeue`: the job goes back to the queue with the same
+# id (SLURM_RESTART_COUNT + 1, logs appended), and the next run finishes the output through
+# output.exists: auto. Exit status of this script: 0 done; 143 stopped and requeued (or not
+# requeued: the job was cancelled, max_restarts reached, or scontrol refused; submit the
+# script again); anything else: the failing step's status (shardmill's: 2 configuration,
+# 3 input, 4 I/O, 5 a limit).
 stop_requested=0
 step_pid=""
+step_srun=0
 step_rc=0
+
+# forward_term: SIGTERM to the running step: its tasks through Slurm, a local command directly.
+forward_term() {
+    if [[ -z "$step_pid" ]]; then
+        return 0
+    fi
+    if ((step_srun)); then
+        scancel --quiet --signal=TERM "$SLURM_JOB_ID" 2>/dev/null || true
+    else
+        kill -TERM "$step_pid" 2>/dev/null || true
+    fi
+}
 
 on_term() {
     stop_requested=1
     echo "shardmill-slurm: SIGTERM (the time limit is near, or scancel): stopping the step" >&2
-    if [[ -n "$step_pid" ]]; then
-        kill -TERM "$step_pid" 2>/dev/null || true
-    fi
+    forward_term
 }
 trap on_term TERM
 
@@ -29,9 +42,13 @@ run_step() {
         step_rc=143
         return
     fi
+    step_srun=0
+    if [[ "$1" == srun ]]; then
+        step_srun=1
+    fi
     "$@" &
     step_pid=$!
-    if ((stop_requested)); then # SIGTERM came between the fork and step_pid=
+    if ((stop_requested)); then # SIGTERM came before the step existed: end srun itself
         kill -TERM "$step_pid" 2>/dev/null || true
     fi
     wait "$step_pid" || step_rc=$?

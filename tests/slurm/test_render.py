@@ -260,6 +260,7 @@ def main():
           and 'srun_mpi="${SHARDMILL_SRUN_MPI:-pmix}"' in s,
           "convert: srun with --mpi=pmix, --cpus-per-task, --cpu-bind=cores (overridable)")
     check("trap on_term TERM" in s and 'scontrol requeue "$SLURM_JOB_ID"' in s
+          and 'scancel --quiet --signal=TERM "$SLURM_JOB_ID"' in s
           and "SLURM_RESTART_COUNT" in s and "max_restarts=10" in s,
           "convert: SIGTERM trapped and forwarded, scontrol requeue, SLURM_RESTART_COUNT logged")
     check(os.path.isdir(logs), "convert: the output directory was created")
@@ -331,7 +332,7 @@ def main():
                   and exists_mode(p) is not None,
                   f"{name}: output.path absolute, verified after the run, output.exists auto")
         else:
-            check("output_path=''" in s and "output.exists" not in s,
+            check("output_path=''" in s and "--set output.exists" not in s,
                   f"{name}: no output, no verify, no output.exists")
         if job == "read-bench":
             check('if [[ "$job" != read-bench ]]' in s, f"{name}: no parallel.threads")
