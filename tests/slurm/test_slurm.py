@@ -5,8 +5,9 @@ Usage: /usr/bin/python3 test_slurm.py --shardmill BIN --mpiexec MPIEXEC --render
 
 A private munged + slurmctld + slurmd (tests/helpers/slurm_cluster.py: own munge key and socket,
 generated slurm.conf, free ports on 127.0.0.1, state, spool, pids and logs under DIR/cluster)
-runs four jobs rendered by slurm/render on a zarr-python v2 uint8 40x70x90 input made at test
-time (the same as tests/mpi):
+runs jobs rendered by slurm/render (in each job's directory, so a relative output.path is that
+directory's) on a zarr-python v2 uint8 40x70x90 input made at test time (the same as
+tests/mpi):
   convert   2 tasks x 1 cpu: COMPLETED with ExitCode 0:0, its %x-%j.out/.err files, report
             ranks 2, completion marker, `shardmill verify` passes, each rank bound to its own
             core (srun --cpu-bind=verbose,cores through SHARDMILL_CPU_BIND), and every file of
@@ -15,12 +16,20 @@ time (the same as tests/mpi):
   scaling   a 2-task array over ranks 1 and 2: each task COMPLETED 0:0 with its own
             %x-%A_%a.out/.err and report (ranks 1, then 2), its output verified and
             byte-identical to the mpirun run.
-  failing   convert of a missing input: FAILED with ExitCode 3:0 (shardmill's exit status
-            through srun and the script), one error line in the .err file, no marker.
+  failing   convert of an input removed after render (render refuses a missing one): FAILED
+            with ExitCode 3:0 (shardmill's exit status through srun and the script), one
+            error line in the .err file, no marker.
   cancelled a 2-task convert of a 256^3 input cancelled with scancel once shards exist
-            (SIGTERM to the tasks, SIGKILL after KillWait=5 s): CANCELLED, rank 0's line
-            "stopped by SIGTERM" in the .err file (the ranks stopped cooperatively), no
-            marker, no temporary name; a resume ends byte-identical to a clean run.
+            (SIGTERM to the tasks, SIGKILL after KillWait=5 s): CANCELLED and not requeued,
+            rank 0's line "stopped by SIGTERM" in the .err file (the ranks stopped
+            cooperatively), no marker, no temporary name; a resume ends byte-identical to a
+            clean run.
+  requeue   a 2-task convert whose 1-minute time limit is too short for its work (about 75 s,
+            calibrated here): SIGTERM 10 s before the limit (--signal=B:TERM@10), the script
+            passes it to the tasks, requeues the job, and the next run finishes it:
+            COMPLETED 0:0, Restarts >= 1 (scontrol; sacct -c: a PENDING record per requeued
+            run), SLURM_RESTART_COUNT of every run in the appended .out, verify passes, every
+            file byte-identical to an uninterrupted run.
 The daemons must listen on 127.0.0.1 only; afterwards every daemon is stopped by pid (also on
 failure) and no process of the cluster may be left. Prints one ok/FAIL line per check and a final
 `N passed, M failed` line; exit 1 on any failure.
