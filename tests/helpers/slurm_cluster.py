@@ -16,7 +16,11 @@ variable (`cluster.env`), which sbatch passes on to the job and so to srun.
                                         # then no process of this cluster may be left
 
 Slurm 22.05 (Debian 12) with select/cons_tres, proctrack/linuxproc (no cgroups needed),
-task/affinity (so `--cpu-bind=cores` really binds), and the node's CPUs taken from nproc.
+task/affinity (so `--cpu-bind=cores` really binds), and the node's CPUs taken from nproc. No
+accounting database: the job completion log (jobcomp/filetxt, log/jobcomp.txt) is what
+`sacct -c` reads. A requeued job may start again cred_expire (15 s, Slurm's default 120 s)
+after its requeue, and the scheduler looks at pending jobs every 5 s (default 60 s), so a
+requeue test takes seconds, not minutes.
 """
 
 import ctypes
@@ -75,7 +79,7 @@ SlurmdPort={slurmd_port}
 CommunicationParameters=NoInAddrAny,NoCtldInAddrAny
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket={munge_socket}
+AuthInfo=socket={munge_socket},cred_expire=15
 SlurmUser=root
 SlurmdUser=root
 StateSaveLocation={d}/state
@@ -95,10 +99,12 @@ ProctrackType=proctrack/linuxproc
 TaskPlugin=task/affinity
 MpiDefault=none
 SwitchType=switch/none
-JobCompType=jobcomp/none
+JobCompType=jobcomp/filetxt
+JobCompLoc={d}/log/jobcomp.txt
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 SchedulerType=sched/backfill
+SchedulerParameters=sched_interval=5,bf_interval=5
 SlurmdParameters=config_overrides
 ReturnToService=2
 SlurmctldTimeout=30
