@@ -90,12 +90,8 @@ def write(name, text):
 
 
 def exists_mode(p):
-    """output.exists the script runs with: auto, or resume with render's note."""
-    if "--set output.exists=auto" in p.stdout:
-        return "auto"
-    if "--set output.exists=resume" in p.stdout and "no output.exists: auto" in p.stderr:
-        return "resume"
-    return None
+    """output.exists the script runs with (auto by default for convert and ingest)."""
+    return "auto" if "--set output.exists=auto" in p.stdout else None
 
 
 # ---- fixtures: inputs whose metadata or header is all render reads ----------------------------
@@ -242,8 +238,7 @@ def main():
     check(f"config={conv}" in s and f"shardmill={sm}" in s,
           "convert: config and binary as absolute paths")
     mode = exists_mode(p)
-    check(mode is not None, f"convert: output.exists=auto rendered (or resume with a note while "
-          f"this shardmill has no auto: {mode})")
+    check(mode == "auto", f"convert: output.exists=auto rendered ({mode})")
     check(f"--set 'tile=[8, 32, 32]' --set output.fsync=false --set "
           f"'input.store=\"{WORK}/in.zarr\"' --set 'output.path=\"{WORK}/out.zarr\"' --set "
           f"'report=\"{WORK}/rep/convert.json\"'" in s,

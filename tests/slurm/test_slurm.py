@@ -111,8 +111,6 @@ def render(template, cfg, out_dir, script, extra, time_limit="00:05:00"):
     ok = p.returncode == 0 and os.access(script, os.X_OK)
     check(ok, f"render {template} {' '.join(extra)}: exit 0, executable script"
           + ("" if ok else f" (got {p.returncode}: {p.stderr.strip()})"))
-    if "no output.exists: auto" in p.stderr:
-        print("note: this shardmill has no output.exists: auto yet; render fell back to resume")
     return p.returncode == 0
 
 
@@ -507,7 +505,7 @@ def case_requeue(cluster, work):
     before the limit (#SBATCH --signal=B:TERM@10; slurmctld sends it at its first 30-second
     check after 60 - 10 - 30 s, so 20 to 50 s after the start), the batch script passes it to
     the tasks, the ranks stop (exit 143), the script requeues the job, and the next run
-    finishes the output through output.exists auto (resume before auto exists): Restarts >= 1,
+    finishes the output through output.exists auto: Restarts >= 1,
     COMPLETED, verify passes, and every file is byte-identical to an uninterrupted run."""
     name = f"requeued convert job (--time 1 min, --grace {REQUEUE_GRACE})"
     # calibrate: the depth whose uninterrupted run takes about REQUEUE_WORK_S here, measured
