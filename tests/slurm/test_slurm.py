@@ -570,10 +570,14 @@ def case_requeue(cluster, work):
     check(len(stops) == restarts and counts == [str(i) for i in range(restarts + 1)],
           f"{name}: the appended .out shows {len(stops)} requeues and every run's "
           f"SLURM_RESTART_COUNT ({counts})")
+    # a run stopped while shardmill ran prints rank 0's line; a signal that lands after the run
+    # step ended (before `verify`) skips the verify step and requeues without one: the next run
+    # finds the output complete (output.exists: auto) and verifies it
     lines = [ln for ln in err_text.splitlines() if ln.startswith("shardmill: error:")]
-    check(len(lines) == restarts and all("stopped by SIGTERM" in ln for ln in lines),
-          f"{name}: each stopped run: rank 0's line 'stopped by SIGTERM' (the ranks stopped "
-          f"cooperatively: {len(lines)} lines)")
+    check(1 <= len(lines) <= restarts and all("stopped by SIGTERM" in ln for ln in lines),
+          f"{name}: the stopped runs: rank 0's line 'stopped by SIGTERM', at least one, at most "
+          f"one per requeue (the ranks stopped cooperatively: {len(lines)} lines, {restarts} "
+          "requeues)")
     acct = requeue_record(cluster, jid)
     if acct is not None:
         # jobcomp/filetxt logs a requeued run with the state the job has then: PENDING
