@@ -92,34 +92,15 @@ static sm_status auto_run(const char *dir, const struct sm_output_spec *s, const
                           struct sm_err *err)
 {
     struct sm_output *o = NULL;
-    struct sm_writer *w = NULL;
     memset(res, 0, sizeof(*res));
-    sm_status st = decide_at(dir, identity, &o, d, err);
-    if (st == SM_OK) {
-        sm_output_settle(o, d->found);
-        if (d->found == SM_OUTPUT_FOUND_COMPLETE) {
-            sm_output_close(o);
-            return SM_OK;
-        }
-        st = sm_writer_new(s, &w, err);
+    const sm_status st = decide_at(dir, identity, &o, d, err);
+    if (st != SM_OK || d->found == SM_OUTPUT_FOUND_COMPLETE) {
+        sm_output_close(o); /* NULL-safe: open may have failed */
+        return st;
     }
-    if (st == SM_OK) {
-        st = sm_output_begin(o, w, err);
-    }
+    sm_output_settle(o, d->found);
     struct wt_pattern p = wt_pattern_of(s, 1000);
-    if (st == SM_OK) {
-        struct sm_write_job job = {0, sm_writer_nshards(w), NULL, 2, wt_fill, &p, NULL, NULL, NULL};
-        st = sm_write_shards(w, o, &job, res, err);
-    }
-    if (st == SM_OK) {
-        st = sm_output_flush(o, err);
-    }
-    if (st == SM_OK) {
-        st = sm_output_finish(o, err);
-    }
-    sm_output_close(o);
-    sm_writer_free(w);
-    return st;
+    return wt_write_open(o, s, &p, 2, res, err);
 }
 
 /* base/name written with `error` (the reference, or the output a later auto run meets). */

@@ -116,21 +116,18 @@ static inline struct wt_pattern wt_pattern_of(const struct sm_output_spec *s, ui
     return p;
 }
 
-/* open -> begin -> write all shards -> flush -> finish. Returns the first failing status. */
-static inline sm_status wt_write(const char *dir, const struct sm_output_spec *spec,
-                                 const struct sm_output_opts *opts, struct wt_pattern *p,
-                                 int threads, struct sm_write_result *res, struct sm_err *err)
+/* begin -> write all shards -> flush -> finish on an open output o, then o is closed. Returns
+ * the first failing status. */
+static inline sm_status wt_write_open(struct sm_output *o, const struct sm_output_spec *spec,
+                                      struct wt_pattern *p, int threads,
+                                      struct sm_write_result *res, struct sm_err *err)
 {
     struct sm_writer *w = NULL;
-    struct sm_output *o = NULL;
     struct sm_write_result local;
     if (res == NULL) {
         res = &local;
     }
     sm_status st = sm_writer_new(spec, &w, err);
-    if (st == SM_OK) {
-        st = sm_output_open(dir, opts, &o, err);
-    }
     if (st == SM_OK) {
         st = sm_output_begin(o, w, err);
     }
@@ -148,6 +145,16 @@ static inline sm_status wt_write(const char *dir, const struct sm_output_spec *s
     sm_output_close(o);
     sm_writer_free(w);
     return st;
+}
+
+/* open -> wt_write_open. Returns the first failing status. */
+static inline sm_status wt_write(const char *dir, const struct sm_output_spec *spec,
+                                 const struct sm_output_opts *opts, struct wt_pattern *p,
+                                 int threads, struct sm_write_result *res, struct sm_err *err)
+{
+    struct sm_output *o = NULL;
+    SM_TRY(sm_output_open(dir, opts, &o, err));
+    return wt_write_open(o, spec, p, threads, res, err);
 }
 
 /* Reads the whole array at dir through sm_array_open + sm_array_read_region (malloc'd). */
