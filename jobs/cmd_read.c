@@ -1,7 +1,8 @@
 /* `shardmill read STORE --offset ... --shape ... -o FILE`: a region as raw little-endian values of
  * the array's dtype in C order (SPEC §4). The output is written to a temporary name and renamed
- * on success, so a failed read leaves no partial file. --repeat and --stats serve the W3
- * benchmark: read_ns times sm_array_read_region alone, the metadata open is outside it. */
+ * on success, so a failed read leaves no partial file; a single read writes it band by band as
+ * the threads finish them (sm_array_read_region_to). --repeat and --stats serve the W3 benchmark:
+ * read_ns times the region reads alone, the metadata open is outside it. */
 #include <shardmill/sm_config.h>
 
 #include "jobs.h"
@@ -44,7 +45,83 @@ static sm_status write_fd(int fd, const uint8_t *p, size_t n, struct sm_err *err
     return SM_OK;
 }
 
-/* Writes the region to path atomically (tmp + rename), or to stdout for "-". */
+/* An output file being written: a temporary name beside it, renamed over it on success. */
+struct out_file {
+    const char *path;
+    char tmp[4096];
+    int fd;
+};
+
+static sm_status out_open(struct out_file *o, const char *path, struct sm_err *err)
+{
+    o->path = path;
+    o->fd = -1;
+    if ((size_t)snprintf(o->tmp, sizeof(o->tmp), "%s.tmp.%ld", path, (long)getpid()) >=
+        sizeof(o->tmp)) {
+        sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "output path too long");
+        sm_err_where(err, "%s", path);
+        return err->status;
+    }
+    o->fd = open(o->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    if (o->fd < 0) {
+        int e = errno;
+        sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "cannot create output: %s", strerror(e));
+        sm_err_where(err, "%s", path);
+        return err->status;
+    }
+    return SM_OK;
+}
+
+/* Closes the file and renames it over the path when st is SM_OK; else removes it. */
+static sm_status out_close(struct out_file *o, sm_status st, struct sm_err *err)
+{
+    if (o->fd < 0) {
+        return st;
+    }
+    const bool ok = st == SM_OK; /* else the error is the caller's, with its own place */
+    if (close(o->fd) != 0 && st == SM_OK) {
+        int e = errno;
+        st = sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "close failed: %s", strerror(e));
+    }
+    o->fd = -1;
+    if (st == SM_OK && rename(o->tmp, o->path) != 0) {
+        int e = errno;
+        st = sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "rename failed: %s", strerror(e));
+    }
+    if (st != SM_OK) {
+        unlink(o->tmp);
+        if (ok) {
+            sm_err_where(err, "%s", o->path);
+        }
+    }
+    return st;
+}
+
+/* A finished band of the region, written at its place while the threads decode the rest. */
+static sm_status out_band(void *ctx, const void *bytes, size_t off, size_t len, struct sm_err *err)
+{
+    const struct out_file *o = ctx;
+    const uint8_t *p = (const uint8_t *)bytes + off;
+    while (len > 0) {
+        ssize_t w = pwrite(o->fd, p, len, (off_t)off);
+        if (w < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            int e = errno;
+            sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "write failed: %s", strerror(e));
+            sm_err_cause(err, "errno", e);
+            sm_err_where(err, "%s", o->path);
+            return err->status;
+        }
+        p += w;
+        off += (size_t)w;
+        len -= (size_t)w;
+    }
+    return SM_OK;
+}
+
+/* Writes bytes to path atomically (tmp + rename), or to stdout for "-". */
 static sm_status write_output(const char *path, const uint8_t *p, size_t n, struct sm_err *err)
 {
     if (strcmp(path, "-") == 0) {
@@ -54,33 +131,9 @@ static sm_status write_output(const char *path, const uint8_t *p, size_t n, stru
         }
         return st;
     }
-    char tmp[4096];
-    if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid()) >= sizeof(tmp)) {
-        sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "output path too long");
-        sm_err_where(err, "%s", path);
-        return err->status;
-    }
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-    if (fd < 0) {
-        int e = errno;
-        sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "cannot create output: %s", strerror(e));
-        sm_err_where(err, "%s", path);
-        return err->status;
-    }
-    sm_status st = write_fd(fd, p, n, err);
-    if (close(fd) != 0 && st == SM_OK) {
-        int e = errno;
-        st = sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "close failed: %s", strerror(e));
-    }
-    if (st == SM_OK && rename(tmp, path) != 0) {
-        int e = errno;
-        st = sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "rename failed: %s", strerror(e));
-    }
-    if (st != SM_OK) {
-        unlink(tmp);
-        sm_err_where(err, "%s", path);
-    }
-    return st;
+    struct out_file o;
+    SM_TRY(out_open(&o, path, err));
+    return out_close(&o, write_fd(o.fd, p, n, err), err);
 }
 
 static json_t *class_counts(const struct sm_store *s, bool bytes)
@@ -120,6 +173,11 @@ static sm_status write_stats(const char *path, const struct sm_array *a, const u
                                   (json_int_t)as.inner_chunks_read, "inner_missing",
                                   (json_int_t)as.inner_chunks_missing));
     json_object_set_new(o, "peak_rss_bytes", json_integer((json_int_t)sm_peak_rss_bytes()));
+    uint64_t minor, major;
+    sm_page_faults(&minor, &major);
+    json_object_set_new(
+        o, "page_faults",
+        json_pack("{s:I,s:I}", "minor", (json_int_t)minor, "major", (json_int_t)major));
     char *text = sm_json_dumps(o, JSON_INDENT(2));
     json_decref(o);
     sm_status st = SM_OK;
@@ -217,12 +275,23 @@ static sm_status read_region(struct read_req *q, int *usage_rc, struct sm_err *e
                             "cannot allocate a %zu-byte region", nbytes);
         }
     }
+    /* A single read into a file writes each band of rows as soon as it is decoded, while the
+     * threads decode the rest; --repeat (benchmarks) writes after the last read, so read_ns times
+     * the reads alone, and standard output, a stream, is written after the read. */
+    const bool banded = q->repeat == 1 && strcmp(q->output, "-") != 0;
+    struct out_file of = {.fd = -1};
+    const struct sm_region_sink sink = {out_band, &of};
+    if (st == SM_OK && banded) {
+        st = out_open(&of, q->output, err);
+    }
     for (uint64_t r = 0; st == SM_OK && r < q->repeat; r++) {
         uint64_t t0 = sm_clock_ns();
-        st = sm_array_read_region(a, off, ext, buf, nbytes, scratch, err);
+        st = sm_array_read_region_to(a, off, ext, buf, nbytes, banded ? &sink : NULL, scratch, err);
         ns[r] = sm_clock_ns() - t0;
     }
-    if (st == SM_OK) {
+    if (banded) {
+        st = out_close(&of, st, err);
+    } else if (st == SM_OK) {
         st = write_output(q->output, buf, nbytes, err);
     }
     if (st == SM_OK && q->stats != NULL) {
@@ -256,7 +325,8 @@ int sm_cmd_read(int argc, char **argv)
         {"output", 'o', SM_OPT_STRING, "FILE", "output file, '-' for standard output (required)",
          &output},
         {"repeat", 0, SM_OPT_U64, "N", "read the region N times in-process (benchmarks)", &repeat},
-        {"stats", 0, SM_OPT_STRING, "FILE", "write read timings and I/O counters as JSON", &stats},
+        {"stats", 0, SM_OPT_STRING, "FILE",
+         "write read timings, I/O counters and page faults as JSON", &stats},
         {"threads", 0, SM_OPT_U64, "N",
          "OpenMP threads decoding the region's chunks, at most 64 (0 = OMP_NUM_THREADS, else all "
          "cores)",

@@ -200,6 +200,10 @@ struct region_job {
     const struct sm_region_dst *dst;
     uint64_t c0[SM_MAX_DIMS], n[SM_MAX_DIMS]; /* first chunk index and chunks per axis */
     unsigned inner_threads;                   /* threads for a shard's inner chunks */
+    const struct sm_region_sink *sink;        /* or NULL */
+    atomic_uint_fast64_t *left;               /* per band of axis 0: its objects not yet read */
+    uint64_t per_band;                        /* objects in one band */
+    size_t row_bytes;                         /* bytes of one index of axis 0 in the region */
 };
 
 /* Reads stored object k (C order in the region's chunk box) and places its part of the region. */
@@ -238,27 +242,11 @@ static sm_status region_item(void *ctx, uint64_t k, struct sm_scratch *scratch, 
     return read_chunk(a, key, origin, lo, hi, j->dst, &bufs, scratch, err);
 }
 
-sm_status sm_array_read_region(struct sm_array *a, const uint64_t *offset, const uint64_t *shape,
-                               void *out, size_t out_len, struct sm_scratch *scratch,
-                               struct sm_err *err)
+/* Reads the region's `items` objects, in parallel when it pays (see sm_array_read_region). */
+static sm_status read_items(struct sm_array *a, struct region_job *j, sm_read_job item,
+                            uint64_t items, size_t out_len, struct sm_scratch *scratch,
+                            struct sm_err *err)
 {
-    const struct sm_array_meta *m = a->meta;
-    const unsigned nd = m->ndim;
-    SM_TRY(check_region(a, offset, shape, out_len, err));
-    /* Sizes the input declares (codec headers inside chains such as [bytes, zstd, gzip]) are
-     * bounded by the same limit as the chunks the metadata declares. */
-    sm_scratch_set_max_decoded(scratch, a->opts.limits.max_chunk_bytes);
-    if (out_len == 0) {
-        return SM_OK;
-    }
-    const struct sm_region_dst dst = {{nd, a->elem, shape}, out, offset};
-    struct region_job j = {a, offset, shape, &dst, {0}, {0}, 1};
-    uint64_t items = 1;
-    for (unsigned d = 0; d < nd; d++) {
-        j.c0[d] = offset[d] / m->chunk_shape[d];
-        j.n[d] = (offset[d] + shape[d] - 1) / m->chunk_shape[d] - j.c0[d] + 1;
-        items *= j.n[d]; /* no more than the region's elements */
-    }
     unsigned threads = read_threads(a);
     /* Left to the default (read_threads 0), a small read stays serial: waking threads costs more
      * than decoding a few chunks (and a loaded machine may not run them soon). The work is the
@@ -277,15 +265,84 @@ sm_status sm_array_read_region(struct sm_array *a, const uint64_t *offset, const
      * a region in fewer shards than that decodes each shard's inner chunks in parallel. */
     const bool per_object = a->shard == NULL ? items > 1 : items >= 2 * (uint64_t)threads;
     if (threads > 1 && per_object) {
-        return sm_read_parallel(threads, items, region_item, &j, scratch, err);
+        return sm_read_parallel(threads, items, item, j, scratch, err);
     }
     if (a->shard != NULL) {
-        j.inner_threads = threads;
+        j->inner_threads = threads;
     }
     for (uint64_t k = 0; k < items; k++) {
-        SM_TRY(region_item(&j, k, scratch, err));
+        SM_TRY(item(j, k, scratch, err));
     }
     return SM_OK;
+}
+
+/* region_item, then the band of object k to the sink when k was its last object. */
+static sm_status region_item_banded(void *ctx, uint64_t k, struct sm_scratch *scratch,
+                                    struct sm_err *err)
+{
+    const struct region_job *j = ctx;
+    SM_TRY(region_item(ctx, k, scratch, err));
+    const uint64_t b = k / j->per_band;
+    if (atomic_fetch_sub_explicit(&j->left[b], 1, memory_order_acq_rel) != 1) {
+        return SM_OK; /* acq_rel: the last one sees every other object's bytes of the band */
+    }
+    const uint64_t cs = j->a->meta->chunk_shape[0], first = j->offset[0],
+                   end = j->offset[0] + j->shape[0];
+    const uint64_t lo = (j->c0[0] + b) * cs > first ? (j->c0[0] + b) * cs : first;
+    const uint64_t hi = (j->c0[0] + b + 1) * cs < end ? (j->c0[0] + b + 1) * cs : end;
+    return j->sink->band(j->sink->ctx, j->dst->ptr, (size_t)(lo - first) * j->row_bytes,
+                         (size_t)(hi - lo) * j->row_bytes, err);
+}
+
+sm_status sm_array_read_region(struct sm_array *a, const uint64_t *offset, const uint64_t *shape,
+                               void *out, size_t out_len, struct sm_scratch *scratch,
+                               struct sm_err *err)
+{
+    return sm_array_read_region_to(a, offset, shape, out, out_len, NULL, scratch, err);
+}
+
+sm_status sm_array_read_region_to(struct sm_array *a, const uint64_t *offset, const uint64_t *shape,
+                                  void *out, size_t out_len, const struct sm_region_sink *sink,
+                                  struct sm_scratch *scratch, struct sm_err *err)
+{
+    const struct sm_array_meta *m = a->meta;
+    const unsigned nd = m->ndim;
+    SM_TRY(check_region(a, offset, shape, out_len, err));
+    /* Sizes the input declares (codec headers inside chains such as [bytes, zstd, gzip]) are
+     * bounded by the same limit as the chunks the metadata declares. */
+    sm_scratch_set_max_decoded(scratch, a->opts.limits.max_chunk_bytes);
+    if (out_len == 0) {
+        return SM_OK;
+    }
+    const struct sm_region_dst dst = {{nd, a->elem, shape}, out, offset};
+    struct region_job j = {a, offset, shape, &dst, {0}, {0}, 1, NULL, NULL, 1, 0};
+    uint64_t items = 1;
+    for (unsigned d = 0; d < nd; d++) {
+        j.c0[d] = offset[d] / m->chunk_shape[d];
+        j.n[d] = (offset[d] + shape[d] - 1) / m->chunk_shape[d] - j.c0[d] + 1;
+        items *= j.n[d]; /* no more than the region's elements */
+    }
+    if (sink != NULL && nd == 0) {
+        SM_TRY(region_item(&j, 0, scratch, err));
+        return sink->band(sink->ctx, out, 0, out_len, err);
+    }
+    sm_read_job item = region_item;
+    if (sink != NULL) {
+        j.sink = sink;
+        j.per_band = items / j.n[0];
+        j.row_bytes = out_len / (size_t)shape[0];
+        j.left = sm_calloc((size_t)j.n[0], sizeof(*j.left));
+        if (j.left == NULL) {
+            SM_FAIL(err, SM_E_NOMEM, "cannot allocate the band counters of a region");
+        }
+        for (uint64_t b = 0; b < j.n[0]; b++) {
+            atomic_init(&j.left[b], j.per_band);
+        }
+        item = region_item_banded;
+    }
+    const sm_status st = read_items(a, &j, item, items, out_len, scratch, err);
+    sm_free(j.left);
+    return st;
 }
 
 sm_status sm_array_scratch_new(struct sm_scratch **out, struct sm_err *err)

@@ -9,6 +9,8 @@
  * run report rely on; the read hot path allocates nothing per call anyway (array/). */
 #include "shardmill/alloc.h"
 
+#include "core_int.h"
+
 #include <stdalign.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -16,6 +18,59 @@
 
 #define HDR 16 /* keeps max_align_t alignment for the caller's block */
 #define LINE 64
+
+/* A block's header: its size, and 0 for a malloc block or 1 + the distance from its mapping's
+ * start for a block of SM_HUGE_MIN bytes or more (core_alloc_huge.c). Sanitizer builds keep every
+ * block on malloc, so ASan still sees overflows and uses after free of the large ones. */
+struct hdr {
+    size_t n, mapped;
+};
+_Static_assert(sizeof(struct hdr) <= HDR, "the header fits its 16 bytes");
+
+#if defined(__SANITIZE_ADDRESS__)
+#define SM_HUGE_OK 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SM_HUGE_OK 0
+#endif
+#endif
+#ifndef SM_HUGE_OK
+#define SM_HUGE_OK 1
+#endif
+
+/* n bytes after a header, zeroed when `zero`; no accounting, no injection. */
+static unsigned char *raw_alloc(size_t n, int zero)
+{
+    if (n > SIZE_MAX - HDR) {
+        return NULL;
+    }
+    struct hdr h = {n, 0};
+    unsigned char *p = NULL;
+    if (SM_HUGE_OK && n >= SM_HUGE_MIN) {
+        size_t back;
+        p = sm_huge_map(n, HDR, &back); /* fresh anonymous pages are zero */
+        h.mapped = back + 1;
+    }
+    if (p == NULL) {
+        h.mapped = 0;
+        p = zero ? calloc(1, n + HDR) : malloc(n + HDR);
+    }
+    if (p != NULL) {
+        memcpy(p, &h, sizeof(h));
+    }
+    return p;
+}
+
+static void raw_free(unsigned char *base)
+{
+    struct hdr h;
+    memcpy(&h, base, sizeof(h));
+    if (h.mapped != 0) {
+        sm_huge_unmap(base, h.n, HDR, h.mapped - 1);
+    } else {
+        free(base);
+    }
+}
 
 struct padded_counter {
     alignas(LINE) atomic_uint_fast64_t v;
@@ -55,14 +110,13 @@ static void account(size_t added, size_t removed)
 
 void *sm_malloc(size_t n)
 {
-    if (should_fail() || n > SIZE_MAX - HDR) {
+    if (should_fail()) {
         return NULL;
     }
-    unsigned char *p = malloc(n + HDR);
+    unsigned char *p = raw_alloc(n, 0);
     if (p == NULL) {
         return NULL;
     }
-    memcpy(p, &n, sizeof(n));
     account(n, 0);
     return p + HDR;
 }
@@ -72,15 +126,14 @@ void *sm_calloc(size_t count, size_t size)
     if (size != 0 && count > (SIZE_MAX - HDR) / size) {
         return NULL;
     }
-    size_t n = count * size;
+    const size_t n = count * size;
     if (should_fail()) {
         return NULL;
     }
-    unsigned char *p = calloc(1, n + HDR);
+    unsigned char *p = raw_alloc(n, 1);
     if (p == NULL) {
         return NULL;
     }
-    memcpy(p, &n, sizeof(n));
     account(n, 0);
     return p + HDR;
 }
@@ -94,13 +147,25 @@ void *sm_realloc(void *ptr, size_t n)
         return NULL;
     }
     unsigned char *base = (unsigned char *)ptr - HDR;
-    size_t old;
-    memcpy(&old, base, sizeof(old));
-    unsigned char *p = realloc(base, n + HDR);
-    if (p == NULL) {
-        return NULL;
+    struct hdr h;
+    memcpy(&h, base, sizeof(h));
+    const size_t old = h.n;
+    unsigned char *p;
+    if (h.mapped == 0 && !(SM_HUGE_OK && n >= SM_HUGE_MIN)) {
+        p = realloc(base, n + HDR);
+        if (p == NULL) {
+            return NULL;
+        }
+        h.n = n;
+        memcpy(p, &h, sizeof(h));
+    } else { /* into or out of a mapping: a new block, the common bytes copied */
+        p = raw_alloc(n, 0);
+        if (p == NULL) {
+            return NULL;
+        }
+        memcpy(p + HDR, ptr, old < n ? old : n);
+        raw_free(base);
     }
-    memcpy(p, &n, sizeof(n));
     account(n, old);
     return p + HDR;
 }
@@ -111,10 +176,10 @@ void sm_free(void *ptr)
         return;
     }
     unsigned char *base = (unsigned char *)ptr - HDR;
-    size_t old;
-    memcpy(&old, base, sizeof(old));
-    account(0, old);
-    free(base);
+    struct hdr h;
+    memcpy(&h, base, sizeof(h));
+    account(0, h.n);
+    raw_free(base);
 }
 
 char *sm_strdup(const char *s)

@@ -1,4 +1,5 @@
-/* Monotonic clock for stage timings and the peak resident set of reports (SPEC §7). */
+/* Monotonic clock for stage timings, and the peak resident set and page faults of reports
+ * (SPEC §7). */
 #include "shardmill/sm_config.h"
 
 #include "shardmill/clock.h"
@@ -37,4 +38,15 @@ uint64_t sm_peak_rss_bytes(void)
         return 0;
     }
     return (uint64_t)ru.ru_maxrss * 1024u;
+}
+
+void sm_page_faults(uint64_t *minor, uint64_t *major)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0) {
+        *minor = *major = 0;
+        return;
+    }
+    *minor = (uint64_t)ru.ru_minflt;
+    *major = (uint64_t)ru.ru_majflt;
 }

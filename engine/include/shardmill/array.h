@@ -117,6 +117,22 @@ sm_status sm_array_read_region(struct sm_array *a, const uint64_t *offset, const
                                void *out, size_t out_len, struct sm_scratch *scratch,
                                struct sm_err *err);
 
+/* Where finished parts of a region go while the rest is still being read: `band` is called once
+ * for each band of whole chunk rows along axis 0 (and once for the whole region of a 0-d array),
+ * as soon as every chunk it touches is in `out`, with the band's byte range in `out`. The bands
+ * cover the region exactly once, complete in any order, and may be passed from several threads
+ * at once. A band's error fails the read as the error of the chunk that completed it. */
+struct sm_region_sink {
+    sm_status (*band)(void *ctx, const void *bytes, size_t offset, size_t len, struct sm_err *err);
+    void *ctx;
+};
+
+/* sm_array_read_region, handing each finished band to `sink` (NULL: none): `read -o FILE`
+ * writes the bands while the threads decode the rest. */
+sm_status sm_array_read_region_to(struct sm_array *a, const uint64_t *offset, const uint64_t *shape,
+                                  void *out, size_t out_len, const struct sm_region_sink *sink,
+                                  struct sm_scratch *scratch, struct sm_err *err);
+
 /* The per-thread scratch sm_array_read_region decodes with (codec contexts, temporary buffers),
  * so that readers of arrays need not use codec/ themselves (docs/ARCHITECTURE.md). One per
  * thread, never shared; free with sm_array_scratch_free (NULL-safe). SM_E_NOMEM. */

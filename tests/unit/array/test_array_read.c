@@ -813,6 +813,86 @@ static void test_read_v2_one_and_two_threads_give_identical_bytes(void **state)
     test_free(buf);
 }
 
+/* A region sink that copies each band it is handed and counts how often each byte came. */
+struct band_copy {
+    pthread_mutex_t mu;
+    uint8_t *copy, *seen;
+    size_t n;
+    unsigned bands, fail_at; /* fail_at: the band that fails (1 = the first), 0 none */
+};
+
+static sm_status band_copy_band(void *ctx, const void *bytes, size_t off, size_t len,
+                                struct sm_err *err)
+{
+    struct band_copy *b = ctx;
+    pthread_mutex_lock(&b->mu);
+    const unsigned k = ++b->bands;
+    pthread_mutex_unlock(&b->mu);
+    if (k == b->fail_at) {
+        return sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "band %u refused", k);
+    }
+    if (off > b->n || len > b->n - off) {
+        return sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "band out of the region");
+    }
+    memcpy(b->copy + off, (const uint8_t *)bytes + off, len); /* disjoint bands: no lock */
+    for (size_t i = off; i < off + len; i++) {
+        b->seen[i]++;
+    }
+    return SM_OK;
+}
+
+/* sm_array_read_region_to hands every byte of the region to the sink exactly once, in bands of
+ * whole chunk rows, with the bytes already final, for one and two threads; a sink's error fails
+ * the read with that error. */
+static void test_read_to_sink_hands_every_band_once(void **state)
+{
+    struct fx *f = *state;
+    build(f, &spec_v2_par);
+    const uint64_t regions[][4] = {{0, 0, 23, 19}, {1, 2, 21, 15}, {4, 4, 4, 4}, {5, 3, 2, 9}};
+    for (unsigned t = 1; t <= 2; t++) {
+        f->opts.read_threads = t;
+        sm_array_close(f->a);
+        assert_ok(sm_array_open(f->s, f->sp.path, &f->opts, &f->a, &f->err), &f->err);
+        for (size_t i = 0; i < sizeof(regions) / sizeof(regions[0]); i++) {
+            const uint64_t *off = regions[i], *ext = regions[i] + 2;
+            const size_t n = region_bytes(f, ext);
+            struct band_copy b = {.n = n};
+            pthread_mutex_init(&b.mu, NULL);
+            b.copy = test_calloc(1, n);
+            b.seen = test_calloc(1, n);
+            uint8_t *out = test_malloc(n), *want = test_malloc(n);
+            const struct sm_region_sink sink = {band_copy_band, &b};
+            assert_ok(sm_array_read_region_to(f->a, off, ext, out, n, &sink, f->scr, &f->err),
+                      &f->err);
+            sm_test_ref_extract(&f->ref, off, ext, want);
+            assert_memory_equal(out, want, n);
+            assert_memory_equal(b.copy, want, n);
+            for (size_t k = 0; k < n; k++) {
+                assert_int_equal(b.seen[k], 1);
+            }
+            /* bands are whole chunk rows of axis 0 (chunks of 4 rows) */
+            assert_int_equal(b.bands, (off[0] + ext[0] - 1) / 4 - off[0] / 4 + 1);
+            b.bands = 0;
+            b.fail_at = 2;
+            sm_err_clear(&f->err);
+            const sm_status st =
+                sm_array_read_region_to(f->a, off, ext, out, n, &sink, f->scr, &f->err);
+            if (ext[0] > 4 || off[0] % 4 + ext[0] > 4) {
+                assert_int_equal(st, SM_E_IO);
+                assert_contains(f->err.what, "band 2 refused");
+            } else {
+                assert_ok(st, &f->err); /* one band only */
+            }
+            sm_err_clear(&f->err);
+            pthread_mutex_destroy(&b.mu);
+            test_free(b.copy);
+            test_free(b.seen);
+            test_free(out);
+            test_free(want);
+        }
+    }
+}
+
 /* A store over the fixture's whose first payload read of a round waits (up to wait_ms) for a second
  * read to be in flight at the same time: it records whether reads overlapped. */
 struct meet_store {
@@ -942,6 +1022,7 @@ int main(void)
         T(test_read_allocation_failures_are_nomem_without_leaks),
         T(test_read_again_on_a_warm_scratch_allocates_nothing),
         T(test_read_v2_one_and_two_threads_give_identical_bytes),
+        T(test_read_to_sink_hands_every_band_once),
         T(test_read_region_threads_overlap_reads_only_when_asked),
     };
     return cmocka_run_group_tests_name("array_read", tests, NULL, NULL);

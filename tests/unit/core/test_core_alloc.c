@@ -267,6 +267,75 @@ static void test_accounting_is_exact_under_threads(void **state)
 
 #define T(f) cmocka_unit_test_teardown(f, reset_injection)
 
+#if defined(__SANITIZE_ADDRESS__)
+#define SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SANITIZED 1
+#endif
+#endif
+#ifndef SANITIZED
+#define SANITIZED 0
+#endif
+
+/* Blocks of 2 MiB and more live on their own mapping (core_alloc_huge.c): the caller's bytes are
+ * 2 MiB-aligned outside sanitizer builds, zeroed by calloc, accounted exactly, and realloc moves
+ * them into and out of a mapping keeping the common bytes. */
+static void test_large_blocks_round_trip_through_every_entry_point(void **state)
+{
+    (void)state;
+    const size_t big = (size_t)5 << 20, small = 1000;
+    const uint64_t base = sm_alloc_current();
+    uint8_t *p = sm_calloc(big, 1);
+    assert_non_null(p);
+    assert_int_equal(sm_alloc_current(), base + big);
+    assert_int_equal((uintptr_t)p % _Alignof(max_align_t), 0);
+    for (size_t i = 0; i < big; i += 4093) {
+        assert_int_equal(p[i], 0);
+    }
+    assert_int_equal(p[big - 1], 0);
+    for (size_t i = 0; i < big; i++) {
+        p[i] = (uint8_t)(i * 7);
+    }
+    p = sm_realloc(p, big * 2); /* mapping to a larger mapping */
+    assert_non_null(p);
+    assert_int_equal(sm_alloc_current(), base + 2 * big);
+    for (size_t i = 0; i < big; i += 997) {
+        assert_int_equal(p[i], (uint8_t)(i * 7));
+    }
+    p = sm_realloc(p, small); /* out of the mapping, onto malloc */
+    assert_non_null(p);
+    assert_int_equal(sm_alloc_current(), base + small);
+    for (size_t i = 0; i < small; i++) {
+        assert_int_equal(p[i], (uint8_t)(i * 7));
+    }
+    p = sm_realloc(p, big); /* and back */
+    assert_non_null(p);
+    assert_int_equal(sm_alloc_current(), base + big);
+    assert_int_equal(p[small - 1], (uint8_t)((small - 1) * 7));
+    p[big - 1] = 1;
+    sm_free(p);
+    assert_int_equal(sm_alloc_current(), base);
+    uint8_t *q = sm_malloc(big);
+    assert_non_null(q);
+    if (!SANITIZED) { /* sanitizer builds keep every block on malloc, for ASan to watch */
+        assert_int_equal((uintptr_t)q % ((uintptr_t)2 << 20), 0);
+    }
+    sm_free(q);
+    assert_int_equal(sm_alloc_current(), base);
+}
+
+static void test_large_block_injection_and_overflow(void **state)
+{
+    (void)state;
+    const uint64_t base = sm_alloc_current();
+    sm_alloc_fail_at(1);
+    assert_null(sm_malloc((size_t)4 << 20));
+    assert_null(sm_calloc(SIZE_MAX / 2, 4));
+    assert_null(sm_malloc(SIZE_MAX - 8));
+    assert_int_equal(sm_alloc_current(), base);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -285,6 +354,8 @@ int main(void)
         T(test_fail_at_zero_disables_injection),
         T(test_strdup_copies_and_counts_terminator),
         T(test_accounting_is_exact_under_threads),
+        T(test_large_blocks_round_trip_through_every_entry_point),
+        T(test_large_block_injection_and_overflow),
     };
     return cmocka_run_group_tests_name("core_alloc", tests, NULL, NULL);
 }
