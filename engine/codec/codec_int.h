@@ -42,6 +42,7 @@ struct sm_scratch {
     struct libdeflate_decompressor *deflate_d;
     struct libdeflate_compressor *deflate_c[SM_DEFLATE_LEVELS]; /* one per level, lazily */
     unsigned depth;     /* chains currently running on this scratch */
+    unsigned threads;   /* threads one call may use for its inner chunks (sm_scratch_set_threads) */
     size_t max_decoded; /* bound on decoded sizes the chain does not know (SIZE_MAX: none) */
     struct sm_scratch_level lv[SM_SCRATCH_LEVELS];
     struct sm_buf user[SM_SCRATCH_USER_BUFS];           /* sm_scratch_user_buf */

@@ -42,6 +42,11 @@ void sm_scratch_set_max_decoded(struct sm_scratch *s, uint64_t max_bytes)
     s->max_decoded = max_bytes == 0 || max_bytes > SIZE_MAX ? SIZE_MAX : (size_t)max_bytes;
 }
 
+void sm_scratch_set_threads(struct sm_scratch *s, unsigned threads)
+{
+    s->threads = threads < SM_SCRATCH_MAX_WORKERS ? threads : SM_SCRATCH_MAX_WORKERS;
+}
+
 void sm_scratch_free(struct sm_scratch *s)
 {
     if (s == NULL) {

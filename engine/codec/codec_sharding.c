@@ -11,6 +11,7 @@
 
 #include "shardmill/alloc.h"
 #include "shardmill/box.h"
+#include "shardmill/work.h"
 
 struct shard_conf {
     unsigned ndim;
@@ -390,6 +391,126 @@ static bool all_fill(const uint8_t *p, size_t len, const uint8_t *fill, size_t e
     return memcmp(p, fill, elem) == 0 && memcmp(p, p + elem, len - elem) == 0;
 }
 
+/* Inner chunk i (at idx) of the shard `in`, cut out into `chunk` and encoded into `enc`; *len
+ * SM_SHARD_EMPTY when it holds only the fill value (then it is left out of the shard). */
+static sm_status encode_inner(const struct sm_shard_codec *sc, struct sm_bytes in,
+                              const uint64_t *idx, struct sm_buf *chunk, struct sm_buf *enc,
+                              struct sm_scratch *scratch, uint64_t *len, struct sm_err *err)
+{
+    const struct sm_shard_layout *L = &sc->layout;
+    const size_t elem = sm_dtype_size(sc->shard.dtype);
+    const struct sm_box_view shard_view = {L->ndim, elem, sc->shard.shape};
+    const struct sm_box_view inner_view = {L->ndim, elem, L->inner_shape};
+    const uint64_t zero[SM_MAX_DIMS] = {0};
+    uint64_t origin[SM_MAX_DIMS];
+    origin_of(L, idx, origin);
+    sm_box_copy(&shard_view, in.ptr, origin, &inner_view, chunk->ptr, zero, L->inner_shape);
+    *len = SM_SHARD_EMPTY;
+    if (all_fill(chunk->ptr, chunk->len, sc->shard.fill, elem)) {
+        return SM_OK;
+    }
+    SM_TRY(sm_codec_chain_encode(sc->inner, sm_buf_bytes(chunk), enc, scratch, err));
+    *len = enc->len;
+    return SM_OK;
+}
+
+/* A shard's inner chunks encoded by several threads (sm_scratch_set_threads): the chunks are cut
+ * into blocks of consecutive ones, each block encoded into a buffer of its own by whichever thread
+ * takes it (core's work driver), then the blocks are joined in order, so the shard's bytes are the
+ * serial encode's. */
+struct par_encode {
+    const struct sm_shard_codec *sc;
+    struct sm_bytes in;
+    struct sm_scratch *ws[SM_SCRATCH_MAX_WORKERS];
+    struct sm_buf *chunk, *enc; /* per thread */
+    struct sm_buf *blocks;      /* per block */
+    uint8_t *pairs;             /* offsets relative to the block until joined */
+    uint64_t nblocks;
+};
+
+static uint64_t block_start(const struct par_encode *pe, uint64_t b)
+{
+    return b * pe->sc->layout.n_inner / pe->nblocks;
+}
+
+static sm_status encode_block(void *user, int thread, uint64_t b, uint64_t *bytes,
+                              struct sm_err *err)
+{
+    (void)bytes;
+    const struct par_encode *pe = user;
+    const struct sm_shard_layout *L = &pe->sc->layout;
+    uint64_t idx[SM_MAX_DIMS], rest = block_start(pe, b);
+    for (unsigned d = L->ndim; d-- > 0;) {
+        idx[d] = rest % L->chunks_per_shard[d];
+        rest /= L->chunks_per_shard[d];
+    }
+    struct sm_buf *blk = &pe->blocks[b], *enc = &pe->enc[thread];
+    for (uint64_t i = block_start(pe, b); i < block_start(pe, b + 1); i++, next_index(L, idx)) {
+        uint64_t off = SM_SHARD_EMPTY, len;
+        SM_TRY(
+            encode_inner(pe->sc, pe->in, idx, &pe->chunk[thread], enc, pe->ws[thread], &len, err));
+        if (len != SM_SHARD_EMPTY) {
+            off = blk->len;
+            SM_TRY(sm_codec_append(blk, enc->ptr, enc->len, err));
+        }
+        wr64(pe->pairs + 16 * i, off);
+        wr64(pe->pairs + 16 * i + 8, len);
+    }
+    return SM_OK;
+}
+
+/* Encodes the inner chunks into out (after `out->len` bytes) and their pairs into raw, on
+ * `threads` threads; see struct par_encode. */
+static sm_status encode_parallel(const struct sm_shard_codec *sc, struct sm_bytes in,
+                                 unsigned threads, struct sm_buf *raw, struct sm_buf *out,
+                                 struct sm_scratch *scratch, struct sm_err *err)
+{
+    const struct sm_repr *ir = sm_codec_chain_repr(sc->inner);
+    struct par_encode pe = {.sc = sc, .in = in, .pairs = raw->ptr};
+    pe.nblocks =
+        4 * (uint64_t)threads < sc->layout.n_inner ? 4 * (uint64_t)threads : sc->layout.n_inner;
+    pe.chunk = sm_calloc(threads, sizeof(struct sm_buf));
+    pe.enc = sm_calloc(threads, sizeof(struct sm_buf));
+    pe.blocks = sm_calloc((size_t)pe.nblocks, sizeof(struct sm_buf));
+    sm_status st = pe.chunk == NULL || pe.enc == NULL || pe.blocks == NULL
+                       ? sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__,
+                                    "cannot allocate the buffers of a parallel shard encode")
+                       : SM_OK;
+    for (unsigned t = 0; t < threads && st == SM_OK; t++) {
+        st = sm_scratch_worker(scratch, t, &pe.ws[t], err);
+        if (st == SM_OK) {
+            st = sm_buf_reserve(&pe.chunk[t], ir->len, err);
+            pe.chunk[t].len = ir->len;
+        }
+    }
+    if (st == SM_OK) {
+        const struct sm_work wk = {
+            .count = pe.nblocks, .threads = (int)threads, .item = encode_block, .user = &pe};
+        st = sm_work_run(&wk, err);
+    }
+    for (uint64_t b = 0; b < pe.nblocks && st == SM_OK; b++) {
+        const uint64_t base = out->len;
+        for (uint64_t i = block_start(&pe, b); i < block_start(&pe, b + 1); i++) {
+            const uint64_t off = rd64(pe.pairs + 16 * i);
+            if (off != SM_SHARD_EMPTY) {
+                wr64(pe.pairs + 16 * i, base + off);
+            }
+        }
+        st = sm_codec_append(out, pe.blocks[b].ptr, pe.blocks[b].len, err);
+    }
+    for (unsigned t = 0; t < threads && pe.chunk != NULL && pe.enc != NULL; t++) {
+        sm_buf_free(&pe.chunk[t]);
+        sm_buf_free(&pe.enc[t]);
+    }
+    for (uint64_t b = 0; b < pe.nblocks && pe.blocks != NULL; b++) {
+        sm_buf_free(&pe.blocks[b]);
+    }
+    sm_free(pe.chunk);
+    sm_free(pe.enc);
+    sm_free(pe.blocks);
+    return st;
+}
+
 static sm_status shard_encode(const void *prep, struct sm_bytes in, struct sm_buf *out,
                               struct sm_scratch *scratch, struct sm_err *err)
 {
@@ -413,23 +534,22 @@ static sm_status shard_encode(const void *prep, struct sm_bytes in, struct sm_bu
         memset(out->ptr, 0, L->index_len);
         out->len = L->index_len;
     }
-    const size_t elem = sm_dtype_size(sc->shard.dtype);
-    const struct sm_box_view shard_view = {L->ndim, elem, sc->shard.shape};
-    const struct sm_box_view inner_view = {L->ndim, elem, L->inner_shape};
-    const uint64_t zero[SM_MAX_DIMS] = {0};
-    uint64_t idx[SM_MAX_DIMS] = {0}, origin[SM_MAX_DIMS];
-    for (uint64_t i = 0; i < L->n_inner; i++, next_index(L, idx)) {
-        origin_of(L, idx, origin);
-        sm_box_copy(&shard_view, in.ptr, origin, &inner_view, chunk->ptr, zero, L->inner_shape);
-        uint64_t off = SM_SHARD_EMPTY, len = SM_SHARD_EMPTY;
-        if (!all_fill(chunk->ptr, chunk->len, sc->shard.fill, elem)) {
-            SM_TRY(sm_codec_chain_encode(sc->inner, sm_buf_bytes(chunk), enc, scratch, err));
-            off = out->len;
-            len = enc->len;
-            SM_TRY(sm_codec_append(out, enc->ptr, enc->len, err));
+    /* a worker scratch (depth 0 of its own) never splits again: helpers get no helpers */
+    const unsigned threads = scratch->threads;
+    if (threads > 1 && L->n_inner > 1) {
+        SM_TRY(encode_parallel(sc, in, threads, raw, out, scratch, err));
+    } else {
+        uint64_t idx[SM_MAX_DIMS] = {0};
+        for (uint64_t i = 0; i < L->n_inner; i++, next_index(L, idx)) {
+            uint64_t off = SM_SHARD_EMPTY, len;
+            SM_TRY(encode_inner(sc, in, idx, chunk, enc, scratch, &len, err));
+            if (len != SM_SHARD_EMPTY) {
+                off = out->len;
+                SM_TRY(sm_codec_append(out, enc->ptr, enc->len, err));
+            }
+            wr64(raw->ptr + 16 * i, off);
+            wr64(raw->ptr + 16 * i + 8, len);
         }
-        wr64(raw->ptr + 16 * i, off);
-        wr64(raw->ptr + 16 * i + 8, len);
     }
     SM_TRY(index_encode(sc, raw, chunk, scratch, err));
     if (L->location == SM_SHARD_INDEX_START) {

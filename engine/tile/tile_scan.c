@@ -178,8 +178,13 @@ sm_status sm_scan_tiles(struct sm_array *a, const struct sm_tiling *t, uint64_t 
         st = worker_init(&sc.ws[i], p, m, tile_bytes, err);
     }
     if (st == SM_OK) {
-        const struct sm_work wk = {count,       nthreads,         scan_tile, &sc,
-                                   p->progress, p->progress_user, p->stop};
+        const struct sm_work wk = {.count = count,
+                                   .threads = nthreads,
+                                   .item = scan_tile,
+                                   .user = &sc,
+                                   .progress = p->progress,
+                                   .progress_user = p->progress_user,
+                                   .stop = p->stop};
         st = sm_work_run(&wk, err);
     }
     for (int i = 0; i < nthreads; i++) {

@@ -108,7 +108,12 @@ sm_status sm_write_shards(const struct sm_writer *w, struct sm_output *o,
                     job->list[k], w->nshards);
         }
     }
-    const int nthreads = job->threads > 0 ? job->threads : sm_write_default_threads();
+    const int threads = job->threads > 0 ? job->threads : sm_write_default_threads();
+    /* Fewer shards than threads (a small volume in 32-64 MiB shards is one shard): one shard at a
+     * time on this thread, outside any parallel region, so the input read of its fill and the
+     * encode of its inner chunks use every thread instead. */
+    const bool inner = threads > 1 && count < (uint64_t)threads;
+    const int nthreads = inner ? 1 : threads;
     struct drive dr = {w, o, job, sm_calloc((size_t)nthreads, sizeof(struct worker))};
     if (dr.wks == NULL) {
         SM_FAIL(err, SM_E_NOMEM, "cannot allocate %d workers", nthreads);
@@ -118,8 +123,17 @@ sm_status sm_write_shards(const struct sm_writer *w, struct sm_output *o,
         st = worker_init(&dr.wks[i], w->obj_bytes, err);
     }
     if (st == SM_OK) {
-        const struct sm_work wk = {count,         nthreads,           one_shard, &dr,
-                                   job->progress, job->progress_user, job->stop};
+        if (inner) {
+            sm_write_scratch_set_threads(dr.wks[0].ws, (unsigned)threads);
+        }
+        const struct sm_work wk = {.count = count,
+                                   .threads = nthreads,
+                                   .item = one_shard,
+                                   .user = &dr,
+                                   .progress = job->progress,
+                                   .progress_user = job->progress_user,
+                                   .stop = job->stop,
+                                   .on_caller = inner};
         st = sm_work_run(&wk, err);
     }
     for (int i = 0; i < nthreads; i++) {

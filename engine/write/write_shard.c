@@ -43,6 +43,11 @@ void sm_write_scratch_free(struct sm_write_scratch *ws)
     sm_free(ws);
 }
 
+void sm_write_scratch_set_threads(struct sm_write_scratch *ws, unsigned threads)
+{
+    sm_scratch_set_threads(ws->codec, threads);
+}
+
 sm_status sm_writer_encode_shard(const struct sm_writer *w, uint64_t shard, struct sm_bytes data,
                                  struct sm_buf *out, struct sm_write_scratch *ws,
                                  struct sm_err *err)

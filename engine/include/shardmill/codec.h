@@ -73,6 +73,12 @@ void sm_scratch_free(struct sm_scratch *s);
  * SM_SCRATCH_MAX_DECODED_DEFAULT. */
 void sm_scratch_set_max_decoded(struct sm_scratch *s, uint64_t max_bytes);
 
+/* Threads one encode on s may use for the inner chunks of a shard (sharding_indexed), each on a
+ * worker scratch of s (sm_scratch_worker): a caller with fewer shards than threads, outside any
+ * OpenMP parallel region, sets it to its thread count. The bytes are the same for any count.
+ * 0 or 1 (the default): serial. */
+void sm_scratch_set_threads(struct sm_scratch *s, unsigned threads);
+
 /* Buffers a caller keeps on its scratch between calls: array/ region reads keep their encoded,
  * decoded, shard-index and inner-reference buffers here, so that reads in steady state allocate
  * nothing. Slot i < SM_SCRATCH_USER_BUFS; the buffers are owned by the scratch (freed with it) and

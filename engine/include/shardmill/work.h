@@ -11,6 +11,7 @@
 #define SM_CORE_WORK_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "shardmill/progress.h"
@@ -30,6 +31,9 @@ struct sm_work {
     sm_progress_fn progress;
     void *progress_user;
     const atomic_int *stop; /* or NULL */
+    /* With threads == 1: run the items on the caller's thread outside any parallel region, so an
+     * item may start parallel work of its own (the inner chunks of the one shard a rank has). */
+    bool on_caller;
 };
 
 /* Runs every item; see above. */

@@ -124,6 +124,8 @@ sm_status sm_writer_shard_key(const struct sm_writer *w, uint64_t shard, char *b
 struct sm_write_scratch;
 sm_status sm_write_scratch_new(struct sm_write_scratch **out, struct sm_err *err);
 void sm_write_scratch_free(struct sm_write_scratch *ws);
+/* Threads one shard's encode on ws may use for its inner chunks (sm_scratch_set_threads). */
+void sm_write_scratch_set_threads(struct sm_write_scratch *ws, unsigned threads);
 
 /* Encodes shard `shard` into out (the caller's buffer; replaced). `data` holds the shard's values
  * clipped to the array (sm_writer_shard_box), C order, native little-endian dtype values, exactly

@@ -329,6 +329,61 @@ static void test_sharding_encode_is_deterministic(void **state)
     sm_codec_chain_free(c);
 }
 
+/* The inner chunks encoded by 2, 3 and 8 threads (sm_scratch_set_threads) give the serial
+ * encode's bytes, with the index at the end and at the start, fill-only inner chunks left out
+ * (fill 7), nested sharding, and more threads than inner chunks. */
+static void test_sharding_parallel_encode_gives_the_serial_bytes(void **state)
+{
+    (void)state;
+    static const uint64_t big[3] = {8, 10, 12};
+    for (int k = 0; k < 3; k++) {
+        char text[1024];
+        struct sm_repr r;
+        struct sm_codec_chain *c;
+        if (k < 2) {
+            shard_json(text, sizeof(text), "[2,5,3]", "[" LE "," ZS "]", "[" LE ",\"crc32c\"]",
+                       k == 0 ? "end" : "start");
+            ct_repr(&r, SM_DT_UINT16, 3, big);
+            r.fill[0] = 7;
+        } else {
+            snprintf(text, sizeof(text), "%s", nested);
+            ct_repr(&r, SM_DT_INT32, 3, shard);
+        }
+        struct sm_err err;
+        assert_ok(ct_chain_try(text, &r, &c, &err), &err);
+        const size_t len = sm_codec_chain_repr(c)->len;
+        uint8_t *data = test_malloc(len);
+        ct_fill_smooth(data, len, 5);
+        for (size_t i = 0; k < 2 && i < len / 2; i += 7 * 30) { /* some fill-only inner chunks */
+            const size_t n = i + 60 < len / 2 ? 60 : len / 2 - i;
+            for (size_t j = 0; j < n; j++) {
+                data[2 * (i + j)] = 7;
+                data[2 * (i + j) + 1] = 0;
+            }
+        }
+        struct sm_scratch *serial = ct_scratch();
+        struct sm_buf want = SM_BUF_INIT;
+        ct_roundtrip(c, data, &want, serial);
+        const unsigned counts[] = {2, 3, 8};
+        for (size_t t = 0; t < sizeof(counts) / sizeof(counts[0]); t++) {
+            struct sm_scratch *par = ct_scratch();
+            sm_scratch_set_threads(par, counts[t]);
+            struct sm_buf got = SM_BUF_INIT;
+            ct_roundtrip(c, data, &got, par);
+            assert_int_equal(got.len, want.len);
+            assert_memory_equal(got.ptr, want.ptr, want.len);
+            ct_roundtrip(c, data, &got, par); /* again on the kept worker scratches */
+            assert_memory_equal(got.ptr, want.ptr, want.len);
+            sm_buf_free(&got);
+            sm_scratch_free(par);
+        }
+        sm_buf_free(&want);
+        sm_scratch_free(serial);
+        test_free(data);
+        sm_codec_chain_free(c);
+    }
+}
+
 static void test_sharding_full_decode_rejects_a_shard_shorter_than_its_index(void **state)
 {
     (void)state;
@@ -405,6 +460,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sharding_layout_describes_the_inner_grid),
+        cmocka_unit_test(test_sharding_parallel_encode_gives_the_serial_bytes),
         cmocka_unit_test(test_sharding_round_trips_with_the_index_at_the_end),
         cmocka_unit_test(test_sharding_round_trips_with_the_index_at_the_start),
         cmocka_unit_test(test_sharding_index_decode_rejects_a_crc_mismatch),

@@ -1,6 +1,7 @@
 /* Unit tests for engine/core/core_work.c (work.h): every item runs once with a thread index in
  * range, the error of the lowest failing item is reported for any thread count, a set stop flag
- * skips the items and returns SM_E_STOPPED, and progress ends at the full count. */
+ * skips the items and returns SM_E_STOPPED, progress ends at the full count, and on_caller runs
+ * the items outside any parallel region. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,6 +10,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include <shardmill/sm_omp.h>
 #include <shardmill/work.h>
 
 #define NITEMS 200
@@ -50,7 +52,7 @@ static void test_every_item_once(void **state)
         memset(&j, 0, sizeof(j));
         j.threads = t;
         j.fail_from = UINT64_MAX;
-        const struct sm_work wk = {NITEMS, t, item, &j, progress, &j, NULL};
+        const struct sm_work wk = {NITEMS, t, item, &j, progress, &j, NULL, false};
         struct sm_err err;
         sm_err_clear(&err);
         assert_int_equal(sm_work_run(&wk, &err), SM_OK);
@@ -71,7 +73,7 @@ static void test_lowest_failure_wins(void **state)
         memset(&j, 0, sizeof(j));
         j.threads = t;
         j.fail_from = 50; /* 56, 63, ... fail: 56 is reported */
-        const struct sm_work wk = {NITEMS, t, item, &j, NULL, NULL, NULL};
+        const struct sm_work wk = {NITEMS, t, item, &j, NULL, NULL, NULL, false};
         struct sm_err err;
         sm_err_clear(&err);
         assert_int_equal(sm_work_run(&wk, &err), SM_E_DATA);
@@ -90,7 +92,7 @@ static void test_stop_skips_the_rest(void **state)
     j.threads = 2;
     j.fail_from = UINT64_MAX;
     atomic_int stop = 15;
-    const struct sm_work wk = {NITEMS, 2, item, &j, NULL, NULL, &stop};
+    const struct sm_work wk = {NITEMS, 2, item, &j, NULL, NULL, &stop, false};
     struct sm_err err;
     sm_err_clear(&err);
     assert_int_equal(sm_work_run(&wk, &err), SM_E_STOPPED);
@@ -100,12 +102,47 @@ static void test_stop_skips_the_rest(void **state)
     }
 }
 
+static sm_status level_item(void *user, int thread, uint64_t k, uint64_t *bytes, struct sm_err *err)
+{
+    (void)thread;
+    (void)k;
+    (void)bytes;
+    (void)err;
+    int *levels = user;
+    levels[k] = omp_get_level();
+    return SM_OK;
+}
+
+/* on_caller with one thread runs the items outside any parallel region (an item may open its
+ * own), in order; without it, even one thread runs inside a region (a read there stays serial). */
+static void test_on_caller_runs_outside_a_parallel_region(void **state)
+{
+    (void)state;
+    int levels[4] = {-1, -1, -1, -1};
+    struct sm_err err;
+    sm_err_clear(&err);
+    const struct sm_work on = {
+        .count = 4, .threads = 1, .item = level_item, .user = levels, .on_caller = true};
+    assert_int_equal(sm_work_run(&on, &err), SM_OK);
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(levels[i], 0);
+    }
+#ifdef _OPENMP
+    const struct sm_work in = {.count = 4, .threads = 1, .item = level_item, .user = levels};
+    assert_int_equal(sm_work_run(&in, &err), SM_OK);
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(levels[i], 1);
+    }
+#endif
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_item_once),
         cmocka_unit_test(test_lowest_failure_wins),
         cmocka_unit_test(test_stop_skips_the_rest),
+        cmocka_unit_test(test_on_caller_runs_outside_a_parallel_region),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
