@@ -391,21 +391,34 @@ static bool all_fill(const uint8_t *p, size_t len, const uint8_t *fill, size_t e
     return memcmp(p, fill, elem) == 0 && memcmp(p, p + elem, len - elem) == 0;
 }
 
-/* Inner chunk i (at idx) of the shard `in`, cut out into `chunk` and encoded into `enc`; *len
- * SM_SHARD_EMPTY when it holds only the fill value (then it is left out of the shard). */
+/* Inner chunk (at idx) of the shard `in`, cut out into `chunk` and encoded into `enc`; *len
+ * SM_SHARD_EMPTY when it holds only the fill value (then it is left out of the shard). `in` holds
+ * the values of the box [0, clip) of the shard; the rest of the shard is the fill value. */
 static sm_status encode_inner(const struct sm_shard_codec *sc, struct sm_bytes in,
-                              const uint64_t *idx, struct sm_buf *chunk, struct sm_buf *enc,
-                              struct sm_scratch *scratch, uint64_t *len, struct sm_err *err)
+                              const uint64_t *clip, const uint64_t *idx, struct sm_buf *chunk,
+                              struct sm_buf *enc, struct sm_scratch *scratch, uint64_t *len,
+                              struct sm_err *err)
 {
     const struct sm_shard_layout *L = &sc->layout;
     const size_t elem = sm_dtype_size(sc->shard.dtype);
-    const struct sm_box_view shard_view = {L->ndim, elem, sc->shard.shape};
+    const struct sm_box_view in_view = {L->ndim, elem, clip};
     const struct sm_box_view inner_view = {L->ndim, elem, L->inner_shape};
     const uint64_t zero[SM_MAX_DIMS] = {0};
-    uint64_t origin[SM_MAX_DIMS];
+    uint64_t origin[SM_MAX_DIMS], ext[SM_MAX_DIMS];
     origin_of(L, idx, origin);
-    sm_box_copy(&shard_view, in.ptr, origin, &inner_view, chunk->ptr, zero, L->inner_shape);
+    bool whole = true;
     *len = SM_SHARD_EMPTY;
+    for (unsigned d = 0; d < L->ndim; d++) {
+        if (origin[d] >= clip[d]) {
+            return SM_OK; /* wholly past the values: only the fill value */
+        }
+        ext[d] = clip[d] - origin[d] < L->inner_shape[d] ? clip[d] - origin[d] : L->inner_shape[d];
+        whole = whole && ext[d] == L->inner_shape[d];
+    }
+    if (!whole) {
+        sm_box_fill(&inner_view, chunk->ptr, zero, L->inner_shape, sc->shard.fill);
+    }
+    sm_box_copy(&in_view, in.ptr, origin, &inner_view, chunk->ptr, zero, ext);
     if (all_fill(chunk->ptr, chunk->len, sc->shard.fill, elem)) {
         return SM_OK;
     }
@@ -421,6 +434,7 @@ static sm_status encode_inner(const struct sm_shard_codec *sc, struct sm_bytes i
 struct par_encode {
     const struct sm_shard_codec *sc;
     struct sm_bytes in;
+    const uint64_t *clip;
     struct sm_scratch *ws[SM_SCRATCH_MAX_WORKERS];
     struct sm_buf *chunk, *enc; /* per thread */
     struct sm_buf *blocks;      /* per block */
@@ -447,8 +461,8 @@ static sm_status encode_block(void *user, int thread, uint64_t b, uint64_t *byte
     struct sm_buf *blk = &pe->blocks[b], *enc = &pe->enc[thread];
     for (uint64_t i = block_start(pe, b); i < block_start(pe, b + 1); i++, next_index(L, idx)) {
         uint64_t off = SM_SHARD_EMPTY, len;
-        SM_TRY(
-            encode_inner(pe->sc, pe->in, idx, &pe->chunk[thread], enc, pe->ws[thread], &len, err));
+        SM_TRY(encode_inner(pe->sc, pe->in, pe->clip, idx, &pe->chunk[thread], enc, pe->ws[thread],
+                            &len, err));
         if (len != SM_SHARD_EMPTY) {
             off = blk->len;
             SM_TRY(sm_codec_append(blk, enc->ptr, enc->len, err));
@@ -462,11 +476,11 @@ static sm_status encode_block(void *user, int thread, uint64_t b, uint64_t *byte
 /* Encodes the inner chunks into out (after `out->len` bytes) and their pairs into raw, on
  * `threads` threads; see struct par_encode. */
 static sm_status encode_parallel(const struct sm_shard_codec *sc, struct sm_bytes in,
-                                 unsigned threads, struct sm_buf *raw, struct sm_buf *out,
-                                 struct sm_scratch *scratch, struct sm_err *err)
+                                 const uint64_t *clip, unsigned threads, struct sm_buf *raw,
+                                 struct sm_buf *out, struct sm_scratch *scratch, struct sm_err *err)
 {
     const struct sm_repr *ir = sm_codec_chain_repr(sc->inner);
-    struct par_encode pe = {.sc = sc, .in = in, .pairs = raw->ptr};
+    struct par_encode pe = {.sc = sc, .in = in, .clip = clip, .pairs = raw->ptr};
     pe.nblocks =
         4 * (uint64_t)threads < sc->layout.n_inner ? 4 * (uint64_t)threads : sc->layout.n_inner;
     pe.chunk = sm_calloc(threads, sizeof(struct sm_buf));
@@ -511,15 +525,24 @@ static sm_status encode_parallel(const struct sm_shard_codec *sc, struct sm_byte
     return st;
 }
 
-static sm_status shard_encode(const void *prep, struct sm_bytes in, struct sm_buf *out,
-                              struct sm_scratch *scratch, struct sm_err *err)
+/* The shard whose values inside [0, clip) are `in` and the fill value elsewhere. */
+static sm_status encode_clipped(const struct sm_shard_codec *sc, struct sm_bytes in,
+                                const uint64_t *clip, struct sm_buf *out,
+                                struct sm_scratch *scratch, struct sm_err *err)
 {
-    const struct sm_shard_codec *sc = prep;
     const struct sm_shard_layout *L = &sc->layout;
     const struct sm_repr *ir = sm_codec_chain_repr(sc->inner);
-    if (in.len != sc->shard.len) {
-        SM_FAIL(err, SM_E_INTERNAL, "shard encode input of %zu bytes, the shard is %zu", in.len,
-                sc->shard.len);
+    size_t want = sm_dtype_size(sc->shard.dtype);
+    for (unsigned d = 0; d < L->ndim; d++) {
+        if (clip[d] > sc->shard.shape[d]) {
+            SM_FAIL(err, SM_E_INTERNAL, "clip of %" PRIu64 " on axis %u, the shard has %" PRIu64,
+                    clip[d], d, sc->shard.shape[d]);
+        }
+        want *= (size_t)clip[d];
+    }
+    if (in.len != want) {
+        SM_FAIL(err, SM_E_INTERNAL, "shard encode input of %zu bytes, its box holds %zu", in.len,
+                want);
     }
     struct sm_scratch_level *lv;
     SM_TRY(sm_scratch_level(scratch, scratch->depth, &lv, err));
@@ -537,12 +560,12 @@ static sm_status shard_encode(const void *prep, struct sm_bytes in, struct sm_bu
     /* a worker scratch (depth 0 of its own) never splits again: helpers get no helpers */
     const unsigned threads = scratch->threads;
     if (threads > 1 && L->n_inner > 1) {
-        SM_TRY(encode_parallel(sc, in, threads, raw, out, scratch, err));
+        SM_TRY(encode_parallel(sc, in, clip, threads, raw, out, scratch, err));
     } else {
         uint64_t idx[SM_MAX_DIMS] = {0};
         for (uint64_t i = 0; i < L->n_inner; i++, next_index(L, idx)) {
             uint64_t off = SM_SHARD_EMPTY, len;
-            SM_TRY(encode_inner(sc, in, idx, chunk, enc, scratch, &len, err));
+            SM_TRY(encode_inner(sc, in, clip, idx, chunk, enc, scratch, &len, err));
             if (len != SM_SHARD_EMPTY) {
                 off = out->len;
                 SM_TRY(sm_codec_append(out, enc->ptr, enc->len, err));
@@ -557,6 +580,24 @@ static sm_status shard_encode(const void *prep, struct sm_bytes in, struct sm_bu
         return SM_OK;
     }
     return sm_codec_append(out, chunk->ptr, L->index_len, err);
+}
+
+static sm_status shard_encode(const void *prep, struct sm_bytes in, struct sm_buf *out,
+                              struct sm_scratch *scratch, struct sm_err *err)
+{
+    const struct sm_shard_codec *sc = prep;
+    return encode_clipped(sc, in, sc->shard.shape, out, scratch, err);
+}
+
+sm_status sm_shard_encode_clipped(const struct sm_shard_codec *sc, struct sm_bytes in,
+                                  const uint64_t *clip, struct sm_buf *out,
+                                  struct sm_scratch *scratch, struct sm_err *err)
+{
+    const unsigned level = scratch->depth; /* as the chain's own stage would run */
+    scratch->depth = level + 1;
+    const sm_status st = encode_clipped(sc, in, clip, out, scratch, err);
+    scratch->depth = level;
+    return st;
 }
 
 const struct sm_codec_ops sm_codec_sharding_ops = {

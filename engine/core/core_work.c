@@ -14,6 +14,11 @@ struct failure {
     struct sm_err err;
 };
 
+bool sm_work_in_parallel(void)
+{
+    return omp_get_level() > 0;
+}
+
 int sm_work_default_threads(void)
 {
     return omp_get_max_threads();

@@ -13,6 +13,7 @@
 #include "shardmill/box.h"
 #include "shardmill/clock.h"
 #include "shardmill/par.h"
+#include "shardmill/work.h"
 
 static sm_status read_input(struct cv *cv, struct cv_thread *ts, int thread, const uint64_t *in_off,
                             const uint64_t *shape, uint8_t *in, size_t n, struct sm_err *err)
@@ -35,14 +36,11 @@ static sm_status read_input(struct cv *cv, struct cv_thread *ts, int thread, con
                               ts->scratch, err);
 }
 
-/* The write driver's fill callback: the input values of the shard's box, normalized (none: cast
- * to the output type); in one pass also counted into the thread's statistics. The driver fills a
- * shard resume may keep too: the values' digest decides whether it is kept. */
-static sm_status fill_shard(void *user, int thread, uint64_t shard, const uint64_t *offset,
-                            const uint64_t *shape, void *data, size_t len, struct sm_err *err)
+/* The input values of the box [offset, offset + shape) of the output, normalized (none: cast to
+ * the output type) into data; in one pass also counted into the thread's statistics. */
+static sm_status fill_box(struct cv *cv, int thread, const uint64_t *offset, const uint64_t *shape,
+                          void *data, size_t len, struct sm_err *err)
 {
-    (void)shard;
-    struct cv *cv = user;
     struct cv_thread *ts = &cv->ts[thread];
     const unsigned nd = cv->m->ndim;
     const enum sm_dtype in_dt = cv->m->dtype;
@@ -82,6 +80,58 @@ static sm_status fill_shard(void *user, int thread, uint64_t shard, const uint64
     sm_checksums_add_box(&ts->sums, cv->out_dt, data, nd, cv->ostride, offset, shape);
     ts->norm_ns += sm_clock_ns() - t0;
     return SM_OK;
+}
+
+/* A shard filled by every thread (the write driver's one shard at a time, outside any parallel
+ * region): its box cut into slabs of axis 0, one per work item, each filled by the thread that
+ * takes it into its own statistics, which are merged like any thread's. */
+struct split_fill {
+    struct cv *cv;
+    const uint64_t *offset, *shape;
+    uint8_t *data;
+    uint64_t parts;
+    size_t plane; /* output bytes of one index of axis 0 */
+};
+
+static sm_status fill_part(void *user, int thread, uint64_t k, uint64_t *bytes, struct sm_err *err)
+{
+    (void)bytes;
+    const struct split_fill *sf = user;
+    const unsigned nd = sf->cv->m->ndim;
+    const uint64_t n0 = sf->shape[0], a = n0 * k / sf->parts, b = n0 * (k + 1) / sf->parts;
+    uint64_t off[SM_MAX_DIMS], shape[SM_MAX_DIMS];
+    for (unsigned d = 0; d < nd; d++) {
+        off[d] = sf->offset[d];
+        shape[d] = sf->shape[d];
+    }
+    off[0] += a;
+    shape[0] = b - a;
+    return fill_box(sf->cv, thread, off, shape, sf->data + a * sf->plane, (b - a) * sf->plane, err);
+}
+
+/* The write driver's fill callback: the shard's box (fill_box). The driver fills a shard resume
+ * may keep too: the values' digest decides whether it is kept. A source's (or the kept input's)
+ * box is split over the threads when the driver runs one shard at a time outside a parallel
+ * region; a Zarr input's region read is parallel there by itself. */
+static sm_status fill_shard(void *user, int thread, uint64_t shard, const uint64_t *offset,
+                            const uint64_t *shape, void *data, size_t len, struct sm_err *err)
+{
+    (void)shard;
+    struct cv *cv = user;
+    const bool split = cv->nthreads > 1 && cv->m->ndim > 0 && shape[0] > 1 &&
+                       (cv->src != NULL || cv->keep != NULL) && !sm_work_in_parallel();
+    if (!split) {
+        return fill_box(cv, thread, offset, shape, data, len, err);
+    }
+    const uint64_t parts =
+        shape[0] < 4 * (uint64_t)cv->nthreads ? shape[0] : 4 * (uint64_t)cv->nthreads;
+    struct split_fill sf = {cv, offset, shape, data, parts, len / (size_t)shape[0]};
+    const struct sm_work wk = {.count = parts,
+                               .threads = cv->nthreads,
+                               .item = fill_part,
+                               .user = &sf,
+                               .stop = cv->p->c.stop};
+    return sm_work_run(&wk, err);
 }
 
 /* Per-thread state: scratch and chunk memo (a Zarr input read again), one pass's statistics. */

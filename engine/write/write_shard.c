@@ -70,8 +70,11 @@ sm_status sm_writer_encode_shard(const struct sm_writer *w, uint64_t shard, stru
         SM_FAIL(err, SM_E_INTERNAL, "shard %" PRIu64 ": %zu bytes of values, its box holds %zu",
                 shard, data.len, want);
     }
-    struct sm_bytes src = data;
-    if (edge) {
+    const struct sm_shard_codec *sc = sm_codec_chain_shard(w->meta->chain);
+    sm_status st;
+    if (edge && sc != NULL) { /* no padded copy: the inner chunks are cut from the clipped box */
+        st = sm_shard_encode_clipped(sc, data, shape, out, ws->codec, err);
+    } else if (edge) {
         SM_TRY(sm_buf_reserve(&ws->pad, w->obj_bytes, err));
         const uint64_t zero[SM_MAX_DIMS] = {0};
         const struct sm_box_view full = {w->ndim, w->elem, w->obj};
@@ -81,9 +84,10 @@ sm_status sm_writer_encode_shard(const struct sm_writer *w, uint64_t shard, stru
             sm_box_copy(&clip, data.ptr, zero, &full, ws->pad.ptr, zero, shape);
         }
         ws->pad.len = w->obj_bytes;
-        src = sm_buf_bytes(&ws->pad);
+        st = sm_codec_chain_encode(w->meta->chain, sm_buf_bytes(&ws->pad), out, ws->codec, err);
+    } else {
+        st = sm_codec_chain_encode(w->meta->chain, data, out, ws->codec, err);
     }
-    const sm_status st = sm_codec_chain_encode(w->meta->chain, src, out, ws->codec, err);
     if (st != SM_OK) {
         char key[SM_KEY_MAX];
         struct sm_err ke;

@@ -155,6 +155,14 @@ struct sm_shard_codec; /* a prepared sharding_indexed stage */
 const struct sm_shard_codec *sm_codec_chain_shard(const struct sm_codec_chain *c);
 
 const struct sm_shard_layout *sm_shard_layout(const struct sm_shard_codec *sc);
+
+/* Encodes, with the chain [sc] (sm_codec_chain_shard), the shard whose values inside the box
+ * [0, clip) are `in` (C order, that box's bytes) and the fill value elsewhere: the bytes of the
+ * chain's encode of the shard padded with the fill value, without the padded copy (an edge shard
+ * of a volume). SM_E_INTERNAL for a clip past the shard or an input of the wrong size. */
+sm_status sm_shard_encode_clipped(const struct sm_shard_codec *sc, struct sm_bytes in,
+                                  const uint64_t *clip, struct sm_buf *out,
+                                  struct sm_scratch *scratch, struct sm_err *err);
 /* The prepared chain of the inner chunks (may itself be sharded: nested sharding). */
 const struct sm_codec_chain *sm_shard_inner(const struct sm_shard_codec *sc);
 

@@ -39,6 +39,9 @@ struct sm_work {
 /* Runs every item; see above. */
 sm_status sm_work_run(const struct sm_work *wk, struct sm_err *err);
 
+/* True inside an OpenMP parallel region (active or not): a caller there stays on its thread. */
+bool sm_work_in_parallel(void);
+
 /* Threads a driver uses when none are configured: OpenMP's default (OMP_NUM_THREADS or the
  * cores), 1 without OpenMP. */
 int sm_work_default_threads(void);

@@ -384,6 +384,73 @@ static void test_sharding_parallel_encode_gives_the_serial_bytes(void **state)
     }
 }
 
+/* An edge shard encoded from its clipped values (sm_shard_encode_clipped) has the bytes of the
+ * chain's encode of the shard padded with the fill value, serial and on 3 threads, for clips that
+ * cut inner chunks, leave whole inner chunks out, and keep the whole shard; a clip past the shard
+ * or an input of the wrong size is an internal error. */
+static void test_sharding_clipped_encode_gives_the_padded_bytes(void **state)
+{
+    (void)state;
+    static const uint64_t big[3] = {8, 10, 12};
+    char text[1024];
+    shard_json(text, sizeof(text), "[2,5,3]", "[" LE "," ZS "]", "[" LE ",\"crc32c\"]", "end");
+    struct sm_repr r;
+    ct_repr(&r, SM_DT_UINT16, 3, big);
+    r.fill[0] = 7;
+    struct sm_err err;
+    struct sm_codec_chain *c;
+    assert_ok(ct_chain_try(text, &r, &c, &err), &err);
+    const struct sm_shard_codec *sc = sm_codec_chain_shard(c);
+    static const uint64_t clips[][3] = {
+        {5, 10, 12}, {8, 7, 12}, {3, 4, 11}, {8, 10, 12}, {1, 1, 1}};
+    for (size_t k = 0; k < sizeof(clips) / sizeof(clips[0]); k++) {
+        const uint64_t *clip = clips[k];
+        const size_t n = (size_t)(clip[0] * clip[1] * clip[2]);
+        uint16_t *vals = test_malloc(n * 2), *pad = test_malloc(8 * 10 * 12 * 2);
+        for (size_t i = 0; i < 8 * 10 * 12; i++) {
+            pad[i] = 7;
+        }
+        for (uint64_t z = 0; z < clip[0]; z++) {
+            for (uint64_t y = 0; y < clip[1]; y++) {
+                for (uint64_t x = 0; x < clip[2]; x++) {
+                    const uint16_t v = (uint16_t)(z * 131 + y * 17 + x * 3 + 100);
+                    vals[(z * clip[1] + y) * clip[2] + x] = v;
+                    pad[(z * 10 + y) * 12 + x] = v;
+                }
+            }
+        }
+        struct sm_scratch *s = ct_scratch();
+        struct sm_buf want = SM_BUF_INIT, got = SM_BUF_INIT;
+        ct_roundtrip(c, (const uint8_t *)pad, &want, s);
+        for (unsigned t = 1; t <= 3; t += 2) {
+            sm_scratch_set_threads(s, t);
+            sm_err_clear(&err);
+            assert_ok(sm_shard_encode_clipped(sc, sm_bytes_of(vals, n * 2), clip, &got, s, &err),
+                      &err);
+            assert_int_equal(got.len, want.len);
+            assert_memory_equal(got.ptr, want.ptr, want.len);
+        }
+        sm_buf_free(&want);
+        sm_buf_free(&got);
+        sm_scratch_free(s);
+        test_free(vals);
+        test_free(pad);
+    }
+    struct sm_scratch *s = ct_scratch();
+    struct sm_buf got = SM_BUF_INIT;
+    uint16_t v[4] = {0};
+    const uint64_t past[3] = {9, 1, 1}, two[3] = {1, 1, 2};
+    sm_err_clear(&err);
+    assert_int_equal(sm_shard_encode_clipped(sc, sm_bytes_of(v, 8), past, &got, s, &err),
+                     SM_E_INTERNAL);
+    sm_err_clear(&err);
+    assert_int_equal(sm_shard_encode_clipped(sc, sm_bytes_of(v, 8), two, &got, s, &err),
+                     SM_E_INTERNAL);
+    sm_buf_free(&got);
+    sm_scratch_free(s);
+    sm_codec_chain_free(c);
+}
+
 static void test_sharding_full_decode_rejects_a_shard_shorter_than_its_index(void **state)
 {
     (void)state;
@@ -461,6 +528,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sharding_layout_describes_the_inner_grid),
         cmocka_unit_test(test_sharding_parallel_encode_gives_the_serial_bytes),
+        cmocka_unit_test(test_sharding_clipped_encode_gives_the_padded_bytes),
         cmocka_unit_test(test_sharding_round_trips_with_the_index_at_the_end),
         cmocka_unit_test(test_sharding_round_trips_with_the_index_at_the_start),
         cmocka_unit_test(test_sharding_index_decode_rejects_a_crc_mismatch),
