@@ -83,7 +83,7 @@ struct sm_source_params {
     uint64_t raw_header_bytes;
     /* hdf5 */
     const char *hdf5_dataset; /* an absolute HDF5 path such as /exchange/data */
-    bool hdf5_allow_external; /* follow data outside the file (SPEC §3) */
+    bool hdf5_allow_external; /* follow data outside the file (SPEC §2.3) */
     /* The largest single allocation a decoder may make (a TIFF strip or tile; 0: libtiff's own
      * bound); jobs/ passes limits.memory_bytes. */
     uint64_t max_alloc;
