@@ -3,14 +3,16 @@
  * (sm_box_copy). Sharded arrays read the index and only the touched inner chunks (shard_read.c).
  * Missing objects read as the fill value. Thread-safe across calls.
  *
- * Parallel reads (docs/internals/array.md "Parallel region reads"): a call made outside any OpenMP
- * parallel region hands the objects it touches to OpenMP threads (sm_read_parallel), or, when the
- * region lies in fewer shards than there are threads, the inner chunks of each merged byte run.
- * Every object writes a disjoint box of the output, so the bytes do not depend on the thread
- * count or order. Each thread decodes on its own worker scratch of the caller's scratch, whose
- * buffers are kept: memory is per thread (one encoded object or run, one decoded chunk), never
- * per chunk. This is the one `#pragma omp` of array/; the scan's and write's pools live in tile/
- * and write/, and a read made inside them (omp_get_level() > 0) stays serial. */
+ * Parallel reads (docs/internals/sharding-reads.md "Parallel region reads and the hot path"): a
+ * call made outside any OpenMP parallel region hands the objects it touches to OpenMP threads
+ * (sm_read_parallel), or, when the region lies in fewer shards than there are threads, the inner
+ * chunks of each merged byte run. Every object writes a disjoint box of the output, so the bytes
+ * do not depend on the thread count or order; with a sink, the thread that completes a band of
+ * chunk rows hands it on (sm_array_read_region_to). Each thread decodes on its own worker scratch
+ * of the caller's scratch, whose buffers are kept: memory is per thread (one encoded object or
+ * run, one decoded chunk), never per chunk. This is the one `#pragma omp` of array/; the scan's
+ * and write's pools live in core's work driver, and a read made inside them (omp_get_level() > 0)
+ * stays serial. */
 #include "array_int.h"
 
 #include <inttypes.h>

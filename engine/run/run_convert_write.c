@@ -84,21 +84,36 @@ static sm_status fill_box(struct cv *cv, int thread, const uint64_t *offset, con
 
 /* A shard filled by every thread (the write driver's one shard at a time, outside any parallel
  * region): its box cut into slabs of axis 0, one per work item, each filled by the thread that
- * takes it into its own statistics, which are merged like any thread's. */
+ * takes it into its own statistics, which are merged like any thread's. The cuts fall on the
+ * source's read unit along axis 0 (an HDF5 chunk's depth), so no unit is read twice. */
 struct split_fill {
     struct cv *cv;
     const uint64_t *offset, *shape;
     uint8_t *data;
-    uint64_t parts;
-    size_t plane; /* output bytes of one index of axis 0 */
+    uint64_t parts, unit; /* unit: the source's read unit on axis 0 */
+    size_t plane;         /* output bytes of one index of axis 0 */
 };
+
+/* Where part k of the box starts on axis 0 (0 for k = 0, shape[0] for k = parts). */
+static uint64_t part_start(const struct split_fill *sf, uint64_t k)
+{
+    const uint64_t n0 = sf->shape[0], first = sf->cv->su.off[0] + sf->offset[0];
+    if (k == 0 || k >= sf->parts) {
+        return k == 0 ? 0 : n0;
+    }
+    const uint64_t at = (first + n0 * k / sf->parts) / sf->unit * sf->unit; /* down to a unit */
+    return at > first ? at - first : 0;
+}
 
 static sm_status fill_part(void *user, int thread, uint64_t k, uint64_t *bytes, struct sm_err *err)
 {
     (void)bytes;
     const struct split_fill *sf = user;
     const unsigned nd = sf->cv->m->ndim;
-    const uint64_t n0 = sf->shape[0], a = n0 * k / sf->parts, b = n0 * (k + 1) / sf->parts;
+    const uint64_t a = part_start(sf, k), b = part_start(sf, k + 1);
+    if (b <= a) {
+        return SM_OK; /* a part that rounded away */
+    }
     uint64_t off[SM_MAX_DIMS], shape[SM_MAX_DIMS];
     for (unsigned d = 0; d < nd; d++) {
         off[d] = sf->offset[d];
@@ -123,10 +138,13 @@ static sm_status fill_shard(void *user, int thread, uint64_t shard, const uint64
     if (!split) {
         return fill_box(cv, thread, offset, shape, data, len, err);
     }
-    const uint64_t parts =
-        shape[0] < 4 * (uint64_t)cv->nthreads ? shape[0] : 4 * (uint64_t)cv->nthreads;
-    struct split_fill sf = {cv, offset, shape, data, parts, len / (size_t)shape[0]};
-    const struct sm_work wk = {.count = parts,
+    const uint64_t unit = cv->src != NULL && sm_source_info(cv->src)->slab[0] > 0
+                              ? sm_source_info(cv->src)->slab[0]
+                              : 1;
+    const uint64_t units = (shape[0] + unit - 1) / unit + 1, most = 4 * (uint64_t)cv->nthreads;
+    struct split_fill sf = {
+        cv, offset, shape, data, units < most ? units : most, unit, len / (size_t)shape[0]};
+    const struct sm_work wk = {.count = sf.parts,
                                .threads = cv->nthreads,
                                .item = fill_part,
                                .user = &sf,
