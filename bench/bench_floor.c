@@ -173,6 +173,15 @@ static int time_write(const struct objects *o, const char *dir, double *sec)
     return rc;
 }
 
+/* A whole positive number of at most 1024, or -1. */
+static int count_arg(const char *s)
+{
+    char *end;
+    errno = 0;
+    const long v = strtol(s, &end, 10);
+    return errno != 0 || end == s || *end != '\0' || v < 1 || v > 1024 ? -1 : (int)v;
+}
+
 int main(int argc, char **argv)
 {
     int threads = 1, reps = 3;
@@ -180,9 +189,9 @@ int main(int argc, char **argv)
     unsigned ndirs = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
-            threads = atoi(argv[++i]);
+            threads = count_arg(argv[++i]);
         } else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
-            reps = atoi(argv[++i]);
+            reps = count_arg(argv[++i]);
         } else if (argv[i][0] != '-' && ndirs < 2) {
             dirs[ndirs++] = argv[i];
         } else {
