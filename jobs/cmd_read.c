@@ -26,10 +26,12 @@
 #include "jobs_run.h"
 #include "report.h"
 
-static sm_status write_fd(int fd, const uint8_t *p, size_t n, struct sm_err *err)
+/* Writes n bytes to fd: at offset `at` (pwrite), or at the file position when `at` is -1 (a
+ * stream such as standard output). */
+static sm_status write_at(int fd, const uint8_t *p, size_t n, off_t at, struct sm_err *err)
 {
     while (n > 0) {
-        ssize_t w = write(fd, p, n);
+        ssize_t w = at < 0 ? write(fd, p, n) : pwrite(fd, p, n, at);
         if (w < 0) {
             if (errno == EINTR) {
                 continue;
@@ -41,6 +43,7 @@ static sm_status write_fd(int fd, const uint8_t *p, size_t n, struct sm_err *err
         }
         p += w;
         n -= (size_t)w;
+        at = at < 0 ? at : at + (off_t)w;
     }
     return SM_OK;
 }
@@ -101,31 +104,18 @@ static sm_status out_close(struct out_file *o, sm_status st, struct sm_err *err)
 static sm_status out_band(void *ctx, const void *bytes, size_t off, size_t len, struct sm_err *err)
 {
     const struct out_file *o = ctx;
-    const uint8_t *p = (const uint8_t *)bytes + off;
-    while (len > 0) {
-        ssize_t w = pwrite(o->fd, p, len, (off_t)off);
-        if (w < 0) {
-            if (errno == EINTR) {
-                continue;
-            }
-            int e = errno;
-            sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "write failed: %s", strerror(e));
-            sm_err_cause(err, "errno", e);
-            sm_err_where(err, "%s", o->path);
-            return err->status;
-        }
-        p += w;
-        off += (size_t)w;
-        len -= (size_t)w;
+    const sm_status st = write_at(o->fd, (const uint8_t *)bytes + off, len, (off_t)off, err);
+    if (st != SM_OK) {
+        sm_err_where(err, "%s", o->path);
     }
-    return SM_OK;
+    return st;
 }
 
 /* Writes bytes to path atomically (tmp + rename), or to stdout for "-". */
 static sm_status write_output(const char *path, const uint8_t *p, size_t n, struct sm_err *err)
 {
     if (strcmp(path, "-") == 0) {
-        sm_status st = write_fd(STDOUT_FILENO, p, n, err);
+        sm_status st = write_at(STDOUT_FILENO, p, n, -1, err);
         if (st != SM_OK) {
             sm_err_where(err, "standard output");
         }
@@ -133,7 +123,7 @@ static sm_status write_output(const char *path, const uint8_t *p, size_t n, stru
     }
     struct out_file o;
     SM_TRY(out_open(&o, path, err));
-    return out_close(&o, write_fd(o.fd, p, n, err), err);
+    return out_close(&o, write_at(o.fd, p, n, -1, err), err);
 }
 
 static json_t *class_counts(const struct sm_store *s, bool bytes)
