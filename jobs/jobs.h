@@ -45,9 +45,6 @@ void sm_signals_install(void);
 /* The flag the handlers set (the first signal's number; 0 while none arrived), for the drivers'
  * `stop` fields. */
 const atomic_int *sm_signals_flag(void);
-/* st, or SM_E_STOPPED (err filled) when st is SM_OK and a stop signal arrived: each job calls it
- * before a phase's agreement, so every rank stops at the same phase boundary. */
-sm_status sm_job_stop_check(sm_status st, struct sm_err *err);
 /* "SIGTERM", "SIGINT", ... or NULL for a signal without a name here. */
 const char *sm_signal_name(int sig);
 /* For a stop (SM_E_STOPPED; otherwise nothing): the line becomes "<where>: stopped by SIGTERM

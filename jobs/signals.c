@@ -51,11 +51,6 @@ const atomic_int *sm_signals_flag(void)
     return &stop_signal;
 }
 
-sm_status sm_job_stop_check(sm_status st, struct sm_err *err)
-{
-    return st != SM_OK ? st : sm_stop_check(&stop_signal, err);
-}
-
 const char *sm_signal_name(int sig)
 {
     switch (sig) {

@@ -197,15 +197,6 @@ sm_status sm_par_init_comm(bool use_mpi, const void *mpi_comm, int *argc, char *
 #endif
 }
 
-bool sm_par_have_mpi(void)
-{
-#ifdef SM_PAR_WITH_MPI
-    return true;
-#else
-    return false;
-#endif
-}
-
 void sm_par_finalize(void)
 {
     ops->finalize();

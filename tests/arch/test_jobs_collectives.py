@@ -18,7 +18,7 @@ import sys
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 ALLOWED = {"sm_par_init", "sm_par_finalize", "sm_par_rank", "sm_par_size", "sm_par_stuck",
-           "sm_par_abort", "sm_par_have_mpi", "sm_par_active"}
+           "sm_par_abort", "sm_par_active"}
 ALLOWED_IN = {"progress.c": {"sm_par_progress_post", "sm_par_progress_poll"}}
 PAR_CALL = re.compile(r"(?<![A-Za-z0-9_])(sm_par_[A-Za-z0-9_]+)\s*\(")
 MPI_NAME = re.compile(r"(?<![A-Za-z0-9_])(P?MPI_[A-Za-z0-9_]*)")

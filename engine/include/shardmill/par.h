@@ -50,8 +50,6 @@ const void *sm_par_comm(void);
 bool sm_par_owns_mpi(void);
 int sm_par_rank(void);
 int sm_par_size(void);
-/* True if the MPI implementation is compiled in. */
-bool sm_par_have_mpi(void);
 /* True once sm_par_init started MPI (false in serial runs). */
 bool sm_par_active(void);
 
