@@ -24,7 +24,7 @@ struct sm_limits {
 };
 #define SM_LIMITS_DEFAULTS                                                                         \
     {                                                                                              \
-        512ull << 20, 1ull << 30, 0                                                                \
+        .max_object_bytes = 512ull << 20, .max_chunk_bytes = 1ull << 30, .max_region_bytes = 0     \
     }
 
 struct sm_array_opts {
@@ -39,7 +39,7 @@ struct sm_array_opts {
 };
 #define SM_ARRAY_OPTS_DEFAULTS                                                                     \
     {                                                                                              \
-        SM_LIMITS_DEFAULTS, 16ull << 20, 64, 0                                                     \
+        .limits = SM_LIMITS_DEFAULTS, .index_cache_bytes = 16ull << 20, .index_cache_entries = 64  \
     }
 
 /* Read counters beyond the store's request/byte counters (SPEC §7). */

@@ -40,7 +40,7 @@ struct sm_export_opts {
 };
 #define SM_EXPORT_OPTS_DEFAULTS                                                                    \
     {                                                                                              \
-        SM_EXPORT_EXISTS_ERROR, true, NULL, NULL                                                   \
+        .exists = SM_EXPORT_EXISTS_ERROR, .fsync = true                                            \
     }
 
 /* A typed attribute (borrowed). Scalars unless `array`: then a 1-D attribute of n values. Strings
@@ -83,7 +83,7 @@ struct sm_export_spec {
 };
 #define SM_EXPORT_SPEC_DEFAULTS                                                                    \
     {                                                                                              \
-        "/data", {0}, 0, 64ull << 20, NULL, 0, NULL, 0, 60000                                      \
+        .dataset = "/data", .buffer_bytes = 64ull << 20, .timeout_ms = 60000                       \
     }
 
 /* This rank's share of the work: the array is cut into a C-order grid of `unit` boxes (the Zarr

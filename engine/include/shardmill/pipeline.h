@@ -74,8 +74,10 @@ struct sm_run_input {
 };
 #define SM_RUN_INPUT_DEFAULTS                                                                      \
     {                                                                                              \
-        NULL, NULL, SM_HTTP_OPTS_DEFAULTS, true, (uint64_t)256 << 20, (uint64_t)16 << 20, 64,      \
-            (uint64_t)512 << 20, (uint64_t)1 << 30, 0                                              \
+        .store = NULL, .array = NULL, .http = SM_HTTP_OPTS_DEFAULTS, .cache_enabled = true,        \
+        .cache_max_bytes = (uint64_t)256 << 20, .index_cache_bytes = (uint64_t)16 << 20,           \
+        .index_cache_entries = 64, .max_object_bytes = (uint64_t)512 << 20,                        \
+        .max_chunk_bytes = (uint64_t)1 << 30, .max_requests = 0                                    \
     }
 
 /* Progress of the phases (jobs/progress.c prints rank 0's line). Every member may be NULL. Called
@@ -112,8 +114,8 @@ struct sm_run_common {
 };
 #define SM_RUN_COMMON_DEFAULTS                                                                     \
     {                                                                                              \
-        SM_RUN_INPUT_DEFAULTS, {0}, {0}, {0}, 0, false, 0.0, 0.0, 0, SM_PART_BALANCED,             \
-            (uint64_t)2 << 30, {0}, NULL, NULL                                                     \
+        .input = SM_RUN_INPUT_DEFAULTS, .partition = SM_PART_BALANCED,                             \
+        .memory_bytes = (uint64_t)2 << 30                                                          \
     }
 
 struct sm_scan_run {
@@ -126,7 +128,7 @@ struct sm_scan_run {
 };
 #define SM_SCAN_RUN_DEFAULTS                                                                       \
     {                                                                                              \
-        SM_RUN_COMMON_DEFAULTS, 1, NULL, NULL                                                      \
+        .c = SM_RUN_COMMON_DEFAULTS, .passes = 1                                                   \
     }
 
 /* normalize.* (SPEC §5): scale divides by `divisor`; window maps [lo, hi] to [0, 1]; percentile
@@ -145,7 +147,7 @@ struct sm_run_norm {
 };
 #define SM_RUN_NORM_DEFAULTS                                                                       \
     {                                                                                              \
-        SM_RUN_NORM_SCALE, 255.0, 0.0, 0.0                                                         \
+        .mode = SM_RUN_NORM_SCALE, .divisor = 255.0                                                \
     }
 
 /* The output (SPEC §2, §6, `output.*`): a float32 Zarr v3 array (normalize none: the input's
@@ -192,8 +194,10 @@ struct sm_run_output {
 };
 #define SM_RUN_OUTPUT_DEFAULTS                                                                     \
     {                                                                                              \
-        NULL, {0}, {0}, "zstd", 3, {SM_OUTPUT_EXISTS_ERROR, SM_OUTPUT_SYNC_SYNCFS, NULL},          \
-            {0, {0}, {0}, NULL, SM_RUN_OME_DOWN_AUTO, SM_RUN_OME_MEAN}, false, SM_DT_FLOAT32       \
+        .codec = "zstd", .level = 3,                                                               \
+        .policy = {.exists = SM_OUTPUT_EXISTS_ERROR, .sync = SM_OUTPUT_SYNC_SYNCFS},               \
+        .ome = {.downsample = SM_RUN_OME_DOWN_AUTO, .method = SM_RUN_OME_MEAN},                    \
+        .dtype = SM_DT_FLOAT32                                                                     \
     }
 
 /* What a convert hands to its `flushed` hook: the output written and flushed by every rank. */
@@ -219,7 +223,7 @@ struct sm_run_export {
 };
 #define SM_RUN_EXPORT_DEFAULTS                                                                     \
     {                                                                                              \
-        NULL, "/data", {0}, 0, SM_EXPORT_EXISTS_ERROR, 60                                          \
+        .dataset = "/data", .exists = SM_EXPORT_EXISTS_ERROR, .collective_timeout_s = 60           \
     }
 
 /* Optional steps of the caller inside a convert (all may be NULL). `prepare` runs first (jobs/:
@@ -258,8 +262,8 @@ struct sm_convert_run {
 };
 #define SM_CONVERT_RUN_DEFAULTS                                                                    \
     {                                                                                              \
-        SM_RUN_COMMON_DEFAULTS, SM_RUN_NORM_DEFAULTS, SM_RUN_OUTPUT_DEFAULTS, NULL,                \
-            {NULL, NULL, NULL, NULL, NULL}, NULL, NULL, SM_RUN_EXPORT_DEFAULTS                     \
+        .c = SM_RUN_COMMON_DEFAULTS, .normalize = SM_RUN_NORM_DEFAULTS,                            \
+        .output = SM_RUN_OUTPUT_DEFAULTS, .export = SM_RUN_EXPORT_DEFAULTS                         \
     }
 
 /* The export's checks of the open phase, local (no collective): export.hdf5.path resolved and

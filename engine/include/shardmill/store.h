@@ -255,7 +255,9 @@ struct sm_http_opts {
 };
 #define SM_HTTP_OPTS_DEFAULTS                                                                      \
     {                                                                                              \
-        10000, 1024, 20, 4, 100, 5000, true, NULL, 300000, NULL                                    \
+        .connect_timeout_ms = 10000, .low_speed_bytes = 1024, .low_speed_time_s = 20,              \
+        .max_retries = 4, .backoff_base_ms = 100, .backoff_max_ms = 5000, .verify_tls = true,      \
+        .request_timeout_ms = 300000                                                               \
     }
 
 /* Opens a store with explicit HTTP settings (other schemes ignore them). */

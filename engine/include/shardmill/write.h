@@ -47,8 +47,9 @@ struct sm_output_spec {
 };
 #define SM_OUTPUT_SPEC_DEFAULTS                                                                    \
     {                                                                                              \
-        3, {0}, SM_DT_FLOAT32, true, {8, 32, 32}, {2, 16, 16}, "zstd", 3, "lz4", true,             \
-            SM_SHARD_INDEX_END, {0}, NULL, false, NULL                                             \
+        .ndim = 3, .dtype = SM_DT_FLOAT32, .sharded = true, .shard = {8, 32, 32},                  \
+        .chunk = {2, 16, 16}, .codec = "zstd", .level = 3, .blosc_cname = "lz4",                   \
+        .index_crc32c = true, .index_location = SM_SHARD_INDEX_END                                 \
     }
 
 /* The default layout of SPEC §2 (`output.chunk: auto`, `output.shard: auto`) for an array of
@@ -174,7 +175,7 @@ struct sm_output_opts {
 };
 #define SM_OUTPUT_OPTS_DEFAULTS                                                                    \
     {                                                                                              \
-        SM_OUTPUT_EXISTS_ERROR, SM_OUTPUT_SYNC_FSYNC, NULL                                         \
+        .exists = SM_OUTPUT_EXISTS_ERROR, .sync = SM_OUTPUT_SYNC_FSYNC                             \
     }
 
 /* An output directory being written. Layout: zarr.json, c/... (the shards), during a run the
