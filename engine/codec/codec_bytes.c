@@ -74,7 +74,7 @@ static sm_status bytes_prepare(const void *conf, const struct sm_repr *in, struc
     return SM_OK;
 }
 
-bool sm_bytes_is_identity(const void *prep)
+static bool bytes_is_identity(const void *prep)
 {
     return !((const struct bytes_prep *)prep)->swap;
 }
@@ -164,4 +164,5 @@ const struct sm_codec_ops sm_codec_bytes_ops = {
     .encode = bytes_encode,
     .free_conf = sm_free,
     .free_prep = sm_free,
+    .is_identity = bytes_is_identity,
 };

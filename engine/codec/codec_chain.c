@@ -23,34 +23,6 @@ static const char *kind_name(enum sm_codec_kind k)
     return "?";
 }
 
-void sm_repr_bytes(struct sm_repr *out, const struct sm_repr *from, size_t len)
-{
-    struct sm_repr r;
-    memset(&r, 0, sizeof(r));
-    r.dtype = from->dtype;
-    r.ndim = 1;
-    r.shape[0] = len == SM_LEN_VARIABLE ? 0 : (uint64_t)len;
-    r.len = len;
-    memcpy(r.fill, from->fill, sizeof(r.fill));
-    *out = r;
-}
-
-bool sm_repr_array_len(const struct sm_repr *r, size_t *len)
-{
-    size_t n = sm_dtype_size(r->dtype);
-    if (n == 0 || r->ndim > SM_MAX_DIMS) {
-        return false;
-    }
-    for (unsigned d = 0; d < r->ndim; d++) {
-        if (r->shape[d] > SIZE_MAX || (r->shape[d] != 0 && n > SIZE_MAX / (size_t)r->shape[d])) {
-            return false;
-        }
-        n *= (size_t)r->shape[d];
-    }
-    *len = n;
-    return true;
-}
-
 void sm_codec_chain_free(struct sm_codec_chain *c)
 {
     if (c == NULL) {
@@ -130,13 +102,7 @@ static sm_status check_order(const json_t *codecs, struct sm_codec_stage *stages
 
 static bool stage_is_identity(const struct sm_codec_stage *s)
 {
-    if (s->ops == &sm_codec_bytes_ops) {
-        return sm_bytes_is_identity(s->prep);
-    }
-    if (s->ops == &sm_codec_transpose_ops) {
-        return sm_transpose_is_identity(s->prep);
-    }
-    return false;
+    return s->ops->is_identity != NULL && s->ops->is_identity(s->prep);
 }
 
 static sm_status prepare_all(const json_t *codecs, struct sm_codec_chain *c, unsigned depth,
@@ -148,14 +114,14 @@ static sm_status prepare_all(const json_t *codecs, struct sm_codec_chain *c, uns
         const json_t *cfg;
         SM_TRY(lookup(json_array_get(codecs, i), i, &s->ops, &cfg, err));
         SM_TRY(s->ops->parse(cfg, &s->conf, err));
-        if (s->ops == &sm_codec_sharding_ops) {
-            sm_shard_conf_depth(s->conf, depth + 1);
+        if (s->ops->set_depth != NULL) { /* a stage with chains inside (sharding_indexed) */
+            s->ops->set_depth(s->conf, depth + 1);
         }
         s->dec = cur;
         SM_TRY(s->ops->prepare(s->conf, &s->dec, &s->enc, &s->prep, err));
         s->identity = stage_is_identity(s);
-        if (s->ops == &sm_codec_sharding_ops) {
-            const unsigned h = 1 + sm_shard_height(s->prep);
+        if (s->ops->height != NULL) {
+            const unsigned h = 1 + s->ops->height(s->prep);
             c->height = h > c->height ? h : c->height;
         }
         cur = s->enc;
@@ -233,7 +199,7 @@ const struct sm_shard_codec *sm_codec_chain_shard(const struct sm_codec_chain *c
     const struct sm_codec_stage *shard = NULL;
     for (size_t i = 0; i < c->n; i++) {
         const struct sm_codec_stage *s = &c->stages[i];
-        if (s->ops == &sm_codec_sharding_ops) {
+        if (s->ops->height != NULL) { /* the one codec with chains inside: sharding_indexed */
             shard = s;
         } else if (!s->identity) {
             return NULL; /* another stage transforms the object: decode it whole */

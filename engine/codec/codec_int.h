@@ -83,6 +83,8 @@ struct sm_codec_chain {
 sm_status sm_codec_chain_new_at(const struct json_t *codecs, const struct sm_repr *chunk,
                                 unsigned depth, struct sm_codec_chain **out, struct sm_err *err);
 
+/* ---- representations (codec_repr.c) ---- */
+
 /* The representation of `len` bytes produced from `from` (dtype kept for typesize defaults; ndim 1,
  * shape [len] or [0] when the length is SM_LEN_VARIABLE). */
 void sm_repr_bytes(struct sm_repr *out, const struct sm_repr *from, size_t len);
@@ -105,17 +107,6 @@ sm_status sm_codec_cfg_bool(const struct json_t *cfg, const char *codec, const c
 /* A string member (borrowed from cfg); *out = NULL when absent and not required. */
 sm_status sm_codec_cfg_string(const struct json_t *cfg, const char *codec, const char *key,
                               bool required, const char **out, struct sm_err *err);
-
-/* ---- codec-specific queries the chain needs ---- */
-
-/* True when the prepared bytes / transpose stage copies bytes unchanged. */
-bool sm_bytes_is_identity(const void *prep);
-bool sm_transpose_is_identity(const void *prep);
-
-/* Tells a parsed sharding configuration the nesting level its inner chains will be built at. */
-void sm_shard_conf_depth(void *conf, unsigned depth);
-/* Height of the chains inside a prepared sharding stage (max of inner and index chain). */
-unsigned sm_shard_height(const void *prep);
 
 /* ---- buffer helpers ---- */
 

@@ -44,7 +44,7 @@ static void shard_free_conf(void *conf)
     sm_free(c);
 }
 
-void sm_shard_conf_depth(void *conf, unsigned depth)
+static void shard_conf_depth(void *conf, unsigned depth)
 {
     ((struct shard_conf *)conf)->depth = depth;
 }
@@ -231,7 +231,7 @@ static sm_status shard_prepare(const void *conf, const struct sm_repr *in, struc
     return SM_OK;
 }
 
-unsigned sm_shard_height(const void *prep)
+static unsigned shard_height(const void *prep)
 {
     return ((const struct sm_shard_codec *)prep)->height;
 }
@@ -610,4 +610,6 @@ const struct sm_codec_ops sm_codec_sharding_ops = {
     .encode = shard_encode,
     .free_conf = shard_free_conf,
     .free_prep = shard_free_prep,
+    .set_depth = shard_conf_depth,
+    .height = shard_height,
 };

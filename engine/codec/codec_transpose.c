@@ -265,7 +265,7 @@ static sm_status transpose_prepare(const void *conf, const struct sm_repr *in, s
     return SM_OK;
 }
 
-bool sm_transpose_is_identity(const void *prep)
+static bool transpose_is_identity(const void *prep)
 {
     return ((const struct transpose_prep *)prep)->identity;
 }
@@ -310,4 +310,5 @@ const struct sm_codec_ops sm_codec_transpose_ops = {
     .encode = transpose_encode,
     .free_conf = sm_free,
     .free_prep = sm_free,
+    .is_identity = transpose_is_identity,
 };

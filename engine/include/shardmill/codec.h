@@ -49,6 +49,14 @@ struct sm_codec_ops {
                         struct sm_scratch *, struct sm_err *);
     void (*free_conf)(void *conf);
     void (*free_prep)(void *prep);
+    /* Optional (NULL: no). True when the prepared stage copies bytes unchanged (bytes in the
+     * native order, transpose by the identity order): the chain skips it. */
+    bool (*is_identity)(const void *prep);
+    /* Optional: a stage with codec chains inside (sharding_indexed). set_depth tells its parsed
+     * configuration the nesting level its inner chains are built at; height gives the levels of
+     * chains below the prepared stage. */
+    void (*set_depth)(void *conf, unsigned depth);
+    unsigned (*height)(const void *prep);
 };
 
 /* The registry: NULL-terminated, looked up by v3 name or by numcodecs id. */
