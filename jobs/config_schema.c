@@ -235,9 +235,11 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .type = SM_CFG_NAME,
      .choices = "zarr|n5|raw|nifti|tiff|hdf5",
      .flags = SM_CFGF_NULLABLE,
-     .def_doc = "zarr; ingest: nifti for a .nii or .nii.gz file, tiff for a .tif or .tiff file, "
-                "hdf5 for a .h5, .hdf5 or .nxs file, raw otherwise",
-     .help = "what input.store holds (raw, nifti, tiff and hdf5 are read by ingest only; tiff: a "
+     .def_doc = "convert and ingest: nifti for a .nii or .nii.gz file, tiff for a .tif or .tiff "
+                "file, hdf5 for a .h5, .hdf5 or .nxs file, else zarr (convert) or raw (ingest); "
+                "scan and read-bench: zarr",
+     .help = "what input.store holds (raw, nifti, tiff and hdf5 are read by convert and ingest; "
+             "scan and read-bench read zarr or n5; tiff: a "
              "directory of 2-D slices in natural name order, or one multi-page file; hdf5: the "
              "dataset input.hdf5.dataset of an HDF5 file; zarr and n5 are told apart by the "
              "store's metadata, so either reads both)",
