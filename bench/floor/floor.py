@@ -2,9 +2,9 @@
 """A convert against its floor (issue 23 #4): how far `shardmill run` of a convert is from what
 its codecs and the disk alone cost on this machine.
 
-    /usr/bin/python3 bench/floor/floor.py [--cases w2,vol] [--size 1024] [--repeats 3]
-                                          [--wait-idle 30] [--build-dir build/release]
-    /usr/bin/python3 bench/floor/floor.py --quick --out DIR          (CI smoke, a few seconds)
+    PYTHONPATH=scaling /usr/bin/python3 bench/floor/floor.py [--cases w2,vol] [--size 1024]
+        [--repeats 3] [--wait-idle 30] [--build-dir build/release]
+    PYTHONPATH=scaling /usr/bin/python3 bench/floor/floor.py --quick --out DIR   (CI smoke)
 
 Cases (each a fresh `shardmill run` process per repeat, the output rewritten each time):
   w2   W2's job (configs/w2-convert.yaml: the aligned 128³ ROI of data/mri-crop.zarr, uint8 →
@@ -22,7 +22,6 @@ It is a benchmark, never a timed test: only a failed process exits 1.
 """
 
 import argparse
-import datetime
 import json
 import os
 import shutil
@@ -31,19 +30,10 @@ import subprocess
 import sys
 import time
 
+import smbench  # scaling/smbench.py (PYTHONPATH): the machine-load and results helpers
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-
-
-def load_avg():
-    with open("/proc/loadavg") as f:
-        return float(f.read().split()[0])
-
-
-def wait_idle(limit_s):
-    end = time.monotonic() + limit_s
-    while time.monotonic() < end and load_avg() > 0.6:
-        time.sleep(2)
 
 
 def run(argv, **kw):
@@ -70,7 +60,7 @@ def one_case(a, name, config, sets, input_dir, work):
         argv += ["--set", s]
     runs = []
     for r in range(a.repeats):
-        wait_idle(a.wait_idle)
+        busy = smbench.wait_idle(a.wait_idle)[-1]
         os.sync()
         t0 = time.monotonic()
         run(argv)
@@ -78,10 +68,10 @@ def one_case(a, name, config, sets, input_dir, work):
         with open(report) as f:
             rep = json.load(f)
         runs.append({"wall_s": round(wall, 4), "timing_ms": rep.get("timing_ms", {}).get("max"),
-                     "threads": rep.get("threads"), "load_before": load_avg()})
+                     "threads": rep.get("threads"), "busy_cores_before": busy})
         print(f"floor: {name} #{r}: {wall:.3f} s", file=sys.stderr)
     threads = runs[-1]["threads"] or 1
-    wait_idle(a.wait_idle)
+    smbench.wait_idle(a.wait_idle)
     fl = json.loads(run([a.floor, input_dir, out, "--threads", str(threads),
                          "--reps", str(a.floor_reps)]).stdout)
     med = statistics.median(r["wall_s"] for r in runs)
@@ -101,7 +91,7 @@ def main(argv=None):
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--floor-reps", type=int, default=3)
     p.add_argument("--wait-idle", type=float, default=0.0,
-                   help="seconds to wait at most for load average < 0.6 before each run")
+                   help="seconds to wait at most for other work below 0.5 cores before each run")
     p.add_argument("--data-dir", default=os.path.join(REPO, "build", "bench-data", "floor"))
     p.add_argument("--work", default=None, help="outputs go here (default: a new temp dir)")
     p.add_argument("--out", default=os.path.join(REPO, "bench", "results"))
@@ -129,9 +119,8 @@ def main(argv=None):
                                      "output.chunk=auto"], src, work))
         else:
             sys.exit(f"floor: unknown case {name!r} (w2, vol)")
-    commit = subprocess.run(["git", "-C", REPO, "rev-parse", "--short=12", "HEAD"],
-                            capture_output=True, text=True).stdout.strip()
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    commit = smbench.git_commit()
+    stamp = smbench.utc_stamp()
     os.makedirs(a.out, exist_ok=True)
     path = os.path.join(a.out, f"floor-{stamp}.json")
     with open(path, "w") as f:

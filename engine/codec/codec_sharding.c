@@ -436,9 +436,11 @@ struct par_encode {
     struct sm_bytes in;
     const uint64_t *clip;
     struct sm_scratch *ws[SM_SCRATCH_MAX_WORKERS];
-    struct sm_buf *chunk, *enc; /* per thread */
-    struct sm_buf *blocks;      /* per block */
-    uint8_t *pairs;             /* offsets relative to the block until joined */
+    /* per thread, kept from shard to shard: the caller's own for thread 0, level 0 of its worker
+     * scratch for the others (whose inner chains run on that level's tmp buffers) */
+    struct sm_buf *chunk[SM_SCRATCH_MAX_WORKERS], *enc[SM_SCRATCH_MAX_WORKERS];
+    struct sm_buf *blocks; /* per block */
+    uint8_t *pairs;        /* offsets relative to the block until joined */
     uint64_t nblocks;
 };
 
@@ -458,10 +460,10 @@ static sm_status encode_block(void *user, int thread, uint64_t b, uint64_t *byte
         idx[d] = rest % L->chunks_per_shard[d];
         rest /= L->chunks_per_shard[d];
     }
-    struct sm_buf *blk = &pe->blocks[b], *enc = &pe->enc[thread];
+    struct sm_buf *blk = &pe->blocks[b], *enc = pe->enc[thread];
     for (uint64_t i = block_start(pe, b); i < block_start(pe, b + 1); i++, next_index(L, idx)) {
         uint64_t off = SM_SHARD_EMPTY, len;
-        SM_TRY(encode_inner(pe->sc, pe->in, pe->clip, idx, &pe->chunk[thread], enc, pe->ws[thread],
+        SM_TRY(encode_inner(pe->sc, pe->in, pe->clip, idx, pe->chunk[thread], enc, pe->ws[thread],
                             &len, err));
         if (len != SM_SHARD_EMPTY) {
             off = blk->len;
@@ -474,27 +476,32 @@ static sm_status encode_block(void *user, int thread, uint64_t b, uint64_t *byte
 }
 
 /* Encodes the inner chunks into out (after `out->len` bytes) and their pairs into raw, on
- * `threads` threads; see struct par_encode. */
+ * `threads` threads, thread 0 cutting into `chunk` and encoding into `enc` (the serial path's
+ * buffers); see struct par_encode. */
 static sm_status encode_parallel(const struct sm_shard_codec *sc, struct sm_bytes in,
-                                 const uint64_t *clip, unsigned threads, struct sm_buf *raw,
-                                 struct sm_buf *out, struct sm_scratch *scratch, struct sm_err *err)
+                                 const uint64_t *clip, unsigned threads, struct sm_buf *chunk,
+                                 struct sm_buf *enc, struct sm_buf *raw, struct sm_buf *out,
+                                 struct sm_scratch *scratch, struct sm_err *err)
 {
     const struct sm_repr *ir = sm_codec_chain_repr(sc->inner);
     struct par_encode pe = {.sc = sc, .in = in, .clip = clip, .pairs = raw->ptr};
     pe.nblocks =
         4 * (uint64_t)threads < sc->layout.n_inner ? 4 * (uint64_t)threads : sc->layout.n_inner;
-    pe.chunk = sm_calloc(threads, sizeof(struct sm_buf));
-    pe.enc = sm_calloc(threads, sizeof(struct sm_buf));
     pe.blocks = sm_calloc((size_t)pe.nblocks, sizeof(struct sm_buf));
-    sm_status st = pe.chunk == NULL || pe.enc == NULL || pe.blocks == NULL
-                       ? sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__,
-                                    "cannot allocate the buffers of a parallel shard encode")
-                       : SM_OK;
+    if (pe.blocks == NULL) {
+        SM_FAIL(err, SM_E_NOMEM, "cannot allocate the blocks of a parallel shard encode");
+    }
+    sm_status st = SM_OK;
+    pe.chunk[0] = chunk;
+    pe.enc[0] = enc;
     for (unsigned t = 0; t < threads && st == SM_OK; t++) {
         st = sm_scratch_worker(scratch, t, &pe.ws[t], err);
-        if (st == SM_OK) {
-            st = sm_buf_reserve(&pe.chunk[t], ir->len, err);
-            pe.chunk[t].len = ir->len;
+        struct sm_scratch_level *lv;
+        if (st == SM_OK && t > 0 && (st = sm_scratch_level(pe.ws[t], 0, &lv, err)) == SM_OK) {
+            pe.chunk[t] = &lv->aux[0];
+            pe.enc[t] = &lv->aux[1];
+            st = sm_buf_reserve(pe.chunk[t], ir->len, err);
+            pe.chunk[t]->len = ir->len;
         }
     }
     if (st == SM_OK) {
@@ -512,15 +519,9 @@ static sm_status encode_parallel(const struct sm_shard_codec *sc, struct sm_byte
         }
         st = sm_codec_append(out, pe.blocks[b].ptr, pe.blocks[b].len, err);
     }
-    for (unsigned t = 0; t < threads && pe.chunk != NULL && pe.enc != NULL; t++) {
-        sm_buf_free(&pe.chunk[t]);
-        sm_buf_free(&pe.enc[t]);
-    }
-    for (uint64_t b = 0; b < pe.nblocks && pe.blocks != NULL; b++) {
+    for (uint64_t b = 0; b < pe.nblocks; b++) {
         sm_buf_free(&pe.blocks[b]);
     }
-    sm_free(pe.chunk);
-    sm_free(pe.enc);
     sm_free(pe.blocks);
     return st;
 }
@@ -557,10 +558,12 @@ static sm_status encode_clipped(const struct sm_shard_codec *sc, struct sm_bytes
         memset(out->ptr, 0, L->index_len);
         out->len = L->index_len;
     }
-    /* a worker scratch (depth 0 of its own) never splits again: helpers get no helpers */
+    /* Helpers get no helpers: a worker scratch has no threads of its own, and a shard nested in
+     * a shard being encoded in parallel (inside the work driver's region) is encoded serially,
+     * for the workers' scratches are in use by the outer shard's threads. */
     const unsigned threads = scratch->threads;
-    if (threads > 1 && L->n_inner > 1) {
-        SM_TRY(encode_parallel(sc, in, clip, threads, raw, out, scratch, err));
+    if (threads > 1 && L->n_inner > 1 && !sm_work_in_parallel()) {
+        SM_TRY(encode_parallel(sc, in, clip, threads, chunk, enc, raw, out, scratch, err));
     } else {
         uint64_t idx[SM_MAX_DIMS] = {0};
         for (uint64_t i = 0; i < L->n_inner; i++, next_index(L, idx)) {

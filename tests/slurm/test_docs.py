@@ -1,6 +1,7 @@
 """The slurm/render lines of README.md and docs/SLURM.md work as printed (label `slurm`, `docs`).
 
-Usage: /usr/bin/python3 test_docs.py --shardmill BIN --root SOURCE_DIR --work DIR
+Usage: PYTHONPATH=tests/helpers /usr/bin/python3 test_docs.py --shardmill BIN \
+           --root SOURCE_DIR --work DIR
 
 Takes every command line (backslash continuations joined) of the ```sh blocks of README.md and
 docs/SLURM.md that runs slurm/render, and runs it unchanged with `bash -c` in a fresh copy of
@@ -22,8 +23,8 @@ import shutil
 import subprocess
 import sys
 
-passed = 0
-failed = 0
+from checks import check, summary
+
 
 SBATCH = """#!/bin/bash
 # stand-in for sbatch (test_docs.py): keeps the script, checks its syntax
@@ -35,16 +36,6 @@ if [[ $# -gt 0 ]]; then cp -- "${@: -1}" "$dir/$n.sbatch"; else cat >"$dir/$n.sb
 bash -n "$dir/$n.sbatch"
 echo "Submitted batch job $n"
 """
-
-
-def check(ok, what):
-    global passed, failed
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
-    if ok:
-        passed += 1
-    else:
-        failed += 1
-    return ok
 
 
 def render_lines(path):
@@ -143,8 +134,7 @@ def main():
                       and "#SBATCH --signal=B:TERM@" in text and "shardmill-slurm:" in text,
                       f"{doc}: {os.path.relpath(s, work)} is a shardmill batch script with "
                       "--requeue and --signal")
-    print(f"{passed} passed, {failed} failed")
-    return 1 if failed else 0
+    return summary()
 
 
 if __name__ == "__main__":

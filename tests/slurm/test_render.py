@@ -1,7 +1,8 @@
 """slurm/render without a cluster (label `slurm`): the CLI other scripts call, its directives, its
 pre-checks and its errors.
 
-Usage: /usr/bin/python3 test_render.py --shardmill BIN --render slurm/render --work DIR
+Usage: PYTHONPATH=tests/helpers /usr/bin/python3 test_render.py --shardmill BIN \
+           --render slurm/render --work DIR
 
 Checks: --help; every job type renders (scan, convert, ingest of a raw, TIFF, NIfTI and HDF5
 source, read-bench; the convert/scan aliases and the scaling array) a script that `bash -n`
@@ -31,18 +32,8 @@ import subprocess
 import sys
 from importlib.machinery import SourceFileLoader
 
-passed = 0
-failed = 0
+from checks import check, summary
 
-
-def check(ok, what):
-    global passed, failed
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
-    if ok:
-        passed += 1
-    else:
-        failed += 1
-    return ok
 
 
 def render(args, env=None):
@@ -403,47 +394,32 @@ def main():
     ]
 
     # errors: exit 2, one line, nothing written
+    CV = ["convert", "--config", "convert.yaml", "--shardmill", sm]
     bad = [
         (["nope", "--config", "convert.yaml"], "invalid choice"),
         (["convert"], "--config"),
         (["convert", "--config", "absent.yaml", "--shardmill", sm], "no such file"),
         (["convert", "--config", "convert.yaml", "--shardmill", "/nonexistent/shardmill"],
          "no such file"),
-        (["convert", "--config", "convert.yaml", "--shardmill", sm, "--ntasks", "0"],
-         "positive integer"),
-        (["convert", "--config", "convert.yaml", "--shardmill", sm, "--cpus-per-task", "x"],
-         "positive integer"),
-        (["convert", "--config", "convert.yaml", "--shardmill", sm, "--time", "1:60:00"],
-         "HH:MM:SS"),
-        (["convert", "--config", "convert.yaml", "--shardmill", sm, "--time", "90"], "HH:MM:SS"),
-        (["convert", "--config", "convert.yaml", "--shardmill", sm, "--mem", "8GB"],
-         "Slurm's syntax"),
-        (["convert", "--config", "convert.yaml", "--shardmill", sm, "--mem", "8G",
-          "--mem-per-cpu", "1G"], "not allowed with"),
-        (["convert", "--config", "convert.yaml", "--shardmill", sm, "--account", "a b"],
-         "--account"),
-        (["convert", "--config", "convert.yaml", "--shardmill", sm, "--constraint", "a b"],
-         "--constraint"),
-        (["convert", "--config", "convert.yaml", "--shardmill", sm, "--grace", "-1"],
-         "whole number"),
-        (["convert", "--config", "convert.yaml", "--shardmill", sm, "--time", "00:02:00",
-          "--grace", "120"], "not less than the time limit"),
-        (["convert", "--config", "convert.yaml", "--shardmill", sm, "--job-name", "a b"],
-         "--job-name"),
-        (["convert", "--config", "convert.yaml", "--shardmill", sm, "--partition", "a;b"],
-         "partition"),
-        (["convert", "--config", "convert.yaml", "--shardmill", sm, "--output-dir", "a b"],
-         "white space"),
-        (["convert", "--config", "convert.yaml", "--shardmill", sm, "--set", "novalue"],
-         "key.path=value"),
-        (["convert", "--config", "convert.yaml", "--shardmill", sm, "--set", "nokey=1"],
-         "unknown key"),
-        (["convert", "--config", "convert.yaml", "--shardmill", sm, "--set", "tile=[0,0]"],
-         "does not validate"),
+        (CV + ["--ntasks", "0"], "positive integer"),
+        (CV + ["--cpus-per-task", "x"], "positive integer"),
+        (CV + ["--time", "1:60:00"], "HH:MM:SS"),
+        (CV + ["--time", "90"], "HH:MM:SS"),
+        (CV + ["--mem", "8GB"], "Slurm's syntax"),
+        (CV + ["--mem", "8G", "--mem-per-cpu", "1G"], "not allowed with"),
+        (CV + ["--account", "a b"], "--account"),
+        (CV + ["--constraint", "a b"], "--constraint"),
+        (CV + ["--grace", "-1"], "whole number"),
+        (CV + ["--time", "00:02:00", "--grace", "120"], "not less than the time limit"),
+        (CV + ["--job-name", "a b"], "--job-name"),
+        (CV + ["--partition", "a;b"], "partition"),
+        (CV + ["--output-dir", "a b"], "white space"),
+        (CV + ["--set", "novalue"], "key.path=value"),
+        (CV + ["--set", "nokey=1"], "unknown key"),
+        (CV + ["--set", "tile=[0,0]"], "does not validate"),
         (["convert", "--config", "scan.yaml", "--shardmill", sm], "`scan` job"),
         (["scan", "--config", "convert.yaml", "--shardmill", sm], "`convert` job"),
-        (["convert", "--config", "convert.yaml", "--shardmill", sm, "--array", "1,2"],
-         "scaling template only"),
+        (CV + ["--array", "1,2"], "scaling template only"),
         (["scaling", "--config", "convert.yaml", "--shardmill", sm], "needs --array"),
         (["scaling", "--config", "convert.yaml", "--shardmill", sm, "--array", "1,0"],
          "at least 1"),
@@ -451,12 +427,9 @@ def main():
          "RANKS[,RANKS...]"),
         (["scaling", "--config", "convert.yaml", "--shardmill", sm, "--array", "1,8",
           "--ntasks", "4"], "largest rank count"),
-        (["convert", "--config", "convert.yaml", "--shardmill", sm, "--nodes", "4",
-          "--ntasks", "2"], "every node needs"),
-        (["convert", "--config", "convert.yaml", "--shardmill", sm, "--nodes", "1",
-          "--ntasks-per-node", "2", "--ntasks", "3"], "does not fit"),
-        (["convert", "--config", "convert.yaml", "--shardmill", sm, "-o", "logs"],
-         "is a directory"),
+        (CV + ["--nodes", "4", "--ntasks", "2"], "every node needs"),
+        (CV + ["--nodes", "1", "--ntasks-per-node", "2", "--ntasks", "3"], "does not fit"),
+        (CV + ["-o", "logs"], "is a directory"),
     ] + [(a + ["--shardmill", sm, "--output-dir", "pre", "-o", "pre/x.sbatch"], n)
          for a, n in pre]
     for args, needle in bad:
@@ -474,8 +447,7 @@ def main():
           "SHARDMILL_SRUN_MPI with a bad plugin name: exit 2")
 
     estimate_checks()
-    print(f"{passed} passed, {failed} failed")
-    return 1 if failed else 0
+    return summary()
 
 
 ARGS = None

@@ -1,7 +1,7 @@
 """shardmill through the Slurm templates on a real single-node cluster (label `slurm`).
 
-Usage: /usr/bin/python3 test_slurm.py --shardmill BIN --mpiexec MPIEXEC --render slurm/render
-                                      --work DIR
+Usage: PYTHONPATH=tests/helpers /usr/bin/python3 test_slurm.py --shardmill BIN \
+           --mpiexec MPIEXEC --render slurm/render --work DIR
 
 A private munged + slurmctld + slurmd (tests/helpers/slurm_cluster.py: own munge key and socket,
 generated slurm.conf, free ports on 127.0.0.1, state, spool, pids and logs under DIR/cluster)
@@ -47,27 +47,15 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers"))
-from file_tree import tree_files, same_tree  # noqa: E402
-from launch_env import mpi_env, plain_env, sanitizer_env  # noqa: E402
-from slurm_cluster import SlurmCluster  # noqa: E402
+from checks import check, summary
+from file_tree import tree_files, same_tree
+from launch_env import mpi_env, plain_env, sanitizer_env
+from slurm_cluster import SlurmCluster
 
 SHAPE = (40, 70, 90)
 CHUNKS = (16, 16, 16)
 JOB_TIMEOUT = 90  # seconds for one job (they take about 2 s each here)
 
-passed = 0
-failed = 0
-
-
-def check(ok, what):
-    global passed, failed
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
-    if ok:
-        passed += 1
-    else:
-        failed += 1
-    return ok
 
 
 def make_input(work):
@@ -680,8 +668,7 @@ def main():
     check(not alive and not left and not cluster.killed_leftovers,
           f"every daemon stopped by pid, nothing of the cluster left running (daemons alive "
           f"{alive}, others {left}, killed after the daemons {cluster.killed_leftovers})")
-    print(f"{passed} passed, {failed} failed ({time.monotonic() - t0:.1f} s)")
-    return 1 if failed else 0
+    return summary(f" ({time.monotonic() - t0:.1f} s)")
 
 
 ARGS = None
