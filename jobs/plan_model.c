@@ -164,9 +164,11 @@ uint64_t sm_plan_peak_rss(const struct sm_plan_mem *m, struct sm_plan_rss_parts 
         const uint64_t slots = T * SM_PLAN_MEMO_SLOTS * m->chunk_bytes;
         p.caches += min_u64(min_u64(m->memory_bytes / 8, m->rank_in_bytes), slots);
     }
-    /* per writing thread: the shard's input box, its values, the padded copy and the encoded
-     * shard (at most the values plus the codec's bound), a histogram in one pass, the decode
-     * scratch of an input chunk (decoded and encoded) and the codec contexts */
+    /* per writing thread: the shard's input box, its values, the shards of an image's aligned
+     * levels made from them (under 1/7 of the values: 1/8 + 1/64 + ...; where an edge shard's
+     * padded copy was before the clipped encode) and the encoded shard (at most the values plus
+     * the codec's bound), a histogram in one pass, the decode scratch of an input chunk (decoded
+     * and encoded) and the codec contexts */
     const uint64_t vox = m->shard_voxels;
     p.write = T * (vox * m->in_elem + 3 * vox * m->out_elem + m->hist_bytes + 2 * m->chunk_bytes +
                    m->codec_bytes);

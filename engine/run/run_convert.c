@@ -241,9 +241,10 @@ static sm_status ph_plan(void *ctx, struct sm_err *err)
     const struct sm_convert_run *p = cv->p;
     const struct sm_run_common *c = &p->c;
     const struct sm_run_hooks *hk = &p->hooks;
-    /* one pass unless percentile needs the statistics first, or an OME-Zarr image (its group
-     * document holds the provenance: written once, after the scan) */
-    cv->one_pass = p->normalize.mode != SM_RUN_NORM_PERCENTILE && p->output.ome.levels == 0;
+    /* one pass unless percentile needs the statistics first, or an OME-Zarr image of the input's
+     * values (its omero window is their p1..p99) */
+    cv->one_pass = p->normalize.mode != SM_RUN_NORM_PERCENTILE &&
+                   (p->output.ome.levels == 0 || p->normalize.mode != SM_RUN_NORM_NONE);
     struct sm_run_output o = p->output; /* the grid of the output's own type (its writer's) */
     o.dtype_set = true;
     o.dtype = cv->out_dt;
@@ -333,7 +334,7 @@ static sm_status ph_begin(void *ctx, struct sm_err *err)
     struct sm_run_omero omero;
     cv_omero(cv, &omero);
     SM_TRY(cv->oo.ome.levels != 0 ? sm_run_ome_writer(&cv->oo, nd, cv->su.shape, cv->out_dt, &omero,
-                                                      cv->attrs, &cv->w, err)
+                                                      cv->attrs, cv->spec.pending, &cv->w, err)
                                   : sm_writer_new(&cv->spec, &cv->w, err));
     bool agreed = false;
     return run_begin(cv->out, cv->w, SM_OK, &agreed, err);
@@ -356,7 +357,8 @@ static sm_status ph_pyramid(void *ctx, struct sm_err *err)
                                       .memory_bytes = c->memory_bytes,
                                       .max_chunk_bytes = c->input.max_chunk_bytes,
                                       .progress = c->progress,
-                                      .stop = c->stop};
+                                      .stop = c->stop,
+                                      .done = cv->levels_with};
     const sm_status st = sm_run_pyramid(&py, &cv->wr, err);
     cv->res->pyramid_ns = sm_clock_ns() - t0;
     return st;

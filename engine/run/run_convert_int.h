@@ -60,6 +60,8 @@ struct cv {
     bool keep_values; /* normalize none */
     uint64_t astride[SM_MAX_DIMS], ostride[SM_MAX_DIMS];
     struct cv_thread *ts;
+    unsigned levels_with; /* OME-Zarr levels written with level 0 (1: level 0 only) */
+    struct run_levels levels;
     struct sm_write_result wr;
     uint64_t t_finish;
 };

@@ -152,6 +152,16 @@ static sm_status fill_shard(void *user, int thread, uint64_t shard, const uint64
     return sm_work_run(&wk, err);
 }
 
+/* The write driver's derive callback: an OME-Zarr level's shard from the level above it. */
+static sm_status derive_shard(void *user, int thread, unsigned level,
+                              const struct sm_level_box *parent, const struct sm_level_box *child,
+                              struct sm_err *err)
+{
+    (void)thread;
+    const struct cv *cv = user;
+    return run_levels_derive(&cv->levels, level, parent, child, err);
+}
+
 /* Per-thread state: scratch and chunk memo (a Zarr input read again), one pass's statistics. */
 static sm_status threads_new(struct cv *cv, struct sm_err *err)
 {
@@ -230,9 +240,21 @@ sm_status cv_write(void *ctx, struct sm_err *err)
             return st;
         }
     }
+    /* an OME-Zarr image's levels on level 0's shard grid are made from its values in memory */
+    cv->levels_with = sm_writer_levels(cv->w) > 1 ? sm_writer_aligned_levels(cv->w) : 1;
+    run_levels_init(&cv->levels, cv->w, cv->oo.ome.method, cv->nthreads);
     const struct sm_run_progress *pg = &cv->p->c.progress;
-    const struct sm_write_job job = {s->first, s->count,   order,    cv->nthreads, fill_shard,
-                                     cv,       pg->update, pg->user, cv->p->c.stop};
+    const struct sm_write_job job = {.first = s->first,
+                                     .count = s->count,
+                                     .list = order,
+                                     .threads = cv->nthreads,
+                                     .fill = fill_shard,
+                                     .user = cv,
+                                     .progress = pg->update,
+                                     .progress_user = pg->user,
+                                     .stop = cv->p->c.stop,
+                                     .levels = cv->levels_with,
+                                     .derive = derive_shard};
     const sm_status st = sm_write_shards(cv->w, cv->out, &job, &cv->wr, err);
     sm_free(order);
     return st;
@@ -285,9 +307,16 @@ sm_status cv_statistics(void *ctx, struct sm_err *err)
     json_decref(cv->attrs);
     cv->attrs = cv_provenance(cv, r);
     run_provenance_spacing(cv->attrs, &cv->oo.ome, cv->m->ndim); /* as the begun one has it */
-    SM_TRY(sm_run_output_spec(&cv->p->output, cv->m->ndim, cv->su.shape, cv->out_dt, cv->attrs,
-                              &cv->spec, err));
-    SM_TRY(sm_writer_new(&cv->spec, &cv->w_final, err));
+    if (cv->oo.ome.levels != 0) { /* an OME-Zarr image: its group document holds them */
+        struct sm_run_omero omero;
+        cv_omero(cv, &omero);
+        SM_TRY(sm_run_ome_writer(&cv->oo, cv->m->ndim, cv->su.shape, cv->out_dt, &omero, cv->attrs,
+                                 CV_PENDING_ATTR, &cv->w_final, err));
+    } else {
+        SM_TRY(sm_run_output_spec(&cv->p->output, cv->m->ndim, cv->su.shape, cv->out_dt, cv->attrs,
+                                  &cv->spec, err));
+        SM_TRY(sm_writer_new(&cv->spec, &cv->w_final, err));
+    }
     SM_TRY(sm_output_restate(cv->out, cv->w_final, cv->rank == 0, err));
     cv->final = cv->w_final;
     return SM_OK;

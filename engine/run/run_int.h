@@ -32,6 +32,24 @@ sm_status run_reduce_timings(struct sm_run_result *res, struct sm_err *err);
  * peak so far) over ranks (collective; run_result.c). */
 sm_status run_reduce_usage(struct sm_run_result *res, struct sm_err *err);
 
+/* The levels of an OME-Zarr group written with level 0 (sm_write_job.levels, run_pyramid.c):
+ * each level's block per axis (2 where it halves the axis, 1 elsewhere; 2-D padded to z = 1) and
+ * the method (SPEC §5.9). */
+struct run_levels {
+    enum sm_dtype dtype;
+    unsigned nd;
+    bool nearest;
+    int threads; /* a shard derived outside a parallel region is cut over these */
+    uint64_t block[SM_MAX_LEVELS][3];
+};
+void run_levels_init(struct run_levels *rl, const struct sm_writer *w,
+                     enum sm_run_ome_method method, int threads);
+/* Level `level`'s values of a shard from level-1's (the write driver's derive): exactly the
+ * read-back pyramid's values for that box. SM_E_INTERNAL if the boxes do not match. */
+sm_status run_levels_derive(const struct run_levels *rl, unsigned level,
+                            const struct sm_level_box *parent, const struct sm_level_box *child,
+                            struct sm_err *err);
+
 /* Phase export of a convert with p->export.path (run_export.c), after the flush agreement and
  * before the marker: every rank writes its block of the output f describes into the HDF5 file.
  * Collective; the status is the same on every rank, except when sm_par_stuck() is true after it:

@@ -98,6 +98,34 @@ void sm_run_ome_factors(const struct sm_run_ome *ome, unsigned nd, const uint64_
     }
 }
 
+/* The smallest shard (in bytes of values) an aligned level may have: level 0's automatic shards
+ * hold 32-64 MiB, so two halvings of every axis (three of two axes) stay aligned; deeper levels
+ * get layouts of their own instead of as many tiny shards as level 0 has large ones. */
+#define ALIGNED_MIN_BYTES (SM_AUTO_SHARD_TARGET / 64)
+
+/* Level k's layout on level 0's shard grid (sm_writer_aligned_levels), f its factor per axis:
+ * level 0's shard divided by f, the inner chunk kept where it divides that shard (else the shard
+ * is one chunk). False when level 0's shard does not divide by f on an axis it splits, or when
+ * the shard would hold less than ALIGNED_MIN_BYTES while level 0 has more than one. */
+static bool aligned_layout(const struct sm_output_spec *l0, const uint64_t *f,
+                           struct sm_output_spec *lk)
+{
+    uint64_t voxels = 1;
+    bool one = true;
+    for (unsigned d = 0; d < l0->ndim; d++) {
+        const bool split = l0->shard[d] < l0->shape[d];
+        if (split && l0->shard[d] % f[d] != 0) {
+            return false;
+        }
+        const uint64_t sh = (l0->shard[d] + f[d] - 1) / f[d];
+        lk->shard[d] = sh;
+        lk->chunk[d] = sh % l0->chunk[d] == 0 ? l0->chunk[d] : sh;
+        voxels *= sh;
+        one = one && !split;
+    }
+    return one || voxels * sm_dtype_size(l0->dtype) >= ALIGNED_MIN_BYTES;
+}
+
 sm_status sm_run_ome_levels(const struct sm_run_output *o, unsigned nd, const uint64_t *shape,
                             enum sm_dtype dtype, struct sm_output_spec *levels, unsigned *nlevels,
                             struct sm_err *err)
@@ -122,9 +150,17 @@ sm_status sm_run_ome_levels(const struct sm_run_output *o, unsigned nd, const ui
     for (unsigned d = 0; d < nd; d++) {
         f[d] = 1;
     }
+    /* automatic shards: the levels on level 0's grid while they can be (one pass), then each
+     * level its own automatic layout (read back from the level above) */
+    bool aligned = !o->shard.set;
     for (unsigned k = 0; k < n; k++) {
         SM_TRY(sm_run_output_spec(o, nd, cur, dtype, NULL, &levels[k], err));
         levels[k].dimension_names = true;
+        if (k > 0 && aligned) {
+            struct sm_output_spec a = levels[k];
+            aligned = aligned_layout(&levels[0], f, &a);
+            levels[k] = aligned ? a : levels[k];
+        }
         next_level(&o->ome, nd, cur, f);
     }
     *nlevels = n;
@@ -231,7 +267,8 @@ json_t *sm_run_ome_attrs(const struct sm_run_ome *ome, unsigned nd, const uint64
 
 sm_status sm_run_ome_writer(const struct sm_run_output *o, unsigned nd, const uint64_t *shape,
                             enum sm_dtype dtype, const struct sm_run_omero *omero,
-                            const json_t *attrs, struct sm_writer **w, struct sm_err *err)
+                            const json_t *attrs, const char *pending, struct sm_writer **w,
+                            struct sm_err *err)
 {
     *w = NULL;
     struct sm_output_spec *levels = sm_calloc(SM_MAX_LEVELS, sizeof(*levels));
@@ -248,6 +285,7 @@ sm_status sm_run_ome_writer(const struct sm_run_output *o, unsigned nd, const ui
         }
     }
     if (st == SM_OK) {
+        levels[0].pending = pending; /* the group's */
         st = sm_writer_new_group(levels, n, group, w, err);
     }
     json_decref(group);

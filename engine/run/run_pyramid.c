@@ -1,13 +1,16 @@
-/* The pyramid phase of an OME-Zarr output (SPEC §2 "OME-Zarr output"), which a run calls after
- * level 0 is written and flushed by every rank and before the completion marker. Level k+1
- * halves some axes of level k (run_ome.c says which; size ceil(n/2)); each of its values is made
- * from the block of level k it covers (2 voxels on a halved axis, 1 on the others, fewer at the
- * edge): `mean` sums their float32 values in float64 in C order of the block, divides by their
- * count and rounds once to the output type (round-half-to-even for integers); `nearest` takes the
- * block's first value in C order.
- * Invariant: a level-k+1 shard depends only on the level-k values it covers, read back from the
- * output through array/, so the bytes are the same for any ranks x threads; no rank holds more
- * than one slab of the parent region per thread. See docs/internals/pyramid.md. */
+/* The levels >= 1 of an OME-Zarr output (SPEC §2.6, §5.9). Level k+1 halves some axes of level k
+ * (run_ome.c says which; size ceil(n/2)); each of its values is made from the block of level k it
+ * covers (2 voxels on a halved axis, 1 on the others, fewer at the edge): `mean` sums their
+ * float32 values in float64 in C order of the block, divides by their count and rounds once to
+ * the output type (round-half-to-even for integers); `nearest` takes the block's first value in
+ * C order. Two ways, the same values:
+ * - aligned levels (level 0's shard grid): run_levels_derive makes a shard from the same shard of
+ *   the level above while it is in memory, for the write driver (sm_write_job.levels);
+ * - the others (sm_run_pyramid, a phase after level 0 and the aligned levels are flushed): each
+ *   shard from the level above read back from the output through array/, slab by slab, so no
+ *   rank holds more than one slab of the parent per thread.
+ * Invariant: a level-k+1 shard depends only on the level-k values it covers, so the bytes are
+ * the same for any ranks x threads. See docs/internals/pyramid.md. */
 #include "run_int.h"
 
 #include <math.h>
@@ -17,6 +20,7 @@
 #include "shardmill/alloc.h"
 #include "shardmill/clock.h"
 #include "shardmill/par.h"
+#include "shardmill/work.h"
 
 /* ---- the pyramid ---- */
 
@@ -249,6 +253,99 @@ static void reduce_slab(const struct pyramid *py, const uint8_t *slab, const uin
     }
 }
 
+/* ---- levels written with level 0 ---- */
+
+void run_levels_init(struct run_levels *rl, const struct sm_writer *w,
+                     enum sm_run_ome_method method, int threads)
+{
+    memset(rl, 0, sizeof(*rl));
+    const struct sm_array_meta *m0 = sm_writer_meta(sm_writer_level(w, 0));
+    rl->dtype = m0->dtype;
+    rl->nd = m0->ndim;
+    rl->nearest = method == SM_RUN_OME_NEAREST;
+    rl->threads = threads;
+    const unsigned pad = 3 - rl->nd;
+    for (unsigned k = 1; k < sm_writer_levels(w) && k < SM_MAX_LEVELS; k++) {
+        const struct sm_array_meta *pm = sm_writer_meta(sm_writer_level(w, k - 1));
+        const struct sm_array_meta *lm = sm_writer_meta(sm_writer_level(w, k));
+        for (unsigned d = 0; d < 3; d++) {
+            rl->block[k][d] = d >= pad && lm->shape[d - pad] < pm->shape[d - pad] ? 2 : 1;
+        }
+    }
+}
+
+/* One shard's derive cut into runs of output planes (axis 0 after padding), one per item. */
+struct derive_cut {
+    const struct pyramid *py;
+    const uint8_t *parent;
+    uint64_t ps[3], os[3], parts;
+    uint8_t *child;
+};
+
+static void derive_planes(const struct derive_cut *dc, uint64_t z0, uint64_t nz)
+{
+    const struct pyramid *py = dc->py;
+    const uint64_t first = py->block[0] * z0; /* the first parent plane of output plane z0 */
+    const uint64_t ps[3] = {dc->ps[0] - first < py->block[0] * nz ? dc->ps[0] - first
+                                                                  : py->block[0] * nz,
+                            dc->ps[1], dc->ps[2]};
+    const uint8_t *slab = dc->parent + first * dc->ps[1] * dc->ps[2] * py->elem;
+    reduce_slab(py, slab, ps, dc->os, z0, nz, dc->child);
+}
+
+static sm_status derive_part(void *user, int thread, uint64_t k, uint64_t *bytes,
+                             struct sm_err *err)
+{
+    (void)thread;
+    (void)bytes;
+    (void)err;
+    const struct derive_cut *dc = user;
+    const uint64_t a = dc->os[0] * k / dc->parts, b = dc->os[0] * (k + 1) / dc->parts;
+    if (b > a) {
+        derive_planes(dc, a, b - a);
+    }
+    return SM_OK;
+}
+
+sm_status run_levels_derive(const struct run_levels *rl, unsigned level,
+                            const struct sm_level_box *parent, const struct sm_level_box *child,
+                            struct sm_err *err)
+{
+    struct pyramid py = {
+        .dt = rl->dtype, .elem = sm_dtype_size(rl->dtype), .nd = rl->nd, .nearest = rl->nearest};
+    struct derive_cut dc = {.py = &py, .parent = parent->data, .child = child->data};
+    const unsigned pad = 3 - rl->nd;
+    for (unsigned d = 0; d < 3; d++) {
+        py.block[d] = level < SM_MAX_LEVELS ? rl->block[level][d] : 1;
+        dc.ps[d] = d < pad ? 1 : parent->shape[d - pad];
+        dc.os[d] = d < pad ? 1 : child->shape[d - pad];
+        const uint64_t po = d < pad ? 0 : parent->offset[d - pad];
+        const uint64_t co = d < pad ? 0 : child->offset[d - pad];
+        /* the parent box is the child's blocks, clipped to the parent level */
+        if (po != co * py.block[d] || dc.ps[d] > dc.os[d] * py.block[d] ||
+            dc.ps[d] <= (dc.os[d] - 1) * py.block[d]) {
+            SM_FAIL(err, SM_E_INTERNAL, "level %u shard box does not match its parent's", level);
+        }
+    }
+    if (parent->len != dc.ps[0] * dc.ps[1] * dc.ps[2] * py.elem ||
+        child->len != dc.os[0] * dc.os[1] * dc.os[2] * py.elem) {
+        SM_FAIL(err, SM_E_INTERNAL, "level %u shard buffers of %zu and %zu bytes", level,
+                parent->len, child->len);
+    }
+    /* a shard derived outside a parallel region (the driver's one-shard mode) uses every thread */
+    const uint64_t parts = (uint64_t)(rl->threads > 1 ? rl->threads : 1);
+    if (parts > 1 && dc.os[0] > 1 && !sm_work_in_parallel()) {
+        dc.parts = dc.os[0] < parts ? dc.os[0] : parts;
+        const struct sm_work wk = {
+            .count = dc.parts, .threads = rl->threads, .item = derive_part, .user = &dc};
+        return sm_work_run(&wk, err);
+    }
+    derive_planes(&dc, 0, dc.os[0]);
+    return SM_OK;
+}
+
+/* ---- levels read back ---- */
+
 /* The write driver's fill callback: a level-k shard from the level-(k-1) values it covers. */
 static sm_status fill_level(void *user, int thread, uint64_t shard, const uint64_t *offset,
                             const uint64_t *shape, void *data, size_t len, struct sm_err *err)
@@ -364,7 +461,7 @@ sm_status sm_run_pyramid(const struct sm_run_pyramid *p, struct sm_write_result 
         st = sm_store_file_open(sm_output_path(p->output), &store, err);
     }
     st = sm_par_agree(st, err);
-    for (unsigned k = 1; st == SM_OK && k < nlev; k++) {
+    for (unsigned k = p->done > 1 ? p->done : 1; st == SM_OK && k < nlev; k++) {
         const struct sm_writer *lw = sm_writer_level(w, k), *pw = sm_writer_level(w, k - 1);
         const struct sm_array_meta *pm = sm_writer_meta(pw), *lm = sm_writer_meta(lw);
         py.dt = pm->dtype;
@@ -383,15 +480,14 @@ sm_status sm_run_pyramid(const struct sm_run_pyramid *p, struct sm_write_result 
         run_progress_begin(&p->progress, "pyramid", "shards", sm_writer_nshards(lw));
         struct sm_write_result r = {0};
         if (st == SM_OK) {
-            const struct sm_write_job job = {sm_writer_level_first(w, k) + first,
-                                             count,
-                                             NULL,
-                                             threads,
-                                             fill_level,
-                                             &py,
-                                             p->progress.update,
-                                             p->progress.user,
-                                             p->stop};
+            const struct sm_write_job job = {.first = sm_writer_level_first(w, k) + first,
+                                             .count = count,
+                                             .threads = threads,
+                                             .fill = fill_level,
+                                             .user = &py,
+                                             .progress = p->progress.update,
+                                             .progress_user = p->progress.user,
+                                             .stop = p->stop};
             st = sm_write_shards(w, p->output, &job, &r, err);
         }
         run_progress_end(&p->progress, st == SM_OK);

@@ -15,7 +15,7 @@
 
 struct worker {
     struct sm_write_scratch *ws;
-    uint8_t *values;
+    uint8_t **values; /* one shard's values per level written (job.levels, at least 1) */
     struct sm_buf enc;
     uint64_t written, kept, bytes, fill_ns, encode_ns, write_ns;
 };
@@ -24,6 +24,7 @@ struct drive {
     const struct sm_writer *w;
     struct sm_output *o;
     const struct sm_write_job *job;
+    unsigned levels; /* written per job shard: level 0 and the derived ones */
     struct worker *wks;
 };
 
@@ -32,47 +33,51 @@ int sm_write_default_threads(void)
     return sm_work_default_threads();
 }
 
-static void worker_destroy(struct worker *wk)
+static void worker_destroy(struct worker *wk, unsigned levels)
 {
     sm_write_scratch_free(wk->ws);
+    for (unsigned k = 0; wk->values != NULL && k < levels; k++) {
+        sm_free(wk->values[k]);
+    }
     sm_free(wk->values);
     sm_buf_free(&wk->enc);
 }
 
-static sm_status worker_init(struct worker *wk, size_t values, struct sm_err *err)
+/* Level k's shard buffer: the largest shard of any level for level 0 (a group's read-back
+ * levels run their shards through it too), level k's own for a derived level. */
+static size_t level_bytes(const struct sm_writer *w, unsigned k)
+{
+    return k == 0 ? w->obj_bytes : w->lv[k]->obj_bytes;
+}
+
+static sm_status worker_init(struct worker *wk, const struct sm_writer *w, unsigned levels,
+                             struct sm_err *err)
 {
     memset(wk, 0, sizeof(*wk));
     SM_TRY(sm_write_scratch_new(&wk->ws, err));
-    wk->values = sm_malloc(values == 0 ? 1 : values);
+    wk->values = sm_calloc(levels, sizeof(*wk->values));
     if (wk->values == NULL) {
-        SM_FAIL(err, SM_E_NOMEM, "cannot allocate a %zu-byte shard buffer", values);
+        SM_FAIL(err, SM_E_NOMEM, "cannot allocate %u shard buffers", levels);
+    }
+    for (unsigned k = 0; k < levels; k++) {
+        const size_t n = level_bytes(w, k);
+        wk->values[k] = sm_malloc(n == 0 ? 1 : n);
+        if (wk->values[k] == NULL) {
+            SM_FAIL(err, SM_E_NOMEM, "cannot allocate a %zu-byte shard buffer", n);
+        }
     }
     return SM_OK;
 }
 
-/* One shard: resume check, fill, then keep (resume: the file matches its record and the values
- * their digest) or encode and put. */
-static sm_status one_shard(void *user, int thread, uint64_t item, uint64_t *bytes,
-                           struct sm_err *err)
+/* A filled (or derived) shard: kept (resume: the file matches its record and the values their
+ * digest) or encoded and put; *bytes grows by what was put. */
+static sm_status keep_or_put(const struct drive *dr, struct worker *wk, uint64_t shard,
+                             const uint8_t *values, size_t len, uint64_t *bytes, struct sm_err *err)
 {
-    const struct drive *dr = user;
-    const struct sm_writer *w = dr->w;
-    const struct sm_write_job *job = dr->job;
-    struct worker *wk = &dr->wks[thread];
-    const uint64_t shard = job->list != NULL ? job->list[item] : job->first + item;
     bool need;
     uint64_t was;
     SM_TRY(sm_output_shard_needed(dr->o, shard, &need, &was, err));
-    uint64_t off[SM_MAX_DIMS], shape[SM_MAX_DIMS];
-    sm_writer_shard_box(w, shard, off, shape);
-    const size_t len = sm_writer_shard_bytes(w, shard);
-    uint64_t t0 = sm_clock_ns();
-    /* a kept shard is filled too: its values are what binds the file to this run's input, and
-     * the caller's statistics and checksums cover the whole output */
-    SM_TRY(job->fill(job->user, thread, shard, off, shape, wk->values, len, err));
-    const uint64_t digest = sm_write_values_digest(wk->values, len);
-    uint64_t t1 = sm_clock_ns();
-    wk->fill_ns += t1 - t0;
+    const uint64_t digest = sm_write_values_digest(values, len);
     if (!need) {
         const bool same = was != 0 && was == digest; /* 0: a record without a digest */
         sm_output_shard_kept(dr->o, shard, same);
@@ -81,14 +86,69 @@ static sm_status one_shard(void *user, int thread, uint64_t item, uint64_t *byte
             return SM_OK;
         }
     }
-    SM_TRY(sm_writer_encode_shard(w, shard, sm_bytes_of(wk->values, len), &wk->enc, wk->ws, err));
-    t0 = sm_clock_ns();
-    wk->encode_ns += t0 - t1;
+    uint64_t t0 = sm_clock_ns();
+    SM_TRY(sm_writer_encode_shard(dr->w, shard, sm_bytes_of(values, len), &wk->enc, wk->ws, err));
+    const uint64_t t1 = sm_clock_ns();
+    wk->encode_ns += t1 - t0;
     SM_TRY(sm_output_put_shard(dr->o, shard, sm_buf_bytes(&wk->enc), digest, err));
-    wk->write_ns += sm_clock_ns() - t0;
+    wk->write_ns += sm_clock_ns() - t1;
     wk->written++;
     wk->bytes += wk->enc.len;
-    *bytes = wk->enc.len;
+    *bytes += wk->enc.len;
+    return SM_OK;
+}
+
+/* One job shard: filled, kept or put; then each derived level's shard of it from the level
+ * above, kept or put. A kept shard is filled too: its values are what binds the file to this
+ * run's input, and the caller's statistics and checksums cover the whole output. */
+static sm_status one_shard(void *user, int thread, uint64_t item, uint64_t *bytes,
+                           struct sm_err *err)
+{
+    const struct drive *dr = user;
+    const struct sm_writer *w = dr->w;
+    const struct sm_write_job *job = dr->job;
+    struct worker *wk = &dr->wks[thread];
+    const uint64_t shard = job->list != NULL ? job->list[item] : job->first + item;
+    uint64_t off[2][SM_MAX_DIMS], shape[2][SM_MAX_DIMS];
+    sm_writer_shard_box(w, shard, off[0], shape[0]);
+    struct sm_level_box up = {off[0], shape[0], wk->values[0], sm_writer_shard_bytes(w, shard)};
+    uint64_t t0 = sm_clock_ns();
+    SM_TRY(job->fill(job->user, thread, shard, up.offset, up.shape, up.data, up.len, err));
+    wk->fill_ns += sm_clock_ns() - t0;
+    *bytes = 0;
+    SM_TRY(keep_or_put(dr, wk, shard, up.data, up.len, bytes, err));
+    for (unsigned k = 1; k < dr->levels; k++) {
+        const uint64_t s = sm_writer_level_first(w, k) + shard; /* level 0's shards come first */
+        sm_writer_shard_box(w, s, off[k % 2], shape[k % 2]);
+        struct sm_level_box down = {off[k % 2], shape[k % 2], wk->values[k],
+                                    sm_writer_shard_bytes(w, s)};
+        t0 = sm_clock_ns();
+        SM_TRY(job->derive(job->user, thread, k, &up, &down, err));
+        wk->fill_ns += sm_clock_ns() - t0;
+        SM_TRY(keep_or_put(dr, wk, s, down.data, down.len, bytes, err));
+        up = down;
+    }
+    return SM_OK;
+}
+
+/* The derived levels of a job: checked against the writer (a caller's mistake, not the data's). */
+static sm_status job_levels(const struct sm_writer *w, const struct sm_write_job *job,
+                            unsigned *levels, struct sm_err *err)
+{
+    *levels = job->levels > 1 ? job->levels : 1;
+    if (*levels == 1) {
+        return SM_OK;
+    }
+    if (job->derive == NULL || *levels > sm_writer_aligned_levels(w)) {
+        SM_FAIL(err, SM_E_INTERNAL, "%u levels written together, %u aligned", *levels,
+                sm_writer_aligned_levels(w));
+    }
+    for (uint64_t k = 0; k < job->count; k++) {
+        const uint64_t s = job->list != NULL ? job->list[k] : job->first + k;
+        if (s >= w->lv_base[1]) {
+            SM_FAIL(err, SM_E_INTERNAL, "shard %" PRIu64 " is not level 0's", s);
+        }
+    }
     return SM_OK;
 }
 
@@ -108,19 +168,21 @@ sm_status sm_write_shards(const struct sm_writer *w, struct sm_output *o,
                     job->list[k], w->nshards);
         }
     }
+    unsigned levels;
+    SM_TRY(job_levels(w, job, &levels, err));
     const int threads = job->threads > 0 ? job->threads : sm_write_default_threads();
     /* Fewer shards than threads (a small volume in 32-64 MiB shards is one shard): one shard at a
      * time on this thread, outside any parallel region, so the input read of its fill and the
      * encode of its inner chunks use every thread instead. */
     const bool inner = threads > 1 && count < (uint64_t)threads;
     const int nthreads = inner ? 1 : threads;
-    struct drive dr = {w, o, job, sm_calloc((size_t)nthreads, sizeof(struct worker))};
+    struct drive dr = {w, o, job, levels, sm_calloc((size_t)nthreads, sizeof(struct worker))};
     if (dr.wks == NULL) {
         SM_FAIL(err, SM_E_NOMEM, "cannot allocate %d workers", nthreads);
     }
     sm_status st = SM_OK;
     for (int i = 0; i < nthreads && st == SM_OK; i++) {
-        st = worker_init(&dr.wks[i], w->obj_bytes, err);
+        st = worker_init(&dr.wks[i], w, levels, err);
     }
     if (st == SM_OK) {
         if (inner) {
@@ -143,7 +205,7 @@ sm_status sm_write_shards(const struct sm_writer *w, struct sm_output *o,
         res->fill_ns += dr.wks[i].fill_ns;
         res->encode_ns += dr.wks[i].encode_ns;
         res->write_ns += dr.wks[i].write_ns;
-        worker_destroy(&dr.wks[i]);
+        worker_destroy(&dr.wks[i], levels);
     }
     sm_free(dr.wks);
     return st;

@@ -408,6 +408,38 @@ const struct sm_writer *sm_writer_level(const struct sm_writer *w, unsigned k)
     return w->nlevels > 0 ? (k < w->nlevels ? w->lv[k] : NULL) : (k == 0 ? w : NULL);
 }
 
+/* Level k's shard grid is level 0's, box for box: on every axis the same number of shards, and
+ * either one shard or level 0's shard f times level k's, f the axis' factor so far (2 per level
+ * that halved it: extent ceil(n/2)). */
+static bool level_aligned(const struct sm_writer *w, unsigned k, uint64_t *f)
+{
+    const struct sm_writer *l0 = w->lv[0], *lk = w->lv[k], *up = w->lv[k - 1];
+    for (unsigned d = 0; d < w->ndim; d++) {
+        const uint64_t n = up->spec.shape[d];
+        if (lk->spec.shape[d] != n && lk->spec.shape[d] != (n + 1) / 2) {
+            return false;
+        }
+        f[d] *= lk->spec.shape[d] < n ? 2 : 1;
+        if (lk->grid[d] != l0->grid[d] || (l0->grid[d] > 1 && l0->obj[d] != lk->obj[d] * f[d])) {
+            return false;
+        }
+    }
+    return true;
+}
+
+unsigned sm_writer_aligned_levels(const struct sm_writer *w)
+{
+    uint64_t f[SM_MAX_DIMS];
+    for (unsigned d = 0; d < SM_MAX_DIMS; d++) {
+        f[d] = 1;
+    }
+    unsigned n = 1;
+    while (n < w->nlevels && level_aligned(w, n, f)) {
+        n++;
+    }
+    return n;
+}
+
 uint64_t sm_writer_level_first(const struct sm_writer *w, unsigned k)
 {
     return w->nlevels > 0 && k <= w->nlevels ? w->lv_base[k] : 0;

@@ -26,6 +26,10 @@ Cases:
             none with a histogram (the input's p1/p99 by NumPy) and without (the type's range).
   checker   the OME-NGFF 0.5 checker (tests/helpers/ome_ngff_check.py) passes a conformant image
             and names each rule broken in a mutated copy.
+  aligned   the one-pass pyramid: automatic shards, 136x264x264 float32 in 1x2x3 level-0 shards;
+            levels 1-2 on level 0's grid (made while it is written), 3-4 their own (read back);
+            every level == the NumPy mean; 1 and 2 threads and 2 ranks byte-identical; one read
+            of each input chunk; a damaged aligned and read-back shard rewritten by resume.
 Every OME output a case writes is checked by tests/helpers/ome_ngff_check.py.
 Usage: test_convert_ome.py --shardmill BIN --node NODE --work DIR --case CASE [--mpiexec BIN]
 """
@@ -749,6 +753,88 @@ def case_checker(c, args, work):
             cc.describe(r))
 
 
+ALIGNED = (136, 264, 264)  # float32: level 0 in 1 x 2 x 3 automatic shards of 256 x 256 x 128
+
+
+def aligned_job(path, inp, out, threads=2):
+    cfg = {"job": "convert", "input": {"store": inp},
+           "normalize": {"mode": "scale", "divisor": DIVISOR},
+           "output": {"path": out, "ome": {"levels": 5, "downsample": "all"}},
+           "parallel": {"threads": threads}, "progress": False}
+    return cc.write_config(path, cfg)
+
+
+def case_aligned(c, args, work):
+    """The one-pass pyramid (docs/internals/pyramid.md "One pass"): with automatic shards the
+    levels whose shards stay >= 512 KiB share level 0's shard grid and are made from its values
+    in memory while it is written; the deeper ones get their own layout and are read back. Every
+    level equals the SPEC 5.9 mean computed by NumPy from level 0, whatever the threads and
+    ranks; a damaged shard of each kind is rewritten by resume."""
+    import zarr
+    inp = os.path.join(work, "in.zarr")
+    a = np.random.default_rng(21).integers(0, 4096, ALIGNED).astype(np.uint16)
+    zarr.open(inp, mode="w", shape=ALIGNED, chunks=(64, 64, 64), dtype="uint16")[:] = a
+    plan = ome_levels(list(ALIGNED), [1.0, 1.0, 1.0], 5, mode="all")
+    refs = pyramid(a.astype(np.float32) / np.float32(DIVISOR), plan)
+    trees = []
+    for threads in (2, 1):
+        d = cc.fresh_dir(os.path.join(work, f"t{threads}"))
+        rep = os.path.join(d, "rep.json")
+        cfg = aligned_job(os.path.join(d, "job.yaml"), inp, "out.zarr", threads=threads)
+        r = cc.run([args.shardmill, "run", cfg, "--report", rep], cwd=d, env=plain_env())
+        if not c.check(f"{threads} threads: exits 0", r.returncode == 0, cc.describe(r)):
+            return
+        trees.append((f"{threads} threads", os.path.join(d, "out.zarr"), json.load(open(rep))))
+    if args.mpiexec:
+        d = cc.fresh_dir(os.path.join(work, "n2"))
+        cfg = aligned_job(os.path.join(d, "job.yaml"), inp, "out.zarr", threads=1)
+        cmd = [args.mpiexec, "--oversubscribe", "-np", "2", args.shardmill, "run", cfg]
+        r = cc.run(cmd, cwd=d, env=mpi_env(), timeout=120)
+        c.check("mpirun -n 2 exits 0", r.returncode == 0, cc.describe(r))
+        trees.append(("2 ranks", os.path.join(d, "out.zarr"), None))
+    _, out, rep = trees[0]
+    shards = []
+    for k in range(5):
+        meta = json.load(open(os.path.join(out, str(k), "zarr.json")))
+        shards.append(meta["chunk_grid"]["configuration"]["chunk_shape"])
+        got = cc.spec_decode(os.path.join(out, str(k)))
+        c.check(f"level {k} {list(got.shape)} == the NumPy mean of level {k - 1}" if k else
+                "level 0 == the input / divisor", cc.same_bits(got, refs[k]),
+                cc.first_diff(got, refs[k]))
+    inner = [json.load(open(os.path.join(out, str(k), "zarr.json")))["codecs"][0]
+             ["configuration"]["chunk_shape"] for k in range(5)]
+    c.check("levels 0-2 on level 0's shard grid (256x256x128 / 2^k), levels 3-4 their own",
+            shards == [[256, 256, 128], [128, 128, 64], [64, 64, 32], [17, 33, 33], [9, 17, 17]]
+            and inner[:3] == [[64, 64, 64], [64, 64, 64], [64, 64, 32]], (shards, inner))
+    wrote = (rep or {}).get("output", {}).get("shards")
+    c.check("3 x 6 aligned shards + 2 read-back shards written", wrote == 20, wrote)
+    # one pass: each of the 3 x 5 x 5 input chunks read once, the statistics restated after
+    reads = rep.get("io", {}).get("requests", {}).get("payload")
+    c.check("one pass: 75 input chunk reads for 75 chunks", reads == 75, reads)
+    pv = json.load(open(os.path.join(out, "zarr.json")))["attributes"].get("shardmill", {})
+    c.check("the group's provenance restated with the histogram",
+            pv.get("histogram", {}).get("voxels") == a.size, pv.get("histogram"))
+    check_marker_levels(c, out, 5)
+    for label, t, _ in trees[1:]:
+        diffs = cc.tree_diff(out, t)
+        c.check(f"{label} tree == 2 threads tree, byte for byte", not diffs, diffs[:6])
+    bad = ngff.check_image(out)
+    c.check("the image keeps the OME-NGFF 0.5 rules", not bad, bad[:4])
+    # damage an aligned level-1 shard and the read-back level-3 shard: resume rewrites both
+    d = os.path.join(work, "t1")
+    for key in ("1/c/0/1/2", "3/c/0/0/0"):
+        with open(os.path.join(d, "out.zarr", *key.split("/")), "r+b") as f:
+            f.truncate(100)
+    cfg = os.path.join(d, "job.yaml")
+    rep = os.path.join(d, "resume.json")
+    r = cc.run([args.shardmill, "run", cfg, "--set", "output.exists=resume", "--report", rep],
+               cwd=d, env=plain_env())
+    written = json.load(open(rep)).get("output", {}).get("written") if r.returncode == 0 else r
+    c.check("resume rewrote exactly the two damaged shards", written == 2, written)
+    diffs = cc.tree_diff(out, os.path.join(d, "out.zarr"))
+    c.check("resumed tree == clean tree, byte for byte", not diffs, diffs[:6])
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shardmill", required=True)
@@ -758,7 +844,8 @@ def main():
     ap.add_argument("--ranks", default="2,3", help="mpirun -n values of the identity case")
     cases = {"levels": case_levels, "identity": case_identity, "resume": case_resume,
              "spacing": case_spacing, "ingest": case_ingest, "anisotropic": case_anisotropic,
-             "nearest": case_nearest, "omero": case_omero, "checker": case_checker}
+             "nearest": case_nearest, "omero": case_omero, "checker": case_checker,
+             "aligned": case_aligned}
     ap.add_argument("--case", required=True, choices=sorted(cases))
     args = ap.parse_args()
     work = cc.fresh_dir(os.path.join(args.work, args.case))

@@ -470,10 +470,13 @@ struct sm_run_omero {
 };
 /* The group writer (sm_writer_new_group) of the OME-Zarr image output.ome asks for, whose level 0
  * has `shape` and `dtype`; its attributes are the OME metadata (o->ome: spacing, origin, unit;
- * omero, may be NULL) plus the members of `attrs` (the provenance). Errors as sm_run_ome_levels. */
+ * omero, may be NULL) plus the members of `attrs` (the provenance); `pending` (NULL or a
+ * "member/key" of them, sm_output_spec.pending) is left out of resume's comparison of the group
+ * document until sm_output_restate puts the final one. Errors as sm_run_ome_levels. */
 sm_status sm_run_ome_writer(const struct sm_run_output *o, unsigned nd, const uint64_t *shape,
                             enum sm_dtype dtype, const struct sm_run_omero *omero,
-                            const struct json_t *attrs, struct sm_writer **w, struct sm_err *err);
+                            const struct json_t *attrs, const char *pending, struct sm_writer **w,
+                            struct sm_err *err);
 /* The group attributes of an OME-Zarr image of `nlevels` levels whose level 0 has `shape`:
  * {"ome": {"version": "0.5", "multiscales": [{"name", "axes", "datasets" with scale (and
  * translation) per level, "type": "mean" | "nearest", "metadata": {"method": "shardmill.mean" |
@@ -483,12 +486,13 @@ struct json_t *sm_run_ome_attrs(const struct sm_run_ome *ome, unsigned nd, const
                                 unsigned nlevels, const struct sm_run_omero *omero,
                                 const struct json_t *extra);
 /* The pyramid of a group writer whose level 0 every rank wrote and flushed (collective): for
- * k = 1 .. levels-1, each rank its block of level k's shards, each shard the mean (SPEC §2) of
- * the level-(k-1) values it covers, read back from the output through array/ slab by slab (no
- * whole-volume buffer; the slabs of all threads stay within half of memory_bytes where a slab of
- * two planes allows), OpenMP threads over shards; then every rank flushes and agrees before the
- * next level. Byte-identical for any ranks x threads. SM_E_STOPPED on a stop (finished shards
- * flushed). The result's write counters accumulate in *wr. */
+ * k = done .. levels-1 (the levels not written with level 0), each rank its block of level k's
+ * shards, each shard the mean (SPEC §2) of the level-(k-1) values it covers, read back from the
+ * output through array/ slab by slab (no whole-volume buffer; the slabs of all threads stay within
+ * half of memory_bytes where a slab of two planes allows), OpenMP threads over shards; then every
+ * rank flushes and agrees before the next level. Byte-identical for any ranks x threads.
+ * SM_E_STOPPED on a stop (finished shards flushed). The result's write counters accumulate in *wr.
+ */
 struct sm_run_pyramid {
     const struct sm_writer *writer; /* a group writer (sm_writer_new_group) */
     struct sm_output *output;       /* begun or joined with it */
@@ -498,6 +502,7 @@ struct sm_run_pyramid {
     uint64_t max_chunk_bytes; /* limits.max_chunk_bytes of the read-back */
     struct sm_run_progress progress;
     const atomic_int *stop;
+    unsigned done; /* levels 0 .. done-1 already written (with level 0: sm_write_job.levels) */
 };
 sm_status sm_run_pyramid(const struct sm_run_pyramid *p, struct sm_write_result *wr,
                          struct sm_err *err);

@@ -90,13 +90,19 @@ void sm_writer_free(struct sm_writer *w);
  * are the levels' shards one after the other (level 0 first, each in its own C order):
  * sm_writer_level_first gives where a level starts; box, bytes, key and encode of a group shard
  * are those of its level. sm_writer_meta and sm_writer_grid answer for level 0. SM_E_USAGE as
- * sm_writer_new, naming the level; nlevels 1..SM_MAX_LEVELS. */
+ * sm_writer_new, naming the level; nlevels 1..SM_MAX_LEVELS. The group's zarr.json has the
+ * pending attribute of levels[0] (spec.pending; the levels' own documents hold no provenance). */
 #define SM_MAX_LEVELS 32u
 sm_status sm_writer_new_group(const struct sm_output_spec *levels, unsigned nlevels,
                               const struct json_t *attrs, struct sm_writer **out,
                               struct sm_err *err);
 /* 0 for an array writer; the number of levels of a group writer. */
 unsigned sm_writer_levels(const struct sm_writer *w);
+/* Levels 0 .. n-1 of a group writer share level 0's shard grid: level k's shard i covers
+ * exactly the level-k values made from level 0's shard i (the SPEC §5.9 blocks never cross a
+ * level-0 shard boundary), so they can be written with it (sm_write_job.levels). n is the
+ * largest such count: 1 for an array writer or a group whose level 1 has a grid of its own. */
+unsigned sm_writer_aligned_levels(const struct sm_writer *w);
 /* Level k's array writer (w itself for an array writer and k 0). */
 const struct sm_writer *sm_writer_level(const struct sm_writer *w, unsigned k);
 /* The group shard number of level k's shard 0 (0 for an array writer). */
@@ -357,6 +363,19 @@ typedef sm_status (*sm_shard_fill_fn)(void *user, int thread, uint64_t shard,
                                       const uint64_t *offset, const uint64_t *shape, void *data,
                                       size_t len, struct sm_err *err);
 
+/* Makes the values of a shard of level k (>= 1) from those of the same shard of level k-1 (a
+ * group writer's aligned levels): `parent` holds the level-(k-1) box [poff, poff + pshape) and
+ * `child` receives the level-k box [coff, coff + cshape), both C order. Called like the fill,
+ * from `thread`. */
+struct sm_level_box {
+    const uint64_t *offset, *shape;
+    void *data;
+    size_t len;
+};
+typedef sm_status (*sm_shard_derive_fn)(void *user, int thread, unsigned level,
+                                        const struct sm_level_box *parent,
+                                        const struct sm_level_box *child, struct sm_err *err);
+
 struct sm_write_job {
     uint64_t first, count; /* shards [first, first + count) ... */
     const uint64_t *list;  /* ... or, if non-NULL, the `count` shards listed here */
@@ -371,6 +390,12 @@ struct sm_write_job {
      * thread; once set, the remaining shards are skipped (a shard being put is finished: puts
      * stay atomic) and the driver returns SM_E_STOPPED. */
     const atomic_int *stop;
+    /* A group writer: levels 0 .. levels-1 (<= sm_writer_aligned_levels) are written together,
+     * the job's shards numbering level 0's: after level 0's shard i, `derive` makes level k's
+     * shard i from level k-1's values, and each is kept or put as level 0's is. 0 or 1: level 0
+     * only. */
+    unsigned levels;
+    sm_shard_derive_fn derive;
 };
 
 struct sm_write_result {
@@ -380,7 +405,8 @@ struct sm_write_result {
 
 /* For each shard of the job, with OpenMP threads (dynamic schedule): fill, then (resume) keep it
  * if its file matches its record and the values filled have the recorded digest, else encode ->
- * put (the record carries the values' digest). Every shard is filled, a kept one too. Each thread
+ * put (the record carries the values' digest); then the same for each derived level's shard.
+ * Every shard is filled (or derived), a kept one too. Each thread
  * owns a scratch and buffers. On failure the error of the lowest failing shard index is reported,
  * so the message does not depend on the thread count; shards past it may be skipped. A stop
  * (job->stop) is SM_E_STOPPED unless a shard failed. Does not flush. */

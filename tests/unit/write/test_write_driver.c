@@ -71,7 +71,8 @@ static void test_driver_reports_the_lowest_failing_shard(void **state)
         assert_ok(sm_writer_new(&s, &w, &err), &err);
         assert_ok(sm_output_open(dir, &OPTS, &o, &err), &err);
         assert_ok(sm_output_begin(o, w, &err), &err);
-        struct sm_write_job job = {0, sm_writer_nshards(w), NULL, t, wt_fill, &p, NULL, NULL, NULL};
+        struct sm_write_job job = {
+            .first = 0, .count = sm_writer_nshards(w), .threads = t, .fill = wt_fill, .user = &p};
         struct sm_write_result res;
         assert_status(sm_write_shards(w, o, &job, &res, &err), SM_E_DATA, &err);
         assert_string_equal(err.what, "injected failure at shard 7");
@@ -96,7 +97,8 @@ static void test_driver_listed_job_and_resume(void **state)
     assert_ok(sm_output_open(dir, &OPTS, &o, &err), &err);
     assert_ok(sm_output_begin(o, w, &err), &err);
     const uint64_t even[] = {0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28};
-    struct sm_write_job job = {0, 15, even, 2, wt_fill, &p, NULL, NULL, NULL};
+    struct sm_write_job job = {
+        .first = 0, .count = 15, .list = even, .threads = 2, .fill = wt_fill, .user = &p};
     struct sm_write_result res;
     assert_ok(sm_write_shards(w, o, &job, &res, &err), &err);
     assert_int_equal(res.written, 15);
@@ -104,10 +106,12 @@ static void test_driver_listed_job_and_resume(void **state)
     snprintf(c, sizeof(c), "%s/c", dir);
     assert_int_equal(wt_count_files(c, ""), 15);
     const uint64_t bad[] = {30};
-    struct sm_write_job out_of_grid = {0, 1, bad, 1, wt_fill, &p, NULL, NULL, NULL};
+    struct sm_write_job out_of_grid = {
+        .first = 0, .count = 1, .list = bad, .threads = 1, .fill = wt_fill, .user = &p};
     assert_status(sm_write_shards(w, o, &out_of_grid, &res, &err), SM_E_INTERNAL, &err);
     sm_err_clear(&err);
-    struct sm_write_job past = {20, 11, NULL, 1, wt_fill, &p, NULL, NULL, NULL};
+    struct sm_write_job past = {
+        .first = 20, .count = 11, .threads = 1, .fill = wt_fill, .user = &p};
     assert_status(sm_write_shards(w, o, &past, &res, &err), SM_E_INTERNAL, &err);
     sm_output_close(o);
 
@@ -117,7 +121,8 @@ static void test_driver_listed_job_and_resume(void **state)
     ro.exists = SM_OUTPUT_EXISTS_RESUME;
     assert_ok(sm_output_open(dir, &ro, &o, &err), &err);
     assert_ok(sm_output_begin(o, w, &err), &err);
-    struct sm_write_job all = {0, sm_writer_nshards(w), NULL, 2, wt_fill, &p, NULL, NULL, NULL};
+    struct sm_write_job all = {
+        .first = 0, .count = sm_writer_nshards(w), .threads = 2, .fill = wt_fill, .user = &p};
     assert_ok(sm_write_shards(w, o, &all, &res, &err), &err);
     assert_int_equal(res.written, 15);
     assert_int_equal(res.kept, 15);
@@ -170,8 +175,12 @@ static void test_driver_stops_at_the_next_shard(void **state)
         assert_ok(sm_writer_new(&s, &w, &err), &err);
         assert_ok(sm_output_open(dir, &OPTS, &o, &err), &err);
         assert_ok(sm_output_begin(o, w, &err), &err);
-        struct sm_write_job job = {
-            0, sm_writer_nshards(w), NULL, t, stop_fill, &sf, NULL, NULL, &sf.flag};
+        struct sm_write_job job = {.first = 0,
+                                   .count = sm_writer_nshards(w),
+                                   .threads = t,
+                                   .fill = stop_fill,
+                                   .user = &sf,
+                                   .stop = &sf.flag};
         struct sm_write_result res;
         assert_status(sm_write_shards(w, o, &job, &res, &err), SM_E_STOPPED, &err);
         assert_string_equal(err.what, "stopped by signal 15");
@@ -210,7 +219,7 @@ static void test_close_removes_staged_shards_never_flushed(void **state)
     assert_ok(sm_writer_new(&s, &w, &err), &err);
     assert_ok(sm_output_open(dir, &so, &o, &err), &err);
     assert_ok(sm_output_begin(o, w, &err), &err);
-    struct sm_write_job job = {0, 12, NULL, 2, wt_fill, &p, NULL, NULL, NULL};
+    struct sm_write_job job = {.first = 0, .count = 12, .threads = 2, .fill = wt_fill, .user = &p};
     struct sm_write_result res;
     assert_ok(sm_write_shards(w, o, &job, &res, &err), &err);
     assert_int_equal(res.written, 12);

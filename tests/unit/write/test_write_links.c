@@ -198,7 +198,8 @@ static void test_links_finish_refuses_a_tree_holding_a_link(void **state)
     assert_ok(sm_output_open(dir, &opts, &o, &err), &err);
     assert_ok(sm_output_begin(o, w, &err), &err);
     struct wt_pattern p = wt_pattern_of(spec(), 1000);
-    struct sm_write_job job = {0, sm_writer_nshards(w), NULL, 1, wt_fill, &p, NULL, NULL, NULL};
+    struct sm_write_job job = {
+        .first = 0, .count = sm_writer_nshards(w), .threads = 1, .fill = wt_fill, .user = &p};
     struct sm_write_result res;
     assert_ok(sm_write_shards(w, o, &job, &res, &err), &err);
     assert_ok(sm_output_flush(o, &err), &err);

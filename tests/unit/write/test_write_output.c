@@ -304,7 +304,8 @@ static void test_output_syncfs_staged_shards(void **state)
         assert_ok(sm_output_open(dir, &opts, &o, &err), &err);
         assert_ok(sm_output_begin(o, w, &err), &err);
         /* shards 3..12 of 18, in two jobs */
-        struct sm_write_job job = {3, 5, NULL, 2, wt_fill, &p, NULL, NULL, NULL};
+        struct sm_write_job job = {
+            .first = 3, .count = 5, .threads = 2, .fill = wt_fill, .user = &p};
         struct sm_write_result res;
         assert_ok(sm_write_shards(w, o, &job, &res, &err), &err);
         job.first = 8;
@@ -344,7 +345,8 @@ static void test_output_sync_modes_write_the_same_bytes(void **state)
         assert_ok(sm_writer_new(&s, &w, &err), &err);
         assert_ok(sm_output_open(dir, &opts, &o, &err), &err);
         assert_ok(sm_output_begin(o, w, &err), &err);
-        struct sm_write_job job = {0, sm_writer_nshards(w), NULL, 2, wt_fill, &p, NULL, NULL, NULL};
+        struct sm_write_job job = {
+            .first = 0, .count = sm_writer_nshards(w), .threads = 2, .fill = wt_fill, .user = &p};
         struct sm_write_result res;
         assert_ok(sm_write_shards(w, o, &job, &res, &err), &err);
         assert_ok(sm_output_flush(o, &err), &err);
@@ -604,8 +606,8 @@ static void test_output_second_rank_joins(void **state)
     sm_output_set_run(r0, token, 0);
     sm_output_set_run(r1, token, 1);
     struct wt_pattern p = wt_pattern_of(&s, 1000);
-    struct sm_write_job j0 = {0, 9, NULL, 1, wt_fill, &p, NULL, NULL, NULL},
-                        j1 = {9, 9, NULL, 2, wt_fill, &p, NULL, NULL, NULL};
+    struct sm_write_job j0 = {.first = 0, .count = 9, .threads = 1, .fill = wt_fill, .user = &p},
+                        j1 = {.first = 9, .count = 9, .threads = 2, .fill = wt_fill, .user = &p};
     struct sm_write_result res;
     assert_ok(sm_write_shards(w, r1, &j1, &res, &err), &err);
     assert_ok(sm_write_shards(w, r0, &j0, &res, &err), &err);

@@ -132,8 +132,11 @@ static inline sm_status wt_write_open(struct sm_output *o, const struct sm_outpu
         st = sm_output_begin(o, w, err);
     }
     if (st == SM_OK) {
-        struct sm_write_job job = {0,   sm_writer_nshards(w), NULL, threads, wt_fill, p, NULL, NULL,
-                                   NULL};
+        struct sm_write_job job = {.first = 0,
+                                   .count = sm_writer_nshards(w),
+                                   .threads = threads,
+                                   .fill = wt_fill,
+                                   .user = p};
         st = sm_write_shards(w, o, &job, res, err);
     }
     if (st == SM_OK) {
