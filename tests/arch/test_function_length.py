@@ -2,15 +2,16 @@
 """unit.arch.function_length: no function in engine/ or jobs/ is longer than 150 lines (issue 24
 #4; CONTRIBUTING.md "Naming and structure").
 
-    test_function_length.py [--max N] [PATH ...]     (default: engine/ jobs/, limit 150)
+    PYTHONPATH=tests/helpers test_function_length.py [--max N] [PATH ...]
+                                                     (default: engine/ jobs/, limit 150)
 
 A function's length is the lines of its body, from the line of its opening `{` to the line of its
 closing `}`, both counted (the signature above the `{` is not). Functions are found by matching
 braces in the code with comments, string and character literals and preprocessor lines blanked
-(scripts/checksrc's stripper): a `{` at file scope whose preceding code closes a parameter list
-`name(...)` opens a function; one after `=`, `struct`, `enum` or `union` (a table, a type) does
-not. Each offender is named as `file:line: name is N lines (limit 150)`, the line being the one of
-its name.
+(scripts/checksrc's stripper, through tests/helpers/c_source.py): a `{` at file scope whose
+preceding code closes a parameter list `name(...)` opens a function; one after `=`, `struct`,
+`enum` or `union` (a table, a type) does not. Each offender is named as `file:line: name is N
+lines (limit 150)`, the line being the one of its name.
 
 The check first shows on made-up sources that it measures a body exactly, finds a function one
 line over the limit and is not fooled by braces in comments, strings, character literals, macros
@@ -18,30 +19,17 @@ or initializers.
 """
 
 import argparse
-import importlib.machinery
-import importlib.util
 import os
 import re
 import sys
+
+from c_source import strip_c as STRIP_C
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 LIMIT = 150
 IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
 NOT_A_NAME = {"__attribute__", "__declspec", "sizeof", "_Alignas", "alignas", "if", "for",
               "while", "switch", "return"}
-
-
-def load_checksrc():
-    """scripts/checksrc's comment and string stripper (one implementation for every check)."""
-    path = os.path.join(ROOT, "scripts", "checksrc")
-    loader = importlib.machinery.SourceFileLoader("checksrc", path)
-    spec = importlib.util.spec_from_loader("checksrc", loader)
-    mod = importlib.util.module_from_spec(spec)
-    loader.exec_module(mod)
-    return mod.strip_c
-
-
-STRIP_C = load_checksrc()
 
 
 def blank_preprocessor(code):
