@@ -124,7 +124,7 @@ int sm_cmd_run(int argc, char **argv)
         st = sm_job_convert(&c, report, &err);
         break;
     case SM_JOB_INGEST:
-        st = sm_job_convert(&c, report, &err); /* convert with normalize none (config_yaml.c) */
+        st = sm_job_convert(&c, report, &err); /* convert with normalize none (config_rules.c) */
         break;
     case SM_JOB_READ_BENCH:
         if (sm_par_size() > 1) { /* timings of one reader; ranks would contend for the same I/O */

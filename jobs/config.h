@@ -1,4 +1,4 @@
-/* The effective job configuration (SPEC §4): what the YAML loader (config_yaml.c, driven by the
+/* The effective job configuration (SPEC §4): what the YAML loader (config_load.c, driven by the
  * schema table in config_schema.c) fills and what the jobs read. Every field has a documented
  * default (docs/CONFIG.md is generated from the schema table). Strings are owned by the config
  * and released by sm_config_destroy(). The engine never sees this struct: jobs translate it into

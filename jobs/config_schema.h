@@ -1,7 +1,8 @@
 /* The configuration schema (SPEC §4, STYLE B10): one row per YAML key, after IOR's option_help
  * table. The rows in config_schema.c drive defaults, parsing, range checks, `--set`,
- * `shardmill validate` and docs/CONFIG.md, so none of them can drift from the others. Internal
- * to jobs/ (the loader, cmd_validate.c and the unit tests). */
+ * `shardmill validate` and docs/CONFIG.md, so none of them can drift from the others; values
+ * as text are config_format.c's, docs/CONFIG.md is config_doc.c's. Internal to jobs/ (the
+ * loader, cmd_validate.c and the unit tests). */
 #ifndef SM_JOBS_CONFIG_SCHEMA_H
 #define SM_JOBS_CONFIG_SCHEMA_H
 
@@ -68,7 +69,7 @@ extern const struct sm_cfg_group sm_cfg_groups[]; /* terminated by {NULL, NULL} 
 
 /* Whether the config's job uses row k: it applies to the job and, for normalize.divisor /
  * normalize.lo / normalize.hi, to the job's normalize.mode (divisor: scale; lo, hi: window and
- * percentile). A key given that is not used is exit 2 (config_yaml.c). */
+ * percentile). A key given that is not used is exit 2 (config_rules.c). */
 bool sm_cfg_used(const struct sm_cfg_key *k, const struct sm_job_config *c);
 
 /* The row of a dotted path, or NULL. */
@@ -106,6 +107,9 @@ struct sm_cfg_sb {
 void sm_cfg_sb_printf(struct sm_cfg_sb *sb, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void sm_cfg_sb_quote(struct sm_cfg_sb *sb, const char *s);
+/* The buffer's string (the caller frees it), or NULL (and nothing to free) when it ran out of
+ * memory or holds nothing. */
+char *sm_cfg_sb_finish(struct sm_cfg_sb *sb);
 /* "1 to 1024TiB": the inclusive range of a numeric row. */
 void sm_cfg_format_range(struct sm_cfg_sb *sb, const struct sm_cfg_key *k);
 void sm_cfg_format_value(struct sm_cfg_sb *sb, const struct sm_cfg_key *k,

@@ -10,11 +10,11 @@ are not code (the launcher's environment variables are named OMPI_..., MPI_LOCAL
 The check first shows on made-up sources that it finds a call and ignores one in a comment or a
 string."""
 
-import importlib.machinery
-import importlib.util
 import os
 import re
 import sys
+
+from c_source import strip_c as STRIP_C
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 ALLOWED = {"sm_par_init", "sm_par_finalize", "sm_par_rank", "sm_par_size", "sm_par_stuck",
@@ -31,19 +31,6 @@ def check(ok, what):
     print(("ok   " if ok else "FAIL ") + what, flush=True)
     if not ok:
         failures += 1
-
-
-def load_checksrc():
-    """scripts/checksrc's comment and string stripper (one implementation for both checks)."""
-    path = os.path.join(ROOT, "scripts", "checksrc")
-    loader = importlib.machinery.SourceFileLoader("checksrc", path)
-    spec = importlib.util.spec_from_loader("checksrc", loader)
-    mod = importlib.util.module_from_spec(spec)
-    loader.exec_module(mod)
-    return mod.strip_c
-
-
-STRIP_C = load_checksrc()
 
 
 def findings(name, text):

@@ -1,8 +1,8 @@
-/* Fuzz target: the YAML configuration loader (jobs/config_yaml.c, schema in config_schema.c):
- * parse, schema walk, cross-key rules and `--set` overrides, through sm_config_load_string (no
- * file). A configuration that loads is also rendered back to YAML (sm_config_format_yaml).
- * Input: the YAML text, optionally followed by a NUL byte and up to 4 `--set` arguments
- * (key.path=value), NUL-separated. */
+/* Fuzz target: the YAML configuration loader (jobs/config_load.c and the files it names; schema in
+ * config_schema.c): parse, schema walk, cross-key rules and `--set` overrides, through
+ * sm_config_load_string (no file). A configuration that loads is also rendered back to YAML
+ * (sm_config_format_yaml). Input: the YAML text, optionally followed by a NUL byte and up to 4
+ * `--set` arguments (key.path=value), NUL-separated. */
 #include <stdint.h>
 #include <string.h>
 

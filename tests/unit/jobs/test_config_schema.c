@@ -1,8 +1,9 @@
-/* Unit tests for jobs/config_schema.c: the table of configuration keys (SPEC §4, STYLE B10).
- * Every field of struct sm_job_config has a row, rows are unique and grouped, every numeric row
- * has a range that holds its default, every row names the jobs that use it, every default and
- * example loads, the defaults equal the values SPEC §2-§4 and config.h document, and the YAML and
- * Markdown views cover every key (the YAML view: every key its job uses). */
+/* Unit tests for jobs/config_schema.c: the table of configuration keys (SPEC §4, STYLE B10), and
+ * its views (config_format.c, config_doc.c). Every field of struct sm_job_config has a row, rows
+ * are unique and grouped, every numeric row has a range that holds its default, every row names
+ * the jobs that use it, every default and example loads, the defaults equal the values SPEC
+ * §2-§4 and config.h document, and the YAML and Markdown views cover every key (the YAML view:
+ * every key its job uses). */
 #include "shardmill/sm_config.h"
 
 #include <setjmp.h>

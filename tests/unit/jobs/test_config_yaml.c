@@ -1,7 +1,8 @@
-/* Unit tests for jobs/config_yaml.c: the YAML loader of SPEC §4. Every type's good and bad
- * values, sizes, enum names, unknown keys with suggestions, duplicates, exact FILE:LINE:COL of
- * errors, --set overrides, required keys per job, checks across keys, flow and block styles,
- * empty and misshapen documents, the effective text, files on disk, and allocation failures. */
+/* Unit tests for the YAML loader of SPEC §4 (jobs/config_load.c, config_yaml.c, config_parse.c,
+ * config_rules.c). Every type's good and bad values, sizes, enum names, unknown keys with
+ * suggestions, duplicates, exact FILE:LINE:COL of errors, --set overrides, required keys per job,
+ * checks across keys, flow and block styles, empty and misshapen documents, the effective text,
+ * files on disk, and allocation failures. */
 #include "shardmill/sm_config.h"
 
 #include <limits.h>
