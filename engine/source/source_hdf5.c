@@ -4,10 +4,13 @@
  * into the native type of the stored class, size and sign (HDF5 swaps the bytes of a big-endian
  * type and runs the chunk filters). Debian's HDF5 (hdf5-openmpi 1.10) is built without
  * --enable-threadsafe: every HDF5 call below holds h5_lock, so the threads of a rank read one
- * hyperslab at a time; MPI ranks (each its own process and handle) give the parallelism. */
+ * hyperslab at a time; MPI ranks (each its own process and handle) give the parallelism. A gzip
+ * dataset in its native type takes source_hdf5_raw.c's path instead: only the fetch of each
+ * chunk's stored bytes holds the lock, its inflate does not. */
 #include "shardmill/sm_config.h"
 
 #include "source_hdf5_int.h"
+#include "source_hdf5_raw.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -53,6 +56,7 @@ struct sm_h5source {
     hid_t file, dset, mtype; /* mtype: a predefined native type (never closed) */
     hid_t dapl;              /* every lookup's access plist: the guard, ${ORIGIN} external files */
     struct elink_guard guard;
+    struct sm_h5raw raw; /* gzip chunks inflated outside the lock (source_hdf5_raw.c) */
     unsigned ndim;
     char where[512]; /* "<file>: <dataset>" */
 };
@@ -468,7 +472,9 @@ static sm_status open_locked(const char *path, const char *dataset, struct sm_h5
     SM_TRY(st);
     s->ndim = info->ndim;
     SM_TRY(check_plist(s->dset, info, s->where, err));
-    return check_outside(s, s->dset, dataset, 0, err);
+    SM_TRY(check_outside(s, s->dset, dataset, 0, err));
+    (void)sm_h5raw_plan(s->dset, s->mtype, s->ndim, &s->raw);
+    return SM_OK;
 }
 
 static void close_locked(struct sm_h5source *s)
@@ -520,6 +526,13 @@ static sm_status h5_read_box(struct sm_h5source *s, const uint64_t *off, const u
         start[d] = off[d];
         count[d] = shape[d];
         if (shape[d] == 0) {
+            return SM_OK;
+        }
+    }
+    if (s->raw.on) {
+        bool fallback;
+        SM_TRY(sm_h5raw_read_box(&s->raw, s->dset, &h5_lock, off, shape, out, &fallback, err));
+        if (!fallback) {
             return SM_OK;
         }
     }

@@ -8,7 +8,9 @@
  * second table of the export's: a program reading HDF5 input without the export could not load
  * the export's module, whose engine imports it does not link.) Debian's HDF5 (hdf5-openmpi) is
  * not built thread-safe, so every HDF5 call of the reader runs under one mutex: the threads of a
- * rank read one hyperslab at a time (MPI ranks, each with its own handle, give the parallelism).
+ * rank read one hyperslab at a time (MPI ranks, each with its own handle, give the parallelism),
+ * except gzip datasets in their native byte order, whose chunks source_hdf5_raw.c fetches under
+ * the mutex and inflates outside it.
  * Without SM_WITH_HDF5, source_hdf5_none.c refuses HDF5 input (SM_E_USAGE). */
 #ifndef SM_SOURCE_SOURCE_HDF5_INT_H
 #define SM_SOURCE_SOURCE_HDF5_INT_H

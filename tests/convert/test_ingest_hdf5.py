@@ -104,6 +104,23 @@ def group_types(c, args, work):
                     stored=dtype + (" big-endian" if dt.itemsize > 1 else ""),
                     filters="shuffle,deflate")
         reads += [res] if res else []
+        # the same stored native (little-endian): the raw-chunk path, each chunk inflated and
+        # unshuffled by shardmill outside HDF5's lock (engine/source/source_hdf5_raw.c)
+        p = os.path.join(work, f"gzip_le_{dtype}.h5")
+        write_h5(p, "/data", vol, chunks=(3, 10, 7), compression="gzip", shuffle=True)
+        res = do_h5(c, args, work, f"gzip_shuffle_le_{dtype}", p, "/data", vol, stored=None,
+                    filters="shuffle,deflate")
+        reads += [res] if res else []
+    # chunks never written read as the fill value (the raw path hands such a box to H5Dread)
+    vol = volume(rng, "int16", (9, 20, 14))
+    p = os.path.join(work, "gzip_sparse.h5")
+    with h5py().File(p, "w") as f:
+        d = f.create_dataset("/data", shape=vol.shape, dtype="<i2", chunks=(3, 10, 7),
+                             compression="gzip", fillvalue=-7)
+        d[0:3] = vol[0:3]  # chunk planes 1 and 2 are never written
+    vol[3:] = -7
+    res = do_h5(c, args, work, "gzip_sparse_fill", p, "/data", vol, filters="deflate")
+    reads += [res] if res else []
     # chunked without a filter, .nxs suffix, explicit format; 1-D and 2-D odd shapes
     vol = volume(rng, "uint16", (5, 3, 301))
     p = os.path.join(work, "chunked_u16.nxs")
