@@ -323,6 +323,21 @@ static uint64_t pyramid_slab(const struct levels *lv)
     return v;
 }
 
+/* The levels written with level 0, on its shard grid (1: level 0 alone): the engine's own answer
+ * (sm_writer_aligned_levels) for a group writer of these specs. */
+static unsigned aligned_levels(const struct levels *lv)
+{
+    struct sm_writer *g = NULL;
+    struct sm_err ignored;
+    sm_err_clear(&ignored);
+    if (lv->n < 2 || sm_writer_new_group(lv->s, lv->n, NULL, &g, &ignored) != SM_OK) {
+        return 1;
+    }
+    const unsigned n = sm_writer_aligned_levels(g);
+    sm_writer_free(g);
+    return n;
+}
+
 static void level_sizes(struct levels *lv)
 {
     for (unsigned k = 0; k < lv->n; k++) {
@@ -453,7 +468,9 @@ sm_status sm_plan_estimate(const struct sm_job_config *c, const struct sm_plan_i
     e->in_ratio = 1.0;
     e->ratio_from = e->convert ? "codec none" : "no output";
     const bool ome = c->output.ome_method != NULL;
-    e->two_pass = !e->convert || ome || c->normalize.mode == SM_CFG_NORM_PERCENTILE;
+    /* an OME-Zarr image of the input's values needs their p1..p99 for its omero window */
+    e->two_pass = !e->convert || c->normalize.mode == SM_CFG_NORM_PERCENTILE ||
+                  (ome && c->normalize.mode == SM_CFG_NORM_NONE);
     uint64_t rank_in = 0;
     rank_boxes(c, m, su, tiles, grid, e->convert ? shards : NULL, ranks, e->two_pass, &rank_in,
                &e->kept, &e->kept_some);
@@ -500,9 +517,15 @@ sm_status sm_plan_estimate(const struct sm_job_config *c, const struct sm_plan_i
         .out_value_bytes = lv.n > 0 ? lv.values[0] : 0,
         .out_bytes = e->output_bytes,
     };
+    /* the aligned levels are made and written with each level-0 shard, the others read back */
+    w.levels_with = lv.n > 0 ? aligned_levels(&lv) : 1;
     for (unsigned k = 1; k < lv.n; k++) {
-        w.pyr_shards += lv.shards[k];
-        w.pyr_value_bytes += lv.values[k];
+        if (k < w.levels_with) {
+            w.out_value_bytes += lv.values[k];
+        } else {
+            w.pyr_shards += lv.shards[k];
+            w.pyr_value_bytes += lv.values[k];
+        }
     }
     e->levels = lv.n;
     sm_plan_seconds(&e->rates, &w, &e->t);

@@ -124,14 +124,16 @@ void sm_plan_seconds(const struct sm_plan_rates *r, const struct sm_plan_work *w
     /* one pass reads and counts each shard's input while writing it; two passes read it again
      * unless the rank kept it from the scan */
     const double read = !w->two_pass ? r->scan_s_per_byte : w->kept ? 0.0 : r->decode_s_per_byte;
-    const double per_shard = in_shard * read + out_shard * r->write_s_per_byte + r->shard_fixed_s;
+    const double per_shard = in_shard * read + out_shard * r->write_s_per_byte +
+                             r->shard_fixed_s * (w->levels_with > 1 ? w->levels_with : 1);
     t->write = busiest(w->shards, R, T) * per_shard * k;
     if (w->pyr_shards > 0) {
         const double per = (double)w->pyr_value_bytes / (double)w->pyr_shards;
         t->pyramid =
             busiest(w->pyr_shards, R, T) * (per * r->pyramid_s_per_byte + r->shard_fixed_s) * k;
     }
-    const double files = (double)(w->shards + w->pyr_shards);
+    const double files =
+        (double)(w->shards * (w->levels_with > 1 ? w->levels_with : 1) + w->pyr_shards);
     t->sync = (double)w->out_bytes / N / r->syncfs_bytes_per_s + r->syncfs_fixed_s +
               files * r->rename_s / R;
     t->finish = files * r->finish_s_per_shard;

@@ -47,14 +47,15 @@ struct sm_plan_work {
     int nodes;                /* the ranks spread evenly over them (>= 1) */
     double cores_per_node;    /* 0: the calibrated machine's cores */
     bool mpi;                 /* started by a launcher (ranks > 1 always is) */
-    bool two_pass;            /* percentile or OME-Zarr: scan, reduce, then write */
+    bool two_pass;            /* percentile, or none to OME-Zarr: scan, reduce, then write */
     bool kept;                /* two passes: every rank keeps its decoded input */
     uint64_t tiles;           /* scan tiles (two passes) */
     uint64_t in_bytes;        /* decoded input bytes of the ROI */
     uint64_t shards;          /* level 0 shards */
-    uint64_t out_value_bytes; /* level 0 values (dtype size x voxels) */
-    uint64_t pyr_shards;      /* shards of levels >= 1 */
-    uint64_t pyr_value_bytes; /* values of levels >= 1 */
+    unsigned levels_with;     /* shards written per level-0 shard: 1 + its aligned levels' */
+    uint64_t out_value_bytes; /* values of level 0 and the aligned levels (size x voxels) */
+    uint64_t pyr_shards;      /* shards of the levels read back */
+    uint64_t pyr_value_bytes; /* values of the levels read back */
     uint64_t out_bytes;       /* the estimated output bytes (encoded) */
 };
 

@@ -1,7 +1,8 @@
 /* Unit tests of the OME-Zarr image group writer (engine/write/write_spec.c,
  * sm_writer_new_group): one shard numbering over the levels (locate, boxes, keys and their
  * inverse), the group's zarr.json, dimension_names on every level, the documents' SHA-256
- * covering every level, and the rejected level counts. */
+ * covering every level, the rejected level counts, the levels on level 0's shard grid
+ * (sm_writer_aligned_levels) and the driver writing them with level 0 (sm_write_job.levels). */
 #include "shardmill/sm_config.h"
 
 #include <setjmp.h>
@@ -178,6 +179,208 @@ static void test_group_from_output(void **state)
     sm_writer_free(g);
 }
 
+/* Level specs on level 0's grid: shards 8 x 32 x 32 halved per level, every axis halved. */
+static void aligned_levels(struct sm_output_spec *lv)
+{
+    lv[0] = wt_spec(20, 70, 45);
+    lv[1] = wt_spec(10, 35, 23);
+    lv[2] = wt_spec(5, 18, 12);
+    for (unsigned k = 1; k < 3; k++) {
+        for (unsigned d = 0; d < 3; d++) {
+            lv[k].shard[d] = lv[0].shard[d] >> k;
+            lv[k].chunk[d] = lv[k].shard[d] < lv[0].chunk[d] ? lv[k].shard[d] : lv[0].chunk[d];
+        }
+    }
+}
+
+static unsigned aligned_of(const struct sm_output_spec *lv, unsigned n)
+{
+    struct sm_err err;
+    sm_err_clear(&err);
+    struct sm_writer *g;
+    assert_ok(sm_writer_new_group(lv, n, NULL, &g, &err), &err);
+    const unsigned a = sm_writer_aligned_levels(g);
+    sm_writer_free(g);
+    return a;
+}
+
+static void test_group_aligned_levels(void **state)
+{
+    (void)state;
+    struct sm_output_spec lv[3];
+    aligned_levels(lv);
+    assert_int_equal(aligned_of(lv, 3), 3);
+    assert_int_equal(aligned_of(lv, 1), 1);
+    three_levels(lv); /* each level its own 8 x 32 x 32 grid */
+    assert_int_equal(aligned_of(lv, 3), 1);
+    aligned_levels(lv);
+    lv[2].shard[2] = 16; /* level 2's x shards twice level 0's / 4: its own grid */
+    lv[2].chunk[2] = 16;
+    assert_int_equal(aligned_of(lv, 3), 2);
+    aligned_levels(lv);
+    lv[1].shape[1] = 34; /* not ceil(70 / 2): not a halving of level 0 */
+    assert_int_equal(aligned_of(lv, 3), 1);
+    /* one shard on every axis: aligned whatever the shard shapes */
+    struct sm_output_spec one[2] = {wt_spec(6, 10, 12), wt_spec(3, 5, 6)};
+    for (unsigned d = 0; d < 3; d++) {
+        one[0].shard[d] = one[0].chunk[d] = one[0].shape[d];
+        one[1].shard[d] = one[1].chunk[d] = one[1].shape[d];
+    }
+    assert_int_equal(aligned_of(one, 2), 2);
+    struct sm_writer *a; /* an array writer has level 0 only */
+    struct sm_err err;
+    sm_err_clear(&err);
+    assert_ok(sm_writer_new(&one[0], &a, &err), &err);
+    assert_int_equal(sm_writer_aligned_levels(a), 1);
+    sm_writer_free(a);
+}
+
+/* The derive callback of the driver test: level k's value at q is the first value of its block
+ * in level k-1 (the boxes checked against the blocks). */
+static sm_status first_of_block(void *user, int thread, unsigned level,
+                                const struct sm_level_box *parent, const struct sm_level_box *child,
+                                struct sm_err *err)
+{
+    (void)thread;
+    unsigned *calls = user;
+    __atomic_fetch_add(&calls[level], 1u, __ATOMIC_RELAXED);
+    const float *p = parent->data;
+    float *c = child->data;
+    for (unsigned d = 0; d < 3; d++) {
+        if (parent->offset[d] != 2 * child->offset[d] ||
+            (parent->shape[d] + 1) / 2 != child->shape[d]) {
+            SM_FAIL(err, SM_E_INTERNAL, "level %u box does not cover its parent", level);
+        }
+    }
+    for (uint64_t z = 0; z < child->shape[0]; z++) {
+        for (uint64_t y = 0; y < child->shape[1]; y++) {
+            for (uint64_t x = 0; x < child->shape[2]; x++) {
+                c[(z * child->shape[1] + y) * child->shape[2] + x] =
+                    p[((2 * z) * parent->shape[1] + 2 * y) * parent->shape[2] + 2 * x];
+            }
+        }
+    }
+    return SM_OK;
+}
+
+struct derived_fill {
+    unsigned calls[3];
+};
+
+/* Level 0's value at (z, y, x) is z * 10000 + y * 100 + x. */
+static sm_status index_fill(void *user, int thread, uint64_t shard, const uint64_t *offset,
+                            const uint64_t *shape, void *data, size_t len, struct sm_err *err)
+{
+    (void)thread;
+    (void)shard;
+    struct derived_fill *df = user;
+    __atomic_fetch_add(&df->calls[0], 1u, __ATOMIC_RELAXED);
+    float *v = data;
+    if (len != shape[0] * shape[1] * shape[2] * sizeof(float)) {
+        SM_FAIL(err, SM_E_INTERNAL, "fill of %zu bytes", len);
+    }
+    for (uint64_t z = 0; z < shape[0]; z++) {
+        for (uint64_t y = 0; y < shape[1]; y++) {
+            for (uint64_t x = 0; x < shape[2]; x++) {
+                v[(z * shape[1] + y) * shape[2] + x] =
+                    (float)((offset[0] + z) * 10000 + (offset[1] + y) * 100 + offset[2] + x);
+            }
+        }
+    }
+    return SM_OK;
+}
+
+static sm_status derive_calls(void *user, int thread, unsigned level,
+                              const struct sm_level_box *parent, const struct sm_level_box *child,
+                              struct sm_err *err)
+{
+    struct derived_fill *df = user;
+    return first_of_block(df->calls, thread, level, parent, child, err);
+}
+
+static void test_group_driver_writes_aligned_levels(void **state)
+{
+    (void)state;
+    struct sm_err err;
+    sm_err_clear(&err);
+    char dir[1024];
+    assert_int_equal(sm_test_tmpdir("write-group-derive", dir, sizeof(dir)), 0);
+    struct sm_output_spec lv[3];
+    aligned_levels(lv);
+    struct sm_writer *g;
+    assert_ok(sm_writer_new_group(lv, 3, NULL, &g, &err), &err);
+    const uint64_t n0 = sm_writer_nshards(sm_writer_level(g, 0));
+    for (int threads = 1; threads <= 3; threads += 2) {
+        struct sm_output_opts oo = SM_OUTPUT_OPTS_DEFAULTS;
+        oo.sync = SM_OUTPUT_SYNC_NONE;
+        oo.exists = SM_OUTPUT_EXISTS_OVERWRITE;
+        char path[1100];
+        snprintf(path, sizeof(path), "%s/img.zarr", dir);
+        struct sm_output *o;
+        assert_ok(sm_output_open(path, &oo, &o, &err), &err);
+        assert_ok(sm_output_begin(o, g, &err), &err);
+        struct derived_fill df = {{0, 0, 0}};
+        struct sm_write_job job = {.first = 0,
+                                   .count = n0,
+                                   .threads = threads,
+                                   .fill = index_fill,
+                                   .user = &df,
+                                   .levels = 3,
+                                   .derive = derive_calls};
+        struct sm_write_result res;
+        assert_ok(sm_write_shards(g, o, &job, &res, &err), &err);
+        /* every level's shard of every level-0 shard, each derived once from the level above */
+        assert_int_equal(res.written, sm_writer_nshards(g));
+        assert_int_equal(df.calls[0], n0);
+        assert_int_equal(df.calls[1], n0);
+        assert_int_equal(df.calls[2], n0);
+        assert_ok(sm_output_flush(o, &err), &err);
+        assert_ok(sm_output_finish(o, &err), &err);
+        sm_output_close(o);
+        /* level 2's value at (z, y, x) is level 0's at (4z, 4y, 4x), read back from the files */
+        char l2[1200];
+        snprintf(l2, sizeof(l2), "%s/2", path);
+        const size_t len = 5 * 18 * 12 * sizeof(float);
+        float *back = (float *)wt_read_back(l2, len, &err);
+        assert_non_null(back);
+        for (uint64_t z = 0; z < 5; z++) {
+            for (uint64_t y = 0; y < 18; y++) {
+                for (uint64_t x = 0; x < 12; x++) {
+                    const float want = (float)(4 * z * 10000 + 4 * y * 100 + 4 * x);
+                    assert_true(back[(z * 18 + y) * 12 + x] == want);
+                }
+            }
+        }
+        free(back);
+    }
+    /* more levels than are aligned, no derive, or a shard that is not level 0's: the caller's
+     * mistake, refused before anything is written */
+    struct sm_output_opts oo = SM_OUTPUT_OPTS_DEFAULTS;
+    oo.sync = SM_OUTPUT_SYNC_NONE;
+    oo.exists = SM_OUTPUT_EXISTS_OVERWRITE;
+    char path[1100];
+    snprintf(path, sizeof(path), "%s/img.zarr", dir);
+    struct sm_output *o;
+    assert_ok(sm_output_open(path, &oo, &o, &err), &err);
+    assert_ok(sm_output_begin(o, g, &err), &err);
+    struct derived_fill df = {{0, 0, 0}};
+    struct sm_write_job bad = {
+        .first = 0, .count = n0, .threads = 1, .fill = index_fill, .user = &df, .levels = 4};
+    bad.derive = derive_calls;
+    struct sm_write_result res;
+    assert_status(sm_write_shards(g, o, &bad, &res, &err), SM_E_INTERNAL, &err);
+    bad.levels = 3;
+    bad.derive = NULL;
+    assert_status(sm_write_shards(g, o, &bad, &res, &err), SM_E_INTERNAL, &err);
+    bad.derive = derive_calls;
+    bad.first = n0;
+    bad.count = 1;
+    assert_status(sm_write_shards(g, o, &bad, &res, &err), SM_E_INTERNAL, &err);
+    assert_int_equal(df.calls[0], 0);
+    sm_output_close(o);
+    sm_writer_free(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -185,6 +388,8 @@ int main(void)
         cmocka_unit_test(test_group_docs_sha_covers_levels),
         cmocka_unit_test(test_group_rejects_level_counts),
         cmocka_unit_test(test_group_from_output),
+        cmocka_unit_test(test_group_aligned_levels),
+        cmocka_unit_test(test_group_driver_writes_aligned_levels),
     };
     return cmocka_run_group_tests_name("write_group", tests, NULL, NULL);
 }
