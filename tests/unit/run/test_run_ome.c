@@ -1,7 +1,8 @@
 /* Unit tests for the OME-Zarr levels and metadata of run/ (run_ome.c, SPEC §2): which axes each
  * level halves (downsample auto on the CT's spacing, all, axes of one voxel, no spacing), the
  * level count of levels: auto and its bounds, and the group attributes (scale x factor,
- * translations that line voxel centres up, method identifiers, omero's window). The values of
+ * translations that line voxel centres up, method identifiers, omero's window), and the levels
+ * laid out on level 0's shard grid (automatic shards). The values of
  * the levels are checked against NumPy by tests/convert/test_convert_ome.py. */
 #include "shardmill/sm_config.h"
 
@@ -149,6 +150,61 @@ static void attrs_scale_translation_method_omero(void **state)
     json_decref(a);
 }
 
+static void levels_of(const struct sm_run_output *o, const uint64_t *shape, enum sm_dtype dt,
+                      struct sm_output_spec *levels, unsigned n)
+{
+    unsigned got = 0;
+    struct sm_err err;
+    sm_err_clear(&err);
+    assert_int_equal(sm_run_ome_levels(o, 3, shape, dt, levels, &got, &err), SM_OK);
+    assert_int_equal(got, n);
+}
+
+/* SPEC §2.6 "Writing": with automatic shards a level takes level 0's shard / its factor (the
+ * inner chunk where it divides that) while that divides and holds >= 512 KiB of values, or level
+ * 0 is one shard; after the first level that cannot, each level has its own automatic layout. */
+static void auto_shards_align_levels_with_level_0(void **state)
+{
+    (void)state;
+    struct sm_run_output o = SM_RUN_OUTPUT_DEFAULTS;
+    o.path = "unused";
+    o.ome.levels = 4;
+    o.ome.downsample = SM_RUN_OME_DOWN_ALL;
+    struct sm_output_spec lv[SM_MAX_LEVELS];
+    const uint64_t big[3] = {1024, 1024, 1024}; /* float32: 256 x 256 x 128 shards of 32 MiB */
+    levels_of(&o, big, SM_DT_FLOAT32, lv, 4);
+    const uint64_t want_shard[3][3] = {{256, 256, 128}, {128, 128, 64}, {64, 64, 32}};
+    const uint64_t want_chunk[3][3] = {{64, 64, 64}, {64, 64, 64}, {64, 64, 32}};
+    for (unsigned k = 0; k < 3; k++) {
+        for (unsigned d = 0; d < 3; d++) {
+            assert_int_equal(lv[k].shard[d], want_shard[k][d]);
+            assert_int_equal(lv[k].chunk[d], want_chunk[k][d]);
+        }
+    }
+    /* level 3 would be 32 x 32 x 16 (64 KiB): its own layout, one 128^3 shard */
+    for (unsigned d = 0; d < 3; d++) {
+        assert_int_equal(lv[3].shape[d], 128);
+        assert_int_equal(lv[3].shard[d], 128);
+    }
+    /* the CT, one shard at level 0: every level aligned, however small */
+    const uint64_t ct[3] = {108, 256, 256};
+    struct sm_run_output c = ct_output(SM_RUN_OME_DOWN_AUTO, 3);
+    levels_of(&c, ct, SM_DT_UINT16, lv, 3);
+    assert_int_equal(lv[1].shard[1], lv[0].shard[1] / 2);
+    assert_int_equal(lv[2].shard[0], lv[0].shard[0] / 2);
+    assert_int_equal(lv[2].shard[2], lv[0].shard[2] / 4);
+    /* an explicit shard is kept at every level */
+    o.shard.set = true;
+    o.shard.n = 3;
+    for (unsigned d = 0; d < 3; d++) {
+        o.shard.v[d] = 128;
+    }
+    levels_of(&o, big, SM_DT_FLOAT32, lv, 4);
+    for (unsigned k = 0; k < 4; k++) {
+        assert_int_equal(lv[k].shard[0], 128);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -157,6 +213,7 @@ int main(void)
         cmocka_unit_test(one_voxel_axes_are_kept),
         cmocka_unit_test(auto_levels_stop_at_256),
         cmocka_unit_test(attrs_scale_translation_method_omero),
+        cmocka_unit_test(auto_shards_align_levels_with_level_0),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
