@@ -13,13 +13,13 @@
  * the same for any ranks x threads. See docs/internals/pyramid.md. */
 #include "run_int.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "shardmill/alloc.h"
 #include "shardmill/clock.h"
 #include "shardmill/par.h"
+#include "shardmill/stats.h"
 #include "shardmill/work.h"
 
 /* ---- the pyramid ---- */
@@ -31,227 +31,14 @@ struct pyr_thread {
 };
 
 struct pyramid {
-    struct sm_array *parent; /* level k-1, read back */
-    enum sm_dtype dt;
+    struct sm_array *parent;    /* level k-1, read back */
+    struct sm_level_reduce red; /* the level's blocks and method (stats/) */
     size_t elem;
     unsigned nd;
     uint64_t pshape[3]; /* parent shape, padded to 3 axes (leading 1s) */
-    uint64_t block[3];  /* the block per axis: 2 where the level halves the axis, else 1 */
     uint64_t step;      /* output planes per slab */
-    bool nearest;       /* output.ome.method nearest */
     struct pyr_thread *ts;
 };
-
-/* The float32 value of element i of a span of dtype dt, as a double. */
-static double load_f32(const uint8_t *p, enum sm_dtype dt)
-{
-    switch (dt) {
-    case SM_DT_BOOL:
-    case SM_DT_UINT8:
-        return (double)(float)p[0];
-    case SM_DT_INT8:
-        return (double)(float)(int8_t)p[0];
-    default:
-        break;
-    }
-    union {
-        uint16_t u16;
-        int16_t i16;
-        uint32_t u32;
-        int32_t i32;
-        uint64_t u64;
-        int64_t i64;
-        float f32;
-        double f64;
-    } v;
-    memcpy(&v, p, sm_dtype_size(dt));
-    switch (dt) {
-    case SM_DT_UINT16:
-        return (double)(float)v.u16;
-    case SM_DT_INT16:
-        return (double)(float)v.i16;
-    case SM_DT_UINT32:
-        return (double)(float)v.u32;
-    case SM_DT_INT32:
-        return (double)(float)v.i32;
-    case SM_DT_UINT64:
-        return (double)(float)v.u64;
-    case SM_DT_INT64:
-        return (double)(float)v.i64;
-    case SM_DT_FLOAT64:
-        return (double)(float)v.f64;
-    default:
-        return (double)v.f32;
-    }
-}
-
-/* Rounds the mean once to dt (round-half-to-even for integers: rint in the default mode). */
-static void store_mean(uint8_t *p, enum sm_dtype dt, double m)
-{
-    union {
-        uint8_t u8;
-        int8_t i8;
-        uint16_t u16;
-        int16_t i16;
-        uint32_t u32;
-        int32_t i32;
-        uint64_t u64;
-        int64_t i64;
-        float f32;
-        double f64;
-    } v;
-    const double r = rint(m);
-    switch (dt) {
-    case SM_DT_BOOL:
-    case SM_DT_UINT8:
-        v.u8 = (uint8_t)r;
-        break;
-    case SM_DT_INT8:
-        v.i8 = (int8_t)r;
-        break;
-    case SM_DT_UINT16:
-        v.u16 = (uint16_t)r;
-        break;
-    case SM_DT_INT16:
-        v.i16 = (int16_t)r;
-        break;
-    case SM_DT_UINT32:
-        v.u32 = (uint32_t)r;
-        break;
-    case SM_DT_INT32:
-        v.i32 = (int32_t)r;
-        break;
-    case SM_DT_UINT64:
-        v.u64 = (uint64_t)r;
-        break;
-    case SM_DT_INT64:
-        v.i64 = (int64_t)r;
-        break;
-    case SM_DT_FLOAT64:
-        v.f64 = m;
-        break;
-    default:
-        v.f32 = (float)m;
-        break;
-    }
-    memcpy(p, &v, sm_dtype_size(dt));
-}
-
-/* The SPEC §2 mean of whole bz x by x bx blocks of a float32 or 8/16-bit unsigned row: n output
- * values from the parent rows at a (planes sy apart, rows sx apart), each block summed from 0 in
- * C order. Called with constant block sizes so each form compiles to straight-line sums. */
-#define SM_MEAN_ROW(name, T, OUT)                                                                  \
-    static inline void name(const T *a, uint64_t sy, uint64_t sx, uint64_t n, T *d, unsigned bz,   \
-                            unsigned by, unsigned bx)                                              \
-    {                                                                                              \
-        const double cnt = (double)(bz * by * bx);                                                 \
-        for (uint64_t x = 0; x < n; x++) {                                                         \
-            const T *b = a + bx * x;                                                               \
-            double t = 0.0;                                                                        \
-            for (unsigned i = 0; i < bz; i++) {                                                    \
-                for (unsigned j = 0; j < by; j++) {                                                \
-                    for (unsigned k = 0; k < bx; k++) {                                            \
-                        t += (double)b[i * sy + j * sx + k];                                       \
-                    }                                                                              \
-                }                                                                                  \
-            }                                                                                      \
-            d[x] = OUT(t / cnt);                                                                   \
-        }                                                                                          \
-    }
-#define SM_TO_F32(m) ((float)(m))
-#define SM_TO_U8(m) ((uint8_t)rint(m))
-#define SM_TO_U16(m) ((uint16_t)rint(m))
-SM_MEAN_ROW(mean_row_f32, float, SM_TO_F32)
-SM_MEAN_ROW(mean_row_u8, uint8_t, SM_TO_U8)
-SM_MEAN_ROW(mean_row_u16, uint16_t, SM_TO_U16)
-
-/* Whole blocks of one output row by the row kernel of the type, with the block sizes the levels
- * use as constants (2x2x2, 1x2x2, 2x1x1 and every other mix through the general call). */
-#define SM_MEAN_DISPATCH(fn, T)                                                                    \
-    do {                                                                                           \
-        const T *src_ = (const T *)(const void *)src;                                              \
-        T *dst_ = (T *)(void *)dst;                                                                \
-        if (bz == 2 && by == 2 && bx == 2) {                                                       \
-            fn(src_, sy, sx, n, dst_, 2, 2, 2);                                                    \
-        } else if (bz == 1 && by == 2 && bx == 2) {                                                \
-            fn(src_, sy, sx, n, dst_, 1, 2, 2);                                                    \
-        } else {                                                                                   \
-            fn(src_, sy, sx, n, dst_, bz, by, bx);                                                 \
-        }                                                                                          \
-    } while (0)
-
-/* n whole blocks of a row, for the types with a row kernel; false for the others. */
-static bool mean_row_fast(enum sm_dtype dt, const uint8_t *src, uint64_t sy, uint64_t sx,
-                          uint64_t n, uint8_t *dst, unsigned bz, unsigned by, unsigned bx)
-{
-    switch (dt) {
-    case SM_DT_FLOAT32:
-        SM_MEAN_DISPATCH(mean_row_f32, float);
-        return true;
-    case SM_DT_UINT8:
-        SM_MEAN_DISPATCH(mean_row_u8, uint8_t);
-        return true;
-    case SM_DT_UINT16:
-        SM_MEAN_DISPATCH(mean_row_u16, uint16_t);
-        return true;
-    default:
-        return false;
-    }
-}
-
-/* The mean of one clipped block [c0, c1) per axis, through the float32 value of each element. */
-static void mean_block(const struct pyramid *py, const uint8_t *slab, const uint64_t *ps,
-                       const uint64_t *c0, const uint64_t *c1, uint8_t *dst)
-{
-    const size_t e = py->elem;
-    double s = 0.0;
-    for (uint64_t a = c0[0]; a < c1[0]; a++) {
-        for (uint64_t b = c0[1]; b < c1[1]; b++) {
-            for (uint64_t c = c0[2]; c < c1[2]; c++) {
-                s += load_f32(slab + ((a * ps[1] + b) * ps[2] + c) * e, py->dt);
-            }
-        }
-    }
-    const double cnt = (double)((c1[0] - c0[0]) * (c1[1] - c0[1]) * (c1[2] - c0[2]));
-    store_mean(dst, py->dt, s / cnt);
-}
-
-/* Output planes [z0, z0 + nz) of a box of shape os (3 axes), from the parent slab of shape ps
- * whose first plane is the first block plane of output plane z0. */
-static void reduce_slab(const struct pyramid *py, const uint8_t *slab, const uint64_t *ps,
-                        const uint64_t *os, uint64_t z0, uint64_t nz, uint8_t *out)
-{
-    const size_t e = py->elem;
-    const uint64_t *bk = py->block, sy = ps[1] * ps[2], sx = ps[2];
-    for (uint64_t z = 0; z < nz; z++) {
-        for (uint64_t y = 0; y < os[1]; y++) {
-            uint64_t c0[3] = {bk[0] * z, bk[1] * y, 0}, c1[3];
-            for (unsigned d = 0; d < 2; d++) {
-                c1[d] = c0[d] + bk[d] <= ps[d] ? c0[d] + bk[d] : ps[d];
-            }
-            uint8_t *dst = out + (((z0 + z) * os[1] + y) * os[2]) * e;
-            const uint8_t *row = slab + (c0[0] * sy + c0[1] * sx) * e;
-            if (py->nearest) { /* the first value of each block in C order */
-                for (uint64_t x = 0; x < os[2]; x++) {
-                    memcpy(dst + x * e, row + bk[2] * x * e, e);
-                }
-                continue;
-            }
-            uint64_t x = 0;
-            const uint64_t whole = ps[2] / bk[2] < os[2] ? ps[2] / bk[2] : os[2];
-            if (c1[0] - c0[0] == bk[0] && c1[1] - c0[1] == bk[1] &&
-                mean_row_fast(py->dt, row, sy, sx, whole, dst, (unsigned)bk[0], (unsigned)bk[1],
-                              (unsigned)bk[2])) {
-                x = whole;
-            }
-            for (; x < os[2]; x++) { /* edge blocks, and the types without a row kernel */
-                c0[2] = bk[2] * x;
-                c1[2] = c0[2] + bk[2] <= ps[2] ? c0[2] + bk[2] : ps[2];
-                mean_block(py, slab, ps, c0, c1, dst + x * e);
-            }
-        }
-    }
-}
 
 /* ---- levels written with level 0 ---- */
 
@@ -285,12 +72,12 @@ struct derive_cut {
 static void derive_planes(const struct derive_cut *dc, uint64_t z0, uint64_t nz)
 {
     const struct pyramid *py = dc->py;
-    const uint64_t first = py->block[0] * z0; /* the first parent plane of output plane z0 */
-    const uint64_t ps[3] = {dc->ps[0] - first < py->block[0] * nz ? dc->ps[0] - first
-                                                                  : py->block[0] * nz,
+    const uint64_t first = py->red.block[0] * z0; /* the first parent plane of output plane z0 */
+    const uint64_t ps[3] = {dc->ps[0] - first < py->red.block[0] * nz ? dc->ps[0] - first
+                                                                      : py->red.block[0] * nz,
                             dc->ps[1], dc->ps[2]};
     const uint8_t *slab = dc->parent + first * dc->ps[1] * dc->ps[2] * py->elem;
-    reduce_slab(py, slab, ps, dc->os, z0, nz, dc->child);
+    sm_level_reduce(&py->red, slab, ps, dc->os, z0, nz, dc->child);
 }
 
 static sm_status derive_part(void *user, int thread, uint64_t k, uint64_t *bytes,
@@ -311,19 +98,20 @@ sm_status run_levels_derive(const struct run_levels *rl, unsigned level,
                             const struct sm_level_box *parent, const struct sm_level_box *child,
                             struct sm_err *err)
 {
-    struct pyramid py = {
-        .dt = rl->dtype, .elem = sm_dtype_size(rl->dtype), .nd = rl->nd, .nearest = rl->nearest};
+    struct pyramid py = {.red = {.dtype = rl->dtype, .nearest = rl->nearest},
+                         .elem = sm_dtype_size(rl->dtype),
+                         .nd = rl->nd};
     struct derive_cut dc = {.py = &py, .parent = parent->data, .child = child->data};
     const unsigned pad = 3 - rl->nd;
     for (unsigned d = 0; d < 3; d++) {
-        py.block[d] = level < SM_MAX_LEVELS ? rl->block[level][d] : 1;
+        py.red.block[d] = level < SM_MAX_LEVELS ? rl->block[level][d] : 1;
         dc.ps[d] = d < pad ? 1 : parent->shape[d - pad];
         dc.os[d] = d < pad ? 1 : child->shape[d - pad];
         const uint64_t po = d < pad ? 0 : parent->offset[d - pad];
         const uint64_t co = d < pad ? 0 : child->offset[d - pad];
         /* the parent box is the child's blocks, clipped to the parent level */
-        if (po != co * py.block[d] || dc.ps[d] > dc.os[d] * py.block[d] ||
-            dc.ps[d] <= (dc.os[d] - 1) * py.block[d]) {
+        if (po != co * py.red.block[d] || dc.ps[d] > dc.os[d] * py.red.block[d] ||
+            dc.ps[d] <= (dc.os[d] - 1) * py.red.block[d]) {
             SM_FAIL(err, SM_E_INTERNAL, "level %u shard box does not match its parent's", level);
         }
     }
@@ -368,7 +156,7 @@ static sm_status fill_level(void *user, int thread, uint64_t shard, const uint64
         for (unsigned d = 0; d < 3; d++) {
             const uint64_t first = d == 0 ? oo[0] + z0 : oo[d];
             const uint64_t n = d == 0 ? nz : os[d];
-            const uint64_t b = py->block[d];
+            const uint64_t b = py->red.block[d];
             po[d] = b * first;
             const uint64_t end = b * (first + n) < py->pshape[d] ? b * (first + n) : py->pshape[d];
             ps[d] = end - po[d];
@@ -379,7 +167,7 @@ static sm_status fill_level(void *user, int thread, uint64_t shard, const uint64
         SM_TRY(sm_array_read_region(py->parent, po + pad, ps + pad, ts->slab.ptr, bytes,
                                     ts->scratch, err));
         const uint64_t t1 = sm_clock_ns();
-        reduce_slab(py, ts->slab.ptr, ps, os, z0, nz, data);
+        sm_level_reduce(&py->red, ts->slab.ptr, ps, os, z0, nz, data);
         ts->read_ns += t1 - t0;
         ts->mean_ns += sm_clock_ns() - t1;
     }
@@ -464,16 +252,16 @@ sm_status sm_run_pyramid(const struct sm_run_pyramid *p, struct sm_write_result 
     for (unsigned k = p->done > 1 ? p->done : 1; st == SM_OK && k < nlev; k++) {
         const struct sm_writer *lw = sm_writer_level(w, k), *pw = sm_writer_level(w, k - 1);
         const struct sm_array_meta *pm = sm_writer_meta(pw), *lm = sm_writer_meta(lw);
-        py.dt = pm->dtype;
+        py.red.dtype = pm->dtype;
         py.elem = sm_dtype_size(pm->dtype);
         py.nd = pm->ndim;
-        py.nearest = p->method == SM_RUN_OME_NEAREST;
+        py.red.nearest = p->method == SM_RUN_OME_NEAREST;
         for (unsigned d = 0; d < 3; d++) { /* an axis the level keeps has blocks of 1 */
             const unsigned a = d - (3 - py.nd);
             py.pshape[d] = d < 3 - py.nd ? 1 : pm->shape[a];
-            py.block[d] = d >= 3 - py.nd && lm->shape[a] < pm->shape[a] ? 2 : 1;
+            py.red.block[d] = d >= 3 - py.nd && lm->shape[a] < pm->shape[a] ? 2 : 1;
         }
-        py.step = slab_step(p, pw, lw, py.block, threads);
+        py.step = slab_step(p, pw, lw, py.red.block, threads);
         st = open_level(p, store, k - 1, &py.parent, err);
         uint64_t first, count;
         block_of(sm_writer_nshards(lw), &first, &count);

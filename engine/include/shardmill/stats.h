@@ -119,4 +119,17 @@ bool sm_cast_lossless(enum sm_dtype from, enum sm_dtype to);
 /* Writes n values of `in` (type from) as type `to` (a lossless cast: sm_cast_lossless). */
 void sm_cast_values(enum sm_dtype from, const void *in, size_t n, enum sm_dtype to, void *out);
 
+/* The pyramid's block reduction (SPEC §5.9, stats_pyramid.c): one OME-Zarr level from the level
+ * above it. */
+struct sm_level_reduce {
+    enum sm_dtype dtype;
+    uint64_t block[3]; /* per axis (2-D padded to z = 1): 2 where the level halves it, else 1 */
+    bool nearest;      /* the block's first value in C order instead of the mean */
+};
+/* Output planes [z0, z0 + nz) of a level box of shape os (3 axes, C order) into out, from the
+ * parent values `parent`, a box of shape ps (3 axes) whose first plane is the first block plane
+ * of output plane z0; blocks reaching past ps are clipped to it. */
+void sm_level_reduce(const struct sm_level_reduce *r, const void *parent, const uint64_t *ps,
+                     const uint64_t *os, uint64_t z0, uint64_t nz, void *out);
+
 #endif
