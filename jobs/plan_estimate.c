@@ -468,9 +468,7 @@ sm_status sm_plan_estimate(const struct sm_job_config *c, const struct sm_plan_i
     e->in_ratio = 1.0;
     e->ratio_from = e->convert ? "codec none" : "no output";
     const bool ome = c->output.ome_method != NULL;
-    /* an OME-Zarr image of the input's values needs their p1..p99 for its omero window */
-    e->two_pass = !e->convert || c->normalize.mode == SM_CFG_NORM_PERCENTILE ||
-                  (ome && c->normalize.mode == SM_CFG_NORM_NONE);
+    e->two_pass = !e->convert || c->normalize.mode == SM_CFG_NORM_PERCENTILE;
     uint64_t rank_in = 0;
     rank_boxes(c, m, su, tiles, grid, e->convert ? shards : NULL, ranks, e->two_pass, &rank_in,
                &e->kept, &e->kept_some);

@@ -47,7 +47,7 @@ struct sm_plan_work {
     int nodes;                /* the ranks spread evenly over them (>= 1) */
     double cores_per_node;    /* 0: the calibrated machine's cores */
     bool mpi;                 /* started by a launcher (ranks > 1 always is) */
-    bool two_pass;            /* percentile, or none to OME-Zarr: scan, reduce, then write */
+    bool two_pass;            /* percentile: scan, reduce, then write */
     bool kept;                /* two passes: every rank keeps its decoded input */
     uint64_t tiles;           /* scan tiles (two passes) */
     uint64_t in_bytes;        /* decoded input bytes of the ROI */

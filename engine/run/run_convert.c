@@ -241,10 +241,8 @@ static sm_status ph_plan(void *ctx, struct sm_err *err)
     const struct sm_convert_run *p = cv->p;
     const struct sm_run_common *c = &p->c;
     const struct sm_run_hooks *hk = &p->hooks;
-    /* one pass unless percentile needs the statistics first, or an OME-Zarr image of the input's
-     * values (its omero window is their p1..p99) */
-    cv->one_pass = p->normalize.mode != SM_RUN_NORM_PERCENTILE &&
-                   (p->output.ome.levels == 0 || p->normalize.mode != SM_RUN_NORM_NONE);
+    /* one pass unless percentile needs the statistics first */
+    cv->one_pass = p->normalize.mode != SM_RUN_NORM_PERCENTILE;
     struct sm_run_output o = p->output; /* the grid of the output's own type (its writer's) */
     o.dtype_set = true;
     o.dtype = cv->out_dt;
@@ -327,12 +325,16 @@ static sm_status ph_begin(void *ctx, struct sm_err *err)
     SM_TRY(cv_make_norm(&p->normalize, &cv->res->scan.hist, &cv->res->norm, err));
     cv->attrs = cv_provenance(cv, cv->one_pass ? NULL : &cv->res->scan);
     SM_TRY(sm_run_output_spec(&p->output, nd, cv->su.shape, cv->out_dt, cv->attrs, &cv->spec, err));
-    cv->spec.pending = cv->one_pass ? CV_PENDING_ATTR : NULL;
+    const bool window_later = cv->one_pass && p->normalize.mode == SM_RUN_NORM_NONE;
+    cv->spec.pending = !cv->one_pass                          ? NULL
+                       : window_later && p->output.ome.levels ? CV_PENDING_OME_NONE
+                                                              : CV_PENDING_ATTR;
     cv->oo = p->output;
     SM_TRY(cv_input_geometry(cv, err));
     run_provenance_spacing(cv->attrs, &cv->oo.ome, nd);
     struct sm_run_omero omero;
     cv_omero(cv, &omero);
+    omero.set = omero.set && !window_later; /* the input's p1..p99: restated after the write */
     SM_TRY(cv->oo.ome.levels != 0 ? sm_run_ome_writer(&cv->oo, nd, cv->su.shape, cv->out_dt, &omero,
                                                       cv->attrs, cv->spec.pending, &cv->w, err)
                                   : sm_writer_new(&cv->spec, &cv->w, err));

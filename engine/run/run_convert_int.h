@@ -8,8 +8,10 @@
 
 struct json_t;
 
-/* One pass: the provenance member zarr.json gets only once the statistics are reduced. */
+/* One pass: the provenance member zarr.json gets only once the statistics are reduced, and an
+ * OME-Zarr image of the input's values also its omero window (their p1..p99). */
 #define CV_PENDING_ATTR "shardmill/histogram"
+#define CV_PENDING_OME_NONE "shardmill/histogram ome/omero"
 
 struct cv_thread {
     struct sm_scratch *scratch;

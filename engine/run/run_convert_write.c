@@ -311,7 +311,7 @@ sm_status cv_statistics(void *ctx, struct sm_err *err)
         struct sm_run_omero omero;
         cv_omero(cv, &omero);
         SM_TRY(sm_run_ome_writer(&cv->oo, cv->m->ndim, cv->su.shape, cv->out_dt, &omero, cv->attrs,
-                                 CV_PENDING_ATTR, &cv->w_final, err));
+                                 cv->spec.pending, &cv->w_final, err));
     } else {
         SM_TRY(sm_run_output_spec(&cv->p->output, cv->m->ndim, cv->su.shape, cv->out_dt, cv->attrs,
                                   &cv->spec, err));

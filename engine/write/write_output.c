@@ -669,19 +669,23 @@ static sm_status compact_journals(struct sm_output *o, const struct sm_writer *w
     return st == SM_OK ? drop_marker(o, err) : st;
 }
 
-/* Removes the pending attribute ("member/key", write.h) from a zarr.json document. */
+/* Removes the pending attributes ("member/key" words, write.h) from a zarr.json document. */
 static void drop_pending(json_t *doc, const char *pending)
 {
-    const char *slash = strchr(pending, '/');
     json_t *attrs = json_object_get(doc, "attributes");
-    if (slash == NULL || attrs == NULL) {
-        return;
-    }
-    char member[64];
-    snprintf(member, sizeof(member), "%.*s", (int)(slash - pending), pending);
-    json_t *m = json_object_get(attrs, member);
-    if (json_is_object(m)) {
-        json_object_del(m, slash + 1);
+    for (const char *p = pending; attrs != NULL && *p != '\0';) {
+        const size_t n = strcspn(p, " ");
+        const char *slash = memchr(p, '/', n);
+        if (slash != NULL) {
+            char member[64], key[64];
+            snprintf(member, sizeof(member), "%.*s", (int)(slash - p), p);
+            snprintf(key, sizeof(key), "%.*s", (int)(p + n - slash - 1), slash + 1);
+            json_t *m = json_object_get(attrs, member);
+            if (json_is_object(m)) {
+                json_object_del(m, key);
+            }
+        }
+        p += n + (p[n] == ' ');
     }
 }
 

@@ -668,6 +668,22 @@ def case_omero(c, args, work):
                 ch.get("color") == "FFFFFF" and ch.get("active") is True and
                 isinstance(ch.get("label"), str), ch)
         ngff.check(c, out, f"omero {name}")
+        if name == "none":
+            # one pass (SPEC §1): zarr.json's histogram and the omero window both pending until
+            # the statistics are reduced; a resume of the complete image keeps every shard and
+            # accepts the restated group document
+            rep = os.path.join(work, "none-resume.json")
+            r = cc.run([args.shardmill, "run", cfg, "--set", "output.exists=resume", "--report",
+                        rep])
+            kept = json.load(open(rep)).get("output", {}) if r.returncode == 0 else {}
+            c.check("none: resume of the complete image keeps every shard, writes none",
+                    r.returncode == 0 and kept.get("written") == 0 and kept.get("shards", 0) > 0,
+                    cc.describe(r) + str(kept))
+            c.check("none: the resumed image's omero window is unchanged",
+                    omero_window(out).get("window") == want, omero_window(out))
+            mem = json.load(open(rep)).get("memory", {}) if r.returncode == 0 else {}
+            c.check("none: one pass (no decoded input kept between a scan and the write)",
+                    mem.get("kept_input_bytes") == 0, mem)
     # none without a histogram: an int32 input has no default range: the type's range
     import zarr
     i32 = os.path.join(work, "i32.zarr")
@@ -810,7 +826,9 @@ def case_aligned(c, args, work):
     c.check("3 x 6 aligned shards + 2 read-back shards written", wrote == 20, wrote)
     # one pass: each of the 3 x 5 x 5 input chunks read once, the statistics restated after
     reads = rep.get("io", {}).get("requests", {}).get("payload")
-    c.check("one pass: 75 input chunk reads for 75 chunks", reads == 75, reads)
+    kept = rep.get("memory", {}).get("kept_input_bytes")
+    c.check("one pass: 75 input chunk reads for 75 chunks, no input kept for a second pass",
+            reads == 75 and kept == 0, (reads, kept))
     pv = json.load(open(os.path.join(out, "zarr.json")))["attributes"].get("shardmill", {})
     c.check("the group's provenance restated with the histogram",
             pv.get("histogram", {}).get("voxels") == a.size, pv.get("histogram"))

@@ -39,10 +39,10 @@ struct sm_output_spec {
     uint8_t fill[8];                 /* fill value: little-endian bytes of dtype */
     const struct json_t *attributes; /* borrowed; an object (provenance: the caller's) or NULL */
     bool dimension_names;            /* write "dimension_names" (the last ndim of z, y, x) */
-    /* NULL, or "member/key": attributes[member][key] is pending (a one-pass convert knows its
-     * statistics only after the shards): begin writes zarr.json without it, resume and join
-     * accept a zarr.json that differs from w's in that key only, and sm_output_restate later
-     * puts the final document. A static string. */
+    /* NULL, or "member/key" (several separated by spaces): attributes[member][key] is pending
+     * (a one-pass convert knows its statistics only after the shards): begin writes zarr.json
+     * without it, resume and join accept a zarr.json that differs from w's in those keys only,
+     * and sm_output_restate later puts the final document. A static string. */
     const char *pending;
 };
 #define SM_OUTPUT_SPEC_DEFAULTS                                                                    \
