@@ -23,7 +23,7 @@
 #include <yaml.h>
 
 #include <shardmill/alloc.h>
-#include <shardmill/module.h>
+#include <shardmill/library.h>
 #include <shardmill/path.h>
 #include <shardmill/unit.h>
 
