@@ -126,4 +126,70 @@ static inline double run_ms(uint64_t ns)
     return (double)ns / 1e6;
 }
 
+/* ---- declared here, not in pipeline.h: only run/ (and its unit tests) calls them ---- */
+
+/* The largest axis of the last level output.ome.levels auto makes (SM_RUN_OME_AUTO). */
+#define SM_RUN_OME_AUTO_MAX 256u
+
+/* The export's checks of the open phase, local (no collective): export.hdf5.path resolved and
+ * checked against export.hdf5.exists, its directory (which may be one the output at output_path
+ * creates), the dataset name and the deflate level (sm_export_hdf5_check), and refused when it
+ * is the output, lies inside it or holds it. SM_OK when x->path is NULL. A convert runs it in its
+ * output phase, so a refused export path fails the run before any conversion, and the export
+ * phase checks again. Errors as sm_export_hdf5_check; SM_E_USAGE naming the path. */
+sm_status sm_run_export_check(const struct sm_run_export *x, const char *output_path,
+                              struct sm_err *err);
+
+/* The min/max pass (SPEC §5; collective): with s->range_from SM_HIST_RANGE_MINMAX, reads this
+ * rank's tiles [first, first + count) of s->tiling once (threads over tiles, as the scan: `a`, or
+ * s->params.reader), agrees, reduces the finite min and max over the ranks and sets s->params'
+ * range (sm_hist_minmax_range). Otherwise a no-op. */
+sm_status sm_run_minmax_range(struct sm_array *a, struct sm_run_setup *s, uint64_t first,
+                              uint64_t count, struct sm_err *err);
+
+/* ---- OME-Zarr output (SPEC §2) ---- */
+
+/* The cumulative factor of each axis at level k (1 at level 0; doubled on every axis halved on
+ * the way, output.ome.downsample), for levels 0 .. nlevels-1 of a level 0 of `shape`. */
+void sm_run_ome_factors(const struct sm_run_ome *ome, unsigned nd, const uint64_t *shape,
+                        unsigned nlevels, uint64_t (*factor)[SM_MAX_DIMS]);
+/* attributes.ome.omero's channel window {start, end, min, max}, in output values (SPEC §2). */
+struct sm_run_omero {
+    bool set; /* false: no omero member */
+    double start, end, min, max;
+};
+/* The group writer (sm_writer_new_group) of the OME-Zarr image output.ome asks for, whose level 0
+ * has `shape` and `dtype`; its attributes are the OME metadata (o->ome: spacing, origin, unit;
+ * omero, may be NULL) plus the members of `attrs` (the provenance). Errors as sm_run_ome_levels. */
+sm_status sm_run_ome_writer(const struct sm_run_output *o, unsigned nd, const uint64_t *shape,
+                            enum sm_dtype dtype, const struct sm_run_omero *omero,
+                            const struct json_t *attrs, struct sm_writer **w, struct sm_err *err);
+/* The group attributes of an OME-Zarr image of `nlevels` levels whose level 0 has `shape`:
+ * {"ome": {"version": "0.5", "multiscales": [{"name", "axes", "datasets" with scale (and
+ * translation) per level, "type": "mean" | "nearest", "metadata": {"method": "shardmill.mean" |
+ * "shardmill.nearest", "description", "version"}}], "omero" (when omero->set)}} plus every member
+ * of `extra` (the provenance, copied). NULL if it cannot be allocated. */
+struct json_t *sm_run_ome_attrs(const struct sm_run_ome *ome, unsigned nd, const uint64_t *shape,
+                                unsigned nlevels, const struct sm_run_omero *omero,
+                                const struct json_t *extra);
+/* The pyramid of a group writer whose level 0 every rank wrote and flushed (collective): for
+ * k = 1 .. levels-1, each rank its block of level k's shards, each shard the mean (SPEC §2) of
+ * the level-(k-1) values it covers, read back from the output through array/ slab by slab (no
+ * whole-volume buffer; the slabs of all threads stay within half of memory_bytes where a slab of
+ * two planes allows), OpenMP threads over shards; then every rank flushes and agrees before the
+ * next level. Byte-identical for any ranks x threads. SM_E_STOPPED on a stop (finished shards
+ * flushed). The result's write counters accumulate in *wr. */
+struct sm_run_pyramid {
+    const struct sm_writer *writer; /* a group writer (sm_writer_new_group) */
+    struct sm_output *output;       /* begun or joined with it */
+    enum sm_run_ome_method method;
+    int threads; /* <= 0: the OpenMP default */
+    uint64_t memory_bytes;
+    uint64_t max_chunk_bytes; /* limits.max_chunk_bytes of the read-back */
+    struct sm_run_progress progress;
+    const atomic_int *stop;
+};
+sm_status sm_run_pyramid(const struct sm_run_pyramid *p, struct sm_write_result *wr,
+                         struct sm_err *err);
+
 #endif
