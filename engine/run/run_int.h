@@ -5,9 +5,9 @@
 #include "shardmill/pipeline.h"
 
 /* Ranks for a run: with mpi_comm set, par/ on a duplicate of it for the run's duration. *entered
- * says whether run_ranks_leave must release it. */
-sm_status run_ranks_enter(const void *mpi_comm, bool *entered, struct sm_err *err);
-void run_ranks_leave(bool entered);
+ * says whether sm_run_ranks_leave must release it. */
+sm_status sm_run_ranks_enter(const void *mpi_comm, bool *entered, struct sm_err *err);
+void sm_run_ranks_leave(bool entered);
 
 /* SM_E_USAGE with `where` = key (the YAML name), returned from the caller. */
 #define FAIL_USAGE(err, key, ...)                                                                  \
@@ -18,66 +18,66 @@ void run_ranks_leave(bool entered);
     } while (0)
 
 /* st, or SM_E_STOPPED when st is SM_OK and the stop flag is set. */
-sm_status run_stop_check(const atomic_int *stop, sm_status st, struct sm_err *err);
+sm_status sm_run_stop_check(const atomic_int *stop, sm_status st, struct sm_err *err);
 
 /* This rank's share of the plan (every rank computes the same plan). */
-sm_status run_rank_part(enum sm_part_kind kind, const struct sm_array_meta *m,
-                        const struct sm_tiling *t, struct sm_part *mine, struct sm_err *err);
+sm_status sm_run_rank_part(enum sm_part_kind kind, const struct sm_array_meta *m,
+                           const struct sm_tiling *t, struct sm_part *mine, struct sm_err *err);
 /* Sums histogram counts, underflow/overflow/nan, checksums, voxels and tiles over ranks. */
-sm_status run_reduce_scan(struct sm_scan_result *r, struct sm_err *err);
+sm_status sm_run_reduce_scan(struct sm_scan_result *r, struct sm_err *err);
 /* The last reduction of every run (collective): res->timing over ranks into timing_max and
- * timing_mean, then run_reduce_usage. */
-sm_status run_reduce_timings(struct sm_run_result *res, struct sm_err *err);
+ * timing_mean, then sm_run_reduce_usage. */
+sm_status sm_run_reduce_timings(struct sm_run_result *res, struct sm_err *err);
 /* res->io (the input's counters: res->store, res->array) and res->peak_rss_bytes (this rank's
  * peak so far) over ranks (collective; run_result.c). */
-sm_status run_reduce_usage(struct sm_run_result *res, struct sm_err *err);
+sm_status sm_run_reduce_usage(struct sm_run_result *res, struct sm_err *err);
 
 /* Phase export of a convert with p->export.path (run_export.c), after the flush agreement and
  * before the marker: every rank writes its block of the output f describes into the HDF5 file.
  * Collective; the status is the same on every rank, except when sm_par_stuck() is true after it:
- * then the ranks can no longer communicate, the caller calls no further collective (run_agree
+ * then the ranks can no longer communicate, the caller calls no further collective (sm_run_agree
  * does not) and returns, and jobs/ ends the job (sm_par_abort). Its timings (SM_RUN_T_EXPORT*)
  * and what it wrote (res->export) go to res. */
-sm_status run_export(const struct sm_convert_run *p, const struct sm_run_flushed *f,
-                     struct sm_run_result *res, struct sm_err *err);
+sm_status sm_run_export(const struct sm_convert_run *p, const struct sm_run_flushed *f,
+                        struct sm_run_result *res, struct sm_err *err);
 
 /* The agreement of a phase boundary: while every rank still succeeds, every rank learns whether
  * one failed (then all hold the lowest failing rank's error). A failure that is already every
  * rank's (*agreed) is not agreed again, nor one after which the ranks are stuck (sm_par_stuck). */
-sm_status run_agree(bool *agreed, sm_status st, struct sm_err *err);
+sm_status sm_run_agree(bool *agreed, sm_status st, struct sm_err *err);
 
 /* Phase begin of a write (SPEC §6), after st: rank 0 prepares the output directory (policy,
  * zarr.json), then the others join, each step agreed; then every rank takes rank 0's run token,
  * which names the per-rank journal files. Collective. */
-sm_status run_begin(struct sm_output *out, const struct sm_writer *w, sm_status st, bool *agreed,
-                    struct sm_err *err);
+sm_status sm_run_begin(struct sm_output *out, const struct sm_writer *w, sm_status st, bool *agreed,
+                       struct sm_err *err);
 
 /* Phase finish of a write (SPEC §6), once every rank wrote and flushed: every rank exports the
  * shard records it wrote or kept, rank 0 gathers them (one MPI gather, agreed) and writes the
  * completion marker from them unless the stop flag was set after the last agreement. Collective;
  * the marker's status is rank 0's: the caller's phase agreement follows. */
-sm_status run_finish(struct sm_output *out, const atomic_int *stop, struct sm_err *err);
+sm_status sm_run_finish(struct sm_output *out, const atomic_int *stop, struct sm_err *err);
 
 /* SM_E_LIMIT naming limits.memory_bytes when tracking nshards output shards would not fit it
  * (run_bounds.c; memory_bytes 0: unchecked). */
-sm_status run_check_shards(uint64_t nshards, uint64_t memory_bytes, struct sm_err *err);
+sm_status sm_run_check_shards(uint64_t nshards, uint64_t memory_bytes, struct sm_err *err);
 
 /* Progress helpers: NULL members are skipped. */
-void run_progress_begin(const struct sm_run_progress *p, const char *phase, const char *unit,
-                        uint64_t total);
-void run_progress_end(const struct sm_run_progress *p, bool ok);
+void sm_run_progress_begin(const struct sm_run_progress *p, const char *phase, const char *unit,
+                           uint64_t total);
+void sm_run_progress_end(const struct sm_run_progress *p, bool ok);
 
 /* Fills what ome lacks (spacing, origin, unit) from the input: with `read` (an OME-Zarr output)
  * the OME-Zarr multiscales of the group that holds input.array (collective: rank 0 reads the
  * group document, all ranks get the values), then the `shardmill` provenance in the input
  * array's own attributes (input_attrs; no request). The origin is moved to the ROI's first voxel.
  * unit_buf holds a unit read. SM_E_USAGE when input.spacing/origin do not have nd values. */
-sm_status run_ome_geometry(struct sm_store *store, const char *array,
-                           const struct json_t *input_attrs, unsigned nd, const uint64_t *roi_off,
-                           bool read, struct sm_run_ome *ome, char *unit_buf, size_t unit_cap,
-                           struct sm_err *err);
+sm_status sm_run_ome_geometry(struct sm_store *store, const char *array,
+                              const struct json_t *input_attrs, unsigned nd,
+                              const uint64_t *roi_off, bool read, struct sm_run_ome *ome,
+                              char *unit_buf, size_t unit_cap, struct sm_err *err);
 /* Adds "spacing" (and "unit") to attrs.shardmill when output.ome or input.spacing gives them. */
-void run_provenance_spacing(struct json_t *attrs, const struct sm_run_ome *ome, unsigned nd);
+void sm_run_provenance_spacing(struct json_t *attrs, const struct sm_run_ome *ome, unsigned nd);
 /* The rank's budget for the per-thread chunk memos (tile.h): an eighth of limits.memory_bytes,
  * taken from the half the kept input may use. */
 static inline uint64_t run_memo_total(uint64_t memory_bytes)
@@ -87,9 +87,9 @@ static inline uint64_t run_memo_total(uint64_t memory_bytes)
 
 /* sm_run_open_input, and with meta_sha256 non-NULL (65 bytes) the hex SHA-256 of the metadata
  * documents the array was opened from (the same bytes on every rank). */
-sm_status run_open_input(const struct sm_run_input *in, uint64_t memory_bytes,
-                         struct sm_store **store, struct sm_array **array, char *meta_sha256,
-                         struct sm_err *err);
+sm_status sm_run_open_input_sha(const struct sm_run_input *in, uint64_t memory_bytes,
+                                struct sm_store **store, struct sm_array **array, char *meta_sha256,
+                                struct sm_err *err);
 
 /* ---- the phase driver (run_phase.c) ----
  * One row per phase: the driver checks the stop flag, `run` does the phase's work on every rank,
@@ -118,8 +118,8 @@ struct run_phase_env {
      * skipped, and the run succeeds. */
     const bool *done;
 };
-sm_status run_phases(const struct run_phase *ph, size_t n, void *ctx,
-                     const struct run_phase_env *env, struct sm_err *err);
+sm_status sm_run_phases(const struct run_phase *ph, size_t n, void *ctx,
+                        const struct run_phase_env *env, struct sm_err *err);
 
 static inline double run_ms(uint64_t ns)
 {

@@ -380,7 +380,7 @@ sm_status sm_run_pyramid(const struct sm_run_pyramid *p, struct sm_write_result 
         st = open_level(p, store, k - 1, &py.parent, err);
         uint64_t first, count;
         block_of(sm_writer_nshards(lw), &first, &count);
-        run_progress_begin(&p->progress, "pyramid", "shards", sm_writer_nshards(lw));
+        sm_run_progress_begin(&p->progress, "pyramid", "shards", sm_writer_nshards(lw));
         struct sm_write_result r = {0};
         if (st == SM_OK) {
             const struct sm_write_job job = {sm_writer_level_first(w, k) + first,
@@ -394,7 +394,7 @@ sm_status sm_run_pyramid(const struct sm_run_pyramid *p, struct sm_write_result 
                                              p->stop};
             st = sm_write_shards(w, p->output, &job, &r, err);
         }
-        run_progress_end(&p->progress, st == SM_OK);
+        sm_run_progress_end(&p->progress, st == SM_OK);
         wr->written += r.written;
         wr->kept += r.kept;
         wr->bytes += r.bytes;
@@ -404,7 +404,7 @@ sm_status sm_run_pyramid(const struct sm_run_pyramid *p, struct sm_write_result 
         sm_array_close(py.parent);
         py.parent = NULL;
         /* every rank's level k is in place before any rank reads it for level k+1 */
-        st = sm_par_agree(run_stop_check(p->stop, st, err), err);
+        st = sm_par_agree(sm_run_stop_check(p->stop, st, err), err);
         if (st == SM_OK) {
             st = sm_par_agree(sm_output_flush(p->output, err), err);
         } else { /* a stop or a failure keeps the finished shards for resume */
