@@ -16,7 +16,7 @@
 #include <yaml.h>
 
 #include <shardmill/alloc.h>
-#include <shardmill/module.h>
+#include <shardmill/library.h>
 
 #define MAX_DEPTH 64 /* nesting of YAML collections */
 

@@ -367,7 +367,7 @@ static void output_size(const struct levels *lv, bool ome, struct sm_plan_estima
 
 /* The busiest rank's input box (decoded bytes) and whether every rank keeps its input: its run
  * of tiles fills a box holding its shards' input and fits half the budget less the memos
- * (engine/run/run_convert_meta.c cv_keep_plan). */
+ * (engine/run/run_convert_meta.c sm_cv_keep_plan). */
 static void rank_boxes(const struct sm_job_config *c, const struct sm_array_meta *m,
                        const struct sm_run_setup *su, const struct sm_part *tiles,
                        const struct sm_tiling *grid, const struct sm_part *shards, int ranks,

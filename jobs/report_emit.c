@@ -6,14 +6,13 @@
 #include "report.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include <shardmill/alloc.h>
-#include <shardmill/fs.h>
+#include <shardmill/path.h>
 
 sm_status sm_report_write(const char *path, json_t *report, struct sm_err *err)
 {
@@ -34,7 +33,7 @@ sm_status sm_report_write(const char *path, json_t *report, struct sm_err *err)
     if (slash != NULL && slash != path) {
         char dir[4096];
         snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
-        if (sm_fs_mkdirs(AT_FDCWD, dir, err) != SM_OK) {
+        if (sm_path_mkdirs(dir, err) != SM_OK) {
             sm_json_free_text(text);
             return err->status;
         }

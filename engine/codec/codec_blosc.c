@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "shardmill/alloc.h"
-#include "shardmill/module.h"
+#include "shardmill/library.h"
 
 #define BLOSC_LIB "libblosc.so.1"
 

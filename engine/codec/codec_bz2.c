@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "shardmill/alloc.h"
-#include "shardmill/module.h"
+#include "shardmill/library.h"
 
 static struct {
     int (*compress_init)(bz_stream *, int, int, int);

@@ -129,16 +129,6 @@ sm_status sm_codec_append(struct sm_buf *b, const void *p, size_t n, struct sm_e
 void sm_transpose_copy(unsigned ndim, const uint64_t *shape, const unsigned *perm, size_t elem,
                        const void *src, void *dst);
 
-/* ---- N5 blocks (codec_n5.c), exposed for tests and the fuzzer ---- */
-
-/* Parses the header of an N5 block for a dataset of `ndim` axes whose chunk shape (C order, the N5
- * axes reversed) is chunk[ndim]: block[] receives the block's size in C order, *header_len the
- * header's length. SM_E_DATA for a short or truncated header, a mode other than 0 and 1, another
- * number of dimensions, a size above the chunk's, or a varlength element count that differs from
- * the size's product. */
-sm_status sm_n5_header_parse(struct sm_bytes in, unsigned ndim, const uint64_t *chunk,
-                             uint64_t *block, size_t *header_len, struct sm_err *err);
-
 /* ---- the registry's entries ---- */
 
 extern const struct sm_codec_ops sm_codec_bytes_ops;

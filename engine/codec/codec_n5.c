@@ -178,8 +178,13 @@ static void swap_copy(uint8_t *dst, const uint8_t *src, size_t n, size_t elem)
     }
 }
 
-sm_status sm_n5_header_parse(struct sm_bytes in, unsigned ndim, const uint64_t *chunk,
-                             uint64_t *block, size_t *header_len, struct sm_err *err)
+/* Parses the header of an N5 block for a dataset of `ndim` axes whose chunk shape (C order, the N5
+ * axes reversed) is chunk[ndim]: block[] receives the block's size in C order, *header_len the
+ * header's length. SM_E_DATA for a short or truncated header, a mode other than 0 and 1, another
+ * number of dimensions, a size above the chunk's, or a varlength element count that differs from
+ * the size's product. */
+static sm_status n5_header_parse(struct sm_bytes in, unsigned ndim, const uint64_t *chunk,
+                                 uint64_t *block, size_t *header_len, struct sm_err *err)
 {
     if (in.len < 4) {
         SM_FAIL(err, SM_E_DATA, "N5 block of %zu bytes is shorter than its 4-byte header start",
@@ -251,8 +256,8 @@ static sm_status n5_decode(const void *prep, struct sm_bytes in, struct sm_buf *
 {
     const struct n5_prep *p = prep;
     uint64_t block[SM_MAX_DIMS];
-    size_t hlen;
-    SM_TRY(sm_n5_header_parse(in, p->ndim, p->shape, block, &hlen, err));
+    size_t hlen = 0;
+    SM_TRY(n5_header_parse(in, p->ndim, p->shape, block, &hlen, err));
     size_t count = 1;
     bool whole = true;
     for (unsigned d = 0; d < p->ndim; d++) {

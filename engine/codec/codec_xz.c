@@ -13,7 +13,7 @@
 #include <stdio.h>
 
 #include "shardmill/alloc.h"
-#include "shardmill/module.h"
+#include "shardmill/library.h"
 
 /* xz -9 needs 65 MiB to decode; a stream asking for more is refused, not allocated. */
 #define XZ_MEMLIMIT ((uint64_t)128 << 20)

@@ -14,6 +14,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "shardmill/library.h"
+
 /* dlerror's text is per thread but not reentrant with other dl* users: one load at a time. */
 static pthread_mutex_t load_mu = PTHREAD_MUTEX_INITIALIZER;
 

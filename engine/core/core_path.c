@@ -2,12 +2,14 @@
  * before it creates anything, so that nothing outside the output (or the export file) is written,
  * and the relation of two paths after resolving links (the output may not be the input, lie
  * inside it or contain it). Invariant: a resolved path has no ".." component, stays inside `base`
- * when one is given, and its last component is a name. */
+ * when one is given, and its last component is a name. Also mkdir -p of a plain path for a
+ * program's own files (core_fs.c beneath AT_FDCWD). */
 #include "shardmill/sm_config.h"
 
 #include "shardmill/path.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -15,6 +17,7 @@
 #include <unistd.h>
 
 #include "shardmill/alloc.h"
+#include "shardmill/fs.h"
 
 #define PATH_CAP 4096
 
@@ -268,4 +271,9 @@ sm_status sm_path_relation(const char *a, const char *b, enum sm_path_rel *rel, 
     sm_free(ca);
     sm_free(cb);
     return st;
+}
+
+sm_status sm_path_mkdirs(const char *dir, struct sm_err *err)
+{
+    return sm_fs_mkdirs(AT_FDCWD, dir, err);
 }

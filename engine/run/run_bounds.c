@@ -8,7 +8,7 @@
 
 #include "shardmill/write.h"
 
-sm_status run_check_shards(uint64_t nshards, uint64_t memory_bytes, struct sm_err *err)
+sm_status sm_run_check_shards(uint64_t nshards, uint64_t memory_bytes, struct sm_err *err)
 {
     const uint64_t need = sm_output_track_bytes(nshards);
     if (memory_bytes == 0 || need <= memory_bytes) {

@@ -14,7 +14,7 @@
 #include "shardmill/par.h"
 #include "shardmill/write.h"
 
-sm_status run_ranks_enter(const void *mpi_comm, bool *entered, struct sm_err *err)
+sm_status sm_run_ranks_enter(const void *mpi_comm, bool *entered, struct sm_err *err)
 {
     *entered = false;
     if (mpi_comm == NULL) {
@@ -25,27 +25,27 @@ sm_status run_ranks_enter(const void *mpi_comm, bool *entered, struct sm_err *er
     return SM_OK;
 }
 
-void run_ranks_leave(bool entered)
+void sm_run_ranks_leave(bool entered)
 {
     if (entered) {
         sm_par_finalize();
     }
 }
 
-sm_status run_stop_check(const atomic_int *stop, sm_status st, struct sm_err *err)
+sm_status sm_run_stop_check(const atomic_int *stop, sm_status st, struct sm_err *err)
 {
     return st != SM_OK ? st : sm_stop_check(stop, err);
 }
 
-void run_progress_begin(const struct sm_run_progress *p, const char *phase, const char *unit,
-                        uint64_t total)
+void sm_run_progress_begin(const struct sm_run_progress *p, const char *phase, const char *unit,
+                           uint64_t total)
 {
     if (p->begin != NULL) {
         p->begin(p->user, phase, unit, total);
     }
 }
 
-void run_progress_end(const struct sm_run_progress *p, bool ok)
+void sm_run_progress_end(const struct sm_run_progress *p, bool ok)
 {
     if (p->end != NULL) {
         p->end(p->user, ok);
@@ -110,7 +110,7 @@ static sm_status bcast_docs(struct sm_meta_docs *d, struct sm_err *err)
 sm_status sm_run_open_input(const struct sm_run_input *in, uint64_t memory_bytes,
                             struct sm_store **store, struct sm_array **array, struct sm_err *err)
 {
-    return run_open_input(in, memory_bytes, store, array, NULL, err);
+    return sm_run_open_input_sha(in, memory_bytes, store, array, NULL, err);
 }
 
 /* The SHA-256 of the input's metadata documents as fetched (zarr.json; .zarray then .zattrs;
@@ -133,9 +133,9 @@ static void docs_sha256(const struct sm_meta_docs *d, char out[65])
     sm_free(all);
 }
 
-sm_status run_open_input(const struct sm_run_input *in, uint64_t memory_bytes,
-                         struct sm_store **store, struct sm_array **array, char *meta_sha256,
-                         struct sm_err *err)
+sm_status sm_run_open_input_sha(const struct sm_run_input *in, uint64_t memory_bytes,
+                                struct sm_store **store, struct sm_array **array, char *meta_sha256,
+                                struct sm_err *err)
 {
     *store = NULL;
     *array = NULL;
@@ -333,8 +333,8 @@ void sm_run_plan(enum sm_part_kind kind, const struct sm_array_meta *m, const st
     sm_partition_tiles(t, &u, kind, nranks, parts);
 }
 
-sm_status run_rank_part(enum sm_part_kind kind, const struct sm_array_meta *m,
-                        const struct sm_tiling *t, struct sm_part *mine, struct sm_err *err)
+sm_status sm_run_rank_part(enum sm_part_kind kind, const struct sm_array_meta *m,
+                           const struct sm_tiling *t, struct sm_part *mine, struct sm_err *err)
 {
     const int n = sm_par_size();
     struct sm_part *parts = sm_calloc((size_t)n, sizeof(*parts));
@@ -347,7 +347,7 @@ sm_status run_rank_part(enum sm_part_kind kind, const struct sm_array_meta *m,
     return SM_OK;
 }
 
-sm_status run_reduce_scan(struct sm_scan_result *r, struct sm_err *err)
+sm_status sm_run_reduce_scan(struct sm_scan_result *r, struct sm_err *err)
 {
     if (sm_par_size() == 1) {
         return SM_OK;
@@ -398,7 +398,7 @@ sm_status run_reduce_scan(struct sm_scan_result *r, struct sm_err *err)
     return st;
 }
 
-sm_status run_reduce_timings(struct sm_run_result *res, struct sm_err *err)
+sm_status sm_run_reduce_timings(struct sm_run_result *res, struct sm_err *err)
 {
     /* max through the bits of non-negative doubles, which order like the values */
     uint64_t bits[SM_RUN_NTIMINGS];
@@ -413,7 +413,7 @@ sm_status run_reduce_timings(struct sm_run_result *res, struct sm_err *err)
         memcpy(&res->timing_max[i], &bits[i], sizeof(double));
         res->timing_mean[i] /= (double)sm_par_size();
     }
-    return run_reduce_usage(res, err);
+    return sm_run_reduce_usage(res, err);
 }
 
 /* The shard records of every rank adopted by rank 0 (one MPI gather); agreed. */
@@ -432,7 +432,7 @@ static sm_status gather_records(struct sm_output *out, struct sm_err *err)
     return sm_par_agree(st, err);
 }
 
-sm_status run_agree(bool *agreed, sm_status st, struct sm_err *err)
+sm_status sm_run_agree(bool *agreed, sm_status st, struct sm_err *err)
 {
     if (!*agreed && !sm_par_stuck()) {
         st = sm_par_agree(st, err);
@@ -441,18 +441,18 @@ sm_status run_agree(bool *agreed, sm_status st, struct sm_err *err)
     return st;
 }
 
-sm_status run_begin(struct sm_output *out, const struct sm_writer *w, sm_status st, bool *agreed,
-                    struct sm_err *err)
+sm_status sm_run_begin(struct sm_output *out, const struct sm_writer *w, sm_status st, bool *agreed,
+                       struct sm_err *err)
 {
     const int rank = sm_par_rank();
     if (st == SM_OK && rank == 0) {
         st = sm_output_begin(out, w, err);
     }
-    st = run_agree(agreed, st, err);
+    st = sm_run_agree(agreed, st, err);
     if (st == SM_OK && rank != 0) {
         st = sm_output_join(out, w, err);
     }
-    st = run_agree(agreed, st, err);
+    st = sm_run_agree(agreed, st, err);
     if (st == SM_OK) { /* one journal file per rank and run: rank 0's token names them all */
         uint64_t token = rank == 0 ? sm_output_run_token(out) : 0;
         st = sm_par_bcast(&token, sizeof(token), 0, err);
@@ -461,11 +461,11 @@ sm_status run_begin(struct sm_output *out, const struct sm_writer *w, sm_status 
     return st;
 }
 
-sm_status run_finish(struct sm_output *out, const atomic_int *stop, struct sm_err *err)
+sm_status sm_run_finish(struct sm_output *out, const atomic_int *stop, struct sm_err *err)
 {
     sm_status st = gather_records(out, err);
     if (st == SM_OK && sm_par_rank() == 0) {
-        st = run_stop_check(stop, st, err); /* a signal after the last agreement: no marker */
+        st = sm_run_stop_check(stop, st, err); /* a signal after the last agreement: no marker */
     }
     if (st == SM_OK && sm_par_rank() == 0) {
         st = sm_output_finish(out, err);

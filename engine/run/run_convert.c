@@ -17,7 +17,7 @@
  * - two passes (percentile, or an OME-Zarr output: its group document is written once): scan the
  *   rank's tiles, reduce, derive the window, then write. A rank keeps the decoded input of its
  *   tiles from the scan when they fill a box holding its shards' input and it fits in half of
- *   memory_bytes (cv_keep_plan); otherwise each shard's box is read again. A source's tiles are
+ *   memory_bytes (sm_cv_keep_plan); otherwise each shard's box is read again. A source's tiles are
  *   the output's shards (unless `tile` is set), so its rank reads every box once when it fits.
  * Stage times: `open` (output, input), `hydrate`/`decode` (input fetch/codec time), `process`
  * (statistics and normalization) and `write` (encode + put + flush), thread sums divided by the
@@ -125,13 +125,13 @@ static sm_status ph_input(void *ctx, struct sm_err *err)
     if (cv->src != NULL) {
         SM_TRY(open_source(cv, err));
     } else { /* collective */
-        SM_TRY(run_open_input(&c->input, c->memory_bytes, &res->store, &res->array, cv->meta_sha,
-                              err));
+        SM_TRY(sm_run_open_input_sha(&c->input, c->memory_bytes, &res->store, &res->array,
+                                     cv->meta_sha, err));
         sm_array_set_stop(res->array, c->stop);
         cv->m = sm_array_meta(res->array);
     }
     /* the output's type, before any scan: a refused output.dtype costs no pass over the input */
-    SM_TRY(cv_output_dtype(&cv->p->normalize, &cv->p->output, cv->m->dtype, &cv->out_dt, err));
+    SM_TRY(sm_cv_output_dtype(&cv->p->normalize, &cv->p->output, cv->m->dtype, &cv->out_dt, err));
     res->output_dtype = cv->out_dt;
     struct sm_run_common cc = *c;
     res->no_histogram = no_histogram(cv);
@@ -154,7 +154,7 @@ static sm_status ph_input(void *ctx, struct sm_err *err)
  * kept and the export phase writes the file before the marker is written again. */
 static sm_status decide(const struct cv *cv, struct sm_output_decision *d, struct sm_err *err)
 {
-    json_t *id = cv_identity(cv);
+    json_t *id = sm_cv_identity(cv);
     if (id == NULL) {
         SM_FAIL(err, SM_E_NOMEM, "cannot build the job's identity");
     }
@@ -188,7 +188,7 @@ static sm_status ph_exists(void *ctx, struct sm_err *err)
     memset(&d, 0, sizeof(d));
     sm_status st = cv->rank == 0 ? decide(cv, &d, err) : SM_OK;
     bool agreed = false;
-    st = run_agree(&agreed, st, err);
+    st = sm_run_agree(&agreed, st, err);
     if (st == SM_OK) {
         st = sm_par_bcast(&d, sizeof(d), 0, err);
     }
@@ -247,16 +247,16 @@ static sm_status ph_plan(void *ctx, struct sm_err *err)
     o.dtype_set = true;
     o.dtype = cv->out_dt;
     SM_TRY(sm_run_shard_grid(&o, cv->m, &cv->su, &cv->grid, &cv->layout, err));
-    SM_TRY(run_check_shards(cv->grid.ntiles, c->memory_bytes, err));
+    SM_TRY(sm_run_check_shards(cv->grid.ntiles, c->memory_bytes, err));
     if (cv->rank == 0 && hk->layout != NULL) {
         hk->layout(hk->user, &cv->layout, cv->grid.ntiles);
     }
-    SM_TRY(run_rank_part(c->partition, cv->m, &cv->grid, &cv->shards, err));
+    SM_TRY(sm_run_rank_part(c->partition, cv->m, &cv->grid, &cv->shards, err));
     if (cv->src != NULL && !c->tile.set) { /* a source's tiles are the shards: read once */
         memcpy(cv->su.tile, cv->grid.tile, sizeof(cv->su.tile));
         cv->su.tiling = cv->grid;
     }
-    SM_TRY(run_rank_part(c->partition, cv->m, &cv->su.tiling, &cv->mine, err));
+    SM_TRY(sm_run_rank_part(c->partition, cv->m, &cv->su.tiling, &cv->mine, err));
     return cv->src != NULL ? plan_source(cv, err) : SM_OK;
 }
 
@@ -293,8 +293,8 @@ static sm_status ph_scan(void *ctx, struct sm_err *err)
     if (cv->one_pass) {
         return SM_OK;
     }
-    cv->keep = cv_keep_plan(cv->p->c.memory_bytes, cv->m, &cv->su, &cv->mine, &cv->grid,
-                            &cv->shards, &cv->keep_bytes);
+    cv->keep = sm_cv_keep_plan(cv->p->c.memory_bytes, cv->m, &cv->su, &cv->mine, &cv->grid,
+                               &cv->shards, &cv->keep_bytes);
     const sm_status st = sm_scan_tiles(cv->res->array, &cv->su.tiling, cv->mine.first,
                                        cv->mine.count, &cv->su.params, &cv->res->scan, err);
     cv->t_scan = sm_clock_ns() - cv->t_start;
@@ -309,7 +309,7 @@ static sm_status ph_reduce(void *ctx, struct sm_err *err)
         return SM_OK;
     }
     const uint64_t t0 = sm_clock_ns();
-    const sm_status st = run_reduce_scan(&cv->res->scan, err);
+    const sm_status st = sm_run_reduce_scan(&cv->res->scan, err);
     cv->allreduce_ns += sm_clock_ns() - t0;
     return st;
 }
@@ -322,24 +322,24 @@ static sm_status ph_begin(void *ctx, struct sm_err *err)
     struct cv *cv = ctx;
     const struct sm_convert_run *p = cv->p;
     const unsigned nd = cv->m->ndim;
-    SM_TRY(cv_make_norm(&p->normalize, &cv->res->scan.hist, &cv->res->norm, err));
-    cv->attrs = cv_provenance(cv, cv->one_pass ? NULL : &cv->res->scan);
+    SM_TRY(sm_cv_make_norm(&p->normalize, &cv->res->scan.hist, &cv->res->norm, err));
+    cv->attrs = sm_cv_provenance(cv, cv->one_pass ? NULL : &cv->res->scan);
     SM_TRY(sm_run_output_spec(&p->output, nd, cv->su.shape, cv->out_dt, cv->attrs, &cv->spec, err));
     const bool window_later = cv->one_pass && p->normalize.mode == SM_RUN_NORM_NONE;
     cv->spec.pending = !cv->one_pass                          ? NULL
                        : window_later && p->output.ome.levels ? CV_PENDING_OME_NONE
                                                               : CV_PENDING_ATTR;
     cv->oo = p->output;
-    SM_TRY(cv_input_geometry(cv, err));
-    run_provenance_spacing(cv->attrs, &cv->oo.ome, nd);
+    SM_TRY(sm_cv_input_geometry(cv, err));
+    sm_run_provenance_spacing(cv->attrs, &cv->oo.ome, nd);
     struct sm_run_omero omero;
-    cv_omero(cv, &omero);
+    sm_cv_omero(cv, &omero);
     omero.set = omero.set && !window_later; /* the input's p1..p99: restated after the write */
     SM_TRY(cv->oo.ome.levels != 0 ? sm_run_ome_writer(&cv->oo, nd, cv->su.shape, cv->out_dt, &omero,
                                                       cv->attrs, cv->spec.pending, &cv->w, err)
                                   : sm_writer_new(&cv->spec, &cv->w, err));
     bool agreed = false;
-    return run_begin(cv->out, cv->w, SM_OK, &agreed, err);
+    return sm_run_begin(cv->out, cv->w, SM_OK, &agreed, err);
 }
 
 /* Phase pyramid: levels 1.. of an OME-Zarr image (each written, flushed and agreed). */
@@ -376,7 +376,7 @@ static sm_status ph_flushed(void *ctx, struct sm_err *err)
     const struct sm_run_flushed f = {cv->final, sm_output_path(cv->out), &cv->res->scan.hist,
                                      cv->attrs};
     if (cv->p->export.path != NULL) {
-        SM_TRY(run_export(cv->p, &f, cv->res, err));
+        SM_TRY(sm_run_export(cv->p, &f, cv->res, err));
     }
     return hk->flushed != NULL ? hk->flushed(hk->user, &f, err) : SM_OK;
 }
@@ -387,7 +387,7 @@ static sm_status ph_flushed(void *ctx, struct sm_err *err)
 static sm_status ph_finish(void *ctx, struct sm_err *err)
 {
     struct cv *cv = ctx;
-    return run_finish(cv->out, cv->p->c.stop, err);
+    return sm_run_finish(cv->out, cv->p->c.stop, err);
 }
 
 static const struct run_phase convert_phases[] = {
@@ -400,18 +400,18 @@ static const struct run_phase convert_phases[] = {
     {"scan", ph_scan, NULL, "tiles", scan_total, -1, 0},
     {"reduce", ph_reduce, NULL, NULL, NULL, -1, 0},
     {"begin", ph_begin, NULL, NULL, NULL, -1, 0},
-    {"write", cv_write, NULL, "shards", cv_write_total, -1, 0},
-    {"flush", cv_flush, cv_flush_kept, NULL, NULL, -1, 0},
-    {"statistics", cv_statistics, NULL, NULL, NULL, -1, 0},
+    {"write", sm_cv_write, NULL, "shards", sm_cv_write_total, -1, 0},
+    {"flush", sm_cv_flush, sm_cv_flush_kept, NULL, NULL, -1, 0},
+    {"statistics", sm_cv_statistics, NULL, NULL, NULL, -1, 0},
     {"pyramid", ph_pyramid, NULL, NULL, NULL, -1, 0},
     {"flushed", ph_flushed, NULL, NULL, NULL, -1, 0},
     {"finish", ph_finish, NULL, NULL, NULL, SM_RUN_T_FINISH, 0},
-    {"collect", cv_collect, NULL, NULL, NULL, -1, RUN_PHASE_NO_STOP | RUN_PHASE_ALWAYS},
+    {"collect", sm_cv_collect, NULL, NULL, NULL, -1, RUN_PHASE_NO_STOP | RUN_PHASE_ALWAYS},
 };
 
 static void cv_free(struct cv *cv)
 {
-    cv_threads_free(cv);
+    sm_cv_threads_free(cv);
     json_decref(cv->attrs);
     sm_output_close(cv->out); /* before the writers: it names the shards to clean up */
     sm_writer_free(cv->w);
@@ -424,7 +424,7 @@ sm_status sm_run_convert(const struct sm_convert_run *p, struct sm_run_result *r
 {
     memset(res, 0, sizeof(*res));
     bool entered = false;
-    SM_TRY(run_ranks_enter(p->c.mpi_comm, &entered, err));
+    SM_TRY(sm_run_ranks_enter(p->c.mpi_comm, &entered, err));
     struct cv cv;
     memset(&cv, 0, sizeof(cv));
     cv.p = p;
@@ -436,9 +436,9 @@ sm_status sm_run_convert(const struct sm_convert_run *p, struct sm_run_result *r
     cv.nranks = sm_par_size();
     cv.nthreads = p->c.threads > 0 ? p->c.threads : sm_write_default_threads();
     const struct run_phase_env env = {&p->c.progress, p->c.stop, res->timing, &cv.done};
-    const sm_status st = run_phases(
+    const sm_status st = sm_run_phases(
         convert_phases, sizeof(convert_phases) / sizeof(convert_phases[0]), &cv, &env, err);
     cv_free(&cv);
-    run_ranks_leave(entered);
+    sm_run_ranks_leave(entered);
     return st;
 }

@@ -65,7 +65,7 @@ static void stage_times(struct cv *cv, const struct sm_output_stats *os, uint64_
     res->sync_ns = os->sync_ns;
 }
 
-sm_status cv_collect(void *ctx, struct sm_err *err)
+sm_status sm_cv_collect(void *ctx, struct sm_err *err)
 {
     struct cv *cv = ctx;
     struct sm_run_result *res = cv->res;
@@ -116,5 +116,5 @@ sm_status cv_collect(void *ctx, struct sm_err *err)
         sm_hist_destroy(&res->scan.hist);
         memset(&res->scan.hist, 0, sizeof(res->scan.hist));
     }
-    return run_reduce_timings(res, err);
+    return sm_run_reduce_timings(res, err);
 }

@@ -37,18 +37,18 @@ static sm_status fill(struct cv *cv, struct sm_run_ome *o, struct before *b, str
     const struct sm_array_meta *m = cv->m;
     struct sm_run_geometry *g = &cv->res->geometry;
     if (cv->src == NULL) { /* an OME-Zarr group is read only for an OME-Zarr output */
-        SM_TRY(run_ome_geometry(cv->res->store, cv->p->c.input.array, NULL, m->ndim, cv->su.off,
-                                o->levels != 0, o, cv->unit, sizeof(cv->unit), err));
+        SM_TRY(sm_run_ome_geometry(cv->res->store, cv->p->c.input.array, NULL, m->ndim, cv->su.off,
+                                   o->levels != 0, o, cv->unit, sizeof(cv->unit), err));
         mark(g, o, b, "ome-zarr");
-        SM_TRY(run_ome_geometry(NULL, NULL, m->attributes, m->ndim, cv->su.off, false, o, cv->unit,
-                                sizeof(cv->unit), err));
+        SM_TRY(sm_run_ome_geometry(NULL, NULL, m->attributes, m->ndim, cv->su.off, false, o,
+                                   cv->unit, sizeof(cv->unit), err));
         mark(g, o, b, "shardmill");
         return SM_OK;
     }
     const struct sm_source_info *info = sm_source_info(cv->src);
-    json_t *j = cv_source_geometry(info);
-    const sm_status st = run_ome_geometry(NULL, NULL, j, m->ndim, cv->su.off, false, o, cv->unit,
-                                          sizeof(cv->unit), err);
+    json_t *j = sm_cv_source_geometry(info);
+    const sm_status st = sm_run_ome_geometry(NULL, NULL, j, m->ndim, cv->su.off, false, o, cv->unit,
+                                             sizeof(cv->unit), err);
     json_decref(j);
     mark(g, o, b, info->geometry_from[0] != '\0' ? info->geometry_from : info->format);
     return st;
@@ -66,7 +66,7 @@ static const char *input_unit(const struct sm_run_ome *o, struct sm_run_geometry
     return name;
 }
 
-sm_status cv_input_geometry(struct cv *cv, struct sm_err *err)
+sm_status sm_cv_input_geometry(struct cv *cv, struct sm_err *err)
 {
     struct sm_run_ome *o = &cv->oo.ome;
     struct sm_run_geometry *g = &cv->res->geometry;

@@ -63,49 +63,49 @@ struct cv {
     uint64_t astride[SM_MAX_DIMS], ostride[SM_MAX_DIMS];
     struct cv_thread *ts;
     unsigned levels_with; /* OME-Zarr levels written with level 0 (1: level 0 only) */
-    struct run_levels levels;
+    struct sm_run_levels levels;
     struct sm_write_result wr;
     uint64_t t_finish;
 };
 
 /* run_convert_write.c: the phases write, flush (with its cleanup) and statistics */
-sm_status cv_write(void *ctx, struct sm_err *err);
-uint64_t cv_write_total(void *ctx);
-sm_status cv_flush(void *ctx, struct sm_err *err);
-void cv_flush_kept(void *ctx);
-sm_status cv_statistics(void *ctx, struct sm_err *err);
-void cv_threads_free(struct cv *cv);
+sm_status sm_cv_write(void *ctx, struct sm_err *err);
+uint64_t sm_cv_write_total(void *ctx);
+sm_status sm_cv_flush(void *ctx, struct sm_err *err);
+void sm_cv_flush_kept(void *ctx);
+sm_status sm_cv_statistics(void *ctx, struct sm_err *err);
+void sm_cv_threads_free(struct cv *cv);
 
 /* run_convert_collect.c: the phase collect (the result) */
-sm_status cv_collect(void *ctx, struct sm_err *err);
+sm_status sm_cv_collect(void *ctx, struct sm_err *err);
 
 /* run_convert_meta.c: what zarr.json says of the run, and the output's type */
-struct json_t *cv_provenance(const struct cv *cv, const struct sm_scan_result *r);
+struct json_t *sm_cv_provenance(const struct cv *cv, const struct sm_scan_result *r);
 /* The job's identity: the members engine, config_sha256 and input that open the provenance
  * (known once the input is open), which output.exists: auto compares (sm_output_decide). */
-struct json_t *cv_identity(const struct cv *cv);
-sm_status cv_make_norm(const struct sm_run_norm *cfg, const struct sm_hist *h, struct sm_norm *nm,
-                       struct sm_err *err);
+struct json_t *sm_cv_identity(const struct cv *cv);
+sm_status sm_cv_make_norm(const struct sm_run_norm *cfg, const struct sm_hist *h,
+                          struct sm_norm *nm, struct sm_err *err);
 /* attributes.ome.omero's window in output values (SPEC §2), once out_dt and the norm are known: a
  * normalized output's full range (0..1 for float32, 0..MAX for an integer type), with min/max the
  * values a float32 scale can reach; with normalize none the input's p1 and p99 when a histogram
  * was computed, else the type's range. */
-void cv_omero(const struct cv *cv, struct sm_run_omero *w);
-sm_status cv_output_dtype(const struct sm_run_norm *nm, const struct sm_run_output *o,
-                          enum sm_dtype in, enum sm_dtype *out, struct sm_err *err);
+void sm_cv_omero(const struct cv *cv, struct sm_run_omero *w);
+sm_status sm_cv_output_dtype(const struct sm_run_norm *nm, const struct sm_run_output *o,
+                             enum sm_dtype in, enum sm_dtype *out, struct sm_err *err);
 /* SPEC §1's keep-or-re-read rule: the scan copies this rank's tiles into a kept box when they
  * hold its shards' input and it fits; NULL: the write reads again. */
-uint8_t *cv_keep_plan(uint64_t memory_bytes, const struct sm_array_meta *m, struct sm_run_setup *su,
-                      const struct sm_part *tiles, const struct sm_tiling *grid,
-                      const struct sm_part *shards, size_t *bytes);
-/* A source's geometry (spacing, unit, origin) as the `shardmill` attributes run_ome_geometry
+uint8_t *sm_cv_keep_plan(uint64_t memory_bytes, const struct sm_array_meta *m,
+                         struct sm_run_setup *su, const struct sm_part *tiles,
+                         const struct sm_tiling *grid, const struct sm_part *shards, size_t *bytes);
+/* A source's geometry (spacing, unit, origin) as the `shardmill` attributes sm_run_ome_geometry
  * reads from an input, or NULL when it states none. */
-struct json_t *cv_source_geometry(const struct sm_source_info *info);
+struct json_t *sm_cv_source_geometry(const struct sm_source_info *info);
 
 /* run_convert_geom.c: the geometry output.ome lacks, from the input (an OME-Zarr input's
  * multiscales, collective; a shardmill array's provenance; what a source's header states), the
  * unit as a UDUNITS-2 name, and res->geometry saying where each part came from. SM_E_USAGE naming
  * input.unit when the caller's unit is no space unit (shardmill/unit.h). */
-sm_status cv_input_geometry(struct cv *cv, struct sm_err *err);
+sm_status sm_cv_input_geometry(struct cv *cv, struct sm_err *err);
 
 #endif

@@ -48,7 +48,7 @@ static json_t *dims_json(const uint64_t *v, unsigned n)
     return a;
 }
 
-json_t *cv_identity(const struct cv *cv)
+json_t *sm_cv_identity(const struct cv *cv)
 {
     const struct sm_convert_run *p = cv->p;
     char hex[65];
@@ -79,7 +79,7 @@ json_t *cv_identity(const struct cv *cv)
     return pv;
 }
 
-json_t *cv_provenance(const struct cv *cv, const struct sm_scan_result *r)
+json_t *sm_cv_provenance(const struct cv *cv, const struct sm_scan_result *r)
 {
     const struct sm_convert_run *p = cv->p;
     const struct sm_run_setup *su = &cv->su;
@@ -94,7 +94,7 @@ json_t *cv_provenance(const struct cv *cv, const struct sm_scan_result *r)
                               sm_json_u64(r->hist.overflow), "nan", sm_json_u64(r->hist.nan),
                               "checksum", json_integer((json_int_t)r->sums.sum),
                               "weighted_checksum", sm_json_u64(r->sums.weighted));
-    json_t *pv = cv_identity(cv); /* engine, config_sha256, input first: the job's identity */
+    json_t *pv = sm_cv_identity(cv); /* engine, config_sha256, input first: the job's identity */
     json_object_set_new(pv, "roi",
                         json_pack("{s:o,s:o}", "offset", dims_json(su->off, nd), "shape",
                                   dims_json(su->shape, nd)));
@@ -116,8 +116,8 @@ json_t *cv_provenance(const struct cv *cv, const struct sm_scan_result *r)
     return json_pack("{s:o}", "shardmill", pv);
 }
 
-sm_status cv_make_norm(const struct sm_run_norm *cfg, const struct sm_hist *h, struct sm_norm *nm,
-                       struct sm_err *err)
+sm_status sm_cv_make_norm(const struct sm_run_norm *cfg, const struct sm_hist *h,
+                          struct sm_norm *nm, struct sm_err *err)
 {
     memset(nm, 0, sizeof(*nm));
     switch (cfg->mode) {
@@ -152,9 +152,9 @@ sm_status cv_make_norm(const struct sm_run_norm *cfg, const struct sm_hist *h, s
  * slabs) that holds the input of every shard of its run; then the scan copies each tile into that
  * box (su->params.keep) and the shards are filled from it. Returns the buffer (NULL: re-read
  * through the cache) and its size in *bytes. */
-uint8_t *cv_keep_plan(uint64_t memory_bytes, const struct sm_array_meta *m, struct sm_run_setup *su,
-                      const struct sm_part *tiles, const struct sm_tiling *grid,
-                      const struct sm_part *shards, size_t *bytes)
+uint8_t *sm_cv_keep_plan(uint64_t memory_bytes, const struct sm_array_meta *m,
+                         struct sm_run_setup *su, const struct sm_part *tiles,
+                         const struct sm_tiling *grid, const struct sm_part *shards, size_t *bytes)
 {
     uint64_t off[SM_MAX_DIMS], shape[SM_MAX_DIMS], soff[SM_MAX_DIMS], sshape[SM_MAX_DIMS];
     if (!sm_tiling_run_box(&su->tiling, tiles->first, tiles->count, off, shape)) {
@@ -188,8 +188,8 @@ uint8_t *cv_keep_plan(uint64_t memory_bytes, const struct sm_array_meta *m, stru
 /* The output's type (SPEC §2): a normalization writes float32 (default), uint8 or uint16
  * (sm_normalize_to); normalize none the input's type or output.dtype when that holds every input
  * value. */
-sm_status cv_output_dtype(const struct sm_run_norm *nm, const struct sm_run_output *o,
-                          enum sm_dtype in, enum sm_dtype *out, struct sm_err *err)
+sm_status sm_cv_output_dtype(const struct sm_run_norm *nm, const struct sm_run_output *o,
+                             enum sm_dtype in, enum sm_dtype *out, struct sm_err *err)
 {
     if (nm->mode != SM_RUN_NORM_NONE) {
         *out = o->dtype_set ? o->dtype : SM_DT_FLOAT32;
@@ -224,7 +224,7 @@ static json_t *doubles_json(const double *v, unsigned n)
     return a;
 }
 
-json_t *cv_source_geometry(const struct sm_source_info *info)
+json_t *sm_cv_source_geometry(const struct sm_source_info *info)
 {
     if (!info->spacing_set && !info->origin_set) {
         return NULL;
@@ -261,7 +261,7 @@ static void type_range(enum sm_dtype dt, double *lo, double *hi)
     }
 }
 
-void cv_omero(const struct cv *cv, struct sm_run_omero *w)
+void sm_cv_omero(const struct cv *cv, struct sm_run_omero *w)
 {
     const struct sm_hist *h = &cv->res->scan.hist;
     const bool hist = !cv->res->no_histogram && h->bins > 0;

@@ -159,7 +159,7 @@ static sm_status derive_shard(void *user, int thread, unsigned level,
 {
     (void)thread;
     const struct cv *cv = user;
-    return run_levels_derive(&cv->levels, level, parent, child, err);
+    return sm_run_levels_derive(&cv->levels, level, parent, child, err);
 }
 
 /* Per-thread state: scratch and chunk memo (a Zarr input read again), one pass's statistics. */
@@ -186,7 +186,7 @@ static sm_status threads_new(struct cv *cv, struct sm_err *err)
     return SM_OK;
 }
 
-void cv_threads_free(struct cv *cv)
+void sm_cv_threads_free(struct cv *cv)
 {
     for (int i = 0; cv->ts != NULL && i < cv->nthreads; i++) {
         sm_scratch_free(cv->ts[i].scratch);
@@ -198,7 +198,7 @@ void cv_threads_free(struct cv *cv)
     cv->ts = NULL;
 }
 
-uint64_t cv_write_total(void *ctx)
+uint64_t sm_cv_write_total(void *ctx)
 {
     const struct cv *cv = ctx;
     return sm_writer_nshards(sm_writer_level(cv->w, 0));
@@ -208,7 +208,7 @@ uint64_t cv_write_total(void *ctx)
  * writes them in the order of the input read units they start in, so the shards that share an
  * input chunk reach the threads' chunk memos one after another (C order would sweep a whole
  * plane of chunks between two shards of the same chunk); the output does not depend on it. */
-sm_status cv_write(void *ctx, struct sm_err *err)
+sm_status sm_cv_write(void *ctx, struct sm_err *err)
 {
     struct cv *cv = ctx;
     const struct sm_array_meta *m = cv->m;
@@ -242,7 +242,7 @@ sm_status cv_write(void *ctx, struct sm_err *err)
     }
     /* an OME-Zarr image's levels on level 0's shard grid are made from its values in memory */
     cv->levels_with = sm_writer_levels(cv->w) > 1 ? sm_writer_aligned_levels(cv->w) : 1;
-    run_levels_init(&cv->levels, cv->w, cv->oo.ome.method, cv->nthreads);
+    sm_run_levels_init(&cv->levels, cv->w, cv->oo.ome.method, cv->nthreads);
     const struct sm_run_progress *pg = &cv->p->c.progress;
     const struct sm_write_job job = {.first = s->first,
                                      .count = s->count,
@@ -262,7 +262,7 @@ sm_status cv_write(void *ctx, struct sm_err *err)
 
 /* Phase flush: every rank flushes (syncfs covers one node, directory fsyncs cover this
  * process's entries). */
-sm_status cv_flush(void *ctx, struct sm_err *err)
+sm_status sm_cv_flush(void *ctx, struct sm_err *err)
 {
     struct cv *cv = ctx;
     return sm_output_flush(cv->out, err);
@@ -271,7 +271,7 @@ sm_status cv_flush(void *ctx, struct sm_err *err)
 /* A stop or a failure keeps what is done: the shards this rank finished are flushed into place
  * (SYNCFS renames its staged ones after its syncfs), so a resume keeps them and rewrites only
  * what is missing; the stop or failure stays the error. */
-void cv_flush_kept(void *ctx)
+void sm_cv_flush_kept(void *ctx)
 {
     struct cv *cv = ctx;
     if (cv->w != NULL && cv->out != NULL) {
@@ -283,7 +283,7 @@ void cv_flush_kept(void *ctx)
 
 /* One pass, phase statistics: the threads' statistics in thread order, summed over ranks;
  * zarr.json restated with them (rank 0 puts it) before anything reads the output. */
-sm_status cv_statistics(void *ctx, struct sm_err *err)
+sm_status sm_cv_statistics(void *ctx, struct sm_err *err)
 {
     struct cv *cv = ctx;
     cv->final = cv->w;
@@ -302,14 +302,14 @@ sm_status cv_statistics(void *ctx, struct sm_err *err)
     sm_hist_finish(&r->hist);
     cv->t_scan = sm_clock_ns() - cv->t_start;
     const uint64_t t0 = sm_clock_ns();
-    SM_TRY(run_reduce_scan(r, err));
+    SM_TRY(sm_run_reduce_scan(r, err));
     cv->allreduce_ns += sm_clock_ns() - t0;
     json_decref(cv->attrs);
-    cv->attrs = cv_provenance(cv, r);
-    run_provenance_spacing(cv->attrs, &cv->oo.ome, cv->m->ndim); /* as the begun one has it */
+    cv->attrs = sm_cv_provenance(cv, r);
+    sm_run_provenance_spacing(cv->attrs, &cv->oo.ome, cv->m->ndim); /* as the begun one has it */
     if (cv->oo.ome.levels != 0) { /* an OME-Zarr image: its group document holds them */
         struct sm_run_omero omero;
-        cv_omero(cv, &omero);
+        sm_cv_omero(cv, &omero);
         SM_TRY(sm_run_ome_writer(&cv->oo, cv->m->ndim, cv->su.shape, cv->out_dt, &omero, cv->attrs,
                                  cv->spec.pending, &cv->w_final, err));
     } else {

@@ -258,8 +258,8 @@ static void keep_result(const struct sm_export_result *er, char *path, struct sm
     res->timing[SM_RUN_T_EXPORT_FINISH] = run_ms(er->finish_ns);
 }
 
-sm_status run_export(const struct sm_convert_run *p, const struct sm_run_flushed *f,
-                     struct sm_run_result *res, struct sm_err *err)
+sm_status sm_run_export(const struct sm_convert_run *p, const struct sm_run_flushed *f,
+                        struct sm_run_result *res, struct sm_err *err)
 {
     const uint64_t t0 = sm_clock_ns();
     const struct sm_run_common *c = &p->c;
@@ -300,7 +300,7 @@ sm_status run_export(const struct sm_convert_run *p, const struct sm_run_flushed
     for (unsigned d = 0; d < om->ndim; d++) {
         total *= om->shape[d];
     }
-    run_progress_begin(&c->progress, "export", "values", total);
+    sm_run_progress_begin(&c->progress, "export", "values", total);
     const struct sm_export_work work = {om->chunk_shape,  first,  count, c->progress.update,
                                         c->progress.user, c->stop};
     st = sm_par_agree(st, err);
@@ -311,7 +311,7 @@ sm_status run_export(const struct sm_convert_run *p, const struct sm_run_flushed
     /* Parallel HDF5 left another rank blocked after a failure: no collective is possible any
      * more, not even the progress line's last post (the caller aborts the job: export.md). */
     if (!(st != SM_OK && sm_par_stuck())) {
-        run_progress_end(&c->progress, st == SM_OK);
+        sm_run_progress_end(&c->progress, st == SM_OK);
     }
     if (st == SM_OK) {
         keep_result(&er, path, res);

@@ -293,7 +293,7 @@ sm_status sm_run_ome_writer(const struct sm_run_output *o, unsigned nd, const ui
     return st;
 }
 
-void run_provenance_spacing(json_t *attrs, const struct sm_run_ome *ome, unsigned nd)
+void sm_run_provenance_spacing(json_t *attrs, const struct sm_run_ome *ome, unsigned nd)
 {
     json_t *pv = json_object_get(attrs, "shardmill");
     if (pv == NULL || !ome->spacing.set) {

@@ -107,9 +107,10 @@ static sm_status read_geometry(struct sm_store *store, const char *array, unsign
     return st;
 }
 
-sm_status run_ome_geometry(struct sm_store *store, const char *array, const json_t *input_attrs,
-                           unsigned nd, const uint64_t *roi_off, bool read, struct sm_run_ome *ome,
-                           char *unit_buf, size_t unit_cap, struct sm_err *err)
+sm_status sm_run_ome_geometry(struct sm_store *store, const char *array, const json_t *input_attrs,
+                              unsigned nd, const uint64_t *roi_off, bool read,
+                              struct sm_run_ome *ome, char *unit_buf, size_t unit_cap,
+                              struct sm_err *err)
 {
     if (ome->spacing.set && ome->spacing.n != nd) {
         FAIL_USAGE(err, "input.spacing", "has %u values, the input has %u axes", ome->spacing.n,

@@ -9,8 +9,8 @@
 
 #include "shardmill/clock.h"
 
-sm_status run_phases(const struct run_phase *ph, size_t n, void *ctx,
-                     const struct run_phase_env *env, struct sm_err *err)
+sm_status sm_run_phases(const struct run_phase *ph, size_t n, void *ctx,
+                        const struct run_phase_env *env, struct sm_err *err)
 {
     sm_status st = SM_OK;
     bool agreed = false; /* the failure in st is every rank's already */
@@ -28,21 +28,21 @@ sm_status run_phases(const struct run_phase *ph, size_t n, void *ctx,
         }
         const bool shown = p->unit != NULL && (p->total == NULL || p->total(ctx) != UINT64_MAX);
         if (shown) {
-            run_progress_begin(env->progress, p->name, p->unit,
-                               p->total != NULL ? p->total(ctx) : 0);
+            sm_run_progress_begin(env->progress, p->name, p->unit,
+                                  p->total != NULL ? p->total(ctx) : 0);
         }
         /* checked before the work, agreed after it: a stop starts no new phase */
-        st = (p->flags & RUN_PHASE_NO_STOP) != 0 ? SM_OK : run_stop_check(env->stop, SM_OK, err);
+        st = (p->flags & RUN_PHASE_NO_STOP) != 0 ? SM_OK : sm_run_stop_check(env->stop, SM_OK, err);
         if (st == SM_OK) {
             st = p->run(ctx, err);
         }
         if (shown) {
-            run_progress_end(env->progress, st == SM_OK); /* every rank, success or not */
+            sm_run_progress_end(env->progress, st == SM_OK); /* every rank, success or not */
         }
         if (st != SM_OK && p->cleanup != NULL) {
             p->cleanup(ctx);
         }
-        st = run_agree(&agreed, st, err);
+        st = sm_run_agree(&agreed, st, err);
         if (p->timing >= 0 && env->timing_ms != NULL) {
             env->timing_ms[p->timing] += run_ms(sm_clock_ns() - t0);
         }

@@ -4,8 +4,8 @@
  * float32 values in float64 in C order of the block, divides by their count and rounds once to
  * the output type (round-half-to-even for integers); `nearest` takes the block's first value in
  * C order. Two ways, the same values:
- * - aligned levels (level 0's shard grid): run_levels_derive makes a shard from the same shard of
- *   the level above while it is in memory, for the write driver (sm_write_job.levels);
+ * - aligned levels (level 0's shard grid): sm_run_levels_derive makes a shard from the same shard
+ * of the level above while it is in memory, for the write driver (sm_write_job.levels);
  * - the others (sm_run_pyramid, a phase after level 0 and the aligned levels are flushed): each
  *   shard from the level above read back from the output through array/, slab by slab, so no
  *   rank holds more than one slab of the parent per thread.
@@ -42,8 +42,8 @@ struct pyramid {
 
 /* ---- levels written with level 0 ---- */
 
-void run_levels_init(struct run_levels *rl, const struct sm_writer *w,
-                     enum sm_run_ome_method method, int threads)
+void sm_run_levels_init(struct sm_run_levels *rl, const struct sm_writer *w,
+                        enum sm_run_ome_method method, int threads)
 {
     memset(rl, 0, sizeof(*rl));
     const struct sm_array_meta *m0 = sm_writer_meta(sm_writer_level(w, 0));
@@ -94,9 +94,9 @@ static sm_status derive_part(void *user, int thread, uint64_t k, uint64_t *bytes
     return SM_OK;
 }
 
-sm_status run_levels_derive(const struct run_levels *rl, unsigned level,
-                            const struct sm_level_box *parent, const struct sm_level_box *child,
-                            struct sm_err *err)
+sm_status sm_run_levels_derive(const struct sm_run_levels *rl, unsigned level,
+                               const struct sm_level_box *parent, const struct sm_level_box *child,
+                               struct sm_err *err)
 {
     struct pyramid py = {.red = {.dtype = rl->dtype, .nearest = rl->nearest},
                          .elem = sm_dtype_size(rl->dtype),
@@ -265,7 +265,7 @@ sm_status sm_run_pyramid(const struct sm_run_pyramid *p, struct sm_write_result 
         st = open_level(p, store, k - 1, &py.parent, err);
         uint64_t first, count;
         block_of(sm_writer_nshards(lw), &first, &count);
-        run_progress_begin(&p->progress, "pyramid", "shards", sm_writer_nshards(lw));
+        sm_run_progress_begin(&p->progress, "pyramid", "shards", sm_writer_nshards(lw));
         struct sm_write_result r = {0};
         if (st == SM_OK) {
             const struct sm_write_job job = {.first = sm_writer_level_first(w, k) + first,
@@ -278,7 +278,7 @@ sm_status sm_run_pyramid(const struct sm_run_pyramid *p, struct sm_write_result 
                                              .stop = p->stop};
             st = sm_write_shards(w, p->output, &job, &r, err);
         }
-        run_progress_end(&p->progress, st == SM_OK);
+        sm_run_progress_end(&p->progress, st == SM_OK);
         wr->written += r.written;
         wr->kept += r.kept;
         wr->bytes += r.bytes;
@@ -288,7 +288,7 @@ sm_status sm_run_pyramid(const struct sm_run_pyramid *p, struct sm_write_result 
         sm_array_close(py.parent);
         py.parent = NULL;
         /* every rank's level k is in place before any rank reads it for level k+1 */
-        st = sm_par_agree(run_stop_check(p->stop, st, err), err);
+        st = sm_par_agree(sm_run_stop_check(p->stop, st, err), err);
         if (st == SM_OK) {
             st = sm_par_agree(sm_output_flush(p->output, err), err);
         } else { /* a stop or a failure keeps the finished shards for resume */

@@ -107,7 +107,7 @@ static void io_unpack(const uint64_t *sum, const uint64_t *max, struct sm_run_io
     io->range_ignored = max[4] != 0;
 }
 
-sm_status run_reduce_usage(struct sm_run_result *res, struct sm_err *err)
+sm_status sm_run_reduce_usage(struct sm_run_result *res, struct sm_err *err)
 {
     struct sm_run_io mine;
     sm_run_io_of(res->store, res->array, &mine);

@@ -59,7 +59,7 @@ static sm_status ph_setup(void *ctx, struct sm_err *err)
     sc->su.params.progress = c->progress.update;
     sc->su.params.progress_user = c->progress.user;
     sc->su.params.stop = c->stop;
-    return run_rank_part(c->partition, sc->m, &sc->su.tiling, &sc->mine, err);
+    return sm_run_rank_part(c->partition, sc->m, &sc->su.tiling, &sc->mine, err);
 }
 
 static uint64_t range_total(void *ctx)
@@ -110,7 +110,7 @@ static sm_status ph_reduce(void *ctx, struct sm_err *err)
 {
     struct sc *sc = ctx;
     const uint64_t t0 = sm_clock_ns();
-    const sm_status st = run_reduce_scan(&sc->res->scan, err);
+    const sm_status st = sm_run_reduce_scan(&sc->res->scan, err);
     sc->allreduce_ns = sm_clock_ns() - t0;
     return st;
 }
@@ -137,7 +137,7 @@ static sm_status ph_collect(void *ctx, struct sm_err *err)
     res->timing[SM_RUN_T_DECODE] = run_ms(as.decode_ns) / per;
     res->timing[SM_RUN_T_PROCESS] = run_ms(sc->process_ns) / per;
     res->timing[SM_RUN_T_ALLREDUCE] = run_ms(sc->allreduce_ns);
-    return run_reduce_timings(res, err);
+    return sm_run_reduce_timings(res, err);
 }
 
 static const struct run_phase scan_phases[] = {
@@ -154,7 +154,7 @@ sm_status sm_run_scan(const struct sm_scan_run *p, struct sm_run_result *res, st
 {
     memset(res, 0, sizeof(*res));
     bool entered = false;
-    SM_TRY(run_ranks_enter(p->c.mpi_comm, &entered, err));
+    SM_TRY(sm_run_ranks_enter(p->c.mpi_comm, &entered, err));
     struct sc sc;
     memset(&sc, 0, sizeof(sc));
     sc.p = p;
@@ -163,7 +163,7 @@ sm_status sm_run_scan(const struct sm_scan_run *p, struct sm_run_result *res, st
     sc.passes = p->passes > 0 ? p->passes : 1;
     const struct run_phase_env env = {&p->c.progress, p->c.stop, res->timing, NULL};
     const sm_status st =
-        run_phases(scan_phases, sizeof(scan_phases) / sizeof(scan_phases[0]), &sc, &env, err);
-    run_ranks_leave(entered);
+        sm_run_phases(scan_phases, sizeof(scan_phases) / sizeof(scan_phases[0]), &sc, &env, err);
+    sm_run_ranks_leave(entered);
     return st;
 }

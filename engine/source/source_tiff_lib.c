@@ -10,7 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "shardmill/module.h"
+#include "shardmill/library.h"
 #include "source_tiff_meta_int.h"
 
 static struct sm_tiff_lib tiff;

@@ -148,11 +148,6 @@ static void count(struct sm_store *s, enum sm_io_class cls, uint64_t requests, u
     atomic_fetch_add_explicit(&s->stats.bytes[cls], bytes, memory_order_relaxed);
 }
 
-void sm_store_count_retry(struct sm_store *s, enum sm_io_class cls)
-{
-    count(s, cls, 1, 0);
-}
-
 void sm_store_count(struct sm_store *s, enum sm_io_class cls, uint64_t requests, uint64_t bytes)
 {
     count(s, cls, requests, bytes);

@@ -26,8 +26,8 @@
 #include <time.h>
 
 #include "shardmill/alloc.h"
-#include "shardmill/module.h"
 #include "shardmill/clock.h"
+#include "shardmill/library.h"
 #include "shardmill/url.h"
 #include "store_http_int.h"
 

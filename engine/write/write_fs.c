@@ -104,11 +104,6 @@ sm_status sm_wfs_read(int dirfd, const char *key, struct sm_buf *out, bool *foun
     return st;
 }
 
-bool sm_wfs_is_tmp(const char *name)
-{
-    return sm_fs_is_tmp(name);
-}
-
 /* Reads the entry names of d; with `kinds`, one enum sm_fs_kind byte per name from readdir's
  * d_type (no stat per entry). On failure `out` is released. */
 static sm_status read_names(DIR *d, struct sm_strv *out, struct sm_buf *kinds, struct sm_err *err)
@@ -238,7 +233,7 @@ static sm_status walk_dir(int fd, const char *rel, bool chunks, enum sm_wfs_walk
             st = e == 0 ? SM_OK : io_fail(err, "cannot stat", path, e); /* 0: removed meanwhile */
             continue;
         }
-        const bool tmp = sm_wfs_is_tmp(name);
+        const bool tmp = sm_fs_is_tmp(name);
         const bool is_dir = kind == SM_FS_DIR, is_reg = kind == SM_FS_REG;
         const bool ok = chunks
                             ? (is_dir && all_digits(name)) || (is_reg && (all_digits(name) || tmp))

@@ -111,8 +111,6 @@ struct sm_output {
  * path (never followed: a link is not an object). */
 sm_status sm_wfs_read(int dirfd, const char *key, struct sm_buf *out, bool *found,
                       struct sm_err *err);
-/* True if `name` is a temporary name of a staged object ("*.tmp.<...>", sm_fs_tmp_name). */
-bool sm_wfs_is_tmp(const char *name);
 /* Lists the entries of directory `rel` (names; no "." or ".."). A missing directory lists empty;
  * a symbolic link on the path is SM_E_IO naming it. On failure `out` is released. */
 sm_status sm_wfs_list(int dirfd, const char *rel, struct sm_strv *out, struct sm_err *err);

@@ -226,7 +226,7 @@ static sm_status remove_root_files(struct sm_output *o, bool tmp_only, struct sm
     sm_status st = SM_OK;
     for (size_t i = 0; i < names.n && st == SM_OK; i++) {
         const char *n = names.v[i];
-        const bool tmp = sm_wfs_is_tmp(n);
+        const bool tmp = sm_fs_is_tmp(n);
         const bool pick =
             tmp || (!tmp_only && (strcmp(n, SM_ZARR_JSON) == 0 || strcmp(n, SM_MARKER_NAME) == 0));
         if (pick && unlinkat(o->rootfd, n, 0) != 0 && errno != ENOENT) {

@@ -20,6 +20,7 @@
 
 #include "shardmill/alloc.h"
 #include "shardmill/crc32c.h"
+#include "shardmill/fs.h"
 
 void sm_verify_report_destroy(struct sm_verify_report *rep)
 {
@@ -132,7 +133,7 @@ static sm_status check_chunk_tree(int fd, const struct sm_writer *w, const char 
         } else if (!S_ISREG(sb.st_mode)) {
             st = problem(rep, path, err, "not a shard (unexpected %s)",
                          S_ISDIR(sb.st_mode) ? "directory" : "entry");
-        } else if (sm_wfs_is_tmp(names.v[i])) {
+        } else if (sm_fs_is_tmp(names.v[i])) {
             st = problem(rep, path, err, "a temporary file of an unfinished write");
         } else if (!sm_writer_key_index(w, path, &idx)) {
             st = problem(rep, path, err, "not a shard of zarr.json's grid");

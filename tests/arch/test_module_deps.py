@@ -1,7 +1,9 @@
 """unit.arch.module_deps: the engine obeys the module table of docs/ARCHITECTURE.md, and the check
-that enforces it (scripts/check_module_deps.py, also run by the build) catches a violation: a copy of
-the tree in which tile/ includes codec.h, and one with a public header the table does not place,
-must both fail with a line naming the file, the module and the header."""
+that enforces it (scripts/check_module_deps.py, also run by the build) catches a violation: copies of
+the tree in which tile/ includes codec.h, with a public header the table does not place, with a
+public header that includes an internal one (engine/internal/shardmill/), with jobs/ including an
+internal header, and with an internal header moved back into the public folder must each fail with
+a line naming the file and the header."""
 
 import os
 import shutil
@@ -28,6 +30,7 @@ def run(root):
 def copy_tree(dst):
     shutil.copytree(os.path.join(ROOT, "engine"), os.path.join(dst, "engine"),
                     ignore=shutil.ignore_patterns("CMakeLists.txt"))
+    os.makedirs(os.path.join(dst, "jobs"))
     os.makedirs(os.path.join(dst, "docs"))
     shutil.copy(os.path.join(ROOT, "docs", "ARCHITECTURE.md"), os.path.join(dst, "docs"))
 
@@ -51,8 +54,43 @@ with tempfile.TemporaryDirectory() as tmp:
     with open(os.path.join(tmp, "engine", "include", "shardmill", "orphan.h"), "w") as f:
         f.write("/* a header no module owns */\n")
     r = run(tmp)
-    check(r.returncode == 1 and "public header orphan.h is not in the table" in r.stderr,
+    check(r.returncode == 1 and "header orphan.h is not in the table 'Public headers and their "
+          "module'" in r.stderr,
           f"a public header the table does not place is refused ({r.stderr.strip()})")
+
+
+def prepend(path, line):
+    with open(path) as f:
+        text = f.read()
+    with open(path, "w") as f:
+        f.write(line + text)
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    copy_tree(tmp)
+    prepend(os.path.join(tmp, "engine", "include", "shardmill", "buf.h"),
+            '#include "shardmill/work.h"\n')
+    r = run(tmp)
+    check(r.returncode == 1 and "buf.h:1: public header buf.h includes the internal header "
+          "shardmill/work.h" in r.stderr,
+          f"a public header including an internal one is refused ({r.stderr.strip()})")
+
+with tempfile.TemporaryDirectory() as tmp:
+    copy_tree(tmp)
+    with open(os.path.join(tmp, "jobs", "cmd_x.c"), "w") as f:
+        f.write("#include <shardmill/status.h>\n#include <shardmill/fs.h>\n")
+    r = run(tmp)
+    check(r.returncode == 1 and "cmd_x.c:2: jobs/ may not include the engine's internal header "
+          "shardmill/fs.h" in r.stderr and "cmd_x.c:1" not in r.stderr,
+          f"jobs/ including an internal header is refused ({r.stderr.strip()})")
+
+with tempfile.TemporaryDirectory() as tmp:
+    copy_tree(tmp)
+    shutil.move(os.path.join(tmp, "engine", "internal", "shardmill", "work.h"),
+                os.path.join(tmp, "engine", "include", "shardmill", "work.h"))
+    r = run(tmp)
+    check(r.returncode == 1 and "header work.h sits in engine/include/shardmill/ but the table"
+          in r.stderr, f"an internal header in the public folder is refused ({r.stderr.strip()})")
 
 print(f"module_deps: {failures} failure(s)")
 sys.exit(1 if failures else 0)

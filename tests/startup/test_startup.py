@@ -2,7 +2,7 @@
 """Start-up tier (label `startup`, issue 12): a plain run maps only what it uses.
 
 MPI, the HDF5 export and the HDF5 source are shared modules the engine loads on demand
-(engine/include/shardmill/module.h): libshardmill_mpi.so when MPI ranks are initialised,
+(engine/internal/shardmill/module.h): libshardmill_mpi.so when MPI ranks are initialised,
 libshardmill_hdf5.so when an export is written, libshardmill_h5source.so when HDF5 input is
 read. The dynamic loader says what a process loaded (LD_DEBUG=libs, "calling init: PATH" for
 every shared object it initialises).

@@ -53,4 +53,10 @@ sm_status sm_path_canonical(const char *path, char **out, struct sm_err *err);
  * sm_path_canonical does. */
 sm_status sm_path_relation(const char *a, const char *b, enum sm_path_rel *rel, struct sm_err *err);
 
+/* mkdir -p of the plain path `dir` (relative to the working directory, or absolute): every
+ * missing directory is made, one level at a time, as the writers make the output's. For a
+ * program's own files next to an output (jobs/: the report's directory). SM_E_IO naming the
+ * directory that cannot be made. */
+sm_status sm_path_mkdirs(const char *dir, struct sm_err *err);
+
 #endif

@@ -15,7 +15,7 @@
  * open → scan (each rank its run of tiles) → allreduce → window → keep the decoded input or re-read
  * it (SPEC §1) → begin → write → flush → hook → marker. Both give the same bytes for the same
  * configuration. A wider integer or float input without histogram.range reads its ROI once more
- * before the scan (or the one-pass write): the min/max pass of SPEC §5 (sm_run_minmax_range). Every
+ * before the scan (or the one-pass write): the min/max pass of SPEC §5 (run/run_range.c). Every
  * phase ends with an agreement, so all ranks go on or all return the same error
  * (docs/internals/ranks.md). A phase added after the write (the pyramid, the HDF5 export of
  * `export`: run_export.c) goes between the flush (and, in one pass, the restate) and the marker.
@@ -168,7 +168,6 @@ struct sm_run_norm {
  * `scale` (spacing x the level's factor per axis) and `translation` (levels >= 1, and level 0 when
  * origin is set: origin + (factor - 1) / 2 x spacing, so voxel centres line up). */
 #define SM_RUN_OME_AUTO 0xffffffffu
-#define SM_RUN_OME_AUTO_MAX 256u
 enum sm_run_ome_downsample { SM_RUN_OME_DOWN_AUTO, SM_RUN_OME_DOWN_ALL };
 enum sm_run_ome_method { SM_RUN_OME_MEAN, SM_RUN_OME_NEAREST };
 struct sm_run_ome {
@@ -228,7 +227,7 @@ struct sm_run_export {
 
 /* Optional steps of the caller inside a convert (all may be NULL). `prepare` runs first (jobs/:
  * the SPEC §6 path checks and, on rank 0, the report's path), `opened` once the output is open
- * (its resolved path; the export's own checks, sm_run_export_check, ran just before); the engine
+ * (its resolved path; the export's own checks ran just before); the engine
  * agrees on their statuses. `layout`
  * runs on rank 0 once the output layout is known (jobs/ warns about very many shards). `flushed`
  * is collective: every rank calls it after the flush agreement and the export, before the
@@ -265,15 +264,6 @@ struct sm_convert_run {
         .c = SM_RUN_COMMON_DEFAULTS, .normalize = SM_RUN_NORM_DEFAULTS,                            \
         .output = SM_RUN_OUTPUT_DEFAULTS, .export = SM_RUN_EXPORT_DEFAULTS                         \
     }
-
-/* The export's checks of the open phase, local (no collective): export.hdf5.path resolved and
- * checked against export.hdf5.exists, its directory (which may be one the output at output_path
- * creates), the dataset name and the deflate level (sm_export_hdf5_check), and refused when it
- * is the output, lies inside it or holds it. SM_OK when x->path is NULL. A convert runs it in its
- * output phase, so a refused export path fails the run before any conversion, and the export
- * phase checks again. Errors as sm_export_hdf5_check; SM_E_USAGE naming the path. */
-sm_status sm_run_export_check(const struct sm_run_export *x, const char *output_path,
-                              struct sm_err *err);
 
 /* Stage times in milliseconds (SPEC §7 timing_ms): thread sums divided by the thread count, so
  * they compare with wall time; total and scan_wall are wall times. */
@@ -420,7 +410,7 @@ sm_status sm_run_roi(const struct sm_run_common *c, const struct sm_array_meta *
 
 /* What scan and convert derive from the parameters and the array before reading payload; with
  * range_from SM_HIST_RANGE_MINMAX, params has the bins (histogram.bins, else SM_HIST_MINMAX_BINS)
- * and a placeholder range [0, 1) until sm_run_minmax_range sets [min, nextafter(max)). */
+ * and a placeholder range [0, 1) until the min/max pass of the run sets [min, nextafter(max)). */
 struct sm_run_setup {
     uint64_t off[SM_MAX_DIMS], shape[SM_MAX_DIMS], tile[SM_MAX_DIMS];
     struct sm_tiling tiling;
@@ -429,12 +419,6 @@ struct sm_run_setup {
 };
 sm_status sm_run_setup(const struct sm_run_common *c, const struct sm_array_meta *m,
                        struct sm_run_setup *s, struct sm_err *err);
-/* The min/max pass (SPEC §5; collective): with s->range_from SM_HIST_RANGE_MINMAX, reads this
- * rank's tiles [first, first + count) of s->tiling once (threads over tiles, as the scan: `a`, or
- * s->params.reader), agrees, reduces the finite min and max over the ranks and sets s->params'
- * range (sm_hist_minmax_range). Otherwise a no-op. */
-sm_status sm_run_minmax_range(struct sm_array *a, struct sm_run_setup *s, uint64_t first,
-                              uint64_t count, struct sm_err *err);
 /* The output layout (output.shard, output.chunk, output.codec; SPEC §2 defaults) of an array of
  * `shape` and `dtype`. SM_E_USAGE naming the key. */
 sm_status sm_run_output_spec(const struct sm_run_output *o, unsigned nd, const uint64_t *shape,
@@ -459,52 +443,5 @@ void sm_run_plan(enum sm_part_kind kind, const struct sm_array_meta *m, const st
 sm_status sm_run_ome_levels(const struct sm_run_output *o, unsigned nd, const uint64_t *shape,
                             enum sm_dtype dtype, struct sm_output_spec *levels, unsigned *nlevels,
                             struct sm_err *err);
-/* The cumulative factor of each axis at level k (1 at level 0; doubled on every axis halved on
- * the way, output.ome.downsample), for levels 0 .. nlevels-1 of a level 0 of `shape`. */
-void sm_run_ome_factors(const struct sm_run_ome *ome, unsigned nd, const uint64_t *shape,
-                        unsigned nlevels, uint64_t (*factor)[SM_MAX_DIMS]);
-/* attributes.ome.omero's channel window {start, end, min, max}, in output values (SPEC §2). */
-struct sm_run_omero {
-    bool set; /* false: no omero member */
-    double start, end, min, max;
-};
-/* The group writer (sm_writer_new_group) of the OME-Zarr image output.ome asks for, whose level 0
- * has `shape` and `dtype`; its attributes are the OME metadata (o->ome: spacing, origin, unit;
- * omero, may be NULL) plus the members of `attrs` (the provenance); `pending` (NULL or a
- * "member/key" of them, sm_output_spec.pending) is left out of resume's comparison of the group
- * document until sm_output_restate puts the final one. Errors as sm_run_ome_levels. */
-sm_status sm_run_ome_writer(const struct sm_run_output *o, unsigned nd, const uint64_t *shape,
-                            enum sm_dtype dtype, const struct sm_run_omero *omero,
-                            const struct json_t *attrs, const char *pending, struct sm_writer **w,
-                            struct sm_err *err);
-/* The group attributes of an OME-Zarr image of `nlevels` levels whose level 0 has `shape`:
- * {"ome": {"version": "0.5", "multiscales": [{"name", "axes", "datasets" with scale (and
- * translation) per level, "type": "mean" | "nearest", "metadata": {"method": "shardmill.mean" |
- * "shardmill.nearest", "description", "version"}}], "omero" (when omero->set)}} plus every member
- * of `extra` (the provenance, copied). NULL if it cannot be allocated. */
-struct json_t *sm_run_ome_attrs(const struct sm_run_ome *ome, unsigned nd, const uint64_t *shape,
-                                unsigned nlevels, const struct sm_run_omero *omero,
-                                const struct json_t *extra);
-/* The pyramid of a group writer whose level 0 every rank wrote and flushed (collective): for
- * k = done .. levels-1 (the levels not written with level 0), each rank its block of level k's
- * shards, each shard the mean (SPEC §2) of the level-(k-1) values it covers, read back from the
- * output through array/ slab by slab (no whole-volume buffer; the slabs of all threads stay within
- * half of memory_bytes where a slab of two planes allows), OpenMP threads over shards; then every
- * rank flushes and agrees before the next level. Byte-identical for any ranks x threads.
- * SM_E_STOPPED on a stop (finished shards flushed). The result's write counters accumulate in *wr.
- */
-struct sm_run_pyramid {
-    const struct sm_writer *writer; /* a group writer (sm_writer_new_group) */
-    struct sm_output *output;       /* begun or joined with it */
-    enum sm_run_ome_method method;
-    int threads; /* <= 0: the OpenMP default */
-    uint64_t memory_bytes;
-    uint64_t max_chunk_bytes; /* limits.max_chunk_bytes of the read-back */
-    struct sm_run_progress progress;
-    const atomic_int *stop;
-    unsigned done; /* levels 0 .. done-1 already written (with level 0: sm_write_job.levels) */
-};
-sm_status sm_run_pyramid(const struct sm_run_pyramid *p, struct sm_write_result *wr,
-                         struct sm_err *err);
 
 #endif

@@ -94,7 +94,7 @@ struct sm_store_ops {
      * non-NULL the driver stores the whole object's size there when it learns it (file: fstat,
      * HTTP: Content-Range), else leaves it untouched. Ranges past the end are clipped; the
      * dispatch layer turns a short result into an error. The dispatch counts one request per
-     * call; a driver that retries reports each further attempt with sm_store_count_retry(). */
+     * call; a driver that retries counts itself (SM_STORE_SELF_COUNTED, sm_store_count). */
     sm_status (*get)(struct sm_store *, const char *key, struct sm_range range,
                      enum sm_io_class cls, struct sm_buf *out, bool *found, uint64_t *objsize,
                      struct sm_err *);
@@ -203,8 +203,6 @@ sm_status sm_store_exists(struct sm_store *s, const char *key, bool *exists, str
 uint64_t sm_store_requests(const struct sm_store *s, enum sm_io_class cls);
 uint64_t sm_store_bytes(const struct sm_store *s, enum sm_io_class cls);
 
-/* For drivers: one more request of class cls was sent (a retry), SPEC §5. */
-void sm_store_count_retry(struct sm_store *s, enum sm_io_class cls);
 /* For SM_STORE_SELF_COUNTED drivers: `requests` requests of class cls sent, `bytes` received. */
 void sm_store_count(struct sm_store *s, enum sm_io_class cls, uint64_t requests, uint64_t bytes);
 

@@ -53,6 +53,7 @@ static void test_fs_tmp_names(void **state)
     assert_string_equal(buf, want);
     assert_true(sm_fs_is_tmp(buf));
     assert_true(sm_fs_is_tmp("zarr.json.tmp.1.0"));
+    assert_true(sm_fs_is_tmp("0.tmp.123.4"));
     assert_false(sm_fs_is_tmp("zarr.json"));
     assert_false(sm_fs_is_tmp("0"));
     char small[8];

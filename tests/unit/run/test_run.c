@@ -17,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include "run_int.h"
 #include "shardmill/pipeline.h"
 #include "sm_test.h"
 

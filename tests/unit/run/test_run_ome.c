@@ -15,6 +15,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
+#include "run_int.h"
 #include "shardmill/pipeline.h"
 
 static const double ct_spacing[3] = {1.5, 0.9570312, 0.9570312};

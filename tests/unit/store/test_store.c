@@ -328,18 +328,6 @@ static void test_dispatch_max_requests_refuses_the_request_past_it(void **state)
     sm_store_close(&fs->base);
 }
 
-static void test_dispatch_count_retry_adds_a_request_without_bytes(void **state)
-{
-    (void)state;
-    struct fake_store *fs = fake_new();
-    sm_store_count_retry(&fs->base, SM_IO_META);
-    sm_store_count_retry(&fs->base, SM_IO_META);
-    assert_int_equal(sm_store_requests(&fs->base, SM_IO_META), 2);
-    assert_int_equal(sm_store_bytes(&fs->base, SM_IO_META), 0);
-    assert_int_equal(sm_store_requests(&fs->base, SM_IO_PAYLOAD), 0);
-    sm_store_close(&fs->base);
-}
-
 static void test_dispatch_get_sized_defaults_to_unknown_size(void **state)
 {
     (void)state;
@@ -404,7 +392,6 @@ int main(void)
         cmocka_unit_test(test_dispatch_limit_is_checked_before_calling_the_driver),
         cmocka_unit_test(test_dispatch_check_len_names_the_object),
         cmocka_unit_test(test_dispatch_max_requests_refuses_the_request_past_it),
-        cmocka_unit_test(test_dispatch_count_retry_adds_a_request_without_bytes),
         cmocka_unit_test(test_dispatch_get_sized_defaults_to_unknown_size),
         cmocka_unit_test(test_dispatch_root_key_names_store_without_slash),
         cmocka_unit_test(test_dispatch_strv_free_accepts_empty),

@@ -71,15 +71,6 @@ static void test_fs_put_read_and_replace(void **state)
     assert_int_equal(wt_count_files(dir, ".tmp."), 0);
 }
 
-static void test_fs_is_tmp(void **state)
-{
-    (void)state;
-    assert_true(sm_wfs_is_tmp("0.tmp.123.4"));
-    assert_true(sm_wfs_is_tmp("zarr.json.tmp.1.0"));
-    assert_false(sm_wfs_is_tmp("0"));
-    assert_false(sm_wfs_is_tmp("zarr.json"));
-}
-
 static void test_fs_walk_check_sweep_remove(void **state)
 {
     (void)state;
@@ -147,7 +138,6 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fs_put_read_and_replace),
-        cmocka_unit_test(test_fs_is_tmp),
         cmocka_unit_test(test_fs_walk_check_sweep_remove),
     };
     return cmocka_run_group_tests_name("write_fs", tests, setup, teardown);

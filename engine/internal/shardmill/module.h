@@ -42,18 +42,4 @@ struct sm_module_head {
 sm_status sm_module_load(const char *file, const char *symbol, uint32_t size, int global,
                          const void **table, struct sm_err *err);
 
-/* One entry point of a system library loaded on first use (sm_library_load). */
-struct sm_library_sym {
-    const char *name;
-    void **slot;
-};
-
-/* dlopen of the system library `soname` (RTLD_LAZY | RTLD_LOCAL, never closed) and dlsym of every
- * symbol into its slot: for the libraries only some runs need (libcurl, c-blosc, libyaml, libtiff,
- * liblzma, libbz2), whose dependencies would otherwise be mapped by every process start. false
- * when the library cannot be loaded or lacks a symbol: `why` then holds one line (dlerror's text,
- * or "<soname> has no <symbol>") and every slot is NULL. Call it once (pthread_once). */
-bool sm_library_load(const char *soname, const struct sm_library_sym *syms, size_t nsyms, char *why,
-                     size_t why_cap);
-
 #endif
