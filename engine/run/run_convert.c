@@ -44,11 +44,12 @@ static sm_status ph_prepare(void *ctx, struct sm_err *err)
     struct cv *cv = ctx;
     const struct sm_convert_run *p = cv->p;
     if (p->output.path == NULL) {
-        FAIL_USAGE(err, "output.path", "no output path given");
+        SM_FAIL_AT(err, SM_E_USAGE, "output.path", "no output path given");
     }
     const bool source = p->source != NULL || p->source_params != NULL;
     if (source && p->c.input.array != NULL && p->c.input.array[0] != '\0') {
-        FAIL_USAGE(err, "input.array", "names a node of a Zarr store, not of a volume source");
+        SM_FAIL_AT(err, SM_E_USAGE, "input.array",
+                   "names a node of a Zarr store, not of a volume source");
     }
     return p->hooks.prepare != NULL ? p->hooks.prepare(p->hooks.user, err) : SM_OK;
 }
