@@ -107,7 +107,7 @@ static bool no_histogram(const struct cv *cv)
     const struct sm_run_common *c = &cv->p->c;
     uint32_t bins;
     double lo, hi;
-    return cv->p->normalize.mode == SM_RUN_NORM_NONE && !c->hist_range_set && c->hist_bins == 0 &&
+    return cv->p->normalize.mode == SM_NORM_NONE && !c->hist_range_set && c->hist_bins == 0 &&
            !sm_hist_default(cv->m->dtype, &bins, &lo, &hi);
 }
 
@@ -244,7 +244,7 @@ static sm_status ph_plan(void *ctx, struct sm_err *err)
     const struct sm_run_hooks *hk = &p->hooks;
     /* one pass unless percentile needs the statistics first, or an OME-Zarr image (its group
      * document holds the provenance: written once, after the scan) */
-    cv->one_pass = p->normalize.mode != SM_RUN_NORM_PERCENTILE && p->output.ome.levels == 0;
+    cv->one_pass = p->normalize.mode != SM_NORM_PERCENTILE && p->output.ome.levels == 0;
     struct sm_run_output o = p->output; /* the grid of the output's own type (its writer's) */
     o.dtype_set = true;
     o.dtype = cv->out_dt;

@@ -52,6 +52,14 @@ static inline uint16_t to_u16(float w)
 
 #define NORM_FROM(OT, CONV) SM_DTYPE_DISPATCH(dt, T, NORM_LOOP(T, OT, CONV))
 
+const char *sm_norm_mode_name(enum sm_norm_mode m)
+{
+    return m == SM_NORM_SCALE    ? "scale"
+           : m == SM_NORM_WINDOW ? "window"
+           : m == SM_NORM_NONE   ? "none"
+                                 : "percentile";
+}
+
 bool sm_normalize_output_ok(enum sm_dtype out_dt)
 {
     return out_dt == SM_DT_FLOAT32 || out_dt == SM_DT_UINT8 || out_dt == SM_DT_UINT16;
