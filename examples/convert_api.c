@@ -31,7 +31,7 @@ static int convert(const char *store, const char *output, const char *sha, const
     struct sm_convert_run p = SM_CONVERT_RUN_DEFAULTS;
     p.c.input.store = store;
     p.c.mpi_comm = comm; /* NULL: one process, no MPI */
-    p.normalize.mode = SM_RUN_NORM_PERCENTILE;
+    p.normalize.mode = SM_NORM_PERCENTILE;
     p.normalize.lo = 1.5;
     p.normalize.hi = 99.0;
     p.output.path = output;

@@ -36,10 +36,7 @@ static sm_status write_at(int fd, const uint8_t *p, size_t n, off_t at, struct s
             if (errno == EINTR) {
                 continue;
             }
-            int e = errno;
-            sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "write failed: %s", strerror(e));
-            sm_err_cause(err, "errno", e);
-            return err->status;
+            return SM_ERRNO(err, errno, NULL, "write failed");
         }
         p += w;
         n -= (size_t)w;

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <shardmill/stats.h> /* enum sm_norm_mode */
 #include <shardmill/status.h>
 #include <shardmill/store.h>
 
@@ -31,12 +32,6 @@ struct sm_cfg_dims {
 };
 
 enum sm_job_kind { SM_JOB_SCAN, SM_JOB_CONVERT, SM_JOB_INGEST, SM_JOB_READ_BENCH };
-enum sm_norm_kind {
-    SM_CFG_NORM_SCALE,
-    SM_CFG_NORM_WINDOW,
-    SM_CFG_NORM_PERCENTILE,
-    SM_CFG_NORM_NONE
-};
 enum sm_exists_policy { SM_EXISTS_ERROR, SM_EXISTS_OVERWRITE, SM_EXISTS_RESUME, SM_EXISTS_AUTO };
 enum sm_partition_kind { SM_PARTITION_BALANCED, SM_PARTITION_BLOCK };
 enum sm_sync_kind { SM_CFG_SYNC_SYNCFS, SM_CFG_SYNC_FSYNC };
@@ -94,7 +89,7 @@ struct sm_job_config {
     } histogram;
 
     struct {
-        enum sm_norm_kind mode; /* normalize.mode (scale) */
+        enum sm_norm_mode mode; /* normalize.mode (scale) */
         double divisor;         /* normalize.divisor (255) */
         double lo, hi;          /* normalize.lo / .hi: window values or percentiles (0..100);
                                    required by window and percentile */

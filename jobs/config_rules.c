@@ -360,14 +360,14 @@ static sm_status check_ingest_alias(struct lctx *cx)
     static const char *const keys[] = {"normalize.mode", "normalize.divisor", "normalize.lo",
                                        "normalize.hi"};
     for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
-        if (given(cx, keys[i]) && (i > 0 || c->normalize.mode != SM_CFG_NORM_NONE)) {
+        if (given(cx, keys[i]) && (i > 0 || c->normalize.mode != SM_NORM_NONE)) {
             FAIL_KEY(cx, keys[i],
                      "%s: job ingest is convert with normalize.mode none (the values kept); to "
                      "normalize, write job: convert",
                      keys[i]);
         }
     }
-    c->normalize.mode = SM_CFG_NORM_NONE;
+    c->normalize.mode = SM_NORM_NONE;
     return SM_OK;
 }
 
@@ -396,10 +396,10 @@ static sm_status check_normalize(struct lctx *cx)
     if (c->job == SM_JOB_INGEST || c->job == SM_JOB_CONVERT) {
         SM_TRY(check_mode_keys(cx));
     }
-    if (c->normalize.mode == SM_CFG_NORM_SCALE || c->normalize.mode == SM_CFG_NORM_NONE) {
+    if (c->normalize.mode == SM_NORM_SCALE || c->normalize.mode == SM_NORM_NONE) {
         return SM_OK;
     }
-    const char *mode = c->normalize.mode == SM_CFG_NORM_WINDOW ? "window" : "percentile";
+    const char *mode = sm_norm_mode_name(c->normalize.mode);
     static const char *const ends[] = {"normalize.lo", "normalize.hi"};
     for (size_t i = 0; i < 2; i++) {
         if (!given(cx, ends[i])) {
@@ -408,7 +408,7 @@ static sm_status check_normalize(struct lctx *cx)
         }
     }
     double lo = c->normalize.lo, hi = c->normalize.hi;
-    if (c->normalize.mode == SM_CFG_NORM_PERCENTILE) {
+    if (c->normalize.mode == SM_NORM_PERCENTILE) {
         if (lo < 0 || lo > 100) {
             FAIL_KEY(cx, "normalize.lo", "normalize.lo: percentile %g is out of range (0 to 100)",
                      lo);
@@ -441,7 +441,7 @@ static sm_status check_output(struct lctx *cx)
         SM_TRY(set_default_name(cx, &c->output.ome_method, "mean"));
     }
     const bool writes = c->job == SM_JOB_CONVERT || c->job == SM_JOB_INGEST;
-    const bool keep = writes && c->normalize.mode == SM_CFG_NORM_NONE;
+    const bool keep = writes && c->normalize.mode == SM_NORM_NONE;
     if (!keep) { /* none: the input's type, known when it opens */
         SM_TRY(set_default_name(cx, &c->output.dtype, "float32"));
     }

@@ -970,12 +970,12 @@ bool sm_cfg_used(const struct sm_cfg_key *k, const struct sm_job_config *c)
     if ((k->applies & SM_CFG_JOB(c->job)) == 0) {
         return false;
     }
-    const enum sm_norm_kind m = c->normalize.mode; /* the keys of one mode */
+    const enum sm_norm_mode m = c->normalize.mode; /* the keys of one mode */
     if (strcmp(k->path, "normalize.divisor") == 0) {
-        return m == SM_CFG_NORM_SCALE;
+        return m == SM_NORM_SCALE;
     }
     if (strcmp(k->path, "normalize.lo") == 0 || strcmp(k->path, "normalize.hi") == 0) {
-        return m == SM_CFG_NORM_WINDOW || m == SM_CFG_NORM_PERCENTILE;
+        return m == SM_NORM_WINDOW || m == SM_NORM_PERCENTILE;
     }
     return true;
 }

@@ -70,13 +70,7 @@ sm_status sm_job_convert(const struct sm_job_config *c, const char *report_path,
         sm_err_where(err, "output.dtype");
         return err->status; /* the same on every rank: the same config */
     }
-    p.normalize.mode = c->normalize.mode == SM_CFG_NORM_SCALE    ? SM_RUN_NORM_SCALE
-                       : c->normalize.mode == SM_CFG_NORM_WINDOW ? SM_RUN_NORM_WINDOW
-                       : c->normalize.mode == SM_CFG_NORM_NONE   ? SM_RUN_NORM_NONE
-                                                                 : SM_RUN_NORM_PERCENTILE;
-    p.normalize.divisor = c->normalize.divisor;
-    p.normalize.lo = c->normalize.lo;
-    p.normalize.hi = c->normalize.hi;
+    sm_job_run_norm(c, &p.normalize);
     char hex[65];
     config_hash(c->effective != NULL ? c->effective : "", hex);
     p.config_sha256 = hex;

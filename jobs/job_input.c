@@ -51,6 +51,14 @@ void sm_job_run_common(const struct sm_job_config *c, struct sm_run_common *rc)
     rc->memory_bytes = c->limits.memory_bytes;
 }
 
+void sm_job_run_norm(const struct sm_job_config *c, struct sm_run_norm *n)
+{
+    *n = (struct sm_run_norm){.mode = c->normalize.mode,
+                              .divisor = c->normalize.divisor,
+                              .lo = c->normalize.lo,
+                              .hi = c->normalize.hi};
+}
+
 void sm_job_run_output(const struct sm_job_config *c, struct sm_run_output *o)
 {
     const struct sm_run_output defaults = SM_RUN_OUTPUT_DEFAULTS;

@@ -18,6 +18,8 @@
  * borrowed from c. Progress and stop are left to the caller. */
 void sm_job_run_common(const struct sm_job_config *c, struct sm_run_common *rc);
 void sm_job_run_output(const struct sm_job_config *c, struct sm_run_output *o);
+/* normalize.* (mode, divisor, lo, hi). */
+void sm_job_run_norm(const struct sm_job_config *c, struct sm_run_norm *n);
 /* export.hdf5.* (path NULL: no export). */
 void sm_job_run_export(const struct sm_job_config *c, struct sm_run_export *x);
 

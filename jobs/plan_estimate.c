@@ -212,11 +212,11 @@ static sm_status sample_norm(const struct sm_job_config *c, const struct sm_run_
                              struct sm_err *err)
 {
     memset(nm, 0, sizeof(*nm));
-    nm->mode = c->normalize.mode == SM_CFG_NORM_SCALE ? SM_NORM_SCALE : SM_NORM_WINDOW;
+    nm->mode = c->normalize.mode == SM_NORM_SCALE ? SM_NORM_SCALE : SM_NORM_WINDOW;
     nm->divisor = c->normalize.divisor;
     nm->lo = c->normalize.lo;
     nm->hi = c->normalize.hi;
-    if (c->normalize.mode != SM_CFG_NORM_PERCENTILE) {
+    if (c->normalize.mode != SM_NORM_PERCENTILE) {
         return SM_OK;
     }
     const size_t elem = sm_dtype_size(dt);
@@ -264,7 +264,7 @@ static sm_status sample_encode(const struct sm_job_config *c, const struct sm_ru
         if (st != SM_OK) {
             break;
         }
-        if (c->normalize.mode == SM_CFG_NORM_NONE) {
+        if (c->normalize.mode == SM_NORM_NONE) {
             sm_cast_values(in_dt, sp->in[i].ptr, n, s0->dtype, vals.ptr);
         } else {
             sm_normalize_to(&nm, in_dt, sp->in[i].ptr, n, s0->dtype, vals.ptr);
@@ -468,7 +468,7 @@ sm_status sm_plan_estimate(const struct sm_job_config *c, const struct sm_plan_i
     e->in_ratio = 1.0;
     e->ratio_from = e->convert ? "codec none" : "no output";
     const bool ome = c->output.ome_method != NULL;
-    e->two_pass = !e->convert || c->normalize.mode == SM_CFG_NORM_PERCENTILE;
+    e->two_pass = !e->convert || c->normalize.mode == SM_NORM_PERCENTILE;
     uint64_t rank_in = 0;
     rank_boxes(c, m, su, tiles, grid, e->convert ? shards : NULL, ranks, e->two_pass, &rank_in,
                &e->kept, &e->kept_some);

@@ -141,29 +141,12 @@ json_t *sm_report_new(const struct sm_report_parts *p)
 
 /* ---- scan and convert ---- */
 
-/* result.normalization of a convert: the window applied (SPEC §5). */
-static json_t *norm_json(const struct sm_job_config *c, const struct sm_norm *nm)
+/* result.normalization of a convert: the window applied (SPEC §5), as zarr.json states it. */
+static json_t *normalization_json(const struct sm_job_config *c, const struct sm_norm *nm)
 {
-    json_t *o = json_pack("{s:s}", "mode",
-                          c->normalize.mode == SM_CFG_NORM_SCALE    ? "scale"
-                          : c->normalize.mode == SM_CFG_NORM_WINDOW ? "window"
-                          : c->normalize.mode == SM_CFG_NORM_NONE   ? "none"
-                                                                    : "percentile");
-    if (c->normalize.mode == SM_CFG_NORM_NONE) { /* the values are kept: no window */
-        json_object_set_new(o, "lo", json_null());
-        json_object_set_new(o, "hi", json_null());
-        return o;
-    }
-    /* scale is reported as the window it equals before clamping: out = (v - 0) / (divisor - 0) */
-    json_object_set_new(o, "lo", json_real(nm->mode == SM_NORM_SCALE ? 0.0 : nm->lo));
-    json_object_set_new(o, "hi", json_real(nm->mode == SM_NORM_SCALE ? nm->divisor : nm->hi));
-    if (nm->mode == SM_NORM_SCALE) {
-        json_object_set_new(o, "divisor", json_real(nm->divisor));
-    }
-    if (c->normalize.mode == SM_CFG_NORM_PERCENTILE) {
-        json_object_set_new(o, "percentiles", json_pack("[f,f]", c->normalize.lo, c->normalize.hi));
-    }
-    return o;
+    struct sm_run_norm cfg;
+    sm_job_run_norm(c, &cfg);
+    return sm_run_norm_json(&cfg, nm);
 }
 
 static json_t *result_json(const struct sm_job_config *c, const struct sm_run_result *r)
@@ -181,7 +164,8 @@ static json_t *result_json(const struct sm_job_config *c, const struct sm_run_re
     }
     json_object_set_new(res, "histogram", h);
     /* SPEC §7: what a scan does not do is null, not missing */
-    json_object_set_new(res, "normalization", convert ? norm_json(c, &r->norm) : json_null());
+    json_object_set_new(res, "normalization",
+                        convert ? normalization_json(c, &r->norm) : json_null());
     json_object_set_new(res, "output_checksum",
                         convert ? json_integer((json_int_t)r->output_checksum) : json_null());
     json_object_set_new(res, "output_weighted_checksum",

@@ -54,10 +54,12 @@ void sm_read_bufs_of(struct sm_scratch *scratch, unsigned threads, struct sm_rea
 /* One unit of a parallel read: item k of n, on the scratch of the thread running it. */
 typedef sm_status (*sm_read_job)(void *ctx, uint64_t k, struct sm_scratch *scratch,
                                  struct sm_err *err);
-/* Runs job for k = 0 .. n-1 on `threads` OpenMP threads (2 .. SM_READ_MAX_THREADS), thread i on
- * worker scratch i of `scratch` (sm_scratch_worker; 0 is scratch itself), items handed out in
- * order. Items after a failed one are skipped; every item before it still runs, and the error
- * of the lowest failing item is the one returned (so a failure reads as in a serial loop). */
+/* Runs job for k = 0 .. n-1 on `threads` threads (2 .. SM_READ_MAX_THREADS) of core's work driver
+ * (sm_work_run), thread i on worker scratch i of `scratch` (sm_scratch_worker; 0 is scratch
+ * itself), items handed out in order. Items after a failed one are skipped; every item before it
+ * still runs, and the error of the lowest failing item is the one returned (so a failure reads as
+ * in a serial loop; an error already in err is kept). Allocates nothing once the worker scratches
+ * exist. */
 sm_status sm_read_parallel(unsigned threads, uint64_t n, sm_read_job job, void *ctx,
                            struct sm_scratch *scratch, struct sm_err *err);
 

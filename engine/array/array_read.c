@@ -4,16 +4,17 @@
  * Missing objects read as the fill value. Thread-safe across calls.
  *
  * Parallel reads (docs/internals/sharding-reads.md "Parallel region reads and the hot path"): a
- * call made outside any OpenMP parallel region hands the objects it touches to OpenMP threads
- * (sm_read_parallel), or, when the region lies in fewer shards than there are threads, the inner
- * chunks of each merged byte run. Every object writes a disjoint box of the output, so the bytes
- * do not depend on the thread count or order; with a sink, the thread that completes a band of
- * chunk rows hands it on (sm_array_read_region_to). Each thread decodes on its own worker scratch
- * of the caller's scratch, whose buffers are kept: memory is per thread (one encoded object or
- * run, one decoded chunk), never per chunk. The one `#pragma omp` of array/ is in array_region.c;
- * the scan's and write's pools live in core's work driver, and a read made inside them
- * (omp_get_level() > 0) stays serial. The parallel loop, the per-thread buffers and the placing of
- * a decoded block in the region are array_region.c's, shared with shard_read.c. */
+ * call made outside any OpenMP parallel region hands the objects it touches to the threads of
+ * core's work driver (sm_read_parallel on sm_work_run), or, when the region lies in fewer shards
+ * than there are threads, the inner chunks of each merged byte run. Every object writes a disjoint
+ * box of the output, so the bytes do not depend on the thread count or order; with a sink, the
+ * thread that completes a band of chunk rows hands it on (sm_array_read_region_to). Each thread
+ * decodes on its own worker scratch of the caller's scratch, whose buffers are kept: memory is per
+ * thread (one encoded object or run, one decoded chunk), never per chunk. array/ has no `#pragma
+ * omp` of its own: its reads, the scan's and the write's pools all run on core's work driver, and a
+ * read made inside a pool (sm_work_in_parallel) stays serial. The parallel loop, the per-thread
+ * buffers and the placing of a decoded block in the region are array_region.c's, shared with
+ * shard_read.c. */
 #include "array_int.h"
 
 #include <inttypes.h>
@@ -22,16 +23,17 @@
 
 #include "shardmill/alloc.h"
 #include "shardmill/clock.h"
-#include "shardmill/sm_omp.h"
+#include "shardmill/work.h"
 
-/* OpenMP threads a read may use: 1 inside a parallel region (active or not: a pool of one thread
- * asked for one thread) or with a store that is not thread-safe; else opts.read_threads. */
+/* Threads a read may use: 1 inside a parallel region (active or not: a pool of one thread asked
+ * for one thread) or with a store that is not thread-safe; else opts.read_threads (0: the work
+ * driver's default). */
 static unsigned read_threads(const struct sm_array *a)
 {
-    if (omp_get_level() > 0 || (a->store->ops->caps & SM_STORE_THREADSAFE) == 0) {
+    if (sm_work_in_parallel() || (a->store->ops->caps & SM_STORE_THREADSAFE) == 0) {
         return 1;
     }
-    int t = a->opts.read_threads != 0 ? (int)a->opts.read_threads : omp_get_max_threads();
+    int t = a->opts.read_threads != 0 ? (int)a->opts.read_threads : sm_work_default_threads();
     if (t < 1) {
         t = 1;
     }

@@ -1,11 +1,11 @@
 /* What a region read and a shard's ranged read share (array_read.c, shard_read.c): the kept
- * buffers of a scratch, the parallel loop over a read's items (the one `#pragma omp` of array/),
+ * buffers of a scratch, the parallel loop over a read's items (on core's work driver, work.h),
  * the stage clocks and the placing of a decoded block in the region. Split out of array_read.c so
  * that the two readers depend on this file, not on each other. */
 #include "array_int.h"
 
 #include "shardmill/clock.h"
-#include "shardmill/sm_omp.h"
+#include "shardmill/work.h"
 
 /* The user buffers of a scratch (sm_scratch_user_buf) a read keeps. */
 enum { BUF_ENC, BUF_DEC, BUF_PAIRS, BUF_REFS };
@@ -20,56 +20,39 @@ void sm_read_bufs_of(struct sm_scratch *scratch, unsigned threads, struct sm_rea
     out->threads = threads;
 }
 
+/* sm_read_parallel's items on the work driver: item k on the worker scratch of its thread. */
+struct read_run {
+    sm_read_job job;
+    void *ctx;
+    struct sm_scratch *const *ws;
+};
+
+static sm_status read_item(void *user, int thread, uint64_t k, uint64_t *bytes, struct sm_err *err)
+{
+    (void)bytes;
+    const struct read_run *r = user;
+    return r->job(r->ctx, k, r->ws[thread], err);
+}
+
 sm_status sm_read_parallel(unsigned threads, uint64_t n, sm_read_job job, void *ctx,
                            struct sm_scratch *scratch, struct sm_err *err)
 {
     struct sm_scratch *ws[SM_READ_MAX_THREADS];
-    struct sm_err errs[SM_READ_MAX_THREADS];
-    uint64_t failed_at[SM_READ_MAX_THREADS];
     if (threads > SM_READ_MAX_THREADS) {
         threads = SM_READ_MAX_THREADS;
     }
     for (unsigned i = 0; i < threads; i++) {
         SM_TRY(sm_scratch_worker(scratch, i, &ws[i], err));
-        sm_err_clear(&errs[i]);
-        failed_at[i] = UINT64_MAX;
     }
-    atomic_uint_fast64_t lowest_fail = UINT64_MAX, next = 0;
-    /* Items in increasing order from an atomic counter (as schedule(dynamic, 1)); a thread leaves
-     * at the first item past the lowest failure (a stop is one), not skipping item by item. */
-#pragma omp parallel num_threads(threads) default(none)                                            \
-    shared(n, job, ctx, ws, errs, failed_at, lowest_fail, next)
-    for (;;) {
-        const uint64_t k = atomic_fetch_add(&next, 1);
-        if (k >= n || k > atomic_load_explicit(&lowest_fail, memory_order_relaxed)) {
-            break; /* a lower item failed: the call fails with that error */
-        }
-        const int tid = omp_get_thread_num();
-        struct sm_err e;
-        sm_err_clear(&e);
-        if (job(ctx, k, ws[tid], &e) != SM_OK) {
-            if (k < failed_at[tid]) {
-                failed_at[tid] = k;
-                errs[tid] = e;
-            }
-            uint_fast64_t cur = atomic_load(&lowest_fail);
-            while (k < cur && !atomic_compare_exchange_weak(&lowest_fail, &cur, k)) {
-            }
-        }
+    struct read_run r = {job, ctx, ws};
+    const struct sm_work wk = {.count = n, .threads = (int)threads, .item = read_item, .user = &r};
+    struct sm_err e;
+    sm_err_clear(&e);
+    const sm_status st = sm_work_run(&wk, &e);
+    if (st != SM_OK && err->status == SM_OK) { /* the first error in err wins */
+        *err = e;
     }
-    unsigned worst = 0;
-    for (unsigned i = 1; i < threads; i++) {
-        if (failed_at[i] < failed_at[worst]) {
-            worst = i;
-        }
-    }
-    if (failed_at[worst] == UINT64_MAX) {
-        return SM_OK;
-    }
-    if (err->status == SM_OK) {
-        *err = errs[worst];
-    }
-    return errs[worst].status;
+    return st;
 }
 
 uint64_t sm_array_lap(atomic_uint_fast64_t *counter, uint64_t t0)

@@ -14,17 +14,17 @@
 #include <string.h>
 
 #include "shardmill/alloc.h"
+#include "shardmill/lru.h"
 
 #define NBUCKETS 256
 
 struct sm_index_entry {
-    struct sm_index_entry *prev, *next; /* LRU list (ready entries only): head = most recent */
-    struct sm_index_entry *hnext;       /* hash chain */
+    struct sm_lru_node lru;       /* ready entries only, charged entry_bytes() against the cap */
+    struct sm_index_entry *hnext; /* hash chain */
     char *key;
     uint64_t base, base_len, shard_len, hash;
     uint64_t *pairs;
     size_t n_values;
-    size_t bytes;  /* charged against the cap */
     unsigned refs; /* borrowers, the filling owner included */
     bool ready;    /* the pairs are final (or failed) */
     bool failed;   /* the owner could not fill it: waiters fetch themselves */
@@ -35,9 +35,8 @@ struct sm_index_cache {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     uint64_t max_bytes, max_entries;
-    uint64_t bytes, entries, peak_bytes;
     uint64_t hits, misses;
-    struct sm_index_entry *head, *tail;
+    struct sm_lru lru; /* the ready entries: their bytes, count and peak */
     struct sm_index_entry *buckets[NBUCKETS];
 };
 
@@ -80,34 +79,6 @@ static struct sm_index_entry **slot_of(struct sm_index_cache *c, const char *key
     return pp;
 }
 
-static void lru_unlink(struct sm_index_cache *c, struct sm_index_entry *e)
-{
-    if (e->prev != NULL) {
-        e->prev->next = e->next;
-    } else if (c->head == e) {
-        c->head = e->next;
-    }
-    if (e->next != NULL) {
-        e->next->prev = e->prev;
-    } else if (c->tail == e) {
-        c->tail = e->prev;
-    }
-    e->prev = e->next = NULL;
-}
-
-static void lru_front(struct sm_index_cache *c, struct sm_index_entry *e)
-{
-    e->next = c->head;
-    e->prev = NULL;
-    if (c->head != NULL) {
-        c->head->prev = e;
-    }
-    c->head = e;
-    if (c->tail == NULL) {
-        c->tail = e;
-    }
-}
-
 static void entry_free(struct sm_index_entry *e)
 {
     sm_free(e->key);
@@ -124,11 +95,7 @@ static void delist(struct sm_index_cache *c, struct sm_index_entry *e)
             *pp = e->hnext;
         }
         e->hnext = NULL;
-        if (e->ready && !e->failed) {
-            lru_unlink(c, e);
-            c->bytes -= e->bytes;
-            c->entries--;
-        }
+        sm_lru_unlink(&c->lru, &e->lru); /* nothing unless ready and admitted */
         e->listed = false;
     }
     if (e->refs == 0) {
@@ -187,23 +154,19 @@ static struct sm_index_entry *entry_new(const char *key, uint64_t base, uint64_t
     e->hash = h;
     e->pairs = p;
     e->n_values = n_values;
-    e->bytes = entry_bytes(key, n_values);
     return e;
 }
 
 /* Lists a ready entry (the lock is held): evicts least recently used entries for room. */
 static void admit(struct sm_index_cache *c, struct sm_index_entry *e)
 {
-    while (c->tail != NULL &&
-           (c->bytes + e->bytes > c->max_bytes || c->entries + 1 > c->max_entries)) {
-        delist(c, c->tail);
+    const uint64_t charge = entry_bytes(e->key, e->n_values);
+    struct sm_lru_node *n;
+    while ((n = sm_lru_oldest(&c->lru)) != NULL &&
+           sm_lru_over(&c->lru, charge, c->max_bytes, c->max_entries)) {
+        delist(c, SM_LRU_ENTRY(n, struct sm_index_entry, lru));
     }
-    lru_front(c, e);
-    c->bytes += e->bytes;
-    c->entries++;
-    if (c->bytes > c->peak_bytes) {
-        c->peak_bytes = c->bytes;
-    }
+    sm_lru_push_front(&c->lru, &e->lru, charge);
 }
 
 enum sm_icache_got sm_index_cache_acquire(struct sm_index_cache *c, const char *key, uint64_t base,
@@ -229,8 +192,7 @@ enum sm_icache_got sm_index_cache_acquire(struct sm_index_cache *c, const char *
         if (!e->failed && e->n_values == n_values) {
             c->hits++;
             if (e->listed) {
-                lru_unlink(c, e);
-                lru_front(c, e);
+                sm_lru_touch(&c->lru, &e->lru);
             }
             pthread_mutex_unlock(&c->mu);
             *out = e;
@@ -308,8 +270,7 @@ bool sm_index_cache_get(struct sm_index_cache *c, const char *key, uint64_t base
     if (hit) {
         memcpy(pairs, e->pairs, n_values * sizeof(uint64_t));
         *shard_len = e->shard_len;
-        lru_unlink(c, e);
-        lru_front(c, e);
+        sm_lru_touch(&c->lru, &e->lru);
         c->hits++;
     } else {
         c->misses++;
@@ -356,6 +317,6 @@ void sm_index_cache_stats(struct sm_index_cache *c, uint64_t *hits, uint64_t *mi
     pthread_mutex_lock(&c->mu);
     *hits = c->hits;
     *misses = c->misses;
-    *peak_bytes = c->peak_bytes;
+    *peak_bytes = c->lru.peak_bytes;
     pthread_mutex_unlock(&c->mu);
 }

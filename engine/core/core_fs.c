@@ -20,13 +20,6 @@
 
 #define PATH_CAP 4096
 
-static sm_status io_fail(struct sm_err *err, const char *what, const char *path, int e)
-{
-    sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "%s '%s': %s", what, path, strerror(e));
-    sm_err_cause(err, "errno", e);
-    return err->status;
-}
-
 /* ---- beneath a descriptor: no symbolic link followed ---- */
 
 #define DIR_FLAGS (O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)
@@ -223,7 +216,7 @@ static void link_in(int dirfd, const char *rel, char *out, size_t cap)
 sm_status sm_fs_fail(struct sm_err *err, const char *what, int dirfd, const char *rel, int e)
 {
     if (e != ELOOP) {
-        return io_fail(err, what, rel, e);
+        return SM_ERRNO(err, e, NULL, "%s '%s'", what, rel);
     }
     char link[PATH_CAP];
     link_in(dirfd, rel, link, sizeof(link));
@@ -258,7 +251,7 @@ static sm_status mkdirs_rec(int dirfd, char *p, unsigned depth, struct sm_err *e
     }
     char *slash = strrchr(p, '/');
     if (errno != ENOENT || slash == NULL || slash == p || depth > PATH_CAP / 2) {
-        return io_fail(err, "cannot create directory", p, errno);
+        return SM_ERRNO(err, errno, NULL, "cannot create directory '%s'", p);
     }
     *slash = '\0';
     const sm_status st = mkdirs_rec(dirfd, p, depth + 1, err);
@@ -267,7 +260,7 @@ static sm_status mkdirs_rec(int dirfd, char *p, unsigned depth, struct sm_err *e
         return st;
     }
     if (mkdirat(dirfd, p, 0777) != 0 && errno != EEXIST) {
-        return io_fail(err, "cannot create directory", p, errno);
+        return SM_ERRNO(err, errno, NULL, "cannot create directory '%s'", p);
     }
     return SM_OK;
 }
@@ -331,7 +324,7 @@ static sm_status write_all(int fd, struct sm_bytes data, const char *path, struc
             if (errno == EINTR) {
                 continue;
             }
-            return io_fail(err, "cannot write", path, errno);
+            return SM_ERRNO(err, errno, NULL, "cannot write '%s'", path);
         }
         done += (size_t)w;
     }
@@ -363,10 +356,10 @@ sm_status sm_fs_stage(int dirfd, const char *tmp, struct sm_bytes data, bool syn
     }
     sm_status st = write_all(fd, data, tmp, err);
     if (st == SM_OK && sync && fsync(fd) != 0) {
-        st = io_fail(err, "cannot fsync", tmp, errno);
+        st = SM_ERRNO(err, errno, NULL, "cannot fsync '%s'", tmp);
     }
     if (close(fd) != 0 && st == SM_OK) {
-        st = io_fail(err, "cannot close", tmp, errno);
+        st = SM_ERRNO(err, errno, NULL, "cannot close '%s'", tmp);
     }
     if (st != SM_OK) {
         (void)unlink_at(dirfd, tmp, 0);
@@ -386,7 +379,7 @@ sm_status sm_fs_rename(int dirfd, const char *tmp, const char *key, struct sm_er
 {
     if (dirfd == AT_FDCWD) {
         if (renameat(dirfd, tmp, dirfd, key) != 0) {
-            return io_fail(err, "cannot rename into place", key, errno);
+            return SM_ERRNO(err, errno, NULL, "cannot rename into place '%s'", key);
         }
         return SM_OK;
     }
@@ -419,7 +412,7 @@ sm_status sm_fs_fsync(int dirfd, const char *rel, struct sm_err *err)
     }
     sm_status st = SM_OK;
     if (fsync(fd) != 0) {
-        st = io_fail(err, "cannot fsync", p, errno);
+        st = SM_ERRNO(err, errno, NULL, "cannot fsync '%s'", p);
     }
     close(fd);
     return st;

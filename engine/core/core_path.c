@@ -21,14 +21,6 @@
 
 #define PATH_CAP 4096
 
-/* Records a usage error about the path, then returns it. */
-#define FAIL_PATH(err, path, ...)                                                                  \
-    do {                                                                                           \
-        sm_err_set((err), SM_E_USAGE, __FILE__, __LINE__, __VA_ARGS__);                            \
-        sm_err_where((err), "%s", (path));                                                         \
-        return (err)->status;                                                                      \
-    } while (0)
-
 static bool has_dotdot(const char *p)
 {
     for (const char *c = p; *c != '\0';) {
@@ -59,13 +51,13 @@ sm_status sm_path_resolve(const char *path, const char *base, const struct sm_pa
 {
     *out = NULL;
     if (path == NULL || path[0] == '\0') {
-        FAIL_PATH(err, names->key, "the %s path is empty", names->noun);
+        SM_FAIL_AT(err, SM_E_USAGE, names->key, "the %s path is empty", names->noun);
     }
     /* a ".." component would let the directories created on the way ("a" of "a/../../x") or the
      * target itself escape the path the user named */
     if (has_dotdot(path)) {
-        FAIL_PATH(err, path, "the %s path has a '..' component: name the %s directly", names->noun,
-                  names->kind);
+        SM_FAIL_AT(err, SM_E_USAGE, path, "the %s path has a '..' component: name the %s directly",
+                   names->noun, names->kind);
     }
     char full[PATH_CAP];
     int n;
@@ -74,7 +66,8 @@ sm_status sm_path_resolve(const char *path, const char *base, const struct sm_pa
         if (path[0] == '/') {
             if (strncmp(path, base, bl) != 0 || (path[bl] != '/' && bl != 1) ||
                 path[bl + (bl != 1)] == '\0') {
-                FAIL_PATH(err, path, "the %s path is not inside %s", names->noun, base);
+                SM_FAIL_AT(err, SM_E_USAGE, path, "the %s path is not inside %s", names->noun,
+                           base);
             }
             n = snprintf(full, sizeof(full), "%s", path);
         } else {
@@ -84,7 +77,8 @@ sm_status sm_path_resolve(const char *path, const char *base, const struct sm_pa
         n = snprintf(full, sizeof(full), "%s", path);
     }
     if (n < 0 || (size_t)n >= sizeof(full)) {
-        FAIL_PATH(err, path, "the %s path is longer than %d bytes", names->noun, PATH_CAP - 1);
+        SM_FAIL_AT(err, SM_E_USAGE, path, "the %s path is longer than %d bytes", names->noun,
+                   PATH_CAP - 1);
     }
     const size_t len = strip_slashes(full);
     full[len] = '\0';
@@ -92,7 +86,8 @@ sm_status sm_path_resolve(const char *path, const char *base, const struct sm_pa
     last = last != NULL ? last + 1 : full;
     if (strcmp(full, "/") == 0 || strcmp(last, ".") == 0 || strcmp(last, "..") == 0 ||
         last[0] == '\0') {
-        FAIL_PATH(err, path, "the %s path must name a %s of its own", names->noun, names->kind);
+        SM_FAIL_AT(err, SM_E_USAGE, path, "the %s path must name a %s of its own", names->noun,
+                   names->kind);
     }
     *out = sm_strdup(full);
     if (*out == NULL) {
@@ -171,7 +166,8 @@ static bool push_component(char *buf, size_t *bl, const char *c, size_t n)
 
 static sm_status too_long(const char *path, struct sm_err *err)
 {
-    FAIL_PATH(err, path, "the path is longer than %d bytes once resolved", PATH_CAP - 1);
+    SM_FAIL_AT(err, SM_E_USAGE, path, "the path is longer than %d bytes once resolved",
+               PATH_CAP - 1);
 }
 
 sm_status sm_path_canonical(const char *path, char **out, struct sm_err *err)
@@ -187,12 +183,7 @@ sm_status sm_path_canonical(const char *path, char **out, struct sm_err *err)
         res[rl++] = '/';
         res[rl] = '\0';
     } else if (getcwd(res, sizeof(res)) == NULL) {
-        const int e = errno;
-        sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "cannot read the working directory: %s",
-                   strerror(e));
-        sm_err_cause(err, "errno", e);
-        sm_err_where(err, "%s", path);
-        return err->status;
+        return SM_ERRNO(err, errno, path, "cannot read the working directory");
     } else {
         rl = strlen(res);
     }
@@ -228,7 +219,7 @@ sm_status sm_path_canonical(const char *path, char **out, struct sm_err *err)
             continue;
         }
         if (++links > MAX_LINKS) {
-            FAIL_PATH(err, path, "too many levels of symbolic links");
+            SM_FAIL_AT(err, SM_E_USAGE, path, "too many levels of symbolic links");
         }
         const ssize_t ll = readlink(res, link, sizeof(link));
         if (ll < 0 || (size_t)ll >= sizeof(link)) {

@@ -33,6 +33,35 @@ sm_status sm_err_set(struct sm_err *err, sm_status st, const char *file, int lin
     return r;
 }
 
+sm_status sm_err_set_at(struct sm_err *err, sm_status st, const char *where, const char *file,
+                        int line, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    sm_err_vset(err, st, file, line, fmt, ap);
+    va_end(ap);
+    if (where != NULL) {
+        sm_err_where(err, "%s", where);
+    }
+    return err->status;
+}
+
+sm_status sm_err_errno(struct sm_err *err, int e, const char *where, const char *file, int line,
+                       const char *fmt, ...)
+{
+    char what[sizeof(err->what)]; /* the whole message is cut where err->what would cut it */
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    sm_err_set(err, SM_E_IO, file, line, "%s: %s", what, strerror(e));
+    sm_err_cause(err, "errno", e);
+    if (where != NULL) {
+        sm_err_where(err, "%s", where);
+    }
+    return err->status;
+}
+
 void sm_err_cause(struct sm_err *err, const char *lib, int cause)
 {
     if (err->status != SM_OK && err->cause_lib == NULL) {

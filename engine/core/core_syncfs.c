@@ -21,10 +21,7 @@
 sm_status sm_fs_syncfs(int fd, struct sm_err *err)
 {
     if (syncfs(fd) != 0) {
-        const int e = errno;
-        sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "syncfs: %s", strerror(e));
-        sm_err_cause(err, "errno", e);
-        return err->status;
+        return SM_ERRNO(err, errno, NULL, "syncfs");
     }
     return SM_OK;
 }

@@ -1,12 +1,13 @@
-/* The one deterministic OpenMP work driver (work.h): the pool of the tile scan and the shard
- * writer. Each thread records the error of the lowest item it saw fail; the lowest over the threads
- * wins, and items past the lowest failure known so far are skipped. */
+/* The one deterministic OpenMP work driver (work.h): the pool of the tile scan, the shard writer
+ * and the region reads of array/. A failing item records its error under a lock when it is the
+ * lowest failure so far; items past the lowest failure known so far are skipped. The driver
+ * allocates nothing, so a warm region read stays allocation-free. */
 #include "shardmill/work.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 
-#include "shardmill/alloc.h"
 #include "shardmill/sm_omp.h"
 
 struct failure {
@@ -27,9 +28,10 @@ int sm_work_default_threads(void)
 /* What the threads of one run share. */
 struct run {
     const struct sm_work *wk;
-    struct failure *fails;
-    atomic_uint_fast64_t lowest_fail, done, done_bytes, next;
+    atomic_uint_fast64_t lowest_fail, done, done_bytes, next; /* lowest_fail: written under mu */
     atomic_bool stopped;
+    pthread_mutex_t mu;  /* guards fail */
+    struct failure fail; /* the lowest failing item so far and its error */
 };
 
 /* One thread's loop: items are handed out one at a time in increasing order (an atomic counter,
@@ -38,7 +40,6 @@ struct run {
 static void run_thread(struct run *r, int tid)
 {
     const struct sm_work *wk = r->wk;
-    struct failure *f = &r->fails[tid];
     for (;;) {
         const uint64_t k = atomic_fetch_add(&r->next, 1);
         if (k >= wk->count || k > atomic_load_explicit(&r->lowest_fail, memory_order_relaxed)) {
@@ -55,13 +56,13 @@ static void run_thread(struct run *r, int tid)
         const sm_status st = wk->item(wk->user, tid, k, &bytes, &e);
         if (st != SM_OK) {
             bytes = 0;
-            if (k < f->index) {
-                f->index = k;
-                f->err = e;
+            pthread_mutex_lock(&r->mu);
+            if (k < r->fail.index) {
+                r->fail.index = k;
+                r->fail.err = e;
+                atomic_store(&r->lowest_fail, k);
             }
-            uint_fast64_t cur = atomic_load(&r->lowest_fail);
-            while (k < cur && !atomic_compare_exchange_weak(&r->lowest_fail, &cur, k)) {
-            }
+            pthread_mutex_unlock(&r->mu);
         }
         const uint64_t d = atomic_fetch_add(&r->done, 1) + 1;
         const uint64_t b = atomic_fetch_add(&r->done_bytes, bytes) + bytes;
@@ -74,14 +75,8 @@ static void run_thread(struct run *r, int tid)
 sm_status sm_work_run(const struct sm_work *wk, struct sm_err *err)
 {
     const int nthreads = wk->threads > 0 ? wk->threads : 1;
-    struct run r = {wk,   sm_calloc((size_t)nthreads, sizeof(struct failure)), UINT64_MAX, 0, 0, 0,
-                    false};
-    if (r.fails == NULL) {
-        SM_FAIL(err, SM_E_NOMEM, "cannot allocate %d workers", nthreads);
-    }
-    for (int i = 0; i < nthreads; i++) {
-        r.fails[i].index = UINT64_MAX;
-    }
+    struct run r = {.wk = wk, .lowest_fail = UINT64_MAX, .fail = {.index = UINT64_MAX}};
+    pthread_mutex_init(&r.mu, NULL);
     if (wk->on_caller && nthreads == 1) {
         run_thread(&r, 0); /* no parallel region: an item may open its own */
     } else {
@@ -89,19 +84,15 @@ sm_status sm_work_run(const struct sm_work *wk, struct sm_err *err)
 #pragma omp parallel num_threads(nthreads) default(none) shared(rp)
         run_thread(rp, omp_get_thread_num());
     }
+    pthread_mutex_destroy(&r.mu);
     if (wk->progress != NULL) { /* the final count: thread 0 may not have seen it */
         wk->progress(wk->progress_user, atomic_load(&r.done), atomic_load(&r.done_bytes));
     }
     sm_status st = SM_OK;
-    uint64_t best = UINT64_MAX;
-    for (int i = 0; i < nthreads; i++) {
-        if (r.fails[i].index < best) {
-            best = r.fails[i].index;
-            *err = r.fails[i].err;
-            st = err->status;
-        }
+    if (r.fail.index != UINT64_MAX) {
+        *err = r.fail.err;
+        st = err->status;
     }
-    sm_free(r.fails);
     if (st == SM_OK && atomic_load(&r.stopped)) { /* the flag stays set: record the stop */
         st = sm_stop_check(wk->stop, err);
     }

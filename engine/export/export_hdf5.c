@@ -90,21 +90,6 @@ static sm_status check_names(const struct sm_export_spec *spec, struct sm_err *e
 
 /* ---- the path and the policy (local) ---- */
 
-static sm_status io_fail(struct sm_err *err, const char *what, const char *path, int e)
-{
-    sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "%s: %s", what, strerror(e));
-    sm_err_cause(err, "errno", e);
-    sm_err_where(err, "%s", path);
-    return err->status;
-}
-
-static sm_status usage_fail(struct sm_err *err, const char *path, const char *what)
-{
-    sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "%s", what);
-    sm_err_where(err, "%s", path);
-    return err->status;
-}
-
 static bool is_hdf5_file(const char *path)
 {
     unsigned char sig[sizeof(h5_signature)];
@@ -122,20 +107,21 @@ static sm_status check_target(const char *path, enum sm_export_exists exists, st
 {
     struct stat sb;
     if (lstat(path, &sb) != 0) {
-        return errno == ENOENT ? SM_OK : io_fail(err, "cannot stat the export", path, errno);
+        return errno == ENOENT ? SM_OK : SM_ERRNO(err, errno, path, "cannot stat the export");
     }
     if (S_ISLNK(sb.st_mode)) {
-        return usage_fail(err, path, "the export path is a symbolic link (give the file itself)");
+        SM_FAIL_AT(err, SM_E_USAGE, path,
+                   "the export path is a symbolic link (give the file itself)");
     }
     if (S_ISDIR(sb.st_mode)) {
-        return usage_fail(err, path, "the export path is a directory");
+        SM_FAIL_AT(err, SM_E_USAGE, path, "the export path is a directory");
     }
     if (exists == SM_EXPORT_EXISTS_ERROR) {
-        return usage_fail(err, path, "export exists (set export.hdf5.exists: overwrite)");
+        SM_FAIL_AT(err, SM_E_USAGE, path, "export exists (set export.hdf5.exists: overwrite)");
     }
     if (!S_ISREG(sb.st_mode) || !is_hdf5_file(path)) {
-        return usage_fail(err, path,
-                          "not an HDF5 file (no HDF5 signature): refusing to overwrite it");
+        SM_FAIL_AT(err, SM_E_USAGE, path,
+                   "not an HDF5 file (no HDF5 signature): refusing to overwrite it");
     }
     return SM_OK;
 }
@@ -145,12 +131,13 @@ static sm_status check_tmp(const char *tmp, struct sm_err *err)
 {
     struct stat sb;
     if (lstat(tmp, &sb) != 0) {
-        return errno == ENOENT ? SM_OK : io_fail(err, "cannot stat the temporary file", tmp, errno);
+        return errno == ENOENT ? SM_OK
+                               : SM_ERRNO(err, errno, tmp, "cannot stat the temporary file");
     }
     if (!S_ISREG(sb.st_mode)) {
-        return usage_fail(err, tmp,
-                          "the export's temporary name is taken by something that is not "
-                          "a regular file");
+        SM_FAIL_AT(err, SM_E_USAGE, tmp,
+                   "the export's temporary name is taken by something that is not "
+                   "a regular file");
     }
     return SM_OK;
 }
@@ -163,13 +150,13 @@ static sm_status check_dir(const char *dir, const char *later, struct sm_err *er
         if (errno == ENOENT && later != NULL && sm_path_is_within(later, dir)) {
             return SM_OK; /* created on the way to `later` (the Zarr output's parents) */
         }
-        return io_fail(err, "the export directory is missing", dir, errno);
+        return SM_ERRNO(err, errno, dir, "the export directory is missing");
     }
     if (!S_ISDIR(sb.st_mode)) {
-        return io_fail(err, "the export directory is not a directory", dir, ENOTDIR);
+        return SM_ERRNO(err, ENOTDIR, dir, "the export directory is not a directory");
     }
     if (access(dir, W_OK | X_OK) != 0) {
-        return io_fail(err, "cannot create files in the export directory", dir, errno);
+        return SM_ERRNO(err, errno, dir, "cannot create files in the export directory");
     }
     return SM_OK;
 }
@@ -547,7 +534,7 @@ static sm_status publish(const struct names *nm, const struct sm_export_opts *op
     sm_status st = opts->fsync ? named(sm_fs_fsync(AT_FDCWD, nm->dir, err), nm->dir, err) : SM_OK;
     struct stat sb;
     if (st == SM_OK && stat(nm->path, &sb) != 0) {
-        st = io_fail(err, "cannot stat the export", nm->path, errno);
+        st = SM_ERRNO(err, errno, nm->path, "cannot stat the export");
     }
     if (st != SM_OK) {
         unlink(nm->path); /* the job fails: no export at the final name either */

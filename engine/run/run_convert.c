@@ -44,11 +44,12 @@ static sm_status ph_prepare(void *ctx, struct sm_err *err)
     struct cv *cv = ctx;
     const struct sm_convert_run *p = cv->p;
     if (p->output.path == NULL) {
-        FAIL_USAGE(err, "output.path", "no output path given");
+        SM_FAIL_AT(err, SM_E_USAGE, "output.path", "no output path given");
     }
     const bool source = p->source != NULL || p->source_params != NULL;
     if (source && p->c.input.array != NULL && p->c.input.array[0] != '\0') {
-        FAIL_USAGE(err, "input.array", "names a node of a Zarr store, not of a volume source");
+        SM_FAIL_AT(err, SM_E_USAGE, "input.array",
+                   "names a node of a Zarr store, not of a volume source");
     }
     return p->hooks.prepare != NULL ? p->hooks.prepare(p->hooks.user, err) : SM_OK;
 }
@@ -106,7 +107,7 @@ static bool no_histogram(const struct cv *cv)
     const struct sm_run_common *c = &cv->p->c;
     uint32_t bins;
     double lo, hi;
-    return cv->p->normalize.mode == SM_RUN_NORM_NONE && !c->hist_range_set && c->hist_bins == 0 &&
+    return cv->p->normalize.mode == SM_NORM_NONE && !c->hist_range_set && c->hist_bins == 0 &&
            !sm_hist_default(cv->m->dtype, &bins, &lo, &hi);
 }
 
@@ -242,7 +243,7 @@ static sm_status ph_plan(void *ctx, struct sm_err *err)
     const struct sm_run_common *c = &p->c;
     const struct sm_run_hooks *hk = &p->hooks;
     /* one pass unless percentile needs the statistics first */
-    cv->one_pass = p->normalize.mode != SM_RUN_NORM_PERCENTILE;
+    cv->one_pass = p->normalize.mode != SM_NORM_PERCENTILE;
     struct sm_run_output o = p->output; /* the grid of the output's own type (its writer's) */
     o.dtype_set = true;
     o.dtype = cv->out_dt;
@@ -325,7 +326,7 @@ static sm_status ph_begin(void *ctx, struct sm_err *err)
     SM_TRY(sm_cv_make_norm(&p->normalize, &cv->res->scan.hist, &cv->res->norm, err));
     cv->attrs = sm_cv_provenance(cv, cv->one_pass ? NULL : &cv->res->scan);
     SM_TRY(sm_run_output_spec(&p->output, nd, cv->su.shape, cv->out_dt, cv->attrs, &cv->spec, err));
-    const bool window_later = cv->one_pass && p->normalize.mode == SM_RUN_NORM_NONE;
+    const bool window_later = cv->one_pass && p->normalize.mode == SM_NORM_NONE;
     cv->spec.pending = !cv->one_pass                          ? NULL
                        : window_later && p->output.ome.levels ? CV_PENDING_OME_NONE
                                                               : CV_PENDING_ATTR;

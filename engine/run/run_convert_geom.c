@@ -75,7 +75,8 @@ sm_status sm_cv_input_geometry(struct cv *cv, struct sm_err *err)
     const char *want = o->unit; /* the caller's (input.unit) */
     if (want != NULL && sm_unit_space_name(want) == NULL) {
         char why[SM_UNIT_REFUSAL_MAX];
-        FAIL_USAGE(err, "input.unit", "%s", sm_unit_space_refusal(want, why, sizeof(why)));
+        SM_FAIL_AT(err, SM_E_USAGE, "input.unit", "%s",
+                   sm_unit_space_refusal(want, why, sizeof(why)));
     }
     const bool cfg_spacing = o->spacing.set, cfg_origin = o->origin.set;
     struct before b = {cfg_spacing, false, cfg_origin};

@@ -11,18 +11,10 @@
 #include "shardmill/sm_version.h"
 #include "shardmill/url.h"
 
-static const char *norm_name(enum sm_run_norm_mode k)
+json_t *sm_run_norm_json(const struct sm_run_norm *cfg, const struct sm_norm *nm)
 {
-    return k == SM_RUN_NORM_SCALE    ? "scale"
-           : k == SM_RUN_NORM_WINDOW ? "window"
-           : k == SM_RUN_NORM_NONE   ? "none"
-                                     : "percentile";
-}
-
-static json_t *norm_json(const struct sm_run_norm *cfg, const struct sm_norm *nm)
-{
-    json_t *o = json_pack("{s:s}", "mode", norm_name(cfg->mode));
-    if (cfg->mode == SM_RUN_NORM_NONE) { /* the values are kept: no window */
+    json_t *o = json_pack("{s:s}", "mode", sm_norm_mode_name(cfg->mode));
+    if (cfg->mode == SM_NORM_NONE) { /* the values are kept: no window */
         json_object_set_new(o, "lo", json_null());
         json_object_set_new(o, "hi", json_null());
         return o;
@@ -33,7 +25,7 @@ static json_t *norm_json(const struct sm_run_norm *cfg, const struct sm_norm *nm
     if (nm->mode == SM_NORM_SCALE) {
         json_object_set_new(o, "divisor", json_real(nm->divisor));
     }
-    if (cfg->mode == SM_RUN_NORM_PERCENTILE) {
+    if (cfg->mode == SM_NORM_PERCENTILE) {
         json_object_set_new(o, "percentiles", json_pack("[f,f]", cfg->lo, cfg->hi));
     }
     return o;
@@ -98,7 +90,7 @@ json_t *sm_cv_provenance(const struct cv *cv, const struct sm_scan_result *r)
     json_object_set_new(pv, "roi",
                         json_pack("{s:o,s:o}", "offset", dims_json(su->off, nd), "shape",
                                   dims_json(su->shape, nd)));
-    json_object_set_new(pv, "normalization", norm_json(&p->normalize, nm));
+    json_object_set_new(pv, "normalization", sm_run_norm_json(&p->normalize, nm));
     /* the type the values are written as (SPEC §2: uint8/uint16 are rint(w × MAX)) */
     json_object_set_new(pv, "output_dtype", json_string(sm_dtype_name(cv->out_dt)));
     if (hist != NULL && cv->res->no_histogram) {
@@ -121,17 +113,17 @@ sm_status sm_cv_make_norm(const struct sm_run_norm *cfg, const struct sm_hist *h
 {
     memset(nm, 0, sizeof(*nm));
     switch (cfg->mode) {
-    case SM_RUN_NORM_NONE: /* unused: the values are cast, not normalized */
-    case SM_RUN_NORM_SCALE:
+    case SM_NORM_NONE: /* unused: the values are cast, not normalized */
+    case SM_NORM_SCALE:
         nm->mode = SM_NORM_SCALE;
         nm->divisor = cfg->divisor;
         return SM_OK;
-    case SM_RUN_NORM_WINDOW:
+    case SM_NORM_WINDOW:
         nm->mode = SM_NORM_WINDOW;
         nm->lo = cfg->lo;
         nm->hi = cfg->hi;
         return SM_OK;
-    case SM_RUN_NORM_PERCENTILE:
+    case SM_NORM_PERCENTILE:
         nm->mode = SM_NORM_WINDOW;
         nm->lo = sm_hist_percentile(h, cfg->lo);
         nm->hi = sm_hist_percentile(h, cfg->hi);
@@ -191,7 +183,7 @@ uint8_t *sm_cv_keep_plan(uint64_t memory_bytes, const struct sm_array_meta *m,
 sm_status sm_cv_output_dtype(const struct sm_run_norm *nm, const struct sm_run_output *o,
                              enum sm_dtype in, enum sm_dtype *out, struct sm_err *err)
 {
-    if (nm->mode != SM_RUN_NORM_NONE) {
+    if (nm->mode != SM_NORM_NONE) {
         *out = o->dtype_set ? o->dtype : SM_DT_FLOAT32;
         if (!sm_normalize_output_ok(*out)) {
             sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
@@ -267,7 +259,7 @@ void sm_cv_omero(const struct cv *cv, struct sm_run_omero *w)
     const bool hist = !cv->res->no_histogram && h->bins > 0;
     w->set = true;
     type_range(cv->out_dt, &w->min, &w->max);
-    if (cv->p->normalize.mode == SM_RUN_NORM_NONE) { /* the input's values: p1..p99 */
+    if (cv->p->normalize.mode == SM_NORM_NONE) { /* the input's values: p1..p99 */
         w->start = hist ? sm_hist_percentile(h, 1.0) : w->min;
         w->end = hist ? sm_hist_percentile(h, 99.0) : w->max;
         return;
@@ -277,7 +269,7 @@ void sm_cv_omero(const struct cv *cv, struct sm_run_omero *w)
     w->end = fl ? 1.0 : w->max; /* the window's ends, or what the divisor maps to 1 */
     w->min = 0.0;
     w->max = w->end;
-    if (fl && cv->p->normalize.mode == SM_RUN_NORM_SCALE && !sm_dtype_is_float(cv->m->dtype)) {
+    if (fl && cv->p->normalize.mode == SM_NORM_SCALE && !sm_dtype_is_float(cv->m->dtype)) {
         double lo, hi; /* a float32 scale of an integer type spans its range / divisor */
         type_range(cv->m->dtype, &lo, &hi);
         const float d = (float)cv->res->norm.divisor;

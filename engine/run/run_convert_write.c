@@ -219,7 +219,7 @@ sm_status sm_cv_write(void *ctx, struct sm_err *err)
     }
     cv->in_elem = sm_dtype_size(m->dtype);
     cv->out_elem = sm_dtype_size(cv->out_dt);
-    cv->keep_values = cv->p->normalize.mode == SM_RUN_NORM_NONE;
+    cv->keep_values = cv->p->normalize.mode == SM_NORM_NONE;
     for (unsigned d = m->ndim; d-- > 0;) {
         cv->ostride[d] = d + 1 < m->ndim ? cv->ostride[d + 1] * cv->su.shape[d + 1] : 1;
         cv->astride[d] = d + 1 < m->ndim ? cv->astride[d + 1] * m->shape[d + 1] : 1;

@@ -9,14 +9,6 @@
 sm_status sm_run_ranks_enter(const void *mpi_comm, bool *entered, struct sm_err *err);
 void sm_run_ranks_leave(bool entered);
 
-/* SM_E_USAGE with `where` = key (the YAML name), returned from the caller. */
-#define FAIL_USAGE(err, key, ...)                                                                  \
-    do {                                                                                           \
-        sm_err_set((err), SM_E_USAGE, __FILE__, __LINE__, __VA_ARGS__);                            \
-        sm_err_where((err), "%s", (key));                                                          \
-        return (err)->status;                                                                      \
-    } while (0)
-
 /* st, or SM_E_STOPPED when st is SM_OK and the stop flag is set. */
 sm_status sm_run_stop_check(const atomic_int *stop, sm_status st, struct sm_err *err);
 

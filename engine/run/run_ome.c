@@ -132,7 +132,7 @@ sm_status sm_run_ome_levels(const struct sm_run_output *o, unsigned nd, const ui
 {
     *nlevels = 0;
     if (nd < 2 || nd > 3) {
-        FAIL_USAGE(err, "output.ome",
+        SM_FAIL_AT(err, SM_E_USAGE, "output.ome",
                    "an OME-Zarr image needs 2 or 3 axes (z, y, x); the output has %u", nd);
     }
     const unsigned most = levels_until(&o->ome, nd, shape, 1);
@@ -140,7 +140,7 @@ sm_status sm_run_ome_levels(const struct sm_run_output *o, unsigned nd, const ui
                            ? levels_until(&o->ome, nd, shape, SM_RUN_OME_AUTO_MAX)
                            : o->ome.levels;
     if (n < 1 || n > most) {
-        FAIL_USAGE(err, "output.ome.levels",
+        SM_FAIL_AT(err, SM_E_USAGE, "output.ome.levels",
                    "%u levels, but a level 0 of this shape allows 1 to %u (halving down to "
                    "one voxel)",
                    n, most);

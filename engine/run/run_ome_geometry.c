@@ -113,11 +113,12 @@ sm_status sm_run_ome_geometry(struct sm_store *store, const char *array, const j
                               struct sm_err *err)
 {
     if (ome->spacing.set && ome->spacing.n != nd) {
-        FAIL_USAGE(err, "input.spacing", "has %u values, the input has %u axes", ome->spacing.n,
-                   nd);
+        SM_FAIL_AT(err, SM_E_USAGE, "input.spacing", "has %u values, the input has %u axes",
+                   ome->spacing.n, nd);
     }
     if (ome->origin.set && ome->origin.n != nd) {
-        FAIL_USAGE(err, "input.origin", "has %u values, the input has %u axes", ome->origin.n, nd);
+        SM_FAIL_AT(err, SM_E_USAGE, "input.origin", "has %u values, the input has %u axes",
+                   ome->origin.n, nd);
     }
     if (ome->spacing.set && ome->origin.set && ome->unit != NULL) {
         return SM_OK; /* all given: nothing to read */

@@ -17,15 +17,6 @@
 
 #include "shardmill/alloc.h"
 
-sm_status sm_src_io_error(struct sm_err *err, const char *path, const char *what)
-{
-    const int e = errno;
-    sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "%s: %s", what, strerror(e));
-    sm_err_cause(err, "errno", e);
-    sm_err_where(err, "%s", path);
-    return err->status;
-}
-
 sm_status sm_src_pread(int fd, uint64_t off, void *dst, size_t n, const char *path,
                        struct sm_err *err)
 {
@@ -36,7 +27,7 @@ sm_status sm_src_pread(int fd, uint64_t off, void *dst, size_t n, const char *pa
             continue;
         }
         if (r < 0) {
-            return sm_src_io_error(err, path, "read");
+            return SM_ERRNO(err, errno, path, "read");
         }
         if (r == 0) {
             sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,

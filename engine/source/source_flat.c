@@ -25,37 +25,11 @@ static void swap_values(uint8_t *p, size_t n, size_t elem)
 /* One stored value (native byte order by now) as a double. */
 static double value_at(const uint8_t *p, enum sm_dtype dt)
 {
-    switch (dt) {
-#define AS(type)                                                                                   \
-    do {                                                                                           \
-        type x;                                                                                    \
-        memcpy(&x, p, sizeof(x));                                                                  \
-        return (double)x;                                                                          \
-    } while (0)
-    case SM_DT_INT8:
-        AS(int8_t);
-    case SM_DT_INT16:
-        AS(int16_t);
-    case SM_DT_INT32:
-        AS(int32_t);
-    case SM_DT_INT64:
-        AS(int64_t);
-    case SM_DT_UINT8:
-        AS(uint8_t);
-    case SM_DT_UINT16:
-        AS(uint16_t);
-    case SM_DT_UINT32:
-        AS(uint32_t);
-    case SM_DT_UINT64:
-        AS(uint64_t);
-    case SM_DT_FLOAT32:
-        AS(float);
-    case SM_DT_FLOAT64:
-        AS(double);
-#undef AS
-    default:
-        return 0.0;
+    double v = 0.0;
+    if (dt != SM_DT_BOOL) { /* not a stored type of a scaled source */
+        SM_DTYPE_DISPATCH(dt, T, T x; memcpy(&x, p, sizeof(x)); v = (double)x);
     }
+    return v;
 }
 
 /* v * slope + inter over one row, in double, stored as f->dtype (float32 or float64). */

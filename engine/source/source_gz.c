@@ -61,7 +61,7 @@ sm_status sm_gz_open(const char *path, struct sm_gz **out, struct sm_err *err)
     g->fd = open(path, O_RDONLY | O_CLOEXEC);
     struct stat sb;
     if (g->fd < 0 || fstat(g->fd, &sb) != 0) {
-        const sm_status st = sm_src_io_error(err, path, g->fd < 0 ? "open" : "stat");
+        const sm_status st = SM_ERRNO(err, errno, path, "%s", g->fd < 0 ? "open" : "stat");
         sm_gz_close(g);
         return st;
     }
@@ -97,7 +97,7 @@ static sm_status fill(struct sm_gz *g, ssize_t *r, struct sm_err *err)
         *r = read(g->fd, g->buf, GZ_IN_BYTES);
     } while (*r < 0 && errno == EINTR);
     if (*r < 0) {
-        return sm_src_io_error(err, g->path, "read");
+        return SM_ERRNO(err, errno, g->path, "read");
     }
     g->in += (uint64_t)*r;
     g->zs.next_in = g->buf;

@@ -89,13 +89,6 @@ static sm_status src_fail(struct sm_err *err, const char *where, const char *cal
 }
 #define SRC_FAIL(err, where, call) src_fail((err), (where), (call), __FILE__, __LINE__)
 
-static sm_status data_fail(struct sm_err *err, const char *where, const char *what)
-{
-    sm_err_set(err, SM_E_DATA, __FILE__, __LINE__, "%s", what);
-    sm_err_where(err, "%s", where);
-    return err->status;
-}
-
 static herr_t elink_refuse(const char *parent_file, const char *parent_group,
                            const char *child_file, const char *child_object, unsigned *acc_flags,
                            hid_t fapl, void *data)
@@ -182,7 +175,7 @@ static sm_status map_type(hid_t t, struct sm_h5source_info *info, hid_t *mtype, 
                  "unsupported data type: %s of %zu bytes (integers of 1, 2, 4 or 8 bytes and "
                  "floats of 4 or 8 bytes are read)",
                  class_name(cls), size);
-        return data_fail(err, where, what);
+        SM_FAIL_AT(err, SM_E_DATA, where, "%s", what);
     }
     snprintf(info->stored, sizeof(info->stored), "%s%s", sm_dtype_name(info->dtype),
              size > 1 ? (big ? " big-endian" : " little-endian") : "");
@@ -239,7 +232,7 @@ static sm_status check_plist(hid_t dset, struct sm_h5source_info *info, const ch
                      "the dataset uses the HDF5 filter '%s' (id %d), which this HDF5 library "
                      "cannot decode",
                      name, (int)id);
-            st = data_fail(err, where, what);
+            st = SM_ERR_AT(err, SM_E_DATA, where, "%s", what);
         }
     }
     H5Pclose(dcpl);
@@ -257,7 +250,7 @@ static sm_status walk_path(const struct sm_h5source *s, const char *dataset, boo
     char prefix[512];
     const size_t len = strlen(dataset);
     if (len >= sizeof(prefix)) {
-        return data_fail(err, where, "the dataset path is too long");
+        SM_FAIL_AT(err, SM_E_DATA, where, "the dataset path is too long");
     }
     for (size_t i = 1; i <= len; i++) {
         if (i < len && dataset[i] != '/') {
@@ -283,7 +276,7 @@ static sm_status walk_path(const struct sm_h5source *s, const char *dataset, boo
                 snprintf(what, sizeof(what), "no dataset %s in the file (%s does not exist)",
                          dataset, prefix);
             }
-            return data_fail(err, where, what);
+            SM_FAIL_AT(err, SM_E_DATA, where, "%s", what);
         }
     }
     return SM_OK;
@@ -317,19 +310,19 @@ static sm_status check_virtual(struct sm_h5source *s, hid_t dcpl, const char *na
             snprintf(what, sizeof(what),
                      "%s is a virtual dataset whose source name is longer than %zu bytes", name,
                      sizeof(dset) - 1);
-            return data_fail(err, s->where, what);
+            SM_FAIL_AT(err, SM_E_DATA, s->where, "%s", what);
         }
         if (strcmp(file, ".") != 0) {
             snprintf(what, sizeof(what),
                      "%s is a virtual dataset with a source in the file %s%s (%s), outside the "
                      "input file (input.hdf5.allow_external: true reads it)",
                      name, file, (size_t)fl >= sizeof(file) ? "..." : "", dset);
-            return data_fail(err, s->where, what);
+            SM_FAIL_AT(err, SM_E_DATA, s->where, "%s", what);
         }
         if (depth >= VDS_DEPTH) {
             snprintf(what, sizeof(what),
                      "%s: virtual datasets nested more than %d deep are not read", name, VDS_DEPTH);
-            return data_fail(err, s->where, what);
+            SM_FAIL_AT(err, SM_E_DATA, s->where, "%s", what);
         }
         SM_TRY(walk_path(s, dset, false, err));
         const htri_t there =
@@ -374,7 +367,7 @@ static sm_status check_outside(struct sm_h5source *s, hid_t dset, const char *na
                  "%s uses external storage: its data lies in %d external file%s (%s%s), outside "
                  "the input file (input.hdf5.allow_external: true reads it)",
                  name, next, next > 1 ? "s" : "", file, next > 1 ? ", ..." : "");
-        st = data_fail(err, s->where, what);
+        st = SM_ERR_AT(err, SM_E_DATA, s->where, "%s", what);
     } else if (H5Pget_layout(dcpl) == H5D_VIRTUAL) {
         st = check_virtual(s, dcpl, name, depth, err);
     }
@@ -413,14 +406,15 @@ static sm_status open_locked(const char *path, const char *dataset, struct sm_h5
     const htri_t is = H5Fis_hdf5(path);
     H5Eclear2(H5E_DEFAULT);
     if (is <= 0) {
-        return data_fail(err, s->where, "not an HDF5 file");
+        SM_FAIL_AT(err, SM_E_DATA, s->where, "not an HDF5 file");
     }
     s->file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (s->file < 0) {
         return SRC_FAIL(err, s->where, "H5Fopen");
     }
     if (dataset == NULL || dataset[0] != '/' || dataset[1] == '\0') {
-        return data_fail(err, s->where, "the dataset must be an absolute HDF5 path such as /data");
+        SM_FAIL_AT(err, SM_E_DATA, s->where,
+                   "the dataset must be an absolute HDF5 path such as /data");
     }
     SM_TRY(make_dapl(s, err));
     SM_TRY(walk_path(s, dataset, true, err));
@@ -431,7 +425,8 @@ static sm_status open_locked(const char *path, const char *dataset, struct sm_h5
     const bool is_dset = H5Iget_type(obj) == H5I_DATASET;
     H5Oclose(obj);
     if (!is_dset) {
-        return data_fail(err, s->where, "the object is not a dataset (a group or a named type)");
+        SM_FAIL_AT(err, SM_E_DATA, s->where,
+                   "the object is not a dataset (a group or a named type)");
     }
     /* H5Dopen2, not the H5Oopen above: only it takes the dataset access plist (efile prefix) */
     s->dset = H5Dopen2(s->file, dataset, s->dapl);
@@ -452,19 +447,20 @@ static sm_status open_locked(const char *path, const char *dataset, struct sm_h5
     const int nd = H5Sget_simple_extent_ndims(space);
     hsize_t dims[H5S_MAX_RANK];
     if (H5Sget_simple_extent_type(space) != H5S_SIMPLE || nd < 1) {
-        st = data_fail(err, s->where, "the dataset is scalar or empty (no axes)");
+        st = SM_ERR_AT(err, SM_E_DATA, s->where, "the dataset is scalar or empty (no axes)");
     } else if (nd > SM_MAX_DIMS) {
         char what[80];
         snprintf(what, sizeof(what), "the dataset has %d axes, at most %d are read", nd,
                  SM_MAX_DIMS);
-        st = data_fail(err, s->where, what);
+        st = SM_ERR_AT(err, SM_E_DATA, s->where, "%s", what);
     } else {
         H5Sget_simple_extent_dims(space, dims, NULL);
         info->ndim = (unsigned)nd;
         for (int d = 0; d < nd && st == SM_OK; d++) {
             info->shape[d] = dims[d];
             if (dims[d] == 0) {
-                st = data_fail(err, s->where, "the dataset is empty (an axis of length 0)");
+                st = SM_ERR_AT(err, SM_E_DATA, s->where,
+                               "the dataset is empty (an axis of length 0)");
             }
         }
     }

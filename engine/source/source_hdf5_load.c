@@ -20,8 +20,9 @@
 typedef void (*sm_h5source_fn)(void);
 extern const sm_h5source_fn sm_h5source_imports[];
 const sm_h5source_fn sm_h5source_imports[] = {
-    (sm_h5source_fn)sm_calloc,    (sm_h5source_fn)sm_free,    (sm_h5source_fn)sm_dtype_name,
-    (sm_h5source_fn)sm_err_cause, (sm_h5source_fn)sm_err_set, (sm_h5source_fn)sm_err_where,
+    (sm_h5source_fn)sm_calloc,     (sm_h5source_fn)sm_free,    (sm_h5source_fn)sm_dtype_name,
+    (sm_h5source_fn)sm_err_cause,  (sm_h5source_fn)sm_err_set, (sm_h5source_fn)sm_err_where,
+    (sm_h5source_fn)sm_err_set_at,
 };
 
 static const struct sm_hdf5_source_ops *ops;

@@ -35,8 +35,6 @@ sm_status sm_src_open_hdf5(const struct sm_source_params *p, struct sm_source **
                            struct sm_err *err);
 
 /* ---- source_file.c: what every file source needs ---- */
-/* SM_E_IO from errno, naming path. */
-sm_status sm_src_io_error(struct sm_err *err, const char *path, const char *what);
 /* Exactly n bytes at off (SM_E_DATA naming path when the file ends first). */
 sm_status sm_src_pread(int fd, uint64_t off, void *dst, size_t n, const char *path,
                        struct sm_err *err);

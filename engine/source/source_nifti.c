@@ -9,6 +9,7 @@
 
 #include "source_int.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -104,11 +105,11 @@ static sm_status open_nii(struct nifti *n, struct sm_err *err)
 {
     n->flat.fd = open(n->path, O_RDONLY | O_CLOEXEC);
     if (n->flat.fd < 0) {
-        return sm_src_io_error(err, n->path, "open");
+        return SM_ERRNO(err, errno, n->path, "open");
     }
     struct stat st;
     if (fstat(n->flat.fd, &st) != 0) {
-        return sm_src_io_error(err, n->path, "stat");
+        return SM_ERRNO(err, errno, n->path, "stat");
     }
     const uint64_t len = (uint64_t)st.st_size;
     uint8_t h[SM_NIFTI_HEADER_BYTES];

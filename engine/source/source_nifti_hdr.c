@@ -55,13 +55,6 @@ static bool nifti_dtype(int code, enum sm_dtype *dt)
     return false;
 }
 
-#define FAIL_FIELD(err, field, ...)                                                                \
-    do {                                                                                           \
-        sm_err_set((err), SM_E_DATA, __FILE__, __LINE__, __VA_ARGS__);                             \
-        sm_err_where((err), "%s", (field));                                                        \
-        return (err)->status;                                                                      \
-    } while (0)
-
 /* Data larger than this is refused before any size arithmetic can wrap (4 EiB). */
 #define DATA_BYTES_MAX (UINT64_C(1) << 62)
 
@@ -70,7 +63,8 @@ sm_status sm_nifti_parse_header(const uint8_t *buf, size_t len, struct sm_nifti_
 {
     memset(h, 0, sizeof(*h));
     if (buf == NULL || len < SM_NIFTI_HEADER_BYTES) {
-        FAIL_FIELD(err, "sizeof_hdr", "the file has %zu bytes, a NIfTI-1 header needs 348", len);
+        SM_FAIL_AT(err, SM_E_DATA, "sizeof_hdr",
+                   "the file has %zu bytes, a NIfTI-1 header needs 348", len);
     }
     bool swap = false;
     uint32_t hsize = get32(buf, false);
@@ -79,32 +73,33 @@ sm_status sm_nifti_parse_header(const uint8_t *buf, size_t len, struct sm_nifti_
         hsize = get32(buf, true);
     }
     if (hsize != 348) {
-        FAIL_FIELD(err, "sizeof_hdr", "not a NIfTI-1 file (sizeof_hdr is %" PRIu32 ", not 348)",
-                   get32(buf, false));
+        SM_FAIL_AT(err, SM_E_DATA, "sizeof_hdr",
+                   "not a NIfTI-1 file (sizeof_hdr is %" PRIu32 ", not 348)", get32(buf, false));
     }
     if (memcmp(buf + 344, "ni1\0", 4) == 0) {
-        FAIL_FIELD(err, "magic",
+        SM_FAIL_AT(err, SM_E_DATA, "magic",
                    "a NIfTI-1 header whose data is in a separate .img file (magic \"ni1\") is not "
                    "supported: convert it to a single .nii file");
     }
     if (memcmp(buf + 344, "n+1\0", 4) != 0) {
-        FAIL_FIELD(err, "magic", "not a NIfTI-1 file (magic at byte 344 is not \"n+1\")");
+        SM_FAIL_AT(err, SM_E_DATA, "magic",
+                   "not a NIfTI-1 file (magic at byte 344 is not \"n+1\")");
     }
     h->swap = swap;
     const int ndim = gets16(buf + 40, swap);
     if (ndim < 1 || ndim > SM_NIFTI_MAX_DIMS) {
-        FAIL_FIELD(err, "dim", "dim[0] is %d (expected 1..7)", ndim);
+        SM_FAIL_AT(err, SM_E_DATA, "dim", "dim[0] is %d (expected 1..7)", ndim);
     }
     const int code = gets16(buf + 70, swap);
     if (!nifti_dtype(code, &h->dtype)) {
-        FAIL_FIELD(err, "datatype", "unsupported NIfTI datatype %d", code);
+        SM_FAIL_AT(err, SM_E_DATA, "datatype", "unsupported NIfTI datatype %d", code);
     }
     int64_t dim[SM_NIFTI_MAX_DIMS + 1];
     for (int i = 1; i <= ndim; i++) {
         dim[i] = gets16(buf + 40 + 2 * i, swap);
         if (dim[i] < 1) {
-            FAIL_FIELD(err, "dim", "dim[%d] is %" PRId64 " (every axis needs at least 1 voxel)", i,
-                       dim[i]);
+            SM_FAIL_AT(err, SM_E_DATA, "dim",
+                       "dim[%d] is %" PRId64 " (every axis needs at least 1 voxel)", i, dim[i]);
         }
     }
     /* axes past the third of size 1 are dropped (a 4-D file of one volume is 3-D) */
@@ -117,7 +112,8 @@ sm_status sm_nifti_parse_header(const uint8_t *buf, size_t len, struct sm_nifti_
     for (int i = 1; i <= nd; i++) {
         h->shape[nd - i] = (uint64_t)dim[i];
         if (__builtin_mul_overflow(n, (uint64_t)dim[i], &n) || n >= DATA_BYTES_MAX) {
-            FAIL_FIELD(err, "dim", "the volume's size overflows (dim[1..%d] of %d-byte values)", nd,
+            SM_FAIL_AT(err, SM_E_DATA, "dim",
+                       "the volume's size overflows (dim[1..%d] of %d-byte values)", nd,
                        (int)sm_dtype_size(h->dtype));
         }
     }
@@ -130,17 +126,18 @@ sm_status sm_nifti_parse_header(const uint8_t *buf, size_t len, struct sm_nifti_
     }
     const double vox = getf(buf + 108, swap);
     if (!(vox >= 348.0) || !(vox < (double)DATA_BYTES_MAX) || vox != floor(vox)) {
-        FAIL_FIELD(err, "vox_offset", "vox_offset %g is not a byte offset of at least 348", vox);
+        SM_FAIL_AT(err, SM_E_DATA, "vox_offset",
+                   "vox_offset %g is not a byte offset of at least 348", vox);
     }
     h->vox_offset = (uint64_t)vox;
     h->scl_slope = getf(buf + 112, swap);
     h->scl_inter = getf(buf + 116, swap);
     if (isinf(h->scl_slope)) {
-        FAIL_FIELD(err, "scl_slope", "scl_slope is %g", h->scl_slope);
+        SM_FAIL_AT(err, SM_E_DATA, "scl_slope", "scl_slope is %g", h->scl_slope);
     }
     const bool slope_on = !isnan(h->scl_slope) && h->scl_slope != 0.0;
     if (slope_on && !isfinite(h->scl_inter) && !isnan(h->scl_inter)) {
-        FAIL_FIELD(err, "scl_inter", "scl_inter is %g", h->scl_inter);
+        SM_FAIL_AT(err, SM_E_DATA, "scl_inter", "scl_inter is %g", h->scl_inter);
     }
     const double inter = isnan(h->scl_inter) ? 0.0 : h->scl_inter;
     h->scaled = slope_on && !(h->scl_slope == 1.0 && inter == 0.0);

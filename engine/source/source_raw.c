@@ -4,6 +4,7 @@
 
 #include "source_int.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -90,11 +91,11 @@ static sm_status raw_open_file(struct raw *r, uint64_t bytes, struct sm_err *err
     struct sm_flat *f = &r->flat;
     f->fd = open(r->path, O_RDONLY | O_CLOEXEC);
     if (f->fd < 0) {
-        return sm_src_io_error(err, r->path, "open");
+        return SM_ERRNO(err, errno, r->path, "open");
     }
     struct stat st;
     if (fstat(f->fd, &st) != 0) {
-        return sm_src_io_error(err, r->path, "stat");
+        return SM_ERRNO(err, errno, r->path, "stat");
     }
     const uint64_t len = (uint64_t)st.st_size;
     if (f->data_offset > len || bytes != len - f->data_offset) {

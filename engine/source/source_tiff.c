@@ -113,11 +113,7 @@ static sm_status list_slices(struct tiff_stack *t, struct sm_err *err)
 {
     DIR *d = opendir(t->dir);
     if (d == NULL) {
-        const int e = errno;
-        sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "open directory: %s", strerror(e));
-        sm_err_cause(err, "errno", e);
-        sm_err_where(err, "%s", t->dir);
-        return err->status;
+        return SM_ERRNO(err, errno, t->dir, "open directory");
     }
     uint64_t cap = 0;
     sm_status s = SM_OK;
@@ -255,11 +251,7 @@ static sm_status stack_open(const char *path, uint64_t max_alloc, struct tiff_st
     }
     struct stat st;
     if (stat(path, &st) != 0) {
-        const int e = errno;
-        sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "open: %s", strerror(e));
-        sm_err_cause(err, "errno", e);
-        sm_err_where(err, "%s", path);
-        return err->status;
+        return SM_ERRNO(err, errno, path, "open");
     }
     struct tiff_stack *t = sm_calloc(1, sizeof(*t));
     if (t == NULL || (t->dir = sm_src_strdup(path)) == NULL) {

@@ -106,8 +106,7 @@ sm_status sm_tfile_open(const struct sm_tiff_lib *lib, struct sm_tfile *f, const
         const int e = errno;
         struct stat st;
         if (stat(path, &st) != 0) {
-            sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "open: %s", strerror(e));
-            sm_err_cause(err, "errno", e);
+            SM_ERRNO(err, e, NULL, "open");
         } else {
             sm_err_set(err, SM_E_DATA, __FILE__, __LINE__, "not a readable TIFF file: %s",
                        f->msg[0] != '\0' ? f->msg : "libtiff refused it");

@@ -38,51 +38,13 @@ bool sm_cast_lossless(enum sm_dtype from, enum sm_dtype to)
     return bits(to) > bits(from); /* unsigned -> wider unsigned, or strictly wider signed */
 }
 
-#define CAST_TO(TO, FROM)                                                                          \
+/* out[i] = (TO)in[i] for one pair of types. */
+#define CAST_LOOP(FROM, TO)                                                                        \
     do {                                                                                           \
         const FROM *p = in;                                                                        \
         TO *q = out;                                                                               \
         for (size_t i = 0; i < n; i++) {                                                           \
             q[i] = (TO)p[i];                                                                       \
-        }                                                                                          \
-    } while (0)
-
-#define CAST_FROM(FROM)                                                                            \
-    do {                                                                                           \
-        switch (to) {                                                                              \
-        case SM_DT_BOOL:                                                                           \
-        case SM_DT_UINT8:                                                                          \
-            CAST_TO(uint8_t, FROM);                                                                \
-            break;                                                                                 \
-        case SM_DT_INT8:                                                                           \
-            CAST_TO(int8_t, FROM);                                                                 \
-            break;                                                                                 \
-        case SM_DT_INT16:                                                                          \
-            CAST_TO(int16_t, FROM);                                                                \
-            break;                                                                                 \
-        case SM_DT_UINT16:                                                                         \
-            CAST_TO(uint16_t, FROM);                                                               \
-            break;                                                                                 \
-        case SM_DT_INT32:                                                                          \
-            CAST_TO(int32_t, FROM);                                                                \
-            break;                                                                                 \
-        case SM_DT_UINT32:                                                                         \
-            CAST_TO(uint32_t, FROM);                                                               \
-            break;                                                                                 \
-        case SM_DT_INT64:                                                                          \
-            CAST_TO(int64_t, FROM);                                                                \
-            break;                                                                                 \
-        case SM_DT_UINT64:                                                                         \
-            CAST_TO(uint64_t, FROM);                                                               \
-            break;                                                                                 \
-        case SM_DT_FLOAT32:                                                                        \
-            CAST_TO(float, FROM);                                                                  \
-            break;                                                                                 \
-        case SM_DT_FLOAT64:                                                                        \
-            CAST_TO(double, FROM);                                                                 \
-            break;                                                                                 \
-        case SM_DT_COUNT:                                                                          \
-            break;                                                                                 \
         }                                                                                          \
     } while (0)
 
@@ -92,39 +54,5 @@ void sm_cast_values(enum sm_dtype from, const void *in, size_t n, enum sm_dtype 
         memcpy(out, in, n * sm_dtype_size(from));
         return;
     }
-    switch (from) {
-    case SM_DT_BOOL:
-    case SM_DT_UINT8:
-        CAST_FROM(uint8_t);
-        break;
-    case SM_DT_INT8:
-        CAST_FROM(int8_t);
-        break;
-    case SM_DT_INT16:
-        CAST_FROM(int16_t);
-        break;
-    case SM_DT_UINT16:
-        CAST_FROM(uint16_t);
-        break;
-    case SM_DT_INT32:
-        CAST_FROM(int32_t);
-        break;
-    case SM_DT_UINT32:
-        CAST_FROM(uint32_t);
-        break;
-    case SM_DT_INT64:
-        CAST_FROM(int64_t);
-        break;
-    case SM_DT_UINT64:
-        CAST_FROM(uint64_t);
-        break;
-    case SM_DT_FLOAT32:
-        CAST_FROM(float);
-        break;
-    case SM_DT_FLOAT64:
-        CAST_FROM(double);
-        break;
-    case SM_DT_COUNT:
-        break;
-    }
+    SM_DTYPE_DISPATCH(from, F, SM_DTYPE_DISPATCH(to, O, CAST_LOOP(F, O)));
 }

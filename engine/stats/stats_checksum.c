@@ -8,20 +8,6 @@
 
 #define SM_CHECKSUM_MAX_DIMS 32 /* SM_MAX_DIMS of codec.h; stats/ does not include codec/ */
 
-#define SUM_LOOP(T, TO_U64)                                                                        \
-    do {                                                                                           \
-        const T *p = values;                                                                       \
-        uint64_t w = first_index + 1;                                                              \
-        for (size_t k = 0; k < n; k++, w++) {                                                      \
-            uint64_t v = TO_U64(p[k]);                                                             \
-            s += v;                                                                                \
-            ws += v * w;                                                                           \
-        }                                                                                          \
-    } while (0)
-
-#define SIGNED(x) ((uint64_t)(int64_t)(x))
-#define UNSIGNED(x) ((uint64_t)(x))
-
 static uint64_t f32_bits(float f)
 {
     uint32_t u;
@@ -36,45 +22,44 @@ static uint64_t f64_bits(double f)
     return u;
 }
 
+static uint64_t sign_extended(int64_t v)
+{
+    return (uint64_t)v;
+}
+
+static uint64_t zero_extended(uint64_t v)
+{
+    return v;
+}
+
+/* A value's 64-bit contribution: signed integers sign-extended, unsigned ones zero-extended,
+ * floats their bit pattern. */
+#define TO_U64(x)                                                                                  \
+    _Generic((x),                                                                                  \
+        int8_t: sign_extended,                                                                     \
+        int16_t: sign_extended,                                                                    \
+        int32_t: sign_extended,                                                                    \
+        int64_t: sign_extended,                                                                    \
+        float: f32_bits,                                                                           \
+        double: f64_bits,                                                                          \
+        default: zero_extended)(x)
+
+#define SUM_LOOP(T)                                                                                \
+    do {                                                                                           \
+        const T *p = values;                                                                       \
+        uint64_t w = first_index + 1;                                                              \
+        for (size_t k = 0; k < n; k++, w++) {                                                      \
+            uint64_t v = TO_U64(p[k]);                                                             \
+            s += v;                                                                                \
+            ws += v * w;                                                                           \
+        }                                                                                          \
+    } while (0)
+
 void sm_checksums_add_run(struct sm_checksums *c, enum sm_dtype dt, const void *values, size_t n,
                           uint64_t first_index)
 {
     uint64_t s = 0, ws = 0;
-    switch (dt) {
-    case SM_DT_BOOL:
-    case SM_DT_UINT8:
-        SUM_LOOP(uint8_t, UNSIGNED);
-        break;
-    case SM_DT_INT8:
-        SUM_LOOP(int8_t, SIGNED);
-        break;
-    case SM_DT_UINT16:
-        SUM_LOOP(uint16_t, UNSIGNED);
-        break;
-    case SM_DT_INT16:
-        SUM_LOOP(int16_t, SIGNED);
-        break;
-    case SM_DT_UINT32:
-        SUM_LOOP(uint32_t, UNSIGNED);
-        break;
-    case SM_DT_INT32:
-        SUM_LOOP(int32_t, SIGNED);
-        break;
-    case SM_DT_UINT64:
-        SUM_LOOP(uint64_t, UNSIGNED);
-        break;
-    case SM_DT_INT64:
-        SUM_LOOP(int64_t, SIGNED);
-        break;
-    case SM_DT_FLOAT32:
-        SUM_LOOP(float, f32_bits);
-        break;
-    case SM_DT_FLOAT64:
-        SUM_LOOP(double, f64_bits);
-        break;
-    case SM_DT_COUNT:
-        break;
-    }
+    SM_DTYPE_DISPATCH(dt, T, SUM_LOOP(T));
     c->sum += s;
     c->weighted += ws;
 }

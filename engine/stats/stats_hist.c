@@ -115,12 +115,19 @@ static void bin_value(struct sm_hist *h, double v, uint64_t k)
     }
 }
 
-#define RAW_LOOP(T, OFFSET)                                                                        \
+/* The value that raw[0] counts: -128 for int8, -32768 for int16, else 0. */
+static int raw_first(enum sm_dtype dt)
+{
+    return dt == SM_DT_INT8 ? -128 : dt == SM_DT_INT16 ? -32768 : 0;
+}
+
+#define RAW_LOOP(T)                                                                                \
     do {                                                                                           \
         const T *p = values;                                                                       \
         uint64_t *raw = h->raw;                                                                    \
+        const int offset = -raw_first(h->dtype);                                                   \
         for (size_t i = 0; i < n; i++) {                                                           \
-            raw[(size_t)((int)p[i] + (OFFSET))]++;                                                 \
+            raw[(size_t)((int)p[i] + offset)]++;                                                   \
         }                                                                                          \
     } while (0)
 
@@ -152,40 +159,10 @@ static void bin_value(struct sm_hist *h, double v, uint64_t k)
 
 void sm_hist_add(struct sm_hist *h, const void *values, size_t n)
 {
-    switch (h->dtype) {
-    case SM_DT_BOOL:
-    case SM_DT_UINT8:
-        RAW_LOOP(uint8_t, 0);
-        break;
-    case SM_DT_INT8:
-        RAW_LOOP(int8_t, 128);
-        break;
-    case SM_DT_UINT16:
-        RAW_LOOP(uint16_t, 0);
-        break;
-    case SM_DT_INT16:
-        RAW_LOOP(int16_t, 32768);
-        break;
-    case SM_DT_INT32:
-        VALUE_LOOP(int32_t);
-        break;
-    case SM_DT_UINT32:
-        VALUE_LOOP(uint32_t);
-        break;
-    case SM_DT_INT64:
-        VALUE_LOOP(int64_t);
-        break;
-    case SM_DT_UINT64:
-        VALUE_LOOP(uint64_t);
-        break;
-    case SM_DT_FLOAT32:
-        VALUE_LOOP(float);
-        break;
-    case SM_DT_FLOAT64:
-        VALUE_LOOP(double);
-        break;
-    case SM_DT_COUNT:
-        break;
+    if (raw_size(h->dtype) != 0) { /* the 8- and 16-bit types (and bool): counted by value */
+        SM_DTYPE_DISPATCH(h->dtype, T, RAW_LOOP(T));
+    } else {
+        SM_DTYPE_DISPATCH(h->dtype, T, VALUE_LOOP(T));
     }
 }
 
@@ -206,41 +183,7 @@ void sm_hist_add(struct sm_hist *h, const void *values, size_t n)
 
 void sm_hist_add_minmax(struct sm_hist *h, const void *values, size_t n)
 {
-    switch (h->dtype) {
-    case SM_DT_BOOL:
-    case SM_DT_UINT8:
-        MINMAX_LOOP(uint8_t);
-        break;
-    case SM_DT_INT8:
-        MINMAX_LOOP(int8_t);
-        break;
-    case SM_DT_UINT16:
-        MINMAX_LOOP(uint16_t);
-        break;
-    case SM_DT_INT16:
-        MINMAX_LOOP(int16_t);
-        break;
-    case SM_DT_INT32:
-        MINMAX_LOOP(int32_t);
-        break;
-    case SM_DT_UINT32:
-        MINMAX_LOOP(uint32_t);
-        break;
-    case SM_DT_INT64:
-        MINMAX_LOOP(int64_t);
-        break;
-    case SM_DT_UINT64:
-        MINMAX_LOOP(uint64_t);
-        break;
-    case SM_DT_FLOAT32:
-        MINMAX_LOOP(float);
-        break;
-    case SM_DT_FLOAT64:
-        MINMAX_LOOP(double);
-        break;
-    case SM_DT_COUNT:
-        break;
-    }
+    SM_DTYPE_DISPATCH(h->dtype, T, MINMAX_LOOP(T));
 }
 
 void sm_hist_merge(struct sm_hist *dst, const struct sm_hist *src)
@@ -265,7 +208,7 @@ void sm_hist_finish(struct sm_hist *h)
     if (h->nraw == 0) {
         return;
     }
-    const int offset = h->dtype == SM_DT_INT8 ? -128 : h->dtype == SM_DT_INT16 ? -32768 : 0;
+    const int offset = raw_first(h->dtype);
     for (size_t i = 0; i < h->nraw; i++) {
         if (h->raw[i] != 0) {
             const double v = (double)((int)i + offset);

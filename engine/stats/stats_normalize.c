@@ -50,44 +50,15 @@ static inline uint16_t to_u16(float w)
         }                                                                                          \
     } while (0)
 
-#define NORM_FROM(OT, CONV)                                                                        \
-    do {                                                                                           \
-        switch (dt) {                                                                              \
-        case SM_DT_BOOL:                                                                           \
-        case SM_DT_UINT8:                                                                          \
-            NORM_LOOP(uint8_t, OT, CONV);                                                          \
-            break;                                                                                 \
-        case SM_DT_INT8:                                                                           \
-            NORM_LOOP(int8_t, OT, CONV);                                                           \
-            break;                                                                                 \
-        case SM_DT_UINT16:                                                                         \
-            NORM_LOOP(uint16_t, OT, CONV);                                                         \
-            break;                                                                                 \
-        case SM_DT_INT16:                                                                          \
-            NORM_LOOP(int16_t, OT, CONV);                                                          \
-            break;                                                                                 \
-        case SM_DT_UINT32:                                                                         \
-            NORM_LOOP(uint32_t, OT, CONV);                                                         \
-            break;                                                                                 \
-        case SM_DT_INT32:                                                                          \
-            NORM_LOOP(int32_t, OT, CONV);                                                          \
-            break;                                                                                 \
-        case SM_DT_UINT64:                                                                         \
-            NORM_LOOP(uint64_t, OT, CONV);                                                         \
-            break;                                                                                 \
-        case SM_DT_INT64:                                                                          \
-            NORM_LOOP(int64_t, OT, CONV);                                                          \
-            break;                                                                                 \
-        case SM_DT_FLOAT32:                                                                        \
-            NORM_LOOP(float, OT, CONV);                                                            \
-            break;                                                                                 \
-        case SM_DT_FLOAT64:                                                                        \
-            NORM_LOOP(double, OT, CONV);                                                           \
-            break;                                                                                 \
-        case SM_DT_COUNT:                                                                          \
-            break;                                                                                 \
-        }                                                                                          \
-    } while (0)
+#define NORM_FROM(OT, CONV) SM_DTYPE_DISPATCH(dt, T, NORM_LOOP(T, OT, CONV))
+
+const char *sm_norm_mode_name(enum sm_norm_mode m)
+{
+    return m == SM_NORM_SCALE    ? "scale"
+           : m == SM_NORM_WINDOW ? "window"
+           : m == SM_NORM_NONE   ? "none"
+                                 : "percentile";
+}
 
 bool sm_normalize_output_ok(enum sm_dtype out_dt)
 {

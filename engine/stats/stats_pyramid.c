@@ -12,99 +12,26 @@
 
 #include "shardmill/stats.h"
 
-/* The float32 value of element i of a span of dtype dt, as a double. */
+/* The float32 value of the element at p of type dt, as a double. */
 static double load_f32(const uint8_t *p, enum sm_dtype dt)
 {
-    switch (dt) {
-    case SM_DT_BOOL:
-    case SM_DT_UINT8:
-        return (double)(float)p[0];
-    case SM_DT_INT8:
-        return (double)(float)(int8_t)p[0];
-    default:
-        break;
-    }
-    union {
-        uint16_t u16;
-        int16_t i16;
-        uint32_t u32;
-        int32_t i32;
-        uint64_t u64;
-        int64_t i64;
-        float f32;
-        double f64;
-    } v;
-    memcpy(&v, p, sm_dtype_size(dt));
-    switch (dt) {
-    case SM_DT_UINT16:
-        return (double)(float)v.u16;
-    case SM_DT_INT16:
-        return (double)(float)v.i16;
-    case SM_DT_UINT32:
-        return (double)(float)v.u32;
-    case SM_DT_INT32:
-        return (double)(float)v.i32;
-    case SM_DT_UINT64:
-        return (double)(float)v.u64;
-    case SM_DT_INT64:
-        return (double)(float)v.i64;
-    case SM_DT_FLOAT64:
-        return (double)(float)v.f64;
-    default:
-        return (double)v.f32;
-    }
+    SM_DTYPE_DISPATCH(dt, T, {
+        T v;
+        memcpy(&v, p, sizeof(v));
+        return (double)(float)v;
+    });
+    return 0.0;
 }
 
-/* Rounds the mean once to dt (round-half-to-even for integers: rint in the default mode). */
+/* The mean m rounded once to dt into p: (float) for float32, kept for float64, rint (half to even
+ * in the default mode) for integers. */
 static void store_mean(uint8_t *p, enum sm_dtype dt, double m)
 {
-    union {
-        uint8_t u8;
-        int8_t i8;
-        uint16_t u16;
-        int16_t i16;
-        uint32_t u32;
-        int32_t i32;
-        uint64_t u64;
-        int64_t i64;
-        float f32;
-        double f64;
-    } v;
-    const double r = rint(m);
-    switch (dt) {
-    case SM_DT_BOOL:
-    case SM_DT_UINT8:
-        v.u8 = (uint8_t)r;
-        break;
-    case SM_DT_INT8:
-        v.i8 = (int8_t)r;
-        break;
-    case SM_DT_UINT16:
-        v.u16 = (uint16_t)r;
-        break;
-    case SM_DT_INT16:
-        v.i16 = (int16_t)r;
-        break;
-    case SM_DT_UINT32:
-        v.u32 = (uint32_t)r;
-        break;
-    case SM_DT_INT32:
-        v.i32 = (int32_t)r;
-        break;
-    case SM_DT_UINT64:
-        v.u64 = (uint64_t)r;
-        break;
-    case SM_DT_INT64:
-        v.i64 = (int64_t)r;
-        break;
-    case SM_DT_FLOAT64:
-        v.f64 = m;
-        break;
-    default:
-        v.f32 = (float)m;
-        break;
-    }
-    memcpy(p, &v, sm_dtype_size(dt));
+    const bool fl = sm_dtype_is_float(dt);
+    SM_DTYPE_DISPATCH(dt, T, {
+        const T v = (T)(fl ? m : rint(m));
+        memcpy(p, &v, sizeof(v));
+    });
 }
 
 /* The SPEC §2 mean of whole bz x by x bx blocks of a float32 or 8/16-bit unsigned row: n output

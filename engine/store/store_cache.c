@@ -15,10 +15,11 @@
 #include <string.h>
 
 #include "shardmill/alloc.h"
+#include "shardmill/lru.h"
 
 struct centry {
-    struct centry *prev, *next; /* LRU: head = most recent; only admitted entries are listed */
-    struct centry *hnext;       /* hash chain */
+    struct sm_lru_node lru; /* linked while admitted, charged its bytes against the cap */
+    struct centry *hnext;   /* hash chain */
     char *key;
     struct sm_range range;
     uint64_t hash;
@@ -28,7 +29,6 @@ struct centry {
     unsigned refs;    /* holders of its bytes (the fetching owner, borrowers, copiers) */
     struct sm_buf data;
     uint64_t objsize;
-    uint64_t charge; /* bytes counted against the cap while admitted (0: not in the LRU) */
 };
 
 #define NBUCKETS 4096
@@ -40,8 +40,8 @@ struct cache_store {
     pthread_cond_t cv;
     uint64_t max_bytes;
     struct centry *buckets[NBUCKETS];
-    struct centry *head, *tail;
-    struct sm_cache_stats st;
+    struct sm_lru lru;        /* admitted entries: st.bytes and st.peak_bytes are its counters */
+    struct sm_cache_stats st; /* hits, misses, evictions */
 };
 
 static struct cache_store *cs_of(struct sm_store *s)
@@ -75,34 +75,6 @@ static struct centry **slot_of(struct cache_store *cs, const char *key, struct s
     return pp;
 }
 
-static void lru_unlink(struct cache_store *cs, struct centry *e)
-{
-    if (e->prev != NULL) {
-        e->prev->next = e->next;
-    } else if (cs->head == e) {
-        cs->head = e->next;
-    }
-    if (e->next != NULL) {
-        e->next->prev = e->prev;
-    } else if (cs->tail == e) {
-        cs->tail = e->prev;
-    }
-    e->prev = e->next = NULL;
-}
-
-static void lru_front(struct cache_store *cs, struct centry *e)
-{
-    e->prev = NULL;
-    e->next = cs->head;
-    if (cs->head != NULL) {
-        cs->head->prev = e;
-    }
-    cs->head = e;
-    if (cs->tail == NULL) {
-        cs->tail = e;
-    }
-}
-
 /* Frees e once it is out of the table and nobody holds or waits for it (the lock is held). */
 static void maybe_free(struct centry *e)
 {
@@ -124,18 +96,16 @@ static void delist(struct cache_store *cs, struct centry *e)
         e->hnext = NULL;
         e->listed = false;
     }
-    if (e->charge != 0) {
-        lru_unlink(cs, e);
-        cs->st.bytes -= e->charge;
-        e->charge = 0;
-    }
+    sm_lru_unlink(&cs->lru, &e->lru);
     maybe_free(e);
 }
 
 static void evict_for(struct cache_store *cs, uint64_t need)
 {
-    while (cs->tail != NULL && cs->st.bytes + need > cs->max_bytes) {
-        delist(cs, cs->tail); /* a held entry lives on until its last holder lets go */
+    struct sm_lru_node *n;
+    while ((n = sm_lru_oldest(&cs->lru)) != NULL &&
+           sm_lru_over(&cs->lru, need, cs->max_bytes, UINT64_MAX)) {
+        delist(cs, SM_LRU_ENTRY(n, struct centry, lru)); /* a held entry outlives the table */
         cs->st.evictions++;
     }
 }
@@ -167,10 +137,7 @@ static sm_status acquire(struct cache_store *cs, const char *key, struct sm_rang
         e->waiters--;
         if (!e->failed) {
             cs->st.hits++;
-            if (e->charge != 0) {
-                lru_unlink(cs, e);
-                lru_front(cs, e);
-            }
+            sm_lru_touch(&cs->lru, &e->lru); /* nothing if it was not admitted */
             e->refs++;
             pthread_mutex_unlock(&cs->mu);
             *out = e;
@@ -208,12 +175,7 @@ static sm_status acquire(struct cache_store *cs, const char *key, struct sm_rang
     const uint64_t charge = e->data.cap + sizeof(*e) + strlen(e->key) + 1;
     if (!e->failed && charge <= cs->max_bytes) {
         evict_for(cs, charge);
-        e->charge = charge;
-        lru_front(cs, e);
-        cs->st.bytes += charge;
-        if (cs->st.bytes > cs->st.peak_bytes) {
-            cs->st.peak_bytes = cs->st.bytes;
-        }
+        sm_lru_push_front(&cs->lru, &e->lru, charge);
     } else {
         delist(cs, e); /* too large, or failed: held by us; waiters see `failed` and refetch */
     }
@@ -403,6 +365,8 @@ void sm_store_cache_stats(struct sm_store *s, struct sm_cache_stats *out)
     struct cache_store *cs = cs_of(s);
     pthread_mutex_lock(&cs->mu);
     *out = cs->st;
+    out->bytes = cs->lru.bytes;
+    out->peak_bytes = cs->lru.peak_bytes;
     pthread_mutex_unlock(&cs->mu);
 }
 

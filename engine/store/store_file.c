@@ -38,13 +38,6 @@ static struct file_store *fs_of(struct sm_store *s)
     return (struct file_store *)s;
 }
 
-static sm_status io_fail(struct sm_err *err, const char *what, int e)
-{
-    sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "%s: %s", what, strerror(e));
-    sm_err_cause(err, "errno", e);
-    return err->status;
-}
-
 /* Re-tries opening the root if it appeared since the store was opened (outputs are created). */
 static int root_fd(struct file_store *fs)
 {
@@ -77,7 +70,7 @@ static sm_status open_key(struct file_store *fs, const char *key, int *fd, bool 
         if (errno == ENOENT || errno == ENOTDIR) {
             return SM_OK;
         }
-        return io_fail(err, "open", errno);
+        return SM_ERRNO(err, errno, NULL, "open");
     }
     *found = true;
     return SM_OK;
@@ -101,7 +94,7 @@ static sm_status read_at(int fd, uint64_t off, size_t n, bool whole, struct sm_b
                 return sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
                                   "is a directory, expected an object");
             }
-            return io_fail(err, "read", errno);
+            return SM_ERRNO(err, errno, NULL, "read");
         }
         done += (size_t)r;
         if (r == 0 || (whole && done < n)) {
@@ -140,7 +133,7 @@ static sm_status read_range(struct file_store *fs, int fd, const char *key, stru
     if (r.kind != SM_RANGE_SPAN || objsize != NULL) {
         struct stat st;
         if (fstat(fd, &st) != 0) {
-            return io_fail(err, "stat", errno);
+            return SM_ERRNO(err, errno, NULL, "stat");
         }
         if (S_ISDIR(st.st_mode)) {
             return sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
@@ -213,7 +206,7 @@ static sm_status file_size(struct sm_store *s, const char *key, uint64_t *size, 
         if (errno == ENOENT || errno == ENOTDIR) {
             return SM_OK;
         }
-        return io_fail(err, "stat", errno);
+        return SM_ERRNO(err, errno, NULL, "stat");
     }
     if (S_ISDIR(st.st_mode)) {
         return SM_OK; /* a directory is not an object (get agrees) */
@@ -234,7 +227,7 @@ static sm_status root_for_write(struct file_store *fs, int *dfd, struct sm_err *
         *dfd = root_fd(fs);
     }
     if (*dfd < 0) {
-        return io_fail(err, "cannot open store root", errno);
+        return SM_ERRNO(err, errno, NULL, "cannot open store root");
     }
     return SM_OK;
 }
@@ -261,7 +254,7 @@ static sm_status file_commit(struct sm_store *s, const char *key, uint64_t ticke
     SM_TRY(sm_fs_tmp_name(key, (unsigned)ticket, tmp, sizeof(tmp), err));
     const int dfd = root_fd(fs);
     if (dfd < 0) {
-        return io_fail(err, "cannot open store root", errno);
+        return SM_ERRNO(err, errno, NULL, "cannot open store root");
     }
     const sm_status st = sm_fs_rename(dfd, tmp, key, err);
     if (st != SM_OK) {
@@ -301,12 +294,13 @@ static sm_status file_list(struct sm_store *s, const char *prefix, struct sm_str
     }
     int fd = openat(dfd, prefix[0] == '\0' ? "." : prefix, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) {
-        return (errno == ENOENT || errno == ENOTDIR) ? SM_OK : io_fail(err, "opendir", errno);
+        return (errno == ENOENT || errno == ENOTDIR) ? SM_OK
+                                                     : SM_ERRNO(err, errno, NULL, "opendir");
     }
     DIR *d = fdopendir(fd);
     if (d == NULL) {
         close(fd);
-        return io_fail(err, "opendir", errno);
+        return SM_ERRNO(err, errno, NULL, "opendir");
     }
     sm_status st = SM_OK;
     struct dirent *e;

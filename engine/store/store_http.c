@@ -26,6 +26,8 @@
 #include <time.h>
 
 #include "shardmill/alloc.h"
+#include "shardmill/lru.h"
+#include "shardmill/module.h"
 #include "shardmill/clock.h"
 #include "shardmill/library.h"
 #include "shardmill/url.h"
@@ -53,15 +55,14 @@ static struct {
 } curl;
 static char curl_load_error[200];
 
-/* A whole object fetched because the server ignores Range. Pending while !ready; ready entries
- * are in the LRU (head = most recent). */
+/* A whole object fetched because the server ignores Range. Pending while !ready (in the pending
+ * list); ready entries that fit are kept (in the LRU, charged their bytes). */
 struct kept {
-    struct kept *prev, *next;
+    struct sm_lru_node lru; /* in `pending` or in `kept`, or in neither */
     char *key;
     struct sm_buf data;
     bool ready, failed, found;
     unsigned waiters;
-    uint64_t charge;
 };
 
 enum ranges { RANGES_UNKNOWN, RANGES_HONOURED, RANGES_IGNORED };
@@ -79,10 +80,9 @@ struct http_store {
     pthread_mutex_t keep_mu;
     pthread_cond_t keep_cv;
     enum ranges ranges;
-    bool probing;         /* a first ranged request is in flight; others wait to learn the answer */
-    struct kept *pending; /* entries being fetched (singly linked through next) */
-    struct kept *head, *tail;
-    uint64_t kept_bytes;
+    bool probing; /* a first ranged request is in flight; others wait to learn the answer */
+    struct sm_lru pending; /* entries being fetched, newest first (nothing charged) */
+    struct sm_lru kept;    /* the ready entries kept, most recently used first */
     atomic_uint_fast64_t whole_fetches, kept_slices;
     const char *http_base; /* the URL keys are appended to: own_base */
     char *own_base;        /* the URL as given (s3: the bucket's HTTP URL); base.url is its
@@ -636,34 +636,6 @@ static uint64_t keep_budget(const struct http_store *hs)
     return hs->base.max_object_bytes != 0 ? hs->base.max_object_bytes : KEEP_DEFAULT_BYTES;
 }
 
-static void lru_unlink(struct http_store *hs, struct kept *e)
-{
-    if (e->prev != NULL) {
-        e->prev->next = e->next;
-    } else {
-        hs->head = e->next;
-    }
-    if (e->next != NULL) {
-        e->next->prev = e->prev;
-    } else {
-        hs->tail = e->prev;
-    }
-    e->prev = e->next = NULL;
-}
-
-static void lru_front(struct http_store *hs, struct kept *e)
-{
-    e->prev = NULL;
-    e->next = hs->head;
-    if (hs->head != NULL) {
-        hs->head->prev = e;
-    }
-    hs->head = e;
-    if (hs->tail == NULL) {
-        hs->tail = e;
-    }
-}
-
 static void kept_free(struct kept *e)
 {
     sm_buf_free(&e->data);
@@ -674,69 +646,63 @@ static void kept_free(struct kept *e)
 /* A ready entry leaves the LRU and is freed (keep_mu held, nobody waits on it). */
 static void kept_drop(struct http_store *hs, struct kept *e)
 {
-    lru_unlink(hs, e);
-    hs->kept_bytes -= e->charge;
+    sm_lru_unlink(&hs->kept, &e->lru);
     kept_free(e);
 }
 
-static struct kept *kept_find(struct http_store *hs, const char *key)
+static struct kept *kept_of(struct sm_lru_node *n)
 {
-    for (struct kept *e = hs->pending; e != NULL; e = e->next) {
-        if (strcmp(e->key, key) == 0) {
-            return e;
-        }
-    }
-    for (struct kept *e = hs->head; e != NULL; e = e->next) {
-        if (strcmp(e->key, key) == 0) {
-            return e;
+    return SM_LRU_ENTRY(n, struct kept, lru);
+}
+
+/* The entry of `key` in the list l, newest first; NULL if none. */
+static struct kept *find_in(const struct sm_lru *l, const char *key)
+{
+    for (struct sm_lru_node *n = sm_lru_newest(l); n != NULL; n = sm_lru_older(n)) {
+        if (strcmp(kept_of(n)->key, key) == 0) {
+            return kept_of(n);
         }
     }
     return NULL;
 }
 
-static void pending_unlink(struct http_store *hs, struct kept *e)
+static struct kept *kept_find(struct http_store *hs, const char *key)
 {
-    struct kept **pp = &hs->pending;
-    while (*pp != NULL && *pp != e) {
-        pp = &(*pp)->next;
-    }
-    if (*pp == e) {
-        *pp = e->next;
-    }
-    e->next = NULL;
+    struct kept *e = find_in(&hs->pending, key);
+    return e != NULL ? e : find_in(&hs->kept, key);
 }
 
 /* Makes a ready entry part of the LRU if it fits the budget (keep_mu held): false if not. */
 static bool keep_ready(struct http_store *hs, struct kept *e)
 {
-    e->charge = e->data.cap + sizeof(*e) + strlen(e->key) + 1;
+    const uint64_t charge = e->data.cap + sizeof(*e) + strlen(e->key) + 1;
     const uint64_t budget = keep_budget(hs);
     if (e->data.len > budget) {
         return false;
     }
-    if (e->charge > budget) { /* an object of exactly the limit: kept alone */
-        while (hs->tail != NULL && hs->tail->waiters == 0) {
-            kept_drop(hs, hs->tail);
+    if (charge > budget) { /* an object of exactly the limit: kept alone */
+        struct sm_lru_node *n;
+        while ((n = sm_lru_oldest(&hs->kept)) != NULL && kept_of(n)->waiters == 0) {
+            kept_drop(hs, kept_of(n));
         }
-        if (hs->head != NULL) {
+        if (sm_lru_newest(&hs->kept) != NULL) {
             return false;
         }
-        lru_front(hs, e);
-        hs->kept_bytes += e->charge;
+        sm_lru_push_front(&hs->kept, &e->lru, charge);
         return true;
     }
-    for (struct kept *v = hs->tail; v != NULL && hs->kept_bytes + e->charge > budget;) {
-        struct kept *prev = v->prev;
-        if (v->waiters == 0) {
-            kept_drop(hs, v);
+    for (struct sm_lru_node *v = sm_lru_oldest(&hs->kept);
+         v != NULL && sm_lru_over(&hs->kept, charge, budget, UINT64_MAX);) {
+        struct sm_lru_node *newer = sm_lru_newer(v);
+        if (kept_of(v)->waiters == 0) {
+            kept_drop(hs, kept_of(v));
         }
-        v = prev;
+        v = newer;
     }
-    if (hs->kept_bytes + e->charge > budget) {
+    if (sm_lru_over(&hs->kept, charge, budget, UINT64_MAX)) {
         return false;
     }
-    lru_front(hs, e);
-    hs->kept_bytes += e->charge;
+    sm_lru_push_front(&hs->kept, &e->lru, charge);
     return true;
 }
 
@@ -813,7 +779,7 @@ static sm_status fetch_whole(struct http_store *hs, struct kept *e, struct sm_ra
     sm_status st = request(hs, e->key, sm_range_all(), cls, &e->data, false, &e->found, &size,
                            &whole, &code, err);
     pthread_mutex_lock(&hs->keep_mu);
-    pending_unlink(hs, e);
+    sm_lru_unlink(&hs->pending, &e->lru);
     e->ready = true;
     if (st == SM_OK) {
         atomic_fetch_add_explicit(&hs->whole_fetches, e->found ? 1 : 0, memory_order_relaxed);
@@ -846,8 +812,7 @@ static sm_status ranged_get(struct http_store *hs, const char *key, struct sm_ra
             }
             e->waiters--;
             if (!e->failed) { /* sliced from the kept object: no request */
-                lru_unlink(hs, e);
-                lru_front(hs, e);
+                sm_lru_touch(&hs->kept, &e->lru);
                 atomic_fetch_add_explicit(&hs->kept_slices, 1, memory_order_relaxed);
                 *found = e->found;
                 sm_status st = SM_OK;
@@ -879,8 +844,7 @@ static sm_status ranged_get(struct http_store *hs, const char *key, struct sm_ra
             }
             e->key = k;
             e->data = (struct sm_buf)SM_BUF_INIT;
-            e->next = hs->pending; /* pending: later callers for this key wait for it */
-            hs->pending = e;
+            sm_lru_push_front(&hs->pending, &e->lru, 0); /* later callers for it wait for it */
             pthread_mutex_unlock(&hs->keep_mu);
             return fetch_whole(hs, e, r, cls, out, found, objsize, err);
         }
@@ -944,8 +908,9 @@ static void http_close(struct sm_store *s)
         pthread_mutex_destroy(&hs->share_mu[i]);
     }
     pthread_mutex_destroy(&hs->pool_mu);
-    while (hs->head != NULL) {
-        kept_drop(hs, hs->head);
+    struct sm_lru_node *n;
+    while ((n = sm_lru_pop_oldest(&hs->kept)) != NULL) {
+        kept_free(kept_of(n));
     }
     if (hs->signed_ && hs->signer.free != NULL) {
         hs->signer.free(hs->signer.ctx);

@@ -27,13 +27,6 @@
 /* Deeper than any directory of an output (a level, c/, one per dimension): a search stops here. */
 #define FIND_DEPTH (SM_MAX_DIMS + 8)
 
-static sm_status io_fail(struct sm_err *err, const char *what, const char *path, int e)
-{
-    sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "%s '%s': %s", what, path, strerror(e));
-    sm_err_cause(err, "errno", e);
-    return err->status;
-}
-
 static sm_status link_fail(struct sm_err *err, const char *what, const char *path)
 {
     sm_err_set(err, SM_E_IO, __FILE__, __LINE__,
@@ -68,12 +61,12 @@ sm_status sm_wfs_read(int dirfd, const char *key, struct sm_buf *out, bool *foun
         if (errno == ENOENT || errno == ENOTDIR || errno == ELOOP) {
             return SM_OK; /* a link is not an object: never followed */
         }
-        return io_fail(err, "cannot open", key, errno);
+        return SM_ERRNO(err, errno, NULL, "cannot open '%s'", key);
     }
     struct stat sb;
     sm_status st = SM_OK;
     if (fstat(fd, &sb) != 0) {
-        st = io_fail(err, "cannot stat", key, errno);
+        st = SM_ERRNO(err, errno, NULL, "cannot stat '%s'", key);
     } else if (!S_ISREG(sb.st_mode)) {
         close(fd);
         return SM_OK; /* a directory is not an object */
@@ -89,7 +82,7 @@ sm_status sm_wfs_read(int dirfd, const char *key, struct sm_buf *out, bool *foun
             continue;
         }
         if (r < 0) {
-            st = io_fail(err, "cannot read", key, errno);
+            st = SM_ERRNO(err, errno, NULL, "cannot read '%s'", key);
         } else if (r == 0) {
             break; /* shrank meanwhile: what was read is the object */
         } else {
@@ -134,7 +127,7 @@ static sm_status open_stream(int fd, const char *rel, DIR **d, struct sm_err *er
     if (*d == NULL) {
         const int e = errno;
         close(fd);
-        return io_fail(err, "cannot list", rel, e);
+        return SM_ERRNO(err, e, NULL, "cannot list '%s'", rel);
     }
     return SM_OK;
 }
@@ -230,7 +223,9 @@ static sm_status walk_dir(int fd, const char *rel, bool chunks, enum sm_wfs_walk
         bool link;
         int e;
         if (!entry_kind(dfd, name, &kind, &link, &e)) {
-            st = e == 0 ? SM_OK : io_fail(err, "cannot stat", path, e); /* 0: removed meanwhile */
+            st = e == 0
+                     ? SM_OK
+                     : SM_ERRNO(err, e, NULL, "cannot stat '%s'", path); /* 0: removed meanwhile */
             continue;
         }
         const bool tmp = sm_fs_is_tmp(name);
@@ -247,8 +242,9 @@ static sm_status walk_dir(int fd, const char *rel, bool chunks, enum sm_wfs_walk
         if (is_dir) {
             const int cfd = open_child(dfd, name);
             if (cfd < 0) { /* ENOENT: removed meanwhile; ELOOP: swapped for a link meanwhile */
-                st = errno == ENOENT        ? SM_OK
-                     : errno != ELOOP       ? io_fail(err, "cannot open directory", path, errno)
+                st = errno == ENOENT ? SM_OK
+                     : errno != ELOOP
+                         ? SM_ERRNO(err, errno, NULL, "cannot open directory '%s'", path)
                      : mode == SM_WFS_CHECK ? foreign(err, path)
                                             : link_fail(err, "cannot walk", path);
                 continue;
@@ -256,11 +252,11 @@ static sm_status walk_dir(int fd, const char *rel, bool chunks, enum sm_wfs_walk
             st = walk_dir(cfd, path, chunks, mode, depth + 1, stop, err);
             if (st == SM_OK && mode == SM_WFS_REMOVE && unlinkat(dfd, name, AT_REMOVEDIR) != 0 &&
                 errno != ENOENT) {
-                st = io_fail(err, "cannot remove directory", path, errno);
+                st = SM_ERRNO(err, errno, NULL, "cannot remove directory '%s'", path);
             }
         } else if (mode == SM_WFS_REMOVE || (mode == SM_WFS_SWEEP_TMP && tmp)) {
             if (unlinkat(dfd, name, 0) != 0 && errno != ENOENT) {
-                st = io_fail(err, "cannot remove", path, errno);
+                st = SM_ERRNO(err, errno, NULL, "cannot remove '%s'", path);
             }
         }
     }
@@ -319,14 +315,14 @@ static sm_status find_in(int fd, char *path, size_t len, unsigned depth, bool *f
         bool link;
         int er;
         if (!entry_kind(dfd, e->d_name, &kind, &link, &er)) {
-            st = er == 0 ? SM_OK : io_fail(err, "cannot stat", path, er);
+            st = er == 0 ? SM_OK : SM_ERRNO(err, er, NULL, "cannot stat '%s'", path);
         } else if (!link && kind == SM_FS_DIR && depth < FIND_DEPTH) {
             const int cfd = open_child(dfd, e->d_name);
             link = cfd < 0 && errno == ELOOP;
             if (cfd >= 0) {
                 st = find_in(cfd, path, len + (size_t)n, depth + 1, found, err);
             } else if (!link && errno != ENOENT) {
-                st = io_fail(err, "cannot open directory", path, errno);
+                st = SM_ERRNO(err, errno, NULL, "cannot open directory '%s'", path);
             }
         }
         *found = *found || link;
@@ -343,7 +339,7 @@ sm_status sm_wfs_find_link(int dirfd, char *where, size_t cap, bool *found, stru
     *found = false;
     const int fd = openat(dirfd, ".", DIR_FLAGS);
     if (fd < 0) {
-        return io_fail(err, "cannot open directory", ".", errno);
+        return SM_ERRNO(err, errno, NULL, "cannot open directory '.'");
     }
     char path[PATH_CAP] = "";
     const sm_status st = find_in(fd, path, 0, 0, found, err);

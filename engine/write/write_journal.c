@@ -134,12 +134,7 @@ static sm_status jflush_locked(struct sm_output *o, struct sm_err *err)
         o->jfd =
             sm_fs_open_beneath(o->rootfd, rel, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
         if (o->jfd < 0) {
-            const int e = errno;
-            sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "cannot open the journal: %s",
-                       strerror(e));
-            sm_err_cause(err, "errno", e);
-            sm_err_where(err, "%s", rel);
-            return err->status;
+            return SM_ERRNO(err, errno, rel, "cannot open the journal");
         }
     }
     size_t done = 0;
@@ -151,10 +146,7 @@ static sm_status jflush_locked(struct sm_output *o, struct sm_err *err)
         if (k <= 0) {
             const int e = k < 0 ? errno : EIO;
             o->jlen = 0; /* dropped: resume rewrites those shards */
-            sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "cannot append to the journal: %s",
-                       strerror(e));
-            sm_err_cause(err, "errno", e);
-            return err->status;
+            return SM_ERRNO(err, e, NULL, "cannot append to the journal");
         }
         done += (size_t)k;
     }

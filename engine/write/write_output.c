@@ -36,22 +36,6 @@ enum out_state {
 
 #define PATH_CAP 4096
 
-/* Records a usage error about the output path, then returns it. */
-#define FAIL_PATH(err, path, ...)                                                                  \
-    do {                                                                                           \
-        sm_err_set((err), SM_E_USAGE, __FILE__, __LINE__, __VA_ARGS__);                            \
-        sm_err_where((err), "%s", (path));                                                         \
-        return (err)->status;                                                                      \
-    } while (0)
-
-static sm_status io_fail(struct sm_err *err, const char *what, const char *path, int e)
-{
-    sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "%s: %s", what, strerror(e));
-    sm_err_cause(err, "errno", e);
-    sm_err_where(err, "%s", path);
-    return err->status;
-}
-
 /* ---- the path ---- */
 
 static sm_status resolve(const char *path, const char *base, char **out, struct sm_err *err)
@@ -76,10 +60,11 @@ static sm_status classify(const char *root, int *state, struct sm_err *err)
             *state = OUT_ABSENT;
             return SM_OK;
         }
-        return io_fail(err, "cannot stat the output", root, errno);
+        return SM_ERRNO(err, errno, root, "cannot stat the output");
     }
     if (S_ISLNK(sb.st_mode)) {
-        FAIL_PATH(err, root, "the output path is a symbolic link (give the directory itself)");
+        SM_FAIL_AT(err, SM_E_USAGE, root,
+                   "the output path is a symbolic link (give the directory itself)");
     }
     if (!S_ISDIR(sb.st_mode)) {
         *state = OUT_FOREIGN;
@@ -87,7 +72,7 @@ static sm_status classify(const char *root, int *state, struct sm_err *err)
     }
     const int fd = open_root(root);
     if (fd < 0) {
-        return io_fail(err, "cannot open the output", root, errno);
+        return SM_ERRNO(err, errno, root, "cannot open the output");
     }
     struct sm_strv names = {NULL, 0, 0};
     sm_status st = sm_wfs_list(fd, "", &names, err);
@@ -153,7 +138,7 @@ static sm_status level_dirs(int fd, enum sm_wfs_walk mode, const atomic_int *sto
         st = sm_wfs_walk_stop(fd, rel, true, mode, stop, err);
         if (st == SM_OK && mode == SM_WFS_REMOVE &&
             sm_fs_unlink_beneath(fd, rel, AT_REMOVEDIR) != 0 && errno != ENOENT) {
-            st = io_fail(err, "cannot remove directory", rel, errno);
+            st = SM_ERRNO(err, errno, rel, "cannot remove directory");
         }
         struct sm_strv inner = {NULL, 0, 0};
         if (st == SM_OK) {
@@ -172,13 +157,13 @@ static sm_status level_dirs(int fd, enum sm_wfs_walk mode, const atomic_int *sto
             } else if (((mode == SM_WFS_REMOVE && (tmp || doc)) ||
                         (mode == SM_WFS_SWEEP_TMP && tmp)) &&
                        sm_fs_unlink_beneath(fd, rel, 0) != 0 && errno != ENOENT) {
-                st = io_fail(err, "cannot remove", rel, errno);
+                st = SM_ERRNO(err, errno, rel, "cannot remove");
             }
         }
         sm_strv_free(&inner);
         if (st == SM_OK && mode == SM_WFS_REMOVE && unlinkat(fd, lv, AT_REMOVEDIR) != 0 &&
             errno != ENOENT) {
-            st = io_fail(err, "cannot remove directory", lv, errno);
+            st = SM_ERRNO(err, errno, lv, "cannot remove directory");
         }
     }
     sm_strv_free(&names);
@@ -194,7 +179,7 @@ static sm_status check_tree(int fd, const char *root, struct sm_err *err)
     for (size_t i = 0; i < names.n && st == SM_OK; i++) {
         struct stat sb;
         if (fstatat(fd, names.v[i], &sb, AT_SYMLINK_NOFOLLOW) != 0) {
-            st = io_fail(err, "cannot stat", names.v[i], errno);
+            st = SM_ERRNO(err, errno, names.v[i], "cannot stat");
         } else if (!root_name_ok(names.v[i], &sb)) {
             st = sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
                             "not a shardmill output: unexpected entry '%s' (refusing to touch "
@@ -230,7 +215,7 @@ static sm_status remove_root_files(struct sm_output *o, bool tmp_only, struct sm
         const bool pick =
             tmp || (!tmp_only && (strcmp(n, SM_ZARR_JSON) == 0 || strcmp(n, SM_MARKER_NAME) == 0));
         if (pick && unlinkat(o->rootfd, n, 0) != 0 && errno != ENOENT) {
-            st = io_fail(err, "cannot remove", n, errno);
+            st = SM_ERRNO(err, errno, n, "cannot remove");
         }
     }
     sm_strv_free(&names);
@@ -251,7 +236,7 @@ static sm_status fsync_dir(struct sm_output *o, const char *rel, struct sm_err *
 static sm_status drop_marker(struct sm_output *o, struct sm_err *err)
 {
     if (unlinkat(o->rootfd, SM_MARKER_NAME, 0) != 0) {
-        return errno == ENOENT ? SM_OK : io_fail(err, "cannot remove", SM_MARKER_NAME, errno);
+        return errno == ENOENT ? SM_OK : SM_ERRNO(err, errno, SM_MARKER_NAME, "cannot remove");
     }
     return syncing(o) ? fsync_dir(o, "", err) : SM_OK;
 }
@@ -265,7 +250,7 @@ static sm_status clear(struct sm_output *o, struct sm_err *err)
     SM_TRY(drop_marker(o, err));
     SM_TRY(sm_wfs_walk_stop(o->rootfd, "c", true, SM_WFS_REMOVE, o->stop, err));
     if (unlinkat(o->rootfd, "c", AT_REMOVEDIR) != 0 && errno != ENOENT) {
-        return io_fail(err, "cannot remove directory", "c", errno);
+        return SM_ERRNO(err, errno, "c", "cannot remove directory");
     }
     SM_TRY(level_dirs(o->rootfd, SM_WFS_REMOVE, o->stop, err));
     SM_TRY(sm_wfs_walk(o->rootfd, SM_JOURNAL_DIR, false, SM_WFS_REMOVE, err));
@@ -293,7 +278,7 @@ static sm_status take_lock(struct sm_output *o, struct sm_err *err)
         return SM_OK;
     }
     if (errno != EWOULDBLOCK) {
-        return io_fail(err, "cannot lock the output", o->root, errno);
+        return SM_ERRNO(err, errno, o->root, "cannot lock the output");
     }
     struct sm_buf b = SM_BUF_INIT;
     bool found = false;
@@ -359,7 +344,7 @@ sm_status sm_output_open(const char *path, const struct sm_output_opts *opts,
     } else if (st == SM_OK && state == OUT_SHARDMILL) {
         const int fd = open_root(root);
         if (fd < 0) {
-            st = io_fail(err, "cannot open the output", root, errno);
+            st = SM_ERRNO(err, errno, root, "cannot open the output");
         } else {
             st = check_tree(fd, root, err);
             close(fd);
@@ -497,7 +482,7 @@ sm_status sm_output_decide(const struct sm_output *o, const json_t *identity,
     }
     const int fd = open_root(o->root);
     if (fd < 0) {
-        return io_fail(err, "cannot open the output", o->root, errno);
+        return SM_ERRNO(err, errno, o->root, "cannot open the output");
     }
     struct sm_buf zj = SM_BUF_INIT;
     bool found = false, marked = false;
@@ -608,7 +593,7 @@ static sm_status remove_journals_but(struct sm_output *o, const char *keep, stru
         snprintf(rel, sizeof(rel), SM_JOURNAL_DIR "/%s", names.v[i]);
         if (strcmp(rel, keep) != 0 && sm_fs_unlink_beneath(o->rootfd, rel, 0) != 0 &&
             errno != ENOENT) {
-            st = io_fail(err, "cannot remove", rel, errno);
+            st = SM_ERRNO(err, errno, rel, "cannot remove");
         }
     }
     sm_strv_free(&names);
@@ -859,7 +844,7 @@ static sm_status begin(struct sm_output *o, const struct sm_writer *w, struct sm
     o->token = sm_journal_token(); /* sm_output_set_run may replace it before any record */
     o->rootfd = open_root(o->root);
     if (o->rootfd < 0) {
-        return io_fail(err, "cannot open the output", o->root, errno);
+        return SM_ERRNO(err, errno, o->root, "cannot open the output");
     }
     SM_TRY(open_store(o, err));
     SM_TRY(take_lock(o, err));
@@ -917,7 +902,7 @@ sm_status sm_output_join(struct sm_output *o, const struct sm_writer *w, struct 
 {
     o->rootfd = open_root(o->root);
     if (o->rootfd < 0) {
-        return io_fail(err, "cannot open the output", o->root, errno);
+        return SM_ERRNO(err, errno, o->root, "cannot open the output");
     }
     struct sm_buf have = SM_BUF_INIT;
     bool found;
@@ -1267,7 +1252,7 @@ static sm_status drop_journals(struct sm_output *o, struct sm_err *err)
     pthread_mutex_unlock(&o->jmu);
     SM_TRY(sm_wfs_walk(o->rootfd, SM_PRIV_DIR, false, SM_WFS_REMOVE, err));
     if (unlinkat(o->rootfd, SM_PRIV_DIR, AT_REMOVEDIR) != 0 && errno != ENOENT) {
-        return io_fail(err, "cannot remove directory", SM_PRIV_DIR, errno);
+        return SM_ERRNO(err, errno, SM_PRIV_DIR, "cannot remove directory");
     }
     return SM_OK;
 }

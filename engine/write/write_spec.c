@@ -12,42 +12,34 @@
 
 #include "shardmill/alloc.h"
 
-/* Records a usage error naming the configuration key `key`, then returns it. */
-#define FAIL_AT(err, key, ...)                                                                     \
-    do {                                                                                           \
-        sm_err_set((err), SM_E_USAGE, __FILE__, __LINE__, __VA_ARGS__);                            \
-        sm_err_where((err), "%s", (key));                                                          \
-        return (err)->status;                                                                      \
-    } while (0)
-
 /* ---- validation ---- */
 
 static sm_status check_dims(const struct sm_output_spec *s, struct sm_err *err)
 {
     if (s->ndim < 1 || s->ndim > SM_MAX_DIMS) {
-        FAIL_AT(err, "output.shape", "the output needs 1 to %d dimensions, got %u", SM_MAX_DIMS,
-                s->ndim);
+        SM_FAIL_AT(err, SM_E_USAGE, "output.shape", "the output needs 1 to %d dimensions, got %u",
+                   SM_MAX_DIMS, s->ndim);
     }
     if (sm_dtype_size(s->dtype) == 0) {
-        FAIL_AT(err, "output.dtype", "unknown data type %d", (int)s->dtype);
+        SM_FAIL_AT(err, SM_E_USAGE, "output.dtype", "unknown data type %d", (int)s->dtype);
     }
     for (unsigned d = 0; d < s->ndim; d++) {
         if (s->chunk[d] == 0) {
-            FAIL_AT(err, "output.chunk", "chunk extent 0 on axis %u (need %u positive extents)", d,
-                    s->ndim);
+            SM_FAIL_AT(err, SM_E_USAGE, "output.chunk",
+                       "chunk extent 0 on axis %u (need %u positive extents)", d, s->ndim);
         }
         if (!s->sharded) {
             continue;
         }
         if (s->shard[d] == 0) {
-            FAIL_AT(err, "output.shard", "shard extent 0 on axis %u (need %u positive extents)", d,
-                    s->ndim);
+            SM_FAIL_AT(err, SM_E_USAGE, "output.shard",
+                       "shard extent 0 on axis %u (need %u positive extents)", d, s->ndim);
         }
         if (s->shard[d] % s->chunk[d] != 0) {
-            FAIL_AT(err, "output.shard",
-                    "shard extent %" PRIu64 " on axis %u is not a multiple of the inner chunk "
-                    "extent %" PRIu64,
-                    s->shard[d], d, s->chunk[d]);
+            SM_FAIL_AT(err, SM_E_USAGE, "output.shard",
+                       "shard extent %" PRIu64 " on axis %u is not a multiple of the inner chunk "
+                       "extent %" PRIu64,
+                       s->shard[d], d, s->chunk[d]);
         }
     }
     return SM_OK;
@@ -60,17 +52,18 @@ sm_status sm_output_layout_auto(unsigned ndim, const uint64_t *shape, size_t ele
                                 struct sm_err *err)
 {
     if (ndim < 1 || ndim > SM_MAX_DIMS || elem_size == 0) {
-        FAIL_AT(err, "output.shard", "automatic layout of %u dimensions of %zu-byte values", ndim,
-                elem_size);
+        SM_FAIL_AT(err, SM_E_USAGE, "output.shard",
+                   "automatic layout of %u dimensions of %zu-byte values", ndim, elem_size);
     }
     for (unsigned d = 0; d < ndim; d++) {
         if (shape[d] == 0) {
-            FAIL_AT(err, "output.shard", "automatic layout of an empty array (axis %u is 0)", d);
+            SM_FAIL_AT(err, SM_E_USAGE, "output.shard",
+                       "automatic layout of an empty array (axis %u is 0)", d);
         }
         if (chunk_auto) {
             chunk[d] = shape[d] < SM_AUTO_CHUNK ? shape[d] : SM_AUTO_CHUNK;
         } else if (chunk[d] == 0) {
-            FAIL_AT(err, "output.chunk", "chunk extent 0 on axis %u", d);
+            SM_FAIL_AT(err, SM_E_USAGE, "output.chunk", "chunk extent 0 on axis %u", d);
         }
     }
     if (!shard_auto) {
@@ -121,18 +114,21 @@ static sm_status compressor(const struct sm_output_spec *s, json_t **out, struct
     }
     if (strcmp(name, "zstd") == 0) {
         if (s->level < -131072 || s->level > 22) {
-            FAIL_AT(err, "output.codec", "%s level %d is outside -131072..22", name, s->level);
+            SM_FAIL_AT(err, SM_E_USAGE, "output.codec", "%s level %d is outside -131072..22", name,
+                       s->level);
         }
         *out = json_pack("{s:s, s:{s:i, s:b}}", "name", "zstd", "configuration", "level", s->level,
                          "checksum", 0);
     } else if (strcmp(name, "gzip") == 0) {
         if (s->level < 0 || s->level > 9) {
-            FAIL_AT(err, "output.codec", "%s level %d is outside 0..9", name, s->level);
+            SM_FAIL_AT(err, SM_E_USAGE, "output.codec", "%s level %d is outside 0..9", name,
+                       s->level);
         }
         *out = json_pack("{s:s, s:{s:i}}", "name", "gzip", "configuration", "level", s->level);
     } else if (strcmp(name, "blosc") == 0) {
         if (s->level < 0 || s->level > 9) {
-            FAIL_AT(err, "output.codec", "%s clevel %d is outside 0..9", name, s->level);
+            SM_FAIL_AT(err, SM_E_USAGE, "output.codec", "%s clevel %d is outside 0..9", name,
+                       s->level);
         }
         const char *cname = s->blosc_cname != NULL ? s->blosc_cname : "lz4";
         static const char *const known[] = {"lz4", "lz4hc", "blosclz", "zstd", "zlib", NULL};
@@ -141,14 +137,15 @@ static sm_status compressor(const struct sm_output_spec *s, json_t **out, struct
             ok = ok || strcmp(*k, cname) == 0;
         }
         if (!ok) {
-            FAIL_AT(err, "output.codec",
-                    "unknown blosc cname '%s' (lz4, lz4hc, blosclz, zstd, zlib)", cname);
+            SM_FAIL_AT(err, SM_E_USAGE, "output.codec",
+                       "unknown blosc cname '%s' (lz4, lz4hc, blosclz, zstd, zlib)", cname);
         }
         *out = json_pack("{s:s, s:{s:s, s:i, s:s, s:i, s:i}}", "name", "blosc", "configuration",
                          "cname", cname, "clevel", s->level, "shuffle", "shuffle", "typesize",
                          (int)sm_dtype_size(s->dtype), "blocksize", 0);
     } else {
-        FAIL_AT(err, "output.codec", "unknown codec '%s' (zstd, gzip, blosc or none)", name);
+        SM_FAIL_AT(err, SM_E_USAGE, "output.codec",
+                   "unknown codec '%s' (zstd, gzip, blosc or none)", name);
     }
     if (*out == NULL) {
         SM_FAIL(err, SM_E_NOMEM, "cannot build the codec configuration");
@@ -198,7 +195,7 @@ static sm_status build_json(const struct sm_output_spec *s, json_t **out, struct
     SM_TRY(compressor(s, &comp, err));
     if (s->attributes != NULL && !json_is_object(s->attributes)) {
         json_decref(comp);
-        FAIL_AT(err, "output.attributes", "attributes must be a JSON object");
+        SM_FAIL_AT(err, SM_E_USAGE, "output.attributes", "attributes must be a JSON object");
     }
     struct sm_array_meta fm;
     memset(&fm, 0, sizeof(fm));
@@ -577,7 +574,7 @@ void sm_writer_docs_sha256(const struct sm_writer *w, char out[65])
 static sm_status group_text(const json_t *attrs, struct sm_buf *out, struct sm_err *err)
 {
     if (attrs != NULL && !json_is_object(attrs)) {
-        FAIL_AT(err, "output.attributes", "attributes must be a JSON object");
+        SM_FAIL_AT(err, SM_E_USAGE, "output.attributes", "attributes must be a JSON object");
     }
     json_t *doc = json_pack("{s:i, s:s, s:o}", "zarr_format", 3, "node_type", "group", "attributes",
                             attrs != NULL ? json_deep_copy(attrs) : json_object());
@@ -622,7 +619,8 @@ sm_status sm_writer_new_group(const struct sm_output_spec *levels, unsigned nlev
 {
     *out = NULL;
     if (nlevels < 1 || nlevels > SM_MAX_LEVELS) {
-        FAIL_AT(err, "output.ome.levels", "%u levels (need 1 to %u)", nlevels, SM_MAX_LEVELS);
+        SM_FAIL_AT(err, SM_E_USAGE, "output.ome.levels", "%u levels (need 1 to %u)", nlevels,
+                   SM_MAX_LEVELS);
     }
     struct sm_writer *g = sm_calloc(1, sizeof(*g));
     struct sm_writer **lv = sm_calloc(nlevels, sizeof(*lv));

@@ -274,10 +274,7 @@ static sm_status verify(const char *path, struct sm_verify_report *rep, struct s
         if (errno == ENOENT || errno == ENOTDIR) {
             SM_FAIL(err, SM_E_DATA, "not a shardmill output (no such directory)");
         }
-        const int e = errno;
-        sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "cannot open: %s", strerror(e));
-        sm_err_cause(err, "errno", e);
-        return err->status;
+        return SM_ERRNO(err, errno, NULL, "cannot open");
     }
     struct sm_buf marker = SM_BUF_INIT;
     char link[SM_KEY_MAX];

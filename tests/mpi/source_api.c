@@ -99,7 +99,7 @@ static struct sm_convert_run make_run(struct src *s, const char *out, const MPI_
     CHECK(sm_source_new(&src_ops, s, &info, src, &err) == SM_OK);
     struct sm_convert_run p = SM_CONVERT_RUN_DEFAULTS;
     p.source = *src;
-    p.normalize.mode = SM_RUN_NORM_NONE;
+    p.normalize.mode = SM_NORM_NONE;
     p.output.path = out;
     p.output.policy.exists = SM_OUTPUT_EXISTS_OVERWRITE;
     p.output.policy.sync = SM_OUTPUT_SYNC_NONE;

@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 enum sm_dtype {
     SM_DT_BOOL,
@@ -29,5 +30,62 @@ const char *sm_dtype_name(enum sm_dtype dt);
 bool sm_dtype_from_name(const char *name, enum sm_dtype *out);
 bool sm_dtype_is_float(enum sm_dtype dt);
 bool sm_dtype_is_signed(enum sm_dtype dt);
+
+/* The one per-type dispatch: runs the statement(s) `...` with T a typedef of the C type that holds
+ * one element of dt (bool as uint8_t), so a kernel is written once as a macro or block on T and
+ * instantiated for every type. Nothing runs for an invalid dt. The statements must not `break`
+ * or `continue` out of the dispatch (a loop of their own is fine); they may `return`. Dispatches
+ * nest with different names for T:
+ *     SM_DTYPE_DISPATCH(from, F, SM_DTYPE_DISPATCH(to, O, cast_loop(F, O)));
+ */
+#define SM_DTYPE_DISPATCH(dt, T, ...)                                                              \
+    do {                                                                                           \
+        switch (dt) {                                                                              \
+        case SM_DT_BOOL:                                                                           \
+        case SM_DT_UINT8: {                                                                        \
+            typedef uint8_t T;                                                                     \
+            __VA_ARGS__;                                                                           \
+        } break;                                                                                   \
+        case SM_DT_INT8: {                                                                         \
+            typedef int8_t T;                                                                      \
+            __VA_ARGS__;                                                                           \
+        } break;                                                                                   \
+        case SM_DT_UINT16: {                                                                       \
+            typedef uint16_t T;                                                                    \
+            __VA_ARGS__;                                                                           \
+        } break;                                                                                   \
+        case SM_DT_INT16: {                                                                        \
+            typedef int16_t T;                                                                     \
+            __VA_ARGS__;                                                                           \
+        } break;                                                                                   \
+        case SM_DT_UINT32: {                                                                       \
+            typedef uint32_t T;                                                                    \
+            __VA_ARGS__;                                                                           \
+        } break;                                                                                   \
+        case SM_DT_INT32: {                                                                        \
+            typedef int32_t T;                                                                     \
+            __VA_ARGS__;                                                                           \
+        } break;                                                                                   \
+        case SM_DT_UINT64: {                                                                       \
+            typedef uint64_t T;                                                                    \
+            __VA_ARGS__;                                                                           \
+        } break;                                                                                   \
+        case SM_DT_INT64: {                                                                        \
+            typedef int64_t T;                                                                     \
+            __VA_ARGS__;                                                                           \
+        } break;                                                                                   \
+        case SM_DT_FLOAT32: {                                                                      \
+            typedef float T;                                                                       \
+            __VA_ARGS__;                                                                           \
+        } break;                                                                                   \
+        case SM_DT_FLOAT64: {                                                                      \
+            typedef double T;                                                                      \
+            __VA_ARGS__;                                                                           \
+        } break;                                                                                   \
+        case SM_DT_COUNT:                                                                          \
+        default:                                                                                   \
+            break;                                                                                 \
+        }                                                                                          \
+    } while (0)
 
 #endif

@@ -131,24 +131,23 @@ struct sm_scan_run {
         .c = SM_RUN_COMMON_DEFAULTS, .passes = 1                                                   \
     }
 
-/* normalize.* (SPEC §5): scale divides by `divisor`; window maps [lo, hi] to [0, 1]; percentile
- * takes lo and hi (0..100) as percentiles of the global histogram and becomes that window; none
- * keeps the input's values and type (SPEC §2: rechunk / re-encode; output.dtype may widen). */
-enum sm_run_norm_mode {
-    SM_RUN_NORM_SCALE,
-    SM_RUN_NORM_WINDOW,
-    SM_RUN_NORM_PERCENTILE,
-    SM_RUN_NORM_NONE
-};
+/* normalize.* (SPEC §5): the mode (enum sm_norm_mode of stats.h), the divisor of scale, lo and hi
+ * of window (values) and percentile (0..100). */
 struct sm_run_norm {
-    enum sm_run_norm_mode mode;
+    enum sm_norm_mode mode;
     double divisor;
     double lo, hi;
 };
 #define SM_RUN_NORM_DEFAULTS                                                                       \
     {                                                                                              \
-        .mode = SM_RUN_NORM_SCALE, .divisor = 255.0                                                \
+        .mode = SM_NORM_SCALE, .divisor = 255.0                                                    \
     }
+
+/* The normalization a convert applied as zarr.json's provenance and the report state it (SPEC
+ * §5): {"mode", "lo", "hi"} (null for none; scale as the window it equals, [0, divisor], plus
+ * "divisor"), and "percentiles" [lo, hi] for percentile. cfg is what was asked, nm what was
+ * applied (the resolved window). A new reference. */
+struct json_t *sm_run_norm_json(const struct sm_run_norm *cfg, const struct sm_norm *nm);
 
 /* The output (SPEC §2, §6, `output.*`): a float32 Zarr v3 array (normalize none: the input's
  * type, or `dtype` when dtype_set, which must hold every input value: sm_cast_lossless, else

@@ -94,8 +94,18 @@ void sm_checksums_add_box(struct sm_checksums *c, enum sm_dtype dt, const void *
                           unsigned ndim, const uint64_t *stride, const uint64_t *off,
                           const uint64_t *shape);
 
-/* Normalization (SPEC §5), computed in float32 exactly as written. */
-enum sm_norm_mode { SM_NORM_SCALE, SM_NORM_WINDOW };
+/* The normalization modes (SPEC §5, `normalize.mode`; one enum for the configuration, the run
+ * and the kernel, in the order of the key's choices): scale divides by a divisor; window maps
+ * [lo, hi] to [0, 1]; percentile takes lo and hi (0..100) as percentiles of the global histogram
+ * and becomes that window; none keeps the input's values and type (SPEC §2: rechunk / re-encode;
+ * output.dtype may widen them). */
+enum sm_norm_mode { SM_NORM_SCALE, SM_NORM_WINDOW, SM_NORM_PERCENTILE, SM_NORM_NONE };
+/* Its name in the configuration, zarr.json and the report ("scale", ..., "none"). */
+const char *sm_norm_mode_name(enum sm_norm_mode m);
+
+/* Normalization (SPEC §5), computed in float32 exactly as written. The kernel's mode is
+ * SM_NORM_SCALE or SM_NORM_WINDOW (a percentile is resolved to its window first; none is no
+ * normalization); any other mode is treated as a window. */
 struct sm_norm {
     enum sm_norm_mode mode;
     double divisor; /* scale */

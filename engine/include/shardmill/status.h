@@ -38,6 +38,17 @@ sm_status sm_err_set(struct sm_err *err, sm_status st, const char *file, int lin
 sm_status sm_err_vset(struct sm_err *err, sm_status st, const char *file, int line, const char *fmt,
                       va_list ap) __attribute__((format(printf, 5, 0)));
 
+/* sm_err_set, then sm_err_where(err, "%s", where) unless where is NULL: a failure that names its
+ * object (a configuration key, a path, a header field). Returns the status now in err. */
+sm_status sm_err_set_at(struct sm_err *err, sm_status st, const char *where, const char *file,
+                        int line, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+
+/* A failed system call: records SM_E_IO with what = "<fmt ...>: <strerror(e)>" and the cause
+ * ("errno", e), then `where` unless NULL. e is the caller's saved errno (later calls may change
+ * errno). Returns the status now in err. */
+sm_status sm_err_errno(struct sm_err *err, int e, const char *where, const char *file, int line,
+                       const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+
 /* Records the underlying library cause of the failure already in err (no-op if err is OK). */
 void sm_err_cause(struct sm_err *err, const char *lib, int cause);
 
@@ -57,6 +68,17 @@ const char *sm_status_name(sm_status st);
 
 /* Record a failure with what/file/line, then return its status from the calling function. */
 #define SM_FAIL(err, st, ...) return sm_err_set((err), (st), __FILE__, __LINE__, __VA_ARGS__)
+
+/* SM_FAIL naming the object, `where` (a key, a path, a field); SM_ERR_AT is the same as an
+ * expression, the status now in err (`st = SM_ERR_AT(...)`, then clean up). */
+#define SM_ERR_AT(err, st, where, ...)                                                             \
+    sm_err_set_at((err), (st), (where), __FILE__, __LINE__, __VA_ARGS__)
+#define SM_FAIL_AT(err, st, where, ...) return SM_ERR_AT((err), (st), (where), __VA_ARGS__)
+
+/* sm_err_errno at this file and line, as an expression (the status now in err):
+ * `return errno == ENOENT ? SM_OK : SM_ERRNO(err, errno, path, "cannot stat");` */
+#define SM_ERRNO(err, e, where, ...)                                                               \
+    sm_err_errno((err), (e), (where), __FILE__, __LINE__, __VA_ARGS__)
 
 /* Forward a failure of a call that already filled err. */
 #define SM_TRY(expr)                                                                               \

@@ -4,6 +4,7 @@
 
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -83,6 +84,69 @@ static void test_dtype_float_and_signed_classification(void **state)
     }
 }
 
+/* What the dispatch saw of T: its size, whether it is a float, whether it is signed. */
+struct seen {
+    int runs;
+    size_t size;
+    bool is_float, is_signed;
+};
+
+#define LOOK(T, out)                                                                               \
+    do {                                                                                           \
+        (out)->runs++;                                                                             \
+        (out)->size = sizeof(T);                                                                   \
+        (out)->is_float = (T)0.5 != (T)0;                                                          \
+        T minus_one_ = (T)-1, zero_ = (T)0;                                                        \
+        (out)->is_signed = minus_one_ < zero_;                                                     \
+    } while (0)
+
+static void test_dtype_dispatch_gives_every_type_its_c_type(void **state)
+{
+    (void)state;
+    for (int i = 0; i < SM_DT_COUNT; i++) {
+        const enum sm_dtype dt = (enum sm_dtype)i;
+        struct seen s = {0};
+        SM_DTYPE_DISPATCH(dt, T, LOOK(T, &s));
+        assert_int_equal(s.runs, 1);
+        assert_int_equal(s.size, sm_dtype_size(dt));
+        assert_int_equal(s.is_float, sm_dtype_is_float(dt));
+        assert_int_equal(s.is_signed, sm_dtype_is_signed(dt) || sm_dtype_is_float(dt));
+    }
+}
+
+static void test_dtype_dispatch_runs_nothing_for_an_invalid_type(void **state)
+{
+    (void)state;
+    struct seen s = {0};
+    SM_DTYPE_DISPATCH(SM_DT_COUNT, T, LOOK(T, &s));
+    SM_DTYPE_DISPATCH((enum sm_dtype)99, T, LOOK(T, &s));
+    assert_int_equal(s.runs, 0);
+}
+
+static void test_dtype_dispatch_nests_and_converts_like_c(void **state)
+{
+    (void)state;
+    const int16_t values[3] = {-2, 0, 300};
+    const void *in = values; /* every branch is compiled: the kernels take untyped spans */
+    uint8_t out8[3] = {0};
+    double outd[3] = {0};
+    SM_DTYPE_DISPATCH(SM_DT_INT16, F, SM_DTYPE_DISPATCH(SM_DT_UINT8, O, {
+                          const F *p = in;
+                          for (int k = 0; k < 3; k++) {
+                              out8[k] = (O)p[k];
+                          }
+                      }));
+    SM_DTYPE_DISPATCH(SM_DT_INT16, F, SM_DTYPE_DISPATCH(SM_DT_FLOAT64, O, {
+                          const F *p = in;
+                          for (int k = 0; k < 3; k++) {
+                              outd[k] = (O)p[k];
+                          }
+                      }));
+    assert_int_equal(out8[0], 254);
+    assert_int_equal(out8[2], 44);
+    assert_true(outd[0] == -2.0 && outd[1] == 0.0 && outd[2] == 300.0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -92,6 +156,9 @@ int main(void)
         cmocka_unit_test(test_dtype_unknown_name_is_rejected_and_output_untouched),
         cmocka_unit_test(test_dtype_out_of_range_value_has_no_size),
         cmocka_unit_test(test_dtype_float_and_signed_classification),
+        cmocka_unit_test(test_dtype_dispatch_gives_every_type_its_c_type),
+        cmocka_unit_test(test_dtype_dispatch_runs_nothing_for_an_invalid_type),
+        cmocka_unit_test(test_dtype_dispatch_nests_and_converts_like_c),
     };
     return cmocka_run_group_tests_name("core_dtype", tests, NULL, NULL);
 }

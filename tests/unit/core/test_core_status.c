@@ -3,10 +3,12 @@
  * line, SM_TRY forwards a failure without running the rest of the caller. */
 #include "shardmill/sm_config.h"
 
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -123,6 +125,84 @@ static void test_what_is_truncated_not_overflowed(void **state)
     assert_int_equal(strlen(err.where), sizeof(err.where) - 1);
 }
 
+static int fail_at_line; /* the line of the SM_FAIL_AT in fail_key() */
+
+static sm_status fail_key(struct sm_err *err, const char *key)
+{
+    fail_at_line = __LINE__ + 1;
+    SM_FAIL_AT(err, SM_E_USAGE, key, "must be positive, got %d", -3);
+}
+
+static void test_fail_at_records_what_where_file_and_line(void **state)
+{
+    (void)state;
+    struct sm_err err;
+    sm_err_clear(&err);
+    assert_int_equal(fail_key(&err, "tile.shape"), SM_E_USAGE);
+    assert_string_equal(err.what, "must be positive, got -3");
+    assert_string_equal(err.where, "tile.shape");
+    assert_string_equal(err.file, __FILE__);
+    assert_int_equal(err.line, fail_at_line);
+    assert_null(err.cause_lib);
+}
+
+static void test_fail_at_keeps_the_first_error_and_its_where(void **state)
+{
+    (void)state;
+    struct sm_err err;
+    sm_err_clear(&err);
+    sm_err_where(&err, "outer");
+    assert_int_equal(SM_ERR_AT(&err, SM_E_DATA, "inner", "first"), SM_E_DATA);
+    assert_string_equal(err.where, "outer"); /* an earlier where stays */
+    assert_int_equal(fail_key(&err, "later"), SM_E_DATA);
+    assert_string_equal(err.what, "first");
+    assert_string_equal(err.where, "outer");
+    sm_err_clear(&err);
+    assert_int_equal(SM_ERR_AT(&err, SM_E_LIMIT, NULL, "no object"), SM_E_LIMIT);
+    assert_string_equal(err.where, "");
+}
+
+static void test_errno_appends_strerror_and_records_the_cause(void **state)
+{
+    (void)state;
+    struct sm_err err;
+    sm_err_clear(&err);
+    errno = 0; /* the saved value counts, not errno */
+    assert_int_equal(SM_ERRNO(&err, ENOENT, NULL, "cannot stat '%s'", "a/b"), SM_E_IO);
+    char want[256];
+    snprintf(want, sizeof(want), "cannot stat 'a/b': %s", strerror(ENOENT));
+    assert_string_equal(err.what, want);
+    assert_string_equal(err.cause_lib, "errno");
+    assert_int_equal(err.cause, ENOENT);
+    assert_string_equal(err.where, "");
+    assert_string_equal(err.file, __FILE__);
+
+    sm_err_clear(&err);
+    assert_int_equal(SM_ERRNO(&err, EACCES, "out.zarr", "cannot open the output"), SM_E_IO);
+    snprintf(want, sizeof(want), "cannot open the output: %s", strerror(EACCES));
+    assert_string_equal(err.what, want);
+    assert_string_equal(err.where, "out.zarr");
+    /* a later failure changes nothing, its cause included */
+    assert_int_equal(SM_ERRNO(&err, EIO, "other", "later"), SM_E_IO);
+    assert_string_equal(err.what, want);
+    assert_int_equal(err.cause, EACCES);
+    assert_string_equal(err.where, "out.zarr");
+}
+
+static void test_errno_message_is_cut_like_what(void **state)
+{
+    (void)state;
+    struct sm_err err;
+    char big[1000];
+    memset(big, 'p', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    sm_err_clear(&err);
+    SM_ERRNO(&err, ENOSPC, NULL, "cannot write '%s'", big);
+    char want[sizeof(err.what)];
+    snprintf(want, sizeof(want), "cannot write '%s': %s", big, strerror(ENOSPC));
+    assert_string_equal(err.what, want);
+}
+
 static void test_where_is_filled_once(void **state)
 {
     (void)state;
@@ -226,6 +306,10 @@ int main(void)
         cmocka_unit_test(test_first_error_wins),
         cmocka_unit_test(test_err_vset_formats_like_set),
         cmocka_unit_test(test_what_is_truncated_not_overflowed),
+        cmocka_unit_test(test_fail_at_records_what_where_file_and_line),
+        cmocka_unit_test(test_fail_at_keeps_the_first_error_and_its_where),
+        cmocka_unit_test(test_errno_appends_strerror_and_records_the_cause),
+        cmocka_unit_test(test_errno_message_is_cut_like_what),
         cmocka_unit_test(test_where_is_filled_once),
         cmocka_unit_test(test_where_before_failure_is_kept),
         cmocka_unit_test(test_cause_needs_a_failure_and_first_cause_wins),

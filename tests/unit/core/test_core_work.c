@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include <shardmill/alloc.h>
 #include <shardmill/sm_omp.h>
 #include <shardmill/work.h>
 
@@ -84,6 +85,32 @@ static void test_lowest_failure_wins(void **state)
     }
 }
 
+/* The driver allocates nothing (a warm parallel region read must not): with every allocation
+ * failing it still runs every item and reports the lowest failure. */
+static void test_run_allocates_nothing(void **state)
+{
+    (void)state;
+    for (int t = 1; t <= 4; t++) {
+        static struct job j;
+        memset(&j, 0, sizeof(j));
+        j.threads = t;
+        j.fail_from = 100; /* 105 is the lowest failure */
+        const struct sm_work wk = {.count = NITEMS, .threads = t, .item = item, .user = &j};
+        struct sm_err err;
+        sm_err_clear(&err);
+        const uint64_t base = sm_alloc_current();
+        sm_alloc_fail_at(1);
+        const sm_status st = sm_work_run(&wk, &err);
+        sm_alloc_fail_at(0);
+        assert_int_equal(st, SM_E_DATA);
+        assert_string_equal(err.what, "item 105 failed");
+        assert_int_equal(sm_alloc_current(), base);
+        for (int k = 0; k < 105; k++) {
+            assert_int_equal(atomic_load(&j.runs[k]), 1);
+        }
+    }
+}
+
 static void test_stop_skips_the_rest(void **state)
 {
     (void)state;
@@ -141,6 +168,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_item_once),
         cmocka_unit_test(test_lowest_failure_wins),
+        cmocka_unit_test(test_run_allocates_nothing),
         cmocka_unit_test(test_stop_skips_the_rest),
         cmocka_unit_test(test_on_caller_runs_outside_a_parallel_region),
     };

@@ -340,7 +340,7 @@ static void test_defaults_equal_the_documented_values(void **state)
     assert_int_equal(d.read_bench.warmup, 1);
     assert_int_equal(d.histogram.bins, 0);
     assert_false(d.histogram.range_set);
-    assert_int_equal(d.normalize.mode, SM_CFG_NORM_SCALE);
+    assert_int_equal(d.normalize.mode, SM_NORM_SCALE);
     assert_true(d.normalize.divisor == 255.0);
     assert_null(d.output.path);
     /* SPEC §2: the default layout is chosen from the output's shape */
@@ -412,11 +412,10 @@ static void test_enum_names_follow_the_c_enums(void **state)
         {"job=scan", offsetof(struct sm_job_config, job), SM_JOB_SCAN},
         {"job=convert", offsetof(struct sm_job_config, job), SM_JOB_CONVERT},
         {"job=read-bench", offsetof(struct sm_job_config, job), SM_JOB_READ_BENCH},
-        {"normalize.mode=scale", offsetof(struct sm_job_config, normalize.mode), SM_CFG_NORM_SCALE},
-        {"normalize.mode=window", offsetof(struct sm_job_config, normalize.mode),
-         SM_CFG_NORM_WINDOW},
+        {"normalize.mode=scale", offsetof(struct sm_job_config, normalize.mode), SM_NORM_SCALE},
+        {"normalize.mode=window", offsetof(struct sm_job_config, normalize.mode), SM_NORM_WINDOW},
         {"normalize.mode=percentile", offsetof(struct sm_job_config, normalize.mode),
-         SM_CFG_NORM_PERCENTILE},
+         SM_NORM_PERCENTILE},
         {"output.exists=error", offsetof(struct sm_job_config, output.exists), SM_EXISTS_ERROR},
         {"output.exists=overwrite", offsetof(struct sm_job_config, output.exists),
          SM_EXISTS_OVERWRITE},

@@ -611,7 +611,7 @@ static void test_checks_across_keys(void **state)
      * when the run opens it), no HDF5 export (float32 only) */
     struct sm_job_config n;
     load_ok(CONVERT "normalize: {mode: none}\n", &n);
-    assert_int_equal(n.normalize.mode, SM_CFG_NORM_NONE);
+    assert_int_equal(n.normalize.mode, SM_NORM_NONE);
     assert_null(n.output.dtype);
     sm_config_destroy(&n);
     load_ok(CONVERT "normalize: {mode: none}\noutput.dtype: int32\n", &n);
@@ -626,7 +626,7 @@ static void test_checks_across_keys(void **state)
                     "output.chunk: [7, 9, 11]\noutput.dtype: float32\n"
                     "output.codec: {name: none, level: -9}\n",
             &c);
-    assert_int_equal(c.normalize.mode, SM_CFG_NORM_PERCENTILE);
+    assert_int_equal(c.normalize.mode, SM_NORM_PERCENTILE);
     assert_true(c.normalize.lo == 1 && c.normalize.hi == 99);
     sm_config_destroy(&c);
 }

@@ -11,11 +11,13 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <math.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include <cmocka.h>
+#include <jansson.h>
 
 #include "run_int.h"
 #include "shardmill/pipeline.h"
@@ -130,7 +132,7 @@ static void test_convert_writes_a_complete_output(void **state)
     p.output.policy.sync = SM_OUTPUT_SYNC_NONE;
     const struct sm_run_dims shard = {true, 3, {4, 8, 8}};
     p.output.shard = shard;
-    p.normalize.mode = SM_RUN_NORM_WINDOW;
+    p.normalize.mode = SM_NORM_WINDOW;
     p.normalize.lo = 0;
     p.normalize.hi = 200;
     struct sm_run_result r;
@@ -174,7 +176,7 @@ static void test_convert_percentile_keeps_its_input(void **state)
     p.c.input.store = f->store;
     p.output.path = out;
     p.output.policy.sync = SM_OUTPUT_SYNC_NONE;
-    p.normalize.mode = SM_RUN_NORM_PERCENTILE;
+    p.normalize.mode = SM_NORM_PERCENTILE;
     p.normalize.lo = 1;
     p.normalize.hi = 99;
     struct sm_run_result r;
@@ -211,7 +213,7 @@ static void test_convert_none_keeps_values(void **state)
         p.c.threads = 2;
         p.output.path = out;
         p.output.policy.sync = SM_OUTPUT_SYNC_NONE;
-        p.normalize.mode = SM_RUN_NORM_NONE;
+        p.normalize.mode = SM_NORM_NONE;
         p.output.dtype_set = cases[k].set;
         p.output.dtype = cases[k].dt;
         struct sm_run_result r;
@@ -243,7 +245,7 @@ static void test_convert_none_keeps_values(void **state)
     struct sm_convert_run p = SM_CONVERT_RUN_DEFAULTS;
     p.c.input.store = f->store;
     p.output.path = out;
-    p.normalize.mode = SM_RUN_NORM_NONE;
+    p.normalize.mode = SM_NORM_NONE;
     p.output.dtype_set = true;
     p.output.dtype = SM_DT_INT8;
     struct sm_run_result r;
@@ -301,7 +303,7 @@ static void test_convert_integer_outputs(void **state)
     struct sm_convert_run p = SM_CONVERT_RUN_DEFAULTS;
     p.c.input.store = f->store;
     p.output.path = out;
-    p.normalize.mode = SM_RUN_NORM_WINDOW;
+    p.normalize.mode = SM_NORM_WINDOW;
     p.normalize.lo = 0;
     p.normalize.hi = 100;
     p.output.dtype_set = true;
@@ -549,6 +551,39 @@ static void test_errors_name_the_parameter(void **state)
     sm_run_result_destroy(&r);
 }
 
+/* The normalization object zarr.json and the report share (sm_run_norm_json), mode by mode. */
+static void test_norm_json_states_each_mode(void **state)
+{
+    (void)state;
+    const struct {
+        struct sm_run_norm cfg;
+        struct sm_norm nm;
+        const char *want;
+    } cases[] = {
+        {{.mode = SM_NORM_SCALE, .divisor = 255.0},
+         {.mode = SM_NORM_SCALE, .divisor = 255.0},
+         "{\"mode\": \"scale\", \"lo\": 0.0, \"hi\": 255.0, \"divisor\": 255.0}"},
+        {{.mode = SM_NORM_WINDOW, .lo = -10.0, .hi = 90.5},
+         {.mode = SM_NORM_WINDOW, .lo = -10.0, .hi = 90.5},
+         "{\"mode\": \"window\", \"lo\": -10.0, \"hi\": 90.5}"},
+        {{.mode = SM_NORM_PERCENTILE, .lo = 1.0, .hi = 99.0},
+         {.mode = SM_NORM_WINDOW, .lo = 12.0, .hi = 200.0},
+         "{\"mode\": \"percentile\", \"lo\": 12.0, \"hi\": 200.0, \"percentiles\": [1.0, "
+         "99.0]}"},
+        {{.mode = SM_NORM_NONE},
+         {.mode = SM_NORM_SCALE},
+         "{\"mode\": \"none\", \"lo\": null, \"hi\": null}"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        json_t *o = sm_run_norm_json(&cases[i].cfg, &cases[i].nm);
+        assert_non_null(o);
+        char *s = json_dumps(o, JSON_PRESERVE_ORDER);
+        assert_string_equal(s, cases[i].want);
+        free(s);
+        json_decref(o);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -563,6 +598,7 @@ int main(void)
         cmocka_unit_test(test_io_add),
         cmocka_unit_test(test_convert_exports_hdf5),
         cmocka_unit_test(test_errors_name_the_parameter),
+        cmocka_unit_test(test_norm_json_states_each_mode),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -142,7 +142,7 @@ static struct sm_convert_run make_run(struct src *s, const char *out, struct sm_
     assert_int_equal(sm_source_new(&src_ops, s, &info, src, &err), SM_OK);
     struct sm_convert_run p = SM_CONVERT_RUN_DEFAULTS;
     p.source = *src;
-    p.normalize.mode = SM_RUN_NORM_NONE;
+    p.normalize.mode = SM_NORM_NONE;
     p.output.path = out;
     p.output.policy.sync = SM_OUTPUT_SYNC_NONE;
     const struct sm_run_dims shard = {true, 3, {4, 4, 4}}, chunk = {true, 3, {2, 2, 2}};

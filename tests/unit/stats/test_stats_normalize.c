@@ -182,6 +182,18 @@ static void test_float32_output_and_types(void **state)
     assert_false(sm_normalize_output_ok(SM_DT_UINT32));
 }
 
+static void test_mode_names_follow_the_key_choices(void **state)
+{
+    (void)state;
+    /* normalize.mode's choices "scale|window|percentile|none", in the enum's order */
+    assert_string_equal(sm_norm_mode_name(SM_NORM_SCALE), "scale");
+    assert_string_equal(sm_norm_mode_name(SM_NORM_WINDOW), "window");
+    assert_string_equal(sm_norm_mode_name(SM_NORM_PERCENTILE), "percentile");
+    assert_string_equal(sm_norm_mode_name(SM_NORM_NONE), "none");
+    assert_int_equal(SM_NORM_SCALE, 0);
+    assert_int_equal(SM_NORM_NONE, 3);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -194,6 +206,7 @@ int main(void)
         cmocka_unit_test(test_scale_beyond_one_clamps),
         cmocka_unit_test(test_nan_and_inf),
         cmocka_unit_test(test_float32_output_and_types),
+        cmocka_unit_test(test_mode_names_follow_the_key_choices),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
