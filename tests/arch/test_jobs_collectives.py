@@ -16,6 +16,8 @@ import os
 import re
 import sys
 
+from shardmill_test.checks import check, summary
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 ALLOWED = {"sm_par_init", "sm_par_finalize", "sm_par_rank", "sm_par_size", "sm_par_stuck",
            "sm_par_abort", "sm_par_active"}
@@ -23,14 +25,6 @@ ALLOWED_IN = {"progress.c": {"sm_par_progress_post", "sm_par_progress_poll"}}
 PAR_CALL = re.compile(r"(?<![A-Za-z0-9_])(sm_par_[A-Za-z0-9_]+)\s*\(")
 MPI_NAME = re.compile(r"(?<![A-Za-z0-9_])(P?MPI_[A-Za-z0-9_]*)")
 MPI_INCLUDE = re.compile(r"^\s*#\s*include\s*[<\"]mpi\.h[>\"]", re.M)
-failures = 0
-
-
-def check(ok, what):
-    global failures
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
-    if not ok:
-        failures += 1
 
 
 def load_checksrc():
@@ -82,5 +76,4 @@ for name in names:
     check(not found, f"jobs/{name}: no collective call"
           + "".join(f"\n     jobs/{name}:{line}: {what}" for line, what in found))
 
-print(f"jobs_collectives: {failures} failure(s)")
-sys.exit(1 if failures else 0)
+sys.exit(summary())

@@ -9,16 +9,10 @@ import subprocess
 import sys
 import tempfile
 
+from shardmill_test.checks import check, summary
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 SCRIPT = os.path.join(ROOT, "scripts", "check_module_deps.py")
-failures = 0
-
-
-def check(ok, what):
-    global failures
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
-    if not ok:
-        failures += 1
 
 
 def run(root):
@@ -54,5 +48,4 @@ with tempfile.TemporaryDirectory() as tmp:
     check(r.returncode == 1 and "public header orphan.h is not in the table" in r.stderr,
           f"a public header the table does not place is refused ({r.stderr.strip()})")
 
-print(f"module_deps: {failures} failure(s)")
-sys.exit(1 if failures else 0)
+sys.exit(summary())
