@@ -31,6 +31,7 @@ import sys
 import time
 
 from shardmill_test import machine
+from shardmill_test import results as result_files
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -120,7 +121,7 @@ def main(argv=None):
         else:
             sys.exit(f"floor: unknown case {name!r} (w2, vol)")
     commit = machine.git_commit()
-    stamp = results.utc_stamp()
+    stamp = result_files.utc_stamp()
     os.makedirs(a.out, exist_ok=True)
     path = os.path.join(a.out, f"floor-{stamp}.json")
     with open(path, "w") as f:
