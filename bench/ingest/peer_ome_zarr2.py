@@ -13,7 +13,7 @@ the number of levels is the number of --chunks. Steps, each timed with perf_coun
 first line of this file:
   import   numpy, zarr, numcodecs, tifffile or h5py, and the repo's NumPy code used below
   read     the whole volume (peer_ingest_zarr2.read_volume: tifffile per slice / h5py [...])
-  window   SPEC §5 with the test tier's oracle (tests/lib/shardmill_test/runner.py): the default
+  window   SPEC §5 with the test tier's oracle (tests/lib/shardmill_test/spec_oracle.py): the default
            histogram of the type (int16: one bin per value), the lo and hi percentiles of it,
            float32 window clamp((float32(v) - lo) / (hi - lo), 0, 1)
   levels   level k+1 = SPEC §2's mean of level k (ct_tools.py block_down, 2x2x2: float64 sums of

@@ -19,7 +19,7 @@ Every shardmill run's report checksums (SPEC §5) are checked against NumPy's ov
 and the output is removed after the run. Per run: process wall, time from launch to the
 completion marker, MB/s of source values, peak RSS of every rank (wait4, bench/region_read/w3_spawn.c),
 busy cores in the 0.3 s before the launch and cores used by other processes during the run
-(/proc/stat, as tests/lib/shardmill_test/launcher.py), the rank count the report gives (checked), and
+(/proc/stat, as tests/lib/shardmill_test/machine.py), the rank count the report gives (checked), and
 limits.memory_bytes of the effective configuration (`shardmill validate`: the report has none).
 Targets (issue 14): ct_* shardmill >= 5x the Python pipeline (process wall, medians);
 synthetic 2x1 >= 1.7x 1x1 (time to marker); every rank's peak RSS <= limits.memory_bytes.

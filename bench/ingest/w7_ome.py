@@ -23,7 +23,7 @@ recorded (with --wait-idle S, each round first waits up to S s for fewer than 0.
 Machine load per run as w7.py records it (busy cores in the 0.3 s before the launch,
 cores of other processes during the run) and the load average before and after.
 Checks (outside the timings), so the timings compare equal work: NumPy (the same oracle as the
-tests: tests/lib/shardmill_test/runner.py and scripts/ct_tools.py over the source read back with
+tests: tests/lib/shardmill_test/spec_oracle.py and scripts/ct_tools.py over the source read back with
 tifffile and checked against w7's source checksums) gives the window, level 0 and level 1; every
 contender's every level must equal it bit for bit (the tests' tolerance: SPEC §5 and §2 are exact
 in float32), shardmill's levels decoded by shardmill_test.zarr_decode, the tests' independent Zarr v3 decoder; every

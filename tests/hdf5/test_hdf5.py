@@ -2,7 +2,7 @@
 One ctest per case, label `hdf5`. Inputs are written at test time by zarr-python 2.13; the export
 is read by h5py (Debian python3-h5py, HDF5 1.10.8) and compared value by value, bit for bit, with
 what zarrita.js 0.7.5 reads from the Zarr output of the same run, and with the NumPy oracle of
-SPEC §5 (tests/lib/shardmill_test/runner.py).
+SPEC §5 (tests/lib/shardmill_test/spec_oracle.py).
 
 Usage: /usr/bin/python3 test_hdf5.py --shardmill BIN --mpiexec MPIEXEC --node NODE --work DIR
                                      --case CASE [--ranks N] [--config configs/convert-ct-hdf5.yaml]
