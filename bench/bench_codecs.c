@@ -2,7 +2,7 @@
  * chains (raw = bytes only, gzip level 6, blosc lz4 shuffle clevel 5, zstd level 3), "smooth"
  * (v = x + y + z) and "random" (splitmix64, seed 42) content; min / median / max microseconds per
  * block, compression ratio, and a byte-for-byte check of every decoded block. One JSON object on
- * stdout. Driven, with the numcodecs peer, by bench/w4_codecs.py. */
+ * stdout. Driven, with the numcodecs peer, by bench/block_codecs.py. */
 #include "shardmill/sm_config.h"
 
 #include <errno.h>
@@ -41,7 +41,7 @@ static const struct codec_row codecs[] = {
 
 static const char *const contents[] = {"smooth", "random"};
 
-/* The same generators as bench/w4_codecs.py (the peer checks them against each other). */
+/* The same generators as bench/block_codecs.py (the peer checks them against each other). */
 static void fill_block(int32_t *v, const char *content)
 {
     if (strcmp(content, "smooth") == 0) {

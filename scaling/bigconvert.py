@@ -1,10 +1,10 @@
 #!/usr/bin/python3
 """Issue 5 conversion benchmarks: bounded memory and parallel speedup of `convert`.
 
-    /usr/bin/python3 scaling/bigconvert.py memory  [--shardmill BIN] [--repeats 2]
-    /usr/bin/python3 scaling/bigconvert.py speedup [--shardmill BIN] [--pairs 5]
-    /usr/bin/python3 scaling/bigconvert.py --quick all --out DIR        (CI smoke, < 30 s)
-    /usr/bin/python3 scaling/bigconvert.py table bench/results/convert-speedup-<UTC>.json
+    PYTHONPATH=$PWD/tests/lib /usr/bin/python3 scaling/bigconvert.py memory  [--shardmill BIN] [--repeats 2]
+    PYTHONPATH=$PWD/tests/lib /usr/bin/python3 scaling/bigconvert.py speedup [--shardmill BIN] [--pairs 5]
+    PYTHONPATH=$PWD/tests/lib /usr/bin/python3 scaling/bigconvert.py --quick all --out DIR        (CI smoke, < 30 s)
+    PYTHONPATH=$PWD/tests/lib /usr/bin/python3 scaling/bigconvert.py table bench/results/convert-speedup-<UTC>.json
 
 Input: scaling/make_volume.py volumes (uint16 Zarr v3, chunks 64³, zstd 3, CT-like content),
 generated once under data/scaling/ (idempotent). Job: configs/scaling-convert.yaml (scale
@@ -25,7 +25,7 @@ speedup  512³ (256 MiB of uint16), time from launch to the completion marker's 
          and 1×1 with limits.memory_bytes=64MiB (1×1 re-reading its input like every multi-rank
          run does).
 
-Every run is a fresh process (per rank: bench/w3/w3_spawn.c, wait4 peak RSS and exit status);
+Every run is a fresh process (per rank: bench/region_read/w3_spawn.c, wait4 peak RSS and exit status);
 its report is checked against the generator's NumPy oracle (input checksum, weighted checksum,
 exact 65536-bin histogram, output checksums of the float32 formula, shard count), the output
 against `shardmill verify`, and every output value is decoded independently (NumPy + zstandard,
@@ -42,14 +42,13 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+from shardmill_test import REPO
+from shardmill_test import launcher as sm_launch
+from shardmill_test import machine
+from shardmill_test import results
+from shardmill_test import volumes
 
-import make_volume  # noqa: E402
-import smbench as sb  # noqa: E402
-
-REPO = sb.REPO
-MIB = sb.MIB
+MIB = sm_launch.MIB
 RSS_TARGET = 320 * MIB
 SPEEDUP_TARGET = 1.8
 SHARD = [64, 256, 256]
@@ -89,7 +88,7 @@ def memory_case(a, env):
     shape = QUICK["shape"] if a.quick else [1024, 1024, 1024]
     shard = QUICK["shard"] if a.quick else SHARD
     chunk = QUICK["chunk"] if a.quick else [64, 64, 64]
-    man = make_volume.ensure_volume(os.path.join(a.data_dir, "vol-%d-%d-%d.zarr" % tuple(shape)),
+    man = volumes.ensure_volume(os.path.join(a.data_dir, "vol-%d-%d-%d.zarr" % tuple(shape)),
                                     shape, chunk, jobs=a.gen_jobs)
     limit = QUICK["memory_bytes"] if a.quick else a.memory_bytes
     variants = ["default"] if a.quick else a.cache
@@ -103,10 +102,10 @@ def memory_case(a, env):
     for rep in range(a.repeats):
         for v, r, t in (order if rep % 2 == 0 else order[::-1]):
             if a.wait_idle:
-                sb.wait_idle(a.wait_idle)
+                machine.wait_idle(a.wait_idle)
             tag = f"mem-{v}-{r}x{t}-{rep}"
             launcher = env["plain"] if r == 1 else env["mpirun"]
-            rec = sb.run_convert(launcher, a.shardmill, a.config, man, r, t, env["work"], tag,
+            rec = sm_launch.run_convert(launcher, a.shardmill, a.config, man, r, t, env["work"], tag,
                                  shard, sets_base + CACHE_VARIANTS[v], sample_rss=True,
                                  check_values=not a.no_value_check)
             rec["variant"] = v
@@ -114,7 +113,7 @@ def memory_case(a, env):
             rec["phase"] = peak_phase(rec)
             runs.append(rec)
             per = [x.get("maxrss_bytes") for x in rec["per_rank"]]
-            sb.log(f"memory {v:8s} {r}x{t}: ok={rec['ok']} wall {rec['wall_s']:.1f} s, peak RSS "
+            results.log(f"memory {v:8s} {r}x{t}: ok={rec['ok']} wall {rec['wall_s']:.1f} s, peak RSS "
                    f"per rank {[round((x or 0) / MIB, 1) for x in per]} MiB, report "
                    f"{round(((rec.get('report') or {}).get('memory') or {}).get('peak_rss_bytes', 0) / MIB, 1)}"
                    f" MiB, phase {[(x['phase'], x['rss_at_scan_end_mib']) for x in (rec['phase'] or {}).get('ranks', [])]}"
@@ -139,8 +138,8 @@ def memory_case(a, env):
                 "cache_peak_bytes": max([c for c in cache_peak if c] or [0]),
                 "rss_at_scan_end_mib": max([p["rss_at_scan_end_mib"] for p in phases] or [0]),
                 "peak_phase": sorted({p["phase"] for p in phases}),
-                "wall_s": sb.summarize([x["wall_s"] for x in rs]),
-                "timing_ms_max": {k: sb.med([sb.timing(x, k) for x in rs]) for k in (
+                "wall_s": results.summarize([x["wall_s"] for x in rs]),
+                "timing_ms_max": {k: results.med([results.timing(x, k) for x in rs]) for k in (
                     "total", "open", "hydrate", "decode", "process", "allreduce", "write",
                     "scan_wall")},
                 "target": f"<= {RSS_TARGET // MIB} MiB per rank",
@@ -156,7 +155,7 @@ def speedup_case(a, env):
     shape = QUICK["shape"] if a.quick else [512, 512, 512]
     shard = QUICK["shard"] if a.quick else SHARD
     chunk = QUICK["chunk"] if a.quick else [64, 64, 64]
-    man = make_volume.ensure_volume(os.path.join(a.data_dir, "vol-%d-%d-%d.zarr" % tuple(shape)),
+    man = volumes.ensure_volume(os.path.join(a.data_dir, "vol-%d-%d-%d.zarr" % tuple(shape)),
                                     shape, chunk, jobs=a.gen_jobs)
     layout = [] if not a.quick else [f"output.shard=[{', '.join(map(str, shard))}]",
                                      f"output.chunk=[{', '.join(map(str, chunk))}]"]
@@ -171,18 +170,18 @@ def speedup_case(a, env):
     for rnd in range(pairs + 1):     # round 0 is the warm-up
         for name, r, t, sets in kinds:
             if a.wait_idle:
-                sb.wait_idle(a.wait_idle)
+                machine.wait_idle(a.wait_idle)
             launcher = env["plain"] if r == 1 else env["mpirun"]
-            rec = sb.run_convert(launcher, a.shardmill, a.config, man, r, t, env["work"],
+            rec = sm_launch.run_convert(launcher, a.shardmill, a.config, man, r, t, env["work"],
                                  f"sp-{name}-{rnd}", shard, layout + sets,
                                  check_values=not a.no_value_check)
             rec["kind"] = name
             rec["round"] = rnd
             rec["warmup"] = rnd == 0
             runs.append(rec)
-            sb.log(f"speedup {'warm-up' if rnd == 0 else f'round {rnd}'} {name:10s}: ok={rec['ok']}"
+            results.log(f"speedup {'warm-up' if rnd == 0 else f'round {rnd}'} {name:10s}: ok={rec['ok']}"
                    f" marker {rec['marker_s']} s, wall {rec['wall_s']:.2f} s, engine total "
-                   f"{sb.timing(rec, 'total')} ms, other load {rec['other_busy_cores']} cores"
+                   f"{results.timing(rec, 'total')} ms, other load {rec['other_busy_cores']} cores"
                    + ("" if rec["ok"] else f" PROBLEMS {rec['problems']}"))
     stages = ("total", "open", "hydrate", "decode", "process", "allreduce", "write", "scan_wall")
     summary = {}
@@ -191,14 +190,14 @@ def speedup_case(a, env):
         summary[name] = {
             "ranks": r, "threads": t, "sets": sets, "runs": len(rs),
             "all_ok": all(x["ok"] for x in rs),
-            "marker_s": sb.summarize([x["marker_s"] for x in rs]),
-            "wall_s": sb.summarize([x["wall_s"] for x in rs]),
-            "timing_ms_max": {k: sb.med([sb.timing(x, k) for x in rs]) for k in stages},
-            "timing_ms_mean": {k: sb.med([sb.timing(x, k, "mean") for x in rs]) for k in stages},
-            "cpu_s": sb.med([x["cpu_s"] for x in rs]),
+            "marker_s": results.summarize([x["marker_s"] for x in rs]),
+            "wall_s": results.summarize([x["wall_s"] for x in rs]),
+            "timing_ms_max": {k: results.med([results.timing(x, k) for x in rs]) for k in stages},
+            "timing_ms_mean": {k: results.med([results.timing(x, k, "mean") for x in rs]) for k in stages},
+            "cpu_s": results.med([x["cpu_s"] for x in rs]),
             "peak_rss_bytes": max([max((y.get("maxrss_bytes") or 0) for y in x["per_rank"])
                                    for x in rs] or [0]),
-            "other_busy_cores": sb.summarize([x["other_busy_cores"] for x in rs]),
+            "other_busy_cores": results.summarize([x["other_busy_cores"] for x in rs]),
             "output_checksum": sorted({x.get("output_checksum") for x in rs}, key=str)}
     base = (summary["1x1"]["marker_s"] or {}).get("median")
     targets = []
@@ -267,7 +266,7 @@ def main():
                                                          "shardmill"))
     ap.add_argument("--config", default=os.path.join(REPO, "configs", "scaling-convert.yaml"))
     ap.add_argument("--mpirun", default="mpirun")
-    sb.add_mpirun_args(ap)
+    sm_launch.add_mpirun_args(ap)
     ap.add_argument("--data-dir", default=os.path.join(REPO, "data", "scaling"))
     ap.add_argument("--work", default=None,
                     help="directory for outputs while they are checked (default: data-dir/work)")
@@ -302,36 +301,36 @@ def main():
         tmp = a.work = tempfile.mkdtemp(prefix="bigconvert-quick-")
     work = a.work or os.path.join(a.data_dir, "work")
     os.makedirs(work, exist_ok=True)
-    tc = sb.toolchain(a.shardmill, a.mpirun)
-    sb.check_release(tc)
-    spawn = sb.build_spawn(work)
-    extra = sb.mpirun_args(a.mpirun_args)
-    env = {"work": work, "plain": sb.Launcher("plain", spawn, a.mpirun, extra,
+    tc = machine.toolchain(a.shardmill, a.mpirun)
+    machine.check_release(tc)
+    spawn = sm_launch.build_spawn(work)
+    extra = sm_launch.mpirun_args(a.mpirun_args)
+    env = {"work": work, "plain": sm_launch.Launcher("plain", spawn, a.mpirun, extra,
                                               omp_wait_policy=a.omp_wait_policy),
-           "mpirun": sb.Launcher("mpirun", spawn, a.mpirun, extra,
+           "mpirun": sm_launch.Launcher("mpirun", spawn, a.mpirun, extra,
                                  omp_wait_policy=a.omp_wait_policy)}
     cases = ["memory", "speedup"] if a.case == "all" else [a.case]
     bad = 0
     for case in cases:
         t0 = time.monotonic()
-        stamp = sb.utc_stamp()
+        stamp = results.utc_stamp()
         meta = {"benchmark": f"issue 5 {case}", "driver": "scaling/bigconvert.py",
                 "argv": sys.argv, "quick": a.quick, "started_utc": stamp,
-                "machine": sb.machine(), "toolchain": tc, "launchers": {
+                "machine": machine.machine(), "toolchain": tc, "launchers": {
                     k: env[k].describe() for k in ("plain", "mpirun")},
-                "config": os.path.relpath(a.config, REPO), "work_fs": sb.fs_type(work),
+                "config": os.path.relpath(a.config, REPO), "work_fs": machine.fs_type(work),
                 "noise_note": "shared 2-core VM: other developers' builds and tests ran at the "
                               "same time; every run records other_busy_cores (CPU time of other "
                               "processes during the run / wall) and busy_cores_before"}
         res = memory_case(a, env) if case == "memory" else speedup_case(a, env)
         res = {**meta, **res, "elapsed_s": round(time.monotonic() - t0, 1),
-               "machine_end": sb.machine()}
+               "machine_end": machine.machine()}
         failed = [r for r in res["runs"] if not r["ok"]]
         bad += len(failed)
         res["failed_runs"] = len(failed)
-        path = sb.unique_path(a.out, f"convert-{case}-{stamp}" + ("-quick" if a.quick else ""),
+        path = results.unique_path(a.out, f"convert-{case}-{stamp}" + ("-quick" if a.quick else ""),
                               ".json")
-        sb.write_json(path, res)
+        results.write_json(path, res)
         print(table(res))
         for t in res.get("targets", []):
             print(f"{'PASS' if t['pass'] else 'FAIL'} {t['what']}: {t['value']} ({t['target']})")

@@ -8,7 +8,7 @@ kinds alternating round by round, and prints the median time to the completion m
 seconds per kind:
 
     none     nothing
-    check    the independent decode of the previous output (smbench.check_output_values)
+    check    the independent decode of the previous output (launcher.check_output_values)
     verify   `shardmill verify` of the previous output
     sleep    2 s idle
     burn     2 s of two busy processes
@@ -16,9 +16,9 @@ seconds per kind:
     mpi21    a 2-rank conversion under mpirun (output deleted)
     one11    a 1-thread conversion (output deleted)
 
-    /usr/bin/python3 scaling/interlude.py --kinds none,check,sleep,burn,alloc --rounds 3
+    PYTHONPATH=$PWD/tests/lib /usr/bin/python3 scaling/interlude.py --kinds none,check,sleep,burn,alloc --rounds 3
 
-Every conversion's report is checked against the generator's oracle (smbench.run_convert).
+Every conversion's report is checked against the generator's oracle (launcher.run_convert).
 """
 
 import argparse
@@ -30,11 +30,11 @@ import subprocess
 import sys
 import time
 
+from shardmill_test import launcher
+from shardmill_test import volumes
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-import make_volume  # noqa: E402
-import smbench as sb  # noqa: E402
 
 SHARD = [64, 256, 256]  # the default layout of 512³ float32 (bigconvert.SHARD)
 KINDS = ("none", "check", "verify", "sleep", "burn", "alloc", "mpi21", "one11")
@@ -62,7 +62,7 @@ def forked(target, args, n):
 
 def interlude(kind, a, env, prev, tag):
     if kind == "check" and prev:
-        bad, _ = sb.check_output_values(prev, env["man"])
+        bad, _ = launcher.check_output_values(prev, env["man"])
         if bad:
             raise SystemExit(f"check of {prev}: {bad}")
     elif kind == "verify" and prev:
@@ -75,7 +75,7 @@ def interlude(kind, a, env, prev, tag):
         forked(alloc, (), 1)
     elif kind in ("mpi21", "one11"):
         ranks = 2 if kind == "mpi21" else 1
-        rec = sb.run_convert(env["mpirun"] if ranks == 2 else env["plain"], a.shardmill, a.config,
+        rec = launcher.run_convert(env["mpirun"] if ranks == 2 else env["plain"], a.shardmill, a.config,
                              env["man"], ranks, 1, env["work"], "i-" + tag, SHARD, [],
                              check_values=False)
         if not rec["ok"]:
@@ -97,11 +97,11 @@ def main():
         ap.error(f"--kinds: a comma list of {', '.join(KINDS)}")
     work = os.path.join(a.data_dir, "work")
     os.makedirs(work, exist_ok=True)
-    man = make_volume.ensure_volume(os.path.join(a.data_dir, "vol-512-512-512.zarr"),
+    man = volumes.ensure_volume(os.path.join(a.data_dir, "vol-512-512-512.zarr"),
                                     [512] * 3, [64] * 3, jobs=2)
-    spawn = sb.build_spawn(work)
-    env = {"man": man, "work": work, "plain": sb.Launcher("plain", spawn),
-           "mpirun": sb.Launcher("mpirun", spawn)}
+    spawn = launcher.build_spawn(work)
+    env = {"man": man, "work": work, "plain": launcher.Launcher("plain", spawn),
+           "mpirun": launcher.Launcher("mpirun", spawn)}
     got = {k: [] for k in kinds}
     prev = None
     for rnd in range(a.rounds + 1):
@@ -112,7 +112,7 @@ def main():
             if prev:
                 shutil.rmtree(prev, ignore_errors=True)
             tag = f"after-{kind}-{rnd}"
-            rec = sb.run_convert(env["plain"], a.shardmill, a.config, man, 1, a.threads, work,
+            rec = launcher.run_convert(env["plain"], a.shardmill, a.config, man, 1, a.threads, work,
                                  tag, SHARD, [], check_values=False, keep_output=True)
             prev = os.path.join(work, tag + ".zarr")
             if not rec["ok"]:

@@ -1,10 +1,10 @@
 #!/usr/bin/python3
 """Time-to-solution model of `shardmill run` (convert), fitted on this machine (scaling/MODEL.md).
 
-    /usr/bin/python3 scaling/model.py measure [--ranks 1,2,3,4] [--dir data/scaling/work]
-    /usr/bin/python3 scaling/model.py check --scaling scaling/results/<UTC>-full \\
+    PYTHONPATH=$PWD/tests/lib /usr/bin/python3 scaling/model.py measure [--ranks 1,2,3,4] [--dir data/scaling/work]
+    PYTHONPATH=$PWD/tests/lib /usr/bin/python3 scaling/model.py check --scaling scaling/results/<UTC>-full \\
         --measure scaling/results/<UTC>-model-measure/measure.json
-    /usr/bin/python3 scaling/model.py project --fit FIT.json --volume 4096,4096,4096 \\
+    PYTHONPATH=$PWD/tests/lib /usr/bin/python3 scaling/model.py project --fit FIT.json --volume 4096,4096,4096 \\
         --nodes 1,4,16,64 --cores-per-node 32 --ranks-per-node 8 --threads 4
 
 measure  the costs a scaling run's reports cannot separate: (1) MPI_Allreduce of the uint16
@@ -35,13 +35,15 @@ import subprocess
 import sys
 import time
 
+from shardmill_test import REPO
+from shardmill_test import launcher
+from shardmill_test import machine
+from shardmill_test import results
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
 
-import smbench as sb  # noqa: E402
 
-REPO = sb.REPO
-MIB = sb.MIB
+MIB = launcher.MIB
 HIST_COUNT = 65536 + 7
 
 
@@ -81,7 +83,7 @@ def measure_mpi(work, ranks, mpirun, repeats):
             "mpi_init_s_median": statistics.median(x["mpi_init_us_max"] / 1e6 for x in rows),
             "mpirun_wall_s_median": statistics.median(x["mpirun_wall_s"] for x in rows),
             "runs": rows}
-        sb.log(f"mpi {r} ranks: allreduce {out[str(r)]['allreduce_us_median']:.0f} us, launch → "
+        results.log(f"mpi {r} ranks: allreduce {out[str(r)]['allreduce_us_median']:.0f} us, launch → "
                f"MPI_Init done {out[str(r)]['launch_to_init_s_median']:.3f} s")
     return out
 
@@ -177,26 +179,26 @@ def measure_fs(work, repeats, n_small=400, n_big=16, big_bytes=16 * MIB):
     for k in range(repeats):
         rows.append(fs_once(os.path.join(work, f"fsbench-{os.getpid()}"), n_small, n_big,
                             big_bytes))
-        sb.log("fs round %d: %s" % (k, {a: round(b, 1) for a, b in rows[-1].items()}))
+        results.log("fs round %d: %s" % (k, {a: round(b, 1) for a, b in rows[-1].items()}))
     med = {key: statistics.median(r[key] for r in rows) for key in rows[0]}
     return {"n_small": n_small, "n_big": n_big, "big_bytes": big_bytes, "median": med,
-            "rounds": rows, "fs": sb.fs_type(work), "note": "Python os calls (about 1-3 us of "
+            "rounds": rows, "fs": machine.fs_type(work), "note": "Python os calls (about 1-3 us of "
             "interpreter overhead per call are included); the disk is shared with other work"}
 
 
 def cmd_measure(a):
     work = os.path.abspath(a.dir)
     os.makedirs(work, exist_ok=True)
-    stamp = sb.utc_stamp()
-    d = sb.unique_path(a.out, f"{stamp}-model-measure", "")
+    stamp = results.utc_stamp()
+    d = results.unique_path(a.out, f"{stamp}-model-measure", "")
     os.makedirs(d)
     res = {"what": "scaling/model.py measure", "argv": sys.argv, "started_utc": stamp,
-           "machine": sb.machine(), "commit": sb.git_commit(),
-           "mpi_version": (sb.run_text([a.mpirun, "--version"]) or "").split("\n")[0],
-           "cc": (sb.run_text(["mpicc", "--version"]) or "").split("\n")[0],
+           "machine": machine.machine(), "commit": machine.git_commit(),
+           "mpi_version": (machine.run_text([a.mpirun, "--version"]) or "").split("\n")[0],
+           "cc": (machine.run_text(["mpicc", "--version"]) or "").split("\n")[0],
            "mpi": measure_mpi(work, a.ranks, a.mpirun, a.repeats),
-           "fs": measure_fs(work, a.repeats), "machine_end": sb.machine()}
-    sb.write_json(os.path.join(d, "measure.json"), res)
+           "fs": measure_fs(work, a.repeats), "machine_end": machine.machine()}
+    results.write_json(os.path.join(d, "measure.json"), res)
     print(os.path.join(d, "measure.json"))
     return 0
 
@@ -296,7 +298,7 @@ def cmd_check(a):
     base_load = next((r["other_busy_cores_median"] or 0.0) for r in study["summary"]
                      if r["study"] == "strong" and r["ranks"] == 1 and r["threads"] == 1)
     if base_load > 0.5:
-        sb.log(f"model: warning: other work used {base_load} cores during the 1x1 runs the "
+        results.log(f"model: warning: other work used {base_load} cores during the 1x1 runs the "
                "costs are fitted on")
     rows = []
     for r in study["summary"]:
@@ -314,8 +316,8 @@ def cmd_check(a):
            "measure": os.path.relpath(a.measure, REPO), "fit": c, "rows": rows,
            "median_abs_error_pct": statistics.median(abs(x["error_pct"]) for x in rows
                                                      if x["error_pct"] is not None)}
-    sb.write_json(os.path.join(a.scaling, "fit.json"), c)
-    sb.write_json(os.path.join(a.scaling, "check.json"), out)
+    results.write_json(os.path.join(a.scaling, "fit.json"), c)
+    results.write_json(os.path.join(a.scaling, "check.json"), out)
     md = ["| study | ranks × threads | volume | other load | measured s | predicted s | error | "
           "quiet-machine prediction s | start | scan | allreduce | write | sync | finish |",
           "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
@@ -381,7 +383,7 @@ def project(c, a, shape, nodes):
     # its shards); otherwise it reads it again (a second decode; its fetch hits the cache only
     # while the rank's share of the encoded input fits it). The per-shard CPU of the fit (one
     # shard of --fit-shard voxels) scales with the shard's voxels; every shard file adds
-    # --shard-fixed-ms (stage, commit rename, index, record: measured by W8, bench/w8/w8.py).
+    # --shard-fixed-ms (stage, commit rename, index, record: measured by W8, bench/many_shards/w8.py).
     kept = voxels * 2 / R <= a.memory_bytes / 2
     vox_ratio = math.prod(a.shard) / math.prod(a.fit_shard)
     per_shard = (c["shard_s"] * vox_ratio + a.shard_fixed_ms / 1e3 +

@@ -2,7 +2,7 @@
 """`shardmill plan`'s estimate against measured runs of the W5 and W8 jobs on this machine
 (issue 22; docs/SLURM.md "Sizing a large run" states the error this prints).
 
-    /usr/bin/python3 scaling/plan_vs_run.py --shardmill build/release/jobs/shardmill \\
+    PYTHONPATH=$PWD/tests/lib /usr/bin/python3 scaling/plan_vs_run.py --shardmill build/release/jobs/shardmill \\
         [--size 512] [--points w5,w8] [--out results.json]
 
 W5: configs/scaling-convert.yaml (scale /4095 → float32, shards [64,256,256] of 64³, zstd 3,
@@ -23,11 +23,10 @@ import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-
-import make_volume as mv  # noqa: E402
-import smbench as sb  # noqa: E402
+from shardmill_test import REPO
+from shardmill_test import machine
+from shardmill_test import results
+from shardmill_test import volumes as mv
 
 W5 = [(1, 1), (1, 2), (2, 1), (2, 2), (4, 1), (4, 2)]
 W8 = [(1, 2), (2, 1)]
@@ -36,7 +35,7 @@ W8 = [(1, 2), (2, 1)]
 def point(a, work, vol, tag, ranks, threads, sets):
     out = os.path.join(work, f"{tag}.zarr")
     rep = os.path.join(work, f"{tag}.report.json")
-    cfg = os.path.join(sb.REPO, "configs", "scaling-convert.yaml")
+    cfg = os.path.join(REPO, "configs", "scaling-convert.yaml")
     argv = ["--set", f"input.store={vol}", "--set", f"output.path={out}", "--set",
             f"parallel.threads={threads}", "--set", "output.exists=overwrite"] + \
         [x for s in sets for x in ("--set", s)]
@@ -73,7 +72,7 @@ def main():
     ap.add_argument("--size", type=int, default=512)
     ap.add_argument("--points", default="w5,w8")
     ap.add_argument("--rates", default=None)
-    ap.add_argument("--work", default=os.path.join(sb.REPO, "data", "plan_vs_run"))
+    ap.add_argument("--work", default=os.path.join(REPO, "data", "plan_vs_run"))
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     a.shardmill = os.path.abspath(a.shardmill)
@@ -107,7 +106,7 @@ def main():
     if rows:
         print(f"median |error| {statistics.median(abs(x['error_pct']) for x in rows)}%")
     if a.out:
-        sb.write_json(a.out, {"size": a.size, "rows": rows, "machine": sb.machine()})
+        results.write_json(a.out, {"size": a.size, "rows": rows, "machine": machine.machine()})
     return 0
 
 

@@ -1,11 +1,11 @@
 #!/usr/bin/python3
 """W5 scaling studies of `shardmill run` (convert): strong and weak scaling over ranks × threads.
 
-    /usr/bin/python3 scaling/run.py                       strong + weak, ranks 1,2,4 × threads 1,2
-    /usr/bin/python3 scaling/run.py --study strong --ranks 1,2 --threads 1,2 --repeats 5
-    /usr/bin/python3 scaling/run.py --quick --out DIR     tiny study (< 30 s), the CI smoke test
-    /usr/bin/python3 scaling/run.py --table scaling/results/<UTC>-full   print the Markdown tables
-    /usr/bin/python3 scaling/run.py --launcher sbatch --render slurm/render --partition P \\
+    PYTHONPATH=$PWD/tests/lib /usr/bin/python3 scaling/run.py                       strong + weak, ranks 1,2,4 × threads 1,2
+    PYTHONPATH=$PWD/tests/lib /usr/bin/python3 scaling/run.py --study strong --ranks 1,2 --threads 1,2 --repeats 5
+    PYTHONPATH=$PWD/tests/lib /usr/bin/python3 scaling/run.py --quick --out DIR     tiny study (< 30 s), the CI smoke test
+    PYTHONPATH=$PWD/tests/lib /usr/bin/python3 scaling/run.py --table scaling/results/<UTC>-full   print the Markdown tables
+    PYTHONPATH=$PWD/tests/lib /usr/bin/python3 scaling/run.py --launcher sbatch --render slurm/render --partition P \\
         --ntasks-per-node 32 --ranks 1,2,4,8,16,32,64 --threads 1,4 \\
         --data-dir /scratch/$USER/shardmill                       on a Slurm cluster
 
@@ -19,7 +19,7 @@ normalization, output shards [64,256,256] of inner chunks 64³, durable writes).
 Every point runs `--repeats` times in fresh processes. One warm-up run per volume comes first
 (discarded); then the points are run in ABAB order (every repeat runs every point once, in the
 same order). Launchers: `mpirun` (local: `mpirun --oversubscribe --bind-to none -np R`, each
-rank through bench/w3/w3_spawn.c; one rank runs as a plain process unless --mpirun-single) or
+rank through bench/region_read/w3_spawn.c; one rank runs as a plain process unless --mpirun-single) or
 `sbatch` (one job script per run from `slurm/render scaling --config CFG --nodes N --ntasks R
 --cpus-per-task T ...`, submitted with `sbatch --parsable --wait`, start/end from sacct).
 
@@ -51,14 +51,16 @@ import sys
 import tempfile
 import time
 
+from shardmill_test import REPO
+from shardmill_test import launcher as sm_launch
+from shardmill_test import machine
+from shardmill_test import results
+from shardmill_test import volumes
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
 
-import make_volume  # noqa: E402
-import smbench as sb  # noqa: E402
 
-REPO = sb.REPO
-MIB = sb.MIB
+MIB = sm_launch.MIB
 STAGES = ("total", "open", "hydrate", "decode", "process", "allreduce", "write", "scan_wall")
 QUICK = {"ranks": [1, 2], "threads": [1, 2], "repeats": 1, "strong_shape": [64, 128, 96],
          "weak_base": [32, 128, 96], "chunk": [32, 32, 32], "shard": [32, 64, 64]}
@@ -131,7 +133,7 @@ class SbatchRunner:
             import datetime
             start = datetime.datetime.fromisoformat(fields[0]).timestamp()
         try:
-            mt = os.stat(os.path.join(out, sb.MARKER)).st_mtime
+            mt = os.stat(os.path.join(out, sm_launch.MARKER)).st_mtime
             rec["marker_s"] = round(mt - start, 3) if start else None
         except OSError:
             rec["marker_s"] = None
@@ -139,7 +141,7 @@ class SbatchRunner:
         try:
             with open(rep_path) as f:
                 rep = json.load(f)
-            bad += sb.report_problems(rep, man, ranks, threads, shard)
+            bad += sm_launch.report_problems(rep, man, ranks, threads, shard)
             rec["report"] = {k: rep.get(k) for k in ("engine", "ranks", "threads", "timing_ms",
                                                      "memory", "output", "io")}
             rec["output_checksum"] = rep["result"]["output_checksum"]
@@ -151,7 +153,7 @@ class SbatchRunner:
             if v.returncode != 0:
                 bad.append(f"shardmill verify exit {v.returncode}")
         if not bad and a.check_values == "all":
-            vbad, secs = sb.check_output_values(out, man)
+            vbad, secs = sm_launch.check_output_values(out, man)
             rec["values_check_s"] = secs
             bad += vbad
         rec["problems"] = bad
@@ -163,11 +165,11 @@ class SbatchRunner:
 class LocalRunner:
     def __init__(self, a, work):
         self.a = a
-        spawn = sb.build_spawn(work)
-        extra = sb.mpirun_args(a.mpirun_args)
-        self.plain = sb.Launcher("plain", spawn, a.mpirun, extra,
+        spawn = sm_launch.build_spawn(work)
+        extra = sm_launch.mpirun_args(a.mpirun_args)
+        self.plain = sm_launch.Launcher("plain", spawn, a.mpirun, extra,
                                  omp_wait_policy=a.omp_wait_policy)
-        self.mpi = sb.Launcher("mpirun", spawn, a.mpirun, extra, omp_wait_policy=a.omp_wait_policy)
+        self.mpi = sm_launch.Launcher("mpirun", spawn, a.mpirun, extra, omp_wait_policy=a.omp_wait_policy)
 
     def describe(self):
         d = self.mpi.describe()
@@ -176,7 +178,7 @@ class LocalRunner:
 
     def run(self, man, ranks, threads, work, tag, shard, sets):
         launcher = self.plain if ranks == 1 and not self.a.mpirun_single else self.mpi
-        return sb.run_convert(launcher, self.a.shardmill, self.a.config, man, ranks, threads,
+        return sm_launch.run_convert(launcher, self.a.shardmill, self.a.config, man, ranks, threads,
                               work, tag, shard, sets,
                               check_values=self.a.check_values == "all")
 
@@ -209,7 +211,7 @@ def run_study(a, runner, work):
     for p in points:
         key = tuple(p["shape"])
         if key not in mans:
-            mans[key] = make_volume.ensure_volume(volume_path(a, p["shape"]), p["shape"],
+            mans[key] = volumes.ensure_volume(volume_path(a, p["shape"]), p["shape"],
                                                   a.chunk, jobs=a.gen_jobs, quiet=a.quick)
     layout = [f"output.shard=[{', '.join(map(str, a.shard))}]",
               f"output.chunk=[{', '.join(map(str, a.out_chunk))}]"]
@@ -225,12 +227,12 @@ def run_study(a, runner, work):
             rec.update({"study": "warmup", "repeat": -1, "shape": list(key),
                         "workers": p["workers"]})
             runs.append(rec)
-            sb.log(f"warm-up {key} {p['ranks']}x{p['threads']}: ok={rec['ok']} "
+            results.log(f"warm-up {key} {p['ranks']}x{p['threads']}: ok={rec['ok']} "
                    f"marker {rec.get('marker_s')} s")
     for rep in range(a.repeats):
         for p in points:
             if a.wait_idle:
-                sb.wait_idle(a.wait_idle)
+                machine.wait_idle(a.wait_idle)
             seq += 1
             man = mans[tuple(p["shape"])]
             tag = f"{seq:04d}-{p['study']}-{p['ranks']}x{p['threads']}-r{rep}"
@@ -238,9 +240,9 @@ def run_study(a, runner, work):
             rec.update({"study": p["study"], "repeat": rep, "shape": p["shape"],
                         "workers": p["workers"]})
             runs.append(rec)
-            sb.log(f"{p['study']:6s} {p['ranks']}x{p['threads']} {p['shape']} rep {rep}: "
+            results.log(f"{p['study']:6s} {p['ranks']}x{p['threads']} {p['shape']} rep {rep}: "
                    f"ok={rec['ok']} marker {rec.get('marker_s')} s, engine total "
-                   f"{sb.timing(rec, 'total')} ms, other load {rec.get('other_busy_cores')}"
+                   f"{results.timing(rec, 'total')} ms, other load {rec.get('other_busy_cores')}"
                    + ("" if rec["ok"] else f" PROBLEMS {rec.get('problems')}"))
     return points, mans, runs
 
@@ -251,16 +253,16 @@ def summarize(a, points, mans, runs):
         rs = [r for r in runs if r["study"] == p["study"] and r["ranks"] == p["ranks"] and
               r["threads"] == p["threads"]]
         ok = [r for r in rs if r["ok"]]
-        m = sb.summarize([r.get("marker_s") for r in ok])
+        m = results.summarize([r.get("marker_s") for r in ok])
         row = {**p, "runs": len(rs), "ok_runs": len(ok),
                "marker_s_median": m and m["median"], "marker_s_min": m and m["min"],
                "marker_s_max": m and m["max"],
-               "wall_s_median": sb.med([r.get("wall_s") for r in ok]),
+               "wall_s_median": results.med([r.get("wall_s") for r in ok]),
                "peak_rss_mib": round(max([((r.get("report") or {}).get("memory") or {}).get(
                    "peak_rss_bytes", 0) for r in ok] or [0]) / MIB, 1),
-               "other_busy_cores_median": sb.med([r.get("other_busy_cores") for r in ok])}
+               "other_busy_cores_median": results.med([r.get("other_busy_cores") for r in ok])}
         for k in STAGES:
-            row[f"{k}_ms"] = sb.med([sb.timing(r, k) for r in ok])
+            row[f"{k}_ms"] = results.med([results.timing(r, k) for r in ok])
         row["output_checksums"] = sorted({str(r.get("output_checksum")) for r in rs})
         rows.append(row)
     for row in rows:
@@ -312,7 +314,7 @@ def write_csvs(d, runs, rows):
             w.writerow([r["study"], r["ranks"], r["threads"], r["workers"],
                         "x".join(map(str, r["shape"])), r["repeat"], int(r["ok"]),
                         r.get("marker_s"), r.get("wall_s")] +
-                       [sb.timing(r, k) for k in STAGES] +
+                       [results.timing(r, k) for k in STAGES] +
                        [round((rep.get("memory") or {}).get("peak_rss_bytes", 0) / MIB, 1),
                         r.get("output_checksum"), r.get("output_weighted_checksum"),
                         r.get("other_busy_cores"), r.get("busy_cores_before"),
@@ -422,7 +424,7 @@ def main():
     ap.add_argument("--set", action="append", default=[], help="extra --set for every run")
     ap.add_argument("--launcher", choices=["mpirun", "sbatch"], default="mpirun")
     ap.add_argument("--mpirun", default="mpirun")
-    sb.add_mpirun_args(ap)
+    sm_launch.add_mpirun_args(ap)
     ap.add_argument("--mpirun-single", action="store_true",
                     help="run 1-rank points under mpirun -np 1 too (default: plain process)")
     ap.add_argument("--omp-wait-policy", default=None, help="OMP_WAIT_POLICY for every rank")
@@ -461,8 +463,8 @@ def main():
     a.data_dir = os.path.abspath(a.data_dir)
     if any(s % c for s, c in zip(a.shard, a.out_chunk)):
         ap.error("--shard must be a multiple of --out-chunk")
-    stamp = sb.utc_stamp()
-    d = sb.unique_path(a.out, f"{stamp}-{a.name or ('quick' if a.quick else 'full')}", "")
+    stamp = results.utc_stamp()
+    d = results.unique_path(a.out, f"{stamp}-{a.name or ('quick' if a.quick else 'full')}", "")
     os.makedirs(d)
     tmp = None
     if a.work is None and a.quick:
@@ -470,11 +472,11 @@ def main():
     else:
         work = a.work or os.path.join(a.data_dir, "work")
     os.makedirs(work, exist_ok=True)
-    tc = sb.toolchain(a.shardmill, a.mpirun)
-    sb.check_release(tc)
+    tc = machine.toolchain(a.shardmill, a.mpirun)
+    machine.check_release(tc)
     runner = LocalRunner(a, work) if a.launcher == "mpirun" else SbatchRunner(a)
     t0 = time.monotonic()
-    mach0 = sb.machine()
+    mach0 = machine.machine()
     points, mans, runs = run_study(a, runner, work)
     rows, agree = summarize(a, points, mans, runs)
     params = {k: getattr(a, k) for k in ("studies", "ranks", "threads", "repeats", "strong_shape",
@@ -482,9 +484,9 @@ def main():
                                          "set", "launcher", "check_values", "warmup", "quick")}
     res = {"workload": "W5 scaling (SPEC §8)", "driver": "scaling/run.py", "argv": sys.argv,
            "started_utc": stamp, "elapsed_s": round(time.monotonic() - t0, 1),
-           "commit": tc["commit"], "machine": mach0, "machine_end": sb.machine(),
+           "commit": tc["commit"], "machine": mach0, "machine_end": machine.machine(),
            "toolchain": tc, "launcher": runner.describe(), "params": params,
-           "config": os.path.relpath(a.config, REPO), "work_fs": sb.fs_type(work),
+           "config": os.path.relpath(a.config, REPO), "work_fs": machine.fs_type(work),
            "volumes": {"x".join(map(str, k)): {x: m[x] for x in ("path", "params", "voxels",
                                                                  "stored_bytes",
                                                                  "compression_ratio", "oracle")}
@@ -492,7 +494,7 @@ def main():
            "checksums": agree, "summary": rows, "runs": runs,
            "noise_note": "shared machine: other_busy_cores is the CPU time other processes "
                          "used during a run divided by its wall time"}
-    sb.write_json(os.path.join(d, "results.json"), res)
+    results.write_json(os.path.join(d, "results.json"), res)
     write_csvs(d, runs, rows)
     made = []
     if a.plots:
@@ -513,7 +515,7 @@ def main():
         if not os.path.exists(p) or os.path.getsize(p) < 1000:
             problems.append(f"plot {p} missing or empty")
         elif os.path.getsize(p) > 100 * 1024:
-            sb.log(f"warning: {p} is {os.path.getsize(p) // 1024} KiB")
+            results.log(f"warning: {p} is {os.path.getsize(p) // 1024} KiB")
     print(f"scaling: {len(runs)} runs, {len(failed)} failed; results in {d}")
     for p in problems:
         print(f"FAIL {p}")

@@ -17,7 +17,7 @@
                                           OUT: the OME-Zarr image of convert-ct-ome.yaml; checks
                                           level 0's scale against PLIST's spacing (main.plist,
                                           x y z -> z y x), the OME-NGFF 0.5 rules
-                                          (tests/helpers/ome_ngff_check.py), level 0 against
+                                          (tests/lib/shardmill_test/ome_ngff_check.py), level 0 against
                                           NumPy's window of RAW in the output's type, and every
                                           level against NumPy's SPEC §2 mean of the blocks of the
                                           level above, bit for bit; writes
@@ -27,7 +27,9 @@
   ct_tools.py patch RAW z,y,x d,h,w       stdin: `shardmill read ... -o -` bytes; prints the patch
                                           as a table of HU values and compares it with NumPy
                                           reading RAW directly ("matches NumPy: yes")
-Exit status 0 when every check passes, 1 otherwise. Needs Debian's python3 (numpy, zarr 2.13).
+Exit status 0 when every check passes, 1 otherwise. Needs Debian's python3 (numpy, zarr 2.13)
+and tests/lib on PYTHONPATH (scripts/main-job.sh sets it):
+`PYTHONPATH=$PWD/tests/lib /usr/bin/python3 scripts/ct_tools.py ...`.
 """
 import json
 import os
@@ -35,6 +37,10 @@ import shutil
 import sys
 
 import numpy as np
+
+from shardmill_test import ome_ngff_check
+from shardmill_test.inputs import spacing_zyx
+from shardmill_test.spec_oracle import block_mean as block_down  # SPEC §2's mean
 
 SHAPE = (108, 256, 256)
 CHUNKS = (16, 64, 64)      # the zarr-python v2 copy (write-zarr)
@@ -49,13 +55,6 @@ def load_raw(path):
     if size != want:
         sys.exit("ct_tools: %s has %d bytes, expected %d" % (path, size, want))
     return np.memmap(path, dtype=DTYPE, mode="r", shape=SHAPE)
-
-
-def spacing_zyx(plist):
-    """The CT's voxel spacing [z, y, x] in millimetres from main.plist (stored x, y, z)."""
-    import plistlib
-    with open(plist, "rb") as f:
-        return [float(v) for v in plistlib.load(f)["spacing"]][::-1]
 
 
 def write_zarr(raw, out):
@@ -194,15 +193,6 @@ def read_level(shardmill, path, shape, dtype="<f4"):
 ZARR_DTYPES = {"float32": "<f4", "uint16": "<u2", "uint8": "u1"}
 
 
-def block_down(a, block):
-    """SPEC §2's mean over blocks of the level above: the tests' NumPy oracle
-    (tests/convert/convert_common.py block_mean)."""
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
-                                    "convert"))
-    import convert_common
-    return convert_common.block_mean(a, block)
-
-
 def window_level0(raw, lo, hi, dtype):
     """SPEC §2/§5 by NumPy: the float32 window, then rint(w x MAX) in float32 for an integer
     output."""
@@ -227,11 +217,8 @@ def ome_pictures(shardmill, out, report, plist, raw=None):
     ok = scale0 == want_scale and unit == "millimeter"
     print("OME-Zarr image %s: %d levels, unit %s, level-0 scale %s (main.plist z, y, x: %s): %s"
           % (out, len(ms["datasets"]), unit, scale0, want_scale, "yes" if ok else "NO"))
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
-                                    "helpers"))
-    import ome_ngff_check
     bad = ome_ngff_check.check_image(out)
-    print("OME-NGFF 0.5 rules (tests/helpers/ome_ngff_check.py): %s"
+    print("OME-NGFF 0.5 rules (tests/lib/shardmill_test/ome_ngff_check.py): %s"
           % ("yes" if not bad else "NO: " + "; ".join(bad[:4])))
     ok = ok and not bad
     win = g["attributes"]["ome"].get("omero", {}).get("channels", [{}])[0].get("window", {})

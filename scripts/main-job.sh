@@ -22,6 +22,8 @@ say() { printf 'main-job: %s\n' "$*"; }
 die() { printf 'main-job: error: %s\n' "$*" >&2; exit 1; }
 
 py=/usr/bin/python3 # Debian's python: numpy and zarr 2.13 come from apt (no PyPI here)
+# ct_tools.py imports the shared helpers (tests/lib/shardmill_test), as every Python tool does
+export PYTHONPATH="$root/tests/lib${PYTHONPATH:+:$PYTHONPATH}"
 build_jobs="$(nproc 2>/dev/null || echo 2)"
 
 say "1/6 dependencies"

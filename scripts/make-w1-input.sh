@@ -5,8 +5,8 @@
 #   data/mri-crop.zarr  the same, [256,256,256]: the first 256 along each axis
 #   data/w1-input.json  what was checked (header, SHA-256 of source and arrays)
 # Steps: scripts/fetch-data.sh if data/mri/ch2better.nii.gz is missing; `npm ci --prefix
-# tests/interop/js` if the pinned zarrita is missing; bench/w1/write_w1.mjs (parses the NIfTI-1
-# header itself, writes with zarrita); bench/w1/w1_input.py verify (nibabel vs every decoded
+# tests/interop/js` if the pinned zarrita is missing; bench/scan_http/write_w1.mjs (parses the NIfTI-1
+# header itself, writes with zarrita); bench/scan_http/w1_input.py verify (nibabel vs every decoded
 # chunk, value by value). Idempotent: stores that already verify against the same source file
 # are kept (verified again, not rewritten). --force rewrites them.
 set -euo pipefail
@@ -40,7 +40,7 @@ src_sha="$(sha256sum "$nii" | cut -d' ' -f1)"
 if ((!force)) && [[ -f "$manifest" && -f "$data/mri.zarr/zarr.json" && -f "$data/mri-crop.zarr/zarr.json" ]] &&
     "$py" -c 'import json,sys; m=json.load(open(sys.argv[1])); sys.exit(0 if m.get("verified") and m.get("source_sha256")==sys.argv[2] else 1)' \
         "$manifest" "$src_sha"; then
-    if "$py" "$root/bench/w1/w1_input.py" verify "$data" --nii "$nii"; then
+    if "$py" "$root/bench/scan_http/w1_input.py" verify "$data" --nii "$nii"; then
         say "data/mri.zarr and data/mri-crop.zarr present and verified, kept"
         exit 0
     fi
@@ -50,8 +50,8 @@ fi
 tmp="$(mktemp -d "${TMPDIR:-/tmp}/shardmill-w1.XXXXXX")"
 trap 'rm -rf "$tmp"' EXIT
 say "writing data/mri.zarr and data/mri-crop.zarr with zarrita.js"
-node "$root/bench/w1/write_w1.mjs" "$nii" "$tmp/out" >"$tmp/info.json"
-"$py" "$root/bench/w1/w1_input.py" verify "$tmp/out" --nii "$nii" --js-info "$tmp/info.json" \
+node "$root/bench/scan_http/write_w1.mjs" "$nii" "$tmp/out" >"$tmp/info.json"
+"$py" "$root/bench/scan_http/w1_input.py" verify "$tmp/out" --nii "$nii" --js-info "$tmp/info.json" \
     --manifest "$tmp/out/w1-input.json" || die "the written stores do not match nibabel"
 mkdir -p "$data"
 rm -f "$manifest"

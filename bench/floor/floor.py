@@ -2,9 +2,9 @@
 """A convert against its floor (issue 23 #4): how far `shardmill run` of a convert is from what
 its codecs and the disk alone cost on this machine.
 
-    PYTHONPATH=scaling /usr/bin/python3 bench/floor/floor.py [--cases w2,vol] [--size 1024]
+    PYTHONPATH=scaling PYTHONPATH=$PWD/tests/lib /usr/bin/python3 bench/floor/floor.py [--cases w2,vol] [--size 1024]
         [--repeats 3] [--wait-idle 30] [--build-dir build/release]
-    PYTHONPATH=scaling /usr/bin/python3 bench/floor/floor.py --quick --out DIR   (CI smoke)
+    PYTHONPATH=scaling PYTHONPATH=$PWD/tests/lib /usr/bin/python3 bench/floor/floor.py --quick --out DIR   (CI smoke)
 
 Cases (each a fresh `shardmill run` process per repeat, the output rewritten each time):
   w2   W2's job (configs/w2-convert.yaml: the aligned 128³ ROI of data/mri-crop.zarr, uint8 →
@@ -30,7 +30,8 @@ import subprocess
 import sys
 import time
 
-import smbench  # scaling/smbench.py (PYTHONPATH): the machine-load and results helpers
+from shardmill_test import machine
+from shardmill_test import results as result_files
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -60,7 +61,7 @@ def one_case(a, name, config, sets, input_dir, work):
         argv += ["--set", s]
     runs = []
     for r in range(a.repeats):
-        busy = smbench.wait_idle(a.wait_idle)[-1]
+        busy = machine.wait_idle(a.wait_idle)[-1]
         os.sync()
         t0 = time.monotonic()
         run(argv)
@@ -71,7 +72,7 @@ def one_case(a, name, config, sets, input_dir, work):
                      "threads": rep.get("threads"), "busy_cores_before": busy})
         print(f"floor: {name} #{r}: {wall:.3f} s", file=sys.stderr)
     threads = runs[-1]["threads"] or 1
-    smbench.wait_idle(a.wait_idle)
+    machine.wait_idle(a.wait_idle)
     fl = json.loads(run([a.floor, input_dir, out, "--threads", str(threads),
                          "--reps", str(a.floor_reps)]).stdout)
     med = statistics.median(r["wall_s"] for r in runs)
@@ -119,8 +120,8 @@ def main(argv=None):
                                      "output.chunk=auto"], src, work))
         else:
             sys.exit(f"floor: unknown case {name!r} (w2, vol)")
-    commit = smbench.git_commit()
-    stamp = smbench.utc_stamp()
+    commit = machine.git_commit()
+    stamp = result_files.utc_stamp()
     os.makedirs(a.out, exist_ok=True)
     path = os.path.join(a.out, f"floor-{stamp}.json")
     with open(path, "w") as f:

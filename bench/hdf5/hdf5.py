@@ -4,12 +4,12 @@
 
 Full profile (results in bench/results/hdf5-<UTC>.json, never overwritten):
 
-    /usr/bin/python3 bench/hdf5/hdf5.py --shardmill build/release/jobs/shardmill --wait-idle 60
+    PYTHONPATH=$PWD/tests/lib /usr/bin/python3 bench/hdf5/hdf5.py --shardmill build/release/jobs/shardmill --wait-idle 60
 
 Smoke profile for CI (ctest bench.hdf5.quick, label bench-quick; a small input, one warm-up and
 one measured round, every value checked; report in --out):
 
-    /usr/bin/python3 bench/hdf5/hdf5.py --quick --shardmill BUILD/jobs/shardmill --out DIR
+    PYTHONPATH=$PWD/tests/lib /usr/bin/python3 bench/hdf5/hdf5.py --quick --shardmill BUILD/jobs/shardmill --out DIR
 
 The same `convert` (a synthetic uint8 head-like volume, zarr-python v2 input, chunks 64^3; scale
 normalization; the sharded output [8,32,32] / [2,16,16] zstd 3 (set explicitly: the `auto`
@@ -29,7 +29,7 @@ caches are not dropped on this shared machine). A warm-up round of every kind co
 (ABAB...). sync(2) runs before every timed process, outside its interval. Outputs are kept until
 the end of the run.
 
-Recorded per write: process wall (bench/w3/w3_spawn.c: wall and wait4 rusage), the report's
+Recorded per write: process wall (bench/region_read/w3_spawn.c: wall and wait4 rusage), the report's
 timing_ms (total, write, export) and peak RSS, bytes of the Zarr output (shards + zarr.json;
 marker and journal separately) and of the HDF5 file (st_size and allocated blocks). Per read:
 the reader's in-process read time and process wall. Every value read back, by every reader,
@@ -51,14 +51,14 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 import numpy as np
 
+from shardmill_test import launcher
+from shardmill_test import machine
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
-sys.path.insert(0, os.path.join(REPO, "scaling"))
-import smbench  # noqa: E402  (the drivers' shared --mpirun-args)
 
 MIB = 1 << 20
 FULL_SHAPE = (128, 256, 256)
@@ -95,7 +95,7 @@ def build_spawn(work):
     global SPAWN
     SPAWN = os.path.join(work, "w3_spawn")
     subprocess.run(["cc", "-O2", "-std=c11", "-o", SPAWN,
-                    os.path.join(REPO, "bench", "w3", "w3_spawn.c")], check=True)
+                    os.path.join(REPO, "bench", "region_read", "w3_spawn.c")], check=True)
 
 
 def spawn(argv, base, env=None, cwd=None):
@@ -116,26 +116,6 @@ def spawn(argv, base, env=None, cwd=None):
             "peak_rss_bytes": r["maxrss_kib"] * 1024, "user_ms": r["utime_us"] / 1e3,
             "sys_ms": r["stime_us"] / 1e3, "stdout": stdout, "stderr": stderr.strip()[-1500:]}
 
-
-def _cpu_times():
-    with open("/proc/stat") as f:
-        v = [int(x) for x in f.readline().split()[1:]]
-    return sum(v), v[3] + v[4]
-
-
-def busy_cores(window_s=0.3):
-    t0, i0 = _cpu_times()
-    time.sleep(window_s)
-    t1, i1 = _cpu_times()
-    return 0.0 if t1 <= t0 else round((1 - (i1 - i0) / (t1 - t0)) * os.cpu_count(), 2)
-
-
-def wait_idle(limit_s, threshold=0.6):
-    samples = [busy_cores()]
-    t_end = time.monotonic() + limit_s
-    while samples[-1] >= threshold and time.monotonic() < t_end:
-        samples.append(busy_cores())
-    return samples
 
 
 def io_pressure():
@@ -228,7 +208,7 @@ def run_write(a, work, inp, kind, deflate, ranks, rnd):
             del env[k]
         env.pop("OMP_NUM_THREADS")  # threads auto: both cores
     os.sync()
-    busy, iop = busy_cores(0.2), io_pressure()
+    busy, iop = machine.busy_cores(0.2), io_pressure()
     r = spawn(argv, os.path.join(d, "spawn"), env=env, cwd=d)
     rec = {"kind": kind, "deflate": deflate, "ranks": ranks, "round": rnd, "dir": d,
            "wall_ms": r["wall_ms"], "rc": r["rc"], "peak_rss_bytes": r["peak_rss_bytes"],
@@ -413,7 +393,7 @@ def main():
                                                         "shardmill"))
     ap.add_argument("--node", default=shutil.which("node") or "node")
     ap.add_argument("--mpiexec", default=shutil.which("mpirun") or "mpirun")
-    smbench.add_mpirun_args(ap)
+    launcher.add_mpirun_args(ap)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--rounds", type=int, default=None)
     ap.add_argument("--ranks", default="1,2", help="comma list; 1 = a plain process")
@@ -423,7 +403,7 @@ def main():
                     help="wait up to this many seconds for an idle machine before starting")
     ap.add_argument("--table", default=None, help="print the table of an earlier report")
     a = ap.parse_args()
-    a.mpirun_extra = smbench.mpirun_args(a.mpirun_args)
+    a.mpirun_extra = launcher.mpirun_args(a.mpirun_args)
     if a.table:
         print(table(json.load(open(a.table))))
         return 0
@@ -437,7 +417,8 @@ def main():
     work = a.work or tempfile.mkdtemp(prefix="sm-bench-hdf5-")
     os.makedirs(work, exist_ok=True)
     build_spawn(work)
-    idle = wait_idle(a.wait_idle) if a.wait_idle > 0 else [busy_cores()]
+    idle = (machine.wait_idle(a.wait_idle, 0.6, 0.3) if a.wait_idle > 0
+            else [machine.busy_cores(0.3)])
     started = datetime.datetime.now(datetime.timezone.utc)
     log(f"hdf5 bench: shape {shape}, rounds {rounds} (+1 warm-up), ranks {ranks_list}, "
         f"work {work}")

@@ -5,7 +5,7 @@
 // buffer. Prints one JSON line {"read_ms", "open_ms", "shape", "dtype"}: read_ms covers the
 // zarr.get calls only; the values are written to OUT.raw (little-endian, C order) afterwards.
 import * as fs from "node:fs";
-import { loadZarrita } from "../w3/zarrita_common.mjs";
+import { loadZarrita } from "../region_read/zarrita_common.mjs";
 
 const [dir, out, slabArg] = process.argv.slice(2);
 const slab = Number(slabArg || 8);

@@ -4,14 +4,14 @@ against a bare C program measured in the same run. Run with /usr/bin/python3.
 
 Full profile (data/mri.zarr, 400 rounds; writes bench/results/startup-<commit>.json):
 
-    /usr/bin/python3 bench/startup/startup.py --build-dir build/release
+    PYTHONPATH=$PWD/tests/lib /usr/bin/python3 bench/startup/startup.py --build-dir build/release
 
 With --compare OTHER_SHARDMILL, a second binary (a build of an earlier commit) runs the same two
 commands in the same rounds (cases version_compare, info_compare).
 
 Smoke profile for CI (a small generated v2 array, 40 rounds, results into --out; a few seconds):
 
-    /usr/bin/python3 bench/startup/startup.py --quick --build-dir BUILD --out DIR
+    PYTHONPATH=$PWD/tests/lib /usr/bin/python3 bench/startup/startup.py --quick --build-dir BUILD --out DIR
 
 Cases, each a fresh process started by bench/startup/startup_timer.c (posix_spawn + waitpid,
 CLOCK_MONOTONIC; round-robin over the cases with a rotating first case, so machine noise spreads

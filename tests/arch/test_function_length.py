@@ -2,13 +2,13 @@
 """unit.arch.function_length: no function in engine/ or jobs/ is longer than 150 lines (issue 24
 #4; CONTRIBUTING.md "Naming and structure").
 
-    PYTHONPATH=tests/helpers test_function_length.py [--max N] [PATH ...]
+    PYTHONPATH=tests/lib test_function_length.py [--max N] [PATH ...]
                                                      (default: engine/ jobs/, limit 150)
 
 A function's length is the lines of its body, from the line of its opening `{` to the line of its
 closing `}`, both counted (the signature above the `{` is not). Functions are found by matching
 braces in the code with comments, string and character literals and preprocessor lines blanked
-(scripts/checksrc's stripper, through tests/helpers/c_source.py): a `{` at file scope whose
+(scripts/checksrc's stripper, through tests/lib/shardmill_test/c_source.py): a `{` at file scope whose
 preceding code closes a parameter list `name(...)` opens a function; one after `=`, `struct`,
 `enum` or `union` (a table, a type) does not. Each offender is named as `file:line: name is N
 lines (limit 150)`, the line being the one of its name.
@@ -23,7 +23,7 @@ import os
 import re
 import sys
 
-from c_source import strip_c as STRIP_C
+from shardmill_test.c_source import strip_c as STRIP_C
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 LIMIT = 150

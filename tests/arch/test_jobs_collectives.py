@@ -14,7 +14,8 @@ import os
 import re
 import sys
 
-from c_source import strip_c as STRIP_C
+from shardmill_test.c_source import strip_c as STRIP_C
+from shardmill_test.checks import check, summary
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 ALLOWED = {"sm_par_init", "sm_par_finalize", "sm_par_rank", "sm_par_size", "sm_par_stuck",
@@ -23,14 +24,6 @@ ALLOWED_IN = {"progress.c": {"sm_par_progress_post", "sm_par_progress_poll"}}
 PAR_CALL = re.compile(r"(?<![A-Za-z0-9_])(sm_par_[A-Za-z0-9_]+)\s*\(")
 MPI_NAME = re.compile(r"(?<![A-Za-z0-9_])(P?MPI_[A-Za-z0-9_]*)")
 MPI_INCLUDE = re.compile(r"^\s*#\s*include\s*[<\"]mpi\.h[>\"]", re.M)
-failures = 0
-
-
-def check(ok, what):
-    global failures
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
-    if not ok:
-        failures += 1
 
 
 def findings(name, text):
@@ -69,5 +62,4 @@ for name in names:
     check(not found, f"jobs/{name}: no collective call"
           + "".join(f"\n     jobs/{name}:{line}: {what}" for line, what in found))
 
-print(f"jobs_collectives: {failures} failure(s)")
-sys.exit(1 if failures else 0)
+sys.exit(summary())

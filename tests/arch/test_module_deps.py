@@ -11,16 +11,10 @@ import subprocess
 import sys
 import tempfile
 
+from shardmill_test.checks import check, summary
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 SCRIPT = os.path.join(ROOT, "scripts", "check_module_deps.py")
-failures = 0
-
-
-def check(ok, what):
-    global failures
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
-    if not ok:
-        failures += 1
 
 
 def run(root):
@@ -92,5 +86,4 @@ with tempfile.TemporaryDirectory() as tmp:
     check(r.returncode == 1 and "header work.h sits in engine/include/shardmill/ but the table"
           in r.stderr, f"an internal header in the public folder is refused ({r.stderr.strip()})")
 
-print(f"module_deps: {failures} failure(s)")
-sys.exit(1 if failures else 0)
+sys.exit(summary())

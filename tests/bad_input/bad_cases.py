@@ -23,8 +23,7 @@ import numcodecs
 import numpy as np
 import zarr
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "interop"))
-import shard_writer as sw  # noqa: E402
+from shardmill_test import shard_writer as sw
 
 EMPTY = 2**64 - 1
 

@@ -17,17 +17,10 @@ import subprocess
 import sys
 import time
 
-FAILS = []
-PASSED = [0]
+from shardmill_test.checks import Checks
 
-
-def check(label, ok, detail=""):
-    if ok:
-        PASSED[0] += 1
-        print(f"ok   {label}", flush=True)
-    else:
-        FAILS.append(label)
-        print(f"FAIL {label}: {str(detail).strip()[:2000]}", flush=True)
+C = Checks("bad_input.report_paths")
+check = C.check
 
 
 def run(cmd, cwd):
@@ -120,8 +113,7 @@ def main():
     check("run --report v.raw/deeper/r.json (an ancestor is a file): exit 2",
           r.returncode == 2 and ("not a directory" in r.stderr or "cannot reach" in r.stderr),
           r.stderr)
-    print(f"bad_input.report_paths: {PASSED[0]} passed, {len(FAILS)} failed", flush=True)
-    return 1 if FAILS else 0
+    return C.done()
 
 
 if __name__ == "__main__":

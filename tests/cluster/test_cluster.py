@@ -26,22 +26,14 @@ import time
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(HERE, "..", "helpers"))
+
+from shardmill_test.checks import check, summary
+from shardmill_test.ranks import mpi_env, plain_env
+
 from cluster import Cluster, Unavailable  # noqa: E402
-from launch_env import mpi_env, plain_env  # noqa: E402
 
 TIMEOUT = 120
 SKIP = 77
-failures = 0
-
-
-def check(ok, what):
-    global failures
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
-    if not ok:
-        failures += 1
 
 
 def make_input(path, shape, chunks, seed):
@@ -251,8 +243,7 @@ def main():
         cl.down()
     left = subprocess.run(["ip", "link", "show", cl.bridge], capture_output=True)
     check(left.returncode != 0, "the test hosts and their bridge are gone after the test")
-    print(f"{ARGS.case}: {failures} failure(s)")
-    return 1 if failures else 0
+    return summary(name=ARGS.case)
 
 
 if __name__ == "__main__":

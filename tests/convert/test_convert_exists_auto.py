@@ -36,15 +36,13 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import convert_common as cc  # noqa: E402
-import test_convert_safety as ts  # noqa: E402  (input, job YAML, kill helpers)
+from shardmill_test import runner as cc
+from shardmill_test.checks import Checks
+from shardmill_test.ranks import mpi_env, plain_env
 
-sys.path.insert(0, os.path.join(cc.REPO, "tests", "helpers"))
-from launch_env import mpi_env, plain_env  # noqa: E402
+import test_convert_safety as ts  # noqa: E402  (input, job YAML, kill helpers)
 
 SKIP = 77
 SMALL = (40, 96, 96)
@@ -403,7 +401,7 @@ def main():
     args = ap.parse_args()
     args.shardmill = os.path.abspath(args.shardmill)
     work = cc.fresh_dir(os.path.abspath(os.path.join(args.work, args.case)))
-    c = cc.Checks(f"exists_auto.{args.case}")
+    c = Checks(f"exists_auto.{args.case}")
     args.version = cc.engine_version(args.shardmill)
     if CASES[args.case](c, args, work) == SKIP:
         return SKIP

@@ -37,16 +37,15 @@ import argparse
 import json
 import math
 import os
-import sys
 from fractions import Fraction
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(HERE, "..", "helpers"))
-import convert_common as cc  # noqa: E402
-from launch_env import launch  # noqa: E402
+from shardmill_test import spec_oracle
+from shardmill_test import runner as cc
+from shardmill_test import zarr_decode
+from shardmill_test.checks import Checks
+from shardmill_test.ranks import launch
 
 SKIP = 77
 B = 65536
@@ -188,10 +187,10 @@ def check_window(c, label, rep, v, o, lo_p=1, hi_p=99):
 
 
 def check_output(c, label, out, v, lo, hi):
-    got = cc.spec_decode(out)
-    want = cc.normalize(v, "window", lo=lo, hi=hi)
+    got = zarr_decode.spec_decode(out)
+    want = spec_oracle.normalize(v, "window", lo=lo, hi=hi)
     c.check(f"{label}: level 0 = NumPy's float32 window at the reported [lo, hi] bit for bit",
-            cc.same_bits(got, want), cc.first_diff(got, want))
+            spec_oracle.same_bits(got, want), spec_oracle.first_diff(got, want))
 
 
 def convert_cfg(store, out, mode="percentile", extra_input=None):
@@ -214,7 +213,7 @@ def group_scan(c, args, work):
     t = rep["timing_ms"]
     c.check("scan: timing_ms.range (the min/max pass) reported", isinstance(t.get("range"), float)
             and "range" in t["max"] and "range" in t["mean"], t)
-    s, w = cc.checksums(v, v.shape, [0, 0, 0])
+    s, w = spec_oracle.checksums(v, v.shape, [0, 0, 0])
     c.check("scan: checksums = NumPy's", rep["result"]["checksum"] == s and
             rep["result"]["weighted_checksum"] == w, rep["result"])
     return None
@@ -370,7 +369,7 @@ def main():
     args = ap.parse_args()
     args.shardmill = os.path.abspath(args.shardmill)
     work = cc.fresh_dir(os.path.abspath(os.path.join(args.work, args.group)))
-    c = cc.Checks(f"convert.float_hist.{args.group}")
+    c = Checks(f"convert.float_hist.{args.group}")
     if GROUPS[args.group](c, args, work) == SKIP:
         return SKIP
     return c.done()

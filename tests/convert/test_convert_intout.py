@@ -23,15 +23,14 @@ Cases (one ctest each, label `convert`), on the head CT (data/ct/matrix.dat, raw
 
 import json
 import os
-import sys
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import convert_common as cc  # noqa: E402
-import ome_ngff_check as ngff  # noqa: E402
-import test_ingest as ti  # noqa: E402  (real_ct)
+from shardmill_test import inputs
+from shardmill_test import ome_ngff_check as ngff
+from shardmill_test import spec_oracle
+from shardmill_test import runner as cc
+from shardmill_test import zarr_decode
 
 SKIP = 77
 MAX = {"uint8": 255, "uint16": 65535}
@@ -90,15 +89,15 @@ def check_level0(c, args, work, name, arr_path, rep, want, dtype, prov_at):
             meta.get("data_type") == dtype and meta.get("fill_value") == 0,
             {k: meta.get(k) for k in ("data_type", "fill_value")})
     try:
-        got = cc.spec_decode(arr_path)
+        got = zarr_decode.spec_decode(arr_path)
     except Exception as e:  # noqa: BLE001 - a decoding problem is a failure to report
         c.check(f"{name}: level 0 decodes", False, repr(e))
         return None
     c.check(f"{name}: level 0 {list(want.shape)} {dtype} = NumPy's, byte for byte",
-            got.dtype == np.dtype(dtype) and cc.same_bits(got, want), cc.first_diff(got, want))
+            got.dtype == np.dtype(dtype) and spec_oracle.same_bits(got, want), spec_oracle.first_diff(got, want))
     cc.shardmill_read(c, args.shardmill, name, arr_path, want, work)
     res = rep.get("result", {})
-    s, w = cc.checksums(want, want.shape, [0, 0, 0])
+    s, w = spec_oracle.checksums(want, want.shape, [0, 0, 0])
     c.check(f"{name}: report output checksums = NumPy's over the {dtype} values (SPEC §5)",
             res.get("output_checksum") == s and res.get("output_weighted_checksum") == w,
             (res.get("output_checksum"), res.get("output_weighted_checksum"), s, w))
@@ -116,7 +115,7 @@ def check_level0(c, args, work, name, arr_path, rep, want, dtype, prov_at):
 
 def case_window(dtype):
     def run_case(c, args, work):
-        ct, vol = ti.real_ct()
+        ct, vol = inputs.real_ct()
         if ct is None:
             return SKIP
         name = f"window_{dtype}"
@@ -125,7 +124,7 @@ def case_window(dtype):
         rep = run_job(c, args, work, name, cfg)
         if rep is None:
             return None
-        w = cc.normalize(vol, "window", lo=WINDOW[0], hi=WINDOW[1])
+        w = spec_oracle.normalize(vol, "window", lo=WINDOW[0], hi=WINDOW[1])
         y = w * np.float32(MAX[dtype])
         down = int(np.count_nonzero(np.rint(y) != np.floor(y + np.float32(0.5))))
         c.check(f"{name}: the window has ties that half to even rounds down ({down})", down > 0)
@@ -139,7 +138,7 @@ def case_window(dtype):
 
 def case_percentile(dtype):
     def run_case(c, args, work):
-        ct, vol = ti.real_ct()
+        ct, vol = inputs.real_ct()
         if ct is None:
             return SKIP
         name = f"percentile_{dtype}"
@@ -149,14 +148,14 @@ def case_percentile(dtype):
         rep = run_job(c, args, work, name, cfg, ("--set", f"export.hdf5.path={h5}"))
         if rep is None:
             return None
-        bins, hlo, hhi = cc.default_hist(vol.dtype)
-        counts, under, over, _ = cc.histogram(vol, bins, hlo, hhi)
-        lo = cc.percentile(counts, under, over, hlo, hhi, PCT[0])
-        hi = cc.percentile(counts, under, over, hlo, hhi, PCT[1])
+        bins, hlo, hhi = spec_oracle.default_hist(vol.dtype)
+        counts, under, over, _ = spec_oracle.histogram(vol, bins, hlo, hhi)
+        lo = spec_oracle.percentile(counts, under, over, hlo, hhi, PCT[0])
+        hi = spec_oracle.percentile(counts, under, over, hlo, hhi, PCT[1])
         nm = rep.get("result", {}).get("normalization", {})
         c.check(f"{name}: report window = NumPy's percentiles [{float(lo)}, {float(hi)}]",
                 nm.get("lo") == float(lo) and nm.get("hi") == float(hi), nm)
-        want = to_int(cc.normalize(vol, "window", lo=lo, hi=hi), dtype)
+        want = to_int(spec_oracle.normalize(vol, "window", lo=lo, hi=hi), dtype)
         check_level0(c, args, work, name, os.path.join(out, "0"), rep, want, dtype, out)
         ngff.check(c, out, name)
         l1_path = os.path.join(out, "1")
@@ -164,15 +163,15 @@ def case_percentile(dtype):
         c.check(f"{name}: level 1 data_type {dtype}", m1.get("data_type") == dtype,
                 m1.get("data_type"))
         f = factors(want.shape, m1.get("shape"))
-        mean = cc.block_mean(want, f)
+        mean = spec_oracle.block_mean(want, f)
         try:
-            l1 = cc.spec_decode(l1_path)
+            l1 = zarr_decode.spec_decode(l1_path)
         except Exception as e:  # noqa: BLE001
             c.check(f"{name}: level 1 decodes", False, repr(e))
             return None
         c.check(f"{name}: level 1 {list(mean.shape)} (factors {f}) = SPEC §2's mean of NumPy's "
                 f"level 0 (float64 sums, rint half to even), byte for byte",
-                l1.dtype == np.dtype(dtype) and cc.same_bits(l1, mean), cc.first_diff(l1, mean))
+                l1.dtype == np.dtype(dtype) and spec_oracle.same_bits(l1, mean), spec_oracle.first_diff(l1, mean))
         if f == [2, 2, 2] and all(n % 2 == 0 for n in want.shape):
             # how often half to even decided: block sums / 8 ending in exactly .5
             z, y, x = (n // 2 for n in want.shape)
@@ -185,8 +184,8 @@ def case_percentile(dtype):
             c.check(f"{name}: HDF5 export dataset dtype {dtype} (little-endian), shape of "
                     f"level 0", d.dtype == np.dtype(dtype).newbyteorder("<") and
                     d.shape == want.shape, (d.dtype, d.shape))
-            c.check(f"{name}: HDF5 export values = level 0", cc.same_bits(d[...], want),
-                    cc.first_diff(d[...], want))
+            c.check(f"{name}: HDF5 export values = level 0", spec_oracle.same_bits(d[...], want),
+                    spec_oracle.first_diff(d[...], want))
         c.check(f"{name}: report export complete",
                 rep.get("export", {}).get("complete") is True, rep.get("export"))
         r = cc.run([args.shardmill, "verify", out])
@@ -196,7 +195,7 @@ def case_percentile(dtype):
 
 
 def case_scale_u8(c, args, work):
-    ct, vol = ti.real_ct()
+    ct, vol = inputs.real_ct()
     if ct is None:
         return SKIP
     name = "scale_u8"
@@ -204,7 +203,7 @@ def case_scale_u8(c, args, work):
     rep = run_job(c, args, work, name, cfg)
     if rep is None:
         return None
-    w = cc.normalize(vol, "scale", divisor=1000)
+    w = spec_oracle.normalize(vol, "scale", divisor=1000)
     c.check(f"{name}: the CT's w reaches below 0 and above 1 (the clamp is exercised)",
             float(w.min()) < 0 and float(w.max()) > 1, (float(w.min()), float(w.max())))
     check_level0(c, args, work, name, out, rep, to_int(w, "uint8"), "uint8", out)
@@ -212,7 +211,7 @@ def case_scale_u8(c, args, work):
 
 
 def case_bad_dtype(c, args, work):
-    ct, vol = ti.real_ct()
+    ct, vol = inputs.real_ct()
     if ct is None:
         return SKIP
     for dt in ("int16", "float64"):
@@ -253,7 +252,7 @@ def case_auto_layout(c, args, work):
         got = meta["chunk_grid"]["configuration"]["chunk_shape"]
         c.check(f"{name}: SPEC §2's auto layout for {dt} ({shard}), not float32's",
                 got == shard and got != cc.auto_layout(shape, 4)[0], got)
-        want = to_int(cc.normalize(vol, "window", lo=0, hi=4000), dt)
+        want = to_int(spec_oracle.normalize(vol, "window", lo=0, hi=4000), dt)
         cc.shardmill_read(c, args.shardmill, name, out, want, work)
     return None
 

@@ -10,12 +10,11 @@ Families (one ctest each, label `convert`): int16, uint8, float32, narrowing.
 
 import json
 import os
-import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import convert_common as cc  # noqa: E402
+from shardmill_test import spec_oracle
+from shardmill_test import runner as cc
 
 SHAPE = (20, 40, 50)
 CHUNKS = (16, 16, 16)
@@ -78,11 +77,11 @@ def family_values(c, args, work, dtype, widen, hist=None):
                 meta.get("data_type") == want.dtype.name, meta.get("data_type"))
         rep = json.load(open(rep_path))
         res = rep.get("result", {})
-        s, w = cc.checksums(src, vals.shape, ROI[0])
+        s, w = spec_oracle.checksums(src, vals.shape, ROI[0])
         c.check(f"{name} report input checksums",
                 res.get("checksum") == s and res.get("weighted_checksum") == w,
                 (res.get("checksum"), res.get("weighted_checksum"), s, w))
-        os_, ow = cc.checksums(want, want.shape, [0, 0, 0])
+        os_, ow = spec_oracle.checksums(want, want.shape, [0, 0, 0])
         c.check(f"{name} report output checksums",
                 res.get("output_checksum") == os_ and res.get("output_weighted_checksum") == ow,
                 (res.get("output_checksum"), res.get("output_weighted_checksum"), os_, ow))

@@ -24,13 +24,13 @@ Cases:
             of each block (NumPy strides), no value is invented; metadata.method identifiers.
   omero     attributes.ome.omero's window in output values: percentile and scale (float32),
             none with a histogram (the input's p1/p99 by NumPy) and without (the type's range).
-  checker   the OME-NGFF 0.5 checker (tests/helpers/ome_ngff_check.py) passes a conformant image
+  checker   the OME-NGFF 0.5 checker (tests/lib/shardmill_test/ome_ngff_check.py) passes a conformant image
             and names each rule broken in a mutated copy.
   aligned   the one-pass pyramid: automatic shards, 136x264x264 float32 in 1x2x3 level-0 shards;
             levels 1-2 on level 0's grid (made while it is written), 3-4 their own (read back);
             every level == the NumPy mean; 1 and 2 threads and 2 ranks byte-identical; one read
             of each input chunk; a damaged aligned and read-back shard rewritten by resume.
-Every OME output a case writes is checked by tests/helpers/ome_ngff_check.py.
+Every OME output a case writes is checked by tests/lib/shardmill_test/ome_ngff_check.py.
 Usage: test_convert_ome.py --shardmill BIN --node NODE --work DIR --case CASE [--mpiexec BIN]
 """
 
@@ -44,12 +44,14 @@ import time
 
 import numpy as np
 
+from shardmill_test import ome_ngff_check as ngff
+from shardmill_test import spec_oracle
+from shardmill_test import runner as cc
+from shardmill_test import zarr_decode
+from shardmill_test.checks import Checks
+from shardmill_test.ranks import mpi_env, plain_env
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "helpers"))
-import convert_common as cc  # noqa: E402
-import ome_ngff_check as ngff  # noqa: E402
-from launch_env import mpi_env, plain_env  # noqa: E402
 
 FULL = (41, 47, 57)
 ROI_OFF = [2, 1, 3]
@@ -107,7 +109,7 @@ def reduce_blocks(a, block, how="mean"):
     type (half to even for integers)."""
     if how == "nearest":
         return a[tuple(slice(None, None, b) for b in block)].copy()
-    return cc.block_mean(a, block)
+    return spec_oracle.block_mean(a, block)
 
 
 def pyramid(l0, plan, how="mean"):
@@ -204,7 +206,7 @@ def check_marker_levels(c, out, nlev):
     keys = []
     for k in range(nlev):
         meta = json.load(open(os.path.join(out, str(k), "zarr.json")))
-        keys += [f"{k}/{x}" for x in cc.shard_keys(meta)]
+        keys += [f"{k}/{x}" for x in zarr_decode.shard_keys(meta)]
     got = [r.get("key") for r in mk.get("shards", [])]
     c.check(f"marker lists the shards of every level in order ({len(keys)})", got == keys,
             got[:4])
@@ -813,10 +815,10 @@ def case_aligned(c, args, work):
     for k in range(5):
         meta = json.load(open(os.path.join(out, str(k), "zarr.json")))
         shards.append(meta["chunk_grid"]["configuration"]["chunk_shape"])
-        got = cc.spec_decode(os.path.join(out, str(k)))
+        got = zarr_decode.spec_decode(os.path.join(out, str(k)))
         c.check(f"level {k} {list(got.shape)} == the NumPy mean of level {k - 1}" if k else
-                "level 0 == the input / divisor", cc.same_bits(got, refs[k]),
-                cc.first_diff(got, refs[k]))
+                "level 0 == the input / divisor", spec_oracle.same_bits(got, refs[k]),
+                spec_oracle.first_diff(got, refs[k]))
     inner = [json.load(open(os.path.join(out, str(k), "zarr.json")))["codecs"][0]
              ["configuration"]["chunk_shape"] for k in range(5)]
     c.check("levels 0-2 on level 0's shard grid (256x256x128 / 2^k), levels 3-4 their own",
@@ -867,7 +869,7 @@ def main():
     ap.add_argument("--case", required=True, choices=sorted(cases))
     args = ap.parse_args()
     work = cc.fresh_dir(os.path.join(args.work, args.case))
-    c = cc.Checks(f"convert.ome.{args.case}")
+    c = Checks(f"convert.ome.{args.case}")
     cases[args.case](c, args, work)
     return c.done()
 

@@ -28,13 +28,12 @@ Prints one ok/FAIL line per check and a closing count; exit 1 on any failure.
 import argparse
 import os
 import re
-import sys
 import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import convert_common as cc  # noqa: E402
+from shardmill_test import runner as cc
+from shardmill_test.checks import Checks
 
 REL = {"same": "is", "inside": "lies inside", "contains": "contains"}
 
@@ -238,7 +237,7 @@ def main():
     args = ap.parse_args()
     args.shardmill = os.path.abspath(args.shardmill)
     root = cc.fresh_dir(os.path.abspath(os.path.join(args.work, args.case)))
-    c = cc.Checks(f"convert.overlap.{args.case}")
+    c = Checks(f"convert.overlap.{args.case}")
     make_tree(args, root)
     CASES[args.case](c, args, root)
     return c.done()

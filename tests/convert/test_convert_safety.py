@@ -40,13 +40,13 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import convert_common as cc  # noqa: E402
+from shardmill_test import runner as cc
+from shardmill_test import zarr_decode
+from shardmill_test.checks import Checks
 
 SKIP = 77
 BIG = (256, 256, 256)
@@ -98,7 +98,7 @@ def count_shards(out):
 def check_no_partial(c, label, out, ref=None):
     """Every shard-named object under OUT/c is a whole shard of the grid."""
     meta = json.load(open(os.path.join(out, "zarr.json")))
-    keys = set(k.split("/", 1)[1].replace("/", os.sep) for k in cc.shard_keys(meta))
+    keys = set(k.split("/", 1)[1].replace("/", os.sep) for k in zarr_decode.shard_keys(meta))
     shards, other = shard_names(out)
     c.check(f"{label} every shard-named object is in the grid", set(shards) <= keys,
             sorted(set(shards) - keys)[:5])
@@ -106,7 +106,7 @@ def check_no_partial(c, label, out, ref=None):
     for rel in shards:
         data = open(os.path.join(out, "c", rel), "rb").read()
         try:
-            cc.decode_object(meta, data)
+            zarr_decode.decode_object(meta, data)
         except Exception as e:  # noqa: BLE001 - any decoding problem is a partial shard
             bad.append(f"c/{rel}: {e}")
             continue
@@ -635,7 +635,7 @@ def main():
     args = ap.parse_args()
     args.shardmill = os.path.abspath(args.shardmill)
     work = cc.fresh_dir(os.path.abspath(os.path.join(args.work, args.case)))
-    c = cc.Checks(f"convert.safety.{args.case}")
+    c = Checks(f"convert.safety.{args.case}")
     args.version = cc.engine_version(args.shardmill)
     status = CASES[args.case](c, args, work)
     if status == SKIP:

@@ -40,74 +40,39 @@ import gzip
 import json
 import os
 import struct
-import sys
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import convert_common as cc  # noqa: E402
-import test_ingest as ti  # noqa: E402  (real_ct)
-import test_ingest_tiff as tt  # noqa: E402  (write_stack, write_multipage)
-import ome_ngff_check as ngff  # noqa: E402
 # SPEC §2's downsampling rule and mean, stated in the OME tests
+
+from shardmill_test import ingest as ti
+from shardmill_test import inputs
+from shardmill_test import ome_ngff_check as ngff
+from shardmill_test import spec_oracle
+from shardmill_test import runner as cc
+from shardmill_test import zarr_decode
+from shardmill_test.inputs import (CT_H5_DATASET, PCT, ct_input, ct_or_skip, pyramid_job,
+                                   write_ct_hdf5, write_ct_tiff)
+
 from test_convert_ome import ome_levels, pyramid, want_transforms  # noqa: E402
 
-sys.path.insert(0, os.path.join(cc.REPO, "scripts"))
-import ct_tools  # noqa: E402  (spacing_zyx of main.plist)
 
 SKIP = 77
-CT_PLIST = os.path.join(cc.REPO, "data", "ct", "main.plist")
 MRI = os.path.join(cc.REPO, "data", "mri", "ch2better.nii.gz")
 # Shards of whole slices ([12, 256, 256]: 9 along z): a TIFF slice (the source's slab) is never
 # cut by a shard, so no rank decodes a slice another rank's shard holds (tests/mpi too).
-CT_LAYOUT = {"shard": [12, 256, 256], "chunk": [6, 128, 128]}
-CT_H5_DATASET = "/exchange/data"
-PCT = (1, 99)
-
 
 # ---- the CT as sources (also used by tests/mpi/test_mpi_sources.py) ----
-
-def write_ct_tiff(dirpath, vol):
-    """The CT as a tifffile slice per file (s1.tif .. s108.tif), deflate (tifffile's zlib:
-    Adobe deflate, TIFF tag 8; Debian's tifffile writes it without imagecodecs)."""
-    tt.write_stack(dirpath, vol, compression="zlib")
-    return dirpath
-
-
-def write_ct_hdf5(path, vol):
-    import h5py
-    with h5py.File(path, "w") as f:
-        f.create_dataset(CT_H5_DATASET, data=vol, chunks=(8, 64, 64), compression="gzip",
-                         compression_opts=4, shuffle=True)
-    return path
-
-
-def ct_input(fmt, store, spacing):
-    inp = {"store": store, "format": fmt, "spacing": list(spacing), "unit": "millimeter"}
-    if fmt == "hdf5":
-        inp["hdf5"] = {"dataset": CT_H5_DATASET}
-    return inp
-
-
-def pyramid_job(path, inp, out, layout, threads=2, levels=2):
-    """The job of the tiff, hdf5 and nifti groups: percentile [1, 99], an OME-Zarr image."""
-    return cc.write_config(path, {
-        "job": "convert", "input": inp,
-        "normalize": {"mode": "percentile", "lo": PCT[0], "hi": PCT[1]},
-        "output": {"path": out, "fsync": False, "shard": layout["shard"],
-                   "chunk": layout["chunk"], "ome": {"levels": levels}},
-        "parallel": {"threads": threads}, "progress": False})
 
 
 def oracle(vol, spacing):
     """SPEC §5 by NumPy: the default histogram of vol's type, the percentiles PCT, level 0 as the
     float32 window, level 1 as SPEC §2's mean of level 0. Returns (hist, (lo, hi), [l0, l1])."""
-    bins, hlo, hhi = cc.default_hist(vol.dtype)
-    counts, under, over, _ = cc.histogram(vol, bins, hlo, hhi)
-    lo = cc.percentile(counts, under, over, hlo, hhi, PCT[0])
-    hi = cc.percentile(counts, under, over, hlo, hhi, PCT[1])
-    l0 = cc.normalize(vol, "window", lo=lo, hi=hi)
+    bins, hlo, hhi = spec_oracle.default_hist(vol.dtype)
+    counts, under, over, _ = spec_oracle.histogram(vol, bins, hlo, hhi)
+    lo = spec_oracle.percentile(counts, under, over, hlo, hhi, PCT[0])
+    hi = spec_oracle.percentile(counts, under, over, hlo, hhi, PCT[1])
+    l0 = spec_oracle.normalize(vol, "window", lo=lo, hi=hi)
     return (counts, under, over, bins, hlo, hhi), (lo, hi), pyramid(
         l0, ome_levels(vol.shape, spacing, 2))
 
@@ -133,7 +98,7 @@ def check_pyramid(c, args, work, label, cfg, out, vol, spacing, unit, fmt, store
     c.check(f"{label}: report window = NumPy's SPEC §5 percentiles [{float(lo)}, {float(hi)}]",
             nm.get("mode") == "percentile" and nm.get("lo") == float(lo) and
             nm.get("hi") == float(hi) and nm.get("percentiles") == [float(p) for p in PCT], nm)
-    s, w = cc.checksums(vol, vol.shape, [0] * vol.ndim)
+    s, w = spec_oracle.checksums(vol, vol.shape, [0] * vol.ndim)
     c.check(f"{label}: report voxels and checksums = NumPy's (SPEC §5)",
             res.get("voxels") == vol.size and res.get("checksum") == s and
             res.get("weighted_checksum") == w, {k: res.get(k) for k in
@@ -171,27 +136,19 @@ def check_pyramid(c, args, work, label, cfg, out, vol, spacing, unit, fmt, store
     got = []
     for k in range(2):
         try:
-            a = cc.spec_decode(os.path.join(out, str(k)))
+            a = zarr_decode.spec_decode(os.path.join(out, str(k)))
         except Exception as e:  # noqa: BLE001 - a decoding problem is a failure to report
             c.check(f"{label}: level {k} decodes", False, repr(e))
             return rep
         got.append(a)
         c.check(f"{label}: level {k} {list(want[k].shape)} float32 = NumPy's, bit for bit",
-                a.dtype == np.float32 and cc.same_bits(a, want[k]), cc.first_diff(a, want[k]))
+                a.dtype == np.float32 and spec_oracle.same_bits(a, want[k]), spec_oracle.first_diff(a, want[k]))
     mean = pyramid(got[0], plan)[1]
     c.check(f"{label}: level 1 = SPEC §2's mean of the level 0 read back, bit for bit",
-            cc.same_bits(got[1], mean), cc.first_diff(got[1], mean))
+            spec_oracle.same_bits(got[1], mean), spec_oracle.first_diff(got[1], mean))
     r = cc.run([args.shardmill, "verify", out])
     c.check(f"{label}: verify passes", r.returncode == 0, cc.describe(r) + r.stdout)
     return rep
-
-
-def ct_or_skip():
-    ct, vol = ti.real_ct()
-    if ct is None or not os.path.isfile(CT_PLIST):
-        print("SKIP: data/ct absent (scripts/fetch-data.sh)")
-        return None, None
-    return vol, ct_tools.spacing_zyx(CT_PLIST)
 
 
 def group_tiff(c, args, work):
@@ -209,7 +166,7 @@ def group_tiff(c, args, work):
     c.check("fixture: tifffile reads the stack back as the CT", np.array_equal(back, vol))
     out = os.path.join(work, "tiff.zarr")
     cfg = pyramid_job(os.path.join(work, "tiff.yaml"), ct_input("tiff", stack, spacing), out,
-                      CT_LAYOUT)
+                      inputs.CT_SOURCE_LAYOUT)
     check_pyramid(c, args, work, "ct_tiff", cfg, out, vol, spacing, "millimeter", "tiff", stack)
     return None
 
@@ -227,7 +184,7 @@ def group_hdf5(c, args, work):
                 np.array_equal(d[...], vol), (d.chunks, d.compression))
     out = os.path.join(work, "hdf5.zarr")
     cfg = pyramid_job(os.path.join(work, "hdf5.yaml"), ct_input("hdf5", h5, spacing), out,
-                      CT_LAYOUT)
+                      inputs.CT_SOURCE_LAYOUT)
     rep = check_pyramid(c, args, work, "ct_hdf5", cfg, out, vol, spacing, "millimeter", "hdf5",
                         h5)
     if rep is not None:
@@ -322,7 +279,7 @@ def group_bytes(c, args, work):
     rng = np.random.default_rng(2020)
     vol = rng.integers(0, 65536, BYTES_SHAPE, dtype=np.uint16)
     stack = os.path.join(work, "stack")
-    tt.write_stack(stack, vol, compression="deflate", rowsperstrip=32)  # tag 32946, 3 strips
+    inputs.write_stack(stack, vol, compression="deflate", rowsperstrip=32)  # tag 32946, 3 strips
     with tifffile.TiffFile(os.path.join(stack, "s1.tif")) as t:
         pg = t.pages[0]
         strips, comp = len(pg.dataoffsets), int(pg.compression)
@@ -358,10 +315,10 @@ def group_bytes(c, args, work):
         c.check(f"{label}: beyond_share_max_rank <= slab_bytes",
                 isinstance(src.get("beyond_share_max_rank"), int) and
                 src["beyond_share_max_rank"] <= slab, src)
-        got = cc.spec_decode(out)
-        want = cc.normalize(sub, "window", lo=lo, hi=hi)
+        got = zarr_decode.spec_decode(out)
+        want = spec_oracle.normalize(sub, "window", lo=lo, hi=hi)
         c.check(f"{label}: output = NumPy's float32 window, bit for bit",
-                cc.same_bits(got, want), cc.first_diff(got, want))
+                spec_oracle.same_bits(got, want), spec_oracle.first_diff(got, want))
 
 
 # ---- ingest, the alias ----
@@ -384,7 +341,7 @@ def group_alias(c, args, work):
     c.check("ingest + normalize.mode window: no output", not os.path.exists(out))
     # roi crops every source
     stack = os.path.join(work, "multi.tif")
-    tt.write_multipage(stack, vol, compression="zlib")
+    inputs.write_multipage(stack, vol, compression="zlib")
     import h5py
     h5 = os.path.join(work, "v.h5")
     with h5py.File(h5, "w") as f:
@@ -395,8 +352,8 @@ def group_alias(c, args, work):
             np.array_equal(back, vol))
     off, shp = [2, 5, 3], [5, 11, 19]
     crop = vol[tuple(slice(o, o + n) for o, n in zip(off, shp))]
-    s, w = cc.checksums(crop, vol.shape, off)
-    os_, ow = cc.checksums(crop, crop.shape, [0, 0, 0])
+    s, w = spec_oracle.checksums(crop, vol.shape, off)
+    os_, ow = spec_oracle.checksums(crop, crop.shape, [0, 0, 0])
     for fmt, store, extra in (("raw", raw, {"raw": raw_keys}), ("tiff", stack, {}),
                               ("hdf5", h5, {"hdf5": {"dataset": "/v"}}), ("nifti", nii, {})):
         label = f"ingest_roi_{fmt}"
@@ -413,9 +370,9 @@ def group_alias(c, args, work):
         c.check(f"{label}: zarr.json shape = roi.shape {shp}, int16",
                 meta.get("shape") == shp and meta.get("data_type") == "int16",
                 (meta.get("shape"), meta.get("data_type")))
-        got = cc.spec_decode(out)
-        c.check(f"{label}: output = NumPy's crop, bit for bit", cc.same_bits(got, crop),
-                cc.first_diff(got, crop))
+        got = zarr_decode.spec_decode(out)
+        c.check(f"{label}: output = NumPy's crop, bit for bit", spec_oracle.same_bits(got, crop),
+                spec_oracle.first_diff(got, crop))
         c.check(f"{label}: report job ingest, roi = the ROI given",
                 rep.get("job") == "ingest" and rep.get("roi") == {"offset": off, "shape": shp},
                 (rep.get("job"), rep.get("roi")))
@@ -456,7 +413,7 @@ def group_summary(c, args, work):
     raw = os.path.join(work, "v.raw")
     vol.tofile(raw)
     stack = os.path.join(work, "stack")
-    tt.write_stack(stack, vol)
+    inputs.write_stack(stack, vol)
     for job, fmt, store, extra in (
             ("ingest", "raw", raw, {"raw": {"dtype": "int16", "shape": [4, 5, 6]}}),
             ("convert", "tiff", stack, {})):
@@ -481,8 +438,8 @@ def group_none_histogram(c, args, work):
     raw = os.path.join(work, "f.raw")
     vol.tofile(raw)
     stack = os.path.join(work, "f.tif")
-    tt.write_multipage(stack, vol)
-    s, w = cc.checksums(vol, vol.shape, [0, 0, 0])
+    inputs.write_multipage(stack, vol)
+    s, w = spec_oracle.checksums(vol, vol.shape, [0, 0, 0])
     for job, fmt, store, extra in (
             ("ingest", "raw", raw, {"raw": {"dtype": "float32", "shape": list(vol.shape)}}),
             ("convert", "tiff", stack, {})):

@@ -27,12 +27,13 @@ import os
 import re
 import shutil
 import struct
-import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import convert_common as cc  # noqa: E402
+from shardmill_test import spec_oracle
+from shardmill_test import runner as cc
+from shardmill_test import zarr_decode
+from shardmill_test.checks import Checks
 
 SHAPE = (50, 70, 90)
 CHUNKS = (16, 16, 16)
@@ -133,21 +134,21 @@ def oracle(vals, roi, norm, hist):
     if hist is not None:
         bins, (lo, hi) = hist["bins"], hist["range"]
     else:
-        bins, lo, hi = cc.default_hist(vals.dtype)
-    counts, under, over, nan = cc.histogram(v, bins, lo, hi)
+        bins, lo, hi = spec_oracle.default_hist(vals.dtype)
+    counts, under, over, nan = spec_oracle.histogram(v, bins, lo, hi)
     mode = norm.get("mode", "scale")
     if mode == "scale":
         nlo = nhi = None
-        out = cc.normalize(v, "scale", divisor=norm.get("divisor", 255))
+        out = spec_oracle.normalize(v, "scale", divisor=norm.get("divisor", 255))
     elif mode == "window":
         nlo, nhi = norm["lo"], norm["hi"]
-        out = cc.normalize(v, "window", lo=nlo, hi=nhi)
+        out = spec_oracle.normalize(v, "window", lo=nlo, hi=nhi)
     else:
-        nlo = cc.percentile(counts, under, over, lo, hi, norm["lo"])
-        nhi = cc.percentile(counts, under, over, lo, hi, norm["hi"])
-        out = cc.normalize(v, "window", lo=nlo, hi=nhi)
-    s, w = cc.checksums(v, vals.shape, off)
-    os_, ow = cc.checksums(out, out.shape, [0] * out.ndim)
+        nlo = spec_oracle.percentile(counts, under, over, lo, hi, norm["lo"])
+        nhi = spec_oracle.percentile(counts, under, over, lo, hi, norm["hi"])
+        out = spec_oracle.normalize(v, "window", lo=nlo, hi=nhi)
+    s, w = spec_oracle.checksums(v, vals.shape, off)
+    os_, ow = spec_oracle.checksums(out, out.shape, [0] * out.ndim)
     return {"in": v, "out": out, "bins": bins, "range": [lo, hi], "counts": counts,
             "under": under, "over": over, "nan": nan, "mode": mode, "lo": nlo, "hi": nhi,
             "checksum": s, "weighted": w, "out_checksum": os_, "out_weighted": ow}
@@ -280,9 +281,9 @@ def run_case(c, args, work, name, inp, vals, roi, norm, hist=None, fsync=False, 
     check_zarr_json(c, label, out, want, roi, inp, norm, args.version)
     cc.check_marker(c, label, out, rep, args.version)
     try:
-        got = cc.spec_decode(out)
+        got = zarr_decode.spec_decode(out)
         c.check(f"{label} NumPy spec decode == float32 formula (bit for bit)",
-                cc.same_bits(got, want["out"]), cc.first_diff(got, want["out"]))
+                spec_oracle.same_bits(got, want["out"]), spec_oracle.first_diff(got, want["out"]))
     except Exception as e:  # noqa: BLE001 - a decoding problem is a failure to report
         c.check(f"{label} NumPy spec decode", False, repr(e))
     cc.shardmill_read(c, args.shardmill, label, out, want["out"], work)
@@ -387,9 +388,9 @@ def family_threads(c, args, work):
         c.check(f"threads {base_tag} vs {tag}: byte-identical trees (every file)", not diffs,
                 "; ".join(diffs[:8]))
     want = oracle(vals, NONALIGNED, norm, None)
-    got = cc.spec_decode(base)
-    c.check("threads output == NumPy float32 formula", cc.same_bits(got, want["out"]),
-            cc.first_diff(got, want["out"]))
+    got = zarr_decode.spec_decode(base)
+    c.check("threads output == NumPy float32 formula", spec_oracle.same_bits(got, want["out"]),
+            spec_oracle.first_diff(got, want["out"]))
 
 
 def family_spec_report_scale(c, args, work):
@@ -498,7 +499,7 @@ def main():
     args = ap.parse_args()
     args.shardmill = os.path.abspath(args.shardmill)
     work = cc.fresh_dir(os.path.abspath(os.path.join(args.work, args.family)))
-    c = cc.Checks(f"convert.zarrita.{args.family}")
+    c = Checks(f"convert.zarrita.{args.family}")
     args.version = cc.engine_version(args.shardmill)
     c.check("shardmill --version", args.version[0] is not None, args.version)
     if args.family in CASES:

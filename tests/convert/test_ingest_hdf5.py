@@ -20,13 +20,12 @@ Groups (one ctest each, label `convert`):
 import json
 import os
 import shutil
-import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import convert_common as cc  # noqa: E402
-import test_ingest as ti  # noqa: E402
+from shardmill_test import ingest as ti
+from shardmill_test import inputs
+from shardmill_test import runner as cc
 
 SKIP = 77
 SHAPE = (11, 37, 45)
@@ -143,7 +142,7 @@ def group_types(c, args, work):
 
 
 def group_ct(c, args, work):
-    ct, want = ti.real_ct()
+    ct, want = inputs.real_ct()
     if ct is None:
         return SKIP
     raw = ti.ingest_raw_ct(c, args, work, ct, want)

@@ -19,39 +19,17 @@ Groups (one ctest each, label `convert`):
 import os
 import shutil
 import subprocess
-import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import convert_common as cc  # noqa: E402
-import test_ingest as ti  # noqa: E402
+from shardmill_test import ingest as ti
+from shardmill_test import inputs
+from shardmill_test import runner as cc
+from shardmill_test.inputs import tifffile, write_multipage, write_stack
 
 SKIP = 77
 SHAPE = (12, 37, 45)
 LAYOUT = ((4, 32, 32), (2, 16, 16))  # small shards: several per axis, partial edges
-
-
-def tifffile():
-    import tifffile as tf
-    return tf
-
-
-def write_stack(dirpath, vol, **kw):
-    """One tifffile slice per file, s1.tif ... sN.tif (no zero padding: natural order)."""
-    shutil.rmtree(dirpath, ignore_errors=True)
-    os.makedirs(dirpath)
-    for z in range(vol.shape[0]):
-        tifffile().imwrite(os.path.join(dirpath, f"s{z + 1}.tif"), vol[z], **kw)
-    # files that are not slices are left alone
-    open(os.path.join(dirpath, "notes.txt"), "w").write("scanner notes\n")
-
-
-def write_multipage(path, vol, **kw):
-    tf = tifffile()
-    with tf.TiffWriter(path) as w:
-        for z in range(vol.shape[0]):
-            w.write(vol[z], contiguous=False, **kw)
 
 
 def tiffcp(src, dst, comp):
@@ -101,7 +79,7 @@ def group_types(c, args, work):
 
 
 def group_ct(c, args, work):
-    ct, want = ti.real_ct()
+    ct, want = inputs.real_ct()
     if ct is None:
         return SKIP
     raw = ti.ingest_raw_ct(c, args, work, ct, want)

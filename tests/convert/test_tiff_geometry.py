@@ -23,14 +23,13 @@ Each output's level 0 also equals NumPy's scale normalization (value / 255, floa
 import json
 import os
 import shutil
-import sys
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import convert_common as cc  # noqa: E402
-import ome_ngff_check as ngff  # noqa: E402
+from shardmill_test import ome_ngff_check as ngff
+from shardmill_test import spec_oracle
+from shardmill_test import runner as cc
+from shardmill_test import zarr_decode
 
 SHAPE = (8, 20, 24)
 
@@ -93,10 +92,10 @@ def check_geometry(c, label, res, vol, spacing, unit, sp_from, unit_from):
     prov = json.load(open(os.path.join(out, "zarr.json")))["attributes"].get("shardmill", {})
     c.check(f"{label}: provenance spacing and unit", prov.get("spacing") == spacing and
             prov.get("unit") == unit, {k: prov.get(k) for k in ("spacing", "unit")})
-    got = cc.spec_decode(os.path.join(out, "0"))
-    want = cc.normalize(vol, "scale", divisor=255.0)
+    got = zarr_decode.spec_decode(os.path.join(out, "0"))
+    want = spec_oracle.normalize(vol, "scale", divisor=255.0)
     c.check(f"{label}: level 0 = NumPy's value / 255 (float32), bit for bit",
-            cc.same_bits(got, want), cc.first_diff(got, want))
+            spec_oracle.same_bits(got, want), spec_oracle.first_diff(got, want))
 
 
 def imagej_file(path, vol, res, spacing, unit, **kw):

@@ -22,17 +22,8 @@ import sys
 import numpy as np
 import zarr
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers"))
-from launch_env import mpi_env, plain_env  # noqa: E402
-
-failures = 0
-
-
-def check(ok, what):
-    global failures
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
-    if not ok:
-        failures += 1
+from shardmill_test.checks import check, summary
+from shardmill_test.ranks import mpi_env, plain_env
 
 
 def tree(root):
@@ -93,7 +84,7 @@ def main():
           f"{sorted(set(cli) ^ set(api))[:5]})")
     diff = [k for k in cli if k in api and cli[k] != api[k]]
     check(not diff, f"every file equal byte for byte (differ: {diff[:5]})")
-    return 1 if failures else 0
+    return summary()
 
 
 if __name__ == "__main__":

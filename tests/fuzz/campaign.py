@@ -2,7 +2,7 @@
 """campaign.py: long libFuzzer runs of the tests/fuzz targets, a few at a time, with their final
 statistics collected in one JSON file (docs/internals/fuzzing.md, "Results").
 
-Usage: /usr/bin/python3 tests/fuzz/campaign.py --build build/fuzz --seconds 720 [--jobs 2]
+Usage: PYTHONPATH=$PWD/tests/lib /usr/bin/python3 tests/fuzz/campaign.py --build build/fuzz --seconds 720 [--jobs 2]
            [--nice 19] [--out bench/results/fuzz-campaign-<time>.json] [TARGET...]
 Each target fuzzes a work copy of its committed corpus (build/fuzz/tests/fuzz/campaign/<name>)
 with its dictionary, the ctest limits (-rss_limit_mb=2048 -malloc_limit_mb=512 -timeout=25) and

@@ -1,9 +1,9 @@
 #!/usr/bin/python3
 """Writes the seed corpora of tests/fuzz/corpus/<target>/ (docs/internals/fuzzing.md).
 
-Run with Debian's python (numpy, zarr 2.13, numcodecs): /usr/bin/python3 tests/fuzz/make_seeds.py
+Run with Debian's python (numpy, zarr 2.13, numcodecs): PYTHONPATH=$PWD/tests/lib /usr/bin/python3 tests/fuzz/make_seeds.py
 The output is committed; rerun after changing a target's input format. Seeds come from writers
-independent of shardmill: tests/interop/shard_writer.py (Zarr v3, plain and sharded), zarr-python
+independent of shardmill: tests/lib/shardmill_test/shard_writer.py (Zarr v3, plain and sharded), zarr-python
 2.13 (v2 arrays and groups) and numcodecs (compressed chunks), plus the repository's configs/ and
 tests/bad_input/configs/ for the YAML loader. Every seed is a few KiB at most; each file is named
 for what it holds. Files of other origin in a corpus directory (crash reproducers, inputs the
@@ -20,10 +20,10 @@ import numcodecs
 import numpy as np
 import zarr
 
+from shardmill_test import shard_writer
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(ROOT, "tests", "interop"))
-import shard_writer  # noqa: E402
 
 CORPUS = os.path.join(HERE, "corpus")
 MAX_SEED = 8192

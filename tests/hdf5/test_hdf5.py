@@ -2,7 +2,7 @@
 One ctest per case, label `hdf5`. Inputs are written at test time by zarr-python 2.13; the export
 is read by h5py (Debian python3-h5py, HDF5 1.10.8) and compared value by value, bit for bit, with
 what zarrita.js 0.7.5 reads from the Zarr output of the same run, and with the NumPy oracle of
-SPEC §5 (tests/convert/convert_common.py).
+SPEC §5 (tests/lib/shardmill_test/spec_oracle.py).
 
 Usage: /usr/bin/python3 test_hdf5.py --shardmill BIN --mpiexec MPIEXEC --node NODE --work DIR
                                      --case CASE [--ranks N] [--config configs/convert-ct-hdf5.yaml]
@@ -32,18 +32,18 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 
 import h5py
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "convert"))
-import convert_common as cc  # noqa: E402
+from shardmill_test import spec_oracle
+from shardmill_test import runner as cc
+from shardmill_test.checks import Checks
+from shardmill_test.ranks import mpi_env
 
-sys.path.insert(0, os.path.join(HERE, "..", "helpers"))
-from launch_env import mpi_env  # noqa: E402
+HERE = os.path.dirname(os.path.abspath(__file__))
+
 
 SHAPE = (40, 70, 90)
 CHUNKS = (16, 16, 16)
@@ -52,11 +52,8 @@ ROI_SHAPE = [37, 66, 85]
 PCT = (1.5, 99)
 TIMEOUT = 120
 ARGS = None
-C = cc.Checks("hdf5")
-
-
-def check(label, ok, detail=""):
-    return C.check(label, ok, detail)
+C = Checks("hdf5")
+check = C.check
 
 
 # ---- inputs ----
@@ -140,13 +137,13 @@ def tmp_files(d):
 
 def oracle(a, off, shape):
     roi = a[tuple(slice(o, o + s) for o, s in zip(off, shape))]
-    bins, lo, hi = cc.default_hist(a.dtype)
-    counts, under, over, nan = cc.histogram(roi, bins, lo, hi)
-    plo = cc.percentile(counts, under, over, lo, hi, PCT[0])
-    phi = cc.percentile(counts, under, over, lo, hi, PCT[1])
+    bins, lo, hi = spec_oracle.default_hist(a.dtype)
+    counts, under, over, nan = spec_oracle.histogram(roi, bins, lo, hi)
+    plo = spec_oracle.percentile(counts, under, over, lo, hi, PCT[0])
+    phi = spec_oracle.percentile(counts, under, over, lo, hi, PCT[1])
     return {"roi": roi, "bins": bins, "range": (lo, hi), "counts": counts, "under": under,
             "over": over, "nan": nan, "lo": float(plo), "hi": float(phi),
-            "values": cc.normalize(roi, "window", lo=plo, hi=phi)}
+            "values": spec_oracle.normalize(roi, "window", lo=plo, hi=phi)}
 
 
 def zarrita_values(label, zarr_path, shape, work):
@@ -189,9 +186,9 @@ def check_export(label, d, a, deflate, ranks, chunk=(8, 32, 32), dataset="/data"
         hv = ds[...]
         if zr is not None:
             check(f"{label}: h5py == zarrita.js, bit for bit ({hv.size} values)",
-                  cc.same_bits(hv, zr), cc.first_diff(hv, zr))
+                  spec_oracle.same_bits(hv, zr), spec_oracle.first_diff(hv, zr))
         check(f"{label}: h5py == NumPy float32 window, bit for bit",
-              cc.same_bits(hv, want["values"]), cc.first_diff(hv, want["values"]))
+              spec_oracle.same_bits(hv, want["values"]), spec_oracle.first_diff(hv, want["values"]))
         at = ds.attrs
         check(f"{label}: normalization attributes == NumPy percentiles",
               at["normalization_mode"] == "percentile" and at["normalization_lo"] == want["lo"]
@@ -344,6 +341,7 @@ def unmount(path):
             return
         time.sleep(0.1)
     subprocess.run(["umount", "-l", path], capture_output=True)
+
 
 def case_failures(work):
     ranks = ARGS.ranks

@@ -18,14 +18,11 @@ Groups (one ctest each, label `hdf5`):
 import json
 import os
 import shutil
-import sys
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "convert"))
-import convert_common as cc  # noqa: E402
-import test_ingest as ti  # noqa: E402
+from shardmill_test import ingest as ti
+from shardmill_test import runner as cc
 
 SHAPE = (4, 5, 6)
 LAYOUT = ((4, 8, 8), (2, 4, 4))

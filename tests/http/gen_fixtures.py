@@ -6,7 +6,7 @@ Usage: /usr/bin/python3 gen_fixtures.py OUTDIR
 - v2_gzip.zarr      zarr-python 2.13, int16 [20,70,90], chunks [8,32,32], gzip, '.' keys,
                     all-fill chunks not written (write_empty_chunks=False)
 - v2_nested.zarr    zarr-python 2.13, uint8 [50,130], chunks [16,32], zstd, '/' keys
-- v3_sharded.zarr   tests/interop/shard_writer.py, uint16 [24,100,100], shards [8,64,64],
+- v3_sharded.zarr   tests/lib/shardmill_test/shard_writer.py, uint16 [24,100,100], shards [8,64,64],
                     inner [4,16,16], gzip, index at the end (+crc32c), empty inner chunks and a
                     missing shard
 - v3_sharded_start.zarr  same data, zstd + crc32c inner codecs, index at the start
@@ -15,7 +15,7 @@ Usage: /usr/bin/python3 gen_fixtures.py OUTDIR
                     (space, %, #, ?, non-ASCII), with the decoy "pctA" next to "pct%41"
 
 manifest.json lists each array with its expected-value file (.npy, C order), fill value,
-chunk grid and one chunk key per array to aim faults at. If tests/interop/shard_writer.py is
+chunk grid and one chunk key per array to aim faults at. If tests/lib/shardmill_test/shard_writer.py is
 missing, the sharded arrays are skipped (the manifest says so).
 """
 
@@ -27,10 +27,9 @@ import sys
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "interop"))
 
 try:
-    import shard_writer as sw
+    from shardmill_test import shard_writer as sw
 except ImportError:  # the interop engineer's writer is absent: sharded fixtures are skipped
     sw = None
 

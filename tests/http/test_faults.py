@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """HTTP fault injection (SPEC §3 retries, §4 exit codes, §5 counters) against
-tests/helpers/fault_server.py serving the HTTP fixtures.
+tests/lib/shardmill_test/fault_server.py serving the HTTP fixtures.
 
 Every case ends in exactly one of two ways, never in wrong data:
 - exit 0 with the region equal to NumPy, the retries visible in --stats (each retry is one
@@ -19,8 +19,8 @@ import sys
 import time
 import unittest
 
-from http_common import check_error_line, expected, load_manifest, region_bytes, run_read
-from fault_server import FaultServer
+from shardmill_test.fault_server import FaultServer
+from shardmill_test.http_reads import check_error_line, expected, load_manifest, region_bytes, run_read
 
 ARGS = None
 SRV = None

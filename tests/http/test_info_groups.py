@@ -25,15 +25,15 @@ import tempfile
 import numpy as np
 import zarr
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers"))
-from nginx_server import NginxServer  # noqa: E402
+from shardmill_test.checks import Checks
+from shardmill_test.nginx_server import NginxServer
 
-FAILS = []
+C = Checks("http.info_groups")
 
 
 def check(what, got, want):
-    if got != want:
-        FAILS.append(f"{what}: got {got!r}, want {want!r}")
+    """got == want, one check line (the info fields of a group or array)."""
+    return C.check(what, got == want, f"got {got!r}, want {want!r}")
 
 
 V2_LEVELS = [("0", (16, 32, 40), [2.0, 0.5, 0.5]),
@@ -92,15 +92,14 @@ def write_v3_ome(root):
 def info(shardmill, store):
     p = subprocess.run([shardmill, "info", store], capture_output=True, timeout=60)
     if p.returncode != 0:
-        FAILS.append(f"info {store}: exit {p.returncode}: {p.stderr.decode()!r}")
+        C.check(f"info {store} exits 0", False, f"exit {p.returncode}: {p.stderr.decode()!r}")
         return {}
     return json.loads(p.stdout)
 
 
 def check_levels(tag, d, levels, dtype, version, translation0=None):
     ms = d.get("multiscales")
-    if not isinstance(ms, list) or len(ms) != 1:
-        FAILS.append(f"{tag}: multiscales is {ms!r}")
+    if not C.check(f"{tag}: one multiscales entry", isinstance(ms, list) and len(ms) == 1, ms):
         return
     check(f"{tag} version", ms[0].get("version"), version)
     got = ms[0].get("levels", [])
@@ -112,8 +111,9 @@ def check_levels(tag, d, levels, dtype, version, translation0=None):
         check(f"{tag} level {i} scale", lv.get("scale"), scale)
         if i == 0 and translation0 is not None:
             check(f"{tag} level 0 translation", lv.get("translation"), translation0)
-        elif "translation" in lv:
-            FAILS.append(f"{tag} level {i}: unexpected translation {lv['translation']!r}")
+        else:
+            C.check(f"{tag} level {i}: no translation", "translation" not in lv,
+                    lv.get("translation"))
 
 
 def members(d):
@@ -152,11 +152,7 @@ def main():
                 # a level addressed by its path inside the group is an array
                 lv = info(a.shardmill, f"{base}/v3_ome.zarr/s1")
                 check(f"{via} v3 s1 shape", lv.get("shape"), list(V3_LEVELS[1][1]))
-    for f in FAILS:
-        print("FAIL", f)
-    if not FAILS:
-        print("ok: info on OME-Zarr v0.4 (v2) and v0.5 (v3) groups, files and nginx")
-    return 1 if FAILS else 0
+    return C.done()
 
 
 if __name__ == "__main__":

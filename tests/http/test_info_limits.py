@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """`shardmill info` applies limits.max_object_bytes to the metadata it reads (issue 19): a
-zarr.json response declaring a Content-Length of 2^62 (tests/helpers/fault_server.py, fault
+zarr.json response declaring a Content-Length of 2^62 (tests/lib/shardmill_test/fault_server.py, fault
 "length", on 127.0.0.1) is exit 5 naming the limit, before anything is allocated (it was exit 1
 "cannot allocate"); the default is 512MiB as for scan and read, `--max-object-bytes` sets it
 (a real zarr.json of some 300 bytes over a 100-byte limit is exit 5, from HTTP and from files; 0 is a
@@ -16,20 +16,11 @@ import subprocess
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers"))
-from fault_server import FaultServer  # noqa: E402
+from shardmill_test.checks import Checks
+from shardmill_test.fault_server import FaultServer
 
-FAILS = []
-PASSED = [0]
-
-
-def check(label, ok, detail=""):
-    if ok:
-        PASSED[0] += 1
-        print(f"ok   {label}", flush=True)
-    else:
-        FAILS.append(label)
-        print(f"FAIL {label}: {str(detail).strip()[:2000]}", flush=True)
+C = Checks("http.info_limits")
+check = C.check
 
 
 def run(cmd):
@@ -87,8 +78,7 @@ def main():
                ["limits.max_object_bytes", "(100)"])
         expect("--max-object-bytes 0", [sm, "info", os.path.join(root, "a.zarr"),
                                         "--max-object-bytes", "0"], 2, ["--max-object-bytes"])
-    print(f"http.info_limits: {PASSED[0]} passed, {len(FAILS)} failed", flush=True)
-    return 1 if FAILS else 0
+    return C.done()
 
 
 if __name__ == "__main__":

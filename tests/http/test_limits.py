@@ -21,7 +21,8 @@ import subprocess
 import tempfile
 import threading
 import unittest
-from http_common import test_args  # noqa: E402
+
+from shardmill_test.http_reads import test_args
 
 ARGS = None
 

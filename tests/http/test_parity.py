@@ -17,8 +17,8 @@ import unittest
 
 import numpy as np
 
-from http_common import expected, load_manifest, region_bytes, run_read, check_error_line
-from nginx_server import NginxServer
+from shardmill_test.http_reads import expected, load_manifest, region_bytes, run_read, check_error_line
+from shardmill_test.nginx_server import NginxServer
 
 ARGS = None
 SRV = None

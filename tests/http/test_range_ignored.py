@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""A server that ignores Range (SPEC §3): Python's http.server (tests/helpers/plain_server.py,
+"""A server that ignores Range (SPEC §3): Python's http.server (tests/lib/shardmill_test/plain_server.py,
 which only adds a request log to it) answers every ranged GET with 200 and the whole file.
 shardmill must detect it, fetch each shard ONCE, keep it and slice every later range from it,
 count the bytes that really crossed the wire, and say so in the report (io.http).
@@ -26,10 +26,8 @@ import unittest
 
 import numpy as np
 
-from http_common import check_error_line, expected, load_manifest, region_bytes, run_read
+from shardmill_test.http_reads import check_error_line, expected, load_manifest, region_bytes, run_read
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-HELPERS = os.path.join(HERE, "..", "helpers")
 ARGS = None
 MANIFEST = None
 
@@ -46,7 +44,7 @@ class PlainServer:
     def __enter__(self):
         port_file = os.path.join(self.dir, "port")
         self.proc = subprocess.Popen(
-            [sys.executable, os.path.join(HELPERS, "plain_server.py"), "--root", self.root,
+            [sys.executable, "-m", "shardmill_test.plain_server", "--root", self.root,
              "--port-file", port_file, "--log", self.log_path, "--max-lifetime", "240"],
             stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + 10

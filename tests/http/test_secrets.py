@@ -19,7 +19,7 @@ import tempfile
 import threading
 import unittest
 
-from http_common import expected, load_manifest, test_args
+from shardmill_test.http_reads import expected, load_manifest, test_args
 
 ARGS = None
 MANIFEST = None

@@ -5,7 +5,7 @@
  * The server comes from the environment (ctest starts nginx as a FIXTURES_SETUP):
  *   SM_TEST_HTTP_ROOT       the directory nginx serves (required)
  *   SM_TEST_HTTP_URL        http://127.0.0.1:PORT serving it, or
- *   SM_TEST_HTTP_PORT_FILE  a file holding PORT (written by tests/helpers/nginx_server.py)
+ *   SM_TEST_HTTP_PORT_FILE  a file holding PORT (written by shardmill_test/nginx_server.py)
  * Without them the program prints why and exits 77 (ctest SKIP_RETURN_CODE). */
 #include "shardmill/sm_config.h"
 

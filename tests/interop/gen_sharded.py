@@ -19,7 +19,8 @@ import sys
 import crc32c
 import numpy as np
 
-import shard_writer as sw
+from shardmill_test import shard_writer as sw
+
 from fixture_common import fill_to_json, sample_values, save_expected, v3_name, write_manifest
 
 EMPTY = 2**64 - 1

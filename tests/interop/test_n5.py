@@ -6,7 +6,7 @@ Java N5 writes (truncated edge blocks, a varlength-mode block, a missing block),
 `shardmill read` (whole arrays and sub-regions), `shardmill info` and a `scan` job, from files and
 through nginx on 127.0.0.1, and compared value by value with the NumPy arrays that were written.
 
-    /usr/bin/python3 tests/interop/test_n5.py --shardmill BIN --out DIR
+    PYTHONPATH=$PWD/tests/lib /usr/bin/python3 tests/interop/test_n5.py --shardmill BIN --out DIR
 """
 
 import argparse
@@ -23,9 +23,9 @@ import numcodecs
 import numpy as np
 import zarr
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "helpers"))
-from nginx_server import NginxServer  # noqa: E402
+from shardmill_test.checks import Checks
+from shardmill_test.nginx_server import NginxServer
+
 
 warnings.simplefilter("ignore")  # zarr.n5 warns that blosc / lzma are not portable
 
@@ -115,18 +115,13 @@ def write_java(root):
     return out
 
 
-class Checker:
+class Checker(Checks):
+    """The checks, and shardmill runs in a scratch directory."""
+
     def __init__(self, shardmill, tmp):
+        super().__init__("interop.n5")
         self.shardmill = shardmill
         self.tmp = tmp
-        self.failures = 0
-        self.checks = 0
-
-    def check(self, ok, label, detail=""):
-        self.checks += 1
-        if not ok:
-            self.failures += 1
-            print(f"FAIL {label} {detail}")
 
     def run(self, *args):
         return subprocess.run([self.shardmill, *args], capture_output=True, text=True, timeout=60)
@@ -141,21 +136,21 @@ class Checker:
         r = self.run(*args)
         label = f"read {store} {path} {offset or ''}"
         if r.returncode != 0:
-            self.check(False, label, f"exit {r.returncode}: {r.stderr.strip()}")
+            self.expect(False, label, f"exit {r.returncode}: {r.stderr.strip()}")
             return
         got = np.fromfile(out, dtype=np.dtype(a.dtype).newbyteorder("<")).reshape(want.shape)
         # Compare bit patterns: -0.0, inf and NaN included.
-        self.check(got.tobytes() == np.ascontiguousarray(want.astype(got.dtype)).tobytes(), label,
+        self.expect(got.tobytes() == np.ascontiguousarray(want.astype(got.dtype)).tobytes(), label,
                    "values differ from NumPy")
 
     def info(self, store, path, a):
         r = self.run("info", store, "--array", path)
         label = f"info {store} {path}"
         if r.returncode != 0:
-            self.check(False, label, r.stderr.strip())
+            self.expect(False, label, r.stderr.strip())
             return
         d = json.loads(r.stdout)
-        self.check(d.get("format") == "n5" and d["shape"] == list(a.shape)
+        self.expect(d.get("format") == "n5" and d["shape"] == list(a.shape)
                    and d["dtype"] == str(a.dtype), label, r.stdout[:200])
 
     def scan(self, store, path, a):
@@ -169,11 +164,11 @@ class Checker:
         r = self.run("run", cfg)
         label = f"scan {store} {path}"
         if r.returncode != 0:
-            self.check(False, label, r.stderr.strip())
+            self.expect(False, label, r.stderr.strip())
             return
         doc = json.load(open(rep))
         res = doc["result"]
-        self.check(doc["input"].get("format") == "n5" and doc["input"]["zarr_format"] is None
+        self.expect(doc["input"].get("format") == "n5" and doc["input"]["zarr_format"] is None
                    and doc["input"]["shape"] == list(a.shape), label + " report input",
                    json.dumps(doc["input"]))
         # SPEC §5: float values count by their bit patterns; signed ones widen to int64.
@@ -185,7 +180,7 @@ class Checker:
             checksum = int(np.sum(v.astype(np.int64), dtype=np.int64))
             w = int(np.sum(v.view(np.uint64) * np.arange(1, v.size + 1, dtype=np.uint64),
                            dtype=np.uint64))
-        self.check(res["voxels"] == a.size and res["checksum"] == checksum
+        self.expect(res["voxels"] == a.size and res["checksum"] == checksum
                    and res["weighted_checksum"] == w, label,
                    f"got {res['checksum']}/{res['weighted_checksum']}, want {checksum}/{w}")
 
@@ -223,7 +218,7 @@ def main():
             # lz4 is refused by name, exit 3, one line.
             r = c.run("read", f"{base}/zp.n5", "--array", "lz4_u8", "-o",
                       os.path.join(args.out, "lz4.bin"))
-            c.check(r.returncode == 3 and r.stderr.count("\n") == 1
+            c.expect(r.returncode == 3 and r.stderr.count("\n") == 1
                     and "unsupported N5 compression 'lz4'" in r.stderr
                     and "lz4_u8/attributes.json" in r.stderr, f"lz4 refused ({base})",
                     f"exit {r.returncode}: {r.stderr!r}")
@@ -232,12 +227,11 @@ def main():
         d = json.loads(r.stdout) if r.returncode == 0 else {}
         # Top level: every dataset but deep/nested/..., plus the group deep and lz4_u8.
         members = {m["path"]: m.get("node_type") for m in d.get("members", [])}
-        c.check(d.get("format") == "n5" and d.get("node_type") == "group"
+        c.expect(d.get("format") == "n5" and d.get("node_type") == "group"
                 and members.get("raw_u8") == "array" and members.get("deep") == "group"
                 and len(members) == len(ZARR_DATASETS) + 1, "info group (members listed)",
                 r.stdout[:300] + r.stderr)
-    print(f"{c.checks - c.failures}/{c.checks} checks passed")
-    return 1 if c.failures else 0
+    return c.done()
 
 
 if __name__ == "__main__":

@@ -26,6 +26,8 @@ import zlib
 
 import numpy as np
 
+from shardmill_test.checks import Checks
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 # name, helper arguments, zarrita can read it (else why not)
@@ -55,20 +57,6 @@ CASES = [
 DTYPES = {"bool": "?", "int8": "<i1", "int16": "<i2", "int32": "<i4", "int64": "<i8",
           "uint8": "<u1", "uint16": "<u2", "uint32": "<u4", "uint64": "<u8",
           "float32": "<f4", "float64": "<f8"}
-
-
-class Checks:
-    def __init__(self):
-        self.passed = 0
-        self.failed = 0
-
-    def check(self, label, ok, detail=""):
-        if ok:
-            self.passed += 1
-            print(f"ok   {label}")
-        else:
-            self.failed += 1
-            print(f"FAIL {label}: {detail}")
 
 
 # ---- an independent decoder of what zarr.json declares (Zarr v3 spec, NumPy) ----
@@ -173,7 +161,7 @@ def main():
     out = os.path.abspath(args.out)
     shutil.rmtree(out, ignore_errors=True)
     os.makedirs(out)
-    c = Checks()
+    c = Checks("write_zarrita")
     manifest = {"arrays": []}
     for name, extra, no_zarrita in CASES:
         path = os.path.join(out, name + ".zarr")
@@ -260,8 +248,7 @@ def main():
     c.check("verify --help exits 0", r.returncode == 0 and "usage: shardmill verify" in r.stdout,
             r.stdout)
 
-    print(f"write_zarrita: {c.passed} passed, {c.failed} failed")
-    return 0 if c.failed == 0 else 1
+    return c.done()
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ Cases:
   scan_ranks        `scan` for 1, 3 and 4 ranks: result equal to NumPy's, "ranks" and
                     timing_ms.max/mean present, metadata requests the same for 1 and 3 ranks
                     (rank 0 fetches the metadata once and broadcasts it); 4 ranks: uneven blocks.
-  scan_http         `scan` over HTTP (tests/helpers/nginx_server.py) for 1 and 4 ranks: the
+  scan_http         `scan` over HTTP (tests/lib/shardmill_test/nginx_server.py) for 1 and 4 ranks: the
                     metadata documents are requested from nginx as often with 4 ranks as with 1
                     (counted in nginx's access log), result equal to NumPy's.
   bad_chunk         one chunk read only by rank 2 of 3 is corrupt: every rank exits 3, exactly one
@@ -50,22 +50,13 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers"))
-from file_tree import tree_files  # noqa: E402
-from launch_env import mpi_env, plain_env  # noqa: E402
+from shardmill_test.checks import check, summary
+from shardmill_test.file_tree import tree_files
+from shardmill_test.ranks import mpi_env, plain_env, rank_pids
 
 SHAPE = (40, 70, 90)
 CHUNKS = (16, 16, 16)
 TIMEOUT = 60
-
-failures = 0
-
-
-def check(ok, what):
-    global failures
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
-    if not ok:
-        failures += 1
 
 
 def make_input(work):
@@ -286,7 +277,7 @@ def case_scan_ranks(work, inp, a):
 
 
 def case_scan_http(work, inp, a):
-    from nginx_server import NginxServer  # noqa: E402  (tests/helpers, on sys.path)
+    from shardmill_test.nginx_server import NginxServer
 
     meta_names = ("zarr.json", ".zarray", ".zattrs", ".zgroup")
     served = {}
@@ -533,26 +524,6 @@ def case_progress(work, inp, a):
           f"progress on a terminal: a live line redrawn with CR and erase ({out[:120]!r})")
 
 
-def rank_pids(mpirun_pid):
-    """pid of every rank mpirun started, by OMPI_COMM_WORLD_RANK in its environment."""
-    pids = {}
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            stat = open(f"/proc/{pid}/stat").read()
-            ppid = int(stat.rsplit(")", 1)[1].split()[1])
-            env = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
-        except OSError:
-            continue
-        if ppid != mpirun_pid:
-            continue
-        for kv in env:
-            if kv.startswith(b"OMPI_COMM_WORLD_RANK="):
-                pids[int(kv.split(b"=", 1)[1])] = int(pid)
-    return pids
-
-
 def case_killed_rank(work, inp, a):
     import zarr  # zarr-python 2.13 (Debian)
 
@@ -643,8 +614,7 @@ def main():
      "scan_http": case_scan_http, "bad_chunk": case_bad_chunk, "plan": case_plan,
      "progress": case_progress, "killed_rank": case_killed_rank,
      "around_run": case_around_run}[ARGS.case](work, inp, a)
-    print(f"{failures} failure(s)")
-    return 1 if failures else 0
+    return summary()
 
 
 ARGS = None

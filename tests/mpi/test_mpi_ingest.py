@@ -42,23 +42,14 @@ import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers"))
-from file_tree import tree_files  # noqa: E402
-from launch_env import launch  # noqa: E402
-import ome_ngff_check as ngff  # noqa: E402
+from shardmill_test import ome_ngff_check as ngff
+from shardmill_test.checks import check, summary
+from shardmill_test.file_tree import tree_files
+from shardmill_test.ranks import launch
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 TIMEOUT = 120
 ARGS = None
-failures = 0
-
-
-def check(ok, what):
-    global failures
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
-    if not ok:
-        failures += 1
-    return ok
 
 
 def run(args, ranks, cwd):
@@ -402,7 +393,7 @@ def case_ome(work):
         v = subprocess.run([ARGS.shardmill, "verify", out], capture_output=True, text=True)
         check(v.returncode == 0, f"{name}: verify passes ({v.stderr.strip()[-200:]})")
         bad = ngff.check_image(out)
-        check(not bad, f"{name}: OME-NGFF 0.5 rules (tests/helpers/ome_ngff_check.py: {bad[:3]})")
+        check(not bad, f"{name}: OME-NGFF 0.5 rules (tests/lib/shardmill_test/ome_ngff_check.py: {bad[:3]})")
         if ref is None:
             ref = out
             continue
@@ -425,8 +416,7 @@ def main():
           "tiff": case_tiff, "hdf5": case_hdf5, "ome": case_ome}[ARGS.case](work)
     if rc == 77:
         return 77
-    print(f"{failures} failure(s)")
-    return 1 if failures else 0
+    return summary()
 
 
 if __name__ == "__main__":

@@ -21,24 +21,13 @@ import shutil
 import subprocess
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "helpers"))
-sys.path.insert(0, os.path.join(HERE, "..", "convert"))
-from file_tree import same_tree  # noqa: E402
-from launch_env import launch, plain_env  # noqa: E402
-import ome_ngff_check as ngff  # noqa: E402
-import test_convert_sources as tcs  # noqa: E402  (the CT job and its sources)
+from shardmill_test import inputs
+from shardmill_test import ome_ngff_check as ngff
+from shardmill_test.checks import check, summary
+from shardmill_test.file_tree import same_tree
+from shardmill_test.ranks import launch, plain_env
 
 TIMEOUT = 120
-failures = 0
-
-
-def check(ok, what):
-    global failures
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
-    if not ok:
-        failures += 1
-    return ok
 
 
 def run(args, ranks, cwd):
@@ -47,14 +36,14 @@ def run(args, ranks, cwd):
 
 
 def case(work, fmt):
-    vol, spacing = tcs.ct_or_skip()
+    vol, spacing = inputs.ct_or_skip()
     if vol is None:
         return 77
     if fmt == "tiff":
-        store = tcs.write_ct_tiff(os.path.join(work, "ct_slices"), vol)
+        store = inputs.write_ct_tiff(os.path.join(work, "ct_slices"), vol)
         slab = vol.shape[1] * vol.shape[2] * vol.dtype.itemsize  # one slice
     else:
-        store = tcs.write_ct_hdf5(os.path.join(work, "ct.h5"), vol)
+        store = inputs.write_ct_hdf5(os.path.join(work, "ct.h5"), vol)
         slab = 8 * 64 * 64 * vol.dtype.itemsize  # one chunk
     trees = {}
     for ranks, threads in ((0, 2), (2, 1)):
@@ -63,8 +52,8 @@ def case(work, fmt):
         shutil.rmtree(d, ignore_errors=True)
         os.makedirs(d)
         # the same job file in each directory (output.path relative): the same provenance
-        tcs.pyramid_job(os.path.join(d, "job.yaml"), tcs.ct_input(fmt, store, spacing),
-                        "out.zarr", tcs.CT_LAYOUT, threads=threads)
+        inputs.pyramid_job(os.path.join(d, "job.yaml"), inputs.ct_input(fmt, store, spacing),
+                        "out.zarr", inputs.CT_SOURCE_LAYOUT, threads=threads)
         p = run(["run", "job.yaml", "--report", "report.json", "-q"], ranks, d)
         if not check(p is not None and p.returncode == 0,
                      f"{name}: exit 0 ({p and (p.returncode, p.stderr.strip()[-300:])})"):
@@ -113,8 +102,7 @@ def main():
     os.makedirs(work)
     if case(work, ARGS.case) == 77:
         return 77
-    print(f"{failures} failure(s)")
-    return 1 if failures else 0
+    return summary()
 
 
 ARGS = None

@@ -24,21 +24,12 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(REPO, "tests", "helpers"))
-sys.path.insert(0, os.path.join(REPO, "scaling"))
 
 import numpy as np  # noqa: E402
 
-from launch_env import mpi_env, plain_env  # noqa: E402
-import make_volume as mv  # noqa: E402
-
-FAILED = []
-
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
-    if not ok:
-        FAILED.append(what)
+from shardmill_test import volumes as mv
+from shardmill_test.checks import check, summary
+from shardmill_test.ranks import mpi_env, plain_env
 
 
 def tree(path):
@@ -146,8 +137,7 @@ def main():
     ins = inputs(a.work)
     for name in sorted(CASES) if a.case == "all" else [a.case]:
         run_case(name, CASES[name], a.work, ins, a)
-    print("FAILED: " + "; ".join(FAILED) if FAILED else "all checks passed")
-    return 1 if FAILED else 0
+    return summary()
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ chunk-aligned, nonaligned, touching the array's end), tiles that do and do not d
 type's default histogram and an explicit one. Compared: input.shape/dtype, roi, tile, passes,
 result.voxels, voxels_processed (= voxels × passes), tiles, checksum, weighted_checksum, every
 histogram count, underflow, overflow, nan, bins and range.
---http serves DIR with nginx (tests/helpers/nginx_server.py) and also checks the request
+--http serves DIR with nginx (tests/lib/shardmill_test/nginx_server.py) and also checks the request
 counters against nginx's access log: with the cache on, payload GETs = distinct chunks touched
 (404s included) whatever the passes and tiles; metadata GETs per open ≤ 2 (v3) / ≤ 3 (v2:
 zarr.json probe, .zarray, .zattrs), never per tile or pass.
@@ -32,10 +32,7 @@ import tempfile
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(HERE, "..", "helpers"))
-import scan_oracle  # noqa: E402
+from shardmill_test import scan_oracle
 
 SKIP = 77
 
@@ -79,64 +76,10 @@ def run_shardmill(shardmill, store, case, work, name):
         return None, f"report {rep}: {e}"
 
 
-def get(d, path):
-    for k in path.split("."):
-        if not isinstance(d, dict) or k not in d:
-            return KeyError
-        d = d[k]
-    return d
-
-
-def compare(report, want, case, arr_shape, dtype):
-    """Mismatch messages between a report and the oracle's result."""
-    bad = []
-
-    def eq(path, expect):
-        got = get(report, path)
-        if got is KeyError:
-            bad.append(f"{path} missing")
-        elif got != expect:
-            bad.append(f"{path} = {got!r}, oracle {expect!r}")
-
-    eq("input.shape", list(arr_shape))
-    eq("input.dtype", dtype)
-    off, shp = case["roi"] if case.get("roi") else ([0] * len(arr_shape), list(arr_shape))
-    eq("roi.offset", list(off))
-    eq("roi.shape", list(shp))
-    if case.get("tile"):
-        eq("tile", list(case["tile"]))
-    eq("passes", case.get("passes", 1))
-    eq("result.voxels", want["voxels"])
-    eq("result.voxels_processed", want["voxels"] * case.get("passes", 1))
-    eq("result.tiles", want["tiles"])
-    eq("result.checksum", want["checksum"])
-    eq("result.weighted_checksum", want["weighted_checksum"])
-    h = get(report, "result.histogram")
-    wh = want["histogram"]
-    if not isinstance(h, dict):
-        bad.append("result.histogram missing")
-        return bad
-    for k in ("bins", "underflow", "overflow", "nan"):
-        eq(f"result.histogram.{k}", wh[k])
-    rng = h.get("range")
-    if not (isinstance(rng, list) and len(rng) == 2 and [float(x) for x in rng] == wh["range"]):
-        bad.append(f"result.histogram.range = {rng!r}, oracle {wh['range']!r}")
-    counts = h.get("counts")
-    if not isinstance(counts, list) or len(counts) != len(wh["counts"]):
-        bad.append(f"result.histogram.counts has {len(counts) if isinstance(counts, list) else counts!r}"
-                   f" entries, oracle {len(wh['counts'])}")
-    else:
-        diff = [i for i, (a, b) in enumerate(zip(counts, wh["counts"])) if a != b]
-        if diff:
-            show = ", ".join(f"[{i}] {counts[i]} vs {wh['counts'][i]}" for i in diff[:5])
-            bad.append(f"result.histogram.counts: {len(diff)} bins differ ({show})")
-    return bad
-
-
 def request_checks(report, srv, mark, case, chunks):
     """Request counters: the report against nginx's log and against SPEC §3/§8."""
     bad = []
-    rq = get(report, "io.requests")
+    rq = scan_oracle.report_get(report, "io.requests")
     if not isinstance(rq, dict):
         return ["io.requests missing"]
     # nginx logs a request after its response: wait for as many lines as the report counts
@@ -163,7 +106,7 @@ def request_checks(report, srv, mark, case, chunks):
                        f"touched (passes {case.get('passes', 1)})")
     elif len(pay_log) < touched * case.get("passes", 1):
         bad.append(f"cache off: {len(pay_log)} payload GETs < {touched} chunks × passes")
-    by = get(report, "io.bytes.payload")
+    by = scan_oracle.report_get(report, "io.bytes.payload")
     sent = sum(r["bytes"] for r in pay_log if r["status"] in (200, 206))
     if isinstance(by, int) and by != sent:
         bad.append(f"io.bytes.payload {by} != nginx body bytes {sent}")
@@ -209,7 +152,7 @@ class Runner:
             if err:
                 return name, case, None, [err]
             want = want_for(case)
-            bad = compare(rep, want, case, arr.shape, dtype)
+            bad = scan_oracle.compare(rep, want, case, arr.shape, dtype)
             if srv is not None:
                 c = dict(case)
                 if not c.get("roi"):
@@ -276,7 +219,7 @@ def run_fixtures(args, runner):
     names = args.arrays.split(",") if args.arrays else [a["name"] for a in man["arrays"]]
     srv_ctx = None
     if args.http:
-        from nginx_server import NginxServer
+        from shardmill_test.nginx_server import NginxServer
         srv_ctx = NginxServer(args.fixtures)
         srv_ctx.start()
     try:
@@ -314,7 +257,7 @@ def run_real(args, runner):
         return SKIP
     srv = None
     if args.http:
-        from nginx_server import NginxServer
+        from shardmill_test.nginx_server import NginxServer
         srv = NginxServer(d).start()
     try:
         if have_mri:

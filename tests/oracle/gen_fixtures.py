@@ -147,7 +147,7 @@ def main(argv=None):
     subprocess.run([a.node, os.path.join(HERE, "gen_fixtures_v3.mjs"), spec_path], check=True)
     for raw in js_spec["arrays"]:
         os.unlink(raw["raw"])
-    import scan_oracle
+    from shardmill_test import scan_oracle
 
     for dtype, data in v3_data.items():
         back = scan_oracle.load_array(os.path.join(out, f"v3_{dtype}"), node=a.node)

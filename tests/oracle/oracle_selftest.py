@@ -10,7 +10,7 @@ import sys
 
 import numpy as np
 
-import scan_oracle
+from shardmill_test import scan_oracle
 
 M64 = 1 << 64
 

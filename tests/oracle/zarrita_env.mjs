@@ -1,5 +1,5 @@
 // Loads the pinned zarrita.js 0.7.5 (+ @zarrita/storage 0.2.0) from tests/interop/js/node_modules
-// for scripts that live outside that npm project (tests/oracle, bench/w1). Override the
+// for scripts that live outside that npm project (tests/oracle, bench/scan_http). Override the
 // node_modules directory with SM_ZARRITA_NODE_MODULES.
 import * as fs from "node:fs";
 import * as path from "node:path";

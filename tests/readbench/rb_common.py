@@ -4,7 +4,7 @@ and the SPEC §7 report schema check.
 
 Arrays (512x512 uint16, value (row*17 + col*31) % 65521 + 1, the W3 formula of SPEC §8):
   v2_gzip          Zarr v2, chunks 64x64, numcodecs GZip 5          zarr-python 2.13
-  v3_gzip          Zarr v3, chunks 64x64, [bytes, gzip]              tests/interop/shard_writer.py
+  v3_gzip          Zarr v3, chunks 64x64, [bytes, gzip]              tests/lib/shardmill_test/shard_writer.py
   v3_shard_gzip    Zarr v3, shards 256x256, inner 64x64 gzip, index [bytes, crc32c] at the end
   v3_index_stress  Zarr v3, one 512x512 shard, inner 8x8 raw: a 65,540-byte index
 Neither writer is shardmill, so the values and the files are an independent oracle.
@@ -15,13 +15,10 @@ import os
 import shutil
 import struct
 import subprocess
-import sys
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "interop"))
-import shard_writer as sw  # noqa: E402
+from shardmill_test import shard_writer as sw
 
 N = 512
 MASK = (1 << 64) - 1
@@ -197,25 +194,6 @@ def schema_problems(rep, job, null_ok=None):
     if rep.get("job") != job:
         problems.append(f"job is {rep.get('job')!r}, expected {job!r}")
     return problems
-
-
-class Checker:
-    def __init__(self):
-        self.passed = 0
-        self.failed = 0
-
-    def check(self, cond, what, detail=""):
-        if cond:
-            self.passed += 1
-            print(f"ok   {what}")
-        else:
-            self.failed += 1
-            print(f"FAIL {what}" + (f": {detail}" if detail else ""))
-        return cond
-
-    def finish(self, name):
-        print(f"{name}: {self.passed} passed, {self.failed} failed")
-        return 1 if self.failed else 0
 
 
 def load_json(path):

@@ -4,7 +4,7 @@
     test_readbench.py --shardmill BIN --work DIR [--http]
 
 W3-like arrays (rb_common.py: 512x512 uint16 written by zarr-python 2.13 and
-tests/interop/shard_writer.py) are read at offset [7, 11] with extents 64, 256 and 500. Checked
+tests/lib/shardmill_test/shard_writer.py) are read at offset [7, 11] with extents 64, 256 and 500. Checked
 per case: the report's offset, shape, repetitions, read_ns (min <= median <= max, one sample per
 repetition), bytes, voxels/s, and the region's SPEC §5 checksums against NumPy; the counters
 against the files themselves: with the encoded-object cache on, payload requests = the chunks
@@ -22,9 +22,9 @@ import argparse
 import os
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(HERE, "..", "helpers"))
+
+from shardmill_test.checks import Checks
+
 import rb_common as rc  # noqa: E402
 
 OFF = [7, 11]
@@ -44,10 +44,10 @@ def bench(args, c, store, name, tag, reps=3, warm=1, extents=EXTENTS, sets=()):
                           f"warmup: {warm}}}", "progress: false"])
     cmd = [args.shardmill, "run", cfg, "--report", rep] + [x for s in sets for x in ("--set", s)]
     p = rc.run(cmd)
-    if not c.check(p.returncode == 0, f"{name} {tag}: exit 0", p.stderr.strip()):
+    if not c.expect(p.returncode == 0, f"{name} {tag}: exit 0", p.stderr.strip()):
         return None
     lines = p.stdout.splitlines()
-    c.check(0 < len(lines) <= 12 and lines[0].startswith("read-bench: ")
+    c.expect(0 < len(lines) <= 12 and lines[0].startswith("read-bench: ")
             and any("report: " in ln for ln in lines),
             f"{name} {tag}: a short summary on stdout", repr(p.stdout[:300]))
     return rc.load_json(rep)
@@ -55,10 +55,10 @@ def bench(args, c, store, name, tag, reps=3, warm=1, extents=EXTENTS, sets=()):
 
 def check_cases(c, a, name, tag, rep, reps, warm, extents=EXTENTS):
     probs = rc.schema_problems(rep, "read-bench")
-    c.check(not probs, f"{name} {tag}: every SPEC §7 section", "; ".join(probs))
+    c.expect(not probs, f"{name} {tag}: every SPEC §7 section", "; ".join(probs))
     rb = rep.get("read_bench", {})
     cases = rb.get("cases", [])
-    c.check(rb.get("repeats") == reps and rb.get("warmup") == warm and len(cases) == len(extents),
+    c.expect(rb.get("repeats") == reps and rb.get("warmup") == warm and len(cases) == len(extents),
             f"{name} {tag}: read_bench.repeats/warmup/cases", str({k: rb.get(k) for k in
                                                                     ("repeats", "warmup")}))
     tot_s, tot_w, tot_v = 0, 0, 0
@@ -69,22 +69,22 @@ def check_cases(c, a, name, tag, rep, reps, warm, extents=EXTENTS):
         tot_w += w
         tot_v += e * e
         label = f"{name} {tag} {e}x{e}"
-        c.check(cs["offset"] == OFF and cs["shape"] == shape and cs["repetitions"] == reps
+        c.expect(cs["offset"] == OFF and cs["shape"] == shape and cs["repetitions"] == reps
                 and cs["voxels"] == e * e and cs["bytes"] == 2 * e * e,
                 f"{label}: offset, shape, repetitions, voxels, bytes",
                 str({k: cs.get(k) for k in ("offset", "shape", "repetitions", "voxels", "bytes")}))
-        c.check(cs["checksum"] == s and cs["weighted_checksum"] == w,
+        c.expect(cs["checksum"] == s and cs["weighted_checksum"] == w,
                 f"{label}: checksums equal NumPy's",
                 f"got {cs['checksum']}, {cs['weighted_checksum']}; NumPy {s}, {w}")
         t = cs["read_ns"]
-        c.check(len(t["samples"]) == reps and 0 < t["min"] <= t["median"] <= t["max"]
+        c.expect(len(t["samples"]) == reps and 0 < t["min"] <= t["median"] <= t["max"]
                 and t["min"] == min(t["samples"]) and t["max"] == max(t["samples"]),
                 f"{label}: read_ns min <= median <= max, one sample per repetition", str(t))
         vps = cs["voxels_per_s"]
-        c.check(abs(vps - e * e / (t["median"] / 1e9)) <= 1e-6 * vps,
+        c.expect(abs(vps - e * e / (t["median"] / 1e9)) <= 1e-6 * vps,
                 f"{label}: voxels_per_s = voxels / median read time", str(vps))
     res = rep["result"]
-    c.check(res["voxels"] == tot_v and res["voxels_processed"] == tot_v * reps
+    c.expect(res["voxels"] == tot_v and res["voxels_processed"] == tot_v * reps
             and res["checksum"] == tot_s and res["weighted_checksum"] == tot_w % 2**64,
             f"{name} {tag}: result sums the cases", str(res))
     return cases
@@ -104,22 +104,22 @@ def unsharded(args, c, a, paths, name):
         files = rc.touched_files(store, name, OFF, shape)
         io = cs["io"]
         label = f"{name} cache-on {e}x{e}"
-        c.check(cs["chunks_touched"] == len(files), f"{label}: chunks_touched = {len(files)}",
+        c.expect(cs["chunks_touched"] == len(files), f"{label}: chunks_touched = {len(files)}",
                 str(cs["chunks_touched"]))
-        c.check(io["requests"]["payload"] == len(files),
+        c.expect(io["requests"]["payload"] == len(files),
                 f"{label}: payload requests = chunks touched ({len(files)})", str(io["requests"]))
-        c.check(io["bytes"]["payload"] == sum(files),
+        c.expect(io["bytes"]["payload"] == sum(files),
                 f"{label}: payload bytes = the touched chunk files ({sum(files)})",
                 str(io["bytes"]))
-        c.check(io["cache"]["misses"] == len(files) + io["requests"]["metadata"]
+        c.expect(io["cache"]["misses"] == len(files) + io["requests"]["metadata"]
                 and io["cache"]["hits"] == len(files) * reps,
                 f"{label}: cache misses = chunks + metadata, hits = chunks x timed reads",
                 str(io["cache"]))
         meta.append(io["requests"]["metadata"])
-    c.check(len(set(meta)) == 1 and 1 <= meta[0] <= 3,
+    c.expect(len(set(meta)) == 1 and 1 <= meta[0] <= 3,
             f"{name}: metadata requests once per case, never per read", str(meta))
     tot = sum(cs["io"]["requests"]["payload"] for cs in cases)
-    c.check(rep["io"]["requests"]["payload"] == tot, f"{name}: io sums the cases",
+    c.expect(rep["io"]["requests"]["payload"] == tot, f"{name}: io sums the cases",
             str(rep["io"]["requests"]))
     rep = bench(args, c, store, name, "cache-off", reps, warm, sets=["input.cache.enabled=false"])
     if rep is None:
@@ -128,7 +128,7 @@ def unsharded(args, c, a, paths, name):
     for e, cs in zip(EXTENTS, cases):
         files = rc.touched_files(store, name, OFF, [e, e])
         io = cs["io"]
-        c.check(io["requests"]["payload"] == len(files) * reads
+        c.expect(io["requests"]["payload"] == len(files) * reads
                 and io["bytes"]["payload"] == sum(files) * reads
                 and io["cache"]["enabled"] is False,
                 f"{name} cache-off {e}x{e}: payload requests and bytes = chunks x {reads} reads",
@@ -146,7 +146,7 @@ def sharded(args, c, a, paths, name, extents):
         if rep is None:
             return
         cases = check_cases(c, a, name, tag, rep, reps, warm, extents)
-        c.check(rep["read_bench"]["index_cache"]["enabled"] == (tag == "icache-on"),
+        c.expect(rep["read_bench"]["index_cache"]["enabled"] == (tag == "icache-on"),
                 f"{name} {tag}: read_bench.index_cache.enabled", str(rep["read_bench"]))
         per[tag] = cases
         for e, cs in zip(extents, cases):
@@ -154,31 +154,31 @@ def sharded(args, c, a, paths, name, extents):
             io = cs["io"]
             label = f"{name} {tag} {e}x{e}"
             want = nshards if tag == "icache-on" else nshards * reads
-            c.check(cs["chunks_touched"] == nshards, f"{label}: chunks_touched = shards touched",
+            c.expect(cs["chunks_touched"] == nshards, f"{label}: chunks_touched = shards touched",
                     str(cs["chunks_touched"]))
-            c.check(io["requests"]["index"] == want,
+            c.expect(io["requests"]["index"] == want,
                     f"{label}: index requests = {want} (shards {nshards}, {reads} reads)",
                     str(io["requests"]))
             nidx = (ARR_INNER[name]) * 16 + 4
-            c.check(io["bytes"]["index"] == want * nidx,
+            c.expect(io["bytes"]["index"] == want * nidx,
                     f"{label}: index bytes = {want} x {nidx}", str(io["bytes"]))
-            c.check(io["bytes"]["payload"] == inner_bytes * reads,
+            c.expect(io["bytes"]["payload"] == inner_bytes * reads,
                     f"{label}: payload bytes = touched inner chunks x {reads} reads",
                     f"{io['bytes']['payload']} vs {inner_bytes * reads}")
             ninner = rc.count(rc.grid_range(OFF, [e, e], rc.ARRAYS[name]["chunks"]))
-            c.check(nshards * reads <= io["requests"]["payload"] <= ninner * reads,
+            c.expect(nshards * reads <= io["requests"]["payload"] <= ninner * reads,
                     f"{label}: payload requests between shards and inner chunks x reads",
                     str(io["requests"]))
             ic = io["index_cache"]
             if tag == "icache-on":
-                c.check(ic["misses"] == nshards and ic["hits"] == nshards * (reads - 1),
+                c.expect(ic["misses"] == nshards and ic["hits"] == nshards * (reads - 1),
                         f"{label}: index cache misses = shards, hits = shards x later reads",
                         str(ic))
             else:
-                c.check(ic["hits"] == 0, f"{label}: no index cache hits when disabled", str(ic))
+                c.expect(ic["hits"] == 0, f"{label}: no index cache hits when disabled", str(ic))
     on = sum(cs["io"]["requests"]["index"] for cs in per["icache-on"])
     off = sum(cs["io"]["requests"]["index"] for cs in per["icache-off"])
-    c.check(off == on * reads, f"{name}: index cache off sends {reads}x the index requests",
+    c.expect(off == on * reads, f"{name}: index cache off sends {reads}x the index requests",
             f"on {on}, off {off}")
     # the encoded-object cache on: later reads cost no payload request
     r1 = bench(args, c, store, name, "cache-on-1", 1, 0, extents)
@@ -186,7 +186,7 @@ def sharded(args, c, a, paths, name, extents):
     if r1 and r3:
         p1 = [cs["io"]["requests"]["payload"] for cs in r1["read_bench"]["cases"]]
         p3 = [cs["io"]["requests"]["payload"] for cs in r3["read_bench"]["cases"]]
-        c.check(p1 == p3, f"{name}: cache on, payload requests the same for 1 and 3 reads",
+        c.expect(p1 == p3, f"{name}: cache on, payload requests the same for 1 and 3 reads",
                 f"{p1} vs {p3}")
 
 
@@ -194,7 +194,7 @@ ARR_INNER = {"v3_shard_gzip": (256 // 64) ** 2, "v3_index_stress": (512 // 8) **
 
 
 def over_http(args, c, a, paths):
-    from nginx_server import NginxServer
+    from shardmill_test.nginx_server import NginxServer
     root = os.path.dirname(paths["v2_gzip"])
     with NginxServer(root) as srv:
         for name, extents in (("v2_gzip", [64, 256]), ("v3_shard_gzip", [64, 256])):
@@ -214,16 +214,16 @@ def over_http(args, c, a, paths):
                 pay = [r for r in log if r not in m and r not in idx]
                 got = {k: io["requests"][k] for k in ("metadata", "index", "payload")}
                 want = {"metadata": len(m), "index": len(idx), "payload": len(pay)}
-                c.check(got == want, f"{name} http cache {cache}: requests = nginx's log",
+                c.expect(got == want, f"{name} http cache {cache}: requests = nginx's log",
                         f"report {got}, nginx {want}")
                 wb = {"index": sum(r["bytes"] for r in idx),
                       "payload": sum(r["bytes"] for r in pay)}
                 gb = {k: io["bytes"][k] for k in ("index", "payload")}
-                c.check(gb == wb, f"{name} http cache {cache}: bytes = nginx's body bytes",
+                c.expect(gb == wb, f"{name} http cache {cache}: bytes = nginx's body bytes",
                         f"report {gb}, nginx {wb}")
                 if name == "v2_gzip" and cache == "true":
                     n = sum(len(rc.touched_files(paths[name], name, OFF, [e, e])) for e in extents)
-                    c.check(len(pay) == n, f"{name} http: payload GETs = chunks touched ({n})",
+                    c.expect(len(pay) == n, f"{name} http: payload GETs = chunks touched ({n})",
                             str(len(pay)))
 
 
@@ -236,7 +236,7 @@ def main():
     os.makedirs(args.work, exist_ok=True)
     paths = rc.generate(os.path.join(args.work, "arrays"))
     a = rc.w3()
-    c = rc.Checker()
+    c = Checks("readbench")
     if args.http:
         over_http(args, c, a, paths)
     else:
@@ -244,7 +244,7 @@ def main():
         unsharded(args, c, a, paths, "v3_gzip")
         sharded(args, c, a, paths, "v3_shard_gzip", EXTENTS)
         sharded(args, c, a, paths, "v3_index_stress", [64])
-    return c.finish("readbench")
+    return c.done()
 
 
 if __name__ == "__main__":

@@ -23,22 +23,23 @@ import sys
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+
+from shardmill_test.checks import Checks
+
 import rb_common as rc  # noqa: E402
 
 
 def summary_ok(c, label, out, must=()):
     lines = out.splitlines()
-    c.check(0 < len(lines) < 40, f"{label}: summary under 40 lines", f"{len(lines)} lines")
+    c.expect(0 < len(lines) < 40, f"{label}: summary under 40 lines", f"{len(lines)} lines")
     try:
         json.loads(out)
-        c.check(False, f"{label}: stdout is not the JSON report")
+        c.expect(False, f"{label}: stdout is not the JSON report")
     except ValueError:
-        c.check(not any(ln.lstrip().startswith(("{", "\"")) for ln in lines),
+        c.expect(not any(ln.lstrip().startswith(("{", "\"")) for ln in lines),
                 f"{label}: stdout is not the JSON report", out[:200])
     for m in must:
-        c.check(m in out, f"{label}: summary names {m!r}", out[:400])
+        c.expect(m in out, f"{label}: summary names {m!r}", out[:400])
 
 
 def scan_cases(c, sm, work, a, store):
@@ -46,35 +47,35 @@ def scan_cases(c, sm, work, a, store):
     rc.write_config(cfg, ["job: scan", f"input: {{store: {store}}}", "progress: false"])
     s, w = rc.checksums(a, [0, 0], list(a.shape), a.shape)
     p = rc.run([sm, "run", cfg])
-    c.check(p.returncode == 0, "scan, no report: exit 0", p.stderr)
+    c.expect(p.returncode == 0, "scan, no report: exit 0", p.stderr)
     summary_ok(c, "scan, no report", p.stdout, [f"checksum {s}", f"weighted checksum {w}",
                                                  "figure of merit", "time:"])
     rep = os.path.join(work, "scan.json")
     p = rc.run([sm, "run", cfg, "--report", rep])
-    c.check(p.returncode == 0, "scan --report FILE: exit 0", p.stderr)
+    c.expect(p.returncode == 0, "scan --report FILE: exit 0", p.stderr)
     summary_ok(c, "scan --report FILE", p.stdout, [f"checksum {s}", f"report: {rep}"])
     r = rc.load_json(rep)
     probs = rc.schema_problems(r, "scan")
-    c.check(not probs, "scan report: every SPEC §7 key", "; ".join(probs))
+    c.expect(not probs, "scan report: every SPEC §7 key", "; ".join(probs))
     h = r["result"]["histogram"]
     want = np.bincount(a.ravel().astype(np.int64), minlength=65536)
-    c.check(h["bins"] == 65536 and h["counts"] == want.tolist(),
+    c.expect(h["bins"] == 65536 and h["counts"] == want.tolist(),
             "scan report: all 65,536 bins, equal to NumPy's bincount")
-    c.check(r["result"]["checksum"] == s and r["result"]["weighted_checksum"] == w,
+    c.expect(r["result"]["checksum"] == s and r["result"]["weighted_checksum"] == w,
             "scan report: checksums equal NumPy's")
     p = rc.run([sm, "run", cfg, "--report", "-"])
     try:
         whole = json.loads(p.stdout)
     except ValueError:
         whole = None
-    c.check(p.returncode == 0 and whole is not None and whole["result"]["checksum"] == s,
+    c.expect(p.returncode == 0 and whole is not None and whole["result"]["checksum"] == s,
             "scan --report -: standard output is the whole JSON and nothing else", p.stdout[:200])
     cfg2 = os.path.join(work, "scan-report-key.yaml")
     rep2 = os.path.join(work, "scan-key.json")
     rc.write_config(cfg2, ["job: scan", f"input: {{store: {store}}}", "progress: false",
                            f"report: {rep2}"])
     p = rc.run([sm, "run", cfg2])
-    c.check(p.returncode == 0 and os.path.exists(rep2)
+    c.expect(p.returncode == 0 and os.path.exists(rep2)
             and rc.load_json(rep2)["result"]["checksum"] == s,
             "scan with the config's report key: the file has the JSON", p.stderr)
     summary_ok(c, "scan with the report key", p.stdout, [f"report: {rep2}"])
@@ -88,15 +89,15 @@ def convert_case(c, sm, work, a, store):
                           f"output: {{path: {out}, shard: [128, 128], chunk: [64, 64]}}",
                           "normalize: {mode: window, lo: 100, hi: 60000}"])
     p = rc.run([sm, "run", cfg])
-    c.check(p.returncode == 0, "convert, no report: exit 0", p.stderr)
+    c.expect(p.returncode == 0, "convert, no report: exit 0", p.stderr)
     s, _ = rc.checksums(a, [0, 0], list(a.shape), a.shape)
     summary_ok(c, "convert, no report", p.stdout, [f"checksum {s}", "window: [100, 60000]", out])
     shutil.rmtree(out)
     rep = os.path.join(work, "convert.json")
     p = rc.run([sm, "run", cfg, "--report", rep])
-    c.check(p.returncode == 0, "convert --report FILE: exit 0", p.stderr)
+    c.expect(p.returncode == 0, "convert --report FILE: exit 0", p.stderr)
     probs = rc.schema_problems(rc.load_json(rep), "convert")
-    c.check(not probs, "convert report: every SPEC §7 key", "; ".join(probs))
+    c.expect(not probs, "convert report: every SPEC §7 key", "; ".join(probs))
 
 
 def ingest_case(c, sm, work, dtype, shape, values, null_ok=None):
@@ -111,40 +112,40 @@ def ingest_case(c, sm, work, dtype, shape, values, null_ok=None):
                           f"output: {{path: {out}, shard: [2, 32, 64], chunk: [1, 16, 32]}}"])
     rep = os.path.join(work, f"ingest-{dtype}.json")
     p = rc.run([sm, "run", cfg, "--report", rep])
-    if not c.check(p.returncode == 0, f"ingest {dtype}: exit 0", p.stderr):
+    if not c.expect(p.returncode == 0, f"ingest {dtype}: exit 0", p.stderr):
         return
     summary_ok(c, f"ingest {dtype} --report FILE", p.stdout, [out, f"report: {rep}"])
     r = rc.load_json(rep)
     probs = rc.schema_problems(r, "ingest", null_ok)
-    c.check(not probs, f"ingest {dtype} report: every SPEC §7 key", "; ".join(probs))
+    c.expect(not probs, f"ingest {dtype} report: every SPEC §7 key", "; ".join(probs))
     bits = values.reshape(shape)
     if np.dtype(dtype).kind == "f":
         bits = bits.view(np.uint32)
     s, w = rc.checksums(bits, [0] * len(shape), list(shape), shape)
     res = r["result"]
-    c.check(res["checksum"] == s and res["weighted_checksum"] == w,
+    c.expect(res["checksum"] == s and res["weighted_checksum"] == w,
             f"ingest {dtype}: result checksums equal NumPy's over the ingested values",
             f"{res['checksum']}, {res['weighted_checksum']} vs {s}, {w}")
-    c.check(res["output_checksum"] == s and res["output_weighted_checksum"] == w,
+    c.expect(res["output_checksum"] == s and res["output_weighted_checksum"] == w,
             f"ingest {dtype}: output checksums equal NumPy's")
-    c.check(r["input"].get("store") == raw and r["roi"]["shape"] == list(shape)
+    c.expect(r["input"].get("store") == raw and r["roi"]["shape"] == list(shape)
             and r["output"]["path"] == out and r["output"]["complete"] is True,
             f"ingest {dtype}: input.store, roi, output", json.dumps(r["input"]))
     back = os.path.join(work, f"ing-{dtype}.bin")
     q = rc.run([sm, "read", out, "-o", back])
-    c.check(q.returncode == 0 and open(back, "rb").read() == values.tobytes(),
+    c.expect(q.returncode == 0 and open(back, "rb").read() == values.tobytes(),
             f"ingest {dtype}: the written array holds exactly the ingested values", q.stderr)
     if np.dtype(dtype) == np.int16:
         h = res["histogram"]
         want = np.bincount(values.astype(np.int64).ravel() + 32768, minlength=65536)
-        c.check(h is not None and h["bins"] == 65536 and h["range"] == [-32768, 32768]
+        c.expect(h is not None and h["bins"] == 65536 and h["range"] == [-32768, 32768]
                 and h["counts"] == want.tolist(),
                 f"ingest {dtype}: histogram equals NumPy's (one bin per value)")
         p = rc.run([sm, "run", cfg, "--set", "output.exists=overwrite"])
-        c.check(p.returncode == 0, f"ingest {dtype}, no report: exit 0", p.stderr)
+        c.expect(p.returncode == 0, f"ingest {dtype}, no report: exit 0", p.stderr)
         summary_ok(c, f"ingest {dtype}, no report", p.stdout, [f"checksum {s}"])
     else:
-        c.check(res["histogram"] is None,
+        c.expect(res["histogram"] is None,
                 f"ingest {dtype}: no histogram without histogram.range (null)")
 
 
@@ -153,13 +154,13 @@ def read_bench_case(c, sm, work, store):
     rc.write_config(cfg, ["job: read-bench", f"input: {{store: {store}}}", "progress: false",
                           "roi: {offset: [7, 11]}", "read_bench: {extents: [256], repeats: 2}"])
     p = rc.run([sm, "run", cfg])
-    c.check(p.returncode == 0, "read-bench, no report: exit 0", p.stderr)
+    c.expect(p.returncode == 0, "read-bench, no report: exit 0", p.stderr)
     summary_ok(c, "read-bench, no report", p.stdout, ["case 1: [7, 11] + [256, 256]"])
     rep = os.path.join(work, "rb.json")
     p = rc.run([sm, "run", cfg, "--report", rep])
     probs = rc.schema_problems(rc.load_json(rep), "read-bench") if p.returncode == 0 else [
         p.stderr]
-    c.check(not probs, "read-bench report: every SPEC §7 key", "; ".join(probs))
+    c.expect(not probs, "read-bench report: every SPEC §7 key", "; ".join(probs))
 
 
 def main():
@@ -170,7 +171,7 @@ def main():
     os.makedirs(args.work, exist_ok=True)
     paths = rc.generate(os.path.join(args.work, "arrays"))
     a = rc.w3()
-    c = rc.Checker()
+    c = Checks("report_schema")
     sm = args.shardmill
     scan_cases(c, sm, args.work, a, paths["v2_gzip"])
     convert_case(c, sm, args.work, a, paths["v3_shard_gzip"])
@@ -182,7 +183,7 @@ def main():
                 rng.normal(size=shape).astype(np.float32),
                 rc.NULL_OK["ingest"] | {"result.histogram"})
     read_bench_case(c, sm, args.work, paths["v3_index_stress"])
-    return c.finish("report_schema")
+    return c.done()
 
 
 if __name__ == "__main__":

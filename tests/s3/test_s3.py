@@ -31,8 +31,9 @@ import unittest
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "http"))
-from http_common import check_error_line, region_bytes, run_read  # noqa: E402
+
+from shardmill_test.http_reads import check_error_line, region_bytes, run_read
+
 from s3_common import ACCESS_KEY, REGION, SECRET, Proxy, S3rver, s3_env  # noqa: E402
 
 ARGS = None

@@ -43,9 +43,9 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers"))
-from file_tree import tree_files, same_tree  # noqa: E402
-from launch_env import mpi_env, plain_env, sanitizer_env  # noqa: E402
+from shardmill_test.checks import check, summary
+from shardmill_test.file_tree import tree_files, same_tree
+from shardmill_test.ranks import mpi_env, plain_env, rank_pids, sanitizer_env
 
 SHAPE = (256, 256, 256)  # the mpi cases set their own in main
 SHARD = (8, 16, 32)
@@ -56,19 +56,7 @@ def total_shards():
 TIMEOUT = 300
 MARKER = "shardmill.complete.json"
 
-passed = 0
-failed = 0
 ARGS = None
-
-
-def check(ok, what):
-    global passed, failed
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
-    if ok:
-        passed += 1
-    else:
-        failed += 1
-    return ok
 
 
 def make_input(work):
@@ -407,26 +395,6 @@ def case_mpi(work, inp):
     resume_and_compare(name, d, out, ref, ranks=3)
 
 
-def rank_pids(mpirun_pid):
-    """pid of every rank mpirun started, by OMPI_COMM_WORLD_RANK in its environment."""
-    pids = {}
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            stat = open(f"/proc/{pid}/stat").read()
-            ppid = int(stat.rsplit(")", 1)[1].split()[1])
-            env = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
-        except OSError:
-            continue
-        if ppid != mpirun_pid:
-            continue
-        for kv in env:
-            if kv.startswith(b"OMPI_COMM_WORLD_RANK="):
-                pids[int(kv.split(b"=", 1)[1])] = int(pid)
-    return pids
-
-
 def case_mpi_one_rank(work, inp):
     """SIGTERM to rank 1 only (a stray kill, not a launcher): ranks 0 and 2 never see a signal,
     finish their share of the write phase and learn the stop at the phase's agreement, so every
@@ -487,8 +455,7 @@ def main():
     os.makedirs(work, exist_ok=True)
     if ARGS.case == "huge":
         case_huge(work)
-        print(f"{passed} passed, {failed} failed")
-        return 1 if failed else 0
+        return summary()
     inp = make_input(work)
     if ARGS.case == "sigterm":
         case_stop(work, inp, signal.SIGTERM, "fsync")
@@ -502,8 +469,7 @@ def main():
         case_mpi(work, inp)
     else:
         case_mpi_one_rank(work, inp)
-    print(f"{passed} passed, {failed} failed")
-    return 1 if failed else 0
+    return summary()
 
 
 if __name__ == "__main__":

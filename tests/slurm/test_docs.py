@@ -1,6 +1,6 @@
 """The slurm/render lines of README.md and docs/SLURM.md work as printed (label `slurm`, `docs`).
 
-Usage: PYTHONPATH=tests/helpers /usr/bin/python3 test_docs.py --shardmill BIN \
+Usage: PYTHONPATH=$PWD/tests/lib /usr/bin/python3 test_docs.py --shardmill BIN \
            --root SOURCE_DIR --work DIR
 
 Takes every command line (backslash continuations joined) of the ```sh blocks of README.md and
@@ -23,8 +23,7 @@ import shutil
 import subprocess
 import sys
 
-from checks import check, summary
-
+from shardmill_test.checks import check, summary
 
 SBATCH = """#!/bin/bash
 # stand-in for sbatch (test_docs.py): keeps the script, checks its syntax

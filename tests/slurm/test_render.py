@@ -1,7 +1,7 @@
 """slurm/render without a cluster (label `slurm`): the CLI other scripts call, its directives, its
 pre-checks and its errors.
 
-Usage: PYTHONPATH=tests/helpers /usr/bin/python3 test_render.py --shardmill BIN \
+Usage: PYTHONPATH=$PWD/tests/lib /usr/bin/python3 test_render.py --shardmill BIN \
            --render slurm/render --work DIR
 
 Checks: --help; every job type renders (scan, convert, ingest of a raw, TIFF, NIfTI and HDF5
@@ -32,8 +32,7 @@ import subprocess
 import sys
 from importlib.machinery import SourceFileLoader
 
-from checks import check, summary
-
+from shardmill_test.checks import check, summary
 
 
 def render(args, env=None):

@@ -1,9 +1,9 @@
 """shardmill through the Slurm templates on a real single-node cluster (label `slurm`).
 
-Usage: PYTHONPATH=tests/helpers /usr/bin/python3 test_slurm.py --shardmill BIN \
+Usage: PYTHONPATH=$PWD/tests/lib /usr/bin/python3 test_slurm.py --shardmill BIN \
            --mpiexec MPIEXEC --render slurm/render --work DIR
 
-A private munged + slurmctld + slurmd (tests/helpers/slurm_cluster.py: own munge key and socket,
+A private munged + slurmctld + slurmd (tests/lib/shardmill_test/slurm_cluster.py: own munge key and socket,
 generated slurm.conf, free ports on 127.0.0.1, state, spool, pids and logs under DIR/cluster)
 runs jobs rendered by slurm/render (in each job's directory, so a relative output.path is that
 directory's) on a zarr-python v2 uint8 40x70x90 input made at test time (the same as
@@ -47,15 +47,14 @@ import time
 
 import numpy as np
 
-from checks import check, summary
-from file_tree import tree_files, same_tree
-from launch_env import mpi_env, plain_env, sanitizer_env
-from slurm_cluster import SlurmCluster
+from shardmill_test.checks import check, summary
+from shardmill_test.file_tree import tree_files, same_tree
+from shardmill_test.ranks import mpi_env, plain_env, sanitizer_env
+from shardmill_test.slurm_cluster import SlurmCluster
 
 SHAPE = (40, 70, 90)
 CHUNKS = (16, 16, 16)
 JOB_TIMEOUT = 90  # seconds for one job (they take about 2 s each here)
-
 
 
 def make_input(work):

@@ -3,7 +3,7 @@
 // MANIFEST: {"arrays": [{"name", "path", "array" (node inside path, optional), "dtype", "shape",
 // "raw" or "expected" (raw little-endian C-order values file), "regions": [{"offset": [...],
 // "shape": [...]}], "zarrita": true|false, "why"}]}.
-// Validates tests/interop/shard_writer.py (and any other writer) against an independent reader.
+// Validates tests/lib/shardmill_test/shard_writer.py (and any other writer) against an independent reader.
 // Prints one line per case and a closing "N passed, N failed" line; exits 1 on any failure.
 import * as fs from "node:fs";
 import * as path from "node:path";
