@@ -1,4 +1,5 @@
-/* core/ private: large blocks on their own 2 MiB-aligned mapping (core_alloc_huge.c). */
+/* core/ private: large blocks on their own 2 MiB-aligned mapping (core_alloc_huge.c), and a
+ * pool thread's first placement (core_syncfs.c, for core_work.c). */
 #ifndef SM_CORE_INT_H
 #define SM_CORE_INT_H
 
@@ -14,5 +15,16 @@ void *sm_huge_map(size_t n, size_t lead, size_t *back);
 
 /* Unmaps a block of sm_huge_map(n, lead, &back). */
 void sm_huge_unmap(void *block, size_t n, size_t lead, size_t back);
+
+/* The CPU the calling thread runs on (-1 if unknown). */
+int sm_thread_cpu(void);
+
+/* Linux starts a new thread on its creator's CPU and leaves it there until the load balancer moves
+ * it, a few ms later: a fresh process's first parallel read ran its two threads on one core for
+ * most of its 10 ms. The first time pool thread `tid` (> 0) runs work it is moved once to the
+ * tid-th CPU after from_cpu (the caller's) among those the thread may use, then given its whole
+ * mask back: no binding, the scheduler (and a launcher's binding of the process) keep the last
+ * word. Later calls on the same thread do nothing. */
+void sm_thread_spread(int tid, int from_cpu);
 
 #endif

@@ -1,18 +1,23 @@
 /* syncfs(2) for the SYNCFS durability mode (SPEC §6, write.h): one call flushes every dirty page
  * and inode of a store's file system, in place of one fsync per object and directory. Also the
  * readdir d_type kinds (DT_*), so tree walks need no stat per entry, and openat2(2), which
- * resolves a path inside the output in one call without following any symbolic link (fs.h).
+ * resolves a path inside the output in one call without following any symbolic link (fs.h). And a
+ * new worker thread's first placement (sched_getcpu, sched_setaffinity; core_int.h).
  * Spec: https://man7.org/linux/man-pages/man2/syncfs.2.html
- * Invariant: the only file that asks for _GNU_SOURCE (syncfs and openat2 are Linux calls, not
- * POSIX), so the rest of the engine stays on the POSIX level of sm_config.h. */
+ * Invariant: the only file that asks for _GNU_SOURCE (syncfs, openat2 and the affinity calls are
+ * Linux's, not POSIX), so the rest of the engine stays on the POSIX level of sm_config.h. */
 #define _GNU_SOURCE
 #include "shardmill/sm_config.h"
 
 #include "shardmill/fs.h"
 
+#include "core_int.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -59,4 +64,38 @@ int sm_fs_openat2_beneath(int dirfd, const char *rel, int flags, unsigned mode)
     errno = ENOSYS;
     return -1;
 #endif
+}
+
+int sm_thread_cpu(void)
+{
+    return sched_getcpu();
+}
+
+/* Once per thread: a pool thread is placed once, the first time it runs work. */
+static _Thread_local bool spread_done;
+
+void sm_thread_spread(int tid, int from_cpu)
+{
+    if (spread_done || tid <= 0 || from_cpu < 0) {
+        return;
+    }
+    spread_done = true;
+    cpu_set_t all;
+    if (sched_getaffinity(0, sizeof(all), &all) != 0 || CPU_COUNT(&all) < 2) {
+        return;
+    }
+    int want = tid % CPU_COUNT(&all), cpu = from_cpu; /* the tid-th allowed CPU after from_cpu */
+    for (int step = 0; want > 0 && step < CPU_SETSIZE; step++) {
+        cpu = (cpu + 1) % CPU_SETSIZE;
+        want -= CPU_ISSET(cpu, &all) ? 1 : 0;
+    }
+    if (want != 0 || cpu == from_cpu) {
+        return;
+    }
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    if (sched_setaffinity(0, sizeof(one), &one) == 0) { /* moved there now; then free again */
+        (void)sched_setaffinity(0, sizeof(all), &all);
+    }
 }

@@ -10,6 +10,8 @@
 
 #include "shardmill/sm_omp.h"
 
+#include "core_int.h"
+
 struct failure {
     uint64_t index; /* UINT64_MAX: none */
     struct sm_err err;
@@ -30,6 +32,7 @@ struct run {
     const struct sm_work *wk;
     atomic_uint_fast64_t lowest_fail, done, done_bytes, next; /* lowest_fail: written under mu */
     atomic_bool stopped;
+    int from_cpu;        /* the caller's CPU: where new pool threads start (sm_thread_spread) */
     pthread_mutex_t mu;  /* guards fail */
     struct failure fail; /* the lowest failing item so far and its error */
 };
@@ -40,6 +43,7 @@ struct run {
 static void run_thread(struct run *r, int tid)
 {
     const struct sm_work *wk = r->wk;
+    sm_thread_spread(tid, r->from_cpu);
     for (;;) {
         const uint64_t k = atomic_fetch_add(&r->next, 1);
         if (k >= wk->count || k > atomic_load_explicit(&r->lowest_fail, memory_order_relaxed)) {
@@ -75,11 +79,13 @@ static void run_thread(struct run *r, int tid)
 sm_status sm_work_run(const struct sm_work *wk, struct sm_err *err)
 {
     const int nthreads = wk->threads > 0 ? wk->threads : 1;
-    struct run r = {.wk = wk, .lowest_fail = UINT64_MAX, .fail = {.index = UINT64_MAX}};
+    struct run r = {
+        .wk = wk, .lowest_fail = UINT64_MAX, .from_cpu = -1, .fail = {.index = UINT64_MAX}};
     pthread_mutex_init(&r.mu, NULL);
     if (wk->on_caller && nthreads == 1) {
         run_thread(&r, 0); /* no parallel region: an item may open its own */
     } else {
+        r.from_cpu = sm_thread_cpu();
         struct run *rp = &r;
 #pragma omp parallel num_threads(nthreads) default(none) shared(rp)
         run_thread(rp, omp_get_thread_num());

@@ -1,18 +1,23 @@
+#define _GNU_SOURCE /* sched_getaffinity, sched_getcpu: what sm_thread_spread must leave */
 /* Unit tests for engine/core/core_work.c (work.h): every item runs once with a thread index in
  * range, the error of the lowest failing item is reported for any thread count, a set stop flag
- * skips the items and returns SM_E_STOPPED, progress ends at the full count, and on_caller runs
- * the items outside any parallel region. */
+ * skips the items and returns SM_E_STOPPED, progress ends at the full count, on_caller runs the
+ * items outside any parallel region, and a pool thread's first placement (sm_thread_spread). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
 
 #include <shardmill/alloc.h>
 #include <shardmill/sm_omp.h>
 #include <shardmill/work.h>
+
+#include "core_int.h"
 
 #define NITEMS 200
 
@@ -163,6 +168,46 @@ static void test_on_caller_runs_outside_a_parallel_region(void **state)
 #endif
 }
 
+struct spread_probe {
+    int from, tid, cpu_after, allowed_before, allowed_after;
+};
+
+static void *spread_thread(void *arg)
+{
+    struct spread_probe *p = arg;
+    cpu_set_t m;
+    CPU_ZERO(&m);
+    p->allowed_before = sched_getaffinity(0, sizeof(m), &m) == 0 ? CPU_COUNT(&m) : -1;
+    sm_thread_spread(p->tid, p->from);
+    p->cpu_after = sm_thread_cpu();
+    CPU_ZERO(&m);
+    p->allowed_after = sched_getaffinity(0, sizeof(m), &m) == 0 ? CPU_COUNT(&m) : -1;
+    sm_thread_spread(p->tid, p->cpu_after); /* once per thread: no second move */
+    return NULL;
+}
+
+/* A pool thread's first placement: moved to another CPU than the caller's when the process may
+ * use two, its whole mask given back (no binding); thread 0 and a second call stay put. */
+static void test_spread_moves_once_and_frees(void **state)
+{
+    (void)state;
+    cpu_set_t m;
+    CPU_ZERO(&m);
+    assert_int_equal(sched_getaffinity(0, sizeof(m), &m), 0);
+    struct spread_probe p = {.from = sm_thread_cpu(), .tid = 1};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, spread_thread, &p), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(p.allowed_after, p.allowed_before); /* the whole mask again */
+    if (CPU_COUNT(&m) >= 2 && p.from >= 0) {
+        assert_int_not_equal(p.cpu_after, p.from);
+    }
+    struct spread_probe zero = {.from = sm_thread_cpu(), .tid = 0};
+    assert_int_equal(pthread_create(&t, NULL, spread_thread, &zero), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(zero.allowed_after, zero.allowed_before);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -171,6 +216,7 @@ int main(void)
         cmocka_unit_test(test_run_allocates_nothing),
         cmocka_unit_test(test_stop_skips_the_rest),
         cmocka_unit_test(test_on_caller_runs_outside_a_parallel_region),
+        cmocka_unit_test(test_spread_moves_once_and_frees),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
