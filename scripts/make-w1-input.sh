@@ -15,6 +15,8 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/.." && pwd)"
 data="${SM_DATA_DIR:-$root/data}"
 py=/usr/bin/python3
+# w1_input.py imports the shared helpers (tests/lib/shardmill_test), as every Python tool does
+export PYTHONPATH="$root/tests/lib${PYTHONPATH:+:$PYTHONPATH}"
 nii="$data/mri/ch2better.nii.gz"
 manifest="$data/w1-input.json"
 force=0
