@@ -67,6 +67,7 @@ import time
 import numpy as np
 
 from shardmill_test import machine
+from shardmill_test import results
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
@@ -902,40 +903,16 @@ def evaluate_targets(cases):
 
 
 def toolchain(a):
-    build_dir = os.path.dirname(os.path.dirname(os.path.abspath(a.shardmill)))
-    cache = {}
-    try:
-        with open(os.path.join(build_dir, "CMakeCache.txt")) as f:
-            for line in f:
-                if "=" in line and not line.startswith(("#", "//")):
-                    k, v = line.rstrip("\n").split("=", 1)
-                    cache[k.split(":")[0]] = v
-    except OSError:
-        pass
+    build_dir, cache = machine.cmake_cache(a.shardmill)
     import numcodecs
     import zarr
 
-    cpu = None
-    with open("/proc/cpuinfo") as f:
-        cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), None)
-    mem = None
-    with open("/proc/meminfo") as f:
-        for line in f:
-            if line.startswith("MemTotal"):
-                mem = int(line.split()[1]) * 1024
     nginx = subprocess.run([os.environ.get("SM_NGINX", "/usr/sbin/nginx"), "-v"],
                            capture_output=True, text=True) if shutil.which(
         os.environ.get("SM_NGINX", "/usr/sbin/nginx")) else None
-    with open(a.shardmill, "rb") as f:
-        sha = hashlib.sha256(f.read()).hexdigest()
+    sha = machine.file_sha256(a.shardmill)
     git = ["git", "--no-optional-locks", "-C", REPO]
-    zv = None
-    try:
-        with open(os.path.join(REPO, "tests", "interop", "js", "node_modules", "zarrita",
-                               "package.json")) as f:
-            zv = json.load(f)["version"]
-    except OSError:
-        pass
+    zv = machine.zarrita_version()
     return {
         "shardmill": {"path": a.shardmill, "sha256": sha,
                       "version": run_text([a.shardmill, "--version"]),
@@ -956,9 +933,7 @@ def toolchain(a):
         "python": platform.python_version(), "python_executable": sys.executable,
         "numpy": np.__version__, "zarr": zarr.__version__, "numcodecs": numcodecs.__version__,
         "perf": run_text(["perf", "--version"]),
-        "machine": {"nproc": os.cpu_count(), "affinity": len(os.sched_getaffinity(0)),
-                    "cpu": cpu, "mem_total_bytes": mem, "kernel": platform.release(),
-                    "host": platform.node(), "loadavg_start": os.getloadavg()},
+        "machine": dict(machine.machine(), loadavg_start=os.getloadavg()),
     }
 
 
@@ -972,21 +947,6 @@ def harness_digest():
         with open(os.path.join(REPO, f), "rb") as fh:
             out[f] = hashlib.sha256(fh.read()).hexdigest()
     return out
-
-
-def write_results(out_dir, doc):
-    os.makedirs(out_dir, exist_ok=True)
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    for k in range(100):
-        path = os.path.join(out_dir, f"w2-{stamp}{'' if k == 0 else f'-{k}'}.json")
-        try:
-            with open(path, "x") as f:
-                json.dump(doc, f, indent=1)
-                f.write("\n")
-            return path
-        except FileExistsError:
-            continue
-    raise SystemExit("w2: cannot find a free results file name")
 
 
 def f1(s, k="median"):
@@ -1227,7 +1187,7 @@ def main(argv=None):
             for runs in c["runs"].values():
                 for r in runs[1:]:
                     r.pop("argv", None)
-        path = write_results(a.out, doc)
+        path = results.write_report(a.out, "w2", doc)
         print_tables(doc)
         print(f"\nresults: {path}")
         if b.warnings:

@@ -42,7 +42,6 @@ change the exit status.
 import argparse
 import datetime
 import filecmp
-import hashlib
 import json
 import os
 import platform
@@ -343,19 +342,10 @@ def toolchain(a):
     import h5py
     import zarr
 
-    cpu = None
-    with open("/proc/cpuinfo") as f:
-        cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), None)
+    cpu = machine.cpu_model()
     git = ["git", "--no-optional-locks", "-C", REPO]
-    zv = None
-    try:
-        with open(os.path.join(REPO, "tests", "interop", "js", "node_modules", "zarrita",
-                               "package.json")) as f:
-            zv = json.load(f)["version"]
-    except OSError:
-        pass
-    with open(a.shardmill, "rb") as f:
-        sha = hashlib.sha256(f.read()).hexdigest()
+    zv = machine.zarrita_version()
+    sha = machine.file_sha256(a.shardmill)
     return {"shardmill": {"path": a.shardmill, "sha256": sha,
                           "version": run_text([a.shardmill, "--version"])},
             "commit": {"head": run_text(git + ["rev-parse", "HEAD"]),

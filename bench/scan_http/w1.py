@@ -43,6 +43,8 @@ import time
 
 import numpy as np
 
+from shardmill_test import machine
+from shardmill_test import results
 from shardmill_test import scan_oracle
 from shardmill_test.nginx_server import NginxServer
 
@@ -337,34 +339,18 @@ def loadavg():
 
 
 def toolchain(a):
-    build_dir = os.path.dirname(os.path.dirname(os.path.abspath(a.shardmill)))
-    cache = {}
-    try:
-        with open(os.path.join(build_dir, "CMakeCache.txt")) as f:
-            for line in f:
-                if "=" in line and not line.startswith(("#", "//")):
-                    k, v = line.rstrip("\n").split("=", 1)
-                    cache[k.split(":")[0]] = v
-    except OSError:
-        pass
+    build_dir, cache = machine.cmake_cache(a.shardmill)
     cc = cache.get("CMAKE_C_COMPILER", "cc")
     nginx = subprocess.run([os.environ.get("SM_NGINX", "/usr/sbin/nginx"), "-v"],
                            capture_output=True, text=True)
-    cpu = None
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")),
-                       None)
-    except OSError:
-        pass
+    cpu = machine.cpu_model()
     return {
         "shardmill": a.shardmill, "shardmill_version": run_text([a.shardmill, "--version"]),
         "build_dir": build_dir, "build_type": cache.get("CMAKE_BUILD_TYPE"),
         "c_flags_release": cache.get("CMAKE_C_FLAGS_RELEASE"),
         "c_compiler": cc, "c_compiler_version": (run_text([cc, "--version"]) or "").split("\n")[0],
         "node": run_text([a.node, "--version"]),
-        "zarrita": json.load(open(os.path.join(REPO, "tests", "interop", "js", "node_modules",
-                                               "zarrita", "package.json")))["version"],
+        "zarrita": machine.zarrita_version(),
         "nginx": (nginx.stderr or nginx.stdout).strip(),
         "python": platform.python_version(), "numpy": np.__version__,
         "kernel": platform.release(), "cpu": cpu, "nproc": os.cpu_count(),
@@ -423,21 +409,6 @@ def make_quick_data(data_dir, node):
     if not np.array_equal(back, arr):
         raise SystemExit("w1: zarrita.js reads the synthetic array back differently")
     return "quick.zarr", arr
-
-
-def write_results(out_dir, doc):
-    os.makedirs(out_dir, exist_ok=True)
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    for k in range(100):
-        path = os.path.join(out_dir, f"w1-{stamp}{'' if k == 0 else f'-{k}'}.json")
-        try:
-            with open(path, "x") as f:
-                json.dump(doc, f, indent=1)
-                f.write("\n")
-            return path
-        except FileExistsError:
-            continue
-    raise SystemExit("w1: cannot find a free results file name")
 
 
 def fmt(s, k="median"):
@@ -568,7 +539,7 @@ def main(argv=None):
                                                            "weighted_checksum")}
                           for t in TILES},
                "cases": cases, "targets": targets, "value_errors": errors, "perf": perf}
-        path = write_results(a.out, doc)
+        path = results.write_report(a.out, "w1", doc)
         print_table(cases)
         print()
         for t in targets:

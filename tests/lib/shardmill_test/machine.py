@@ -25,10 +25,49 @@ def run_text(argv, cwd=None, timeout=60):
 
 # ---- what the machine and the build are ----
 
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")),
+                        None)
+    except OSError:
+        return None
+
+
+def cmake_cache(shardmill):
+    """The build directory of a shardmill binary (BUILD/jobs/shardmill) and its CMakeCache.txt
+    entries, {} when there is none."""
+    build_dir = os.path.dirname(os.path.dirname(os.path.abspath(shardmill)))
+    cache = {}
+    try:
+        with open(os.path.join(build_dir, "CMakeCache.txt")) as f:
+            for line in f:
+                if "=" in line and not line.startswith(("#", "//")):
+                    k, v = line.rstrip("\n").split("=", 1)
+                    cache[k.split(":")[0]] = v
+    except OSError:
+        pass
+    return build_dir, cache
+
+
+def file_sha256(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def zarrita_version():
+    """The pinned zarrita.js of tests/interop/js, None when it is not installed."""
+    import json
+    try:
+        with open(os.path.join(REPO, "tests", "interop", "js", "node_modules", "zarrita",
+                               "package.json")) as f:
+            return json.load(f)["version"]
+    except OSError:
+        return None
+
+
 def machine():
-    cpu = None
-    with open("/proc/cpuinfo") as f:
-        cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), None)
+    cpu = cpu_model()
     mem = None
     with open("/proc/meminfo") as f:
         for line in f:
@@ -69,18 +108,8 @@ def git_commit():
 
 
 def toolchain(shardmill, mpirun="mpirun"):
-    build_dir = os.path.dirname(os.path.dirname(os.path.abspath(shardmill)))
-    cache = {}
-    try:
-        with open(os.path.join(build_dir, "CMakeCache.txt")) as f:
-            for line in f:
-                if "=" in line and not line.startswith(("#", "//")):
-                    k, v = line.rstrip("\n").split("=", 1)
-                    cache[k.split(":")[0]] = v
-    except OSError:
-        pass
-    with open(shardmill, "rb") as f:
-        sha = hashlib.sha256(f.read()).hexdigest()
+    build_dir, cache = cmake_cache(shardmill)
+    sha = file_sha256(shardmill)
     mpi = run_text([mpirun, "--version"])
     import zstandard
     return {

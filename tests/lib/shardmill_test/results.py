@@ -50,6 +50,13 @@ def timing(rec, key, agg="max"):
     return t.get(key)
 
 
+def write_report(directory, workload, doc):
+    """doc as directory/<workload>-<UTC>.json (-2, -3... if taken), never overwriting one."""
+    path = unique_path(directory, f"{workload}-{utc_stamp()}", ".json")
+    write_json(path, doc)
+    return path
+
+
 def write_json(path, obj):
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
