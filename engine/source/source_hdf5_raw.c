@@ -93,14 +93,19 @@ static bool bytes_room(struct bytes *b, size_t n)
 }
 
 /* The stored bytes of the chunk at coff under the lock: false when it has none (never written),
- * was stored with a filter skipped, or its buffer cannot be allocated (H5Dread then decides). */
-static bool fetch(hid_t dset, pthread_mutex_t *lock, const hsize_t *coff, struct bytes *stored)
+ * was stored with a filter skipped, claims more bytes than deflate can make of `most` bytes of
+ * values (a damaged file: nothing that large is allocated) or its buffer cannot be allocated;
+ * H5Dread then decides. */
+static bool fetch(hid_t dset, pthread_mutex_t *lock, const hsize_t *coff, size_t most,
+                  struct bytes *stored)
 {
     hsize_t nbytes = 0;
     uint32_t mask = 0;
+    /* deflate's worst case: 5 bytes per 16 KiB stored block, plus the zlib wrapper */
+    const hsize_t bound = (hsize_t)most + (hsize_t)most / 1024 + 4096;
     pthread_mutex_lock(lock);
     const bool ok = H5Dget_chunk_storage_size(dset, coff, &nbytes) >= 0 && nbytes > 0 &&
-                    bytes_room(stored, (size_t)nbytes) &&
+                    nbytes <= bound && bytes_room(stored, (size_t)nbytes) &&
                     H5Dread_chunk(dset, H5P_DEFAULT, coff, &mask, stored->ptr) >= 0 && mask == 0;
     H5Eclear2(H5E_DEFAULT);
     pthread_mutex_unlock(lock);
@@ -167,7 +172,7 @@ sm_status sm_h5raw_read_box(const struct sm_h5raw *raw, hid_t dset, pthread_mute
         }
         size_t got = 0;
         uint8_t *inflated = raw->shuffle ? shuffled.ptr : values.ptr;
-        if (!fetch(dset, lock, coff, &stored) ||
+        if (!fetch(dset, lock, coff, raw->chunk_bytes, &stored) ||
             libdeflate_zlib_decompress(dz, stored.ptr, stored.len, inflated, raw->chunk_bytes,
                                        &got) != LIBDEFLATE_SUCCESS ||
             got != raw->chunk_bytes) {
