@@ -106,7 +106,9 @@ static sm_status decode_known(struct sm_scratch *scratch, struct sm_bytes in, si
  * claims of the input: trusted only as far as the input's length and the scratch's bound allow
  * (zstd itself checks each frame against its declared size while decoding). Frames without a
  * content size (streamed) give no size at all: the buffer then grows geometrically up to the
- * bound and the frames are decoded again from the start when they do not fit. One-shot decoding
+ * bound, or up to what the input's length can hold when that is less (a few hundred bytes of RLE
+ * blocks cannot ask for 512 MiB), and the frames are decoded again from the start when they do
+ * not fit. One-shot decoding
  * keeps zstd from allocating a window buffer (a frame may ask for up to 2 GiB of window), retrying
  * costs at most twice the decoding of the final size, and the buffer never exceeds the bound. */
 static sm_status decode_unknown(struct sm_scratch *scratch, struct sm_bytes in, struct sm_buf *out,
@@ -134,9 +136,16 @@ static sm_status decode_unknown(struct sm_scratch *scratch, struct sm_bytes in, 
     }
     ZSTD_DCtx *d;
     SM_TRY(sm_scratch_zstd_d(scratch, &d, err));
+    const size_t most = zstd_most(in.len);
     size_t cap = 0;
     for (;;) {
-        cap = sm_codec_grow(cap, bound);
+        cap = sm_codec_grow(cap, most < bound ? most : bound);
+        if (cap == 0 && most < bound) {
+            SM_FAIL(err, SM_E_DATA,
+                    "zstd: frames without a content size decode to more than %zu bytes of "
+                    "frames can hold",
+                    in.len);
+        }
         if (cap == 0) {
             SM_FAIL(err, SM_E_LIMIT,
                     "zstd: frames without a content size decode to more than the decode limit of "

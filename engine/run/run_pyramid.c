@@ -4,8 +4,8 @@
  * float32 values in float64 in C order of the block, divides by their count and rounds once to
  * the output type (round-half-to-even for integers); `nearest` takes the block's first value in
  * C order. Two ways, the same values:
- * - aligned levels (level 0's shard grid): sm_run_levels_derive makes a shard from the same shard
- * of the level above while it is in memory, for the write driver (sm_write_job.levels);
+ * - aligned levels (level 0's shard grid): sm_run_levels_derive makes a shard from the same
+ *   shard of the level above while it is in memory, for the write driver (sm_write_job.levels);
  * - the others (sm_run_pyramid, a phase after level 0 and the aligned levels are flushed): each
  *   shard from the level above read back from the output through array/, slab by slab, so no
  *   rank holds more than one slab of the parent per thread.

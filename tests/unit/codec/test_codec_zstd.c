@@ -211,6 +211,29 @@ static void test_zstd_frame_without_content_size_of_unknown_size_grows_to_the_bo
     sm_codec_chain_free(unknown);
 }
 
+/* Frames without a content size can decode to no more than their bytes hold (a 4-byte RLE block
+ * per 128 KiB): a 114-byte input (fuzz_codec_zstd's out-of-memory find, a [bytes, zlib, zstd]
+ * chain's last stage, 108 bytes after the harness's 6) once grew its buffer to 512 MiB under the
+ * 1 GiB default bound; it is data after at most what its bytes can hold. */
+static void test_zstd_decode_rejects_unsized_frames_past_their_input(void **state)
+{
+    (void)state;
+    static const char fuzz_oom[] =
+        "28b52ffd00450300000028b52ffd201085000001010100000000000001010169a2a2a22fa2a2a2a2a2a2"
+        "a2a2a2a2a2a2a2a2efefefefefefefefefefefefefefefefefefefefefefefefefefefefefefefefefef"
+        "efefefefefefefefefefa2a2efefefefefefa2a2a27aec62";
+    uint8_t in[128];
+    const size_t n = ct_hex(fuzz_oom, in, sizeof(in));
+    const uint64_t sh[1] = {1024};
+    struct sm_codec_chain *unknown = ct_chain("[" LE ",\"zstd\",\"zstd\"]", SM_DT_INT32, 1, sh);
+    struct sm_scratch *s = ct_scratch(); /* the default bound: 1 GiB */
+    ct_decode_bounded(unknown, sm_bytes_of(in, n), SM_E_DATA,
+                      "zstd: frames without a content size decode to more than", (size_t)8 << 20,
+                      s);
+    sm_scratch_free(s);
+    sm_codec_chain_free(unknown);
+}
+
 static void test_zstd_content_size_past_the_decode_bound_is_a_limit_before_allocating(void **state)
 {
     (void)state;
@@ -334,6 +357,7 @@ int main(void)
         cmocka_unit_test(test_zstd_decode_rejects_size_mismatch),
         cmocka_unit_test(test_zstd_unknown_size_comes_from_frame_headers),
         cmocka_unit_test(test_zstd_frame_without_content_size_of_unknown_size_grows_to_the_bound),
+        cmocka_unit_test(test_zstd_decode_rejects_unsized_frames_past_their_input),
         cmocka_unit_test(test_zstd_content_size_past_the_decode_bound_is_a_limit_before_allocating),
         cmocka_unit_test(test_zstd_content_size_larger_than_the_frames_can_hold_is_data),
         cmocka_unit_test(test_zstd_reuses_the_thread_contexts),
