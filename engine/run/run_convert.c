@@ -12,13 +12,15 @@
  * verified output: only collect runs). Two protocols (docs/internals/pipeline.md):
  * - one pass (scale, window, none: nothing needs the statistics before writing): scan and reduce
  *   do nothing; each shard is written from the input region it covers, whose histogram and
- *   checksums are counted on the way, so the input is read once. zarr.json begins without its
- *   `shardmill.histogram` provenance (write.h `pending`) and the statistics phase restates it.
- * - two passes (percentile, or an OME-Zarr output: its group document is written once): scan the
- *   rank's tiles, reduce, derive the window, then write. A rank keeps the decoded input of its
- *   tiles from the scan when they fill a box holding its shards' input and it fits in half of
- *   memory_bytes (sm_cv_keep_plan); otherwise each shard's box is read again. A source's tiles are
- *   the output's shards (unless `tile` is set), so its rank reads every box once when it fits.
+ *   checksums are counted on the way, so the input is read once. zarr.json (an image's group
+ *   document) begins without its `shardmill.histogram` provenance, and an image of the input's
+ *   values without its omero window (write.h `pending`); the statistics phase restates it. An
+ *   image's levels on level 0's shard grid are written with each level-0 shard (run_pyramid.c).
+ * - two passes (percentile): scan the rank's tiles, reduce, derive the window, then write. A
+ *   rank keeps the decoded input of its tiles from the scan when they fill a box holding its
+ *   shards' input and it fits in half of memory_bytes (sm_cv_keep_plan); otherwise each shard's
+ *   box is read again. A source's tiles are the output's shards (unless `tile` is set), so its
+ *   rank reads every box once when it fits.
  * Stage times: `open` (output, input), `hydrate`/`decode` (input fetch/codec time), `process`
  * (statistics and normalization) and `write` (encode + put + flush), thread sums divided by the
  * thread count; `total` is wall. Under MPI (docs/internals/ranks.md) the statistics are summed
