@@ -102,14 +102,6 @@ def log(msg):
     print(msg, file=sys.stderr, flush=True)
 
 
-def run_text(argv, cwd=None, timeout=60):
-    try:
-        p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=cwd)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return (p.stdout or p.stderr).strip() if p.returncode == 0 else None
-
-
 # ---- launcher, machine load ----
 
 SPAWN = None
@@ -163,16 +155,7 @@ def io_pressure():
         return None
 
 
-def fs_type(path):
-    path = os.path.realpath(path)
-    best, kind = "", None
-    with open("/proc/mounts") as f:
-        for line in f:
-            parts = line.split()
-            mnt = parts[1]
-            if (path == mnt or path.startswith(mnt.rstrip("/") + "/")) and len(mnt) > len(best):
-                best, kind = mnt, parts[2]
-    return {"mount": best, "type": kind}
+
 
 
 def summarize(vals):
@@ -915,24 +898,24 @@ def toolchain(a):
     zv = machine.zarrita_version()
     return {
         "shardmill": {"path": a.shardmill, "sha256": sha,
-                      "version": run_text([a.shardmill, "--version"]),
+                      "version": machine.run_text([a.shardmill, "--version"]),
                       "build_dir": build_dir, "CMAKE_BUILD_TYPE": cache.get("CMAKE_BUILD_TYPE"),
                       "CMAKE_C_FLAGS": cache.get("CMAKE_C_FLAGS"),
                       "CMAKE_C_FLAGS_RELEASE": cache.get("CMAKE_C_FLAGS_RELEASE"),
                       "CMAKE_C_COMPILER": cache.get("CMAKE_C_COMPILER"),
                       "SM_WITH_OPENMP": cache.get("SM_WITH_OPENMP"),
                       "SM_WITH_MPI": cache.get("SM_WITH_MPI")},
-        "commit": {"head": run_text(git + ["rev-parse", "HEAD"]),
-                   "dirty_tracked": bool(run_text(git + ["status", "--porcelain",
+        "commit": {"head": machine.run_text(git + ["rev-parse", "HEAD"]),
+                   "dirty_tracked": bool(machine.run_text(git + ["status", "--porcelain",
                                                          "--untracked-files=no"]))},
-        "cc": (run_text(["cc", "--version"]) or "").split("\n")[0],
-        "cmake": (run_text(["cmake", "--version"]) or "").split("\n")[0],
-        "libzstd": run_text(["pkg-config", "--modversion", "libzstd"]),
-        "node": run_text([a.node, "--version"]), "zarrita": zv,
+        "cc": (machine.run_text(["cc", "--version"]) or "").split("\n")[0],
+        "cmake": (machine.run_text(["cmake", "--version"]) or "").split("\n")[0],
+        "libzstd": machine.run_text(["pkg-config", "--modversion", "libzstd"]),
+        "node": machine.run_text([a.node, "--version"]), "zarrita": zv,
         "nginx": (nginx.stderr or nginx.stdout).strip() if nginx else None,
         "python": platform.python_version(), "python_executable": sys.executable,
         "numpy": np.__version__, "zarr": zarr.__version__, "numcodecs": numcodecs.__version__,
-        "perf": run_text(["perf", "--version"]),
+        "perf": machine.run_text(["perf", "--version"]),
         "machine": dict(machine.machine(), loadavg_start=os.getloadavg()),
     }
 
@@ -1106,7 +1089,7 @@ def main(argv=None):
     # 4767968; before it output.fsync: true meant FSYNC and SYNCFS was unreachable).
     sync_key = subprocess.run([a.shardmill, "validate", a.config, "--set", "output.sync=fsync"],
                               capture_output=True, text=True).returncode == 0
-    eff = run_text([a.shardmill, "validate", a.config]) or ""
+    eff = machine.run_text([a.shardmill, "validate", a.config]) or ""
     default_sync = "fsync (no output.sync key: SYNCFS unreachable from the configuration)"
     if sync_key:
         sec = eff.split("\noutput:", 1)[-1]
@@ -1125,7 +1108,7 @@ def main(argv=None):
         if tc["shardmill"]["CMAKE_BUILD_TYPE"] not in ("Release", None):
             log(f"w2: warning: {a.shardmill} is a {tc['shardmill']['CMAKE_BUILD_TYPE']} build "
                 "(SPEC §8: Release)")
-        wfs = fs_type(work)
+        wfs = machine.fs_type(work)
         if wfs["type"] in ("tmpfs", "ramfs"):
             log(f"w2: warning: {work} is on {wfs['type']}: fsync costs nothing there")
         log(f"w2: {'quick' if a.quick else 'full'} profile, {a.pairs} round(s) per ROI, input "

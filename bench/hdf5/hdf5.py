@@ -77,14 +77,6 @@ def fail(msg):
     log("FAIL " + msg)
 
 
-def run_text(argv, timeout=60):
-    try:
-        p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return (p.stdout or p.stderr).strip() if p.returncode == 0 else None
-
-
 # ---- processes ----
 
 SPAWN = None
@@ -347,16 +339,16 @@ def toolchain(a):
     zv = machine.zarrita_version()
     sha = machine.file_sha256(a.shardmill)
     return {"shardmill": {"path": a.shardmill, "sha256": sha,
-                          "version": run_text([a.shardmill, "--version"])},
-            "commit": {"head": run_text(git + ["rev-parse", "HEAD"]),
-                       "dirty_tracked": bool(run_text(git + ["status", "--porcelain",
+                          "version": machine.run_text([a.shardmill, "--version"])},
+            "commit": {"head": machine.run_text(git + ["rev-parse", "HEAD"]),
+                       "dirty_tracked": bool(machine.run_text(git + ["status", "--porcelain",
                                                              "--untracked-files=no"]))},
-            "cc": (run_text(["cc", "--version"]) or "").split("\n")[0],
-            "hdf5_parallel": run_text(["pkg-config", "--modversion", "hdf5-openmpi"]),
-            "mpirun": (run_text([a.mpiexec, "--version"]) or "").split("\n")[0],
+            "cc": (machine.run_text(["cc", "--version"]) or "").split("\n")[0],
+            "hdf5_parallel": machine.run_text(["pkg-config", "--modversion", "hdf5-openmpi"]),
+            "mpirun": (machine.run_text([a.mpiexec, "--version"]) or "").split("\n")[0],
             "mpirun_args": ["--oversubscribe"] + a.mpirun_extra,
             "h5py": h5py.version.version, "h5py_hdf5": h5py.version.hdf5_version,
-            "node": run_text([a.node, "--version"]), "zarrita": zv,
+            "node": machine.run_text([a.node, "--version"]), "zarrita": zv,
             "python": platform.python_version(), "numpy": np.__version__,
             "zarr": zarr.__version__,
             "env": {k: os.environ.get(k) for k in ("OMP_PROC_BIND", "OMP_PLACES",

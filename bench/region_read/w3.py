@@ -578,17 +578,7 @@ def provenance(args):
     return commit, binary, toolchain, host
 
 
-def fs_type(path):
-    """Filesystem type of path from /proc/mounts (longest matching mount point)."""
-    path = os.path.realpath(path)
-    best, kind = "", None
-    with open("/proc/mounts") as f:
-        for line in f:
-            parts = line.split()
-            mnt = parts[1]
-            if (path == mnt or path.startswith(mnt.rstrip("/") + "/")) and len(mnt) > len(best):
-                best, kind = mnt, parts[2]
-    return kind
+
 
 
 def default_work_base():
@@ -823,7 +813,7 @@ def main(argv=None):
                    "cache_modes": args.cache,
                    "engine": not args.peers_only, "peers": not args.engine_only},
         "commit": commit, "harness_sha256": harness_digest(), "shardmill": binary, "toolchain": toolchain, "machine": host,
-        "scratch": {"dir": work, "fs_type": fs_type(work),
+        "scratch": {"dir": work, "fs_type": machine.fs_type(work)["type"],
                     "note": "every engine and peer process writes its region output here"},
         "env": {k: env.get(k) for k in ("OMP_NUM_THREADS", "OMP_PROC_BIND", "OMP_PLACES",
                                         "OMP_WAIT_POLICY", "GOMP_SPINCOUNT",

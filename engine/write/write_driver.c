@@ -143,10 +143,14 @@ static sm_status job_levels(const struct sm_writer *w, const struct sm_write_job
         SM_FAIL(err, SM_E_INTERNAL, "%u levels written together, %u aligned", *levels,
                 sm_writer_aligned_levels(w));
     }
-    for (uint64_t k = 0; k < job->count; k++) {
-        const uint64_t s = job->list != NULL ? job->list[k] : job->first + k;
-        if (s >= w->lv_base[1]) {
-            SM_FAIL(err, SM_E_INTERNAL, "shard %" PRIu64 " is not level 0's", s);
+    const uint64_t n0 = w->lv_base[1]; /* level 0's shards come first */
+    if (job->list == NULL && (job->first > n0 || job->count > n0 - job->first)) {
+        SM_FAIL(err, SM_E_INTERNAL, "shards [%" PRIu64 ", +%" PRIu64 ") are not all level 0's",
+                job->first, job->count);
+    }
+    for (uint64_t k = 0; job->list != NULL && k < job->count; k++) {
+        if (job->list[k] >= n0) {
+            SM_FAIL(err, SM_E_INTERNAL, "shard %" PRIu64 " is not level 0's", job->list[k]);
         }
     }
     return SM_OK;

@@ -6,8 +6,8 @@ The helper (tests/helpers/sm_write_fixture.c) writes a deterministic pattern arr
 its expected values (raw little-endian C order). Then:
   * zarrita.js 0.7.5 reads every case whose layout it supports (js/read_arrays.mjs) and compares
     every value, whole array and sub-regions;
-  * an independent NumPy decoder of the v3 sharding spec (below: index at either end, CRC32C of
-    the index verified with the `crc32c` module, inner chunks via zstandard / zlib / numcodecs
+  * an independent NumPy decoder of the v3 sharding spec (shardmill_test.zarr_decode: index at
+    either end, CRC32C of the index verified, inner chunks via zstandard / zlib / numcodecs
     blosc) decodes every shard of every case, zarrita's blind spots (index at the start) included;
   * `shardmill read` of the whole array equals the expected bytes;
   * `shardmill verify` says ok, and exits 1 on a damaged copy, 3 on a non-output, 2 on bad usage;
@@ -22,10 +22,10 @@ import os
 import shutil
 import subprocess
 import sys
-import zlib
 
 import numpy as np
 
+from shardmill_test import zarr_decode
 from shardmill_test.checks import Checks
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -53,83 +53,6 @@ CASES = [
     ("i64_blosc_unsharded", ["--dtype", "int64", "--shape", "7,9,11", "--shard", "none",
                              "--chunk", "4,4,4", "--codec", "blosc", "--level", "3"], None),
 ]
-
-DTYPES = {"bool": "?", "int8": "<i1", "int16": "<i2", "int32": "<i4", "int64": "<i8",
-          "uint8": "<u1", "uint16": "<u2", "uint32": "<u4", "uint64": "<u8",
-          "float32": "<f4", "float64": "<f8"}
-
-
-# ---- an independent decoder of what zarr.json declares (Zarr v3 spec, NumPy) ----
-
-def decode_bytes_codecs(codecs, data, dtype, shape):
-    """Runs a [bytes, (zstd|gzip|blosc)?] chain backwards; returns an ndarray of `shape`."""
-    for c in reversed(codecs[1:]):
-        name = c["name"]
-        if name == "zstd":
-            import zstandard
-            data = zstandard.ZstdDecompressor().decompress(data)
-        elif name == "gzip":
-            data = zlib.decompress(data, 31)
-        elif name == "blosc":
-            from numcodecs import Blosc
-            data = Blosc().decode(data)
-        else:
-            raise ValueError(f"unexpected codec {name}")
-    assert codecs[0]["name"] == "bytes"
-    return np.frombuffer(bytes(data), dtype=np.dtype(DTYPES[dtype])).reshape(shape)
-
-
-def decode_shard(cfg, data, dtype, shard_shape, fill):
-    import crc32c
-    inner = cfg["chunk_shape"]
-    cps = [s // c for s, c in zip(shard_shape, inner)]
-    n = int(np.prod(cps))
-    index_len = 16 * n + (4 if any(c["name"] == "crc32c" for c in cfg["index_codecs"]) else 0)
-    raw = data[-index_len:] if cfg["index_location"] == "end" else data[:index_len]
-    if index_len == 16 * n + 4:
-        want = int.from_bytes(raw[-4:], "little")
-        got = crc32c.crc32c(raw[:-4])
-        if want != got:
-            raise ValueError(f"index crc32c {got:08x} != stored {want:08x}")
-        raw = raw[:-4]
-    pairs = np.frombuffer(raw, dtype="<u8").reshape(n, 2)
-    out = np.full(shard_shape, fill, dtype=np.dtype(DTYPES[dtype]))
-    for i, (off, nb) in enumerate(pairs):
-        idx = np.unravel_index(i, cps)
-        sl = tuple(slice(k * c, (k + 1) * c) for k, c in zip(idx, inner))
-        if off == 2**64 - 1 and nb == 2**64 - 1:
-            continue
-        out[sl] = decode_bytes_codecs(cfg["codecs"], data[off:off + nb], dtype, inner)
-    return out
-
-
-def fill_of(meta):
-    fv = meta["fill_value"]
-    if fv == "NaN":
-        return np.nan
-    return fv
-
-
-def spec_decode(path):
-    """The whole array as NumPy decodes it from the files, following zarr.json only."""
-    meta = json.load(open(os.path.join(path, "zarr.json")))
-    shape, dtype = meta["shape"], meta["data_type"]
-    grid_shape = meta["chunk_grid"]["configuration"]["chunk_shape"]
-    fill = fill_of(meta)
-    full = np.full(shape, fill, dtype=np.dtype(DTYPES[dtype]))
-    grid = [-(-s // c) for s, c in zip(shape, grid_shape)]
-    codecs = meta["codecs"]
-    for idx in np.ndindex(*grid):
-        key = os.path.join(path, "c", *[str(i) for i in idx])
-        data = open(key, "rb").read()  # every shard is written (SPEC §2)
-        if codecs[0]["name"] == "sharding_indexed":
-            block = decode_shard(codecs[0]["configuration"], data, dtype, grid_shape, fill)
-        else:
-            block = decode_bytes_codecs(codecs, data, dtype, grid_shape)
-        sl = tuple(slice(i * c, min((i + 1) * c, s)) for i, c, s in zip(idx, grid_shape, shape))
-        full[sl] = block[tuple(slice(0, x.stop - x.start) for x in sl)]
-    return full
-
 
 def same_values(a, b):
     if a.dtype.kind == "f":
@@ -172,9 +95,10 @@ def main():
             continue
         meta = json.load(open(os.path.join(path, "zarr.json")))
         shape, dtype = meta["shape"], meta["data_type"]
-        expected = np.fromfile(raw, dtype=np.dtype(DTYPES[dtype])).reshape(shape)
+        expected = np.fromfile(raw, dtype=np.dtype(zarr_decode.DTYPES[dtype])).reshape(shape)
         try:
-            c.check(f"{name} spec decode (NumPy)", same_values(spec_decode(path), expected),
+            decoded = zarr_decode.spec_decode(path)
+            c.check(f"{name} spec decode (NumPy)", same_values(decoded, expected),
                     "values differ")
         except Exception as e:  # noqa: BLE001 - any decoding problem is a failure to report
             c.check(f"{name} spec decode (NumPy)", False, repr(e))
