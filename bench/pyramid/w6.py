@@ -16,6 +16,12 @@ RSS within limits.memory_bytes.
 --shape replaces the cube of --size (issue 23's second case: 256,512,512 with --noise 200, CT-like
 noise that keeps zstd busy).
 
+--floor: after the runs, bench_floor (bench/bench_floor.c) on the last outputs gives the pyramid's
+floor: level 0's (the input's chunks decoded and level 0's encoded, over the run's 2 cores, plus
+one fsynced write) and each level's extra (its chunks encoded over 2 cores plus their write).
+floor ratio = (level 0 + levels) / level 0: what ome/plain would be if both ran at their codecs'
+speed; the levels' means compress slower per byte than level 0, so it is above the voxel share.
+
 --quick: a 128^3 volume, one repeat, 1x2 only, no result file unless --out is given (a smoke
 test).
 Data under build/bench-data/w6 (never in git). Results: bench/results/w6-<UTC>.json.
@@ -62,6 +68,31 @@ def level_stats(out):
     return levels
 
 
+def bench_floor(bin_, inp, out, cores):
+    r = subprocess.run([bin_, inp, out, "--threads", str(cores), "--reps", "1"],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"w6: bench_floor {inp} {out} failed: {r.stderr[-600:]}")
+    return json.loads(r.stdout)
+
+
+def pyramid_floor(bin_, vol, plain, ome, cores):
+    """Level 0's floor (the plain output from the input) and each level's extra: its encode over
+    the cores plus its fsynced write (bench_floor's decode of the level is not part of it)."""
+    level0 = bench_floor(bin_, vol, plain, cores)
+    levels = []
+    k = 1
+    while os.path.isdir(os.path.join(ome, str(k))):
+        lv = os.path.join(ome, str(k))
+        f = bench_floor(bin_, lv, lv, cores)
+        levels.append({"level": k, "encode_s": f["encode_s"], "write_s": f["write_s"],
+                       "bytes": f["output_bytes"], "extra_s": f["encode_s"] / cores + f["write_s"]})
+        k += 1
+    extra = sum(x["extra_s"] for x in levels)
+    return {"level0": level0, "levels": levels, "level0_s": level0["floor_s"], "levels_s": extra,
+            "floor_ratio": (level0["floor_s"] + extra) / level0["floor_s"]}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shardmill", required=True)
@@ -74,6 +105,10 @@ def main():
     launcher.add_mpirun_args(ap)
     ap.add_argument("--memory", default="2GiB")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--floor", action="store_true",
+                    help="measure the pyramid's codec floor on the last outputs (bench_floor)")
+    ap.add_argument("--floor-bin", default=None,
+                    help="bench_floor (default: bench/bench_floor beside --shardmill's jobs/)")
     ap.add_argument("--out", default=None)
     ap.add_argument("--work", default=os.path.join(REPO, "build", "bench-data", "w6"))
     ap.add_argument("--no-ngff-check", action="store_true",
@@ -98,7 +133,9 @@ def main():
         if ranks == 1 or (args.mpiexec and not args.quick):
             layouts.append((name, ranks, threads))
     results = {}
-    for name, ranks, threads in layouts:
+    cores = 2
+    for li, (name, ranks, threads) in enumerate(layouts):
+        cores = ranks * threads
         runs = {"plain": [], "ome": []}
         levels = None
         for rep in range(args.repeats):
@@ -132,7 +169,8 @@ def main():
                     bad = [] if args.no_ngff_check else ome_ngff_check.check_image(out)
                     if bad:
                         sys.exit(f"w6: the image breaks OME-NGFF 0.5 rules: {bad[:4]}")
-                shutil.rmtree(out, ignore_errors=True)
+                if not (args.floor and li == len(layouts) - 1 and rep == args.repeats - 1):
+                    shutil.rmtree(out, ignore_errors=True)
                 print(f"w6 {name} {kind} run {rep + 1}: {runs[kind][-1]}", flush=True)
 
         def med(kind, key):
@@ -151,6 +189,23 @@ def main():
         print(f"w6 {name}: ome/plain = {results[name]['ratio_ome_over_plain']:.3f} "
               f"(pyramid share {results[name]['pyramid_share']:.3f}), peak RSS "
               f"{results[name]['peak_rss_bytes_max'] / 2**20:.0f} MiB", flush=True)
+    floor = None
+    if args.floor:
+        bin_ = args.floor_bin or os.path.join(os.path.dirname(os.path.dirname(shardmill)), "bench",
+                                              "bench_floor")
+        floor = pyramid_floor(bin_, vol, os.path.join(work, "out-plain.zarr"),
+                              os.path.join(work, "out-ome.zarr"), cores)
+        for name in results:
+            r = results[name]
+            r["floor"] = floor
+            r["ratio_over_floor_ratio"] = r["ratio_ome_over_plain"] / floor["floor_ratio"]
+            print(f"w6 {name}: ome/plain {r['ratio_ome_over_plain']:.3f}, floor ratio "
+                  f"{floor['floor_ratio']:.3f} (level 0 {floor['level0_s']:.2f} s, levels + "
+                  f"{floor['levels_s']:.2f} s); measured extra "
+                  f"{(r['median_total_ms']['ome'] - r['median_total_ms']['plain']) / 1000:.2f} s",
+                  flush=True)
+        for kind in ("plain", "ome"):
+            shutil.rmtree(os.path.join(work, f"out-{kind}.zarr"), ignore_errors=True)
     commit = subprocess.run(["git", "-C", REPO, "rev-parse", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
     # the binary's own stamp: it may be built from another tree than this driver's (a before run)
@@ -162,7 +217,7 @@ def main():
            "ngff_checked": not args.no_ngff_check,
            "utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ"),
            "command": " ".join(sys.argv), "mpirun_args": ["--oversubscribe"] + extra,
-           "results": results}
+           "floor": floor, "results": results}
     out_dir = args.out if args.out else (None if args.quick else
                                          os.path.join(REPO, "bench", "results"))
     if out_dir:

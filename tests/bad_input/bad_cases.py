@@ -609,6 +609,19 @@ def b_zstd_streamed_bomb(d):
     return chunk_store(d, ["gzip", "zstd"], zstd_rle_zeros(64 * MIB, content_size=False))
 
 
+# Two frames without a content size whose 108 bytes decode to more than such bytes can hold
+# (found by fuzz.codec_zstd, tests/fuzz/corpus/codec_zstd/oom-unsized-frames-grow-to-512mib):
+# refused as data at once, where the buffer once grew toward limits.max_chunk_bytes.
+ZSTD_UNSIZED_PAST_BYTES = bytes.fromhex(
+    "28b52ffd00450300000028b52ffd201085000001010100000000000001010169a2a2a22fa2a2a2a2a2a2a2a2"
+    "a2a2a2a2a2a2efefefefefefefefefefefefefefefefefefefefefefefefefefefefefefefefefefefefefef"
+    "efefefefefefa2a2efefefefefefa2a2a27aec62")
+
+
+def b_zstd_unsized_past_bytes(d):
+    return chunk_store(d, ["gzip", "zstd"], ZSTD_UNSIZED_PAST_BYTES)
+
+
 def b_blosc_nbytes_past_limit(d):
     # real blosc of 8 MiB of zeros: plausible, consistent, and past --max-chunk-bytes 1MiB
     return chunk_store(d, ["zstd", "blosc"], blosc_zeros(8 * MIB), dtype="u1")
@@ -817,6 +830,9 @@ CASES = [
          args=_read("0,0", "5,5", ["--max-chunk-bytes", "1MiB"]), exit=5,
          control=_read("5,5", "5,5", ["--max-chunk-bytes", "1MiB"]),
          must=["c/0/0", "zstd", "content size"], any=[["max_chunk_bytes", "max-chunk-bytes"]]),
+    dict(name="zstd_unsized_frames_past_their_bytes", build=b_zstd_unsized_past_bytes,
+         args=_read("0,0", "5,5"), exit=3, control=_read("5,5", "5,5"),
+         must=["c/0/0", "zstd", "108 bytes of frames can hold"]),
     dict(name="blosc_nbytes_past_max_chunk_bytes", build=b_blosc_nbytes_past_limit,
          args=_read("0,0", "5,5", ["--max-chunk-bytes", "1MiB"]), exit=5,
          control=_read("5,5", "5,5", ["--max-chunk-bytes", "1MiB"]),

@@ -328,6 +328,23 @@ def level_files(out, k):
     return n
 
 
+def kill_in_level(shardmill, run_args, cwd, out, level):
+    """Starts `shardmill run` and freezes it (SIGSTOP, then SIGKILL) as soon as `level` has a
+    file; returns its exit status and that level's file count after the kill."""
+    p = subprocess.Popen([shardmill, "run"] + run_args, cwd=cwd, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and p.poll() is None:
+        if level_files(out, level) >= 1:
+            os.kill(p.pid, signal.SIGSTOP)  # freeze it at once, then kill it
+            break
+        time.sleep(0.0005)
+    if p.poll() is None:
+        os.kill(p.pid, signal.SIGKILL)
+    rc = p.wait()
+    return rc, level_files(out, level)
+
+
 def case_resume(c, args, work):
     inp = os.path.join(work, "in.zarr")
     make_input(inp, seed=13)
@@ -344,26 +361,18 @@ def case_resume(c, args, work):
         return
     ref = os.path.join(ref_dir, "out.zarr")
     total2 = level_files(ref, 2)
-    kdir = cc.fresh_dir(os.path.join(work, "killed"))
-    out = os.path.join(kdir, "out.zarr")
-    p = subprocess.Popen([args.shardmill, "run", cfg] + resume + slow, cwd=kdir,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    seen = 0
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and p.poll() is None:
-        seen = level_files(out, 2)
-        if seen >= 1:
-            os.kill(p.pid, signal.SIGSTOP)  # freeze it at once, then kill it
+    # a loaded machine may deschedule this poll until level 3 has begun: such a miss is retried
+    # (up to 3 runs), so the kill always lands in level 2
+    for attempt in range(3):
+        kdir = cc.fresh_dir(os.path.join(work, "killed"))
+        out = os.path.join(kdir, "out.zarr")
+        rc, after = kill_in_level(args.shardmill, [cfg] + resume + slow, kdir, out, 2)
+        if level_files(out, 3) == 0:
             break
-        time.sleep(0.0005)
-    if p.poll() is None:
-        os.kill(p.pid, signal.SIGKILL)
-    rc = p.wait()
-    after = level_files(out, 2)
     # level 2 has few shards: a late poll may find all of them, and the kill still lands before
     # level 3 (the pyramid's end) with the marker missing
     ok = c.check(f"killed by SIGKILL in level 2, before level 3 ({after} of {total2} level-2 "
-                 "shards)", rc == -signal.SIGKILL and 1 <= after <= total2
+                 f"shards, run {attempt + 1})", rc == -signal.SIGKILL and 1 <= after <= total2
                  and level_files(out, 3) == 0, f"exit {rc}, {after} of {total2}")
     if not ok:
         return
