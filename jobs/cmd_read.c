@@ -21,6 +21,7 @@
 #include <shardmill/codec.h>
 #include <shardmill/path.h>
 #include <shardmill/store.h>
+#include <shardmill/threads.h>
 
 #include "job_s3.h"
 #include "jobs_run.h"
@@ -386,6 +387,7 @@ int sm_cmd_read(int argc, char **argv)
     }
     http.max_retries = (unsigned)http_retries;
     http.backoff_base_ms = (unsigned)http_backoff_ms;
+    sm_threads_warm((int)threads); /* while the metadata is read: threads.h */
     struct read_req q = {pos[0], array_path, output, stats, &offset, &shape, repeat, &aopts, http};
     struct sm_err err;
     sm_err_clear(&err);

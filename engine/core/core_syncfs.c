@@ -16,6 +16,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -69,6 +70,20 @@ int sm_fs_openat2_beneath(int dirfd, const char *rel, int flags, unsigned mode)
 int sm_thread_cpu(void)
 {
     return sched_getcpu();
+}
+
+void sm_thread_name(const char *name)
+{
+    (void)pthread_setname_np(pthread_self(), name); /* at most 15 bytes; a longer one is kept out */
+}
+
+int sm_thread_cpus(void)
+{
+    cpu_set_t all;
+    if (sched_getaffinity(0, sizeof(all), &all) != 0) {
+        return 1;
+    }
+    return CPU_COUNT(&all);
 }
 
 /* Once per thread: a pool thread is placed once, the first time it runs work. */

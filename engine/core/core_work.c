@@ -1,14 +1,18 @@
 /* The one deterministic OpenMP work driver (work.h): the pool of the tile scan, the shard writer
  * and the region reads of array/. A failing item records its error under a lock when it is the
  * lowest failure so far; items past the lowest failure known so far are skipped. The driver
- * allocates nothing, so a warm region read stays allocation-free. */
+ * allocates nothing, so a warm region read stays allocation-free. Also sm_threads_warm
+ * (threads.h), which the first work run ends. */
 #include "shardmill/work.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 
+#include "shardmill/clock.h"
 #include "shardmill/sm_omp.h"
+#include "shardmill/threads.h"
 
 #include "core_int.h"
 
@@ -76,8 +80,47 @@ static void run_thread(struct run *r, int tid)
     }
 }
 
+/* sm_threads_warm's thread: set by the first work run; 0 until the first sm_threads_warm. */
+static atomic_bool warm_stop;
+static atomic_flag warm_started = ATOMIC_FLAG_INIT;
+
+static void *warm_loop(void *arg)
+{
+    const uint64_t end = sm_clock_ns() + *(const uint64_t *)arg;
+    sm_thread_name("sm-warm");
+    while (!atomic_load_explicit(&warm_stop, memory_order_relaxed) && sm_clock_ns() < end) {
+        sched_yield(); /* any thread made runnable on this CPU runs at once */
+    }
+    return NULL;
+}
+
+void sm_threads_warm(int threads)
+{
+    sm_threads_warm_for(threads, 20000000u);
+}
+
+void sm_threads_warm_for(int threads, uint64_t most_ns)
+{
+    static uint64_t most; /* read by the one thread started, written before it starts */
+    const int n = threads > 0 ? threads : omp_get_max_threads();
+    if (n < 2 || sm_thread_cpus() < 2 || atomic_flag_test_and_set(&warm_started)) {
+        return;
+    }
+    pthread_attr_t a;
+    pthread_t t;
+    if (pthread_attr_init(&a) != 0) {
+        return;
+    }
+    most = most_ns;
+    if (pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED) == 0) {
+        (void)pthread_create(&t, &a, warm_loop, &most); /* without it, only slower */
+    }
+    pthread_attr_destroy(&a);
+}
+
 sm_status sm_work_run(const struct sm_work *wk, struct sm_err *err)
 {
+    atomic_store_explicit(&warm_stop, true, memory_order_relaxed);
     const int nthreads = wk->threads > 0 ? wk->threads : 1;
     struct run r = {
         .wk = wk, .lowest_fail = UINT64_MAX, .from_cpu = -1, .fail = {.index = UINT64_MAX}};

@@ -15,5 +15,6 @@
 #include "shardmill/stats.h"
 #include "shardmill/status.h"
 #include "shardmill/store.h"
+#include "shardmill/threads.h"
 #include "shardmill/tile.h"
 #endif

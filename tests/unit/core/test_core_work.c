@@ -2,7 +2,8 @@
 /* Unit tests for engine/core/core_work.c (work.h): every item runs once with a thread index in
  * range, the error of the lowest failing item is reported for any thread count, a set stop flag
  * skips the items and returns SM_E_STOPPED, progress ends at the full count, on_caller runs the
- * items outside any parallel region, and a pool thread's first placement (sm_thread_spread). */
+ * items outside any parallel region, a pool thread's first placement (sm_thread_spread), and the
+ * warm-up thread of sm_threads_warm (threads.h), which the first work run ends. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,10 +12,14 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <dirent.h>
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include <shardmill/alloc.h>
 #include <shardmill/sm_omp.h>
+#include <shardmill/threads.h>
 #include <shardmill/work.h>
 
 #include "core_int.h"
@@ -48,6 +53,63 @@ static void progress(void *user, uint64_t done, uint64_t bytes)
     struct job *j = user;
     j->last_done = done;
     j->last_bytes = bytes;
+}
+
+/* Threads of this process named `name` (/proc/self/task/TID/comm). */
+static int threads_named(const char *name)
+{
+    DIR *d = opendir("/proc/self/task");
+    assert_non_null(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        char path[300], comm[32] = "";
+        snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
+        FILE *f = e->d_name[0] == '.' ? NULL : fopen(path, "r");
+        if (f != NULL) {
+            n += fgets(comm, sizeof(comm), f) != NULL && strncmp(comm, name, strlen(name)) == 0 &&
+                 comm[strlen(name)] == '\n';
+            fclose(f);
+        }
+    }
+    closedir(d);
+    return n;
+}
+
+/* Polls up to 200 ms for `want` threads named sm-warm; returns the last count. */
+static int wait_warm(int want)
+{
+    int n = threads_named("sm-warm");
+    for (int i = 0; i < 200 && n != want; i++) {
+        nanosleep(&(struct timespec){0, 1000000}, NULL);
+        n = threads_named("sm-warm");
+    }
+    return n;
+}
+
+static sm_status nothing(void *user, int thread, uint64_t item, uint64_t *bytes, struct sm_err *err)
+{
+    (void)user, (void)thread, (void)item, (void)bytes, (void)err;
+    return SM_OK;
+}
+
+/* First in the group: the work runs of the other tests end the warm-up for the whole process. */
+static void test_warm_runs_until_the_first_work(void **state)
+{
+    (void)state;
+    if (sm_thread_cpus() < 2) {
+        skip(); /* one CPU: nothing to wake, and no thread is started */
+    }
+    sm_threads_warm(1);
+    assert_int_equal(wait_warm(1), 0);    /* one thread: none */
+    sm_threads_warm_for(2, 60000000000u); /* a minute: only the work run can end it in time */
+    assert_int_equal(wait_warm(1), 1);
+    sm_threads_warm(0); /* once per process */
+    assert_int_equal(threads_named("sm-warm"), 1);
+    const struct sm_work wk = {.count = 4, .threads = 2, .item = nothing};
+    struct sm_err err;
+    sm_err_clear(&err);
+    assert_int_equal(sm_work_run(&wk, &err), SM_OK);
+    assert_int_equal(wait_warm(0), 0); /* ended by the work run */
 }
 
 static void test_every_item_once(void **state)
@@ -211,6 +273,7 @@ static void test_spread_moves_once_and_frees(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_warm_runs_until_the_first_work),
         cmocka_unit_test(test_every_item_once),
         cmocka_unit_test(test_lowest_failure_wins),
         cmocka_unit_test(test_run_allocates_nothing),
