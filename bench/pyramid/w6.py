@@ -21,6 +21,7 @@ floor: level 0's (the input's chunks decoded and level 0's encoded, over the run
 one fsynced write) and each level's extra (its chunks encoded over 2 cores plus their write).
 floor ratio = (level 0 + levels) / level 0: what ome/plain would be if both ran at their codecs'
 speed; the levels' means compress slower per byte than level 0, so it is above the voxel share.
+Each part is bench_floor's minimum of --floor-reps runs (3): a single fsynced write varies.
 
 --quick: a 128^3 volume, one repeat, 1x2 only, no result file unless --out is given (a smoke
 test).
@@ -68,23 +69,23 @@ def level_stats(out):
     return levels
 
 
-def bench_floor(bin_, inp, out, cores):
-    r = subprocess.run([bin_, inp, out, "--threads", str(cores), "--reps", "1"],
+def bench_floor(bin_, inp, out, cores, reps):
+    r = subprocess.run([bin_, inp, out, "--threads", str(cores), "--reps", str(reps)],
                        capture_output=True, text=True)
     if r.returncode != 0:
         sys.exit(f"w6: bench_floor {inp} {out} failed: {r.stderr[-600:]}")
     return json.loads(r.stdout)
 
 
-def pyramid_floor(bin_, vol, plain, ome, cores):
+def pyramid_floor(bin_, vol, plain, ome, cores, reps):
     """Level 0's floor (the plain output from the input) and each level's extra: its encode over
     the cores plus its fsynced write (bench_floor's decode of the level is not part of it)."""
-    level0 = bench_floor(bin_, vol, plain, cores)
+    level0 = bench_floor(bin_, vol, plain, cores, reps)
     levels = []
     k = 1
     while os.path.isdir(os.path.join(ome, str(k))):
         lv = os.path.join(ome, str(k))
-        f = bench_floor(bin_, lv, lv, cores)
+        f = bench_floor(bin_, lv, lv, cores, reps)
         levels.append({"level": k, "encode_s": f["encode_s"], "write_s": f["write_s"],
                        "bytes": f["output_bytes"], "extra_s": f["encode_s"] / cores + f["write_s"]})
         k += 1
@@ -107,6 +108,8 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--floor", action="store_true",
                     help="measure the pyramid's codec floor on the last outputs (bench_floor)")
+    ap.add_argument("--floor-reps", type=int, default=3,
+                    help="bench_floor --reps: each part's minimum of N (its write's fsync varies)")
     ap.add_argument("--floor-bin", default=None,
                     help="bench_floor (default: bench/bench_floor beside --shardmill's jobs/)")
     ap.add_argument("--out", default=None)
@@ -194,7 +197,7 @@ def main():
         bin_ = args.floor_bin or os.path.join(os.path.dirname(os.path.dirname(shardmill)), "bench",
                                               "bench_floor")
         floor = pyramid_floor(bin_, vol, os.path.join(work, "out-plain.zarr"),
-                              os.path.join(work, "out-ome.zarr"), cores)
+                              os.path.join(work, "out-ome.zarr"), cores, args.floor_reps)
         for name in results:
             r = results[name]
             r["floor"] = floor
