@@ -80,7 +80,7 @@ static void run_thread(struct run *r, int tid)
     }
 }
 
-/* sm_threads_warm's thread: set by the first work run; 0 until the first sm_threads_warm. */
+/* sm_threads_warm starts its thread once (warm_started); the first work run ends it (warm_stop). */
 static atomic_bool warm_stop;
 static atomic_flag warm_started = ATOMIC_FLAG_INIT;
 
