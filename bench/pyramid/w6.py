@@ -136,9 +136,7 @@ def main():
         if ranks == 1 or (args.mpiexec and not args.quick):
             layouts.append((name, ranks, threads))
     results = {}
-    cores = 2
     for li, (name, ranks, threads) in enumerate(layouts):
-        cores = ranks * threads
         runs = {"plain": [], "ome": []}
         levels = None
         for rep in range(args.repeats):
@@ -196,8 +194,9 @@ def main():
     if args.floor:
         bin_ = args.floor_bin or os.path.join(os.path.dirname(os.path.dirname(shardmill)), "bench",
                                               "bench_floor")
+        _name, ranks, threads = layouts[-1]  # the outputs kept are the last layout's
         floor = pyramid_floor(bin_, vol, os.path.join(work, "out-plain.zarr"),
-                              os.path.join(work, "out-ome.zarr"), cores, args.floor_reps)
+                              os.path.join(work, "out-ome.zarr"), ranks * threads, args.floor_reps)
         for name in results:
             r = results[name]
             r["floor"] = floor

@@ -120,7 +120,9 @@ void sm_threads_warm_for(int threads, uint64_t most_ns)
 
 sm_status sm_work_run(const struct sm_work *wk, struct sm_err *err)
 {
-    atomic_store_explicit(&warm_stop, true, memory_order_relaxed);
+    if (!atomic_load_explicit(&warm_stop, memory_order_relaxed)) { /* read-shared after once */
+        atomic_store_explicit(&warm_stop, true, memory_order_relaxed);
+    }
     const int nthreads = wk->threads > 0 ? wk->threads : 1;
     struct run r = {
         .wk = wk, .lowest_fail = UINT64_MAX, .from_cpu = -1, .fail = {.index = UINT64_MAX}};
