@@ -207,23 +207,6 @@ def timed(argv, env=None, timeout=3600):
                "rc": p.returncode, "t_launch_ns": t_launch}
 
 
-def spawn_results(base, ranks):
-    """The per-rank results bench/region_read/w3_spawn.c wrote to BASE.<rank> (removed once read)."""
-    per_rank = []
-    for r in range(ranks):
-        try:
-            with open(f"{base}.{r}") as f:
-                x = json.load(f)
-            os.unlink(f"{base}.{r}")
-            per_rank.append({"rank": r, "maxrss_bytes": x["maxrss_kib"] * 1024,
-                             "wall_s": x["wall_ns"] / 1e9, "user_s": x["utime_us"] / 1e6,
-                             "sys_s": x["stime_us"] / 1e6,
-                             "rc": x["exit_code"] if x["exited"] else -x["signal"]})
-        except (OSError, ValueError, KeyError):
-            per_rank.append({"rank": r, "rc": None})
-    return per_rank
-
-
 def run_shardmill(launcher, shardmill, src, kind, ranks, threads, work, tag, dataset=None):
     base = os.path.join(work, tag)
     out, rep_path = base + ".zarr", base + ".report.json"
@@ -238,7 +221,7 @@ def run_shardmill(launcher, shardmill, src, kind, ranks, threads, work, tag, dat
     rec = {"tag": tag, "ranks": ranks, "threads": threads, "launcher": launcher.kind, **m,
            "limits_memory_bytes": limit, "problems": []}
     wall = rec["wall_s"]
-    per_rank = spawn_results(base + ".spawn", ranks)
+    per_rank = sm_launch.spawn_results(base + ".spawn", ranks)
     rec["per_rank"] = per_rank
     if p.returncode != 0:
         rec["problems"].append(f"exit {p.returncode}: {p.stderr.strip()[-400:]}")

@@ -194,7 +194,7 @@ def run_job(launcher, shardmill, cfg, base, threads):
                                               base + ".report.json"], base + ".spawn")
     p, m = w7.timed(argv, env)
     m.pop("t_launch_ns")
-    m["per_rank"] = w7.spawn_results(base + ".spawn", 1)
+    m["per_rank"] = sm_launch.spawn_results(base + ".spawn", 1)
     m["maxrss_bytes"] = m["per_rank"][0].get("maxrss_bytes")
     if p.returncode != 0:
         m["error"] = p.stderr.strip()[-400:]
@@ -270,7 +270,7 @@ def run_python(ctx, kind, tag):
     p, m = w7.timed(argv)
     m.pop("t_launch_ns")
     rec = {"tag": tag, "contender": "python", **m, "problems": []}
-    rec["per_rank"] = w7.spawn_results(base + ".spawn", 1)
+    rec["per_rank"] = sm_launch.spawn_results(base + ".spawn", 1)
     rec["maxrss_bytes"] = rec["per_rank"][0].get("maxrss_bytes")
     if p.returncode != 0:
         rec["problems"].append(f"exit {p.returncode}: {p.stderr.strip()[-400:]}")

@@ -118,17 +118,7 @@ def run_resume(a, env, man, out, ranks, threads, sets, tag):
     os.sync()
     wall, p = timed(argv, penv)
     rec = {"wall_s": wall, "rc": p.returncode, "stderr": (p.stderr or "")[-600:]}
-    per = []
-    for r in range(ranks):
-        try:
-            with open(f"{base}.spawn.{r}") as f:
-                x = json.load(f)
-            os.unlink(f"{base}.spawn.{r}")
-            per.append({"rank": r, "rc": x["exit_code"] if x["exited"] else -x["signal"],
-                        "maxrss_bytes": x["maxrss_kib"] * 1024})
-        except (OSError, ValueError, KeyError):
-            per.append({"rank": r, "rc": None})
-    rec["per_rank"] = per
+    rec["per_rank"] = sm_launch.spawn_results(base + ".spawn", ranks)
     try:
         with open(rep_path) as f:
             rep = json.load(f)

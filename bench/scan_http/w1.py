@@ -39,7 +39,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 import numpy as np
 
@@ -169,12 +168,7 @@ class Bench:
         argv = [self.a.shardmill, "run", cfg, "--report", rep]
         if not cache:
             argv[3:3] = ["--set", "input.cache.enabled=false"]
-        mark = self.srv.mark()
-        rc, wall, rss, sp = spawn(argv, base + ".out", base + ".err")
-        reqs = self.srv.requests(since=mark)
-        run = {"wall_ms": wall, "peak_rss_bytes": rss, "exit": rc, "nginx": nginx_counts(reqs),
-               "utime_us": sp["utime_us"], "stime_us": sp["stime_us"],
-               "spawner_hwm_kib": sp["spawner_hwm_kib"]}
+        rc, run = self.spawn_counted(argv, base)
         if rc != 0:
             err = open(base + ".err").read().strip()
             self.errors.append(f"shardmill tile {tile} passes {passes} cache {cache}: exit {rc}: "
@@ -209,6 +203,16 @@ class Bench:
                                f"{n['payload']}")
         return run
 
+    def spawn_counted(self, argv, base):
+        """One process (stdout/stderr to base.out/.err) with its wall, peak RSS, CPU times and
+        the nginx requests it made; returns its exit status and that record."""
+        mark = self.srv.mark()
+        rc, wall, rss, sp = spawn(argv, base + ".out", base + ".err")
+        reqs = self.srv.requests(since=mark)
+        return rc, {"wall_ms": wall, "peak_rss_bytes": rss, "exit": rc,
+                    "nginx": nginx_counts(reqs), "utime_us": sp["utime_us"],
+                    "stime_us": sp["stime_us"], "spawner_hwm_kib": sp["spawner_hwm_kib"]}
+
     def run_peer(self, tile, passes):
         self.seq += 1
         base = os.path.join(self.work, f"peer-{self.seq:04d}")
@@ -216,12 +220,7 @@ class Bench:
                 "--offset", ",".join(map(str, ROI[0])), "--shape", ",".join(map(str, ROI[1])),
                 "--tile", str(tile), "--passes", str(passes), "--bins", str(BINS),
                 "--range", "0,256", "--mode", self.a.peer_mode]
-        mark = self.srv.mark()
-        rc, wall, rss, sp = spawn(argv, base + ".out", base + ".err")
-        reqs = self.srv.requests(since=mark)
-        run = {"wall_ms": wall, "peak_rss_bytes": rss, "exit": rc, "nginx": nginx_counts(reqs),
-               "utime_us": sp["utime_us"], "stime_us": sp["stime_us"],
-               "spawner_hwm_kib": sp["spawner_hwm_kib"]}
+        rc, run = self.spawn_counted(argv, base)
         if rc != 0:
             self.errors.append(f"peer tile {tile} passes {passes}: exit {rc}: "
                                f"{open(base + '.err').read().strip()[-300:]}")

@@ -60,9 +60,7 @@ def convert_cfg(root, name, store, out, extra=None):
            "histogram": {"bins": 16, "range": [0, 1]},
            "output": {"path": out, "exists": "overwrite", "fsync": False},
            "limits": {"memory_bytes": "64KiB"}, "progress": False}
-    for k, v in (extra or {}).items():
-        cfg.setdefault(k, {}).update(v)
-    return cc.write_config(os.path.join(root, name), cfg)
+    return cc.write_config(os.path.join(root, name), cc.merge_config(cfg, extra))
 
 
 def refused(c, label, cmd, root, key, path, rel, noun, other, cwd=None, alt=None):

@@ -69,12 +69,7 @@ def job_config(path, inp, out_rel, extra=None):
                       "chunk": [2, 16, 16]},
            "parallel": {"threads": 1},
            "progress": False}
-    for k, v in (extra or {}).items():
-        if isinstance(v, dict):
-            cfg.setdefault(k, {}).update(v)
-        else:
-            cfg[k] = v
-    return cc.write_config(path, cfg)
+    return cc.write_config(path, cc.merge_config(cfg, extra))
 
 
 def shard_names(out):

@@ -119,12 +119,7 @@ def config_for(inp, out_rel, roi, norm, hist=None, fsync=False, threads=2, extra
         cfg["roi"] = {"offset": roi[0], "shape": roi[1]}
     if hist is not None:
         cfg["histogram"] = dict(hist)
-    for k, v in (extra or {}).items():
-        if isinstance(v, dict):
-            cfg.setdefault(k, {}).update(v)
-        else:
-            cfg[k] = v
-    return cfg
+    return cc.merge_config(cfg, extra)
 
 
 def oracle(vals, roi, norm, hist):

@@ -199,7 +199,7 @@ def main():
     have_h5 = make_inputs()
     conv = write("convert.yaml", "job: convert\ninput: {store: in.zarr}\noutput: {path: out.zarr}\n"
                  "report: rep/convert.json\n")
-    scan = write("scan.yaml", "job: scan\ninput: {store: in.zarr}\n")
+    write("scan.yaml", "job: scan\ninput: {store: in.zarr}\n")
 
     p = render(["--help"])
     check(p.returncode == 0 and "TEMPLATE" in p.stdout and "--array" in p.stdout

@@ -19,12 +19,7 @@ def ingest_config(path, store, out, raw=None, fmt=None, extra=None):
         cfg["input"]["format"] = fmt
     if raw is not None:
         cfg["input"]["raw"] = raw
-    for k, v in (extra or {}).items():
-        if isinstance(v, dict):
-            cfg.setdefault(k, {}).update(v)
-        else:
-            cfg[k] = v
-    return cc.write_config(path, cfg)
+    return cc.write_config(path, cc.merge_config(cfg, extra))
 
 
 def check_ingested(c, args, work, label, out, want, rep, pixdim=None, fmt=None, decode=True,

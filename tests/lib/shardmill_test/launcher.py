@@ -329,6 +329,24 @@ def shardmill_argv(shardmill, config, store, out, report, ranks_threads, extra_s
     return argv + ["--report", report]
 
 
+def spawn_results(prefix, ranks):
+    """Each rank's record that bench/region_read/w3_spawn.c wrote to PREFIX.<rank> (removed once
+    read): exit status (-signal), wall, peak RSS, user and system time; {"rank", "rc": None} for
+    a rank without one."""
+    per_rank = []
+    for r in range(ranks):
+        try:
+            with open(f"{prefix}.{r}") as f:
+                x = json.load(f)
+            os.unlink(f"{prefix}.{r}")
+            per_rank.append({"rank": r, "rc": x["exit_code"] if x["exited"] else -x["signal"],
+                             "wall_s": x["wall_ns"] / 1e9, "maxrss_bytes": x["maxrss_kib"] * 1024,
+                             "user_s": x["utime_us"] / 1e6, "sys_s": x["stime_us"] / 1e6})
+        except (OSError, ValueError, KeyError):
+            per_rank.append({"rank": r, "rc": None})
+    return per_rank
+
+
 def run_convert(launcher, shardmill, config, man, ranks, threads, work, tag, shard,
                 extra_sets=(), sample_rss=False, check_values=True, keep_output=False,
                 timeout=3600):
@@ -373,17 +391,7 @@ def run_convert(launcher, shardmill, config, man, ranks, threads, work, tag, sha
                t_launch_ns / 1e9, datetime.timezone.utc).isoformat(), "ok": False}
     with open(base + ".stderr", errors="replace") as f:
         rec["stderr"] = f.read().strip()[-1500:]
-    ranks_res = []
-    for r in range(ranks):
-        try:
-            with open(f"{base}.spawn.{r}") as f:
-                x = json.load(f)
-            os.unlink(f"{base}.spawn.{r}")
-            ranks_res.append({"rank": r, "rc": x["exit_code"] if x["exited"] else -x["signal"],
-                              "wall_s": x["wall_ns"] / 1e9, "maxrss_bytes": x["maxrss_kib"] * 1024,
-                              "user_s": x["utime_us"] / 1e6, "sys_s": x["stime_us"] / 1e6})
-        except (OSError, ValueError, KeyError):
-            ranks_res.append({"rank": r, "rc": None})
+    ranks_res = spawn_results(base + ".spawn", ranks)
     rec["per_rank"] = ranks_res
     rec["rss_samples"] = sampler.summary() if sampler else None
     bad = []

@@ -89,6 +89,17 @@ def yaml_text(cfg, indent=0):
     return "\n".join(lines)
 
 
+def merge_config(cfg, extra):
+    """cfg with each key of `extra` laid over it: a mapping updates the section of that name,
+    anything else replaces the key. Returns cfg."""
+    for k, v in (extra or {}).items():
+        if isinstance(v, dict):
+            cfg.setdefault(k, {}).update(v)
+        else:
+            cfg[k] = v
+    return cfg
+
+
 def write_config(path, cfg):
     with open(path, "w") as f:
         f.write(yaml_text(cfg) + "\n")

@@ -22,7 +22,6 @@ type range; other types need an explicit range.
 
 import argparse
 import json
-import math
 import os
 import subprocess
 import sys
