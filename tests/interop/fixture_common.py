@@ -10,10 +10,11 @@ Expected values always come from NumPy data that zarr-python / zarrita / shard_w
 """
 
 import json
-import math
 import os
 
 import numpy as np
+
+from shardmill_test import shard_writer
 
 V3_NAMES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
             "float32", "float64"]
@@ -28,19 +29,7 @@ def v3_name(dtype):
 
 def fill_to_json(fill, dtype):
     """Fill value as Zarr JSON spells it (v2 and v3 agree for these types)."""
-    if fill is None:
-        return None
-    kind = np.dtype(dtype).kind
-    if kind == "b":
-        return bool(fill)
-    if kind == "f":
-        f = float(fill)
-        if math.isnan(f):
-            return "NaN"
-        if math.isinf(f):
-            return "Infinity" if f > 0 else "-Infinity"
-        return f
-    return int(fill)
+    return shard_writer.fill_json(fill, dtype)
 
 
 def sample_values(dtype, shape, seed):

@@ -30,6 +30,7 @@ import tempfile
 import numpy as np
 
 from shardmill_test import REPO
+from shardmill_test import spec_oracle
 
 V3_DTYPES = {"bool": "?", "int8": "i1", "uint8": "u1", "int16": "i2", "uint16": "u2",
              "int32": "i4", "uint32": "u4", "int64": "i8", "uint64": "u8", "float32": "f4",
@@ -76,13 +77,9 @@ def load_nifti_zyx(path):
 
 
 def default_hist(dtype):
-    dt = np.dtype(dtype)
-    if dt == np.uint8:
-        return 256, 0.0, 256.0
-    if dt in (np.int8, np.int16, np.uint16):
-        info = np.iinfo(dt)
-        return int(info.max) - int(info.min) + 1, float(info.min), float(info.max) + 1.0
-    raise ValueError(f"{dt}: the histogram needs an explicit range (SPEC §5)")
+    """spec_oracle.default_hist with float bounds (as the scan report gives them)."""
+    bins, lo, hi = spec_oracle.default_hist(dtype)
+    return bins, float(lo), float(hi)
 
 
 def as_u64(v):

@@ -20,7 +20,7 @@ def default_hist(dtype):
     if dt in (np.int8, np.int16, np.uint16):
         info = np.iinfo(dt)
         return int(info.max) - int(info.min) + 1, int(info.min), int(info.max) + 1
-    raise ValueError(f"no default histogram for {dt}")
+    raise ValueError(f"{dt}: the histogram needs an explicit range (SPEC §5)")
 
 
 def histogram(values, bins, lo, hi):
