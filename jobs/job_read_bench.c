@@ -220,8 +220,8 @@ static sm_status run_case(const struct sm_job_config *c, struct sm_store *store,
     json_object_set_new(o, "read_ns", times);
     json_object_set_new(o, "voxels_per_s", json_real(med_s > 0 ? (double)k->voxels / med_s : 0));
     json_object_set_new(o, "bytes_per_s", json_real(med_s > 0 ? (double)k->bytes / med_s : 0));
-    json_object_set_new(o, "checksum", json_integer((json_int_t)ref.sum));
-    json_object_set_new(o, "weighted_checksum", sm_json_u64(ref.weighted));
+    json_object_set_new(o, "checksum", sm_json_checksum_i64((int64_t)ref.sum));
+    json_object_set_new(o, "weighted_checksum", sm_json_checksum_u64(ref.weighted));
     json_object_set_new(o, "open_ms", json_real(sm_ms(open_ns)));
     json_object_set_new(o, "chunks_touched", sm_json_u64(outer));
     json_object_set_new(o, "inner_chunks_touched",
@@ -264,8 +264,8 @@ static json_t *make_report(const struct sm_job_config *c, const struct sm_array_
     json_object_set_new(res, "voxels", sm_json_u64(tot->voxels));
     json_object_set_new(res, "voxels_processed", sm_json_u64(tot->voxels_read));
     json_object_set_new(res, "tiles", json_null());
-    json_object_set_new(res, "checksum", json_integer((json_int_t)tot->sums.sum));
-    json_object_set_new(res, "weighted_checksum", sm_json_u64(tot->sums.weighted));
+    json_object_set_new(res, "checksum", sm_json_checksum_i64((int64_t)tot->sums.sum));
+    json_object_set_new(res, "weighted_checksum", sm_json_checksum_u64(tot->sums.weighted));
     json_object_set_new(res, "histogram", json_null());
     json_object_set_new(res, "normalization", json_null());
     json_object_set_new(res, "output_checksum", json_null());

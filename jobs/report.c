@@ -156,8 +156,8 @@ static json_t *result_json(const struct sm_job_config *c, const struct sm_run_re
     json_object_set_new(res, "voxels", sm_json_u64(r->scan.voxels));
     json_object_set_new(res, "voxels_processed", sm_json_u64(r->scan.voxels * r->passes));
     json_object_set_new(res, "tiles", sm_json_u64(r->scan.tiles));
-    json_object_set_new(res, "checksum", json_integer((json_int_t)r->scan.sums.sum));
-    json_object_set_new(res, "weighted_checksum", sm_json_u64(r->scan.sums.weighted));
+    json_object_set_new(res, "checksum", sm_json_checksum_i64((int64_t)r->scan.sums.sum));
+    json_object_set_new(res, "weighted_checksum", sm_json_checksum_u64(r->scan.sums.weighted));
     json_t *h = r->no_histogram ? json_null() : sm_json_hist(&r->scan.hist);
     if (!r->no_histogram) { /* SPEC §5: histogram.range, the type's default or the min/max pass */
         json_object_set_new(h, "range_from", json_string(range_from_name(r->hist_range_from)));
@@ -167,9 +167,9 @@ static json_t *result_json(const struct sm_job_config *c, const struct sm_run_re
     json_object_set_new(res, "normalization",
                         convert ? normalization_json(c, &r->norm) : json_null());
     json_object_set_new(res, "output_checksum",
-                        convert ? json_integer((json_int_t)r->output_checksum) : json_null());
+                        convert ? sm_json_checksum_i64((int64_t)r->output_checksum) : json_null());
     json_object_set_new(res, "output_weighted_checksum",
-                        convert ? sm_json_u64(r->output_weighted_checksum) : json_null());
+                        convert ? sm_json_checksum_u64(r->output_weighted_checksum) : json_null());
     return res;
 }
 

@@ -6,6 +6,7 @@
 #include "report.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,16 +64,18 @@ sm_status sm_report_write(const char *path, json_t *report, struct sm_err *err)
 
 /* ---- the summary on standard output (SPEC §7: never the whole JSON without a report path) ---- */
 
-/* A JSON integer, real or sm_json_u64 value as text; "null" for anything else. */
+/* A JSON number (an integer, a real, sm_json_u64's exact integer or a checksum's decimal string,
+ * meta.h's policy) as text; "null" for anything else. */
 static const char *num_text(const json_t *v, char *buf, size_t cap)
 {
-    const char *s;
-    if (json_is_integer(v)) {
-        snprintf(buf, cap, "%lld", (long long)json_integer_value(v));
-    } else if (json_is_real(v)) {
+    uint64_t u;
+    int64_t i;
+    if (json_is_real(v)) {
         snprintf(buf, cap, "%.6g", json_real_value(v));
-    } else if (json_is_string(v) && strncmp(s = json_string_value(v), "\001u64:", 5) == 0) {
-        snprintf(buf, cap, "%s", s + 5);
+    } else if (sm_json_get_i64(v, &i)) {
+        snprintf(buf, cap, "%" PRId64, i);
+    } else if (sm_json_get_u64(v, &u)) {
+        snprintf(buf, cap, "%" PRIu64, u);
     } else {
         snprintf(buf, cap, "null");
     }

@@ -51,6 +51,7 @@ import sys
 import tempfile
 import time
 
+from shardmill_test import report_json
 from shardmill_test import REPO
 from shardmill_test import launcher as sm_launch
 from shardmill_test import machine
@@ -140,7 +141,7 @@ class SbatchRunner:
             bad.append("no completion marker")
         try:
             with open(rep_path) as f:
-                rep = json.load(f)
+                rep = report_json.with_int_checksums(json.load(f))
             bad += sm_launch.report_problems(rep, man, ranks, threads, shard)
             rec["report"] = {k: rep.get(k) for k in ("engine", "ranks", "threads", "timing_ms",
                                                      "memory", "output", "io")}

@@ -66,6 +66,7 @@ import time
 
 import numpy as np
 
+from shardmill_test import report_json
 from shardmill_test import machine
 from shardmill_test import results
 
@@ -436,7 +437,7 @@ class Bench:
             return r
         try:
             with open(rep) as f:
-                report = json.load(f)
+                report = report_json.with_int_checksums(json.load(f))
             os.unlink(rep)
         except (OSError, ValueError) as e:
             self.errors.append(f"{label}: report {rep}: {e}")

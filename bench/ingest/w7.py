@@ -40,6 +40,7 @@ import time
 
 import numpy as np
 
+from shardmill_test import report_json
 from shardmill_test import launcher as sm_launch
 from shardmill_test import machine
 from shardmill_test import results
@@ -233,7 +234,7 @@ def run_shardmill(launcher, shardmill, src, kind, ranks, threads, work, tag, dat
         rec["problems"].append("no completion marker")
     try:
         with open(rep_path) as f:
-            rep = json.load(f)
+            rep = report_json.with_int_checksums(json.load(f))
         os.unlink(rep_path)
         res = rep.get("result") or {}
         got = {"checksum": res.get("checksum"), "weighted_checksum": res.get("weighted_checksum")}

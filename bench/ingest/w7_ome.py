@@ -46,6 +46,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 
+from shardmill_test import report_json
 from shardmill_test import launcher as sm_launch
 from shardmill_test import machine
 from shardmill_test import ome_ngff_check
@@ -161,7 +162,7 @@ def check_shardmill_image(rec, out, want, spacing, unit):
 def check_report(rec, rep_path, src, want, label, normalized=True):
     try:
         with open(rep_path) as f:
-            rep = json.load(f)
+            rep = report_json.with_int_checksums(json.load(f))
         os.unlink(rep_path)
     except (OSError, ValueError) as e:
         rec["problems"].append(f"{label} report: {e}")

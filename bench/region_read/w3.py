@@ -42,6 +42,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 import w3data  # noqa: E402
 
+from shardmill_test import report_json
 from shardmill_test import machine
 
 REPO = w3data.REPO
@@ -213,7 +214,7 @@ class Runner:
         if res["rc"] == 0:
             try:
                 with open(report) as f:
-                    rep = json.load(f)
+                    rep = report_json.with_int_checksums(json.load(f))
                 cs = rep["read_bench"]["cases"][0]
                 io = cs["io"]
                 # the warm-up read's time is not in the report: a placeholder keeps --stats' shape

@@ -42,6 +42,7 @@ import tempfile
 
 import numpy as np
 
+from shardmill_test import report_json
 from shardmill_test import machine
 from shardmill_test import results
 from shardmill_test import scan_oracle
@@ -176,7 +177,7 @@ class Bench:
             return run
         try:
             with open(rep) as f:
-                report = json.load(f)
+                report = report_json.with_int_checksums(json.load(f))
         except (OSError, ValueError) as e:
             self.errors.append(f"shardmill report {rep}: {e}")
             return run

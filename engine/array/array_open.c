@@ -303,47 +303,36 @@ void sm_array_stats(const struct sm_array *a, struct sm_array_stats *out)
     out->decode_ns = atomic_load(&a->decode_ns);
 }
 
-/* The node_type a v3 member's zarr.json declares ("array" or "group"), or NULL when it cannot be
- * read or names neither (the member is still listed, without a type). */
-static const char *v3_node_type(struct sm_store *s, const char *key)
+/* A member's metadata document `key` (read and parsed under meta.h's JSON policy: one that does
+ * not parse is SM_E_DATA naming it) and the node type it declares: a v3 zarr.json's node_type
+ * ("array" or "group"; NULL for neither: the member is still listed, without a type), an N5
+ * attributes.json "array" when it has "dimensions", else "group". */
+static sm_status member_type(struct sm_store *s, const char *key, bool n5, const char **type,
+                             struct sm_err *err)
 {
     struct sm_buf b = SM_BUF_INIT;
     bool found = false;
-    struct sm_err e;
-    sm_err_clear(&e);
-    const char *type = NULL;
-    if (sm_store_get(s, key, sm_range_all(), SM_IO_META, &b, &found, &e) == SM_OK && found) {
-        json_t *doc = json_loadb((const char *)b.ptr, b.len, 0, NULL);
+    *type = NULL;
+    sm_status st = sm_store_get(s, key, sm_range_all(), SM_IO_META, &b, &found, err);
+    json_t *doc = NULL;
+    if (st == SM_OK && found) {
+        char where[1400];
+        snprintf(where, sizeof(where), "%s/%s", s->url, key);
+        st = sm_json_load((const char *)b.ptr, b.len, where, &doc, err);
+    }
+    if (doc != NULL && n5) {
+        *type = json_object_get(doc, "dimensions") != NULL ? "array" : "group";
+    } else if (doc != NULL) {
         const char *t = json_string_value(json_object_get(doc, "node_type"));
         if (t != NULL && strcmp(t, "array") == 0) {
-            type = "array";
+            *type = "array";
         } else if (t != NULL && strcmp(t, "group") == 0) {
-            type = "group";
+            *type = "group";
         }
-        json_decref(doc);
     }
+    json_decref(doc);
     sm_buf_free(&b);
-    return type;
-}
-
-/* An N5 member's type: "array" when its attributes.json has "dimensions", else "group"; NULL
- * when it cannot be read. */
-static const char *n5_node_type(struct sm_store *s, const char *key)
-{
-    struct sm_buf b = SM_BUF_INIT;
-    bool found = false;
-    struct sm_err e;
-    sm_err_clear(&e);
-    const char *type = NULL;
-    if (sm_store_get(s, key, sm_range_all(), SM_IO_META, &b, &found, &e) == SM_OK && found) {
-        json_t *doc = json_loadb((const char *)b.ptr, b.len, 0, NULL);
-        if (json_is_object(doc)) {
-            type = json_object_get(doc, "dimensions") != NULL ? "array" : "group";
-        }
-        json_decref(doc);
-    }
-    sm_buf_free(&b);
-    return type;
+    return st;
 }
 
 /* Members of a group for `info`: each child with its zarr_format and node_type (stores that can
@@ -359,7 +348,7 @@ static sm_status list_members(struct sm_store *s, const char *prefix, json_t *de
     snprintf(sub, sizeof(sub), "%.*s", (int)(prefix[0] != '\0' ? strlen(prefix) - 1 : 0), prefix);
     SM_TRY(sm_store_list(s, sub, &names, err));
     json_t *members = json_array();
-    for (size_t i = 0; i < names.n; i++) {
+    for (size_t i = 0; i < names.n && err->status == SM_OK; i++) {
         static const struct {
             const char *doc, *type;
         } probes[] = {{"zarr.json", NULL},
@@ -381,9 +370,11 @@ static sm_status list_members(struct sm_store *s, const char *prefix, json_t *de
                 }
                 json_object_set_new(m, "zarr_format",
                                     k == 3 ? json_null() : json_integer(k == 0 ? 3 : 2));
-                const char *type = k == 0   ? v3_node_type(s, key)
-                                   : k == 3 ? n5_node_type(s, key)
-                                            : probes[k].type;
+                const char *type = probes[k].type;
+                if ((k == 0 || k == 3) && member_type(s, key, k == 3, &type, err) != SM_OK) {
+                    json_decref(m);
+                    break;
+                }
                 if (type != NULL) {
                     json_object_set_new(m, "node_type", json_string(type));
                 }

@@ -84,8 +84,8 @@ json_t *sm_cv_provenance(const struct cv *cv, const struct sm_scan_result *r)
                               "range", r->hist.lo, r->hist.hi, "voxels", sm_json_u64(r->voxels),
                               "underflow", sm_json_u64(r->hist.underflow), "overflow",
                               sm_json_u64(r->hist.overflow), "nan", sm_json_u64(r->hist.nan),
-                              "checksum", json_integer((json_int_t)r->sums.sum),
-                              "weighted_checksum", sm_json_u64(r->sums.weighted));
+                              "checksum", sm_json_checksum_i64((int64_t)r->sums.sum),
+                              "weighted_checksum", sm_json_checksum_u64(r->sums.weighted));
     json_t *pv = sm_cv_identity(cv); /* engine, config_sha256, input first: the job's identity */
     json_object_set_new(pv, "roi",
                         json_pack("{s:o,s:o}", "offset", dims_json(su->off, nd), "shape",

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "shardmill/meta.h"
 #include "shardmill/par.h"
 
 struct geometry {
@@ -91,8 +92,13 @@ static sm_status read_geometry(struct sm_store *store, const char *array, unsign
             struct sm_buf b = SM_BUF_INIT;
             bool found = false;
             st = sm_store_get(store, key, sm_range_all(), SM_IO_META, &b, &found, err);
-            if (st == SM_OK && found) {
-                json_t *doc = json_loadb((const char *)b.ptr, b.len, 0, NULL);
+            json_t *doc = NULL;
+            if (st == SM_OK && found) { /* a document that does not parse is an error (meta.h) */
+                char where[1200];
+                snprintf(where, sizeof(where), "%s/%s", store->url, key);
+                st = sm_json_load((const char *)b.ptr, b.len, where, &doc, err);
+            }
+            if (doc != NULL) {
                 const json_t *attrs = k == 0 ? json_object_get(doc, "attributes") : doc;
                 geometry_of(attrs, leaf, nd, g);
                 json_decref(doc);

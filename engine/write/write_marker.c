@@ -331,11 +331,11 @@ bool sm_marker_parse(const struct sm_writer *w, struct sm_bytes doc, struct sm_s
         return false;
     }
     memset(recs, 0, (size_t)w->nshards * sizeof(*recs)); /* a partial scan: start again */
-    json_error_t je;
-    json_t *j = json_loadb((const char *)doc.ptr, doc.len, 0, &je);
-    if (j == NULL) {
-        snprintf(why, why_cap, "malformed JSON at line %d column %d: %s", je.line, je.column,
-                 je.text);
+    json_t *j = NULL;
+    struct sm_err e;
+    sm_err_clear(&e);
+    if (sm_json_load((const char *)doc.ptr, doc.len, SM_MARKER_NAME, &j, &e) != SM_OK) {
+        snprintf(why, why_cap, "%s", e.what); /* meta.h's policy: never a default */
         return false;
     }
     bool ok = false;

@@ -311,9 +311,15 @@ static sm_status put_owner(struct sm_output *o, struct sm_err *err)
         snprintf(host, sizeof(host), "?");
     }
     host[sizeof(host) - 1] = '\0';
+    char when[32] = "?"; /* ISO 8601 UTC, for the message that names the holder */
+    const time_t now = time(NULL);
+    struct tm tm;
+    if (gmtime_r(&now, &tm) != NULL) {
+        strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+    }
     char text[256];
-    const int n = snprintf(text, sizeof(text), "host %s pid %ld started %lld\n", host,
-                           (long)getpid(), (long long)time(NULL));
+    const int n =
+        snprintf(text, sizeof(text), "host %s pid %ld started %s\n", host, (long)getpid(), when);
     SM_TRY(sm_fs_mkdirs(o->rootfd, SM_PRIV_DIR, err));
     return sm_store_put(o->store, OWNER_KEY, sm_bytes_of(text, (size_t)n), syncing(o), err);
 }
@@ -381,16 +387,13 @@ sm_status sm_output_open(const char *path, const struct sm_output_opts *opts,
 
 static bool first_diff(json_t *a, json_t *b, char *path, size_t cap);
 
-/* A JSON document: integers exactly when jansson can hold them, else (a weighted checksum above
- * 2^63 in the provenance) as reals; *as_real says which. */
-static json_t *load_doc(struct sm_bytes b, bool *as_real)
+/* A JSON document read under meta.h's number policy (every integer exact); NULL when it does not
+ * parse, with the reason in *e. */
+static json_t *load_doc(struct sm_bytes b, struct sm_err *e)
 {
-    *as_real = false;
-    json_t *j = json_loadb((const char *)b.ptr, b.len, 0, NULL);
-    if (j == NULL) {
-        *as_real = true;
-        j = json_loadb((const char *)b.ptr, b.len, JSON_DECODE_INT_AS_REAL, NULL);
-    }
+    json_t *j = NULL;
+    sm_err_clear(e);
+    (void)sm_json_load((const char *)b.ptr, b.len, SM_ZARR_JSON, &j, e);
     return j;
 }
 
@@ -416,13 +419,17 @@ static json_t *identity_doc(json_t *identity, json_t *prov)
 static sm_status same_identity(const struct sm_output *o, struct sm_bytes have,
                                const json_t *identity, struct sm_err *err)
 {
-    bool as_real;
-    json_t *doc = load_doc(have, &as_real);
-    /* compare like with like: this job's identity as text (u64 marks rendered), read back the
-     * way the existing document was read */
+    struct sm_err e;
+    json_t *doc = load_doc(have, &e);
+    if (doc == NULL) { /* a document that does not parse is an error, never "another job's" */
+        sm_err_set(err, e.status, __FILE__, __LINE__, "%s", e.what);
+        sm_err_where(err, "%s/%s", o->root, SM_ZARR_JSON);
+        return err->status;
+    }
+    /* compare like with like: this job's identity as text, read back the way the existing
+     * document was read */
     char *text = sm_json_dumps(identity, JSON_COMPACT);
-    json_t *want_id =
-        text != NULL ? json_loads(text, as_real ? JSON_DECODE_INT_AS_REAL : 0, NULL) : NULL;
+    json_t *want_id = text != NULL ? load_doc(sm_bytes_of(text, strlen(text)), &e) : NULL;
     sm_json_free_text(text);
     json_t *prov = json_object_get(json_object_get(doc, "attributes"), SM_PROVENANCE_KEY);
     json_t *none = json_object(); /* no provenance: every member of the identity differs */
@@ -684,16 +691,9 @@ static bool same_zarr(const char *pending, struct sm_bytes have, struct sm_bytes
     if (pending == NULL) {
         return false;
     }
-    /* a weighted checksum above 2^63 is no JSON integer jansson holds: read such a document's
-     * integers as reals (the pending member, where such sums live, is dropped anyway) */
-    json_t *a = json_loadb((const char *)have.ptr, have.len, 0, NULL);
-    json_t *b = json_loadb((const char *)want.ptr, want.len, 0, NULL);
-    if (a == NULL || b == NULL) {
-        json_decref(a);
-        json_decref(b);
-        a = json_loadb((const char *)have.ptr, have.len, JSON_DECODE_INT_AS_REAL, NULL);
-        b = json_loadb((const char *)want.ptr, want.len, JSON_DECODE_INT_AS_REAL, NULL);
-    }
+    struct sm_err e;
+    json_t *a = load_doc(have, &e);
+    json_t *b = load_doc(want, &e);
     bool eq = a != NULL && b != NULL;
     if (eq) {
         drop_pending(a, pending);
@@ -742,9 +742,11 @@ static bool first_diff(json_t *a, json_t *b, char *path, size_t cap)
 static void zarr_diff(const char *pending, struct sm_bytes have, struct sm_bytes want, char *path,
                       size_t cap)
 {
-    snprintf(path, cap, "its bytes");
-    json_t *a = json_loadb((const char *)have.ptr, have.len, JSON_DECODE_INT_AS_REAL, NULL);
-    json_t *b = json_loadb((const char *)want.ptr, want.len, JSON_DECODE_INT_AS_REAL, NULL);
+    struct sm_err e;
+    json_t *a = load_doc(have, &e);
+    snprintf(path, cap, "its bytes%s%.160s%s", a == NULL ? " (" : "", a == NULL ? e.what : "",
+             a == NULL ? ")" : "");
+    json_t *b = load_doc(want, &e);
     if (a != NULL && b != NULL) {
         if (pending != NULL) {
             drop_pending(a, pending);

@@ -41,6 +41,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from shardmill_test import report_json
 from shardmill_test import spec_oracle
 from shardmill_test import runner as cc
 from shardmill_test import zarr_decode
@@ -164,7 +165,7 @@ def run_job(c, args, work, label, cfg, ranks=0):
         ok, detail = r.returncode == 0, cc.describe(r)
     if not c.check(f"{label}: exits 0", ok, detail):
         return None
-    return json.load(open(rep))
+    return report_json.load(rep)
 
 
 def check_window(c, label, rep, v, o, lo_p=1, hi_p=99):

@@ -26,6 +26,7 @@ import os
 
 import numpy as np
 
+from shardmill_test import report_json
 from shardmill_test import inputs
 from shardmill_test import ome_ngff_check as ngff
 from shardmill_test import spec_oracle
@@ -79,7 +80,7 @@ def run_job(c, args, work, name, cfg, extra_args=()):
                timeout=300)
     if not c.check(f"{name}: convert exits 0", r.returncode == 0, cc.describe(r)):
         return None
-    return json.load(open(rep_path))
+    return report_json.load(rep_path)
 
 
 def check_level0(c, args, work, name, arr_path, rep, want, dtype, prov_at):

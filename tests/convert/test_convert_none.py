@@ -13,6 +13,7 @@ import os
 
 import numpy as np
 
+from shardmill_test import report_json
 from shardmill_test import spec_oracle
 from shardmill_test import runner as cc
 
@@ -75,7 +76,7 @@ def family_values(c, args, work, dtype, widen, hist=None):
         meta = json.load(open(os.path.join(out, "zarr.json")))
         c.check(f"{name} zarr.json data_type {want.dtype.name}",
                 meta.get("data_type") == want.dtype.name, meta.get("data_type"))
-        rep = json.load(open(rep_path))
+        rep = report_json.load(rep_path)
         res = rep.get("result", {})
         s, w = spec_oracle.checksums(src, vals.shape, ROI[0])
         c.check(f"{name} report input checksums",

@@ -45,6 +45,7 @@ import numpy as np
 
 # SPEC §2's downsampling rule and mean, stated in the OME tests
 
+from shardmill_test import report_json
 from shardmill_test import ingest as ti
 from shardmill_test import inputs
 from shardmill_test import ome_ngff_check as ngff
@@ -84,7 +85,7 @@ def check_pyramid(c, args, work, label, cfg, out, vol, spacing, unit, fmt, store
     r = cc.run([args.shardmill, "run", cfg, "--report", rep_path], cwd=work, timeout=300)
     if not c.check(f"{label}: convert from {fmt} exits 0", r.returncode == 0, cc.describe(r)):
         return None
-    rep = json.load(open(rep_path))
+    rep = report_json.load(rep_path)
     (counts, under, over, bins, hlo, hhi), (lo, hi), want = oracle(vol, spacing)
     print(f"note: {label}: NumPy percentiles p{PCT[0]} = {float(lo)}, p{PCT[1]} = {float(hi)}")
     res = rep.get("result", {})
@@ -301,7 +302,7 @@ def group_bytes(c, args, work):
         r = cc.run([args.shardmill, "run", cfg, "--report", rep_path], cwd=work)
         if not c.check(f"{label}: convert (window) exits 0", r.returncode == 0, cc.describe(r)):
             continue
-        rep = json.load(open(rep_path))
+        rep = report_json.load(rep_path)
         sub = vol if roi is None else vol[tuple(slice(o, o + n) for o, n in zip(*roi))]
         want_read = sub.size * sub.dtype.itemsize
         src = rep.get("io", {}).get("source", {})
@@ -365,7 +366,7 @@ def group_alias(c, args, work):
         r = cc.run([args.shardmill, "run", cfg, "--report", rep_path], cwd=work)
         if not c.check(f"{label}: ingest with roi exits 0", r.returncode == 0, cc.describe(r)):
             continue
-        rep = json.load(open(rep_path))
+        rep = report_json.load(rep_path)
         meta = json.load(open(os.path.join(out, "zarr.json")))
         c.check(f"{label}: zarr.json shape = roi.shape {shp}, int16",
                 meta.get("shape") == shp and meta.get("data_type") == "int16",
@@ -454,10 +455,10 @@ def group_none_histogram(c, args, work):
         r = cc.run([args.shardmill, "run", cfg, "--report", rep_path], cwd=work)
         if not c.check(f"{label}: exits 0", r.returncode == 0, cc.describe(r)):
             continue
-        res = json.load(open(rep_path)).get("result", {})
+        res = report_json.load(rep_path).get("result", {})
         c.check(f"{label}: report result.histogram null (no range for float32)",
                 res.get("histogram") is None, res.get("histogram"))
-        h = json.load(open(os.path.join(out, "zarr.json")))["attributes"]["shardmill"].get(
+        h = report_json.load(os.path.join(out, "zarr.json"))["attributes"]["shardmill"].get(
             "histogram")
         c.check(f"{label}: provenance histogram claims no bins or range (the report has none)",
                 h is None or (h.get("bins") is None and h.get("range") is None), h)

@@ -30,6 +30,7 @@ import struct
 
 import numpy as np
 
+from shardmill_test import report_json
 from shardmill_test import spec_oracle
 from shardmill_test import runner as cc
 from shardmill_test import zarr_decode
@@ -208,7 +209,7 @@ def expected_codecs(inner):
 
 
 def check_zarr_json(c, label, out, want, roi, inp, norm, version):
-    meta = json.load(open(os.path.join(out, "zarr.json")))
+    meta = report_json.load(os.path.join(out, "zarr.json"))
     c.check(f"{label} zarr.json zarr_format/node_type",
             meta.get("zarr_format") == 3 and meta.get("node_type") == "array",
             (meta.get("zarr_format"), meta.get("node_type")))
@@ -270,7 +271,7 @@ def run_case(c, args, work, name, inp, vals, roi, norm, hist=None, fsync=False, 
     r = cc.run([args.shardmill, "run", cfg, "--report", rep_path], cwd=work)
     if not c.check(f"{label} convert exits 0", r.returncode == 0, cc.describe(r)):
         return None
-    rep = json.load(open(rep_path))
+    rep = report_json.load(rep_path)
     want = oracle(vals, roi, norm, hist)
     check_report(c, label, rep, want, vals, roi, inp, out)
     check_zarr_json(c, label, out, want, roi, inp, norm, args.version)

@@ -23,6 +23,7 @@ import numcodecs
 import numpy as np
 import zarr
 
+from shardmill_test import report_json
 from shardmill_test.checks import Checks
 from shardmill_test.nginx_server import NginxServer
 
@@ -166,7 +167,7 @@ class Checker(Checks):
         if r.returncode != 0:
             self.expect(False, label, r.stderr.strip())
             return
-        doc = json.load(open(rep))
+        doc = report_json.load(rep)
         res = doc["result"]
         self.expect(doc["input"].get("format") == "n5" and doc["input"]["zarr_format"] is None
                    and doc["input"]["shape"] == list(a.shape), label + " report input",

@@ -50,6 +50,7 @@ import time
 
 import numpy as np
 
+from shardmill_test import report_json
 from shardmill_test.checks import check, summary
 from shardmill_test.file_tree import tree_files
 from shardmill_test.ranks import mpi_env, plain_env, rank_pids
@@ -183,7 +184,7 @@ def case_convert_identity(work, inp, a):
         check(p.returncode == 0, f"{name}: exit 0 (got {p.returncode}: {p.stderr.strip()})")
         if p.returncode != 0:
             continue
-        rep = json.load(open(os.path.join(d, "report.json")))
+        rep = report_json.load(os.path.join(d, "report.json"))
         check(rep["ranks"] == ranks, f"{name}: report ranks == {ranks}")
         res = rep["result"]
         check_result(res, a, name)
@@ -225,7 +226,7 @@ def case_convert_identity(work, inp, a):
         if p is None or p.returncode != 0:
             check(False, f"{name}: exit 0 ({p and p.stderr.strip()})")
             continue
-        rep = json.load(open(os.path.join(d, "report.json")))
+        rep = report_json.load(os.path.join(d, "report.json"))
         mem = rep["memory"]
         check(mem["kept_input"] and mem["kept_input_ranks"] == ranks and
               mem["kept_input_bytes"] == a.size,
@@ -263,7 +264,7 @@ def case_scan_ranks(work, inp, a):
         check(p.returncode == 0, f"{name}: exit 0 (got {p.returncode}: {p.stderr.strip()})")
         if p.returncode != 0:
             continue
-        rep = json.load(open(os.path.join(d, "report.json")))
+        rep = report_json.load(os.path.join(d, "report.json"))
         check(rep["ranks"] == ranks, f"{name}: report ranks == {ranks}")
         check_result(rep["result"], a, name)
         check(rep["result"]["tiles"] == 3 * 5 * 6, f"{name}: tiles summed over ranks")
@@ -297,7 +298,7 @@ def case_scan_http(work, inp, a):
             check(p.returncode == 0, f"{name}: exit 0 (got {p.returncode}: {p.stderr.strip()})")
             if p.returncode != 0:
                 continue
-            rep = json.load(open(os.path.join(d, "report.json")))
+            rep = report_json.load(os.path.join(d, "report.json"))
             # nginx logs a request after its response: wait for the lines the report counts
             reqs = srv.requests(since=mark, expect=sum(rep["io"]["requests"].values()),
                                 timeout=10)
@@ -584,7 +585,7 @@ def case_killed_rank(work, inp, a):
           f"rerun with resume under 3 ranks exits 0 ({p and p.stderr.strip()[-300:]})")
     if p is None or p.returncode != 0:
         return
-    rep = json.load(open(os.path.join(d, "report.json")))
+    rep = report_json.load(os.path.join(d, "report.json"))
     written = rep["output"]["written"]
     check(0 < written < total, f"resume rewrote {written} of {total} shards, not all")
     r = subprocess.run([ARGS.shardmill, "verify", out_dir], capture_output=True, text=True)

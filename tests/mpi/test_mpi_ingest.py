@@ -42,6 +42,7 @@ import sys
 
 import numpy as np
 
+from shardmill_test import report_json
 from shardmill_test import ome_ngff_check as ngff
 from shardmill_test.checks import check, summary
 from shardmill_test.file_tree import tree_files
@@ -131,7 +132,7 @@ def identity_runs(work, label, store, vol, fmt, extra, runs):
         if not check(p is not None and p.returncode == 0,
                      f"{name}: exit 0 ({p and (p.returncode, p.stderr.strip()[-300:])})"):
             continue
-        rep = json.load(open(os.path.join(d, "report.json")))
+        rep = report_json.load(os.path.join(d, "report.json"))
         res = rep["result"]
         out = os.path.join(d, "out.zarr")
         check(rep["ranks"] == max(ranks, 1), f"{name}: report ranks {rep['ranks']}")
@@ -216,7 +217,7 @@ def resume(work, ref, ref_result, vol):
     if not check(p is not None and p.returncode == 0,
                  f"resume under mpirun -n 3: exit 0 ({p and p.stderr.strip()[-300:]})"):
         return
-    rep = json.load(open(os.path.join(d, "report.json")))
+    rep = report_json.load(os.path.join(d, "report.json"))
     check(rep["output"]["written"] == 4, f"resume rewrote {rep['output']['written']} shards == 4")
     # ingest is convert (issue 20): a resume reads every shard's input (a shard is kept only when
     # the values computed for it have its record's digest), so the sums cover the whole volume
@@ -256,7 +257,7 @@ def case_real(work):
         if not check(p is not None and p.returncode == 0,
                      f"{name}: exit 0 ({p and p.stderr.strip()[-300:]})"):
             continue
-        res = json.load(open(os.path.join(d, "report.json")))["result"]
+        res = report_json.load(os.path.join(d, "report.json"))["result"]
         check(res["checksum"] == checksum and res["weighted_checksum"] == weighted,
               f"{name}: checksums == nibabel")
         out = os.path.join(d, "out.zarr")
@@ -300,7 +301,7 @@ def ct_identity_runs(work, vol, runs):
         if not check(p is not None and p.returncode == 0,
                      f"{name}: exit 0 ({p and p.stderr.strip()[-300:]})"):
             continue
-        rep = json.load(open(os.path.join(d, "report.json")))
+        rep = report_json.load(os.path.join(d, "report.json"))
         res = rep["result"]
         check(res["checksum"] == checksum and res["weighted_checksum"] == weighted,
               f"{name}: checksums == NumPy's of the raw CT")
@@ -386,7 +387,7 @@ def case_ome(work):
                      f"{name}: exit 0 ({p and p.stderr.strip()[-300:]})"):
             continue
         out = os.path.join(d, "out.zarr")
-        rep = json.load(open(os.path.join(d, "report.json")))
+        rep = report_json.load(os.path.join(d, "report.json"))
         check(rep["output"].get("levels") == 3, f"{name}: the report says 3 levels")
         check(sorted(os.listdir(out)) == ["0", "1", "2", "shardmill.complete.json", "zarr.json"],
               f"{name}: arrays 0, 1, 2, zarr.json and the marker ({sorted(os.listdir(out))})")

@@ -32,6 +32,7 @@ import tempfile
 
 import numpy as np
 
+from shardmill_test import report_json
 from shardmill_test import scan_oracle
 
 SKIP = 77
@@ -71,7 +72,7 @@ def run_shardmill(shardmill, store, case, work, name):
         return None, f"exit {p.returncode}: {p.stderr.strip()[-400:]}"
     try:
         with open(rep) as f:
-            return json.load(f), None
+            return report_json.with_int_checksums(json.load(f)), None
     except (OSError, ValueError) as e:
         return None, f"report {rep}: {e}"
 

@@ -18,6 +18,7 @@ import subprocess
 
 import numpy as np
 
+from shardmill_test import report_json
 from shardmill_test import shard_writer as sw
 
 N = 512
@@ -198,4 +199,4 @@ def schema_problems(rep, job, null_ok=None):
 
 def load_json(path):
     with open(path) as f:
-        return json.load(f)
+        return report_json.with_int_checksums(json.load(f))

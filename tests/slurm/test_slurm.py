@@ -47,6 +47,7 @@ import time
 
 import numpy as np
 
+from shardmill_test import report_json
 from shardmill_test.checks import check, summary
 from shardmill_test.file_tree import tree_files, same_tree
 from shardmill_test.ranks import mpi_env, plain_env, sanitizer_env
@@ -142,7 +143,7 @@ def logs_exist(name, out_dir, stem):
 
 def load_report(path, name):
     ok = check(os.path.isfile(path), f"{name}: report {os.path.basename(path)} written")
-    return json.load(open(path)) if ok else None
+    return report_json.load(path) if ok else None
 
 
 def listen_addresses(pids):
@@ -191,7 +192,7 @@ def run_mpirun_reference(work, cfg):
           + ("" if p.returncode == 0 else f" (got {p.returncode}: {p.stderr.strip()[-300:]})"))
     if p.returncode != 0:
         return None
-    rep = json.load(open(os.path.join(d, "report.json")))
+    rep = report_json.load(os.path.join(d, "report.json"))
     check(rep.get("ranks") == 2, f"mpirun reference: report ranks {rep.get('ranks')} == 2")
     return os.path.join(d, "out.zarr"), rep
 

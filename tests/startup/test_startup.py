@@ -143,7 +143,7 @@ def case_plain(work, arr):
            for n in ("scan", "bscan")]
     want = int((np.arange(24 * 20 * 16) % 1000).sum())  # the values make_array wrote
     for r in res:
-        if r["checksum"] != want or sum(r["histogram"]["counts"]) != 24 * 20 * 16:
+        if int(r["checksum"]) != want or sum(r["histogram"]["counts"]) != 24 * 20 * 16:
             fail(f"a scan gave checksum {r['checksum']} over {sum(r['histogram']['counts'])} "
                  f"values, expected {want} over {24 * 20 * 16}")
     if res[0]["histogram"] != res[1]["histogram"]:

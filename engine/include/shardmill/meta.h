@@ -88,10 +88,34 @@ sm_status sm_meta_chunk_key(const struct sm_array_meta *m, const uint64_t *idx, 
  * null). New reference for the caller, sharing nothing with m; NULL on allocation failure. */
 struct json_t *sm_meta_describe(const struct sm_array_meta *m);
 
-/* JSON output of unsigned 64-bit values. jansson integers are int64, so a value above INT64_MAX is
- * held as the marked string "\u0001u64:<digits>", which sm_json_dumps() renders as the bare
- * number. Use both for every JSON document shardmill prints (info, reports, markers). */
+/* The one JSON number policy of every document shardmill writes or reads (zarr.json and its
+ * provenance, the marker, the report, `info`, `plan`; SPEC §6.3, §7):
+ * - checksums (SPEC §5.2, §5.8: checksum, weighted_checksum and their output_ forms) are decimal
+ *   strings, sm_json_checksum_u64/_i64, so that every JSON reader (JavaScript's, whose numbers
+ *   are doubles, too) keeps them exact;
+ * - counts, sizes and indices are JSON integers, sm_json_u64; only a Zarr uint64 fill_value
+ *   (which the Zarr spec makes a number) can exceed 2^63-1, and is then written as the bare
+ *   number;
+ * - every document is parsed by sm_json_load, which holds any integer exactly, and a document that
+ *   does not parse is an error (SM_E_DATA naming it), never a default;
+ * - sm_json_get_u64/_i64 read a number back from either form (so outputs of earlier versions,
+ *   whose checksums were bare integers, still read).
+ * jansson integers are int64: an integer outside it is held as a string starting with NUL
+ * ("\u0000<digits>", which no parsed string can be) and sm_json_dumps() renders it bare. */
 struct json_t *sm_json_u64(uint64_t v);
+/* A checksum as its decimal string ("18430814901801376625"); the signed form for SPEC §5.2's
+ * `checksum` ("-12"). NULL on allocation failure. */
+struct json_t *sm_json_checksum_u64(uint64_t v);
+struct json_t *sm_json_checksum_i64(int64_t v);
+/* The number v holds, as a JSON integer, an integer outside int64 (see above) or a decimal
+ * string of digits (with a leading '-' for _i64) within the type; false for anything else. */
+bool sm_json_get_u64(const struct json_t *v, uint64_t *out);
+bool sm_json_get_i64(const struct json_t *v, int64_t *out);
+/* Parses a document shardmill reads (see the policy above) into a JSON object, a new reference in
+ * *out. SM_E_DATA "malformed JSON at line L column C: ..." or "... is not a JSON object" with
+ * `where` (the document's path or key) as the error's where; SM_E_NOMEM. */
+sm_status sm_json_load(const char *text, size_t len, const char *where, struct json_t **out,
+                       struct sm_err *err);
 /* json_dumps(j, flags) with marked values unmarked; release with sm_json_free_text(). */
 char *sm_json_dumps(const struct json_t *j, size_t flags);
 /* Releases text from sm_json_dumps or json_dumps with jansson's configured allocator. */
@@ -99,8 +123,7 @@ void sm_json_free_text(char *text);
 
 /* The fill value as JSON the way Zarr v3 writes it ("NaN", "Infinity", numbers, bools; a NaN
  * with a non-canonical payload as its hex bit pattern "0x..."; null if fill_is_null). A uint64
- * above 2^63-1 comes out as a JSON real, since jansson integers are int64. NULL on allocation
- * failure. */
+ * above 2^63-1 is sm_json_u64's exact integer. NULL on allocation failure. */
 struct json_t *sm_meta_fill_json(const struct sm_array_meta *m);
 
 #endif

@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 
+from shardmill_test import report_json
 from shardmill_test import spec_oracle
 from shardmill_test import runner as cc
 from shardmill_test import zarr_decode
@@ -105,7 +106,7 @@ def do_ingest(c, args, work, label, store, want, raw=None, fmt=None, pixdim=None
     r = cc.run([args.shardmill, "run", cfg, "--report", rep_path], cwd=work, timeout=600)
     if not c.check(f"{label} ingest exits 0", r.returncode == 0, cc.describe(r)):
         return None
-    rep = json.load(open(rep_path))
+    rep = report_json.load(rep_path)
     check_ingested(c, args, work, label, out, want, rep, pixdim, expect_fmt or fmt, decode, layout)
     return (label, out, want, [([1] * want.ndim, [max(1, s - 2) for s in want.shape])])
 

@@ -30,6 +30,7 @@ import time
 
 import numpy as np
 
+from shardmill_test import report_json
 from shardmill_test.machine import HZ, REPO, busy_cores, cpu_jiffies
 
 MIB = 1 << 20
@@ -407,7 +408,7 @@ def run_convert(launcher, shardmill, config, man, ranks, threads, work, tag, sha
     rep = None
     try:
         with open(rep_path) as f:
-            rep = json.load(f)
+            rep = report_json.with_int_checksums(json.load(f))
         os.unlink(rep_path)
     except (OSError, ValueError) as e:
         bad.append(f"report: {e}")

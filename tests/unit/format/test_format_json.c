@@ -219,6 +219,64 @@ static void test_json_rewrite_allocation_failure_is_nomem(void **state)
     assert_int_equal(sm_alloc_current(), before);
 }
 
+/* meta.h's number policy, written: checksums are decimal strings, counts integers; an integer
+ * beyond int64 (a Zarr uint64 fill_value) dumps as the bare number. */
+static void test_json_policy_writes_checksums_as_strings(void **state)
+{
+    (void)state;
+    json_t *o = json_object();
+    json_object_set_new(o, "w", sm_json_checksum_u64(UINT64_C(18430814901801376625)));
+    json_object_set_new(o, "c", sm_json_checksum_i64(INT64_MIN));
+    json_object_set_new(o, "n", sm_json_u64(7));
+    json_object_set_new(o, "f", sm_json_u64(UINT64_MAX));
+    char *text = sm_json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+    assert_string_equal(text, "{\"c\":\"-9223372036854775808\",\"f\":18446744073709551615,"
+                              "\"n\":7,\"w\":\"18430814901801376625\"}");
+    sm_json_free_text(text);
+    json_decref(o);
+}
+
+/* ...and read: every form comes back exact (the legacy bare integer above 2^63 too), and a
+ * document that does not parse is SM_E_DATA naming it. */
+static void test_json_policy_reads_every_form_exactly(void **state)
+{
+    (void)state;
+    struct sm_err err;
+    sm_err_clear(&err);
+    const char *doc =
+        "{\"legacy\": 18430814901801376625, \"s\": \"18430814901801376625\", "
+        "\"neg\": \"-5\", \"i\": 42, \"bad\": \"01\", \"big\": \"18446744073709551616\", "
+        "\"r\": 1.5, \"m\": -9223372036854775809}";
+    json_t *root = NULL;
+    assert_ok(sm_json_load(doc, strlen(doc), "x/zarr.json", &root, &err), &err);
+    uint64_t u = 0;
+    int64_t i = 0;
+    assert_true(sm_json_get_u64(json_object_get(root, "legacy"), &u));
+    assert_true(u == UINT64_C(18430814901801376625));
+    u = 0;
+    assert_true(sm_json_get_u64(json_object_get(root, "s"), &u));
+    assert_true(u == UINT64_C(18430814901801376625));
+    assert_false(sm_json_get_i64(json_object_get(root, "s"), &i));
+    assert_true(sm_json_get_i64(json_object_get(root, "neg"), &i));
+    assert_true(i == -5);
+    assert_false(sm_json_get_u64(json_object_get(root, "neg"), &u));
+    assert_true(sm_json_get_u64(json_object_get(root, "i"), &u) && u == 42);
+    assert_false(sm_json_get_u64(json_object_get(root, "bad"), &u));
+    assert_false(sm_json_get_u64(json_object_get(root, "big"), &u));
+    assert_false(sm_json_get_u64(json_object_get(root, "r"), &u));
+    assert_false(sm_json_get_i64(json_object_get(root, "m"), &i));
+    /* read back and dumped again, the document keeps its bare integer */
+    char *text = sm_json_dumps(json_object_get(root, "legacy"), JSON_ENCODE_ANY);
+    assert_string_equal(text, "18430814901801376625");
+    sm_json_free_text(text);
+    json_decref(root);
+    root = NULL;
+    assert_status(sm_json_load("{\"a\": 1,", 9, "x/zarr.json", &root, &err), SM_E_DATA, &err);
+    assert_null(root);
+    assert_string_equal(err.where, "x/zarr.json");
+    assert_contains(err.what, "malformed JSON at line 1");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -236,6 +294,8 @@ int main(void)
         cmocka_unit_test(test_json_restore_turns_big_integers_into_reals),
         cmocka_unit_test(test_json_parse_attrs_is_lenient_and_checks_objects),
         cmocka_unit_test(test_json_rewrite_allocation_failure_is_nomem),
+        cmocka_unit_test(test_json_policy_writes_checksums_as_strings),
+        cmocka_unit_test(test_json_policy_reads_every_form_exactly),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -680,6 +680,14 @@ static void test_output_second_writer_is_refused(void **state)
     char pid[32];
     snprintf(pid, sizeof(pid), "pid %ld", (long)getpid());
     assert_contains(err.what, pid);
+    /* the holder's start time in ISO 8601 UTC, not epoch seconds */
+    const char *at = strstr(err.what, "started ");
+    assert_non_null(at);
+    int y, mo, dd, h, mi, sec;
+    char z = '\0';
+    assert_int_equal(
+        sscanf(at, "started %4d-%2d-%2dT%2d:%2d:%2d%c", &y, &mo, &dd, &h, &mi, &sec, &z), 7);
+    assert_true(y >= 2024 && z == 'Z');
     sm_output_close(second);
     /* nothing of the first run's output was deleted by the refused one */
     assert_true(wt_count_files(dir, "") >= 18);
