@@ -116,11 +116,13 @@ static size_t put_url_rest(struct out *o, const char *s)
     while (auth < end && s[auth] != '/' && s[auth] != '?' && s[auth] != '#') {
         auth++;
     }
-    /* A pasted password may hold an unencoded '@', or a '/' that ends the authority early
-     * ("u:pa/ss@host"): with a ':' before the first '/', the userinfo runs to the last '@'
-     * before any '?' or '#' (redacting too much is safe; showing part of a secret is not). */
+    /* The userinfo ends at the authority's last '@' (a pasted password may hold an unencoded
+     * one: "a:p@ss@host"); a '@' of the path after it stays ("u:p@host/a@b"). A password may
+     * also hold a '/' that ends the authority early ("u:pa/ss@host"): an authority with a ':'
+     * but no '@' runs to the last '@' before any '?' or '#' (redacting too much is safe;
+     * showing part of a secret is not). */
     size_t span = auth;
-    if (memchr(s, ':', auth) != NULL) {
+    if (memchr(s, '@', auth) == NULL && memchr(s, ':', auth) != NULL) {
         while (span < end && s[span] != '?' && s[span] != '#') {
             span++;
         }

@@ -527,7 +527,12 @@ static sm_status h5_read_box(struct sm_h5source *s, const uint64_t *off, const u
     }
     if (s->raw.on) {
         bool fallback;
-        SM_TRY(sm_h5raw_read_box(&s->raw, s->dset, &h5_lock, off, shape, out, &fallback, err));
+        const sm_status rst =
+            sm_h5raw_read_box(&s->raw, s->dset, &h5_lock, off, shape, out, &fallback, err);
+        if (rst != SM_OK) {
+            sm_err_where(err, "%s", s->where); /* the file and dataset; what names the chunk */
+            return rst;
+        }
         if (!fallback) {
             return SM_OK;
         }

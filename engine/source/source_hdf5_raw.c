@@ -9,7 +9,8 @@
  * Anything the fast path does not cover -- a chunk never written (HDF5 reads its fill value), a
  * chunk stored with a filter skipped, a chunk that does not inflate to its size -- answers
  * "fall back", and the caller reads the box through H5Dread, which applies HDF5's own rules and
- * names its own errors. */
+ * names its own errors. A chunk stored with its filters whose bytes are no zlib stream is
+ * corrupt: SM_E_DATA naming its offset (H5Dread's error would name no chunk). */
 #include "source_hdf5_raw.h"
 
 #include <libdeflate.h>
@@ -146,6 +147,26 @@ static void copy_part(const struct sm_h5raw *raw, const uint64_t *ci, const uint
     }
 }
 
+/* SM_E_DATA naming the chunk at coff whose stored bytes are no zlib stream; the caller adds the
+ * file and dataset as where. */
+static sm_status bad_chunk(const struct sm_h5raw *raw, const hsize_t *coff, size_t len,
+                           struct sm_err *err)
+{
+    char at[SM_MAX_DIMS * 24 + 4];
+    size_t n = (size_t)snprintf(at, sizeof(at), "[");
+    for (unsigned d = 0; d < raw->ndim && n < sizeof(at); d++) {
+        n += (size_t)snprintf(at + n, sizeof(at) - n, "%s%llu", d == 0 ? "" : ", ",
+                              (unsigned long long)coff[d]);
+    }
+    if (n < sizeof(at)) {
+        snprintf(at + n, sizeof(at) - n, "]");
+    }
+    return sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
+                      "the gzip chunk at offset %s (%zu stored bytes) is corrupt: it does not "
+                      "inflate",
+                      at, len);
+}
+
 sm_status sm_h5raw_read_box(const struct sm_h5raw *raw, hid_t dset, pthread_mutex_t *lock,
                             const uint64_t *off, const uint64_t *shape, void *out, bool *fallback,
                             struct sm_err *err)
@@ -172,11 +193,18 @@ sm_status sm_h5raw_read_box(const struct sm_h5raw *raw, hid_t dset, pthread_mute
         }
         size_t got = 0;
         uint8_t *inflated = raw->shuffle ? shuffled.ptr : values.ptr;
-        if (!fetch(dset, lock, coff, raw->chunk_bytes, &stored) ||
-            libdeflate_zlib_decompress(dz, stored.ptr, stored.len, inflated, raw->chunk_bytes,
-                                       &got) != LIBDEFLATE_SUCCESS ||
-            got != raw->chunk_bytes) {
+        if (!fetch(dset, lock, coff, raw->chunk_bytes, &stored)) {
             *fallback = true; /* H5Dread decides: the fill value, or HDF5's own error */
+            break;
+        }
+        const enum libdeflate_result r = libdeflate_zlib_decompress(
+            dz, stored.ptr, stored.len, inflated, raw->chunk_bytes, &got);
+        if (r == LIBDEFLATE_BAD_DATA) { /* stored with its filters, and no zlib stream */
+            st = bad_chunk(raw, coff, stored.len, err);
+            break;
+        }
+        if (r != LIBDEFLATE_SUCCESS || got != raw->chunk_bytes) {
+            *fallback = true;
             break;
         }
         if (raw->shuffle) {

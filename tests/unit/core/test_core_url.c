@@ -27,6 +27,10 @@ static void test_url_redact_drops_user_and_password(void **state)
     expect("http://a:p@ss@host/x", "http://<redacted>@host/x"); /* the last '@' ends it */
     /* an unencoded '/' in a pasted password: no part of it is shown */
     expect("http://u:pa/ss@host/a.zarr", "http://<redacted>@host/a.zarr");
+    /* issue 32 #19: the userinfo ends inside the authority; a path's '@' is not part of it */
+    expect("http://alice:pw@host/a@b/x.zarr", "http://<redacted>@host/a@b/x.zarr");
+    expect("http://u:p@h?q=a@b", "http://<redacted>@h?q=a@b");
+    expect("http://a:p@ss@host/c@d", "http://<redacted>@host/c@d");
     expect("http://host/a@b/c", "http://host/a@b/c"); /* no ':' before the '/': a path's '@' */
     expect("s3://k:s@bucket", "s3://<redacted>@bucket");
     /* cut short before the '@' (a quoted value truncated in a message): the whole authority */
