@@ -68,6 +68,22 @@ def make_input(path, seed=5):
     return a
 
 
+def make_input_huge_sum(path):
+    """An int16 input, mostly negative (negatives sign-extend to 64 bits, so SPEC §5's sums wrap
+    to just below 2^64), whose ROI's weighted checksum, by NumPy, lies above 2^63: the first seed
+    from 3 on that gives one. Returns (values, that weighted checksum)."""
+    import zarr
+    for seed in range(3, 64):
+        a = np.random.default_rng(seed).integers(-4096, 1024, FULL).astype(np.int16)
+        roi = a[tuple(slice(o, o + n) for o, n in zip(ROI_OFF, ROI))]
+        _, w = spec_oracle.checksums(roi, FULL, ROI_OFF)
+        if w >= 1 << 63:
+            z = zarr.open(path, mode="w", shape=FULL, chunks=(16, 16, 16), dtype="int16")
+            z[:] = a
+            return a, w
+    raise AssertionError("no seed in 3..63 gives a weighted checksum above 2^63")
+
+
 def job(path, inp, out, levels=4, threads=2, extra=None):
     cfg = {"job": "convert", "input": {"store": inp},
            "roi": {"offset": ROI_OFF, "shape": ROI},
@@ -390,9 +406,10 @@ def case_resume(c, args, work):
 
 def case_spacing(c, args, work):
     """input.spacing/unit/origin reach the OME scale and translation exactly; an OME-Zarr input's
-    own scale is the default; a wrong count is refused."""
+    own scale is the default (also when the image's provenance holds a weighted checksum above
+    2^63, issue 32 #2); a wrong count is refused."""
     inp = os.path.join(work, "in.zarr")
-    make_input(inp, seed=3)
+    _, huge = make_input_huge_sum(inp)
     sp = [1.5, 0.957, 0.957]
     org = [-10.25, 3.5, 7.0]
     out = os.path.join(work, "mm.zarr")
@@ -417,6 +434,10 @@ def case_spacing(c, args, work):
     c.check("provenance shardmill.spacing/unit/origin",
             g["shardmill"].get("spacing") == sp and g["shardmill"].get("unit") == "millimeter"
             and g["shardmill"].get("origin") == org, g["shardmill"])
+    # SPEC §6.3/§7: a checksum is a decimal string, exact for every JSON reader
+    hw = g["shardmill"].get("histogram", {}).get("weighted_checksum")
+    c.check(f"provenance weighted_checksum is NumPy's {huge} (above 2^63) as a decimal string",
+            hw == str(huge) and huge >= 1 << 63, hw)
     if cc.node_ok(args.node) is None:
         check_ngff(c, args, out, [x[0] for x in plan], sp, "millimeter",
                    [[s * f for s, f in zip(sp, x[1])] for x in plan])
@@ -451,6 +472,23 @@ def case_spacing(c, args, work):
                         "translation": [o + s * f for o, s, f in zip(org, sp, [1, 2, 3])]}]
                 and m2["axes"][2].get("unit") == "millimeter", ct)
         ngff.check(c, out2)
+    # the image's group document does not parse: an error naming it, never "no geometry"
+    import shutil
+    broken = os.path.join(work, "broken.zarr")
+    shutil.copytree(out, broken)
+    with open(os.path.join(broken, "zarr.json"), "r+") as f:
+        f.truncate(len(f.read()) // 2)
+    cfg5 = cc.write_config(os.path.join(work, "from_broken.yaml"), {
+        "job": "convert", "input": {"store": broken, "array": "0"},
+        "histogram": {"bins": 16, "range": [0, 2]}, "normalize": {"mode": "scale", "divisor": 1},
+        "output": {"path": os.path.join(work, "from_broken.zarr"), "ome": {"levels": 2}},
+        "progress": False})
+    r = cc.run([args.shardmill, "run", cfg5])
+    lines = cc.one_error_line(r.stderr)
+    c.check("an OME input whose group zarr.json does not parse: exit 3, one line naming it",
+            r.returncode == 3 and len(lines) == 1
+            and os.path.join(broken, "zarr.json") in lines[0] and "malformed JSON" in lines[0]
+            and not os.path.exists(os.path.join(work, "from_broken.zarr")), cc.describe(r))
     cfg3 = job(os.path.join(work, "bad.yaml"), inp, os.path.join(work, "bad.zarr"),
                extra={"input": {"store": inp, "spacing": [1.0, 2.0]}})
     r = cc.run([args.shardmill, "run", cfg3])
