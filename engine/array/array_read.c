@@ -66,10 +66,14 @@ static sm_status check_region(const struct sm_array *a, const uint64_t *offset,
         SM_FAIL(err, SM_E_USAGE, "output buffer is %zu bytes, the region is %" PRIu64, out_len, n);
     }
     const uint64_t maxc = a->opts.limits.max_chunk_bytes;
-    if (maxc != 0 && a->unit_len > maxc) {
-        SM_FAIL(err, SM_E_LIMIT,
-                "decoded chunk of %zu bytes exceeds limits.max_chunk_bytes (%" PRIu64 ")",
-                a->unit_len, maxc);
+    if (maxc != 0 && a->unit_len > maxc) { /* every chunk of the array: name the array */
+        const size_t pn = strlen(a->prefix);
+        sm_err_set(err, SM_E_LIMIT, __FILE__, __LINE__,
+                   "decoded chunk of %zu bytes exceeds limits.max_chunk_bytes (%" PRIu64 ")",
+                   a->unit_len, maxc);
+        sm_err_where(err, "%s%s%.*s", a->store->url, pn > 0 ? "/" : "", (int)(pn > 0 ? pn - 1 : 0),
+                     a->prefix);
+        return err->status;
     }
     return SM_OK;
 }

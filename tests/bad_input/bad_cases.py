@@ -428,6 +428,39 @@ def b_hdf5_2_60_voxels(d):
     return cfg
 
 
+def b_big_zlib_scan(d):
+    """b_big_zlib's store and a scan of it under limits.max_chunk_bytes 4KiB (its chunks decode to
+    8 KiB); returns the config's path (issue 32 #19: the error once read "shardmill: error:
+    shardmill: decoded chunk ...", naming no object)."""
+    store = b_big_zlib(d)
+    cfg = os.path.join(d, "scan.yaml")
+    _write_text(cfg, f"job: scan\ninput: {{store: {json.dumps(store)}}}\nprogress: false\n"
+                "limits: {max_chunk_bytes: 4KiB}\n")
+    return cfg
+
+
+def b_hdf5_gzip_corrupt(d):
+    """An HDF5 dataset /scan/vol (h5py, gzip, chunks [8, 16, 16]) whose chunk at [8, 16, 0] has
+    its stored bytes overwritten (no zlib stream), and its ingest; returns the config's path
+    (issue 32 #19: the error named no chunk)."""
+    import h5py
+    import numpy as np
+    h5 = os.path.join(d, "scan.h5")
+    with h5py.File(h5, "w") as f:
+        ds = f.create_dataset("scan/vol", data=np.arange(16 * 32 * 32, dtype="<u2").reshape(
+            16, 32, 32), chunks=(8, 16, 16), compression="gzip")
+        info = ds.id.get_chunk_info_by_coord((8, 16, 0))
+    with open(h5, "r+b") as f:
+        f.seek(info.byte_offset)
+        f.write(b"\xff" * info.size)
+    cfg = os.path.join(d, "ingest.yaml")
+    _write_text(cfg, f"job: ingest\ninput: {{store: {json.dumps(h5)}, format: hdf5, "
+                "hdf5: {dataset: /scan/vol}}\n"  # the output is begun when the chunk is read
+                f"output: {{path: {json.dumps(os.path.join(d, 'ing.zarr'))}, exists: overwrite}}\n"
+                "progress: false\n")
+    return cfg
+
+
 def b_none_narrowing(d):
     """A valid 10x10 uint16 v3 store and a convert with normalize none to uint8 (a narrowing
     cast: SPEC §2 keeps every value); returns the config's path."""
@@ -890,6 +923,12 @@ CASES = [
     dict(name="tile_buffer_over_memory", build=b_tile_over_memory, args=["run", "{store}"],
          exit=5, must=["tile", "limits.memory_bytes", "[10, 10]"],
          control=["run", "{store}", "--set", "limits.memory_bytes=400"]),
+    dict(name="limit_max_chunk_bytes_scan", build=b_big_zlib_scan, args=["run", "{store}"],
+         exit=5, must=["a.zarr: decoded chunk", "limits.max_chunk_bytes"],
+         must_not=["error: shardmill:"],
+         control=["run", "{store}", "--set", "limits.max_chunk_bytes=8KiB"]),
+    dict(name="hdf5_gzip_chunk_corrupt", build=b_hdf5_gzip_corrupt, args=["run", "{store}"],
+         exit=3, must=["scan.h5", "/scan/vol", "gzip chunk at offset [8, 16, 0]"]),
     dict(name="hdf5_2_60_voxels_ingest", build=b_hdf5_2_60_voxels, args=["run", "{store}"],
          exit=5, must=["output.shard", "limits.memory_bytes"]),
     dict(name="read_without_output", build=b_valid_v3,
