@@ -17,6 +17,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <math.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -388,6 +389,92 @@ static sm_status make_dapl(struct sm_h5source *s, struct sm_err *err)
     return SM_OK;
 }
 
+/* The numeric attribute `name` of dset as n doubles; false when it is absent or not n numbers. */
+static bool f64_attr(hid_t dset, const char *name, unsigned n, double *out)
+{
+    if (H5Aexists(dset, name) <= 0) {
+        return false;
+    }
+    const hid_t a = H5Aopen(dset, name, H5P_DEFAULT);
+    const hid_t t = a >= 0 ? H5Aget_type(a) : H5I_INVALID_HID;
+    const hid_t sp = a >= 0 ? H5Aget_space(a) : H5I_INVALID_HID;
+    const H5T_class_t cls = t >= 0 ? H5Tget_class(t) : H5T_NO_CLASS;
+    const bool ok = sp >= 0 && (cls == H5T_FLOAT || cls == H5T_INTEGER) &&
+                    H5Sget_simple_extent_npoints(sp) == (hssize_t)n &&
+                    H5Aread(a, H5T_NATIVE_DOUBLE, out) >= 0;
+    if (sp >= 0) {
+        H5Sclose(sp);
+    }
+    if (t >= 0) {
+        H5Tclose(t);
+    }
+    if (a >= 0) {
+        H5Aclose(a);
+    }
+    return ok;
+}
+
+/* The scalar string attribute `name` of dset (fixed or variable length) into buf; false when
+ * it is absent, not one string or does not fit. */
+static bool str_attr(hid_t dset, const char *name, char *buf, size_t cap)
+{
+    if (H5Aexists(dset, name) <= 0) {
+        return false;
+    }
+    const hid_t a = H5Aopen(dset, name, H5P_DEFAULT);
+    const hid_t t = a >= 0 ? H5Aget_type(a) : H5I_INVALID_HID;
+    const hid_t sp = a >= 0 ? H5Aget_space(a) : H5I_INVALID_HID;
+    bool ok =
+        sp >= 0 && t >= 0 && H5Tget_class(t) == H5T_STRING && H5Sget_simple_extent_npoints(sp) == 1;
+    const hid_t mt = ok ? H5Tcopy(H5T_C_S1) : H5I_INVALID_HID;
+    ok = ok && mt >= 0 && H5Tset_cset(mt, H5Tget_cset(t)) >= 0; /* no ASCII <-> UTF-8 conversion */
+    if (ok && H5Tis_variable_str(t) > 0) {
+        char *v = NULL;
+        ok = mt >= 0 && H5Tset_size(mt, H5T_VARIABLE) >= 0 && H5Aread(a, mt, &v) >= 0 &&
+             v != NULL && strlen(v) < cap;
+        if (ok) {
+            snprintf(buf, cap, "%s", v);
+        }
+        if (v != NULL) {
+            H5free_memory(v);
+        }
+    } else if (ok) {
+        const size_t len = H5Tget_size(t);
+        ok = mt >= 0 && len > 0 && len < cap && H5Tset_size(mt, len + 1) >= 0 &&
+             H5Tset_strpad(mt, H5T_STR_NULLTERM) >= 0 && H5Aread(a, mt, buf) >= 0;
+    }
+    if (mt >= 0) {
+        H5Tclose(mt);
+    }
+    if (sp >= 0) {
+        H5Sclose(sp);
+    }
+    if (t >= 0) {
+        H5Tclose(t);
+    }
+    if (a >= 0) {
+        H5Aclose(a);
+    }
+    return ok;
+}
+
+/* The geometry the dataset's attributes state (the HDF5 export's spacing, origin and unit). */
+static void read_geometry(hid_t dset, struct sm_h5source_info *info)
+{
+    info->spacing_set = f64_attr(dset, "spacing", info->ndim, info->spacing);
+    for (unsigned d = 0; info->spacing_set && d < info->ndim; d++) {
+        info->spacing_set = isfinite(info->spacing[d]) && info->spacing[d] > 0;
+    }
+    info->origin_set = f64_attr(dset, "origin", info->ndim, info->origin);
+    for (unsigned d = 0; info->origin_set && d < info->ndim; d++) {
+        info->origin_set = isfinite(info->origin[d]);
+    }
+    if (!str_attr(dset, "unit", info->unit, sizeof(info->unit))) {
+        info->unit[0] = '\0';
+    }
+    H5Eclear2(H5E_DEFAULT);
+}
+
 static sm_status open_locked(const char *path, const char *dataset, struct sm_h5source_info *info,
                              struct sm_h5source *s, struct sm_err *err)
 {
@@ -469,6 +556,7 @@ static sm_status open_locked(const char *path, const char *dataset, struct sm_h5
     s->ndim = info->ndim;
     SM_TRY(check_plist(s->dset, info, s->where, err));
     SM_TRY(check_outside(s, s->dset, dataset, 0, err));
+    read_geometry(s->dset, info);
     (void)sm_h5raw_plan(s->dset, s->mtype, s->ndim, &s->raw);
     return SM_OK;
 }

@@ -37,6 +37,13 @@ struct sm_h5source_info {
     char layout[16];             /* "contiguous" | "chunked" | "compact" | "virtual" */
     char filters[96];            /* the filter names, comma-separated ("" for none) */
     uint64_t chunk[SM_MAX_DIMS]; /* the chunk shape when chunked, else all 0 */
+    /* The geometry the dataset's attributes state, as shardmill's HDF5 export writes it (SPEC
+     * §2.8): "spacing" (one positive finite number per axis), "origin" (one finite number per
+     * axis), "unit" (a string); an attribute that is absent or not of that form is not used. */
+    bool spacing_set, origin_set;
+    double spacing[SM_MAX_DIMS];
+    double origin[SM_MAX_DIMS];
+    char unit[32]; /* "" for none */
 };
 
 /* open flags: follow external links and read external storage and virtual datasets whose data

@@ -117,6 +117,11 @@ sm_status sm_src_open_hdf5(const struct sm_source_params *p, struct sm_source **
                        : d == 0 && info.ndim > 1 ? 1
                                                  : info.shape[d];
     }
+    info.spacing_set = s->info.spacing_set; /* the export's attributes (SPEC §2.7) */
+    info.origin_set = s->info.origin_set;
+    memcpy(info.spacing, s->info.spacing, sizeof(info.spacing));
+    memcpy(info.origin, s->info.origin, sizeof(info.origin));
+    info.unit = s->info.unit[0] != '\0' ? s->info.unit : NULL;
     if (st == SM_OK) {
         st = sm_source_new(&h5_ops, s, &info, out, err);
     }

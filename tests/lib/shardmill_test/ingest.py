@@ -27,6 +27,7 @@ def check_ingested(c, args, work, label, out, want, rep, pixdim=None, fmt=None, 
                    layout=None):
     """zarr.json, marker, report and values of an ingested array against `want` ([z,y,x]);
     layout None: SPEC §2's default layout for the array's shape and type."""
+    rep = report_json.with_int_checksums(rep)  # SPEC §7: checksums are decimal strings
     meta = json.load(open(os.path.join(out, "zarr.json")))
     if layout is None:
         layout = cc.auto_layout(want.shape, want.dtype.itemsize)

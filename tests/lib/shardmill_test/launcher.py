@@ -190,6 +190,7 @@ def grid(shape, obj):
 def report_problems(rep, man, ranks, threads, shard):
     """Report vs the generator's NumPy oracle (whole-array ROI, scale normalization)."""
     o = man["oracle"]
+    rep = report_json.with_int_checksums(rep)  # SPEC §7: checksums are decimal strings
     bad = []
     res = rep.get("result") or {}
     if rep.get("ranks") != ranks:
