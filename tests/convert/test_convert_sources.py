@@ -113,10 +113,15 @@ def check_pyramid(c, args, work, label, cfg, out, vol, spacing, unit, fmt, store
     g = json.load(open(os.path.join(out, "zarr.json")))
     attrs = g.get("attributes", {})
     prov = attrs.get("shardmill", {})
-    c.check(f"{label}: provenance input = the report's input",
-            prov.get("input") == {k: v for k, v in inp.items()
-                                  if k not in cc.REPORT_ONLY_INPUT} and
-            inp.get("store") == prov.get("input", {}).get("path"),
+    # the provenance's path is resolved and its file is the identity of every file read
+    # (issue 32: device, inode, ctime; a directory's as one records_sha256)
+    pin = prov.get("input") or {}
+    c.check(f"{label}: provenance input = the report's input (path resolved, file identity)",
+            {k: v for k, v in pin.items() if k not in ("path", "file")} ==
+            {k: v for k, v in inp.items() if k not in cc.REPORT_ONLY_INPUT + ("path", "file")}
+            and os.path.realpath(inp.get("store", "")) == pin.get("path") and
+            isinstance(pin.get("file"), dict) and
+            ("records_sha256" in pin["file"] or "ctime_ns" in pin["file"]),
             (prov.get("input"), inp))
     c.check(f"{label}: provenance normalization = the report's",
             prov.get("normalization") == nm, prov.get("normalization"))
