@@ -455,6 +455,8 @@ sm_status sm_run_convert(const struct sm_convert_run *p, struct sm_run_result *r
     const struct run_phase_env env = {&p->c.progress, p->c.stop, res->timing, &cv.done};
     const sm_status st = sm_run_phases(
         convert_phases, sizeof(convert_phases) / sizeof(convert_phases[0]), &cv, &env, err);
+    res->input_identity = cv.input_id; /* the result's now */
+    cv.input_id = NULL;
     cv_free(&cv);
     sm_run_ranks_leave(entered);
     return st;
