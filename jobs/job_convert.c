@@ -14,6 +14,7 @@
 #include <shardmill/par.h>
 #include <shardmill/pipeline.h>
 #include <shardmill/source.h>
+#include <shardmill/url.h>
 #include <shardmill/write.h>
 
 #include "jobs.h"
@@ -21,13 +22,20 @@
 #include "report.h"
 
 /* The configuration text hashed into provenance: everything that determines the output bytes,
- * so thread counts, report paths and progress settings do not change zarr.json. */
+ * so thread counts, report paths and progress settings do not change zarr.json. input.store is
+ * left out: the provenance's `input` names the input resolved (its realpath, a URL redacted:
+ * run_input_id.c), so `./in.zarr`, `in.zarr/` and the absolute path are one job; every other
+ * URL is hashed redacted (issue 32: a password neither shapes config_sha256 nor can be guessed
+ * offline from it). */
 static void config_hash(const char *effective, char hex[65])
 {
-    static const char *const skip[] = {"parallel.",    "report",        "progress",
-                                       "input.cache.", "input.http.",   "input.index_cache.",
-                                       "limits.",      "output.exists", "output.path",
-                                       "output.fsync", "output.sync",   NULL};
+    static const char *const skip[] = {"parallel.",   "report",
+                                       "progress",    "input.cache.",
+                                       "input.http.", "input.index_cache.",
+                                       "limits.",     "output.exists",
+                                       "output.path", "output.fsync",
+                                       "output.sync", "input.store=",
+                                       NULL};
     size_t n = strlen(effective);
     char *text = sm_malloc(n + 1);
     size_t w = 0;
@@ -45,7 +53,20 @@ static void config_hash(const char *effective, char hex[65])
         }
         line += len;
     }
-    sm_sha256_hex(text != NULL ? text : effective, text != NULL ? w : n, hex);
+    if (text != NULL) {
+        text[w] = '\0';
+    }
+    /* a redacted URL is longer than its secret by at most "<redacted>" per secret: 3n bounds it */
+    const size_t cap = 3 * (text != NULL ? w : n) + 64;
+    char *red = sm_malloc(cap);
+    const char *hashed = text != NULL ? text : effective;
+    if (red != NULL) {
+        hashed = sm_url_redact(hashed, red, cap);
+    } else {
+        hashed = ""; /* out of memory: never hash a secret */
+    }
+    sm_sha256_hex(hashed, strlen(hashed), hex);
+    sm_free(red);
     sm_free(text);
 }
 

@@ -16,17 +16,21 @@ bool sm_job_reads_source(const struct sm_job_config *c)
     return f != NULL && strcmp(f, "zarr") != 0 && strcmp(f, "n5") != 0;
 }
 
-json_t *sm_job_source_json(const struct sm_source *s)
+json_t *sm_job_source_json(const struct sm_source *s, const json_t *identity)
 {
-    json_t *o = sm_source_describe(s);
+    /* the provenance's input (its path resolved, the identity of every file read) when the run
+     * got that far, else the source's own description */
+    json_t *named = sm_source_describe(s);
+    json_t *o = json_is_object(identity) ? json_deep_copy(identity) : json_incref(named);
     const struct sm_source_info *in = sm_source_info(s);
     if (o != NULL) { /* SPEC §7: input.store is the path the config named */
-        const json_t *path = json_object_get(o, "path");
-        json_object_set_new(o, "store", json_string(path != NULL ? json_string_value(path) : ""));
+        const char *path = json_string_value(json_object_get(named, "path"));
+        json_object_set_new(o, "store", json_string(path != NULL ? path : ""));
         json_object_set_new(o, "shape", sm_json_dims(in->shape, in->ndim));
         json_object_set_new(o, "dtype", json_string(sm_dtype_name(in->dtype)));
         json_object_set_new(o, "chunks", json_null());
         json_object_set_new(o, "shards", json_null());
     }
+    json_decref(named);
     return o;
 }

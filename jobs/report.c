@@ -282,7 +282,7 @@ json_t *sm_report_run(const struct sm_job_config *c, const struct sm_run_result 
         .job = sm_config_job_name(c->job),
         .ranks = r->ranks,
         .threads = r->threads,
-        .input = r->source != NULL ? sm_job_source_json(r->source)
+        .input = r->source != NULL ? sm_job_source_json(r->source, r->input_identity)
                                    : sm_job_input_json(c, sm_array_meta(r->array)),
         .ndim = r->ndim,
         .roi_offset = r->roi_offset,

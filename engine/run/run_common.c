@@ -6,6 +6,7 @@
 #include "run_int.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -486,5 +487,6 @@ void sm_run_result_destroy(struct sm_run_result *res)
     }
     sm_free(res->output_path);
     sm_free(res->export.path);
+    json_decref(res->input_identity);
     memset(res, 0, sizeof(*res));
 }

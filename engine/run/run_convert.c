@@ -133,6 +133,9 @@ static sm_status ph_input(void *ctx, struct sm_err *err)
         sm_array_set_stop(res->array, c->stop);
         cv->m = sm_array_meta(res->array);
     }
+    /* the input's identity (collective: rank 0's view of the files, broadcast): the provenance
+     * names the input by it and output.exists: auto compares it */
+    SM_TRY(sm_cv_input_identity(cv, err));
     /* the output's type, before any scan: a refused output.dtype costs no pass over the input */
     SM_TRY(sm_cv_output_dtype(&cv->p->normalize, &cv->p->output, cv->m->dtype, &cv->out_dt, err));
     res->output_dtype = cv->out_dt;
@@ -154,7 +157,8 @@ static sm_status ph_input(void *ctx, struct sm_err *err)
 
 /* output.exists: auto on rank 0: what the output holds (sm_output_decide). A complete output
  * whose HDF5 export is missing (export.hdf5.path set, nothing there) is resumed: every shard is
- * kept and the export phase writes the file before the marker is written again. */
+ * kept and the export phase writes the file before the marker is written again. So is one whose
+ * input identity binds no values (sm_run_input_reread): never "complete" unverified. */
 static sm_status decide(const struct cv *cv, struct sm_output_decision *d, struct sm_err *err)
 {
     json_t *id = sm_cv_identity(cv);
@@ -168,6 +172,15 @@ static sm_status decide(const struct cv *cv, struct sm_output_decision *d, struc
     if (st == SM_OK && d->found == SM_OUTPUT_FOUND_COMPLETE && x != NULL && lstat(x, &sb) != 0) {
         d->found = SM_OUTPUT_FOUND_UNFINISHED;
         snprintf(d->first_problem, sizeof(d->first_problem), "%s: the export is missing", x);
+    } else if (st == SM_OK && d->found == SM_OUTPUT_FOUND_COMPLETE &&
+               sm_run_input_reread(cv->input_id)) {
+        /* nothing read cheaply binds the input's values (an HTTP/S3 Zarr input without a
+         * marker): resumed, which reads the input and keeps each shard only when its values
+         * have the recorded digest (SPEC §6.5) */
+        d->found = SM_OUTPUT_FOUND_UNFINISHED;
+        snprintf(d->first_problem, sizeof(d->first_problem),
+                 "input: no identity binds its values (no marker, not a file store): every "
+                 "shard is checked against its values digest");
     }
     return st;
 }
@@ -416,6 +429,7 @@ static void cv_free(struct cv *cv)
 {
     sm_cv_threads_free(cv);
     json_decref(cv->attrs);
+    json_decref(cv->input_id);
     sm_output_close(cv->out); /* before the writers: it names the shards to clean up */
     sm_writer_free(cv->w);
     sm_writer_free(cv->w_final);
@@ -441,6 +455,8 @@ sm_status sm_run_convert(const struct sm_convert_run *p, struct sm_run_result *r
     const struct run_phase_env env = {&p->c.progress, p->c.stop, res->timing, &cv.done};
     const sm_status st = sm_run_phases(
         convert_phases, sizeof(convert_phases) / sizeof(convert_phases[0]), &cv, &env, err);
+    res->input_identity = cv.input_id; /* the result's now */
+    cv.input_id = NULL;
     cv_free(&cv);
     sm_run_ranks_leave(entered);
     return st;

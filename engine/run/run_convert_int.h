@@ -39,6 +39,7 @@ struct cv {
     struct sm_box_reader reader;      /* a source's boxes for the scan */
     const struct sm_array_meta *m;    /* the input's */
     char meta_sha[65];                /* of a Zarr input's metadata documents */
+    struct json_t *input_id;          /* the input's identity (rank 0's, on every rank) */
     struct sm_run_setup su;
     /* plan */
     bool one_pass;
@@ -84,6 +85,24 @@ struct json_t *sm_cv_provenance(const struct cv *cv, const struct sm_scan_result
 /* The job's identity: the members engine, config_sha256 and input that open the provenance
  * (known once the input is open), which output.exists: auto compares (sm_output_decide). */
 struct json_t *sm_cv_identity(const struct cv *cv);
+/* run_input_id.c: the input's identity, the provenance's `input` member (SPEC §6.3, §6.5): a
+ * source's description with its resolved path and "file", the records of every file read
+ * (sm_run_file_identity); a Zarr input's resolved store (a URL redacted), array,
+ * metadata_sha256, and "objects" (a file store: the records of every file under the array),
+ * "marker_sha256" (a shardmill output's marker over HTTP/S3) or "values": SM_RUN_INPUT_REREAD
+ * (nothing cheap binds the values: auto resumes, checking every shard against its values digest).
+ * Rank 0 computes it and broadcasts it into cv->input_id (collective). SM_E_IO naming a file that
+ * cannot be listed or stat'ed; SM_E_NOMEM. */
+#define SM_RUN_INPUT_REREAD "re-read"
+sm_status sm_cv_input_identity(struct cv *cv, struct sm_err *err);
+/* True when the identity binds no values (its "values" member is SM_RUN_INPUT_REREAD). */
+bool sm_run_input_reread(const struct json_t *input_id);
+/* path's identity: `resolved` its realpath; *out {files, bytes, mtime_ns, dev, ino, ctime_ns}
+ * of a file (dev, ino and the sizes as decimal strings), {files, bytes, mtime_ns,
+ * records_sha256} of a directory: the SHA-256 over its files' sorted records (name, size, dev,
+ * ino, ctime, mtime). SM_E_IO naming path. */
+sm_status sm_run_file_identity(const char *path, char *resolved, size_t cap, struct json_t **out,
+                               struct sm_err *err);
 sm_status sm_cv_make_norm(const struct sm_run_norm *cfg, const struct sm_hist *h,
                           struct sm_norm *nm, struct sm_err *err);
 /* attributes.ome.omero's window in output values (SPEC §2), once out_dt and the norm are known: a

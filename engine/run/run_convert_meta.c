@@ -9,7 +9,6 @@
 
 #include "shardmill/alloc.h"
 #include "shardmill/sm_version.h"
-#include "shardmill/url.h"
 
 json_t *sm_run_norm_json(const struct sm_run_norm *cfg, const struct sm_norm *nm)
 {
@@ -54,20 +53,11 @@ json_t *sm_cv_identity(const struct cv *cv)
         pv, "engine",
         json_pack("{s:s,s:s}", "version", SM_VERSION_STRING, "commit", SM_GIT_COMMIT));
     json_object_set_new(pv, "config_sha256", json_string(hex));
-    /* the input by content too: a resume whose input changed is refused naming it (its values
-     * are bound shard by shard through the records' digests). A Zarr input by its URL without
-     * its credentials and its metadata's digest; a source by its description (path, the file's
-     * size, count and mtime, what its header says). */
-    if (cv->src != NULL) {
-        json_object_set_new(pv, "input", sm_source_describe(cv->src));
-    } else {
-        char shown[SM_URL_REDACT_MAX];
-        json_object_set_new(pv, "input",
-                            json_pack("{s:s,s:s,s:s}", "store",
-                                      sm_url_redact(p->c.input.store, shown, sizeof(shown)),
-                                      "array", p->c.input.array != NULL ? p->c.input.array : "",
-                                      "metadata_sha256", cv->meta_sha));
-    }
+    /* the input by what a user cannot set back (run_input_id.c, SPEC §6.5): a resume or auto
+     * whose input changed is refused naming it; its values are bound shard by shard through the
+     * records' digests as well */
+    json_object_set_new(pv, "input",
+                        cv->input_id != NULL ? json_deep_copy(cv->input_id) : json_object());
     return pv;
 }
 

@@ -414,10 +414,7 @@ static json_t *identity_doc(json_t *identity, json_t *prov)
     return json_pack("{s:{s:o}}", "attributes", SM_PROVENANCE_KEY, sub);
 }
 
-/* SM_OK when the existing zarr.json `have` carries `identity` in attributes.shardmill, else
- * SM_E_USAGE naming the first member that differs. */
-static sm_status same_identity(const struct sm_output *o, struct sm_bytes have,
-                               const json_t *identity, struct sm_err *err)
+bool sm_output_identity_same(struct sm_bytes have, const json_t *identity, char *what, size_t cap)
 {
     struct sm_err e;
     json_t *doc = load_doc(have, &e);
@@ -433,20 +430,30 @@ static sm_status same_identity(const struct sm_output *o, struct sm_bytes have,
     sm_json_free_text(text);
     json_t *prov = json_object_get(json_object_get(doc, "attributes"), SM_PROVENANCE_KEY);
     json_t *none = json_object(); /* no provenance: every member of the identity differs */
-    json_t *a = want_id != NULL ? identity_doc(want_id, json_is_object(prov) ? prov : none) : NULL;
-    json_t *b = want_id != NULL ? identity_doc(want_id, NULL) : NULL;
-    char what[256] = "";
-    const bool differ = a == NULL || b == NULL || first_diff(a, b, what, sizeof(what));
+    json_t *a =
+        json_is_object(want_id) ? identity_doc(want_id, json_is_object(prov) ? prov : none) : NULL;
+    json_t *b = json_is_object(want_id) ? identity_doc(want_id, NULL) : NULL;
+    what[0] = '\0';
+    const bool differ = a == NULL || b == NULL || first_diff(a, b, what, cap);
     json_decref(a);
     json_decref(b);
     json_decref(none);
     json_decref(want_id);
     json_decref(doc);
-    if (!differ) {
-        return SM_OK;
+    if (differ && what[0] == '\0') {
+        snprintf(what, cap, "its bytes");
     }
-    if (what[0] == '\0') {
-        snprintf(what, sizeof(what), "its bytes");
+    return !differ;
+}
+
+/* SM_OK when the existing zarr.json `have` carries `identity` in attributes.shardmill, else
+ * SM_E_USAGE naming the first member that differs. */
+static sm_status same_identity(const struct sm_output *o, struct sm_bytes have,
+                               const json_t *identity, struct sm_err *err)
+{
+    char what[256];
+    if (sm_output_identity_same(have, identity, what, sizeof(what))) {
+        return SM_OK;
     }
     sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
                "output.exists: auto: another job's output: its zarr.json differs from this "

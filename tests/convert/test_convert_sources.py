@@ -105,8 +105,9 @@ def check_pyramid(c, args, work, label, cfg, out, vol, spacing, unit, fmt, store
             res.get("weighted_checksum") == w, {k: res.get(k) for k in
                                                ("voxels", "checksum", "weighted_checksum")})
     inp = rep.get("input", {})
+    # the path resolved (issue 32: the input's identity keys on it, not on its spelling)
     c.check(f"{label}: report input describes the {fmt} source (format, path, shape, dtype)",
-            inp.get("format") == fmt and inp.get("path") == store and
+            inp.get("format") == fmt and inp.get("path") == os.path.realpath(store) and
             inp.get("shape") == list(vol.shape) and inp.get("dtype") == vol.dtype.name, inp)
     c.check(f"{label}: report output levels 2, complete",
             rep.get("output", {}).get("levels") == 2 and
@@ -117,7 +118,7 @@ def check_pyramid(c, args, work, label, cfg, out, vol, spacing, unit, fmt, store
     c.check(f"{label}: provenance input = the report's input",
             prov.get("input") == {k: v for k, v in inp.items()
                                   if k not in cc.REPORT_ONLY_INPUT} and
-            inp.get("store") == prov.get("input", {}).get("path"),
+            os.path.realpath(inp.get("store")) == prov.get("input", {}).get("path"),
             (prov.get("input"), inp))
     c.check(f"{label}: provenance normalization = the report's",
             prov.get("normalization") == nm, prov.get("normalization"))

@@ -13,6 +13,7 @@ Usage: test_secrets.py --shardmill BIN --fixtures DIR [unittest args]
 import base64
 import functools
 import http.server
+import json
 import os
 import subprocess
 import tempfile
@@ -25,6 +26,7 @@ ARGS = None
 MANIFEST = None
 USER = "alice"
 PASSWORD = "Pw7xQ2sEcretZ9"
+ROTATED = "Rot8dPw3Secret"  # the same user's next password (issue 32 item 10)
 TOKEN = "Tk4vSigSecretQ8"  # a query secret: only where a URL may carry a query (errors)
 
 
@@ -35,8 +37,9 @@ class AuthHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
     def _authorized(self):
-        want = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
-        if self.headers.get("Authorization") == want:
+        want = ["Basic " + base64.b64encode(f"{USER}:{pw}".encode()).decode()
+                for pw in (PASSWORD, ROTATED)]
+        if self.headers.get("Authorization") in want:
             return True
         self.send_response(401)
         self.send_header("WWW-Authenticate", 'Basic realm="t"')
@@ -94,6 +97,7 @@ class Secrets(unittest.TestCase):
             self.assertEqual(p.returncode, want_rc, f"{args}: rc={p.returncode}\n{p.stderr}")
         for name, text in (("stdout", p.stdout), ("stderr", p.stderr)):
             self.assertNotIn(PASSWORD, text, f"{args}: the password is on {name}:\n{text}")
+            self.assertNotIn(ROTATED, text, f"{args}: the password is on {name}:\n{text}")
             self.assertNotIn(TOKEN, text, f"{args}: the token is on {name}:\n{text}")
         return p
 
@@ -106,6 +110,7 @@ class Secrets(unittest.TestCase):
                     data = fh.read()
                 seen += 1
                 self.assertNotIn(PASSWORD.encode(), data, f"the password is in {path}")
+                self.assertNotIn(ROTATED.encode(), data, f"the password is in {path}")
                 self.assertNotIn(TOKEN.encode(), data, f"the token is in {path}")
         return seen
 
@@ -159,6 +164,49 @@ class Secrets(unittest.TestCase):
             self.assertIn("<redacted>@127.0.0.1", f.read())  # the provenance names the input
         self.assert_no_secret_in_files(rep)
         self.run_cmd(["verify", out])
+
+    def test_config_sha256_is_the_redacted_url(self):
+        """Issue 32 item 10: config_sha256 hashes the URL without its password, so the hash is
+        no offline guessing oracle and a rotated password is the same job: two converts that
+        differ only in the password get the same config_sha256, and output.exists: auto with
+        the new password over the old output is not refused. An HTTP input without a marker has
+        no identity that binds its values (SPEC §6.5): auto resumes it, re-reading every shard
+        against its values digest, and the output stays byte for byte what it was."""
+        shas, outs = {}, {}
+        for tag, pw in (("old", PASSWORD), ("new", ROTATED)):
+            out = os.path.join(self.dir, f"out-rotated-{tag}.zarr")
+            cfg = self.config(f"rotated-{tag}.yaml", "convert",
+                              self.server.url("v3_sharded.zarr", password=pw),
+                              f"output: {{path: {out}}}\n")
+            self.run_cmd(["run", cfg])
+            self.assertGreater(self.assert_no_secret_in_files(out), 2)
+            with open(os.path.join(out, "zarr.json")) as f:
+                shas[tag] = json.load(f)["attributes"]["shardmill"]["config_sha256"]
+            outs[tag] = out
+        self.assertEqual(shas["old"], shas["new"], "the password changed config_sha256")
+        before = {}
+        for d, _, files in os.walk(outs["old"]):
+            for name in files:
+                with open(os.path.join(d, name), "rb") as f:
+                    before[os.path.relpath(os.path.join(d, name), outs["old"])] = f.read()
+        rep = os.path.join(self.dir, "rotated-auto.json")
+        self.run_cmd(["run", os.path.join(self.dir, "rotated-new.yaml"), "--set",
+                      f"output.path={outs['old']}", "--set", "output.exists=auto",
+                      "--report", rep])
+        with open(rep) as f:
+            got = json.load(f)["output"]
+        self.assertEqual(got.get("action"), "resumed", got)
+        self.assertIn("values digest", str(got.get("found_problem")), got)
+        self.assertEqual(got.get("written"), 0, got)
+        after = {}
+        for d, _, files in os.walk(outs["old"]):
+            for name in files:
+                with open(os.path.join(d, name), "rb") as f:
+                    after[os.path.relpath(os.path.join(d, name), outs["old"])] = f.read()
+        self.assertEqual(sorted(after), sorted(before))
+        self.assertTrue(after == before, "the resumed output's bytes changed")
+        self.assert_no_secret_in_files(outs["old"])
+        self.run_cmd(["verify", outs["old"]])
 
     def test_failures_name_the_url_without_credentials(self):
         cases = [

@@ -378,6 +378,11 @@ struct sm_run_result {
      * sm_array_meta); released by sm_run_result_destroy. */
     struct sm_store *store;
     struct sm_array *array;
+    /* convert: the input's identity, the provenance's `input` member (rank 0's view, on every
+     * rank; SPEC §6.3): a source's description with its resolved path and the records of every
+     * file read, a Zarr input's resolved store, array, metadata and values binding. NULL when the
+     * run stopped before its input phase. Released by sm_run_result_destroy. */
+    struct json_t *input_identity;
     /* The source read (the caller's, or opened from source_params: released by
      * sm_run_result_destroy then), for its description and counters; NULL for an array. */
     struct sm_source *source;

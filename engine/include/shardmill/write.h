@@ -228,6 +228,13 @@ struct sm_output_decision {
  * COMPLETE when it passes, else DAMAGED. Reads only. SM_E_IO; SM_E_NOMEM. */
 sm_status sm_output_decide(const struct sm_output *o, const struct json_t *identity,
                            struct sm_output_decision *d, struct sm_err *err);
+/* The identity check of sm_output_decide, on the text of an existing zarr.json `have` (any bytes:
+ * a document that does not parse, or has no attributes.shardmill object, differs): true when every
+ * member of `identity` (an object) equals the member of the same name in its
+ * attributes.shardmill; else false and `what` (cap >= 16) names the first member that differs
+ * ("attributes.shardmill.input.objects"), or "its bytes". Reads only; thread-safe. */
+bool sm_output_identity_same(struct sm_bytes have, const struct json_t *identity, char *what,
+                             size_t cap);
 /* Every process of the run, with the primary's decision: NEW writes as ERROR would (begin still
  * refuses an output that appeared meanwhile), UNFINISHED and DAMAGED resume (resume's own check of
  * zarr.json follows in begin, its errors naming output.exists: auto), COMPLETE leaves the output

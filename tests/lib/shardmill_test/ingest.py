@@ -59,7 +59,7 @@ def check_ingested(c, args, work, label, out, want, rep, pixdim=None, fmt=None, 
             inp.get("dtype") == want.dtype.name, inp)
     c.check(f"{label} provenance input = the report's input (without the report's own keys)",
             src == {k: v for k, v in inp.items() if k not in cc.REPORT_ONLY_INPUT} and
-            inp.get("store") == src.get("path"), (src, inp))
+            os.path.realpath(inp.get("store", "")) == src.get("path"), (src, inp))
     # the report is convert's: job ingest, the ROI (the whole volume), tile, io.source
     c.check(f"{label} report job ingest, roi the whole volume, tile",
             rep.get("job") == "ingest" and
