@@ -19,11 +19,12 @@ int sm_cmd_info(int argc, char **argv)
     uint64_t max_object_bytes = defaults.max_object_bytes;
     const struct sm_opt opts[] = {
         {"array", 0, SM_OPT_STRING, "PATH", "node inside STORE (group member, OME-Zarr level)",
-         &array_path},
-        {"compact", 0, SM_OPT_FLAG, NULL, "print the JSON on one line", &compact},
+         &array_path, SM_PATHC_NONE},
+        {"compact", 0, SM_OPT_FLAG, NULL, "print the JSON on one line", &compact, SM_PATHC_NONE},
         {"max-object-bytes", 0, SM_OPT_SIZE, "SIZE",
-         "largest metadata document read (512MiB, as limits.max_object_bytes)", &max_object_bytes},
-        {NULL, 0, SM_OPT_FLAG, NULL, NULL, NULL},
+         "largest metadata document read (512MiB, as limits.max_object_bytes)", &max_object_bytes,
+         SM_PATHC_NONE},
+        {NULL, 0, SM_OPT_FLAG, NULL, NULL, NULL, SM_PATHC_NONE},
     };
     const struct sm_cmd_spec spec = {
         "info",
