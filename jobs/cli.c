@@ -141,6 +141,19 @@ int sm_cli_parse(const struct sm_cmd_spec *spec, int argc, char **argv, const ch
                  unsigned *npos)
 {
     *npos = 0;
+    /* every option that takes a string says whether it names a path, and of which class
+     * (issue 32): the output rule cannot miss a new one (the option tables are checked by
+     * running every command's --help, tests/unit/jobs) */
+    for (const struct sm_opt *o = spec->opts; o->name != NULL; o++) {
+        if ((o->kind == SM_OPT_STRING || o->kind == SM_OPT_STRINGS) &&
+            o->path_class == SM_PATHC_UNSET) {
+            fprintf(stderr,
+                    "shardmill: error: %s: internal: option --%s declares no path class "
+                    "(jobs/config.h enum sm_path_class)\n",
+                    spec->name, o->name);
+            return 1;
+        }
+    }
     bool options = true; /* until "--": what follows it is positional, even "-x" */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];

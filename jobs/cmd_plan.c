@@ -236,26 +236,28 @@ int sm_cmd_plan(int argc, char **argv)
     bool as_json = false;
     const char *rates = NULL, *ratio = NULL;
     const struct sm_opt opts[] = {
-        {"ranks", 'n', SM_OPT_U64, "N", "ranks to plan for (default 1)", &ranks},
+        {"ranks", 'n', SM_OPT_U64, "N", "ranks to plan for (default 1)", &ranks, SM_PATHC_NONE},
         {"threads", 't', SM_OPT_U64, "T",
-         "threads per rank (default parallel.threads, else OMP_NUM_THREADS or the cores)",
-         &threads},
+         "threads per rank (default parallel.threads, else OMP_NUM_THREADS or the cores)", &threads,
+         SM_PATHC_NONE},
         {"nodes", 0, SM_OPT_U64, "M",
-         "nodes the ranks spread over, for the estimate's time (default 1)", &nodes},
+         "nodes the ranks spread over, for the estimate's time (default 1)", &nodes, SM_PATHC_NONE},
         {"cores-per-node", 0, SM_OPT_U64, "C",
-         "cores of a node, for the estimate's time (default: the calibrated machine's)", &cores},
+         "cores of a node, for the estimate's time (default: the calibrated machine's)", &cores,
+         SM_PATHC_NONE},
         {"set", 0, SM_OPT_STRINGS, "KEY=VALUE",
-         "override a configuration key (repeatable), e.g. --set parallel.partition=block", &sets},
+         "override a configuration key (repeatable), e.g. --set parallel.partition=block", &sets,
+         SM_PATHC_NONE /* each value: its key's row */},
         {"rates", 0, SM_OPT_STRING, "FILE",
          "per-stage rates of scaling/calibrate (default $SHARDMILL_RATES, else the rates built in "
          "from scaling/rates.json)",
-         &rates},
+         &rates, SM_PATHC_INPUT},
         {"ratio", 0, SM_OPT_STRING, "X",
          "assume the codec's encoded/raw ratio X (0 < X <= 2) instead of sampling chunks: for "
          "sizing from metadata alone",
-         &ratio},
-        {"json", 0, SM_OPT_FLAG, NULL, "print the plan as JSON", &as_json},
-        {NULL, 0, SM_OPT_FLAG, NULL, NULL, NULL},
+         &ratio, SM_PATHC_NONE},
+        {"json", 0, SM_OPT_FLAG, NULL, "print the plan as JSON", &as_json, SM_PATHC_NONE},
+        {NULL, 0, SM_OPT_FLAG, NULL, NULL, NULL, SM_PATHC_NONE},
     };
     const struct sm_cmd_spec spec = {
         "plan",

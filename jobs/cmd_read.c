@@ -178,26 +178,22 @@ static sm_status write_stats(const char *path, const struct sm_array *a, const u
     return st;
 }
 
-/* 0, or the exit status after reporting that `file` is, lies inside or contains the file store
- * `store` (links resolved). "-" (standard output) and http(s) stores are never compared. */
-static int refuse_overlap(const char *opt, const char *file, const char *store)
+/* 0, or the exit status after the output rule (jobs/job_paths.c) refused -o or --stats: one
+ * is, lies inside or contains the file store (links resolved), or they overlap. "-" (standard
+ * output) and http(s) stores are never compared. */
+static int refuse_overlap(const char *output, const char *stats, const char *store)
 {
-    const char *in = sm_job_input_file(store);
-    if (in == NULL || strcmp(file, "-") == 0) {
-        return 0;
+    struct sm_path_use uses[3] = {{"STORE", "input", SM_PATHC_INPUT, store}};
+    unsigned n = 1;
+    if (strcmp(output, "-") != 0) {
+        uses[n++] = (struct sm_path_use){"-o", "output", SM_PATHC_OUTPUT, output};
+    }
+    if (stats != NULL && strcmp(stats, "-") != 0) {
+        uses[n++] = (struct sm_path_use){"--stats", "statistics file", SM_PATHC_REPORT, stats};
     }
     struct sm_err err;
     sm_err_clear(&err);
-    enum sm_path_rel r = SM_PATH_DISJOINT;
-    if (sm_path_relation(file, in, &r, &err) != SM_OK) {
-        sm_err_where(&err, "%s", opt);
-        return sm_report_error(&err);
-    }
-    if (r == SM_PATH_DISJOINT) {
-        return 0;
-    }
-    return sm_usage_error(opt, "%s %s the input %s (after resolving links)", file,
-                          sm_job_path_rel_words(r), store);
+    return sm_job_check_path_uses(uses, n, &err) == SM_OK ? 0 : sm_report_error(&err);
 }
 
 /* What `read` was asked for, once the options are parsed. */
@@ -306,37 +302,40 @@ int sm_cmd_read(int argc, char **argv)
              http_backoff_ms = http.backoff_base_ms;
     const struct sm_opt opts[] = {
         {"array", 0, SM_OPT_STRING, "PATH", "node inside STORE (group member, OME-Zarr level)",
-         &array_path},
-        {"offset", 0, SM_OPT_LIST, "z,y,x", "first voxel of the region (default: origin)", &offset},
+         &array_path, SM_PATHC_NONE},
+        {"offset", 0, SM_OPT_LIST, "z,y,x", "first voxel of the region (default: origin)", &offset,
+         SM_PATHC_NONE},
         {"shape", 0, SM_OPT_LIST, "d,h,w",
-         "extent of the region, positive lengths (default: to the array's end)", &shape},
+         "extent of the region, positive lengths (default: to the array's end)", &shape,
+         SM_PATHC_NONE},
         {"output", 'o', SM_OPT_STRING, "FILE", "output file, '-' for standard output (required)",
-         &output},
-        {"repeat", 0, SM_OPT_U64, "N", "read the region N times in-process (benchmarks)", &repeat},
+         &output, SM_PATHC_OUTPUT},
+        {"repeat", 0, SM_OPT_U64, "N", "read the region N times in-process (benchmarks)", &repeat,
+         SM_PATHC_NONE},
         {"stats", 0, SM_OPT_STRING, "FILE",
-         "write read timings, I/O counters and page faults as JSON", &stats},
+         "write read timings, I/O counters and page faults as JSON", &stats, SM_PATHC_REPORT},
         {"threads", 0, SM_OPT_U64, "N",
          "OpenMP threads decoding the region's chunks, at most 64 (0 = OMP_NUM_THREADS, else all "
          "cores)",
-         &threads},
+         &threads, SM_PATHC_NONE},
         {"index-cache-bytes", 0, SM_OPT_SIZE, "SIZE", "shard-index cache bytes, 0 disables (16MiB)",
-         &aopts.index_cache_bytes},
+         &aopts.index_cache_bytes, SM_PATHC_NONE},
         {"index-cache-entries", 0, SM_OPT_U64, "N", "shard-index cache entries, 0 disables (64)",
-         &aopts.index_cache_entries},
+         &aopts.index_cache_entries, SM_PATHC_NONE},
         {"max-object-bytes", 0, SM_OPT_SIZE, "SIZE", "largest encoded object read (512MiB)",
-         &aopts.limits.max_object_bytes},
+         &aopts.limits.max_object_bytes, SM_PATHC_NONE},
         {"max-chunk-bytes", 0, SM_OPT_SIZE, "SIZE", "largest decoded chunk (1GiB)",
-         &aopts.limits.max_chunk_bytes},
+         &aopts.limits.max_chunk_bytes, SM_PATHC_NONE},
         {"max-region-bytes", 0, SM_OPT_SIZE, "SIZE", "largest region (0 = no limit)",
-         &aopts.limits.max_region_bytes},
+         &aopts.limits.max_region_bytes, SM_PATHC_NONE},
         {"http-timeout-ms", 0, SM_OPT_U64, "MS",
          "HTTP connect timeout, and abort a transfer stalled this long (10000 / 20000)",
-         &http_timeout_ms},
+         &http_timeout_ms, SM_PATHC_NONE},
         {"http-retries", 0, SM_OPT_U64, "N", "HTTP retries after the first attempt (4)",
-         &http_retries},
+         &http_retries, SM_PATHC_NONE},
         {"http-backoff-ms", 0, SM_OPT_U64, "MS", "first HTTP retry delay, doubling (100)",
-         &http_backoff_ms},
-        {NULL, 0, SM_OPT_FLAG, NULL, NULL, NULL},
+         &http_backoff_ms, SM_PATHC_NONE},
+        {NULL, 0, SM_OPT_FLAG, NULL, NULL, NULL, SM_PATHC_NONE},
     };
     const struct sm_cmd_spec spec = {
         "read",
@@ -374,10 +373,7 @@ int sm_cmd_read(int argc, char **argv)
         }
     }
     /* SPEC §6: the files written may not touch the input store they are read from */
-    rc = refuse_overlap("-o", output, pos[0]);
-    if (rc == 0 && stats != NULL) {
-        rc = refuse_overlap("--stats", stats, pos[0]);
-    }
+    rc = refuse_overlap(output, stats, pos[0]);
     if (rc != 0) {
         return rc;
     }

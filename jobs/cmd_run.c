@@ -46,11 +46,13 @@ int sm_cmd_run(int argc, char **argv)
     bool quiet = false;
     const struct sm_opt opts[] = {
         {"set", 0, SM_OPT_STRINGS, "KEY=VALUE",
-         "override a configuration key (repeatable), e.g. --set tile=[32,32,32]", &set_list},
+         "override a configuration key (repeatable), e.g. --set tile=[32,32,32]", &set_list,
+         SM_PATHC_NONE /* each value: its key's row */},
         {"report", 0, SM_OPT_STRING, "PATH",
-         "write the JSON report here ('-' = stdout, instead of the summary)", &report},
-        {"quiet", 'q', SM_OPT_FLAG, NULL, "no progress output", &quiet},
-        {NULL, 0, SM_OPT_FLAG, NULL, NULL, NULL},
+         "write the JSON report here ('-' = stdout, instead of the summary)", &report,
+         SM_PATHC_REPORT},
+        {"quiet", 'q', SM_OPT_FLAG, NULL, "no progress output", &quiet, SM_PATHC_NONE},
+        {NULL, 0, SM_OPT_FLAG, NULL, NULL, NULL, SM_PATHC_NONE},
     };
     const struct sm_cmd_spec spec = {
         "run",
@@ -97,8 +99,15 @@ int sm_cmd_run(int argc, char **argv)
     /* --report before anything is read or written (the config's `report` was checked by
      * sm_config_load): scan, convert and ingest (a convert) check it on rank 0, which writes the
      * report, in the engine's prepare step; read-bench is one process and checks it here */
-    if (st == SM_OK && report != NULL && c.job == SM_JOB_READ_BENCH) {
-        st = sm_config_check_report(report, "--report", &err);
+    if (st == SM_OK && c.job == SM_JOB_READ_BENCH) {
+        const struct sm_path_use flag = {"--report", "report", SM_PATHC_REPORT, report};
+        if (report != NULL) {
+            st = sm_config_check_report(report, "--report", &err);
+        }
+        if (st == SM_OK) { /* the output rule: the report is not the input, nor inside it */
+            st =
+                sm_job_check_paths(&c, report != NULL ? &flag : NULL, report != NULL ? 1 : 0, &err);
+        }
     }
     /* ranks only when a launcher started us (SPEC §1); docs/internals/ranks.md */
     if (st == SM_OK) {

@@ -66,22 +66,39 @@ int sm_cmd_validate(int argc, char **argv)
 {
     struct sm_str_list sets = {0};
     bool quiet = false, markdown = false;
+    const char *report = NULL, *log_dir = NULL, *writes = NULL;
     const struct sm_opt opts[] = {
         {"set", 0, SM_OPT_STRINGS, "KEY=VALUE",
-         "override a key after the file (repeatable; VALUE is YAML)", &sets},
-        {"quiet", 'q', SM_OPT_FLAG, NULL, "print only the ok line", &quiet},
+         "override a key after the file (repeatable; VALUE is YAML)", &sets,
+         SM_PATHC_NONE /* each value: its key's row */},
+        {"report", 0, SM_OPT_STRING, "PATH",
+         "the --report a run will get: checked as run checks it (writable, and the output rule: "
+         "not the input, not inside or containing an input or an output)",
+         &report, SM_PATHC_REPORT},
+        {"log-dir", 0, SM_OPT_STRING, "DIR",
+         "a directory a batch system writes the job's logs into (slurm/render --output-dir): "
+         "not an input or an output, nor inside one",
+         &log_dir, SM_PATHC_LOG_DIR},
+        {"writes", 0, SM_OPT_STRING, "FILE",
+         "another file written for the job (slurm/render -o, the batch script): the output rule",
+         &writes, SM_PATHC_OUTPUT},
+        {"quiet", 'q', SM_OPT_FLAG, NULL, "print only the ok line", &quiet, SM_PATHC_NONE},
         {"markdown", 0, SM_OPT_FLAG, NULL,
-         "print the configuration reference (docs/CONFIG.md) and exit", &markdown},
-        {NULL, 0, SM_OPT_FLAG, NULL, NULL, NULL},
+         "print the configuration reference (docs/CONFIG.md) and exit", &markdown, SM_PATHC_NONE},
+        {NULL, 0, SM_OPT_FLAG, NULL, NULL, NULL, SM_PATHC_NONE},
     };
     const struct sm_cmd_spec spec = {
         "validate",
-        "CONFIG.yaml [--set KEY=VALUE]... [--quiet] | --markdown",
+        "CONFIG.yaml [--set KEY=VALUE]... [--report PATH] [--log-dir DIR] [--writes FILE] "
+        "[--quiet] | --markdown",
         "Loads a job configuration, applies the --set overrides and checks every key (types, "
         "ranges, required keys, keys that must agree) without opening any store. Prints "
         "\"CONFIG.yaml: ok (job NAME)\" and then the effective configuration, every key the job "
         "uses with defaults included, as YAML that validates to the same values; a key the job "
-        "does not use is an error. Errors: one line "
+        "does not use is an error. Every path written (output.path, export.hdf5.path, report, and "
+        "--report, --log-dir, --writes) is compared with the input and the others after "
+        "resolving links: none may be the input or lie inside or contain an input or an output "
+        "(a log directory may contain them). Errors: one line "
         "\"shardmill: error: FILE:LINE:COL: ...\" and exit 2. Keys: docs/CONFIG.md.",
         opts,
         0,
@@ -113,7 +130,23 @@ int sm_cmd_validate(int argc, char **argv)
     if (st != SM_OK) {
         return sm_report_error(&err);
     }
-    st = sm_job_check_paths(&cfg, &err); /* a path comparison: no store is opened */
+    /* the paths as a run compares them: no store is opened */
+    struct sm_path_use extra[3];
+    unsigned nextra = 0;
+    if (report != NULL) {
+        extra[nextra++] = (struct sm_path_use){"--report", "report", SM_PATHC_REPORT, report};
+        st = sm_config_check_report(report, "--report", &err);
+    }
+    if (log_dir != NULL) {
+        extra[nextra++] =
+            (struct sm_path_use){"--log-dir", "log directory", SM_PATHC_LOG_DIR, log_dir};
+    }
+    if (writes != NULL) {
+        extra[nextra++] = (struct sm_path_use){"--writes", "file", SM_PATHC_OUTPUT, writes};
+    }
+    if (st == SM_OK) {
+        st = sm_job_check_paths(&cfg, extra, nextra, &err);
+    }
     if (st != SM_OK) {
         sm_config_destroy(&cfg);
         return sm_report_error(&err);

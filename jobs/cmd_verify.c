@@ -13,8 +13,8 @@ int sm_cmd_verify(int argc, char **argv)
 {
     bool quiet = false;
     const struct sm_opt opts[] = {
-        {"quiet", 'q', SM_OPT_FLAG, NULL, "print nothing on success", &quiet},
-        {NULL, 0, SM_OPT_FLAG, NULL, NULL, NULL},
+        {"quiet", 'q', SM_OPT_FLAG, NULL, "print nothing on success", &quiet, SM_PATHC_NONE},
+        {NULL, 0, SM_OPT_FLAG, NULL, NULL, NULL, SM_PATHC_NONE},
     };
     const struct sm_cmd_spec spec = {
         "verify",

@@ -175,6 +175,30 @@ char *sm_config_format_yaml(const struct sm_job_config *c);
 
 /* docs/CONFIG.md, generated from the schema table. sm_malloc'd; NULL when out of memory. */
 char *sm_config_markdown(void);
+/* Path classes (issue 32): every configuration key (its schema row), command-line option (struct
+ * sm_opt) and slurm/render flag that holds a string declares whether it names a path and what is
+ * done with it, so that one rule (sm_job_check_path_uses, jobs/job_paths.c) applies to every path
+ * that is written. UNSET is "not declared": the schema test and sm_cli_parse refuse a string row
+ * or option left so. */
+enum sm_path_class {
+    SM_PATHC_UNSET = 0,
+    SM_PATHC_NONE,    /* no file-system path: a name, a URL endpoint, a node inside a store */
+    SM_PATHC_INPUT,   /* read, never written */
+    SM_PATHC_OUTPUT,  /* written: the output tree, the HDF5 export, a file of `read` */
+    SM_PATHC_REPORT,  /* written: the JSON report */
+    SM_PATHC_LOG_DIR, /* written: a directory that receives new, uniquely named log files */
+};
+
+/* One path a command names, with its class, for sm_job_check_path_uses: `key` names it in
+ * messages (a configuration key or an option such as "--report"), `noun` in the other path's
+ * message ("input", "output", "export", "report", "log directory"). */
+struct sm_path_use {
+    const char *key;
+    const char *noun;
+    enum sm_path_class cls;
+    const char *path;
+};
+
 /* The JSON report's path (`report`, or run's `--report`, named by `key`), checked before any
  * work so a run does not fail only after its job: SM_E_USAGE (where = key) when the path is a
  * directory, an ancestor is no directory, or the nearest existing ancestor of its directory is

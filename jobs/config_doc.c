@@ -282,8 +282,14 @@ static const char *const md_rules[] = {
     "`output.path`, `export.hdf5.path` | the export file is neither inside the output directory "
     "nor contains it (compared by path components, as written)",
     "`input.store` (a local path or `file://`; an ingest source), `output.path`, "
-    "`export.hdf5.path` | neither output is the input, lies inside it or contains it, compared "
-    "after resolving links (HTTP inputs are not compared)",
+    "`export.hdf5.path`, `report` (and `run --report`) | the output rule (SPEC §6.7): no "
+    "written path (output, export, report) is the input, lies inside it or contains it, nor "
+    "overlaps another written path (a report inside the output is refused), compared after "
+    "resolving links (HTTP inputs are not compared); exit 2 naming the key",
+    "`input.raw.*`, `input.hdf5.*`, `input.s3.*`, `export.hdf5.*` | read only with "
+    "`input.format: raw`, `input.format: hdf5`, an `s3://` `input.store`, and "
+    "`export.hdf5.path` respectively: given otherwise they are refused, never ignored (so is "
+    "an empty `export` or `export.hdf5` group)",
     "`read_bench.extents`, `roi.shape` | exclude each other (a read-bench case is a cube of each "
     "extent at `roi.offset`)",
 };

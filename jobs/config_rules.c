@@ -321,6 +321,56 @@ static sm_status check_input(struct lctx *cx)
     return SM_OK;
 }
 
+/* A group the file gives with nothing in it (`export:`, `export: {}`): it sets nothing. */
+static bool empty_group(const struct ynode *key)
+{
+    const struct ynode *v = key != NULL ? key->next : NULL;
+    return v != NULL && ((v->kind == Y_MAP && v->kids == NULL) || sm_cfg_node_is_null(v));
+}
+
+/* Keys the job's input or export would not read (issue 32 #18: no setting is ignored): a
+ * source's keys with another input.format (input.raw.*, input.hdf5.*), input.s3.* with a store
+ * that is not s3://, export.hdf5.* without export.hdf5.path (sm_cfg_used says which), and an
+ * empty `export` or `export.hdf5` group, which names no export file. */
+static sm_status check_unused(struct lctx *cx)
+{
+    const struct sm_job_config *c = cx->cfg;
+    for (unsigned i = 0; i < sm_cfg_nkeys; i++) {
+        const struct sm_cfg_key *k = &sm_cfg_keys[i];
+        if ((k->applies & SM_CFG_JOB(c->job)) == 0 || strncmp(k->path, "normalize.", 10) == 0 ||
+            !given(cx, k->path) || sm_cfg_used(k, c)) {
+            continue; /* another job's keys: check_applies; normalize's: check_mode_keys */
+        }
+        if (strncmp(k->path, "input.s3.", 9) == 0) {
+            FAIL_KEY(cx, k->path,
+                     "`%s` is used by an s3:// input.store only (input.store is '%.200s')", k->path,
+                     c->input.store);
+        }
+        if (strncmp(k->path, "export.", 7) == 0) {
+            FAIL_KEY(cx, k->path,
+                     "`%s` is used by the HDF5 export only, and export.hdf5.path is not given "
+                     "(no export is written)",
+                     k->path);
+        }
+        FAIL_KEY(cx, k->path, "`%s` is used by input.format %s only (the input's format is %s)",
+                 k->path, strncmp(k->path, "input.raw.", 10) == 0 ? "raw" : "hdf5",
+                 c->input.format);
+    }
+    if (c->export_.hdf5_path == NULL) {
+        static const char *const groups[] = {"export", "export.hdf5"};
+        for (size_t i = 0; i < sizeof(groups) / sizeof(groups[0]); i++) {
+            const struct ynode *g = find_key(cx->root, "", groups[i]);
+            if (empty_group(g)) {
+                FAIL_AT(cx, g,
+                        "`%s` is empty: it names no export.hdf5.path, so no export would be "
+                        "written (give the path, or remove the group)",
+                        groups[i]);
+            }
+        }
+    }
+    return SM_OK;
+}
+
 static sm_status check_shapes(struct lctx *cx)
 {
     struct sm_job_config *c = cx->cfg;
@@ -709,6 +759,9 @@ sm_status sm_cfg_check_keys(struct lctx *cx, unsigned nsets)
     }
     if (st == SM_OK) {
         st = check_input(cx);
+    }
+    if (st == SM_OK) {
+        st = check_unused(cx);
     }
     if (st == SM_OK) {
         st = check_shapes(cx);

@@ -41,6 +41,8 @@ const struct sm_cfg_key sm_cfg_keys[] = {
     {.path = "input.store",
      .applies = SM_CFG_ALL_JOBS,
      .type = SM_CFG_STRING,
+     .path_class = SM_PATHC_INPUT,
+     .path_noun = "input",
      .flags = SM_CFGF_NONEMPTY,
      .required = SM_CFG_ALL_JOBS,
      .help = "the input: a Zarr or N5 store path, file://, http(s):// or s3://bucket/prefix URL "
@@ -50,6 +52,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
     {.path = "input.array",
      .applies = SM_CFG_ALL_JOBS,
      .type = SM_CFG_STRING,
+     .path_class = SM_PATHC_NONE,
      .def = "\"\"",
      .def_doc = "the store's root node",
      .help = "path of the array inside a group, e.g. an OME-Zarr level",
@@ -69,6 +72,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
     {.path = "input.unit",
      .applies = CONVERT_INGEST,
      .type = SM_CFG_STRING,
+     .path_class = SM_PATHC_NONE,
      .flags = SM_CFGF_NULLABLE | SM_CFGF_NONEMPTY | SM_CFGF_SPACE_UNIT,
      .def_doc = "from the input (OME-Zarr axes, NIfTI xyzt_units, TIFF ImageJ or OME-XML "
                 "metadata or resolution tags), else none",
@@ -198,6 +202,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
     {.path = "input.s3.endpoint",
      .applies = SM_CFG_ALL_JOBS,
      .type = SM_CFG_STRING,
+     .path_class = SM_PATHC_NONE,
      .flags = SM_CFGF_NULLABLE | SM_CFGF_NONEMPTY,
      .def_doc =
          "AWS_ENDPOINT_URL_S3, else AWS_ENDPOINT_URL, else https://s3.<region>.amazonaws.com",
@@ -208,6 +213,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
     {.path = "input.s3.region",
      .applies = SM_CFG_ALL_JOBS,
      .type = SM_CFG_STRING,
+     .path_class = SM_PATHC_NONE,
      .flags = SM_CFGF_NULLABLE | SM_CFGF_NONEMPTY,
      .def_doc = "AWS_REGION, else AWS_DEFAULT_REGION, else the profile's region, else us-east-1",
      .help = "s3:// inputs: the region requests are signed for (AWS SigV4); credentials come "
@@ -276,6 +282,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
     {.path = "input.hdf5.dataset",
      .applies = CONVERT_INGEST,
      .type = SM_CFG_STRING,
+     .path_class = SM_PATHC_NONE,
      .flags = SM_CFGF_NULLABLE | SM_CFGF_NONEMPTY,
      .def_doc = "required to read hdf5 input",
      .help = "absolute HDF5 path of the dataset to ingest (any chunking and filter the HDF5 "
@@ -420,6 +427,8 @@ const struct sm_cfg_key sm_cfg_keys[] = {
     {.path = "output.path",
      .applies = CONVERT_INGEST,
      .type = SM_CFG_STRING,
+     .path_class = SM_PATHC_OUTPUT,
+     .path_noun = "output",
      .flags = SM_CFGF_NULLABLE | SM_CFGF_NONEMPTY,
      .required = CONVERT_INGEST,
      .help = "the output Zarr v3 array, a local directory (never written outside it); a path "
@@ -564,6 +573,8 @@ const struct sm_cfg_key sm_cfg_keys[] = {
     {.path = "export.hdf5.path",
      .applies = CONVERT_INGEST,
      .type = SM_CFG_STRING,
+     .path_class = SM_PATHC_OUTPUT,
+     .path_noun = "export",
      .flags = SM_CFGF_NULLABLE | SM_CFGF_NONEMPTY,
      .def_doc = "no HDF5 export",
      .help = "also write the output's values as one chunked HDF5 dataset of the output's type "
@@ -576,6 +587,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
     {.path = "export.hdf5.dataset",
      .applies = CONVERT_INGEST,
      .type = SM_CFG_STRING,
+     .path_class = SM_PATHC_NONE,
      .flags = SM_CFGF_NONEMPTY,
      .def = "\"/data\"",
      .help = "absolute HDF5 path of the dataset (missing groups are created); the histogram goes "
@@ -693,6 +705,8 @@ const struct sm_cfg_key sm_cfg_keys[] = {
     {.path = "report",
      .applies = SM_CFG_ALL_JOBS,
      .type = SM_CFG_STRING,
+     .path_class = SM_PATHC_REPORT,
+     .path_noun = "report",
      .flags = SM_CFGF_NULLABLE | SM_CFGF_NONEMPTY,
      .def_doc = "no report file: standard output gets the short summary alone",
      .help = "path of the JSON report written by rank 0 (SPEC §7; `shardmill run --report PATH` "
@@ -969,6 +983,20 @@ bool sm_cfg_used(const struct sm_cfg_key *k, const struct sm_job_config *c)
 {
     if ((k->applies & SM_CFG_JOB(c->job)) == 0) {
         return false;
+    }
+    /* the keys of one source, of an s3:// store, of an export (issue 32 #18) */
+    const char *fmt = c->input.format; /* NULL until the loader settles it: not yet known */
+    if (strncmp(k->path, "input.raw.", 10) == 0) {
+        return fmt == NULL || strcmp(fmt, "raw") == 0;
+    }
+    if (strncmp(k->path, "input.hdf5.", 11) == 0) {
+        return fmt == NULL || strcmp(fmt, "hdf5") == 0;
+    }
+    if (strncmp(k->path, "input.s3.", 9) == 0) {
+        return c->input.store == NULL || strncmp(c->input.store, "s3://", 5) == 0;
+    }
+    if (strncmp(k->path, "export.hdf5.", 12) == 0 && strcmp(k->path, "export.hdf5.path") != 0) {
+        return c->export_.hdf5_path != NULL;
     }
     const enum sm_norm_mode m = c->normalize.mode; /* the keys of one mode */
     if (strcmp(k->path, "normalize.divisor") == 0) {

@@ -47,14 +47,18 @@ struct sm_cfg_key {
     const char *def_doc; /* what an unset/default value means, when `def` alone does not say */
     int64_t min;         /* UINT/INT/SIZE: inclusive range (every numeric row has one) */
     uint64_t max;
-    unsigned flags;       /* SM_CFGF_* */
-    unsigned required;    /* SM_CFG_JOB() bits of the jobs that need the key */
-    unsigned applies;     /* SM_CFG_JOB() bits of the jobs that use it (a superset of required);
-                             any other job refuses the key (issue 20: no setting is ignored) */
-    const char *help;     /* one line */
-    const char *example;  /* a valid value, in YAML syntax */
-    size_t off, size;     /* offsetof/sizeof the field in struct sm_job_config */
-    size_t off2, off_set; /* RANGE: offset of hi, and of the bool "given" */
+    unsigned flags;    /* SM_CFGF_* */
+    unsigned required; /* SM_CFG_JOB() bits of the jobs that need the key */
+    unsigned applies;  /* SM_CFG_JOB() bits of the jobs that use it (a superset of required);
+                          any other job refuses the key (issue 20: no setting is ignored) */
+    enum sm_path_class path_class; /* every STRING row declares one (SM_PATHC_NONE: no
+                                      path); INPUT, OUTPUT and REPORT rows are what the output
+                                      rule of jobs/job_paths.c compares */
+    const char *path_noun;         /* INPUT/OUTPUT/REPORT: the path in messages, "the output" */
+    const char *help;              /* one line */
+    const char *example;           /* a valid value, in YAML syntax */
+    size_t off, size;              /* offsetof/sizeof the field in struct sm_job_config */
+    size_t off2, off_set;          /* RANGE: offset of hi, and of the bool "given" */
 };
 
 /* Sections of docs/CONFIG.md: the first path component and what its keys are about. */
@@ -69,7 +73,9 @@ extern const struct sm_cfg_group sm_cfg_groups[]; /* terminated by {NULL, NULL} 
 
 /* Whether the config's job uses row k: it applies to the job and, for normalize.divisor /
  * normalize.lo / normalize.hi, to the job's normalize.mode (divisor: scale; lo, hi: window and
- * percentile). A key given that is not used is exit 2 (config_rules.c). */
+ * percentile); input.raw.* and input.hdf5.* to that input.format, input.s3.* to an s3://
+ * input.store, export.hdf5.* other than the path to a config with export.hdf5.path. A key given
+ * that is not used is exit 2 (config_rules.c). */
 bool sm_cfg_used(const struct sm_cfg_key *k, const struct sm_job_config *c);
 
 /* The row of a dotted path, or NULL. */

@@ -11,6 +11,8 @@
 #include <shardmill/clock.h> /* sm_peak_rss_bytes */
 #include <shardmill/status.h>
 
+#include "config.h" /* enum sm_path_class */
+
 /* A command of the command table in main.c. run() returns the process exit status. */
 struct sm_cmd {
     const char *name;
@@ -70,6 +72,8 @@ struct sm_opt {
     const char *help;
     void *dst; /* bool*, const char**, uint64_t*, uint64_t* (size), struct sm_u64_list*,
                   struct sm_str_list* */
+    enum sm_path_class path_class; /* STRING, STRINGS: declared (config.h), else sm_cli_parse
+                                      refuses the table (exit 1) */
 };
 
 #define SM_LIST_MAX 32

@@ -81,15 +81,22 @@ const char *sm_job_input_file(const char *store);
 sm_status sm_job_check_input_store(const char *store, struct sm_err *err);
 /* "is", "lies inside" or "contains": how messages name a relation other than DISJOINT. */
 const char *sm_job_path_rel_words(enum sm_path_rel r);
-/* SPEC §6: SM_E_USAGE (where = output.path or export.hdf5.path, the message naming both paths)
- * when the output or the export is the file input, lies inside it or contains it, or the export
- * and the output overlap, after resolving links. convert and ingest only; creates nothing. */
-sm_status sm_job_check_paths(const struct sm_job_config *c, struct sm_err *err);
+/* SPEC §6, the output rule over `uses` (config.h): SM_E_USAGE, where = the key of the written
+ * path, the message naming both paths, when a written path (OUTPUT, REPORT, LOG_DIR) is a local
+ * input, lies inside one or contains one, or overlaps a written path before it in `uses`, after
+ * resolving links; a LOG_DIR may contain the others. URLs, empty paths and the report's "-" are
+ * skipped. Creates nothing. */
+sm_status sm_job_check_path_uses(const struct sm_path_use *uses, unsigned n, struct sm_err *err);
+/* The output rule over the job's paths: every schema row of a path class that the job uses
+ * (input.store, output.path, export.hdf5.path, report), then `extra` (command-line paths: a
+ * REPORT among them, run's --report, replaces the `report` row). Every job; creates nothing. */
+sm_status sm_job_check_paths(const struct sm_job_config *c, const struct sm_path_use *extra,
+                             unsigned nextra, struct sm_err *err);
 
 /* The engine's prepare step of a scan or convert (hooks.prepare; user: a struct sm_job_prepare),
  * whose status the engine agrees over the ranks before anything is opened: on rank 0 the
  * --report path (sm_config_check_report: the config's `report` was checked with the
- * configuration), then sm_job_check_paths. */
+ * configuration), then sm_job_check_paths with it. */
 struct sm_job_prepare {
     const struct sm_job_config *c;
     const char *report_flag; /* --report (NULL: none) */

@@ -3,8 +3,11 @@ the config's `report` (also through `--set`, and in `shardmill validate`) whose 
 exist, is not writable (root: a read-only tmpfs; otherwise a mode-555 directory) or that is a
 directory fail with exit 2 and one error line naming the key and the path, and the run neither
 reads its input nor creates its output (it used to run the whole ingest, then fail with exit 4).
-A writable path succeeds and holds the report, also in a directory the run creates (output.path
-or one of its ancestors, as written).
+A writable path succeeds and holds the report, also in a directory the run creates (an ancestor
+of output.path, as written). The output rule (issue 32 item 3): a report that is the input, or
+lies inside the output (its zarr.json, marker, a shard, a new file), directly or through a
+symlink, is refused with exit 2 naming `report` or `--report`, by validate and run, and nothing
+is written.
 
 Usage: /usr/bin/python3 report_paths.py --shardmill BIN --work DIR
 """
@@ -113,7 +116,73 @@ def main():
     check("run --report v.raw/deeper/r.json (an ancestor is a file): exit 2",
           r.returncode == 2 and ("not a directory" in r.stderr or "cannot reach" in r.stderr),
           r.stderr)
+    overwrite_cases(sm, work, cfg)
     return C.done()
+
+
+def snapshot(root):
+    """{relative path: bytes} of every file under root."""
+    out = {}
+    for d, _, files in os.walk(root):
+        for f in files:
+            p = os.path.join(d, f)
+            with open(p, "rb") as fh:
+                out[os.path.relpath(p, root)] = fh.read()
+    return out
+
+
+def overwrite_cases(sm, work, cfg):
+    """Issue 32 item 3: a report path that is the output's zarr.json, its marker, a shard, a new
+    file inside the output, or the raw input itself (also through a symlink) is refused with
+    exit 2 naming the key, by validate and by run, before anything is written: every file of
+    the input and of the verified output stays byte for byte (it used to be replaced by the
+    report's JSON, with exit 0)."""
+    shutil.rmtree(os.path.join(work, "out.zarr"), ignore_errors=True)
+    r, _ = run([sm, "run", cfg, "-q"], work)
+    if not check("a verified output to protect: exit 0", r.returncode == 0, r.stderr):
+        return
+    shard = sorted(os.path.relpath(os.path.join(d, f), work)
+                   for d, _, fs in os.walk(os.path.join(work, "out.zarr", "c")) for f in fs)[0]
+    if not os.path.lexists(os.path.join(work, "link")):
+        os.symlink("out.zarr", os.path.join(work, "link"))
+    targets = [("out.zarr/zarr.json", "output"), ("out.zarr/shardmill.complete.json", "output"),
+               (shard, "output"), ("out.zarr/report.json", "output"), ("v.raw", "input"),
+               ("link/zarr.json", "output"), ("./out.zarr/../out.zarr/zarr.json", "output")]
+    for path, noun in targets:
+        if ".." in path:
+            noun = None  # refused as a path the report writer resolves: a '..' component
+        yaml = os.path.join(work, "rep.yaml")
+        with open(yaml, "w") as f:
+            f.write(open(cfg).read().replace("output: {path: out.zarr}",
+                                             "output: {path: out.zarr, exists: auto}")
+                    + f"report: {json.dumps(path)}\n")
+        for how, cmd, key in (
+                ("validate, report in the file", [sm, "validate", "-q", yaml], "report"),
+                ("run, report in the file", [sm, "run", "-q", yaml], "report"),
+                ("run --set report", [sm, "run", "-q", cfg, "--set", "output.exists=auto",
+                                      "--set", f"report={path}"], "report"),
+                ("run --report", [sm, "run", "-q", cfg, "--set", "output.exists=auto",
+                                  "--report", path], "--report"),
+                ("validate --report", [sm, "validate", "-q", cfg, "--report", path],
+                 "--report")):
+            before = snapshot(work)
+            r, lines = run(cmd, work)
+            tag = f"{how} {path}"
+            why = f"the {noun}" if noun else ""
+            check(f"{tag}: exit 2, one line naming {key} and {why or 'the path'}",
+                  r.returncode == 2 and len(lines) == 1 and
+                  lines[0].startswith(f"shardmill: error: {key}: ") and why in lines[0],
+                  lines or r.stdout)
+            after = snapshot(work)
+            changed = sorted(k for k in set(before) | set(after)
+                             if before.get(k) != after.get(k) and k != "rep.yaml")
+            check(f"{tag}: nothing written, the input and the output byte for byte",
+                  not changed, changed[:6])
+    r, _ = run([sm, "verify", "out.zarr"], work)
+    check("the output still verifies", r.returncode == 0, r.stderr)
+    # a report beside the output still works, and one in a directory holding the output
+    r, _ = run([sm, "run", "-q", cfg, "--set", "output.exists=auto", "--report", "r2.json"], work)
+    check("a report beside the output: exit 0", r.returncode == 0, r.stderr)
 
 
 if __name__ == "__main__":

@@ -392,6 +392,9 @@ def main():
         (["convert", "--config", "parentfile.yaml"], "is not a directory"),
     ]
 
+    os.symlink("in.zarr", os.path.join(WORK, "inlink"))
+    shutil.copy(os.path.join(WORK, "scan.yaml"), os.path.join(WORK, "new\nline.yaml"))
+
     # errors: exit 2, one line, nothing written
     CV = ["convert", "--config", "convert.yaml", "--shardmill", sm]
     bad = [
@@ -429,6 +432,16 @@ def main():
         (CV + ["--nodes", "4", "--ntasks", "2"], "every node needs"),
         (CV + ["--nodes", "1", "--ntasks-per-node", "2", "--ntasks", "3"], "does not fit"),
         (CV + ["-o", "logs"], "is a directory"),
+        # issue 32 item 7: logs inside (or as) the output or the input, the script over the
+        # output: the output rule, up front (nothing created)
+        (CV + ["--output-dir", "out.zarr/logs"],
+         f"--output-dir {WORK}/out.zarr/logs lies inside the output {WORK}/out.zarr"),
+        (CV + ["--output-dir", "out.zarr"], f"--output-dir {WORK}/out.zarr is the output"),
+        (CV + ["--output-dir", "in.zarr/logs"], "lies inside the input"),
+        (CV + ["--output-dir", "inlink/logs"], "lies inside the input"),
+        (CV + ["-o", "out.zarr/x.sbatch"], f"-o {WORK}/out.zarr/x.sbatch lies inside the output"),
+        # issue 32 item 16: a newline in --config, named as such
+        (["run", "--config", "new\nline.yaml", "--shardmill", sm], "contains a newline"),
     ] + [(a + ["--shardmill", sm, "--output-dir", "pre", "-o", "pre/x.sbatch"], n)
          for a, n in pre]
     for args, needle in bad:
@@ -445,8 +458,53 @@ def main():
     check(p.returncode == 2 and "SHARDMILL_SRUN_MPI" in p.stderr,
           "SHARDMILL_SRUN_MPI with a bad plugin name: exit 2")
 
+    # --output-dir holding the output and the input (a scaling run makes its outputs there)
+    p = render(["convert", "--config", "convert.yaml", "--shardmill", sm, "--output-dir", "."])
+    check(p.returncode == 0, "--output-dir . (it holds the input and the output): exit 0"
+          + ("" if p.returncode == 0 else f" ({p.stderr.strip()})"))
+    userinfo_checks(sm)
     estimate_checks()
     return summary()
+
+
+def userinfo_checks(sm):
+    """Issue 32 item 16: the pre-check opens a userinfo URL with the configuration's own user
+    and password (it used `<redacted>`, the effective configuration's text: HTTP 401)."""
+    import base64
+    import functools
+    import http.server
+    import threading
+    seen = []
+    want = "Basic " + base64.b64encode(b"alice:s3cret").decode()
+
+    class Auth(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_GET(self):
+            seen.append(self.headers.get("Authorization"))
+            if self.headers.get("Authorization") != want:
+                self.send_response(401)
+                self.send_header("WWW-Authenticate", 'Basic realm="ct"')
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            super().do_GET()
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
+                                          functools.partial(Auth, directory=WORK))
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    try:
+        url = f"http://alice:s3cret@127.0.0.1:{srv.server_address[1]}/in.zarr"
+        write("userinfo.yaml", f"job: read-bench\ninput: {{store: {json.dumps(url)}}}\n")
+        p = render(["run", "--config", "userinfo.yaml", "--shardmill", sm])
+        check(p.returncode == 0 and seen and all(a == want for a in seen),
+              "a userinfo URL: the pre-check opens it with the configuration's user and "
+              f"password, exit 0 ({p.returncode}: {p.stderr.strip()[:200]}; auth {seen[:2]})")
+    finally:
+        srv.shutdown()
+        srv.server_close()
 
 
 ARGS = None

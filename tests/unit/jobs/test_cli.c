@@ -25,9 +25,9 @@ static int parse(int argc, char **argv, struct parsed *p)
 {
     *p = (struct parsed){0};
     const struct sm_opt opts[] = {
-        {"quiet", 'q', SM_OPT_FLAG, NULL, "quiet", &p->quiet},
-        {"n", 0, SM_OPT_U64, "N", "a number", &p->n},
-        {NULL, 0, SM_OPT_FLAG, NULL, NULL, NULL},
+        {"quiet", 'q', SM_OPT_FLAG, NULL, "quiet", &p->quiet, SM_PATHC_NONE},
+        {"n", 0, SM_OPT_U64, "N", "a number", &p->n, SM_PATHC_NONE},
+        {NULL, 0, SM_OPT_FLAG, NULL, NULL, NULL, SM_PATHC_NONE},
     };
     const struct sm_cmd_spec spec = {"verify", "OUTPUT", "test", opts, 1, 2};
     return sm_cli_parse(&spec, argc, argv, p->pos, &p->npos);

@@ -8,6 +8,7 @@
 
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -37,12 +38,35 @@ static const char base_binned[] = "job: scan\n"
                                   "histogram: {bins: 256}\n";
 static const char base_read_bench[] = "job: read-bench\n"
                                       "input: {store: data/ct.zarr}\n";
+/* the keys of one source, of an s3:// store and of an export are used with those alone */
+static const char base_hdf5[] = "job: ingest\n"
+                                "input: {store: data/ct.h5, hdf5: {dataset: /d}}\n"
+                                "output: {path: out/x.zarr}\n";
+static const char base_s3[] = "job: scan\n"
+                              "input: {store: s3://bucket/ct.zarr}\n";
+static const char base_export[] = "job: convert\n"
+                                  "input: {store: data/ct.zarr}\n"
+                                  "normalize: {mode: window, lo: 1, hi: 99}\n"
+                                  "output: {path: out/x.zarr}\n"
+                                  "export: {hdf5: {path: out/x.h5}}\n";
 
 /* A configuration of a job that uses row k (any other refuses it). */
 static const char *base_for(const struct sm_cfg_key *k)
 {
     if (strcmp(k->path, "normalize.divisor") == 0 || strcmp(k->path, "normalize.mode") == 0) {
         return base_scale; /* no window's lo and hi: any mode's keys may be set */
+    }
+    if (strncmp(k->path, "input.raw.", 10) == 0) {
+        return base_ingest;
+    }
+    if (strncmp(k->path, "input.hdf5.", 11) == 0) {
+        return base_hdf5;
+    }
+    if (strncmp(k->path, "input.s3.", 9) == 0) {
+        return base_s3;
+    }
+    if (strncmp(k->path, "export.hdf5.", 12) == 0) {
+        return base_export;
     }
     if ((k->applies & SM_CFG_JOB(SM_JOB_CONVERT)) != 0) {
         return base_convert;
@@ -138,6 +162,49 @@ static void test_rows_name_the_jobs_that_use_them(void **state)
     assert_string_equal(sm_cfg_jobs_text(SM_CFG_ALL_JOBS, buf, sizeof(buf)),
                         "scan, convert, ingest and read-bench");
     assert_string_equal(sm_cfg_jobs_text(rb, buf, 5), "read"); /* cut, terminated */
+}
+
+/* Issue 32, path classes: every row that holds a string declares whether it names a path and
+ * what is done with it (the output rule of jobs/job_paths.c compares the INPUT, OUTPUT and
+ * REPORT rows), a row named like a path (…path, …store, …report, …dir, …file) is one, and only
+ * string rows have a class. A new string key without a class fails here. */
+static void test_path_keys_have_a_class(void **state)
+{
+    (void)state;
+    unsigned inputs = 0, written = 0;
+    for (unsigned i = 0; i < sm_cfg_nkeys; i++) {
+        const struct sm_cfg_key *k = &sm_cfg_keys[i];
+        const char *last = strrchr(k->path, '.');
+        last = last != NULL ? last + 1 : k->path;
+        if (k->type != SM_CFG_STRING) {
+            if (k->path_class != SM_PATHC_UNSET) {
+                fail_msg("%s: a path class on a row that holds no string", k->path);
+            }
+            continue;
+        }
+        if (k->path_class == SM_PATHC_UNSET) {
+            fail_msg("%s: a string row without a path class (config.h enum sm_path_class)",
+                     k->path);
+        }
+        const bool named = strcmp(last, "path") == 0 || strcmp(last, "store") == 0 ||
+                           strcmp(last, "report") == 0 || strcmp(last, "dir") == 0 ||
+                           strcmp(last, "file") == 0;
+        if (named && k->path_class == SM_PATHC_NONE &&
+            strcmp(k->path, "export.hdf5.dataset") != 0) {
+            fail_msg("%s: named like a path, declared as none", k->path);
+        }
+        if (k->path_class != SM_PATHC_NONE && (k->path_noun == NULL || k->path_noun[0] == '\0')) {
+            fail_msg("%s: a path row without a noun for messages", k->path);
+        }
+        inputs += k->path_class == SM_PATHC_INPUT;
+        written += k->path_class == SM_PATHC_OUTPUT || k->path_class == SM_PATHC_REPORT ||
+                   k->path_class == SM_PATHC_LOG_DIR;
+    }
+    assert_int_equal(inputs, 1);  /* input.store */
+    assert_int_equal(written, 3); /* output.path, export.hdf5.path, report */
+    assert_int_equal(sm_cfg_find("report")->path_class, SM_PATHC_REPORT);
+    assert_int_equal(sm_cfg_find("output.path")->path_class, SM_PATHC_OUTPUT);
+    assert_int_equal(sm_cfg_find("export.hdf5.path")->path_class, SM_PATHC_OUTPUT);
 }
 
 static void test_groups_are_recognized(void **state)
@@ -394,6 +461,9 @@ static void test_every_example_loads(void **state)
             st = load_with(base_read_bench, set, &c, &err);
         }
         if (st != SM_OK) {
+            st = load_with(base_for(k), set, &c, &err);
+        }
+        if (st != SM_OK) {
             fail_msg("example of %s (%s) does not load: %s: %s", k->path, k->example, err.where,
                      err.what);
         }
@@ -590,6 +660,11 @@ static void test_markdown_examples_load(void **state)
                                          "output.path=o"};
     static const char *const scan[] = {"job=scan", "input.store=x.zarr", "histogram.bins=256"};
     static const char *const read_bench[] = {"job=read-bench", "input.store=x.zarr"};
+    static const char *const hdf5[] = {"job=ingest", "input.store=x.h5", "input.hdf5.dataset=/d",
+                                       "output.path=o"};
+    static const char *const s3[] = {"job=scan", "input.store=s3://b/x.zarr"};
+    static const char *const export[] = {"job=convert", "input.store=x.zarr", "output.path=o",
+                                         "normalize.mode=scale", "export.hdf5.path=e.h5"};
     char *md = sm_config_markdown();
     assert_non_null(md);
     for (unsigned i = 0; i < sm_cfg_nkeys; i++) {
@@ -625,6 +700,18 @@ static void test_markdown_examples_load(void **state)
             st = sm_config_load_string("ex.yaml", yaml, strlen(yaml), read_bench, 2, &c, &err);
         }
         if (st != SM_OK) {
+            sm_err_clear(&err);
+            st = sm_config_load_string("ex.yaml", yaml, strlen(yaml), hdf5, 4, &c, &err);
+        }
+        if (st != SM_OK) {
+            sm_err_clear(&err);
+            st = sm_config_load_string("ex.yaml", yaml, strlen(yaml), s3, 2, &c, &err);
+        }
+        if (st != SM_OK) {
+            sm_err_clear(&err);
+            st = sm_config_load_string("ex.yaml", yaml, strlen(yaml), export, 5, &c, &err);
+        }
+        if (st != SM_OK) {
             fail_msg("example '%s' of docs/CONFIG.md: %s: %s", yaml, err.where, err.what);
         }
         sm_config_destroy(&c);
@@ -638,6 +725,7 @@ int main(void)
         cmocka_unit_test(test_paths_are_unique_and_groups_contiguous),
         cmocka_unit_test(test_rows_name_the_jobs_that_use_them),
         cmocka_unit_test(test_groups_are_recognized),
+        cmocka_unit_test(test_path_keys_have_a_class),
         cmocka_unit_test(test_every_field_has_a_row),
         cmocka_unit_test(test_numeric_rows_have_ranges_holding_defaults),
         cmocka_unit_test(test_defaults_equal_the_documented_values),

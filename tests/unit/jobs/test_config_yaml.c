@@ -704,11 +704,13 @@ static void test_empty_and_misshapen_documents(void **state)
     expect_error("just text\n", "f.yaml:1:1",
                  "expected a mapping of configuration keys, got "
                  "'just text'");
-    struct sm_job_config c;
-    load_ok(CONVERT "export:\n", &c); /* a group with every key commented out */
-    assert_null(c.export_.hdf5_path);
-    sm_config_destroy(&c);
-    /* ... is still a group the job does not use (a scan writes nothing to export) */
+    /* a group with every key commented out names no export: refused, not ignored (issue 32
+     * #18); `path: null` says "no export" and loads */
+    expect_error(CONVERT "export:\n", "f.yaml:4:1",
+                 "`export` is empty: it names no export.hdf5.path");
+    expect_error(CONVERT "export: {hdf5: {}}\n", "f.yaml:4:10",
+                 "`export.hdf5` is empty: it names no export.hdf5.path");
+    /* ... and is still a group the job does not use (a scan writes nothing to export) */
     expect_error(SCAN "export:\n", "f.yaml:3:1",
                  "`export` applies to convert and ingest jobs only (job: scan)");
 }
