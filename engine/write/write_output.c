@@ -765,9 +765,24 @@ static const char *policy_name(const struct sm_output *o)
     return o->was_auto ? "auto" : "resume";
 }
 
-/* RESUME of an existing shardmill output. *keep_zarr tells zarr.json is already w's. */
+/* .shardmill/journal, made again when missing (or not a directory): .shardmill/ is shardmill's
+ * own bookkeeping, and a damaged marker's repair or an overwrite stopped half-way leaves it
+ * without its journal directory. Called under the lock, after the owner record. */
+static sm_status journal_dir(struct sm_output *o, struct sm_err *err)
+{
+    struct stat sb;
+    if (fstatat(o->rootfd, SM_JOURNAL_DIR, &sb, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(sb.st_mode) &&
+        sm_fs_unlink_beneath(o->rootfd, SM_JOURNAL_DIR, 0) != 0 && errno != ENOENT) {
+        return SM_ERRNO(err, errno, SM_JOURNAL_DIR, "cannot remove");
+    }
+    return sm_fs_mkdirs(o->rootfd, SM_JOURNAL_DIR, err);
+}
+
+/* RESUME of an existing shardmill output. *keep_zarr tells zarr.json is already w's; missing[k]
+ * that level k's zarr.json is missing (a run killed between the level documents): begin writes
+ * it, the others are this job's byte for byte. */
 static sm_status prepare_resume(struct sm_output *o, const struct sm_writer *w, bool *keep_zarr,
-                                struct sm_err *err)
+                                bool *missing, struct sm_err *err)
 {
     struct sm_buf have = SM_BUF_INIT;
     bool found;
@@ -794,8 +809,9 @@ static sm_status prepare_resume(struct sm_output *o, const struct sm_writer *w, 
             snprintf(key, sizeof(key), "%u/" SM_ZARR_JSON, k);
             const struct sm_buf *want = &w->lv[k]->text;
             st = sm_wfs_read(o->rootfd, key, &have, &found, err);
-            if (st == SM_OK &&
-                (!found || have.len != want->len || memcmp(have.ptr, want->ptr, have.len) != 0)) {
+            missing[k] = st == SM_OK && !found;
+            if (st == SM_OK && found &&
+                (have.len != want->len || memcmp(have.ptr, want->ptr, have.len) != 0)) {
                 st = sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
                                 "output.exists: %s: the existing %s differs from this "
                                 "job's (another configuration or input); use overwrite",
@@ -804,6 +820,9 @@ static sm_status prepare_resume(struct sm_output *o, const struct sm_writer *w, 
         }
         if (st == SM_OK) {
             st = put_owner(o, err); /* checked: from here on the directory changes */
+        }
+        if (st == SM_OK) {
+            st = journal_dir(o, err);
         }
         if (st == SM_OK) {
             st = compact_journals(o, w, err);
@@ -855,6 +874,7 @@ static sm_status begin(struct sm_output *o, const struct sm_writer *w, struct sm
         SM_FAIL(err, SM_E_USAGE, "output exists (set output.exists: overwrite or resume)");
     }
     bool keep_zarr = false;
+    bool missing[SM_MAX_LEVELS] = {false};
     if (state == OUT_SHARDMILL) {
         SM_TRY(check_tree(o->rootfd, o->root, err));
     } else {
@@ -865,15 +885,18 @@ static sm_status begin(struct sm_output *o, const struct sm_writer *w, struct sm
             SM_TRY(put_owner(o, err)); /* shardmill's until the marker, whatever happens */
             SM_TRY(clear(o, err));
         } else {
-            SM_TRY(prepare_resume(o, w, &keep_zarr, err));
+            SM_TRY(prepare_resume(o, w, &keep_zarr, missing, err));
         }
     }
-    SM_TRY(sm_fs_mkdirs(o->rootfd, SM_JOURNAL_DIR, err));
+    SM_TRY(journal_dir(o, err));
     SM_TRY(setup(o, w, err));
     if (!keep_zarr) {
         SM_TRY(put_doc(o, SM_ZARR_JSON, sm_buf_bytes(&w->text), err));
     }
-    for (unsigned k = 0; !keep_zarr && k < w->nlevels; k++) { /* an OME-Zarr image's levels */
+    for (unsigned k = 0; k < w->nlevels; k++) { /* an OME-Zarr image's levels */
+        if (keep_zarr && !missing[k]) {
+            continue;
+        }
         char key[32];
         snprintf(key, sizeof(key), "%u/" SM_ZARR_JSON, k);
         SM_TRY(put_doc(o, key, sm_buf_bytes(&w->lv[k]->text), err));
