@@ -151,17 +151,45 @@ sm_status sm_wfs_list(int dirfd, const char *rel, struct sm_strv *out, struct sm
     return list_at(dirfd, rel, out, err);
 }
 
-static bool all_digits(const char *s)
+/* ---- the one rule for the names of an output's tree ---- */
+
+bool sm_wfs_decimal(const char *name, uint64_t *v)
 {
-    if (*s == '\0') {
-        return false;
+    uint64_t x = 0;
+    const char *p = name;
+    if (*p < '0' || *p > '9' || (*p == '0' && p[1] != '\0')) {
+        return false; /* empty, not a digit, or zero-padded ("01", "00") */
     }
-    for (; *s != '\0'; s++) {
-        if (*s < '0' || *s > '9') {
+    for (; *p >= '0' && *p <= '9'; p++) {
+        if (x > (UINT64_MAX - 9) / 10) {
             return false;
         }
+        x = x * 10 + (uint64_t)(*p - '0');
+    }
+    if (*p != '\0') {
+        return false;
+    }
+    if (v != NULL) {
+        *v = x;
     }
     return true;
+}
+
+enum sm_wfs_name sm_wfs_chunk_name(const char *name, bool dir, bool reg)
+{
+    if ((dir || reg) && sm_wfs_decimal(name, NULL)) {
+        return SM_WFS_NAME_KEY;
+    }
+    return reg && sm_fs_is_tmp(name) ? SM_WFS_NAME_TMP : SM_WFS_NAME_FOREIGN;
+}
+
+bool sm_wfs_in_grid(const struct sm_writer *lw, unsigned d, const char *name, bool dir)
+{
+    uint64_t v;
+    if (d >= lw->ndim || !sm_wfs_decimal(name, &v) || v >= lw->grid[d]) {
+        return false;
+    }
+    return d + 1 == lw->ndim ? !dir : dir;
 }
 
 static sm_status foreign(struct sm_err *err, const char *path)
@@ -230,9 +258,8 @@ static sm_status walk_dir(int fd, const char *rel, bool chunks, enum sm_wfs_walk
         }
         const bool tmp = sm_fs_is_tmp(name);
         const bool is_dir = kind == SM_FS_DIR, is_reg = kind == SM_FS_REG;
-        const bool ok = chunks
-                            ? (is_dir && all_digits(name)) || (is_reg && (all_digits(name) || tmp))
-                            : is_dir || is_reg;
+        const bool ok = chunks ? sm_wfs_chunk_name(name, is_dir, is_reg) != SM_WFS_NAME_FOREIGN
+                               : is_dir || is_reg;
         if (!ok) { /* never removed: a REMOVE after a CHECK then fails on the non-empty parent */
             st = mode == SM_WFS_CHECK ? foreign(err, path)
                  : link               ? link_fail(err, "cannot walk", path)
@@ -287,6 +314,89 @@ sm_status sm_wfs_walk_stop(int dirfd, const char *rel, bool chunks, enum sm_wfs_
         return e == ENOTDIR ? SM_OK : sm_fs_fail(err, "cannot open directory", dirfd, rel, e);
     }
     return walk_dir(fd, rel, chunks, mode, 0, stop, err);
+}
+
+/* ---- entries outside the grid ---- */
+
+/* Removes directory `name` of dfd (named `path`) and everything in it. */
+static sm_status remove_dir(int dfd, const char *name, const char *path, const atomic_int *stop,
+                            struct sm_err *err)
+{
+    const int cfd = open_child(dfd, name);
+    if (cfd < 0) {
+        return errno == ENOENT  ? SM_OK
+               : errno == ELOOP ? link_fail(err, "cannot walk", path)
+                                : SM_ERRNO(err, errno, NULL, "cannot open directory '%s'", path);
+    }
+    SM_TRY(walk_dir(cfd, path, true, SM_WFS_REMOVE, 0, stop, err));
+    if (unlinkat(dfd, name, AT_REMOVEDIR) != 0 && errno != ENOENT) {
+        return SM_ERRNO(err, errno, NULL, "cannot remove directory '%s'", path);
+    }
+    return SM_OK;
+}
+
+/* Prunes the open directory fd (consumed), component d of lw's keys, named `rel`. */
+static sm_status prune_dir(int fd, const char *rel, const struct sm_writer *lw, unsigned d,
+                           const atomic_int *stop, uint64_t *removed, struct sm_err *err)
+{
+    DIR *dir;
+    SM_TRY(open_stream(fd, rel, &dir, err));
+    const int dfd = dirfd(dir);
+    struct sm_strv names = {NULL, 0, 0};
+    struct sm_buf kinds = SM_BUF_INIT;
+    sm_status st = read_names(dir, &names, &kinds, err);
+    for (size_t i = 0; i < names.n && st == SM_OK; i++) {
+        const char *name = names.v[i];
+        if (stop != NULL && atomic_load_explicit(stop, memory_order_relaxed) != 0) {
+            st = sm_err_set(err, SM_E_STOPPED, __FILE__, __LINE__, "stopped while walking %s", rel);
+            break;
+        }
+        char path[PATH_CAP];
+        const int n = snprintf(path, sizeof(path), "%s/%s", rel, name);
+        enum sm_fs_kind kind = (enum sm_fs_kind)kinds.ptr[i];
+        bool link;
+        int e;
+        if (n < 0 || (size_t)n >= sizeof(path)) {
+            st = foreign(err, name);
+        } else if (!entry_kind(dfd, name, &kind, &link, &e)) {
+            st = e == 0 ? SM_OK : SM_ERRNO(err, e, NULL, "cannot stat '%s'", path);
+        } else if (link) {
+            st = link_fail(err, "cannot walk", path);
+        } else if (sm_wfs_chunk_name(name, kind == SM_FS_DIR, kind == SM_FS_REG) !=
+                   SM_WFS_NAME_KEY) {
+            continue; /* a temporary file is swept, anything else was refused by the check */
+        } else if (sm_wfs_in_grid(lw, d, name, kind == SM_FS_DIR)) {
+            if (kind == SM_FS_DIR) {
+                const int cfd = open_child(dfd, name);
+                st = cfd >= 0          ? prune_dir(cfd, path, lw, d + 1, stop, removed, err)
+                     : errno == ENOENT ? SM_OK
+                     : errno == ELOOP
+                         ? link_fail(err, "cannot walk", path)
+                         : SM_ERRNO(err, errno, NULL, "cannot open directory '%s'", path);
+            }
+        } else {
+            st = kind == SM_FS_DIR ? remove_dir(dfd, name, path, stop, err)
+                 : unlinkat(dfd, name, 0) != 0 && errno != ENOENT
+                     ? SM_ERRNO(err, errno, NULL, "cannot remove '%s'", path)
+                     : SM_OK;
+            *removed += st == SM_OK;
+        }
+    }
+    sm_strv_free(&names);
+    sm_buf_free(&kinds);
+    closedir(dir);
+    return st;
+}
+
+sm_status sm_wfs_prune(int dirfd, const char *rel, const struct sm_writer *lw,
+                       const atomic_int *stop, uint64_t *removed, struct sm_err *err)
+{
+    const int fd = sm_fs_opendir_beneath(dirfd, rel, false);
+    if (fd < 0) {
+        const int e = errno;
+        return e == ENOENT ? SM_OK : sm_fs_fail(err, "cannot open directory", dirfd, rel, e);
+    }
+    return prune_dir(fd, rel, lw, 0, stop, removed, err);
 }
 
 /* ---- symbolic links in the output ---- */

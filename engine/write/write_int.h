@@ -131,6 +131,30 @@ sm_status sm_wfs_walk(int dirfd, const char *rel, bool chunks, enum sm_wfs_walk 
 /* sm_wfs_walk that ends with SM_E_STOPPED once *stop (if non-NULL) is set. */
 sm_status sm_wfs_walk_stop(int dirfd, const char *rel, bool chunks, enum sm_wfs_walk mode,
                            const atomic_int *stop, struct sm_err *err);
+/* The one rule for the names of a chunk tree ("c" or "<level>/c"), applied by verify, by the check
+ * of sm_output_open and begin, and by resume's prune, so what verify flags auto either refuses
+ * or removes. A key component is a canonical decimal ("0", "17"; never "01" or "00"). */
+enum sm_wfs_name {
+    SM_WFS_NAME_KEY,     /* a directory or a regular file named by a canonical decimal */
+    SM_WFS_NAME_TMP,     /* a regular file with a temporary name: an unfinished write */
+    SM_WFS_NAME_FOREIGN, /* anything else (a "*.tmp.*" directory, "01", a link): no output's */
+};
+/* dir / reg: the entry is a directory / a regular file (neither: a link or another kind). */
+enum sm_wfs_name sm_wfs_chunk_name(const char *name, bool dir, bool reg);
+/* true if name is a canonical decimal (no sign, no leading zero but "0"), its value in *v (if
+ * non-NULL). Level directories of an OME-Zarr image follow the same rule. */
+bool sm_wfs_decimal(const char *name, uint64_t *v);
+/* true if the entry `name` (a directory if dir, else a regular file) at component d of array lw's
+ * chunk tree (c/ is d 0) leads to a key of lw's grid: a directory below the last component, a
+ * regular file at it, its index below the grid's extent. */
+bool sm_wfs_in_grid(const struct sm_writer *lw, unsigned d, const char *name, bool dir);
+/* Resume (under the lock): removes every entry of chunk tree `rel` of array lw that is named
+ * like a key (SM_WFS_NAME_KEY) but leads to none of lw's grid (c/0/0/7 past the grid, a
+ * directory where a shard belongs, a file where a directory belongs), with everything under it,
+ * never through a link; *removed counts the entries removed. Temporary files are left to the
+ * sweep; foreign names were refused by the check before. SM_E_IO, SM_E_STOPPED. */
+sm_status sm_wfs_prune(int dirfd, const char *rel, const struct sm_writer *lw,
+                       const atomic_int *stop, uint64_t *removed, struct sm_err *err);
 /* Looks for a symbolic link anywhere in the tree of dirfd (never following one): *found, and its
  * path relative to dirfd ("c/13") in `where`. SM_E_IO. */
 sm_status sm_wfs_find_link(int dirfd, char *where, size_t cap, bool *found, struct sm_err *err);

@@ -91,23 +91,11 @@ static sm_status classify(const char *root, int *state, struct sm_err *err)
     return st;
 }
 
-static bool all_digits(const char *s)
-{
-    if (*s == '\0') {
-        return false;
-    }
-    for (; *s != '\0'; s++) {
-        if (*s < '0' || *s > '9') {
-            return false;
-        }
-    }
-    return true;
-}
-
 static bool root_name_ok(const char *name, const struct stat *sb)
 {
-    if (S_ISDIR(sb->st_mode)) { /* a digit name: a level of an OME-Zarr image */
-        return strcmp(name, "c") == 0 || strcmp(name, SM_PRIV_DIR) == 0 || all_digits(name);
+    if (S_ISDIR(sb->st_mode)) { /* a decimal name: a level of an OME-Zarr image */
+        return strcmp(name, "c") == 0 || strcmp(name, SM_PRIV_DIR) == 0 ||
+               sm_wfs_decimal(name, NULL);
     }
     if (!S_ISREG(sb->st_mode)) {
         return false;
@@ -117,10 +105,10 @@ static bool root_name_ok(const char *name, const struct stat *sb)
            strncmp(name, SM_MARKER_NAME ".tmp.", strlen(SM_MARKER_NAME ".tmp.")) == 0;
 }
 
-/* The level directories "k" of an OME-Zarr image output (SPEC §2): each holds zarr.json (or its
- * temporary names) and the c/ tree. CHECK fails on anything else, SWEEP_TMP removes temporary
- * files, REMOVE removes the level directories. */
-static sm_status level_dirs(int fd, enum sm_wfs_walk mode, const atomic_int *stop,
+/* The level directories "k" (k >= from) of an OME-Zarr image output (SPEC §2): each holds
+ * zarr.json (or its temporary names) and the c/ tree. CHECK fails on anything else, SWEEP_TMP
+ * removes temporary files, REMOVE removes the level directories. */
+static sm_status level_dirs(int fd, unsigned from, enum sm_wfs_walk mode, const atomic_int *stop,
                             struct sm_err *err)
 {
     struct sm_strv names = {NULL, 0, 0};
@@ -129,7 +117,8 @@ static sm_status level_dirs(int fd, enum sm_wfs_walk mode, const atomic_int *sto
     for (size_t i = 0; i < names.n && st == SM_OK; i++) {
         struct stat sb;
         const char *lv = names.v[i];
-        if (!all_digits(lv) || fstatat(fd, lv, &sb, AT_SYMLINK_NOFOLLOW) != 0 ||
+        uint64_t k;
+        if (!sm_wfs_decimal(lv, &k) || k < from || fstatat(fd, lv, &sb, AT_SYMLINK_NOFOLLOW) != 0 ||
             !S_ISDIR(sb.st_mode)) {
             continue;
         }
@@ -195,7 +184,7 @@ static sm_status check_tree(int fd, const char *root, struct sm_err *err)
         st = sm_wfs_walk(fd, SM_PRIV_DIR, false, SM_WFS_CHECK, err);
     }
     if (st == SM_OK) {
-        st = level_dirs(fd, SM_WFS_CHECK, NULL, err);
+        st = level_dirs(fd, 0, SM_WFS_CHECK, NULL, err);
     }
     if (st != SM_OK) {
         sm_err_where(err, "%s", root);
@@ -252,7 +241,7 @@ static sm_status clear(struct sm_output *o, struct sm_err *err)
     if (unlinkat(o->rootfd, "c", AT_REMOVEDIR) != 0 && errno != ENOENT) {
         return SM_ERRNO(err, errno, "c", "cannot remove directory");
     }
-    SM_TRY(level_dirs(o->rootfd, SM_WFS_REMOVE, o->stop, err));
+    SM_TRY(level_dirs(o->rootfd, 0, SM_WFS_REMOVE, o->stop, err));
     SM_TRY(sm_wfs_walk(o->rootfd, SM_JOURNAL_DIR, false, SM_WFS_REMOVE, err));
     return remove_root_files(o, false, err);
 }
@@ -774,9 +763,47 @@ static const char *policy_name(const struct sm_output *o)
     return o->was_auto ? "auto" : "resume";
 }
 
-/* RESUME of an existing shardmill output. *keep_zarr tells zarr.json is already w's. */
+/* RESUME (under the lock, zarr.json this job's): removes the entries named like the output's but
+ * of no key of w's grid, which verify reports and a repair would otherwise keep for ever
+ * (`c/0/0/7` past the grid, a directory where a shard belongs, a level directory past the
+ * image's levels, c/ at an image's root). Names no output holds were refused by check_tree. */
+static sm_status prune_grid(struct sm_output *o, const struct sm_writer *w, struct sm_err *err)
+{
+    uint64_t removed = 0;
+    if (w->nlevels == 0) {
+        SM_TRY(sm_wfs_prune(o->rootfd, "c", w, o->stop, &removed, err));
+        return level_dirs(o->rootfd, 0, SM_WFS_REMOVE, o->stop, err); /* an array has none */
+    }
+    SM_TRY(sm_wfs_walk_stop(o->rootfd, "c", true, SM_WFS_REMOVE, o->stop, err));
+    if (unlinkat(o->rootfd, "c", AT_REMOVEDIR) != 0 && errno != ENOENT) {
+        return SM_ERRNO(err, errno, "c", "cannot remove directory");
+    }
+    for (unsigned k = 0; k < w->nlevels; k++) {
+        char rel[32];
+        snprintf(rel, sizeof(rel), "%u/c", k);
+        SM_TRY(sm_wfs_prune(o->rootfd, rel, w->lv[k], o->stop, &removed, err));
+    }
+    return level_dirs(o->rootfd, w->nlevels, SM_WFS_REMOVE, o->stop, err);
+}
+
+/* .shardmill/journal, made again when missing (or not a directory): .shardmill/ is shardmill's
+ * own bookkeeping, and a damaged marker's repair or an overwrite stopped half-way leaves it
+ * without its journal directory. Called under the lock, after the owner record. */
+static sm_status journal_dir(struct sm_output *o, struct sm_err *err)
+{
+    struct stat sb;
+    if (fstatat(o->rootfd, SM_JOURNAL_DIR, &sb, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(sb.st_mode) &&
+        sm_fs_unlink_beneath(o->rootfd, SM_JOURNAL_DIR, 0) != 0 && errno != ENOENT) {
+        return SM_ERRNO(err, errno, SM_JOURNAL_DIR, "cannot remove");
+    }
+    return sm_fs_mkdirs(o->rootfd, SM_JOURNAL_DIR, err);
+}
+
+/* RESUME of an existing shardmill output. *keep_zarr tells zarr.json is already w's; missing[k]
+ * that level k's zarr.json is missing (a run killed between the level documents): begin writes
+ * it, the others are this job's byte for byte. */
 static sm_status prepare_resume(struct sm_output *o, const struct sm_writer *w, bool *keep_zarr,
-                                struct sm_err *err)
+                                bool *missing, struct sm_err *err)
 {
     struct sm_buf have = SM_BUF_INIT;
     bool found;
@@ -803,8 +830,9 @@ static sm_status prepare_resume(struct sm_output *o, const struct sm_writer *w, 
             snprintf(key, sizeof(key), "%u/" SM_ZARR_JSON, k);
             const struct sm_buf *want = &w->lv[k]->text;
             st = sm_wfs_read(o->rootfd, key, &have, &found, err);
-            if (st == SM_OK &&
-                (!found || have.len != want->len || memcmp(have.ptr, want->ptr, have.len) != 0)) {
+            missing[k] = st == SM_OK && !found;
+            if (st == SM_OK && found &&
+                (have.len != want->len || memcmp(have.ptr, want->ptr, have.len) != 0)) {
                 st = sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
                                 "output.exists: %s: the existing %s differs from this "
                                 "job's (another configuration or input); use overwrite",
@@ -813,6 +841,9 @@ static sm_status prepare_resume(struct sm_output *o, const struct sm_writer *w, 
         }
         if (st == SM_OK) {
             st = put_owner(o, err); /* checked: from here on the directory changes */
+        }
+        if (st == SM_OK) {
+            st = journal_dir(o, err);
         }
         if (st == SM_OK) {
             st = compact_journals(o, w, err);
@@ -826,7 +857,10 @@ static sm_status prepare_resume(struct sm_output *o, const struct sm_writer *w, 
         st = sm_wfs_walk(o->rootfd, "c", true, SM_WFS_SWEEP_TMP, err);
     }
     if (st == SM_OK) {
-        st = level_dirs(o->rootfd, SM_WFS_SWEEP_TMP, o->stop, err);
+        st = level_dirs(o->rootfd, 0, SM_WFS_SWEEP_TMP, o->stop, err);
+    }
+    if (st == SM_OK && *keep_zarr) { /* zarr.json kept: what lies outside its grid goes */
+        st = prune_grid(o, w, err);
     }
     if (st == SM_OK) {
         st = sm_wfs_walk(o->rootfd, SM_PRIV_DIR, false, SM_WFS_SWEEP_TMP, err);
@@ -864,6 +898,7 @@ static sm_status begin(struct sm_output *o, const struct sm_writer *w, struct sm
         SM_FAIL(err, SM_E_USAGE, "output exists (set output.exists: overwrite or resume)");
     }
     bool keep_zarr = false;
+    bool missing[SM_MAX_LEVELS] = {false};
     if (state == OUT_SHARDMILL) {
         SM_TRY(check_tree(o->rootfd, o->root, err));
     } else {
@@ -874,15 +909,18 @@ static sm_status begin(struct sm_output *o, const struct sm_writer *w, struct sm
             SM_TRY(put_owner(o, err)); /* shardmill's until the marker, whatever happens */
             SM_TRY(clear(o, err));
         } else {
-            SM_TRY(prepare_resume(o, w, &keep_zarr, err));
+            SM_TRY(prepare_resume(o, w, &keep_zarr, missing, err));
         }
     }
-    SM_TRY(sm_fs_mkdirs(o->rootfd, SM_JOURNAL_DIR, err));
+    SM_TRY(journal_dir(o, err));
     SM_TRY(setup(o, w, err));
     if (!keep_zarr) {
         SM_TRY(put_doc(o, SM_ZARR_JSON, sm_buf_bytes(&w->text), err));
     }
-    for (unsigned k = 0; !keep_zarr && k < w->nlevels; k++) { /* an OME-Zarr image's levels */
+    for (unsigned k = 0; k < w->nlevels; k++) { /* an OME-Zarr image's levels */
+        if (keep_zarr && !missing[k]) {
+            continue;
+        }
         char key[32];
         snprintf(key, sizeof(key), "%u/" SM_ZARR_JSON, k);
         SM_TRY(put_doc(o, key, sm_buf_bytes(&w->lv[k]->text), err));

@@ -500,8 +500,8 @@ static bool array_key_index(const struct sm_writer *w, const char *key, uint64_t
     const char *p = key + 1;
     uint64_t lin = 0;
     for (unsigned d = 0; d < w->ndim; d++) {
-        if (*p != '/' || p[1] < '0' || p[1] > '9') {
-            return false;
+        if (*p != '/' || p[1] < '0' || p[1] > '9' || (p[1] == '0' && p[2] >= '0' && p[2] <= '9')) {
+            return false; /* not a canonical decimal: "01" names no shard */
         }
         p++;
         uint64_t v = 0;

@@ -109,11 +109,13 @@ static sm_status list_dir(int fd, const char *rel, struct sm_strv *names,
     return SM_OK;
 }
 
-/* Every entry under the chunk directory `rel` ("c" or "<level>/c") must be a directory or a
- * regular file whose key is a shard of w: an extra or foreign file, a link or a temporary name
- * left by an unfinished write is a problem. depth bounds the recursion (ndim levels). */
-static sm_status check_chunk_tree(int fd, const struct sm_writer *w, const char *rel,
-                                  unsigned depth, struct sm_verify_report *rep, struct sm_err *err)
+/* Every entry under the chunk directory `rel` ("c" or "<level>/c", component d of array lw's
+ * keys) must lead to a shard of lw's grid, by the rule resume and the open check apply too
+ * (sm_wfs_chunk_name, sm_wfs_in_grid): a name no output holds ("01", a "*.tmp.*" directory), a
+ * temporary file of an unfinished write, and a key-like name outside the grid (c/0/0/7, a
+ * directory where a shard belongs) are problems. A link is reported once, before. */
+static sm_status check_chunk_tree(int fd, const struct sm_writer *lw, const char *rel, unsigned d,
+                                  struct sm_verify_report *rep, struct sm_err *err)
 {
     struct sm_strv names = {NULL, 0, 0};
     SM_TRY(list_dir(fd, rel, &names, rep, err));
@@ -121,22 +123,35 @@ static sm_status check_chunk_tree(int fd, const struct sm_writer *w, const char 
     for (size_t i = 0; i < names.n && st == SM_OK; i++) {
         char path[REL_MAX];
         struct stat sb;
-        uint64_t idx;
         if ((size_t)snprintf(path, sizeof(path), "%s/%s", rel, names.v[i]) >= sizeof(path)) {
             st = problem(rep, rel, err, "an entry name too long for a shard key");
-        } else if (fstatat(fd, path, &sb, AT_SYMLINK_NOFOLLOW) != 0) {
+            continue;
+        }
+        if (fstatat(fd, path, &sb, AT_SYMLINK_NOFOLLOW) != 0) {
             st = problem(rep, path, err, "cannot stat: %s", strerror(errno));
-        } else if (S_ISLNK(sb.st_mode)) {
+            continue;
+        }
+        if (S_ISLNK(sb.st_mode)) {
             continue; /* reported once, before the marker is read (sm_wfs_find_link) */
-        } else if (S_ISDIR(sb.st_mode) && depth > 0) {
-            st = check_chunk_tree(fd, w, path, depth - 1, rep, err);
-        } else if (!S_ISREG(sb.st_mode)) {
-            st = problem(rep, path, err, "not a shard (unexpected %s)",
-                         S_ISDIR(sb.st_mode) ? "directory" : "entry");
-        } else if (sm_fs_is_tmp(names.v[i])) {
+        }
+        const bool dir = S_ISDIR(sb.st_mode);
+        switch (sm_wfs_chunk_name(names.v[i], dir, S_ISREG(sb.st_mode))) {
+        case SM_WFS_NAME_TMP:
             st = problem(rep, path, err, "a temporary file of an unfinished write");
-        } else if (!sm_writer_key_index(w, path, &idx)) {
-            st = problem(rep, path, err, "not a shard of zarr.json's grid");
+            break;
+        case SM_WFS_NAME_FOREIGN:
+            st = problem(rep, path, err,
+                         "not part of a shardmill output (no shard key has such a %s)",
+                         dir ? "directory" : "file");
+            break;
+        case SM_WFS_NAME_KEY:
+            if (!sm_wfs_in_grid(lw, d, names.v[i], dir)) {
+                st = problem(rep, path, err, "%s not a shard of zarr.json's grid",
+                             dir ? "a directory," : "a file,");
+            } else if (dir) {
+                st = check_chunk_tree(fd, lw, path, d + 1, rep, err);
+            }
+            break;
         }
     }
     sm_strv_free(&names);
@@ -144,16 +159,14 @@ static sm_status check_chunk_tree(int fd, const struct sm_writer *w, const char 
 }
 
 /* The names a complete output holds at its root (and in an OME-Zarr level directory). */
-static bool level_name(const char *n, unsigned nlevels)
+static bool level_name(const char *n, unsigned nlevels, unsigned *level)
 {
-    unsigned k = 0;
-    if (*n == '\0' || (*n == '0' && n[1] != '\0')) {
+    uint64_t k;
+    if (!sm_wfs_decimal(n, &k) || k >= nlevels) {
         return false;
     }
-    for (; *n >= '0' && *n <= '9' && k < SM_MAX_LEVELS; n++) {
-        k = k * 10 + (unsigned)(*n - '0');
-    }
-    return *n == '\0' && k < nlevels;
+    *level = (unsigned)k;
+    return true;
 }
 
 /* The tree of a complete output: the root holds zarr.json, the marker and c/ (an OME-Zarr image:
@@ -173,12 +186,13 @@ static sm_status check_tree(int fd, const struct sm_writer *w, struct sm_verify_
             continue;
         }
         const bool file = S_ISREG(sb.st_mode), dir = S_ISDIR(sb.st_mode);
+        unsigned lvl = 0;
         if (file && (strcmp(n, SM_ZARR_JSON) == 0 || strcmp(n, SM_MARKER_NAME) == 0)) {
             continue;
         }
         if (dir && nlev == 0 && strcmp(n, "c") == 0) {
-            st = check_chunk_tree(fd, w, "c", w->ndim, rep, err);
-        } else if (dir && level_name(n, nlev)) {
+            st = check_chunk_tree(fd, w, "c", 0, rep, err);
+        } else if (dir && level_name(n, nlev, &lvl)) {
             struct sm_strv inner = {NULL, 0, 0};
             st = list_dir(fd, n, &inner, rep, err);
             for (size_t j = 0; j < inner.n && st == SM_OK; j++) {
@@ -189,7 +203,7 @@ static sm_status check_tree(int fd, const struct sm_writer *w, struct sm_verify_
                 if (fstatat(fd, rel, &sb, AT_SYMLINK_NOFOLLOW) != 0) {
                     st = problem(rep, rel, err, "cannot stat: %s", strerror(errno));
                 } else if (c && S_ISDIR(sb.st_mode)) {
-                    st = check_chunk_tree(fd, w, rel, w->lv[0]->ndim, rep, err);
+                    st = check_chunk_tree(fd, w->lv[lvl], rel, 0, rep, err);
                 } else if ((!doc || !S_ISREG(sb.st_mode)) && !S_ISLNK(sb.st_mode)) {
                     st = problem(rep, rel, err, "not part of a shardmill output");
                 }

@@ -185,7 +185,7 @@ static void test_verify_flags_entries_outside_the_grid(void **state)
     assert_int_equal(mkdir(p, 0777), 0);
     file_of(p, sizeof(p), "c/99/0");
     assert_int_equal(sm_test_write_file(p, "x", 1), 0);
-    expect_one("c/99/0", "not a shard of zarr.json's grid");
+    expect_one("c/99", "a directory, not a shard of zarr.json's grid");
     fresh("tmpfile.zarr");
     file_of(p, sizeof(p), "c/0/0/1.tmp.5.1");
     assert_int_equal(sm_test_write_file(p, "x", 1), 0);
@@ -198,6 +198,37 @@ static void test_verify_flags_entries_outside_the_grid(void **state)
     file_of(p, sizeof(p), "notes.txt");
     assert_int_equal(sm_test_write_file(p, "x", 1), 0);
     expect_one("notes.txt", "not part of a shardmill output");
+}
+
+/* One rule with resume and the open check (issue 32 item 13): names no shard key has (zero-padded,
+ * a "*.tmp.*" directory) and directories named like shards are problems, not passed over. */
+static void test_verify_flags_names_no_shard_has(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *make, *key, *what;
+        bool dir;
+    } cases[] = {
+        {"c/0/0/01", "c/0/0/01", "no shard key has such a file", false},
+        {"c/00", "c/00", "no shard key has such a directory", true},
+        {"c/0/00", "c/0/00", "no shard key has such a directory", true},
+        {"c/0/0/0.tmp.1.2", "c/0/0/0.tmp.1.2", "no shard key has such a directory", true},
+        {"c/0/0/99", "c/0/0/99", "a directory, not a shard of zarr.json's grid", true},
+        {"c/0/99", "c/0/99", "a directory, not a shard of zarr.json's grid", true},
+        {"c/0/98", "c/0/98", "a file, not a shard of zarr.json's grid", false},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char p[4096], name[32];
+        snprintf(name, sizeof(name), "names%zu.zarr", i);
+        fresh(name);
+        file_of(p, sizeof(p), cases[i].make);
+        if (cases[i].dir) {
+            assert_int_equal(mkdir(p, 0777), 0);
+        } else {
+            assert_int_equal(sm_test_write_file(p, "x", 1), 0);
+        }
+        expect_one(cases[i].key, cases[i].what);
+    }
 }
 
 static void test_verify_detects_a_missing_marker(void **state)
@@ -310,6 +341,7 @@ int main(void)
         cmocka_unit_test(test_verify_checks_the_byte_total),
         cmocka_unit_test(test_verify_detects_swapped_shards),
         cmocka_unit_test(test_verify_flags_entries_outside_the_grid),
+        cmocka_unit_test(test_verify_flags_names_no_shard_has),
         cmocka_unit_test(test_verify_detects_an_altered_zarr_json),
         cmocka_unit_test(test_verify_detects_a_bad_marker),
         cmocka_unit_test(test_verify_rejects_what_is_not_an_output),
