@@ -641,6 +641,18 @@ def judge(w, r, before, must_finish, undo=None):
     return ok, (f"refused ({refusal}), then auto: " + why) if not ok else ""
 
 
+_REACH = {}
+
+
+def nobody_reaches(path):
+    """Whether user nobody can enter path (every parent searchable), asked once per path."""
+    if path not in _REACH:
+        r = subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}",
+                            "--clear-groups", "--", "test", "-x", path], capture_output=True)
+        _REACH[path] = r.returncode == 0
+    return _REACH[path]
+
+
 def chown_tree(root):
     for d, dirs, files in os.walk(root):
         for n in [d] + [os.path.join(d, x) for x in dirs + files]:
@@ -663,6 +675,8 @@ def run_seed(args, seed, work, tmpfs, verbose=False):
     if m == "permission" and os.geteuid() == 0:
         if shutil.which("setpriv") is None:
             return "skip", "root without setpriv: chmod cannot stop root"
+        if not nobody_reaches(root):
+            return "skip", f"user nobody cannot reach {root} (a parent directory is private)"
         w.uid = NOBODY
     os.makedirs(w.run_dir)
     w.make_input()
