@@ -51,7 +51,6 @@ import shutil
 import signal
 import struct
 import subprocess
-import sys
 import time
 
 import numpy as np

@@ -11,9 +11,10 @@ Checks:
   - six mpiexec started at once, each under its own mpi_env(): all exit 0;
   - `python3 -m shardmill_test.ranks CMD` runs CMD with such a directory and returns its status;
   - every ctest of BUILD (ctest --show-only=json-v1) whose command starts mpiexec or an MPI test
-    program itself (not through a Python driver) goes through `-m shardmill_test.ranks`, and no
-    Python file under tests/ but shardmill_test/ranks.py and launcher.py makes its own mpirun
-    environment (OMPI_ALLOW_RUN_AS_ROOT): they all take mpi_env() or launch().
+    program itself (not through a Python driver) goes through `-m shardmill_test.ranks`, and every
+    Python file under tests/, bench/ and scaling/ that makes its own mpirun environment
+    (OMPI_ALLOW_RUN_AS_ROOT) gives it a session directory (session_env()); the others take
+    mpi_env() or launch().
 Prints one ok/FAIL line per check and a closing count; exit 1 on any failure.
 """
 
@@ -113,17 +114,19 @@ def check_ctests(build):
           f"every ctest that starts mpiexec or an MPI program itself goes through "
           f"shardmill_test.ranks ({wrapped} do)", bad)
     own = []
-    for d, dirs, files in os.walk(os.path.join(REPO, "tests")):
-        dirs[:] = [x for x in dirs if x not in ("node_modules", "__pycache__")]
-        for f in files:
-            p = os.path.join(d, f)
-            if not f.endswith(".py") or p.endswith(("shardmill_test/ranks.py",
-                                                    "shardmill_test/launcher.py",
-                                                    "test_mpi_session.py")):
-                continue
-            if "OMPI_ALLOW_RUN_AS_ROOT" in open(p, encoding="utf-8").read():
-                own.append(os.path.relpath(p, REPO))
-    check(not own, "no test builds its own mpirun environment (mpi_env() everywhere)", own)
+    for top in ("tests", "bench", "scaling"):
+        for d, dirs, files in os.walk(os.path.join(REPO, top)):
+            dirs[:] = [x for x in dirs if x not in ("node_modules", "__pycache__")]
+            for f in files:
+                p = os.path.join(d, f)
+                if not f.endswith(".py") or p.endswith(("shardmill_test/ranks.py",
+                                                        "test_mpi_session.py")):
+                    continue
+                text = open(p, encoding="utf-8").read()
+                if "OMPI_ALLOW_RUN_AS_ROOT" in text and "session_env(" not in text:
+                    own.append(os.path.relpath(p, REPO))
+    check(not own, "every mpirun environment of tests/, bench/ and scaling/ has a session "
+          "directory of its own (mpi_env() or session_env())", own)
 
 
 def main():
