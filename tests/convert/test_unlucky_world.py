@@ -28,8 +28,10 @@ Allowed outcomes of the `auto` run:
     output untouched (every file's bytes) or resumable: the next `auto` exits 0 with an output as
     above. After a world fault (the kill, the permission, the full disk: the fault removed
     first) and after damage of an unfinished output's bookkeeping (its journal, a level
-    document), the next `auto` must finish: a refusal there is a dead end.
-Never exit 0 with anything else, never a crash.
+    document it never wrote), the next `auto` must finish: a refusal there is a dead end.
+Never exit 0 with anything else, never a crash. The runs use output.sync none, fsync or syncfs
+(the recoveries differ); as root the worlds live on a tmpfs this test mounts (fsync and syncfs
+cost nothing there), unmounted at the end.
 
 Usage: /usr/bin/python3 test_unlucky_world.py --shardmill BIN --work DIR
          [--seeds N [--part K/M] | --seed S [--seed S ...]] [--keep] [--list]
@@ -726,11 +728,10 @@ def run_seed(args, seed, work, tmpfs, verbose=False):
         before = tree_bytes(w.out)
         try:
             r = w.auto()
+            ok, detail = judge(w, r, before, must_finish, undo=undo)
         finally:
-            pass
-        ok, detail = judge(w, r, before, must_finish, undo=undo)
-        if undo is not None:
-            undo()
+            if undo is not None:  # the blocked path writable again, whatever happened
+                undo()
     if m == "full_disk" and not verbose:
         shutil.rmtree(w.run_dir, ignore_errors=True)
     return ("ok" if ok else "fail"), (detail + (" | " + " | ".join(w.log) if not ok else ""))
