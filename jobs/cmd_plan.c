@@ -31,33 +31,54 @@
 struct phase {
     const char *name; /* "scan" (tiles) or "write" (shards) */
     struct sm_tiling grid;
-    struct sm_part *parts;
+    struct sm_rank_part *shares; /* the ranks that get items (sm_job_plan), in rank order */
+    struct sm_plan_phase plan;
 };
 
-static double imbalance(const struct sm_part *p, int n)
+/* Every rank is listed when there are no more ranks than items (an idle rank as an empty run);
+ * beyond that only the ranks that get items: O(items), whatever --ranks. */
+static bool list_all(const struct phase *ph, int n)
+{
+    return (uint64_t)n <= ph->grid.ntiles;
+}
+
+static double imbalance(const struct phase *ph, int n)
 {
     uint64_t max = 0;
     double sum = 0;
-    for (int r = 0; r < n; r++) {
-        max = p[r].cost > max ? p[r].cost : max;
-        sum += (double)p[r].cost;
+    for (size_t k = 0; k < ph->plan.n; k++) {
+        const uint64_t cost = ph->shares[k].part.cost;
+        max = cost > max ? cost : max;
+        sum += (double)cost;
     }
     return sum > 0 ? (double)max * n / sum : 1.0;
+}
+
+static json_t *share_json(int r, const struct sm_part *p)
+{
+    return json_pack("{s:i,s:o,s:o,s:o}", "rank", r, "first", sm_json_u64(p->first), "count",
+                     sm_json_u64(p->count), "cost_bytes", sm_json_u64(p->cost));
 }
 
 static json_t *phase_json(const struct phase *ph, int n)
 {
     json_t *ranks = json_array();
-    for (int r = 0; r < n; r++) {
-        json_array_append_new(ranks, json_pack("{s:i,s:o,s:o,s:o}", "rank", r, "first",
-                                               sm_json_u64(ph->parts[r].first), "count",
-                                               sm_json_u64(ph->parts[r].count), "cost_bytes",
-                                               sm_json_u64(ph->parts[r].cost)));
+    if (list_all(ph, n)) {
+        size_t cur = 0;
+        for (int r = 0; r < n; r++) {
+            const struct sm_part p = sm_plan_phase_share(&ph->plan, r, &cur);
+            json_array_append_new(ranks, share_json(r, &p));
+        }
+    } else {
+        for (size_t k = 0; k < ph->plan.n; k++) {
+            json_array_append_new(ranks, share_json(ph->shares[k].rank, &ph->shares[k].part));
+        }
     }
-    return json_pack("{s:o,s:o,s:o,s:f,s:o}", "items", sm_json_u64(ph->grid.ntiles), "shape",
-                     sm_json_dims(ph->grid.tile, ph->grid.ndim), "grid",
-                     sm_json_dims(ph->grid.grid, ph->grid.ndim), "imbalance",
-                     imbalance(ph->parts, n), "ranks", ranks);
+    return json_pack("{s:o,s:o,s:o,s:f,s:i,s:b,s:o}", "items", sm_json_u64(ph->grid.ntiles),
+                     "shape", sm_json_dims(ph->grid.tile, ph->grid.ndim), "grid",
+                     sm_json_dims(ph->grid.grid, ph->grid.ndim), "imbalance", imbalance(ph, n),
+                     "idle_ranks", n - (int)ph->plan.n, "idle_listed", list_all(ph, n), "ranks",
+                     ranks);
 }
 
 static void print_dims(const uint64_t *v, unsigned n)
@@ -66,6 +87,27 @@ static void print_dims(const uint64_t *v, unsigned n)
         printf("%s%llu", d ? "," : "[", (unsigned long long)v[d]);
     }
     printf("]");
+}
+
+/* The first rank after r that gets tiles or shards (n when none): a binary search per phase. */
+static int next_rank(const struct phase *ph, unsigned nph, int r, int n)
+{
+    int best = n;
+    for (unsigned i = 0; i < nph; i++) {
+        size_t lo = 0, hi = ph[i].plan.n;
+        while (lo < hi) {
+            const size_t mid = lo + (hi - lo) / 2;
+            if (ph[i].shares[mid].rank <= r) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        if (lo < ph[i].plan.n && ph[i].shares[lo].rank < best) {
+            best = ph[i].shares[lo].rank;
+        }
+    }
+    return best;
 }
 
 static void print_text(const struct sm_job_config *c, const struct sm_run_setup *su,
@@ -79,27 +121,36 @@ static void print_text(const struct sm_job_config *c, const struct sm_run_setup 
     print_dims(su->shape, nd);
     printf(", partition %s, %d rank%s\n",
            c->parallel.partition == SM_PARTITION_BLOCK ? "block" : "balanced", n, n > 1 ? "s" : "");
+    bool all = true;
     for (unsigned i = 0; i < nph; i++) {
         printf("  %s: %llu %s of ", ph[i].name, (unsigned long long)ph[i].grid.ntiles,
                i == 0 ? "tiles" : "shards");
         print_dims(ph[i].grid.tile, nd);
         printf(" (grid ");
         print_dims(ph[i].grid.grid, nd);
-        printf("), imbalance max/mean %.3f\n", imbalance(ph[i].parts, n));
+        printf("), imbalance max/mean %.3f\n", imbalance(&ph[i], n));
+        if (!list_all(&ph[i], n)) {
+            all = false;
+            printf("    %d of the %d ranks get no %s (more ranks than %s): they are not listed\n",
+                   n - (int)ph[i].plan.n, n, i == 0 ? "tiles" : "shards",
+                   i == 0 ? "tiles" : "shards");
+        }
     }
     printf("  %6s", "rank");
     for (unsigned i = 0; i < nph; i++) {
         printf(" | %-6s %10s %10s %12s", ph[i].name, "first", "count", "input MiB");
     }
     printf("\n");
-    for (int r = 0; r < n; r++) {
+    size_t cur[2] = {0, 0};
+    for (int r = all ? 0 : next_rank(ph, nph, -1, n); r < n;) {
         printf("  %6d", r);
         for (unsigned i = 0; i < nph; i++) {
-            const struct sm_part *p = &ph[i].parts[r];
-            printf(" | %-6s %10llu %10llu %12.2f", "", (unsigned long long)p->first,
-                   (unsigned long long)p->count, (double)p->cost / 1048576.0);
+            const struct sm_part p = sm_plan_phase_share(&ph[i].plan, r, &cur[i]);
+            printf(" | %-6s %10llu %10llu %12.2f", "", (unsigned long long)p.first,
+                   (unsigned long long)p.count, (double)p.cost / 1048576.0);
         }
         printf("\n");
+        r = all ? r + 1 : next_rank(ph, nph, r, n);
     }
 }
 
@@ -188,7 +239,7 @@ static sm_status plan(const struct sm_job_config *c, const struct plan_opts *o, 
     const struct sm_array_meta *m = in.m;
     struct sm_run_setup su;
     struct sm_output_spec spec;
-    struct phase ph[2] = {{"scan", {0}, NULL}, {"write", {0}, NULL}};
+    struct phase ph[2] = {{"scan", {0}, NULL, {NULL, 0, 0}}, {"write", {0}, NULL, {NULL, 0, 0}}};
     unsigned nph = c->job == SM_JOB_CONVERT ? 2 : 1;
     sm_status st = sm_job_scan_setup(c, m, &su, err);
     if (st == SM_OK) {
@@ -202,17 +253,22 @@ static sm_status plan(const struct sm_job_config *c, const struct plan_opts *o, 
         su.tiling = ph[1].grid;
     }
     for (unsigned i = 0; st == SM_OK && i < nph; i++) {
-        ph[i].parts = sm_calloc((size_t)nranks, sizeof(struct sm_part));
-        if (ph[i].parts == NULL) {
+        /* the ranks that get items: min(ranks, items) at most, never an entry per rank */
+        const uint64_t room =
+            (uint64_t)nranks < ph[i].grid.ntiles ? (uint64_t)nranks : ph[i].grid.ntiles;
+        ph[i].shares = sm_calloc((size_t)(room > 0 ? room : 1), sizeof(struct sm_rank_part));
+        if (ph[i].shares == NULL) {
             st = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__,
-                            "cannot allocate the plan of %d ranks", nranks);
+                            "cannot allocate the plan of %llu shares", (unsigned long long)room);
             break;
         }
-        sm_job_plan(c, m, &ph[i].grid, nranks, ph[i].parts);
+        ph[i].plan.shares = ph[i].shares;
+        ph[i].plan.n = sm_job_plan(c, m, &ph[i].grid, nranks, ph[i].shares);
+        ph[i].plan.items = ph[i].grid.ntiles;
     }
     if (st == SM_OK) {
-        st = sm_plan_estimate(c, &in, &su, ph[0].parts, nph == 2 ? &ph[1].grid : NULL,
-                              nph == 2 ? ph[1].parts : NULL, nranks, o->threads, &est, err);
+        st = sm_plan_estimate(c, &in, &su, &ph[0].plan, nph == 2 ? &ph[1].grid : NULL,
+                              nph == 2 ? &ph[1].plan : NULL, nranks, o->threads, &est, err);
     }
     if (st == SM_OK) {
         st = emit(c, o, &su, ph, nph, &spec, &est, m->ndim, err);
@@ -221,7 +277,7 @@ static sm_status plan(const struct sm_job_config *c, const struct plan_opts *o, 
         sm_job_layout_warn(&spec, ph[1].grid.ntiles);
     }
     for (unsigned i = 0; i < nph; i++) {
-        sm_free(ph[i].parts);
+        sm_free(ph[i].shares);
     }
     sm_array_close(in.array);
     sm_source_close(in.src);

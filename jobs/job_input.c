@@ -90,11 +90,12 @@ void sm_job_run_output(const struct sm_job_config *c, struct sm_run_output *o)
     }
 }
 
-void sm_job_plan(const struct sm_job_config *c, const struct sm_array_meta *m,
-                 const struct sm_tiling *t, int nranks, struct sm_part *parts)
+size_t sm_job_plan(const struct sm_job_config *c, const struct sm_array_meta *m,
+                   const struct sm_tiling *t, int nranks, struct sm_rank_part *out)
 {
-    sm_run_plan(c->parallel.partition == SM_PARTITION_BLOCK ? SM_PART_BLOCK : SM_PART_BALANCED, m,
-                t, nranks, parts);
+    return sm_run_plan_shares(c->parallel.partition == SM_PARTITION_BLOCK ? SM_PART_BLOCK
+                                                                          : SM_PART_BALANCED,
+                              m, t, nranks, out);
 }
 
 void sm_job_run_export(const struct sm_job_config *c, struct sm_run_export *x)

@@ -115,9 +115,11 @@ bool sm_job_launched_by_mpi(void);
 int sm_job_launch_rank(void);
 
 /* The plan of parallel.partition over the tiles of t (tiles of a scan, or a shard grid as a
- * tiling of the ROI by the shard shape) for nranks ranks: parts[nranks]. Metadata only. */
-void sm_job_plan(const struct sm_job_config *c, const struct sm_array_meta *m,
-                 const struct sm_tiling *t, int nranks, struct sm_part *parts);
+ * tiling of the ROI by the shard shape) for nranks ranks: the shares that hold tiles, by rank,
+ * into out (room for min(nranks, t->ntiles)); returns their number (the other ranks get
+ * nothing). Metadata only; O(shares), whatever nranks. */
+size_t sm_job_plan(const struct sm_job_config *c, const struct sm_array_meta *m,
+                   const struct sm_tiling *t, int nranks, struct sm_rank_part *out);
 
 /* The jobs. Each returns SM_OK or fills err; `report_path` (--report; may be NULL) overrides
  * c->report. jobs/ makes no collective call of its own (tests/arch/test_jobs_collectives.py): the

@@ -7,6 +7,7 @@
 #include "plan_estimate.h"
 
 #include <jansson.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -151,6 +152,7 @@ static uint64_t units_of(const struct sm_array_meta *m, const uint64_t *off, con
 
 struct sample {
     unsigned n;
+    uint64_t units_first; /* the read units of the first box (sample or not) */
     double in_ratio;
     uint64_t off[SM_PLAN_SAMPLES][SM_MAX_DIMS], shape[SM_PLAN_SAMPLES][SM_MAX_DIMS];
     struct sm_buf in[SM_PLAN_SAMPLES];
@@ -168,6 +170,25 @@ static sm_status sample_read(const struct sm_job_config *c, const struct sm_plan
         g = gd > g ? gd : g;
     }
     sp->n = g < SM_PLAN_SAMPLES ? (unsigned)g : SM_PLAN_SAMPLES;
+    /* the boxes whose read units fit SM_PLAN_SAMPLE_UNITS together (the first ones of the
+     * diagonal, spread as for sp->n boxes), never an unbounded number of reads */
+    const unsigned want = sp->n;
+    uint64_t need = 0;
+    sp->units_first = 0;
+    for (unsigned i = 0; i < want; i++) {
+        uint64_t o[SM_MAX_DIMS], sh[SM_MAX_DIMS];
+        sample_box(s0, i, want, o, sh);
+        for (unsigned d = 0; d < m->ndim; d++) {
+            o[d] += su->off[d];
+        }
+        const uint64_t n = units_of(m, o, sh);
+        sp->units_first = i == 0 ? n : sp->units_first;
+        if (need + n > SM_PLAN_SAMPLE_UNITS) {
+            sp->n = i;
+            break;
+        }
+        need += n;
+    }
     struct sm_scratch *scratch = NULL;
     sm_status st = in->array != NULL ? sm_array_scratch_new(&scratch, err) : SM_OK;
     *units = 0;
@@ -175,7 +196,7 @@ static sm_status sample_read(const struct sm_job_config *c, const struct sm_plan
     const uint64_t before = store != NULL ? atomic_load(&store->stats.bytes[SM_IO_PAYLOAD]) : 0;
     for (unsigned i = 0; st == SM_OK && i < sp->n; i++) {
         uint64_t off[SM_MAX_DIMS];
-        sample_box(s0, i, sp->n, sp->off[i], sp->shape[i]);
+        sample_box(s0, i, want, sp->off[i], sp->shape[i]);
         for (unsigned d = 0; d < m->ndim; d++) {
             off[d] = su->off[d] + sp->off[i][d]; /* ROI -> input coordinates */
         }
@@ -368,9 +389,31 @@ static void output_size(const struct levels *lv, bool ome, struct sm_plan_estima
 /* The busiest rank's input box (decoded bytes) and whether every rank keeps its input: its run
  * of tiles fills a box holding its shards' input and fits half the budget less the memos
  * (engine/run/run_convert_meta.c sm_cv_keep_plan). */
+struct sm_part sm_plan_phase_share(const struct sm_plan_phase *ph, int r, size_t *cursor)
+{
+    while (*cursor < ph->n && ph->shares[*cursor].rank < r) {
+        (*cursor)++;
+    }
+    if (*cursor < ph->n && ph->shares[*cursor].rank == r) {
+        return ph->shares[*cursor].part;
+    }
+    const struct sm_part idle = {*cursor < ph->n ? ph->shares[*cursor].part.first : ph->items, 0,
+                                 0};
+    return idle;
+}
+
+/* The next rank after r listed in either phase (INT_MAX when none). */
+static int next_listed(const struct sm_plan_phase *a, const struct sm_plan_phase *b, size_t ia,
+                       size_t ib)
+{
+    const int ra = ia < a->n ? a->shares[ia].rank : INT_MAX;
+    const int rb = b != NULL && ib < b->n ? b->shares[ib].rank : INT_MAX;
+    return ra < rb ? ra : rb;
+}
+
 static void rank_boxes(const struct sm_job_config *c, const struct sm_array_meta *m,
-                       const struct sm_run_setup *su, const struct sm_part *tiles,
-                       const struct sm_tiling *grid, const struct sm_part *shards, int ranks,
+                       const struct sm_run_setup *su, const struct sm_plan_phase *tph,
+                       const struct sm_tiling *grid, const struct sm_plan_phase *sph, int ranks,
                        bool two_pass, uint64_t *max_in, bool *all_kept, bool *some_kept)
 {
     const size_t elem = sm_dtype_size(m->dtype);
@@ -378,20 +421,28 @@ static void rank_boxes(const struct sm_job_config *c, const struct sm_array_meta
     *max_in = 0;
     *all_kept = two_pass;
     *some_kept = false;
-    for (int r = 0; r < ranks; r++) {
+    /* only the ranks with tiles or shards: a rank with neither keeps nothing (no box) */
+    size_t it = 0, is = 0, listed = 0;
+    for (int r = next_listed(tph, sph, it, is); r < ranks; r = next_listed(tph, sph, it, is)) {
+        listed++;
+        const struct sm_part tile_run = sm_plan_phase_share(tph, r, &it);
+        const struct sm_part shard_run =
+            sph != NULL ? sm_plan_phase_share(sph, r, &is) : (struct sm_part){0, 0, 0};
+        const struct sm_part *tiles = &tile_run, *shards = sph != NULL ? &shard_run : NULL;
+        it += it < tph->n && tph->shares[it].rank == r;
+        is += sph != NULL && is < sph->n && sph->shares[is].rank == r;
         uint64_t off[SM_MAX_DIMS] = {0}, shape[SM_MAX_DIMS] = {0};
         uint64_t so[SM_MAX_DIMS] = {0}, ss[SM_MAX_DIMS] = {0};
-        bool box = two_pass
-                       ? sm_tiling_run_box(&su->tiling, tiles[r].first, tiles[r].count, off, shape)
-                       : false;
-        const bool has_shards = shards != NULL && shards[r].count > 0 &&
-                                sm_tiling_run_box(grid, shards[r].first, shards[r].count, so, ss);
+        bool box = two_pass ? sm_tiling_run_box(&su->tiling, tiles->first, tiles->count, off, shape)
+                            : false;
+        const bool has_shards = shards != NULL && shards->count > 0 &&
+                                sm_tiling_run_box(grid, shards->first, shards->count, so, ss);
         for (unsigned d = 0; box && has_shards && d < m->ndim; d++) {
             box = so[d] >= off[d] && so[d] + ss[d] <= off[d] + shape[d];
         }
         uint64_t bytes = 0;
-        if (two_pass && tiles[r].count > 0) {
-            sm_tiling_run_box(&su->tiling, tiles[r].first, tiles[r].count, off, shape);
+        if (two_pass && tiles->count > 0) {
+            sm_tiling_run_box(&su->tiling, tiles->first, tiles->count, off, shape);
             bytes = prod(shape, m->ndim) * elem;
         }
         if (has_shards) {
@@ -401,6 +452,9 @@ static void rank_boxes(const struct sm_job_config *c, const struct sm_array_meta
         *max_in = bytes > *max_in ? bytes : *max_in;
         *all_kept = *all_kept && box && bytes <= budget;
         *some_kept = *some_kept || (two_pass && box && bytes <= budget);
+    }
+    if (listed < (size_t)ranks) {
+        *all_kept = false; /* an idle rank */
     }
 }
 
@@ -457,9 +511,9 @@ static void estimate_memory(const struct sm_job_config *c, const struct sm_plan_
 }
 
 sm_status sm_plan_estimate(const struct sm_job_config *c, const struct sm_plan_input *in,
-                           const struct sm_run_setup *su, const struct sm_part *tiles,
-                           const struct sm_tiling *grid, const struct sm_part *shards, int ranks,
-                           int threads, struct sm_plan_estimate *e, struct sm_err *err)
+                           const struct sm_run_setup *su, const struct sm_plan_phase *tiles,
+                           const struct sm_tiling *grid, const struct sm_plan_phase *shards,
+                           int ranks, int threads, struct sm_plan_estimate *e, struct sm_err *err)
 {
     const struct sm_array_meta *m = in->m;
     e->threads = threads;
@@ -497,6 +551,10 @@ sm_status sm_plan_estimate(const struct sm_job_config *c, const struct sm_plan_i
             e->in_ratio = sp.in_ratio;
             e->ratio = e->sample_raw > 0 ? (double)e->sample_encoded / (double)e->sample_raw : 1.0;
             e->ratio_from = "sample";
+            if (sp.n == 0) { /* not even one output chunk within SM_PLAN_SAMPLE_UNITS reads */
+                e->ratio_from = "metadata";
+                e->sample_units_needed = sp.units_first;
+            }
         }
         output_size(&lv, ome, e);
     }
@@ -554,6 +612,9 @@ json_t *sm_plan_estimate_json(const struct sm_plan_estimate *e, int ranks)
                             "scan", sm_json_u64(p->scan), "write", sm_json_u64(p->write), "pyramid",
                             sm_json_u64(p->pyramid));
     json_object_set_new(sample, "input_stored_ratio", json_real(e->in_ratio));
+    if (strcmp(e->ratio_from, "metadata") == 0) {
+        json_object_set_new(sample, "input_chunks_needed", sm_json_u64(e->sample_units_needed));
+    }
     return json_pack("{s:f,s:o,s:o,s:o,s:i,s:i,s:o,s:o,s:o,s:o}", "seconds", t->total,
                      "peak_rss_bytes_per_rank", sm_json_u64(e->peak_rss_bytes), "output_bytes",
                      sm_json_u64(e->output_bytes), "files", sm_json_u64(e->files), "threads",
@@ -612,6 +673,10 @@ void sm_plan_estimate_print(const struct sm_plan_estimate *e, int ranks)
                "chunk%s read)\n",
                e->ratio, e->samples, e->samples > 1 ? "s" : "",
                (unsigned long long)e->sample_in_chunks, e->sample_in_chunks != 1 ? "s" : "");
+    } else if (strcmp(e->ratio_from, "metadata") == 0) {
+        printf("    ratio    1 (the values' bytes: not sampled, one output chunk reads %llu input "
+               "chunks, over %u; --ratio X sets it)\n",
+               (unsigned long long)e->sample_units_needed, SM_PLAN_SAMPLE_UNITS);
     } else {
         printf("    ratio    1 (codec none: the values' bytes)\n");
     }

@@ -12,8 +12,25 @@
 #include "jobs_run.h"
 #include "plan_model.h"
 
-/* At most this many output chunks are sampled (each reads the input chunks it covers). */
+/* At most this many output chunks are sampled (each reads the input chunks it covers), and
+ * together they read at most SM_PLAN_SAMPLE_UNITS input read units: the sample boxes that would
+ * go past it are left out, and when not even the first fits (an input of [1,1,1] chunks: 2^18
+ * per 64^3 output chunk) nothing is read and the ratio is the values' bytes (`metadata`). */
 #define SM_PLAN_SAMPLES 4u
+#define SM_PLAN_SAMPLE_UNITS 4096u
+
+/* One phase's plan (the scan's tiles or the convert's shards) over `ranks` ranks: the shares
+ * that hold items, in rank order (sm_job_plan); the ranks not listed get nothing. */
+struct sm_plan_phase {
+    const struct sm_rank_part *shares;
+    size_t n;
+    uint64_t items;
+};
+
+/* Rank r's share of ph: its listed share, or an empty run where the next listed share begins
+ * (items after the last), as sm_partition_tiles gives an idle rank. *cursor (start at 0) walks
+ * the list: call with ranks in increasing order. */
+struct sm_part sm_plan_phase_share(const struct sm_plan_phase *ph, int r, size_t *cursor);
 
 /* The input a plan opened: a Zarr/N5 array or a file source, and its metadata. */
 struct sm_plan_input {
@@ -39,9 +56,10 @@ struct sm_plan_estimate {
     unsigned samples;          /* output chunks encoded (0: none, see ratio_from) */
     uint64_t sample_in_chunks; /* input chunks (read units) they read */
     uint64_t sample_raw, sample_encoded;
-    double ratio;           /* encoded / raw */
+    uint64_t sample_units_needed; /* ratio_from "metadata": the read units one sample needs */
+    double ratio;                 /* encoded / raw */
     double in_ratio;        /* the input's stored / decoded bytes in the sample (1: unknown) */
-    const char *ratio_from; /* "sample", "--ratio", "codec none" or "no output" */
+    const char *ratio_from; /* "sample", "metadata", "--ratio", "codec none" or "no output" */
     bool kept;              /* every rank keeps its decoded input (two passes) */
     bool kept_some;         /* some ranks keep it (their RSS holds it) */
     bool two_pass;
@@ -55,13 +73,13 @@ sm_status sm_plan_rates_load(const char *path, struct sm_plan_rates *r, char *fr
                              struct sm_err *err);
 
 /* The estimate of job c on `in` over `ranks` ranks of `threads` threads: su and tiles are the
- * scan's setup and plan (tiles[ranks]); for a convert, grid and shards are the level 0 shard grid
- * and its plan; e->nodes and e->cores_per_node are set by the caller. Reads at most
- * SM_PLAN_SAMPLES output chunks' input. */
+ * scan's setup and plan; for a convert, grid and shards are the level 0 shard grid and its plan
+ * (else NULL); e->nodes and e->cores_per_node are set by the caller. O(listed shares) whatever
+ * `ranks`. Reads at most SM_PLAN_SAMPLES output chunks' input. */
 sm_status sm_plan_estimate(const struct sm_job_config *c, const struct sm_plan_input *in,
-                           const struct sm_run_setup *su, const struct sm_part *tiles,
-                           const struct sm_tiling *grid, const struct sm_part *shards, int ranks,
-                           int threads, struct sm_plan_estimate *e, struct sm_err *err);
+                           const struct sm_run_setup *su, const struct sm_plan_phase *tiles,
+                           const struct sm_tiling *grid, const struct sm_plan_phase *shards,
+                           int ranks, int threads, struct sm_plan_estimate *e, struct sm_err *err);
 
 /* The JSON member `estimate`, and the human lines. */
 struct json_t *sm_plan_estimate_json(const struct sm_plan_estimate *e, int ranks);

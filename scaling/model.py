@@ -39,6 +39,7 @@ from shardmill_test import REPO
 from shardmill_test import launcher
 from shardmill_test import machine
 from shardmill_test import results
+from shardmill_test.ranks import session_env
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -58,7 +59,8 @@ def build_allreduce(work, mpicc="mpicc"):
 
 def measure_mpi(work, ranks, mpirun, repeats):
     exe = build_allreduce(work)
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    env = session_env(dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1",
+                           OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1"))  # a session dir of its own
     out = {}
     for r in ranks:
         rows = []

@@ -27,6 +27,7 @@ from shardmill_test import REPO
 from shardmill_test import machine
 from shardmill_test import results
 from shardmill_test import volumes as mv
+from shardmill_test.ranks import session_env
 
 W5 = [(1, 1), (1, 2), (2, 1), (2, 2), (4, 1), (4, 2)]
 W8 = [(1, 2), (2, 1)]
@@ -43,8 +44,8 @@ def point(a, work, vol, tag, ranks, threads, sets):
                        (["--rates", a.rates] if a.rates else []), capture_output=True, text=True,
                        check=True)
     est = json.loads(p.stdout)["estimate"]
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads), OMPI_ALLOW_RUN_AS_ROOT="1",
-               OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    env = session_env(dict(os.environ, OMP_NUM_THREADS=str(threads), OMPI_ALLOW_RUN_AS_ROOT="1",
+                           OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1"))  # a session dir of its own
     launcher = [] if ranks == 1 else ["mpirun", "--oversubscribe", "--bind-to", "none", "--mca",
                                       "pml", "ob1", "-np", str(ranks)]
     t0 = time.monotonic()

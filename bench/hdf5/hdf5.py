@@ -55,6 +55,7 @@ import numpy as np
 
 from shardmill_test import launcher
 from shardmill_test import machine
+from shardmill_test.ranks import session_env
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
@@ -124,6 +125,7 @@ def mpi_env(threads):
     env["OMP_NUM_THREADS"] = str(threads)
     if os.geteuid() == 0:
         env.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"})
+    session_env(env)  # an Open MPI session directory of this launch's own (issue 32 item 20)
     if env.get("LSAN_OPTIONS"):
         # ASan smoke runs: Open MPI has no frame pointers, so LeakSanitizer needs the slow
         # unwinder for tests/sanitizers/lsan.supp to match (as tests/mpi/test_mpi.py does)

@@ -334,6 +334,14 @@ void sm_run_plan(enum sm_part_kind kind, const struct sm_array_meta *m, const st
     sm_partition_tiles(t, &u, kind, nranks, parts);
 }
 
+size_t sm_run_plan_shares(enum sm_part_kind kind, const struct sm_array_meta *m,
+                          const struct sm_tiling *t, int nranks, struct sm_rank_part *out)
+{
+    struct sm_read_unit u;
+    sm_read_unit_of(m, &u);
+    return sm_partition_shares(t, &u, kind, nranks, out);
+}
+
 sm_status sm_run_rank_part(enum sm_part_kind kind, const struct sm_array_meta *m,
                            const struct sm_tiling *t, struct sm_part *mine, struct sm_err *err)
 {

@@ -128,3 +128,75 @@ void sm_partition_tiles(const struct sm_tiling *t, const struct sm_read_unit *u,
                               sm_tiling_sums_before(&s, parts[r].first));
     }
 }
+
+/* The rank owning tile i under `balanced`: the last r with first_owned(r) <= i, that is the last
+ * r whose goal the tile's doubled midpoint reaches (the predicate first_owned searches on, which
+ * grows with r), found by a binary search over the ranks. */
+static int owner_of(const struct sm_tiling_sums *s, int nranks, uint64_t i)
+{
+    const u128 before = sm_tiling_sums_before(s, i);
+    const u128 mid2 =
+        mul_sat(add_sat(add_sat(before, before), sm_tiling_weight(s->t, s->u, i)), (u128)nranks);
+    int lo = 0, hi = nranks - 1; /* rank 0 always qualifies */
+    while (lo < hi) {
+        const int mid = lo + (hi - lo + 1) / 2;
+        if (mid2 >= mul_sat(2 * (u128)mid, s->total)) {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    return lo;
+}
+
+size_t sm_partition_shares(const struct sm_tiling *t, const struct sm_read_unit *u,
+                           enum sm_part_kind kind, int nranks, struct sm_rank_part *out)
+{
+    struct sm_tiling_sums s;
+    sm_tiling_sums_init(&s, t, u);
+    size_t n = 0;
+    if (kind == SM_PART_BLOCK || s.total == 0 || (uint64_t)nranks <= t->ntiles) {
+        /* block's counts never grow with the rank; with no more ranks than tiles the closed
+         * form per rank is at most O(ntiles) ranks anyway */
+        struct sm_part p = {0, 0, 0};
+        uint64_t next = 0; /* balanced: the first tile of rank r (rank 0's is 0) */
+        for (int r = 0; r < nranks; r++) {
+            if (kind == SM_PART_BLOCK || s.total == 0) {
+                sm_partition_block(t->ntiles, nranks, r, &p.first, &p.count);
+                if (p.count == 0) {
+                    break;
+                }
+            } else {
+                p.first = next;
+                next = r + 1 < nranks ? first_owned(&s, nranks, r + 1, p.first) : t->ntiles;
+                p.count = next - p.first;
+                if (p.count == 0) {
+                    continue;
+                }
+            }
+            p.cost = sat64(sm_tiling_sums_before(&s, p.first + p.count) -
+                           sm_tiling_sums_before(&s, p.first));
+            out[n].rank = r;
+            out[n].part = p;
+            n++;
+        }
+        return n;
+    }
+    for (uint64_t i = 0; i < t->ntiles; i++) {
+        const int r = owner_of(&s, nranks, i);
+        if (n > 0 && out[n - 1].rank == r) {
+            out[n - 1].part.count++;
+            continue;
+        }
+        out[n].rank = r;
+        out[n].part.first = i;
+        out[n].part.count = 1;
+        n++;
+    }
+    for (size_t k = 0; k < n; k++) {
+        struct sm_part *p = &out[k].part;
+        p->cost = sat64(sm_tiling_sums_before(&s, p->first + p->count) -
+                        sm_tiling_sums_before(&s, p->first));
+    }
+    return n;
+}

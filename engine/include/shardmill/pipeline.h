@@ -437,6 +437,10 @@ sm_status sm_run_shard_grid(const struct sm_run_output *o, const struct sm_array
 /* The plan of `kind` over the tiles of t for nranks ranks: parts[nranks]. Metadata only. */
 void sm_run_plan(enum sm_part_kind kind, const struct sm_array_meta *m, const struct sm_tiling *t,
                  int nranks, struct sm_part *parts);
+/* The same plan as the shares that hold tiles, by rank (sm_partition_shares): out has room for
+ * min(nranks, t->ntiles); returns their number. O(shares) memory for any nranks. */
+size_t sm_run_plan_shares(enum sm_part_kind kind, const struct sm_array_meta *m,
+                          const struct sm_tiling *t, int nranks, struct sm_rank_part *out);
 /* ---- OME-Zarr output (SPEC §2) ---- */
 
 /* The number of levels output.ome asks for a level 0 of `shape` (auto resolved), the shape of

@@ -80,6 +80,20 @@ uint64_t sm_tiling_cost(const struct sm_tiling *t, const struct sm_read_unit *u,
 void sm_partition_tiles(const struct sm_tiling *t, const struct sm_read_unit *u,
                         enum sm_part_kind kind, int nranks, struct sm_part *parts);
 
+/* One rank's share by its rank: what sm_partition_shares lists. */
+struct sm_rank_part {
+    int rank;
+    struct sm_part part;
+};
+
+/* The shares of sm_partition_tiles(t, u, kind, nranks) that hold tiles (count > 0), in rank
+ * order, into out (room for min(nranks, ntiles)); returns their number. The ranks not listed get
+ * nothing. Without the array of every rank: O(min(nranks, ntiles) + ntiles log nranks) time when
+ * ranks outnumber tiles (`plan --ranks 1048576` of 64 shards), O(nranks log ntiles) otherwise;
+ * no allocation. */
+size_t sm_partition_shares(const struct sm_tiling *t, const struct sm_read_unit *u,
+                           enum sm_part_kind kind, int nranks, struct sm_rank_part *out);
+
 /* What one scan of tiles [first, first + count) produced. */
 struct sm_scan_result {
     struct sm_hist hist; /* finished */

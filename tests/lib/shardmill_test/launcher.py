@@ -32,6 +32,7 @@ import numpy as np
 
 from shardmill_test import report_json
 from shardmill_test.machine import HZ, REPO, busy_cores, cpu_jiffies
+from shardmill_test.ranks import session_env
 
 MIB = 1 << 20
 MARKER = "shardmill.complete.json"
@@ -109,6 +110,7 @@ class Launcher:
                     del env[k]
             return [self.spawn, resbase + ".0"] + shardmill_argv, env
         env.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"})
+        session_env(env)  # a session directory of this launch's own (issue 32 item 20)
         if env.get("LSAN_OPTIONS"):  # ASan smoke runs: as tests/mpi/test_mpi.py mpi_env()
             env["LSAN_OPTIONS"] += ":fast_unwind_on_malloc=0"
         xs = ["-x", "OMP_NUM_THREADS"] + (["-x", "OMP_WAIT_POLICY"] if self.wait_policy else [])

@@ -206,6 +206,60 @@ static void test_order_by_unit_groups_the_tiles_of_a_unit(void **state)
     }
 }
 
+/* sm_partition_shares lists exactly the non-empty shares of sm_partition_tiles, by rank, for
+ * both kinds, fewer and more ranks than tiles (clipped edge tiles: unequal costs), an empty ROI,
+ * and a million ranks over 60 tiles without an array of a million shares. */
+static void test_shares_are_the_nonempty_parts(void **state)
+{
+    (void)state;
+    const uint64_t shape[3] = {100, 70, 90}, off[3] = {1, 2, 3}, roi[3] = {97, 61, 83};
+    const uint64_t tile[3] = {24, 32, 32};
+    struct sm_tiling t;
+    tiling(&t, 3, shape, off, roi, tile); /* 5 x 2 x 3 = 30 tiles */
+    const struct sm_read_unit u = {{16, 16, 16}, 4096};
+    static struct sm_part p[200];
+    static struct sm_rank_part sh[200];
+    const int counts[] = {1, 2, 7, 29, 30, 31, 45, 60, 61, 199};
+    for (int kind = 0; kind < 2; kind++) {
+        const enum sm_part_kind k = kind ? SM_PART_BALANCED : SM_PART_BLOCK;
+        for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
+            const int n = counts[c];
+            sm_partition_tiles(&t, &u, k, n, p);
+            const size_t got = sm_partition_shares(&t, &u, k, n, sh);
+            size_t want = 0;
+            for (int r = 0; r < n; r++) {
+                if (p[r].count == 0) {
+                    continue;
+                }
+                assert_true(want < got);
+                assert_int_equal(sh[want].rank, r);
+                assert_int_equal(sh[want].part.first, p[r].first);
+                assert_int_equal(sh[want].part.count, p[r].count);
+                assert_int_equal(sh[want].part.cost, p[r].cost);
+                want++;
+            }
+            assert_int_equal(got, want);
+            assert_true(got <= (size_t)n && got <= t.ntiles);
+        }
+    }
+    const int million = 1048576;
+    size_t got = sm_partition_shares(&t, &u, SM_PART_BALANCED, million, sh);
+    assert_int_equal(got, t.ntiles); /* one tile each, spread over the ranks */
+    uint64_t next = 0;
+    for (size_t i = 0; i < got; i++) {
+        assert_true(i == 0 || sh[i].rank > sh[i - 1].rank);
+        assert_true(sh[i].rank < million && sh[i].part.first == next && sh[i].part.count == 1);
+        next++;
+    }
+    got = sm_partition_shares(&t, &u, SM_PART_BLOCK, million, sh);
+    assert_int_equal(got, t.ntiles);
+    assert_int_equal(sh[got - 1].rank, (int)t.ntiles - 1);
+    const uint64_t empty[3] = {0, 0, 0};
+    tiling(&t, 3, shape, off, empty, tile);
+    assert_int_equal(sm_partition_shares(&t, &u, SM_PART_BALANCED, 5, sh), 0);
+    assert_int_equal(sm_partition_shares(&t, &u, SM_PART_BLOCK, million, sh), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -217,6 +271,7 @@ int main(void)
         cmocka_unit_test(test_more_ranks_than_tiles_and_empty_rois),
         cmocka_unit_test(test_run_box_is_exact_only_for_whole_rows_and_slabs),
         cmocka_unit_test(test_order_by_unit_groups_the_tiles_of_a_unit),
+        cmocka_unit_test(test_shares_are_the_nonempty_parts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
