@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <shardmill/meta.h>
+
 static uint64_t min_u64(uint64_t a, uint64_t b)
 {
     return a < b ? a : b;
@@ -43,12 +45,11 @@ sm_status sm_plan_rates_parse(const char *text, size_t len, const char *where,
                               struct sm_plan_rates *r, struct sm_err *err)
 {
     memset(r, 0, sizeof(*r));
-    json_error_t je;
-    json_t *o = json_loadb(text, len, 0, &je);
-    if (!json_is_object(o)) {
-        json_decref(o);
-        sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "not a rates document: %s (line %d)",
-                   je.text, je.line);
+    json_t *o = NULL; /* meta.h's one JSON reader; a rates file is configuration: exit 2 */
+    struct sm_err je;
+    sm_err_clear(&je);
+    if (sm_json_load(text, len, where, &o, &je) != SM_OK) {
+        sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "not a rates document: %s", je.what);
         sm_err_where(err, "%s", where);
         return err->status;
     }

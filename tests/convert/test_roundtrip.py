@@ -18,6 +18,7 @@ Cases (one ctest each, convert.roundtrip.<case>):
 """
 
 import argparse
+import json
 import os
 
 import numpy as np
@@ -94,6 +95,11 @@ def case_plain(c, args, work):
     pv = report_json.load(os.path.join(again, "zarr.json"))["attributes"]["shardmill"]
     c.check("read back: its provenance keeps spacing, unit and origin",
             (pv.get("spacing"), pv.get("unit"), pv.get("origin")) == (SP, UNIT, ORG), pv)
+    with open(os.path.join(work, "again.yaml.report.json")) as f:
+        raw = json.load(f)["result"]  # SPEC §7: checksums are decimal strings, counts integers
+    c.check("the report's checksums are decimal strings, its counts integers",
+            all(isinstance(raw[k], str) for k in report_json.CHECKSUM_KEYS)
+            and isinstance(raw["voxels"], int), raw)
     s, w = spec_oracle.checksums(a, a.shape, [0, 0, 0])
     c.check("read back: report checksums (decimal strings) = NumPy's",
             rep["result"]["checksum"] == s and rep["result"]["weighted_checksum"] == w,
