@@ -366,6 +366,13 @@ static sm_status source_identity(const struct cv *cv, json_t **out, struct sm_er
         json_object_set_new(o, "path", json_string(rp));
         json_object_set_new(o, "file", file);
     }
+    /* HDF5 data in other files (external storage, links, virtual sources) is read too, and
+     * those files have no record here: nothing binds their values */
+    const struct sm_source_params *sp = cv->p->source == NULL ? cv->p->source_params : NULL;
+    if (path == NULL || (sp != NULL && sp->hdf5_allow_external && sp->format != NULL &&
+                         strcmp(sp->format, "hdf5") == 0)) { /* or a caller's source: no file */
+        json_object_set_new(o, "values", json_string(SM_RUN_INPUT_REREAD));
+    }
     *out = o;
     return SM_OK;
 }

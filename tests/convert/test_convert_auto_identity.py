@@ -15,6 +15,10 @@ Cases (one ctest each: convert.auto_identity.<case>):
                    and mtime.
   spelling         a Zarr input named ./rel.zarr, rel.zarr/ and by its absolute path, and a raw
                    source named ./a.raw and absolutely: one job -- auto says complete.
+  http             an HTTP Zarr input without a marker: auto resumes (re-reads, nothing written
+                   when unchanged; chunks rewritten -> byte-identical to a clean run); a
+                   shardmill output served as the input: complete while its marker stands,
+                   refused naming the input once it is rewritten.
 After each change of the input, auto may only refuse naming the input (exit 2, "differs from this
 job's in attributes.shardmill.input...", the output untouched) or write an output byte-identical
 to a clean run on the new input that passes verify; never exit 0 with "complete".
@@ -222,9 +226,107 @@ def case_spelling(c, args, work):
                     r.returncode == 0 and act == want, f"action {act}; " + cc.describe(r))
 
 
+class Server:
+    """Python's file server on 127.0.0.1 (a thread of this process) over root."""
+
+    def __init__(self, root):
+        import functools
+        import http.server
+        import threading
+
+        class Quiet(http.server.SimpleHTTPRequestHandler):
+            def log_message(self, fmt, *a):
+                pass
+        self.srv = http.server.ThreadingHTTPServer(
+            ("127.0.0.1", 0), functools.partial(Quiet, directory=root))
+        self.srv.daemon_threads = True
+        self.thread = threading.Thread(target=self.srv.serve_forever, args=(0.05,), daemon=True)
+        self.thread.start()
+
+    def url(self, path):
+        return f"http://127.0.0.1:{self.srv.server_address[1]}/{path}"
+
+    def close(self):
+        self.srv.shutdown()
+        self.srv.server_close()
+
+
+def auto_action(c, args, label, cfg, d):
+    r = run(args, ["run", cfg, "--report", "rep.json"] + AUTO, d)
+    c.check(f"{label}: auto exits 0", r.returncode == 0, cc.describe(r))
+    if r.returncode != 0:
+        return {}, r
+    return json.load(open(os.path.join(d, "rep.json"))).get("output") or {}, r
+
+
+def case_http(c, args, work):
+    """An HTTP Zarr input: without a marker nothing cheap binds its values, so auto never says
+    complete: it resumes, re-reading every shard against its values digest -- nothing written
+    when the input is the same, an output byte-identical to a clean run's when its chunks were
+    rewritten. A shardmill output as the input: its marker's SHA-256 is the identity (complete
+    while it stands, refused naming the input once the served output is rewritten)."""
+    import zarr
+    d = cc.fresh_dir(os.path.join(work, "http"))
+    serve = cc.fresh_dir(os.path.join(d, "serve"))
+    inp = os.path.join(serve, "in.zarr")
+    zarr.open(inp, mode="w", shape=SHAPE, chunks=(8, 32, 32), dtype="u1")[:] = values(12)
+    srv = Server(serve)
+    try:
+        cfg = job(os.path.join(d, "job.yaml"), {"store": srv.url("in.zarr")})
+        first_run(c, args, "http", cfg, d)
+        out = os.path.join(d, "out.zarr")
+        before = {k: v[0] for k, v in cc.snapshot(out).items()}
+        got, _ = auto_action(c, args, "http, the same input", cfg, d)
+        c.check("http, the same input: resumed (no marker binds the values), nothing written",
+                got.get("action") == "resumed" and got.get("written") == 0 and
+                "values digest" in str(got.get("found_problem")), got)
+        c.check("http, the same input: every file's bytes unchanged",
+                {k: v[0] for k, v in cc.snapshot(out).items()} == before)
+        other = zarr.open(inp, mode="r+")
+        other[:] = values(13)  # the chunks rewritten, .zarray the same
+        got, _ = auto_action(c, args, "http, chunks rewritten", cfg, d)
+        c.check("http, chunks rewritten: resumed, every shard rewritten",
+                got.get("action") == "resumed" and got.get("written") == 8, got)
+        cd = cc.fresh_dir(os.path.join(d, "clean"))
+        rc = run(args, ["run", cfg], cd)
+        c.check("http: a clean run on the new input exits 0", rc.returncode == 0,
+                cc.describe(rc))
+        diffs = cc.tree_diff(os.path.join(cd, "out.zarr"), out)
+        c.check("http, chunks rewritten: byte-identical to the clean run's", not diffs,
+                "; ".join(diffs[:6]))
+        v = run(args, ["verify", out], d)
+        c.check("http, chunks rewritten: verify passes", v.returncode == 0, cc.describe(v))
+
+        # a shardmill output served as the input: bound by its marker
+        src_cfg = job(os.path.join(d, "src.yaml"), {"store": inp})
+        r = run(args, ["run", src_cfg, "--set", f"output.path={serve}/made.zarr"], d)
+        c.check("http: a shardmill output to serve exits 0", r.returncode == 0, cc.describe(r))
+        md = cc.fresh_dir(os.path.join(d, "marked"))
+        mcfg = job(os.path.join(md, "job.yaml"), {"store": srv.url("made.zarr")})
+        first_run(c, args, "http marked", mcfg, md)
+        zj = json.load(open(os.path.join(md, "out.zarr", "zarr.json")))
+        c.check("http marked: the provenance binds the input by its marker's SHA-256",
+                len(str(zj["attributes"]["shardmill"]["input"].get("marker_sha256", ""))) == 64,
+                zj["attributes"]["shardmill"]["input"])
+        got, _ = auto_action(c, args, "http marked, unchanged", mcfg, md)
+        c.check("http marked, unchanged: complete", got.get("action") == "complete", got)
+        other[:] = values(14)
+        r = run(args, ["run", src_cfg, "--set", f"output.path={serve}/made.zarr", "--set",
+                       "output.exists=overwrite"], d)
+        c.check("http: the served output rewritten from a new input", r.returncode == 0,
+                cc.describe(r))
+        r = run(args, ["run", mcfg] + AUTO, md)
+        # (its zarr.json's statistics changed too: metadata_sha256 is the first member named)
+        c.check("http marked, its input rewritten: refused naming the input",
+                r.returncode == 2 and "differs from this job's in attributes.shardmill.input."
+                in r.stderr, cc.describe(r))
+    finally:
+        srv.close()
+
+
 CASES = {"zarr_rewritten": case_zarr_rewritten, "raw_replaced": case_raw_replaced,
          "tiff_replaced": case_tiff_replaced, "symlink_flipped": case_symlink_flipped,
-         "spelling": case_spelling}
+         "spelling": case_spelling, "http": case_http}
 
 
 def main():
