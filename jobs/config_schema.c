@@ -716,7 +716,8 @@ const struct sm_cfg_key sm_cfg_keys[] = {
              "overrides it, `-` is standard output); standard output always gets a short summary "
              "(job, voxels, checksums, window, output, times, figure of merit) unless the JSON "
              "goes there; checked before the job starts: not a directory, no ancestor a file, "
-             "and writable (missing directories are made when the report is written)",
+             "writable (missing directories are made when the report is written), and not the "
+             "input nor inside it or the output (SPEC §6.7)",
      .example = "report.json",
      FIELD(report)},
     {.path = "progress",

@@ -7,7 +7,7 @@ A writable path succeeds and holds the report, also in a directory the run creat
 of output.path, as written). The output rule (issue 32 item 3): a report that is the input, or
 lies inside the output (its zarr.json, marker, a shard, a new file), directly or through a
 symlink, is refused with exit 2 naming `report` or `--report`, by validate and run, and nothing
-is written.
+is written; so is a scan's or read-bench's report over its input's zarr.json (main rewrote it).
 
 Usage: /usr/bin/python3 report_paths.py --shardmill BIN --work DIR
 """
@@ -178,6 +178,23 @@ def overwrite_cases(sm, work, cfg):
                              if before.get(k) != after.get(k) and k != "rep.yaml")
             check(f"{tag}: nothing written, the input and the output byte for byte",
                   not changed, changed[:6])
+    # the jobs that only read: a report over their input's zarr.json
+    for job in ("scan", "read-bench"):
+        yaml = os.path.join(work, "reader.yaml")
+        with open(yaml, "w") as f:
+            f.write(f"job: {job}\ninput: {{store: out.zarr}}\nprogress: false\n")
+        for cmd, key in (([sm, "run", "-q", yaml, "--report", "out.zarr/zarr.json"], "--report"),
+                         ([sm, "run", "-q", yaml, "--set", "report=link/zarr.json"], "report"),
+                         ([sm, "validate", "-q", yaml, "--set", "report=out.zarr/zarr.json"],
+                          "report")):
+            before = snapshot(work)
+            r, lines = run(cmd, work)
+            after = snapshot(work)
+            check(f"{job}: {' '.join(cmd[2:])}: exit 2 naming {key} and the input, nothing "
+                  "written",
+                  r.returncode == 2 and len(lines) == 1 and
+                  lines[0].startswith(f"shardmill: error: {key}: ") and
+                  "the input" in lines[0] and before == after, lines or r.stdout)
     r, _ = run([sm, "verify", "out.zarr"], work)
     check("the output still verifies", r.returncode == 0, r.stderr)
     # a report beside the output still works, and one in a directory holding the output

@@ -440,6 +440,7 @@ def main():
         (CV + ["--output-dir", "in.zarr/logs"], "lies inside the input"),
         (CV + ["--output-dir", "inlink/logs"], "lies inside the input"),
         (CV + ["-o", "out.zarr/x.sbatch"], f"-o {WORK}/out.zarr/x.sbatch lies inside the output"),
+        (CV + ["-o", "convert.yaml"], "is the configuration (--config)"),
         # issue 32 item 16: a newline in --config, named as such
         (["run", "--config", "new\nline.yaml", "--shardmill", sm], "contains a newline"),
     ] + [(a + ["--shardmill", sm, "--output-dir", "pre", "-o", "pre/x.sbatch"], n)
