@@ -27,6 +27,7 @@ Prints one ok/FAIL line per check and a closing count; exit 1 on any failure.
 
 import argparse
 import collections
+import json
 import os
 import random
 import re
@@ -213,7 +214,6 @@ def main():
         if not c.check(f"{label}: auto exits 0", r.returncode == 0, cc.describe(r)):
             return
         try:
-            import json
             actions[json.load(open(os.path.join(d, "rep.json")))["output"]["action"]] += 1
         except (OSError, ValueError, KeyError, TypeError):
             pass
