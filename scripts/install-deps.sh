@@ -20,7 +20,7 @@ packages=(
     python3 python3-numpy python3-zarr python3-numcodecs python3-zstandard python3-crc32c
     python3-h5py python3-nibabel python3-botocore
     slurm-wlm munge python3-matplotlib
-    clang-format-16 hyperfine
+    clang-format-16 hyperfine strace
     clang libclang-rt-14-dev
     libtiff-dev libtiff-tools python3-tifffile
 )

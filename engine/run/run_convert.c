@@ -38,6 +38,7 @@
 
 #include "shardmill/alloc.h"
 #include "shardmill/clock.h"
+#include "shardmill/export.h"
 #include "shardmill/par.h"
 
 /* Phase prepare: the caller's checks before anything is opened. */
@@ -159,6 +160,9 @@ static sm_status ph_input(void *ctx, struct sm_err *err)
  * whose HDF5 export is missing (export.hdf5.path set, nothing there) is resumed: every shard is
  * kept and the export phase writes the file before the marker is written again. So is one whose
  * input identity binds no values (sm_run_input_reread): never "complete" unverified. */
+ * kept and the export phase writes the file before the marker is written again. A file there
+ * without the HDF5 signature is no export of ours (the export is renamed into place whole) and
+ * the export never replaces such a file (export.hdf5.exists: overwrite neither): refused. */
 static sm_status decide(const struct cv *cv, struct sm_output_decision *d, struct sm_err *err)
 {
     json_t *id = sm_cv_identity(cv);
@@ -169,7 +173,10 @@ static sm_status decide(const struct cv *cv, struct sm_output_decision *d, struc
     json_decref(id);
     struct stat sb;
     const char *x = cv->p->export.path;
-    if (st == SM_OK && d->found == SM_OUTPUT_FOUND_COMPLETE && x != NULL && lstat(x, &sb) != 0) {
+    if (st != SM_OK || d->found != SM_OUTPUT_FOUND_COMPLETE || x == NULL) {
+        return st;
+    }
+    if (lstat(x, &sb) != 0) {
         d->found = SM_OUTPUT_FOUND_UNFINISHED;
         snprintf(d->first_problem, sizeof(d->first_problem), "%s: the export is missing", x);
     } else if (st == SM_OK && d->found == SM_OUTPUT_FOUND_COMPLETE &&
@@ -181,8 +188,17 @@ static sm_status decide(const struct cv *cv, struct sm_output_decision *d, struc
         snprintf(d->first_problem, sizeof(d->first_problem),
                  "input: no identity binds its values (no marker, not a file store): every "
                  "shard is checked against its values digest");
+        return SM_OK;
     }
-    return st;
+    bool is_hdf5 = false; /* the file there is trusted only when it is an HDF5 file at least */
+    SM_TRY(sm_export_hdf5_signature(x, &is_hdf5, err));
+    if (!is_hdf5) { /* no export of ours, and the export never replaces a file that is not HDF5 */
+        SM_FAIL_AT(err, SM_E_USAGE, x,
+                   "output.exists: auto: the file there is not an HDF5 file (no HDF5 signature "
+                   "at offset 0, 512, 1024, ...), so the output is not complete; shardmill never "
+                   "overwrites it: move or remove it, and the export is written again");
+    }
+    return SM_OK;
 }
 
 /* Phase exists: with output.exists: auto, rank 0 decides what the output holds from this job's

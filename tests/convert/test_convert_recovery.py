@@ -20,9 +20,10 @@ convert.recovery.<case>):
             `*.tmp.*` directory fail verify; auto removes what is outside the grid and refuses,
             naming the entry, what no shardmill output holds.
   export    item 14: export.hdf5.path holding no HDF5 file (no signature at 0, 512, 1024, ...):
-            auto no longer calls the output complete: refused naming the file under
-            export.hdf5.exists: error, written again under overwrite (h5py reads the values);
-            a valid file with a 512-byte user block is trusted.
+            auto no longer calls the output complete: exit 2 naming the file (under either
+            export.hdf5.exists: the export never replaces a file that is not HDF5), untouched;
+            once it is moved away the export is written again (h5py reads the values); a
+            valid file with a 512-byte user block is trusted.
 Prints one ok/FAIL line per check and a closing count; exit 1 on any failure, 77 when skipped.
 """
 
@@ -325,22 +326,18 @@ def case_export(c, args, work):
     for label, data in (("an empty file", b""), ("text", b"not an hdf5 file\n" * 40),
                         ("the signature at offset 100", b"\0" * 100 + good),
                         ("the first 7 signature bytes", good[:7])):
-        d = with_export(data)
-        j.refused(f"export.hdf5.path holding {label}, auto", d,
-                  ["out.h5", "not an HDF5 file", "export.hdf5.exists"])
-        c.check(f"export.hdf5.path holding {label}: the file untouched",
-                open(os.path.join(d, "out.h5"), "rb").read() == data)
-    d = with_export(b"garbage\n")
-    r = run(args, ["run", j.cfg, "--report", "rep.json", "--set", "export.hdf5.exists=overwrite"]
-            + AUTO, d)
-    c.check("a garbage export, auto with export.hdf5.exists: overwrite: exit 0",
-            r.returncode == 0, cc.describe(r))
-    rep = json.load(open(os.path.join(d, "rep.json"))) if r.returncode == 0 else {}
-    c.check("... its found_problem names the export",
-            "not an HDF5 file" in str((rep.get("output") or {}).get("found_problem")),
-            rep.get("output"))
+        for policy in ("error", "overwrite"):
+            d = with_export(data)
+            j.refused(f"export.hdf5.path holding {label}, auto, export.hdf5.exists {policy}", d,
+                      ["out.h5", "not an HDF5 file", "never overwrites"],
+                      AUTO + ["--set", f"export.hdf5.exists={policy}"])
+            c.check(f"... {label}: the file untouched",
+                    open(os.path.join(d, "out.h5"), "rb").read() == data)
+    os.unlink(os.path.join(d, "out.h5"))  # moved away: the export is written again
+    r = run(args, ["run", j.cfg, "--report", "rep.json"] + AUTO, d)
+    c.check("the file removed: auto exits 0", r.returncode == 0, cc.describe(r))
     c.check("... the export written again holds the values (h5py)",
-            (h5_values(os.path.join(d, "out.h5")) == want).all())
+            r.returncode == 0 and (h5_values(os.path.join(d, "out.h5")) == want).all())
     diffs = cc.tree_diff(j.ref, os.path.join(d, "out.zarr"))
     c.check("... the Zarr output byte-identical to the clean run's", not diffs, diffs[:6])
     r = run(args, ["run", j.cfg] + AUTO, d)

@@ -22,6 +22,12 @@
 /* True if this build can write HDF5 (SM_WITH_HDF5). */
 bool sm_export_hdf5_available(void);
 
+/* *is_hdf5 when the file at `path` is a regular file holding the HDF5 signature (\x89HDF\r\n\x1a\n)
+ * at offset 0, 512, 1024, 2048, ... (a user block before the superblock): what `output.exists:
+ * auto` checks before it trusts an existing export. Reads at most a few bytes per power of two,
+ * opens nothing through HDF5. SM_E_IO when the file cannot be opened or read. */
+sm_status sm_export_hdf5_signature(const char *path, bool *is_hdf5, struct sm_err *err);
+
 /* export.hdf5.exists */
 enum sm_export_exists {
     SM_EXPORT_EXISTS_ERROR,     /* refuse an existing path */

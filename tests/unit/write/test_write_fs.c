@@ -1,10 +1,12 @@
 /* Unit tests of engine/write/write_fs.c: whole-object reads (objects written through the file
  * store, as write/ does; missing objects and directories read as absent), and the tree walker:
  * CHECK refuses foreign entries and symbolic links, SWEEP_TMP removes only temporary files, REMOVE
- * empties a tree but never deletes an entry it does not recognise. */
+ * empties a tree but never deletes an entry it does not recognise; the name rule, and the prune of
+ * what lies outside the grid. */
 #include "shardmill/sm_config.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -134,11 +136,84 @@ static void test_fs_walk_check_sweep_remove(void **state)
     assert_int_equal(names.n, 0);
 }
 
+/* The one name rule (issue 32 item 13): canonical decimals only; temporary names only for files. */
+static void test_fs_chunk_name_rule(void **state)
+{
+    (void)state;
+    uint64_t v = 7;
+    assert_true(sm_wfs_decimal("0", &v) && v == 0);
+    assert_true(sm_wfs_decimal("17", &v) && v == 17);
+    assert_false(sm_wfs_decimal("01", NULL));
+    assert_false(sm_wfs_decimal("00", NULL));
+    assert_false(sm_wfs_decimal("", NULL));
+    assert_false(sm_wfs_decimal("1a", NULL));
+    assert_false(sm_wfs_decimal("-1", NULL));
+    assert_false(sm_wfs_decimal("99999999999999999999", NULL)); /* past 2^64 */
+    assert_int_equal(sm_wfs_chunk_name("3", true, false), SM_WFS_NAME_KEY);
+    assert_int_equal(sm_wfs_chunk_name("3", false, true), SM_WFS_NAME_KEY);
+    assert_int_equal(sm_wfs_chunk_name("03", false, true), SM_WFS_NAME_FOREIGN);
+    assert_int_equal(sm_wfs_chunk_name("3.tmp.1.2", false, true), SM_WFS_NAME_TMP);
+    assert_int_equal(sm_wfs_chunk_name("3.tmp.1.2", true, false), SM_WFS_NAME_FOREIGN);
+    assert_int_equal(sm_wfs_chunk_name("3", false, false), SM_WFS_NAME_FOREIGN); /* a link */
+}
+
+/* sm_wfs_prune removes every key-like entry outside the grid, with what is under it, and keeps
+ * the grid's keys, temporary files (the sweep's) and entries of another kind. */
+static void test_fs_prune_removes_what_lies_outside_the_grid(void **state)
+{
+    (void)state;
+    struct sm_err err;
+    sm_err_clear(&err);
+    struct sm_output_spec spec = wt_spec(20, 20, 20); /* shard 8x8x8 below: a 3x3x3 grid */
+    for (unsigned d = 0; d < 3; d++) {
+        spec.shard[d] = 8;
+        spec.chunk[d] = 4;
+    }
+    struct sm_writer *w;
+    assert_ok(sm_writer_new(&spec, &w, &err), &err);
+    assert_int_equal(w->grid[0], 3);
+    static const char *const keep[] = {"pr/c/0/0/0", "pr/c/2/2/2", "pr/c/0/0/1.tmp.7.1"};
+    static const char *const drop[] = {"pr/c/0/0/3", "pr/c/3/0/0", "pr/c/0/9/1/2", "pr/c/1/1"};
+    for (size_t i = 0; i < 3; i++) {
+        put(keep[i], "k", false);
+    }
+    for (size_t i = 0; i < 4; i++) {
+        put(drop[i], "d", false);
+    }
+    char p[2048];
+    snprintf(p, sizeof(p), "%s/pr/c/0/0/2", dir); /* a directory where a shard belongs */
+    assert_int_equal(mkdir(p, 0777), 0);
+    snprintf(p, sizeof(p), "%s/pr", dir);
+    const int ofd = open(p, O_RDONLY | O_DIRECTORY);
+    assert_true(ofd >= 0);
+    uint64_t removed = 0;
+    assert_ok(sm_wfs_prune(ofd, "c", w, NULL, &removed, &err), &err);
+    /* c/0/0/3, c/3, c/0/9 (whole), c/1/1 (a file at a directory's place), c/0/0/2/ */
+    assert_int_equal(removed, 5);
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(p, sizeof(p), "%s/%s", dir, keep[i]);
+        assert_int_equal(access(p, F_OK), 0);
+    }
+    for (size_t i = 0; i < 4; i++) {
+        snprintf(p, sizeof(p), "%s/%s", dir, drop[i]);
+        assert_int_not_equal(access(p, F_OK), 0);
+    }
+    snprintf(p, sizeof(p), "%s/pr/c/0/9", dir);
+    assert_int_not_equal(access(p, F_OK), 0);
+    snprintf(p, sizeof(p), "%s/pr/c/0/0/2", dir);
+    assert_int_not_equal(access(p, F_OK), 0);
+    assert_ok(sm_wfs_prune(ofd, "missing", w, NULL, &removed, &err), &err);
+    close(ofd);
+    sm_writer_free(w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fs_put_read_and_replace),
         cmocka_unit_test(test_fs_walk_check_sweep_remove),
+        cmocka_unit_test(test_fs_chunk_name_rule),
+        cmocka_unit_test(test_fs_prune_removes_what_lies_outside_the_grid),
     };
     return cmocka_run_group_tests_name("write_fs", tests, setup, teardown);
 }
