@@ -157,12 +157,11 @@ static sm_status ph_input(void *ctx, struct sm_err *err)
 }
 
 /* output.exists: auto on rank 0: what the output holds (sm_output_decide). A complete output
- * whose HDF5 export is missing (export.hdf5.path set, nothing there) is resumed: every shard is
- * kept and the export phase writes the file before the marker is written again. So is one whose
- * input identity binds no values (sm_run_input_reread): never "complete" unverified. */
- * kept and the export phase writes the file before the marker is written again. A file there
- * without the HDF5 signature is no export of ours (the export is renamed into place whole) and
- * the export never replaces such a file (export.hdf5.exists: overwrite neither): refused. */
+ * whose input identity binds no values (sm_run_input_reread) is resumed: never "complete"
+ * unverified. So is one whose HDF5 export is missing (export.hdf5.path set, nothing there): every
+ * shard is kept and the export phase writes the file before the marker is written again. A file
+ * there without the HDF5 signature is no export of ours (the export is renamed into place whole)
+ * and the export never replaces such a file (export.hdf5.exists: overwrite neither): refused. */
 static sm_status decide(const struct cv *cv, struct sm_output_decision *d, struct sm_err *err)
 {
     json_t *id = sm_cv_identity(cv);
@@ -171,16 +170,10 @@ static sm_status decide(const struct cv *cv, struct sm_output_decision *d, struc
     }
     const sm_status st = sm_output_decide(cv->out, id, d, err);
     json_decref(id);
-    struct stat sb;
-    const char *x = cv->p->export.path;
-    if (st != SM_OK || d->found != SM_OUTPUT_FOUND_COMPLETE || x == NULL) {
+    if (st != SM_OK || d->found != SM_OUTPUT_FOUND_COMPLETE) {
         return st;
     }
-    if (lstat(x, &sb) != 0) {
-        d->found = SM_OUTPUT_FOUND_UNFINISHED;
-        snprintf(d->first_problem, sizeof(d->first_problem), "%s: the export is missing", x);
-    } else if (st == SM_OK && d->found == SM_OUTPUT_FOUND_COMPLETE &&
-               sm_run_input_reread(cv->input_id)) {
+    if (sm_run_input_reread(cv->input_id)) {
         /* nothing read cheaply binds the input's values (an HTTP/S3 Zarr input without a
          * marker): resumed, which reads the input and keeps each shard only when its values
          * have the recorded digest (SPEC §6.5) */
@@ -188,6 +181,16 @@ static sm_status decide(const struct cv *cv, struct sm_output_decision *d, struc
         snprintf(d->first_problem, sizeof(d->first_problem),
                  "input: no identity binds its values (no marker, not a file store): every "
                  "shard is checked against its values digest");
+        return SM_OK;
+    }
+    const char *x = cv->p->export.path;
+    struct stat sb;
+    if (x == NULL) {
+        return SM_OK;
+    }
+    if (lstat(x, &sb) != 0) {
+        d->found = SM_OUTPUT_FOUND_UNFINISHED;
+        snprintf(d->first_problem, sizeof(d->first_problem), "%s: the export is missing", x);
         return SM_OK;
     }
     bool is_hdf5 = false; /* the file there is trusted only when it is an HDF5 file at least */
