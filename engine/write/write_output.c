@@ -407,10 +407,9 @@ bool sm_output_identity_same(struct sm_bytes have, const json_t *identity, char 
 {
     struct sm_err e;
     json_t *doc = load_doc(have, &e);
-    if (doc == NULL) { /* a document that does not parse is an error, never "another job's" */
-        sm_err_set(err, e.status, __FILE__, __LINE__, "%s", e.what);
-        sm_err_where(err, "%s/%s", o->root, SM_ZARR_JSON);
-        return err->status;
+    if (doc == NULL) { /* same_identity refuses it first: a parse failure is an error */
+        snprintf(what, cap, "its bytes (not JSON)");
+        return false;
     }
     /* compare like with like: this job's identity as text, read back the way the existing
      * document was read */
@@ -440,6 +439,12 @@ bool sm_output_identity_same(struct sm_bytes have, const json_t *identity, char 
 static sm_status same_identity(const struct sm_output *o, struct sm_bytes have,
                                const json_t *identity, struct sm_err *err)
 {
+    json_t *doc = load_doc(have, err);
+    if (doc == NULL) { /* a document that does not parse is an error, never "another job's" */
+        sm_err_where(err, "%s/%s", o->root, SM_ZARR_JSON);
+        return err->status;
+    }
+    json_decref(doc);
     char what[256];
     if (sm_output_identity_same(have, identity, what, sizeof(what))) {
         return SM_OK;

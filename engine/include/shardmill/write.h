@@ -231,7 +231,7 @@ sm_status sm_output_decide(const struct sm_output *o, const struct json_t *ident
 /* The identity check of sm_output_decide, on the text of an existing zarr.json `have` (any bytes:
  * a document that does not parse, or has no attributes.shardmill object, differs): true when every
  * member of `identity` (an object) equals the member of the same name in its
- * attributes.shardmill; else false and `what` (cap >= 16) names the first member that differs
+ * attributes.shardmill; else false and `what` (cap >= 24) names the first member that differs
  * ("attributes.shardmill.input.objects"), or "its bytes". Reads only; thread-safe. */
 bool sm_output_identity_same(struct sm_bytes have, const struct json_t *identity, char *what,
                              size_t cap);
