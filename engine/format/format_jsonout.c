@@ -10,8 +10,8 @@
 
 #include "format_int.h"
 
-#define MARK_DUMPED "\"\\u0000" /* how json_dumps escapes the leading NUL, with the opening quote  \
-                                 */
+/* How json_dumps escapes the leading NUL, with the opening quote. */
+#define MARK_DUMPED "\"\\u0000"
 
 json_t *sm_json_u64(uint64_t v)
 {
