@@ -52,8 +52,8 @@ struct h5 {
     struct sm_h5source *h;
     struct sm_h5source_info info;
     char *path, *dataset;
-    /* the gate of the reads in flight: at most `slots` at once (0: no gate, a contiguous or
-     * compact dataset, whose reads hold no chunk) */
+    /* the gate of the reads in flight: at most `slots` at once (gate false: a contiguous or
+     * compact dataset, whose reads hold no chunk, or no budget given) */
     pthread_mutex_t lock;
     pthread_cond_t freed;
     bool gate;
