@@ -668,8 +668,9 @@ const struct sm_cfg_key sm_cfg_keys[] = {
              "fits in half of it, else re-read; the encoded-object cache gets at most half "
              "(SPEC §1); ingest of a .nii.gz: the inflated z slabs of the rank's shards must fit "
              "in it (more ranks each hold less); the threads' tile buffers and the output's "
-             "per-shard records must fit in it too, or the run stops before any output with "
-             "exit 5 naming the limit",
+             "per-shard records must fit in it too, as must an HDF5 input's chunk buffers (3 "
+             "chunks a read; the reads in flight hold at most half of it), or the run stops "
+             "before any output with exit 5 naming the limit",
      .example = "8GiB",
      FIELD(limits.memory_bytes)},
     {.path = "limits.max_object_bytes",
@@ -689,8 +690,9 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .min = 1,
      .max = SIZE_CAP,
      .help = "largest decoded chunk, and the most a codec may decode where the metadata does "
-             "not fix the size (a gzip, zstd or blosc header after another compressor), checked "
-             "before allocating; a larger one is exit 5",
+             "not fix the size (a gzip, zstd or blosc header after another compressor), and an "
+             "HDF5 input's chunk (its values), checked before allocating; a larger one is exit "
+             "5",
      .example = "256MiB",
      FIELD(limits.max_chunk_bytes)},
     {.path = "limits.max_requests",

@@ -131,6 +131,7 @@ void sm_job_source_params(const struct sm_job_config *c, struct sm_source_params
     p->hdf5_dataset = c->input.hdf5_dataset;
     p->hdf5_allow_external = c->input.hdf5_allow_external;
     p->max_alloc = c->limits.memory_bytes; /* a strip or tile past the rank's budget is refused */
+    p->max_chunk_bytes = c->limits.max_chunk_bytes; /* as is an HDF5 chunk past this */
     p->spacing_given = c->input.spacing.set;
 }
 

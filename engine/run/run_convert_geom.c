@@ -66,6 +66,40 @@ static const char *input_unit(const struct sm_run_ome *o, struct sm_run_geometry
     return name;
 }
 
+/* Every level's scale and translation a finite number (issue 32 item 11), checked before the
+ * output exists: a value the configuration gave is SM_E_USAGE naming its key, one the input
+ * states (a file's header, OME-XML, an OME-Zarr input's multiscales) SM_E_DATA naming the
+ * input. `cfg_spacing`, `cfg_origin`: given by input.spacing, input.origin. */
+static sm_status check_finite(struct cv *cv, bool cfg_spacing, bool cfg_origin, struct sm_err *err)
+{
+    const struct sm_run_ome *o = &cv->oo.ome;
+    struct sm_run_ome_bad bad;
+    if (sm_run_ome_finite(o, cv->m->ndim, cv->su.shape, &bad)) {
+        return SM_OK;
+    }
+    const unsigned d = bad.axis;
+    const char *what = bad.translation ? "translation" : "scale";
+    const bool file_spacing = o->spacing.set && !cfg_spacing;
+    const bool file_origin = bad.translation && o->origin.set && !cfg_origin;
+    if (!file_spacing && !file_origin) {
+        const bool by_origin = bad.translation && cfg_origin;
+        SM_FAIL_AT(err, SM_E_USAGE, by_origin ? "input.origin" : "input.spacing",
+                   "its value for axis %u (%g) makes level %u's %s on that axis %g: not a finite "
+                   "number, which OME-Zarr metadata cannot hold",
+                   d + 1, by_origin ? o->origin.v[d] : o->spacing.v[d], bad.level, what, bad.value);
+    }
+    const struct sm_run_geometry *g = &cv->res->geometry;
+    const char *in = cv->p->c.input.store != NULL ? cv->p->c.input.store : "input";
+    SM_FAIL_AT(err, SM_E_DATA, in,
+               "the input states spacing %g%s%s (from %s) and origin %g (from %s) on axis %u: "
+               "level %u's %s would be %g, not a finite number, which OME-Zarr metadata cannot "
+               "hold (input.spacing and input.origin replace them)",
+               o->spacing.set ? o->spacing.v[d] : 1.0, o->unit != NULL ? " " : "",
+               o->unit != NULL ? o->unit : "", g->spacing_from,
+               o->origin.set ? o->origin.v[d] : 0.0, g->origin_from, d + 1, bad.level, what,
+               bad.value);
+}
+
 sm_status sm_cv_input_geometry(struct cv *cv, struct sm_err *err)
 {
     struct sm_run_ome *o = &cv->oo.ome;
@@ -108,5 +142,5 @@ sm_status sm_cv_input_geometry(struct cv *cv, struct sm_err *err)
     }
     g->origin_set = o->origin.set;
     snprintf(g->unit, sizeof(g->unit), "%s", o->unit != NULL ? o->unit : "");
-    return SM_OK;
+    return check_finite(cv, cfg_spacing, cfg_origin, err);
 }

@@ -163,6 +163,19 @@ sm_status sm_run_minmax_range(struct sm_array *a, struct sm_run_setup *s, uint64
  * the way, output.ome.downsample), for levels 0 .. nlevels-1 of a level 0 of `shape`. */
 void sm_run_ome_factors(const struct sm_run_ome *ome, unsigned nd, const uint64_t *shape,
                         unsigned nlevels, uint64_t (*factor)[SM_MAX_DIMS]);
+/* The first level transform that is no finite number (sm_run_ome_finite). */
+struct sm_run_ome_bad {
+    unsigned level, axis;
+    bool translation; /* else the scale */
+    double value;
+};
+/* Whether every level's scale (spacing x factor) and translation (origin + spacing x (factor -
+ * 1) / 2), as sm_run_ome_attrs writes them, is a finite number: levels 0 .. ome->levels - 1
+ * (SM_RUN_OME_AUTO resolved as sm_run_ome_levels does; 0, no OME output: level 0 alone, the
+ * spacing and origin the provenance states). False with the first that is not in *bad
+ * (issue 32 item 11: JSON has no inf, and a dropped value left a short scale list). */
+bool sm_run_ome_finite(const struct sm_run_ome *ome, unsigned nd, const uint64_t *shape,
+                       struct sm_run_ome_bad *bad);
 /* attributes.ome.omero's channel window {start, end, min, max}, in output values (SPEC §2). */
 struct sm_run_omero {
     bool set; /* false: no omero member */

@@ -6,6 +6,7 @@
 #include "run_int.h"
 
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -96,6 +97,36 @@ void sm_run_ome_factors(const struct sm_run_ome *ome, unsigned nd, const uint64_
         memcpy(factor[k], f, nd * sizeof(uint64_t));
         next_level(ome, nd, cur, f);
     }
+}
+
+bool sm_run_ome_finite(const struct sm_run_ome *ome, unsigned nd, const uint64_t *shape,
+                       struct sm_run_ome_bad *bad)
+{
+    const unsigned most = levels_until(ome, nd, shape, 1);
+    unsigned n = ome->levels == 0 ? 1
+                 : ome->levels == SM_RUN_OME_AUTO
+                     ? levels_until(ome, nd, shape, SM_RUN_OME_AUTO_MAX)
+                     : ome->levels;
+    n = n > most ? most : n; /* more is refused by sm_run_ome_levels, naming output.ome.levels */
+    uint64_t cur[SM_MAX_DIMS], f[SM_MAX_DIMS];
+    memcpy(cur, shape, nd * sizeof(uint64_t));
+    for (unsigned d = 0; d < nd; d++) {
+        f[d] = 1;
+    }
+    for (unsigned k = 0; k < n; k++) {
+        for (unsigned d = 0; d < nd; d++) { /* level_transforms' arithmetic */
+            const double sp = ome->spacing.set ? ome->spacing.v[d] : 1.0;
+            const double sc = sp * (double)f[d];
+            const double tr =
+                (ome->origin.set ? ome->origin.v[d] : 0.0) + sp * ((double)f[d] - 1.0) / 2.0;
+            if (!isfinite(sc) || !isfinite(tr)) {
+                *bad = (struct sm_run_ome_bad){k, d, isfinite(sc), isfinite(sc) ? tr : sc};
+                return false;
+            }
+        }
+        next_level(ome, nd, cur, f);
+    }
+    return true;
 }
 
 /* The smallest shard (in bytes of values) an aligned level may have: level 0's automatic shards

@@ -1,13 +1,14 @@
 /* What every file source needs: errors from errno, exact preads, and the file's identity in the
  * provenance (issue 19: a resume whose source changed is refused naming
  * attributes.shardmill.source.file; the records' value digests bind every kept shard to the bytes
- * read as well). */
+ * read as well); files opened without blocking on a FIFO (issue 32 item 9). */
 #include "shardmill/sm_config.h"
 
 #include "source_int.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -39,6 +40,47 @@ sm_status sm_src_pread(int fd, uint64_t off, void *dst, size_t n, const char *pa
         n -= (size_t)r;
         off += (uint64_t)r;
     }
+    return SM_OK;
+}
+
+/* The kind of a file that is neither regular nor a directory, for the message. */
+static const char *file_kind(mode_t m)
+{
+    return S_ISFIFO(m)   ? "a FIFO (named pipe)"
+           : S_ISCHR(m)  ? "a character device"
+           : S_ISBLK(m)  ? "a block device"
+           : S_ISSOCK(m) ? "a socket"
+           : S_ISDIR(m)  ? "a directory"
+                         : "not a regular file";
+}
+
+sm_status sm_src_open_file(const char *path, bool dir_ok, int *fd, struct sm_err *err)
+{
+    *fd = -1;
+    const int f = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (f < 0) {
+        return SM_ERRNO(err, errno, path, "open");
+    }
+    struct stat st;
+    if (fstat(f, &st) != 0) {
+        const int e = errno;
+        close(f);
+        return SM_ERRNO(err, e, path, "stat");
+    }
+    if (!S_ISREG(st.st_mode) && !(dir_ok && S_ISDIR(st.st_mode))) {
+        close(f);
+        sm_err_set(err, SM_E_DATA, __FILE__, __LINE__, "is %s, not a regular file%s",
+                   file_kind(st.st_mode), dir_ok ? " or a directory" : "");
+        sm_err_where(err, "%s", path);
+        return err->status;
+    }
+    const int fl = fcntl(f, F_GETFL);
+    if (fl < 0 || fcntl(f, F_SETFL, fl & ~O_NONBLOCK) != 0) { /* reads block as usual again */
+        const int e = errno;
+        close(f);
+        return SM_ERRNO(err, e, path, "fcntl");
+    }
+    *fd = f;
     return SM_OK;
 }
 

@@ -58,12 +58,14 @@ sm_status sm_gz_open(const char *path, struct sm_gz **out, struct sm_err *err)
         SM_FAIL(err, SM_E_NOMEM, "cannot allocate a gzip reader");
     }
     g->path = path;
-    g->fd = open(path, O_RDONLY | O_CLOEXEC);
     struct stat sb;
-    if (g->fd < 0 || fstat(g->fd, &sb) != 0) {
-        const sm_status st = SM_ERRNO(err, errno, path, "%s", g->fd < 0 ? "open" : "stat");
+    sm_status ost = sm_src_open_file(path, false, &g->fd, err);
+    if (ost == SM_OK && fstat(g->fd, &sb) != 0) {
+        ost = SM_ERRNO(err, errno, path, "stat");
+    }
+    if (ost != SM_OK) {
         sm_gz_close(g);
-        return st;
+        return ost;
     }
     g->size = (uint64_t)sb.st_size;
     g->buf = sm_malloc(GZ_IN_BYTES);

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <math.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <hdf5.h>
@@ -480,9 +481,15 @@ static sm_status open_locked(const char *path, const char *dataset, struct sm_h5
 {
     /* the engine never prints: HDF5's error stacks become err->what */
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    const int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
+    /* without blocking: a FIFO would hang the open, and HDF5's own open after it (issue 32 item 9)
+     */
+    const int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    struct stat sb;
+    if (fd < 0 || fstat(fd, &sb) != 0) {
         const int e = errno;
+        if (fd >= 0) {
+            close(fd);
+        }
         sm_err_set(err, SM_E_DATA, __FILE__, __LINE__, "cannot open the HDF5 file: %s",
                    strerror(e));
         sm_err_cause(err, "errno", e);
@@ -490,6 +497,12 @@ static sm_status open_locked(const char *path, const char *dataset, struct sm_h5
         return err->status;
     }
     close(fd);
+    if (!S_ISREG(sb.st_mode)) {
+        SM_FAIL_AT(err, SM_E_DATA, s->where, "is %s, not a regular file",
+                   S_ISFIFO(sb.st_mode)  ? "a FIFO (named pipe)"
+                   : S_ISDIR(sb.st_mode) ? "a directory"
+                                         : "a device or socket");
+    }
     const htri_t is = H5Fis_hdf5(path);
     H5Eclear2(H5E_DEFAULT);
     if (is <= 0) {

@@ -1,13 +1,17 @@
 /* HDF5 input in the engine with SM_WITH_HDF5: the reader is the module libshardmill_h5source.so
  * (source_hdf5.c, table sm_hdf5_source_module), loaded by the first HDF5 source, so only a run with
  * HDF5 input maps HDF5; here it becomes a source (shape, type, its chunk as the slab, hyperslab
- * bytes counted, the dataset's layout in the provenance). */
+ * bytes counted, the dataset's layout in the provenance) whose chunk buffers stay within the
+ * limits (issue 32 item 8): a chunk larger than limits.max_chunk_bytes, or whose buffers exceed
+ * limits.memory_bytes, is refused at open; the reads in flight hold at most half the budget. */
 #include "shardmill/sm_config.h"
 
 #include "source_hdf5_int.h"
 
+#include <inttypes.h>
 #include <jansson.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "shardmill/alloc.h"
@@ -38,18 +42,45 @@ static void load(void)
     }
 }
 
+/* A read of a chunked dataset holds up to this many chunks of buffers: the stored bytes (at most
+ * the chunk and deflate's overhead), the inflated values and, after a shuffle, the unshuffled ones
+ * (source_hdf5_raw.c); HDF5's own H5Dread path likewise holds the stored chunk and a filter's
+ * output, which it grows by doubling. */
+#define H5_CHUNK_BUFFERS 3u
+
 struct h5 {
     struct sm_h5source *h;
     struct sm_h5source_info info;
     char *path, *dataset;
+    /* the gate of the reads in flight: at most `slots` at once (gate false: a contiguous or
+     * compact dataset, whose reads hold no chunk, or no budget given) */
+    pthread_mutex_t lock;
+    pthread_cond_t freed;
+    bool gate;
+    unsigned slots, busy;
 };
 
 static sm_status h5_read_box(void *user, int thread, const uint64_t *off, const uint64_t *shape,
                              void *out, uint64_t *read, struct sm_err *err)
 {
     (void)thread;
-    const struct h5 *s = user;
-    SM_TRY(ops->read_box(s->h, off, shape, out, err));
+    struct h5 *s = user;
+    if (s->gate) {
+        pthread_mutex_lock(&s->lock);
+        while (s->busy >= s->slots) {
+            pthread_cond_wait(&s->freed, &s->lock);
+        }
+        s->busy++;
+        pthread_mutex_unlock(&s->lock);
+    }
+    const sm_status st = ops->read_box(s->h, off, shape, out, err);
+    if (s->gate) {
+        pthread_mutex_lock(&s->lock);
+        s->busy--;
+        pthread_cond_signal(&s->freed);
+        pthread_mutex_unlock(&s->lock);
+    }
+    SM_TRY(st);
     uint64_t n = sm_dtype_size(s->info.dtype);
     for (unsigned d = 0; d < s->info.ndim; d++) {
         n *= shape[d];
@@ -79,6 +110,10 @@ static void h5_close(void *user)
     if (s->h != NULL) {
         ops->close(s->h); /* s->h came from the loaded module */
     }
+    if (s->gate) {
+        pthread_cond_destroy(&s->freed);
+        pthread_mutex_destroy(&s->lock);
+    }
     sm_free(s->path);
     sm_free(s->dataset);
     sm_free(s);
@@ -89,6 +124,67 @@ static const struct sm_source_ops h5_ops = {
     .describe = h5_describe,
     .close = h5_close,
 };
+
+/* The chunk as "[a, b, c]" into buf. */
+static void chunk_text(const struct sm_h5source_info *info, char *buf, size_t cap)
+{
+    size_t n = (size_t)snprintf(buf, cap, "[");
+    for (unsigned d = 0; d < info->ndim && n < cap; d++) {
+        n += (size_t)snprintf(buf + n, cap - n, "%s%" PRIu64, d > 0 ? ", " : "", info->chunk[d]);
+    }
+    if (n < cap) {
+        snprintf(buf + n, cap - n, "]");
+    }
+}
+
+/* A chunked dataset's chunk within limits.max_chunk_bytes and its buffers within the budget
+ * (p->max_alloc, limits.memory_bytes), checked from the dataset's metadata before any chunk is
+ * read; the gate lets as many reads run at once as half the budget holds (at least one). */
+static sm_status chunk_limits(const struct sm_source_params *p, struct h5 *s, struct sm_err *err)
+{
+    const struct sm_h5source_info *info = &s->info;
+    if (info->chunk[0] == 0) {
+        return SM_OK; /* contiguous or compact: hyperslabs straight from the file */
+    }
+    uint64_t bytes = sm_dtype_size(info->dtype), bufs = 0;
+    bool wraps = false;
+    for (unsigned d = 0; d < info->ndim; d++) {
+        wraps |= __builtin_mul_overflow(bytes, info->chunk[d], &bytes);
+    }
+    wraps |= __builtin_mul_overflow(bytes, (uint64_t)H5_CHUNK_BUFFERS, &bufs);
+    char chunk[200];
+    chunk_text(info, chunk, sizeof(chunk));
+    if (p->max_chunk_bytes != 0 && (wraps || bytes > p->max_chunk_bytes)) {
+        sm_err_set(err, SM_E_LIMIT, __FILE__, __LINE__,
+                   "the dataset's chunk %s holds %" PRIu64 " bytes of values, more than "
+                   "limits.max_chunk_bytes (%" PRIu64 ")",
+                   chunk, wraps ? UINT64_MAX : bytes, p->max_chunk_bytes);
+        sm_err_where(err, "%s: %s", s->path, s->dataset);
+        return err->status;
+    }
+    if (p->max_alloc != 0 && (wraps || bufs > p->max_alloc)) {
+        sm_err_set(err, SM_E_LIMIT, __FILE__, __LINE__,
+                   "reading the dataset's chunk %s of %" PRIu64 " bytes takes up to %u times as "
+                   "much in buffers (stored, inflated, unshuffled), more than "
+                   "limits.memory_bytes (%" PRIu64 ")",
+                   chunk, wraps ? UINT64_MAX : bytes, H5_CHUNK_BUFFERS, p->max_alloc);
+        sm_err_where(err, "%s: %s", s->path, s->dataset);
+        return err->status;
+    }
+    if (p->max_alloc != 0 && bufs > 0) {
+        const uint64_t slots = p->max_alloc / 2 / bufs;
+        s->slots = slots == 0 ? 1 : slots > 65536 ? 65536 : (unsigned)slots;
+        if (pthread_mutex_init(&s->lock, NULL) != 0) {
+            SM_FAIL(err, SM_E_NOMEM, "cannot create a lock");
+        }
+        if (pthread_cond_init(&s->freed, NULL) != 0) {
+            pthread_mutex_destroy(&s->lock);
+            SM_FAIL(err, SM_E_NOMEM, "cannot create a condition variable");
+        }
+        s->gate = true;
+    }
+    return SM_OK;
+}
 
 sm_status sm_src_open_hdf5(const struct sm_source_params *p, struct sm_source **out,
                            struct sm_err *err)
@@ -110,6 +206,9 @@ sm_status sm_src_open_hdf5(const struct sm_source_params *p, struct sm_source **
     }
     const unsigned flags = p->hdf5_allow_external ? SM_H5SOURCE_ALLOW_EXTERNAL : 0;
     sm_status st = ops->open(p->path, p->hdf5_dataset, flags, &s->info, &s->h, err);
+    if (st == SM_OK) {
+        st = chunk_limits(p, s, err);
+    }
     struct sm_source_info info = {.ndim = s->info.ndim, .dtype = s->info.dtype, .format = "hdf5"};
     memcpy(info.shape, s->info.shape, sizeof(info.shape));
     for (unsigned d = 0; d < info.ndim; d++) { /* a chunk, else a plane [1, ...] */

@@ -38,6 +38,11 @@ sm_status sm_src_open_hdf5(const struct sm_source_params *p, struct sm_source **
 /* Exactly n bytes at off (SM_E_DATA naming path when the file ends first). */
 sm_status sm_src_pread(int fd, uint64_t off, void *dst, size_t n, const char *path,
                        struct sm_err *err);
+/* Opens path for reading as a source's file: with O_NONBLOCK, so that a FIFO never blocks the
+ * open (nor a SIGTERM that should stop the run), then fstat. A FIFO, device or socket (a
+ * directory unless dir_ok) is SM_E_DATA naming path; *fd (blocking again) is the caller's to
+ * close. SM_E_IO (errno) when it cannot be opened. */
+sm_status sm_src_open_file(const char *path, bool dir_ok, int *fd, struct sm_err *err);
 /* NULL when out of memory. */
 char *sm_src_strdup(const char *s);
 bool sm_src_ends_with(const char *s, const char *suffix);

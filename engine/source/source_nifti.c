@@ -103,10 +103,7 @@ static sm_status open_gz(struct nifti *n, struct sm_err *err)
 
 static sm_status open_nii(struct nifti *n, struct sm_err *err)
 {
-    n->flat.fd = open(n->path, O_RDONLY | O_CLOEXEC);
-    if (n->flat.fd < 0) {
-        return SM_ERRNO(err, errno, n->path, "open");
-    }
+    SM_TRY(sm_src_open_file(n->path, false, &n->flat.fd, err));
     struct stat st;
     if (fstat(n->flat.fd, &st) != 0) {
         return SM_ERRNO(err, errno, n->path, "stat");

@@ -89,10 +89,7 @@ static sm_status raw_shape(const struct sm_source_params *p, struct sm_flat *f, 
 static sm_status raw_open_file(struct raw *r, uint64_t bytes, struct sm_err *err)
 {
     struct sm_flat *f = &r->flat;
-    f->fd = open(r->path, O_RDONLY | O_CLOEXEC);
-    if (f->fd < 0) {
-        return SM_ERRNO(err, errno, r->path, "open");
-    }
+    SM_TRY(sm_src_open_file(r->path, false, &f->fd, err));
     struct stat st;
     if (fstat(f->fd, &st) != 0) {
         return SM_ERRNO(err, errno, r->path, "stat");

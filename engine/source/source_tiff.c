@@ -421,6 +421,13 @@ sm_status sm_src_open_tiff(const struct sm_source_params *p, struct sm_source **
     info.shape[0] = t->n;
     info.shape[1] = info.slab[1] = t->pg.height;
     info.shape[2] = info.slab[2] = t->pg.width;
+    if (t->geom.refused[0] != '\0' && !p->spacing_given) { /* input.spacing would replace it */
+        sm_err_set(err, SM_E_DATA, __FILE__, __LINE__, "%s (give input.spacing instead)",
+                   t->geom.refused);
+        sm_err_where(err, "%s", p->path);
+        stack_close(t);
+        return err->status;
+    }
     if (t->geom.set) {
         info.spacing_set = true;
         memcpy(info.spacing, t->geom.spacing, sizeof(t->geom.spacing));

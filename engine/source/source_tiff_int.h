@@ -1,7 +1,7 @@
 /* Internal to source/: libtiff as the TIFF source uses it (source_tiff_lib.c). libtiff is loaded
  * with dlopen on the first TIFF input: its ~10 dependent libraries (jpeg, webp, lzma, jbig, ...)
  * would otherwise be mapped by every run of the binary (start-up, issue 12). Errors of libtiff
- * reach us through TIFFOpenExt's per-handle handler, never stderr. */
+ * reach us through TIFFFdOpenExt's per-handle handler, never stderr. */
 #ifndef SM_SOURCE_SOURCE_TIFF_INT_H
 #define SM_SOURCE_SOURCE_TIFF_INT_H
 
@@ -32,7 +32,7 @@ struct sm_tiff_lib {
     uint32_t (*compute_tile)(TIFF *t, uint32_t x, uint32_t y, uint32_t z, uint16_t s);
     tmsize_t (*read_strip)(TIFF *t, uint32_t strip, void *buf, tmsize_t size);
     tmsize_t (*read_tile)(TIFF *t, uint32_t tile, void *buf, tmsize_t size);
-    TIFF *(*open_ext)(const char *path, const char *mode, TIFFOpenOptions *o);
+    TIFF *(*fdopen_ext)(int fd, const char *name, const char *mode, TIFFOpenOptions *o);
 };
 
 /* libtiff (libtiff.so.6), loaded once; NULL with SM_E_IO naming `path` when it cannot be. */
@@ -47,7 +47,8 @@ struct sm_tfile {
 };
 
 /* Opens path for reading; `max_alloc` bounds any single allocation of libtiff (0: its default).
- * SM_E_IO when the file cannot be opened, SM_E_DATA (naming path) when libtiff refuses it. */
+ * SM_E_IO when the file cannot be opened, SM_E_DATA (naming path) when it is no regular file (a
+ * FIFO: sm_src_open_file) or libtiff refuses it. */
 sm_status sm_tfile_open(const struct sm_tiff_lib *lib, struct sm_tfile *f, const char *path,
                         uint64_t max_alloc, struct sm_err *err);
 /* Accepts a file never opened or already closed. */

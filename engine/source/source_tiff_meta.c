@@ -16,14 +16,17 @@
  * the real one. ResolutionUnit none without an ImageJ unit is a pixel aspect ratio only: ignored.
  *
  * OME-XML is read by a small attribute scan, not an XML parser: shardmill links no XML library,
- * and the few attributes of one element need none. The scan is bounded by the description's
- * length (never past it, no recursion, values copied into fixed buffers) and gives up on anything
- * malformed, returning "no geometry". */
+ * and the few attributes of one element need none. The scan skips comments, CDATA sections,
+ * processing instructions and declarations (a commented-out <Pixels> is no element), reads sizes
+ * only in xsd:float's decimal syntax (never strtod's hex or "inf"), is bounded by the
+ * description's length (never past it, no recursion, values copied into fixed buffers) and gives
+ * up on anything malformed, returning "no geometry". */
 #include "shardmill/sm_config.h"
 
 #include "source_tiff_meta_int.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,17 +43,70 @@ static bool is_name(char c)
            c == '_' || c == '-' || c == '.';
 }
 
-/* A finite number > 0 spelling all of [v, v + n) (at most 63 bytes). */
+static bool is_digit(char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+/* Whether [v, v + n) is a decimal number as xsd:float spells one (XML Schema 1.1 part 2,
+ * section 3.3.5): [+-]? (digits [. digits?] | . digits) ([eE] [+-]? digits)?, with the blanks
+ * the type's whiteSpace="collapse" allows around it. Not strtod's wider grammar: no hex
+ * ("0x10"), no "inf" or "nan" words (INF and NaN are xsd:float but no positive size), no
+ * locale. */
+static bool decimal_syntax(const char *v, size_t n)
+{
+    size_t i = 0;
+    while (i < n && is_space(v[i])) {
+        i++;
+    }
+    while (n > i && is_space(v[n - 1])) {
+        n--;
+    }
+    if (i < n && (v[i] == '+' || v[i] == '-')) {
+        i++;
+    }
+    size_t digits = 0;
+    for (; i < n && is_digit(v[i]); i++) {
+        digits++;
+    }
+    if (i < n && v[i] == '.') {
+        for (i++; i < n && is_digit(v[i]); i++) {
+            digits++;
+        }
+    }
+    if (digits == 0) {
+        return false;
+    }
+    if (i < n && (v[i] == 'e' || v[i] == 'E')) {
+        i++;
+        if (i < n && (v[i] == '+' || v[i] == '-')) {
+            i++;
+        }
+        const size_t e = i;
+        while (i < n && is_digit(v[i])) {
+            i++;
+        }
+        if (i == e) {
+            return false;
+        }
+    }
+    return i == n;
+}
+
+/* A finite number > 0 spelling all of [v, v + n) in decimal_syntax (at most 63 bytes). */
 static bool positive_number(const char *v, size_t n, double *out)
 {
     char b[64];
-    if (n == 0 || n >= sizeof(b)) {
+    if (n == 0 || n >= sizeof(b) || !decimal_syntax(v, n)) {
         return false;
     }
     memcpy(b, v, n);
     b[n] = '\0';
     char *end = NULL;
     const double d = strtod(b, &end);
+    while (*end != '\0' && is_space(*end)) {
+        end++;
+    }
     if (end != b + n || !isfinite(d) || !(d > 0)) {
         return false;
     }
@@ -203,6 +259,68 @@ static void pixels_attrs(const char *s, size_t n, size_t i, struct sm_tiff_ome_p
     }
 }
 
+/* Whether [s + i, s + n) begins with the n bytes of lit. */
+static bool starts(const char *s, size_t n, size_t i, const char *lit)
+{
+    const size_t k = strlen(lit);
+    return n - i >= k && memcmp(s + i, lit, k) == 0;
+}
+
+/* The first byte past `close` at or after s[i], or 0 when the text ends first. */
+static size_t past(const char *s, size_t n, size_t i, const char *close)
+{
+    for (; i < n; i++) {
+        if (starts(s, n, i, close)) {
+            return i + strlen(close);
+        }
+    }
+    return 0;
+}
+
+/* s[i] is '<'. Markup that holds no element, and may hold text that looks like one: a comment
+ * (<!-- -->), a CDATA section (<![CDATA[ ]]>), a processing instruction (<? ?>) or a declaration
+ * such as <!DOCTYPE ...> (up to its '>' outside quotes and its [internal subset]). Returns the
+ * first byte past it, i when s[i] starts an element (or anything else), 0 when it is not
+ * terminated. */
+static size_t markup_end(const char *s, size_t n, size_t i)
+{
+    if (starts(s, n, i, "<!--")) {
+        return past(s, n, i + 4, "-->");
+    }
+    if (starts(s, n, i, "<![CDATA[")) {
+        return past(s, n, i + 9, "]]>");
+    }
+    if (starts(s, n, i, "<?")) {
+        return past(s, n, i + 2, "?>");
+    }
+    if (!starts(s, n, i, "<!")) {
+        return i;
+    }
+    unsigned depth = 0;
+    for (size_t k = i + 2; k < n; k++) {
+        if (s[k] == '"' || s[k] == '\'') {
+            const char *q = memchr(s + k + 1, s[k], n - k - 1);
+            if (q == NULL) {
+                return 0;
+            }
+            k = (size_t)(q - s);
+        } else if (depth > 0 && starts(s, n, k, "<!--")) {
+            const size_t e = past(s, n, k + 4, "-->");
+            if (e == 0) {
+                return 0;
+            }
+            k = e - 1;
+        } else if (s[k] == '[') {
+            depth++;
+        } else if (s[k] == ']' && depth > 0) {
+            depth--;
+        } else if (s[k] == '>' && depth == 0) {
+            return k + 1;
+        }
+    }
+    return 0;
+}
+
 bool sm_tiff_parse_ome(const char *s, size_t n, struct sm_tiff_ome_px *px)
 {
     memset(px, 0, sizeof(*px));
@@ -215,6 +333,14 @@ bool sm_tiff_parse_ome(const char *s, size_t n, struct sm_tiff_ome_px *px)
     }
     for (; i < n; i++) {
         if (s[i] != '<') {
+            continue;
+        }
+        const size_t skip = markup_end(s, n, i);
+        if (skip == 0) {
+            return false; /* an unterminated comment, CDATA section or declaration */
+        }
+        if (skip != i) {
+            i = skip - 1; /* the loop's i++ steps past its end */
             continue;
         }
         size_t k = i + 1, local = i + 1;
@@ -284,6 +410,12 @@ static bool ome_geometry(const struct sm_tiff_ome_px *px, struct sm_tiff_geom *g
     double v[3];
     for (int d = 0; d < 3; d++) {
         v[d] = px->has[d] ? px->size[d] * sm_unit_space_factor(u[d], unit) : 0.0;
+        if (px->has[d] && !(isfinite(v[d]) && v[d] > 0)) { /* stated, but not in one unit */
+            snprintf(g->refused, sizeof(g->refused),
+                     "OME-XML PhysicalSize%c %g %s is %g %s: no finite size > 0", "ZYX"[d],
+                     px -> size[d], u[d], v[d], unit);
+            return false;
+        }
     }
     g->spacing[2] = px->has[2] ? v[2] : v[1];
     g->spacing[1] = px->has[1] ? v[1] : v[2];
@@ -336,6 +468,10 @@ void sm_tiff_geometry(const struct sm_tiff_tags *t, struct sm_tiff_geom *g)
     const size_t n = s != NULL ? t->desc_len : 0;
     if (sm_tiff_parse_ome(s, n, &px) && ome_geometry(&px, g)) {
         g->from = "ome-xml";
+    } else if (g->refused[0] != '\0') {
+        g->spacing[0] = g->spacing[1] = g->spacing[2] = 0.0; /* the refusal alone */
+        g->unit = NULL;
+        return;
     } else if (sm_tiff_parse_imagej(s, n, &ij) && imagej_geometry(t, &ij, g)) {
         g->from = "imagej";
     } else if (resolution_geometry(t, g)) {

@@ -18,12 +18,16 @@ struct sm_tiff_tags {
 };
 
 /* What they state: spacing in [z, y, x] order, each finite and > 0, in `unit` (a name of
- * shardmill/unit.h, or NULL: none). set false: they state no geometry. */
+ * shardmill/unit.h, or NULL: none). set false: they state no geometry. refused (set false): the
+ * OME-XML element states sizes that are no finite number > 0 once converted into one unit
+ * (PhysicalSizeZ="1.7e308" in m with X in µm), saying which; a source refuses such a file
+ * rather than drop the geometry it states (issue 32 item 11). Empty otherwise. */
 struct sm_tiff_geom {
     bool set;
     double spacing[3];
     const char *unit;
     const char *from; /* "ome-xml" | "imagej" | "tiff-resolution" */
+    char refused[160];
 };
 
 /* OME-XML's first <Pixels> element: PhysicalSize{Z,Y,X} (has: a finite number > 0) and their

@@ -1,7 +1,8 @@
 /* SPEC §5 normalization in float32, exactly as written (no FMA: -ffp-contract=off):
  *   scale:  w = float32(v) / float32(divisor)
  *   window: w = clamp((float32(v) - float32(lo)) / (float32(hi) - float32(lo)), 0, 1)
- * NaN stays NaN through the clamp, as np.clip leaves it. A float32 output is w.
+ * NaN stays NaN through the clamp, as np.clip leaves it, and a clamped value is the bound +0.0
+ * (a -0.0 quotient too, as np.clip gives: clip01). A float32 output is w, bit for bit NumPy's.
  * An integer output (SPEC §2 `output.dtype: uint8 | uint16`, MAX = 255 or 65535) is
  *   out = min(max(rint(float32(w) * float32(MAX)), 0), MAX)
  * with the product in float32 and rint in the default rounding mode (half to even), which is
@@ -12,6 +13,15 @@
 #include "shardmill/stats.h"
 
 #include <math.h>
+
+/* np.clip(x, 0, 1) on float32 as NumPy computes it: min(max(x, 0), 1) with max(a, b) = a > b ? a
+ * : b and min(a, b) = a < b ? a : b, a NaN a passing through both. So every x <= 0 that is no NaN
+ * -- -0.0 and a negative that underflowed included -- gives the bound +0.0, never -0.0 (which
+ * `x < 0 ? 0 : x` would keep), and x >= 1 gives 1. */
+static inline float clip01(float x)
+{
+    return x > 0.0f ? (x < 1.0f ? x : 1.0f) : (isnan(x) ? x : 0.0f);
+}
 
 static inline float as_float(float w)
 {
@@ -44,8 +54,7 @@ static inline uint16_t to_u16(float w)
         } else {                                                                                   \
             const float lo = (float)nm->lo, span = (float)nm->hi - (float)nm->lo;                  \
             for (size_t i = 0; i < n; i++) {                                                       \
-                const float x = ((float)p[i] - lo) / span;                                         \
-                q[i] = CONV(x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : x));                              \
+                q[i] = CONV(clip01(((float)p[i] - lo) / span));                                    \
             }                                                                                      \
         }                                                                                          \
     } while (0)

@@ -370,10 +370,42 @@ def tiff_meta_seeds(tmp):
         md = dict(md, axes="ZYX")
         tifffile.imwrite(path, vol, ome=True, metadata=md)
         seed("tiff_meta", name, blob(path))
+    ome_xml_seeds()
     tifffile.imwrite(path, vol[0], resolution=(300, 300), resolutionunit="INCH")
     seed("tiff_meta", "resolution-inch", blob(path, resunit=2))
     tifffile.imwrite(path, vol[0], resolution=(10000, 10000), resolutionunit="CENTIMETER")
     seed("tiff_meta", "resolution-cm", blob(path, resunit=3))
+
+
+def ome_xml_seeds():
+    """OME-XML the scan must read as XML (issue 32 item 12): a <Pixels> in a comment, a CDATA
+    section, a processing instruction or a DOCTYPE's internal subset is no element; sizes in hex
+    or spelled "inf" are no xsd:float; a size whose unit conversion overflows (item 11)."""
+    head = bytes([1 | 3 << 1]) + struct.pack("<ff", 4.0, 4.0)
+    real = (b'<Pixels ID="Pixels:0" PhysicalSizeX="0.5" PhysicalSizeY="0.5" PhysicalSizeZ="2" '
+            b'PhysicalSizeZUnit="&#181;m"></Pixels>')
+    fake = b'<Pixels PhysicalSizeX="9" PhysicalSizeY="9">'
+
+    def ome(body):
+        return head + (b'<?xml version="1.0" encoding="UTF-8"?><OME xmlns="http://www.openmicro'
+                       b'scopy.org/Schemas/OME/2016-06"><Image ID="Image:0">' + body +
+                       b'</Image></OME>')
+
+    seed("tiff_meta", "ome-comment", ome(b"<!-- " + fake + b" -->" + real))
+    seed("tiff_meta", "ome-comment-unterminated", ome(b"<!-- " + fake + real))
+    seed("tiff_meta", "ome-cdata", ome(b"<Description><![CDATA[" + fake + b"]]></Description>" +
+                                       real))
+    seed("tiff_meta", "ome-pi", ome(b"<?pi " + fake + b" ?>" + real))
+    seed("tiff_meta", "ome-doctype", head + b"<!DOCTYPE OME [ <!ENTITY e '" + fake +
+         b"'> <!-- " + fake + b" --> ]><OME>" + real + b"</OME>")
+    seed("tiff_meta", "ome-hex", ome(b'<Pixels PhysicalSizeX="0x10" PhysicalSizeY="0X1p4" '
+                                     b'PhysicalSizeZ="inf"/>'))
+    seed("tiff_meta", "ome-xsd-forms", ome(b'<Pixels PhysicalSizeX="+.5" PhysicalSizeY=" 5E-1 " '
+                                           b'PhysicalSizeZ="2."/>'))
+    seed("tiff_meta", "ome-unit-overflow", ome(b'<Pixels PhysicalSizeX="1" PhysicalSizeY="1" '
+                                               b'PhysicalSizeZ="1.7e308" '
+                                               b'PhysicalSizeZUnit="m"/>'))
+    seed("tiff_meta", "ome-only-commented", ome(b"<!--" + fake + b"-->"))
 
 
 def main():

@@ -85,8 +85,13 @@ struct sm_source_params {
     const char *hdf5_dataset; /* an absolute HDF5 path such as /exchange/data */
     bool hdf5_allow_external; /* follow data outside the file (SPEC §2.3) */
     /* The largest single allocation a decoder may make (a TIFF strip or tile; 0: libtiff's own
-     * bound); jobs/ passes limits.memory_bytes. */
+     * bound); jobs/ passes limits.memory_bytes. It is also the budget of an HDF5 source's chunk
+     * buffers: a chunk whose buffers exceed it is SM_E_LIMIT at open, and the reads of a rank's
+     * threads hold at most half of it at once. */
     uint64_t max_alloc;
+    /* The largest decoded chunk (limits.max_chunk_bytes; 0: unchecked): an HDF5 dataset whose
+     * chunk is larger is SM_E_LIMIT at open, before any of it is allocated. */
+    uint64_t max_chunk_bytes;
     /* The caller brings its own voxel spacing (input.spacing): a NIfTI file whose pixdim is not a
      * positive finite number is then read, not refused (its info.spacing is the file's, as is). */
     bool spacing_given;

@@ -1,7 +1,8 @@
 /* Unit tests for engine/source/source.c and source_open.c: a source over a caller's own callbacks
  * (sm_source_new): its info copied with the slab hint clamped, plan and describe optional, every
  * read_box bounds-checked and its bytes summed by sm_source_bytes_read (a refused box reads and
- * counts nothing), close called once; and sm_source_open's refusals of its parameters. */
+ * counts nothing), close called once; and sm_source_open's refusals of its parameters and of a
+ * FIFO or directory as the file (never a blocking open). */
 #include "shardmill/sm_config.h"
 
 #include <jansson.h>
@@ -9,7 +10,11 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -198,13 +203,46 @@ static void test_open_refuses(void **state)
     assert_null(s);
 }
 
+/* Issue 32 item 9: a FIFO (or a directory) as a source file is SM_E_DATA naming it, at once:
+ * the open does not block waiting for a writer (a hang here is the ctest timeout). */
+static void test_open_refuses_fifo(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/sm-src-fifo-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char fifo[64], gz[64];
+    snprintf(fifo, sizeof(fifo), "%s/v.raw", dir);
+    snprintf(gz, sizeof(gz), "%s/v.nii.gz", dir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    assert_int_equal(mkfifo(gz, 0600), 0);
+    const struct {
+        const char *format, *path;
+    } cases[] = {{"raw", fifo}, {"nifti", fifo}, {"nifti", gz}, {"tiff", fifo}, {"raw", dir}};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct sm_source *s = NULL;
+        struct sm_err err;
+        sm_err_clear(&err);
+        struct sm_source_params p = {.format = cases[i].format,
+                                     .path = cases[i].path,
+                                     .raw_dtype = SM_DT_UINT8,
+                                     .raw_ndim = 1,
+                                     .raw_shape = {4}};
+        assert_int_equal(sm_source_open(&p, &s, &err), SM_E_DATA);
+        assert_string_equal(err.where, cases[i].path);
+        assert_non_null(strstr(err.what, "not a regular file"));
+        assert_null(s);
+    }
+    assert_int_equal(unlink(fifo), 0);
+    assert_int_equal(unlink(gz), 0);
+    assert_int_equal(rmdir(dir), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_counted_reads),
-        cmocka_unit_test(test_plan_and_describe),
-        cmocka_unit_test(test_new_refuses),
-        cmocka_unit_test(test_open_refuses),
+        cmocka_unit_test(test_counted_reads),     cmocka_unit_test(test_plan_and_describe),
+        cmocka_unit_test(test_new_refuses),       cmocka_unit_test(test_open_refuses),
+        cmocka_unit_test(test_open_refuses_fifo),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

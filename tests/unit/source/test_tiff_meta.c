@@ -118,6 +118,56 @@ static void test_ome_xml(void **state)
     expect(&g, 2.0, 2.0, 2.0, "micrometer", "ome-xml");
 }
 
+/* Issue 32 item 12: sizes only in xsd:float's decimal syntax; comments, CDATA sections,
+ * processing instructions and declarations hold no element. */
+static void test_ome_xml_syntax(void **state)
+{
+    (void)state;
+    /* strtod reads these; xsd:float does not: no geometry */
+    const char *not_float[] = {"0x10", "0X1p4", "inf", "INF", "infinity", "NaN", "1e", "1e+", ".",
+                               "+",    "1.5f",  "1,5", "1 2", "--1",      "0x",  "e5", ""};
+    for (size_t i = 0; i < sizeof(not_float) / sizeof(not_float[0]); i++) {
+        char px[128];
+        snprintf(px, sizeof(px), "<Pixels PhysicalSizeX=\"%s\" PhysicalSizeY=\"%s\">", not_float[i],
+                 not_float[i]);
+        struct sm_tiff_geom g = ome_geom(px);
+        assert_false(g.set);
+    }
+    /* xsd:float's own forms, blanks around them (whiteSpace collapse) */
+    struct sm_tiff_geom g =
+        ome_geom("<Pixels PhysicalSizeX=\"+.5\" PhysicalSizeY=\" 5E-1 \" PhysicalSizeZ=\"2.\">");
+    expect(&g, 2.0, 0.5, 0.5, "micrometer", "ome-xml");
+    /* a commented-out <Pixels> is no element: the real one's sizes */
+    g = ome_geom("<!-- <Pixels PhysicalSizeX=\"9\" PhysicalSizeY=\"9\"> --><Pixels "
+                 "PhysicalSizeX=\"1\" PhysicalSizeY=\"1\">");
+    expect(&g, 1.0, 1.0, 1.0, "micrometer", "ome-xml");
+    g = ome_geom("<!--<Pixels PhysicalSizeX=\"9\"/>--><!----><Pixels PhysicalSizeX=\"3\">");
+    expect(&g, 3.0, 3.0, 3.0, "micrometer", "ome-xml");
+    g = ome_geom("<Description><![CDATA[<Pixels PhysicalSizeX=\"9\"> ]] >]]></Description>"
+                 "<?pi <Pixels PhysicalSizeX=\"8\"> ?><Pixels PhysicalSizeX=\"4\">");
+    expect(&g, 4.0, 4.0, 4.0, "micrometer", "ome-xml");
+    /* a declaration with an internal subset holding '>' and a commented element */
+    char b[1024];
+    snprintf(b, sizeof(b),
+             "<?xml version=\"1.0\"?><!DOCTYPE OME [ <!ENTITY e \"<Pixels "
+             "PhysicalSizeX='9'>\"> <!-- <Pixels PhysicalSizeX=\"7\"> --> ]><OME><Pixels "
+             "PhysicalSizeX=\"5\" PhysicalSizeY=\"5\"></Pixels></OME>");
+    g = geom_of(b, false, 0, 0, 1);
+    expect(&g, 5.0, 5.0, 5.0, "micrometer", "ome-xml");
+    /* a comment or section that never ends: nothing after it counts */
+    g = ome_geom("<!-- <Pixels PhysicalSizeX=\"9\">");
+    assert_false(g.set);
+    g = ome_geom("<![CDATA[ <Pixels PhysicalSizeX=\"9\">");
+    assert_false(g.set);
+    /* only a commented-out <Pixels>: no OME geometry, the resolution tags rule */
+    snprintf(b, sizeof(b), "%s<!-- <Pixels PhysicalSizeX=\"2\"> --></Image></OME>", ome_head);
+    g = geom_of(b, true, 4.0, 4.0, 3);
+    expect(&g, 0.25, 0.25, 0.25, "centimeter", "tiff-resolution");
+    /* ImageJ's spacing= likewise */
+    g = geom_of("ImageJ=1.53t\nunit=um\nspacing=0x10\n", false, 0, 0, 1);
+    expect(&g, 1.0, 1.0, 1.0, "micrometer", "imagej");
+}
+
 static void test_resolution(void **state)
 {
     (void)state;
@@ -166,9 +216,8 @@ static void test_truncated(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_imagej),
-        cmocka_unit_test(test_ome_xml),
-        cmocka_unit_test(test_resolution),
+        cmocka_unit_test(test_imagej),         cmocka_unit_test(test_ome_xml),
+        cmocka_unit_test(test_ome_xml_syntax), cmocka_unit_test(test_resolution),
         cmocka_unit_test(test_truncated),
     };
     return cmocka_run_group_tests_name("tiff_meta", tests, NULL, NULL);

@@ -53,6 +53,35 @@ static void test_window_keeps_nan(void **state)
     assert_true(out[1] == 0.5f);
 }
 
+/* Issue 32 item 15: np.clip(x, 0, 1) is max(x, 0) then min(., 1), so every clamped value is the
+ * bound +0.0: a -0.0 quotient ((-0.0 - 0) / 1, or a negative one that underflows) included.
+ * NumPy 1.24: np.clip(np.float32(-0.0), 0, 1) is +0.0. In scale mode a -0.0 stays -0.0
+ * (x / divisor, no clamp), as NumPy's division gives. */
+static void test_window_clamp_is_positive_zero(void **state)
+{
+    (void)state;
+    struct sm_norm nm = {SM_NORM_WINDOW, 0, 0, 1};
+    float v[] = {-0.0f, 0.0f, -1e-45f, -1.0f, -INFINITY, 0.25f, 1.0f, 2.0f};
+    float out[8];
+    sm_normalize(&nm, SM_DT_FLOAT32, v, 8, out);
+    const uint32_t want[] = {0, 0, 0, 0, 0, 0x3e800000u, 0x3f800000u, 0x3f800000u};
+    for (int i = 0; i < 8; i++) {
+        uint32_t got;
+        memcpy(&got, &out[i], 4);
+        assert_int_equal(got, want[i]);
+    }
+    struct sm_norm tiny = {SM_NORM_WINDOW, 0, 0, 1e30}; /* -1e-20 / 1e30 underflows to -0.0 */
+    const float neg = -1e-20f;
+    sm_normalize(&tiny, SM_DT_FLOAT32, &neg, 1, out);
+    uint32_t got;
+    memcpy(&got, &out[0], 4);
+    assert_int_equal(got, 0);
+    struct sm_norm sc = {SM_NORM_SCALE, 255, 0, 0};
+    sm_normalize(&sc, SM_DT_FLOAT32, v, 1, out);
+    memcpy(&got, &out[0], 4);
+    assert_int_equal(got, 0x80000000u);
+}
+
 /* rint half to even, by hand (no libm): the oracle of the integer outputs below */
 static double half_even(float y)
 {
@@ -200,6 +229,7 @@ int main(void)
         cmocka_unit_test(test_scale_is_float32_division),
         cmocka_unit_test(test_window_clamps_to_unit_interval),
         cmocka_unit_test(test_window_keeps_nan),
+        cmocka_unit_test(test_window_clamp_is_positive_zero),
         cmocka_unit_test(test_u8_ties_round_to_even),
         cmocka_unit_test(test_u16_tie_and_ends),
         cmocka_unit_test(test_u16_identity_scale),
