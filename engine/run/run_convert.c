@@ -204,6 +204,29 @@ static sm_status decide(const struct cv *cv, struct sm_output_decision *d, struc
     return SM_OK;
 }
 
+/* An HDF5 file (the signature) at the export path of this job's output being finished: a kill
+ * between the export's rename and the marker's leaves it, and `auto` must not refuse it for
+ * ever as "export exists". */
+static bool own_export(const char *path)
+{
+    struct stat sb;
+    bool is_hdf5 = false;
+    struct sm_err ignored;
+    sm_err_clear(&ignored);
+    return path != NULL && lstat(path, &sb) == 0 && S_ISREG(sb.st_mode) &&
+           sm_export_hdf5_signature(path, &is_hdf5, &ignored) == SM_OK && is_hdf5;
+}
+
+/* The export as this run writes it: export.hdf5.exists overwrite over its own export. */
+static struct sm_run_export export_of(const struct cv *cv)
+{
+    struct sm_run_export x = cv->p->export;
+    if (cv->replace_export) {
+        x.exists = SM_EXPORT_EXISTS_OVERWRITE;
+    }
+    return x;
+}
+
 /* Phase exists: with output.exists: auto, rank 0 decides what the output holds from this job's
  * identity (known now that the input is open; nothing expensive ran yet) and every rank settles
  * on its decision, so all write, resume or stop together. A complete output that verifies ends
@@ -238,7 +261,13 @@ static sm_status ph_exists(void *ctx, struct sm_err *err)
         cv->done_bytes = d.bytes;
         return SM_OK;
     }
-    return sm_run_export_check(&p->export, sm_output_path(cv->out), err);
+    cv->replace_export = false;
+    if (cv->rank == 0 && d.found != SM_OUTPUT_FOUND_NEW) {
+        cv->replace_export = own_export(p->export.path);
+    }
+    SM_TRY(sm_par_bcast(&cv->replace_export, sizeof(cv->replace_export), 0, err));
+    const struct sm_run_export x = export_of(cv);
+    return sm_run_export_check(&x, sm_output_path(cv->out), err);
 }
 
 /* A source's bounding box of this rank's tiles and shards: what its plan may load. */
@@ -411,7 +440,9 @@ static sm_status ph_flushed(void *ctx, struct sm_err *err)
     const struct sm_run_flushed f = {cv->final, sm_output_path(cv->out), &cv->res->scan.hist,
                                      cv->attrs};
     if (cv->p->export.path != NULL) {
-        SM_TRY(sm_run_export(cv->p, &f, cv->res, err));
+        struct sm_convert_run p = *cv->p; /* its export's policy as ph_exists settled it */
+        p.export = export_of(cv);
+        SM_TRY(sm_run_export(&p, &f, cv->res, err));
     }
     return hk->flushed != NULL ? hk->flushed(hk->user, &f, err) : SM_OK;
 }

@@ -33,6 +33,10 @@ struct cv {
     /* open */
     struct sm_output *out;
     bool done; /* output.exists: auto found this job's complete output: the run ends early */
+    /* output.exists: auto finishes this job's output over an HDF5 file at export.hdf5.path (its
+     * own export: renamed into place before the marker, so a kill between the two leaves it):
+     * the export phase replaces it, whatever export.hdf5.exists says */
+    bool replace_export;
     uint64_t done_shards, done_bytes; /* the complete output's, from its marker */
     struct sm_source *src;            /* p->source, or NULL: a Zarr/N5 array (res->array) */
     struct sm_array_meta src_meta;    /* a source's shape and type as array metadata */

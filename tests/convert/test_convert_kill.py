@@ -17,7 +17,10 @@ it with SIGKILL on entry to its N-th call of SYSCALL: the call never happens, ex
     call number, and output.sync (fsync: every shard renamed on its own; syncfs: staged, renamed
     in a burst at the flush);
   - 4 chains (seeds 101..104): the run killed at one point, the `auto` that follows killed at a
-    point of its own trace, then `auto` again.
+    point of its own trace, then `auto` again;
+  - with `export.hdf5.path` (where the build has HDF5): before the export's rename, between it
+    and the marker, and 4 points from seeds 201..204; the export finished by `auto` holds the
+    clean run's values (h5py).
 Each is finished by one `exists: auto` run (2 threads), which must exit 0; the output must pass
 `shardmill verify` and be byte-identical, every file of the tree, to a clean run's. Allowed
 outcome, nothing else: a finished, identical output. Needs strace (scripts/install-deps.sh);
@@ -47,6 +50,8 @@ SYSCALLS = ("write", "renameat", "fsync", "unlinkat", "mkdirat")
 SEEDS = list(range(1, 25))  # FIXED: the same kill points on every run of the same binary
 CHAINS = [101, 102, 103, 104]
 AUTO = ["--set", "output.exists=auto"]
+EXPORT = ["--set", "export.hdf5.path=out.h5"]
+EXPORT_SEEDS = [201, 202, 203, 204]
 LINE_RE = re.compile(r"^\d+\s+(\w+)\((.*)\)\s+=\s+(-?\d+)")
 
 
@@ -55,6 +60,12 @@ def make_input(path):
     rng = np.random.default_rng(32)
     z = zarr.open(path, mode="w", shape=SHAPE, chunks=(16, 16, 16), dtype="uint16")
     z[:] = rng.integers(0, 4096, SHAPE).astype(np.uint16)
+
+
+def h5_values(path):
+    import h5py
+    with h5py.File(path, "r") as f:
+        return f["/data"][()]
 
 
 def job(work):
@@ -195,7 +206,7 @@ def main():
         profiles[sync] = calls
         print(f"     profile {sync}: " + ", ".join(
             f"{k} {v}" for k, v in sorted(collections.Counter(s for s, _ in calls).items())))
-    points = [(f"named: {what}", "fsync", syscall, n)
+    points = [(f"named: {what}", "fsync", syscall, n, [])
               for what, syscall, n in named_points(profiles["fsync"])]
     c.check("the named kill points found (3 level documents, the marker's write, fsync and "
             "rename, the removal after it)", len(points) >= 7, points)
@@ -203,14 +214,35 @@ def main():
         rng = random.Random(seed)
         sync = rng.choice(("fsync", "syncfs"))
         syscall, n, lab = drawn(rng, profiles[sync])
-        points.append((f"seed {seed}: {lab}", sync, syscall, n))
+        points.append((f"seed {seed}: {lab}", sync, syscall, n, []))
+    # with the HDF5 export (renamed into place before the marker): where the build has it
+    xd = cc.fresh_dir(os.path.join(work, "clean-export"))
+    r = cc.run([sm, "run", cfg] + EXPORT, cwd=xd, env=plain_env())
+    ref_h5 = h5_values(os.path.join(xd, "out.h5")) if r.returncode == 0 else None
+    if ref_h5 is None:
+        print(f"     no HDF5 export in this build: its kill points skipped ({r.stderr.strip()})")
+    else:
+        d = cc.fresh_dir(os.path.join(work, "profile-export"))
+        _, calls = st.profile([sm, "run", cfg, "--set", "output.sync=fsync"] + EXPORT + AUTO, d,
+                              os.path.join(d, "strace.txt"))
+        xr = nth(calls, "renameat", lambda lab: lab.endswith("-> out.h5"))
+        mw = nth(calls, "write", lambda lab: lab == "the marker's bytes")
+        c.check("the export's rename and the marker's write found", xr and mw, (xr, mw))
+        if xr and mw:
+            points.append(("named: before the export's rename", "fsync", "renameat", xr, EXPORT))
+            points.append(("named: between the export's rename and the marker",
+                           "fsync", "write", mw, EXPORT))
+        for seed in EXPORT_SEEDS:
+            syscall, n, lab = drawn(random.Random(seed), calls)
+            points.append((f"seed {seed}, with the export: {lab}", "fsync", syscall, n,
+                           EXPORT))
     actions = collections.Counter()
     kills = 0
 
-    def finish(label, d):
+    def finish(label, d, extra=()):
         out = os.path.join(d, "out.zarr")
         r = cc.run([sm, "run", cfg, "--set", "parallel.threads=2", "--report", "rep.json"]
-                   + AUTO, cwd=d, env=plain_env())
+                   + list(extra) + AUTO, cwd=d, env=plain_env())
         if not c.check(f"{label}: auto exits 0", r.returncode == 0, cc.describe(r)):
             return
         try:
@@ -222,15 +254,20 @@ def main():
         diffs = cc.tree_diff(ref, out)
         c.check(f"{label}: tree byte-identical to the clean run's", not diffs,
                 "; ".join(diffs[:6]))
+        if extra:
+            h5 = os.path.join(d, "out.h5")
+            c.check(f"{label}: the export holds the clean run's values (h5py)",
+                    os.path.exists(h5) and (h5_values(h5) == ref_h5).all())
 
-    for i, (what, sync, syscall, n) in enumerate(points):
+    for i, (what, sync, syscall, n, extra) in enumerate(points):
         d = cc.fresh_dir(os.path.join(work, f"p{i:02d}"))
         label = f"{what} ({syscall} #{n}, sync {sync})"
-        r = st.kill_at([sm, "run", cfg, "--set", f"output.sync={sync}"] + AUTO, d, syscall, n)
+        r = st.kill_at([sm, "run", cfg, "--set", f"output.sync={sync}"] + extra + AUTO, d,
+                       syscall, n)
         if c.check(f"{label}: killed by SIGKILL", r.returncode in (-signal.SIGKILL, 137),
                    cc.describe(r)):
             kills += 1
-        finish(label, d)
+        finish(label, d, extra)
     for seed in CHAINS:
         rng = random.Random(seed)
         d = cc.fresh_dir(os.path.join(work, f"chain{seed}"))

@@ -23,7 +23,9 @@ convert.recovery.<case>):
             auto no longer calls the output complete: exit 2 naming the file (under either
             export.hdf5.exists: the export never replaces a file that is not HDF5), untouched;
             once it is moved away the export is written again (h5py reads the values); a
-            valid file with a 512-byte user block is trusted.
+            valid file with a 512-byte user block is trusted. A run killed between the export's
+            rename and the marker's, and a damaged shard with the export there: auto finishes
+            (the export written again) instead of exit 2 "export exists" for ever.
 Prints one ok/FAIL line per check and a closing count; exit 1 on any failure, 77 when skipped.
 """
 
@@ -298,6 +300,11 @@ def case_tree(c, args, work):
     o.finishes("a temporary file in level 1, auto", d, action="repaired")
 
 
+def h5py_file(path):
+    import h5py
+    return h5py.File(path, "w")
+
+
 def h5_values(path):
     import h5py
     with h5py.File(path, "r") as f:
@@ -343,6 +350,28 @@ def case_export(c, args, work):
     r = run(args, ["run", j.cfg] + AUTO, d)
     c.check("... the next auto says complete", r.returncode == 0 and LINE in r.stdout,
             cc.describe(r))
+    # a kill between the export's rename and the marker's: the export there, no marker
+    d = with_export(good)
+    os.unlink(os.path.join(d, "out.zarr", MARKER))
+    owner_only(os.path.join(d, "out.zarr"))
+    os.unlink(os.path.join(d, "out.h5"))
+    with h5py_file(os.path.join(d, "out.h5")) as f:  # another HDF5 file: replaced
+        f["/data"] = want[:1]
+    j.finishes("killed between the export and the marker, auto", d, action="resumed")
+    c.check("... the export written again holds the values (h5py)",
+            (h5_values(os.path.join(d, "out.h5")) == want).all())
+    d = with_export(good)  # a damaged shard with the export there
+    with open(first_shard(os.path.join(d, "out.zarr"), level=None), "r+b") as f:
+        f.seek(20)
+        f.write(b"\xff\xfe")
+    j.finishes("a damaged shard with the export there, auto", d, action="repaired")
+    c.check("... the export holds the values (h5py)",
+            (h5_values(os.path.join(d, "out.h5")) == want).all())
+    d = cc.fresh_dir(os.path.join(work, "new-with-h5"))  # no output: not this job's file
+    open(os.path.join(d, "out.h5"), "wb").write(good)
+    r = run(args, ["run", j.cfg] + AUTO, d)
+    c.check("no output but an HDF5 file at the export path: exit 2 'export exists'",
+            r.returncode == 2 and "export exists" in r.stderr, cc.describe(r))
     import h5py  # an HDF5 file with a 512-byte user block: the signature at 512
     d = j.copy()
     with h5py.File(os.path.join(d, "out.h5"), "w", userblock_size=512) as f:
