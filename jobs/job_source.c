@@ -18,8 +18,8 @@ bool sm_job_reads_source(const struct sm_job_config *c)
 
 json_t *sm_job_source_json(const struct sm_source *s, const json_t *identity)
 {
-    /* the provenance's input (its path resolved, the identity of every file read) when the run
-     * got that far, else the source's own description */
+    /* the provenance's input (its path resolved) when the run got that far, else the source's
+     * own description */
     json_t *named = sm_source_describe(s);
     json_t *o = json_is_object(identity) ? json_deep_copy(identity) : json_incref(named);
     const struct sm_source_info *in = sm_source_info(s);

@@ -30,8 +30,8 @@ bool sm_job_reads_source(const struct sm_job_config *c);
  * sm_source_open. Strings are borrowed from c. */
 void sm_job_source_params(const struct sm_job_config *c, struct sm_source_params *p);
 /* The report's `input` of a source: the run's input identity (identity, the provenance's
- * `input`: path resolved, every file's identity; NULL: the source's description), the path the
- * config named as `store`, its shape and type. */
+ * `input`, its path resolved; NULL: the source's description), the path the config named as
+ * `store`, its shape and type. */
 struct json_t *sm_job_source_json(const struct sm_source *s, const struct json_t *identity);
 
 /* Opens the configured store (+ cache) and array (sm_run_open_input). On failure nothing stays

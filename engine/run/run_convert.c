@@ -156,22 +156,60 @@ static sm_status ph_input(void *ctx, struct sm_err *err)
     return SM_OK;
 }
 
+/* The complete output's zarr.json carries `state` (an object {"input_state": ...}); else `what`
+ * names the first member that differs. */
+static sm_status same_state(const struct cv *cv, const json_t *state, bool *same, char *what,
+                            size_t cap, struct sm_err *err)
+{
+    struct sm_store *s = NULL;
+    struct sm_buf zj = SM_BUF_INIT;
+    bool found = false;
+    sm_status st = sm_store_file_open(sm_output_path(cv->out), &s, err);
+    if (st == SM_OK) {
+        st = sm_store_get(s, "zarr.json", sm_range_all(), SM_IO_META, &zj, &found, err);
+    }
+    sm_store_close(s);
+    *same = st == SM_OK && found && sm_output_identity_same(sm_buf_bytes(&zj), state, what, cap);
+    sm_buf_free(&zj);
+    return st;
+}
+
 /* output.exists: auto on rank 0: what the output holds (sm_output_decide). A complete output
- * whose input identity binds no values (sm_run_input_reread) is resumed: never "complete"
- * unverified. So is one whose HDF5 export is missing (export.hdf5.path set, nothing there): every
- * shard is kept and the export phase writes the file before the marker is written again. A file
- * there without the HDF5 signature is no export of ours (the export is renamed into place whole)
- * and the export never replaces such a file (export.hdf5.exists: overwrite neither): refused. */
+ * whose input state changed (the input rewritten in place), or whose input identity binds no
+ * values (sm_run_input_reread), is resumed: every shard is checked against its values digest,
+ * never "complete" unverified. So is one whose HDF5 export is missing (export.hdf5.path set,
+ * nothing there): every shard is kept and the export phase writes the file before the marker is
+ * written again. A file there without the HDF5 signature is no export of ours (the export is
+ * renamed into place whole) and the export never replaces such a file (export.hdf5.exists:
+ * overwrite neither): refused. */
 static sm_status decide(const struct cv *cv, struct sm_output_decision *d, struct sm_err *err)
 {
     json_t *id = sm_cv_identity(cv);
-    if (id == NULL) {
+    json_t *state =
+        id != NULL ? json_pack("{s:O}", "input_state", json_object_get(id, "input_state")) : NULL;
+    if (id == NULL || state == NULL) {
+        json_decref(id);
         SM_FAIL(err, SM_E_NOMEM, "cannot build the job's identity");
     }
-    const sm_status st = sm_output_decide(cv->out, id, d, err);
+    /* what the job is (another one is refused); then what binds the input's bytes now: another
+     * state (the input changed in place) is resumed, every shard checked against its digest */
+    json_object_del(id, "input_state");
+    sm_status st = sm_output_decide(cv->out, id, d, err);
     json_decref(id);
+    char what[128];
+    bool same = true;
+    if (st == SM_OK && d->found == SM_OUTPUT_FOUND_COMPLETE) {
+        st = same_state(cv, state, &same, what, sizeof(what), err);
+    }
+    json_decref(state);
     if (st != SM_OK || d->found != SM_OUTPUT_FOUND_COMPLETE) {
         return st;
+    }
+    if (!same) {
+        d->found = SM_OUTPUT_FOUND_UNFINISHED;
+        snprintf(d->first_problem, sizeof(d->first_problem),
+                 "input changed (%s): every shard is checked against its values digest", what);
+        return SM_OK;
     }
     if (sm_run_input_reread(cv->input_id)) {
         /* nothing read cheaply binds the input's values (an HTTP/S3 Zarr input without a
@@ -202,29 +240,6 @@ static sm_status decide(const struct cv *cv, struct sm_output_decision *d, struc
                    "overwrites it: move or remove it, and the export is written again");
     }
     return SM_OK;
-}
-
-/* An HDF5 file (the signature) at the export path of this job's output being finished: a kill
- * between the export's rename and the marker's leaves it, and `auto` must not refuse it for
- * ever as "export exists". */
-static bool own_export(const char *path)
-{
-    struct stat sb;
-    bool is_hdf5 = false;
-    struct sm_err ignored;
-    sm_err_clear(&ignored);
-    return path != NULL && lstat(path, &sb) == 0 && S_ISREG(sb.st_mode) &&
-           sm_export_hdf5_signature(path, &is_hdf5, &ignored) == SM_OK && is_hdf5;
-}
-
-/* The export as this run writes it: export.hdf5.exists overwrite over its own export. */
-static struct sm_run_export export_of(const struct cv *cv)
-{
-    struct sm_run_export x = cv->p->export;
-    if (cv->replace_export) {
-        x.exists = SM_EXPORT_EXISTS_OVERWRITE;
-    }
-    return x;
 }
 
 /* Phase exists: with output.exists: auto, rank 0 decides what the output holds from this job's
@@ -390,7 +405,7 @@ static sm_status ph_begin(void *ctx, struct sm_err *err)
     cv->attrs = sm_cv_provenance(cv, cv->one_pass ? NULL : &cv->res->scan);
     SM_TRY(sm_run_output_spec(&p->output, nd, cv->su.shape, cv->out_dt, cv->attrs, &cv->spec, err));
     const bool window_later = cv->one_pass && p->normalize.mode == SM_NORM_NONE;
-    cv->spec.pending = !cv->one_pass                          ? NULL
+    cv->spec.pending = !cv->one_pass                          ? CV_PENDING_STATE
                        : window_later && p->output.ome.levels ? CV_PENDING_OME_NONE
                                                               : CV_PENDING_ATTR;
     cv->oo = p->output;
@@ -505,8 +520,7 @@ sm_status sm_run_convert(const struct sm_convert_run *p, struct sm_run_result *r
     const struct run_phase_env env = {&p->c.progress, p->c.stop, res->timing, &cv.done};
     const sm_status st = sm_run_phases(
         convert_phases, sizeof(convert_phases) / sizeof(convert_phases[0]), &cv, &env, err);
-    res->input_identity = cv.input_id; /* the result's now */
-    cv.input_id = NULL;
+    res->input_identity = cv.input_id != NULL ? sm_run_input_part(cv.input_id, false) : NULL;
     cv_free(&cv);
     sm_run_ranks_leave(entered);
     return st;

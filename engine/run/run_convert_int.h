@@ -10,8 +10,11 @@ struct json_t;
 
 /* One pass: the provenance member zarr.json gets only once the statistics are reduced, and an
  * OME-Zarr image of the input's values also its omero window (their p1..p99). */
-#define CV_PENDING_ATTR "shardmill/histogram"
-#define CV_PENDING_OME_NONE "shardmill/histogram ome/omero"
+#define CV_PENDING_ATTR "shardmill/histogram shardmill/input_state"
+#define CV_PENDING_OME_NONE "shardmill/histogram ome/omero shardmill/input_state"
+/* Two passes: the input's state alone (restated after the write, so a resume of a changed input
+ * ends with this run's). */
+#define CV_PENDING_STATE "shardmill/input_state"
 
 struct cv_thread {
     struct sm_scratch *scratch;
@@ -99,6 +102,13 @@ struct json_t *sm_cv_identity(const struct cv *cv);
  * cannot be listed or stat'ed; SM_E_NOMEM. */
 #define SM_RUN_INPUT_REREAD "re-read"
 sm_status sm_cv_input_identity(struct cv *cv, struct sm_err *err);
+/* The provenance's two members of the identity (a new object): state false, `input` -- what the
+ * input is (path or store resolved, array, format, shape, type, header, metadata_sha256), which
+ * resume and auto require unchanged (else exit 2 naming the member); state true,
+ * `input_state` -- what binds its bytes now ("file", "objects", "marker_sha256", "values"), a
+ * pending member (CV_PENDING_STATE): resume accepts another one and checks every shard against
+ * its values digest, and auto resumes instead of declaring the output complete. */
+struct json_t *sm_run_input_part(struct json_t *input_id, bool state);
 /* True when the identity binds no values (its "values" member is SM_RUN_INPUT_REREAD). */
 bool sm_run_input_reread(const struct json_t *input_id);
 /* path's identity: `resolved` its realpath; *out {files, bytes, mtime_ns, dev, ino, ctime_ns}

@@ -56,8 +56,11 @@ json_t *sm_cv_identity(const struct cv *cv)
     /* the input by what a user cannot set back (run_input_id.c, SPEC §6.5): a resume or auto
      * whose input changed is refused naming it; its values are bound shard by shard through the
      * records' digests as well */
-    json_object_set_new(pv, "input",
-                        cv->input_id != NULL ? json_deep_copy(cv->input_id) : json_object());
+    json_object_set_new(
+        pv, "input", cv->input_id != NULL ? sm_run_input_part(cv->input_id, false) : json_object());
+    json_object_set_new(pv, "input_state",
+                        cv->input_id != NULL ? sm_run_input_part(cv->input_id, true)
+                                             : json_object());
     return pv;
 }
 

@@ -281,14 +281,32 @@ void sm_cv_flush_kept(void *ctx)
     }
 }
 
-/* One pass, phase statistics: the threads' statistics in thread order, summed over ranks;
- * zarr.json restated with them (rank 0 puts it) before anything reads the output. */
+/* Two passes: zarr.json restated as begun (its pending input_state is this run's: a resume of an
+ * input changed in place ends with the new one). */
+static sm_status restate_two_pass(struct cv *cv, struct sm_err *err)
+{
+    if (cv->oo.ome.levels != 0) {
+        struct sm_run_omero omero;
+        sm_cv_omero(cv, &omero);
+        SM_TRY(sm_run_ome_writer(&cv->oo, cv->m->ndim, cv->su.shape, cv->out_dt, &omero, cv->attrs,
+                                 cv->spec.pending, &cv->w_final, err));
+    } else {
+        SM_TRY(sm_writer_new(&cv->spec, &cv->w_final, err));
+    }
+    SM_TRY(sm_output_restate(cv->out, cv->w_final, cv->rank == 0, err));
+    cv->final = cv->w_final;
+    return SM_OK;
+}
+
+/* Phase statistics. One pass: the threads' statistics in thread order, summed over ranks;
+ * zarr.json restated with them (rank 0 puts it) before anything reads the output. Two passes:
+ * zarr.json restated with the input's state (restate_two_pass). */
 sm_status sm_cv_statistics(void *ctx, struct sm_err *err)
 {
     struct cv *cv = ctx;
     cv->final = cv->w;
     if (!cv->one_pass) {
-        return SM_OK;
+        return restate_two_pass(cv, err);
     }
     struct sm_scan_result *r = &cv->res->scan;
     for (int i = 0; i < cv->nthreads; i++) {

@@ -182,10 +182,19 @@ static sm_status walk_dir(struct walk *w, const char *dir, const char *rel, unsi
     return st;
 }
 
+/* Decimal strings: every JSON reader keeps them exact (a document read with integers as reals,
+ * one holding a u64 above 2^63, would round a nanosecond time to 256 ns). */
 static json_t *id_u64(uint64_t v)
 {
     char s[24];
-    snprintf(s, sizeof(s), "%" PRIu64, v); /* a decimal string: every JSON reader keeps it */
+    snprintf(s, sizeof(s), "%" PRIu64, v);
+    return json_string(s);
+}
+
+static json_t *id_i64(int64_t v)
+{
+    char s[24];
+    snprintf(s, sizeof(s), "%" PRId64, v);
     return json_string(s);
 }
 
@@ -240,8 +249,8 @@ static sm_status tree_json(const char *root, const char *sub, bool recurse, bool
         fold(w);
         char hex[65];
         hex32(w->state, hex);
-        *out = json_pack("{s:o,s:o,s:I,s:s}", "files", id_u64(w->files), "bytes", id_u64(w->bytes),
-                         "mtime_ns", (json_int_t)w->mtime_ns, "records_sha256", hex);
+        *out = json_pack("{s:o,s:o,s:o,s:s}", "files", id_u64(w->files), "bytes", id_u64(w->bytes),
+                         "mtime_ns", id_i64(w->mtime_ns), "records_sha256", hex);
     }
     sm_free(w);
     return st;
@@ -266,10 +275,10 @@ sm_status sm_run_file_identity(const char *path, char *resolved, size_t cap, jso
     if (S_ISDIR(sb.st_mode)) { /* a TIFF stack: each slice's record */
         return tree_json(rp, "", false, true, out, err);
     }
-    *out = json_pack("{s:o,s:o,s:I,s:o,s:o,s:I}", "files", id_u64(1), "bytes",
-                     id_u64((uint64_t)sb.st_size), "mtime_ns", (json_int_t)ts_ns(sb.st_mtim), "dev",
+    *out = json_pack("{s:o,s:o,s:o,s:o,s:o,s:o}", "files", id_u64(1), "bytes",
+                     id_u64((uint64_t)sb.st_size), "mtime_ns", id_i64(ts_ns(sb.st_mtim)), "dev",
                      id_u64((uint64_t)sb.st_dev), "ino", id_u64((uint64_t)sb.st_ino), "ctime_ns",
-                     (json_int_t)ts_ns(sb.st_ctim));
+                     id_i64(ts_ns(sb.st_ctim)));
     return *out != NULL ? SM_OK : sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__, "out of memory");
 }
 
@@ -424,4 +433,23 @@ bool sm_run_input_reread(const json_t *input_id)
 {
     const char *v = json_string_value(json_object_get(input_id, "values"));
     return v != NULL && strcmp(v, SM_RUN_INPUT_REREAD) == 0;
+}
+
+json_t *sm_run_input_part(json_t *input_id, bool state)
+{
+    static const char *const volatile_keys[] = {"file", "objects", "marker_sha256", "values", NULL};
+    json_t *o = json_object();
+    const char *key;
+    json_t *v;
+    json_object_foreach(input_id, key, v)
+    {
+        bool vol = false;
+        for (unsigned i = 0; volatile_keys[i] != NULL && !vol; i++) {
+            vol = strcmp(key, volatile_keys[i]) == 0;
+        }
+        if (vol == state) {
+            json_object_set_new(o, key, json_deep_copy(v));
+        }
+    }
+    return o;
 }

@@ -306,8 +306,8 @@ def case_http(c, args, work):
         first_run(c, args, "http marked", mcfg, md)
         zj = json.load(open(os.path.join(md, "out.zarr", "zarr.json")))
         c.check("http marked: the provenance binds the input by its marker's SHA-256",
-                len(str(zj["attributes"]["shardmill"]["input"].get("marker_sha256", ""))) == 64,
-                zj["attributes"]["shardmill"]["input"])
+                len(str(zj["attributes"]["shardmill"]["input_state"].get("marker_sha256", "")))
+                == 64, zj["attributes"]["shardmill"].get("input_state"))
         got, _ = auto_action(c, args, "http marked, unchanged", mcfg, md)
         c.check("http marked, unchanged: complete", got.get("action") == "complete", got)
         other[:] = values(14)

@@ -233,14 +233,14 @@ def check_zarr_json(c, label, out, want, roi, inp, norm, version):
     c.check(f"{label} provenance config_sha256 (64 hex)",
             re.fullmatch(r"[0-9a-f]{64}", str(p.get("config_sha256", ""))) is not None,
             p.get("config_sha256"))
-    pin = dict(p.get("input") or {})
-    objects = pin.pop("objects", None)
     c.check(f"{label} provenance input store (resolved)/array/metadata_sha256 (issue 19: the "
-            f"input by content)", pin == {"store": os.path.realpath(inp), "array": "",
-                                          "metadata_sha256": metadata_sha256(inp)},
+            f"input by content)", p.get("input") == {"store": os.path.realpath(inp), "array": "",
+                                                     "metadata_sha256": metadata_sha256(inp)},
             p.get("input"))
+    objects = (p.get("input_state") or {}).get("objects")
     nfiles = sum(len(f) for _, _, f in os.walk(inp))
-    c.check(f"{label} provenance input.objects: the file count and a records_sha256 (issue 32)",
+    c.check(f"{label} provenance input_state.objects: the file count and a records_sha256 "
+            f"(issue 32)",
             isinstance(objects, dict) and objects.get("files") == str(nfiles) and
             re.fullmatch(r"[0-9a-f]{64}", str(objects.get("records_sha256"))) is not None,
             (objects, nfiles))

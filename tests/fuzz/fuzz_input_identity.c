@@ -24,8 +24,8 @@ static const char *const fixed =
     "{\"engine\":{\"version\":\"0.1.0\",\"commit\":\"abc\"},\"config_sha256\":"
     "\"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\",\"input\":"
     "{\"path\":\"/d/a.raw\",\"format\":\"raw\",\"shape\":[4,4,4],\"dtype\":\"uint8\",\"file\":"
-    "{\"files\":\"1\",\"bytes\":\"64\",\"mtime_ns\":1,\"dev\":\"2049\",\"ino\":\"12\","
-    "\"ctime_ns\":1786000000000000000}}}";
+    "{\"files\":\"1\",\"bytes\":\"64\",\"mtime_ns\":\"1\",\"dev\":\"2049\",\"ino\":\"12\","
+    "\"ctime_ns\":\"1786000000000000000\"}}}";
 
 static void check_what(const char *what, size_t cap)
 {

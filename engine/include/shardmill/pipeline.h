@@ -378,10 +378,11 @@ struct sm_run_result {
      * sm_array_meta); released by sm_run_result_destroy. */
     struct sm_store *store;
     struct sm_array *array;
-    /* convert: the input's identity, the provenance's `input` member (rank 0's view, on every
-     * rank; SPEC §6.3): a source's description with its resolved path and the records of every
-     * file read, a Zarr input's resolved store, array, metadata and values binding. NULL when the
-     * run stopped before its input phase. Released by sm_run_result_destroy. */
+    /* convert: the input's identity as the provenance's `input` member names it (rank 0's view,
+     * on every rank; SPEC §6.3, §6.5): a source's description with its path resolved, a Zarr
+     * input's resolved store, array and metadata_sha256 (what binds its bytes, input_state, is
+     * the provenance's alone). NULL when the run stopped before its input phase. Released by
+     * sm_run_result_destroy. */
     struct json_t *input_identity;
     /* The source read (the caller's, or opened from source_params: released by
      * sm_run_result_destroy then), for its description and counters; NULL for an array. */
