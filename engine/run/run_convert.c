@@ -242,6 +242,29 @@ static sm_status decide(const struct cv *cv, struct sm_output_decision *d, struc
     return SM_OK;
 }
 
+/* An HDF5 file (the signature) at the export path of this job's output being finished: a kill
+ * between the export's rename and the marker's leaves it, and `auto` must not refuse it for
+ * ever as "export exists". */
+static bool own_export(const char *path)
+{
+    struct stat sb;
+    bool is_hdf5 = false;
+    struct sm_err ignored;
+    sm_err_clear(&ignored);
+    return path != NULL && lstat(path, &sb) == 0 && S_ISREG(sb.st_mode) &&
+           sm_export_hdf5_signature(path, &is_hdf5, &ignored) == SM_OK && is_hdf5;
+}
+
+/* The export as this run writes it: export.hdf5.exists overwrite over its own export. */
+static struct sm_run_export export_of(const struct cv *cv)
+{
+    struct sm_run_export x = cv->p->export;
+    if (cv->replace_export) {
+        x.exists = SM_EXPORT_EXISTS_OVERWRITE;
+    }
+    return x;
+}
+
 /* Phase exists: with output.exists: auto, rank 0 decides what the output holds from this job's
  * identity (known now that the input is open; nothing expensive ran yet) and every rank settles
  * on its decision, so all write, resume or stop together. A complete output that verifies ends
