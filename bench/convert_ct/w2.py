@@ -80,7 +80,8 @@ SHARD = [8, 32, 32]
 CHUNK = [2, 16, 16]
 INPUT_CHUNKS = [64, 64, 64]
 QUICK_SHAPE = (160, 150, 140)
-META_NAMES = ("zarr.json", ".zarray", ".zattrs", ".zgroup", ".zmetadata")
+# shardmill.complete.json: a convert's input identity asks for the input's marker (SPEC §6.5)
+META_NAMES = ("zarr.json", ".zarray", ".zattrs", ".zgroup", ".zmetadata", "shardmill.complete.json")
 # SPEC §8 W2 targets (the brief's numbers)
 SPEEDUP_TARGET = 10.0
 ALIGNED_WALL_TARGET_MS = 200.0

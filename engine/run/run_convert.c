@@ -126,8 +126,9 @@ static sm_status ph_input(void *ctx, struct sm_err *err)
         res->source = cv->src;
         res->owns_source_ = true;
     }
-    if (cv->src != NULL) {
-        SM_TRY(open_source(cv, err));
+    if (cv->src != NULL) { /* agreed: the identity below is collective, and a rank whose
+                            * source differs must not leave the others in it */
+        SM_TRY(sm_par_agree(open_source(cv, err), err));
     } else { /* collective */
         SM_TRY(sm_run_open_input_sha(&c->input, c->memory_bytes, &res->store, &res->array,
                                      cv->meta_sha, err));

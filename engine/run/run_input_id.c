@@ -325,14 +325,12 @@ static sm_status zarr_identity(const struct cv *cv, json_t **out, struct sm_err 
         /* a shardmill output's marker binds every shard's size and CRC32C; without one nothing
          * read cheaply binds the values: "values": "re-read" (auto resumes, which checks every
          * shard against its values digest) */
-        struct sm_store *s = NULL; /* its own store: the run's request counters stay the run's */
+        /* through the input's own store: one more metadata request, counted like the others
+         * (SPEC §3: every request sent is counted) */
         struct sm_buf mk = SM_BUF_INIT;
         bool found = false;
-        sm_status st = sm_store_open_with(in->store, &in->http, &s, err);
-        if (st == SM_OK) {
-            st = sm_store_get(s, ID_MARKER, sm_range_all(), SM_IO_META, &mk, &found, err);
-        }
-        sm_store_close(s);
+        sm_status st = sm_store_get(cv->res->store, ID_MARKER, sm_range_all(), SM_IO_META, &mk,
+                                    &found, err);
         if (st != SM_OK) { /* a store that refuses the key (S3 without ListBucket: 403) has no
                             * marker to offer: the values are re-read */
             sm_err_clear(err);
