@@ -335,11 +335,12 @@ bool sm_tiff_parse_ome(const char *s, size_t n, struct sm_tiff_ome_px *px)
         if (s[i] != '<') {
             continue;
         }
-        const size_t skip = markup_end(s, n, i);
-        if (skip == 0) {
-            return false; /* an unterminated comment, CDATA section or declaration */
-        }
-        if (skip != i) {
+        if (starts(s, n, i, "<!") || starts(s, n, i, "<?")) {
+            /* only these: markup_end's 0 (unterminated) is also an element's start at byte 0 */
+            const size_t skip = markup_end(s, n, i);
+            if (skip == 0) {
+                return false; /* an unterminated comment, CDATA section or declaration */
+            }
             i = skip - 1; /* the loop's i++ steps past its end */
             continue;
         }

@@ -137,6 +137,17 @@ static void test_ome_xml_syntax(void **state)
     struct sm_tiff_geom g =
         ome_geom("<Pixels PhysicalSizeX=\"+.5\" PhysicalSizeY=\" 5E-1 \" PhysicalSizeZ=\"2.\">");
     expect(&g, 2.0, 0.5, 0.5, "micrometer", "ome-xml");
+    /* OME-XML without an XML declaration: the root element at byte 0 is an element, not an
+     * unterminated markup (the fuzz target's decoy check found it read no geometry) */
+    struct sm_tiff_ome_px px;
+    const char *bare = "<OME><Image ID=\"Image:0\"><Pixels PhysicalSizeX=\"2\" "
+                       "PhysicalSizeY=\"2\" PhysicalSizeZ=\"3\"/></Image></OME>";
+    assert_true(sm_tiff_parse_ome(bare, strlen(bare), &px));
+    assert_true(px.has[0] && px.has[1] && px.has[2]);
+    assert_true(px.size[0] == 3.0 && px.size[1] == 2.0 && px.size[2] == 2.0);
+    const char *root = "<Pixels PhysicalSizeX=\"5\">";
+    assert_true(sm_tiff_parse_ome(root, strlen(root), &px));
+    assert_true(px.has[2] && px.size[2] == 5.0);
     /* a commented-out <Pixels> is no element: the real one's sizes */
     g = ome_geom("<!-- <Pixels PhysicalSizeX=\"9\" PhysicalSizeY=\"9\"> --><Pixels "
                  "PhysicalSizeX=\"1\" PhysicalSizeY=\"1\">");
