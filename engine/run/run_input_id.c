@@ -184,20 +184,6 @@ static sm_status walk_dir(struct walk *w, const char *dir, const char *rel, unsi
 
 /* Decimal strings: every JSON reader keeps them exact (a document read with integers as reals,
  * one holding a u64 above 2^63, would round a nanosecond time to 256 ns). */
-static json_t *id_u64(uint64_t v)
-{
-    char s[24];
-    snprintf(s, sizeof(s), "%" PRIu64, v);
-    return json_string(s);
-}
-
-static json_t *id_i64(int64_t v)
-{
-    char s[24];
-    snprintf(s, sizeof(s), "%" PRId64, v);
-    return json_string(s);
-}
-
 static void hex32(const uint8_t d[32], char out[65])
 {
     static const char hex[] = "0123456789abcdef";
@@ -249,8 +235,9 @@ static sm_status tree_json(const char *root, const char *sub, bool recurse, bool
         fold(w);
         char hex[65];
         hex32(w->state, hex);
-        *out = json_pack("{s:o,s:o,s:o,s:s}", "files", id_u64(w->files), "bytes", id_u64(w->bytes),
-                         "mtime_ns", id_i64(w->mtime_ns), "records_sha256", hex);
+        *out = json_pack("{s:o,s:o,s:o,s:s}", "files", sm_json_checksum_u64(w->files), "bytes",
+                         sm_json_checksum_u64(w->bytes), "mtime_ns",
+                         sm_json_checksum_i64(w->mtime_ns), "records_sha256", hex);
     }
     sm_free(w);
     return st;
@@ -275,10 +262,12 @@ sm_status sm_run_file_identity(const char *path, char *resolved, size_t cap, jso
     if (S_ISDIR(sb.st_mode)) { /* a TIFF stack: each slice's record */
         return tree_json(rp, "", false, true, out, err);
     }
-    *out = json_pack("{s:o,s:o,s:o,s:o,s:o,s:o}", "files", id_u64(1), "bytes",
-                     id_u64((uint64_t)sb.st_size), "mtime_ns", id_i64(ts_ns(sb.st_mtim)), "dev",
-                     id_u64((uint64_t)sb.st_dev), "ino", id_u64((uint64_t)sb.st_ino), "ctime_ns",
-                     id_i64(ts_ns(sb.st_ctim)));
+    *out = json_pack("{s:o,s:o,s:o,s:o,s:o,s:o}", "files", sm_json_checksum_u64(1), "bytes",
+                     sm_json_checksum_u64((uint64_t)sb.st_size), "mtime_ns",
+                     sm_json_checksum_i64(ts_ns(sb.st_mtim)), "dev",
+                     sm_json_checksum_u64((uint64_t)sb.st_dev), "ino",
+                     sm_json_checksum_u64((uint64_t)sb.st_ino), "ctime_ns",
+                     sm_json_checksum_i64(ts_ns(sb.st_ctim)));
     return *out != NULL ? SM_OK : sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__, "out of memory");
 }
 
@@ -329,8 +318,8 @@ static sm_status zarr_identity(const struct cv *cv, json_t **out, struct sm_err 
          * (SPEC §3: every request sent is counted) */
         struct sm_buf mk = SM_BUF_INIT;
         bool found = false;
-        sm_status st = sm_store_get(cv->res->store, ID_MARKER, sm_range_all(), SM_IO_META, &mk,
-                                    &found, err);
+        sm_status st =
+            sm_store_get(cv->res->store, ID_MARKER, sm_range_all(), SM_IO_META, &mk, &found, err);
         if (st != SM_OK) { /* a store that refuses the key (S3 without ListBucket: 403) has no
                             * marker to offer: the values are re-read */
             sm_err_clear(err);
