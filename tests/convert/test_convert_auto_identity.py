@@ -25,7 +25,6 @@ to a clean run on the new input that passes verify; never exit 0 with "complete"
 Prints one ok/FAIL line per check and a closing count; exit 1 on any failure.
 """
 
-import argparse
 import json
 import os
 import shutil
@@ -34,7 +33,6 @@ import subprocess
 import numpy as np
 
 from shardmill_test import runner as cc
-from shardmill_test.checks import Checks
 from shardmill_test.ranks import plain_env
 
 SHAPE = (16, 64, 64)
@@ -330,16 +328,7 @@ CASES = {"zarr_rewritten": case_zarr_rewritten, "raw_replaced": case_raw_replace
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--shardmill", required=True)
-    ap.add_argument("--work", required=True)
-    ap.add_argument("--case", required=True, choices=sorted(CASES))
-    args = ap.parse_args()
-    args.shardmill = os.path.abspath(args.shardmill)
-    work = cc.fresh_dir(os.path.abspath(os.path.join(args.work, args.case)))
-    c = Checks(f"auto_identity.{args.case}")
-    CASES[args.case](c, args, work)
-    return c.done()
+    return cc.case_main("auto_identity", CASES)
 
 
 if __name__ == "__main__":

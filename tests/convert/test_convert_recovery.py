@@ -29,14 +29,12 @@ convert.recovery.<case>):
 Prints one ok/FAIL line per check and a closing count; exit 1 on any failure, 77 when skipped.
 """
 
-import argparse
 import json
 import os
 import shutil
 import subprocess
 
 from shardmill_test import runner as cc
-from shardmill_test.checks import Checks
 from shardmill_test.ranks import plain_env
 
 import test_convert_safety as ts  # noqa: E402  (the input writer)
@@ -387,17 +385,7 @@ CASES = {"journal": case_journal, "levels": case_levels, "grid": case_grid, "tre
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--shardmill", required=True)
-    ap.add_argument("--work", required=True)
-    ap.add_argument("--case", required=True, choices=sorted(CASES))
-    args = ap.parse_args()
-    args.shardmill = os.path.abspath(args.shardmill)
-    work = cc.fresh_dir(os.path.abspath(os.path.join(args.work, args.case)))
-    c = Checks(f"recovery.{args.case}")
-    if CASES[args.case](c, args, work) == SKIP:
-        return SKIP
-    return c.done()
+    return cc.case_main("recovery", CASES, SKIP)
 
 
 if __name__ == "__main__":

@@ -204,6 +204,22 @@ def fresh_dir(path):
     return path
 
 
+def case_main(name, cases, skip=77):
+    """The driver of a `--shardmill BIN --work DIR --case NAME` test file: runs cases[NAME](checks,
+    args, a fresh WORK/NAME) and returns its exit status (`skip` when the case returns it)."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shardmill", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--case", required=True, choices=sorted(cases))
+    args = ap.parse_args()
+    args.shardmill = os.path.abspath(args.shardmill)
+    work = fresh_dir(os.path.abspath(os.path.join(args.work, args.case)))
+    c = Checks(f"{name}.{args.case}")
+    if cases[args.case](c, args, work) == skip:
+        return skip
+    return c.done()
+
+
 # ---- zarrita.js ----
 
 def node_ok(node):
