@@ -442,6 +442,39 @@ void sm_run_plan(enum sm_part_kind kind, const struct sm_array_meta *m, const st
  * min(nranks, t->ntiles); returns their number. O(shares) memory for any nranks. */
 size_t sm_run_plan_shares(enum sm_part_kind kind, const struct sm_array_meta *m,
                           const struct sm_tiling *t, int nranks, struct sm_rank_part *out);
+/* ---- reading each input byte once per pass (docs/internals/reading.md) ---- */
+
+/* How a convert reads its input. The output's shards are grouped by the input read blocks they
+ * share (m->chunk_shape: a source's slab, an array's chunk or inner chunk); whole groups go to
+ * one rank, and a group of several shards whose blocks decode whole is read once per pass into a
+ * window that every shard of the group is cut from. */
+struct sm_read_plan {
+    struct sm_tiling groups; /* the groups as tiles of the ROI, each a box of whole shards */
+    uint64_t window_bytes;   /* decoded input bytes of the largest group's box */
+    uint64_t window_budget;  /* what one window may hold: a share of limits.memory_bytes */
+    bool windowed;           /* groups of several shards are read through a window */
+    /* decoded input bytes one pass reads from storage, summed over ranks (blocks whole), and the
+     * ROI's own decoded bytes: pass_bytes / roi_bytes is the pass's read amplification (1 when
+     * windowed, aligned or random access) */
+    uint64_t pass_bytes, roi_bytes;
+    /* output.shard auto: how the shard shape was chosen, for the plan and the report ("" for an
+     * explicit shard) */
+    char why[200];
+};
+
+/* The output's shard grid and the read plan of a convert whose input m is read with `access`,
+ * in memory_bytes (0: unbounded). Like sm_run_shard_grid, except that an automatic shard
+ * (output.shard unset) is made shallower (whole inner chunks) until a group's window fits
+ * window_budget, and say so in rp->why. Metadata only; every rank computes the same. */
+sm_status sm_run_input_layout(const struct sm_run_output *o, const struct sm_array_meta *m,
+                              enum sm_source_access access, const struct sm_run_setup *s,
+                              uint64_t memory_bytes, struct sm_tiling *grid,
+                              struct sm_output_spec *spec, struct sm_read_plan *rp,
+                              struct sm_err *err);
+/* The read plan of an existing shard grid (sm_run_input_layout without choosing the shard). */
+void sm_run_read_plan(const struct sm_array_meta *m, enum sm_source_access access,
+                      const struct sm_tiling *grid, uint64_t memory_bytes, struct sm_read_plan *rp);
+
 /* ---- OME-Zarr output (SPEC §2) ---- */
 
 /* The number of levels output.ome asks for a level 0 of `shape` (auto resolved), the shape of

@@ -21,14 +21,31 @@ struct json_t;
 #define SM_MAX_DIMS 32
 #endif
 
+/* What reading part of a source's read block costs (docs/internals/reading.md): the engine groups
+ * the output's shards by the blocks they share and reads each block once per pass only where a
+ * block decodes whole. */
+enum sm_source_access {
+    /* A block decodes whole (a compressed TIFF strip or tile, an HDF5 chunk with filters): a box
+     * that covers part of a block costs the whole block. The default of a caller's own ops. */
+    SM_SOURCE_BLOCKS = 0,
+    /* Any box reads just its own bytes (raw, .nii, an uncompressed TIFF strip or tile, HDF5
+     * contiguous or unfiltered chunks). */
+    SM_SOURCE_RANDOM,
+    /* Read forward only (.nii.gz): sm_source_plan loads the rank's bounding box once. */
+    SM_SOURCE_STREAM
+};
+
 /* What a source knows of its volume. */
 struct sm_source_info {
     unsigned ndim;               /* 1..SM_MAX_DIMS */
     uint64_t shape[SM_MAX_DIMS]; /* C order: [z, y, x] for 3-D */
     enum sm_dtype dtype;         /* of the values read_box delivers */
-    /* The plan hint: the source's natural read unit (a TIFF slice [1, h, w], an HDF5 chunk, a
-     * NIfTI or raw plane); a box aligned to it reads no byte twice. Every entry >= 1. */
+    /* The source's read block: the unit its storage is read and decoded in (a TIFF strip
+     * [1, rows_per_strip, w] or tile [1, th, tw], an HDF5 chunk, a NIfTI or raw plane); a box
+     * aligned to it reads no byte twice. Every entry >= 1. */
     uint64_t slab[SM_MAX_DIMS];
+    /* What reading part of a block costs (above). */
+    enum sm_source_access access;
     /* Geometry the file states (NIfTI pixdim, qform/sform; a TIFF's ImageJ or OME-XML
      * description or resolution tags), in the axis order above. NIfTI spacing is checked
      * positive and finite unless sm_source_params.spacing_given; its origin (the world position

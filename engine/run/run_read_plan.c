@@ -1,0 +1,130 @@
+/* Reading each input byte once per pass (docs/internals/reading.md): the output's shards grouped
+ * by the input read blocks they share, the window a group is read into, what a pass reads, and
+ * an automatic shard made shallow enough for a group's window to fit the memory budget. */
+#include "run_int.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static uint64_t gcd64(uint64_t a, uint64_t b)
+{
+    while (b != 0) {
+        const uint64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+/* Shards per group on one axis: the fewest whole shards whose run ends on a block boundary
+ * (r * shard a multiple of block), all of the axis when none does first. Groups start at the
+ * ROI's start; a ROI that starts inside a block shares one block between neighbouring groups,
+ * which both read (counted in pass_bytes). */
+static uint64_t group_run(uint64_t shard, uint64_t block, uint64_t nshards)
+{
+    if (block <= 1 || shard % block == 0) {
+        return 1;
+    }
+    const uint64_t r = block / gcd64(shard, block); /* r * shard = lcm(shard, block) */
+    return r < nshards ? r : nshards;
+}
+
+void sm_run_read_plan(const struct sm_array_meta *m, enum sm_source_access access,
+                      const struct sm_tiling *grid, uint64_t memory_bytes, struct sm_read_plan *rp)
+{
+    memset(rp, 0, sizeof(*rp));
+    const unsigned nd = grid->ndim;
+    struct sm_read_unit u;
+    sm_read_unit_of(m, &u);
+    const size_t elem = sm_dtype_size(m->dtype);
+    uint64_t gtile[SM_MAX_DIMS], roi = elem, window = elem;
+    bool several = false;
+    for (unsigned d = 0; d < nd; d++) {
+        const uint64_t r =
+            access == SM_SOURCE_BLOCKS ? group_run(grid->tile[d], u.shape[d], grid->grid[d]) : 1;
+        several = several || r > 1;
+        gtile[d] = grid->tile[d] * r;
+        roi *= grid->roi_shape[d];
+        window *= gtile[d] < grid->roi_shape[d] ? gtile[d] : grid->roi_shape[d];
+    }
+    struct sm_err ignored;
+    /* the groups tile the grid's own ROI with whole shards: the same checks pass */
+    (void)sm_tiling_init(&rp->groups, nd, m->shape, grid->roi_offset, grid->roi_shape, gtile,
+                         &ignored);
+    rp->roi_bytes = roi;
+    rp->window_bytes = several ? window : 0;
+    rp->window_budget = memory_bytes == 0 ? UINT64_MAX : memory_bytes / 2;
+    rp->windowed = several && window <= rp->window_budget;
+    if (access != SM_SOURCE_BLOCKS) { /* every box reads its own bytes (a stream: its plan) */
+        rp->pass_bytes = roi;
+        return;
+    }
+    /* each group (windowed) or each shard (not) decodes every block it touches, whole */
+    const struct sm_tiling *t = rp->windowed || !several ? &rp->groups : grid;
+    for (uint64_t i = 0; i < t->ntiles; i++) {
+        rp->pass_bytes += sm_tiling_cost(t, &u, i);
+    }
+}
+
+/* How deep a shard may be on axis 0 for its group's window to fit: the largest multiple of the
+ * chunk depth, at most the automatic shard's, whose window fits (0: none does). */
+static uint64_t fitting_depth(const struct sm_array_meta *m, enum sm_source_access access,
+                              const struct sm_tiling *grid, uint64_t chunk0, uint64_t memory_bytes)
+{
+    for (uint64_t depth = grid->tile[0]; depth >= chunk0 && depth > 0; depth -= chunk0) {
+        struct sm_tiling g = *grid;
+        g.tile[0] = depth;
+        g.grid[0] = (g.roi_shape[0] + depth - 1) / depth;
+        struct sm_read_plan rp;
+        sm_run_read_plan(m, access, &g, memory_bytes, &rp);
+        if (rp.window_bytes <= rp.window_budget) {
+            return depth;
+        }
+    }
+    return 0;
+}
+
+sm_status sm_run_input_layout(const struct sm_run_output *o, const struct sm_array_meta *m,
+                              enum sm_source_access access, const struct sm_run_setup *s,
+                              uint64_t memory_bytes, struct sm_tiling *grid,
+                              struct sm_output_spec *spec, struct sm_read_plan *rp,
+                              struct sm_err *err)
+{
+    struct sm_output_spec sp;
+    SM_TRY(sm_run_shard_grid(o, m, s, grid, &sp, err));
+    sm_run_read_plan(m, access, grid, memory_bytes, rp);
+    const bool shard_auto = !o->shard.set && sp.sharded && m->ndim > 0;
+    if (shard_auto && rp->window_bytes > rp->window_budget) {
+        const uint64_t was = sp.shard[0];
+        const uint64_t depth = fitting_depth(m, access, grid, sp.chunk[0], memory_bytes);
+        if (depth != 0 && depth < was) {
+            sp.shard[0] = depth;
+            SM_TRY(sm_tiling_init(grid, m->ndim, m->shape, s->off, s->shape, sp.shard, err));
+            sm_run_read_plan(m, access, grid, memory_bytes, rp);
+            snprintf(rp->why, sizeof(rp->why),
+                     "shard depth %llu, not %llu: a group of shards sharing input blocks is read "
+                     "once into a window of %llu bytes, within half of limits.memory_bytes",
+                     (unsigned long long)depth, (unsigned long long)was,
+                     (unsigned long long)rp->window_bytes);
+        } else {
+            snprintf(rp->why, sizeof(rp->why),
+                     "no shard depth fits a group's window (%llu bytes) in half of "
+                     "limits.memory_bytes: each shard reads its input blocks whole",
+                     (unsigned long long)rp->window_bytes);
+        }
+    } else if (shard_auto) {
+        if (rp->windowed) {
+            snprintf(rp->why, sizeof(rp->why),
+                     "the default shard: a group's window of %llu bytes fits half of "
+                     "limits.memory_bytes",
+                     (unsigned long long)rp->window_bytes);
+        } else {
+            snprintf(rp->why, sizeof(rp->why),
+                     "the default shard: no two shards share an input block");
+        }
+    }
+    if (spec != NULL) {
+        *spec = sp;
+    }
+    return SM_OK;
+}
