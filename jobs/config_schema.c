@@ -443,8 +443,10 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .flags = SM_CFGF_POSITIVE | SM_CFGF_AUTO,
      .def = "auto",
      .def_doc = "auto: the inner chunk times powers of two, so that a shard holds 32-64 MiB of "
-                "output values (one shard when the output is smaller); [] writes an unsharded "
-                "array",
+                "output values (one shard when the output is smaller), made shallower on axis 0 "
+                "until a group of shards that share input read blocks (a TIFF strip, an HDF5 "
+                "chunk) fits half of limits.memory_bytes, so each input byte is read once per "
+                "pass (docs/internals/reading.md); [] writes an unsharded array",
      .help = "shard shape of the output (SPEC §2 default layout: a volume of N bytes makes about "
              "N / 32 MiB shards; `plan` and `validate` print the layout)",
      .example = "[16, 64, 64]",

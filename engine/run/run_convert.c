@@ -309,17 +309,88 @@ static sm_status ph_exists(void *ctx, struct sm_err *err)
     return sm_run_export_check(&x, sm_output_path(cv->out), err);
 }
 
+/* grouped: this rank's shards into cv->order, group after group (each group's in C order of the
+ * shard grid), and where each group starts (cv->gstart). */
+static sm_status group_shards(struct cv *cv, struct sm_err *err)
+{
+    const struct sm_tiling *g = &cv->rp.groups, *t = &cv->grid;
+    const unsigned nd = t->ndim;
+    uint64_t lo[SM_MAX_DIMS], hi[SM_MAX_DIMS], off[SM_MAX_DIMS], shape[SM_MAX_DIMS];
+    cv->gstart = sm_malloc((size_t)(cv->gmine.count + 1) * sizeof(*cv->gstart));
+    if (cv->gstart == NULL) {
+        SM_FAIL(err, SM_E_NOMEM, "cannot list %llu groups", (unsigned long long)cv->gmine.count);
+    }
+    uint64_t n = 0;
+    for (int fill = 0; fill < 2; fill++) { /* count, then list */
+        n = 0;
+        for (uint64_t k = 0; k < cv->gmine.count; k++) {
+            cv->gstart[k] = n;
+            sm_tiling_box(g, cv->gmine.first + k, off, shape);
+            uint64_t count = 1;
+            for (unsigned d = 0; d < nd; d++) { /* the group's shards per axis: [lo, hi) */
+                lo[d] = (off[d] - t->roi_offset[d]) / t->tile[d];
+                hi[d] = (off[d] + shape[d] - t->roi_offset[d] + t->tile[d] - 1) / t->tile[d];
+                count *= hi[d] - lo[d];
+            }
+            for (uint64_t i = 0; fill && i < count; i++) {
+                uint64_t rest = i, index = 0, stride = 1;
+                for (unsigned d = nd; d-- > 0;) {
+                    const uint64_t ext = hi[d] - lo[d];
+                    index += (lo[d] + rest % ext) * stride;
+                    rest /= ext;
+                    stride *= t->grid[d];
+                }
+                cv->order[n + i] = index;
+            }
+            n += count;
+        }
+        cv->gstart[cv->gmine.count] = n;
+        if (!fill) {
+            cv->order = sm_malloc((size_t)(n > 0 ? n : 1) * sizeof(*cv->order));
+            if (cv->order == NULL) {
+                SM_FAIL(err, SM_E_NOMEM, "cannot list %llu shards", (unsigned long long)n);
+            }
+        }
+    }
+    cv->nmine = n;
+    return SM_OK;
+}
+
+/* This rank's shards' bounding box (none: false). */
+static bool shards_box(const struct cv *cv, uint64_t *off, uint64_t *shape)
+{
+    if (cv->grouped) {
+        if (cv->gmine.count == 0) {
+            return false;
+        }
+        sm_tiling_run_box(&cv->rp.groups, cv->gmine.first, cv->gmine.count, off, shape);
+        return true;
+    }
+    if (cv->shards.count == 0) {
+        return false;
+    }
+    sm_tiling_run_box(&cv->grid, cv->shards.first, cv->shards.count, off, shape);
+    return true;
+}
+
 /* A source's bounding box of this rank's tiles and shards: what its plan may load. */
 static sm_status plan_source(struct cv *cv, struct sm_err *err)
 {
     const unsigned nd = cv->m->ndim;
     uint64_t lo[SM_MAX_DIMS], hi[SM_MAX_DIMS], off[SM_MAX_DIMS], shape[SM_MAX_DIMS];
     bool any = false;
+    if (shards_box(cv, off, shape)) {
+        memcpy(lo, off, sizeof(lo));
+        for (unsigned d = 0; d < nd; d++) {
+            hi[d] = off[d] + shape[d];
+        }
+        any = true;
+    }
     const struct {
         const struct sm_tiling *t;
         const struct sm_part *p;
-    } runs[2] = {{&cv->grid, &cv->shards}, {&cv->su.tiling, &cv->mine}};
-    for (int k = 0; k < (cv->one_pass ? 1 : 2); k++) {
+    } runs[1] = {{&cv->su.tiling, &cv->mine}};
+    for (int k = 0; k < (cv->one_pass || cv->grouped ? 0 : 1); k++) {
         if (runs[k].p->count == 0) {
             continue;
         }
@@ -349,12 +420,27 @@ static sm_status ph_plan(void *ctx, struct sm_err *err)
     struct sm_run_output o = p->output; /* the grid of the output's own type (its writer's) */
     o.dtype_set = true;
     o.dtype = cv->out_dt;
-    SM_TRY(sm_run_shard_grid(&o, cv->m, &cv->su, &cv->grid, &cv->layout, err));
+    const enum sm_source_access access =
+        cv->src != NULL ? sm_source_info(cv->src)->access : SM_SOURCE_BLOCKS;
+    SM_TRY(sm_run_input_layout(&o, cv->m, access, &cv->su, c->memory_bytes, &cv->grid, &cv->layout,
+                               &cv->rp, err));
+    cv->res->read_plan = cv->rp;
     SM_TRY(sm_run_check_shards(cv->grid.ntiles, c->memory_bytes, err));
     if (cv->rank == 0 && hk->layout != NULL) {
         hk->layout(hk->user, &cv->layout, cv->grid.ntiles);
     }
-    SM_TRY(sm_run_rank_part(c->partition, cv->m, &cv->grid, &cv->shards, err));
+    /* shards that share input blocks go to one rank, group by group, when a group's window fits;
+     * otherwise each rank takes a run of shards (and reads their blocks whole, each shard) */
+    cv->grouped = cv->rp.windowed;
+    if (cv->grouped) {
+        SM_TRY(sm_run_rank_part(c->partition, cv->m, &cv->rp.groups, &cv->gmine, err));
+        SM_TRY(group_shards(cv, err));
+        cv->shards = (struct sm_part){0, cv->nmine, 0};
+    } else {
+        SM_TRY(sm_run_rank_part(c->partition, cv->m, &cv->grid, &cv->shards, err));
+        cv->nmine = cv->shards.count;
+    }
+    sm_run_window_init(&cv->win, cv->m->ndim, sm_dtype_size(cv->m->dtype), &cv->m->chunk_shape[0]);
     if (cv->src != NULL && !c->tile.set) { /* a source's tiles are the shards: read once */
         memcpy(cv->su.tile, cv->grid.tile, sizeof(cv->su.tile));
         cv->su.tiling = cv->grid;
@@ -389,12 +475,97 @@ static uint64_t scan_total(void *ctx)
     return cv->one_pass ? UINT64_MAX : cv->su.tiling.ntiles;
 }
 
+/* A box of the input from the group's window (the scan's reader when grouped). */
+static sm_status read_window(void *user, int thread, const uint64_t *off, const uint64_t *shape,
+                             void *out, struct sm_err *err)
+{
+    (void)thread;
+    const struct cv *cv = user;
+    if (!sm_run_window_covers(&cv->win, off, shape)) {
+        SM_FAIL(err, SM_E_INTERNAL, "a tile outside its group's window");
+    }
+    sm_run_window_copy(&cv->win, off, shape, out);
+    return SM_OK;
+}
+
+sm_status sm_cv_window_load(struct cv *cv, const uint64_t *off, const uint64_t *shape,
+                            struct sm_err *err)
+{
+    if (sm_run_window_covers(&cv->win, off, shape)) {
+        return SM_OK; /* the rank's whole box, kept from the scan */
+    }
+    return cv->src != NULL ? sm_run_window_load_source(&cv->win, cv->src, cv->nthreads,
+                                                       cv->p->c.stop, off, shape, err)
+                           : sm_run_window_load_array(&cv->win, cv->res->array, off, shape, err);
+}
+
+/* Adds one window's scan into the rank's. */
+static void scan_merge(struct sm_scan_result *into, const struct sm_scan_result *r)
+{
+    sm_hist_merge(&into->hist, &r->hist);
+    into->sums.sum += r->sums.sum;
+    into->sums.weighted += r->sums.weighted;
+    into->voxels += r->voxels;
+    into->tiles += r->tiles;
+    into->fetch_ns += r->fetch_ns;
+    into->decode_ns += r->decode_ns;
+    into->process_ns += r->process_ns;
+}
+
+/* The scan of a grouped rank: each group's box read once into the window and its shards scanned
+ * from there. When the rank's whole box fits what a kept input may hold, it is the one window,
+ * read once, and the write cuts its shards from it too (the input read once in all). */
+static sm_status scan_groups(struct cv *cv, struct sm_err *err)
+{
+    const uint64_t memory = cv->p->c.memory_bytes;
+    struct sm_scan_params sp = cv->su.params;
+    const struct sm_box_reader rd = {cv->m, read_window, cv};
+    sp.reader = &rd;
+    sp.keep = NULL;
+    SM_TRY(sm_hist_init(&cv->res->scan.hist, cv->m->dtype, sp.bins, sp.lo, sp.hi, err));
+    uint64_t off[SM_MAX_DIMS], shape[SM_MAX_DIMS];
+    if (shards_box(cv, off, shape)) {
+        uint64_t n = cv->win.elem;
+        for (unsigned d = 0; d < cv->m->ndim; d++) {
+            n *= shape[d];
+        }
+        if (memory == 0 || n <= memory / 2 - run_memo_total(memory)) {
+            SM_TRY(sm_cv_window_load(cv, off, shape, err));
+            cv->keep_bytes = n; /* reported as the kept input */
+        }
+    }
+    struct sm_run_progress_base pb = {sp.progress, sp.progress_user, 0, 0, 0, 0};
+    sp.progress = sm_run_progress_based;
+    sp.progress_user = &pb;
+    for (uint64_t k = 0; k < cv->gmine.count; k++) {
+        sm_tiling_box(&cv->rp.groups, cv->gmine.first + k, off, shape);
+        SM_TRY(sm_cv_window_load(cv, off, shape, err));
+        struct sm_tiling sub; /* the group's shards as tiles */
+        SM_TRY(sm_tiling_init(&sub, cv->m->ndim, cv->m->shape, off, shape, cv->grid.tile, err));
+        struct sm_scan_result r;
+        const sm_status st = sm_scan_tiles(NULL, &sub, 0, sub.ntiles, &sp, &r, err);
+        if (st == SM_OK) {
+            scan_merge(&cv->res->scan, &r);
+            sm_run_progress_next(&pb);
+        }
+        sm_scan_result_destroy(&r);
+        SM_TRY(st);
+    }
+    sm_hist_finish(&cv->res->scan.hist);
+    return SM_OK;
+}
+
 /* Phase scan (two passes only): this rank's tiles, kept when they hold its shards' input. */
 static sm_status ph_scan(void *ctx, struct sm_err *err)
 {
     struct cv *cv = ctx;
     if (cv->one_pass) {
         return SM_OK;
+    }
+    if (cv->grouped) {
+        const sm_status st = scan_groups(cv, err);
+        cv->t_scan = sm_clock_ns() - cv->t_start;
+        return st;
     }
     cv->keep = sm_cv_keep_plan(cv->p->c.memory_bytes, cv->m, &cv->su, &cv->mine, &cv->grid,
                                &cv->shards, &cv->keep_bytes);
@@ -523,6 +694,9 @@ static void cv_free(struct cv *cv)
     sm_writer_free(cv->w);
     sm_writer_free(cv->w_final);
     sm_free(cv->keep);
+    sm_free(cv->order);
+    sm_free(cv->gstart);
+    sm_run_window_free(&cv->win);
 }
 
 sm_status sm_run_convert(const struct sm_convert_run *p, struct sm_run_result *res,

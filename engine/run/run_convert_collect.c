@@ -13,8 +13,8 @@
 static uint64_t share_bytes(const struct cv *cv)
 {
     uint64_t sum = 0, off[SM_MAX_DIMS], shape[SM_MAX_DIMS];
-    for (uint64_t i = 0; i < cv->shards.count; i++) {
-        sm_tiling_box(&cv->grid, cv->shards.first + i, off, shape);
+    for (uint64_t i = 0; i < cv->nmine; i++) {
+        sm_tiling_box(&cv->grid, cv->grouped ? cv->order[i] : cv->shards.first + i, off, shape);
         uint64_t n = cv->in_elem;
         for (unsigned d = 0; d < cv->m->ndim; d++) {
             n *= shape[d];
@@ -99,7 +99,7 @@ sm_status sm_cv_collect(void *ctx, struct sm_err *err)
     uint64_t counts[6] = {cv->rank == 0 ? os.total_shards : 0,
                           cv->rank == 0 ? os.total_bytes : 0,
                           os.shards_written,
-                          cv->keep != NULL ? 1 : 0,
+                          cv->keep != NULL || cv->keep_bytes != 0 ? 1 : 0,
                           cv->keep_bytes,
                           cv->wr.kept};
     SM_TRY(sm_par_sum_u64(counts, 6, err));

@@ -52,7 +52,16 @@ struct cv {
     bool one_pass;
     struct sm_tiling grid; /* the output shard grid as a tiling of the ROI */
     struct sm_output_spec layout;
-    struct sm_part shards, mine;
+    struct sm_part shards, mine; /* this rank's shards (not grouped) and scan tiles */
+    /* the read plan (run_read_plan.c, docs/internals/reading.md); grouped: the ranks take whole
+     * groups of shards that share input blocks (gmine), each read once per pass into win */
+    struct sm_read_plan rp;
+    bool grouped;
+    struct sm_part gmine;
+    uint64_t *order;  /* grouped: this rank's shards, group after group (C order in each) */
+    uint64_t *gstart; /* grouped: where each of gmine's groups starts in order (count + 1) */
+    uint64_t nmine;   /* this rank's shards */
+    struct sm_run_window win;
     /* scan */
     uint8_t *keep; /* the decoded input box of this rank's tiles, or NULL */
     size_t keep_bytes;
@@ -75,6 +84,11 @@ struct cv {
     struct sm_write_result wr;
     uint64_t t_finish;
 };
+
+/* run_convert.c: the box [off, off + shape) of the input into cv->win (a grouped rank's group,
+ * read once per pass), unless the window holds it already. */
+sm_status sm_cv_window_load(struct cv *cv, const uint64_t *off, const uint64_t *shape,
+                            struct sm_err *err);
 
 /* run_convert_write.c: the phases write, flush (with its cleanup) and statistics */
 sm_status sm_cv_write(void *ctx, struct sm_err *err);

@@ -29,6 +29,10 @@ static sm_status read_input(struct cv *cv, struct cv_thread *ts, int thread, con
         sm_box_copy(&kv, cv->keep, rel, &sv, in, zero, shape);
         return SM_OK;
     }
+    if (cv->grouped && sm_run_window_covers(&cv->win, in_off, shape)) {
+        sm_run_window_copy(&cv->win, in_off, shape, in);
+        return SM_OK;
+    }
     if (cv->src != NULL) {
         return sm_source_read_box(cv->src, thread, in_off, shape, in, err);
     }
@@ -134,7 +138,8 @@ static sm_status fill_shard(void *user, int thread, uint64_t shard, const uint64
     (void)shard;
     struct cv *cv = user;
     const bool split = cv->nthreads > 1 && cv->m->ndim > 0 && shape[0] > 1 &&
-                       (cv->src != NULL || cv->keep != NULL) && !sm_work_in_parallel();
+                       (cv->src != NULL || cv->keep != NULL || cv->grouped) &&
+                       !sm_work_in_parallel();
     if (!split) {
         return fill_box(cv, thread, offset, shape, data, len, err);
     }
@@ -171,7 +176,7 @@ static sm_status threads_new(struct cv *cv, struct sm_err *err)
         SM_FAIL(err, SM_E_NOMEM, "cannot allocate %d threads", cv->nthreads);
     }
     /* the chunk memos share the budget's eighth (sm_run_setup), none when the input is kept */
-    const bool memo = cv->keep == NULL && cv->src == NULL;
+    const bool memo = cv->keep == NULL && cv->src == NULL && !cv->grouped;
     const uint64_t each = memo ? run_memo_total(cv->p->c.memory_bytes) / cv->nthreads : 0;
     for (int i = 0; i < cv->nthreads; i++) {
         if (memo) {
@@ -204,6 +209,37 @@ uint64_t sm_cv_write_total(void *ctx)
     return sm_writer_nshards(sm_writer_level(cv->w, 0));
 }
 
+/* A grouped rank's write: each group's box read into the window (unless the scan kept the rank's
+ * whole box there), then the group's shards cut from it; the write results and the progress add
+ * up over the groups. */
+static sm_status write_groups(struct cv *cv, const struct sm_write_job *all, struct sm_err *err)
+{
+    struct sm_run_progress_base pb = {all->progress, all->progress_user, 0, 0, 0, 0};
+    struct sm_write_job job = *all;
+    job.progress = sm_run_progress_based;
+    job.progress_user = &pb;
+    memset(&cv->wr, 0, sizeof(cv->wr));
+    for (uint64_t k = 0; k < cv->gmine.count; k++) {
+        uint64_t off[SM_MAX_DIMS], shape[SM_MAX_DIMS];
+        sm_tiling_box(&cv->rp.groups, cv->gmine.first + k, off, shape);
+        SM_TRY(sm_run_stop_check(cv->p->c.stop, SM_OK, err));
+        SM_TRY(sm_cv_window_load(cv, off, shape, err));
+        job.list = cv->order + cv->gstart[k];
+        job.count = cv->gstart[k + 1] - cv->gstart[k];
+        struct sm_write_result r;
+        const sm_status st = sm_write_shards(cv->w, cv->out, &job, &r, err);
+        cv->wr.written += r.written;
+        cv->wr.kept += r.kept;
+        cv->wr.bytes += r.bytes;
+        cv->wr.fill_ns += r.fill_ns;
+        cv->wr.encode_ns += r.encode_ns;
+        cv->wr.write_ns += r.write_ns;
+        sm_run_progress_next(&pb);
+        SM_TRY(st);
+    }
+    return SM_OK;
+}
+
 /* Phase write: this rank's block of shards (one pass: scanning the input of each). One pass
  * writes them in the order of the input read units they start in, so the shards that share an
  * input chunk reach the threads' chunk memos one after another (C order would sweep a whole
@@ -227,7 +263,7 @@ sm_status sm_cv_write(void *ctx, struct sm_err *err)
     SM_TRY(threads_new(cv, err));
     uint64_t *order = NULL;
     const struct sm_part *s = &cv->shards;
-    if (cv->one_pass && s->count > 1) {
+    if (cv->one_pass && s->count > 1 && !cv->grouped) {
         struct sm_read_unit u;
         sm_read_unit_of(m, &u);
         order = sm_malloc((size_t)s->count * sizeof(*order));
@@ -255,7 +291,8 @@ sm_status sm_cv_write(void *ctx, struct sm_err *err)
                                      .stop = cv->p->c.stop,
                                      .levels = cv->levels_with,
                                      .derive = derive_shard};
-    const sm_status st = sm_write_shards(cv->w, cv->out, &job, &cv->wr, err);
+    const sm_status st = cv->grouped ? write_groups(cv, &job, err)
+                                     : sm_write_shards(cv->w, cv->out, &job, &cv->wr, err);
     sm_free(order);
     return st;
 }

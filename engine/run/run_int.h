@@ -24,6 +24,49 @@ sm_status sm_run_reduce_timings(struct sm_run_result *res, struct sm_err *err);
  * peak so far) over ranks (collective; run_result.c). */
 sm_status sm_run_reduce_usage(struct sm_run_result *res, struct sm_err *err);
 
+/* A group's window (run_window.c, docs/internals/reading.md): the decoded input box of a group of
+ * shards that share input read blocks, read once per pass and cut into each of them. */
+struct sm_run_window {
+    unsigned ndim;
+    size_t elem;
+    uint64_t block0; /* the source's read block on axis 0: the loads split there */
+    uint64_t off[SM_MAX_DIMS], shape[SM_MAX_DIMS];
+    uint8_t *buf;
+    size_t cap;
+    bool valid; /* holds the box [off, off + shape) */
+};
+void sm_run_window_init(struct sm_run_window *w, unsigned ndim, size_t elem,
+                        const uint64_t *block0);
+void sm_run_window_free(struct sm_run_window *w);
+/* The box [off, off + shape) of src into the window, split on axis 0 at the source's blocks over
+ * `threads` (outside any parallel region), so each block is read by one thread once. */
+sm_status sm_run_window_load_source(struct sm_run_window *w, struct sm_source *src, int threads,
+                                    const atomic_int *stop, const uint64_t *off,
+                                    const uint64_t *shape, struct sm_err *err);
+/* The box [off, off + shape) of an array into the window (one region read: each chunk decoded
+ * once, parallel outside a parallel region). */
+sm_status sm_run_window_load_array(struct sm_run_window *w, struct sm_array *a, const uint64_t *off,
+                                   const uint64_t *shape, struct sm_err *err);
+/* True when the window holds the box. */
+bool sm_run_window_covers(const struct sm_run_window *w, const uint64_t *off,
+                          const uint64_t *shape);
+/* The box (inside the window) into out, C order. */
+void sm_run_window_copy(const struct sm_run_window *w, const uint64_t *off, const uint64_t *shape,
+                        void *out);
+
+/* A driver called once per group reports progress as one run: the items and bytes of the groups
+ * before (base) added to what the current call reports (sm_run_progress_based as its callback,
+ * this struct as its user). */
+struct sm_run_progress_base {
+    sm_progress_fn fn;
+    void *user;
+    uint64_t done, bytes;           /* of the calls before */
+    uint64_t last_done, last_bytes; /* the current call's so far */
+};
+/* After a call: its items and bytes join the base. */
+void sm_run_progress_next(struct sm_run_progress_base *b);
+void sm_run_progress_based(void *user, uint64_t done, uint64_t bytes);
+
 /* The levels of an OME-Zarr group written with level 0 (sm_write_job.levels, run_pyramid.c):
  * each level's block per axis (2 where it halves the axis, 1 elsewhere; 2-D padded to z = 1) and
  * the method (SPEC §5.9). */

@@ -29,6 +29,11 @@ static uint64_t group_run(uint64_t shard, uint64_t block, uint64_t nshards)
     return r < nshards ? r : nshards;
 }
 
+static uint64_t mul_sat(uint64_t a, uint64_t b)
+{
+    return b != 0 && a > UINT64_MAX / b ? UINT64_MAX : a * b;
+}
+
 void sm_run_read_plan(const struct sm_array_meta *m, enum sm_source_access access,
                       const struct sm_tiling *grid, uint64_t memory_bytes, struct sm_read_plan *rp)
 {
@@ -44,8 +49,8 @@ void sm_run_read_plan(const struct sm_array_meta *m, enum sm_source_access acces
             access == SM_SOURCE_BLOCKS ? group_run(grid->tile[d], u.shape[d], grid->grid[d]) : 1;
         several = several || r > 1;
         gtile[d] = grid->tile[d] * r;
-        roi *= grid->roi_shape[d];
-        window *= gtile[d] < grid->roi_shape[d] ? gtile[d] : grid->roi_shape[d];
+        roi = mul_sat(roi, grid->roi_shape[d]);
+        window = mul_sat(window, gtile[d] < grid->roi_shape[d] ? gtile[d] : grid->roi_shape[d]);
     }
     struct sm_err ignored;
     /* the groups tile the grid's own ROI with whole shards: the same checks pass */
@@ -60,10 +65,7 @@ void sm_run_read_plan(const struct sm_array_meta *m, enum sm_source_access acces
         return;
     }
     /* each group (windowed) or each shard (not) decodes every block it touches, whole */
-    const struct sm_tiling *t = rp->windowed || !several ? &rp->groups : grid;
-    for (uint64_t i = 0; i < t->ntiles; i++) {
-        rp->pass_bytes += sm_tiling_cost(t, &u, i);
-    }
+    rp->pass_bytes = sm_tiling_total_cost(rp->windowed || !several ? &rp->groups : grid, &u);
 }
 
 /* How deep a shard may be on axis 0 for its group's window to fit: the largest multiple of the

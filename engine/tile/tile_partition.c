@@ -42,6 +42,13 @@ uint64_t sm_tiling_cost(const struct sm_tiling *t, const struct sm_read_unit *u,
     return sat64(sm_tiling_weight(t, u, index));
 }
 
+uint64_t sm_tiling_total_cost(const struct sm_tiling *t, const struct sm_read_unit *u)
+{
+    struct sm_tiling_sums s;
+    sm_tiling_sums_init(&s, t, u);
+    return sat64(s.total);
+}
+
 struct unit_key {
     uint64_t unit, tile;
 };

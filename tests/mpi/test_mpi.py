@@ -228,15 +228,17 @@ def case_convert_identity(work, inp, a):
             continue
         rep = report_json.load(os.path.join(d, "report.json"))
         mem = rep["memory"]
-        check(mem["kept_input"] and mem["kept_input_ranks"] == ranks and
+        # 5 shard planes of z 8 over chunk layers of z 16 share layers: the ranks take whole
+        # groups of them (planes 0-1, 2-3, 4: docs/internals/reading.md), so at most 3 ranks
+        # hold shards, and each of those keeps its decoded input
+        holders = min(ranks, 3)
+        check(mem["kept_input"] == (holders == ranks) and mem["kept_input_ranks"] == holders and
               mem["kept_input_bytes"] == a.size,
-              f"{name}: every rank kept its decoded input, {a.size} bytes in all ({mem})")
-        # the scan's reads only: 5 tile planes of z 8 over chunk layers of z 16 (30 chunks
-        # each), planes split by the midpoint rule; a layer two ranks share is read by both
-        owner = [(2 * i + 1) * ranks // 10 for i in range(5)]
-        want = 30 * len({(owner[i], i * 8 // 16) for i in range(5)})
-        check(rep["io"]["requests"]["payload"] == want,
-              f"{name}: {want} chunk reads, all in the scan, none re-read "
+              f"{name}: every rank with shards ({holders}) kept its decoded input, {a.size} "
+              f"bytes in all ({mem})")
+        # the scan's reads only, and no layer read by two ranks: 3 layers of 30 chunks, once
+        check(rep["io"]["requests"]["payload"] == 90,
+              f"{name}: 90 chunk reads, each chunk once, all in the scan, none re-read "
               f"({rep['io']['requests']})")
         check(rep["result"]["output_checksum"] == ocs, f"{name}: output checksum == NumPy")
         out = os.path.join(d, "out.zarr")

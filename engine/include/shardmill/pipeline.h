@@ -318,6 +318,24 @@ struct sm_run_export_result {
     uint64_t rounds;             /* collective write rounds */
 };
 
+/* How a convert reads its input. The output's shards are grouped by the input read blocks they
+ * share (m->chunk_shape: a source's slab, an array's chunk or inner chunk); whole groups go to
+ * one rank, and a group of several shards whose blocks decode whole is read once per pass into a
+ * window that every shard of the group is cut from. */
+struct sm_read_plan {
+    struct sm_tiling groups; /* the groups as tiles of the ROI, each a box of whole shards */
+    uint64_t window_bytes;   /* decoded input bytes of the largest group's box */
+    uint64_t window_budget;  /* what one window may hold: a share of limits.memory_bytes */
+    bool windowed;           /* groups of several shards are read through a window */
+    /* decoded input bytes one pass reads from storage, summed over ranks (blocks whole), and the
+     * ROI's own decoded bytes: pass_bytes / roi_bytes is the pass's read amplification (1 when
+     * windowed, aligned or random access) */
+    uint64_t pass_bytes, roi_bytes;
+    /* output.shard auto: how the shard shape was chosen, for the plan and the report ("" for an
+     * explicit shard) */
+    char why[200];
+};
+
 struct sm_run_result {
     int ranks, threads;
     unsigned ndim;
@@ -340,6 +358,8 @@ struct sm_run_result {
     /* a source's reads: bytes summed over ranks, the most one rank read, the most one rank read
      * beyond the input bytes of its own shards, and the bytes of the source's slab */
     uint64_t source_bytes, source_bytes_max, source_excess_max, source_slab_bytes;
+    /* convert: how the input was read (the shard groups, their window, what a pass reads) */
+    struct sm_read_plan read_plan;
     uint64_t sync_ns; /* this rank's flush */
     /* convert: the voxel geometry the output got (OME scale and translation, provenance) and
      * where each part came from: "config" (the caller's output.ome: input.spacing/unit/origin),
@@ -442,25 +462,8 @@ void sm_run_plan(enum sm_part_kind kind, const struct sm_array_meta *m, const st
  * min(nranks, t->ntiles); returns their number. O(shares) memory for any nranks. */
 size_t sm_run_plan_shares(enum sm_part_kind kind, const struct sm_array_meta *m,
                           const struct sm_tiling *t, int nranks, struct sm_rank_part *out);
-/* ---- reading each input byte once per pass (docs/internals/reading.md) ---- */
-
-/* How a convert reads its input. The output's shards are grouped by the input read blocks they
- * share (m->chunk_shape: a source's slab, an array's chunk or inner chunk); whole groups go to
- * one rank, and a group of several shards whose blocks decode whole is read once per pass into a
- * window that every shard of the group is cut from. */
-struct sm_read_plan {
-    struct sm_tiling groups; /* the groups as tiles of the ROI, each a box of whole shards */
-    uint64_t window_bytes;   /* decoded input bytes of the largest group's box */
-    uint64_t window_budget;  /* what one window may hold: a share of limits.memory_bytes */
-    bool windowed;           /* groups of several shards are read through a window */
-    /* decoded input bytes one pass reads from storage, summed over ranks (blocks whole), and the
-     * ROI's own decoded bytes: pass_bytes / roi_bytes is the pass's read amplification (1 when
-     * windowed, aligned or random access) */
-    uint64_t pass_bytes, roi_bytes;
-    /* output.shard auto: how the shard shape was chosen, for the plan and the report ("" for an
-     * explicit shard) */
-    char why[200];
-};
+/* ---- reading each input byte once per pass (docs/internals/reading.md; struct sm_read_plan
+ * above) ---- */
 
 /* The output's shard grid and the read plan of a convert whose input m is read with `access`,
  * in memory_bytes (0: unbounded). Like sm_run_shard_grid, except that an automatic shard

@@ -25,12 +25,12 @@ struct json_t;
  * the output's shards by the blocks they share and reads each block once per pass only where a
  * block decodes whole. */
 enum sm_source_access {
-    /* A block decodes whole (a compressed TIFF strip or tile, an HDF5 chunk with filters): a box
-     * that covers part of a block costs the whole block. The default of a caller's own ops. */
-    SM_SOURCE_BLOCKS = 0,
     /* Any box reads just its own bytes (raw, .nii, an uncompressed TIFF strip or tile, HDF5
-     * contiguous or unfiltered chunks). */
-    SM_SOURCE_RANDOM,
+     * contiguous or unfiltered chunks). The default of a caller's own ops that say nothing. */
+    SM_SOURCE_RANDOM = 0,
+    /* A block decodes whole (a compressed TIFF strip or tile, an HDF5 chunk with filters): a box
+     * that covers part of a block costs the whole block. */
+    SM_SOURCE_BLOCKS,
     /* Read forward only (.nii.gz): sm_source_plan loads the rank's bounding box once. */
     SM_SOURCE_STREAM
 };

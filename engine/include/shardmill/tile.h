@@ -72,6 +72,8 @@ sm_status sm_tiling_order_by_unit(const struct sm_tiling *t, const struct sm_rea
 
 /* Decoded input bytes tile `index` of t touches: every read unit it intersects, whole. */
 uint64_t sm_tiling_cost(const struct sm_tiling *t, const struct sm_read_unit *u, uint64_t index);
+/* The sum of sm_tiling_cost over every tile of t (saturated), in O(sum of the grid's extents). */
+uint64_t sm_tiling_total_cost(const struct sm_tiling *t, const struct sm_read_unit *u);
 
 /* The shares of all `nranks` ranks (parts[nranks]). `balanced` puts the boundary between ranks
  * r-1 and r at the first tile whose preceding cost reaches r/nranks of the total, so each rank's
