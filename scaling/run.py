@@ -31,10 +31,11 @@ the report is render's WORK/shardmill-<tag>-<job id>.report.json).
 The time of a run is launch → the completion marker's mtime (ext4 mtime has the kernel's coarse
 clock, about 4 ms; under sbatch: the start of the job's srun step, which its .out gives in ns, →
 the marker's mtime; job_marker_s: sacct's Start, whole seconds, → the marker; step_s: the srun
-step, ms); wall (launch → exit; sbatch: submission → the end seen) and the report's stage times (timing_ms, max and mean over ranks) are recorded too. Checks of every run: the report against the generator's NumPy
-oracle (input checksums, the exact 65536-bin histogram, output checksums of
-float32(v)/float32(4095), shard count), `shardmill verify`, an independent decode of every output
-value (NumPy + zstandard; `--check-values none` to skip it on big runs), and the output checksum
+step, ms); wall (launch → exit; sbatch: submission → the end seen) and the report's stage
+times (timing_ms, max and mean over ranks) are recorded too. A run requeued under sbatch is
+checked but has no time. Checks of every run: the report against the generator's NumPy oracle
+(input checksums, the exact 65536-bin histogram, output checksums of float32(v)/float32(4095),
+shard count), `shardmill verify`, an independent decode of every output value (NumPy + zstandard; `--check-values none` to skip it on big runs), and the output checksum
 equal across every run of the same volume.
 
 Results: `--out` (default scaling/results)/<UTC>-<profile>/ with results.json (every run, the
