@@ -35,8 +35,9 @@ step, ms); wall (launch → exit; sbatch: submission → the end seen) and the r
 times (timing_ms, max and mean over ranks) are recorded too. A run requeued under sbatch is
 checked but has no time. Checks of every run: the report against the generator's NumPy oracle
 (input checksums, the exact 65536-bin histogram, output checksums of float32(v)/float32(4095),
-shard count), `shardmill verify`, an independent decode of every output value (NumPy + zstandard; `--check-values none` to skip it on big runs), and the output checksum
-equal across every run of the same volume.
+shard count), `shardmill verify`, an independent decode of every output value (NumPy +
+zstandard; `--check-values none` to skip it on big runs), and the output checksum equal across
+every run of the same volume.
 
 Results: `--out` (default scaling/results)/<UTC>-<profile>/ with results.json (every run, the
 commit, machine, toolchain, launcher, timestamp), runs.csv, summary.csv (median / min / max,
