@@ -85,9 +85,9 @@ def stop_one_job(cluster, work, proc, deadline):
     line is in the job's .out), `scancel --batch --signal=TERM` sends the batch script what
     `#SBATCH --signal=B:TERM@GRACE` sends near the limit, while shardmill runs. The script stops the step and
     requeues the job; the driver must follow it to its requeued run, which finishes the output
-    through output.exists: auto. A one-rank job: two ranks signalled while still in MPI_Init
-    under srun --mpi=pmix hung here until scancel (one rank gone, the other in PMIx's fence).
-    Returns the job id signalled, or None."""
+    through output.exists: auto. A one-rank job: a two-rank job signalled this early (the
+    script's forward to the step races the step's launch) hung once here until scancel, in one
+    of four tries (docs/SCALING.md). Returns the job id signalled, or None."""
     while proc.poll() is None and time.monotonic() < deadline:
         q = cluster.run(["squeue", "-h", "-o", "%i|%T|%j"], timeout=10)
         for line in q.stdout.split():
