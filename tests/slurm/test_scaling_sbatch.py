@@ -11,7 +11,11 @@ the node has 2 CPUs), driven by scaling/run.py with the cluster's SLURM_CONF. Ch
     summary.csv, table.md, time/speedup/efficiency.png and the model's check.json;
   - every run was a job of its own, rendered by slurm/render's run template with --ntasks R,
     --cpus-per-task 1 and output.exists=auto, COMPLETED with exit code 0:0; its Start and End
-    come from sacct and its time (Start -> completion marker) is within the job's Start..End;
+    come from sacct, the marker lies within them, and its time (the srun step's start ->
+    the marker) within the step;
+  - the weak 1x1 job, sent the time limit's SIGTERM (scancel --batch --signal=TERM) once its
+    step runs, is requeued by its script, finished by its next run and followed to its end by
+    the driver: checked, and without a time;
   - every run passed the driver's checks: the report's input checksums, exact histogram and
     output checksums against the generator's NumPy oracle (scaling/make_volume.py),
     `shardmill verify`, and an independent decode of every output value (NumPy + zstandard);
