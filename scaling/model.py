@@ -326,8 +326,11 @@ def cmd_check(a):
     for x in rows:
         t = x["terms_s"]
         md.append(f"| {x['study']} | {x['ranks']}×{x['threads']} | {'x'.join(map(str, x['shape']))}"
-                  f" | {x['other_load']:.2f} | {x['measured_s']:.2f} | {x['predicted_s']:.2f} | "
-                  f"{x['error_pct']:+.0f}% | {x['predicted_quiet_s']:.2f} | "
+                  f" | {x['other_load']:.2f} | "
+                  + ("" if x["measured_s"] is None else f"{x['measured_s']:.2f}")
+                  + f" | {x['predicted_s']:.2f} | "
+                  + ("" if x["error_pct"] is None else f"{x['error_pct']:+.0f}%")
+                  + f" | {x['predicted_quiet_s']:.2f} | "
                   + " | ".join(f"{t[k]:.2f}" for k in ("start", "scan", "allreduce", "write",
                                                        "sync", "finish")) + " |")
     md.append(f"\nmedian |error| {out['median_abs_error_pct']:.0f}%")
@@ -340,10 +343,11 @@ def cmd_check(a):
         import matplotlib.pyplot as plt
         fig, ax = plt.subplots(figsize=(4.2, 3.4), dpi=72)
         for s, mk in (("strong", "o"), ("weak", "s")):
-            xs = [x["measured_s"] for x in rows if x["study"] == s]
-            ys = [x["predicted_s"] for x in rows if x["study"] == s]
+            # a point without a measured time (scaling/run.py: a requeued sbatch run) is left out
+            xs = [x["measured_s"] for x in rows if x["study"] == s and x["measured_s"] is not None]
+            ys = [x["predicted_s"] for x in rows if x["study"] == s and x["measured_s"] is not None]
             ax.scatter(xs, ys, marker=mk, s=16, label=s)
-        hi = max(max(x["measured_s"], x["predicted_s"]) for x in rows) * 1.1
+        hi = max(max(x["measured_s"] or 0, x["predicted_s"]) for x in rows) * 1.1
         ax.plot([0, hi], [0, hi], ":", color="grey", lw=0.8)
         ax.set_xlabel("measured s", fontsize=8)
         ax.set_ylabel("predicted s", fontsize=8)

@@ -20,21 +20,31 @@ Every point runs `--repeats` times in fresh processes. One warm-up run per volum
 (discarded); then the points are run in ABAB order (every repeat runs every point once, in the
 same order). Launchers: `mpirun` (local: `mpirun --oversubscribe --bind-to none -np R`, each
 rank through bench/region_read/w3_spawn.c; one rank runs as a plain process unless --mpirun-single) or
-`sbatch` (one job script per run from `slurm/render scaling --config CFG --nodes N --ntasks R
---cpus-per-task T ...`, submitted with `sbatch --parsable --wait`, start/end from sacct).
+`sbatch` (one Slurm job per run, submitted one after another: `slurm/render run --config CFG
+--nodes ceil(R/P) --ntasks R --ntasks-per-node min(R, P) --cpus-per-task T --time TIME
+--output-dir WORK --set input.store=... --set output.path=WORK/<tag>.zarr ...`, then `sbatch
+--parsable`; the driver polls `scontrol show job` until the job ends, through any requeue at
+its time limit (render's output.exists: auto finishes the output), and reads the job's Start and
+End from sacct (`sacct -c`, the job completion log, where there is no accounting database);
+the report is render's WORK/shardmill-<tag>-<job id>.report.json).
 
 The time of a run is launch → the completion marker's mtime (ext4 mtime has the kernel's coarse
-clock, about 4 ms); wall (launch → exit) and the report's stage times (timing_ms, max and mean
-over ranks) are recorded too. Checks of every run: the report against the generator's NumPy
-oracle (input checksums, the exact 65536-bin histogram, output checksums of
-float32(v)/float32(4095), shard count), `shardmill verify`, an independent decode of every output
-value (NumPy + zstandard; `--check-values none` to skip it on big runs), and the output checksum
-equal across every run of the same volume.
+clock, about 4 ms; under sbatch: the start of the job's srun step, which its .out gives in ns, →
+the marker's mtime; job_marker_s: sacct's Start, whole seconds, → the marker; step_s: the srun
+step, ms); wall (launch → exit; sbatch: submission → the end seen) and the report's stage
+times (timing_ms, max and mean over ranks) are recorded too. A run requeued under sbatch is
+checked but has no time. Checks of every run: the report against the generator's NumPy oracle
+(input checksums, the exact 65536-bin histogram, output checksums of float32(v)/float32(4095),
+shard count), `shardmill verify`, an independent decode of every output value (NumPy +
+zstandard; `--check-values none` to skip it on big runs), and the output checksum equal across
+every run of the same volume.
 
 Results: `--out` (default scaling/results)/<UTC>-<profile>/ with results.json (every run, the
 commit, machine, toolchain, launcher, timestamp), runs.csv, summary.csv (median / min / max,
 speedup, efficiency), table.md, and PNG plots (matplotlib Agg): time.png, speedup.png,
-efficiency.png. A result directory is never overwritten.
+efficiency.png; then `scaling/model.py check` of the study (--model-check, default the newest
+scaling/results/*-model-measure/measure.json) adds check.json, check.md, fit.json and
+predicted.png. A result directory is never overwritten.
 Speedup (strong) S = T(1×1) / T(R×T); efficiency E = S / (R·T). Weak: E = T(1×T) / T(R×T)
 (unit ranks) or T(1×1) / T(R×T) (unit workers).
 Exit status 1 if any run failed a check; timings never fail a run.
@@ -42,6 +52,8 @@ Exit status 1 if any run failed a check; timings never fail a run.
 
 import argparse
 import csv
+import datetime
+import glob
 import json
 import math
 import os
@@ -78,83 +90,223 @@ def ints(text):
     return [int(x) for x in text.split(",") if x]
 
 
-# ---- sbatch launcher (a cluster; untested on this machine, see docs/SCALING.md) ----
+# ---- sbatch launcher: one Slurm job per run (docs/SCALING.md, "On a cluster") ----
+
+FINAL_STATES = {"COMPLETED", "FAILED", "TIMEOUT", "CANCELLED", "NODE_FAIL", "OUT_OF_MEMORY",
+                "BOOT_FAIL", "DEADLINE", "PREEMPTED"}
+SACCT_FIELDS = ("Submit", "Start", "End", "Elapsed", "State", "ExitCode", "NodeList")
+
+
+def sacct_time(text):
+    """A sacct timestamp (the cluster's local time, whole seconds) as a Unix time, or None."""
+    if not text or text in ("Unknown", "None"):
+        return None
+    try:
+        return datetime.datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        return None
+
+
+def sacct_record(jobid):
+    """The job's last accounting record {Submit, Start, End, ..., "source"}: `sacct -X` (the
+    accounting database), else `sacct -c` (the job completion log, where a cluster has no
+    database, as the test cluster of tests/slurm: one line per run of a requeued job, the last
+    one is the run that finished); None when neither knows the job."""
+    fmt = ",".join(SACCT_FIELDS)
+    for argv, source in ((["sacct", "-j", jobid, "-X", "-n", "-P", "-o", fmt], "sacct"),
+                         (["sacct", "-c", "-j", jobid, "-n", "-P", "-o", fmt], "sacct -c")):
+        try:
+            p = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        lines = [ln for ln in p.stdout.splitlines() if ln.count("|") == len(SACCT_FIELDS) - 1]
+        if p.returncode == 0 and lines:
+            rec = dict(zip(SACCT_FIELDS, lines[-1].split("|")))
+            rec["source"] = source
+            return rec
+    return None
+
+
+def scontrol_job(jobid):
+    """`scontrol show job -o ID` as a dict, or None (unknown job, or scontrol failed)."""
+    try:
+        p = subprocess.run(["scontrol", "show", "job", "-o", jobid], capture_output=True,
+                           text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if p.returncode != 0 or not p.stdout.strip():
+        return None
+    rec = {}
+    for tok in p.stdout.splitlines()[0].split():
+        k, sep, v = tok.partition("=")
+        if sep:
+            rec.setdefault(k, v)
+    return rec
+
 
 class SbatchRunner:
-    """One run = one job script rendered by `slurm/render scaling` and `sbatch --wait`."""
+    """One run = one Slurm job: `slurm/render run` (the run template: one srun step of NTASKS
+    ranks, then `shardmill verify`) with --ntasks R --cpus-per-task T, submitted with
+    `sbatch --parsable`, followed with `scontrol show job` until it ends (through any requeue
+    at its time limit), its start and end taken from sacct. Every run gets its own output and
+    report at the driver's paths and output.exists=auto (render's default for convert), so a
+    run stopped near its time limit is requeued and finished by its next start."""
 
     def __init__(self, a):
         self.a = a
 
     def describe(self):
         a = self.a
-        return {"kind": "sbatch", "render": a.render, "partition": a.partition, "time": a.time,
-                "ntasks_per_node": a.ntasks_per_node}
+        return {"kind": "sbatch", "template": "run", "render": a.render,
+                "partition": a.partition, "time": a.time,
+                "ntasks_per_node": a.ntasks_per_node, "exists": "auto",
+                "timing": "marker_s: the srun step's start (the job's .out, ns) -> the "
+                          "completion marker's mtime; job_marker_s: sacct Start (whole "
+                          "seconds) -> the marker; step_s: the srun step (ms, the .out)"}
+
+    def render_argv(self, man, ranks, threads, work, tag, out, script):
+        a = self.a
+        nodes = max(1, math.ceil(ranks / a.ntasks_per_node))
+        argv = [sys.executable, a.render, "run", "--config", a.config, "--nodes", str(nodes),
+                "--ntasks", str(ranks), "--ntasks-per-node", str(min(ranks, a.ntasks_per_node)),
+                "--cpus-per-task", str(threads), "--time", a.time, "--job-name",
+                f"shardmill-{tag}", "--output-dir", work, "--shardmill", a.shardmill,
+                "--set", f"input.store={man['path']}", "--set", f"output.path={out}",
+                "--set", "progress=false", "-o", script]
+        if a.partition:
+            argv += ["--partition", a.partition]
+        return nodes, argv
+
+    def wait(self, jobid):
+        """Poll until the job is in a final state; (last scontrol record, timed out)."""
+        a = self.a
+        deadline = time.monotonic() + a.sbatch_timeout if a.sbatch_timeout else None
+        delay, last, gone = 0.25, None, 0
+        self.states = []
+        while deadline is None or time.monotonic() < deadline:
+            rec = scontrol_job(jobid)
+            if rec is None:
+                gone += 1  # purged after MinJobAge, or slurmctld busy: sacct decides
+                if gone >= 3:
+                    return last, False
+            else:
+                gone, last = 0, rec
+                st = (rec.get("JobState"), rec.get("Restarts"))
+                if not self.states or self.states[-1] != list(st):
+                    self.states.append(list(st))
+                if st[0] in FINAL_STATES:
+                    return rec, False
+            time.sleep(delay)
+            delay = min(delay * 1.5, a.poll_max)
+        return last, True
 
     def run(self, man, ranks, threads, work, tag, shard, sets):
         a = self.a
-        base = os.path.join(os.path.abspath(work), tag)
-        out, rep_path, script = base + ".zarr", base + ".report.json", base + ".sbatch"
+        work = os.path.abspath(work)
+        base = os.path.join(work, tag)
+        out, script = base + ".zarr", base + ".sbatch"
         shutil.rmtree(out, ignore_errors=True)
-        nodes = max(1, math.ceil(ranks / a.ntasks_per_node))
-        argv = [a.render, "scaling", "--config", a.config, "--nodes", str(nodes),
-                "--ntasks", str(ranks), "--ntasks-per-node", str(min(ranks, a.ntasks_per_node)),
-                "--cpus-per-task", str(threads), "--time", a.time, "--job-name",
-                f"shardmill-{tag}", "--output-dir", os.path.abspath(work),
-                "--shardmill", a.shardmill,
-                "--set", f"input.store={man['path']}", "--set", f"output.path={out}",
-                "--set", "output.exists=error", "--set", f"parallel.threads={threads}",
-                "--set", f"report={rep_path}", "--set", "progress=false", "-o", script]
-        if a.partition:
-            argv += ["--partition", a.partition]
+        nodes, argv = self.render_argv(man, ranks, threads, work, tag, out, script)
         for s in sets:
             argv += ["--set", s]
         rec = {"tag": tag, "ranks": ranks, "threads": threads, "nodes": nodes, "argv": argv,
-               "ok": False, "per_rank": [], "other_busy_cores": None, "busy_cores_before": None}
+               "script": script, "ok": False, "per_rank": [], "other_busy_cores": None,
+               "busy_cores_before": None}
         p = subprocess.run(argv, capture_output=True, text=True)
+        rec["render_stderr"] = p.stderr.strip()[-1000:]
         if p.returncode != 0:
             rec["problems"] = [f"slurm/render exit {p.returncode}: {p.stderr.strip()[-400:]}"]
             return rec
         t0 = time.time()
-        sub = subprocess.run(["sbatch", "--parsable", "--wait", script], capture_output=True,
-                             text=True)
-        rec["wall_s"] = round(time.time() - t0, 3)
+        sub = subprocess.run(["sbatch", "--parsable", script], capture_output=True, text=True,
+                             cwd=work)
         jobid = (sub.stdout.strip().split(";")[0] or "").strip()
         rec["jobid"] = jobid
+        if sub.returncode != 0 or not jobid.isdigit():
+            rec["problems"] = [f"sbatch exit {sub.returncode}: {sub.stderr.strip()[-400:]}"]
+            return rec
+        job, timed_out = self.wait(jobid)
+        rec["wall_s"] = round(time.time() - t0, 3)  # submission -> the end seen (queue included)
+        rec["states"] = self.states  # [JobState, Restarts] as polled, in order
         bad = []
-        if sub.returncode != 0:
-            bad.append(f"sbatch exit {sub.returncode}: {sub.stderr.strip()[-400:]}")
-        acct = subprocess.run(["sacct", "-j", jobid, "-X", "-n", "-P", "--format",
-                               "Start,End,Elapsed,State,ExitCode,NodeList"],
-                              capture_output=True, text=True)
-        fields = (acct.stdout.strip().splitlines() or [""])[0].split("|")
-        rec["sacct"] = fields
-        start = None
-        if len(fields) >= 2 and fields[0] not in ("", "Unknown"):
-            import datetime
-            start = datetime.datetime.fromisoformat(fields[0]).timestamp()
+        if timed_out:
+            subprocess.run(["scancel", jobid], capture_output=True, text=True)
+            bad.append(f"job {jobid} not finished after {a.sbatch_timeout} s: cancelled")
+        acct = sacct_record(jobid)
+        rec["sacct"] = acct
+        rec["restarts"] = int((job or {}).get("Restarts") or 0)
+        state = (acct or {}).get("State") or (job or {}).get("JobState")
+        code = (acct or {}).get("ExitCode") or (job or {}).get("ExitCode")
+        rec["state"], rec["exit_code"] = state, code
+        if not timed_out and (state != "COMPLETED" or code != "0:0"):
+            bad.append(f"job {jobid}: {state} with exit code {code} (see "
+                       f"{work}/shardmill-{tag}-{jobid}.err)")
+        start = sacct_time((acct or {}).get("Start"))
+        end = sacct_time((acct or {}).get("End"))
+        if acct is None or start is None or end is None:
+            bad.append(f"job {jobid}: no start and end from sacct ({acct})")
+        else:
+            rec["launched_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(start))
+            rec["elapsed_s"] = round(end - start, 3)
+            sub_t = sacct_time(acct.get("Submit"))
+            rec["queue_s"] = round(start - sub_t, 3) if sub_t is not None else None
+        # the last run of the job (a requeued job appends to its .out): its srun step's start
+        # (ns) and duration (ms), as the template prints them
+        step_t0, rec["step_s"] = None, None
+        try:
+            with open(os.path.join(work, f"shardmill-{tag}-{jobid}.out"), errors="replace") as f:
+                for ln in f:
+                    w = ln.split()
+                    if ln.startswith("shardmill-slurm: srun step starts at ") and len(w) > 5:
+                        step_t0 = int(w[5]) / 1e9
+                    elif ln.startswith("shardmill-slurm: srun step took ") and len(w) > 4:
+                        rec["step_s"] = int(w[4]) / 1000
+        except (OSError, ValueError):
+            pass
         try:
             mt = os.stat(os.path.join(out, sm_launch.MARKER)).st_mtime
-            rec["marker_s"] = round(mt - start, 3) if start else None
+            # launch -> marker as for mpirun: from the srun step's start, else from sacct's
+            # Start (whole seconds, and the batch script's start-up with it)
+            t_launch = step_t0 if step_t0 is not None else start
+            rec["marker_s"] = round(mt - t_launch, 3) if t_launch is not None else None
+            rec["marker_from"] = "srun step start" if step_t0 is not None else "sacct Start"
+            rec["job_marker_s"] = round(mt - start, 3) if start is not None else None
         except OSError:
             rec["marker_s"] = None
             bad.append("no completion marker")
+        if rec["restarts"]:
+            # finished, and checked below, but by more than one run: no time of one run
+            rec["untimed"] = (f"requeued {rec['restarts']} time(s) (time limit {a.time}): the "
+                              "point's output is checked, its time is not one run's")
+            rec["marker_s"] = None
+        rep_path = os.path.join(work, f"shardmill-{tag}-{jobid}.report.json")
         try:
             with open(rep_path) as f:
                 rep = report_json.with_int_checksums(json.load(f))
-            bad += sm_launch.report_problems(rep, man, ranks, threads, shard)
             rec["report"] = {k: rep.get(k) for k in ("engine", "ranks", "threads", "timing_ms",
-                                                     "memory", "output", "io")}
-            rec["output_checksum"] = rep["result"]["output_checksum"]
-            rec["output_weighted_checksum"] = rep["result"]["output_weighted_checksum"]
-        except (OSError, ValueError, KeyError) as e:
+                                                     "memory", "output", "figure_of_merit",
+                                                     "io")}
+            done = (rep.get("output") or {}).get("action") == "complete"
+            if rec["restarts"] and done and rep.get("result") is None:
+                # the run before the requeue completed the output (stopped in its verify
+                # step): the last run found it complete, and its report has no result; the
+                # output is verified and its values checked below
+                rec["report_note"] = "the last run found the output complete: no result"
+            else:
+                bad += sm_launch.report_problems(rep, man, ranks, threads, shard)
+                rec["output_checksum"] = rep["result"]["output_checksum"]
+                rec["output_weighted_checksum"] = rep["result"]["output_weighted_checksum"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
             bad.append(f"report: {e}")
         if not bad:
             v = subprocess.run([a.shardmill, "verify", out], capture_output=True, text=True)
+            rec["verify_rc"] = v.returncode
             if v.returncode != 0:
-                bad.append(f"shardmill verify exit {v.returncode}")
+                bad.append(f"shardmill verify exit {v.returncode}: "
+                           f"{(v.stderr or v.stdout)[-300:]}")
         if not bad and a.check_values == "all":
             vbad, secs = sm_launch.check_output_values(out, man)
+            rec["values_checked"] = not vbad
             rec["values_check_s"] = secs
             bad += vbad
         rec["problems"] = bad
@@ -288,9 +440,11 @@ def summarize(a, points, mans, runs):
     agree = {}
     for key, man in mans.items():
         cs = {(r.get("output_checksum"), r.get("output_weighted_checksum")) for r in runs
-              if tuple(r.get("shape") or ()) == key}
+              if tuple(r.get("shape") or ()) == key and not r.get("report_note")}
+        # (a requeued sbatch run whose last report found the output complete has none: its
+        # values were checked against the oracle directly)
         agree["x".join(map(str, key))] = {
-            "checksums": sorted(str(c) for c in cs), "agree": len(cs) == 1,
+            "checksums": sorted(str(c) for c in cs), "agree": len(cs) <= 1,
             "oracle": [man["oracle"]["output_checksum"],
                        man["oracle"]["output_weighted_checksum"]]}
     return rows, agree
@@ -407,14 +561,25 @@ def md_tables(res):
     return "\n".join(out)
 
 
+def model_measure(opt):
+    """The measure.json of --model-check: a path, the newest one in scaling/results (auto), or
+    None (none, or auto without one)."""
+    if opt == "none":
+        return None
+    if opt != "auto":
+        return os.path.abspath(opt)
+    found = sorted(glob.glob(os.path.join(HERE, "results", "*-model-measure", "measure.json")))
+    return found[-1] if found else None
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog=__doc__.split("\n\n", 1)[1])
     ap.add_argument("--study", choices=["strong", "weak", "both"], default="both")
-    ap.add_argument("--ranks", type=ints, default=[1, 2, 4])
-    ap.add_argument("--threads", type=ints, default=[1, 2])
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--ranks", type=ints, default=None, help="default 1,2,4 (--quick: 1,2)")
+    ap.add_argument("--threads", type=ints, default=None, help="default 1,2 (--quick: 1,2)")
+    ap.add_argument("--repeats", type=int, default=None, help="default 3 (--quick: 1)")
     ap.add_argument("--strong-shape", type=dims, default=[512, 512, 512])
     ap.add_argument("--weak-base", type=dims, default=[128, 512, 512],
                     help="weak scaling: the volume of one unit (z is multiplied)")
@@ -431,7 +596,13 @@ def main():
     ap.add_argument("--omp-wait-policy", default=None, help="OMP_WAIT_POLICY for every rank")
     ap.add_argument("--render", default=os.path.join(REPO, "slurm", "render"))
     ap.add_argument("--partition", default=None)
-    ap.add_argument("--time", default="00:30:00")
+    ap.add_argument("--time", default="00:30:00", help="sbatch: the time limit of each job")
+    ap.add_argument("--sbatch-timeout", type=float, default=0,
+                    help="sbatch: cancel a job not finished after S seconds from its "
+                         "submission, queue wait included (default 0: wait)")
+    ap.add_argument("--poll-max", type=float, default=10.0,
+                    help="sbatch: longest pause between two `scontrol show job` of a running "
+                         "job (s; it starts at 0.25 s and grows by half each time)")
     ap.add_argument("--ntasks-per-node", type=int, default=os.cpu_count())
     ap.add_argument("--shardmill", default=os.path.join(REPO, "build", "release", "jobs",
                                                          "shardmill"))
@@ -446,6 +617,11 @@ def main():
     ap.add_argument("--wait-idle", type=float, default=0)
     ap.add_argument("--gen-jobs", type=int, default=2)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--model-check", default="auto", metavar="MEASURE_JSON",
+                    help="after the study, `scaling/model.py check` of its results with this "
+                         "measure.json: check.json, check.md, fit.json, predicted.png in the "
+                         "result directory (auto: the newest scaling/results/*-model-measure/"
+                         "measure.json; none: skip)")
     ap.add_argument("--table", default=None, metavar="RESULT_DIR",
                     help="print the Markdown tables of a result directory and exit")
     a = ap.parse_args()
@@ -453,11 +629,16 @@ def main():
         with open(os.path.join(a.table, "results.json")) as f:
             print(md_tables(json.load(f)))
         return 0
+    given = {"ranks": a.ranks, "threads": a.threads, "repeats": a.repeats}
+    a.ranks, a.threads, a.repeats = [1, 2, 4], [1, 2], 3
     if a.quick:
         a.ranks, a.threads, a.repeats = QUICK["ranks"], QUICK["threads"], QUICK["repeats"]
         a.strong_shape, a.weak_base = QUICK["strong_shape"], QUICK["weak_base"]
         a.chunk, a.shard, a.out_chunk = QUICK["chunk"], QUICK["shard"], QUICK["chunk"]
         a.warmup = False
+    for k, v in given.items():  # --ranks, --threads, --repeats given win over the profile's
+        if v is not None:
+            setattr(a, k, v)
     a.studies = ["strong", "weak"] if a.study == "both" else [a.study]
     a.shardmill = os.path.abspath(a.shardmill)
     a.config = os.path.abspath(a.config)
@@ -504,8 +685,22 @@ def main():
     with open(os.path.join(d, "table.md"), "w") as f:
         f.write(md_tables(res) + "\n")
     print(md_tables(res))
+    problems = []
+    measure = model_measure(a.model_check)
+    if measure and any(r["study"] == "strong" and r["ranks"] == 1 and r["threads"] == 1
+                       and r["ok_runs"] for r in rows):
+        # the model's check of this study: predicted against measured (scaling/MODEL.md)
+        m = subprocess.run([sys.executable, os.path.join(HERE, "model.py"), "check",
+                            "--scaling", d, "--measure", measure], capture_output=True,
+                           text=True)
+        print(m.stdout, end="")
+        if m.returncode != 0 or not os.path.isfile(os.path.join(d, "check.json")):
+            problems.append(f"scaling/model.py check exit {m.returncode}: "
+                            f"{m.stderr.strip()[-400:]}")
+    elif measure:
+        results.log("note: no successful strong 1x1 run: no model check (check.json)")
     failed = [r for r in runs if not r["ok"]]
-    problems = [f"{r['tag']}: {r.get('problems')}" for r in failed]
+    problems += [f"{r['tag']}: {r.get('problems')}" for r in failed]
     problems += [f"output checksums differ for volume {k}: {v['checksums']}"
                  for k, v in agree.items() if not v["agree"]]
     for name in ("runs.csv", "summary.csv"):
