@@ -61,9 +61,9 @@ void sm_run_read_plan(const struct sm_array_meta *m, enum sm_source_access acces
     }
     /* each group (windowed) or each shard (not) decodes every block it touches, whole */
     const struct sm_tiling *t = rp->windowed || !several ? &rp->groups : grid;
-    for (uint64_t i = 0; i < t->ntiles; i++) {
-        rp->pass_bytes += sm_tiling_cost(t, &u, i);
-    }
+    struct sm_part all; /* their summed cost in closed form: O(axes) whatever their number */
+    sm_partition_tiles(t, &u, SM_PART_BLOCK, 1, &all);
+    rp->pass_bytes = all.cost;
 }
 
 /* How deep a shard may be on axis 0 for its group's window to fit: the largest multiple of the
