@@ -13,12 +13,17 @@ Usage: /usr/bin/python3 test_plan_reads.py --shardmill BIN --work DIR --case rea
          read bandwidths models no read time (fs_read_from "none", read_s 0); the text has the
          layout and reads lines; --fs-read-bandwidth 0 and --cache hot are usage errors (exit 2,
          one line).
+  calibrate  scaling/calibrate --fs-read-only (a 4 MiB probe, 2 repeats, no wait) on a copy of
+         scaling/rates.json: the two read bandwidths written positive, warm >= a tenth of cold,
+         the probe's cold reads accounted, every other rate unchanged; `plan --rates` of that
+         file uses its cold bandwidth by default and its warm one with --cache warm.
 Prints one ok/FAIL line per check and a closing count; exit 1 on any failure.
 """
 
 import json
 import os
 import subprocess
+import sys
 
 from shardmill_test import REPO
 from shardmill_test import runner as cc
@@ -141,5 +146,47 @@ def case_reads(c, args, work):
                 len(r.stderr.strip().splitlines()) == 1, cc.describe(r))
 
 
+def case_calibrate(c, args, work):
+    src = os.path.join(REPO, "scaling", "rates.json")
+    with open(src) as f:
+        before = json.load(f)
+    rates = os.path.join(work, "rates.json")
+    with open(rates, "w") as f:
+        json.dump(before, f)
+    r = subprocess.run([sys.executable, os.path.join(REPO, "scaling", "calibrate"),
+                        "--fs-read-only", "-o", rates, "--work", work, "--read-mib", "4",
+                        "--repeats", "2", "--wait-idle", "0"], capture_output=True, text=True,
+                       timeout=120)
+    if not c.check("calibrate --fs-read-only: exit 0", r.returncode == 0, cc.describe(r)):
+        return
+    with open(rates) as f:
+        after = json.load(f)
+    ra = after["rates"]
+    cold, warm = ra.get("fs_read_cold_bytes_per_s", 0), ra.get("fs_read_warm_bytes_per_s", 0)
+    c.check("both read bandwidths positive, warm not far below cold",
+            cold > 0 and warm > 0 and warm >= cold / 10, {"cold": cold, "warm": warm})
+    fr = after["basis"].get("fs_read", {})
+    c.check("the basis records the probe (4 MiB, 2 repeats each way)",
+            fr.get("file_mib") == 4 and len(fr.get("cold_all", [])) == 2 and
+            len(fr.get("warm_all", [])) == 2, fr)
+    c.check("every other rate unchanged",
+            {k: v for k, v in ra.items() if not k.startswith("fs_read_")} ==
+            {k: v for k, v in before["rates"].items() if not k.startswith("fs_read_")})
+    make_stack(os.path.join(work, "stack"))
+    job = cc.write_config(os.path.join(work, "job.yaml"), {
+        "job": "convert", "progress": False,
+        "input": {"store": os.path.join(work, "stack"), "format": "tiff"},
+        "output": {"path": os.path.join(work, "out.zarr")}})
+    for cache, want in (("cold", cold), ("warm", warm)):
+        est = plan_json(c, f"plan --rates (calibrated) --cache {cache}", args, job, "--rates",
+                        rates, "--cache", cache)
+        if est is not None:
+            c.check(f"--cache {cache}: the rates' {cache} bandwidth",
+                    abs(est["read"]["fs_read_bytes_per_s"] - want) <= 1e-6 * want and
+                    est["read"]["fs_read_from"] == f"rates ({cache})" and
+                    est["assumes"]["page_cache"] == cache, est["read"])
+
+
 if __name__ == "__main__":
-    cc.main_guard(lambda: cc.case_main("convert.plan_reads", {"reads": case_reads}))
+    cc.main_guard(lambda: cc.case_main("convert.plan_reads",
+                                       {"reads": case_reads, "calibrate": case_calibrate}))
