@@ -552,12 +552,13 @@ static void estimate_reads(const struct sm_plan_input *in, const struct sm_run_s
     if (e->fs_read_given > 0) {
         e->fs_read_bytes_per_s = e->fs_read_given;
         e->fs_read_from = "--fs-read-bandwidth";
-    } else if (e->warm) {
-        e->fs_read_bytes_per_s = e->rates.fs_read_warm_bytes_per_s;
-        e->fs_read_from = "rates (warm)";
     } else {
-        e->fs_read_bytes_per_s = e->rates.fs_read_cold_bytes_per_s;
-        e->fs_read_from = "rates (cold)";
+        /* what one node read at calibration, for each node (--fs-read-bandwidth caps a shared
+         * file system's aggregate) */
+        const double nodes = e->nodes > 1 ? (double)e->nodes : 1.0;
+        e->fs_read_bytes_per_s = nodes * (e->warm ? e->rates.fs_read_warm_bytes_per_s
+                                                  : e->rates.fs_read_cold_bytes_per_s);
+        e->fs_read_from = e->warm ? "rates (warm)" : "rates (cold)";
     }
     if (!(e->fs_read_bytes_per_s > 0)) {
         e->fs_read_bytes_per_s = 0;
@@ -773,7 +774,8 @@ static void print_reads(const struct sm_plan_estimate *e)
     }
     if (e->fs_read_bytes_per_s > 0) {
         human(e->fs_read_bytes_per_s, bw, sizeof(bw));
-        printf(" at %s/s (%s)\n", bw, e->fs_read_from);
+        printf(" at %s/s (%s%s)\n", bw, e->fs_read_from,
+               e->fs_read_given > 0 || e->nodes <= 1 ? "" : ", per node x nodes");
     } else {
         printf("; read time not modelled (the rates have no read bandwidth: "
                "--fs-read-bandwidth B sets it)\n");

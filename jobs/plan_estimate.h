@@ -77,9 +77,11 @@ struct sm_plan_estimate {
     bool reads[SM_PLAN_PASSES];
     uint64_t read_bytes[SM_PLAN_PASSES];
     double read_ratio[SM_PLAN_PASSES];
+    /* the job's aggregate read bandwidth: --fs-read-bandwidth, else the rates' (one node's) times
+     * the nodes; from "--fs-read-bandwidth", "rates (cold)", "rates (warm)" or "none" (0) */
     double fs_read_bytes_per_s;
-    const char *fs_read_from; /* "--fs-read-bandwidth", "rates (cold)", "rates (warm)", "none" */
-    char rates_from[300];     /* "built in (scaling/rates.json)" or the file */
+    const char *fs_read_from;
+    char rates_from[300]; /* "built in (scaling/rates.json)" or the file */
     struct sm_plan_rates rates;
 };
 

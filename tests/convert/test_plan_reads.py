@@ -16,7 +16,8 @@ Usage: /usr/bin/python3 test_plan_reads.py --shardmill BIN --work DIR --case rea
   calibrate  scaling/calibrate --fs-read-only (a 4 MiB probe, 2 repeats, no wait) on a copy of
          scaling/rates.json: the two read bandwidths written positive, warm >= a tenth of cold,
          the probe's cold reads accounted, every other rate unchanged; `plan --rates` of that
-         file uses its cold bandwidth by default and its warm one with --cache warm.
+         file uses its cold bandwidth by default and its warm one with --cache warm; with
+         --nodes 2 each node reads at it (2x), while --fs-read-bandwidth is the aggregate.
 Prints one ok/FAIL line per check and a closing count; exit 1 on any failure.
 """
 
@@ -185,6 +186,16 @@ def case_calibrate(c, args, work):
                     abs(est["read"]["fs_read_bytes_per_s"] - want) <= 1e-6 * want and
                     est["read"]["fs_read_from"] == f"rates ({cache})" and
                     est["assumes"]["page_cache"] == cache, est["read"])
+    est = plan_json(c, "plan --rates (calibrated) --ranks 2 --nodes 2", args, job, "--rates",
+                    rates, "--ranks", "2", "--nodes", "2")
+    if est is not None:
+        c.check("two nodes: each reads at the calibrated node's bandwidth (2x cold)",
+                abs(est["read"]["fs_read_bytes_per_s"] - 2 * cold) <= 1e-6 * cold, est["read"])
+    est = plan_json(c, "--nodes 2 --fs-read-bandwidth 3GiB", args, job, "--rates", rates,
+                    "--ranks", "2", "--nodes", "2", "--fs-read-bandwidth", "3GiB")
+    if est is not None:
+        c.check("--fs-read-bandwidth is the aggregate, whatever the nodes",
+                est["read"]["fs_read_bytes_per_s"] == 3 << 30, est["read"])
 
 
 if __name__ == "__main__":
