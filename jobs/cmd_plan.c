@@ -375,7 +375,7 @@ int sm_cmd_plan(int argc, char **argv)
         "calibrated by scaling/calibrate), an upper bound of each rank's peak RSS (the engine's "
         "buffers, caches and limits.memory_bytes), the output's bytes (the codec's ratio "
         "measured on at most 4 sampled output chunks of input, or the values' bytes with codec "
-        "none) and its exact number of files. The layout line names the groups of shards that "
+        "none) and its exact number of files. The groups line names the groups of shards that "
         "share input blocks and the window each is read into (and why an automatic shard has "
         "its depth); the reads line gives the bytes each pass fetches from storage, their ratio "
         "to the input's size on disk and their time at the file system's read bandwidth: a "

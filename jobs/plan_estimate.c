@@ -734,7 +734,7 @@ static void print_reads(const struct sm_plan_estimate *e)
     char win[32], disk[32], bw[32];
     human((double)rp->window_bytes, win, sizeof(win));
     human((double)e->disk_bytes, disk, sizeof(disk));
-    printf("    layout   %llu group%s of ", (unsigned long long)rp->groups.ntiles,
+    printf("    groups   %llu group%s of ", (unsigned long long)rp->groups.ntiles,
            rp->groups.ntiles != 1 ? "s" : "");
     for (unsigned d = 0; d < rp->groups.ndim; d++) {
         printf("%s%llu", d ? "," : "[", (unsigned long long)rp->groups.tile[d]);

@@ -11,7 +11,7 @@ Usage: /usr/bin/python3 test_plan_reads.py --shardmill BIN --work DIR --case rea
          each pass read_s = bytes_read / B exactly and the write term is at least that; a
          percentile job whose input is kept reads in the scan pass only; a rates file without
          read bandwidths models no read time (fs_read_from "none", read_s 0); the text has the
-         layout and reads lines; --fs-read-bandwidth 0 and --cache hot are usage errors (exit 2,
+         groups and reads lines; --fs-read-bandwidth 0 and --cache hot are usage errors (exit 2,
          one line).
   calibrate  scaling/calibrate --fs-read-only (a 4 MiB probe, 2 repeats, no wait) on a copy of
          scaling/rates.json: the two read bandwidths written positive, warm >= a tenth of cold,
@@ -134,8 +134,8 @@ def case_reads(c, args, work):
                 abs(w.get("bytes_read", 0) - shards_per_slice * disk) <= 1, est["read"])
 
     r = plan(args, cfg, "--fs-read-bandwidth", "1MiB")
-    c.check("text: the layout line and the reads line with the ratio and the bandwidth",
-            r.returncode == 0 and "    layout   1 group of [8,256,256]" in r.stdout and
+    c.check("text: the groups line and the reads line with the ratio and the bandwidth",
+            r.returncode == 0 and "    groups   1 group of [8,256,256]" in r.stdout and
             "no window" in r.stdout and "write " in r.stdout and "(16.00x" in r.stdout and
             "at 1.0 MiB/s (--fs-read-bandwidth)" in r.stdout, r.stdout[-900:])
     for bad, opt in ((["--fs-read-bandwidth", "0"], "--fs-read-bandwidth"),
