@@ -468,6 +468,16 @@ static uint64_t index_cache_bytes(const struct sm_job_config *c, const struct sm
     return all < c->input.index_cache_bytes ? all : c->input.index_cache_bytes;
 }
 
+/* The largest window a rank holds: a windowed pass's group box (one group at a time per rank;
+ * the write pass only when it reads). */
+static uint64_t window_bytes(const struct sm_plan_estimate *e)
+{
+    const uint64_t scan = e->two_pass && e->rp_scan.windowed ? e->rp_scan.window_bytes : 0;
+    const uint64_t write =
+        e->convert && !e->kept && e->rp_write.windowed ? e->rp_write.window_bytes : 0;
+    return scan > write ? scan : write;
+}
+
 static void estimate_memory(const struct sm_job_config *c, const struct sm_plan_input *in,
                             const struct sm_run_setup *su, const struct levels *lv,
                             uint64_t rank_in, int ranks, struct sm_plan_estimate *e)
@@ -506,6 +516,7 @@ static void estimate_memory(const struct sm_job_config *c, const struct sm_plan_
         .hist_bytes = ((uint64_t)su->params.bins + 65536u) * 8u,
         .shard_records = sm_output_track_bytes(e->shards),
         .codec_bytes = PLAN_CODEC_BYTES,
+        .window_bytes = window_bytes(e),
     };
     e->peak_rss_bytes = sm_plan_peak_rss(&mm, &e->rss);
 }

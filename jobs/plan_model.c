@@ -198,6 +198,7 @@ uint64_t sm_plan_peak_rss(const struct sm_plan_mem *m, struct sm_plan_rss_parts 
     if (m->two_pass && (m->kept || m->kept_some)) {
         p.input += m->rank_in_bytes; /* the kept decoded input */
     }
+    p.input += m->window_bytes; /* the group's window a pass cuts its shards from */
     if (!(m->two_pass && m->kept) && !m->source) {
         /* the chunk memos: an eighth of the budget, at most SM_PLAN_MEMO_SLOTS read units and a
          * spare per thread (engine/tile/tile_memo.c) */

@@ -117,13 +117,15 @@ struct sm_plan_mem {
     uint64_t hist_bytes;    /* one histogram (per thread) */
     uint64_t shard_records; /* the output's shard records (sm_output_track_bytes) */
     uint64_t codec_bytes;   /* per thread: compression and decompression contexts */
+    uint64_t window_bytes;  /* a group's decoded window (sm_read_plan; 0: not windowed) */
 };
 
 /* Slots of a thread's chunk memo plus its spare unit (engine/tile/tile_memo.c MEMO_MAX_SLOTS). */
 #define SM_PLAN_MEMO_SLOTS 17u
 
 /* The bound's parts (bytes): baseline (+ shard records), caches (encoded-object cache, index
- * cache, chunk memos), input (kept or loaded), scan workers, write workers, pyramid workers. */
+ * cache, chunk memos), input (kept or loaded, and a group's window), scan workers, write workers,
+ * pyramid workers. */
 struct sm_plan_rss_parts {
     uint64_t baseline, caches, input, scan, write, pyramid, total;
 };

@@ -7,7 +7,8 @@ Usage: /usr/bin/python3 test_plan_reads.py --shardmill BIN --work DIR --case rea
          narrow explicit shards [8,64,64] and a memory limit whose half cannot hold a group's
          window (1 MiB of a slice row): the write pass reads 16x the files (each of the 16
          shards of a slice inflates the whole strip), `read.layout.windowed` false; with 64 MiB
-         the group of 16 shards is read once into a window: 1.00x. --fs-read-bandwidth B gives
+         the group of 16 shards is read once into a window: 1.00x, and the peak RSS bound's
+         input part is that window (0 without one). --fs-read-bandwidth B gives
          each pass read_s = bytes_read / B exactly and the write term is at least that; a
          percentile job whose input is kept reads in the scan pass only; a rates file without
          read bandwidths models no read time (fs_read_from "none", read_s 0); the text has the
@@ -85,6 +86,8 @@ def case_reads(c, args, work):
                 abs(rd["read_ratio"] - shards_per_slice) < 1e-9, w)
         c.check("layout: not windowed, one group of the whole slices",
                 rd["layout"]["windowed"] is False and rd["layout"]["groups"] == 1, rd["layout"])
+        c.check("no window, no input part in the peak RSS bound",
+                est["rss_parts_bytes"]["input"] == 0, est["rss_parts_bytes"])
 
     big = cc.write_config(os.path.join(work, "window.yaml"),
                           dict(base, limits={"memory_bytes": "64MiB"}))
@@ -96,6 +99,9 @@ def case_reads(c, args, work):
                 est["read"]["layout"]["window_bytes"] == SHAPE[0] * SHAPE[1] * SHAPE[2] * 2 and
                 abs(w.get("bytes_read", 0) - disk) <= 1 and abs(w.get("ratio", 0) - 1) < 1e-9,
                 est["read"])
+        c.check("the peak RSS bound holds the window (input part)",
+                est["rss_parts_bytes"]["input"] == est["read"]["layout"]["window_bytes"],
+                est["rss_parts_bytes"])
 
     bw = 1 << 20
     est = plan_json(c, f"--fs-read-bandwidth {bw}", args, cfg, "--fs-read-bandwidth", "1MiB")

@@ -299,6 +299,9 @@ static void test_peak_rss_parts(void **state)
     assert_int_equal(sm_plan_peak_rss(&s, NULL), 1050 + write);
     s.source_loads = true;
     assert_int_equal(sm_plan_peak_rss(&s, NULL), 1050 + 4000 + write);
+    s.window_bytes = 7000; /* a group's window (issue 33): held while its shards are cut */
+    assert_int_equal(sm_plan_peak_rss(&s, &p), 1050 + 4000 + 7000 + write);
+    assert_int_equal(p.input, 4000 + 7000);
 }
 
 int main(void)
