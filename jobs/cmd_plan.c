@@ -187,14 +187,14 @@ struct plan_opts {
     bool warm;      /* --cache warm */
 };
 
-/* The output's shard grid as the run lays it out (sm_run_input_layout: an automatic shard made
- * shallow enough for a group's window to fit the memory budget) and the write's read plan; the
- * scan's read plan over its tiles. A source says how its blocks read; an array's chunks decode
- * whole. */
+/* How the input's read blocks read: a source says; an array's chunks decode whole. */
 static enum sm_source_access input_access(const struct sm_plan_input *in)
 {
     return in->src != NULL ? sm_source_info(in->src)->access : SM_SOURCE_BLOCKS;
 }
+
+/* The output's shard grid as the run lays it out (sm_run_input_layout: an automatic shard made
+ * shallow enough for a group's window to fit the memory budget) and the write's read plan. */
 
 static sm_status read_layout(const struct sm_job_config *c, const struct sm_plan_input *in,
                              const struct sm_run_setup *su, struct sm_tiling *grid,
