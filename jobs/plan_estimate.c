@@ -533,8 +533,9 @@ static uint64_t source_file_bytes(const struct sm_source *src)
 
 /* What each pass reads from storage: the input's size on disk (a source's files, or the ROI's
  * decoded bytes at the sampled stored/decoded ratio), times each pass's amplification from its
- * read plan; the range pass (a float input's min/max before the histogram) and the scan read as
- * the scan's tiles do, the write pass as its shards do unless every rank kept its input. */
+ * read plan; the range pass (a wide integer or float input's min/max, one pass or two) and the
+ * scan read as the scan's tiles do, the write pass as its shards do unless every rank kept its
+ * input. */
 static void estimate_reads(const struct sm_plan_input *in, const struct sm_run_setup *su,
                            struct sm_plan_work *w, struct sm_plan_estimate *e)
 {
@@ -548,7 +549,7 @@ static void estimate_reads(const struct sm_plan_input *in, const struct sm_run_s
         e->disk_bytes = full > 0 ? (uint64_t)((double)files * ((double)roi / full) + 0.5) : files;
         e->disk_from = "files";
     }
-    e->reads[SM_PLAN_PASS_RANGE] = e->two_pass && su->range_from == SM_HIST_RANGE_MINMAX;
+    e->reads[SM_PLAN_PASS_RANGE] = su->range_from == SM_HIST_RANGE_MINMAX; /* SPEC §5 */
     e->reads[SM_PLAN_PASS_SCAN] = e->two_pass;
     e->reads[SM_PLAN_PASS_WRITE] = e->convert && !e->kept;
     for (int p = 0; p < SM_PLAN_PASSES; p++) {
@@ -557,7 +558,7 @@ static void estimate_reads(const struct sm_plan_input *in, const struct sm_run_s
         e->read_ratio[p] = e->reads[p] ? amp : 0.0;
         e->read_bytes[p] =
             e->reads[p] ? sm_plan_pass_read_bytes(rp->pass_bytes, rp->roi_bytes, e->disk_bytes) : 0;
-        w->read_bytes[p] = e->read_bytes[p];
+        w->read_bytes[p] = e->read_bytes[p]; /* of one pass: a scan job's `passes` repeat it */
         w->read_amp[p] = e->read_ratio[p];
     }
     if (e->fs_read_given > 0) {
@@ -640,6 +641,7 @@ sm_status sm_plan_estimate(const struct sm_job_config *c, const struct sm_plan_i
         .shards = lv.n > 0 ? lv.shards[0] : 0,
         .out_value_bytes = lv.n > 0 ? lv.values[0] : 0,
         .out_bytes = e->output_bytes,
+        .scan_passes = e->convert || c->passes < 1 ? 1u : (unsigned)c->passes,
     };
     /* the aligned levels are made and written with each level-0 shard, the others read back */
     w.levels_with = lv.n > 0 ? aligned_levels(&lv) : 1;
@@ -813,7 +815,8 @@ void sm_plan_estimate_print(const struct sm_plan_estimate *e, int ranks)
            "sync %.2f, finish %.2f)%s, %s page cache\n",
            t->total, t->start, range, t->scan, t->allreduce, t->write, t->pyramid, t->sync,
            t->finish,
-           e->kept       ? ", input kept"
+           !e->convert   ? ", the input read each scan pass"
+           : e->kept     ? ", input kept"
            : e->two_pass ? ", input read twice"
                          : ", one pass",
            e->warm ? "warm" : "cold");

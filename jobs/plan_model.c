@@ -150,9 +150,10 @@ void sm_plan_seconds(const struct sm_plan_rates *r, const struct sm_plan_work *w
     if (w->two_pass) {
         t->scan = busiest(w->tiles, R, T) * per_tile *
                   (r->scan_s_per_byte + again[SM_PLAN_PASS_SCAN] * r->decode_s_per_byte) * k;
-        t->scan = fmax(t->scan, t->read[SM_PLAN_PASS_SCAN]);
-        t->range = t->read[SM_PLAN_PASS_RANGE];
+        t->scan = fmax(t->scan, t->read[SM_PLAN_PASS_SCAN]) *
+                  (w->scan_passes > 1 ? (double)w->scan_passes : 1.0);
     }
+    t->range = t->read[SM_PLAN_PASS_RANGE]; /* its compute (min/max only) is not modelled */
     t->allreduce = R > 1 ? r->allreduce_s : 0.0;
     /* one pass reads and counts each shard's input while writing it; two passes read it again
      * unless the rank kept it from the scan */

@@ -78,6 +78,7 @@ struct sm_plan_work {
     uint64_t read_bytes[SM_PLAN_PASSES];
     double read_amp[SM_PLAN_PASSES];
     double fs_read_bytes_per_s; /* the file system's aggregate read bandwidth (0: no I/O term) */
+    unsigned scan_passes;       /* a scan job's `passes` (0 counts as 1): each reads the input */
 };
 
 /* The model's terms (seconds), launch to marker. A pass that reads the input (scan, write) lasts

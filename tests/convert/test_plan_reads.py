@@ -10,7 +10,8 @@ Usage: /usr/bin/python3 test_plan_reads.py --shardmill BIN --work DIR --case rea
          the group of 16 shards is read once into a window: 1.00x, and the peak RSS bound's
          input part is that window (0 without one). --fs-read-bandwidth B gives
          each pass read_s = bytes_read / B exactly and the write term is at least that; a
-         percentile job whose input is kept reads in the scan pass only; a rates file without
+         percentile job whose input is kept reads in the scan pass only; a float32 stack's
+         min/max pass (SPEC §5) is a `range` pass before the write; a rates file without
          read bandwidths models no read time (fs_read_from "none", read_s 0); the text has the
          groups and reads lines; --fs-read-bandwidth 0 and --cache hot are usage errors (exit 2,
          one line).
@@ -123,6 +124,24 @@ def case_reads(c, args, work):
         c.check("kept: the scan pass reads, the write pass does not",
                 est["assumes"]["kept_input"] is True and list(passes(est)) == ["scan"],
                 est["read"]["passes"])
+
+    import numpy as np
+    import tifffile
+    fstack = os.path.join(work, "float")
+    os.makedirs(fstack, exist_ok=True)
+    for z in range(4):
+        tifffile.imwrite(os.path.join(fstack, f"f{z}.tif"),
+                         np.full((64, 64), z + 0.5, dtype=np.float32))
+    fcfg = cc.write_config(os.path.join(work, "float.yaml"), {
+        "job": "convert", "input": {"store": fstack, "format": "tiff"}, "progress": False,
+        "output": {"path": os.path.join(work, "f.zarr")},
+        "normalize": {"mode": "window", "lo": 0, "hi": 4}})
+    est = plan_json(c, "float32 input, window", args, fcfg)
+    if est is not None:
+        p = passes(est)
+        c.check("a float input's min/max pass reads too (range, then write), and costs its read",
+                list(p) == ["range", "write"] and est["terms_s"]["range"] == p["range"]["read_s"]
+                and p["range"]["read_s"] > 0, est["read"]["passes"])
 
     with open(os.path.join(REPO, "scaling", "rates.json")) as f:
         rates = json.load(f)

@@ -204,6 +204,11 @@ static void test_seconds_reads(void **state)
     assert_true(fabs(t.range - 0.2) < 1e-12);
     assert_true(fabs(t.scan - 1.0) < 1e-12);
     assert_true(fabs(t.write - 4.0) < 1e-12);
+    struct sm_plan_work twice = io; /* a scan job of `passes: 2` reads and counts twice */
+    twice.scan_passes = 2;
+    struct sm_plan_terms t2;
+    sm_plan_seconds(&r, &twice, &t2);
+    assert_true(fabs(t2.scan - 2.0) < 1e-12);
     assert_true(fabs(t.total - (base.total + 0.2 + (1.0 - scan_cpu) + (4.0 - write_cpu))) < 1e-9);
     /* fast storage: the compute sets the passes; the write's 3 decodes past the first cost */
     io.fs_read_bytes_per_s = 1e15;
@@ -225,6 +230,10 @@ static void test_seconds_reads(void **state)
     one.read_bytes[SM_PLAN_PASS_SCAN] = 0;
     one.read_amp[SM_PLAN_PASS_WRITE] = 2.0;
     one.fs_read_bytes_per_s = 1e9;
+    one.read_bytes[SM_PLAN_PASS_RANGE] = 300000000; /* a float input's min/max pass: 0.3 s */
+    sm_plan_seconds(&r, &one, &t);
+    assert_true(t.scan == 0.0 && fabs(t.range - 0.3) < 1e-12);
+    one.read_bytes[SM_PLAN_PASS_RANGE] = 0;
     sm_plan_seconds(&r, &one, &t);
     assert_true(t.scan == 0.0 && t.range == 0.0);
     const double one_cpu = 4 * (2.5e6 * (1e-9 + 5e-10) + 5e6 * 2e-9 + 0.001);
