@@ -183,7 +183,42 @@ struct plan_opts {
     double cores_per_node, ratio;
     bool as_json;
     const char *rates;
+    double fs_read; /* --fs-read-bandwidth (0: the rates') */
+    bool warm;      /* --cache warm */
 };
+
+/* How the input's read blocks read: a source says; an array's chunks decode whole. */
+static enum sm_source_access input_access(const struct sm_plan_input *in)
+{
+    return in->src != NULL ? sm_source_info(in->src)->access : SM_SOURCE_BLOCKS;
+}
+
+/* The output's shard grid as the run lays it out (sm_run_input_layout: an automatic shard made
+ * shallow enough for a group's window to fit the memory budget) and the write's read plan. */
+
+static sm_status read_layout(const struct sm_job_config *c, const struct sm_plan_input *in,
+                             const struct sm_run_setup *su, struct sm_tiling *grid,
+                             struct sm_output_spec *spec, struct sm_plan_estimate *est,
+                             struct sm_err *err)
+{
+    const struct sm_array_meta *m = in->m;
+    struct sm_run_output o; /* the output's type, as sm_job_shard_grid sets it */
+    sm_job_run_output(c, &o);
+    o.dtype_set = true;
+    o.dtype = m->dtype;
+    if (c->output.dtype != NULL && !sm_dtype_from_name(c->output.dtype, &o.dtype)) {
+        o.dtype = SM_DT_FLOAT32;
+    }
+    return sm_run_input_layout(&o, m, input_access(in), su, c->limits.memory_bytes, grid, spec,
+                               &est->rp_write, err);
+}
+
+/* The scan's read plan, once its tiles are known (a source's are the shards). */
+static void scan_read_plan(const struct sm_job_config *c, const struct sm_plan_input *in,
+                           const struct sm_run_setup *su, struct sm_plan_estimate *est)
+{
+    sm_run_read_plan(in->m, input_access(in), &su->tiling, c->limits.memory_bytes, &est->rp_scan);
+}
 
 static sm_status emit(const struct sm_job_config *c, const struct plan_opts *o,
                       const struct sm_run_setup *su, const struct phase *ph, unsigned nph,
@@ -231,6 +266,8 @@ static sm_status plan(const struct sm_job_config *c, const struct plan_opts *o, 
     est.nodes = o->nodes;
     est.cores_per_node = o->cores_per_node;
     est.ratio_given = o->ratio;
+    est.fs_read_given = o->fs_read;
+    est.warm = o->warm;
     SM_TRY(sm_plan_rates_load(o->rates, &est.rates, est.rates_from, sizeof(est.rates_from), err));
     struct sm_store *store = NULL;
     struct sm_plan_input in = {NULL, NULL, NULL};
@@ -246,11 +283,14 @@ static sm_status plan(const struct sm_job_config *c, const struct plan_opts *o, 
         ph[0].grid = su.tiling;
     }
     if (st == SM_OK && nph == 2) {
-        st = sm_job_shard_grid(c, m, &su, &ph[1].grid, &spec, err);
+        st = read_layout(c, &in, &su, &ph[1].grid, &spec, &est, err);
     }
     if (st == SM_OK && nph == 2 && in.src != NULL && !c->tile.set) {
         ph[0].grid = ph[1].grid; /* a source's tiles are the shards (run_convert.c ph_plan) */
         su.tiling = ph[1].grid;
+    }
+    if (st == SM_OK) {
+        scan_read_plan(c, &in, &su, &est);
     }
     for (unsigned i = 0; st == SM_OK && i < nph; i++) {
         /* the ranks that get items: min(ranks, items) at most, never an entry per rank */
@@ -290,7 +330,7 @@ int sm_cmd_plan(int argc, char **argv)
     struct sm_str_list sets = {0};
     uint64_t ranks = 1, threads = 0, nodes = 1, cores = 0;
     bool as_json = false;
-    const char *rates = NULL, *ratio = NULL;
+    const char *rates = NULL, *ratio = NULL, *cache = NULL, *fs_read_s = NULL;
     const struct sm_opt opts[] = {
         {"ranks", 'n', SM_OPT_U64, "N", "ranks to plan for (default 1)", &ranks, SM_PATHC_NONE},
         {"threads", 't', SM_OPT_U64, "T",
@@ -312,13 +352,22 @@ int sm_cmd_plan(int argc, char **argv)
          "assume the codec's encoded/raw ratio X (0 < X <= 2) instead of sampling chunks: for "
          "sizing from metadata alone",
          &ratio, SM_PATHC_NONE},
+        {"fs-read-bandwidth", 0, SM_OPT_STRING, "BYTES",
+         "the input file system's aggregate read bandwidth in bytes per second (e.g. 20GiB for a "
+         "parallel file system), for the estimate's read time (default: the rates' cold or warm "
+         "bandwidth, measured by scaling/calibrate)",
+         &fs_read_s, SM_PATHC_NONE},
+        {"cache", 0, SM_OPT_STRING, "cold|warm",
+         "the input's page cache the estimate assumes (default cold: read from storage at the "
+         "rates' cold bandwidth; warm: just read, at their warm one)",
+         &cache, SM_PATHC_NONE},
         {"json", 0, SM_OPT_FLAG, NULL, "print the plan as JSON", &as_json, SM_PATHC_NONE},
         {NULL, 0, SM_OPT_FLAG, NULL, NULL, NULL, SM_PATHC_NONE},
     };
     const struct sm_cmd_spec spec = {
         "plan",
         "CONFIG.yaml --ranks N [--threads T] [--nodes M] [--set KEY=VALUE]... [--rates FILE] "
-        "[--ratio X] [--json]",
+        "[--ratio X] [--fs-read-bandwidth BYTES] [--cache cold|warm] [--json]",
         "Prints how a scan or convert job splits its work over N ranks (parallel.partition): each "
         "rank's contiguous run of scan tiles and of output shards, with the decoded input bytes "
         "it touches, and the imbalance max/mean; then an estimate (JSON `estimate`): seconds "
@@ -326,9 +375,13 @@ int sm_cmd_plan(int argc, char **argv)
         "calibrated by scaling/calibrate), an upper bound of each rank's peak RSS (the engine's "
         "buffers, caches and limits.memory_bytes), the output's bytes (the codec's ratio "
         "measured on at most 4 sampled output chunks of input, or the values' bytes with codec "
-        "none) and its exact number of files. Reads the input's metadata and those few sample "
-        "chunks only (a chunk that does not exist reads as the fill value). See "
-        "docs/internals/ranks.md and docs/SLURM.md \"Sizing a large run\".",
+        "none) and its exact number of files. The groups line names the groups of shards that "
+        "share input blocks and the window each is read into (and why an automatic shard has "
+        "its depth); the reads line gives the bytes each pass fetches from storage, their ratio "
+        "to the input's size on disk and their time at the file system's read bandwidth: a "
+        "pass lasts the longer of its compute and its read. Reads the input's metadata and "
+        "those few sample chunks only (a chunk that does not exist reads as the fill value). "
+        "See docs/internals/ranks.md and docs/SLURM.md \"Sizing a large run\".",
         opts,
         1,
         1};
@@ -354,6 +407,15 @@ int sm_cmd_plan(int argc, char **argv)
         return sm_usage_error("--threads", "%llu is out of range 1..%d",
                               (unsigned long long)threads, PLAN_MAX_THREADS);
     }
+    if (cache != NULL && strcmp(cache, "cold") != 0 && strcmp(cache, "warm") != 0) {
+        return sm_usage_error("--cache", "'%s' is not cold or warm", cache);
+    }
+    uint64_t fs_read = 0;
+    if (fs_read_s != NULL && (!sm_parse_size(fs_read_s, &fs_read) || fs_read == 0)) {
+        return sm_usage_error("--fs-read-bandwidth",
+                              "'%s' is not a positive size (bytes per second, e.g. 20GiB)",
+                              fs_read_s);
+    }
     double ratio_v = 0;
     if (ratio != NULL) {
         char *end = NULL;
@@ -372,11 +434,16 @@ int sm_cmd_plan(int argc, char **argv)
     if (threads > 0) {
         c.parallel.threads = threads; /* the scan's and the write's threads, as --set would */
     }
-    const struct plan_opts po = {
-        (int)ranks, c.parallel.threads > 0 ? (int)c.parallel.threads : sm_write_default_threads(),
-        (int)nodes, (double)cores,
-        ratio_v,    as_json,
-        rates};
+    const struct plan_opts po = {(int)ranks,
+                                 c.parallel.threads > 0 ? (int)c.parallel.threads
+                                                        : sm_write_default_threads(),
+                                 (int)nodes,
+                                 (double)cores,
+                                 ratio_v,
+                                 as_json,
+                                 rates,
+                                 (double)fs_read,
+                                 cache != NULL && strcmp(cache, "warm") == 0};
     struct sm_job_s3 s3; /* an s3:// input's endpoint, region and credentials */
     st = sm_job_s3_resolve(c.input.store, c.input.s3_endpoint, c.input.s3_region,
                            c.input.s3_path_style, &s3, &err);

@@ -468,6 +468,16 @@ static uint64_t index_cache_bytes(const struct sm_job_config *c, const struct sm
     return all < c->input.index_cache_bytes ? all : c->input.index_cache_bytes;
 }
 
+/* The largest window a rank holds: a windowed pass's group box (one group at a time per rank;
+ * the write pass only when it reads). */
+static uint64_t window_bytes(const struct sm_plan_estimate *e)
+{
+    const uint64_t scan = e->two_pass && e->rp_scan.windowed ? e->rp_scan.window_bytes : 0;
+    const uint64_t write =
+        e->convert && !e->kept && e->rp_write.windowed ? e->rp_write.window_bytes : 0;
+    return scan > write ? scan : write;
+}
+
 static void estimate_memory(const struct sm_job_config *c, const struct sm_plan_input *in,
                             const struct sm_run_setup *su, const struct levels *lv,
                             uint64_t rank_in, int ranks, struct sm_plan_estimate *e)
@@ -506,8 +516,67 @@ static void estimate_memory(const struct sm_job_config *c, const struct sm_plan_
         .hist_bytes = ((uint64_t)su->params.bins + 65536u) * 8u,
         .shard_records = sm_output_track_bytes(e->shards),
         .codec_bytes = PLAN_CODEC_BYTES,
+        .window_bytes = window_bytes(e),
     };
     e->peak_rss_bytes = sm_plan_peak_rss(&mm, &e->rss);
+}
+
+/* A source's files' size on disk (their describe's file.bytes; 0 when unknown). */
+static uint64_t source_file_bytes(const struct sm_source *src)
+{
+    json_t *d = sm_source_describe(src);
+    json_t *b = json_object_get(json_object_get(d, "file"), "bytes");
+    const double v = json_is_number(b) ? json_number_value(b) : 0.0;
+    json_decref(d);
+    return v > 0 ? (uint64_t)v : 0;
+}
+
+/* What each pass reads from storage: the input's size on disk (a source's files, or the ROI's
+ * decoded bytes at the sampled stored/decoded ratio), times each pass's amplification from its
+ * read plan; the range pass (a wide integer or float input's min/max, one pass or two) and the
+ * scan read as the scan's tiles do, the write pass as its shards do unless every rank kept its
+ * input. */
+static void estimate_reads(const struct sm_plan_input *in, const struct sm_run_setup *su,
+                           struct sm_plan_work *w, struct sm_plan_estimate *e)
+{
+    const struct sm_array_meta *m = in->m;
+    const uint64_t roi = w->in_bytes;
+    e->disk_bytes = (uint64_t)((double)roi * e->in_ratio + 0.5);
+    e->disk_from = e->samples > 0 && e->in_ratio < 1.0 ? "sample" : "decoded";
+    const uint64_t files = in->src != NULL ? source_file_bytes(in->src) : 0;
+    if (files > 0) {
+        const double full = (double)prod(m->shape, m->ndim) * (double)sm_dtype_size(m->dtype);
+        e->disk_bytes = full > 0 ? (uint64_t)((double)files * ((double)roi / full) + 0.5) : files;
+        e->disk_from = "files";
+    }
+    e->reads[SM_PLAN_PASS_RANGE] = su->range_from == SM_HIST_RANGE_MINMAX; /* SPEC §5 */
+    e->reads[SM_PLAN_PASS_SCAN] = e->two_pass;
+    e->reads[SM_PLAN_PASS_WRITE] = e->convert && !e->kept;
+    for (int p = 0; p < SM_PLAN_PASSES; p++) {
+        const struct sm_read_plan *rp = p == SM_PLAN_PASS_WRITE ? &e->rp_write : &e->rp_scan;
+        const double amp = rp->roi_bytes > 0 ? (double)rp->pass_bytes / (double)rp->roi_bytes : 1.0;
+        e->read_ratio[p] = e->reads[p] ? amp : 0.0;
+        e->read_bytes[p] =
+            e->reads[p] ? sm_plan_pass_read_bytes(rp->pass_bytes, rp->roi_bytes, e->disk_bytes) : 0;
+        w->read_bytes[p] = e->read_bytes[p]; /* of one pass: a scan job's `passes` repeat it */
+        w->read_amp[p] = e->read_ratio[p];
+    }
+    if (e->fs_read_given > 0) {
+        e->fs_read_bytes_per_s = e->fs_read_given;
+        e->fs_read_from = "--fs-read-bandwidth";
+    } else {
+        /* what one node read at calibration, for each node (--fs-read-bandwidth caps a shared
+         * file system's aggregate) */
+        const double nodes = e->nodes > 1 ? (double)e->nodes : 1.0;
+        e->fs_read_bytes_per_s = nodes * (e->warm ? e->rates.fs_read_warm_bytes_per_s
+                                                  : e->rates.fs_read_cold_bytes_per_s);
+        e->fs_read_from = e->warm ? "rates (warm)" : "rates (cold)";
+    }
+    if (!(e->fs_read_bytes_per_s > 0)) {
+        e->fs_read_bytes_per_s = 0;
+        e->fs_read_from = "none";
+    }
+    w->fs_read_bytes_per_s = e->fs_read_bytes_per_s;
 }
 
 sm_status sm_plan_estimate(const struct sm_job_config *c, const struct sm_plan_input *in,
@@ -572,6 +641,7 @@ sm_status sm_plan_estimate(const struct sm_job_config *c, const struct sm_plan_i
         .shards = lv.n > 0 ? lv.shards[0] : 0,
         .out_value_bytes = lv.n > 0 ? lv.values[0] : 0,
         .out_bytes = e->output_bytes,
+        .scan_passes = e->convert || c->passes < 1 ? 1u : (unsigned)c->passes,
     };
     /* the aligned levels are made and written with each level-0 shard, the others read back */
     w.levels_with = lv.n > 0 ? aligned_levels(&lv) : 1;
@@ -584,16 +654,52 @@ sm_status sm_plan_estimate(const struct sm_job_config *c, const struct sm_plan_i
         }
     }
     e->levels = lv.n;
+    estimate_reads(in, su, &w, e);
     sm_plan_seconds(&e->rates, &w, &e->t);
     return SM_OK;
+}
+
+/* The layout of the reads (the read plan of the pass whose boxes are the shards, else the
+ * scan's tiles). */
+static const struct sm_read_plan *layout_plan(const struct sm_plan_estimate *e)
+{
+    return e->convert ? &e->rp_write : &e->rp_scan;
+}
+
+/* `read`: the report's io.source members as the plan expects them (docs/internals/report.md):
+ * input_bytes, passes [{pass, bytes_read, ratio, seconds}], read_ratio, layout. */
+static json_t *read_json(const struct sm_plan_estimate *e)
+{
+    const struct sm_read_plan *rp = layout_plan(e);
+    json_t *passes = json_array();
+    double worst = 0;
+    for (int p = 0; p < SM_PLAN_PASSES; p++) {
+        if (!e->reads[p]) {
+            continue;
+        }
+        const double ratio =
+            e->disk_bytes > 0 ? (double)e->read_bytes[p] / (double)e->disk_bytes : 0.0;
+        worst = ratio > worst ? ratio : worst;
+        json_array_append_new(passes, json_pack("{s:s,s:o,s:f,s:f}", "pass", sm_plan_pass_name(p),
+                                                "bytes_read", sm_json_u64(e->read_bytes[p]),
+                                                "ratio", ratio, "read_s", e->t.read[p]));
+    }
+    json_t *layout =
+        json_pack("{s:o,s:o,s:b,s:s}", "groups", sm_json_u64(rp->groups.ntiles), "window_bytes",
+                  sm_json_u64(rp->window_bytes), "windowed", rp->windowed, "why", rp->why);
+    json_t *bw = e->fs_read_bytes_per_s > 0 ? json_real(e->fs_read_bytes_per_s) : json_null();
+    return json_pack("{s:o,s:s,s:o,s:f,s:o,s:s,s:o}", "input_bytes", sm_json_u64(e->disk_bytes),
+                     "input_bytes_from", e->disk_from, "passes", passes, "read_ratio", worst,
+                     "fs_read_bytes_per_s", bw, "fs_read_from", e->fs_read_from, "layout", layout);
 }
 
 json_t *sm_plan_estimate_json(const struct sm_plan_estimate *e, int ranks)
 {
     const struct sm_plan_terms *t = &e->t;
-    json_t *terms = json_pack("{s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "start", t->start, "scan", t->scan,
-                              "allreduce", t->allreduce, "write", t->write, "pyramid", t->pyramid,
-                              "sync", t->sync, "finish", t->finish);
+    json_t *terms =
+        json_pack("{s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "start", t->start, "range", t->range, "scan",
+                  t->scan, "allreduce", t->allreduce, "write", t->write, "pyramid", t->pyramid,
+                  "sync", t->sync, "finish", t->finish);
     json_t *sample =
         json_pack("{s:s,s:i,s:o,s:o,s:o,s:f}", "ratio_from", e->ratio_from, "output_chunks",
                   (int)e->samples, "input_chunks_read", sm_json_u64(e->sample_in_chunks),
@@ -615,11 +721,12 @@ json_t *sm_plan_estimate_json(const struct sm_plan_estimate *e, int ranks)
     if (strcmp(e->ratio_from, "metadata") == 0) {
         json_object_set_new(sample, "input_chunks_needed", sm_json_u64(e->sample_units_needed));
     }
-    return json_pack("{s:f,s:o,s:o,s:o,s:i,s:i,s:o,s:o,s:o,s:o}", "seconds", t->total,
+    json_object_set_new(assumes, "page_cache", json_string(e->warm ? "warm" : "cold"));
+    return json_pack("{s:f,s:o,s:o,s:o,s:i,s:i,s:o,s:o,s:o,s:o,s:o}", "seconds", t->total,
                      "peak_rss_bytes_per_rank", sm_json_u64(e->peak_rss_bytes), "output_bytes",
                      sm_json_u64(e->output_bytes), "files", sm_json_u64(e->files), "threads",
                      e->threads, "levels", (int)e->levels, "terms_s", terms, "rss_parts_bytes", rss,
-                     "sample", sample, "assumes", assumes);
+                     "sample", sample, "assumes", assumes, "read", read_json(e));
 }
 
 static void human(double v, char *buf, size_t cap)
@@ -633,6 +740,61 @@ static void human(double v, char *buf, size_t cap)
     snprintf(buf, cap, "%.1f %s", v, u[i]);
 }
 
+/* The layout's groups and window, then what each pass reads and how long at which bandwidth. */
+static void print_reads(const struct sm_plan_estimate *e)
+{
+    const struct sm_read_plan *rp = layout_plan(e);
+    char win[32], disk[32], bw[32];
+    human((double)rp->window_bytes, win, sizeof(win));
+    human((double)e->disk_bytes, disk, sizeof(disk));
+    printf("    groups   %llu group%s of ", (unsigned long long)rp->groups.ntiles,
+           rp->groups.ntiles != 1 ? "s" : "");
+    for (unsigned d = 0; d < rp->groups.ndim; d++) {
+        printf("%s%llu", d ? "," : "[", (unsigned long long)rp->groups.tile[d]);
+    }
+    printf("%s sharing input blocks; ", rp->groups.ndim > 0 ? "]" : "[]");
+    if (rp->windowed) {
+        printf("each read once per pass into a window of %s", win);
+    } else if (rp->window_bytes > 0) {
+        char budget[32];
+        human((double)rp->window_budget, budget, sizeof(budget));
+        printf("no window (a group's %s is over %s, half of limits.memory_bytes): each box "
+               "decodes its blocks whole",
+               win, budget);
+    } else {
+        printf("no two boxes share an input block");
+    }
+    printf("; %s\n", rp->why[0] != '\0' ? rp->why
+                     : e->convert       ? "output.shard as given"
+                                        : "the scan's tiles");
+    printf("    reads    input %s on disk (%s);", disk,
+           strcmp(e->disk_from, "files") == 0    ? "its files"
+           : strcmp(e->disk_from, "sample") == 0 ? "the sampled chunks' stored bytes"
+                                                 : "its decoded bytes: stored size unknown");
+    bool first = true;
+    for (int p = 0; p < SM_PLAN_PASSES; p++) {
+        if (e->reads[p]) {
+            char b[32];
+            human((double)e->read_bytes[p], b, sizeof(b));
+            printf("%s %s %s (%.2fx", first ? "" : ",", sm_plan_pass_name(p), b,
+                   e->disk_bytes > 0 ? (double)e->read_bytes[p] / (double)e->disk_bytes : 0.0);
+            if (e->fs_read_bytes_per_s > 0) {
+                printf(", %.1f s", e->t.read[p]);
+            }
+            printf(")");
+            first = false;
+        }
+    }
+    if (e->fs_read_bytes_per_s > 0) {
+        human(e->fs_read_bytes_per_s, bw, sizeof(bw));
+        printf(" at %s/s (%s%s)\n", bw, e->fs_read_from,
+               e->fs_read_given > 0 || e->nodes <= 1 ? "" : ", per node x nodes");
+    } else {
+        printf("; read time not modelled (the rates have no read bandwidth: "
+               "--fs-read-bandwidth B sets it)\n");
+    }
+}
+
 void sm_plan_estimate_print(const struct sm_plan_estimate *e, int ranks)
 {
     const struct sm_plan_terms *t = &e->t;
@@ -640,17 +802,25 @@ void sm_plan_estimate_print(const struct sm_plan_estimate *e, int ranks)
     human((double)e->peak_rss_bytes, rss, sizeof(rss));
     human((double)e->output_bytes, out, sizeof(out));
     printf("  estimate (%d thread%s per rank, %d node%s of %g cores; rates %s, calibrated %s on "
-           "%s, output on %s, %s page cache; %s):\n",
+           "%s, output on %s, compute with a %s page cache; %s):\n",
            e->threads, e->threads > 1 ? "s" : "", e->nodes, e->nodes > 1 ? "s" : "",
            e->cores_per_node > 0 ? e->cores_per_node : e->rates.cores, e->rates_from,
            e->rates.calibrated, e->rates.machine, e->rates.filesystem, e->rates.cache,
            ranks > 1 ? "ranks started by mpirun/srun" : "one plain process");
-    printf("    seconds  %.1f (start %.2f, scan %.2f, allreduce %.3f, write %.2f, pyramid %.2f, "
-           "sync %.2f, finish %.2f)%s\n",
-           t->total, t->start, t->scan, t->allreduce, t->write, t->pyramid, t->sync, t->finish,
-           e->kept       ? ", input kept"
+    char range[48] = "";
+    if (t->range > 0) {
+        snprintf(range, sizeof(range), "range read %.2f, ", t->range);
+    }
+    printf("    seconds  %.1f (start %.2f, %sscan %.2f, allreduce %.3f, write %.2f, pyramid %.2f, "
+           "sync %.2f, finish %.2f)%s, %s page cache\n",
+           t->total, t->start, range, t->scan, t->allreduce, t->write, t->pyramid, t->sync,
+           t->finish,
+           !e->convert   ? ", the input read each scan pass"
+           : e->kept     ? ", input kept"
            : e->two_pass ? ", input read twice"
-                         : ", one pass");
+                         : ", one pass",
+           e->warm ? "warm" : "cold");
+    print_reads(e);
     char parts[6][32];
     const uint64_t pv[6] = {e->rss.baseline, e->rss.caches, e->rss.input,
                             e->rss.scan,     e->rss.write,  e->rss.pyramid};

@@ -5,6 +5,7 @@
 #define SM_JOBS_PLAN_ESTIMATE_H
 
 #include <shardmill/array.h>
+#include <shardmill/pipeline.h>
 #include <shardmill/source.h>
 #include <shardmill/tile.h>
 
@@ -43,6 +44,11 @@ struct sm_plan_estimate {
     int nodes;             /* in: --nodes (>= 1) */
     double cores_per_node; /* in: --cores-per-node (0: the calibrated machine's) */
     double ratio_given;    /* in: --ratio (0: measured on the sample) */
+    double fs_read_given;  /* in: --fs-read-bandwidth, bytes/s (0: the rates') */
+    bool warm;             /* in: --cache warm: the rates' warm read bandwidth, not the cold */
+    /* in: how the scan's tiles and the write's shards read the input (sm_run_read_plan; the
+     * write's from sm_run_input_layout, the layout the run chooses) */
+    struct sm_read_plan rp_scan, rp_write;
     int threads;
     bool convert;
     struct sm_plan_terms t;
@@ -63,6 +69,18 @@ struct sm_plan_estimate {
     bool kept;              /* every rank keeps its decoded input (two passes) */
     bool kept_some;         /* some ranks keep it (their RSS holds it) */
     bool two_pass;
+    /* the reads: the input's size on disk (the ROI's share) and where it came from ("files": the
+     * source's files; "sample": the sampled chunks' stored/decoded ratio; "decoded": unknown,
+     * the decoded bytes), what each pass fetches from storage, at which bandwidth */
+    uint64_t disk_bytes;
+    const char *disk_from;
+    bool reads[SM_PLAN_PASSES];
+    uint64_t read_bytes[SM_PLAN_PASSES];
+    double read_ratio[SM_PLAN_PASSES];
+    /* the job's aggregate read bandwidth: --fs-read-bandwidth, else the rates' (one node's) times
+     * the nodes; from "--fs-read-bandwidth", "rates (cold)", "rates (warm)" or "none" (0) */
+    double fs_read_bytes_per_s;
+    const char *fs_read_from;
     char rates_from[300]; /* "built in (scaling/rates.json)" or the file */
     struct sm_plan_rates rates;
 };

@@ -90,12 +90,33 @@ sm_status sm_plan_rates_parse(const char *text, size_t len, const char *where,
     }
     r->baseline_rss_bytes = (uint64_t)base;
     r->baseline_rss_mpi_bytes = (uint64_t)base_mpi;
+    /* optional (rates files calibrated before issue 33 have none): positive when present */
+    const char *fs_keys[2] = {"fs_read_cold_bytes_per_s", "fs_read_warm_bytes_per_s"};
+    double *fs_dst[2] = {&r->fs_read_cold_bytes_per_s, &r->fs_read_warm_bytes_per_s};
+    for (int i = 0; st == SM_OK && i < 2; i++) {
+        if (json_object_get(rt, fs_keys[i]) != NULL) {
+            st = need_number(rt, fs_keys[i], true, fs_dst[i], where, err);
+        }
+    }
     copy_text(o, "machine", r->machine, sizeof(r->machine));
     copy_text(o, "filesystem", r->filesystem, sizeof(r->filesystem));
     copy_text(o, "cache", r->cache, sizeof(r->cache));
     copy_text(o, "calibrated_utc", r->calibrated, sizeof(r->calibrated));
     json_decref(o);
     return st;
+}
+
+const char *sm_plan_pass_name(enum sm_plan_pass p)
+{
+    return p == SM_PLAN_PASS_RANGE ? "range" : p == SM_PLAN_PASS_SCAN ? "scan" : "write";
+}
+
+uint64_t sm_plan_pass_read_bytes(uint64_t pass_bytes, uint64_t roi_bytes, uint64_t disk_bytes)
+{
+    if (roi_bytes == 0) {
+        return disk_bytes;
+    }
+    return (uint64_t)((double)disk_bytes * ((double)pass_bytes / (double)roi_bytes) + 0.5);
 }
 
 /* Work items of the busiest thread: ⌈⌈n/R⌉/T⌉ (the engine splits in blocks, then threads). */
@@ -118,16 +139,32 @@ void sm_plan_seconds(const struct sm_plan_rates *r, const struct sm_plan_work *w
     const double out_shard = w->shards ? (double)w->out_value_bytes / (double)w->shards : 0.0;
     t->start =
         w->mpi || R > 1 ? r->start_mpi_s + r->start_mpi_s_per_rank * per_node : r->start_plain_s;
-    if (w->two_pass) {
-        t->scan = busiest(w->tiles, R, T) * per_tile * r->scan_s_per_byte * k;
+    /* each pass's read at the file system's bandwidth, and the decodes past the first (a block
+     * that several boxes decode whole, once each) */
+    double again[SM_PLAN_PASSES];
+    for (int p = 0; p < SM_PLAN_PASSES; p++) {
+        t->read[p] =
+            w->fs_read_bytes_per_s > 0 ? (double)w->read_bytes[p] / w->fs_read_bytes_per_s : 0.0;
+        again[p] = w->read_amp[p] > 1.0 ? w->read_amp[p] - 1.0 : 0.0;
     }
+    if (w->two_pass) {
+        t->scan = busiest(w->tiles, R, T) * per_tile *
+                  (r->scan_s_per_byte + again[SM_PLAN_PASS_SCAN] * r->decode_s_per_byte) * k;
+        t->scan = fmax(t->scan, t->read[SM_PLAN_PASS_SCAN]) *
+                  (w->scan_passes > 1 ? (double)w->scan_passes : 1.0);
+    }
+    t->range = t->read[SM_PLAN_PASS_RANGE]; /* its compute (min/max only) is not modelled */
     t->allreduce = R > 1 ? r->allreduce_s : 0.0;
     /* one pass reads and counts each shard's input while writing it; two passes read it again
      * unless the rank kept it from the scan */
-    const double read = !w->two_pass ? r->scan_s_per_byte : w->kept ? 0.0 : r->decode_s_per_byte;
+    const double again_w = again[SM_PLAN_PASS_WRITE] * r->decode_s_per_byte;
+    const double read = !w->two_pass ? r->scan_s_per_byte + again_w
+                        : w->kept    ? 0.0
+                                     : r->decode_s_per_byte + again_w;
     const double per_shard = in_shard * read + out_shard * r->write_s_per_byte +
                              r->shard_fixed_s * (w->levels_with > 1 ? w->levels_with : 1);
     t->write = busiest(w->shards, R, T) * per_shard * k;
+    t->write = fmax(t->write, t->read[SM_PLAN_PASS_WRITE]);
     if (w->pyr_shards > 0) {
         const double per = (double)w->pyr_value_bytes / (double)w->pyr_shards;
         t->pyramid =
@@ -138,7 +175,8 @@ void sm_plan_seconds(const struct sm_plan_rates *r, const struct sm_plan_work *w
     t->sync = (double)w->out_bytes / N / r->syncfs_bytes_per_s + r->syncfs_fixed_s +
               files * r->rename_s / R;
     t->finish = files * r->finish_s_per_shard;
-    t->total = t->start + t->scan + t->allreduce + t->write + t->pyramid + t->sync + t->finish;
+    t->total =
+        t->start + t->range + t->scan + t->allreduce + t->write + t->pyramid + t->sync + t->finish;
 }
 
 uint64_t sm_plan_peak_rss(const struct sm_plan_mem *m, struct sm_plan_rss_parts *parts)
@@ -161,6 +199,7 @@ uint64_t sm_plan_peak_rss(const struct sm_plan_mem *m, struct sm_plan_rss_parts 
     if (m->two_pass && (m->kept || m->kept_some)) {
         p.input += m->rank_in_bytes; /* the kept decoded input */
     }
+    p.input += m->window_bytes; /* the group's window a pass cuts its shards from */
     if (!(m->two_pass && m->kept) && !m->source) {
         /* the chunk memos: an eighth of the budget, at most SM_PLAN_MEMO_SLOTS read units and a
          * spare per thread (engine/tile/tile_memo.c) */

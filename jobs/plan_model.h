@@ -34,12 +34,27 @@ struct sm_plan_rates {
     double allreduce_s;              /* the histogram's allreduce */
     uint64_t baseline_rss_bytes;     /* binary + libraries + a tiny run, no MPI */
     uint64_t baseline_rss_mpi_bytes; /* the same under mpirun (Open MPI's share included) */
+    /* The input file system's read bandwidth (bytes/s) from a cold page cache (the pages evicted
+     * first) and a warm one (read again at once); optional members, 0 when the rates file has
+     * none (calibrated before issue 33): the model then has no I/O term. */
+    double fs_read_cold_bytes_per_s, fs_read_warm_bytes_per_s;
 };
 
 /* Parses a rates document (JSON text of scaling/calibrate). SM_E_USAGE naming `where` (the file)
  * and the member when one is missing, not a number or not positive where it must be. */
 sm_status sm_plan_rates_parse(const char *text, size_t len, const char *where,
                               struct sm_plan_rates *r, struct sm_err *err);
+
+/* The passes that read the input, in order (the report's io.source.passes[].pass). */
+enum sm_plan_pass { SM_PLAN_PASS_RANGE, SM_PLAN_PASS_SCAN, SM_PLAN_PASS_WRITE, SM_PLAN_PASSES };
+
+/* "range", "scan", "write". */
+const char *sm_plan_pass_name(enum sm_plan_pass p);
+
+/* The bytes a pass reads from storage: the input's size on disk (disk_bytes, the ROI's share)
+ * times the pass's decoded bytes over the ROI's (sm_read_plan pass_bytes / roi_bytes); a block
+ * decoded twice is fetched twice. disk_bytes when roi_bytes is 0. */
+uint64_t sm_plan_pass_read_bytes(uint64_t pass_bytes, uint64_t roi_bytes, uint64_t disk_bytes);
 
 /* What one run does, from the plan (metadata only) and the sampled compression ratio. */
 struct sm_plan_work {
@@ -57,14 +72,26 @@ struct sm_plan_work {
     uint64_t pyr_shards;      /* shards of the levels read back */
     uint64_t pyr_value_bytes; /* values of the levels read back */
     uint64_t out_bytes;       /* the estimated output bytes (encoded) */
+    /* What each pass reads from storage, summed over ranks (sm_plan_pass_read_bytes), and its
+     * amplification: the decoded bytes it decodes over the ROI's (sm_read_plan pass_bytes /
+     * roi_bytes; 0 counts as 1). The range pass (a float input's min/max) costs its read only. */
+    uint64_t read_bytes[SM_PLAN_PASSES];
+    double read_amp[SM_PLAN_PASSES];
+    double fs_read_bytes_per_s; /* the file system's aggregate read bandwidth (0: no I/O term) */
+    unsigned scan_passes;       /* a scan job's `passes` (0 counts as 1): each reads the input */
 };
 
-/* The model's terms (seconds), launch to marker. Per node: ⌈R/nodes⌉ ranks of T threads share
- * cores_per_node cores (time-slicing beyond), launch costs grow with the ranks of a node (srun and
- * mpirun start nodes in parallel), and each node flushes its own dirty output at the calibrated
- * syncfs bandwidth. */
+/* The model's terms (seconds), launch to marker. A pass that reads the input (scan, write) lasts
+ * max(its compute, its read bytes / fs_read_bytes_per_s); its compute decodes read_amp times the
+ * input (each decode past the first at decode_s_per_byte). Per node: ⌈R/nodes⌉ ranks of T threads
+ * share cores_per_node cores (time-slicing beyond), launch costs grow with the ranks of a node
+ * (srun and mpirun start nodes in parallel), and each node flushes its own dirty output at the
+ * calibrated syncfs bandwidth. */
 struct sm_plan_terms {
     double start, scan, allreduce, write, pyramid, sync, finish, total;
+    /* the reads of each pass at fs_read_bytes_per_s (seconds): a pass takes the longer of its
+     * compute and its read (they overlap across threads); range adds its read to the total */
+    double read[SM_PLAN_PASSES], range;
 };
 
 void sm_plan_seconds(const struct sm_plan_rates *r, const struct sm_plan_work *w,
@@ -91,13 +118,15 @@ struct sm_plan_mem {
     uint64_t hist_bytes;    /* one histogram (per thread) */
     uint64_t shard_records; /* the output's shard records (sm_output_track_bytes) */
     uint64_t codec_bytes;   /* per thread: compression and decompression contexts */
+    uint64_t window_bytes;  /* a group's decoded window (sm_read_plan; 0: not windowed) */
 };
 
 /* Slots of a thread's chunk memo plus its spare unit (engine/tile/tile_memo.c MEMO_MAX_SLOTS). */
 #define SM_PLAN_MEMO_SLOTS 17u
 
 /* The bound's parts (bytes): baseline (+ shard records), caches (encoded-object cache, index
- * cache, chunk memos), input (kept or loaded), scan workers, write workers, pyramid workers. */
+ * cache, chunk memos), input (kept or loaded, and a group's window), scan workers, write workers,
+ * pyramid workers. */
 struct sm_plan_rss_parts {
     uint64_t baseline, caches, input, scan, write, pyramid, total;
 };

@@ -128,6 +128,121 @@ static void test_seconds_by_hand(void **state)
     assert_true(fabs(t.scan - 3 * 1e6 * 1e-9) < 1e-12);
 }
 
+/* The read bandwidths are optional members (rates files calibrated before issue 33 have none:
+ * 0, no I/O term); present, they must be positive. */
+static void test_rates_fs_read(void **state)
+{
+    (void)state;
+    struct sm_plan_rates r;
+    struct sm_err err;
+    sm_err_clear(&err);
+    assert_int_equal(sm_plan_rates_parse(RATES, strlen(RATES), "r.json", &r, &err), SM_OK);
+    assert_true(r.fs_read_cold_bytes_per_s == 0.0 && r.fs_read_warm_bytes_per_s == 0.0);
+    char doc[sizeof(RATES) + 128];
+    const char *at = strstr(RATES, "\"cores\"");
+    assert_non_null(at);
+    snprintf(doc, sizeof(doc),
+             "%.*s\"fs_read_cold_bytes_per_s\": 2.5e8, \"fs_read_warm_bytes_per_s\": 3e9, %s",
+             (int)(at - RATES), RATES, at);
+    assert_int_equal(sm_plan_rates_parse(doc, strlen(doc), "r.json", &r, &err), SM_OK);
+    assert_true(r.fs_read_cold_bytes_per_s == 2.5e8);
+    assert_true(r.fs_read_warm_bytes_per_s == 3e9);
+    snprintf(doc, sizeof(doc), "%.*s\"fs_read_warm_bytes_per_s\": 0, %s", (int)(at - RATES), RATES,
+             at);
+    sm_err_clear(&err);
+    assert_int_equal(sm_plan_rates_parse(doc, strlen(doc), "r.json", &r, &err), SM_E_USAGE);
+    assert_non_null(strstr(err.what, "fs_read_warm_bytes_per_s"));
+    assert_string_equal(err.where, "r.json");
+}
+
+/* A pass's bytes from storage: the size on disk times its decoded bytes over the ROI's. */
+static void test_pass_read_bytes(void **state)
+{
+    (void)state;
+    assert_int_equal(sm_plan_pass_read_bytes(100, 100, 50), 50);       /* read once */
+    assert_int_equal(sm_plan_pass_read_bytes(1600, 100, 1000), 16000); /* 16 boxes a block */
+    assert_int_equal(sm_plan_pass_read_bytes(0, 0, 70), 70);           /* nothing known: once */
+    assert_int_equal(sm_plan_pass_read_bytes(3, 2, 3), 5);             /* 4.5, rounded */
+    assert_string_equal(sm_plan_pass_name(SM_PLAN_PASS_RANGE), "range");
+    assert_string_equal(sm_plan_pass_name(SM_PLAN_PASS_SCAN), "scan");
+    assert_string_equal(sm_plan_pass_name(SM_PLAN_PASS_WRITE), "write");
+}
+
+/* The I/O term: a pass lasts max(compute, read bytes / bandwidth); the decodes past the first
+ * of an amplified pass cost decode_s_per_byte each; the range pass adds its read. */
+static void test_seconds_reads(void **state)
+{
+    (void)state;
+    const struct sm_plan_rates r = rates();
+    const struct sm_plan_work w = {.ranks = 2,
+                                   .threads = 2,
+                                   .mpi = true,
+                                   .two_pass = true,
+                                   .kept = false,
+                                   .tiles = 10,
+                                   .in_bytes = 10000000,
+                                   .shards = 4,
+                                   .out_value_bytes = 20000000,
+                                   .out_bytes = 5000000};
+    struct sm_plan_terms base, t;
+    sm_plan_seconds(&r, &w, &base);
+    const double scan_cpu = 3 * 1e6 * 1e-9 * 2;
+    const double write_cpu = (2.5e6 * 5e-10 + 5e6 * 2e-9 + 0.001) * 2;
+    assert_true(fabs(base.scan - scan_cpu) < 1e-12 && fabs(base.write - write_cpu) < 1e-12);
+    assert_true(base.read[SM_PLAN_PASS_SCAN] == 0.0 && base.range == 0.0);
+    /* storage slower than the compute: the reads set both passes (1 GB and 4 GB at 1 GB/s) */
+    struct sm_plan_work io = w;
+    io.fs_read_bytes_per_s = 1e9;
+    io.read_bytes[SM_PLAN_PASS_RANGE] = 200000000;
+    io.read_bytes[SM_PLAN_PASS_SCAN] = 1000000000;
+    io.read_bytes[SM_PLAN_PASS_WRITE] = 4000000000;
+    io.read_amp[SM_PLAN_PASS_SCAN] = 1.0;
+    io.read_amp[SM_PLAN_PASS_WRITE] = 4.0;
+    sm_plan_seconds(&r, &io, &t);
+    assert_true(fabs(t.read[SM_PLAN_PASS_SCAN] - 1.0) < 1e-12);
+    assert_true(fabs(t.read[SM_PLAN_PASS_WRITE] - 4.0) < 1e-12);
+    assert_true(fabs(t.range - 0.2) < 1e-12);
+    assert_true(fabs(t.scan - 1.0) < 1e-12);
+    assert_true(fabs(t.write - 4.0) < 1e-12);
+    struct sm_plan_work twice = io; /* a scan job of `passes: 2` reads and counts twice */
+    twice.scan_passes = 2;
+    struct sm_plan_terms t2;
+    sm_plan_seconds(&r, &twice, &t2);
+    assert_true(fabs(t2.scan - 2.0) < 1e-12);
+    assert_true(fabs(t.total - (base.total + 0.2 + (1.0 - scan_cpu) + (4.0 - write_cpu))) < 1e-9);
+    /* fast storage: the compute sets the passes; the write's 3 decodes past the first cost */
+    io.fs_read_bytes_per_s = 1e15;
+    sm_plan_seconds(&r, &io, &t);
+    assert_true(fabs(t.scan - scan_cpu) < 1e-12);
+    assert_true(fabs(t.write - (2.5e6 * 5e-10 * 4 + 5e6 * 2e-9 + 0.001) * 2) < 1e-12);
+    /* no bandwidth (rates without one): no read time, the amplified decode stays */
+    io.fs_read_bytes_per_s = 0;
+    sm_plan_seconds(&r, &io, &t);
+    assert_true(t.read[SM_PLAN_PASS_WRITE] == 0.0 && t.range == 0.0);
+    assert_true(fabs(t.scan - scan_cpu) < 1e-12);
+    /* one pass: the write pass reads (scan rate for the first decode, decode rate after) */
+    struct sm_plan_work one = io;
+    one.two_pass = false;
+    one.ranks = 1;
+    one.threads = 1;
+    one.mpi = false;
+    one.read_bytes[SM_PLAN_PASS_RANGE] = 0;
+    one.read_bytes[SM_PLAN_PASS_SCAN] = 0;
+    one.read_amp[SM_PLAN_PASS_WRITE] = 2.0;
+    one.fs_read_bytes_per_s = 1e9;
+    one.read_bytes[SM_PLAN_PASS_RANGE] = 300000000; /* a float input's min/max pass: 0.3 s */
+    sm_plan_seconds(&r, &one, &t);
+    assert_true(t.scan == 0.0 && fabs(t.range - 0.3) < 1e-12);
+    one.read_bytes[SM_PLAN_PASS_RANGE] = 0;
+    sm_plan_seconds(&r, &one, &t);
+    assert_true(t.scan == 0.0 && t.range == 0.0);
+    const double one_cpu = 4 * (2.5e6 * (1e-9 + 5e-10) + 5e6 * 2e-9 + 0.001);
+    assert_true(fabs(t.write - (one_cpu > 4.0 ? one_cpu : 4.0)) < 1e-12);
+    one.read_bytes[SM_PLAN_PASS_WRITE] = 10000;
+    sm_plan_seconds(&r, &one, &t);
+    assert_true(fabs(t.write - one_cpu) < 1e-12);
+}
+
 static void test_peak_rss_parts(void **state)
 {
     (void)state;
@@ -193,14 +308,17 @@ static void test_peak_rss_parts(void **state)
     assert_int_equal(sm_plan_peak_rss(&s, NULL), 1050 + write);
     s.source_loads = true;
     assert_int_equal(sm_plan_peak_rss(&s, NULL), 1050 + 4000 + write);
+    s.window_bytes = 7000; /* a group's window (issue 33): held while its shards are cut */
+    assert_int_equal(sm_plan_peak_rss(&s, &p), 1050 + 4000 + 7000 + write);
+    assert_int_equal(p.input, 4000 + 7000);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_rates_parse),
-        cmocka_unit_test(test_rates_refused),
-        cmocka_unit_test(test_seconds_by_hand),
+        cmocka_unit_test(test_rates_parse),     cmocka_unit_test(test_rates_refused),
+        cmocka_unit_test(test_seconds_by_hand), cmocka_unit_test(test_rates_fs_read),
+        cmocka_unit_test(test_pass_read_bytes), cmocka_unit_test(test_seconds_reads),
         cmocka_unit_test(test_peak_rss_parts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
