@@ -246,6 +246,38 @@ static json_t *source_io(const struct sm_run_result *r)
                      sm_json_u64(r->source_slab_bytes));
 }
 
+/* A convert's reads per pass into io.source (SPEC §7, issue 33): the input's size on disk, one
+ * entry per pass that read the input (range, scan, write, in order) with the encoded bytes its
+ * reads fetched and the kernel's rchar over the phase (summed over ranks, and the most of one
+ * rank), their ratio to the input's size, and the largest ratio. A number that is unknown (no
+ * /proc, an input of unknown size) is null. */
+static void add_passes(json_t *src, const struct sm_run_result *r)
+{
+    json_t *passes = json_array();
+    double worst = 0.0;
+    for (int i = 0; i < SM_RUN_NPASSES; i++) {
+        const struct sm_run_pass *p = &r->pass[i];
+        if (!p->ran || p->bytes_read == 0) {
+            continue; /* this pass did not read the input (kept, or not needed) */
+        }
+        const double ratio =
+            r->input_bytes > 0 ? (double)p->bytes_read / (double)r->input_bytes : 0.0;
+        worst = ratio > worst ? ratio : worst;
+        json_array_append_new(
+            passes,
+            json_pack("{s:s,s:o,s:o,s:o,s:o,s:o}", "pass", sm_run_pass_name(i), "bytes_read",
+                      sm_json_u64(p->bytes_read), "bytes_read_max_rank",
+                      sm_json_u64(p->bytes_read_max), "rchar",
+                      r->rchar_known ? sm_json_u64(p->rchar) : json_null(), "rchar_max_rank",
+                      r->rchar_known ? sm_json_u64(p->rchar_max) : json_null(), "ratio",
+                      r->input_bytes > 0 ? json_real(ratio) : json_null()));
+    }
+    json_object_set_new(src, "input_bytes",
+                        r->input_bytes > 0 ? sm_json_u64(r->input_bytes) : json_null());
+    json_object_set_new(src, "passes", passes);
+    json_object_set_new(src, "read_ratio", r->input_bytes > 0 ? json_real(worst) : json_null());
+}
+
 static json_t *doubles(const double *v, unsigned n)
 {
     json_t *a = json_array();
@@ -300,6 +332,14 @@ json_t *sm_report_run(const struct sm_job_config *c, const struct sm_run_result 
     };
     if (convert && json_is_object(p.input) && r->geometry.spacing_from[0] != '\0') {
         add_geometry(p.input, r);
+    }
+    if (convert && json_is_object(p.io)) { /* a Zarr input's io gets the same io.source */
+        json_t *src = json_object_get(p.io, "source");
+        if (!json_is_object(src)) {
+            src = json_object();
+            json_object_set_new(p.io, "source", src);
+        }
+        add_passes(src, r);
     }
     json_t *rep = sm_report_new(&p);
     if (rep != NULL && convert) { /* the ranks that kept their decoded input (SPEC §1) */

@@ -131,6 +131,10 @@ sm_status sm_source_plan(struct sm_source *s, const uint64_t *off, const uint64_
 sm_status sm_source_read_box(struct sm_source *s, int thread, const uint64_t *off,
                              const uint64_t *shape, void *out, struct sm_err *err);
 uint64_t sm_source_bytes_read(const struct sm_source *s);
+/* The size of the source's files on disk (the provenance's file.bytes: a file's st_size, a TIFF
+ * directory's files summed), the denominator of a pass's read ratio; 0 when the source states
+ * none (a caller's own source without describe). */
+uint64_t sm_source_input_bytes(const struct sm_source *s);
 /* A new JSON object (ops->describe, or {"format": info.format}); NULL when out of memory. */
 struct json_t *sm_source_describe(const struct sm_source *s);
 /* Accepts NULL. */
