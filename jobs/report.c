@@ -6,7 +6,10 @@
 
 #include "report.h"
 
+#include <dirent.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <shardmill/par.h>
 #include <shardmill/sm_version.h>
@@ -246,6 +249,97 @@ static json_t *source_io(const struct sm_run_result *r)
                      sm_json_u64(r->source_slab_bytes));
 }
 
+/* Metadata documents of Zarr v2/v3 and N5, not counted as the array's payload. */
+static bool metadata_name(const char *n)
+{
+    static const char *const names[] = {"zarr.json", ".zarray",    ".zattrs",
+                                        ".zgroup",   ".zmetadata", "attributes.json"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        if (strcmp(n, names[i]) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The payload objects' sizes under dir (chunks or shards), depth-first; hidden names skipped. */
+static uint64_t payload_bytes(const char *dir, unsigned depth)
+{
+    DIR *d = depth < 40 ? opendir(dir) : NULL;
+    uint64_t sum = 0;
+    for (struct dirent *de; d != NULL && (de = readdir(d)) != NULL;) {
+        char p[4096];
+        struct stat sb;
+        if (de->d_name[0] == '.') {
+            continue; /* ".", "..", and temporary or hidden files */
+        }
+        if ((size_t)snprintf(p, sizeof(p), "%s/%s", dir, de->d_name) >= sizeof(p) ||
+            lstat(p, &sb) != 0) {
+            continue;
+        }
+        if (S_ISDIR(sb.st_mode)) {
+            sum += payload_bytes(p, depth + 1);
+        } else if (S_ISREG(sb.st_mode) && !metadata_name(de->d_name)) {
+            sum += (uint64_t)sb.st_size;
+        }
+    }
+    if (d != NULL) {
+        closedir(d);
+    }
+    return sum;
+}
+
+/* A Zarr or N5 input's size on disk: its array's payload objects (the whole array, not only the
+ * ROI's) in a local store; 0 (unknown) for an HTTP or S3 store, which would take a request per
+ * object. */
+static uint64_t zarr_input_bytes(const struct sm_job_config *c)
+{
+    const char *store = c->input.store;
+    if (store == NULL || (strstr(store, "://") != NULL && strncmp(store, "file://", 7) != 0)) {
+        return 0;
+    }
+    if (strncmp(store, "file://", 7) == 0) {
+        store += 7;
+    }
+    char dir[4096];
+    const char *array = c->input.array != NULL ? c->input.array : "";
+    if ((size_t)snprintf(dir, sizeof(dir), "%s/%s", store, array) >= sizeof(dir)) {
+        return 0;
+    }
+    return payload_bytes(dir, 0);
+}
+
+/* A convert's reads per pass into io.source (SPEC §7, issue 33): the input's size on disk, one
+ * entry per pass that read the input (range, scan, write, in order) with the encoded bytes its
+ * reads fetched and the kernel's rchar over the phase (summed over ranks, and the most of one
+ * rank), their ratio to the input's size, and the largest ratio. A number that is unknown (no
+ * /proc, an input of unknown size) is null. */
+static void add_passes(json_t *src, const struct sm_run_result *r, uint64_t input_bytes)
+{
+    json_t *passes = json_array();
+    double worst = 0.0;
+    for (int i = 0; i < SM_RUN_NPASSES; i++) {
+        const struct sm_run_pass *p = &r->pass[i];
+        if (!p->ran || p->bytes_read == 0) {
+            continue; /* this pass did not read the input (kept, or not needed) */
+        }
+        const double ratio = input_bytes > 0 ? (double)p->bytes_read / (double)input_bytes : 0.0;
+        worst = ratio > worst ? ratio : worst;
+        json_array_append_new(
+            passes,
+            json_pack("{s:s,s:o,s:o,s:o,s:o,s:o}", "pass", sm_run_pass_name(i), "bytes_read",
+                      sm_json_u64(p->bytes_read), "bytes_read_max_rank",
+                      sm_json_u64(p->bytes_read_max), "rchar",
+                      r->rchar_known ? sm_json_u64(p->rchar) : json_null(), "rchar_max_rank",
+                      r->rchar_known ? sm_json_u64(p->rchar_max) : json_null(), "ratio",
+                      input_bytes > 0 ? json_real(ratio) : json_null()));
+    }
+    json_object_set_new(src, "input_bytes",
+                        input_bytes > 0 ? sm_json_u64(input_bytes) : json_null());
+    json_object_set_new(src, "passes", passes);
+    json_object_set_new(src, "read_ratio", input_bytes > 0 ? json_real(worst) : json_null());
+}
+
 static json_t *doubles(const double *v, unsigned n)
 {
     json_t *a = json_array();
@@ -300,6 +394,14 @@ json_t *sm_report_run(const struct sm_job_config *c, const struct sm_run_result 
     };
     if (convert && json_is_object(p.input) && r->geometry.spacing_from[0] != '\0') {
         add_geometry(p.input, r);
+    }
+    if (convert && json_is_object(p.io)) { /* a Zarr input's io gets the same io.source */
+        json_t *src = json_object_get(p.io, "source");
+        if (!json_is_object(src)) {
+            src = json_object();
+            json_object_set_new(p.io, "source", src);
+        }
+        add_passes(src, r, r->source != NULL ? r->input_bytes : zarr_input_bytes(c));
     }
     json_t *rep = sm_report_new(&p);
     if (rep != NULL && convert) { /* the ranks that kept their decoded input (SPEC §1) */

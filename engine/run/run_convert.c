@@ -715,7 +715,7 @@ sm_status sm_run_convert(const struct sm_convert_run *p, struct sm_run_result *r
     cv.rank = sm_par_rank();
     cv.nranks = sm_par_size();
     cv.nthreads = p->c.threads > 0 ? p->c.threads : sm_write_default_threads();
-    const struct run_phase_env env = {&p->c.progress, p->c.stop, res->timing, &cv.done};
+    const struct run_phase_env env = {&p->c.progress, p->c.stop, res->timing, &cv.done, res};
     const sm_status st = sm_run_phases(
         convert_phases, sizeof(convert_phases) / sizeof(convert_phases[0]), &cv, &env, err);
     res->input_identity = cv.input_id != NULL ? sm_run_input_part(cv.input_id, false) : NULL;

@@ -23,6 +23,13 @@ sm_status sm_run_reduce_timings(struct sm_run_result *res, struct sm_err *err);
 /* res->io (the input's counters: res->store, res->array) and res->peak_rss_bytes (this rank's
  * peak so far) over ranks (collective; run_result.c). */
 sm_status sm_run_reduce_usage(struct sm_run_result *res, struct sm_err *err);
+/* The encoded bytes this rank's input reads fetched so far: a source's counter
+ * (sm_source_bytes_read), a Zarr input's store bytes (below its cache), 0 before the input is
+ * open (run_result.c). */
+uint64_t sm_run_input_read(const struct sm_run_result *res);
+/* This process's /proc/self/io rchar (bytes its read calls returned, as the kernel counts them);
+ * false when the file cannot be read (no /proc). */
+bool sm_run_rchar(uint64_t *rchar);
 
 /* A group's window (run_window.c, docs/internals/reading.md): the decoded input box of a group of
  * shards that share input read blocks, read once per pass and cut into each of them. */
@@ -170,6 +177,10 @@ struct run_phase_env {
      * e.g. from rank 0's broadcast decision): the later phases without RUN_PHASE_ALWAYS are
      * skipped, and the run succeeds. */
     const bool *done;
+    /* NULL, or the result whose pass counters (sm_run_result.pass) the driver fills: around each
+     * phase named range, scan or write (and plan, whose reads count to the next pass that runs)
+     * the input's counter (sm_run_input_read) and /proc/self/io rchar. */
+    struct sm_run_result *res;
 };
 sm_status sm_run_phases(const struct run_phase *ph, size_t n, void *ctx,
                         const struct run_phase_env *env, struct sm_err *err);

@@ -1,13 +1,21 @@
 /* What a run's report needs over every rank besides its statistics and timings (SPEC §7): the
- * input's I/O counters (`io`) and the peak resident set (`memory.peak_rss_bytes`), reduced by the
- * engine at the end of the run, so the caller reports the result without a collective of its
- * own. Counters are summed (unsigned sums wrap: order-free), peaks take the maximum. */
+ * input's I/O counters (`io`), its reads per pass against the kernel's rchar (`io.source.passes`,
+ * issue 33) and the peak resident set (`memory.peak_rss_bytes`), reduced by the engine at the end
+ * of the run, so the caller reports the result without a collective of its own. Counters are
+ * summed (unsigned sums wrap: order-free), peaks take the maximum. */
+#include "shardmill/sm_config.h"
+
 #include "run_int.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "shardmill/clock.h"
 #include "shardmill/par.h"
+#include "shardmill/source.h"
 
 void sm_run_io_of(struct sm_store *store, const struct sm_array *array, struct sm_run_io *io)
 {
@@ -107,8 +115,88 @@ static void io_unpack(const uint64_t *sum, const uint64_t *max, struct sm_run_io
     io->range_ignored = max[4] != 0;
 }
 
+const char *sm_run_pass_name(int i)
+{
+    static const char *const names[SM_RUN_NPASSES] = {"range", "scan", "write"};
+    return i >= 0 && i < SM_RUN_NPASSES ? names[i] : "?";
+}
+
+uint64_t sm_run_input_read(const struct sm_run_result *res)
+{
+    if (res->source != NULL) {
+        return sm_source_bytes_read(res->source);
+    }
+    uint64_t n = 0;
+    if (res->store != NULL) {
+        struct sm_store *backing = sm_store_backing(res->store); /* below the cache */
+        for (int c = 0; c < SM_IO_NCLASS; c++) {
+            n += sm_store_bytes(backing, (enum sm_io_class)c);
+        }
+    }
+    return n;
+}
+
+bool sm_run_rchar(uint64_t *rchar)
+{
+    const int fd = open("/proc/self/io", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return false;
+    }
+    char buf[512];
+    ssize_t n;
+    do {
+        n = read(fd, buf, sizeof(buf) - 1);
+    } while (n < 0 && errno == EINTR);
+    close(fd);
+    if (n <= 0) {
+        return false;
+    }
+    buf[n] = '\0';
+    const char *p = strstr(buf, "rchar:"); /* the first line: "rchar: 12345" */
+    if (p == NULL) {
+        return false;
+    }
+    char *end = NULL;
+    errno = 0;
+    const unsigned long long v = strtoull(p + 6, &end, 10);
+    if (end == p + 6 || errno != 0) {
+        return false;
+    }
+    *rchar = (uint64_t)v;
+    return true;
+}
+
+/* The passes over ranks (collective, the same count on every rank): bytes and rchar summed and
+ * maximised; a pass ran if it did on any rank; rchar is known if it is on every rank. */
+static sm_status reduce_passes(struct sm_run_result *res, struct sm_err *err)
+{
+    enum { K = SM_RUN_NPASSES };
+    uint64_t sum[2 * K], max[3 * K + 1];
+    for (int i = 0; i < K; i++) {
+        const struct sm_run_pass *p = &res->pass[i];
+        sum[i] = max[i] = p->bytes_read;
+        sum[K + i] = max[K + i] = p->rchar;
+        max[2 * K + i] = p->ran;
+    }
+    max[3 * K] = !res->rchar_known;
+    SM_TRY(sm_par_sum_u64(sum, 2 * K, err));
+    SM_TRY(sm_par_max_u64(max, 3 * K + 1, err));
+    for (int i = 0; i < K; i++) {
+        struct sm_run_pass *p = &res->pass[i];
+        p->bytes_read = sum[i];
+        p->bytes_read_max = max[i];
+        p->rchar = sum[K + i];
+        p->rchar_max = max[K + i];
+        p->ran = max[2 * K + i] != 0;
+    }
+    res->rchar_known = max[3 * K] == 0;
+    res->input_bytes = res->source != NULL ? sm_source_input_bytes(res->source) : 0;
+    return SM_OK;
+}
+
 sm_status sm_run_reduce_usage(struct sm_run_result *res, struct sm_err *err)
 {
+    SM_TRY(reduce_passes(res, err));
     struct sm_run_io mine;
     sm_run_io_of(res->store, res->array, &mine);
     uint64_t sum[IO_NSUM], max[IO_NMAX];

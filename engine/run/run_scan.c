@@ -161,7 +161,7 @@ sm_status sm_run_scan(const struct sm_scan_run *p, struct sm_run_result *res, st
     sc.res = res;
     sc.t_start = sm_clock_ns();
     sc.passes = p->passes > 0 ? p->passes : 1;
-    const struct run_phase_env env = {&p->c.progress, p->c.stop, res->timing, NULL};
+    const struct run_phase_env env = {&p->c.progress, p->c.stop, res->timing, NULL, NULL};
     const sm_status st =
         sm_run_phases(scan_phases, sizeof(scan_phases) / sizeof(scan_phases[0]), &sc, &env, err);
     sm_run_ranks_leave(entered);

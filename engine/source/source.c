@@ -70,6 +70,16 @@ uint64_t sm_source_bytes_read(const struct sm_source *s)
     return atomic_load_explicit(&s->bytes_read, memory_order_relaxed);
 }
 
+uint64_t sm_source_input_bytes(const struct sm_source *s)
+{
+    json_t *d = sm_source_describe(s);
+    const json_t *b = json_object_get(json_object_get(d, "file"), "bytes");
+    const uint64_t n =
+        json_is_integer(b) && json_integer_value(b) > 0 ? (uint64_t)json_integer_value(b) : 0;
+    json_decref(d);
+    return n;
+}
+
 json_t *sm_source_describe(const struct sm_source *s)
 {
     if (s->ops->describe != NULL) {

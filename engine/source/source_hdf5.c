@@ -30,7 +30,7 @@ static sm_status h5_open(const char *path, const char *dataset, unsigned flags,
                          struct sm_h5source_info *info, struct sm_h5source **out,
                          struct sm_err *err);
 static sm_status h5_read_box(struct sm_h5source *s, const uint64_t *off, const uint64_t *shape,
-                             void *out, struct sm_err *err);
+                             void *out, uint64_t *read, struct sm_err *err);
 static void h5_close(struct sm_h5source *s);
 
 /* The one symbol of this file the module exports (every other is hidden). */
@@ -60,6 +60,11 @@ struct sm_h5source {
     struct elink_guard guard;
     struct sm_h5raw raw; /* gzip chunks inflated outside the lock (source_hdf5_raw.c) */
     unsigned ndim;
+    /* what a read fetches from the file (h5_fetched): chunked (chunk[0] != 0) with or without
+     * filters, else contiguous; the stored value's bytes */
+    uint64_t chunk[SM_MAX_DIMS];
+    bool filtered;
+    size_t elem;
     char where[512]; /* "<file>: <dataset>" */
 };
 
@@ -383,8 +388,12 @@ static sm_status check_outside(struct sm_h5source *s, hid_t dset, const char *na
 static sm_status make_dapl(struct sm_h5source *s, struct sm_err *err)
 {
     s->dapl = H5Pcreate(H5P_DATASET_ACCESS);
+    /* no chunk cache: a chunk is read from the file for every box that needs it, which is what
+     * the engine plans and counts (each block once per pass, docs/internals/reading.md); with a
+     * cache, an unfiltered chunk of up to 1 MiB would be read whole for a box that needs a part */
     if (s->dapl < 0 || H5Pset_elink_cb(s->dapl, elink_refuse, &s->guard) < 0 ||
-        H5Pset_efile_prefix(s->dapl, "${ORIGIN}") < 0) {
+        H5Pset_efile_prefix(s->dapl, "${ORIGIN}") < 0 ||
+        H5Pset_chunk_cache(s->dapl, 0, 0, H5D_CHUNK_CACHE_W0_DEFAULT) < 0) {
         return SRC_FAIL(err, s->where, "H5Pcreate");
     }
     return SM_OK;
@@ -508,7 +517,17 @@ static sm_status open_locked(const char *path, const char *dataset, struct sm_h5
     if (is <= 0) {
         SM_FAIL_AT(err, SM_E_DATA, s->where, "not an HDF5 file");
     }
-    s->file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    /* no sieve buffer: a box of contiguous data (or of an unfiltered chunk) reads its own rows,
+     * not the 64 KiB windows around them (a quarter-width box read the whole plane) */
+    const hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    if (fapl < 0 || H5Pset_sieve_buf_size(fapl, 0) < 0) {
+        if (fapl >= 0) {
+            H5Pclose(fapl);
+        }
+        return SRC_FAIL(err, s->where, "H5Pset_sieve_buf_size");
+    }
+    s->file = H5Fopen(path, H5F_ACC_RDONLY, fapl);
+    H5Pclose(fapl);
     if (s->file < 0) {
         return SRC_FAIL(err, s->where, "H5Fopen");
     }
@@ -571,6 +590,9 @@ static sm_status open_locked(const char *path, const char *dataset, struct sm_h5
     SM_TRY(check_outside(s, s->dset, dataset, 0, err));
     read_geometry(s->dset, info);
     (void)sm_h5raw_plan(s->dset, s->mtype, s->ndim, &s->raw);
+    memcpy(s->chunk, info->chunk, sizeof(s->chunk));
+    s->filtered = info->filters[0] != '\0';
+    s->elem = H5Tget_size(s->mtype); /* the stored size: the native type matches it */
     return SM_OK;
 }
 
@@ -615,8 +637,50 @@ static sm_status h5_open(const char *path, const char *dataset, unsigned flags,
     return SM_OK;
 }
 
+/* The bytes H5Dread fetches from the file for the box [off, off + shape) (under the lock): of a
+ * chunked dataset, for every chunk the box touches that is stored, its stored bytes when filtered
+ * (it decodes whole) or the box's part of it when not; of contiguous (or compact, virtual) data
+ * the box's bytes. Exact with the chunk cache and the sieve buffer off (open_locked). */
+static uint64_t h5_fetched(const struct sm_h5source *s, const uint64_t *off, const uint64_t *shape)
+{
+    uint64_t n = s->elem;
+    if (s->chunk[0] == 0) {
+        for (unsigned d = 0; d < s->ndim; d++) {
+            n *= shape[d];
+        }
+        return n;
+    }
+    uint64_t first[SM_MAX_DIMS], last[SM_MAX_DIMS], ci[SM_MAX_DIMS], sum = 0;
+    for (unsigned d = 0; d < s->ndim; d++) {
+        first[d] = ci[d] = off[d] / s->chunk[d];
+        last[d] = (off[d] + shape[d] - 1) / s->chunk[d];
+    }
+    for (bool more = true; more;) {
+        hsize_t coff[SM_MAX_DIMS];
+        uint64_t part = s->elem;
+        for (unsigned d = 0; d < s->ndim; d++) {
+            coff[d] = ci[d] * s->chunk[d];
+            const uint64_t lo = off[d] > coff[d] ? off[d] : coff[d];
+            const uint64_t end = off[d] + shape[d], cend = coff[d] + s->chunk[d];
+            part *= (end < cend ? end : cend) - lo;
+        }
+        hsize_t stored = 0;
+        if (H5Dget_chunk_storage_size(s->dset, coff, &stored) < 0) {
+            stored = 0; /* never written: the fill value, nothing read */
+        }
+        sum += stored == 0 ? 0 : s->filtered ? (uint64_t)stored : part;
+        more = false; /* the next chunk in C order, if any */
+        for (unsigned d = s->ndim; d-- > 0 && !more;) {
+            more = ci[d] < last[d];
+            ci[d] = more ? ci[d] + 1 : first[d];
+        }
+    }
+    H5Eclear2(H5E_DEFAULT);
+    return sum;
+}
+
 static sm_status h5_read_box(struct sm_h5source *s, const uint64_t *off, const uint64_t *shape,
-                             void *out, struct sm_err *err)
+                             void *out, uint64_t *read, struct sm_err *err)
 {
     hsize_t start[SM_MAX_DIMS], count[SM_MAX_DIMS];
     for (unsigned d = 0; d < s->ndim; d++) {
@@ -629,7 +693,7 @@ static sm_status h5_read_box(struct sm_h5source *s, const uint64_t *off, const u
     if (s->raw.on) {
         bool fallback;
         const sm_status rst =
-            sm_h5raw_read_box(&s->raw, s->dset, &h5_lock, off, shape, out, &fallback, err);
+            sm_h5raw_read_box(&s->raw, s->dset, &h5_lock, off, shape, out, &fallback, read, err);
         if (rst != SM_OK) {
             sm_err_where(err, "%s", s->where); /* the file and dataset; what names the chunk */
             return rst;
@@ -648,6 +712,8 @@ static sm_status h5_read_box(struct sm_h5source *s, const uint64_t *off, const u
         st = SRC_FAIL(err, s->where, "H5Sselect_hyperslab");
     } else if (H5Dread(s->dset, s->mtype, mspace, fspace, H5P_DEFAULT, out) < 0) {
         st = SRC_FAIL(err, s->where, "H5Dread");
+    } else {
+        *read += h5_fetched(s, off, shape);
     }
     if (mspace >= 0) {
         H5Sclose(mspace);

@@ -60,14 +60,17 @@ struct sm_h5source_info {
  * through a soft link), external storage (H5Pset_external), a virtual dataset with a source file
  * other than "." (the same file; such a source is checked in turn). External storage files are
  * looked up relative to the HDF5 file's directory ("${ORIGIN}"). read_box: the box [off, off +
- * shape) as C-order native values of info.dtype; SM_E_DATA naming the file and dataset when HDF5
- * cannot read it (a corrupt chunk, a filter that fails). close accepts NULL. */
+ * shape) as C-order native values of info.dtype, *read += the encoded bytes it fetched from the
+ * file (a filtered chunk's stored bytes, whole, for every chunk the box touches; of unfiltered
+ * chunks and contiguous data the box's own bytes: HDF5's chunk cache and sieve buffer are off, so
+ * it reads no more); SM_E_DATA naming the file and dataset when HDF5 cannot read it (a corrupt
+ * chunk, a filter that fails). close accepts NULL. */
 struct sm_hdf5_source_ops {
     struct sm_module_head head;
     sm_status (*open)(const char *path, const char *dataset, unsigned flags,
                       struct sm_h5source_info *info, struct sm_h5source **out, struct sm_err *err);
     sm_status (*read_box)(struct sm_h5source *s, const uint64_t *off, const uint64_t *shape,
-                          void *out, struct sm_err *err);
+                          void *out, uint64_t *read, struct sm_err *err);
     void (*close)(struct sm_h5source *s);
 };
 

@@ -1,9 +1,10 @@
 /* HDF5 input in the engine with SM_WITH_HDF5: the reader is the module libshardmill_h5source.so
  * (source_hdf5.c, table sm_hdf5_source_module), loaded by the first HDF5 source, so only a run with
- * HDF5 input maps HDF5; here it becomes a source (shape, type, its chunk as the slab, hyperslab
- * bytes counted, the dataset's layout in the provenance) whose chunk buffers stay within the
- * limits (issue 32 item 8): a chunk larger than limits.max_chunk_bytes, or whose buffers exceed
- * limits.memory_bytes, is refused at open; the reads in flight hold at most half the budget. */
+ * HDF5 input maps HDF5; here it becomes a source (shape, type, its chunk as the slab, the encoded
+ * bytes read from the file counted, the dataset's layout in the provenance) whose chunk buffers
+ * stay within the limits (issue 32 item 8): a chunk larger than limits.max_chunk_bytes, or whose
+ * buffers exceed limits.memory_bytes, is refused at open; the reads in flight hold at most half the
+ * budget. */
 #include "shardmill/sm_config.h"
 
 #include "source_hdf5_int.h"
@@ -73,20 +74,16 @@ static sm_status h5_read_box(void *user, int thread, const uint64_t *off, const 
         s->busy++;
         pthread_mutex_unlock(&s->lock);
     }
-    const sm_status st = ops->read_box(s->h, off, shape, out, err);
+    uint64_t fetched = 0;
+    const sm_status st = ops->read_box(s->h, off, shape, out, &fetched, err);
     if (s->gate) {
         pthread_mutex_lock(&s->lock);
         s->busy--;
         pthread_cond_signal(&s->freed);
         pthread_mutex_unlock(&s->lock);
     }
-    SM_TRY(st);
-    uint64_t n = sm_dtype_size(s->info.dtype);
-    for (unsigned d = 0; d < s->info.ndim; d++) {
-        n *= shape[d];
-    }
-    *read = n; /* the hyperslab's values (HDF5 does not tell what it read of the file) */
-    return SM_OK;
+    *read = fetched; /* encoded bytes from the file, not the box's values (issue 33) */
+    return st;
 }
 
 static json_t *h5_describe(void *user)
@@ -216,6 +213,9 @@ sm_status sm_src_open_hdf5(const struct sm_source_params *p, struct sm_source **
                        : d == 0 && info.ndim > 1 ? 1
                                                  : info.shape[d];
     }
+    /* a filtered chunk decodes whole; unfiltered chunks and contiguous data are read in part */
+    info.access =
+        s->info.chunk[0] != 0 && s->info.filters[0] != '\0' ? SM_SOURCE_BLOCKS : SM_SOURCE_RANDOM;
     info.spacing_set = s->info.spacing_set; /* the export's attributes (SPEC §2.7) */
     info.origin_set = s->info.origin_set;
     memcpy(info.spacing, s->info.spacing, sizeof(info.spacing));

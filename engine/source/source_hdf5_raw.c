@@ -169,7 +169,7 @@ static sm_status bad_chunk(const struct sm_h5raw *raw, const hsize_t *coff, size
 
 sm_status sm_h5raw_read_box(const struct sm_h5raw *raw, hid_t dset, pthread_mutex_t *lock,
                             const uint64_t *off, const uint64_t *shape, void *out, bool *fallback,
-                            struct sm_err *err)
+                            uint64_t *read, struct sm_err *err)
 {
     *fallback = false;
     uint64_t first[SM_MAX_DIMS], last[SM_MAX_DIMS], ci[SM_MAX_DIMS];
@@ -197,6 +197,7 @@ sm_status sm_h5raw_read_box(const struct sm_h5raw *raw, hid_t dset, pthread_mute
             *fallback = true; /* H5Dread decides: the fill value, or HDF5's own error */
             break;
         }
+        *read += stored.len;
         const enum libdeflate_result r = libdeflate_zlib_decompress(
             dz, stored.ptr, stored.len, inflated, raw->chunk_bytes, &got);
         if (r == LIBDEFLATE_BAD_DATA) { /* stored with its filters, and no zlib stream */

@@ -25,11 +25,12 @@ struct sm_h5raw {
 /* Whether dset (read as mtype) takes the raw path, and its plan. Call under the reader's lock. */
 bool sm_h5raw_plan(hid_t dset, hid_t mtype, unsigned ndim, struct sm_h5raw *raw);
 /* The box [off, off + shape) (no empty extent) into out, C order, taking `lock` only around each
- * chunk's fetch. *fallback true (SM_OK): a chunk the raw path does not decode; the caller reads
- * the box with H5Dread instead. SM_E_DATA naming the offset of a chunk stored with its filters
- * whose bytes do not inflate; SM_E_NOMEM. */
+ * chunk's fetch; *read += the stored bytes of every chunk fetched (also before a fallback).
+ * *fallback true (SM_OK): a chunk the raw path does not decode; the caller reads the box with
+ * H5Dread instead. SM_E_DATA naming the offset of a chunk stored with its filters whose bytes do
+ * not inflate; SM_E_NOMEM. */
 sm_status sm_h5raw_read_box(const struct sm_h5raw *raw, hid_t dset, pthread_mutex_t *lock,
                             const uint64_t *off, const uint64_t *shape, void *out, bool *fallback,
-                            struct sm_err *err);
+                            uint64_t *read, struct sm_err *err);
 
 #endif

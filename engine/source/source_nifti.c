@@ -237,6 +237,8 @@ static void nifti_info(const struct nifti *n, struct sm_source_info *info)
         info->slab[d] = d == 0 && x->ndim > 1 ? 1 : x->shape[d];
         info->spacing[d] = x->spacing[d];
     }
+    /* .nii: pread, a box reads its own rows; .nii.gz: one stream inflated forward by plan */
+    info->access = n->gz ? SM_SOURCE_STREAM : SM_SOURCE_RANDOM;
     info->spacing_set = true;
     info->unit = x->unit;
     info->origin_set = x->have_origin;

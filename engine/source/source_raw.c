@@ -127,6 +127,7 @@ sm_status sm_src_open_raw(const struct sm_source_params *p, struct sm_source **o
     for (unsigned d = 0; d < info.ndim; d++) { /* a plane [1, y, x]: one run of the file */
         info.slab[d] = d == 0 && info.ndim > 1 ? 1 : info.shape[d];
     }
+    info.access = SM_SOURCE_RANDOM; /* pread: a box reads its own rows */
     if (st == SM_OK) {
         st = sm_source_new(&raw_ops, r, &info, out, err);
     }

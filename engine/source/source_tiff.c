@@ -4,7 +4,9 @@
  * (none, LZW, deflate, packbits, ...) and returns samples in native byte order, as the volume
  * [pages, height, width], with the voxel size the first slice states (source_tiff_meta.c: ImageJ,
  * OME-XML, resolution tags). Every slice is opened once at open to check that it matches the first;
- * reads open the files of their box again, so threads never share a handle. */
+ * reads open the files of their box again, so threads never share a handle. Uncompressed strips
+ * and tiles are read in part by pread (a box fetches its own bytes: SM_SOURCE_RANDOM); compressed
+ * ones decode whole, and a read counts their stored bytes (issue 33). */
 #include "source_int.h"
 
 #include <dirent.h>
@@ -30,7 +32,42 @@ struct tiff_stack {
     struct sm_tiff_page pg;
     uint64_t max_alloc;
     struct sm_tiff_geom geom; /* what the first slice states */
+    /* the read block over every page (source.h slab: the smallest rows x columns that hold
+     * whole blocks of every page) and whether every page is read directly (uncompressed) */
+    uint64_t blk_h, blk_w;
+    bool direct;
 };
+
+static uint64_t gcd_u64(uint64_t a, uint64_t b)
+{
+    while (b != 0) {
+        const uint64_t r = a % b;
+        a = b;
+        b = r;
+    }
+    return a;
+}
+
+/* lcm(a, b), at most cap: blocks of a and of b both end at its multiples (or at the image's edge).
+ */
+static uint64_t lcm_cap(uint64_t a, uint64_t b, uint64_t cap)
+{
+    const uint64_t m = a / gcd_u64(a, b);
+    return m > cap / b ? cap : m * b > cap ? cap : m * b;
+}
+
+/* Page i's block into the stack's read block and access. */
+static sm_status merge_block(struct tiff_stack *t, struct sm_tfile *f, uint64_t i,
+                             struct sm_err *err)
+{
+    struct sm_tiff_block b;
+    SM_TRY(sm_tiff_read_block(f, &t->pg, &b, err));
+    const uint64_t h = b.bh, w = b.tiled ? b.bw : t->pg.width;
+    t->blk_h = i == 0 ? (h < t->pg.height ? h : t->pg.height) : lcm_cap(t->blk_h, h, t->pg.height);
+    t->blk_w = i == 0 ? (w < t->pg.width ? w : t->pg.width) : lcm_cap(t->blk_w, w, t->pg.width);
+    t->direct = (i == 0 || t->direct) && b.direct;
+    return SM_OK;
+}
 
 /* SM_E_DATA when slice `i` differs from the first; where names the file (and page). */
 static sm_status same_page(const struct tiff_stack *t, const struct sm_tiff_page *p, uint64_t i,
@@ -168,6 +205,9 @@ static sm_status check_slices(struct tiff_stack *t, struct sm_err *err)
             } else if (s == SM_OK) {
                 s = same_page(t, &p, i, err);
             }
+            if (s == SM_OK) {
+                s = merge_block(t, &f, i, err);
+            }
             if (s == SM_OK && t->lib->read_directory(f.t)) {
                 s = sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
                                "has more than one page: a stack directory holds one slice per "
@@ -210,6 +250,9 @@ static sm_status scan_pages(struct tiff_stack *t, struct sm_err *err)
             sm_tiff_read_geometry(&f, &t->geom);
         } else if (s == SM_OK) {
             s = same_page(t, &p, t->n, err);
+        }
+        if (s == SM_OK) {
+            s = merge_block(t, &f, t->n, err);
         }
         if (s != SM_OK) {
             sm_err_where(err, "%s: page %" PRIu64, t->dir, t->n);
@@ -272,42 +315,110 @@ static sm_status stack_open(const char *path, uint64_t max_alloc, struct tiff_st
     return SM_OK;
 }
 
+/* The current page's strip or tile offsets (counts false) or byte counts (libtiff's array, valid
+ * while the directory is current; one entry per block); NULL when the file states none. */
+static const uint64_t *block_array(const struct tiff_stack *t, struct sm_tfile *f, bool tiled,
+                                   bool counts)
+{
+    const uint32_t tag = tiled ? (counts ? TIFFTAG_TILEBYTECOUNTS : TIFFTAG_TILEOFFSETS)
+                               : (counts ? TIFFTAG_STRIPBYTECOUNTS : TIFFTAG_STRIPOFFSETS);
+    uint64_t *a = NULL;
+    return t->lib->get_field(f->t, tag, &a) == 1 ? a : NULL;
+}
+
+static void swap_values(uint8_t *p, size_t n, size_t es)
+{
+    for (size_t i = 0; i < n; i++, p += es) {
+        for (size_t a = 0, b = es - 1; a < b; a++, b--) {
+            const uint8_t c = p[a];
+            p[a] = p[b];
+            p[b] = c;
+        }
+    }
+}
+
+/* Part of one block of an uncompressed page (SM_SOURCE_RANDOM): block `idx` at (bx, by), rows of
+ * bw samples stored one after another from offs[idx]; its rows [ylo, yhi) x columns [xlo, xhi)
+ * read by pread into dst (row pitch `pitch` bytes), whole rows of a strip in one call. *read gets
+ * the bytes read. SM_E_DATA when the block's byte count is short of its samples or the file ends
+ * first. */
+struct block_part {
+    bool tiled;
+    uint32_t idx;
+    uint64_t bx, by, bw, ylo, yhi, xlo, xhi;
+};
+static sm_status read_direct(const struct tiff_stack *t, struct sm_tfile *f, const uint64_t *offs,
+                             const uint64_t *counts, const struct block_part *bp, uint8_t *dst,
+                             uint64_t pitch, uint64_t *read, struct sm_err *err)
+{
+    const size_t es = sm_dtype_size(t->pg.dtype);
+    const uint64_t row = bp->bw * es, run = (bp->xhi - bp->xlo) * es;
+    const uint64_t first = (bp->ylo - bp->by) * row + (bp->xlo - bp->bx) * es;
+    const uint64_t end = (bp->yhi - 1 - bp->by) * row + (bp->xhi - bp->bx) * es;
+    const char *kind = bp->tiled ? "tile" : "strip";
+    struct stat sb;
+    if (fstat(f->fd, &sb) != 0) {
+        return SM_ERRNO(err, errno, "", "stat");
+    }
+    if (counts[bp->idx] < end) {
+        SM_FAIL(err, SM_E_DATA,
+                "%s %" PRIu32 " holds %" PRIu64 " bytes, short of its samples (%" PRIu64 ")", kind,
+                bp->idx, counts[bp->idx], end);
+    }
+    if (offs[bp->idx] > (uint64_t)sb.st_size || end > (uint64_t)sb.st_size - offs[bp->idx]) {
+        SM_FAIL(err, SM_E_DATA,
+                "%s %" PRIu32 " ends at byte %" PRIu64 ", after the end of the file (%" PRIu64
+                " bytes)",
+                kind, bp->idx, offs[bp->idx] + end, (uint64_t)sb.st_size);
+    }
+    const uint64_t rows = bp->yhi - bp->ylo;
+    if (run == row && pitch == row) { /* whole rows, one after another in both */
+        SM_TRY(sm_src_pread(f->fd, offs[bp->idx] + first, dst, (size_t)(rows * row), "", err));
+    } else {
+        for (uint64_t y = 0; y < rows; y++) {
+            SM_TRY(sm_src_pread(f->fd, offs[bp->idx] + first + y * row, dst + y * pitch,
+                                (size_t)run, "", err));
+        }
+    }
+    *read += rows * run;
+    if (t->lib->is_byte_swapped(f->t) && es > 1) {
+        for (uint64_t y = 0; y < rows; y++) {
+            swap_values(dst + y * pitch, (size_t)(run / es), es);
+        }
+    }
+    return SM_OK;
+}
+
 /* Rows [y0, y0 + ny) x columns [x0, x0 + nx) of the current page into dst (row pitch nx); *read
- * gets the decoded bytes of every strip or tile read. */
+ * gets the encoded bytes fetched from the file: of an uncompressed page only the samples of the
+ * box (pread), of a compressed one the stored bytes of every strip or tile decoded (its byte
+ * count: a block decodes whole). */
 static sm_status read_rows(const struct tiff_stack *t, struct sm_tfile *f, uint64_t y0, uint64_t ny,
                            uint64_t x0, uint64_t nx, uint8_t *dst, uint64_t *read,
                            struct sm_err *err)
 {
     const size_t es = sm_dtype_size(t->pg.dtype);
     const uint64_t width = t->pg.width;
-    const bool tiled = t->lib->is_tiled(f->t) != 0;
-    uint32_t bw = t->pg.width, bh = 0;
-    if (tiled) {
-        t->lib->get_field_defaulted(f->t, TIFFTAG_TILEWIDTH, &bw);
-        t->lib->get_field_defaulted(f->t, TIFFTAG_TILELENGTH, &bh);
-    } else {
-        t->lib->get_field_defaulted(f->t, TIFFTAG_ROWSPERSTRIP, &bh);
-        if (bh > t->pg.height) {
-            bh = t->pg.height;
-        }
-    }
-    if (bw == 0 || bh == 0) {
-        SM_FAIL(err, SM_E_DATA, "a %s of %" PRIu32 " x %" PRIu32 " pixels",
-                tiled ? "tile" : "strip", bw, bh);
-    }
+    struct sm_tiff_block blkinfo;
+    SM_TRY(sm_tiff_read_block(f, &t->pg, &blkinfo, err));
+    const bool tiled = blkinfo.tiled;
+    const uint32_t bw = blkinfo.bw, bh = blkinfo.bh;
+    const uint64_t *offs = block_array(t, f, tiled, false);
+    const uint64_t *counts = block_array(t, f, tiled, true);
+    const bool direct = blkinfo.direct && offs != NULL && counts != NULL && f->fd >= 0;
     const tmsize_t bsize = tiled ? t->lib->tile_size(f->t) : t->lib->strip_size(f->t);
     const uint64_t need = (uint64_t)bw * bh * es; /* a full block of samples */
     if (bsize <= 0 || (uint64_t)bsize < need) {
         SM_FAIL(err, SM_E_DATA, "%s size %lld is below %" PRIu64 " bytes of samples",
                 tiled ? "tile" : "strip", (long long)bsize, need);
     }
-    if (t->max_alloc != 0 && (uint64_t)bsize > t->max_alloc) { /* sizes declared by the file */
+    if (!direct && t->max_alloc != 0 && (uint64_t)bsize > t->max_alloc) { /* declared sizes */
         SM_FAIL(err, SM_E_LIMIT,
                 "a %s of %lld bytes exceeds the bound on one allocation (%" PRIu64 " bytes)",
                 tiled ? "tile" : "strip", (long long)bsize, t->max_alloc);
     }
-    uint8_t *blk = sm_malloc((size_t)bsize);
-    if (blk == NULL) {
+    uint8_t *blk = direct ? NULL : sm_malloc((size_t)bsize);
+    if (!direct && blk == NULL) {
         SM_FAIL(err, SM_E_NOMEM, "cannot allocate a %lld-byte %s", (long long)bsize,
                 tiled ? "tile" : "strip");
     }
@@ -319,6 +430,17 @@ static sm_status read_rows(const struct tiff_stack *t, struct sm_tfile *f, uint6
                                      : (uint32_t)(by / bh);
             /* the last strip may hold fewer rows: ask for what the image has */
             const uint64_t rows = by + bh <= t->pg.height ? bh : t->pg.height - by;
+            const uint64_t ylo = by > y0 ? by : y0;
+            const uint64_t yhi = by + rows < y0 + ny ? by + rows : y0 + ny;
+            const uint64_t xlo = bx > x0 ? bx : x0;
+            const uint64_t bxe = bx + bw < width ? bx + bw : width;
+            const uint64_t xhi = bxe < x0 + nx ? bxe : x0 + nx;
+            if (direct) {
+                const struct block_part bp = {tiled, idx, bx, by, bw, ylo, yhi, xlo, xhi};
+                s = read_direct(t, f, offs, counts, &bp, dst + ((ylo - y0) * nx + (xlo - x0)) * es,
+                                nx * es, read, err);
+                continue;
+            }
             const uint64_t want = tiled ? need : rows * width * es;
             const tmsize_t got = tiled ? t->lib->read_tile(f->t, idx, blk, (tmsize_t)want)
                                        : t->lib->read_strip(f->t, idx, blk, (tmsize_t)want);
@@ -329,12 +451,7 @@ static sm_status read_rows(const struct tiff_stack *t, struct sm_tfile *f, uint6
                                f->msg[0] != '\0' ? ": " : "", f->msg);
                 break;
             }
-            *read += want;
-            const uint64_t ylo = by > y0 ? by : y0;
-            const uint64_t yhi = by + rows < y0 + ny ? by + rows : y0 + ny;
-            const uint64_t xlo = bx > x0 ? bx : x0;
-            const uint64_t bxe = bx + bw < width ? bx + bw : width;
-            const uint64_t xhi = bxe < x0 + nx ? bxe : x0 + nx;
+            *read += counts != NULL ? counts[idx] : want; /* the stored bytes libtiff read */
             for (uint64_t y = ylo; y < yhi; y++) {
                 memcpy(dst + ((y - y0) * nx + (xlo - x0)) * es,
                        blk + ((y - by) * bw + (xlo - bx)) * es, (size_t)((xhi - xlo) * es));
@@ -417,10 +534,16 @@ sm_status sm_src_open_tiff(const struct sm_source_params *p, struct sm_source **
     struct tiff_stack *t;
     SM_TRY(stack_open(p->path, p->max_alloc, &t, err));
     struct sm_source_info info = {.ndim = 3, .dtype = t->pg.dtype, .format = "tiff"};
-    info.slab[0] = 1; /* a slice: one file, or one page, decoded whole */
+    /* the read block: a strip [1, rows_per_strip, width] or a tile [1, th, tw] of one page (over
+     * pages that differ, the smallest box holding whole blocks of each); uncompressed blocks are
+     * read in part (pread), compressed ones decode whole */
+    info.slab[0] = 1;
     info.shape[0] = t->n;
-    info.shape[1] = info.slab[1] = t->pg.height;
-    info.shape[2] = info.slab[2] = t->pg.width;
+    info.shape[1] = t->pg.height;
+    info.shape[2] = t->pg.width;
+    info.slab[1] = t->blk_h;
+    info.slab[2] = t->blk_w;
+    info.access = t->direct ? SM_SOURCE_RANDOM : SM_SOURCE_BLOCKS;
     if (t->geom.refused[0] != '\0' && !p->spacing_given) { /* input.spacing would replace it */
         sm_err_set(err, SM_E_DATA, __FILE__, __LINE__, "%s (give input.spacing instead)",
                    t->geom.refused);

@@ -5,6 +5,7 @@
 #ifndef SM_SOURCE_SOURCE_TIFF_INT_H
 #define SM_SOURCE_SOURCE_TIFF_INT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <tiffio.h>
@@ -26,6 +27,7 @@ struct sm_tiff_lib {
     uint64_t (*current_dir_offset)(TIFF *t);
     int (*set_sub_directory)(TIFF *t, uint64_t off);
     int (*is_tiled)(TIFF *t);
+    int (*is_byte_swapped)(TIFF *t);
     int (*codec_configured)(uint16_t scheme);
     tmsize_t (*strip_size)(TIFF *t);
     tmsize_t (*tile_size)(TIFF *t);
@@ -42,6 +44,7 @@ const struct sm_tiff_lib *sm_tiff_load(const char *path, struct sm_err *err);
 struct sm_tfile {
     const struct sm_tiff_lib *lib;
     TIFF *t;
+    int fd; /* the file libtiff reads (its own: closed by TIFFClose); pread by uncompressed reads */
     TIFFOpenOptions *opts;
     char msg[256];
 };
@@ -62,6 +65,17 @@ struct sm_tiff_page {
 
 /* The current directory's geometry and sample type, or SM_E_DATA naming what is unsupported. */
 sm_status sm_tiff_read_page(struct sm_tfile *f, struct sm_tiff_page *p, struct sm_err *err);
+
+/* How the current directory stores its samples: strips of bh rows of the whole width (bw = the
+ * width), or tiles of bh x bw; `direct` when they are stored as they are read (no compression,
+ * the default fill order), so that any part of a block can be read by pread at its offset. */
+struct sm_tiff_block {
+    bool tiled, direct;
+    uint32_t bw, bh;
+};
+/* SM_E_DATA for a block of 0 pixels. */
+sm_status sm_tiff_read_block(struct sm_tfile *f, const struct sm_tiff_page *p,
+                             struct sm_tiff_block *b, struct sm_err *err);
 
 struct sm_tiff_geom;
 /* The voxel size the current directory states (ImageDescription, resolution tags; the rules of

@@ -32,6 +32,7 @@ static void tiff_init_once(void)
         {"TIFFCurrentDirOffset", (void **)&tiff.current_dir_offset},
         {"TIFFSetSubDirectory", (void **)&tiff.set_sub_directory},
         {"TIFFIsTiled", (void **)&tiff.is_tiled},
+        {"TIFFIsByteSwapped", (void **)&tiff.is_byte_swapped},
         {"TIFFIsCODECConfigured", (void **)&tiff.codec_configured},
         {"TIFFStripSize", (void **)&tiff.strip_size},
         {"TIFFTileSize", (void **)&tiff.tile_size},
@@ -89,6 +90,7 @@ sm_status sm_tfile_open(const struct sm_tiff_lib *lib, struct sm_tfile *f, const
 {
     memset(f, 0, sizeof(*f));
     f->lib = lib;
+    f->fd = -1;
     f->opts = lib->opts_alloc();
     if (f->opts == NULL) {
         SM_FAIL(err, SM_E_NOMEM, "cannot allocate libtiff options");
@@ -106,6 +108,7 @@ sm_status sm_tfile_open(const struct sm_tiff_lib *lib, struct sm_tfile *f, const
      * ms on a virtual machine; 216 of them were 28 ms of a 190 ms ingest of the head CT).
      * TIFFClose closes fd; a failed open leaves it to us. */
     f->t = st == SM_OK ? lib->fdopen_ext(fd, path, "rm", f->opts) : NULL;
+    f->fd = f->t != NULL ? fd : -1;
     if (st == SM_OK && f->t == NULL) {
         close(fd);
         st = sm_err_set(err, SM_E_DATA, __FILE__, __LINE__, "not a readable TIFF file: %s",
@@ -129,6 +132,7 @@ void sm_tfile_close(struct sm_tfile *f)
     }
     f->t = NULL;
     f->opts = NULL;
+    f->fd = -1;
 }
 
 /* The sample format and width as a data type: 8/16/32-bit integers, 32/64-bit floats. */
@@ -183,6 +187,31 @@ sm_status sm_tiff_read_page(struct sm_tfile *f, struct sm_tiff_page *p, struct s
     }
     p->width = w;
     p->height = h;
+    return SM_OK;
+}
+
+sm_status sm_tiff_read_block(struct sm_tfile *f, const struct sm_tiff_page *p,
+                             struct sm_tiff_block *b, struct sm_err *err)
+{
+    const struct sm_tiff_lib *lib = f->lib;
+    uint16_t comp = COMPRESSION_NONE, fill = FILLORDER_MSB2LSB;
+    lib->get_field_defaulted(f->t, TIFFTAG_COMPRESSION, &comp);
+    lib->get_field_defaulted(f->t, TIFFTAG_FILLORDER, &fill);
+    b->tiled = lib->is_tiled(f->t) != 0;
+    b->bw = p->width;
+    b->bh = 0;
+    if (b->tiled) {
+        lib->get_field_defaulted(f->t, TIFFTAG_TILEWIDTH, &b->bw);
+        lib->get_field_defaulted(f->t, TIFFTAG_TILELENGTH, &b->bh);
+    } else {
+        lib->get_field_defaulted(f->t, TIFFTAG_ROWSPERSTRIP, &b->bh);
+        b->bh = b->bh > p->height ? p->height : b->bh;
+    }
+    b->direct = comp == COMPRESSION_NONE && fill == FILLORDER_MSB2LSB;
+    if (b->bw == 0 || b->bh == 0) {
+        SM_FAIL(err, SM_E_DATA, "a %s of %" PRIu32 " x %" PRIu32 " pixels",
+                b->tiled ? "tile" : "strip", b->bw, b->bh);
+    }
     return SM_OK;
 }
 

@@ -289,6 +289,11 @@ enum {
 /* "total", "open", ... as the report names them. */
 const char *sm_run_timing_name(int i);
 
+/* The passes over the input a convert records (sm_run_result.pass), in order. */
+enum { SM_RUN_PASS_RANGE, SM_RUN_PASS_SCAN, SM_RUN_PASS_WRITE, SM_RUN_NPASSES };
+/* "range", "scan", "write". */
+const char *sm_run_pass_name(int i);
+
 /* The I/O counters of an input (SPEC §7 `io`): requests and bytes per class of the store that
  * performs them (below the cache), the encoded-object cache's and the shard-index cache's
  * counters, and an HTTP or S3 store's own. Over several ranks or stores (sm_run_io_add) counters
@@ -360,6 +365,21 @@ struct sm_run_result {
     uint64_t source_bytes, source_bytes_max, source_excess_max, source_slab_bytes;
     /* convert: how the input was read (the shard groups, their window, what a pass reads) */
     struct sm_read_plan read_plan;
+    /* convert: the input's reads per pass (SPEC §7 io.source.passes, docs/internals/report.md):
+     * the phases range, scan and write, in that order (SM_RUN_PASS_*), each with the encoded bytes
+     * the input's reads fetched from storage (a source's counter, sm_source_bytes_read; a Zarr
+     * input's store bytes) and the delta of /proc/self/io rchar over the phase, summed over
+     * ranks and the most one rank's (before the run's last reduction: this rank's own). A
+     * source's plan phase (a .nii.gz stream inflated once) counts to the first pass that runs.
+     * pass_ran: the pass read something on some rank. rchar_known: /proc/self/io was readable
+     * on every rank. input_bytes: the input's size on disk (a source's files, sum of st_size; a
+     * Zarr input's payload objects), 0 when unknown. */
+    struct sm_run_pass {
+        bool ran;
+        uint64_t bytes_read, bytes_read_max, rchar, rchar_max;
+    } pass[SM_RUN_NPASSES];
+    bool rchar_known;
+    uint64_t input_bytes;
     uint64_t sync_ns; /* this rank's flush */
     /* convert: the voxel geometry the output got (OME scale and translation, provenance) and
      * where each part came from: "config" (the caller's output.ome: input.spacing/unit/origin),

@@ -70,7 +70,10 @@ struct sm_source_ops {
                       struct sm_err *err);
     /* The box [off, off + shape) into out (product(shape) * element bytes). Thread-safe: called
      * concurrently by a rank's threads (thread 0 .. threads - 1), boxes in any order. *read gets
-     * the bytes this call read from the source's files (decoded strips, hyperslab bytes, ...).
+     * the encoded bytes this call fetched from the source's files, as the kernel counts them, not
+     * the box's bytes: a compressed TIFF strip's or a filtered HDF5 chunk's stored bytes for
+     * every block decoded, the box's own bytes of what is read in part (pread of raw, .nii, an
+     * uncompressed TIFF, HDF5 contiguous or unfiltered chunks).
      * SM_E_DATA for a file that ends early or is malformed (`where` names it), SM_E_IO. */
     sm_status (*read_box)(void *user, int thread, const uint64_t *off, const uint64_t *shape,
                           void *out, uint64_t *read, struct sm_err *err);
@@ -128,6 +131,10 @@ sm_status sm_source_plan(struct sm_source *s, const uint64_t *off, const uint64_
 sm_status sm_source_read_box(struct sm_source *s, int thread, const uint64_t *off,
                              const uint64_t *shape, void *out, struct sm_err *err);
 uint64_t sm_source_bytes_read(const struct sm_source *s);
+/* The size of the source's files on disk (the provenance's file.bytes: a file's st_size, a TIFF
+ * directory's files summed), the denominator of a pass's read ratio; 0 when the source states
+ * none (a caller's own source without describe). */
+uint64_t sm_source_input_bytes(const struct sm_source *s);
 /* A new JSON object (ops->describe, or {"format": info.format}); NULL when out of memory. */
 struct json_t *sm_source_describe(const struct sm_source *s);
 /* Accepts NULL. */

@@ -113,6 +113,7 @@ static void test_raw(void **state)
     assert_int_equal(in->slab[0], 1); /* a plane */
     assert_int_equal(in->slab[1], Y);
     assert_int_equal(in->slab[2], X);
+    assert_int_equal(in->access, SM_SOURCE_RANDOM); /* pread: a box reads its own rows */
     assert_false(in->spacing_set);
     int16_t out[BOX_N];
     struct sm_err err;
@@ -202,6 +203,7 @@ static void test_nii(void **state)
     assert_string_equal(in->format, "nifti");
     assert_int_equal(in->dtype, SM_DT_FLOAT32); /* scaled */
     assert_int_equal(in->slab[0], 1);
+    assert_int_equal(in->access, SM_SOURCE_RANDOM);
     assert_true(in->spacing_set);
     assert_true(in->spacing[0] == 2.0 && in->spacing[1] == 0.25 && in->spacing[2] == 0.5);
     assert_string_equal(in->unit, "millimeter");
@@ -259,6 +261,7 @@ static void test_nii_gz(void **state)
     assert_int_equal(gzclose(gz), Z_OK);
     const struct sm_source_params p = {.format = "nifti", .path = path};
     struct sm_source *s = open_ok(&p);
+    assert_int_equal(sm_source_info(s)->access, SM_SOURCE_STREAM); /* inflated forward by plan */
     assert_int_equal(sm_source_bytes_read(s), 0);
     struct sm_err err;
     sm_err_clear(&err);

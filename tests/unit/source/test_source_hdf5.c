@@ -2,7 +2,10 @@
  * source_hdf5.c in the module libshardmill_hdf5.so) over a file written here with the HDF5 C
  * library: a chunked, gzip-filtered big-endian dataset and a contiguous one. Values of a box, info
  * (the chunk as the slab, a plane for a contiguous dataset), the provenance (dataset, stored type,
- * layout, filters), sm_source_bytes_read = the hyperslab's bytes, and a missing dataset named. */
+ * layout, filters), the access (a filtered chunk decodes whole: BLOCKS; contiguous: RANDOM),
+ * sm_source_bytes_read = the encoded bytes fetched (the stored bytes of every gzip chunk a box
+ * touches, read back here with H5Dget_chunk_storage_size; a contiguous box's own bytes), and a
+ * missing dataset named. */
 #include "shardmill/sm_config.h"
 
 #include <jansson.h>
@@ -77,6 +80,27 @@ static int remove_file(void **state)
     return unlink(path);
 }
 
+/* The stored bytes of the chunks of /scan/chunked at chunk offsets [z, y, 0] for z in zs, y in ys.
+ */
+static uint64_t chunks_stored(const hsize_t *zs, size_t nz, const hsize_t *ys, size_t ny)
+{
+    const hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    const hid_t d = H5Dopen2(f, "/scan/chunked", H5P_DEFAULT);
+    assert_true(d >= 0);
+    uint64_t sum = 0;
+    for (size_t i = 0; i < nz; i++) {
+        for (size_t j = 0; j < ny; j++) {
+            const hsize_t off[3] = {zs[i], ys[j], 0};
+            hsize_t n = 0;
+            assert_true(H5Dget_chunk_storage_size(d, off, &n) >= 0);
+            sum += n;
+        }
+    }
+    H5Dclose(d);
+    H5Fclose(f);
+    return sum;
+}
+
 static struct sm_source *open_dataset(const char *dataset, struct sm_err *err)
 {
     struct sm_source *s = NULL;
@@ -89,6 +113,9 @@ static struct sm_source *open_dataset(const char *dataset, struct sm_err *err)
 static void test_chunked(void **state)
 {
     (void)state;
+    /* read back first: the source holds the file open */
+    const hsize_t zs[2] = {0, 2}, ys[2] = {0, 3}; /* the box below touches 2 x 2 chunks */
+    const uint64_t want = chunks_stored(zs, 2, ys, 2);
     struct sm_err err;
     struct sm_source *s = open_dataset("/scan/chunked", &err);
     if (s == NULL) {
@@ -101,12 +128,14 @@ static void test_chunked(void **state)
     assert_int_equal(in->slab[0], 2); /* the chunk */
     assert_int_equal(in->slab[1], 3);
     assert_int_equal(in->slab[2], X);
+    assert_int_equal(in->access, SM_SOURCE_BLOCKS);
     uint16_t out[2 * 4 * 5];
     const uint64_t off[3] = {1, 2, 3}, shape[3] = {2, 4, 5};
     assert_int_equal(sm_source_read_box(s, 0, off, shape, out, &err), SM_OK);
     assert_int_equal(out[0], value(1, 2, 3));
     assert_int_equal(out[39], value(2, 5, 7));
-    assert_int_equal(sm_source_bytes_read(s), sizeof(out));
+    assert_int_equal(sm_source_bytes_read(s), want);
+    assert_true(want < 4 * 2 * 3 * X * 2); /* stored, not decoded (nor the box's) bytes */
     json_t *d = sm_source_describe(s);
     assert_string_equal(json_string_value(json_object_get(d, "dataset")), "/scan/chunked");
     assert_string_equal(json_string_value(json_object_get(d, "stored_dtype")), "uint16 big-endian");
@@ -126,6 +155,7 @@ static void test_contiguous_and_missing(void **state)
     const struct sm_source_info *in = sm_source_info(s);
     assert_int_equal(in->slab[0], 1); /* a plane */
     assert_int_equal(in->slab[1], Y);
+    assert_int_equal(in->access, SM_SOURCE_RANDOM);
     uint16_t out[Y * X];
     const uint64_t off[3] = {3, 0, 0}, shape[3] = {1, Y, X};
     assert_int_equal(sm_source_read_box(s, 0, off, shape, out, &err), SM_OK);

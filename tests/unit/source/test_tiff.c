@@ -1,8 +1,11 @@
 /* Unit tests for engine/source/source_tiff.c: the natural name order of stack slices, the refusals
  * (a path that does not exist, a directory without slices, a file that is not a TIFF), and stacks
  * written here with libtiff (a directory of strip slices in natural order, a multi-page tiled
- * file): values, info, and sm_source_bytes_read counting the decoded strips and tiles a box
- * needed. Stacks written by tifffile are read in tests/convert/test_ingest_tiff.py. */
+ * file, an uncompressed big-endian file): values, info (the read block and its access), and
+ * sm_source_bytes_read counting the encoded bytes a box fetched: the stored bytes of every
+ * compressed strip or tile it decoded (libtiff's byte counts, read back here), the box's own bytes
+ * of an uncompressed page (issue 33). Stacks written by tifffile are read in
+ * tests/convert/test_ingest_tiff.py. */
 #include "shardmill/sm_config.h"
 
 #include <setjmp.h>
@@ -73,6 +76,8 @@ static uint16_t value(uint64_t z, uint64_t y, uint64_t x, uint32_t w)
     return (uint16_t)(z * 1000 + y * w + x);
 }
 
+static uint16_t compression = COMPRESSION_DEFLATE; /* of the pages written next */
+
 static void page_fields(TIFF *t, uint32_t w, uint32_t h)
 {
     TIFFSetField(t, TIFFTAG_IMAGEWIDTH, w);
@@ -82,7 +87,7 @@ static void page_fields(TIFF *t, uint32_t w, uint32_t h)
     TIFFSetField(t, TIFFTAG_SAMPLEFORMAT, SAMPLEFORMAT_UINT);
     TIFFSetField(t, TIFFTAG_PHOTOMETRIC, PHOTOMETRIC_MINISBLACK);
     TIFFSetField(t, TIFFTAG_PLANARCONFIG, PLANARCONFIG_CONTIG);
-    TIFFSetField(t, TIFFTAG_COMPRESSION, COMPRESSION_DEFLATE);
+    TIFFSetField(t, TIFFTAG_COMPRESSION, compression);
 }
 
 /* One page of page z in strips of `rps` rows (the last one shorter). */
@@ -119,6 +124,21 @@ static void write_tiles(TIFF *t, uint64_t z, uint32_t w, uint32_t h)
     }
 }
 
+/* The stored bytes of strip or tile `block` of page `page` of the file at path (libtiff's count).
+ */
+static uint64_t stored_bytes(const char *path, unsigned page, uint32_t block)
+{
+    TIFF *t = TIFFOpen(path, "r");
+    assert_non_null(t);
+    assert_true(TIFFSetDirectory(t, (tdir_t)page));
+    uint64_t *counts = NULL;
+    assert_true(TIFFGetField(t, TIFFIsTiled(t) ? TIFFTAG_TILEBYTECOUNTS : TIFFTAG_STRIPBYTECOUNTS,
+                             &counts));
+    const uint64_t n = counts[block];
+    TIFFClose(t);
+    return n;
+}
+
 static struct sm_source *open_stack(const char *path)
 {
     struct sm_source *s = NULL;
@@ -152,9 +172,18 @@ static void test_directory_stack(void **state)
     assert_int_equal(in->shape[0], S);
     assert_int_equal(in->shape[1], H);
     assert_int_equal(in->shape[2], W);
-    assert_int_equal(in->slab[0], 1);
-    assert_int_equal(in->slab[1], H);
+    assert_int_equal(in->slab[0], 1); /* a strip of 4 rows, deflated: decoded whole */
+    assert_int_equal(in->slab[1], 4);
     assert_int_equal(in->slab[2], W);
+    assert_int_equal(in->access, SM_SOURCE_BLOCKS);
+    uint64_t want = 0; /* every strip of s10, s11, s12 */
+    for (int k = 10; k <= 12; k++) {
+        char path[128];
+        snprintf(path, sizeof(path), "%s/s%d.tif", tmpdir, k);
+        for (uint32_t b = 0; b < (H + 3) / 4; b++) {
+            want += stored_bytes(path, 0, b);
+        }
+    }
     uint16_t out[3 * H * W];
     struct sm_err err;
     sm_err_clear(&err);
@@ -163,12 +192,15 @@ static void test_directory_stack(void **state)
     assert_int_equal(out[0], value(9, 0, 0, W));
     assert_int_equal(out[H * W + W + 1], value(10, 1, 1, W));
     assert_int_equal(out[3 * H * W - 1], value(11, H - 1, W - 1, W));
-    assert_int_equal(sm_source_bytes_read(s), 3 * H * W * 2);
+    assert_int_equal(sm_source_bytes_read(s), want);
+    assert_true(want < 3 * H * W * 2);                         /* stored, not decoded, bytes */
     const uint64_t off2[3] = {1, 1, 2}, shape2[3] = {1, 2, 3}; /* rows 1..2: strip 0 alone */
     assert_int_equal(sm_source_read_box(s, 0, off2, shape2, out, &err), SM_OK);
     assert_int_equal(out[0], value(1, 1, 2, W));
     assert_int_equal(out[5], value(1, 2, 4, W));
-    assert_int_equal(sm_source_bytes_read(s), 3 * H * W * 2 + 4 * W * 2);
+    char s2[128];
+    snprintf(s2, sizeof(s2), "%s/s2.tif", tmpdir);
+    assert_int_equal(sm_source_bytes_read(s), want + stored_bytes(s2, 0, 0));
     json_t *d = sm_source_describe(s);
     assert_string_equal(json_string_value(json_object_get(d, "format")), "tiff");
     assert_int_equal(json_integer_value(json_object_get(json_object_get(d, "file"), "files")), S);
@@ -193,6 +225,9 @@ static void test_multipage_tiles(void **state)
     TIFFClose(t);
     struct sm_source *s = open_stack(path);
     assert_int_equal(sm_source_info(s)->shape[0], P);
+    assert_int_equal(sm_source_info(s)->slab[1], 16); /* a tile */
+    assert_int_equal(sm_source_info(s)->slab[2], 16);
+    assert_int_equal(sm_source_info(s)->access, SM_SOURCE_BLOCKS);
     uint16_t out[H * W];
     struct sm_err err;
     sm_err_clear(&err);
@@ -200,11 +235,55 @@ static void test_multipage_tiles(void **state)
     assert_int_equal(sm_source_read_box(s, 0, off, shape, out, &err), SM_OK);
     assert_int_equal(out[0], value(2, 1, 1, W));
     assert_int_equal(out[15], value(2, 4, 4, W));
-    assert_int_equal(sm_source_bytes_read(s), 16 * 16 * 2);
+    const uint64_t one = stored_bytes(path, 2, 0);
+    assert_int_equal(sm_source_bytes_read(s), one);
     const uint64_t page[3] = {1, 0, 0}, whole[3] = {1, H, W};
     assert_int_equal(sm_source_read_box(s, 0, page, whole, out, &err), SM_OK);
     assert_int_equal(out[H * W - 1], value(1, H - 1, W - 1, W));
-    assert_int_equal(sm_source_bytes_read(s), 5 * 16 * 16 * 2);
+    assert_int_equal(sm_source_bytes_read(s),
+                     one + stored_bytes(path, 1, 0) + stored_bytes(path, 1, 1) +
+                         stored_bytes(path, 1, 2) + stored_bytes(path, 1, 3));
+    sm_source_close(s);
+}
+
+/* An uncompressed big-endian multi-page file in strips of 4 rows: read in part by pread (access
+ * RANDOM), values swapped to native order, and a box fetches its own bytes only; a strip whose
+ * bytes lie past the end of the file is SM_E_DATA naming the strip. */
+static void test_uncompressed(void **state)
+{
+    (void)state;
+    enum { W = 20, H = 10, P = 2 };
+    char path[128];
+    snprintf(path, sizeof(path), "%s/plain.tif", tmpdir);
+    TIFF *t = TIFFOpen(path, "wb");
+    assert_non_null(t);
+    compression = COMPRESSION_NONE;
+    for (uint64_t z = 0; z < P; z++) {
+        write_strips(t, z, W, H, 4);
+        assert_true(TIFFWriteDirectory(t));
+    }
+    TIFFClose(t);
+    compression = COMPRESSION_DEFLATE;
+    struct sm_source *s = open_stack(path);
+    const struct sm_source_info *in = sm_source_info(s);
+    assert_int_equal(in->access, SM_SOURCE_RANDOM);
+    assert_int_equal(in->slab[1], 4);
+    assert_int_equal(in->slab[2], W);
+    uint16_t out[H * W];
+    struct sm_err err;
+    sm_err_clear(&err);
+    const uint64_t off[3] = {1, 3, 2}, shape[3] = {1, 4, 5}; /* rows 3..6: strips 0 and 1 */
+    assert_int_equal(sm_source_read_box(s, 0, off, shape, out, &err), SM_OK);
+    for (uint64_t y = 0; y < 4; y++) {
+        for (uint64_t x = 0; x < 5; x++) {
+            assert_int_equal(out[y * 5 + x], value(1, 3 + y, 2 + x, W));
+        }
+    }
+    assert_int_equal(sm_source_bytes_read(s), 4 * 5 * 2);
+    const uint64_t page[3] = {0, 0, 0}, whole[3] = {1, H, W};
+    assert_int_equal(sm_source_read_box(s, 0, page, whole, out, &err), SM_OK);
+    assert_int_equal(out[H * W - 1], value(0, H - 1, W - 1, W));
+    assert_int_equal(sm_source_bytes_read(s), 4 * 5 * 2 + H * W * 2);
     sm_source_close(s);
 }
 
@@ -258,6 +337,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_refusals, make_dir, remove_dir),
         cmocka_unit_test_setup_teardown(test_directory_stack, make_dir, remove_dir),
         cmocka_unit_test_setup_teardown(test_multipage_tiles, make_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(test_uncompressed, make_dir, remove_dir),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
