@@ -215,9 +215,14 @@ def read_box(man, off, shape):
     sl = tuple(slice(o, o + n) for o, n in zip(off, shape))
     if man["variant"].startswith("tiff"):
         import tifffile
-        names = man["file_list"][sl[0]]
-        return np.stack([tifffile.imread(os.path.join(man["path"], n))[sl[1], sl[2]]
-                         for n in names])
+
+        def one(name):
+            path = os.path.join(man["path"], name)
+            try:  # an uncompressed slice: only the box's rows are read
+                return np.array(tifffile.memmap(path, mode="r")[sl[1], sl[2]])
+            except ValueError:
+                return tifffile.imread(path)[sl[1], sl[2]]
+        return np.stack([one(n) for n in man["file_list"][sl[0]]])
     import h5py
     with h5py.File(man["path"], "r") as f:
         return f[H5_DATASET][sl]
