@@ -6,10 +6,10 @@ Cases (one ctest each, label `convert`; the hdf5 ones also `hdf5`): a CT-like ui
 SHAPE (shardmill_test.volumes.phantom, slice by slice) written by an independent writer as
   tiff_strip          a tifffile slice per file, one strip per slice, deflate
   tiff_strip_none     the same, uncompressed
-  tiff_strips_lzw     slices of 16-row strips, LZW (libtiff-tools' tiffcp: tifffile writes no LZW
-                      without imagecodecs)
+  tiff_strips_lzw     a multi-page file of 16-row strips, LZW (libtiff-tools' tiffcp: tifffile
+                      writes no LZW or zstd without imagecodecs)
   tiff_tiles_deflate  slices of 64x64 tiles, deflate (tifffile)
-  tiff_tiles_zstd     slices of 64x64 tiles, zstd (tiffcp)
+  tiff_tiles_zstd     a multi-page file of 64x64 tiles, zstd (tiffcp)
   tiff_multipage      one multi-page file, one strip per page, deflate (tifffile)
   hdf5_slices         h5py, chunks (1, H, W), gzip
   hdf5_cubes          h5py, chunks (64, 64, 64), gzip
@@ -97,21 +97,15 @@ def tiffcp(src, dst, args):
         raise RuntimeError(f"tiffcp {args}: {r.stderr}")
 
 
-def stack(work, vol, recompress=None, **kw):
-    """A directory of slices s1.tif .. sN.tif (tifffile), optionally rewritten by tiffcp."""
+def stack(work, vol, **kw):
+    """A directory of slices s1.tif .. sN.tif (tifffile)."""
     import tifffile
     d = os.path.join(work, "stack")
     os.makedirs(d)
     files = []
     for z in range(vol.shape[0]):
         path = os.path.join(d, f"s{z + 1}.tif")
-        if recompress is None:
-            tifffile.imwrite(path, vol[z], **kw)
-        else:
-            tmp = path + ".plain"
-            tifffile.imwrite(tmp, vol[z])
-            tiffcp(tmp, path, recompress)
-            os.unlink(tmp)
+        tifffile.imwrite(path, vol[z], **kw)
         files.append(path)
     return {"store": d, "format": "tiff"}, files
 
@@ -124,8 +118,20 @@ def src_tiff_strip_none(work, vol):
     return stack(work, vol, rowsperstrip=vol.shape[1])
 
 
+def multipage_tiffcp(work, vol, args):
+    """One multi-page file rewritten by tiffcp (one process, not one per slice)."""
+    import tifffile
+    plain, path = os.path.join(work, "plain.tif"), os.path.join(work, "multi.tif")
+    with tifffile.TiffWriter(plain) as w:
+        for z in range(vol.shape[0]):
+            w.write(vol[z], contiguous=False)
+    tiffcp(plain, path, args)
+    os.unlink(plain)
+    return {"store": path, "format": "tiff"}, [path]
+
+
 def src_tiff_strips_lzw(work, vol):
-    return stack(work, vol, recompress=["-c", "lzw", "-s", "-r", "16"])
+    return multipage_tiffcp(work, vol, ["-c", "lzw", "-s", "-r", "16"])
 
 
 def src_tiff_tiles_deflate(work, vol):
@@ -133,7 +139,7 @@ def src_tiff_tiles_deflate(work, vol):
 
 
 def src_tiff_tiles_zstd(work, vol):
-    return stack(work, vol, recompress=["-c", "zstd", "-t", "-w", "64", "-l", "64"])
+    return multipage_tiffcp(work, vol, ["-c", "zstd", "-t", "-w", "64", "-l", "64"])
 
 
 def src_tiff_multipage(work, vol):
