@@ -461,6 +461,12 @@ def targets(a, runs):
         name = f"{r['variant']} {r['layout']} {r['config']}"
         out.append({"what": f"{name}: read ratio per pass", "value": round(r["read_ratio"], 4),
                     "target": f"<= {RATIO_TARGET}", "pass": r["read_ratio"] <= RATIO_TARGET})
+        for p in r["passes"]:
+            if isinstance(p.get("rchar"), int):
+                out.append({"what": f"{name}: pass {p['pass']}: the report's rchar / input on disk",
+                            "value": round(p["rchar"] / r["input_bytes"], 4),
+                            "target": f"<= {RATIO_TARGET} (+ 1 MiB)",
+                            "pass": p["rchar"] <= RATIO_TARGET * r["input_bytes"] + MIB})
         npasses = len(r["passes"])
         out.append({"what": f"{name}: rchar of the process tree / input on disk",
                     "value": r["tree_rchar_ratio"],

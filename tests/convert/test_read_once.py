@@ -27,7 +27,8 @@ than every input's read block (a slice, a strip, a tile, a chunk). Checks per ru
   - exit 0;
   - per pass of `io.source.passes` (issue 33 item 4, docs/internals/report.md): `ratio` <= 1.05
     and bytes_read / (the input's size on disk, the sum of st_size of its files as os.stat gives
-    them here; a Zarr input: its chunk objects) <= 1.05; `input_bytes` equals that size;
+    them here; a Zarr input: its chunk objects) <= 1.05, the pass's rchar (summed over ranks) <=
+    1.05 x that size + 1 MiB; `input_bytes` equals that size; `read_ratio` the largest ratio;
   - the kernel's count: the rchar (/proc/self/io) of the whole process tree (mpiexec and ranks
     included: a waited-for child's counts are added to its parent's) is at most 1.05 x passes x
     the size on disk + 1 MiB (the configuration, libraries' reads, MPI's start);
@@ -276,6 +277,10 @@ def check_passes(c, label, rep, ranks, disk, decoded, rch):
             worst = max(worst, mine or 0.0, ratio or 0.0)
             c.check(f"{label}: pass {p.get('pass')}: read {br} B = {mine and round(mine, 3)}x "
                     f"the input on disk (report ratio {ratio}) <= {RATIO}", ok, p)
+            rc_ = p.get("rchar")
+            c.check(f"{label}: pass {p.get('pass')}: the report's rchar {rc_} <= {RATIO} x the "
+                    f"input on disk + 1 MiB", isinstance(rc_, int) and
+                    rc_ <= RATIO * disk + SLACK, p)
         c.check(f"{label}: io.source.read_ratio = the largest pass ratio",
                 isinstance(src.get("read_ratio"), (int, float)) and passes and
                 abs(src["read_ratio"] - max(p.get("ratio") or 0 for p in passes)) < 1e-9,
