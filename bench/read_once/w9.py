@@ -1,0 +1,610 @@
+#!/usr/bin/python3
+"""W9 read once (SPEC §8, issue 33 item 7): a 2048³ uint16 CT-like stack converted to a uint16
+OME-Zarr pyramid from a cold page cache; what each pass reads from storage against the input's
+size on disk, the wall time against its floor, peak RSS, files and sampled values.
+
+    PYTHONPATH=$PWD/tests/lib /usr/bin/python3 bench/read_once/w9.py [--variants tiff_strip,...]
+        [--configs 1x2,2x1] [--layouts default,narrow] [--data-dir DIR] [--shardmill BIN]
+    PYTHONPATH=$PWD/tests/lib /usr/bin/python3 bench/read_once/w9.py --generate-only --variants tiff_strip
+    PYTHONPATH=$PWD/tests/lib /usr/bin/python3 bench/read_once/w9.py --quick --out DIR   (CI: bench.w9.quick)
+
+Inputs (written once under --data-dir, slice by slice as reconstructions arrive, by Debian's
+tifffile / h5py / NumPy; never in git; about 16 GiB each at 2048³: check `df -h` first):
+  tiff_strip    a directory of tifffile slices s1.tif .. s2048.tif, one strip per slice,
+                uncompressed (issue 33's input)
+  tiff_tiled    the same slices in 256x256 tiles, deflate level 4 (tifffile's zlib)
+  hdf5_slices   h5py /volume, chunks (1, 2048, 2048), gzip 4
+  hdf5_cubes    h5py /volume, chunks (64, 64, 64), gzip 4 (written 64 slices at a time)
+The volume is ct_slice()'s: a body ellipsoid with a bone shell, four spheres and integer noise,
+values 0..4095 (a float32 version of shardmill_test.volumes.phantom, fast enough for 2048
+slices); the generator counts its uint16 histogram as it writes (the NumPy oracle of the window)
+and writes a manifest (shape, files, size on disk, histogram) next to the input.
+Job: configs/convert-tiff-ome.yaml's settings as issue 33 ran them: normalize percentile [1, 99],
+output.dtype uint16, output.ome.levels auto, limits.memory_bytes 4GiB (--quick: 256MiB, so that
+the 128 MiB input is read twice too), parallel.threads per configuration; layouts `default`
+(output.shard auto) and `narrow` (explicit shards narrower than every input's blocks: [64,128,128];
+--quick: [64,64,64]). Configurations (ranks x threads): 1x2 (one plain process) and 2x1 (mpirun
+-np 2), each rank started through bench/region_read/w3_spawn.c (its wait4 peak RSS).
+Before each run: sync and `echo 3 > /proc/sys/vm/drop_caches` (root; --quick and --warm never
+drop: the quick profile measures no time, and dropping the cache of a shared CI machine would
+slow everyone's builds). Per run it records:
+  - wall time (process) and the report's stage times;
+  - per pass (the report's io.source.passes, issue 33 item 4): bytes read from storage (summed
+    over ranks and the largest rank's), rchar, and their ratio to the input's size on disk; the
+    whole process tree's rchar measured here (/proc/self/io around the waited launch); where the
+    report has no `passes` yet, the per-pass ratio from io.source.bytes_read (decoded bytes then)
+    over the passes made (two unless every rank kept its input) and the decoded size;
+  - peak RSS per rank (wait4) against limits.memory_bytes; the output's files and levels;
+  - the floor: max(passes x the input's size on disk / the disk's cold read bandwidth, the
+    output's bytes (every level) / (zstd -3's measured per-core speed x ranks x threads)), the
+    bandwidth measured here (cache dropped, the input's files read in order with 8 MiB reads, up
+    to --bw-bytes) and the codec speed on the sampled output chunks (python-zstandard, the same
+    libzstd); wall / floor;
+  - values: the report's window equals NumPy's percentiles of the generator's histogram, and
+    --samples level-0 shards (seeded choice) decoded by shardmill_test.zarr_decode equal NumPy's
+    rint(float32(window(v)) x 65535) of the input box read back by tifffile / h5py.
+Targets (issue 33 "Done when"), printed PASS/FAIL: read ratio <= 1.05 per pass, wall <= 1.3 x
+floor, peak RSS per rank < limits.memory_bytes, values equal. The full profile exits 1 only on a
+failed run or wrong values; --quick exits 1 also when a pass reads more than 1.05x, by the
+report or by the process tree's rchar (<= 1.05 x passes x the input on disk + 1 MiB), never on
+time. --quick: a 64x1024x1024 stack of every variant in a temporary directory (deleted), shards
+[64,64,64], 1x2 (and 2x1 with --configs). Results: OUT/w9-<commit>[-quick].json (bench/results by
+default), never overwritten.
+"""
+
+import argparse
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+from shardmill_test import launcher as sm_launch
+from shardmill_test import machine
+from shardmill_test import report_json
+from shardmill_test import results
+from shardmill_test import spec_oracle
+from shardmill_test import zarr_decode
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
+
+MIB = 1 << 20
+GIB = 1 << 30
+FULL = {"shape": [2048, 2048, 2048], "narrow": [64, 128, 128], "memory": 4 * GIB,
+        "memory_text": "4GiB", "samples": 2, "tile": 256}
+QUICK = {"shape": [64, 1024, 1024], "narrow": [64, 64, 64], "memory": 256 * MIB,
+         "memory_text": "256MiB", "samples": 3, "tile": 256}
+VARIANTS = ("tiff_strip", "tiff_tiled", "hdf5_slices", "hdf5_cubes")
+CONFIGS = {"1x2": (1, 2), "2x1": (2, 1)}
+PCT = (1, 99)
+RATIO_TARGET = 1.05
+FLOOR_TARGET = 1.3
+SEED = 20261207
+H5_DATASET = "/volume"
+
+
+# ---- the volume ----
+
+def ct_slice(shape, z, seed=SEED):
+    """Slice z of the CT-like volume (uint16, 0..4095): float32 arithmetic, separable terms."""
+    nz, ny, nx = shape
+    zc = np.float32((z + 0.5) / nz * 2 - 1)
+    y = (np.arange(ny, dtype=np.float32) + np.float32(0.5)) / np.float32(ny) * 2 - 1
+    x = (np.arange(nx, dtype=np.float32) + np.float32(0.5)) / np.float32(nx) * 2 - 1
+    r2 = (zc / np.float32(0.92)) ** 2 + ((y / np.float32(0.80)) ** 2)[:, None] + \
+        ((x / np.float32(0.70)) ** 2)[None, :]
+    wave = np.float32(90 * np.sin(3.1 * zc + 1.3))
+    v = np.where(r2 < 1, np.float32(1040) + wave * np.cos(2.3 * y - 0.4)[:, None] *
+                 np.cos(1.7 * x + 0.2)[None, :], np.float32(40)).astype(np.float32)
+    shell = (r2 > 0.78) & (r2 < 0.88)
+    bone = np.float32(2200) + np.float32(200) * np.cos(4.0 * y)[:, None] * np.cos(5.0 * x)[None, :]
+    v[shell] = bone[shell]
+    for cz, cy, cx, rad, val in ((0.3, 0.2, -0.25, 0.16, 1800.0), (-0.35, -0.3, 0.2, 0.12, 2900.0),
+                                 (0.0, 0.35, 0.3, 0.09, 600.0), (-0.1, -0.05, -0.05, 0.2, 1250.0)):
+        dz2 = float(zc - cz) ** 2
+        if dz2 >= rad * rad:
+            continue
+        d2 = ((y - cy) ** 2)[:, None] + ((x - cx) ** 2)[None, :]
+        v[d2 < rad * rad - dz2] = val
+    rng = np.random.default_rng([seed, z])
+    v += rng.integers(-48, 49, size=v.shape, dtype=np.int16)
+    return np.clip(np.rint(v), 0, 4095).astype(np.uint16)
+
+
+_SLICES = {}
+
+
+def cached_slice(shape, z):
+    """ct_slice, kept in memory for a volume of at most 512 MiB (the quick profile writes the
+    same slices as every variant)."""
+    if int(np.prod(shape)) * 2 > 512 * MIB:
+        return ct_slice(shape, z)
+    key = (tuple(shape), z)
+    if key not in _SLICES:
+        _SLICES[key] = ct_slice(shape, z)
+    return _SLICES[key]
+
+
+def manifest_path(root):
+    return root + ".manifest.json"
+
+
+def generate(variant, root, shape, tile):
+    """Writes the variant at root (idempotent: a manifest with the same shape means done)."""
+    mpath = manifest_path(root)
+    try:
+        with open(mpath) as f:
+            man = json.load(f)
+        if man["shape"] == list(shape) and man["variant"] == variant:
+            return man
+    except (OSError, ValueError, KeyError):
+        pass
+    t0 = time.monotonic()
+    if os.path.isdir(root):
+        shutil.rmtree(root)
+    elif os.path.exists(root):
+        os.unlink(root)
+    hist = np.zeros(65536, dtype=np.int64)
+    nz = shape[0]
+    files = []
+    if variant.startswith("tiff"):
+        import tifffile
+        os.makedirs(root)
+        kw = {"rowsperstrip": shape[1]} if variant == "tiff_strip" else \
+            {"tile": (tile, tile), "compression": "zlib", "compressionargs": {"level": 4}}
+        for z in range(nz):
+            s = cached_slice(shape, z)
+            hist += np.bincount(s.ravel(), minlength=65536)
+            path = os.path.join(root, f"s{z + 1}.tif")
+            tifffile.imwrite(path, s, **kw)
+            files.append(path)
+            if z % 128 == 127:
+                results.log(f"w9: {variant}: {z + 1}/{nz} slices, {time.monotonic() - t0:.0f} s")
+    else:
+        import h5py
+        chunks = (1,) + tuple(shape[1:]) if variant == "hdf5_slices" else \
+            tuple(min(64, s) for s in shape)
+        with h5py.File(root, "w") as f:
+            ds = f.create_dataset(H5_DATASET, shape=tuple(shape), dtype=np.uint16, chunks=chunks,
+                                  compression="gzip", compression_opts=4)
+            step = chunks[0]
+            for z0 in range(0, nz, step):
+                slab = np.stack([cached_slice(shape, z) for z in range(z0, min(nz, z0 + step))])
+                hist += np.bincount(slab.ravel(), minlength=65536)
+                ds[z0:z0 + slab.shape[0]] = slab
+                if (z0 + step) % 128 == 0:
+                    results.log(f"w9: {variant}: {z0 + step}/{nz} slices, "
+                                f"{time.monotonic() - t0:.0f} s")
+        files.append(root)
+    man = {"variant": variant, "path": root, "shape": list(shape), "dtype": "uint16",
+           "files": len(files), "input_bytes": sum(os.stat(p).st_size for p in files),
+           "decoded_bytes": int(np.prod(shape)) * 2, "histogram": hist.tolist(),
+           "generate_s": round(time.monotonic() - t0, 1)}
+    if variant.startswith("tiff"):
+        man["file_list"] = [os.path.basename(p) for p in files]
+    with open(mpath, "w") as f:
+        json.dump(man, f)
+    results.log(f"w9: {variant}: {shape} written in {man['generate_s']} s, "
+                f"{man['input_bytes'] / GIB:.2f} GiB on disk")
+    return man
+
+
+def input_files(man):
+    if man["variant"].startswith("tiff"):
+        return [os.path.join(man["path"], n) for n in man["file_list"]]
+    return [man["path"]]
+
+
+def window(man):
+    """NumPy's SPEC §5 percentiles of the generator's histogram (the default uint16 bins)."""
+    counts = np.asarray(man["histogram"], dtype=np.int64)
+    bins, lo, hi = spec_oracle.default_hist(np.uint16)
+    assert bins == counts.size
+    return (spec_oracle.percentile(counts, 0, 0, lo, hi, PCT[0]),
+            spec_oracle.percentile(counts, 0, 0, lo, hi, PCT[1]))
+
+
+def read_box(man, off, shape):
+    """The input box read back by tifffile / h5py (independent of shardmill)."""
+    sl = tuple(slice(o, o + n) for o, n in zip(off, shape))
+    if man["variant"].startswith("tiff"):
+        import tifffile
+
+        def one(name):
+            path = os.path.join(man["path"], name)
+            try:  # an uncompressed slice: only the box's rows are read
+                return np.array(tifffile.memmap(path, mode="r")[sl[1], sl[2]])
+            except ValueError:
+                return tifffile.imread(path)[sl[1], sl[2]]
+        return np.stack([one(n) for n in man["file_list"][sl[0]]])
+    import h5py
+    with h5py.File(man["path"], "r") as f:
+        return f[H5_DATASET][sl]
+
+
+# ---- the machine ----
+
+def drop_caches(a):
+    """sync, then drop the page cache (root); False when it could not."""
+    os.sync()
+    if a.warm:
+        return False
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+        return True
+    except OSError as e:
+        results.log(f"w9: cannot drop the page cache ({e}): this run starts warm")
+        return False
+
+
+def disk_bandwidth(a, man):
+    """Bytes/s of reading the input's files in order with 8 MiB reads after a cache drop (up to
+    a.bw_bytes), and whether the cache was dropped."""
+    cold = drop_caches(a)
+    total, t0 = 0, time.monotonic()
+    buf = bytearray(8 * MIB)
+    for p in input_files(man):
+        with open(p, "rb", buffering=0) as f:
+            while total < a.bw_bytes:
+                n = f.readinto(buf)
+                if not n:
+                    break
+                total += n
+        if total >= a.bw_bytes:
+            break
+    dt = time.monotonic() - t0
+    return {"bytes": total, "seconds": round(dt, 3), "bytes_per_s": total / dt if dt else None,
+            "cold": cold}
+
+
+def rchar():
+    with open("/proc/self/io") as f:
+        for line in f:
+            if line.startswith("rchar:"):
+                return int(line.split()[1])
+    return None
+
+
+# ---- one run ----
+
+def job_config(a, man, out, layout, threads):
+    inp = {"store": man["path"], "format": "tiff" if man["variant"].startswith("tiff") else "hdf5"}
+    if inp["format"] == "hdf5":
+        inp["hdf5"] = {"dataset": H5_DATASET}
+    output = {"path": out, "dtype": "uint16", "exists": "error", "ome": {"levels": "auto"}}
+    if layout == "narrow":
+        output["shard"] = a.prof["narrow"]
+    return {"job": "convert", "input": inp,
+            "normalize": {"mode": "percentile", "lo": PCT[0], "hi": PCT[1]},
+            "output": output, "limits": {"memory_bytes": a.prof["memory_text"]},
+            "parallel": {"threads": threads}, "progress": False}
+
+
+def yaml_text(obj, indent=0):
+    """A tiny YAML writer (flow style for lists): enough for job_config()'s mappings."""
+    pad = "  " * indent
+    lines = []
+    for k, v in obj.items():
+        if isinstance(v, dict):
+            lines.append(f"{pad}{k}:")
+            lines.append(yaml_text(v, indent + 1))
+        else:
+            lines.append(f"{pad}{k}: {json.dumps(v)}")
+    return "\n".join(lines)
+
+
+def count_files(root):
+    files = 0
+    for _, _, fn in os.walk(root):
+        files += len(fn)
+    return files
+
+
+def levels_of(out):
+    g = json.load(open(os.path.join(out, "zarr.json")))
+    paths = [d["path"] for d in g["attributes"]["ome"]["multiscales"][0]["datasets"]]
+    metas = [json.load(open(os.path.join(out, p, "zarr.json"))) for p in paths]
+    return paths, metas
+
+
+def pass_figures(rep, man, ranks):
+    """[(pass name, bytes_read, ratio to the size on disk, rchar, rchar_max_rank)], and how they
+    were measured."""
+    src = ((rep.get("io") or {}).get("source")) or {}
+    passes = src.get("passes")
+    if isinstance(passes, list) and passes:
+        return [{"pass": p.get("pass"), "bytes_read": p.get("bytes_read"),
+                 "bytes_read_max_rank": p.get("bytes_read_max_rank"),
+                 "rchar": p.get("rchar"), "rchar_max_rank": p.get("rchar_max_rank"),
+                 "report_ratio": p.get("ratio"),
+                 "ratio": (p["bytes_read"] / man["input_bytes"]
+                           if isinstance(p.get("bytes_read"), int) else None)}
+                for p in passes], "io.source.passes"
+    mem = rep.get("memory") or {}
+    n = 1 if (mem.get("kept_input_ranks") or 0) >= ranks else 2
+    br = src.get("bytes_read")
+    per = br / (n * man["decoded_bytes"]) if isinstance(br, int) else None
+    return [{"pass": f"pass {i + 1} of {n} (even share of io.source.bytes_read)",
+             "bytes_read": br // n if isinstance(br, int) else None, "ratio": per}
+            for i in range(n)], "io.source.bytes_read (decoded bytes, no passes in the report)"
+
+
+def check_values(a, rec, man, out, lo_hi):
+    """Sampled level-0 shards against NumPy; a list of problems; the encode speed sample."""
+    problems = []
+    paths, metas = levels_of(out)
+    meta = metas[0]
+    shard = meta["chunk_grid"]["configuration"]["chunk_shape"]
+    grid = [-(-s // c) for s, c in zip(meta["shape"], shard)]
+    picks = random.Random(f"{SEED}-{rec['tag']}").sample(
+        [idx for idx in np.ndindex(*grid)], min(a.samples, int(np.prod(grid))))
+    lo, hi = lo_hi
+    import zstandard
+    enc = zstandard.ZstdCompressor(level=3)
+    enc_bytes, enc_s = 0, 0.0
+    rec["sampled_shards"] = []
+    for idx in picks:
+        off = [i * c for i, c in zip(idx, shard)]
+        shp = [min(c, s - o) for c, s, o in zip(shard, meta["shape"], off)]
+        data = open(os.path.join(out, paths[0], "c", *[str(i) for i in idx]), "rb").read()
+        got = zarr_decode.decode_object(meta, data)[tuple(slice(0, n) for n in shp)]
+        vals = read_box(man, off, shp)
+        w = spec_oracle.normalize(vals, "window", lo=lo, hi=hi)
+        want = np.rint(w.astype(np.float32) * np.float32(65535)).clip(0, 65535).astype(np.uint16)
+        same = got.dtype == want.dtype and np.array_equal(got, want)
+        rec["sampled_shards"].append({"index": list(idx), "shape": shp, "equal": bool(same)})
+        if not same:
+            problems.append(f"level-0 shard {list(idx)} != NumPy: "
+                            f"{spec_oracle.first_diff(got, want)}")
+        # the codec's speed on this output: its inner chunks compressed one at a time
+        inner = meta["codecs"][0]["configuration"]["chunk_shape"] \
+            if meta["codecs"][0]["name"] == "sharding_indexed" else shard
+        blocks = [want[tuple(slice(j * c, (j + 1) * c) for j, c in zip(jdx, inner))]
+                  for jdx in np.ndindex(*[-(-n // c) for n, c in zip(shp, inner)])]
+        blobs = [np.ascontiguousarray(b).tobytes() for b in blocks]
+        t0 = time.perf_counter()
+        for b in blobs:
+            enc.compress(b)
+        enc_s += time.perf_counter() - t0
+        enc_bytes += sum(len(b) for b in blobs)
+    return problems, (enc_bytes / enc_s if enc_s else None)
+
+
+def one_run(a, env, man, variant, layout, cfg):
+    ranks, threads = CONFIGS[cfg]
+    tag = f"w9-{variant}-{layout}-{cfg}"
+    base = os.path.join(env["work"], tag)
+    out, rep_path = base + ".zarr", base + ".report.json"
+    shutil.rmtree(out, ignore_errors=True)
+    with open(base + ".yaml", "w") as f:
+        f.write(yaml_text(job_config(a, man, out, layout, threads)) + "\n")
+    argv_sm = [a.shardmill, "run", base + ".yaml", "--report", rep_path]
+    launcher = env["plain"] if ranks == 1 else env["mpirun"]
+    argv, penv = launcher.command(ranks, threads, argv_sm, base + ".spawn")
+    cold = drop_caches(a)
+    busy = machine.busy_cores(0.3)
+    r0 = rchar()
+    t0 = time.monotonic()
+    with open(base + ".stdout", "wb") as so, open(base + ".stderr", "wb") as se:
+        rc = subprocess.run(argv, env=penv, stdout=so, stderr=se,
+                            stdin=subprocess.DEVNULL).returncode
+    wall = time.monotonic() - t0
+    tree_rchar = rchar() - r0
+    rec = {"tag": tag, "variant": variant, "layout": layout, "config": cfg, "ranks": ranks,
+           "threads": threads, "cold": cold, "wall_s": round(wall, 3), "launcher_rc": rc,
+           "busy_cores_before": busy, "tree_rchar": tree_rchar, "input_bytes": man["input_bytes"],
+           "tree_rchar_ratio": round(tree_rchar / man["input_bytes"], 4),
+           "per_rank": sm_launch.spawn_results(base + ".spawn", ranks), "problems": []}
+    with open(base + ".stderr", errors="replace") as f:
+        err = f.read().strip()
+    if rc != 0 or any(x.get("rc") != 0 for x in rec["per_rank"]):
+        rec["problems"].append(f"exit {rc}, ranks {[x.get('rc') for x in rec['per_rank']]}: "
+                               f"{err[-400:]}")
+        rec["ok"] = False
+        shutil.rmtree(out, ignore_errors=True)
+        return rec
+    rep = report_json.load(rep_path)
+    os.unlink(rep_path)
+    src = ((rep.get("io") or {}).get("source")) or {}
+    rec["report"] = {"io_source": src, "memory": rep.get("memory"), "output": rep.get("output"),
+                     "timing_ms": rep.get("timing_ms"),
+                     "normalization": (rep.get("result") or {}).get("normalization")}
+    rec["passes"], rec["passes_from"] = pass_figures(rep, man, ranks)
+    rec["read_ratio"] = max((p["ratio"] or 0) for p in rec["passes"])
+    rec["peak_rss_per_rank_bytes"] = [x.get("maxrss_bytes") for x in rec["per_rank"]]
+    paths, metas = levels_of(out)
+    rec["levels"] = [{"path": p, "shape": m["shape"],
+                      "shard": m["chunk_grid"]["configuration"]["chunk_shape"]}
+                     for p, m in zip(paths, metas)]
+    rec["files"] = count_files(out)
+    out_bytes = sum(int(np.prod(m["shape"])) * 2 for m in metas)
+    lo_hi = window(man)
+    n = rec["report"]["normalization"] or {}
+    if [n.get("lo"), n.get("hi")] != [float(lo_hi[0]), float(lo_hi[1])]:
+        rec["problems"].append(f"window {[n.get('lo'), n.get('hi')]} != NumPy's {lo_hi}")
+    probs, enc_speed = check_values(a, rec, man, out, lo_hi)
+    rec["problems"] += probs
+    shutil.rmtree(out, ignore_errors=True)
+    # the floor
+    bw = env["bandwidth"][variant]["bytes_per_s"]
+    npasses = len(rec["passes"])
+    read_s = npasses * man["input_bytes"] / bw if bw else None
+    enc_s = out_bytes / (enc_speed * ranks * threads) if enc_speed else None
+    rec["floor"] = {"passes": npasses, "read_s": read_s and round(read_s, 3),
+                    "disk_bytes_per_s": bw, "encode_bytes_per_s_per_core": enc_speed,
+                    "output_decoded_bytes": out_bytes, "encode_s": enc_s and round(enc_s, 3),
+                    "floor_s": round(max(read_s or 0, enc_s or 0), 3)}
+    rec["wall_over_floor"] = round(wall / rec["floor"]["floor_s"], 3) \
+        if rec["floor"]["floor_s"] else None
+    rec["ok"] = not rec["problems"]
+    results.log(f"w9 {variant} {layout} {cfg}: {wall:.1f} s ({'cold' if cold else 'warm'}), "
+                f"read ratio {rec['read_ratio']:.3f} per pass ({rec['passes_from']}), tree rchar "
+                f"{rec['tree_rchar_ratio']}x, RSS/rank "
+                f"{[round((x or 0) / MIB) for x in rec['peak_rss_per_rank_bytes']]} MiB, files "
+                f"{rec['files']}, floor {rec['floor']['floor_s']} s"
+                + ("" if rec["ok"] else f" PROBLEMS {rec['problems']}"))
+    return rec
+
+
+def targets(a, runs):
+    out = []
+    for r in runs:
+        if not r.get("passes"):
+            continue
+        name = f"{r['variant']} {r['layout']} {r['config']}"
+        out.append({"what": f"{name}: read ratio per pass", "value": round(r["read_ratio"], 4),
+                    "target": f"<= {RATIO_TARGET}", "pass": r["read_ratio"] <= RATIO_TARGET})
+        for p in r["passes"]:
+            if isinstance(p.get("rchar"), int):
+                out.append({"what": f"{name}: pass {p['pass']}: the report's rchar / input on disk",
+                            "value": round(p["rchar"] / r["input_bytes"], 4),
+                            "target": f"<= {RATIO_TARGET} (+ 1 MiB)",
+                            "pass": p["rchar"] <= RATIO_TARGET * r["input_bytes"] + MIB})
+        npasses = len(r["passes"])
+        out.append({"what": f"{name}: rchar of the process tree / input on disk",
+                    "value": r["tree_rchar_ratio"],
+                    "target": f"<= {RATIO_TARGET} x {npasses} pass(es) + 1 MiB",
+                    "pass": r["tree_rchar"] <= RATIO_TARGET * npasses * r["input_bytes"] + MIB})
+        if not a.quick:
+            out.append({"what": f"{name}: wall / floor{'' if r['cold'] else ' (warm cache)'}",
+                        "value": r["wall_over_floor"], "target": f"<= {FLOOR_TARGET}",
+                        "pass": r["wall_over_floor"] is not None and
+                        r["wall_over_floor"] <= FLOOR_TARGET})
+        rss = max(x or 0 for x in r["peak_rss_per_rank_bytes"])
+        out.append({"what": f"{name}: peak RSS per rank", "value": rss,
+                    "target": f"< {a.prof['memory']}", "pass": rss < a.prof["memory"]})
+        out.append({"what": f"{name}: sampled values = NumPy", "value": len(r["sampled_shards"]),
+                    "target": "all equal", "pass": r["ok"]})
+    return out
+
+
+def table(res):
+    lines = ["| input | layout | ranks×threads | wall s | floor s | wall/floor | read ratio per "
+             "pass | tree rchar / input | peak RSS/rank MiB | files | values |",
+             "|---|---|---|---:|---:|---:|---|---:|---:|---:|---|"]
+    for r in res["runs"]:
+        if not r.get("passes"):
+            lines.append(f"| {r['variant']} | {r['layout']} | {r['config']} | failed: "
+                         f"{r['problems']} |")
+            continue
+        ratios = ", ".join(f"{p['ratio']:.3f}" for p in r["passes"])
+        lines.append(f"| {r['variant']} | {r['layout']} | {r['config']} | {r['wall_s']:.1f} | "
+                     f"{r['floor']['floor_s']:.1f} | {r['wall_over_floor']} | {ratios} | "
+                     f"{r['tree_rchar_ratio']:.2f} | "
+                     f"{max(x or 0 for x in r['peak_rss_per_rank_bytes']) / MIB:.0f} | "
+                     f"{r['files']} | {'equal' if r['ok'] else 'DIFFER'} |")
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog=__doc__.split("\n\n", 1)[1])
+    ap.add_argument("--shardmill", default=os.path.join(REPO, "build", "release", "jobs",
+                                                        "shardmill"))
+    ap.add_argument("--mpirun", default="mpirun")
+    sm_launch.add_mpirun_args(ap)
+    ap.add_argument("--data-dir", default=os.path.join(REPO, "build", "bench-data", "w9"))
+    ap.add_argument("--work", default=None, help="outputs while measured (default data-dir/work)")
+    ap.add_argument("--out", default=os.path.join(REPO, "bench", "results"))
+    ap.add_argument("--quick", action="store_true", help="CI profile: 64x1024x1024, no timing")
+    ap.add_argument("--shape", default=None, help="Z,Y,X instead of the profile's")
+    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--configs", default="1x2,2x1")
+    ap.add_argument("--layouts", default="default,narrow")
+    ap.add_argument("--samples", type=int, default=None, help="level-0 shards checked per run")
+    ap.add_argument("--bw-bytes", type=int, default=2 * GIB,
+                    help="bytes read to measure the disk's bandwidth (default 2 GiB)")
+    ap.add_argument("--warm", action="store_true", help="never drop the page cache")
+    ap.add_argument("--generate-only", action="store_true")
+    ap.add_argument("--keep-data", action="store_true", help="--quick: keep the inputs")
+    ap.add_argument("--table", metavar="JSON", help="print the table of a result file")
+    a = ap.parse_args()
+    if a.table:
+        with open(a.table) as f:
+            print(table(json.load(f)))
+        return 0
+    a.prof = dict(QUICK if a.quick else FULL)
+    if a.shape:
+        a.prof["shape"] = [int(v) for v in a.shape.split(",")]
+    a.samples = a.prof["samples"] if a.samples is None else a.samples
+    a.warm = a.warm or a.quick
+    variants = [v for v in a.variants.split(",") if v]
+    for v in variants:
+        if v not in VARIANTS:
+            ap.error(f"--variants: {v} is not one of {', '.join(VARIANTS)}")
+    cfgs = [c for c in a.configs.split(",") if c]
+    layouts = [x for x in a.layouts.split(",") if x]
+    tmp = None
+    if a.quick and a.data_dir == ap.get_default("data_dir"):
+        tmp = a.data_dir = tempfile.mkdtemp(prefix="w9-quick-")
+    data = os.path.abspath(a.data_dir)
+    os.makedirs(data, exist_ok=True)
+    shape = a.prof["shape"]
+    mans = {}
+    try:
+        for v in variants:
+            suffix = "" if v.startswith("tiff") else ".h5"
+            root = os.path.join(data, f"{v}-{'x'.join(map(str, shape))}{suffix}")
+            mans[v] = generate(v, root, shape, a.prof["tile"])
+        if a.generate_only:
+            return 0
+        a.shardmill = os.path.abspath(a.shardmill)
+        work = os.path.abspath(a.work or os.path.join(data, "work"))
+        os.makedirs(work, exist_ok=True)
+        tc = machine.toolchain(a.shardmill, a.mpirun)
+        machine.check_release(tc)
+        spawn = sm_launch.build_spawn(work)
+        extra = sm_launch.mpirun_args(a.mpirun_args)
+        env = {"work": work, "plain": sm_launch.Launcher("plain", spawn, a.mpirun, extra),
+               "mpirun": sm_launch.Launcher("mpirun", spawn, a.mpirun, extra), "bandwidth": {}}
+        for v in variants:
+            env["bandwidth"][v] = disk_bandwidth(a, mans[v])
+            results.log(f"w9: {v}: disk read {env['bandwidth'][v]}")
+        commit = (tc.get("commit") or {}).get("head") or "unknown"
+        path = results.unique_path(a.out, f"w9-{str(commit)[:7]}" + ("-quick" if a.quick else ""),
+                                   ".json")
+        runs, t0, stamp = [], time.monotonic(), results.utc_stamp()
+        res = None
+        for v in variants:
+            for lay in layouts:
+                for cfg in cfgs:
+                    runs.append(one_run(a, env, mans[v], v, lay, cfg))
+                    res = {"benchmark": "W9 read once (issue 33)", "driver": "bench/read_once/w9.py",
+                           "argv": sys.argv, "quick": a.quick, "started_utc": stamp,
+                           "commit": commit, "machine": machine.machine(), "toolchain": tc,
+                           "profile": {k: a.prof[k] for k in ("shape", "narrow", "memory")},
+                           "inputs": {k: {x: m[x] for x in ("path", "shape", "files",
+                                                             "input_bytes", "decoded_bytes",
+                                                             "generate_s")}
+                                      for k, m in mans.items()},
+                           "disk_bandwidth": env["bandwidth"], "runs": runs,
+                           "targets": targets(a, runs),
+                           "elapsed_s": round(time.monotonic() - t0, 1),
+                           "noise_note": "shared 2-core VM; busy_cores_before per run"}
+                    results.write_json(path, res)  # after every run
+        print(table(res))
+        for t in res["targets"]:
+            print(f"{'PASS' if t['pass'] else 'FAIL'} {t['what']}: {t['value']} ({t['target']})")
+        failed = [r for r in runs if not r["ok"]]
+        print(f"w9: {len(runs)} runs, {len(failed)} failed; result {path}")
+        if failed:
+            return 1
+        if a.quick and any(not t["pass"] for t in res["targets"]
+                           if "read ratio" in t["what"] or "rchar" in t["what"]):
+            return 1
+        return 0
+    finally:
+        if tmp and not a.keep_data:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
