@@ -11,6 +11,9 @@ limits.memory_bytes (two passes: scan, write) with shards narrower than the inpu
 under one process and, with --mpiexec, under mpirun -n 2:
   tiff   a tifffile stack, one deflate strip per slice: every pass fetches at least every
          strip's stored bytes (tifffile's byte counts), and its bytes_read agrees with rchar.
+  tiff_plain  an uncompressed stack (one strip per slice) and an uncompressed tiled big-endian
+         multi-page file: each pass preads every sample once (bytes_read = the volume's bytes;
+         libtiff decoded whole strips before issue 33) and rchar agrees.
   hdf5   an h5py dataset in gzip chunks (1, H, W) of very compressible values: bytes_read agrees
          with rchar and counts stored chunk bytes (h5py's chunk storage sizes), not the bytes of
          the boxes (before issue 33 it counted the decoded boxes: 10x and more above rchar).
@@ -142,6 +145,33 @@ def case_tiff(c, args, work):
                     isinstance(p.get("bytes_read"), int) and p["bytes_read"] % stored == 0, p)
 
 
+def case_tiff_plain(c, args, work):
+    """An uncompressed stack (one strip per slice, and a tiled multi-page file, big-endian): read in
+    part by pread, each pass fetches every sample once (libtiff decoded whole strips: 12x here)."""
+    import tifffile
+    vol = noisy(SHAPE, 36)
+    stack = os.path.join(work, "plain")
+    os.makedirs(stack)
+    for z in range(SHAPE[0]):
+        tifffile.imwrite(os.path.join(stack, f"s{z + 1:02d}.tif"), vol[z], rowsperstrip=SHAPE[1])
+    size = sum(os.path.getsize(os.path.join(stack, f)) for f in os.listdir(stack))
+    tiled = os.path.join(work, "tiled.tif")
+    with tifffile.TiffWriter(tiled, byteorder=">") as w:
+        for z in range(SHAPE[0]):
+            w.write(vol[z], tile=(128, 256), contiguous=False)
+    for name, store, nbytes in (("tiff_plain", stack, size),
+                                ("tiff_tiled", tiled, os.path.getsize(tiled))):
+        for label, ranks, src in runs(c, args, work, name, {"store": store, "format": "tiff"}):
+            for n, p in check_common(c, label, ranks, src, nbytes).items():
+                c.check(f"{label}: {n}: every sample read once, in part (bytes_read = "
+                        f"{vol.nbytes})", p.get("bytes_read") == vol.nbytes, p)
+    from shardmill_test import zarr_decode
+    a, b = (os.path.join(work, n + ".zarr") for n in ("tiff_plain", "tiff_tiled"))
+    if os.path.isdir(a) and os.path.isdir(b):
+        c.check("the little-endian strips and the big-endian tiles convert to the same values",
+                np.array_equal(zarr_decode.spec_decode(a), zarr_decode.spec_decode(b)))
+
+
 def case_hdf5(c, args, work):
     import h5py
     vol = smooth(SHAPE)
@@ -195,7 +225,7 @@ def case_raw(c, args, work):
                     f"ratio 1.0)", p.get("bytes_read") == vol.nbytes and p.get("ratio") == 1.0, p)
 
 
-CASES = {"tiff": case_tiff, "hdf5": case_hdf5, "hdf5_random": case_hdf5_random,
+CASES = {"tiff": case_tiff, "tiff_plain": case_tiff_plain, "hdf5": case_hdf5, "hdf5_random": case_hdf5_random,
          "raw": case_raw}
 
 if __name__ == "__main__":
