@@ -9,8 +9,9 @@ Usage: /usr/bin/python3 test_convert_passes.py --shardmill BIN --work DIR --case
 Cases (one ctest each: convert.passes.<case>), each a percentile job whose input does not fit
 limits.memory_bytes (two passes: scan, write) with shards narrower than the input's blocks, run
 under one process and, with --mpiexec, under mpirun -n 2:
-  tiff   a tifffile stack, one deflate strip per slice: every pass fetches at least every
-         strip's stored bytes (tifffile's byte counts), and its bytes_read agrees with rchar.
+  tiff   a tifffile stack, one deflate strip per slice (and a notes.txt beside them, not counted
+         in input_bytes): every pass fetches at least every strip's stored bytes (tifffile's
+         byte counts), and its bytes_read agrees with rchar.
   tiff_plain  an uncompressed stack (one strip per slice) and an uncompressed tiled big-endian
          multi-page file: each pass preads every sample once (bytes_read = the volume's bytes;
          libtiff decoded whole strips before issue 33) and rchar agrees.
@@ -135,6 +136,8 @@ def case_tiff(c, args, work):
             c.check(f"fixture: slice {z}: one strip", len(t.pages[0].databytecounts) == 1)
             stored += sum(t.pages[0].databytecounts)
     size = sum(os.path.getsize(os.path.join(stack, f)) for f in os.listdir(stack))
+    with open(os.path.join(stack, "notes.txt"), "w") as f:  # no slice: not read, not counted
+        f.write("scanner notes\n" * 100)
     for label, ranks, src in runs(c, args, work, "tiff", {"store": stack, "format": "tiff"}):
         for n, p in check_common(c, label, ranks, src, size).items():
             c.check(f"{label}: {n}: every strip's stored bytes fetched at least once "
