@@ -70,8 +70,16 @@ uint64_t sm_source_bytes_read(const struct sm_source *s)
     return atomic_load_explicit(&s->bytes_read, memory_order_relaxed);
 }
 
+void sm_source_set_input_bytes(struct sm_source *s, uint64_t n)
+{
+    s->input_bytes = n;
+}
+
 uint64_t sm_source_input_bytes(const struct sm_source *s)
 {
+    if (s->input_bytes != 0) {
+        return s->input_bytes;
+    }
     json_t *d = sm_source_describe(s);
     const json_t *b = json_object_get(json_object_get(d, "file"), "bytes");
     const uint64_t n =

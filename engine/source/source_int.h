@@ -18,10 +18,14 @@ struct sm_source {
     void *user;
     struct sm_source_info info;
     atomic_uint_least64_t bytes_read;
+    uint64_t input_bytes; /* the files read, sum of st_size (0: describe's file.bytes) */
 };
 
 /* Adds n to what s read, for a read outside read_box (the .nii.gz plan's inflate). */
 void sm_source_count(struct sm_source *s, uint64_t n);
+/* The size of the files the source reads, when it is not its describe's file.bytes (a TIFF
+ * directory: its slices only, not the other files beside them). */
+void sm_source_set_input_bytes(struct sm_source *s, uint64_t n);
 
 /* ---- the formats (source_open.c dispatches on p->format; p->path is set) ---- */
 sm_status sm_src_open_raw(const struct sm_source_params *p, struct sm_source **out,

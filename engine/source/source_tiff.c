@@ -36,6 +36,7 @@ struct tiff_stack {
      * whole blocks of every page) and whether every page is read directly (uncompressed) */
     uint64_t blk_h, blk_w;
     bool direct;
+    uint64_t file_bytes; /* the slices' files (multi-page: the file), sum of st_size */
 };
 
 static uint64_t gcd_u64(uint64_t a, uint64_t b)
@@ -196,6 +197,10 @@ static sm_status check_slices(struct tiff_stack *t, struct sm_err *err)
         }
         struct sm_tfile f;
         sm_status s = sm_tfile_open(t->lib, &f, path, t->max_alloc, err);
+        struct stat sb;
+        if (s == SM_OK && fstat(f.fd, &sb) == 0) {
+            t->file_bytes += (uint64_t)sb.st_size;
+        }
         if (s == SM_OK) {
             struct sm_tiff_page p;
             s = sm_tiff_read_page(&f, &p, err);
@@ -303,6 +308,7 @@ static sm_status stack_open(const char *path, uint64_t max_alloc, struct tiff_st
     }
     t->lib = lib;
     t->max_alloc = max_alloc;
+    t->file_bytes = S_ISDIR(st.st_mode) ? 0 : (uint64_t)st.st_size;
     sm_status s = S_ISDIR(st.st_mode) ? list_slices(t, err) : scan_pages(t, err);
     if (s == SM_OK && S_ISDIR(st.st_mode)) {
         s = check_slices(t, err);
@@ -557,9 +563,12 @@ sm_status sm_src_open_tiff(const struct sm_source_params *p, struct sm_source **
         info.unit = t->geom.unit;
         snprintf(info.geometry_from, sizeof(info.geometry_from), "%s", t->geom.from);
     }
+    const uint64_t file_bytes = t->file_bytes;
     const sm_status st = sm_source_new(&tiff_ops, t, &info, out, err);
     if (st != SM_OK) {
         stack_close(t);
+        return st;
     }
-    return st;
+    sm_source_set_input_bytes(*out, file_bytes);
+    return SM_OK;
 }

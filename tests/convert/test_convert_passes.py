@@ -9,11 +9,18 @@ Usage: /usr/bin/python3 test_convert_passes.py --shardmill BIN --work DIR --case
 Cases (one ctest each: convert.passes.<case>), each a percentile job whose input does not fit
 limits.memory_bytes (two passes: scan, write) with shards narrower than the input's blocks, run
 under one process and, with --mpiexec, under mpirun -n 2:
-  tiff   a tifffile stack, one deflate strip per slice: every pass fetches at least every
-         strip's stored bytes (tifffile's byte counts), and its bytes_read agrees with rchar.
+  tiff   a tifffile stack, one deflate strip per slice (and a notes.txt beside them, not counted
+         in input_bytes): every pass fetches at least every strip's stored bytes (tifffile's
+         byte counts), and its bytes_read agrees with rchar.
+  tiff_plain  an uncompressed stack (one strip per slice) and an uncompressed tiled big-endian
+         multi-page file: each pass preads every sample once (bytes_read = the volume's bytes;
+         libtiff decoded whole strips before issue 33) and rchar agrees.
   hdf5   an h5py dataset in gzip chunks (1, H, W) of very compressible values: bytes_read agrees
          with rchar and counts stored chunk bytes (h5py's chunk storage sizes), not the bytes of
          the boxes (before issue 33 it counted the decoded boxes: 10x and more above rchar).
+  hdf5_random  an HDF5 file with the volume contiguous and in unfiltered chunks (1, H, W): each
+         pass fetches every byte once (bytes_read = the volume's bytes) and rchar agrees (before
+         issue 33 HDF5's sieve buffer and chunk cache read 4x the boxes here).
   raw    a raw file: each pass preads every byte exactly once (bytes_read = the file's size,
          ratio 1.0) and rchar agrees.
 Agreement: bytes_read <= rchar <= bytes_read * 1.02 + 128 KiB per rank (rchar also counts the
@@ -129,6 +136,8 @@ def case_tiff(c, args, work):
             c.check(f"fixture: slice {z}: one strip", len(t.pages[0].databytecounts) == 1)
             stored += sum(t.pages[0].databytecounts)
     size = sum(os.path.getsize(os.path.join(stack, f)) for f in os.listdir(stack))
+    with open(os.path.join(stack, "notes.txt"), "w") as f:  # no slice: not read, not counted
+        f.write("scanner notes\n" * 100)
     for label, ranks, src in runs(c, args, work, "tiff", {"store": stack, "format": "tiff"}):
         for n, p in check_common(c, label, ranks, src, size).items():
             c.check(f"{label}: {n}: every strip's stored bytes fetched at least once "
@@ -137,6 +146,33 @@ def case_tiff(c, args, work):
             c.check(f"{label}: {n}: strips are fetched whole (a multiple of the stored bytes "
                     f"of one pass over them)",
                     isinstance(p.get("bytes_read"), int) and p["bytes_read"] % stored == 0, p)
+
+
+def case_tiff_plain(c, args, work):
+    """An uncompressed stack (one strip per slice, and a tiled multi-page file, big-endian): read in
+    part by pread, each pass fetches every sample once (libtiff decoded whole strips: 12x here)."""
+    import tifffile
+    vol = noisy(SHAPE, 36)
+    stack = os.path.join(work, "plain")
+    os.makedirs(stack)
+    for z in range(SHAPE[0]):
+        tifffile.imwrite(os.path.join(stack, f"s{z + 1:02d}.tif"), vol[z], rowsperstrip=SHAPE[1])
+    size = sum(os.path.getsize(os.path.join(stack, f)) for f in os.listdir(stack))
+    tiled = os.path.join(work, "tiled.tif")
+    with tifffile.TiffWriter(tiled, byteorder=">") as w:
+        for z in range(SHAPE[0]):
+            w.write(vol[z], tile=(128, 256), contiguous=False)
+    for name, store, nbytes in (("tiff_plain", stack, size),
+                                ("tiff_tiled", tiled, os.path.getsize(tiled))):
+        for label, ranks, src in runs(c, args, work, name, {"store": store, "format": "tiff"}):
+            for n, p in check_common(c, label, ranks, src, nbytes).items():
+                c.check(f"{label}: {n}: every sample read once, in part (bytes_read = "
+                        f"{vol.nbytes})", p.get("bytes_read") == vol.nbytes, p)
+    from shardmill_test import zarr_decode
+    a, b = (os.path.join(work, n + ".zarr") for n in ("tiff_plain", "tiff_tiled"))
+    if os.path.isdir(a) and os.path.isdir(b):
+        c.check("the little-endian strips and the big-endian tiles convert to the same values",
+                np.array_equal(zarr_decode.spec_decode(a), zarr_decode.spec_decode(b)))
 
 
 def case_hdf5(c, args, work):
@@ -163,6 +199,24 @@ def case_hdf5(c, args, work):
                     f"({b} < {vol.nbytes})", isinstance(b, int) and b < vol.nbytes, p)
 
 
+def case_hdf5_random(c, args, work):
+    """HDF5 read in part: contiguous data and unfiltered chunks (1, H, W) of 384 KiB (under HDF5's
+    1 MiB chunk cache, which read them whole for a box that needs a quarter; the 64 KiB sieve
+    buffer read the whole plane of contiguous data). Each pass fetches every byte once."""
+    import h5py
+    vol = noisy(SHAPE, 35)
+    path = os.path.join(work, "r.h5")
+    with h5py.File(path, "w") as f:
+        f.create_dataset("/contiguous", data=vol)
+        f.create_dataset("/chunked", data=vol, chunks=(1,) + SHAPE[1:])
+    for dset in ("contiguous", "chunked"):
+        inp = {"store": path, "format": "hdf5", "hdf5": {"dataset": "/" + dset}}
+        for label, ranks, src in runs(c, args, work, "hdf5_" + dset, inp):
+            for n, p in check_common(c, label, ranks, src, os.path.getsize(path)).items():
+                c.check(f"{label}: {n}: every byte read once, in part (bytes_read = "
+                        f"{vol.nbytes})", p.get("bytes_read") == vol.nbytes, p)
+
+
 def case_raw(c, args, work):
     vol = noisy(SHAPE, 34)
     path = os.path.join(work, "v.raw")
@@ -174,7 +228,8 @@ def case_raw(c, args, work):
                     f"ratio 1.0)", p.get("bytes_read") == vol.nbytes and p.get("ratio") == 1.0, p)
 
 
-CASES = {"tiff": case_tiff, "hdf5": case_hdf5, "raw": case_raw}
+CASES = {"tiff": case_tiff, "tiff_plain": case_tiff_plain, "hdf5": case_hdf5, "hdf5_random": case_hdf5_random,
+         "raw": case_raw}
 
 if __name__ == "__main__":
     if "--mpiexec" in sys.argv:  # case_main parses the rest
