@@ -479,10 +479,11 @@ static uint64_t scan_total(void *ctx)
 static sm_status read_window(void *user, int thread, const uint64_t *off, const uint64_t *shape,
                              void *out, struct sm_err *err)
 {
-    (void)thread;
     const struct cv *cv = user;
-    if (!sm_run_window_covers(&cv->win, off, shape)) {
-        SM_FAIL(err, SM_E_INTERNAL, "a tile outside its group's window");
+    if (!sm_run_window_covers(&cv->win, off, shape)) { /* a stream's slabs, held by its plan */
+        return cv->src != NULL ? sm_source_read_box(cv->src, thread, off, shape, out, err)
+                               : sm_err_set(err, SM_E_INTERNAL, __FILE__, __LINE__,
+                                            "a tile outside its group's window");
     }
     sm_run_window_copy(&cv->win, off, shape, out);
     return SM_OK;
@@ -493,6 +494,9 @@ sm_status sm_cv_window_load(struct cv *cv, const uint64_t *off, const uint64_t *
 {
     if (sm_run_window_covers(&cv->win, off, shape)) {
         return SM_OK; /* the rank's whole box, kept from the scan */
+    }
+    if (cv->src != NULL && sm_source_info(cv->src)->access == SM_SOURCE_STREAM) {
+        return SM_OK; /* its plan holds the rank's slabs inflated: boxes come from there */
     }
     return cv->src != NULL ? sm_run_window_load_source(&cv->win, cv->src, cv->nthreads,
                                                        cv->p->c.stop, off, shape, err)

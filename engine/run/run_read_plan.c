@@ -34,11 +34,38 @@ static uint64_t mul_sat(uint64_t a, uint64_t b)
     return b != 0 && a > UINT64_MAX / b ? UINT64_MAX : a * b;
 }
 
+/* A stream (.nii.gz) is inflated from its start to the end of a rank's box, so splitting it over
+ * ranks does not shorten the read and makes every rank after the first inflate the bytes of the
+ * ranks before it. The whole ROI is one group, on one rank, when the z slabs its plan holds fit
+ * limits.memory_bytes; no window: the source serves the boxes from those slabs. */
+static void stream_plan(const struct sm_array_meta *m, const struct sm_tiling *grid,
+                        uint64_t memory_bytes, struct sm_read_plan *rp)
+{
+    const unsigned nd = grid->ndim;
+    uint64_t roi = sm_dtype_size(m->dtype), slabs = sm_dtype_size(m->dtype);
+    for (unsigned d = 0; d < nd; d++) {
+        roi = mul_sat(roi, grid->roi_shape[d]);
+        slabs = mul_sat(slabs, d == 0 ? grid->roi_shape[d] : m->shape[d]);
+    }
+    rp->roi_bytes = rp->pass_bytes = roi;
+    rp->window_budget = memory_bytes == 0 ? UINT64_MAX : memory_bytes;
+    const bool one = grid->ntiles > 1 && slabs <= rp->window_budget;
+    struct sm_err ignored;
+    (void)sm_tiling_init(&rp->groups, nd, m->shape, grid->roi_offset, grid->roi_shape,
+                         one ? grid->roi_shape : grid->tile, &ignored);
+    rp->window_bytes = one ? slabs : 0;
+    rp->windowed = one;
+}
+
 void sm_run_read_plan(const struct sm_array_meta *m, enum sm_source_access access,
                       const struct sm_tiling *grid, uint64_t memory_bytes, struct sm_read_plan *rp)
 {
     memset(rp, 0, sizeof(*rp));
     const unsigned nd = grid->ndim;
+    if (access == SM_SOURCE_STREAM) {
+        stream_plan(m, grid, memory_bytes, rp);
+        return;
+    }
     struct sm_read_unit u;
     sm_read_unit_of(m, &u);
     const size_t elem = sm_dtype_size(m->dtype);

@@ -135,6 +135,24 @@ static void a_roi_inside_a_block_counts_the_shared_blocks(void **state)
     assert_int_equal(rp.roi_bytes, 192 * 256 * 256 * 2);
 }
 
+/* A stream is one group on one rank when its slabs fit the budget (its plan holds them), so it is
+ * inflated once; otherwise each rank inflates up to the end of its own box. */
+static void a_stream_is_one_group_when_it_fits(void **state)
+{
+    (void)state;
+    const struct sm_array_meta m = volume(64, 128, 128, 1, 128, 128);
+    const struct sm_tiling g = shards(&m, NULL, NULL, 16, 64, 64);
+    struct sm_read_plan rp;
+    sm_run_read_plan(&m, SM_SOURCE_STREAM, &g, 4 * MIB, &rp);
+    assert_true(rp.windowed);
+    assert_int_equal(rp.groups.ntiles, 1);
+    assert_int_equal(rp.window_bytes, 64 * 128 * 128 * 2);
+    assert_int_equal(rp.pass_bytes, rp.roi_bytes);
+    sm_run_read_plan(&m, SM_SOURCE_STREAM, &g, 1 * MIB, &rp);
+    assert_false(rp.windowed);
+    assert_int_equal(rp.groups.ntiles, g.ntiles);
+}
+
 /* output.shard auto: a 256-deep shard's slab window (128 MiB) does not fit half of 64 MiB, a
  * 64-deep one (32 MiB) does; an explicit shard is never changed. */
 static void an_automatic_shard_is_made_shallow_enough(void **state)
@@ -186,6 +204,7 @@ int main(void)
         cmocka_unit_test(aligned_or_random_access_needs_no_group),
         cmocka_unit_test(tiles_wider_than_a_shard_group_by_their_multiple),
         cmocka_unit_test(a_roi_inside_a_block_counts_the_shared_blocks),
+        cmocka_unit_test(a_stream_is_one_group_when_it_fits),
         cmocka_unit_test(an_automatic_shard_is_made_shallow_enough),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
