@@ -47,7 +47,7 @@ Targets (issue 33 "Done when"), printed PASS/FAIL: read ratio <= 1.05 per pass, 
 floor, peak RSS per rank < limits.memory_bytes, values equal. The full profile exits 1 only on a
 failed run or wrong values; --quick exits 1 also when a pass reads more than 1.05x, by the
 report or by the process tree's rchar (<= 1.05 x passes x the input on disk + 1 MiB), never on
-time. --quick: a 64x1024x1024 stack of every variant in a temporary directory (deleted), shards
+time. --quick: a 64x1024x1024 stack of every variant in OUT/w9-quick-data (deleted), shards
 [64,64,64], 1x2 (and 2x1 with --configs). Results: OUT/w9-<commit>[-quick].json (bench/results by
 default), never overwritten.
 """
@@ -57,9 +57,9 @@ import json
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
-import tempfile
 import time
 
 import numpy as np
@@ -544,7 +544,11 @@ def main():
     layouts = [x for x in a.layouts.split(",") if x]
     tmp = None
     if a.quick and a.data_dir == ap.get_default("data_dir"):
-        tmp = a.data_dir = tempfile.mkdtemp(prefix="w9-quick-")
+        # next to the results, emptied first: a quick run killed by a timeout (SIGKILL: no
+        # `finally`) leaves one copy there, which the next run replaces, never one per run
+        tmp = a.data_dir = os.path.join(os.path.abspath(a.out), "w9-quick-data")
+        shutil.rmtree(tmp, ignore_errors=True)
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # SIGTERM runs the cleanup
     data = os.path.abspath(a.data_dir)
     os.makedirs(data, exist_ok=True)
     shape = a.prof["shape"]
