@@ -424,6 +424,10 @@ def one_run(a, env, man, variant, layout, cfg):
                       "shard": m["chunk_grid"]["configuration"]["chunk_shape"]}
                      for p, m in zip(paths, metas)]
     rec["files"] = count_files(out)
+    # the pyramid phase reads back the levels it makes the next from (not made with level 0):
+    # at most every level but the last once, bounded by the output's bytes on disk
+    rec["output_disk_bytes"] = sum(os.path.getsize(os.path.join(d, f))
+                                   for d, _, fn in os.walk(out) for f in fn)
     out_bytes = sum(int(np.prod(m["shape"])) * 2 for m in metas)
     lo_hi = window(man)
     n = rec["report"]["normalization"] or {}
@@ -468,10 +472,13 @@ def targets(a, runs):
                             "target": f"<= {RATIO_TARGET} (+ 1 MiB)",
                             "pass": p["rchar"] <= RATIO_TARGET * r["input_bytes"] + MIB})
         npasses = len(r["passes"])
+        back = r.get("output_disk_bytes", 0)
         out.append({"what": f"{name}: rchar of the process tree / input on disk",
                     "value": r["tree_rchar_ratio"],
-                    "target": f"<= {RATIO_TARGET} x {npasses} pass(es) + 1 MiB",
-                    "pass": r["tree_rchar"] <= RATIO_TARGET * npasses * r["input_bytes"] + MIB})
+                    "target": f"<= {RATIO_TARGET} x {npasses} pass(es) + the output read back "
+                              f"by the pyramid ({back} B) + 1 MiB",
+                    "pass": r["tree_rchar"] <= RATIO_TARGET * npasses * r["input_bytes"] + back
+                    + MIB})
         if not a.quick:
             out.append({"what": f"{name}: wall / floor{'' if r['cold'] else ' (warm cache)'}",
                         "value": r["wall_over_floor"], "target": f"<= {FLOOR_TARGET}",
