@@ -254,9 +254,11 @@ static sm_status emit(const struct sm_job_config *c, const struct plan_opts *o,
 static sm_status plan(const struct sm_job_config *c, const struct plan_opts *o, struct sm_err *err)
 {
     const int nranks = o->ranks;
-    if (c->job != SM_JOB_SCAN && c->job != SM_JOB_CONVERT) {
+    const bool writes = c->job == SM_JOB_CONVERT || c->job == SM_JOB_INGEST; /* ingest: convert */
+    if (c->job != SM_JOB_SCAN && !writes) {
         sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
-                   "plan applies to scan and convert jobs (this is %s)",
+                   "plan applies to scan, convert and ingest jobs (this is %s: a benchmark of "
+                   "the reads, not planned)",
                    sm_config_job_name(c->job));
         sm_err_where(err, "job");
         return err->status;
@@ -277,7 +279,7 @@ static sm_status plan(const struct sm_job_config *c, const struct plan_opts *o, 
     struct sm_run_setup su;
     struct sm_output_spec spec;
     struct phase ph[2] = {{"scan", {0}, NULL, {NULL, 0, 0}}, {"write", {0}, NULL, {NULL, 0, 0}}};
-    unsigned nph = c->job == SM_JOB_CONVERT ? 2 : 1;
+    unsigned nph = writes ? 2 : 1;
     sm_status st = sm_job_scan_setup(c, m, &su, err);
     if (st == SM_OK) {
         ph[0].grid = su.tiling;
