@@ -18,8 +18,9 @@ pass finds the range), an input.spacing of the wrong length, a source whose head
 read, an output whose parent is not a directory; and every invalid option. The estimate check
 is tested on plan JSON documents fed to render's functions (a plan without `estimate`: a note;
 one over the time limit or the memory: a warning, exit 2 with --strict); every scan, convert and
-ingest rendered (each source, a Zarr array) carries plan's estimate in its script and no note
-(issue 34 item 3), read-bench a note that plan does not plan it. Prints one ok/FAIL
+ingest rendered (each source, a Zarr array, and the repository's configs/ingest-ct.yaml and
+configs/scan-mri.yaml on the real data when present) carries plan's estimate in its script and
+no note (issue 34 item 3), read-bench a note that plan does not plan it. Prints one ok/FAIL
 line per check and `N passed, M failed`; exit 1 on any failure.
 """
 
@@ -34,6 +35,7 @@ import subprocess
 import sys
 from importlib.machinery import SourceFileLoader
 
+from shardmill_test import REPO
 from shardmill_test.checks import check, summary
 
 
@@ -340,6 +342,24 @@ def main():
             check("# plan estimate" not in s and
                   f"shardmill plan does not plan {job} jobs" in p.stderr,
                   f"{name}: a note says why the estimate was not checked")
+
+    # the repository's own ingest and scan configurations (issue 34 item 3: "plan on an ingest
+    # config and on a scan config prints an estimate; render checks both"), on the real data
+    for cfg, store, extra in (("ingest-ct.yaml", "data/ct/matrix.dat",
+                               ["--set", f"output.path={WORK}/real/ct-v3.zarr"]),
+                              ("scan-mri.yaml", "data/mri.zarr", [])):
+        if not os.path.exists(os.path.join(REPO, store)):
+            print(f"note: {store} is absent (scripts/fetch-data.sh): configs/{cfg} not rendered")
+            continue
+        p = render(["run", "--config", os.path.join(REPO, "configs", cfg), "--shardmill", sm,
+                    "--ntasks", "2", "--time", "00:10:00", "--mem", "2G", "--set",
+                    f"input.store={os.path.join(REPO, store)}", "--set",
+                    f"report={WORK}/real/report.json"] + extra)
+        check(p.returncode == 0 and "# plan estimate, 2 ranks: " in p.stdout
+              and "not checked" not in p.stderr,
+              f"configs/{cfg}: plan's estimate checked against --time and --mem, in the script"
+              + ("" if p.returncode == 0 and "not checked" not in p.stderr
+                 else f" ({p.stderr.strip()})"))
 
     # scaling
     p = render(["scaling", "--config", "convert.yaml", "--shardmill", sm, "--array", "1,2,4,8%2",
