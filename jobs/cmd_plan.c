@@ -1,10 +1,10 @@
 /* `shardmill plan CONFIG.yaml --ranks N [--threads T] [--json]` (SPEC §4): the rank plan of a
- * scan or convert job and its estimate. It opens the input's metadata only (the same documents a
- * run fetches once, or a source's header), derives the tiling of the scan phase and, for convert,
- * the output shard grid, and prints each rank's run of tiles and shards with its cost (the
- * decoded input bytes it touches, what `balanced` evens out) and the imbalance max/mean; then the
- * estimate of plan_estimate.c (time, peak RSS per rank, output bytes and files), which reads at
- * most a few sample chunks. */
+ * scan, convert or ingest job (every source, OME-Zarr, the HDF5 export) and its estimate. It opens
+ * the input's metadata only (the same documents a run fetches once, or a source's header), derives
+ * the tiling of the scan phase and, for convert, the output shard grid, and prints each rank's run
+ * of tiles and shards with its cost (the decoded input bytes it touches, what `balanced` evens out)
+ * and the imbalance max/mean; then the estimate of plan_estimate.c (time, peak RSS per rank, output
+ * bytes and files), which reads at most a few sample chunks. */
 #include "jobs.h"
 
 #include <jansson.h>
@@ -254,9 +254,11 @@ static sm_status emit(const struct sm_job_config *c, const struct plan_opts *o,
 static sm_status plan(const struct sm_job_config *c, const struct plan_opts *o, struct sm_err *err)
 {
     const int nranks = o->ranks;
-    if (c->job != SM_JOB_SCAN && c->job != SM_JOB_CONVERT) {
+    const bool writes = c->job == SM_JOB_CONVERT || c->job == SM_JOB_INGEST; /* ingest: convert */
+    if (c->job != SM_JOB_SCAN && !writes) {
         sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
-                   "plan applies to scan and convert jobs (this is %s)",
+                   "plan applies to scan, convert and ingest jobs (this is %s: a benchmark of "
+                   "the reads, not planned)",
                    sm_config_job_name(c->job));
         sm_err_where(err, "job");
         return err->status;
@@ -277,7 +279,7 @@ static sm_status plan(const struct sm_job_config *c, const struct plan_opts *o, 
     struct sm_run_setup su;
     struct sm_output_spec spec;
     struct phase ph[2] = {{"scan", {0}, NULL, {NULL, 0, 0}}, {"write", {0}, NULL, {NULL, 0, 0}}};
-    unsigned nph = c->job == SM_JOB_CONVERT ? 2 : 1;
+    unsigned nph = writes ? 2 : 1;
     sm_status st = sm_job_scan_setup(c, m, &su, err);
     if (st == SM_OK) {
         ph[0].grid = su.tiling;
@@ -368,14 +370,17 @@ int sm_cmd_plan(int argc, char **argv)
         "plan",
         "CONFIG.yaml --ranks N [--threads T] [--nodes M] [--set KEY=VALUE]... [--rates FILE] "
         "[--ratio X] [--fs-read-bandwidth BYTES] [--cache cold|warm] [--json]",
-        "Prints how a scan or convert job splits its work over N ranks (parallel.partition): each "
+        "Prints how a scan, convert or ingest job (a Zarr/N5 array or a raw, NIfTI, TIFF or HDF5 "
+        "source; read-bench is not planned) splits its work over N ranks (parallel.partition): "
+        "each "
         "rank's contiguous run of scan tiles and of output shards, with the decoded input bytes "
         "it touches, and the imbalance max/mean; then an estimate (JSON `estimate`): seconds "
         "from launch to the completion marker (scaling/MODEL.md's model over per-stage rates "
         "calibrated by scaling/calibrate), an upper bound of each rank's peak RSS (the engine's "
         "buffers, caches and limits.memory_bytes), the output's bytes (the codec's ratio "
         "measured on at most 4 sampled output chunks of input, or the values' bytes with codec "
-        "none) and its exact number of files. The groups line names the groups of shards that "
+        "none) and its exact number of files; with export.hdf5.path, the HDF5 file's bytes, "
+        "seconds and buffer (JSON `export`). The groups line names the groups of shards that "
         "share input blocks and the window each is read into (and why an automatic shard has "
         "its depth); the reads line gives the bytes each pass fetches from storage, their ratio "
         "to the input's size on disk and their time at the file system's read bandwidth: a "

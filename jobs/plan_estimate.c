@@ -386,6 +386,43 @@ static void output_size(const struct levels *lv, bool ome, struct sm_plan_estima
     e->files = e->shards + lv->n + (ome ? 1 : 0) + MARKER_FILES;
 }
 
+/* HDF5 metadata beyond the values: superblock, dataset and attribute headers (the provenance),
+ * the histogram dataset (besides its bins), and a chunk index entry per chunk. */
+#define EXPORT_META_BYTES 16384u
+#define EXPORT_CHUNK_INDEX_BYTES 64u
+
+/* The HDF5 export (engine/run/run_export.c): level 0's values in chunks of export.hdf5.chunk
+ * (default the output's chunk shape), deflated at about the output codec's sampled ratio (the
+ * values' bytes without deflate), one file; a rank buffers min(64 MiB, memory_bytes / 4) of
+ * values, at least a shard. */
+static void export_size(const struct sm_job_config *c, const struct levels *lv, uint64_t bins,
+                        struct sm_plan_estimate *e)
+{
+    if (c->export_.hdf5_path == NULL || lv->n == 0) {
+        return;
+    }
+    const struct sm_output_spec *s = &lv->s[0];
+    const size_t elem = sm_dtype_size(s->dtype);
+    uint64_t chunk[SM_MAX_DIMS];
+    for (unsigned d = 0; d < s->ndim; d++) {
+        const uint64_t want = c->export_.hdf5_chunk.set && c->export_.hdf5_chunk.n == s->ndim
+                                  ? c->export_.hdf5_chunk.v[d]
+                                  : s->chunk[d];
+        chunk[d] = want > 0 && want < s->shape[d] ? want : s->shape[d];
+    }
+    e->export_path = c->export_.hdf5_path;
+    e->export_deflate = (int)c->export_.hdf5_deflate;
+    e->export_chunks = grid_count(s->shape, chunk, s->ndim);
+    e->export_chunk_bytes = prod(chunk, s->ndim) * elem;
+    const double ratio = e->export_deflate > 0 ? e->ratio : 1.0;
+    e->export_bytes = (uint64_t)((double)lv->values[0] * ratio) + EXPORT_META_BYTES +
+                      (bins + 16u) * 8u + e->export_chunks * EXPORT_CHUNK_INDEX_BYTES;
+    const uint64_t quarter = c->limits.memory_bytes / 4, cap = 64ull << 20;
+    const uint64_t shard = clipped_voxels(s) * elem;
+    const uint64_t buf = quarter < cap ? quarter : cap;
+    e->export_buffer_bytes = buf > shard ? buf : shard;
+}
+
 /* The busiest rank's input box (decoded bytes) and whether every rank keeps its input: its run
  * of tiles fills a box holding its shards' input and fits half the budget less the memos
  * (engine/run/run_convert_meta.c sm_cv_keep_plan). */
@@ -517,6 +554,8 @@ static void estimate_memory(const struct sm_job_config *c, const struct sm_plan_
         .shard_records = sm_output_track_bytes(e->shards),
         .codec_bytes = PLAN_CODEC_BYTES,
         .window_bytes = window_bytes(e),
+        .export_buffer_bytes = e->export_buffer_bytes,
+        .export_chunk_bytes = e->export_chunk_bytes,
     };
     e->peak_rss_bytes = sm_plan_peak_rss(&mm, &e->rss);
 }
@@ -586,7 +625,7 @@ sm_status sm_plan_estimate(const struct sm_job_config *c, const struct sm_plan_i
 {
     const struct sm_array_meta *m = in->m;
     e->threads = threads;
-    e->convert = c->job == SM_JOB_CONVERT;
+    e->convert = c->job == SM_JOB_CONVERT || c->job == SM_JOB_INGEST; /* ingest: a convert */
     e->ratio = 1.0;
     e->in_ratio = 1.0;
     e->ratio_from = e->convert ? "codec none" : "no output";
@@ -626,6 +665,7 @@ sm_status sm_plan_estimate(const struct sm_job_config *c, const struct sm_plan_i
             }
         }
         output_size(&lv, ome, e);
+        export_size(c, &lv, (uint64_t)su->params.bins, e);
     }
     estimate_memory(c, in, su, &lv, rank_in, ranks, e);
     struct sm_plan_work w = {
@@ -642,6 +682,9 @@ sm_status sm_plan_estimate(const struct sm_job_config *c, const struct sm_plan_i
         .out_value_bytes = lv.n > 0 ? lv.values[0] : 0,
         .out_bytes = e->output_bytes,
         .scan_passes = e->convert || c->passes < 1 ? 1u : (unsigned)c->passes,
+        .export_value_bytes = e->export_path != NULL ? lv.values[0] : 0,
+        .export_file_bytes = e->export_bytes,
+        .export_deflate = e->export_deflate > 0,
     };
     /* the aligned levels are made and written with each level-0 shard, the others read back */
     w.levels_with = lv.n > 0 ? aligned_levels(&lv) : 1;
@@ -697,9 +740,9 @@ json_t *sm_plan_estimate_json(const struct sm_plan_estimate *e, int ranks)
 {
     const struct sm_plan_terms *t = &e->t;
     json_t *terms =
-        json_pack("{s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "start", t->start, "range", t->range, "scan",
-                  t->scan, "allreduce", t->allreduce, "write", t->write, "pyramid", t->pyramid,
-                  "sync", t->sync, "finish", t->finish);
+        json_pack("{s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "start", t->start, "range", t->range,
+                  "scan", t->scan, "allreduce", t->allreduce, "write", t->write, "pyramid",
+                  t->pyramid, "sync", t->sync, "export", t->hdf5, "finish", t->finish);
     json_t *sample =
         json_pack("{s:s,s:i,s:o,s:o,s:o,s:f}", "ratio_from", e->ratio_from, "output_chunks",
                   (int)e->samples, "input_chunks_read", sm_json_u64(e->sample_in_chunks),
@@ -713,20 +756,30 @@ json_t *sm_plan_estimate_json(const struct sm_plan_estimate *e, int ranks)
         "kept_input", e->kept, "two_pass", e->two_pass, "nodes", e->nodes, "cores_per_node",
         e->cores_per_node > 0 ? e->cores_per_node : e->rates.cores);
     const struct sm_plan_rss_parts *p = &e->rss;
-    json_t *rss = json_pack("{s:o,s:o,s:o,s:o,s:o,s:o}", "baseline", sm_json_u64(p->baseline),
+    json_t *rss = json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "baseline", sm_json_u64(p->baseline),
                             "caches", sm_json_u64(p->caches), "input", sm_json_u64(p->input),
                             "scan", sm_json_u64(p->scan), "write", sm_json_u64(p->write), "pyramid",
-                            sm_json_u64(p->pyramid));
+                            sm_json_u64(p->pyramid), "export", sm_json_u64(p->hdf5));
     json_object_set_new(sample, "input_stored_ratio", json_real(e->in_ratio));
     if (strcmp(e->ratio_from, "metadata") == 0) {
         json_object_set_new(sample, "input_chunks_needed", sm_json_u64(e->sample_units_needed));
     }
     json_object_set_new(assumes, "page_cache", json_string(e->warm ? "warm" : "cold"));
-    return json_pack("{s:f,s:o,s:o,s:o,s:i,s:i,s:o,s:o,s:o,s:o,s:o}", "seconds", t->total,
-                     "peak_rss_bytes_per_rank", sm_json_u64(e->peak_rss_bytes), "output_bytes",
-                     sm_json_u64(e->output_bytes), "files", sm_json_u64(e->files), "threads",
-                     e->threads, "levels", (int)e->levels, "terms_s", terms, "rss_parts_bytes", rss,
-                     "sample", sample, "assumes", assumes, "read", read_json(e));
+    json_t *x = json_null(); /* the HDF5 export: one file beside the output */
+    if (e->export_path != NULL) {
+        x = json_pack("{s:s,s:o,s:i,s:o,s:i,s:o,s:f}", "path", e->export_path, "bytes",
+                      sm_json_u64(e->export_bytes), "files", 1, "chunks",
+                      sm_json_u64(e->export_chunks), "deflate", e->export_deflate,
+                      "buffer_bytes_per_rank", sm_json_u64(e->export_buffer_bytes), "seconds",
+                      t->hdf5);
+    }
+    json_t *j = json_pack("{s:f,s:o,s:o,s:o,s:i,s:i,s:o,s:o,s:o,s:o,s:o}", "seconds", t->total,
+                          "peak_rss_bytes_per_rank", sm_json_u64(e->peak_rss_bytes), "output_bytes",
+                          sm_json_u64(e->output_bytes), "files", sm_json_u64(e->files), "threads",
+                          e->threads, "levels", (int)e->levels, "terms_s", terms, "rss_parts_bytes",
+                          rss, "sample", sample, "assumes", assumes, "read", read_json(e));
+    json_object_set_new(j, "export", x);
+    return j;
 }
 
 static void human(double v, char *buf, size_t cap)
@@ -811,9 +864,13 @@ void sm_plan_estimate_print(const struct sm_plan_estimate *e, int ranks)
     if (t->range > 0) {
         snprintf(range, sizeof(range), "range read %.2f, ", t->range);
     }
+    char xs[48] = "";
+    if (e->export_path != NULL) {
+        snprintf(xs, sizeof(xs), "export %.2f, ", t->hdf5);
+    }
     printf("    seconds  %.1f (start %.2f, %sscan %.2f, allreduce %.3f, write %.2f, pyramid %.2f, "
-           "sync %.2f, finish %.2f)%s, %s page cache\n",
-           t->total, t->start, range, t->scan, t->allreduce, t->write, t->pyramid, t->sync,
+           "sync %.2f, %sfinish %.2f)%s, %s page cache\n",
+           t->total, t->start, range, t->scan, t->allreduce, t->write, t->pyramid, t->sync, xs,
            t->finish,
            !e->convert   ? ", the input read each scan pass"
            : e->kept     ? ", input kept"
@@ -821,21 +878,30 @@ void sm_plan_estimate_print(const struct sm_plan_estimate *e, int ranks)
                          : ", one pass",
            e->warm ? "warm" : "cold");
     print_reads(e);
-    char parts[6][32];
-    const uint64_t pv[6] = {e->rss.baseline, e->rss.caches, e->rss.input,
-                            e->rss.scan,     e->rss.write,  e->rss.pyramid};
-    for (int i = 0; i < 6; i++) {
+    char parts[7][32];
+    const uint64_t pv[7] = {e->rss.baseline, e->rss.caches,  e->rss.input, e->rss.scan,
+                            e->rss.write,    e->rss.pyramid, e->rss.hdf5};
+    for (int i = 0; i < 7; i++) {
         human((double)pv[i], parts[i], sizeof(parts[i]));
     }
     printf("    memory   %s peak RSS per rank (upper bound: baseline %s, caches %s, input %s, scan "
-           "%s, write %s, pyramid %s)\n",
-           rss, parts[0], parts[1], parts[2], parts[3], parts[4], parts[5]);
+           "%s, write %s, pyramid %s, export %s)\n",
+           rss, parts[0], parts[1], parts[2], parts[3], parts[4], parts[5], parts[6]);
     if (!e->convert) {
         return;
     }
     printf("    output   %s in %llu files (%llu shards, %u level%s)\n", out,
            (unsigned long long)e->files, (unsigned long long)e->shards, e->levels,
            e->levels > 1 ? "s" : "");
+    if (e->export_path != NULL) {
+        char xb[32];
+        human((double)e->export_bytes, xb, sizeof(xb));
+        printf("    export   %s in 1 HDF5 file %s (%llu chunks, %s; %.1f s)\n", xb, e->export_path,
+               (unsigned long long)e->export_chunks,
+               e->export_deflate > 0 ? "deflated: at the output codec's sampled ratio"
+                                     : "the values' bytes",
+               t->hdf5);
+    }
     if (e->ratio_given > 0) {
         printf("    ratio    %.3f of the values, as given by --ratio (no chunk read)\n", e->ratio);
     } else if (e->samples > 0) {

@@ -58,6 +58,12 @@ struct sm_plan_estimate {
     uint64_t files;
     unsigned levels; /* 1, or the OME-Zarr levels */
     uint64_t shards; /* every level's */
+    /* the HDF5 export of export.hdf5.path (NULL: none): one more file, beside the output; its
+     * bytes (level 0's values, at the output codec's sampled ratio when deflated, plus its
+     * metadata: not in output_bytes), its chunks and a rank's value buffer */
+    const char *export_path;
+    int export_deflate;
+    uint64_t export_bytes, export_chunks, export_buffer_bytes, export_chunk_bytes;
     /* the sample */
     unsigned samples;          /* output chunks encoded (0: none, see ratio_from) */
     uint64_t sample_in_chunks; /* input chunks (read units) they read */

@@ -170,13 +170,22 @@ void sm_plan_seconds(const struct sm_plan_rates *r, const struct sm_plan_work *w
         t->pyramid =
             busiest(w->pyr_shards, R, T) * (per * r->pyramid_s_per_byte + r->shard_fixed_s) * k;
     }
+    if (w->export_value_bytes > 0) {
+        /* one thread per rank reads its block of shards back and writes it (deflated first),
+         * then the file's bytes reach storage at the flush bandwidth of each node */
+        const double per = w->shards ? (double)w->export_value_bytes / (double)w->shards : 0.0;
+        const double k1 = fmax(1.0, per_node / cores);
+        const double cpu = r->decode_s_per_byte + (w->export_deflate ? r->write_s_per_byte : 0.0);
+        t->hdf5 = busiest(w->shards, R, 1) * per * cpu * k1 +
+                  (double)w->export_file_bytes / N / r->syncfs_bytes_per_s;
+    }
     const double files =
         (double)(w->shards * (w->levels_with > 1 ? w->levels_with : 1) + w->pyr_shards);
     t->sync = (double)w->out_bytes / N / r->syncfs_bytes_per_s + r->syncfs_fixed_s +
               files * r->rename_s / R;
     t->finish = files * r->finish_s_per_shard;
-    t->total =
-        t->start + t->range + t->scan + t->allreduce + t->write + t->pyramid + t->sync + t->finish;
+    t->total = t->start + t->range + t->scan + t->allreduce + t->write + t->pyramid + t->sync +
+               t->hdf5 + t->finish;
 }
 
 uint64_t sm_plan_peak_rss(const struct sm_plan_mem *m, struct sm_plan_rss_parts *parts)
@@ -221,7 +230,12 @@ uint64_t sm_plan_peak_rss(const struct sm_plan_mem *m, struct sm_plan_rss_parts 
         const uint64_t slab = min_u64(sv * m->out_elem, half / T);
         p.pyramid = T * (slab + 3 * m->pyr_shard_voxels * m->out_elem);
     }
-    p.total = p.baseline + p.caches + p.input + p.scan + p.write + p.pyramid;
+    if (m->export_buffer_bytes > 0) {
+        /* the export's value buffer, and a chunk decoded from the output and one HDF5 holds
+         * for its filter (deflated and not) */
+        p.hdf5 = m->export_buffer_bytes + 4 * m->export_chunk_bytes + m->codec_bytes;
+    }
+    p.total = p.baseline + p.caches + p.input + p.scan + p.write + p.pyramid + p.hdf5;
     if (parts != NULL) {
         *parts = p;
     }

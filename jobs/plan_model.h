@@ -79,6 +79,12 @@ struct sm_plan_work {
     double read_amp[SM_PLAN_PASSES];
     double fs_read_bytes_per_s; /* the file system's aggregate read bandwidth (0: no I/O term) */
     unsigned scan_passes;       /* a scan job's `passes` (0 counts as 1): each reads the input */
+    /* The HDF5 export (export.hdf5.path; 0 bytes: none): after the write, each rank reads its
+     * block of level-0 shards back (decode) on one thread and writes their values into the one
+     * shared file, deflating them first when export_deflate. */
+    uint64_t export_value_bytes; /* level 0's values */
+    uint64_t export_file_bytes;  /* the HDF5 file's estimated size */
+    bool export_deflate;
 };
 
 /* The model's terms (seconds), launch to marker. A pass that reads the input (scan, write) lasts
@@ -88,7 +94,7 @@ struct sm_plan_work {
  * (srun and mpirun start nodes in parallel), and each node flushes its own dirty output at the
  * calibrated syncfs bandwidth. */
 struct sm_plan_terms {
-    double start, scan, allreduce, write, pyramid, sync, finish, total;
+    double start, scan, allreduce, write, pyramid, sync, hdf5, finish, total; /* hdf5: export */
     /* the reads of each pass at fs_read_bytes_per_s (seconds): a pass takes the longer of its
      * compute and its read (they overlap across threads); range adds its read to the total */
     double read[SM_PLAN_PASSES], range;
@@ -119,6 +125,9 @@ struct sm_plan_mem {
     uint64_t shard_records; /* the output's shard records (sm_output_track_bytes) */
     uint64_t codec_bytes;   /* per thread: compression and decompression contexts */
     uint64_t window_bytes;  /* a group's decoded window (sm_read_plan; 0: not windowed) */
+    /* the HDF5 export (0: none): a rank's value buffer (run_export.c: min(64 MiB, memory_bytes
+     * / 4), at least a shard) and one chunk of the export's dataset (values) */
+    uint64_t export_buffer_bytes, export_chunk_bytes;
 };
 
 /* Slots of a thread's chunk memo plus its spare unit (engine/tile/tile_memo.c MEMO_MAX_SLOTS). */
@@ -126,9 +135,9 @@ struct sm_plan_mem {
 
 /* The bound's parts (bytes): baseline (+ shard records), caches (encoded-object cache, index
  * cache, chunk memos), input (kept or loaded, and a group's window), scan workers, write workers,
- * pyramid workers. */
+ * pyramid workers, the HDF5 export's buffers. */
 struct sm_plan_rss_parts {
-    uint64_t baseline, caches, input, scan, write, pyramid, total;
+    uint64_t baseline, caches, input, scan, write, pyramid, hdf5, total;
 };
 
 /* The upper bound of the peak RSS of a rank: the baseline plus every buffer the engine may hold

@@ -17,7 +17,10 @@ that stands in for the issue's "float input without a histogram range", valid si
 pass finds the range), an input.spacing of the wrong length, a source whose header does not
 read, an output whose parent is not a directory; and every invalid option. The estimate check
 is tested on plan JSON documents fed to render's functions (a plan without `estimate`: a note;
-one over the time limit or the memory: a warning, exit 2 with --strict). Prints one ok/FAIL
+one over the time limit or the memory: a warning, exit 2 with --strict); every scan, convert and
+ingest rendered (each source, a Zarr array, and the repository's configs/ingest-ct.yaml and
+configs/scan-mri.yaml on the real data when present) carries plan's estimate in its script and
+no note (issue 34 item 3), read-bench a note that plan does not plan it. Prints one ok/FAIL
 line per check and `N passed, M failed`; exit 1 on any failure.
 """
 
@@ -32,6 +35,7 @@ import subprocess
 import sys
 from importlib.machinery import SourceFileLoader
 
+from shardmill_test import REPO
 from shardmill_test.checks import check, summary
 
 
@@ -88,7 +92,8 @@ def exists_mode(p):
 
 def make_inputs():
     """A Zarr v2 uint8 [40, 70, 90] array (metadata only: every chunk is the fill value), a raw
-    int16 file, a TIFF, a NIfTI-1 and (with h5py) an HDF5 file, and files that are none."""
+    int16 file, a TIFF (tifffile; else its header alone), a NIfTI-1 and (with h5py) an HDF5
+    file, and files that are none."""
     z = os.path.join(WORK, "in.zarr")
     os.makedirs(z)
     with open(os.path.join(z, ".zarray"), "w") as f:
@@ -97,13 +102,20 @@ def make_inputs():
                    "filters": None}, f)
     with open(os.path.join(WORK, "vol.raw"), "wb") as f:
         f.write(bytes(4 * 8 * 8 * 2))
-    with open(os.path.join(WORK, "vol.tif"), "wb") as f:  # the header is what render reads
-        f.write(b"II*\0" + struct.pack("<I", 8) + bytes(64))
+    try:  # a real TIFF, so that plan opens it (issue 34 item 3)
+        import numpy as np
+        import tifffile
+        tifffile.imwrite(os.path.join(WORK, "vol.tif"), np.zeros((4, 8, 8), dtype=np.uint8),
+                         photometric="minisblack")
+    except ImportError:
+        with open(os.path.join(WORK, "vol.tif"), "wb") as f:  # the header is what render reads
+            f.write(b"II*\0" + struct.pack("<I", 8) + bytes(64))
     hdr = bytearray(352)
     struct.pack_into("<i", hdr, 0, 348)
     struct.pack_into("<8h", hdr, 40, 3, 8, 8, 4, 1, 1, 1, 1)
     struct.pack_into("<h", hdr, 70, 2)  # uint8
     struct.pack_into("<h", hdr, 72, 8)
+    struct.pack_into("<4f", hdr, 76, 1.0, 1.0, 1.0, 1.0)  # pixdim: 1 mm voxels
     struct.pack_into("<f", hdr, 108, 352.0)
     hdr[344:348] = b"n+1\0"
     with open(os.path.join(WORK, "vol.nii"), "wb") as f:
@@ -322,9 +334,32 @@ def main():
         if job == "read-bench":
             check('if [[ "$job" != read-bench ]]' in s, f"{name}: no parallel.threads")
         bash_ok(s, name)
-        if job in ("scan", "convert") and "plan estimate" not in s:
-            check("plan --json has no estimate" in p.stderr or "plan cannot open" in p.stderr,
+        if job in ("scan", "convert", "ingest"):  # plan plans every job (issue 34 item 3)
+            check("# plan estimate, 2 ranks: " in s and "not checked" not in p.stderr,
+                  f"{name}: plan's estimate checked against time and memory, in the script"
+                  + ("" if "not checked" not in p.stderr else f" ({p.stderr.strip()})"))
+        else:
+            check("# plan estimate" not in s and
+                  f"shardmill plan does not plan {job} jobs" in p.stderr,
                   f"{name}: a note says why the estimate was not checked")
+
+    # the repository's own ingest and scan configurations (issue 34 item 3: "plan on an ingest
+    # config and on a scan config prints an estimate; render checks both"), on the real data
+    for cfg, store, extra in (("ingest-ct.yaml", "data/ct/matrix.dat",
+                               ["--set", f"output.path={WORK}/real/ct-v3.zarr"]),
+                              ("scan-mri.yaml", "data/mri.zarr", [])):
+        if not os.path.exists(os.path.join(REPO, store)):
+            print(f"note: {store} is absent (scripts/fetch-data.sh): configs/{cfg} not rendered")
+            continue
+        p = render(["run", "--config", os.path.join(REPO, "configs", cfg), "--shardmill", sm,
+                    "--ntasks", "2", "--time", "00:10:00", "--mem", "2G", "--set",
+                    f"input.store={os.path.join(REPO, store)}", "--set",
+                    f"report={WORK}/real/report.json"] + extra)
+        check(p.returncode == 0 and "# plan estimate, 2 ranks: " in p.stdout
+              and "not checked" not in p.stderr,
+              f"configs/{cfg}: plan's estimate checked against --time and --mem, in the script"
+              + ("" if p.returncode == 0 and "not checked" not in p.stderr
+                 else f" ({p.stderr.strip()})"))
 
     # scaling
     p = render(["scaling", "--config", "convert.yaml", "--shardmill", sm, "--array", "1,2,4,8%2",

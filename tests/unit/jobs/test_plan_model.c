@@ -313,13 +313,65 @@ static void test_peak_rss_parts(void **state)
     assert_int_equal(p.input, 4000 + 7000);
 }
 
+/* The HDF5 export (issue 34 item 3): one thread per rank reads its block of level-0 shards back
+ * (decode) and writes it, deflating first when asked; the file reaches storage at the flush
+ * bandwidth per node. Its buffers are a part of the RSS bound. */
+static void test_export_term(void **state)
+{
+    (void)state;
+    const struct sm_plan_rates r = rates();
+    struct sm_plan_work w = {.ranks = 2,
+                             .threads = 2,
+                             .mpi = true,
+                             .shards = 4,
+                             .in_bytes = 8000000,
+                             .out_value_bytes = 8000000,
+                             .out_bytes = 4000000};
+    struct sm_plan_terms t0, t;
+    sm_plan_seconds(&r, &w, &t0);
+    assert_true(t0.hdf5 == 0.0); /* no export */
+    w.export_value_bytes = 8000000;
+    w.export_file_bytes = 8100000;
+    sm_plan_seconds(&r, &w, &t);
+    /* 2 of the 4 shards per rank, 2 MB each, decoded at 5e-10 s/B on one thread (2 ranks on 2
+     * cores: no stretch); 8.1 MB at 1e9 B/s */
+    const double plain = 2 * 2e6 * 5e-10 + 8.1e6 / 1e9;
+    assert_true(fabs(t.hdf5 - plain) < 1e-12);
+    assert_true(fabs(t.total - (t0.total + plain)) < 1e-12);
+    assert_true(t.write == t0.write && t.sync == t0.sync); /* the other terms unchanged */
+    w.export_deflate = true;                               /* + the deflate at the encode rate */
+    w.export_file_bytes = 4100000;
+    sm_plan_seconds(&r, &w, &t);
+    assert_true(fabs(t.hdf5 - (2 * 2e6 * (5e-10 + 2e-9) + 4.1e6 / 1e9)) < 1e-12);
+    w.ranks = 4; /* 4 ranks on 2 cores: one shard each, stretched 2x */
+    sm_plan_seconds(&r, &w, &t);
+    assert_true(fabs(t.hdf5 - (2e6 * (5e-10 + 2e-9) * 2 + 4.1e6 / 1e9)) < 1e-12);
+
+    struct sm_plan_mem m = {.baseline = 1000,
+                            .memory_bytes = 1 << 30,
+                            .threads = 2,
+                            .source = true,
+                            .shard_voxels = 10,
+                            .in_elem = 2,
+                            .out_elem = 4,
+                            .hist_bytes = 8,
+                            .codec_bytes = 1};
+    struct sm_plan_rss_parts p;
+    const uint64_t none = sm_plan_peak_rss(&m, &p);
+    assert_int_equal(p.hdf5, 0);
+    m.export_buffer_bytes = 5000; /* the buffer, 4 chunks (decoded, HDF5's filter) and a codec */
+    m.export_chunk_bytes = 64;
+    assert_int_equal(sm_plan_peak_rss(&m, &p), none + 5000 + 4 * 64 + 1);
+    assert_int_equal(p.hdf5, 5000 + 4 * 64 + 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rates_parse),     cmocka_unit_test(test_rates_refused),
         cmocka_unit_test(test_seconds_by_hand), cmocka_unit_test(test_rates_fs_read),
         cmocka_unit_test(test_pass_read_bytes), cmocka_unit_test(test_seconds_reads),
-        cmocka_unit_test(test_peak_rss_parts),
+        cmocka_unit_test(test_peak_rss_parts),  cmocka_unit_test(test_export_term),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
