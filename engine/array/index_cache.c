@@ -5,7 +5,8 @@
  * the entry (sm_index_cache_acquire / _release) instead of copying the pairs, and an entry evicted
  * while borrowed leaves the table at once but is freed by its last borrower. Misses are
  * single-flight: the first caller inserts a pending entry and decodes the index straight into it,
- * later callers for the same key wait for it (one fetch per index, however many threads ask). */
+ * later callers for the same key wait for it (sm_lru_fetch_wait: one fetch per index, however
+ * many threads ask). */
 #include "shardmill/sm_config.h"
 
 #include "array_int.h"
@@ -26,9 +27,10 @@ struct sm_index_entry {
     uint64_t *pairs;
     size_t n_values;
     unsigned refs; /* borrowers, the filling owner included */
-    bool ready;    /* the pairs are final (or failed) */
-    bool failed;   /* the owner could not fill it: waiters fetch themselves */
-    bool listed;   /* in the hash table (and, when ready, in the LRU list and charged) */
+    /* ready: the pairs are final (or failed); failed: the owner could not fill it, waiters fetch
+     * themselves; waiters: callers waiting for the owner (the entry is not freed under them) */
+    struct sm_lru_fetch fetch;
+    bool listed; /* in the hash table (and, when ready, in the LRU list and charged) */
 };
 
 struct sm_index_cache {
@@ -86,7 +88,15 @@ static void entry_free(struct sm_index_entry *e)
     sm_free(e);
 }
 
-/* Takes e out of the table (hash chain, LRU list, charge); freed now unless borrowed. */
+/* Frees e once it is out of the table and nobody borrows or waits for it (the lock is held). */
+static void maybe_free(struct sm_index_entry *e)
+{
+    if (!e->listed && e->refs == 0 && e->fetch.waiters == 0) {
+        entry_free(e);
+    }
+}
+
+/* Takes e out of the table (hash chain, LRU list, charge); freed now unless held. */
 static void delist(struct sm_index_cache *c, struct sm_index_entry *e)
 {
     if (e->listed) {
@@ -98,9 +108,7 @@ static void delist(struct sm_index_cache *c, struct sm_index_entry *e)
         sm_lru_unlink(&c->lru, &e->lru); /* nothing unless ready and admitted */
         e->listed = false;
     }
-    if (e->refs == 0) {
-        entry_free(e);
-    }
+    maybe_free(e);
 }
 
 void sm_index_cache_free(struct sm_index_cache *c)
@@ -111,7 +119,7 @@ void sm_index_cache_free(struct sm_index_cache *c)
     for (size_t i = 0; i < NBUCKETS; i++) {
         while (c->buckets[i] != NULL) {
             struct sm_index_entry *e = c->buckets[i];
-            e->refs = 0; /* no borrower outlives the array */
+            e->refs = e->fetch.waiters = 0; /* no borrower outlives the array */
             delist(c, e);
         }
     }
@@ -185,12 +193,9 @@ enum sm_icache_got sm_index_cache_acquire(struct sm_index_cache *c, const char *
     struct sm_index_entry **pp = slot_of(c, key, base, base_len, h);
     struct sm_index_entry *e = *pp;
     if (e != NULL) {
-        e->refs++;
-        while (!e->ready) {
-            pthread_cond_wait(&c->cv, &c->mu);
-        }
-        if (!e->failed && e->n_values == n_values) {
+        if (sm_lru_fetch_wait(&e->fetch, &c->mu, &c->cv) && e->n_values == n_values) {
             c->hits++;
+            e->refs++;
             if (e->listed) {
                 sm_lru_touch(&c->lru, &e->lru);
             }
@@ -198,10 +203,7 @@ enum sm_icache_got sm_index_cache_acquire(struct sm_index_cache *c, const char *
             *out = e;
             return SM_ICACHE_HIT;
         }
-        e->refs--; /* failed fill, or another layout under the same key: fetch uncached */
-        if (e->refs == 0 && !e->listed) {
-            entry_free(e);
-        }
+        maybe_free(e); /* failed fill, or another layout under the same key: fetch uncached */
         c->misses++;
         pthread_mutex_unlock(&c->mu);
         return SM_ICACHE_NONE;
@@ -236,14 +238,12 @@ void sm_index_cache_complete(struct sm_index_cache *c, struct sm_index_entry *e,
 {
     pthread_mutex_lock(&c->mu);
     e->shard_len = shard_len;
-    e->ready = true;
-    e->failed = !ok;
+    sm_lru_fetch_done(&e->fetch, ok, &c->cv); /* the waiters run once the lock is released */
     if (ok) {
         admit(c, e);
     } else {
         delist(c, e); /* still referenced by the owner */
     }
-    pthread_cond_broadcast(&c->cv);
     pthread_mutex_unlock(&c->mu);
 }
 
@@ -254,9 +254,7 @@ void sm_index_cache_release(struct sm_index_cache *c, struct sm_index_entry *e)
     }
     pthread_mutex_lock(&c->mu);
     e->refs--;
-    if (e->refs == 0 && !e->listed) {
-        entry_free(e);
-    }
+    maybe_free(e);
     pthread_mutex_unlock(&c->mu);
 }
 
@@ -266,7 +264,7 @@ bool sm_index_cache_get(struct sm_index_cache *c, const char *key, uint64_t base
     const uint64_t h = hash_of(key, base, base_len);
     pthread_mutex_lock(&c->mu);
     struct sm_index_entry *e = *slot_of(c, key, base, base_len, h);
-    bool hit = e != NULL && e->ready && !e->failed && e->n_values == n_values;
+    bool hit = e != NULL && e->fetch.ready && !e->fetch.failed && e->n_values == n_values;
     if (hit) {
         memcpy(pairs, e->pairs, n_values * sizeof(uint64_t));
         *shard_len = e->shard_len;
@@ -292,10 +290,10 @@ void sm_index_cache_put(struct sm_index_cache *c, const char *key, uint64_t base
     }
     memcpy(e->pairs, pairs, n_values * sizeof(uint64_t));
     e->shard_len = shard_len;
-    e->ready = true;
+    e->fetch.ready = true;
     pthread_mutex_lock(&c->mu);
     struct sm_index_entry **pp = slot_of(c, key, base, base_len, h);
-    if (*pp != NULL && !(*pp)->ready) { /* someone is filling it: theirs wins */
+    if (*pp != NULL && !(*pp)->fetch.ready) { /* someone is filling it: theirs wins */
         pthread_mutex_unlock(&c->mu);
         entry_free(e);
         return;

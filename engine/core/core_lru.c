@@ -2,7 +2,9 @@
  * embedded in the cached objects, head the most recent, with the sum, count and peak of the
  * charges of the linked nodes. Invariant: a node is linked exactly when it has a neighbour or is
  * the head (an unlinked node's pointers are NULL), and the list's bytes and count are the sum and
- * number of its linked nodes' charges. */
+ * number of its linked nodes' charges. Also the caches' one wait for an entry being fetched. */
+#include "shardmill/sm_config.h"
+
 #include "shardmill/lru.h"
 
 void sm_lru_push_front(struct sm_lru *l, struct sm_lru_node *n, uint64_t charge)
@@ -99,4 +101,21 @@ struct sm_lru_node *sm_lru_newer(const struct sm_lru_node *n)
 bool sm_lru_over(const struct sm_lru *l, uint64_t charge, uint64_t max_bytes, uint64_t max_count)
 {
     return l->bytes + charge > max_bytes || l->count + 1 > max_count;
+}
+
+bool sm_lru_fetch_wait(struct sm_lru_fetch *f, pthread_mutex_t *mu, pthread_cond_t *cv)
+{
+    f->waiters++;
+    while (!f->ready) {
+        pthread_cond_wait(cv, mu);
+    }
+    f->waiters--;
+    return !f->failed;
+}
+
+void sm_lru_fetch_done(struct sm_lru_fetch *f, bool ok, pthread_cond_t *cv)
+{
+    f->ready = true;
+    f->failed = !ok;
+    pthread_cond_broadcast(cv);
 }

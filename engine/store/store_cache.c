@@ -1,7 +1,7 @@
 /* The encoded-object cache (SPEC §3), a store wrapping a store (zarrs storage_adapter idea):
  * whole responses keyed by (key, range) in a byte-capped LRU. Misses are single-flight: the first
  * caller inserts a pending entry and fetches outside the lock, later callers for the same entry
- * wait on a condition variable, so a chunk touched by many tiles and threads is requested once.
+ * wait for it (sm_lru_fetch_wait), so a chunk touched by many tiles and threads is requested once.
  * "Not found" is cached too (a missing chunk is a fill chunk on every pass).
  * Entries are immutable once ready and reference-counted: a hit takes a reference under the lock
  * and reads the bytes outside it, either lending them (sm_store_get_borrow) or copying them into
@@ -23,10 +23,10 @@ struct centry {
     char *key;
     struct sm_range range;
     uint64_t hash;
-    bool ready, found, failed;
-    bool listed;      /* in the hash table (new callers find it) */
-    unsigned waiters; /* callers waiting for it to become ready */
-    unsigned refs;    /* holders of its bytes (the fetching owner, borrowers, copiers) */
+    struct sm_lru_fetch fetch; /* ready, failed, and the callers waiting for it to become ready */
+    bool found;
+    bool listed;   /* in the hash table (new callers find it) */
+    unsigned refs; /* holders of its bytes (the fetching owner, borrowers, copiers) */
     struct sm_buf data;
     uint64_t objsize;
 };
@@ -78,7 +78,7 @@ static struct centry **slot_of(struct cache_store *cs, const char *key, struct s
 /* Frees e once it is out of the table and nobody holds or waits for it (the lock is held). */
 static void maybe_free(struct centry *e)
 {
-    if (!e->listed && e->refs == 0 && e->waiters == 0) {
+    if (!e->listed && e->refs == 0 && e->fetch.waiters == 0) {
         sm_buf_free(&e->data);
         sm_free(e->key);
         sm_free(e);
@@ -130,12 +130,7 @@ static sm_status acquire(struct cache_store *cs, const char *key, struct sm_rang
     struct centry **pp = slot_of(cs, key, r, h);
     struct centry *e = *pp;
     if (e != NULL) {
-        e->waiters++;
-        while (!e->ready) {
-            pthread_cond_wait(&cs->cv, &cs->mu);
-        }
-        e->waiters--;
-        if (!e->failed) {
+        if (sm_lru_fetch_wait(&e->fetch, &cs->mu, &cs->cv)) {
             cs->st.hits++;
             sm_lru_touch(&cs->lru, &e->lru); /* nothing if it was not admitted */
             e->refs++;
@@ -170,17 +165,15 @@ static sm_status acquire(struct cache_store *cs, const char *key, struct sm_rang
         sm_store_get_sized(cs->inner, key, r, cls, &e->data, &e->found, &e->objsize, err);
 
     pthread_mutex_lock(&cs->mu);
-    e->ready = true;
-    e->failed = st != SM_OK;
+    sm_lru_fetch_done(&e->fetch, st == SM_OK, &cs->cv); /* the waiters run once we unlock */
     const uint64_t charge = e->data.cap + sizeof(*e) + strlen(e->key) + 1;
-    if (!e->failed && charge <= cs->max_bytes) {
+    if (!e->fetch.failed && charge <= cs->max_bytes) {
         evict_for(cs, charge);
         sm_lru_push_front(&cs->lru, &e->lru, charge);
     } else {
         delist(cs, e); /* too large, or failed: held by us; waiters see `failed` and refetch */
     }
-    pthread_cond_broadcast(&cs->cv);
-    if (e->failed) {
+    if (e->fetch.failed) {
         e->refs--;
         maybe_free(e);
         e = NULL;
@@ -222,7 +215,7 @@ static sm_status cache_borrow(struct sm_store *s, const char *key, struct sm_ran
             SM_FAIL(err, SM_E_NOMEM, "cannot allocate an object cache entry");
         }
         e->refs = 1;
-        e->ready = true;
+        e->fetch.ready = true;
         sm_status st = sm_store_get(cs->inner, key, r, cls, &e->data, &e->found, err);
         if (st != SM_OK) {
             sm_buf_free(&e->data);
@@ -288,7 +281,7 @@ static void cache_close(struct sm_store *s)
     for (size_t i = 0; i < NBUCKETS; i++) {
         while (cs->buckets[i] != NULL) {
             struct centry *e = cs->buckets[i];
-            e->refs = e->waiters = 0; /* nobody outlives the store */
+            e->refs = e->fetch.waiters = 0; /* nobody outlives the store */
             delist(cs, e);
         }
     }

@@ -1,17 +1,8 @@
-/* The `http`/`https` store (SPEC §3) on libcurl. Connections are kept alive and shared through a
- * curl share handle; each concurrent caller borrows an easy handle from a pool, so threads have
- * requests in flight at once. Ranged reads send `Range:` and accept only a 206 whose Content-Range
- * matches what was asked (or a 200 with the whole object, sliced). Response buffers are reserved
- * from Content-Length or the known range size; a body that is longer or shorter than announced is
- * never decoded. 404 is "not found"; 5xx, 429, resets, truncation and timeouts are retried with
- * exponential backoff and jitter (docs/internals/http-retries.md). TLS verification stays on;
- * only http and https are spoken, redirects included. The store counts its own requests and the
- * body bytes it receives (SM_STORE_SELF_COUNTED). A server that ignores Range is detected by the
- * first ranged request (the others wait for it); from then on each object is fetched whole once,
- * kept in a byte-capped LRU and sliced for every range. The pure parsing and bounds decisions
- * live in store_http_parse.c.
- * libcurl is loaded with dlopen when the first HTTP store opens: its ~25 dependent libraries would
- * otherwise cost every process about 8 ms of dynamic loading, HTTP or not (measured in W3). */
+/* The `http`/`https` store's transport (SPEC §3) on libcurl, loaded by dlopen at the first open
+ * (its ~25 libraries cost every process ~8 ms otherwise, W3): pooled easy handles sharing
+ * connections, ranged GETs checked against their Content-Range, bodies sized from what was
+ * announced, retries with backoff (docs/internals/http-retries.md), http and https only. A server
+ * ignoring Range is the keep's (store_http_keep.c); the pure parsing is store_http_parse.c's. */
 #include "shardmill/sm_config.h"
 
 #include "shardmill/store.h"
@@ -26,16 +17,12 @@
 #include <time.h>
 
 #include "shardmill/alloc.h"
-#include "shardmill/lru.h"
 #include "shardmill/module.h"
 #include "shardmill/clock.h"
 #include "shardmill/library.h"
 #include "shardmill/url.h"
 #include "store_http_int.h"
-
-/* Byte cap of the whole objects kept for a server that ignores Range, when the store has no
- * max_object_bytes (the array layer sets it from limits.max_object_bytes). */
-#define KEEP_DEFAULT_BYTES (256u << 20)
+#include "store_http_keep_int.h"
 
 /* The libcurl entry points used here, resolved once by dlsym. */
 static struct {
@@ -55,18 +42,6 @@ static struct {
 } curl;
 static char curl_load_error[200];
 
-/* A whole object fetched because the server ignores Range. Pending while !ready (in the pending
- * list); ready entries that fit are kept (in the LRU, charged their bytes). */
-struct kept {
-    struct sm_lru_node lru; /* in `pending` or in `kept`, or in neither */
-    char *key;
-    struct sm_buf data;
-    bool ready, failed, found;
-    unsigned waiters;
-};
-
-enum ranges { RANGES_UNKNOWN, RANGES_HONOURED, RANGES_IGNORED };
-
 struct http_store {
     struct sm_store base;
     struct sm_http_opts opts;
@@ -76,18 +51,11 @@ struct http_store {
     pthread_mutex_t pool_mu;
     CURL **pool; /* idle easy handles */
     size_t npool, cap;
-    /* Range support, and the whole objects kept when the server ignores it (keep_mu). */
-    pthread_mutex_t keep_mu;
-    pthread_cond_t keep_cv;
-    enum ranges ranges;
-    bool probing; /* a first ranged request is in flight; others wait to learn the answer */
-    struct sm_lru pending; /* entries being fetched, newest first (nothing charged) */
-    struct sm_lru kept;    /* the ready entries kept, most recently used first */
-    atomic_uint_fast64_t whole_fetches, kept_slices;
-    const char *http_base; /* the URL keys are appended to: own_base */
-    char *own_base;        /* the URL as given (s3: the bucket's HTTP URL); base.url is its
-                              redacted form (s3: the s3:// URL) for messages */
-    bool signed_;          /* requests carry the signer's headers (the s3 store) */
+    struct sm_http_keep keep; /* Range support, and the whole objects kept if it is ignored */
+    const char *http_base;    /* the URL keys are appended to: own_base */
+    char *own_base;           /* the URL as given (s3: the bucket's HTTP URL); base.url is its
+                                 redacted form (s3: the s3:// URL) for messages */
+    bool signed_;             /* requests carry the signer's headers (the s3 store) */
     struct sm_http_signer signer;
 };
 
@@ -629,232 +597,12 @@ static sm_status request(struct http_store *hs, const char *key, struct sm_range
     return st;
 }
 
-/* ---- servers that ignore Range: detect once, fetch each object whole once, keep, slice ---- */
-
-static uint64_t keep_budget(const struct http_store *hs)
+/* The keep's GET (sm_http_fetch_fn): one request of the transport. */
+static sm_status keep_fetch(void *ctx, const char *key, struct sm_range r, enum sm_io_class cls,
+                            struct sm_buf *out, bool *found, uint64_t *objsize, bool *whole,
+                            long *code, struct sm_err *err)
 {
-    return hs->base.max_object_bytes != 0 ? hs->base.max_object_bytes : KEEP_DEFAULT_BYTES;
-}
-
-static void kept_free(struct kept *e)
-{
-    sm_buf_free(&e->data);
-    sm_free(e->key);
-    sm_free(e);
-}
-
-/* A ready entry leaves the LRU and is freed (keep_mu held, nobody waits on it). */
-static void kept_drop(struct http_store *hs, struct kept *e)
-{
-    sm_lru_unlink(&hs->kept, &e->lru);
-    kept_free(e);
-}
-
-static struct kept *kept_of(struct sm_lru_node *n)
-{
-    return SM_LRU_ENTRY(n, struct kept, lru);
-}
-
-/* The entry of `key` in the list l, newest first; NULL if none. */
-static struct kept *find_in(const struct sm_lru *l, const char *key)
-{
-    for (struct sm_lru_node *n = sm_lru_newest(l); n != NULL; n = sm_lru_older(n)) {
-        if (strcmp(kept_of(n)->key, key) == 0) {
-            return kept_of(n);
-        }
-    }
-    return NULL;
-}
-
-static struct kept *kept_find(struct http_store *hs, const char *key)
-{
-    struct kept *e = find_in(&hs->pending, key);
-    return e != NULL ? e : find_in(&hs->kept, key);
-}
-
-/* Makes a ready entry part of the LRU if it fits the budget (keep_mu held): false if not. */
-static bool keep_ready(struct http_store *hs, struct kept *e)
-{
-    const uint64_t charge = e->data.cap + sizeof(*e) + strlen(e->key) + 1;
-    const uint64_t budget = keep_budget(hs);
-    if (e->data.len > budget) {
-        return false;
-    }
-    if (charge > budget) { /* an object of exactly the limit: kept alone */
-        struct sm_lru_node *n;
-        while ((n = sm_lru_oldest(&hs->kept)) != NULL && kept_of(n)->waiters == 0) {
-            kept_drop(hs, kept_of(n));
-        }
-        if (sm_lru_newest(&hs->kept) != NULL) {
-            return false;
-        }
-        sm_lru_push_front(&hs->kept, &e->lru, charge);
-        return true;
-    }
-    for (struct sm_lru_node *v = sm_lru_oldest(&hs->kept);
-         v != NULL && sm_lru_over(&hs->kept, charge, budget, UINT64_MAX);) {
-        struct sm_lru_node *newer = sm_lru_newer(v);
-        if (kept_of(v)->waiters == 0) {
-            kept_drop(hs, kept_of(v));
-        }
-        v = newer;
-    }
-    if (sm_lru_over(&hs->kept, charge, budget, UINT64_MAX)) {
-        return false;
-    }
-    sm_lru_push_front(&hs->kept, &e->lru, charge);
-    return true;
-}
-
-/* Keeps the whole object a ranged request received (the buffer moves into the keep; keep_mu
- * held). Nothing if the key is already kept or pending, or the object does not fit. */
-static void keep_whole(struct http_store *hs, const char *key, struct sm_buf *whole)
-{
-    if (kept_find(hs, key) != NULL) {
-        return;
-    }
-    struct kept *e = sm_calloc(1, sizeof(*e));
-    char *k = sm_strdup(key);
-    if (e == NULL || k == NULL) {
-        sm_free(e);
-        sm_free(k);
-        return;
-    }
-    e->key = k;
-    e->data = *whole;
-    e->ready = e->found = true;
-    if (keep_ready(hs, e)) {
-        *whole = (struct sm_buf)SM_BUF_INIT; /* moved */
-    } else {
-        e->data = (struct sm_buf)SM_BUF_INIT;
-        kept_free(e);
-    }
-}
-
-static sm_status slice_into(struct sm_buf *out, struct sm_bytes whole, struct sm_range r,
-                            struct sm_err *err)
-{
-    uint64_t off, n;
-    sm_http_slice(r, whole.len, &off, &n);
-    return sm_buf_set(out, sm_bytes_of(whole.ptr + off, (size_t)n), err);
-}
-
-/* A ranged GET whose response may be the whole object (*whole): slices it into out, keeping the
- * whole object when it fits. `probe`: this was the first ranged request, others wait for it. */
-static sm_status ranged_direct(struct http_store *hs, const char *key, struct sm_range r,
-                               enum sm_io_class cls, struct sm_buf *out, bool *found,
-                               uint64_t *objsize, bool probe, struct sm_err *err)
-{
-    bool whole;
-    long code;
-    sm_status st = request(hs, key, r, cls, out, false, found, objsize, &whole, &code, err);
-    pthread_mutex_lock(&hs->keep_mu);
-    if (st == SM_OK && whole) {
-        atomic_fetch_add_explicit(&hs->whole_fetches, 1, memory_order_relaxed);
-        hs->ranges = RANGES_IGNORED;
-        struct sm_buf w = *out;
-        *out = (struct sm_buf)SM_BUF_INIT;
-        st = slice_into(out, sm_buf_bytes(&w), r, err);
-        keep_whole(hs, key, &w);
-        sm_buf_free(&w);
-    } else if (st == SM_OK && code == 206 && hs->ranges == RANGES_UNKNOWN) {
-        hs->ranges = RANGES_HONOURED;
-    }
-    if (probe) {
-        hs->probing = false;
-    }
-    pthread_cond_broadcast(&hs->keep_cv);
-    pthread_mutex_unlock(&hs->keep_mu);
-    return st;
-}
-
-/* The server ignores Range: fetch the object whole into the pending entry e, then publish it. */
-static sm_status fetch_whole(struct http_store *hs, struct kept *e, struct sm_range r,
-                             enum sm_io_class cls, struct sm_buf *out, bool *found,
-                             uint64_t *objsize, struct sm_err *err)
-{
-    bool whole;
-    long code;
-    uint64_t size = UINT64_MAX;
-    sm_status st = request(hs, e->key, sm_range_all(), cls, &e->data, false, &e->found, &size,
-                           &whole, &code, err);
-    pthread_mutex_lock(&hs->keep_mu);
-    sm_lru_unlink(&hs->pending, &e->lru);
-    e->ready = true;
-    if (st == SM_OK) {
-        atomic_fetch_add_explicit(&hs->whole_fetches, e->found ? 1 : 0, memory_order_relaxed);
-        *found = e->found;
-        if (e->found) {
-            *objsize = e->data.len;
-            st = slice_into(out, sm_buf_bytes(&e->data), r, err);
-        }
-    }
-    e->failed = st != SM_OK || !keep_ready(hs, e);
-    if (e->failed && e->waiters == 0) {
-        kept_free(e);
-    }
-    pthread_cond_broadcast(&hs->keep_cv);
-    pthread_mutex_unlock(&hs->keep_mu);
-    return st;
-}
-
-static sm_status ranged_get(struct http_store *hs, const char *key, struct sm_range r,
-                            enum sm_io_class cls, struct sm_buf *out, bool *found,
-                            uint64_t *objsize, struct sm_err *err)
-{
-    pthread_mutex_lock(&hs->keep_mu);
-    for (;;) {
-        struct kept *e = kept_find(hs, key);
-        if (e != NULL) {
-            e->waiters++;
-            while (!e->ready) {
-                pthread_cond_wait(&hs->keep_cv, &hs->keep_mu);
-            }
-            e->waiters--;
-            if (!e->failed) { /* sliced from the kept object: no request */
-                sm_lru_touch(&hs->kept, &e->lru);
-                atomic_fetch_add_explicit(&hs->kept_slices, 1, memory_order_relaxed);
-                *found = e->found;
-                sm_status st = SM_OK;
-                if (e->found) {
-                    *objsize = e->data.len;
-                    st = slice_into(out, sm_buf_bytes(&e->data), r, err);
-                }
-                pthread_mutex_unlock(&hs->keep_mu);
-                return st;
-            }
-            if (e->waiters == 0) { /* failed or too large to keep: nobody else holds it */
-                kept_free(e);
-            }
-            pthread_mutex_unlock(&hs->keep_mu);
-            return ranged_direct(hs, key, r, cls, out, found, objsize, false, err);
-        }
-        if (hs->ranges == RANGES_HONOURED) {
-            pthread_mutex_unlock(&hs->keep_mu);
-            return ranged_direct(hs, key, r, cls, out, found, objsize, false, err);
-        }
-        if (hs->ranges == RANGES_IGNORED) {
-            e = sm_calloc(1, sizeof(*e));
-            char *k = sm_strdup(key);
-            if (e == NULL || k == NULL) {
-                sm_free(e);
-                sm_free(k);
-                pthread_mutex_unlock(&hs->keep_mu);
-                SM_FAIL(err, SM_E_NOMEM, "cannot allocate a kept-object entry");
-            }
-            e->key = k;
-            e->data = (struct sm_buf)SM_BUF_INIT;
-            sm_lru_push_front(&hs->pending, &e->lru, 0); /* later callers for it wait for it */
-            pthread_mutex_unlock(&hs->keep_mu);
-            return fetch_whole(hs, e, r, cls, out, found, objsize, err);
-        }
-        if (!hs->probing) {
-            hs->probing = true;
-            pthread_mutex_unlock(&hs->keep_mu);
-            return ranged_direct(hs, key, r, cls, out, found, objsize, true, err);
-        }
-        pthread_cond_wait(&hs->keep_cv, &hs->keep_mu);
-    }
+    return request(ctx, key, r, cls, out, false, found, objsize, whole, code, err);
 }
 
 static sm_status http_get(struct sm_store *s, const char *key, struct sm_range r,
@@ -874,7 +622,7 @@ static sm_status http_get(struct sm_store *s, const char *key, struct sm_range r
         long code;
         st = request(hs, key, r, cls, out, false, found, &size, &whole, &code, err);
     } else {
-        st = ranged_get(hs, key, r, cls, out, found, &size, err);
+        st = sm_http_keep_get(&hs->keep, key, r, cls, out, found, &size, err);
     }
     if (objsize != NULL && size != UINT64_MAX) {
         *objsize = size;
@@ -908,16 +656,11 @@ static void http_close(struct sm_store *s)
         pthread_mutex_destroy(&hs->share_mu[i]);
     }
     pthread_mutex_destroy(&hs->pool_mu);
-    struct sm_lru_node *n;
-    while ((n = sm_lru_pop_oldest(&hs->kept)) != NULL) {
-        kept_free(kept_of(n));
-    }
+    sm_http_keep_destroy(&hs->keep);
     if (hs->signed_ && hs->signer.free != NULL) {
         hs->signer.free(hs->signer.ctx);
     }
     sm_free(hs->own_base);
-    pthread_cond_destroy(&hs->keep_cv);
-    pthread_mutex_destroy(&hs->keep_mu);
     sm_free(hs);
 }
 
@@ -1053,8 +796,7 @@ sm_status sm_store_http_open_signed(const char *url, const struct sm_http_opts *
         pthread_mutex_init(&hs->share_mu[i], NULL);
     }
     pthread_mutex_init(&hs->pool_mu, NULL);
-    pthread_mutex_init(&hs->keep_mu, NULL);
-    pthread_cond_init(&hs->keep_cv, NULL);
+    sm_http_keep_init(&hs->keep, &hs->base, keep_fetch, hs);
     hs->pool = sm_calloc(8, sizeof(*hs->pool)); /* up front: a first get must not grow state */
     hs->cap = hs->pool != NULL ? 8 : 0;
     hs->share = curl.share_init();
@@ -1080,11 +822,6 @@ bool sm_store_http_stats(struct sm_store *s, struct sm_http_stats *out)
     if (s == NULL || (s->ops != &http_ops && s->ops != &s3_ops)) {
         return false;
     }
-    struct http_store *hs = hs_of(s);
-    pthread_mutex_lock(&hs->keep_mu);
-    out->range_ignored = hs->ranges == RANGES_IGNORED;
-    pthread_mutex_unlock(&hs->keep_mu);
-    out->whole_fetches = atomic_load_explicit(&hs->whole_fetches, memory_order_relaxed);
-    out->kept_slices = atomic_load_explicit(&hs->kept_slices, memory_order_relaxed);
+    sm_http_keep_stats(&hs_of(s)->keep, out);
     return true;
 }

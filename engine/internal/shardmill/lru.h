@@ -1,11 +1,13 @@
 /* The one intrusive least-recently-used list of the engine: the object cache (store/store_cache.c),
  * the shard-index cache (array/index_cache.c) and the whole objects the HTTP store keeps
- * (store/store_http.c). A node is embedded in the cached object; the list keeps the charges of its
- * nodes (bytes, by the caller's measure), their count and the peak of the charges. Not
- * thread-safe: each cache holds its own lock around every call. */
+ * (store/store_http_keep.c). A node is embedded in the cached object; the list keeps the charges
+ * of its nodes (bytes, by the caller's measure), their count and the peak of the charges. Not
+ * thread-safe: each cache holds its own lock around every call, and with it the one wait of the
+ * three caches for an entry another thread is fetching (struct sm_lru_fetch). */
 #ifndef SM_CORE_LRU_H
 #define SM_CORE_LRU_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -58,5 +60,24 @@ struct sm_lru_node *sm_lru_newer(const struct sm_lru_node *n);
 /* Whether adding a node of `charge` bytes would take the list over max_bytes or over max_count
  * nodes (UINT64_MAX: no cap on the count). */
 bool sm_lru_over(const struct sm_lru *l, uint64_t charge, uint64_t max_bytes, uint64_t max_count);
+
+/* ---- single flight: the first caller to miss an entry fetches it, later callers wait ---- */
+
+/* The fetch state of a cache entry, embedded next to its node; zeroed (calloc) it is a fetch in
+ * flight that nobody waits for. Read and written only under the cache's lock. */
+struct sm_lru_fetch {
+    bool ready;       /* the fetch ended, well or not */
+    bool failed;      /* it failed (or the entry is not to be used): a waiter fetches itself */
+    unsigned waiters; /* callers inside sm_lru_fetch_wait: the entry must not be freed */
+};
+
+/* Waits, holding the cache's lock mu (released while asleep on cv), until the fetch f has ended.
+ * The caller counts in f->waiters meanwhile, so a cache that frees an entry only when nobody
+ * waits for it keeps this one. True if the fetch succeeded (the entry may be used). */
+bool sm_lru_fetch_wait(struct sm_lru_fetch *f, pthread_mutex_t *mu, pthread_cond_t *cv);
+
+/* Ends the fetch f, mu held: ready, failed unless ok, and the waiters on cv woken (they run once
+ * the caller releases mu). */
+void sm_lru_fetch_done(struct sm_lru_fetch *f, bool ok, pthread_cond_t *cv);
 
 #endif

@@ -1,12 +1,15 @@
 /* Unit tests for engine/core/core_lru.c: the intrusive LRU list of the three caches keeps recency
  * order, its byte and count totals and their peak through push, touch, unlink and pop, and an
- * unlinked node (or one of another list) is left alone. */
+ * unlinked node (or one of another list) is left alone; the caches' fetch-wait counts its waiters
+ * and hands every one of them the fetch's outcome. */
 #include "shardmill/sm_config.h"
 
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -188,6 +191,93 @@ static void test_lru_two_lists_keep_their_own_nodes(void **state)
     assert_ptr_equal(sm_lru_oldest(&kept), &a.node);
 }
 
+/* ---- the fetch-wait ---- */
+
+struct cache {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct sm_lru_fetch f;
+};
+
+struct waiter {
+    struct cache *c;
+    bool ok;
+};
+
+static void *wait_for_fetch(void *arg)
+{
+    struct waiter *w = arg;
+    pthread_mutex_lock(&w->c->mu);
+    w->ok = sm_lru_fetch_wait(&w->c->f, &w->c->mu, &w->c->cv);
+    pthread_mutex_unlock(&w->c->mu);
+    return NULL;
+}
+
+static unsigned waiting(struct cache *c)
+{
+    pthread_mutex_lock(&c->mu);
+    const unsigned n = c->f.waiters;
+    pthread_mutex_unlock(&c->mu);
+    return n;
+}
+
+/* Two threads wait for a fetch in flight; both are counted while they wait, wake at its end and
+ * get its outcome. */
+static void fetch_outcome_reaches_every_waiter(bool ok)
+{
+    struct cache c = {.f = {0}};
+    pthread_mutex_init(&c.mu, NULL);
+    pthread_cond_init(&c.cv, NULL);
+    struct waiter w[2] = {{.c = &c, .ok = !ok}, {.c = &c, .ok = !ok}};
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(pthread_create(&t[i], NULL, wait_for_fetch, &w[i]), 0);
+    }
+    while (waiting(&c) < 2) {
+        struct timespec ts = {0, 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    pthread_mutex_lock(&c.mu);
+    sm_lru_fetch_done(&c.f, ok, &c.cv);
+    assert_true(c.f.ready);
+    assert_int_equal(c.f.failed, !ok);
+    assert_int_equal(c.f.waiters, 2); /* they run once the lock is released */
+    pthread_mutex_unlock(&c.mu);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(pthread_join(t[i], NULL), 0);
+        assert_int_equal(w[i].ok, ok);
+    }
+    assert_int_equal(c.f.waiters, 0);
+    pthread_cond_destroy(&c.cv);
+    pthread_mutex_destroy(&c.mu);
+}
+
+static void test_lru_fetch_wait_hands_waiters_a_success(void **state)
+{
+    (void)state;
+    fetch_outcome_reaches_every_waiter(true);
+}
+
+static void test_lru_fetch_wait_hands_waiters_a_failure(void **state)
+{
+    (void)state;
+    fetch_outcome_reaches_every_waiter(false);
+}
+
+static void test_lru_fetch_wait_on_an_ended_fetch_returns_at_once(void **state)
+{
+    (void)state;
+    pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+    struct sm_lru_fetch f = {.ready = true};
+    pthread_mutex_lock(&mu);
+    assert_true(sm_lru_fetch_wait(&f, &mu, &cv));
+    f.failed = true;
+    assert_false(sm_lru_fetch_wait(&f, &mu, &cv));
+    pthread_mutex_unlock(&mu);
+    assert_int_equal(f.waiters, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -199,6 +289,9 @@ int main(void)
         cmocka_unit_test(test_lru_pop_oldest_evicts_in_least_recent_order),
         cmocka_unit_test(test_lru_over_checks_bytes_and_count_caps),
         cmocka_unit_test(test_lru_two_lists_keep_their_own_nodes),
+        cmocka_unit_test(test_lru_fetch_wait_hands_waiters_a_success),
+        cmocka_unit_test(test_lru_fetch_wait_hands_waiters_a_failure),
+        cmocka_unit_test(test_lru_fetch_wait_on_an_ended_fetch_returns_at_once),
     };
     return cmocka_run_group_tests_name("core_lru", tests, NULL, NULL);
 }
