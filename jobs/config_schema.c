@@ -565,12 +565,14 @@ const struct sm_cfg_key sm_cfg_keys[] = {
     {.path = "output.ome.downsample",
      .applies = CONVERT_INGEST,
      .type = SM_CFG_ENUM,
-     .choices = "auto|all",
+     .choices = "auto|all|yx",
      .def = "auto",
      .help = "which axes each level halves: auto = those whose spacing is below 3/4 of the "
              "level's largest spacing (every axis when none is; an axis of one voxel is kept), "
              "so an anisotropic volume becomes near-isotropic before z is halved; all = every "
-             "axis at every level",
+             "axis at every level; yx = y and x only, never z (for the viewers that need every "
+             "level to keep z: Viv, Avivator, vizarr); with yx, levels: auto and the most "
+             "levels count y and x alone",
      .example = "all",
      FIELD(output.ome_downsample)},
 
