@@ -575,6 +575,20 @@ const struct sm_cfg_key sm_cfg_keys[] = {
              "levels count y and x alone",
      .example = "all",
      FIELD(output.ome_downsample)},
+    {.path = "output.ome.version",
+     .applies = CONVERT_INGEST,
+     .type = SM_CFG_ENUM,
+     .choices = "0.5|0.4",
+     .def = "\"0.5\"",
+     .help = "the OME-NGFF version of the image: 0.5 = Zarr v3 arrays, sharded; 0.4 = Zarr v2 "
+             "arrays (.zgroup, .zattrs with multiscales 0.4 and omero, .zarray with "
+             "dimension_separator \"/\", C order), one file per chunk, no shards (output.shard "
+             "refused), for the tools that read no Zarr v3 (Bio-Formats, QuPath, OMERO, MoBIE, "
+             "ilastik); automatic chunks of 64 voxels per axis doubled on y, x, then z up to "
+             ">= 4 MiB of values; output.codec defaults to blosc lz4 level 5 with byte shuffle "
+             "(as bioformats2raw writes it); the values are those of 0.5",
+     .example = "\"0.4\"",
+     FIELD(output.ome_version)},
 
     {.path = "export.hdf5.path",
      .applies = CONVERT_INGEST,

@@ -138,6 +138,33 @@ bool sm_run_ome_finite(const struct sm_run_ome *ome, unsigned nd, const uint64_t
     return true;
 }
 
+void sm_run_ome_v2_chunk(unsigned nd, const uint64_t *shape, size_t elem, uint64_t *chunk)
+{
+    uint64_t bytes = elem;
+    for (unsigned d = 0; d < nd; d++) {
+        chunk[d] = shape[d] < SM_AUTO_CHUNK ? shape[d] : SM_AUTO_CHUNK;
+        bytes *= chunk[d];
+    }
+    unsigned order[SM_MAX_DIMS], n = 0; /* y, x, then the others */
+    for (unsigned d = nd >= 2 ? nd - 2 : 0; d < nd; d++) {
+        order[n++] = d;
+    }
+    for (unsigned d = 0; d + 2 < nd; d++) {
+        order[n++] = d;
+    }
+    for (unsigned i = 0, idle = 0; bytes < SM_RUN_OME_V2_CHUNK_BYTES && idle < nd;
+         i = (i + 1) % nd) {
+        const unsigned d = order[i];
+        if (chunk[d] >= shape[d]) {
+            idle++;
+            continue;
+        }
+        idle = 0;
+        chunk[d] *= 2;
+        bytes *= 2;
+    }
+}
+
 /* The smallest shard (in bytes of values) an aligned level may have: level 0's automatic shards
  * hold 32-64 MiB, so two halvings of every axis (three of two axes) stay aligned; deeper levels
  * get layouts of their own instead of as many tiny shards as level 0 has large ones. */
@@ -192,7 +219,7 @@ sm_status sm_run_ome_levels(const struct sm_run_output *o, unsigned nd, const ui
     }
     /* automatic shards: the levels on level 0's grid while they can be (one pass), then each
      * level its own automatic layout (read back from the level above) */
-    bool aligned = !o->shard.set;
+    bool aligned = !o->shard.set && o->ome.version != SM_RUN_OME_V04; /* 0.4: no shards */
     for (unsigned k = 0; k < n; k++) {
         SM_TRY(sm_run_output_spec(o, nd, cur, dtype, NULL, &levels[k], err));
         levels[k].dimension_names = true;
@@ -290,9 +317,19 @@ json_t *sm_run_ome_attrs(const struct sm_run_ome *ome, unsigned nd, const uint64
                            axes_of(ome, nd), "datasets", ds, "type", nearest ? "nearest" : "mean",
                            "metadata", "method", nearest ? "shardmill.nearest" : "shardmill.mean",
                            "description", desc, "version", SM_VERSION_STRING);
-    json_t *attrs = json_pack("{s:{s:s,s:[o]}}", "ome", "version", "0.5", "multiscales", ms);
+    json_t *attrs = NULL, *home = NULL;   /* home: the object that holds multiscales, omero */
+    if (ome->version == SM_RUN_OME_V04) { /* OME-NGFF 0.4: .zattrs, the version per multiscale */
+        if (ms != NULL) {
+            json_object_set_new(ms, "version", json_string("0.4"));
+        }
+        attrs = json_pack("{s:[o]}", "multiscales", ms);
+        home = attrs;
+    } else {
+        attrs = json_pack("{s:{s:s,s:[o]}}", "ome", "version", "0.5", "multiscales", ms);
+        home = json_object_get(attrs, "ome");
+    }
     if (attrs != NULL && omero != NULL && omero->set) {
-        json_object_set_new(json_object_get(attrs, "ome"), "omero", omero_of(omero));
+        json_object_set_new(home, "omero", omero_of(omero));
     }
     if (attrs != NULL && extra != NULL) {
         const char *key;

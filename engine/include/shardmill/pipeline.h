@@ -171,6 +171,8 @@ struct json_t *sm_run_norm_json(const struct sm_run_norm *cfg, const struct sm_n
 #define SM_RUN_OME_AUTO 0xffffffffu
 enum sm_run_ome_downsample { SM_RUN_OME_DOWN_AUTO, SM_RUN_OME_DOWN_ALL, SM_RUN_OME_DOWN_YX };
 enum sm_run_ome_method { SM_RUN_OME_MEAN, SM_RUN_OME_NEAREST };
+/* `version` V04 (issue 35): OME-NGFF 0.4, Zarr v2 arrays, one file per chunk (never sharded). */
+enum sm_run_ome_version { SM_RUN_OME_V05, SM_RUN_OME_V04 };
 struct sm_run_ome {
     unsigned levels;
     struct sm_run_spacing {
@@ -181,6 +183,7 @@ struct sm_run_ome {
     const char *unit;
     enum sm_run_ome_downsample downsample;
     enum sm_run_ome_method method;
+    enum sm_run_ome_version version;
 };
 struct sm_run_output {
     const char *path; /* required */

@@ -39,6 +39,11 @@ struct sm_output_spec {
     uint8_t fill[8];                 /* fill value: little-endian bytes of dtype */
     const struct json_t *attributes; /* borrowed; an object (provenance: the caller's) or NULL */
     bool dimension_names;            /* write "dimension_names" (the last ndim of z, y, x) */
+    /* A Zarr v2 array (OME-NGFF 0.4, issue 35): .zarray (C order, dimension_separator "/", the
+     * codec as a v2 compressor) instead of zarr.json, chunk keys "i/j/k" in the array's own
+     * directory; never sharded. A group of such levels writes .zgroup and .zattrs (the
+     * attributes themselves) instead of the group's zarr.json. */
+    bool zarr_v2;
     /* NULL, or "member/key" (several separated by spaces): attributes[member][key] is pending
      * (a one-pass convert knows its statistics only after the shards): begin writes zarr.json
      * without it, resume and join accept a zarr.json that differs from w's in those keys only,
@@ -108,7 +113,10 @@ const struct sm_writer *sm_writer_level(const struct sm_writer *w, unsigned k);
 /* The group shard number of level k's shard 0 (0 for an array writer). */
 uint64_t sm_writer_level_first(const struct sm_writer *w, unsigned k);
 
-/* The zarr.json text (UTF-8, ends with a newline); valid while w lives. */
+/* The name of w's document: "zarr.json"; a Zarr v2 array ".zarray", a v2 group ".zattrs". */
+const char *sm_writer_doc_name(const struct sm_writer *w);
+/* The zarr.json text (UTF-8, ends with a newline; a Zarr v2 writer's .zarray or .zattrs); valid
+ * while w lives. */
 struct sm_bytes sm_writer_zarr_json(const struct sm_writer *w);
 /* zarr.json parsed back by sm_meta_parse_v3: m->chain is the chain shards are encoded with. */
 const struct sm_array_meta *sm_writer_meta(const struct sm_writer *w);
