@@ -544,7 +544,8 @@ const struct sm_cfg_key sm_cfg_keys[] = {
                 "giving this key (or output.ome.method) makes the output an OME-Zarr image",
      .min = 1,
      .max = 32,
-     .help = "OME-Zarr 0.5 image output (SPEC §2): the arrays 0 .. levels-1 of a multiscale "
+     .help = "OME-Zarr image output (SPEC §2; 0.5, or 0.4 with output.ome.version): the arrays "
+             "0 .. levels-1 of a multiscale "
              "pyramid, level k+1 made from blocks of level k (output.ome.method) with some axes "
              "halved (output.ome.downsample)",
      .example = "4",

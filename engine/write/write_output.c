@@ -458,12 +458,12 @@ bool sm_output_identity_same(struct sm_bytes have, const json_t *identity, char 
 
 /* SM_OK when the existing zarr.json `have` carries `identity` in attributes.shardmill, else
  * SM_E_USAGE naming the first member that differs. */
-static sm_status same_identity(const struct sm_output *o, struct sm_bytes have,
+static sm_status same_identity(const struct sm_output *o, const char *name, struct sm_bytes have,
                                const json_t *identity, struct sm_err *err)
 {
     json_t *doc = load_doc(have, err);
     if (doc == NULL) { /* a document that does not parse is an error, never "another job's" */
-        sm_err_where(err, "%s/%s", o->root, SM_ZARR_JSON);
+        sm_err_where(err, "%s/%s", o->root, name);
         return err->status;
     }
     json_decref(doc);
@@ -472,9 +472,9 @@ static sm_status same_identity(const struct sm_output *o, struct sm_bytes have,
         return SM_OK;
     }
     sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
-               "output.exists: auto: another job's output: its zarr.json differs from this "
+               "output.exists: auto: another job's output: its %s differs from this "
                "job's in %s; use overwrite or another output.path",
-               what);
+               name, what);
     sm_err_where(err, "%s", o->root);
     return err->status;
 }
@@ -516,7 +516,8 @@ sm_status sm_output_decide(const struct sm_output *o, const json_t *identity,
     }
     struct sm_buf zj = SM_BUF_INIT;
     bool found = false, marked = false;
-    sm_status st = sm_wfs_read(fd, sm_wfs_root_doc(fd), &zj, &found, err);
+    const char *name = sm_wfs_root_doc(fd);
+    sm_status st = sm_wfs_read(fd, name, &zj, &found, err);
     struct stat sb;
     if (st == SM_OK) {
         marked = fstatat(fd, SM_MARKER_NAME, &sb, AT_SYMLINK_NOFOLLOW) == 0;
@@ -524,7 +525,7 @@ sm_status sm_output_decide(const struct sm_output *o, const json_t *identity,
     close(fd);
     d->found = SM_OUTPUT_FOUND_UNFINISHED; /* no zarr.json: nothing to keep, resume clears it */
     if (st == SM_OK && found) {
-        st = same_identity(o, sm_buf_bytes(&zj), identity, err);
+        st = same_identity(o, name, sm_buf_bytes(&zj), identity, err);
     }
     if (st == SM_OK && found && marked) {
         st = verdict(o, d, err);

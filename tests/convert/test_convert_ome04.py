@@ -326,9 +326,10 @@ def case_kill(c, args, work):
     c.check("the tree == the clean run's, byte for byte", not diffs, diffs[:6])
     r = cc.run([args.shardmill, "run", cfg, "--set", "output.exists=auto", "--report",
                 os.path.join(kdir, "again.json")], cwd=kdir)
-    written = (json.load(open(os.path.join(kdir, "again.json"))).get("output", {})
-               .get("written") if r.returncode == 0 else r)
-    c.check("exists: auto of the complete output writes nothing", written == 0, written)
+    o = json.load(open(os.path.join(kdir, "again.json"))).get("output", {}) if (
+        r.returncode == 0) else {"run": cc.describe(r)}
+    c.check("exists: auto of the complete output: complete (its .zattrs names this input), "
+            "nothing written", o.get("action") == "complete" and o.get("written") == 0, o)
 
 
 def case_verify(c, args, work):
