@@ -160,8 +160,9 @@ void sm_run_ome_v2_chunk(unsigned nd, const uint64_t *shape, size_t elem, uint64
             continue;
         }
         idle = 0;
-        chunk[d] *= 2;
-        bytes *= 2;
+        const uint64_t twice = chunk[d] * 2 > shape[d] ? shape[d] : chunk[d] * 2; /* no padding */
+        bytes = bytes / chunk[d] * twice;
+        chunk[d] = twice;
     }
 }
 

@@ -685,7 +685,8 @@ static sm_status compact_journals(struct sm_output *o, const struct sm_writer *w
     return st == SM_OK ? drop_marker(o, err) : st;
 }
 
-/* Removes the pending attributes ("member/key" words, write.h) from a zarr.json document. */
+/* Removes the pending attributes ("member/key" words, write.h) from a zarr.json document (a Zarr
+ * v2 .zattrs: "ome/key" is the top-level key, where OME-NGFF 0.4 keeps omero). */
 static void drop_pending(json_t *doc, const char *pending)
 {
     json_t *attrs = attrs_of(doc);
@@ -699,6 +700,8 @@ static void drop_pending(json_t *doc, const char *pending)
             json_t *m = json_object_get(attrs, member);
             if (json_is_object(m)) {
                 json_object_del(m, key);
+            } else if (attrs == doc && strcmp(member, "ome") == 0) {
+                json_object_del(attrs, key); /* a Zarr v2 .zattrs (OME-NGFF 0.4): no "ome" */
             }
         }
         p += n + (p[n] == ' ');

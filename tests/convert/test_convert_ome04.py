@@ -13,6 +13,8 @@ Cases:
             mpirun -n 2 (one writer per chunk).
   kill      a run SIGKILLed while its chunks are written, then `exists: auto`: the tree equals a
             clean run's, byte for byte, and verifies.
+  ingest    uint16 labels ingested with method nearest and downsample yx: levels == NumPy's
+            strides, the omero window restated after the scan equals 0.5's, chunks within shape.
   verify    verify names a truncated chunk and a missing one (exit 1); `exists: auto` repairs
             both to the clean tree.
   refuse    output.shard and export.hdf5.path with version 0.4 are exit 2 with one error line
@@ -139,6 +141,8 @@ def case_ct(c, args, work):
                 [t[0]["scale"] for t in cts] == scales, cts)
         ngff04.check(c, out, f"CT 0.4 {mode}")
         za = json.load(open(os.path.join(out, "0", ".zarray")))
+        c.check(f"{mode}: level 0's automatic chunk [64, 128, 128] (4 MiB of float32)",
+                za.get("chunks") == [64, 128, 128], za.get("chunks"))
         c.check(f"{mode}: .zarray as bioformats2raw writes it: blosc lz4 clevel 5, byte shuffle, "
                 f"'/' keys, C order, <f4",
                 za.get("compressor") == {"blocksize": 0, "clevel": 5, "cname": "lz4",
@@ -357,6 +361,45 @@ def case_verify(c, args, work):
     c.check("repaired tree == clean tree, byte for byte", not diffs, diffs[:6])
 
 
+def case_ingest(c, args, work):
+    """ingest of uint16 labels (method nearest, downsample yx) as 0.4: the omero window known only
+    after the scan (a pending member, top level in .zattrs) is restated; automatic chunks never
+    pass the level's extent."""
+    lab = np.random.default_rng(3).integers(0, 60000, (5, 300, 200)).astype("<u2")
+    raw = os.path.join(work, "lab.raw")
+    lab.tofile(raw)
+    outs = {}
+    for ver in ("0.4", "0.5"):
+        out = os.path.join(work, f"lab{ver}.zarr")
+        cfg = cc.write_config(os.path.join(work, f"lab{ver}.yaml"), {
+            "job": "ingest",
+            "input": {"store": raw, "format": "raw",
+                      "raw": {"dtype": "uint16", "shape": list(lab.shape)}},
+            "output": {"path": out, "fsync": False,
+                       "ome": {"levels": 3, "method": "nearest", "downsample": "yx",
+                               "version": ver}},
+            "progress": False})
+        r = cc.run([args.shardmill, "run", cfg])
+        c.check(f"ingest {ver}: exit 0", r.returncode == 0, cc.describe(r))
+        outs[ver] = (out, cfg)
+    out, cfg = outs["0.4"]
+    g, got = zarr2_levels(out, 3)
+    for k in range(3):
+        c.check(f"level {k} by zarr-python == NumPy's strides ::{2 ** k} on y, x only",
+                same(got[k], lab[:, ::2 ** k, ::2 ** k]), got[k].shape)
+    for k in range(3):
+        za = json.load(open(os.path.join(out, str(k), ".zarray")))
+        c.check(f"level {k}: automatic chunk {za['chunks']} within the shape {za['shape']}",
+                all(a <= b for a, b in zip(za["chunks"], za["shape"])) and za["dtype"] == "<u2",
+                za)
+    w5 = json.load(open(os.path.join(outs["0.5"][0], "zarr.json")))["attributes"]["ome"]["omero"]
+    c.check("the omero window (p1/p99 after the scan) is the 0.5 image's",
+            g.attrs.get("omero") == w5, (g.attrs.get("omero"), w5))
+    ngff04.check(c, out, "ingest 0.4")
+    r = cc.run([args.shardmill, "verify", out])
+    c.check("verify passes", r.returncode == 0, cc.describe(r))
+
+
 def case_refuse(c, args, work):
     inp, out, _ = write_good(args, work)
     for label, extra, key in [
@@ -382,6 +425,7 @@ def main():
     ap.add_argument("--work", required=True)
     ap.add_argument("--mpiexec", default="")
     cases = {"ct": case_ct, "checker": case_checker, "identity": case_identity,
+             "ingest": case_ingest,
              "kill": case_kill, "verify": case_verify, "refuse": case_refuse}
     ap.add_argument("--case", required=True, choices=sorted(cases))
     args = ap.parse_args()
