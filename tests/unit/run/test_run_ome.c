@@ -118,6 +118,39 @@ static void yx_never_halves_z(void **state)
     check_shapes(&o, big, 3, three);
 }
 
+static void v2_chunks_grow_y_x_first_within_the_shape(void **state)
+{
+    (void)state;
+    uint64_t ch[3];
+    const uint64_t ct[3] = {108, 256, 256}; /* float32: 64 x 128 x 128 = 4 MiB */
+    sm_run_ome_v2_chunk(3, ct, 4, ch);
+    assert_int_equal(ch[0], 64);
+    assert_int_equal(ch[1], 128);
+    assert_int_equal(ch[2], 128);
+    const uint64_t small[3] = {5, 150, 100}; /* the whole level, never past it */
+    sm_run_ome_v2_chunk(3, small, 2, ch);
+    assert_int_equal(ch[0], 5);
+    assert_int_equal(ch[1], 150);
+    assert_int_equal(ch[2], 100);
+    const uint64_t big[3] = {2048, 2048, 2048}; /* uint16: y, x, then z: 128^3 = 4 MiB */
+    sm_run_ome_v2_chunk(3, big, 2, ch);
+    assert_int_equal(ch[0], 128);
+    assert_int_equal(ch[1], 128);
+    assert_int_equal(ch[2], 128);
+    /* level 0 of an OME-NGFF 0.4 output: unsharded, Zarr v2, those chunks */
+    struct sm_run_output o = ct_output(SM_RUN_OME_DOWN_YX, 3);
+    o.ome.version = SM_RUN_OME_V04;
+    struct sm_output_spec levels[SM_MAX_LEVELS];
+    unsigned n = 0;
+    struct sm_err err;
+    sm_err_clear(&err);
+    assert_int_equal(sm_run_ome_levels(&o, 3, ct, SM_DT_FLOAT32, levels, &n, &err), SM_OK);
+    assert_int_equal(n, 3);
+    assert_true(levels[0].zarr_v2 && !levels[0].sharded && levels[2].zarr_v2);
+    assert_int_equal(levels[0].chunk[1], 128);
+    assert_int_equal(levels[2].chunk[1], 64); /* level 2 is 108 x 64 x 64: the whole of y */
+}
+
 static void one_voxel_axes_are_kept(void **state)
 {
     (void)state;
@@ -257,6 +290,7 @@ int main(void)
         cmocka_unit_test(auto_halves_the_fine_axes_first),
         cmocka_unit_test(all_halves_every_axis),
         cmocka_unit_test(yx_never_halves_z),
+        cmocka_unit_test(v2_chunks_grow_y_x_first_within_the_shape),
         cmocka_unit_test(one_voxel_axes_are_kept),
         cmocka_unit_test(auto_levels_stop_at_256),
         cmocka_unit_test(attrs_scale_translation_method_omero),
