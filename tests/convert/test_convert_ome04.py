@@ -7,7 +7,7 @@ Cases:
             0.5 output of the same job (decoded from the Zarr v3 spec); .zgroup/.zattrs/.zarray
             as the 0.4 checker (tests/lib/shardmill_test/ome_ngff_check04.py) and bioformats2raw
             want them (blosc lz4, byte shuffle, "/" keys, C order); one file per chunk; verify
-            passes.
+            passes; `plan` counts the files.
   checker   the 0.4 checker passes a conformant image and names each rule a mutated copy breaks.
   identity  the tree (chunks, documents, marker) is byte-identical for 1 and 2 threads and under
             mpirun -n 2 (one writer per chunk).
@@ -160,6 +160,11 @@ def case_ct(c, args, work):
             "zarr.json" in f for _d, _s, fs in os.walk(out) for f in fs))
         r = cc.run([args.shardmill, "verify", out])
         c.check(f"{mode}: verify passes", r.returncode == 0, cc.describe(r))
+        r = cc.run([args.shardmill, "plan", cfg, "--json"])
+        files = sum(len(fs) for _d, _s, fs in os.walk(out))
+        est = json.loads(r.stdout).get("estimate", {}) if r.returncode == 0 else {}
+        c.check(f"{mode}: plan counts the files ({files}: chunks, .zarray, .zgroup, .zattrs, "
+                f"marker)", est.get("files") == files, (est.get("files"), files, cc.describe(r)))
         # the same job's 0.5 image holds the same values
         out5 = os.path.join(work, f"{mode}05.zarr")
         cfg5 = ct_job(os.path.join(work, f"{mode}05.yaml"), out5,
