@@ -555,8 +555,8 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .type = SM_CFG_NAME,
      .choices = "mean|nearest",
      .flags = SM_CFGF_NULLABLE,
-     .def_doc = "mean when output.ome.levels or output.ome.downsample is given; otherwise no "
-                "OME-Zarr image (a plain array)",
+     .def_doc = "mean when output.ome.levels, output.ome.downsample or output.ome.version is "
+                "given; otherwise no OME-Zarr image (a plain array)",
      .help = "how a level is made from the block of the level above it (2 voxels on each axis "
              "halved, 1 on the others): mean = float64 sum of the block's float32 values in C "
              "order, divided by the count, rounded once (SPEC §2); nearest = the block's first "
