@@ -233,7 +233,9 @@ static sm_status check_marker(int fd, struct sm_bytes marker, struct sm_verify_r
     SM_TRY(sm_wfs_read(fd, doc, &zj, &found, err));
     if (!found) {
         sm_buf_free(&zj);
-        return problem(rep, doc, err, "missing");
+        struct stat sb; /* .zattrs there: a Zarr v2 image that lost its .zgroup */
+        const bool v2 = fstatat(fd, SM_ZATTRS, &sb, AT_SYMLINK_NOFOLLOW) == 0;
+        return problem(rep, v2 ? SM_ZGROUP : doc, err, "missing");
     }
     struct sm_writer *w = NULL;
     struct sm_err pe;

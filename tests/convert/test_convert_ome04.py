@@ -364,6 +364,14 @@ def case_verify(c, args, work):
     c.check("exists: auto repairs the damaged output", r.returncode == 0, cc.describe(r))
     diffs = cc.tree_diff(ref, out)
     c.check("repaired tree == clean tree, byte for byte", not diffs, diffs[:6])
+    for doc in (".zgroup", "1/.zarray"):  # the documents too
+        bad = os.path.join(work, "bad.zarr")
+        shutil.rmtree(bad, ignore_errors=True)
+        shutil.copytree(ref, bad)
+        os.remove(os.path.join(bad, doc))
+        r = cc.run([args.shardmill, "verify", bad])
+        c.check(f"verify names a missing {doc}", r.returncode == 1 and doc in r.stdout + r.stderr,
+                cc.describe(r))
 
 
 def case_ingest(c, args, work):
