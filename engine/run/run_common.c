@@ -310,7 +310,7 @@ sm_status sm_run_output_spec(const struct sm_run_output *o, unsigned nd, const u
     if (v2) {
         spec->zarr_v2 = true;
         if (chunk_auto) {
-            sm_run_ome_v2_chunk(nd, shape, elem, spec->chunk);
+            sm_output_chunk_v2(nd, shape, elem, spec->chunk);
         }
     }
     spec->codec = o->codec != NULL ? o->codec : "zstd";

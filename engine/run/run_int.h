@@ -161,12 +161,6 @@ sm_status sm_run_minmax_range(struct sm_array *a, struct sm_run_setup *s, uint64
 
 /* The cumulative factor of each axis at level k (1 at level 0; doubled on every axis halved on
  * the way, output.ome.downsample), for levels 0 .. nlevels-1 of a level 0 of `shape`. */
-/* The automatic chunk of an OME-NGFF 0.4 level (Zarr v2: one file per chunk): SM_AUTO_CHUNK per
- * axis (clipped to the shape), y, x, then z doubled in turn (the last two axes first; clipped to
- * the shape) while the chunk holds less than SM_RUN_OME_V2_CHUNK_BYTES of values and ends short
- * of the array. */
-#define SM_RUN_OME_V2_CHUNK_BYTES ((uint64_t)4 << 20)
-void sm_run_ome_v2_chunk(unsigned nd, const uint64_t *shape, size_t elem, uint64_t *chunk);
 void sm_run_ome_factors(const struct sm_run_ome *ome, unsigned nd, const uint64_t *shape,
                         unsigned nlevels, uint64_t (*factor)[SM_MAX_DIMS]);
 /* The first level transform that is no finite number (sm_run_ome_finite). */

@@ -138,34 +138,6 @@ bool sm_run_ome_finite(const struct sm_run_ome *ome, unsigned nd, const uint64_t
     return true;
 }
 
-void sm_run_ome_v2_chunk(unsigned nd, const uint64_t *shape, size_t elem, uint64_t *chunk)
-{
-    uint64_t bytes = elem;
-    for (unsigned d = 0; d < nd; d++) {
-        chunk[d] = shape[d] < SM_AUTO_CHUNK ? shape[d] : SM_AUTO_CHUNK;
-        bytes *= chunk[d];
-    }
-    unsigned order[SM_MAX_DIMS], n = 0; /* y, x, then the others */
-    for (unsigned d = nd >= 2 ? nd - 2 : 0; d < nd; d++) {
-        order[n++] = d;
-    }
-    for (unsigned d = 0; d + 2 < nd; d++) {
-        order[n++] = d;
-    }
-    for (unsigned i = 0, idle = 0; bytes < SM_RUN_OME_V2_CHUNK_BYTES && idle < nd;
-         i = (i + 1) % nd) {
-        const unsigned d = order[i];
-        if (chunk[d] >= shape[d]) {
-            idle++;
-            continue;
-        }
-        idle = 0;
-        const uint64_t twice = chunk[d] * 2 > shape[d] ? shape[d] : chunk[d] * 2; /* no padding */
-        bytes = bytes / chunk[d] * twice;
-        chunk[d] = twice;
-    }
-}
-
 /* The smallest shard (in bytes of values) an aligned level may have: level 0's automatic shards
  * hold 32-64 MiB, so two halvings of every axis (three of two axes) stay aligned; deeper levels
  * get layouts of their own instead of as many tiny shards as level 0 has large ones. */

@@ -66,6 +66,12 @@ struct sm_output_spec {
  * shard. chunk_auto / shard_auto say which of the two to choose (the other is left as given, and
  * an automatic shard is then a multiple of the given chunk). SM_E_USAGE if ndim is out of range,
  * an extent or elem_size is 0, or a given chunk is 0. */
+/* The automatic chunk of an unsharded Zarr v2 array (OME-NGFF 0.4: one file per chunk):
+ * SM_AUTO_CHUNK per axis (clipped to the shape), y, x, then z doubled in turn (the last two axes
+ * first; clipped to the shape) while the chunk holds less than SM_OUTPUT_V2_CHUNK_BYTES of values
+ * and ends short of the array. */
+#define SM_OUTPUT_V2_CHUNK_BYTES ((uint64_t)4 << 20)
+void sm_output_chunk_v2(unsigned ndim, const uint64_t *shape, size_t elem_size, uint64_t *chunk);
 #define SM_AUTO_CHUNK 64u
 #define SM_AUTO_SHARD_TARGET ((uint64_t)32 << 20)
 sm_status sm_output_layout_auto(unsigned ndim, const uint64_t *shape, size_t elem_size,

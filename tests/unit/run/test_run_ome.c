@@ -123,17 +123,17 @@ static void v2_chunks_grow_y_x_first_within_the_shape(void **state)
     (void)state;
     uint64_t ch[3];
     const uint64_t ct[3] = {108, 256, 256}; /* float32: 64 x 128 x 128 = 4 MiB */
-    sm_run_ome_v2_chunk(3, ct, 4, ch);
+    sm_output_chunk_v2(3, ct, 4, ch);
     assert_int_equal(ch[0], 64);
     assert_int_equal(ch[1], 128);
     assert_int_equal(ch[2], 128);
     const uint64_t small[3] = {5, 150, 100}; /* the whole level, never past it */
-    sm_run_ome_v2_chunk(3, small, 2, ch);
+    sm_output_chunk_v2(3, small, 2, ch);
     assert_int_equal(ch[0], 5);
     assert_int_equal(ch[1], 150);
     assert_int_equal(ch[2], 100);
     const uint64_t big[3] = {2048, 2048, 2048}; /* uint16: y, x, then z: 128^3 = 4 MiB */
-    sm_run_ome_v2_chunk(3, big, 2, ch);
+    sm_output_chunk_v2(3, big, 2, ch);
     assert_int_equal(ch[0], 128);
     assert_int_equal(ch[1], 128);
     assert_int_equal(ch[2], 128);
