@@ -35,7 +35,8 @@ enum sm_job_kind { SM_JOB_SCAN, SM_JOB_CONVERT, SM_JOB_INGEST, SM_JOB_READ_BENCH
 enum sm_exists_policy { SM_EXISTS_ERROR, SM_EXISTS_OVERWRITE, SM_EXISTS_RESUME, SM_EXISTS_AUTO };
 enum sm_partition_kind { SM_PARTITION_BALANCED, SM_PARTITION_BLOCK };
 enum sm_sync_kind { SM_CFG_SYNC_SYNCFS, SM_CFG_SYNC_FSYNC };
-enum sm_ome_down_kind { SM_CFG_OME_DOWN_AUTO, SM_CFG_OME_DOWN_ALL };
+enum sm_ome_down_kind { SM_CFG_OME_DOWN_AUTO, SM_CFG_OME_DOWN_ALL, SM_CFG_OME_DOWN_YX };
+enum sm_ome_version_kind { SM_CFG_OME_V05, SM_CFG_OME_V04 };
 enum sm_export_exists_kind { SM_CFG_EXPORT_EXISTS_ERROR, SM_CFG_EXPORT_EXISTS_OVERWRITE };
 
 struct sm_job_config {
@@ -107,7 +108,8 @@ struct sm_job_config {
         enum sm_sync_kind sync;       /* output.sync: syncfs | fsync (syncfs) */
         uint64_t ome_levels;          /* output.ome.levels (0 = auto) */
         char *ome_method;             /* output.ome.method (NULL: no OME-Zarr image) */
-        enum sm_ome_down_kind ome_downsample; /* output.ome.downsample: auto | all (auto) */
+        enum sm_ome_down_kind ome_downsample; /* output.ome.downsample: auto | all | yx (auto) */
+        enum sm_ome_version_kind ome_version; /* output.ome.version: "0.5" | "0.4" ("0.5") */
     } output;
 
     struct {

@@ -484,7 +484,26 @@ static sm_status check_output(struct lctx *cx)
                  "output.codec.level: %s level %" PRId64 " is out of range (0 to 9)", codec,
                  c->output.codec_level);
     }
-    if ((given(cx, "output.ome.levels") || given(cx, "output.ome.downsample")) &&
+    if (c->output.ome_version == SM_CFG_OME_V04) { /* OME-NGFF 0.4: Zarr v2, no shards */
+        if (c->output.shard.set && c->output.shard.n > 0) {
+            FAIL_KEY(cx, "output.shard",
+                     "output.shard: OME-NGFF 0.4 (output.ome.version) has no shards; give "
+                     "output.chunk, or output.shard: []");
+        }
+        if (c->export_.hdf5_path != NULL) {
+            FAIL_KEY(cx, "export.hdf5.path",
+                     "export.hdf5.path: the HDF5 export reads a Zarr v3 level 0; it is not "
+                     "available with output.ome.version \"0.4\"");
+        }
+        if (!given(cx, "output.codec.name")) { /* as bioformats2raw writes it */
+            sm_free(c->output.codec);
+            c->output.codec = NULL;
+            SM_TRY(set_default_name(cx, &c->output.codec, "blosc"));
+            c->output.codec_level = given(cx, "output.codec.level") ? c->output.codec_level : 5;
+        }
+    }
+    if ((given(cx, "output.ome.levels") || given(cx, "output.ome.downsample") ||
+         given(cx, "output.ome.version")) &&
         !given(cx, "output.ome.method")) {
         /* output.ome: {levels: N}: an OME-Zarr image, by mean (an explicit method: null, as the
          * YAML view prints an unset one, keeps the plain array) */

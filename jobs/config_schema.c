@@ -546,7 +546,8 @@ const struct sm_cfg_key sm_cfg_keys[] = {
                 "giving this key (or output.ome.method) makes the output an OME-Zarr image",
      .min = 1,
      .max = 32,
-     .help = "OME-Zarr 0.5 image output (SPEC §2): the arrays 0 .. levels-1 of a multiscale "
+     .help = "OME-Zarr image output (SPEC §2; 0.5, or 0.4 with output.ome.version): the arrays "
+             "0 .. levels-1 of a multiscale "
              "pyramid, level k+1 made from blocks of level k (output.ome.method) with some axes "
              "halved (output.ome.downsample)",
      .example = "4",
@@ -556,8 +557,8 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .type = SM_CFG_NAME,
      .choices = "mean|nearest",
      .flags = SM_CFGF_NULLABLE,
-     .def_doc = "mean when output.ome.levels or output.ome.downsample is given; otherwise no "
-                "OME-Zarr image (a plain array)",
+     .def_doc = "mean when output.ome.levels, output.ome.downsample or output.ome.version is "
+                "given; otherwise no OME-Zarr image (a plain array)",
      .help = "how a level is made from the block of the level above it (2 voxels on each axis "
              "halved, 1 on the others): mean = float64 sum of the block's float32 values in C "
              "order, divided by the count, rounded once (SPEC §2); nearest = the block's first "
@@ -567,14 +568,30 @@ const struct sm_cfg_key sm_cfg_keys[] = {
     {.path = "output.ome.downsample",
      .applies = CONVERT_INGEST,
      .type = SM_CFG_ENUM,
-     .choices = "auto|all",
+     .choices = "auto|all|yx",
      .def = "auto",
      .help = "which axes each level halves: auto = those whose spacing is below 3/4 of the "
              "level's largest spacing (every axis when none is; an axis of one voxel is kept), "
              "so an anisotropic volume becomes near-isotropic before z is halved; all = every "
-             "axis at every level",
+             "axis at every level; yx = y and x only, never z (for the viewers that need every "
+             "level to keep z: Viv, Avivator, vizarr); with yx, levels: auto and the most "
+             "levels count y and x alone",
      .example = "all",
      FIELD(output.ome_downsample)},
+    {.path = "output.ome.version",
+     .applies = CONVERT_INGEST,
+     .type = SM_CFG_ENUM,
+     .choices = "0.5|0.4",
+     .def = "\"0.5\"",
+     .help = "the OME-NGFF version of the image: 0.5 = Zarr v3 arrays, sharded; 0.4 = Zarr v2 "
+             "arrays (.zgroup, .zattrs with multiscales 0.4 and omero, .zarray with "
+             "dimension_separator \"/\", C order), one file per chunk, no shards (output.shard "
+             "refused), for the tools that read no Zarr v3 (Bio-Formats, QuPath, OMERO, MoBIE, "
+             "ilastik); automatic chunks of 64 voxels per axis doubled on y, x, then z up to "
+             ">= 4 MiB of values; output.codec defaults to blosc lz4 level 5 with byte shuffle "
+             "(as bioformats2raw writes it); the values are those of 0.5",
+     .example = "\"0.4\"",
+     FIELD(output.ome_version)},
 
     {.path = "export.hdf5.path",
      .applies = CONVERT_INGEST,

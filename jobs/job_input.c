@@ -85,8 +85,10 @@ void sm_job_run_output(const struct sm_job_config *c, struct sm_run_output *o)
             c->output.ome_levels == 0 ? SM_RUN_OME_AUTO : (unsigned)c->output.ome_levels;
         o->ome.method =
             strcmp(c->output.ome_method, "nearest") == 0 ? SM_RUN_OME_NEAREST : SM_RUN_OME_MEAN;
-        o->ome.downsample = c->output.ome_downsample == SM_CFG_OME_DOWN_ALL ? SM_RUN_OME_DOWN_ALL
-                                                                            : SM_RUN_OME_DOWN_AUTO;
+        o->ome.version = c->output.ome_version == SM_CFG_OME_V04 ? SM_RUN_OME_V04 : SM_RUN_OME_V05;
+        o->ome.downsample = c->output.ome_downsample == SM_CFG_OME_DOWN_ALL  ? SM_RUN_OME_DOWN_ALL
+                            : c->output.ome_downsample == SM_CFG_OME_DOWN_YX ? SM_RUN_OME_DOWN_YX
+                                                                             : SM_RUN_OME_DOWN_AUTO;
     }
 }
 

@@ -383,7 +383,8 @@ static void output_size(const struct levels *lv, bool ome, struct sm_plan_estima
     bytes += ome ? 2048 : 0;               /* the group's zarr.json */
     bytes += 512 + (double)e->shards * 80; /* the marker: a record per shard */
     e->output_bytes = (uint64_t)bytes;
-    e->files = e->shards + lv->n + (ome ? 1 : 0) + MARKER_FILES;
+    /* the group's document(s): zarr.json; OME-NGFF 0.4 .zgroup and .zattrs */
+    e->files = e->shards + lv->n + (ome ? (lv->s[0].zarr_v2 ? 2 : 1) : 0) + MARKER_FILES;
 }
 
 /* HDF5 metadata beyond the values: superblock, dataset and attribute headers (the provenance),

@@ -282,7 +282,8 @@ sm_status sm_run_output_spec(const struct sm_run_output *o, unsigned nd, const u
     spec->dtype = dtype;
     const struct sm_run_dims *cs = &o->shard, *cc = &o->chunk;
     const bool shard_auto = !cs->set, chunk_auto = !cc->set;
-    spec->sharded = !(cs->set && cs->n == 0); /* [] = unsharded */
+    const bool v2 = o->ome.version == SM_RUN_OME_V04; /* OME-NGFF 0.4: Zarr v2, never sharded */
+    spec->sharded = !(cs->set && cs->n == 0) && !v2;  /* [] = unsharded */
     if (spec->sharded && !shard_auto) {
         if (cs->n != nd) {
             return dims_mismatch("output.shard", cs->n, nd, "output", err);
@@ -304,6 +305,12 @@ sm_status sm_run_output_spec(const struct sm_run_output *o, unsigned nd, const u
         for (unsigned d = 0; d < nd; d++) {
             const uint64_t want = spec->shard[d] < SM_AUTO_CHUNK ? spec->shard[d] : SM_AUTO_CHUNK;
             spec->chunk[d] = spec->shard[d] % want == 0 ? want : spec->shard[d];
+        }
+    }
+    if (v2) {
+        spec->zarr_v2 = true;
+        if (chunk_auto) {
+            sm_output_chunk_v2(nd, shape, elem, spec->chunk);
         }
     }
     spec->codec = o->codec != NULL ? o->codec : "zstd";

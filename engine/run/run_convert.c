@@ -169,6 +169,9 @@ static sm_status same_state(const struct cv *cv, const json_t *state, bool *same
     if (st == SM_OK) {
         st = sm_store_get(s, "zarr.json", sm_range_all(), SM_IO_META, &zj, &found, err);
     }
+    if (st == SM_OK && !found) { /* an OME-NGFF 0.4 image (Zarr v2): its .zattrs (issue 35) */
+        st = sm_store_get(s, ".zattrs", sm_range_all(), SM_IO_META, &zj, &found, err);
+    }
     sm_store_close(s);
     *same = st == SM_OK && found && sm_output_identity_same(sm_buf_bytes(&zj), state, what, cap);
     sm_buf_free(&zj);

@@ -16,15 +16,21 @@
 /* ---- levels ---- */
 
 /* Marks the axes level k+1 halves, from level k's extents `cur` and spacing `sp` (the level-0
- * spacing times the factors so far): `all` every axis; `auto` those whose spacing is below 3/4
- * of the largest, every one when none is, axes of one voxel left out (halving them changes no
- * value, only the scale). */
+ * spacing times the factors so far): `all` every axis; `yx` the last two (y and x, never z) of
+ * more than one voxel; `auto` those whose spacing is below 3/4 of the largest, every one when
+ * none is, axes of one voxel left out (halving them changes no value, only the scale). */
 static void halved_axes(const struct sm_run_ome *ome, unsigned nd, const uint64_t *cur,
                         const double *sp, bool *halve)
 {
     if (ome->downsample == SM_RUN_OME_DOWN_ALL) {
         for (unsigned d = 0; d < nd; d++) {
             halve[d] = true;
+        }
+        return;
+    }
+    if (ome->downsample == SM_RUN_OME_DOWN_YX) {
+        for (unsigned d = 0; d < nd; d++) {
+            halve[d] = d + 2 >= nd && cur[d] > 1;
         }
         return;
     }
@@ -59,16 +65,19 @@ static void next_level(const struct sm_run_ome *ome, unsigned nd, uint64_t *cur,
     }
 }
 
-static uint64_t largest(const uint64_t *v, unsigned nd)
+/* The largest extent of the axes the mode halves: y and x for `yx` (z never shrinks), else
+ * every axis. */
+static uint64_t largest(const struct sm_run_ome *ome, const uint64_t *v, unsigned nd)
 {
     uint64_t big = 0;
-    for (unsigned d = 0; d < nd; d++) {
+    for (unsigned d = ome->downsample == SM_RUN_OME_DOWN_YX && nd > 2 ? nd - 2 : 0; d < nd; d++) {
         big = v[d] > big ? v[d] : big;
     }
     return big;
 }
 
-/* Levels from `shape` down to the first whose largest axis is <= stop (1: one voxel). */
+/* Levels from `shape` down to the first whose largest axis (of those the mode halves) is <= stop
+ * (1: one voxel). */
 static unsigned levels_until(const struct sm_run_ome *ome, unsigned nd, const uint64_t *shape,
                              uint64_t stop)
 {
@@ -78,7 +87,7 @@ static unsigned levels_until(const struct sm_run_ome *ome, unsigned nd, const ui
         f[d] = 1;
     }
     unsigned n = 1;
-    while (largest(cur, nd) > stop && n < SM_MAX_LEVELS) {
+    while (largest(ome, cur, nd) > stop && n < SM_MAX_LEVELS) {
         next_level(ome, nd, cur, f);
         n++;
     }
@@ -183,7 +192,7 @@ sm_status sm_run_ome_levels(const struct sm_run_output *o, unsigned nd, const ui
     }
     /* automatic shards: the levels on level 0's grid while they can be (one pass), then each
      * level its own automatic layout (read back from the level above) */
-    bool aligned = !o->shard.set;
+    bool aligned = !o->shard.set && o->ome.version != SM_RUN_OME_V04; /* 0.4: no shards */
     for (unsigned k = 0; k < n; k++) {
         SM_TRY(sm_run_output_spec(o, nd, cur, dtype, NULL, &levels[k], err));
         levels[k].dimension_names = true;
@@ -281,9 +290,19 @@ json_t *sm_run_ome_attrs(const struct sm_run_ome *ome, unsigned nd, const uint64
                            axes_of(ome, nd), "datasets", ds, "type", nearest ? "nearest" : "mean",
                            "metadata", "method", nearest ? "shardmill.nearest" : "shardmill.mean",
                            "description", desc, "version", SM_VERSION_STRING);
-    json_t *attrs = json_pack("{s:{s:s,s:[o]}}", "ome", "version", "0.5", "multiscales", ms);
+    json_t *attrs = NULL, *home = NULL;   /* home: the object that holds multiscales, omero */
+    if (ome->version == SM_RUN_OME_V04) { /* OME-NGFF 0.4: .zattrs, the version per multiscale */
+        if (ms != NULL) {
+            json_object_set_new(ms, "version", json_string("0.4"));
+        }
+        attrs = json_pack("{s:[o]}", "multiscales", ms);
+        home = attrs;
+    } else {
+        attrs = json_pack("{s:{s:s,s:[o]}}", "ome", "version", "0.5", "multiscales", ms);
+        home = json_object_get(attrs, "ome");
+    }
     if (attrs != NULL && omero != NULL && omero->set) {
-        json_object_set_new(json_object_get(attrs, "ome"), "omero", omero_of(omero));
+        json_object_set_new(home, "omero", omero_of(omero));
     }
     if (attrs != NULL && extra != NULL) {
         const char *key;

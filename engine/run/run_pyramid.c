@@ -183,7 +183,8 @@ static sm_status open_level(const struct sm_run_pyramid *p, struct sm_store *sto
     o.limits.max_chunk_bytes = p->max_chunk_bytes;
     o.limits.max_object_bytes = UINT64_MAX / 4; /* our own shards: any size we wrote */
     struct sm_meta_docs docs = SM_META_DOCS_INIT;
-    docs.kind = SM_META_DOCS_V3;
+    const bool v2 = strcmp(sm_writer_doc_name(sm_writer_level(p->writer, k)), ".zarray") == 0;
+    docs.kind = v2 ? SM_META_DOCS_V2_ARRAY : SM_META_DOCS_V3; /* OME-NGFF 0.4: Zarr v2 levels */
     char path[16];
     snprintf(path, sizeof(path), "%u", k);
     sm_status st = sm_buf_set(&docs.doc, sm_writer_zarr_json(sm_writer_level(p->writer, k)), err);

@@ -222,7 +222,8 @@ static bool entry_kind(int dirfd, const char *name, enum sm_fs_kind *kind, bool 
  * (this directory's descriptor, its name): a directory is entered by open_child, never through a
  * link, and removed by unlinkat on this descriptor. */
 static sm_status walk_dir(int fd, const char *rel, bool chunks, enum sm_wfs_walk mode,
-                          unsigned depth, const atomic_int *stop, struct sm_err *err)
+                          unsigned depth, const atomic_int *stop, const char *doc,
+                          struct sm_err *err)
 {
     if (depth > SM_MAX_DIMS + 2) {
         close(fd);
@@ -258,6 +259,9 @@ static sm_status walk_dir(int fd, const char *rel, bool chunks, enum sm_wfs_walk
         }
         const bool tmp = sm_fs_is_tmp(name);
         const bool is_dir = kind == SM_FS_DIR, is_reg = kind == SM_FS_REG;
+        if (depth == 0 && doc != NULL && is_reg && strcmp(name, doc) == 0) {
+            continue; /* a Zarr v2 level's .zarray: its directory's owner handles it */
+        }
         const bool ok = chunks ? sm_wfs_chunk_name(name, is_dir, is_reg) != SM_WFS_NAME_FOREIGN
                                : is_dir || is_reg;
         if (!ok) { /* never removed: a REMOVE after a CHECK then fails on the non-empty parent */
@@ -276,7 +280,7 @@ static sm_status walk_dir(int fd, const char *rel, bool chunks, enum sm_wfs_walk
                                             : link_fail(err, "cannot walk", path);
                 continue;
             }
-            st = walk_dir(cfd, path, chunks, mode, depth + 1, stop, err);
+            st = walk_dir(cfd, path, chunks, mode, depth + 1, stop, NULL, err);
             if (st == SM_OK && mode == SM_WFS_REMOVE && unlinkat(dfd, name, AT_REMOVEDIR) != 0 &&
                 errno != ENOENT) {
                 st = SM_ERRNO(err, errno, NULL, "cannot remove directory '%s'", path);
@@ -313,7 +317,35 @@ sm_status sm_wfs_walk_stop(int dirfd, const char *rel, bool chunks, enum sm_wfs_
         }
         return e == ENOTDIR ? SM_OK : sm_fs_fail(err, "cannot open directory", dirfd, rel, e);
     }
-    return walk_dir(fd, rel, chunks, mode, 0, stop, err);
+    return walk_dir(fd, rel, chunks, mode, 0, stop, NULL, err);
+}
+
+sm_status sm_wfs_walk_doc(int dirfd, const char *rel, const char *doc, enum sm_wfs_walk mode,
+                          const atomic_int *stop, struct sm_err *err)
+{
+    const int fd = sm_fs_opendir_beneath(dirfd, rel, false);
+    if (fd < 0) {
+        const int e = errno;
+        if (e == ENOENT) {
+            return SM_OK;
+        }
+        if (mode == SM_WFS_CHECK && (e == ENOTDIR || e == ELOOP)) {
+            return foreign(err, rel);
+        }
+        return e == ENOTDIR ? SM_OK : sm_fs_fail(err, "cannot open directory", dirfd, rel, e);
+    }
+    return walk_dir(fd, rel, true, mode, 0, stop, doc, err);
+}
+
+bool sm_wfs_is_v2(int dirfd)
+{
+    struct stat sb;
+    return fstatat(dirfd, SM_ZGROUP, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(sb.st_mode);
+}
+
+const char *sm_wfs_root_doc(int dirfd)
+{
+    return sm_wfs_is_v2(dirfd) ? SM_ZATTRS : SM_ZARR_JSON;
 }
 
 /* ---- entries outside the grid ---- */
@@ -328,7 +360,7 @@ static sm_status remove_dir(int dfd, const char *name, const char *path, const a
                : errno == ELOOP ? link_fail(err, "cannot walk", path)
                                 : SM_ERRNO(err, errno, NULL, "cannot open directory '%s'", path);
     }
-    SM_TRY(walk_dir(cfd, path, true, SM_WFS_REMOVE, 0, stop, err));
+    SM_TRY(walk_dir(cfd, path, true, SM_WFS_REMOVE, 0, stop, NULL, err));
     if (unlinkat(dfd, name, AT_REMOVEDIR) != 0 && errno != ENOENT) {
         return SM_ERRNO(err, errno, NULL, "cannot remove directory '%s'", path);
     }

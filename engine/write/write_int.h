@@ -19,6 +19,11 @@
 
 #define SM_MARKER_NAME "shardmill.complete.json"
 #define SM_ZARR_JSON "zarr.json"
+/* Zarr v2 (OME-NGFF 0.4): a group's .zgroup (fixed text) and .zattrs, an array's .zarray. */
+#define SM_ZGROUP ".zgroup"
+#define SM_ZATTRS ".zattrs"
+#define SM_ZARRAY ".zarray"
+#define SM_ZGROUP_TEXT "{\n  \"zarr_format\": 2\n}\n"
 #define SM_PRIV_DIR ".shardmill"
 #define SM_JOURNAL_DIR ".shardmill/journal"
 #define SM_KEY_MAX 96
@@ -41,6 +46,7 @@ struct sm_writer {
     unsigned nlevels;
     struct sm_writer **lv;
     uint64_t *lv_base; /* nlevels + 1 */
+    bool v2;           /* Zarr v2 (spec.zarr_v2): text is .zarray, or a group's .zattrs */
 };
 
 /* The array writer holding `shard` of w (w itself for a plain array), and its index there. */
@@ -54,6 +60,13 @@ const struct sm_writer *sm_writer_locate(const struct sm_writer *w, uint64_t sha
 void sm_writer_docs_sha256(const struct sm_writer *w, char out[65]);
 sm_status sm_writer_from_output(int dirfd, struct sm_bytes text, struct sm_writer **out,
                                 struct sm_err *err);
+/* true when the output tree of dirfd is a Zarr v2 image (a regular .zgroup at its root). */
+bool sm_wfs_is_v2(int dirfd);
+/* The root document of the output tree of dirfd: .zattrs for a Zarr v2 image, else zarr.json. */
+const char *sm_wfs_root_doc(int dirfd);
+/* The chunk tree of level k of group w (k < nlevels) or of array w (prefix ""): "c", "<k>/c";
+ * a Zarr v2 level's chunks lie in its own directory "<k>" (beside its .zarray). */
+void sm_writer_tree(const struct sm_writer *w, unsigned k, char *buf, size_t cap);
 
 /* What a shard record says about an object: its encoded size and CRC32C, and the digest of the
  * values it was encoded from (sm_write_values_digest; 0: not recorded, as in a version 1 marker). A
@@ -131,6 +144,10 @@ sm_status sm_wfs_walk(int dirfd, const char *rel, bool chunks, enum sm_wfs_walk 
 /* sm_wfs_walk that ends with SM_E_STOPPED once *stop (if non-NULL) is set. */
 sm_status sm_wfs_walk_stop(int dirfd, const char *rel, bool chunks, enum sm_wfs_walk mode,
                            const atomic_int *stop, struct sm_err *err);
+/* sm_wfs_walk_stop of a chunk tree that also holds the regular file `doc` at its top (a Zarr v2
+ * level directory: .zarray), which the walk leaves alone. */
+sm_status sm_wfs_walk_doc(int dirfd, const char *rel, const char *doc, enum sm_wfs_walk mode,
+                          const atomic_int *stop, struct sm_err *err);
 /* The one rule for the names of a chunk tree ("c" or "<level>/c"), applied by verify, by the check
  * of sm_output_open and begin, and by resume's prune, so what verify flags auto either refuses
  * or removes. A key component is a canonical decimal ("0", "17"; never "01" or "00"). */

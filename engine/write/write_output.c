@@ -91,6 +91,14 @@ static sm_status classify(const char *root, int *state, struct sm_err *err)
     return st;
 }
 
+/* name is `doc` or one of its temporary names ("<doc>.tmp.*"). */
+static bool doc_or_tmp(const char *name, const char *doc)
+{
+    const size_t n = strlen(doc);
+    return strncmp(name, doc, n) == 0 &&
+           (name[n] == '\0' || strncmp(name + n, ".tmp.", strlen(".tmp.")) == 0);
+}
+
 static bool root_name_ok(const char *name, const struct stat *sb)
 {
     if (S_ISDIR(sb->st_mode)) { /* a decimal name: a level of an OME-Zarr image */
@@ -100,17 +108,19 @@ static bool root_name_ok(const char *name, const struct stat *sb)
     if (!S_ISREG(sb->st_mode)) {
         return false;
     }
-    return strcmp(name, SM_ZARR_JSON) == 0 || strcmp(name, SM_MARKER_NAME) == 0 ||
-           strncmp(name, SM_ZARR_JSON ".tmp.", strlen(SM_ZARR_JSON ".tmp.")) == 0 ||
-           strncmp(name, SM_MARKER_NAME ".tmp.", strlen(SM_MARKER_NAME ".tmp.")) == 0;
+    return doc_or_tmp(name, SM_ZARR_JSON) || doc_or_tmp(name, SM_MARKER_NAME) ||
+           doc_or_tmp(name, SM_ZGROUP) || doc_or_tmp(name, SM_ZATTRS);
 }
 
 /* The level directories "k" (k >= from) of an OME-Zarr image output (SPEC §2): each holds
- * zarr.json (or its temporary names) and the c/ tree. CHECK fails on anything else, SWEEP_TMP
- * removes temporary files, REMOVE removes the level directories. */
+ * zarr.json (or its temporary names) and the c/ tree; a Zarr v2 image's (.zgroup at the root)
+ * .zarray and the chunk tree itself. CHECK fails on anything else, SWEEP_TMP removes temporary
+ * files, REMOVE removes the level directories. */
 static sm_status level_dirs(int fd, unsigned from, enum sm_wfs_walk mode, const atomic_int *stop,
                             struct sm_err *err)
 {
+    const bool v2 = sm_wfs_is_v2(fd);
+    const char *ldoc = v2 ? SM_ZARRAY : SM_ZARR_JSON;
     struct sm_strv names = {NULL, 0, 0};
     SM_TRY(sm_wfs_list(fd, "", &names, err));
     sm_status st = SM_OK;
@@ -123,9 +133,10 @@ static sm_status level_dirs(int fd, unsigned from, enum sm_wfs_walk mode, const 
             continue;
         }
         char rel[PATH_CAP];
-        snprintf(rel, sizeof(rel), "%s/c", lv);
-        st = sm_wfs_walk_stop(fd, rel, true, mode, stop, err);
-        if (st == SM_OK && mode == SM_WFS_REMOVE &&
+        snprintf(rel, sizeof(rel), v2 ? "%s" : "%s/c", lv);
+        st = v2 ? sm_wfs_walk_doc(fd, rel, SM_ZARRAY, mode, stop, err)
+                : sm_wfs_walk_stop(fd, rel, true, mode, stop, err);
+        if (st == SM_OK && !v2 && mode == SM_WFS_REMOVE &&
             sm_fs_unlink_beneath(fd, rel, AT_REMOVEDIR) != 0 && errno != ENOENT) {
             st = SM_ERRNO(err, errno, rel, "cannot remove directory");
         }
@@ -136,9 +147,12 @@ static sm_status level_dirs(int fd, unsigned from, enum sm_wfs_walk mode, const 
         for (size_t j = 0; j < inner.n && st == SM_OK; j++) {
             const char *n = inner.v[j];
             snprintf(rel, sizeof(rel), "%s/%s", lv, n);
-            const bool tmp = strncmp(n, SM_ZARR_JSON ".tmp.", strlen(SM_ZARR_JSON ".tmp.")) == 0;
-            const bool doc = strcmp(n, SM_ZARR_JSON) == 0;
-            if (mode == SM_WFS_CHECK && !tmp && !doc && strcmp(n, "c") != 0) {
+            const bool doc = strcmp(n, ldoc) == 0;
+            const bool tmp = !doc && doc_or_tmp(n, ldoc);
+            /* v2: the chunk tree lies beside .zarray (the walk above checked it) */
+            const bool chunks =
+                v2 ? sm_wfs_chunk_name(n, true, true) != SM_WFS_NAME_FOREIGN : strcmp(n, "c") == 0;
+            if (mode == SM_WFS_CHECK && !tmp && !doc && !chunks) {
                 st = sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
                                 "not a shardmill output: unexpected entry '%s' (refusing to touch "
                                 "the directory)",
@@ -202,7 +216,8 @@ static sm_status remove_root_files(struct sm_output *o, bool tmp_only, struct sm
         const char *n = names.v[i];
         const bool tmp = sm_fs_is_tmp(n);
         const bool pick =
-            tmp || (!tmp_only && (strcmp(n, SM_ZARR_JSON) == 0 || strcmp(n, SM_MARKER_NAME) == 0));
+            tmp || (!tmp_only && (strcmp(n, SM_ZARR_JSON) == 0 || strcmp(n, SM_MARKER_NAME) == 0 ||
+                                  strcmp(n, SM_ZGROUP) == 0 || strcmp(n, SM_ZATTRS) == 0));
         if (pick && unlinkat(o->rootfd, n, 0) != 0 && errno != ENOENT) {
             st = SM_ERRNO(err, errno, n, "cannot remove");
         }
@@ -386,6 +401,13 @@ static json_t *load_doc(struct sm_bytes b, struct sm_err *e)
     return j;
 }
 
+/* The attributes of a document: zarr.json's "attributes"; a Zarr v2 .zattrs (no "zarr_format"
+ * member) is the attributes itself. */
+static json_t *attrs_of(json_t *doc)
+{
+    return json_object_get(doc, "zarr_format") != NULL ? json_object_get(doc, "attributes") : doc;
+}
+
 /* {"attributes": {"shardmill": {m: v}}} for every member m of `identity`, v taken from `prov`
  * (the existing provenance; a member it lacks stays out) or from identity itself. */
 static json_t *identity_doc(json_t *identity, json_t *prov)
@@ -416,7 +438,7 @@ bool sm_output_identity_same(struct sm_bytes have, const json_t *identity, char 
     char *text = sm_json_dumps(identity, JSON_COMPACT);
     json_t *want_id = text != NULL ? load_doc(sm_bytes_of(text, strlen(text)), &e) : NULL;
     sm_json_free_text(text);
-    json_t *prov = json_object_get(json_object_get(doc, "attributes"), SM_PROVENANCE_KEY);
+    json_t *prov = json_object_get(attrs_of(doc), SM_PROVENANCE_KEY);
     json_t *none = json_object(); /* no provenance: every member of the identity differs */
     json_t *a =
         json_is_object(want_id) ? identity_doc(want_id, json_is_object(prov) ? prov : none) : NULL;
@@ -436,12 +458,12 @@ bool sm_output_identity_same(struct sm_bytes have, const json_t *identity, char 
 
 /* SM_OK when the existing zarr.json `have` carries `identity` in attributes.shardmill, else
  * SM_E_USAGE naming the first member that differs. */
-static sm_status same_identity(const struct sm_output *o, struct sm_bytes have,
+static sm_status same_identity(const struct sm_output *o, const char *name, struct sm_bytes have,
                                const json_t *identity, struct sm_err *err)
 {
     json_t *doc = load_doc(have, err);
     if (doc == NULL) { /* a document that does not parse is an error, never "another job's" */
-        sm_err_where(err, "%s/%s", o->root, SM_ZARR_JSON);
+        sm_err_where(err, "%s/%s", o->root, name);
         return err->status;
     }
     json_decref(doc);
@@ -450,9 +472,9 @@ static sm_status same_identity(const struct sm_output *o, struct sm_bytes have,
         return SM_OK;
     }
     sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
-               "output.exists: auto: another job's output: its zarr.json differs from this "
+               "output.exists: auto: another job's output: its %s differs from this "
                "job's in %s; use overwrite or another output.path",
-               what);
+               name, what);
     sm_err_where(err, "%s", o->root);
     return err->status;
 }
@@ -494,7 +516,8 @@ sm_status sm_output_decide(const struct sm_output *o, const json_t *identity,
     }
     struct sm_buf zj = SM_BUF_INIT;
     bool found = false, marked = false;
-    sm_status st = sm_wfs_read(fd, SM_ZARR_JSON, &zj, &found, err);
+    const char *name = sm_wfs_root_doc(fd);
+    sm_status st = sm_wfs_read(fd, name, &zj, &found, err);
     struct stat sb;
     if (st == SM_OK) {
         marked = fstatat(fd, SM_MARKER_NAME, &sb, AT_SYMLINK_NOFOLLOW) == 0;
@@ -502,7 +525,7 @@ sm_status sm_output_decide(const struct sm_output *o, const json_t *identity,
     close(fd);
     d->found = SM_OUTPUT_FOUND_UNFINISHED; /* no zarr.json: nothing to keep, resume clears it */
     if (st == SM_OK && found) {
-        st = same_identity(o, sm_buf_bytes(&zj), identity, err);
+        st = same_identity(o, name, sm_buf_bytes(&zj), identity, err);
     }
     if (st == SM_OK && found && marked) {
         st = verdict(o, d, err);
@@ -662,10 +685,11 @@ static sm_status compact_journals(struct sm_output *o, const struct sm_writer *w
     return st == SM_OK ? drop_marker(o, err) : st;
 }
 
-/* Removes the pending attributes ("member/key" words, write.h) from a zarr.json document. */
+/* Removes the pending attributes ("member/key" words, write.h) from a zarr.json document (a Zarr
+ * v2 .zattrs: "ome/key" is the top-level key, where OME-NGFF 0.4 keeps omero). */
 static void drop_pending(json_t *doc, const char *pending)
 {
-    json_t *attrs = json_object_get(doc, "attributes");
+    json_t *attrs = attrs_of(doc);
     for (const char *p = pending; attrs != NULL && *p != '\0';) {
         const size_t n = strcspn(p, " ");
         const char *slash = memchr(p, '/', n);
@@ -676,6 +700,8 @@ static void drop_pending(json_t *doc, const char *pending)
             json_t *m = json_object_get(attrs, member);
             if (json_is_object(m)) {
                 json_object_del(m, key);
+            } else if (attrs == doc && strcmp(member, "ome") == 0) {
+                json_object_del(attrs, key); /* a Zarr v2 .zattrs (OME-NGFF 0.4): no "ome" */
             }
         }
         p += n + (p[n] == ' ');
@@ -785,7 +811,7 @@ static sm_status prune_grid(struct sm_output *o, const struct sm_writer *w, stru
     }
     for (unsigned k = 0; k < w->nlevels; k++) {
         char rel[32];
-        snprintf(rel, sizeof(rel), "%u/c", k);
+        sm_writer_tree(w, k, rel, sizeof(rel));
         SM_TRY(sm_wfs_prune(o->rootfd, rel, w->lv[k], o->stop, &removed, err));
     }
     return level_dirs(o->rootfd, w->nlevels, SM_WFS_REMOVE, o->stop, err);
@@ -812,7 +838,10 @@ static sm_status prepare_resume(struct sm_output *o, const struct sm_writer *w, 
 {
     struct sm_buf have = SM_BUF_INIT;
     bool found;
-    sm_status st = sm_wfs_read(o->rootfd, SM_ZARR_JSON, &have, &found, err);
+    sm_status st = sm_wfs_read(o->rootfd, sm_writer_doc_name(w), &have, &found, err);
+    if (st == SM_OK && found && w->v2 != sm_wfs_is_v2(o->rootfd)) {
+        found = false; /* a document of the other Zarr version's tree: nothing to keep */
+    }
     if (st == SM_OK && !found) {
         st = put_owner(o, err);
         if (st == SM_OK) {
@@ -824,15 +853,15 @@ static sm_status prepare_resume(struct sm_output *o, const struct sm_writer *w, 
             zarr_diff(w->spec.pending, sm_buf_bytes(&have), sm_buf_bytes(&w->text), what,
                       sizeof(what));
             st = sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
-                            "output.exists: %s: the existing zarr.json differs from this "
+                            "output.exists: %s: the existing %s differs from this "
                             "job's in %s (another configuration or input); use overwrite",
-                            policy_name(o), what);
+                            policy_name(o), sm_writer_doc_name(w), what);
         } else {
             *keep_zarr = true;
         }
         for (unsigned k = 0; st == SM_OK && k < w->nlevels; k++) { /* each level's too */
             char key[32];
-            snprintf(key, sizeof(key), "%u/" SM_ZARR_JSON, k);
+            snprintf(key, sizeof(key), "%u/%s", k, sm_writer_doc_name(w->lv[k]));
             const struct sm_buf *want = &w->lv[k]->text;
             st = sm_wfs_read(o->rootfd, key, &have, &found, err);
             missing[k] = st == SM_OK && !found;
@@ -919,15 +948,18 @@ static sm_status begin(struct sm_output *o, const struct sm_writer *w, struct sm
     }
     SM_TRY(journal_dir(o, err));
     SM_TRY(setup(o, w, err));
+    if (w->v2 && !keep_zarr) { /* a Zarr v2 group: .zgroup first, it says the tree is v2 */
+        SM_TRY(put_doc(o, SM_ZGROUP, sm_bytes_of(SM_ZGROUP_TEXT, strlen(SM_ZGROUP_TEXT)), err));
+    }
     if (!keep_zarr) {
-        SM_TRY(put_doc(o, SM_ZARR_JSON, sm_buf_bytes(&w->text), err));
+        SM_TRY(put_doc(o, sm_writer_doc_name(w), sm_buf_bytes(&w->text), err));
     }
     for (unsigned k = 0; k < w->nlevels; k++) { /* an OME-Zarr image's levels */
         if (keep_zarr && !missing[k]) {
             continue;
         }
         char key[32];
-        snprintf(key, sizeof(key), "%u/" SM_ZARR_JSON, k);
+        snprintf(key, sizeof(key), "%u/%s", k, sm_writer_doc_name(w->lv[k]));
         SM_TRY(put_doc(o, key, sm_buf_bytes(&w->lv[k]->text), err));
         if (syncing(o)) {
             snprintf(key, sizeof(key), "%u", k);
@@ -958,7 +990,7 @@ sm_status sm_output_join(struct sm_output *o, const struct sm_writer *w, struct 
     }
     struct sm_buf have = SM_BUF_INIT;
     bool found;
-    sm_status st = sm_wfs_read(o->rootfd, SM_ZARR_JSON, &have, &found, err);
+    sm_status st = sm_wfs_read(o->rootfd, sm_writer_doc_name(w), &have, &found, err);
     if (st == SM_OK &&
         (!found || !same_zarr(w->spec.pending, sm_buf_bytes(&have), sm_buf_bytes(&w->text)))) {
         st = sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
@@ -986,7 +1018,7 @@ sm_status sm_output_restate(struct sm_output *o, const struct sm_writer *w, bool
         SM_FAIL(err, SM_E_INTERNAL, "the restated zarr.json is not the begun array's");
     }
     if (primary) {
-        const sm_status st = put_doc(o, SM_ZARR_JSON, sm_buf_bytes(&w->text), err);
+        const sm_status st = put_doc(o, sm_writer_doc_name(w), sm_buf_bytes(&w->text), err);
         if (st != SM_OK) {
             sm_err_where(err, "%s", o->root);
             return st;
@@ -1216,7 +1248,8 @@ static void dir_path(const struct sm_writer *w, const char *prefix, unsigned l, 
         idx[d] = p % w->grid[d];
         p /= w->grid[d];
     }
-    size_t n = (size_t)snprintf(buf, cap, "%sc", prefix);
+    size_t n = w->v2 ? (size_t)snprintf(buf, cap, "%.*s", (int)strlen(prefix) - 1, prefix)
+                     : (size_t)snprintf(buf, cap, "%sc", prefix); /* v2: "k", the level itself */
     for (unsigned d = 0; d < l && n < cap; d++) {
         n += (size_t)snprintf(buf + n, cap - n, "/%" PRIu64, idx[d]);
     }

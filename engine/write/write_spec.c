@@ -90,6 +90,34 @@ sm_status sm_output_layout_auto(unsigned ndim, const uint64_t *shape, size_t ele
     return SM_OK;
 }
 
+void sm_output_chunk_v2(unsigned ndim, const uint64_t *shape, size_t elem_size, uint64_t *chunk)
+{
+    uint64_t bytes = elem_size;
+    for (unsigned d = 0; d < ndim; d++) {
+        chunk[d] = shape[d] < SM_AUTO_CHUNK ? shape[d] : SM_AUTO_CHUNK;
+        bytes *= chunk[d];
+    }
+    unsigned order[SM_MAX_DIMS], n = 0; /* y, x, then the others */
+    for (unsigned d = ndim >= 2 ? ndim - 2 : 0; d < ndim; d++) {
+        order[n++] = d;
+    }
+    for (unsigned d = 0; d + 2 < ndim; d++) {
+        order[n++] = d;
+    }
+    for (unsigned i = 0, idle = 0; bytes < SM_OUTPUT_V2_CHUNK_BYTES && idle < ndim;
+         i = (i + 1) % ndim) {
+        const unsigned d = order[i];
+        if (chunk[d] >= shape[d]) {
+            idle++;
+            continue;
+        }
+        idle = 0;
+        const uint64_t twice = chunk[d] * 2 > shape[d] ? shape[d] : chunk[d] * 2; /* no padding */
+        bytes = bytes / chunk[d] * twice;
+        chunk[d] = twice;
+    }
+}
+
 /* ---- zarr.json ---- */
 
 static json_t *u64_array(unsigned n, const uint64_t *v)
@@ -239,6 +267,97 @@ static sm_status build_json(const struct sm_output_spec *s, json_t **out, struct
     return SM_OK;
 }
 
+/* ---- .zarray (Zarr v2, OME-NGFF 0.4) ---- */
+
+static const char *v2_dtype(enum sm_dtype dt)
+{
+    switch (dt) {
+    case SM_DT_BOOL:
+        return "|b1";
+    case SM_DT_INT8:
+        return "|i1";
+    case SM_DT_UINT8:
+        return "|u1";
+    case SM_DT_INT16:
+        return "<i2";
+    case SM_DT_UINT16:
+        return "<u2";
+    case SM_DT_INT32:
+        return "<i4";
+    case SM_DT_UINT32:
+        return "<u4";
+    case SM_DT_INT64:
+        return "<i8";
+    case SM_DT_UINT64:
+        return "<u8";
+    case SM_DT_FLOAT32:
+        return "<f4";
+    case SM_DT_FLOAT64:
+        return "<f8";
+    default:
+        return NULL;
+    }
+}
+
+/* The v2 compressor of s (validated as the v3 stage): blosc as bioformats2raw writes it (byte
+ * shuffle, automatic block size), zstd and gzip by level; JSON null for none. */
+static sm_status v2_compressor(const struct sm_output_spec *s, json_t **out, struct sm_err *err)
+{
+    json_t *v3;
+    SM_TRY(compressor(s, &v3, err));
+    const char *name = s->codec != NULL ? s->codec : "zstd";
+    json_decref(v3);
+    if (strcmp(name, "none") == 0) {
+        *out = json_null();
+    } else if (strcmp(name, "blosc") == 0) {
+        *out =
+            json_pack("{s:i, s:i, s:s, s:s, s:i}", "blocksize", 0, "clevel", s->level, "cname",
+                      s->blosc_cname != NULL ? s->blosc_cname : "lz4", "id", "blosc", "shuffle", 1);
+    } else {
+        *out = json_pack("{s:s, s:i}", "id", name, "level", s->level);
+    }
+    if (*out == NULL) {
+        SM_FAIL(err, SM_E_NOMEM, "cannot build the codec configuration");
+    }
+    return SM_OK;
+}
+
+/* .zarray: members in zarr-python's (sorted) order, C order, "/" keys, no filters. */
+static sm_status build_v2_json(const struct sm_output_spec *s, json_t **out, struct sm_err *err)
+{
+    if (s->sharded) {
+        SM_FAIL_AT(err, SM_E_USAGE, "output.shard", "a Zarr v2 array (OME-NGFF 0.4) has no shards");
+    }
+    const char *dt = v2_dtype(s->dtype);
+    if (dt == NULL) {
+        SM_FAIL_AT(err, SM_E_USAGE, "output.dtype", "no Zarr v2 type for %s",
+                   sm_dtype_name(s->dtype));
+    }
+    json_t *comp;
+    SM_TRY(v2_compressor(s, &comp, err));
+    struct sm_array_meta fm;
+    memset(&fm, 0, sizeof(fm));
+    fm.dtype = s->dtype;
+    memcpy(fm.fill, s->fill, sizeof(fm.fill));
+    json_t *shape = u64_array(s->ndim, s->shape);
+    json_t *chunks = u64_array(s->ndim, s->chunk);
+    json_t *fill = sm_meta_fill_json(&fm);
+    if (shape == NULL || chunks == NULL || fill == NULL) {
+        json_decref(comp);
+        json_decref(shape);
+        json_decref(chunks);
+        json_decref(fill);
+        SM_FAIL(err, SM_E_NOMEM, "cannot build .zarray");
+    }
+    *out = json_pack("{s:o, s:o, s:s, s:s, s:o, s:n, s:s, s:o, s:i}", "chunks", chunks,
+                     "compressor", comp, "dimension_separator", "/", "dtype", dt, "fill_value",
+                     fill, "filters", "order", "C", "shape", shape, "zarr_format", 2);
+    if (*out == NULL) {
+        SM_FAIL(err, SM_E_NOMEM, "cannot build .zarray");
+    }
+    return SM_OK;
+}
+
 static sm_status dump_text(const json_t *j, struct sm_buf *out, struct sm_err *err)
 {
     char *text = sm_json_dumps(j, JSON_INDENT(2));
@@ -276,13 +395,18 @@ void sm_writer_free(struct sm_writer *w)
 /* Parses w->text and derives the grid from it. */
 static sm_status from_text(struct sm_writer *w, struct sm_err *err)
 {
-    enum sm_node_kind kind;
-    SM_TRY(sm_meta_parse_v3((const char *)w->text.ptr, w->text.len, &kind, &w->meta, NULL, err));
+    enum sm_node_kind kind = SM_NODE_ARRAY;
+    if (w->v2) {
+        SM_TRY(sm_meta_parse_v2((const char *)w->text.ptr, w->text.len, NULL, 0, &w->meta, err));
+    } else {
+        SM_TRY(
+            sm_meta_parse_v3((const char *)w->text.ptr, w->text.len, &kind, &w->meta, NULL, err));
+    }
     if (kind != SM_NODE_ARRAY || w->meta == NULL) {
         SM_FAIL(err, SM_E_DATA, "zarr.json describes a group, not an array");
     }
     const struct sm_array_meta *m = w->meta;
-    if (m->ndim < 1 || m->key_prefix[0] != 'c' || m->key_separator != '/') {
+    if (m->ndim < 1 || m->key_prefix[0] != (w->v2 ? '\0' : 'c') || m->key_separator != '/') {
         SM_FAIL(err, SM_E_DATA,
                 "not a shardmill output array (needs >= 1 dimension and default '/' keys)");
     }
@@ -302,13 +426,15 @@ static sm_status from_text(struct sm_writer *w, struct sm_err *err)
     return SM_OK;
 }
 
-sm_status sm_writer_from_json(struct sm_bytes text, struct sm_writer **out, struct sm_err *err)
+static sm_status from_doc(struct sm_bytes text, bool v2, struct sm_writer **out, struct sm_err *err)
 {
     *out = NULL;
     struct sm_writer *w = sm_calloc(1, sizeof(*w));
     if (w == NULL) {
         SM_FAIL(err, SM_E_NOMEM, "cannot allocate a writer");
     }
+    w->v2 = v2;
+    w->spec.zarr_v2 = v2;
     sm_status st = sm_buf_set(&w->text, text, err);
     if (st == SM_OK) {
         st = from_text(w, err);
@@ -321,13 +447,34 @@ sm_status sm_writer_from_json(struct sm_bytes text, struct sm_writer **out, stru
     return SM_OK;
 }
 
+sm_status sm_writer_from_json(struct sm_bytes text, struct sm_writer **out, struct sm_err *err)
+{
+    return from_doc(text, false, out, err);
+}
+
+const char *sm_writer_doc_name(const struct sm_writer *w)
+{
+    return !w->v2 ? SM_ZARR_JSON : w->nlevels > 0 ? SM_ZATTRS : SM_ZARRAY;
+}
+
+void sm_writer_tree(const struct sm_writer *w, unsigned k, char *buf, size_t cap)
+{
+    if (w->nlevels == 0) {
+        snprintf(buf, cap, "c");
+    } else if (w->v2) {
+        snprintf(buf, cap, "%u", k);
+    } else {
+        snprintf(buf, cap, "%u/c", k);
+    }
+}
+
 sm_status sm_writer_new(const struct sm_output_spec *spec, struct sm_writer **out,
                         struct sm_err *err)
 {
     *out = NULL;
     SM_TRY(check_dims(spec, err));
     json_t *doc;
-    SM_TRY(build_json(spec, &doc, err));
+    SM_TRY(spec->zarr_v2 ? build_v2_json(spec, &doc, err) : build_json(spec, &doc, err));
     struct sm_writer *w = sm_calloc(1, sizeof(*w));
     if (w == NULL) {
         json_decref(doc);
@@ -335,6 +482,7 @@ sm_status sm_writer_new(const struct sm_output_spec *spec, struct sm_writer **ou
     }
     w->spec = *spec;
     w->spec.attributes = NULL;
+    w->v2 = spec->zarr_v2;
     sm_status st = dump_text(doc, &w->text, err);
     json_decref(doc);
     if (st == SM_OK) {
@@ -494,16 +642,18 @@ sm_status sm_writer_shard_key(const struct sm_writer *w, uint64_t shard, char *b
 
 static bool array_key_index(const struct sm_writer *w, const char *key, uint64_t *shard)
 {
-    if (key[0] != 'c') {
+    if (!w->v2 && key[0] != 'c') {
         return false;
     }
-    const char *p = key + 1;
+    const char *p = w->v2 ? key : key + 1; /* v2: "0/1/2", no prefix */
     uint64_t lin = 0;
     for (unsigned d = 0; d < w->ndim; d++) {
-        if (*p != '/' || p[1] < '0' || p[1] > '9' || (p[1] == '0' && p[2] >= '0' && p[2] <= '9')) {
+        const bool sep = !w->v2 || d > 0;
+        if ((sep && *p != '/') || p[sep] < '0' || p[sep] > '9' ||
+            (p[sep] == '0' && p[sep + 1] >= '0' && p[sep + 1] <= '9')) {
             return false; /* not a canonical decimal: "01" names no shard */
         }
-        p++;
+        p += sep;
         uint64_t v = 0;
         while (*p >= '0' && *p <= '9') {
             if (v > (UINT64_MAX - 9) / 10) {
@@ -571,10 +721,19 @@ void sm_writer_docs_sha256(const struct sm_writer *w, char out[65])
     sm_free(all);
 }
 
-static sm_status group_text(const json_t *attrs, struct sm_buf *out, struct sm_err *err)
+static sm_status group_text(const json_t *attrs, bool v2, struct sm_buf *out, struct sm_err *err)
 {
     if (attrs != NULL && !json_is_object(attrs)) {
         SM_FAIL_AT(err, SM_E_USAGE, "output.attributes", "attributes must be a JSON object");
+    }
+    if (v2) { /* .zattrs: the attributes themselves */
+        json_t *a = attrs != NULL ? json_deep_copy(attrs) : json_object();
+        if (a == NULL) {
+            SM_FAIL(err, SM_E_NOMEM, "cannot build the group's .zattrs");
+        }
+        const sm_status st = dump_text(a, out, err);
+        json_decref(a);
+        return st;
     }
     json_t *doc = json_pack("{s:i, s:s, s:o}", "zarr_format", 3, "node_type", "group", "attributes",
                             attrs != NULL ? json_deep_copy(attrs) : json_object());
@@ -649,8 +808,15 @@ sm_status sm_writer_new_group(const struct sm_output_spec *levels, unsigned nlev
         return st;
     }
     st = group_take(lv, nlevels, g, err);
+    g->v2 = levels[0].zarr_v2;
+    for (unsigned k = 1; st == SM_OK && k < nlevels; k++) {
+        if (levels[k].zarr_v2 != g->v2) {
+            st = sm_err_set(err, SM_E_INTERNAL, __FILE__, __LINE__,
+                            "level %u is not of level 0's Zarr version", k);
+        }
+    }
     if (st == SM_OK) {
-        st = group_text(attrs, &g->text, err);
+        st = group_text(attrs, g->v2, &g->text, err);
     }
     if (st != SM_OK) {
         sm_writer_free(g);
@@ -662,9 +828,10 @@ sm_status sm_writer_new_group(const struct sm_output_spec *levels, unsigned nlev
 
 /* The level paths of a shardmill OME group: attributes.ome.multiscales[0].datasets[k].path must
  * be "k". Returns the count, 0 if the document is not one. */
-static unsigned group_levels(const json_t *attrs)
+static unsigned group_levels(const json_t *attrs, bool v2)
 {
-    const json_t *ms = json_object_get(json_object_get(attrs, "ome"), "multiscales");
+    const json_t *ms = v2 ? json_object_get(attrs, "multiscales") /* 0.4: no "ome" member */
+                          : json_object_get(json_object_get(attrs, "ome"), "multiscales");
     const json_t *ds = json_object_get(json_array_get(ms, 0), "datasets");
     const size_t n = json_array_size(ds);
     if (n < 1 || n > SM_MAX_LEVELS) {
@@ -686,20 +853,25 @@ sm_status sm_writer_from_output(int dirfd, struct sm_bytes text, struct sm_write
 {
     *out = NULL;
     /* the reader's own parser: the provenance may hold integers beyond int64 */
-    enum sm_node_kind kind;
+    enum sm_node_kind kind = SM_NODE_GROUP;
     struct sm_array_meta *m = NULL;
     json_t *attrs = NULL;
-    SM_TRY(sm_meta_parse_v3((const char *)text.ptr, text.len, &kind, &m, &attrs, err));
+    const bool v2 = sm_wfs_is_v2(dirfd); /* then text is the group's .zattrs */
+    if (v2) {
+        SM_TRY(sm_json_load((const char *)text.ptr, text.len, SM_ZATTRS, &attrs, err));
+    } else {
+        SM_TRY(sm_meta_parse_v3((const char *)text.ptr, text.len, &kind, &m, &attrs, err));
+    }
     sm_meta_free(m);
     if (kind != SM_NODE_GROUP) {
         json_decref(attrs);
         return sm_writer_from_json(text, out, err);
     }
-    const unsigned n = group_levels(attrs);
+    const unsigned n = group_levels(attrs, v2);
     json_decref(attrs);
     if (n == 0) {
-        SM_FAIL(err, SM_E_DATA,
-                "zarr.json is a group without OME multiscales datasets \"0\", \"1\", ...");
+        SM_FAIL(err, SM_E_DATA, "%s is a group without OME multiscales datasets \"0\", \"1\", ...",
+                v2 ? SM_ZATTRS : SM_ZARR_JSON);
     }
     struct sm_writer *g = sm_calloc(1, sizeof(*g));
     struct sm_writer **lv = sm_calloc(n, sizeof(*lv));
@@ -709,10 +881,11 @@ sm_status sm_writer_from_output(int dirfd, struct sm_bytes text, struct sm_write
         SM_FAIL(err, SM_E_NOMEM, "cannot allocate a group writer");
     }
     sm_status st = sm_buf_set(&g->text, text, err);
+    g->v2 = v2;
     unsigned made = 0;
     for (; made < n && st == SM_OK; made++) {
         char key[32];
-        snprintf(key, sizeof(key), "%u/" SM_ZARR_JSON, made);
+        snprintf(key, sizeof(key), "%u/%s", made, v2 ? SM_ZARRAY : SM_ZARR_JSON);
         struct sm_buf b = SM_BUF_INIT;
         bool found;
         st = sm_wfs_read(dirfd, key, &b, &found, err);
@@ -720,7 +893,7 @@ sm_status sm_writer_from_output(int dirfd, struct sm_bytes text, struct sm_write
             st = sm_err_set(err, SM_E_DATA, __FILE__, __LINE__, "%s is missing", key);
         }
         if (st == SM_OK) {
-            st = sm_writer_from_json(sm_buf_bytes(&b), &lv[made], err);
+            st = from_doc(sm_buf_bytes(&b), v2, &lv[made], err);
             if (st != SM_OK) {
                 sm_err_where(err, "%s", key);
             }

@@ -134,6 +134,9 @@ static sm_status check_chunk_tree(int fd, const struct sm_writer *lw, const char
         if (S_ISLNK(sb.st_mode)) {
             continue; /* reported once, before the marker is read (sm_wfs_find_link) */
         }
+        if (d == 0 && lw->v2 && S_ISREG(sb.st_mode) && strcmp(names.v[i], SM_ZARRAY) == 0) {
+            continue; /* a Zarr v2 level: its .zarray lies beside its chunks */
+        }
         const bool dir = S_ISDIR(sb.st_mode);
         switch (sm_wfs_chunk_name(names.v[i], dir, S_ISREG(sb.st_mode))) {
         case SM_WFS_NAME_TMP:
@@ -187,11 +190,14 @@ static sm_status check_tree(int fd, const struct sm_writer *w, struct sm_verify_
         }
         const bool file = S_ISREG(sb.st_mode), dir = S_ISDIR(sb.st_mode);
         unsigned lvl = 0;
-        if (file && (strcmp(n, SM_ZARR_JSON) == 0 || strcmp(n, SM_MARKER_NAME) == 0)) {
+        if (file && (strcmp(n, sm_writer_doc_name(w)) == 0 || strcmp(n, SM_MARKER_NAME) == 0 ||
+                     (w->v2 && strcmp(n, SM_ZGROUP) == 0))) {
             continue;
         }
         if (dir && nlev == 0 && strcmp(n, "c") == 0) {
             st = check_chunk_tree(fd, w, "c", 0, rep, err);
+        } else if (dir && w->v2 && level_name(n, nlev, &lvl)) {
+            st = check_chunk_tree(fd, w->lv[lvl], n, 0, rep, err); /* .zarray and the chunks */
         } else if (dir && level_name(n, nlev, &lvl)) {
             struct sm_strv inner = {NULL, 0, 0};
             st = list_dir(fd, n, &inner, rep, err);
@@ -223,10 +229,13 @@ static sm_status check_marker(int fd, struct sm_bytes marker, struct sm_verify_r
 {
     struct sm_buf zj = SM_BUF_INIT;
     bool found;
-    SM_TRY(sm_wfs_read(fd, SM_ZARR_JSON, &zj, &found, err));
+    const char *doc = sm_wfs_root_doc(fd); /* .zattrs for a Zarr v2 image */
+    SM_TRY(sm_wfs_read(fd, doc, &zj, &found, err));
     if (!found) {
         sm_buf_free(&zj);
-        return problem(rep, SM_ZARR_JSON, err, "missing");
+        struct stat sb; /* .zattrs there: a Zarr v2 image that lost its .zgroup */
+        const bool v2 = fstatat(fd, SM_ZATTRS, &sb, AT_SYMLINK_NOFOLLOW) == 0;
+        return problem(rep, v2 ? SM_ZGROUP : doc, err, "missing");
     }
     struct sm_writer *w = NULL;
     struct sm_err pe;
@@ -235,7 +244,7 @@ static sm_status check_marker(int fd, struct sm_bytes marker, struct sm_verify_r
     if (sm_writer_from_output(fd, sm_buf_bytes(&zj), &w, &pe) != SM_OK) {
         st = pe.status == SM_E_NOMEM
                  ? sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__, "%s", pe.what)
-                 : problem(rep, SM_ZARR_JSON, err, "%s", pe.what);
+                 : problem(rep, doc, err, "%s", pe.what);
         sm_buf_free(&zj);
         return st;
     }
@@ -252,7 +261,7 @@ static sm_status check_marker(int fd, struct sm_bytes marker, struct sm_verify_r
         rep->bytes = head.bytes;
         sm_writer_docs_sha256(w, sha); /* zarr.json (and a group's level documents) */
         if (strcmp(sha, head.zarr_sha) != 0) {
-            st = problem(rep, SM_ZARR_JSON, err, "SHA-256 %.16s..., the marker says %.16s...", sha,
+            st = problem(rep, doc, err, "SHA-256 %.16s..., the marker says %.16s...", sha,
                          head.zarr_sha);
         }
         uint64_t listed = 0, files = 0;

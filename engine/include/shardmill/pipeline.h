@@ -159,7 +159,9 @@ struct json_t *sm_run_norm_json(const struct sm_run_norm *cfg, const struct sm_n
  * is an OME-Zarr 0.5 image group with arrays "0" .. levels-1 (SM_RUN_OME_AUTO: down to the first
  * level whose largest axis is <= 256). Level k+1 halves some axes of level k (size ceil(n/2)):
  * `downsample` AUTO halves the axes whose spacing at level k is below 3/4 of the largest (axes of
- * one voxel left out), every axis when none is; ALL halves every axis. Each value of level k+1 is
+ * one voxel left out), every axis when none is; ALL halves every axis; YX halves y and x only
+ * (the last two axes, those of one voxel left out), never z, and SM_RUN_OME_AUTO and the most
+ * levels count y and x alone. Each value of level k+1 is
  * `method` over the block of level k it covers: MEAN (SPEC §2: float64 sum of the float32 values in
  * the block's C order, divided by the count, rounded once) or NEAREST (the block's first value in
  * C order, for labels). spacing (voxel size per axis, z y x; unset: 1), origin (the position of
@@ -167,8 +169,10 @@ struct json_t *sm_run_norm_json(const struct sm_run_norm *cfg, const struct sm_n
  * `scale` (spacing x the level's factor per axis) and `translation` (levels >= 1, and level 0 when
  * origin is set: origin + (factor - 1) / 2 x spacing, so voxel centres line up). */
 #define SM_RUN_OME_AUTO 0xffffffffu
-enum sm_run_ome_downsample { SM_RUN_OME_DOWN_AUTO, SM_RUN_OME_DOWN_ALL };
+enum sm_run_ome_downsample { SM_RUN_OME_DOWN_AUTO, SM_RUN_OME_DOWN_ALL, SM_RUN_OME_DOWN_YX };
 enum sm_run_ome_method { SM_RUN_OME_MEAN, SM_RUN_OME_NEAREST };
+/* `version` V04 (issue 35): OME-NGFF 0.4, Zarr v2 arrays, one file per chunk (never sharded). */
+enum sm_run_ome_version { SM_RUN_OME_V05, SM_RUN_OME_V04 };
 struct sm_run_ome {
     unsigned levels;
     struct sm_run_spacing {
@@ -179,6 +183,7 @@ struct sm_run_ome {
     const char *unit;
     enum sm_run_ome_downsample downsample;
     enum sm_run_ome_method method;
+    enum sm_run_ome_version version;
 };
 struct sm_run_output {
     const char *path; /* required */

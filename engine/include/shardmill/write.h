@@ -39,6 +39,11 @@ struct sm_output_spec {
     uint8_t fill[8];                 /* fill value: little-endian bytes of dtype */
     const struct json_t *attributes; /* borrowed; an object (provenance: the caller's) or NULL */
     bool dimension_names;            /* write "dimension_names" (the last ndim of z, y, x) */
+    /* A Zarr v2 array (OME-NGFF 0.4, issue 35): .zarray (C order, dimension_separator "/", the
+     * codec as a v2 compressor) instead of zarr.json, chunk keys "i/j/k" in the array's own
+     * directory; never sharded. A group of such levels writes .zgroup and .zattrs (the
+     * attributes themselves) instead of the group's zarr.json. */
+    bool zarr_v2;
     /* NULL, or "member/key" (several separated by spaces): attributes[member][key] is pending
      * (a one-pass convert knows its statistics only after the shards): begin writes zarr.json
      * without it, resume and join accept a zarr.json that differs from w's in those keys only,
@@ -61,6 +66,12 @@ struct sm_output_spec {
  * shard. chunk_auto / shard_auto say which of the two to choose (the other is left as given, and
  * an automatic shard is then a multiple of the given chunk). SM_E_USAGE if ndim is out of range,
  * an extent or elem_size is 0, or a given chunk is 0. */
+/* The automatic chunk of an unsharded Zarr v2 array (OME-NGFF 0.4: one file per chunk):
+ * SM_AUTO_CHUNK per axis (clipped to the shape), y, x, then z doubled in turn (the last two axes
+ * first; clipped to the shape) while the chunk holds less than SM_OUTPUT_V2_CHUNK_BYTES of values
+ * and ends short of the array. */
+#define SM_OUTPUT_V2_CHUNK_BYTES ((uint64_t)4 << 20)
+void sm_output_chunk_v2(unsigned ndim, const uint64_t *shape, size_t elem_size, uint64_t *chunk);
 #define SM_AUTO_CHUNK 64u
 #define SM_AUTO_SHARD_TARGET ((uint64_t)32 << 20)
 sm_status sm_output_layout_auto(unsigned ndim, const uint64_t *shape, size_t elem_size,
@@ -108,7 +119,10 @@ const struct sm_writer *sm_writer_level(const struct sm_writer *w, unsigned k);
 /* The group shard number of level k's shard 0 (0 for an array writer). */
 uint64_t sm_writer_level_first(const struct sm_writer *w, unsigned k);
 
-/* The zarr.json text (UTF-8, ends with a newline); valid while w lives. */
+/* The name of w's document: "zarr.json"; a Zarr v2 array ".zarray", a v2 group ".zattrs". */
+const char *sm_writer_doc_name(const struct sm_writer *w);
+/* The zarr.json text (UTF-8, ends with a newline; a Zarr v2 writer's .zarray or .zattrs); valid
+ * while w lives. */
 struct sm_bytes sm_writer_zarr_json(const struct sm_writer *w);
 /* zarr.json parsed back by sm_meta_parse_v3: m->chain is the chain shards are encoded with. */
 const struct sm_array_meta *sm_writer_meta(const struct sm_writer *w);

@@ -1,5 +1,5 @@
 /* Unit tests for the OME-Zarr levels and metadata of run/ (run_ome.c, SPEC §2): which axes each
- * level halves (downsample auto on the CT's spacing, all, axes of one voxel, no spacing), the
+ * level halves (downsample auto on the CT's spacing, all, yx, axes of one voxel, no spacing), the
  * level count of levels: auto and its bounds, and the group attributes (scale x factor,
  * translations that line voxel centres up, method identifiers, omero's window), and the levels
  * laid out on level 0's shard grid (automatic shards). The values of
@@ -71,6 +71,84 @@ static void all_halves_every_axis(void **state)
     const struct sm_run_output o = ct_output(SM_RUN_OME_DOWN_ALL, 3);
     const uint64_t want[3][3] = {{108, 256, 256}, {54, 128, 128}, {27, 64, 64}};
     check_shapes(&o, ct, 3, want);
+}
+
+static void yx_never_halves_z(void **state)
+{
+    (void)state;
+    /* z is kept at every level, also where auto would halve it (the CT's level 2) */
+    const uint64_t ct[3] = {108, 256, 256};
+    struct sm_run_output o = ct_output(SM_RUN_OME_DOWN_YX, 4);
+    const uint64_t want[4][3] = {{108, 256, 256}, {108, 128, 128}, {108, 64, 64}, {108, 32, 32}};
+    check_shapes(&o, ct, 4, want);
+    uint64_t f[SM_MAX_LEVELS][SM_MAX_DIMS];
+    sm_run_ome_factors(&o.ome, 3, ct, 4, f);
+    assert_int_equal(f[3][0], 1);
+    assert_int_equal(f[3][1], 8);
+    assert_int_equal(f[3][2], 8);
+    /* levels: auto and the most levels count y and x alone: a deep, narrow stack of 1000 x 9 x 5
+     * stops at 9 x 5 (both <= 256) and allows 5 levels (y 9 -> 5 -> 3 -> 2 -> 1), not the
+     * eleven z's 1000 voxels would give */
+    const uint64_t deep[3] = {1000, 9, 5};
+    o.ome.levels = SM_RUN_OME_AUTO;
+    const uint64_t one[1][3] = {{1000, 9, 5}};
+    check_shapes(&o, deep, 1, one);
+    o.ome.levels = 5;
+    const uint64_t five[5][3] = {
+        {1000, 9, 5}, {1000, 5, 3}, {1000, 3, 2}, {1000, 2, 1}, {1000, 1, 1}};
+    check_shapes(&o, deep, 5, five);
+    o.ome.levels = 6;
+    struct sm_output_spec levels[SM_MAX_LEVELS];
+    unsigned n = 0;
+    struct sm_err err;
+    sm_err_clear(&err);
+    assert_int_equal(sm_run_ome_levels(&o, 3, deep, SM_DT_UINT16, levels, &n, &err), SM_E_USAGE);
+    assert_string_equal(err.where, "output.ome.levels");
+    /* a 2-D image: y and x are every axis */
+    const uint64_t plane[2] = {6, 4};
+    o.ome.levels = 3;
+    assert_int_equal(sm_run_ome_levels(&o, 2, plane, SM_DT_UINT16, levels, &n, &err), SM_OK);
+    assert_int_equal(n, 3);
+    assert_int_equal(levels[2].shape[0], 2);
+    assert_int_equal(levels[2].shape[1], 1);
+    /* a large stack: levels auto stops at the first y, x <= 256, z untouched */
+    const uint64_t big[3] = {2048, 1024, 1024};
+    o.ome.levels = SM_RUN_OME_AUTO;
+    const uint64_t three[3][3] = {{2048, 1024, 1024}, {2048, 512, 512}, {2048, 256, 256}};
+    check_shapes(&o, big, 3, three);
+}
+
+static void v2_chunks_grow_y_x_first_within_the_shape(void **state)
+{
+    (void)state;
+    uint64_t ch[3];
+    const uint64_t ct[3] = {108, 256, 256}; /* float32: 64 x 128 x 128 = 4 MiB */
+    sm_output_chunk_v2(3, ct, 4, ch);
+    assert_int_equal(ch[0], 64);
+    assert_int_equal(ch[1], 128);
+    assert_int_equal(ch[2], 128);
+    const uint64_t small[3] = {5, 150, 100}; /* the whole level, never past it */
+    sm_output_chunk_v2(3, small, 2, ch);
+    assert_int_equal(ch[0], 5);
+    assert_int_equal(ch[1], 150);
+    assert_int_equal(ch[2], 100);
+    const uint64_t big[3] = {2048, 2048, 2048}; /* uint16: y, x, then z: 128^3 = 4 MiB */
+    sm_output_chunk_v2(3, big, 2, ch);
+    assert_int_equal(ch[0], 128);
+    assert_int_equal(ch[1], 128);
+    assert_int_equal(ch[2], 128);
+    /* level 0 of an OME-NGFF 0.4 output: unsharded, Zarr v2, those chunks */
+    struct sm_run_output o = ct_output(SM_RUN_OME_DOWN_YX, 3);
+    o.ome.version = SM_RUN_OME_V04;
+    struct sm_output_spec levels[SM_MAX_LEVELS];
+    unsigned n = 0;
+    struct sm_err err;
+    sm_err_clear(&err);
+    assert_int_equal(sm_run_ome_levels(&o, 3, ct, SM_DT_FLOAT32, levels, &n, &err), SM_OK);
+    assert_int_equal(n, 3);
+    assert_true(levels[0].zarr_v2 && !levels[0].sharded && levels[2].zarr_v2);
+    assert_int_equal(levels[0].chunk[1], 128);
+    assert_int_equal(levels[2].chunk[1], 64); /* level 2 is 108 x 64 x 64: the whole of y */
 }
 
 static void one_voxel_axes_are_kept(void **state)
@@ -211,6 +289,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(auto_halves_the_fine_axes_first),
         cmocka_unit_test(all_halves_every_axis),
+        cmocka_unit_test(yx_never_halves_z),
+        cmocka_unit_test(v2_chunks_grow_y_x_first_within_the_shape),
         cmocka_unit_test(one_voxel_axes_are_kept),
         cmocka_unit_test(auto_levels_stop_at_256),
         cmocka_unit_test(attrs_scale_translation_method_omero),

@@ -1,7 +1,8 @@
 /* Unit tests of the OME-Zarr image group writer (engine/write/write_spec.c,
  * sm_writer_new_group): one shard numbering over the levels (locate, boxes, keys and their
  * inverse), the group's zarr.json, dimension_names on every level, the documents' SHA-256
- * covering every level, the rejected level counts, the levels on level 0's shard grid
+ * covering every level, the rejected level counts, a Zarr v2 (OME-NGFF 0.4) group's documents,
+ * keys and tree, the levels on level 0's shard grid
  * (sm_writer_aligned_levels) and the driver writing them with level 0 (sm_write_job.levels). */
 #include "shardmill/sm_config.h"
 
@@ -177,6 +178,95 @@ static void test_group_from_output(void **state)
     sm_writer_free(back);
     close(fd);
     sm_writer_free(g);
+}
+
+/* A Zarr v2 (OME-NGFF 0.4) group: .zattrs holds the attributes themselves, each level a
+ * .zarray ("/" keys, C order, the codec as a v2 compressor), keys "k/i/j/l" with no c/, their
+ * inverse, and begin's tree (.zgroup first) read back by sm_writer_from_output. */
+static void test_group_zarr_v2(void **state)
+{
+    (void)state;
+    struct sm_err err;
+    sm_err_clear(&err);
+    struct sm_output_spec lv[3];
+    three_levels(lv);
+    for (int k = 0; k < 3; k++) {
+        lv[k].zarr_v2 = true;
+        lv[k].sharded = false;
+        lv[k].codec = "blosc";
+        lv[k].level = 5;
+        lv[k].chunk[0] = 8;
+        lv[k].chunk[1] = 32;
+        lv[k].chunk[2] = 32;
+    }
+    json_t *attrs = json_pack("{s:[{s:s,s:[{s:s},{s:s},{s:s}]}]}", "multiscales", "version", "0.4",
+                              "datasets", "path", "0", "path", "1", "path", "2");
+    struct sm_writer *g;
+    assert_ok(sm_writer_new_group(lv, 3, attrs, &g, &err), &err);
+    assert_string_equal(sm_writer_doc_name(g), ".zattrs");
+    assert_string_equal(sm_writer_doc_name(sm_writer_level(g, 1)), ".zarray");
+    const struct sm_bytes t = sm_writer_zarr_json(g);
+    json_t *back = json_loadb((const char *)t.ptr, t.len, 0, NULL);
+    assert_true(json_equal(back, attrs)); /* the attributes themselves */
+    json_decref(back);
+    json_decref(attrs);
+    const struct sm_bytes za = sm_writer_zarr_json(sm_writer_level(g, 0));
+    json_t *z = json_loadb((const char *)za.ptr, za.len, 0, NULL);
+    assert_int_equal(json_integer_value(json_object_get(z, "zarr_format")), 2);
+    assert_string_equal(json_string_value(json_object_get(z, "dimension_separator")), "/");
+    assert_string_equal(json_string_value(json_object_get(z, "order")), "C");
+    assert_string_equal(json_string_value(json_object_get(z, "dtype")), "<f4");
+    assert_true(json_is_null(json_object_get(z, "filters")));
+    json_t *comp = json_object_get(z, "compressor");
+    assert_string_equal(json_string_value(json_object_get(comp, "id")), "blosc");
+    assert_string_equal(json_string_value(json_object_get(comp, "cname")), "lz4");
+    assert_int_equal(json_integer_value(json_object_get(comp, "shuffle")), 1);
+    assert_int_equal(json_integer_value(json_object_get(comp, "clevel")), 5);
+    json_decref(z);
+    assert_int_equal(sm_writer_nshards(g), 23); /* the chunk grids: 18 + 4 + 1 */
+    char key[64];
+    assert_ok(sm_writer_shard_key(g, 21, key, sizeof(key), &err), &err);
+    assert_string_equal(key, "1/1/1/0");
+    for (uint64_t i = 0; i < sm_writer_nshards(g); i++) {
+        uint64_t x;
+        assert_ok(sm_writer_shard_key(g, i, key, sizeof(key), &err), &err);
+        assert_true(sm_writer_key_index(g, key, &x));
+        assert_int_equal(x, i);
+    }
+    uint64_t x;
+    assert_false(sm_writer_key_index(g, "1/c/1/1/0", &x)); /* a v3 key names no v2 chunk */
+    assert_false(sm_writer_key_index(g, "1/01/1/0", &x));
+    assert_false(sm_writer_key_index(g, "1/2/1/0", &x)); /* past level 1's grid */
+    char dir[1024];
+    assert_int_equal(sm_test_tmpdir("write-group-v2", dir, sizeof(dir)), 0);
+    struct sm_output_opts oo = SM_OUTPUT_OPTS_DEFAULTS;
+    oo.sync = SM_OUTPUT_SYNC_NONE;
+    char path[1100];
+    snprintf(path, sizeof(path), "%s/img.zarr", dir);
+    struct sm_output *o;
+    assert_ok(sm_output_open(path, &oo, &o, &err), &err);
+    assert_ok(sm_output_begin(o, g, &err), &err);
+    sm_output_close(o);
+    const int fd = open(path, O_RDONLY | O_DIRECTORY);
+    assert_true(fd >= 0);
+    assert_true(sm_wfs_is_v2(fd));
+    assert_string_equal(sm_wfs_root_doc(fd), ".zattrs");
+    assert_int_equal(faccessat(fd, "1/.zarray", F_OK, 0), 0);
+    assert_int_not_equal(faccessat(fd, "zarr.json", F_OK, 0), 0);
+    struct sm_writer *rb;
+    assert_ok(sm_writer_from_output(fd, sm_writer_zarr_json(g), &rb, &err), &err);
+    assert_int_equal(sm_writer_levels(rb), 3);
+    assert_int_equal(sm_writer_nshards(rb), 23);
+    char s1[65], s2[65];
+    sm_writer_docs_sha256(g, s1);
+    sm_writer_docs_sha256(rb, s2);
+    assert_string_equal(s1, s2);
+    sm_writer_free(rb);
+    close(fd);
+    sm_writer_free(g);
+    lv[1].sharded = true; /* a v2 array has no shards: the level is named */
+    assert_status(sm_writer_new_group(lv, 3, NULL, &g, &err), SM_E_USAGE, &err);
+    assert_non_null(strstr(err.what, "level 1"));
 }
 
 /* Level specs on level 0's grid: shards 8 x 32 x 32 halved per level, every axis halved. */
@@ -390,6 +480,7 @@ int main(void)
         cmocka_unit_test(test_group_docs_sha_covers_levels),
         cmocka_unit_test(test_group_rejects_level_counts),
         cmocka_unit_test(test_group_from_output),
+        cmocka_unit_test(test_group_zarr_v2),
         cmocka_unit_test(test_group_aligned_levels),
         cmocka_unit_test(test_group_driver_writes_aligned_levels),
     };
