@@ -6,9 +6,12 @@
 #   data          scripts/fetch-data.sh (+ scripts/make-w1-input.sh): the real scans of SPEC §9
 #                 in data/, so the real-data tests run instead of reporting themselves skipped
 #   release       configure + build build/release (Release), ctest -j2 (every label)
-#   asan          configure + build build/asan (Debug, SM_SANITIZE=ON: ASan + UBSan), ctest -j2
-#                 (every label: interop tests drive the ASan binary), leaks on, OpenMPI noise
-#                 suppressed by tests/sanitizers/lsan.supp
+#   asan          configure + build build/asan (Debug, SM_SANITIZE=ON: ASan + UBSan), ctest -j2 of
+#                 the tests that find memory errors: labels unit, bad_input, fuzz-replay and the
+#                 integration tests labelled asan (one per path), less the source checks (labels
+#                 static, docs) that the release stage ran; leaks on, OpenMPI noise suppressed by
+#                 tests/sanitizers/lsan.supp. SM_ASAN_ALL=1 runs every label (CONTRIBUTING.md
+#                 "Test tiers")
 #   fuzz          configure + build build/fuzz (preset `fuzz`: clang, libFuzzer, ASan + UBSan), then
 #                 ctest -L '^fuzz$' -j2: every tests/fuzz target for SM_FUZZ_SECONDS (default 30)
 #                 on a copy of its seed corpus (docs/internals/fuzzing.md); the corpora's replay
@@ -16,9 +19,11 @@
 #   checksrc      scripts/checksrc (STYLE B14 source rules)
 #   format        clang-format-16 --dry-run --Werror over engine/ jobs/ tests/ bench/ *.c *.h
 # Every stage runs even when an earlier one failed (except those that depend on it), so one run
-# reports everything; the exit status is 1 if any stage failed. The last line is a summary.
+# reports everything; the exit status is 1 if any stage failed. Each ctest stage ends with its ten
+# slowest tests; the last line is a summary.
 # Environment: SM_TEST_BUILD_JOBS (default: nproc) for the compiler's parallelism;
-# SM_FUZZ_SECONDS (default 30) per fuzz target in the fuzz stage, 0 skips the stage.
+# SM_FUZZ_SECONDS (default 30) per fuzz target in the fuzz stage, 0 skips the stage;
+# SM_ASAN_ALL=1 runs every label in the asan stage.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -55,18 +60,36 @@ skip() {
     say "--- $1: skipped ($2)"
 }
 
-# ctest_run DIR LOG: ctest with output on failure; the summary line is kept for the final report.
-ctest_run() {
-    local dir="$1" log="$2"
-    ctest --test-dir "$dir" --output-on-failure -j2 --no-tests=error --timeout 900 2>&1 |
-        tee "$log"
+# slowest LOG: the ten slowest tests of a ctest log (its "N/M Test #K: name ... X sec" lines).
+slowest() {
+    echo "ten slowest tests:"
+    awk '/ Test +#[0-9]+: / && / sec$/ {
+            name = $0; sub(/^.* Test +#[0-9]+: +/, "", name); sub(/ .*$/, "", name)
+            printf "%10.2f s  %s\n", $(NF - 1), name
+        }' "$1" | sort -gr | head -n 10
 }
-# ctest_asan DIR LOG: the same under the sanitizers' run-time options (leak checking on).
+# ctest_run DIR LOG [ARG...]: ctest with output on failure (ARGs select tests), then the ten
+# slowest tests; the summary line is kept for the final report.
+ctest_run() {
+    local dir="$1" log="$2" rc=0
+    shift 2
+    ctest --test-dir "$dir" --output-on-failure -j2 --no-tests=error --timeout 900 "$@" 2>&1 |
+        tee "$log" || rc=$?
+    slowest "$log"
+    return "$rc"
+}
+# The asan stage's tests: what finds memory errors (CONTRIBUTING.md "Test tiers"). ctest -L/-LE
+# take regular expressions over a test's labels; fixtures the tests require run with them.
+asan_select=(-L '^(unit|bad_input|fuzz-replay|asan)$' -LE '^(static|docs)$')
+if [[ "${SM_ASAN_ALL:-0}" == 1 ]]; then
+    asan_select=()
+fi
+# ctest_asan DIR LOG: the asan selection under the sanitizers' run-time options (leaks on).
 ctest_asan() {
     local -x ASAN_OPTIONS="detect_leaks=1:detect_stack_use_after_return=1:strict_string_checks=1:check_initialization_order=1"
     local -x LSAN_OPTIONS="suppressions=$root/tests/sanitizers/lsan.supp:print_suppressions=0"
     local -x UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-    ctest_run "$@"
+    ctest_run "$@" "${asan_select[@]}"
 }
 ctest_counts() {
     local line
@@ -166,8 +189,11 @@ fuzz_seconds="${SM_FUZZ_SECONDS:-30}"
 fuzz_run() {
     local -x ASAN_OPTIONS="detect_leaks=1"
     local -x UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+    local rc=0
     ctest --test-dir build/fuzz -L '^fuzz$' --output-on-failure -j2 --no-tests=error 2>&1 |
-        tee build/fuzz/test.sh-ctest.log
+        tee build/fuzz/test.sh-ctest.log || rc=$?
+    slowest build/fuzz/test.sh-ctest.log
+    return "$rc"
 }
 if [[ "$fuzz_seconds" == 0 ]]; then
     skip fuzz "SM_FUZZ_SECONDS=0"
