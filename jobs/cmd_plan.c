@@ -31,6 +31,10 @@
 struct phase {
     const char *name; /* "scan" (tiles) or "write" (shards) */
     struct sm_tiling grid;
+    /* what the ranks split: the grid, or the groups of shards that share input blocks when the
+     * run reads them through windows (docs/internals/reading.md): then first/count are groups */
+    struct sm_tiling part;
+    bool grouped;
     struct sm_rank_part *shares; /* the ranks that get items (sm_job_plan), in rank order */
     struct sm_plan_phase plan;
 };
@@ -39,7 +43,7 @@ struct phase {
  * beyond that only the ranks that get items: O(items), whatever --ranks. */
 static bool list_all(const struct phase *ph, int n)
 {
-    return (uint64_t)n <= ph->grid.ntiles;
+    return (uint64_t)n <= ph->part.ntiles;
 }
 
 static double imbalance(const struct phase *ph, int n)
@@ -74,11 +78,18 @@ static json_t *phase_json(const struct phase *ph, int n)
             json_array_append_new(ranks, share_json(ph->shares[k].rank, &ph->shares[k].part));
         }
     }
-    return json_pack("{s:o,s:o,s:o,s:f,s:i,s:b,s:o}", "items", sm_json_u64(ph->grid.ntiles),
-                     "shape", sm_json_dims(ph->grid.tile, ph->grid.ndim), "grid",
-                     sm_json_dims(ph->grid.grid, ph->grid.ndim), "imbalance", imbalance(ph, n),
-                     "idle_ranks", n - (int)ph->plan.n, "idle_listed", list_all(ph, n), "ranks",
-                     ranks);
+    json_t *o = json_pack("{s:o,s:o,s:o,s:f,s:i,s:b,s:o}", "items", sm_json_u64(ph->grid.ntiles),
+                          "shape", sm_json_dims(ph->grid.tile, ph->grid.ndim), "grid",
+                          sm_json_dims(ph->grid.grid, ph->grid.ndim), "imbalance",
+                          imbalance(ph, n), "idle_ranks", n - (int)ph->plan.n, "idle_listed",
+                          list_all(ph, n), "ranks", ranks);
+    if (o != NULL && ph->grouped) { /* the ranks' first/count are groups */
+        json_object_set_new(o, "groups",
+                            json_pack("{s:o,s:o,s:o}", "items", sm_json_u64(ph->part.ntiles),
+                                      "shape", sm_json_dims(ph->part.tile, ph->part.ndim),
+                                      "grid", sm_json_dims(ph->part.grid, ph->part.ndim)));
+    }
+    return o;
 }
 
 static void print_dims(const uint64_t *v, unsigned n)
@@ -129,6 +140,12 @@ static void print_text(const struct sm_job_config *c, const struct sm_run_setup 
         printf(" (grid ");
         print_dims(ph[i].grid.grid, nd);
         printf("), imbalance max/mean %.3f\n", imbalance(&ph[i], n));
+        if (ph[i].grouped) {
+            printf("    ranks take whole groups of %s sharing input blocks: %llu groups of ",
+                   i == 0 ? "tiles" : "shards", (unsigned long long)ph[i].part.ntiles);
+            print_dims(ph[i].part.tile, nd);
+            printf("; first and count below are groups\n");
+        }
         if (!list_all(&ph[i], n)) {
             all = false;
             printf("    %d of the %d ranks get no %s (more ranks than %s): they are not listed\n",
@@ -278,7 +295,7 @@ static sm_status plan(const struct sm_job_config *c, const struct plan_opts *o, 
     const struct sm_array_meta *m = in.m;
     struct sm_run_setup su;
     struct sm_output_spec spec;
-    struct phase ph[2] = {{"scan", {0}, NULL, {NULL, 0, 0}}, {"write", {0}, NULL, {NULL, 0, 0}}};
+    struct phase ph[2] = {{.name = "scan"}, {.name = "write"}};
     unsigned nph = writes ? 2 : 1;
     sm_status st = sm_job_scan_setup(c, m, &su, err);
     if (st == SM_OK) {
@@ -294,10 +311,14 @@ static sm_status plan(const struct sm_job_config *c, const struct plan_opts *o, 
     if (st == SM_OK) {
         scan_read_plan(c, &in, &su, &est);
     }
+    for (unsigned i = 0; i < nph; i++) { /* grouped: both passes go group by group */
+        ph[i].grouped = nph == 2 && est.rp_write.windowed;
+        ph[i].part = ph[i].grouped ? est.rp_write.groups : ph[i].grid;
+    }
     for (unsigned i = 0; st == SM_OK && i < nph; i++) {
         /* the ranks that get items: min(ranks, items) at most, never an entry per rank */
         const uint64_t room =
-            (uint64_t)nranks < ph[i].grid.ntiles ? (uint64_t)nranks : ph[i].grid.ntiles;
+            (uint64_t)nranks < ph[i].part.ntiles ? (uint64_t)nranks : ph[i].part.ntiles;
         ph[i].shares = sm_calloc((size_t)(room > 0 ? room : 1), sizeof(struct sm_rank_part));
         if (ph[i].shares == NULL) {
             st = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__,
@@ -305,8 +326,8 @@ static sm_status plan(const struct sm_job_config *c, const struct plan_opts *o, 
             break;
         }
         ph[i].plan.shares = ph[i].shares;
-        ph[i].plan.n = sm_job_plan(c, m, &ph[i].grid, nranks, ph[i].shares);
-        ph[i].plan.items = ph[i].grid.ntiles;
+        ph[i].plan.n = sm_job_plan(c, m, &ph[i].part, nranks, ph[i].shares);
+        ph[i].plan.items = ph[i].part.ntiles;
     }
     if (st == SM_OK) {
         st = sm_plan_estimate(c, &in, &su, &ph[0].plan, nph == 2 ? &ph[1].grid : NULL,

@@ -633,8 +633,14 @@ sm_status sm_plan_estimate(const struct sm_job_config *c, const struct sm_plan_i
     const bool ome = c->output.ome_method != NULL;
     e->two_pass = !e->convert || c->normalize.mode == SM_NORM_PERCENTILE;
     uint64_t rank_in = 0;
-    rank_boxes(c, m, su, tiles, grid, e->convert ? shards : NULL, ranks, e->two_pass, &rank_in,
-               &e->kept, &e->kept_some);
+    /* grouped (docs/internals/reading.md): both phases' shares are runs of groups */
+    const bool grouped = e->convert && e->rp_write.windowed;
+    struct sm_run_setup sg = *su;
+    if (grouped) {
+        sg.tiling = e->rp_write.groups;
+    }
+    rank_boxes(c, m, grouped ? &sg : su, tiles, grouped ? &e->rp_write.groups : grid,
+               e->convert ? shards : NULL, ranks, e->two_pass, &rank_in, &e->kept, &e->kept_some);
     e->kept = e->kept && e->convert;
     struct levels lv = {0};
     if (e->convert) {
