@@ -80,14 +80,14 @@ static json_t *phase_json(const struct phase *ph, int n)
     }
     json_t *o = json_pack("{s:o,s:o,s:o,s:f,s:i,s:b,s:o}", "items", sm_json_u64(ph->grid.ntiles),
                           "shape", sm_json_dims(ph->grid.tile, ph->grid.ndim), "grid",
-                          sm_json_dims(ph->grid.grid, ph->grid.ndim), "imbalance",
-                          imbalance(ph, n), "idle_ranks", n - (int)ph->plan.n, "idle_listed",
-                          list_all(ph, n), "ranks", ranks);
+                          sm_json_dims(ph->grid.grid, ph->grid.ndim), "imbalance", imbalance(ph, n),
+                          "idle_ranks", n - (int)ph->plan.n, "idle_listed", list_all(ph, n),
+                          "ranks", ranks);
     if (o != NULL && ph->grouped) { /* the ranks' first/count are groups */
         json_object_set_new(o, "groups",
                             json_pack("{s:o,s:o,s:o}", "items", sm_json_u64(ph->part.ntiles),
-                                      "shape", sm_json_dims(ph->part.tile, ph->part.ndim),
-                                      "grid", sm_json_dims(ph->part.grid, ph->part.ndim)));
+                                      "shape", sm_json_dims(ph->part.tile, ph->part.ndim), "grid",
+                                      sm_json_dims(ph->part.grid, ph->part.ndim)));
     }
     return o;
 }

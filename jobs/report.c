@@ -342,11 +342,11 @@ static void add_passes(json_t *src, const struct sm_run_result *r, uint64_t inpu
     const struct sm_read_plan *rp = &r->read_plan;
     json_object_set_new(
         src, "layout",
-        json_pack("{s:o,s:o,s:b,s:o,s:s}", "groups", sm_json_u64(rp->groups.ntiles), "window_bytes",
-                  sm_json_u64(rp->window_bytes), "windowed", rp->windowed, "amplification",
-                  json_real(rp->roi_bytes > 0 ? (double)rp->pass_bytes / (double)rp->roi_bytes
-                                              : 1.0),
-                  "why", rp->why));
+        json_pack(
+            "{s:o,s:o,s:b,s:o,s:s}", "groups", sm_json_u64(rp->groups.ntiles), "window_bytes",
+            sm_json_u64(rp->window_bytes), "windowed", rp->windowed, "amplification",
+            json_real(rp->roi_bytes > 0 ? (double)rp->pass_bytes / (double)rp->roi_bytes : 1.0),
+            "why", rp->why));
 }
 
 static json_t *doubles(const double *v, unsigned n)

@@ -492,20 +492,6 @@ static sm_status read_window(void *user, int thread, const uint64_t *off, const 
     return SM_OK;
 }
 
-sm_status sm_cv_window_load(struct cv *cv, const uint64_t *off, const uint64_t *shape,
-                            struct sm_err *err)
-{
-    if (sm_run_window_covers(&cv->win, off, shape)) {
-        return SM_OK; /* the rank's whole box, kept from the scan */
-    }
-    if (cv->src != NULL && sm_source_info(cv->src)->access == SM_SOURCE_STREAM) {
-        return SM_OK; /* its plan holds the rank's slabs inflated: boxes come from there */
-    }
-    return cv->src != NULL ? sm_run_window_load_source(&cv->win, cv->src, cv->nthreads,
-                                                       cv->p->c.stop, off, shape, err)
-                           : sm_run_window_load_array(&cv->win, cv->res->array, off, shape, err);
-}
-
 /* Adds one window's scan into the rank's. */
 static void scan_merge(struct sm_scan_result *into, const struct sm_scan_result *r)
 {

@@ -209,6 +209,20 @@ uint64_t sm_cv_write_total(void *ctx)
     return sm_writer_nshards(sm_writer_level(cv->w, 0));
 }
 
+sm_status sm_cv_window_load(struct cv *cv, const uint64_t *off, const uint64_t *shape,
+                            struct sm_err *err)
+{
+    if (sm_run_window_covers(&cv->win, off, shape)) {
+        return SM_OK; /* the rank's whole box, kept from the scan */
+    }
+    if (cv->src != NULL && sm_source_info(cv->src)->access == SM_SOURCE_STREAM) {
+        return SM_OK; /* its plan holds the rank's slabs inflated: boxes come from there */
+    }
+    return cv->src != NULL ? sm_run_window_load_source(&cv->win, cv->src, cv->nthreads,
+                                                       cv->p->c.stop, off, shape, err)
+                           : sm_run_window_load_array(&cv->win, cv->res->array, off, shape, err);
+}
+
 /* A grouped rank's write: each group's box read into the window (unless the scan kept the rank's
  * whole box there), then the group's shards cut from it; the write results and the progress add
  * up over the groups. */

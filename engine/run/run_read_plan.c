@@ -6,15 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static uint64_t gcd64(uint64_t a, uint64_t b)
-{
-    while (b != 0) {
-        const uint64_t t = a % b;
-        a = b;
-        b = t;
-    }
-    return a;
-}
+#include "shardmill/box.h"
 
 /* Shards per group on one axis: the fewest whole shards whose run ends on a block boundary
  * (r * shard a multiple of block), all of the axis when none does first. Groups start at the
@@ -25,7 +17,7 @@ static uint64_t group_run(uint64_t shard, uint64_t block, uint64_t nshards)
     if (block <= 1 || shard % block == 0) {
         return 1;
     }
-    const uint64_t r = block / gcd64(shard, block); /* r * shard = lcm(shard, block) */
+    const uint64_t r = block / sm_gcd_u64(shard, block); /* r * shard = lcm(shard, block) */
     return r < nshards ? r : nshards;
 }
 

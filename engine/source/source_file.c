@@ -155,3 +155,14 @@ json_t *sm_src_describe_file(const char *path, const struct sm_source_info *info
     }
     return o;
 }
+
+void sm_src_swap_values(uint8_t *p, size_t n, size_t es)
+{
+    for (size_t i = 0; i < n; i++, p += es) {
+        for (size_t a = 0, b = es - 1; a < b; a++, b--) {
+            const uint8_t c = p[a];
+            p[a] = p[b];
+            p[b] = c;
+        }
+    }
+}

@@ -11,17 +11,6 @@
 
 #include "shardmill/alloc.h"
 
-static void swap_values(uint8_t *p, size_t n, size_t elem)
-{
-    for (size_t i = 0; i < n; i++, p += elem) {
-        for (size_t a = 0, b = elem - 1; a < b; a++, b--) {
-            const uint8_t t = p[a];
-            p[a] = p[b];
-            p[b] = t;
-        }
-    }
-}
-
 /* One stored value (native byte order by now) as a double. */
 static double value_at(const uint8_t *p, enum sm_dtype dt)
 {
@@ -102,7 +91,7 @@ sm_status sm_flat_read_box(const struct sm_flat *f, const uint64_t *off, const u
             break;
         }
         if (f->swap) {
-            swap_values(raw, n, elem);
+            sm_src_swap_values(raw, n, elem);
         }
         if (tmp != NULL) {
             scale_row(f, tmp, n, dst);

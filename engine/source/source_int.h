@@ -47,6 +47,8 @@ sm_status sm_src_pread(int fd, uint64_t off, void *dst, size_t n, const char *pa
  * directory unless dir_ok) is SM_E_DATA naming path; *fd (blocking again) is the caller's to
  * close. SM_E_IO (errno) when it cannot be opened. */
 sm_status sm_src_open_file(const char *path, bool dir_ok, int *fd, struct sm_err *err);
+/* Reverses the bytes of each of n values of es bytes at p (big-endian stored values). */
+void sm_src_swap_values(uint8_t *p, size_t n, size_t es);
 /* NULL when out of memory. */
 char *sm_src_strdup(const char *s);
 bool sm_src_ends_with(const char *s, const char *suffix);

@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 
 #include "shardmill/alloc.h"
+#include "shardmill/box.h"
 #include "source_tiff_int.h"
 #include "source_tiff_meta_int.h"
 
@@ -39,21 +40,11 @@ struct tiff_stack {
     uint64_t file_bytes; /* the slices' files (multi-page: the file), sum of st_size */
 };
 
-static uint64_t gcd_u64(uint64_t a, uint64_t b)
-{
-    while (b != 0) {
-        const uint64_t r = a % b;
-        a = b;
-        b = r;
-    }
-    return a;
-}
-
 /* lcm(a, b), at most cap: blocks of a and of b both end at its multiples (or at the image's edge).
  */
 static uint64_t lcm_cap(uint64_t a, uint64_t b, uint64_t cap)
 {
-    const uint64_t m = a / gcd_u64(a, b);
+    const uint64_t m = a / sm_gcd_u64(a, b);
     return m > cap / b ? cap : m * b > cap ? cap : m * b;
 }
 
@@ -332,17 +323,6 @@ static const uint64_t *block_array(const struct tiff_stack *t, struct sm_tfile *
     return t->lib->get_field(f->t, tag, &a) == 1 ? a : NULL;
 }
 
-static void swap_values(uint8_t *p, size_t n, size_t es)
-{
-    for (size_t i = 0; i < n; i++, p += es) {
-        for (size_t a = 0, b = es - 1; a < b; a++, b--) {
-            const uint8_t c = p[a];
-            p[a] = p[b];
-            p[b] = c;
-        }
-    }
-}
-
 /* Part of one block of an uncompressed page (SM_SOURCE_RANDOM): block `idx` at (bx, by), rows of
  * bw samples stored one after another from offs[idx]; its rows [ylo, yhi) x columns [xlo, xhi)
  * read by pread into dst (row pitch `pitch` bytes), whole rows of a strip in one call. *read gets
@@ -389,7 +369,7 @@ static sm_status read_direct(const struct tiff_stack *t, struct sm_tfile *f, con
     *read += rows * run;
     if (t->lib->is_byte_swapped(f->t) && es > 1) {
         for (uint64_t y = 0; y < rows; y++) {
-            swap_values(dst + y * pitch, (size_t)(run / es), es);
+            sm_src_swap_values(dst + y * pitch, (size_t)(run / es), es);
         }
     }
     return SM_OK;

@@ -7,17 +7,9 @@
  * boundaries j*t + o = 0 (mod u), 1 <= j < k, are a linear congruence: counted, not walked. */
 #include "tile_int.h"
 
-__extension__ typedef __int128 s128;
+#include "shardmill/box.h"
 
-static uint64_t gcd(uint64_t a, uint64_t b)
-{
-    while (b != 0) {
-        const uint64_t r = a % b;
-        a = b;
-        b = r;
-    }
-    return a;
-}
+__extension__ typedef __int128 s128;
 
 /* x with a*x = 1 (mod m), for a coprime to m > 1 (extended Euclid; |coefficients| <= m). */
 static uint64_t inverse(uint64_t a, uint64_t m)
@@ -41,7 +33,7 @@ static uint64_t aligned_boundaries(uint64_t o, uint64_t t, uint64_t u, uint64_t 
     if (n == 0 || u == 1) {
         return n;
     }
-    const uint64_t g = gcd(t % u, u); /* gcd(0, u) = u */
+    const uint64_t g = sm_gcd_u64(t % u, u); /* sm_gcd_u64(0, u) = u */
     if (o % g != 0) {
         return 0;
     }

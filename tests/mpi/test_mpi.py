@@ -41,6 +41,7 @@ Prints one ok/FAIL line per check; exit 1 on any failure.
 import argparse
 import filecmp
 import json
+import math
 import os
 import shutil
 import signal
@@ -422,6 +423,16 @@ def boxes(roi_off, roi_shape, tile):
         yield off, shp
 
 
+def group_shape(shard, chunks, roi_shape):
+    """docs/internals/reading.md: shards that share an input chunk go to one rank as a group of
+    lcm(shard, chunk) / shard shards per axis (all of the axis when it has fewer)."""
+    out = []
+    for s, c, n in zip(shard, chunks, roi_shape):
+        r = 1 if s % c == 0 else math.lcm(s, c) // s
+        out.append(s * min(r, -(-n // s)))
+    return out
+
+
 def expected_balanced(costs, n):
     """The documented rule: tile i goes to rank floor((prefix_i + cost_i / 2) * n / total)."""
     total, prefix, owner = sum(costs), 0, []
@@ -452,9 +463,17 @@ def case_plan(work, inp, a):
                 if p.returncode != 0:
                     continue
                 plan = json.loads(p.stdout)
+                # [8,32,32] shards over 16^3 chunks share chunk layers: both phases of the
+                # convert go group by group, [16,32,32] groups, and the runs count groups
+                gshape = group_shape(shard, CHUNKS, roi_shape)
                 for key, shape in (("tiles", tile), ("shards", shard)):
-                    costs = [box_cost(o, s_, CHUNKS) for o, s_ in boxes(roi_off, roi_shape, shape)]
                     ph = plan[key]
+                    grouped = ph.get("groups")
+                    check(grouped is not None and grouped["shape"] == gshape,
+                          f"{name}: {key} split as groups of {gshape} ({grouped})")
+                    shape = gshape if grouped is not None else shape
+                    costs = [box_cost(o, s_, CHUNKS) for o, s_ in boxes(roi_off, roi_shape, shape)]
+                    items = grouped["items"] if grouped is not None else ph["items"]
                     ranks = ph["ranks"]
                     nxt, ok_cover, ok_cost = 0, True, True
                     for r in ranks:
@@ -462,7 +481,7 @@ def case_plan(work, inp, a):
                             ok_cover &= r["first"] == nxt
                             nxt = r["first"] + r["count"]
                         ok_cost &= r["cost_bytes"] == sum(costs[r["first"]:r["first"] + r["count"]])
-                    check(ok_cover and nxt == len(costs) == ph["items"],
+                    check(ok_cover and nxt == len(costs) == items,
                           f"{name}: {key} covered once by contiguous runs ({len(costs)})")
                     check(ok_cost, f"{name}: {key} costs == the chunks each box touches")
                     counts = [r["count"] for r in ranks]

@@ -21,6 +21,18 @@ void sm_box_copy(const struct sm_box_view *src_view, const void *src, const uint
                  const struct sm_box_view *dst_view, void *dst, const uint64_t *dst_off,
                  const uint64_t *ext);
 
+/* The greatest common divisor (gcd(a, 0) = a): where two grids of extents a and b line up (their
+ * boundaries meet every lcm(a, b) = a / gcd(a, b) * b). */
+static inline uint64_t sm_gcd_u64(uint64_t a, uint64_t b)
+{
+    while (b != 0) {
+        const uint64_t r = a % b;
+        a = b;
+        b = r;
+    }
+    return a;
+}
+
 /* Fills the box of extent `ext` at `dst_off` with the element pattern `fill` (elem bytes). */
 void sm_box_fill(const struct sm_box_view *dst_view, void *dst, const uint64_t *dst_off,
                  const uint64_t *ext, const uint8_t *fill);
