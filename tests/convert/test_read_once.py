@@ -297,7 +297,11 @@ def check_passes(c, label, rep, ranks, disk, decoded, rch):
         c.check(f"{label}: per pass read {per and round(per, 3)}x the input ({unit} bytes, "
                 f"{npasses} pass(es), no io.source.passes) <= {RATIO}",
                 per is not None and per <= RATIO, src)
-    if rch is not None:
+    if rch is not None and ranks > 1 and "detect_leaks=1" in os.environ.get("ASAN_OPTIONS", ""):
+        # a sanitized rank reads /proc/self/maps and its libraries' symbols at exit (LeakSanitizer),
+        # tens of MB that are no input reads: the per-pass rchar of the report still holds
+        print(f"note: {label}: process-tree rchar {rch} B not checked under ASan with mpiexec")
+    elif rch is not None:
         bound = RATIO * npasses * disk + SLACK
         c.check(f"{label}: rchar of the process tree {rch} B = {rch / disk:.3f}x the input on "
                 f"disk <= {RATIO} x {npasses} pass(es) + 1 MiB ({int(bound)})", rch <= bound)
