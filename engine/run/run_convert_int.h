@@ -85,8 +85,8 @@ struct cv {
     uint64_t t_finish;
 };
 
-/* run_convert_write.c: the box [off, off + shape) of the input into cv->win (a grouped rank's group,
- * read once per pass), unless the window holds it already. */
+/* run_convert_write.c: the box [off, off + shape) of the input into cv->win (a grouped rank's
+ * group, read once per pass), unless the window holds it already. */
 sm_status sm_cv_window_load(struct cv *cv, const uint64_t *off, const uint64_t *shape,
                             struct sm_err *err);
 
