@@ -21,6 +21,10 @@
  *   shards' input and it fits in half of memory_bytes (sm_cv_keep_plan); otherwise each shard's
  *   box is read again. A source's tiles are the output's shards (unless `tile` is set), so its
  *   rank reads every box once when it fits.
+ * Shards that share input read blocks (a TIFF strip, an HDF5 chunk, a Zarr chunk) are grouped
+ * (run_read_plan.c, docs/internals/reading.md): when a group's window fits, ranks take whole
+ * groups and each group's box is read once per pass into cv->win, which the scan's tiles and the
+ * write's shards are cut from (scan_groups here, write_groups in run_convert_write.c).
  * Stage times: `open` (output, input), `hydrate`/`decode` (input fetch/codec time), `process`
  * (statistics and normalization) and `write` (encode + put + flush), thread sums divided by the
  * thread count; `total` is wall. Under MPI (docs/internals/ranks.md) the statistics are summed
