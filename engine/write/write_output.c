@@ -401,11 +401,12 @@ static json_t *load_doc(struct sm_bytes b, struct sm_err *e)
     return j;
 }
 
-/* The attributes of a document: zarr.json's "attributes"; a Zarr v2 .zattrs (no "zarr_format"
- * member) is the attributes itself. */
+/* The attributes of a document: zarr.json's "attributes" object (whether or not the document
+ * says zarr_format); a Zarr v2 .zattrs, which has none, is the attributes itself. */
 static json_t *attrs_of(json_t *doc)
 {
-    return json_object_get(doc, "zarr_format") != NULL ? json_object_get(doc, "attributes") : doc;
+    json_t *a = json_object_get(doc, "attributes");
+    return json_is_object(a) ? a : doc;
 }
 
 /* {"attributes": {"shardmill": {m: v}}} for every member m of `identity`, v taken from `prov`
