@@ -98,23 +98,14 @@ struct split_fill {
     size_t plane;         /* output bytes of one index of axis 0 */
 };
 
-/* Where part k of the box starts on axis 0 (0 for k = 0, shape[0] for k = parts). */
-static uint64_t part_start(const struct split_fill *sf, uint64_t k)
-{
-    const uint64_t n0 = sf->shape[0], first = sf->cv->su.off[0] + sf->offset[0];
-    if (k == 0 || k >= sf->parts) {
-        return k == 0 ? 0 : n0;
-    }
-    const uint64_t at = (first + n0 * k / sf->parts) / sf->unit * sf->unit; /* down to a unit */
-    return at > first ? at - first : 0;
-}
-
 static sm_status fill_part(void *user, int thread, uint64_t k, uint64_t *bytes, struct sm_err *err)
 {
     (void)bytes;
     const struct split_fill *sf = user;
     const unsigned nd = sf->cv->m->ndim;
-    const uint64_t a = part_start(sf, k), b = part_start(sf, k + 1);
+    const uint64_t first = sf->cv->su.off[0] + sf->offset[0];
+    const uint64_t a = sm_run_part_start(first, sf->shape[0], sf->parts, sf->unit, k);
+    const uint64_t b = sm_run_part_start(first, sf->shape[0], sf->parts, sf->unit, k + 1);
     if (b <= a) {
         return SM_OK; /* a part that rounded away */
     }
@@ -146,9 +137,9 @@ static sm_status fill_shard(void *user, int thread, uint64_t shard, const uint64
     const uint64_t unit = cv->src != NULL && sm_source_info(cv->src)->slab[0] > 0
                               ? sm_source_info(cv->src)->slab[0]
                               : 1;
-    const uint64_t units = (shape[0] + unit - 1) / unit + 1, most = 4 * (uint64_t)cv->nthreads;
-    struct split_fill sf = {
-        cv, offset, shape, data, units < most ? units : most, unit, len / (size_t)shape[0]};
+    const uint64_t parts =
+        sm_run_part_count(cv->su.off[0] + offset[0], shape[0], unit, cv->nthreads);
+    struct split_fill sf = {cv, offset, shape, data, parts, unit, len / (size_t)shape[0]};
     const struct sm_work wk = {.count = sf.parts,
                                .threads = cv->nthreads,
                                .item = fill_part,

@@ -31,6 +31,14 @@ uint64_t sm_run_input_read(const struct sm_run_result *res);
  * false when the file cannot be read (no /proc). */
 bool sm_run_rchar(uint64_t *rchar);
 
+/* Where part k of `parts` starts in a run of n indices of axis 0 beginning at `first`: the k/parts
+ * point rounded down to a multiple of `unit` (0 for k = 0, n for k >= parts), so that parts cut
+ * at a source's read blocks never share one. Parts may round away (empty). */
+uint64_t sm_run_part_start(uint64_t first, uint64_t n, uint64_t parts, uint64_t unit, uint64_t k);
+/* How many parts to cut such a run into: its units (+1 for an unaligned start), at most 4 per
+ * thread. */
+uint64_t sm_run_part_count(uint64_t first, uint64_t n, uint64_t unit, int threads);
+
 /* A group's window (run_window.c, docs/internals/reading.md): the decoded input box of a group of
  * shards that share input read blocks, read once per pass and cut into each of them. */
 struct sm_run_window {

@@ -33,23 +33,28 @@ struct load {
     size_t plane; /* bytes of one index of axis 0 in the window */
 };
 
-/* Where part k starts on axis 0, relative to the window: on a block boundary of the source. */
-static uint64_t part_start(const struct load *ld, uint64_t k)
+uint64_t sm_run_part_start(uint64_t first, uint64_t n, uint64_t parts, uint64_t unit, uint64_t k)
 {
-    const struct sm_run_window *w = ld->w;
-    const uint64_t n0 = w->shape[0];
-    if (k == 0 || k >= ld->parts) {
-        return k == 0 ? 0 : n0;
+    if (k == 0 || k >= parts) {
+        return k == 0 ? 0 : n;
     }
-    const uint64_t at = (w->off[0] + n0 * k / ld->parts) / w->block0 * w->block0;
-    return at > w->off[0] ? at - w->off[0] : 0;
+    const uint64_t at = (first + n * k / parts) / unit * unit; /* down to a unit */
+    return at > first ? at - first : 0;
+}
+
+uint64_t sm_run_part_count(uint64_t first, uint64_t n, uint64_t unit, int threads)
+{
+    const uint64_t units = n == 0 ? 0 : (first + n - 1) / unit - first / unit + 1;
+    const uint64_t most = 4 * (uint64_t)(threads > 0 ? threads : 1);
+    return units < most ? units : most;
 }
 
 static sm_status load_part(void *user, int thread, uint64_t k, uint64_t *bytes, struct sm_err *err)
 {
     const struct load *ld = user;
     const struct sm_run_window *w = ld->w;
-    const uint64_t a = part_start(ld, k), b = part_start(ld, k + 1);
+    const uint64_t a = sm_run_part_start(w->off[0], w->shape[0], ld->parts, w->block0, k);
+    const uint64_t b = sm_run_part_start(w->off[0], w->shape[0], ld->parts, w->block0, k + 1);
     *bytes = 0;
     if (b <= a) {
         return SM_OK; /* a part that rounded away */
@@ -95,9 +100,8 @@ sm_status sm_run_window_load_source(struct sm_run_window *w, struct sm_source *s
         w->valid = true;
         return SM_OK;
     }
-    const uint64_t blocks = (off[0] + shape[0] - 1) / w->block0 - off[0] / w->block0 + 1;
-    const uint64_t most = 4 * (uint64_t)(threads > 0 ? threads : 1);
-    struct load ld = {w, src, blocks < most ? blocks : most, n / (size_t)shape[0]};
+    struct load ld = {w, src, sm_run_part_count(off[0], shape[0], w->block0, threads),
+                      n / (size_t)shape[0]};
     const struct sm_work wk = {.count = ld.parts,
                                .threads = threads > 0 ? threads : 1,
                                .item = load_part,

@@ -303,8 +303,11 @@ sm_status sm_wfs_walk(int dirfd, const char *rel, bool chunks, enum sm_wfs_walk 
     return sm_wfs_walk_stop(dirfd, rel, chunks, mode, NULL, err);
 }
 
-sm_status sm_wfs_walk_stop(int dirfd, const char *rel, bool chunks, enum sm_wfs_walk mode,
-                           const atomic_int *stop, struct sm_err *err)
+/* Opens rel below dirfd without following links and walks it (doc: a Zarr v2 level's document,
+ * NULL for a v3 c/ tree); a missing directory is nothing to walk, a file or link where it belongs
+ * is foreign under CHECK. */
+static sm_status walk_beneath(int dirfd, const char *rel, bool chunks, enum sm_wfs_walk mode,
+                              const atomic_int *stop, const char *doc, struct sm_err *err)
 {
     const int fd = sm_fs_opendir_beneath(dirfd, rel, false);
     if (fd < 0) {
@@ -317,24 +320,19 @@ sm_status sm_wfs_walk_stop(int dirfd, const char *rel, bool chunks, enum sm_wfs_
         }
         return e == ENOTDIR ? SM_OK : sm_fs_fail(err, "cannot open directory", dirfd, rel, e);
     }
-    return walk_dir(fd, rel, chunks, mode, 0, stop, NULL, err);
+    return walk_dir(fd, rel, chunks, mode, 0, stop, doc, err);
+}
+
+sm_status sm_wfs_walk_stop(int dirfd, const char *rel, bool chunks, enum sm_wfs_walk mode,
+                           const atomic_int *stop, struct sm_err *err)
+{
+    return walk_beneath(dirfd, rel, chunks, mode, stop, NULL, err);
 }
 
 sm_status sm_wfs_walk_doc(int dirfd, const char *rel, const char *doc, enum sm_wfs_walk mode,
                           const atomic_int *stop, struct sm_err *err)
 {
-    const int fd = sm_fs_opendir_beneath(dirfd, rel, false);
-    if (fd < 0) {
-        const int e = errno;
-        if (e == ENOENT) {
-            return SM_OK;
-        }
-        if (mode == SM_WFS_CHECK && (e == ENOTDIR || e == ELOOP)) {
-            return foreign(err, rel);
-        }
-        return e == ENOTDIR ? SM_OK : sm_fs_fail(err, "cannot open directory", dirfd, rel, e);
-    }
-    return walk_dir(fd, rel, true, mode, 0, stop, doc, err);
+    return walk_beneath(dirfd, rel, true, mode, stop, doc, err);
 }
 
 bool sm_wfs_is_v2(int dirfd)
