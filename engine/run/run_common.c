@@ -301,6 +301,10 @@ sm_status sm_run_output_spec(const struct sm_run_output *o, unsigned nd, const u
     const size_t elem = sm_dtype_size(dtype);
     SM_TRY(sm_output_layout_auto(nd, shape, elem, chunk_auto, spec->sharded && shard_auto,
                                  spec->chunk, spec->shard, err));
+    if (spec->sharded && shard_auto && o->shard_depth != 0 && o->shard_depth < spec->shard[0] &&
+        o->shard_depth % spec->chunk[0] == 0) {
+        spec->shard[0] = o->shard_depth; /* the read plan's shallower group (run_read_plan.c) */
+    }
     if (chunk_auto && spec->sharded && !shard_auto) {
         for (unsigned d = 0; d < nd; d++) {
             const uint64_t want = spec->shard[d] < SM_AUTO_CHUNK ? spec->shard[d] : SM_AUTO_CHUNK;

@@ -595,12 +595,13 @@ static sm_status ph_begin(void *ctx, struct sm_err *err)
     const unsigned nd = cv->m->ndim;
     SM_TRY(sm_cv_make_norm(&p->normalize, &cv->res->scan.hist, &cv->res->norm, err));
     cv->attrs = sm_cv_provenance(cv, cv->one_pass ? NULL : &cv->res->scan);
-    SM_TRY(sm_run_output_spec(&p->output, nd, cv->su.shape, cv->out_dt, cv->attrs, &cv->spec, err));
+    cv->oo = p->output; /* with the shard depth the partition used (ph_plan's read plan) */
+    cv->oo.shard_depth = !p->output.shard.set && cv->layout.sharded ? cv->layout.shard[0] : 0;
+    SM_TRY(sm_run_output_spec(&cv->oo, nd, cv->su.shape, cv->out_dt, cv->attrs, &cv->spec, err));
     const bool window_later = cv->one_pass && p->normalize.mode == SM_NORM_NONE;
     cv->spec.pending = !cv->one_pass                          ? CV_PENDING_STATE
                        : window_later && p->output.ome.levels ? CV_PENDING_OME_NONE
                                                               : CV_PENDING_ATTR;
-    cv->oo = p->output;
     SM_TRY(sm_cv_input_geometry(cv, err));
     sm_run_provenance_spacing(cv->attrs, &cv->oo.ome, nd);
     struct sm_run_omero omero;

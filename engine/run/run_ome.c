@@ -193,8 +193,10 @@ sm_status sm_run_ome_levels(const struct sm_run_output *o, unsigned nd, const ui
     /* automatic shards: the levels on level 0's grid while they can be (one pass), then each
      * level its own automatic layout (read back from the level above) */
     bool aligned = !o->shard.set && o->ome.version != SM_RUN_OME_V04; /* 0.4: no shards */
+    struct sm_run_output lower = *o; /* the read plan's shard depth is level 0's */
+    lower.shard_depth = 0;
     for (unsigned k = 0; k < n; k++) {
-        SM_TRY(sm_run_output_spec(o, nd, cur, dtype, NULL, &levels[k], err));
+        SM_TRY(sm_run_output_spec(k == 0 ? o : &lower, nd, cur, dtype, NULL, &levels[k], err));
         levels[k].dimension_names = true;
         if (k > 0 && aligned) {
             struct sm_output_spec a = levels[k];

@@ -194,6 +194,9 @@ struct sm_run_output {
     struct sm_run_ome ome;
     bool dtype_set; /* output.dtype */
     enum sm_dtype dtype;
+    /* the automatic shard's depth on axis 0 when the read plan made it shallower (run_read_plan.c:
+     * a group's window within the memory limit); 0: the default. Set by the run, not by users. */
+    uint64_t shard_depth;
 };
 #define SM_RUN_OUTPUT_DEFAULTS                                                                     \
     {                                                                                              \

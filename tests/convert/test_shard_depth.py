@@ -1,0 +1,138 @@
+#!/usr/bin/python3
+"""output.shard auto made shallower by the read plan (issue 33 item 3, docs/internals/reading.md):
+a 256^3 uint16 multi-page deflate TIFF (32 MiB decoded), percentile [1, 99] to float32
+(the default shard [256, 256, 128]: two shards share every slice), limits.memory_bytes 48 MiB,
+so a group's window at the default shard depth (256: 32 MiB) does not fit half the limit and the
+plan picks depth 192 (24 MiB). The writer must use the depth the
+partition used: before the fix the convert stopped with exit 1, "plan of 4 shards for a grid of
+2". Checks: exit 0 under 1x1 and (with --mpiexec) 2x1; zarr.json's shard depth 192 and the
+report's io.source.layout.why saying so; the values equal NumPy's SPEC §5 percentile window
+(shardmill_test.zarr_decode, written from the Zarr v3 spec); every run the same shard files; an OME image's level 0 too.
+
+    test_shard_depth.py --shardmill BIN --work DIR [--mpiexec MPIEXEC]
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+
+from shardmill_test import report_json
+from shardmill_test import runner as cc
+from shardmill_test import spec_oracle
+from shardmill_test import volumes
+from shardmill_test import zarr_decode
+from shardmill_test.checks import Checks
+from shardmill_test.ranks import mpi_env, plain_env
+
+SHAPE = (256, 256, 256)
+MEMORY = 48 << 20
+DEPTH = 192
+PCT = (1, 99)
+
+
+def volume():
+    z, y, x = SHAPE
+    return np.concatenate([volumes.phantom(SHAPE, [k, 0, 0], [1, y, x], 33, 30.0, k)
+                           for k in range(z)])
+
+
+def oracle(vol):
+    bins, lo, hi = spec_oracle.default_hist(vol.dtype)
+    counts, under, over, _ = spec_oracle.histogram(vol, bins, lo, hi)
+    p_lo = spec_oracle.percentile(counts, under, over, lo, hi, PCT[0])
+    p_hi = spec_oracle.percentile(counts, under, over, lo, hi, PCT[1])
+    w = spec_oracle.normalize(vol, "window", lo=p_lo, hi=p_hi)
+    return w.astype(np.float32)
+
+
+def tree_digest(root):
+    h = hashlib.sha256()
+    for d, _, files in sorted(os.walk(root)):
+        for f in sorted(files):
+            p = os.path.join(d, f)
+            if f == "zarr.json" or f.startswith(".shardmill"):
+                continue
+            h.update(os.path.relpath(p, root).encode())
+            with open(p, "rb") as fh:
+                h.update(fh.read())
+    return h.hexdigest()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shardmill", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--mpiexec")
+    args = ap.parse_args()
+    import tifffile
+    shutil.rmtree(args.work, ignore_errors=True)
+    os.makedirs(args.work)
+    vol = volume()
+    want = oracle(vol)
+    tif = os.path.join(args.work, "multi.tif")
+    with tifffile.TiffWriter(tif) as w:
+        for z in range(SHAPE[0]):
+            w.write(vol[z], contiguous=False, compression="zlib", rowsperstrip=SHAPE[1])
+    c = Checks("shard_depth")
+    first = None
+    for ranks, threads in [(1, 1)] + ([(2, 1)] if args.mpiexec else []):
+        label = f"{ranks}x{threads}"
+        out = os.path.join(args.work, label + ".zarr")
+        cfg = cc.write_config(os.path.join(args.work, label + ".yaml"), {
+            "job": "convert", "input": {"store": tif, "format": "tiff"},
+            "normalize": {"mode": "percentile", "lo": PCT[0], "hi": PCT[1]},
+            "output": {"path": out, "fsync": False},
+            "limits": {"memory_bytes": MEMORY}, "parallel": {"threads": threads},
+            "progress": False})
+        rep_path = os.path.join(args.work, label + ".report.json")
+        argv = [args.shardmill, "run", cfg, "--report", rep_path]
+        if ranks == 1:
+            cmd, env = argv, plain_env()
+        else:
+            cmd, env = [args.mpiexec, "--oversubscribe", "-np", str(ranks)] + argv, mpi_env()
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        if not c.check(f"{label}: convert exits 0", p.returncode == 0,
+                       f"exit {p.returncode}: {p.stderr[-600:]}"):
+            continue
+        shard = json.load(open(os.path.join(out, "zarr.json")))["chunk_grid"]["configuration"][
+            "chunk_shape"]
+        c.check(f"{label}: shard depth {shard[0]} == {DEPTH}", shard[0] == DEPTH)
+        rep = report_json.load(rep_path)
+        why = ((rep.get("io") or {}).get("source") or {}).get("layout", {}).get("why", "")
+        c.check(f"{label}: the report says why: {why!r}", f"shard depth {DEPTH}" in why)
+        digest = tree_digest(out)
+        if first is None:
+            got = zarr_decode.spec_decode(out)
+            c.check(f"{label}: output = NumPy's percentile window (float32)",
+                    got.dtype == want.dtype and np.array_equal(got, want),
+                    spec_oracle.first_diff(got, want))
+            first = (label, digest)
+        else:
+            c.check(f"{label}: the same shard files as {first[0]}", digest == first[1])
+    # an OME image: level 0 takes the shallower depth, the levels below level 0's grid
+    out = os.path.join(args.work, "ome.zarr")
+    cfg = cc.write_config(os.path.join(args.work, "ome.yaml"), {
+        "job": "convert", "input": {"store": tif, "format": "tiff"},
+        "normalize": {"mode": "percentile", "lo": PCT[0], "hi": PCT[1]},
+        "output": {"path": out, "fsync": False, "ome": {"levels": 2}},
+        "limits": {"memory_bytes": MEMORY}, "parallel": {"threads": 1}, "progress": False})
+    p = subprocess.run([args.shardmill, "run", cfg], env=plain_env(), capture_output=True,
+                       text=True)
+    if c.check("ome 1x1: convert exits 0", p.returncode == 0,
+               f"exit {p.returncode}: {p.stderr[-600:]}"):
+        got = zarr_decode.spec_decode(os.path.join(out, "0"))
+        c.check("ome 1x1: level 0 = NumPy's percentile window (float32)",
+                got.dtype == want.dtype and np.array_equal(got, want),
+                spec_oracle.first_diff(got, want))
+    shutil.rmtree(args.work, ignore_errors=True)
+    return c.done()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
