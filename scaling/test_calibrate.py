@@ -24,7 +24,6 @@ import tempfile
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)  # calibrate imports model.py beside it
 _loader = importlib.machinery.SourceFileLoader("calibrate", os.path.join(HERE, "calibrate"))
 _spec = importlib.util.spec_from_loader("calibrate", _loader)
 cal = importlib.util.module_from_spec(_spec)
