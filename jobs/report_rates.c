@@ -73,6 +73,7 @@ json_t *sm_report_rates_json(const struct sm_job_config *c, const struct sm_run_
         const double s = secs(t[SM_RUN_T_TOTAL] - t[SM_RUN_T_OPEN] - t[SM_RUN_T_ALLREDUCE]) - range;
         json_t *scan = stage(in_bytes * (r->passes > 0 ? r->passes : 1), s > 0 ? s : 0.0);
         json_object_set_new(scan, "passes", sm_json_u64(r->passes));
+        json_object_set_new(scan, "tiles", sm_json_u64(r->scan.tiles));
         json_object_set_new(st, "scan", scan);
         json_object_set_new(o, "stages", st);
         return o;
@@ -89,7 +90,9 @@ json_t *sm_report_rates_json(const struct sm_job_config *c, const struct sm_run_
     json_object_set_new(o, "kept", json_boolean(kept));
     const double scan = two_pass ? secs(t[SM_RUN_T_SCAN_WALL]) : 0.0;
     if (two_pass) {
-        json_object_set_new(st, "scan", stage(in_bytes, scan));
+        json_t *sc = stage(in_bytes, scan);
+        json_object_set_new(sc, "tiles", sm_json_u64(r->scan.tiles));
+        json_object_set_new(st, "scan", sc);
     }
     const double pyr = (double)r->pyramid_ns / 1e9, sync = (double)r->sync_ns / 1e9;
     const double xp = r->export.done ? secs(t[SM_RUN_T_EXPORT]) : 0.0;
@@ -104,6 +107,7 @@ json_t *sm_report_rates_json(const struct sm_job_config *c, const struct sm_run_
                         json_string(!two_pass ? "scan"
                                     : kept    ? "kept"
                                               : "decode"));
+    json_object_set_new(write, "shards", sm_json_u64(lw.shards));
     json_object_set_new(write, "files", sm_json_u64(lw.shards * lw.levels_with));
     json_object_set_new(st, "write", write);
     if (lw.pyr_shards > 0) {

@@ -89,10 +89,19 @@ FIXED = 0.00017  # shard_fixed_s of the base
 SYNC_BPS, SYNC_FIXED = 1.5e9, 0.003
 
 
+def model_threads(items, ranks, threads, cores):
+    """The model's threads at once (jobs/plan_model.c): items over the busiest thread's
+    ceil(ceil(items / ranks) / threads), divided by the time-slicing max(1, ranks x threads /
+    cores); min(ranks x threads, cores) when the stage names no items."""
+    if items is None:
+        return min(ranks * threads, cores)
+    busiest = math.ceil(math.ceil(items / ranks) / threads)
+    return items / busiest / max(1.0, ranks * threads / cores)
+
+
 def made_up(ranks, threads, cores, kind, dtype, stages):
     """A report whose `rates` section has the stage seconds the KNOWN rates imply (the model:
     per-thread seconds = bytes x rate + files x FIXED, divided by the threads that run at once)."""
-    eff = min(ranks * threads, cores)
     st = {}
     for name, s in stages.items():
         s = dict(s)
@@ -102,7 +111,9 @@ def made_up(ranks, threads, cores, kind, dtype, stages):
             s["seconds"] = s["files"] * 2e-6
         else:
             t = sum(b * KNOWN[k] for k, b in s.pop("terms").items()) + s.get("files", 0) * FIXED
-            s["seconds"] = t / (min(ranks, cores) if name == "export" else eff)
+            items = s.get("tiles", s.get("shards", s.get("files") if name == "pyramid" else None))
+            s["seconds"] = t / model_threads(items, ranks, 1 if name == "export" else threads,
+                                             cores)
         if "bytes" in s:
             s["bytes_per_s"] = s["bytes"] / s["seconds"]
         st[name] = s
@@ -116,17 +127,17 @@ def reports():
     MiB = 1 << 20
     inb, outb = 32 * MiB, 64 * MiB
     return [
-        # percentile kept, float32, 1 x 2 on 2 cores
-        made_up(1, 2, 2, "zarr", "float32", {
-            "scan": {"bytes": inb, "terms": {"scan_s_per_byte": inb}},
-            "write": {"bytes": outb, "input_bytes": 0, "input_read": "kept", "files": 8,
-                      "terms": {"write_s_per_byte": outb}},
+        # percentile kept, float32, 1 x 4 on 2 cores: 8 tiles, 2 shards (2 threads idle)
+        made_up(1, 4, 2, "zarr", "float32", {
+            "scan": {"bytes": inb, "tiles": 8, "terms": {"scan_s_per_byte": inb}},
+            "write": {"bytes": outb, "input_bytes": 0, "input_read": "kept", "files": 2,
+                      "shards": 2, "terms": {"write_s_per_byte": outb}},
             "sync": {"bytes": 40 * MiB}, "finish": {"files": 8}}),
         # percentile re-read, 4 ranks x 2 threads oversubscribed on 2 cores
         made_up(4, 2, 2, "zarr", "float32", {
             "scan": {"bytes": 2 * inb, "terms": {"scan_s_per_byte": 2 * inb}},
             "write": {"bytes": 2 * outb, "input_bytes": 2 * inb, "input_read": "decode",
-                      "files": 16, "terms": {"decode_s_per_byte": 2 * inb,
+                      "files": 16, "shards": 16, "terms": {"decode_s_per_byte": 2 * inb,
                                              "write_s_per_byte": 2 * outb}}}),
         # one pass with a pyramid, and an export
         made_up(1, 1, 2, "zarr", "float32", {
@@ -134,7 +145,7 @@ def reports():
                       "terms": {"read_s_per_byte": inb, "write_s_per_byte": outb}},
             "pyramid": {"bytes": outb // 8, "files": 1,
                         "terms": {"pyramid_s_per_byte": outb // 8}},
-            "export": {"bytes": outb, "file_bytes": outb, "deflate": False, "shards": 8,
+            "export": {"bytes": outb, "file_bytes": outb, "deflate": False, "shards": 3,
                        "terms": {"export_s_per_byte": outb}}}),
         # uint8 pyramid
         made_up(2, 1, 2, "zarr", "uint8", {
