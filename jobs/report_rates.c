@@ -88,7 +88,10 @@ json_t *sm_report_rates_json(const struct sm_job_config *c, const struct sm_run_
     }
     json_object_set_new(o, "output_dtype", json_string(sm_dtype_name(r->output_dtype)));
     json_object_set_new(o, "kept", json_boolean(kept));
-    const double scan = two_pass ? secs(t[SM_RUN_T_SCAN_WALL]) : 0.0;
+    /* scan_wall runs from the run's start (open and range included) to the scan's end (one
+     * pass: to the write's end) */
+    double scan = two_pass ? secs(t[SM_RUN_T_SCAN_WALL] - t[SM_RUN_T_OPEN]) - range : 0.0;
+    scan = scan > 0 ? scan : 0.0;
     if (two_pass) {
         json_t *sc = stage(in_bytes, scan);
         json_object_set_new(sc, "tiles", sm_json_u64(r->scan.tiles));
@@ -97,7 +100,9 @@ json_t *sm_report_rates_json(const struct sm_job_config *c, const struct sm_run_
     const double pyr = (double)r->pyramid_ns / 1e9, sync = (double)r->sync_ns / 1e9;
     const double xp = r->export.done ? secs(t[SM_RUN_T_EXPORT]) : 0.0;
     const double fin = secs(t[SM_RUN_T_FINISH]);
-    /* the write phase: what the run's wall time leaves to it (its flush is `sync`) */
+    /* the write phase: what the run's wall time leaves to it; `sync` is every flush of the
+     * output (level 0's, the pyramid levels' and the marker's, which pyramid_ns and finish also
+     * hold) */
     double w = secs(t[SM_RUN_T_TOTAL] - t[SM_RUN_T_OPEN]) - range - scan - pyr - xp - fin - sync;
     json_t *write = stage(lw.out_value_bytes, w > 0 ? w : 0.0);
     /* the input the write phase reads and decodes: in one pass as the scan counts it, in two

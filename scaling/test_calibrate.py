@@ -260,6 +260,24 @@ def run(shardmill, cfg):
     return p.returncode == 0
 
 
+def plan_predicts(args, cfg, rep, st):
+    """The rates fitted from this one report make `plan` of the same job give its stage times
+    back (the fit inverts plan's model; scan and write are determined by this report alone)."""
+    fitted = os.path.join(args.work, "fitted-one.json")
+    p = subprocess.run([sys.executable, os.path.join(HERE, "calibrate"), "--from-reports", rep,
+                        "-o", fitted], capture_output=True, text=True)
+    check("calibrate --from-reports of one real report", p.returncode == 0, p.stderr)
+    p = subprocess.run([args.shardmill, "plan", cfg, "--ranks", "1", "--threads", "2", "--json",
+                        "--rates", fitted], capture_output=True, text=True)
+    check("plan --rates of the fitted file", p.returncode == 0, p.stderr)
+    if p.returncode != 0:
+        return
+    terms = json.loads(p.stdout)["estimate"]["terms_s"]
+    for name in ("scan", "write", "export"):
+        check(f"plan's {name} term = the report's {name} seconds",
+              close(terms[name], st[name]["seconds"], 0.01), (terms[name], st[name]))
+
+
 def test_report(args):
     shutil.rmtree(args.work, ignore_errors=True)
     os.makedirs(args.work)
@@ -306,6 +324,7 @@ def test_report(args):
             check("every stage's seconds within the run's total",
                   all(0 <= s["seconds"] <= total + 1e-3 for s in st.values()), st)
             consistent("convert", rr)
+            plan_predicts(args, cfg, rep, st)
     # scale, one pass, uint8
     out, rep = os.path.join(w, "b.zarr"), os.path.join(w, "b.json")
     cfg = os.path.join(w, "b.yaml")
