@@ -619,6 +619,30 @@ static void estimate_reads(const struct sm_plan_input *in, const struct sm_run_s
     w->fs_read_bytes_per_s = e->fs_read_bytes_per_s;
 }
 
+sm_status sm_plan_level_work(const struct sm_job_config *c, unsigned nd, const uint64_t *shape,
+                             enum sm_dtype in_dt, struct sm_plan_level_work *lw, struct sm_err *err)
+{
+    memset(lw, 0, sizeof(*lw));
+    struct levels lv = {0};
+    enum sm_dtype dt;
+    SM_TRY(out_dtype(c, in_dt, &dt, err));
+    SM_TRY(level_specs(c, nd, shape, dt, lv.s, &lv.n, err));
+    level_sizes(&lv);
+    lw->levels = lv.n;
+    lw->levels_with = lv.n > 0 ? aligned_levels(&lv) : 1;
+    lw->shards = lv.n > 0 ? lv.shards[0] : 0;
+    lw->level0_value_bytes = lv.n > 0 ? lv.values[0] : 0;
+    for (unsigned k = 0; k < lv.n; k++) {
+        if (k < lw->levels_with) {
+            lw->out_value_bytes += lv.values[k];
+        } else {
+            lw->pyr_shards += lv.shards[k];
+            lw->pyr_value_bytes += lv.values[k];
+        }
+    }
+    return SM_OK;
+}
+
 sm_status sm_plan_estimate(const struct sm_job_config *c, const struct sm_plan_input *in,
                            const struct sm_run_setup *su, const struct sm_plan_phase *tiles,
                            const struct sm_tiling *grid, const struct sm_plan_phase *shards,
@@ -705,7 +729,11 @@ sm_status sm_plan_estimate(const struct sm_job_config *c, const struct sm_plan_i
     }
     e->levels = lv.n;
     estimate_reads(in, su, &w, e);
-    sm_plan_seconds(&e->rates, &w, &e->t);
+    struct sm_plan_rates rt; /* a source's, an output type's or a scan job's own rates */
+    sm_plan_rates_for(&e->rates, !e->convert,
+                      in->src != NULL ? sm_source_info(in->src)->format : NULL,
+                      lv.n > 0 ? sm_dtype_name(lv.s[0].dtype) : NULL, &rt);
+    sm_plan_seconds(&rt, &w, &e->t);
     return SM_OK;
 }
 

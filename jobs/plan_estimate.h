@@ -105,6 +105,19 @@ sm_status sm_plan_estimate(const struct sm_job_config *c, const struct sm_plan_i
                            const struct sm_tiling *grid, const struct sm_plan_phase *shards,
                            int ranks, int threads, struct sm_plan_estimate *e, struct sm_err *err);
 
+/* The output's work by level as the model counts it (sm_plan_work): level 0's shards, the levels
+ * written with each level-0 shard (1: level 0 alone) and their value bytes, the shards and value
+ * bytes of the levels read back (the pyramid), for a convert of c over an ROI of `shape` of an
+ * input of type in_dt. The report's per-stage rates use it (report_rates.c). SM_E_USAGE as the
+ * plan for an output it cannot lay out. */
+struct sm_plan_level_work {
+    unsigned levels, levels_with;
+    uint64_t shards, level0_value_bytes, out_value_bytes, pyr_shards, pyr_value_bytes;
+};
+sm_status sm_plan_level_work(const struct sm_job_config *c, unsigned nd, const uint64_t *shape,
+                             enum sm_dtype in_dt, struct sm_plan_level_work *lw,
+                             struct sm_err *err);
+
 /* The JSON member `estimate`, and the human lines. */
 struct json_t *sm_plan_estimate_json(const struct sm_plan_estimate *e, int ranks);
 void sm_plan_estimate_print(const struct sm_plan_estimate *e, int ranks);

@@ -41,6 +41,89 @@ static void copy_text(json_t *o, const char *key, char *dst, size_t cap)
     snprintf(dst, cap, "%s", s != NULL ? s : "unknown");
 }
 
+/* A member of rates.sources.<name> or rates.by_dtype.<name>: a number >= 0 when present. */
+static sm_status kind_number(json_t *o, const char *kind, const char *name, const char *key,
+                             double *out, const char *where, struct sm_err *err)
+{
+    json_t *v = json_object_get(o, key);
+    if (v == NULL) {
+        return SM_OK;
+    }
+    if (!json_is_number(v) || json_number_value(v) < 0) {
+        sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "rates member '%s.%s.%s' is %s", kind, name,
+                   key, "not a number >= 0");
+        sm_err_where(err, "%s", where);
+        return err->status;
+    }
+    *out = json_number_value(v);
+    return SM_OK;
+}
+
+/* The optional objects rates.sources and rates.by_dtype (at most SM_PLAN_RATE_KINDS each). */
+static sm_status parse_kinds(json_t *rt, struct sm_plan_rates *r, const char *where,
+                             struct sm_err *err)
+{
+    const char *name;
+    json_t *v;
+    size_t i = 0;
+    json_object_foreach(json_object_get(rt, "sources"), name, v)
+    {
+        if (i >= SM_PLAN_RATE_KINDS || !json_is_object(v)) {
+            continue;
+        }
+        struct sm_plan_source_rates *s = &r->sources[i++];
+        snprintf(s->name, sizeof(s->name), "%s", name);
+        SM_TRY(kind_number(v, "sources", name, "scan_s_per_byte", &s->scan_s_per_byte, where, err));
+        SM_TRY(kind_number(v, "sources", name, "decode_s_per_byte", &s->decode_s_per_byte, where,
+                           err));
+        SM_TRY(kind_number(v, "sources", name, "read_s_per_byte", &s->read_s_per_byte, where, err));
+    }
+    i = 0;
+    json_object_foreach(json_object_get(rt, "by_dtype"), name, v)
+    {
+        if (i >= SM_PLAN_RATE_KINDS || !json_is_object(v)) {
+            continue;
+        }
+        struct sm_plan_dtype_rates *d = &r->dtypes[i++];
+        snprintf(d->name, sizeof(d->name), "%s", name);
+        SM_TRY(
+            kind_number(v, "by_dtype", name, "write_s_per_byte", &d->write_s_per_byte, where, err));
+        SM_TRY(kind_number(v, "by_dtype", name, "pyramid_s_per_byte", &d->pyramid_s_per_byte, where,
+                           err));
+    }
+    return SM_OK;
+}
+
+static double or_else(double v, double fallback)
+{
+    return v > 0 ? v : fallback;
+}
+
+void sm_plan_rates_for(const struct sm_plan_rates *r, bool scan_job, const char *source,
+                       const char *out_dtype, struct sm_plan_rates *eff)
+{
+    *eff = *r;
+    eff->read_s_per_byte = or_else(r->read_s_per_byte, r->scan_s_per_byte);
+    if (scan_job) {
+        eff->scan_s_per_byte = or_else(r->scan_job_s_per_byte, r->scan_s_per_byte);
+    }
+    for (int i = 0; source != NULL && i < SM_PLAN_RATE_KINDS && r->sources[i].name[0]; i++) {
+        const struct sm_plan_source_rates *s = &r->sources[i];
+        if (strcmp(s->name, source) == 0) {
+            eff->scan_s_per_byte = or_else(s->scan_s_per_byte, r->scan_s_per_byte);
+            eff->decode_s_per_byte = or_else(s->decode_s_per_byte, r->decode_s_per_byte);
+            eff->read_s_per_byte = or_else(s->read_s_per_byte, eff->scan_s_per_byte);
+        }
+    }
+    for (int i = 0; out_dtype != NULL && i < SM_PLAN_RATE_KINDS && r->dtypes[i].name[0]; i++) {
+        const struct sm_plan_dtype_rates *d = &r->dtypes[i];
+        if (strcmp(d->name, out_dtype) == 0) {
+            eff->write_s_per_byte = or_else(d->write_s_per_byte, r->write_s_per_byte);
+            eff->pyramid_s_per_byte = or_else(d->pyramid_s_per_byte, r->pyramid_s_per_byte);
+        }
+    }
+}
+
 sm_status sm_plan_rates_parse(const char *text, size_t len, const char *where,
                               struct sm_plan_rates *r, struct sm_err *err)
 {
@@ -97,6 +180,16 @@ sm_status sm_plan_rates_parse(const char *text, size_t len, const char *where,
         if (json_object_get(rt, fs_keys[i]) != NULL) {
             st = need_number(rt, fs_keys[i], true, fs_dst[i], where, err);
         }
+    }
+    const char *opt_keys[3] = {"read_s_per_byte", "scan_job_s_per_byte", "export_s_per_byte"};
+    double *opt_dst[3] = {&r->read_s_per_byte, &r->scan_job_s_per_byte, &r->export_s_per_byte};
+    for (int i = 0; st == SM_OK && i < 3; i++) {
+        if (json_object_get(rt, opt_keys[i]) != NULL) {
+            st = need_number(rt, opt_keys[i], false, opt_dst[i], where, err);
+        }
+    }
+    if (st == SM_OK) {
+        st = parse_kinds(rt, r, where, err);
     }
     copy_text(o, "machine", r->machine, sizeof(r->machine));
     copy_text(o, "filesystem", r->filesystem, sizeof(r->filesystem));
@@ -158,7 +251,7 @@ void sm_plan_seconds(const struct sm_plan_rates *r, const struct sm_plan_work *w
     /* one pass reads and counts each shard's input while writing it; two passes read it again
      * unless the rank kept it from the scan */
     const double again_w = again[SM_PLAN_PASS_WRITE] * r->decode_s_per_byte;
-    const double read = !w->two_pass ? r->scan_s_per_byte + again_w
+    const double read = !w->two_pass ? or_else(r->read_s_per_byte, r->scan_s_per_byte) + again_w
                         : w->kept    ? 0.0
                                      : r->decode_s_per_byte + again_w;
     const double per_shard = in_shard * read + out_shard * r->write_s_per_byte +
@@ -175,9 +268,13 @@ void sm_plan_seconds(const struct sm_plan_rates *r, const struct sm_plan_work *w
          * then the file's bytes reach storage at the flush bandwidth of each node */
         const double per = w->shards ? (double)w->export_value_bytes / (double)w->shards : 0.0;
         const double k1 = fmax(1.0, per_node / cores);
-        const double cpu = r->decode_s_per_byte + (w->export_deflate ? r->write_s_per_byte : 0.0);
-        t->hdf5 = busiest(w->shards, R, 1) * per * cpu * k1 +
-                  (double)w->export_file_bytes / N / r->syncfs_bytes_per_s;
+        const double deflate = w->export_deflate ? r->write_s_per_byte : 0.0;
+        if (r->export_s_per_byte > 0) { /* calibrated: the read back, write and flush */
+            t->hdf5 = busiest(w->shards, R, 1) * per * (r->export_s_per_byte + deflate) * k1;
+        } else {
+            t->hdf5 = busiest(w->shards, R, 1) * per * (r->decode_s_per_byte + deflate) * k1 +
+                      (double)w->export_file_bytes / N / r->syncfs_bytes_per_s;
+        }
     }
     const double files =
         (double)(w->shards * (w->levels_with > 1 ? w->levels_with : 1) + w->pyr_shards);

@@ -12,6 +12,9 @@
 
 #include <shardmill/status.h>
 
+/* Entries of a rates file's `sources` and `by_dtype` objects that are read. */
+#define SM_PLAN_RATE_KINDS 8
+
 /* Per-stage rates of one thread on the calibrated machine (scaling/rates.json's members). */
 struct sm_plan_rates {
     char machine[128];         /* what was calibrated: cores, CPU */
@@ -38,7 +41,32 @@ struct sm_plan_rates {
      * first) and a warm one (read again at once); optional members, 0 when the rates file has
      * none (calibrated before issue 33): the model then has no I/O term. */
     double fs_read_cold_bytes_per_s, fs_read_warm_bytes_per_s;
+    /* Optional members (issue 34 item 2; 0 when absent: the general rate above is used). A one
+     * pass convert's read, decode and count per input byte in its write phase (else
+     * scan_s_per_byte); a scan job's per byte of each pass (else scan_s_per_byte); the HDF5
+     * export per level-0 value byte on one thread per rank, its flush included (else a decode,
+     * a write when deflated, and the flush at syncfs_bytes_per_s). */
+    double read_s_per_byte, scan_job_s_per_byte, export_s_per_byte;
+    /* rates.sources.<format> (raw, tiff, hdf5, nifti): a file source's own scan, second decode
+     * and one-pass read per decoded byte; rates.by_dtype.<type> (uint8, uint16...): an output
+     * type's own write and pyramid per output value byte. name "" ends each list. */
+    struct sm_plan_source_rates {
+        char name[8];
+        double scan_s_per_byte, decode_s_per_byte, read_s_per_byte;
+    } sources[SM_PLAN_RATE_KINDS];
+    struct sm_plan_dtype_rates {
+        char name[12];
+        double write_s_per_byte, pyramid_s_per_byte;
+    } dtypes[SM_PLAN_RATE_KINDS];
 };
+
+/* The rates of one job: r with a file source's own rates (source: its format; NULL or a format
+ * the file has none for: the Zarr input's), an output type's (out_dtype: its name; NULL: the
+ * general ones, float32's) and a scan job's in place of the general ones; a member the file
+ * lacks keeps the general rate (a source's second decode and one-pass read fall back to its
+ * scan, then to the general). */
+void sm_plan_rates_for(const struct sm_plan_rates *r, bool scan_job, const char *source,
+                       const char *out_dtype, struct sm_plan_rates *eff);
 
 /* Parses a rates document (JSON text of scaling/calibrate). SM_E_USAGE naming `where` (the file)
  * and the member when one is missing, not a number or not positive where it must be. */

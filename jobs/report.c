@@ -15,6 +15,7 @@
 #include <shardmill/sm_version.h>
 
 #include "jobs_run.h"
+#include "report_rates.h"
 
 json_t *sm_json_dims(const uint64_t *v, unsigned n)
 {
@@ -419,6 +420,9 @@ json_t *sm_report_run(const struct sm_job_config *c, const struct sm_run_result 
                             json_boolean(r->kept_input_ranks == (uint64_t)r->ranks));
         json_object_set_new(mem, "kept_input_ranks", sm_json_u64(r->kept_input_ranks));
         json_object_set_new(mem, "kept_input_bytes", sm_json_u64(r->kept_input_bytes));
+    }
+    if (rep != NULL) { /* per-stage rates (report_rates.c), for scaling/calibrate */
+        json_object_set_new(rep, "rates", sm_report_rates_json(c, r));
     }
     return rep;
 }

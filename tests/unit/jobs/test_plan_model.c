@@ -365,6 +365,55 @@ static void test_export_term(void **state)
     assert_int_equal(p.hdf5, 5000 + 4 * 64 + 1);
 }
 
+/* Issue 34 item 2: the optional rates (one pass's read, a scan job's, the export's, a source's
+ * and an output type's own) are read, picked for the job, and used by the terms. */
+static void test_rates_kinds(void **state)
+{
+    (void)state;
+    char doc[sizeof(RATES) + 512];
+    const char *at = strstr(RATES, "\"cores\"");
+    snprintf(doc, sizeof(doc),
+             "%.*s\"read_s_per_byte\": 3e-9, \"scan_job_s_per_byte\": 7e-10, "
+             "\"export_s_per_byte\": 6e-10, \"sources\": {\"tiff\": {\"scan_s_per_byte\": 9e-9, "
+             "\"decode_s_per_byte\": 8e-9}, \"raw\": {\"read_s_per_byte\": 1e-10}}, "
+             "\"by_dtype\": {\"uint8\": {\"write_s_per_byte\": 5e-9, "
+             "\"pyramid_s_per_byte\": 6e-9}}, %s",
+             (int)(at - RATES), RATES, at);
+    struct sm_plan_rates r, e;
+    struct sm_err err;
+    sm_err_clear(&err);
+    assert_int_equal(sm_plan_rates_parse(doc, strlen(doc), "r.json", &r, &err), SM_OK);
+    assert_true(r.read_s_per_byte == 3e-9 && r.export_s_per_byte == 6e-10);
+    sm_plan_rates_for(&r, false, "tiff", "uint8", &e);
+    assert_true(e.scan_s_per_byte == 9e-9 && e.decode_s_per_byte == 8e-9);
+    assert_true(e.read_s_per_byte == 9e-9); /* the source has none: its scan */
+    assert_true(e.write_s_per_byte == 5e-9 && e.pyramid_s_per_byte == 6e-9);
+    sm_plan_rates_for(&r, false, "raw", "float32", &e);
+    assert_true(e.scan_s_per_byte == 1e-9 && e.decode_s_per_byte == 5e-10); /* the general */
+    assert_true(e.read_s_per_byte == 1e-10 && e.write_s_per_byte == 2e-9);
+    sm_plan_rates_for(&r, true, NULL, NULL, &e);
+    assert_true(e.scan_s_per_byte == 7e-10 && e.read_s_per_byte == 3e-9);
+    /* one pass: each shard's input at read_s_per_byte; the export at its own rate */
+    struct sm_plan_work w = {.ranks = 1,
+                             .threads = 1,
+                             .shards = 2,
+                             .in_bytes = 1000000,
+                             .out_value_bytes = 2000000,
+                             .out_bytes = 1000000,
+                             .export_value_bytes = 2000000,
+                             .export_file_bytes = 2000000};
+    struct sm_plan_terms t;
+    sm_plan_seconds(&r, &w, &t);
+    assert_true(fabs(t.write - (1e6 * 3e-9 + 2e6 * 2e-9 + 2 * 0.001)) < 1e-12);
+    assert_true(fabs(t.hdf5 - 2e6 * 6e-10) < 1e-12); /* its flush is in the rate */
+    /* refused: a negative member of a kind */
+    snprintf(doc, sizeof(doc), "%.*s\"sources\": {\"raw\": {\"scan_s_per_byte\": -1}}, %s",
+             (int)(at - RATES), RATES, at);
+    sm_err_clear(&err);
+    assert_int_equal(sm_plan_rates_parse(doc, strlen(doc), "r.json", &r, &err), SM_E_USAGE);
+    assert_non_null(strstr(err.what, "sources.raw.scan_s_per_byte"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -372,6 +421,7 @@ int main(void)
         cmocka_unit_test(test_seconds_by_hand), cmocka_unit_test(test_rates_fs_read),
         cmocka_unit_test(test_pass_read_bytes), cmocka_unit_test(test_seconds_reads),
         cmocka_unit_test(test_peak_rss_parts),  cmocka_unit_test(test_export_term),
+        cmocka_unit_test(test_rates_kinds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
