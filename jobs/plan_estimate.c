@@ -611,7 +611,14 @@ static void estimate_reads(const struct sm_plan_input *in, const struct sm_run_s
         e->fs_read_bytes_per_s = nodes * (e->warm ? e->rates.fs_read_warm_bytes_per_s
                                                   : e->rates.fs_read_cold_bytes_per_s);
         e->fs_read_from = e->warm ? "rates (warm)" : "rates (cold)";
+        /* a shared file system: the nodes together read no faster than its aggregate */
+        if (e->fs_given > 0 &&
+            !(e->fs_read_bytes_per_s > 0 && e->fs_read_bytes_per_s <= e->fs_given)) {
+            e->fs_read_bytes_per_s = e->fs_given;
+            e->fs_read_from = "--fs-bandwidth";
+        }
     }
+    w->fs_bytes_per_s = e->fs_given;
     if (!(e->fs_read_bytes_per_s > 0)) {
         e->fs_read_bytes_per_s = 0;
         e->fs_read_from = "none";
@@ -772,6 +779,8 @@ json_t *sm_plan_estimate_json(const struct sm_plan_estimate *e, int ranks)
         json_object_set_new(sample, "input_chunks_needed", sm_json_u64(e->sample_units_needed));
     }
     json_object_set_new(assumes, "page_cache", json_string(e->warm ? "warm" : "cold"));
+    json_object_set_new(assumes, "fs_bandwidth_bytes_per_s",
+                        e->fs_given > 0 ? json_real(e->fs_given) : json_null());
     json_t *x = json_null(); /* the HDF5 export: one file beside the output */
     if (e->export_path != NULL) {
         x = json_pack("{s:s,s:o,s:i,s:o,s:i,s:o,s:f}", "path", e->export_path, "bytes",
@@ -848,10 +857,18 @@ static void print_reads(const struct sm_plan_estimate *e)
     if (e->fs_read_bytes_per_s > 0) {
         human(e->fs_read_bytes_per_s, bw, sizeof(bw));
         printf(" at %s/s (%s%s)\n", bw, e->fs_read_from,
-               e->fs_read_given > 0 || e->nodes <= 1 ? "" : ", per node x nodes");
+               e->fs_read_given > 0 || e->nodes <= 1 || e->fs_read_from[0] == '-'
+                   ? ""
+                   : ", per node x nodes");
     } else {
         printf("; read time not modelled (the rates have no read bandwidth: "
                "--fs-read-bandwidth B sets it)\n");
+    }
+    if (e->fs_given > 0) {
+        human(e->fs_given, bw, sizeof(bw));
+        printf("    storage  a shared file system of %s/s aggregate (--fs-bandwidth): the nodes' "
+               "reads and output flush together at most at it\n",
+               bw);
     }
 }
 

@@ -45,6 +45,7 @@ struct sm_plan_estimate {
     double cores_per_node; /* in: --cores-per-node (0: the calibrated machine's) */
     double ratio_given;    /* in: --ratio (0: measured on the sample) */
     double fs_read_given;  /* in: --fs-read-bandwidth, bytes/s (0: the rates') */
+    double fs_given;       /* in: --fs-bandwidth, the shared file system's aggregate (0: none) */
     bool warm;             /* in: --cache warm: the rates' warm read bandwidth, not the cold */
     /* in: how the scan's tiles and the write's shards read the input (sm_run_read_plan; the
      * write's from sm_run_input_layout, the layout the run chooses) */
@@ -84,7 +85,8 @@ struct sm_plan_estimate {
     uint64_t read_bytes[SM_PLAN_PASSES];
     double read_ratio[SM_PLAN_PASSES];
     /* the job's aggregate read bandwidth: --fs-read-bandwidth, else the rates' (one node's) times
-     * the nodes; from "--fs-read-bandwidth", "rates (cold)", "rates (warm)" or "none" (0) */
+     * the nodes, at most --fs-bandwidth; from "--fs-read-bandwidth", "rates (cold)", "rates
+     * (warm)", "--fs-bandwidth" (it set the bound) or "none" (0) */
     double fs_read_bytes_per_s;
     const char *fs_read_from;
     char rates_from[300]; /* "built in (scaling/rates.json)" or the file */
