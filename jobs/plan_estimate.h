@@ -71,6 +71,11 @@ struct sm_plan_estimate {
     uint64_t sample_raw, sample_encoded;
     uint64_t sample_units_needed; /* ratio_from "metadata": the read units one sample needs */
     double ratio;                 /* encoded / raw */
+    /* the levels below level 0 (an OME image): each sample box reduced to level 1 as the pyramid
+     * would and encoded with its spec (their values compress worse than level 0's clamped ones:
+     * 0.53 against 0.34 on the head CT); the level-0 ratio when nothing was sampled */
+    uint64_t level_sample_raw, level_sample_encoded;
+    double level_ratio;
     double in_ratio;        /* the input's stored / decoded bytes in the sample (1: unknown) */
     const char *ratio_from; /* "sample", "metadata", "--ratio", "codec none" or "no output" */
     bool kept;              /* every rank keeps its decoded input (two passes) */
