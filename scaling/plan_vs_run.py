@@ -4,7 +4,7 @@ docs/BENCHMARKS.md "Plan against run", docs/SLURM.md "Sizing a large run" quote 
 
     PYTHONPATH=$PWD/tests/lib /usr/bin/python3 scaling/plan_vs_run.py \\
         --shardmill build/release/jobs/shardmill [--quick] [--only TAG,...] [--rates FILE] \\
-        [--work DIR] [--out DIR] [--strict]
+        [--work DIR] [--out DIR] [--strict] [--prepare]
 
 Configurations (the full profile, 15; --quick, 6 at small sizes):
   w5-RxT        configs/scaling-convert.yaml (scale /4095 -> float32, shards [64,256,256] of 64³,
@@ -18,6 +18,7 @@ Configurations (the full profile, 15; --quick, 6 at small sizes):
   pct-reread    percentile [1,99] -> float32 of the 512³ volume with limits.memory_bytes 192MiB:
                 the input (256 MiB) does not fit the kept-input share, so it is read again
   ome-u8-1024   a uint8 OME pyramid (scale /4095, levels auto) of a 1024³ volume, 2×1
+                (--ome-size N: of N³); the volumes are written once into --work and kept
   scan-http     a scan (64³ tiles, 65,536 bins) of the 512³ volume served by a real nginx on
                 127.0.0.1 (tests/lib/shardmill_test/nginx_server.py, as tests/http), 1×2
 --quick: 128³ volumes and the 24×64×64 CT-like phantom, six configurations (w5 1×1 and 2×1,
@@ -92,7 +93,7 @@ def configurations(quick):
         c.append((f"w8-small-{r}x{t}", "w5", r, t,
                   ["output.shard=[8,32,32]", "output.chunk=[2,16,16]"]))
     c += [("w7-tiff-ome-1x2", "tiff", 1, 2, []), ("w7-hdf5-ome-1x2", "hdf5", 1, 2, []),
-          ("pct-reread-1x2", "pct", 1, 2, []), ("ome-u8-1024-2x1", "ome8", 2, 1, []),
+          ("pct-reread-1x2", "pct", 1, 2, []), ("ome-u8-{ome}-2x1", "ome8", 2, 1, []),
           ("scan-http-1x2", "http", 1, 2, [])]
     return c
 
@@ -255,8 +256,12 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only", default=None, help="comma-separated tags (or tag prefixes)")
     ap.add_argument("--rates", default=None)
+    ap.add_argument("--ome-size", type=int, default=1024,
+                    help="the uint8 OME pyramid's volume side (default 1024)")
     ap.add_argument("--work", default=os.path.join(REPO, "data", "plan_vs_run"))
     ap.add_argument("--out", default=os.path.join(REPO, "bench", "results"))
+    ap.add_argument("--prepare", action="store_true",
+                    help="write the inputs (volumes, the CT's TIFF and HDF5) into --work and stop")
     ap.add_argument("--strict", action="store_true",
                     help="also fail on the seconds (±25 %%, median <= 15 %%) and RSS <= 1.3×")
     a = ap.parse_args()
@@ -266,7 +271,8 @@ def main():
     a.wrap = os.path.join(a.work, "rss_wrap.py")
     with open(a.wrap, "w") as f:
         f.write(RSS_WRAP)
-    todo = configurations(a.quick)
+    todo = [(t.format(ome=a.ome_size), k, r, th, x) for t, k, r, th, x in
+            configurations(a.quick)]
     if a.only:
         want = a.only.split(",")
         todo = [c for c in todo if any(c[0].startswith(w) for w in want)]
@@ -276,10 +282,13 @@ def main():
     if kinds & {"w5", "pct", "http"}:
         mv.ensure_volume(inputs["vol"], (size,) * 3, jobs=2, quiet=a.quick)
     if "ome8" in kinds:
-        inputs["big"] = os.path.join(a.work, "vol-1024.zarr")
-        mv.ensure_volume(inputs["big"], (1024,) * 3, jobs=2)
+        inputs["big"] = os.path.join(a.work, f"vol-{a.ome_size}.zarr")
+        mv.ensure_volume(inputs["big"], (a.ome_size,) * 3, jobs=2)
     if kinds & {"tiff", "hdf5"}:
         inputs["ct"] = w7.ct_sources(a.work, a.quick)
+    if a.prepare:
+        print(f"plan_vs_run: inputs ready in {a.work}", file=sys.stderr)
+        return 0
     rows, outs = [], []
     t_start = time.monotonic()
     srv = NginxServer(a.work) if "http" in kinds else None
