@@ -163,7 +163,7 @@ def pct(est, meas):
     return None if not meas else round((est - meas) / meas * 100, 1)
 
 
-def point(a, cfg, sets, out, tag, ranks, threads):
+def point(a, cfg, sets, out, tag, kind, ranks, threads):
     rep = os.path.join(a.work, f"{tag}.report.json")
     argv = sets + [f"parallel.threads={threads}"]
     argv = [x for s in argv for x in ("--set", s)]
@@ -192,6 +192,12 @@ def point(a, cfg, sets, out, tag, ranks, threads):
     rss = [int(open(os.path.join(rssdir, f)).read()) for f in sorted(os.listdir(rssdir))]
     if len(rss) != ranks:
         raise SystemExit(f"plan_vs_run: {tag}: {len(rss)} rank RSS records for {ranks} ranks")
+    if kind == "pct":  # the configuration's point: the write pass reads the input again
+        with open(rep) as f:
+            mem = json.load(f)["memory"]
+        if est["assumes"]["kept_input"] or mem.get("kept_input") is not False:
+            raise SystemExit(f"plan_vs_run: {tag}: the input was kept, not re-read: "
+                             f"plan {est['assumes']['kept_input']}, run {mem}")
     nbytes, nfiles = tree(out) if out else (0, 0)
     peak = max(rss)
     row = {"tag": tag, "ranks": ranks, "threads": threads,
@@ -299,7 +305,7 @@ def main():
             cfg, sets, out = job_of(a, kind, tag, inputs, srv.url if srv else None)
             if out:
                 outs.append(out)
-            rows.append(point(a, cfg, sets + extra, out, tag, r, t))
+            rows.append(point(a, cfg, sets + extra, out, tag, kind, r, t))
     finally:
         if srv is not None:
             srv.__exit__(None, None, None)

@@ -78,7 +78,10 @@ def error_line(path):
             f"{s['max_abs_seconds_error_pct']}%), output bytes median |error| "
             f"{s['median_abs_bytes_error_pct']}%, RSS bound {s['rss_bound_over_peak'][0]}–"
             f"{s['rss_bound_over_peak'][1]}× the measured peak, files "
-            f"{'exact' if not s['failed'].get('files_exact') else 'NOT exact'}.")
+            f"{'exact' if not s['failed'].get('files_exact') else 'NOT exact'}" +
+            (f". A loaded machine (load average {load} on 2 cores): its seconds are not the "
+             "model's error on a quiet one." if isinstance(load, (int, float)) and load >= 1.5
+             else "."))
 
 
 def main():
