@@ -105,7 +105,8 @@ def main():
         vol = meta_only(a.work, n)
         out += [f"**{n}³ uint16 → OME-Zarr**, `--fs-bandwidth {a.fs_bandwidth}`:", "",
                 "| output | nodes | ranks | memory per rank GiB (bound) | expected s | files "
-                "| output GB | input | main terms s |", "|---|---:|---:|---:|---:|---:|---:|---|---|"]
+                "| output GB | input | main terms s |",
+                "|---|---:|---:|---:|---:|---:|---:|---|---|"]
         for name in OUTPUTS:
             cfg = config(a.work, name, vol)
             for nodes in NODES:
