@@ -201,6 +201,7 @@ struct plan_opts {
     bool as_json;
     const char *rates;
     double fs_read; /* --fs-read-bandwidth (0: the rates') */
+    double fs;      /* --fs-bandwidth (0: no shared file system's limit) */
     bool warm;      /* --cache warm */
 };
 
@@ -286,6 +287,7 @@ static sm_status plan(const struct sm_job_config *c, const struct plan_opts *o, 
     est.cores_per_node = o->cores_per_node;
     est.ratio_given = o->ratio;
     est.fs_read_given = o->fs_read;
+    est.fs_given = o->fs;
     est.warm = o->warm;
     SM_TRY(sm_plan_rates_load(o->rates, &est.rates, est.rates_from, sizeof(est.rates_from), err));
     struct sm_store *store = NULL;
@@ -353,7 +355,7 @@ int sm_cmd_plan(int argc, char **argv)
     struct sm_str_list sets = {0};
     uint64_t ranks = 1, threads = 0, nodes = 1, cores = 0;
     bool as_json = false;
-    const char *rates = NULL, *ratio = NULL, *cache = NULL, *fs_read_s = NULL;
+    const char *rates = NULL, *ratio = NULL, *cache = NULL, *fs_read_s = NULL, *fs_s = NULL;
     const struct sm_opt opts[] = {
         {"ranks", 'n', SM_OPT_U64, "N", "ranks to plan for (default 1)", &ranks, SM_PATHC_NONE},
         {"threads", 't', SM_OPT_U64, "T",
@@ -380,6 +382,12 @@ int sm_cmd_plan(int argc, char **argv)
          "parallel file system), for the estimate's read time (default: the rates' cold or warm "
          "bandwidth, measured by scaling/calibrate)",
          &fs_read_s, SM_PATHC_NONE},
+        {"fs-bandwidth", 0, SM_OPT_STRING, "BYTES",
+         "a shared (parallel) file system's aggregate bandwidth in bytes per second (e.g. "
+         "100GiB), divided among the job's nodes: the nodes' reads of the input and flushes of "
+         "the output together go at most this fast (default: no such limit; each node reads and "
+         "flushes at the rates' bandwidths); --fs-read-bandwidth, when given, sets the reads",
+         &fs_s, SM_PATHC_NONE},
         {"cache", 0, SM_OPT_STRING, "cold|warm",
          "the input's page cache the estimate assumes (default cold: read from storage at the "
          "rates' cold bandwidth; warm: just read, at their warm one)",
@@ -390,7 +398,8 @@ int sm_cmd_plan(int argc, char **argv)
     const struct sm_cmd_spec spec = {
         "plan",
         "CONFIG.yaml --ranks N [--threads T] [--nodes M] [--set KEY=VALUE]... [--rates FILE] "
-        "[--ratio X] [--fs-read-bandwidth BYTES] [--cache cold|warm] [--json]",
+        "[--ratio X] [--fs-bandwidth BYTES] [--fs-read-bandwidth BYTES] [--cache cold|warm] "
+        "[--json]",
         "Prints how a scan, convert or ingest job (a Zarr/N5 array or a raw, NIfTI, TIFF or HDF5 "
         "source; read-bench is not planned) splits its work over N ranks (parallel.partition): "
         "each "
@@ -442,6 +451,11 @@ int sm_cmd_plan(int argc, char **argv)
                               "'%s' is not a positive size (bytes per second, e.g. 20GiB)",
                               fs_read_s);
     }
+    uint64_t fs = 0;
+    if (fs_s != NULL && (!sm_parse_size(fs_s, &fs) || fs == 0)) {
+        return sm_usage_error("--fs-bandwidth",
+                              "'%s' is not a positive size (bytes per second, e.g. 100GiB)", fs_s);
+    }
     double ratio_v = 0;
     if (ratio != NULL) {
         char *end = NULL;
@@ -460,16 +474,12 @@ int sm_cmd_plan(int argc, char **argv)
     if (threads > 0) {
         c.parallel.threads = threads; /* the scan's and the write's threads, as --set would */
     }
-    const struct plan_opts po = {(int)ranks,
-                                 c.parallel.threads > 0 ? (int)c.parallel.threads
-                                                        : sm_write_default_threads(),
-                                 (int)nodes,
-                                 (double)cores,
-                                 ratio_v,
-                                 as_json,
-                                 rates,
-                                 (double)fs_read,
-                                 cache != NULL && strcmp(cache, "warm") == 0};
+    const struct plan_opts po = {
+        (int)ranks, c.parallel.threads > 0 ? (int)c.parallel.threads : sm_write_default_threads(),
+        (int)nodes, (double)cores,
+        ratio_v,    as_json,
+        rates,      (double)fs_read,
+        (double)fs, cache != NULL && strcmp(cache, "warm") == 0};
     struct sm_job_s3 s3; /* an s3:// input's endpoint, region and credentials */
     st = sm_job_s3_resolve(c.input.store, c.input.s3_endpoint, c.input.s3_region,
                            c.input.s3_path_style, &s3, &err);

@@ -8,6 +8,7 @@
 
 #include <jansson.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -266,13 +267,95 @@ static sm_status sample_norm(const struct sm_job_config *c, const struct sm_run_
     return SM_OK;
 }
 
+/* Encodes vals (n values of s->dtype, the box `shape`) as one shard of one inner chunk of the
+ * spec s: its codec, level, fill and index. */
+static sm_status encode_box(const struct sm_output_spec *s0, const uint64_t *shape,
+                            const void *vals, size_t nbytes, struct sm_buf *enc,
+                            struct sm_write_scratch *ws, struct sm_err *err)
+{
+    struct sm_output_spec s = *s0;
+    memcpy(s.shape, shape, sizeof(s.shape));
+    memcpy(s.shard, shape, sizeof(s.shard));
+    memcpy(s.chunk, shape, sizeof(s.chunk));
+    s.attributes = NULL;
+    s.pending = NULL;
+    struct sm_writer *w = NULL;
+    sm_status st = sm_writer_new(&s, &w, err);
+    if (st == SM_OK) {
+        st = sm_writer_encode_shard(w, 0, (struct sm_bytes){vals, nbytes}, enc, ws, err);
+    }
+    sm_writer_free(w);
+    return st;
+}
+
+static double value_at(enum sm_dtype dt, const void *v, uint64_t i)
+{
+    return dt == SM_DT_UINT8    ? (double)((const uint8_t *)v)[i]
+           : dt == SM_DT_UINT16 ? (double)((const uint16_t *)v)[i]
+                                : (double)((const float *)v)[i];
+}
+
+/* The box `shape` of output values reduced by the factors f as the pyramid reduces a level
+ * (engine/run/run_ome.c: the mean of each block's voxels, rint for an integer type, or its first
+ * voxel with `nearest`) into out, whose shape is ⌈shape/f⌉ (written to oshape). */
+static void reduce_box(enum sm_dtype dt, bool nearest, unsigned nd, const uint64_t *shape,
+                       const uint64_t *f, const void *in, uint64_t *oshape, void *out)
+{
+    uint64_t n = 1;
+    for (unsigned d = 0; d < nd; d++) {
+        oshape[d] = (shape[d] + f[d] - 1) / f[d];
+        n *= oshape[d];
+    }
+    for (uint64_t o = 0; o < n; o++) {
+        uint64_t oc[SM_MAX_DIMS], lo[SM_MAX_DIMS], hi[SM_MAX_DIMS], c[SM_MAX_DIMS];
+        uint64_t rest = o;
+        for (unsigned d = nd; d-- > 0;) {
+            oc[d] = rest % oshape[d];
+            rest /= oshape[d];
+            lo[d] = c[d] = oc[d] * f[d];
+            hi[d] = lo[d] + f[d] < shape[d] ? lo[d] + f[d] : shape[d];
+        }
+        double sum = 0, cnt = 0;
+        for (;;) { /* the block's voxels, row-major */
+            uint64_t i = 0;
+            for (unsigned d = 0; d < nd; d++) {
+                i = i * shape[d] + c[d];
+            }
+            sum += value_at(dt, in, i);
+            cnt += 1;
+            unsigned d = nd;
+            while (!nearest && d-- > 0 && ++c[d] == hi[d]) {
+                c[d] = lo[d];
+            }
+            if (nearest || d == UINT_MAX) {
+                break;
+            }
+        }
+        const double m = sum / cnt;
+        if (dt == SM_DT_UINT8) {
+            ((uint8_t *)out)[o] = (uint8_t)rint(m);
+        } else if (dt == SM_DT_UINT16) {
+            ((uint16_t *)out)[o] = (uint16_t)rint(m);
+        } else {
+            ((float *)out)[o] = (float)m;
+        }
+    }
+}
+
 /* Encodes each sample box as a shard of one inner chunk of the level 0 spec: its codec, level,
- * fill and index. */
+ * fill and index; with levels below (s1 not NULL), the box reduced to level 1 too. */
 static sm_status sample_encode(const struct sm_job_config *c, const struct sm_run_setup *su,
                                enum sm_dtype in_dt, const struct sm_output_spec *s0,
-                               const struct sample *sp, struct sm_plan_estimate *e,
-                               struct sm_err *err)
+                               const struct sm_output_spec *s1, const struct sample *sp,
+                               struct sm_plan_estimate *e, struct sm_err *err)
 {
+    uint64_t f[SM_MAX_DIMS]; /* level 1's factors: ⌈shape0 / shape1⌉ */
+    for (unsigned d = 0; s1 != NULL && d < s0->ndim; d++) {
+        f[d] = (s0->shape[d] + s1->shape[d] - 1) / s1->shape[d];
+    }
+    const bool nearest =
+        c->output.ome_method != NULL && strcmp(c->output.ome_method, "nearest") == 0;
+    struct sm_buf low = SM_BUF_INIT;
     struct sm_norm nm;
     SM_TRY(sample_norm(c, su, in_dt, sp, &nm, err));
     const size_t in_elem = sm_dtype_size(in_dt), out_elem = sm_dtype_size(s0->dtype);
@@ -290,22 +373,23 @@ static sm_status sample_encode(const struct sm_job_config *c, const struct sm_ru
         } else {
             sm_normalize_to(&nm, in_dt, sp->in[i].ptr, n, s0->dtype, vals.ptr);
         }
-        struct sm_output_spec s = *s0;
-        memcpy(s.shape, sp->shape[i], sizeof(s.shape));
-        memcpy(s.shard, sp->shape[i], sizeof(s.shard));
-        memcpy(s.chunk, sp->shape[i], sizeof(s.chunk));
-        s.attributes = NULL;
-        s.pending = NULL;
-        struct sm_writer *w = NULL;
-        st = sm_writer_new(&s, &w, err);
-        if (st == SM_OK) {
-            st = sm_writer_encode_shard(w, 0, (struct sm_bytes){vals.ptr, n * out_elem}, &enc, ws,
-                                        err);
-        }
-        sm_writer_free(w);
+        st = encode_box(s0, sp->shape[i], vals.ptr, n * out_elem, &enc, ws, err);
         e->sample_raw += n * out_elem;
         e->sample_encoded += st == SM_OK ? enc.len : 0;
+        if (st == SM_OK && s1 != NULL) {
+            uint64_t oshape[SM_MAX_DIMS] = {0};
+            st = sm_buf_reserve(&low, n * out_elem, err);
+            if (st == SM_OK) {
+                reduce_box(s0->dtype, nearest, s0->ndim, sp->shape[i], f, vals.ptr, oshape,
+                           low.ptr);
+                const size_t ln = (size_t)prod(oshape, s0->ndim) * out_elem;
+                st = encode_box(s1, oshape, low.ptr, ln, &enc, ws, err);
+                e->level_sample_raw += ln;
+                e->level_sample_encoded += st == SM_OK ? enc.len : 0;
+            }
+        }
     }
+    sm_buf_free(&low);
     sm_buf_free(&vals);
     sm_buf_free(&enc);
     sm_write_scratch_free(ws);
@@ -375,7 +459,7 @@ static void output_size(const struct levels *lv, bool ome, struct sm_plan_estima
     for (unsigned k = 0; k < lv->n; k++) {
         const struct sm_output_spec *s = &lv->s[k];
         const uint64_t inner = s->sharded ? grid_count(s->shard, s->chunk, s->ndim) : 0;
-        bytes += (double)lv->values[k] * e->ratio;
+        bytes += (double)lv->values[k] * (k == 0 ? e->ratio : e->level_ratio);
         bytes += (double)lv->shards[k] * (double)(inner * 16 + (s->sharded ? 4 : 0)); /* index */
         bytes += 1024; /* zarr.json */
         e->shards += lv->shards[k];
@@ -611,7 +695,14 @@ static void estimate_reads(const struct sm_plan_input *in, const struct sm_run_s
         e->fs_read_bytes_per_s = nodes * (e->warm ? e->rates.fs_read_warm_bytes_per_s
                                                   : e->rates.fs_read_cold_bytes_per_s);
         e->fs_read_from = e->warm ? "rates (warm)" : "rates (cold)";
+        /* a shared file system: the nodes together read no faster than its aggregate */
+        if (e->fs_given > 0 &&
+            !(e->fs_read_bytes_per_s > 0 && e->fs_read_bytes_per_s <= e->fs_given)) {
+            e->fs_read_bytes_per_s = e->fs_given;
+            e->fs_read_from = "--fs-bandwidth";
+        }
     }
+    w->fs_bytes_per_s = e->fs_given;
     if (!(e->fs_read_bytes_per_s > 0)) {
         e->fs_read_bytes_per_s = 0;
         e->fs_read_from = "none";
@@ -680,7 +771,12 @@ sm_status sm_plan_estimate(const struct sm_job_config *c, const struct sm_plan_i
             memset(&sp, 0, sizeof(sp));
             sm_status st = sample_read(c, in, su, &lv.s[0], &sp, &e->sample_in_chunks, err);
             if (st == SM_OK) {
-                st = sample_encode(c, su, m->dtype, &lv.s[0], &sp, e, err);
+                /* the pyramid's types (a level below of another type keeps level 0's ratio) */
+                const enum sm_dtype od = lv.s[0].dtype;
+                const bool reduce =
+                    lv.n > 1 && (od == SM_DT_FLOAT32 || od == SM_DT_UINT8 || od == SM_DT_UINT16);
+                st =
+                    sample_encode(c, su, m->dtype, &lv.s[0], reduce ? &lv.s[1] : NULL, &sp, e, err);
             }
             for (unsigned i = 0; i < SM_PLAN_SAMPLES; i++) {
                 sm_buf_free(&sp.in[i]);
@@ -689,11 +785,17 @@ sm_status sm_plan_estimate(const struct sm_job_config *c, const struct sm_plan_i
             e->samples = sp.n;
             e->in_ratio = sp.in_ratio;
             e->ratio = e->sample_raw > 0 ? (double)e->sample_encoded / (double)e->sample_raw : 1.0;
+            e->level_ratio = e->level_sample_raw > 0
+                                 ? (double)e->level_sample_encoded / (double)e->level_sample_raw
+                                 : e->ratio;
             e->ratio_from = "sample";
             if (sp.n == 0) { /* not even one output chunk within SM_PLAN_SAMPLE_UNITS reads */
                 e->ratio_from = "metadata";
                 e->sample_units_needed = sp.units_first;
             }
+        }
+        if (!(e->level_ratio > 0)) {
+            e->level_ratio = e->ratio; /* --ratio, codec none, or no sample */
         }
         output_size(&lv, ome, e);
         export_size(c, &lv, (uint64_t)su->params.bins, e);
@@ -796,10 +898,13 @@ json_t *sm_plan_estimate_json(const struct sm_plan_estimate *e, int ranks)
                             "scan", sm_json_u64(p->scan), "write", sm_json_u64(p->write), "pyramid",
                             sm_json_u64(p->pyramid), "export", sm_json_u64(p->hdf5));
     json_object_set_new(sample, "input_stored_ratio", json_real(e->in_ratio));
+    json_object_set_new(sample, "levels_ratio", json_real(e->level_ratio));
     if (strcmp(e->ratio_from, "metadata") == 0) {
         json_object_set_new(sample, "input_chunks_needed", sm_json_u64(e->sample_units_needed));
     }
     json_object_set_new(assumes, "page_cache", json_string(e->warm ? "warm" : "cold"));
+    json_object_set_new(assumes, "fs_bandwidth_bytes_per_s",
+                        e->fs_given > 0 ? json_real(e->fs_given) : json_null());
     json_t *x = json_null(); /* the HDF5 export: one file beside the output */
     if (e->export_path != NULL) {
         x = json_pack("{s:s,s:o,s:i,s:o,s:i,s:o,s:f}", "path", e->export_path, "bytes",
@@ -876,10 +981,18 @@ static void print_reads(const struct sm_plan_estimate *e)
     if (e->fs_read_bytes_per_s > 0) {
         human(e->fs_read_bytes_per_s, bw, sizeof(bw));
         printf(" at %s/s (%s%s)\n", bw, e->fs_read_from,
-               e->fs_read_given > 0 || e->nodes <= 1 ? "" : ", per node x nodes");
+               e->fs_read_given > 0 || e->nodes <= 1 || e->fs_read_from[0] == '-'
+                   ? ""
+                   : ", per node x nodes");
     } else {
         printf("; read time not modelled (the rates have no read bandwidth: "
                "--fs-read-bandwidth B sets it)\n");
+    }
+    if (e->fs_given > 0) {
+        human(e->fs_given, bw, sizeof(bw));
+        printf("    storage  a shared file system of %s/s aggregate (--fs-bandwidth): the nodes' "
+               "reads and output flush together at most at it\n",
+               bw);
     }
 }
 

@@ -45,6 +45,7 @@ struct sm_plan_estimate {
     double cores_per_node; /* in: --cores-per-node (0: the calibrated machine's) */
     double ratio_given;    /* in: --ratio (0: measured on the sample) */
     double fs_read_given;  /* in: --fs-read-bandwidth, bytes/s (0: the rates') */
+    double fs_given;       /* in: --fs-bandwidth, the shared file system's aggregate (0: none) */
     bool warm;             /* in: --cache warm: the rates' warm read bandwidth, not the cold */
     /* in: how the scan's tiles and the write's shards read the input (sm_run_read_plan; the
      * write's from sm_run_input_layout, the layout the run chooses) */
@@ -70,6 +71,11 @@ struct sm_plan_estimate {
     uint64_t sample_raw, sample_encoded;
     uint64_t sample_units_needed; /* ratio_from "metadata": the read units one sample needs */
     double ratio;                 /* encoded / raw */
+    /* the levels below level 0 (an OME image): each sample box reduced to level 1 as the pyramid
+     * would and encoded with its spec (their values compress worse than level 0's clamped ones:
+     * 0.53 against 0.34 on the head CT); the level-0 ratio when nothing was sampled */
+    uint64_t level_sample_raw, level_sample_encoded;
+    double level_ratio;
     double in_ratio;        /* the input's stored / decoded bytes in the sample (1: unknown) */
     const char *ratio_from; /* "sample", "metadata", "--ratio", "codec none" or "no output" */
     bool kept;              /* every rank keeps its decoded input (two passes) */
@@ -84,7 +90,8 @@ struct sm_plan_estimate {
     uint64_t read_bytes[SM_PLAN_PASSES];
     double read_ratio[SM_PLAN_PASSES];
     /* the job's aggregate read bandwidth: --fs-read-bandwidth, else the rates' (one node's) times
-     * the nodes; from "--fs-read-bandwidth", "rates (cold)", "rates (warm)" or "none" (0) */
+     * the nodes, at most --fs-bandwidth; from "--fs-read-bandwidth", "rates (cold)", "rates
+     * (warm)", "--fs-bandwidth" (it set the bound) or "none" (0) */
     double fs_read_bytes_per_s;
     const char *fs_read_from;
     char rates_from[300]; /* "built in (scaling/rates.json)" or the file */

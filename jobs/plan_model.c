@@ -228,6 +228,12 @@ void sm_plan_seconds(const struct sm_plan_rates *r, const struct sm_plan_work *w
     const double cores = w->cores_per_node > 0 ? w->cores_per_node : r->cores > 0 ? r->cores : 1.0;
     const double k = fmax(1.0, per_node * T / cores); /* time-slicing */
     const double per_tile = w->tiles ? (double)w->in_bytes / (double)w->tiles : 0.0;
+    /* the output's flush: each node at the calibrated syncfs bandwidth, all of them at most at the
+     * shared file system's aggregate */
+    double flush = N * r->syncfs_bytes_per_s;
+    if (w->fs_bytes_per_s > 0 && w->fs_bytes_per_s < flush) {
+        flush = w->fs_bytes_per_s;
+    }
     const double in_shard = w->shards ? (double)w->in_bytes / (double)w->shards : 0.0;
     const double out_shard = w->shards ? (double)w->out_value_bytes / (double)w->shards : 0.0;
     t->start =
@@ -273,13 +279,12 @@ void sm_plan_seconds(const struct sm_plan_rates *r, const struct sm_plan_work *w
             t->hdf5 = busiest(w->shards, R, 1) * per * (r->export_s_per_byte + deflate) * k1;
         } else {
             t->hdf5 = busiest(w->shards, R, 1) * per * (r->decode_s_per_byte + deflate) * k1 +
-                      (double)w->export_file_bytes / N / r->syncfs_bytes_per_s;
+                      (double)w->export_file_bytes / flush;
         }
     }
     const double files =
         (double)(w->shards * (w->levels_with > 1 ? w->levels_with : 1) + w->pyr_shards);
-    t->sync = (double)w->out_bytes / N / r->syncfs_bytes_per_s + r->syncfs_fixed_s +
-              files * r->rename_s / R;
+    t->sync = (double)w->out_bytes / flush + r->syncfs_fixed_s + files * r->rename_s / R;
     t->finish = files * r->finish_s_per_shard;
     t->total = t->start + t->range + t->scan + t->allreduce + t->write + t->pyramid + t->sync +
                t->hdf5 + t->finish;

@@ -106,7 +106,10 @@ struct sm_plan_work {
     uint64_t read_bytes[SM_PLAN_PASSES];
     double read_amp[SM_PLAN_PASSES];
     double fs_read_bytes_per_s; /* the file system's aggregate read bandwidth (0: no I/O term) */
-    unsigned scan_passes;       /* a scan job's `passes` (0 counts as 1): each reads the input */
+    /* a shared (parallel) file system's aggregate bandwidth, --fs-bandwidth (0: none): the nodes'
+     * flushes of the output and the export together go no faster */
+    double fs_bytes_per_s;
+    unsigned scan_passes; /* a scan job's `passes` (0 counts as 1): each reads the input */
     /* The HDF5 export (export.hdf5.path; 0 bytes: none): after the write, each rank reads its
      * block of level-0 shards back (decode) on one thread and writes their values into the one
      * shared file, deflating them first when export_deflate. */
@@ -120,7 +123,7 @@ struct sm_plan_work {
  * input (each decode past the first at decode_s_per_byte). Per node: ⌈R/nodes⌉ ranks of T threads
  * share cores_per_node cores (time-slicing beyond), launch costs grow with the ranks of a node
  * (srun and mpirun start nodes in parallel), and each node flushes its own dirty output at the
- * calibrated syncfs bandwidth. */
+ * calibrated syncfs bandwidth, the nodes together at most at fs_bytes_per_s when it is set. */
 struct sm_plan_terms {
     double start, scan, allreduce, write, pyramid, sync, hdf5, finish, total; /* hdf5: export */
     /* the reads of each pass at fs_read_bytes_per_s (seconds): a pass takes the longer of its

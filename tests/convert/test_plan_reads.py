@@ -13,8 +13,10 @@ Usage: /usr/bin/python3 test_plan_reads.py --shardmill BIN --work DIR --case rea
          percentile job whose input is kept reads in the scan pass only; a float32 stack's
          min/max pass (SPEC §5) is a `range` pass before the write; a rates file without
          read bandwidths models no read time (fs_read_from "none", read_s 0); the text has the
-         groups and reads lines; --fs-read-bandwidth 0 and --cache hot are usage errors (exit 2,
-         one line).
+         groups and reads lines; --fs-bandwidth B (a shared file system's aggregate) caps the
+         nodes' reads (read at B, from "--fs-bandwidth") and the output's flush (sync >= bytes /
+         B), --fs-read-bandwidth still sets the reads; --fs-read-bandwidth 0, --fs-bandwidth 0
+         or fast and --cache hot are usage errors (exit 2, one line).
   calibrate  scaling/calibrate --fs-read-only (a 4 MiB probe, 2 repeats, no wait) on a copy of
          scaling/rates.json: the two read bandwidths written positive, warm >= a tenth of cold,
          the probe's cold reads accounted, every other rate unchanged; `plan --rates` of that
@@ -163,7 +165,37 @@ def case_reads(c, args, work):
             r.returncode == 0 and "    groups   1 group of [8,256,256]" in r.stdout and
             "no window" in r.stdout and "write " in r.stdout and "(16.00x" in r.stdout and
             "at 1.0 MiB/s (--fs-read-bandwidth)" in r.stdout, r.stdout[-900:])
+    # --fs-bandwidth (issue 34 item 7): a shared file system's aggregate, divided among the
+    # nodes: 4 nodes of the rates' cold bandwidth each, capped at 1 MiB/s for reads and flushes
+    wide = plan_json(c, "--ranks 4 --nodes 4", args, cfg, "--ranks", "4", "--nodes", "4")
+    est = plan_json(c, "--ranks 4 --nodes 4 --fs-bandwidth 1MiB", args, cfg, "--ranks", "4",
+                    "--nodes", "4", "--fs-bandwidth", "1MiB")
+    if est is not None and wide is not None:
+        w = passes(est).get("write", {})
+        c.check("--fs-bandwidth caps the nodes' reads: the aggregate read bandwidth is it",
+                est["read"]["fs_read_bytes_per_s"] == bw and
+                est["read"]["fs_read_from"] == "--fs-bandwidth" and
+                est["assumes"]["fs_bandwidth_bytes_per_s"] == bw and
+                abs(w.get("read_s", 0) - w.get("bytes_read", 0) / bw) < 1e-6, est["read"])
+        c.check("--fs-bandwidth caps the output's flush: sync >= output bytes / 1 MiB/s, "
+                "without it less",
+                est["terms_s"]["sync"] >= est["output_bytes"] / bw and
+                wide["terms_s"]["sync"] < est["output_bytes"] / bw and
+                wide["assumes"]["fs_bandwidth_bytes_per_s"] is None,
+                [est["terms_s"], wide["terms_s"], est["output_bytes"]])
+    est = plan_json(c, "--fs-bandwidth 1MiB --fs-read-bandwidth 3MiB", args, cfg,
+                    "--fs-bandwidth", "1MiB", "--fs-read-bandwidth", "3MiB")
+    if est is not None:
+        c.check("--fs-read-bandwidth sets the reads even with --fs-bandwidth",
+                est["read"]["fs_read_bytes_per_s"] == 3 * bw and
+                est["read"]["fs_read_from"] == "--fs-read-bandwidth", est["read"])
+    r = plan(args, cfg, "--fs-bandwidth", "1MiB", "--ranks", "2", "--nodes", "2")
+    c.check("text: the storage line names the shared file system's aggregate",
+            r.returncode == 0 and "    storage  a shared file system of 1.0 MiB/s aggregate "
+            "(--fs-bandwidth)" in r.stdout and "(--fs-bandwidth)\n" in r.stdout, r.stdout[-900:])
     for bad, opt in ((["--fs-read-bandwidth", "0"], "--fs-read-bandwidth"),
+                     (["--fs-bandwidth", "0"], "--fs-bandwidth"),
+                     (["--fs-bandwidth", "fast"], "--fs-bandwidth"),
                      (["--cache", "hot"], "--cache")):
         r = plan(args, cfg, *bad)
         c.check(f"{' '.join(bad)}: exit 2, one error line naming {opt}",

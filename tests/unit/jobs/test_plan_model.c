@@ -170,6 +170,36 @@ static void test_pass_read_bytes(void **state)
 
 /* The I/O term: a pass lasts max(compute, read bytes / bandwidth); the decodes past the first
  * of an amplified pass cost decode_s_per_byte each; the range pass adds its read. */
+/* --fs-bandwidth: a shared file system's aggregate caps the nodes' flushes of the output and of
+ * the export together; above the nodes' own it changes nothing */
+static void test_fs_bandwidth(void **state)
+{
+    (void)state;
+    const struct sm_plan_rates r = rates();
+    struct sm_plan_work w = {.ranks = 8,
+                             .threads = 1,
+                             .nodes = 4,
+                             .mpi = true,
+                             .shards = 8,
+                             .out_value_bytes = 16000000000,
+                             .out_bytes = 8000000000,
+                             .export_value_bytes = 16000000000,
+                             .export_file_bytes = 4000000000};
+    struct sm_plan_terms own, wide, narrow;
+    sm_plan_seconds(&r, &w, &own);
+    /* 4 nodes at 1 GB/s each: 8 GB in 2 s, the export's 4 GB in 1 s */
+    const double rest = 0.01 + 8 * 0.0001 / 8;
+    assert_true(fabs(own.sync - (2.0 + rest)) < 1e-9);
+    w.fs_bytes_per_s = 10e9; /* wider than the nodes' 4 GB/s: no change */
+    sm_plan_seconds(&r, &w, &wide);
+    assert_true(fabs(wide.sync - own.sync) < 1e-12 && fabs(wide.hdf5 - own.hdf5) < 1e-12);
+    w.fs_bytes_per_s = 1e9; /* 1 GB/s shared by the 4 nodes: 8 s and 4 s */
+    sm_plan_seconds(&r, &w, &narrow);
+    assert_true(fabs(narrow.sync - (8.0 + rest)) < 1e-9);
+    assert_true(fabs((narrow.hdf5 - own.hdf5) - 3.0) < 1e-9);
+    assert_true(fabs((narrow.total - own.total) - 9.0) < 1e-9);
+}
+
 static void test_seconds_reads(void **state)
 {
     (void)state;
@@ -420,8 +450,8 @@ int main(void)
         cmocka_unit_test(test_rates_parse),     cmocka_unit_test(test_rates_refused),
         cmocka_unit_test(test_seconds_by_hand), cmocka_unit_test(test_rates_fs_read),
         cmocka_unit_test(test_pass_read_bytes), cmocka_unit_test(test_seconds_reads),
-        cmocka_unit_test(test_peak_rss_parts),  cmocka_unit_test(test_export_term),
-        cmocka_unit_test(test_rates_kinds),
+        cmocka_unit_test(test_fs_bandwidth),    cmocka_unit_test(test_peak_rss_parts),
+        cmocka_unit_test(test_export_term),     cmocka_unit_test(test_rates_kinds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
