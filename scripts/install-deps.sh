@@ -2,7 +2,7 @@
 # install-deps.sh: installs what shardmill needs on Debian 12 (bookworm), and only what is missing.
 # Idempotent: a second run checks with dpkg-query, installs nothing, and takes about a second.
 # Runs `apt-get update` only when something is missing. Needs root (or sudo) only to install.
-# Then installs the zarrita.js peer and s3rver for the tests, and neuroglancer, esbuild and
+# Then installs the zarrita.js peer and s3rver for the tests, and neuroglancer, Viv, esbuild and
 # playwright-core for the viewer test (`npm ci`) when a node_modules is missing or does not match
 # its package-lock.json (tests/interop/js, tests/viewer). chromium (Debian's) is the viewer test's
 # browser, headless.
@@ -103,6 +103,7 @@ npm_ci() {
 }
 # zarrita.js for tests/interop (SPEC §8 peers), s3rver for tests/s3. npm ci installs exactly the lock file.
 npm_ci "$root/tests/interop/js" "zarrita.js, ngff-zarr, s3rver"
-# neuroglancer, esbuild and playwright-core for the viewer test (tests/viewer, Debian's chromium).
-npm_ci "$root/tests/viewer" "neuroglancer, esbuild, playwright-core"
+# neuroglancer, Viv (deck.gl), esbuild and playwright-core for the viewer test (tests/viewer,
+# Debian's chromium).
+npm_ci "$root/tests/viewer" "neuroglancer, Viv and deck.gl, esbuild, playwright-core"
 say "done"

@@ -3,6 +3,7 @@
 // DIR/ng/chunk_worker.bundle.js and DIR/async_computation.bundle.js (neuroglancer creates its
 // workers at new URL("./chunk_worker.bundle.js") and new URL("../async_computation.bundle.js")
 // relative to the module, so the layout keeps both paths valid once bundled).
+// And Viv 0.21 (viv_page.mjs) into DIR/viv/index.html + viv.bundle.js.
 // Usage: node build.mjs DIR   (about 10 s; test_viewer.py runs it when DIR is missing or stale)
 import * as esbuild from "esbuild";
 import fs from "node:fs";
@@ -70,6 +71,29 @@ fs.writeFileSync(
 <style>html, body { margin: 0; height: 100%; overflow: hidden; } #neuroglancer-container { height: 100%; }</style>
 </head><body><div id="neuroglancer-container"></div>
 <script type="module" src="main.bundle.js"></script></body></html>
+`,
+);
+// Viv 0.21 on deck.gl 9.2 (viv_page.mjs): DIR/viv/index.html
+fs.mkdirSync(path.join(out, "viv"), { recursive: true });
+await esbuild.build({
+  bundle: true,
+  format: "esm",
+  target: "chrome120",
+  minify: true,
+  logLevel: "warning",
+  entryPoints: { "viv/viv.bundle": path.join(here, "viv_page.mjs") },
+  outdir: out,
+  define: { "process.env.NODE_ENV": '"production"' },
+});
+fs.writeFileSync(
+  path.join(out, "viv", "index.html"),
+  `<!doctype html>
+<html><head><meta charset="utf-8"><title>Viv (shardmill viewer test)</title>
+<link rel="icon" href="data:,">
+<style>html, body { margin: 0; height: 100%; overflow: hidden; background: #ff0000; }
+#viv { position: relative; width: 100%; height: 100%; }</style>
+</head><body><div id="viv"></div>
+<script type="module" src="viv.bundle.js"></script></body></html>
 `,
 );
 const stamp = JSON.parse(fs.readFileSync(path.join(lib, "..", "package.json"), "utf8")).version;

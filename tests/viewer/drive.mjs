@@ -1,7 +1,9 @@
 // drive.mjs: opens views of OME-Zarr images in neuroglancer in Debian's headless chromium
 // (playwright-core, executablePath) and saves a screenshot of each view's data panel.
 // Usage: node drive.mjs PLAN.json > RESULT.json
-// PLAN: {chromium, page, viewport: [w, h], views: [{name, image, version, layout, state, png}]}
+// PLAN: {chromium, page, viv_page, viewport: [w, h],
+//        views: [{name, image, version, layout, state, png} (neuroglancer),
+//                {name, viewer: "viv", viv: {image, level, z, pixel, width, height}, png}]}
 //   page: URL of the bundled neuroglancer (build.mjs) on one origin; image: the image's URL on
 //   another (CORS). state: a neuroglancer state without the layer's shader: the page reads the
 //   image's omero window from its metadata (0.5: zarr.json attributes.ome.omero, 0.4: .zattrs
@@ -30,23 +32,58 @@ try {
     viewport: { width: plan.viewport[0], height: plan.viewport[1] },
     deviceScaleFactor: 1,
   });
-  const page = await context.newPage();
   let log = [];
   let failed = [];
-  page.on("console", (m) => {
-    if (m.type() === "error" || m.type() === "warning") log.push(`${m.type()}: ${m.text()}`);
-  });
-  page.on("pageerror", (e) => log.push(`pageerror: ${e.message}`));
-  page.on("requestfailed", (r) => failed.push(`${r.url()} ${r.failure()?.errorText}`));
-  page.on("response", (r) => {
-    if (r.status() >= 400) failed.push(`${r.url()} HTTP ${r.status()}`);
-  });
-  await page.goto(plan.page, { waitUntil: "load" });
-  await page.waitForFunction(() => window.viewer !== undefined, null, { timeout: 30000 });
+  const open = async (url, ready) => {
+    const page = await context.newPage();
+    page.on("console", (m) => {
+      if (m.type() === "error" || m.type() === "warning") log.push(`${m.type()}: ${m.text()}`);
+    });
+    page.on("pageerror", (e) => log.push(`pageerror: ${e.message}`));
+    page.on("requestfailed", (r) => failed.push(`${r.url()} ${r.failure()?.errorText}`));
+    page.on("response", (r) => {
+      if (r.status() >= 400) failed.push(`${r.url()} HTTP ${r.status()}`);
+    });
+    await page.goto(url, { waitUntil: "load" });
+    await page.waitForFunction(ready, null, { timeout: 60000 });
+    return page;
+  };
+  let page = null;
+  let vivPage = null;
   for (const v of plan.views) {
     log = [];
     failed = [];
     const t = Date.now();
+    if (v.viewer === "viv") {
+      // Viv: the page draws one level (viv_page.mjs), scale and omero window from the metadata
+      if (vivPage === null) vivPage = await open(plan.viv_page, () => window.vivReady === true);
+      let info = null;
+      try {
+        info = await vivPage.evaluate(
+          (a) =>
+            Promise.race([
+              window.vivShow(a),
+              new Promise((_, no) => setTimeout(() => no(new Error("not drawn in 30 s")), 30000)),
+            ]),
+          v.viv,
+        );
+      } catch (e) {
+        log.push(`pageerror: vivShow: ${e.message.split("\n")[0]}`);
+      }
+      const el = vivPage.locator("#viv");
+      await el.screenshot({ path: v.png, animations: "disabled" });
+      out.views.push({
+        name: v.name,
+        png: v.png,
+        window: info?.window,
+        ready: info !== null,
+        ms: Date.now() - t,
+        console: log,
+        failed,
+      });
+      continue;
+    }
+    if (page === null) page = await open(plan.page, () => window.viewer !== undefined);
     const window = await page.evaluate(async ({ image, version }) => {
       const doc = version === "0.4" ? ".zattrs" : "zarr.json";
       const r = await fetch(`${image}/${doc}`);

@@ -158,6 +158,11 @@ def expected_grey(v):
     return np.rint(g).astype(np.int32)
 
 
+def slice_index(factors):
+    """The level's voxel at z = Z_MM (its centre at (factor - 1) / 2 voxels of level 0)."""
+    return int((Z_MM - (factors[0] - 1) / 2 * SPACING[0]) // (SPACING[0] * factors[0]))
+
+
 def check_view(c, label, view, kind, level, plan_k, quiet=False):
     """The checks of one rendered view; returns the list of what failed (also printed as
     checks unless quiet: the mutations only collect them)."""
@@ -194,7 +199,7 @@ def check_view(c, label, view, kind, level, plan_k, quiet=False):
             all(abs(g - w) <= TOL_PX for g, w in zip(got, want)))
         # the centre pixel of each level-k voxel of the slice
         p = 4 * factors[2]
-        zi = int((Z_MM - (factors[0] - 1) / 2 * SPACING[0]) // (SPACING[0] * factors[0]))
+        zi = slice_index(factors)
         sl = level[zi]
         ys = r0 + p * np.arange(shape[1]) + p // 2
         xs = c0 + p * np.arange(shape[2]) + p // 2
@@ -222,9 +227,9 @@ def ensure_bundle(c, args, work):
         return None
     dist = os.path.join(work, "dist")
     stamp = os.path.join(dist, "STAMP")
-    lock = os.path.join(HERE, "package-lock.json")
-    fresh = (os.path.exists(stamp) and os.path.getmtime(stamp) >= os.path.getmtime(lock) and
-             os.path.getmtime(stamp) >= os.path.getmtime(os.path.join(HERE, "build.mjs")))
+    fresh = os.path.exists(stamp) and all(
+        os.path.getmtime(stamp) >= os.path.getmtime(os.path.join(HERE, f))
+        for f in ("package-lock.json", "build.mjs", "viv_page.mjs"))
     if not fresh:
         r = cc.run([args.node, os.path.join(HERE, "build.mjs"), dist], cwd=HERE, timeout=300)
         if not c.check("neuroglancer bundled by esbuild (build.mjs)", r.returncode == 0,
@@ -297,8 +302,12 @@ def main():
     def bad_window(ome):
         ome["omero"]["channels"][0]["window"]["end"] = 30000.0
 
+    def bad_yscale(ome):
+        ome["multiscales"][0]["datasets"][1]["coordinateTransformations"][0]["scale"][1] *= 1.5
+
     mutate(c, work, "yx.zarr", "mut_scale.zarr", bad_scale)
     mutate(c, work, "auto.zarr", "mut_window.zarr", bad_window)
+    mutate(c, work, "auto.zarr", "mut_yscale.zarr", bad_yscale)
 
     with NginxServer(dist) as page, NginxServer(data, cors=True) as srv:
         views = []
@@ -315,9 +324,25 @@ def main():
                                   "version": v, "layout": lay, "img": n, "k": k,
                                   "png": os.path.join(work, "shots", f"{n}-{k}-{lay}.png"),
                                   "state": state(f"{srv.url}/{n}.zarr", v, lay, k, pk[1])})
+        # Viv: the xy slice of every level (Viv draws y-x planes), and the two mutants it reads
+        vtodo = [(n, m, None) for n, (v, m) in images.items()]
+        vtodo += [("mut_window", "auto", None), ("mut_yscale", "auto", 1)]
+        if args.only:
+            vtodo = [t for t in vtodo if t[0] in args.only.split(",")]
+        for n, m, only in vtodo:
+            for k, pk in enumerate(level_plan(m)):
+                if only is not None and k != only:
+                    continue
+                views.append({"name": f"viv {n} level {k} xy", "viewer": "viv", "img": n,
+                              "k": k, "layout": "xy",
+                              "png": os.path.join(work, "shots", f"viv-{n}-{k}-xy.png"),
+                              "viv": {"image": f"{srv.url}/{n}.zarr", "level": k,
+                                      "z": slice_index(pk[1]), "pixel": PIX_MM,
+                                      "width": VIEWPORT[0], "height": VIEWPORT[1]}})
         plan_path = os.path.join(work, "plan.json")
         with open(plan_path, "w") as f:
             json.dump({"chromium": args.chromium, "page": f"{page.url}/ng/index.html",
+                       "viv_page": f"{page.url}/viv/index.html",
                        "viewport": list(VIEWPORT), "views": views}, f, indent=1)
         mark = srv.mark()
         tb = time.monotonic()
@@ -367,6 +392,16 @@ def main():
                             level_plan("auto")[k], quiet=True)
     c.check("mutation: an omero window ending at 30000 fails the pixel checks of every level",
             sum("grey level" in f for f in f_win) == 3, f_win)
+    f_win = []
+    for k in range(3):
+        f_win += check_view(c, "", by_name[f"viv mut_window level {k} xy"], "xy",
+                            levels["auto"][k], level_plan("auto")[k], quiet=True)
+    c.check("mutation, Viv: an omero window ending at 30000 fails the pixel checks of every "
+            "level", sum("grey level" in f for f in f_win) == 3, f_win)
+    f_y = check_view(c, "", by_name["viv mut_yscale level 1 xy"], "xy", levels["auto"][1],
+                     level_plan("auto")[1], quiet=True)
+    c.check("mutation, Viv: level 1's y scale x1.5 fails the extent check of its xy view",
+            any("extent" in f for f in f_y), f_y)
     print(f"viewer test: {time.monotonic() - t0:.0f} s")
     if not args.keep and c.failed == 0:
         shutil.rmtree(os.path.join(work, "data"), ignore_errors=True)
