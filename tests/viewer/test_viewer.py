@@ -1,7 +1,7 @@
 #!/usr/bin/python3
-"""The viewer test (issue 35 #4): shardmill's OME-Zarr images opened in neuroglancer (npm 2.41.2,
-bundled by build.mjs) in Debian's headless chromium, served by a real nginx with Range (206) and
-CORS from another origin than the viewer page.
+"""The viewer test (issue 35 #4): shardmill's OME-Zarr images opened in neuroglancer (npm 2.41.2)
+and in Viv 0.21 (npm, on deck.gl 9.2), both bundled by build.mjs, in Debian's headless chromium,
+served by a real nginx with Range (206) and CORS from another origin than the viewer pages.
 
 Images (the main job, configs/convert-ct-ome.yaml, on the real CT):
   auto   OME-Zarr 0.5, output.ome.downsample auto (108x256x256 -> 108x128x128 -> 54x64x64)
@@ -18,11 +18,15 @@ pixels in y and x (the level neuroglancer draws is chosen with crossSectionRende
          (256 x 0.957 mm, the same box at every level) = 1024 x 1024 pixels, within 2.
   xz     the rendered extent is x 245 mm by z 162 mm (108 x 1.5 mm) = 1024 x 677 pixels, within 2:
          the displayed aspect ratio follows each level's scale.
+Viv: the same xy view of every level of each image (viv_page.mjs: Viv's ImageLayer on the
+level, vizarr's set-up: the level's y, x scale as the model matrix, the omero window as contrast
+limits, white), the same pixel and extent checks.
 Every view: ready (all chunks drawn), no console error or page error, every request of the data
 answered 200/206 (nginx's log), and the shards read by Range (206).
 Mutations, which must FAIL the same checks (the test asserts they do): a copy of the yx image
-whose level 1 says z scale 3.0 (as if z had been halved), and a copy of the auto image whose
-omero window ends at 30000.
+whose level 1 says z scale 3.0 (as if z had been halved: neuroglancer's xz view), a copy of the
+auto image whose omero window ends at 30000 (both viewers, every level) and one whose level 1
+says y scale x1.5 (Viv's xy view).
 Also: the 0.4 image read by zarr-python 2.13 equals the 0.5 auto image at every level, bit for bit,
 and @fideus-labs/ngff-zarr 0.14 (npm, tests/interop/js) reads it (validate: true): version, axes,
 shapes, scales, and every level's values equal zarr-python's.
