@@ -2,8 +2,10 @@
 # install-deps.sh: installs what shardmill needs on Debian 12 (bookworm), and only what is missing.
 # Idempotent: a second run checks with dpkg-query, installs nothing, and takes about a second.
 # Runs `apt-get update` only when something is missing. Needs root (or sudo) only to install.
-# Then installs the zarrita.js peer and s3rver for the tests (`npm ci`) when node_modules is missing
-# or does not match tests/interop/js/package-lock.json.
+# Then installs the zarrita.js peer and s3rver for the tests, and neuroglancer, Viv, esbuild and
+# playwright-core for the viewer test (`npm ci`) when a node_modules is missing or does not match
+# its package-lock.json (tests/interop/js, tests/viewer). chromium (Debian's) is the viewer test's
+# browser, headless.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -23,6 +25,7 @@ packages=(
     clang-format-16 hyperfine strace
     clang libclang-rt-14-dev
     libtiff-dev libtiff-tools python3-tifffile
+    chromium python3-pil
 )
 
 # Node.js and npm: a machine may carry them outside Debian's packages (e.g. node 20 + npm 11 in
@@ -68,10 +71,14 @@ else
 fi
 say "node: $node_note"
 
-# zarrita.js for tests/interop (SPEC §8 peers), s3rver for tests/s3. npm ci installs exactly the lock file.
-js_dir="$root/tests/interop/js"
-if [[ -f "$js_dir/package-lock.json" ]]; then
-    node --version >/dev/null 2>&1 || die "node does not run; cannot install $js_dir"
+# npm_ci DIR WHAT: `npm ci` in DIR when its node_modules does not match DIR/package-lock.json.
+npm_ci() {
+    local dir="$1" what="$2" rel="${1#"$root"/}"
+    if [[ ! -f "$dir/package-lock.json" ]]; then
+        say "npm: no $rel/package-lock.json, skipped"
+        return 0
+    fi
+    node --version >/dev/null 2>&1 || die "node does not run; cannot install $dir"
     # Up to date = every package of the lock file is in node_modules at the locked version
     # (npm's own record, node_modules/.package-lock.json, plus each package.json).
     if node -e '
@@ -86,14 +93,17 @@ if [[ -f "$js_dir/package-lock.json" ]]; then
             if (want.version && got.version !== want.version) process.exit(1);
         }
         if (!fs.existsSync(path.join(dir, "node_modules", ".package-lock.json"))) process.exit(1);
-    ' "$js_dir" 2>/dev/null; then
-        say "npm: tests/interop/js/node_modules matches package-lock.json"
+    ' "$dir" 2>/dev/null; then
+        say "npm: $rel/node_modules matches package-lock.json"
     else
-        say "npm: npm ci --prefix tests/interop/js"
-        npm ci --prefix "$js_dir" --no-audit --no-fund --loglevel=error
-        say "npm: installed tests/interop/js/node_modules"
+        say "npm: npm ci --prefix $rel ($what)"
+        npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error
+        say "npm: installed $rel/node_modules"
     fi
-else
-    say "npm: no tests/interop/js/package-lock.json, skipped"
-fi
+}
+# zarrita.js for tests/interop (SPEC §8 peers), s3rver for tests/s3. npm ci installs exactly the lock file.
+npm_ci "$root/tests/interop/js" "zarrita.js, ngff-zarr, s3rver"
+# neuroglancer, Viv (deck.gl), esbuild and playwright-core for the viewer test (tests/viewer,
+# Debian's chromium).
+npm_ci "$root/tests/viewer" "neuroglancer, Viv and deck.gl, esbuild, playwright-core"
 say "done"

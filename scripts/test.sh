@@ -5,7 +5,8 @@
 #   deps          scripts/install-deps.sh (apt packages and npm ci, only what is missing)
 #   data          scripts/fetch-data.sh (+ scripts/make-w1-input.sh): the real scans of SPEC §9
 #                 in data/, so the real-data tests run instead of reporting themselves skipped
-#   release       configure + build build/release (Release), ctest -j2 (every label)
+#   release       configure + build build/release (Release), ctest -j2 (every label; among them
+#                 `viewer`: the OME-Zarr images in neuroglancer in headless chromium, ~3 min)
 #   asan          configure + build build/asan (Debug, SM_SANITIZE=ON: ASan + UBSan), ctest -j2 of
 #                 the tests that find memory errors: labels unit, bad_input, fuzz-replay and the
 #                 integration tests labelled asan (one per path), less the source checks (labels

@@ -15,6 +15,8 @@ Python (always /usr/bin/python3):
     with NginxServer(root) as srv:        # srv.url, srv.port, srv.tmpdir, srv.access_log
                                           # NginxServer(root, tls=True): https with a fresh
                                           # self-signed certificate (tests of TLS verification)
+                                          # NginxServer(root, cors=True): CORS headers and
+                                          # OPTIONS answered (a viewer page on another origin)
         ...                               # srv.requests() -> list of dicts, srv.mark()
                                           # srv.requests(since=mark) -> only the newer ones
 
@@ -47,6 +49,22 @@ import time
 
 NGINX = os.environ.get("SM_NGINX", "/usr/sbin/nginx")
 
+# cors=True: what a viewer on another origin needs (tests/viewer): any origin, the Range header
+# allowed (a suffix range "bytes=-N" is not CORS-safelisted, so the browser asks first with
+# OPTIONS), Content-Range and Content-Length exposed.
+CORS_CONF = """\
+            add_header Access-Control-Allow-Origin "*" always;
+            add_header Access-Control-Allow-Headers "Range" always;
+            add_header Access-Control-Expose-Headers "Content-Range, Content-Length" always;
+            if ($request_method = OPTIONS) {
+                add_header Access-Control-Allow-Origin "*";
+                add_header Access-Control-Allow-Methods "GET, HEAD, OPTIONS";
+                add_header Access-Control-Allow-Headers "Range";
+                add_header Access-Control-Max-Age 600;
+                return 204;
+            }
+"""
+
 LOG_FORMAT = ("$connection\\t$connection_requests\\t$status\\t$request_method\\t$request_uri\\t"
               "$http_range\\t$body_bytes_sent\\t$request_time")
 
@@ -62,6 +80,10 @@ http {{
     types {{
         application/json json;
         application/octet-stream bin;
+        text/html html;
+        text/javascript js mjs;
+        text/css css;
+        application/wasm wasm;
     }}
     default_type application/octet-stream;
     log_format sm_tests "{log_format}";
@@ -84,7 +106,7 @@ http {{
         root {root};
         autoindex off;
         location / {{
-            try_files $uri =404;
+{cors_conf}            try_files $uri =404;
         }}
     }}
 }}
@@ -109,9 +131,10 @@ def _port_open(port):  # a TCP connect is enough, also for TLS
 class NginxServer:
     """Context manager: a private nginx serving `root` on 127.0.0.1:<free port>."""
 
-    def __init__(self, root, port=None, start_timeout=10.0, tls=False):
+    def __init__(self, root, port=None, start_timeout=10.0, tls=False, cors=False):
         self.root = os.path.abspath(root)
         self.tls = tls
+        self.cors = cors
         self.want_port = port
         self.start_timeout = start_timeout
         self.proc = None
@@ -139,7 +162,7 @@ class NginxServer:
                         f"        ssl_certificate_key {self.tmpdir}/key.pem;\n")
         conf = CONF.format(user=user, tmp=self.tmpdir, port=port, root=self.root,
                            log_format=LOG_FORMAT, ssl=" ssl" if self.tls else "",
-                           tls_conf=tls_conf)
+                           tls_conf=tls_conf, cors_conf=CORS_CONF if self.cors else "")
         path = os.path.join(self.tmpdir, "nginx.conf")
         with open(path, "w") as f:
             f.write(conf)
