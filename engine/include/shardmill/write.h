@@ -66,11 +66,13 @@ struct sm_output_spec {
  * shard. chunk_auto / shard_auto say which of the two to choose (the other is left as given, and
  * an automatic shard is then a multiple of the given chunk). SM_E_USAGE if ndim is out of range,
  * an extent or elem_size is 0, or a given chunk is 0. */
-/* The automatic chunk of an unsharded Zarr v2 array (OME-NGFF 0.4: one file per chunk):
- * SM_AUTO_CHUNK per axis (clipped to the shape), y, x, then z doubled in turn (the last two axes
- * first; clipped to the shape) while the chunk holds less than SM_OUTPUT_V2_CHUNK_BYTES of values
- * and ends short of the array. */
-#define SM_OUTPUT_V2_CHUNK_BYTES ((uint64_t)4 << 20)
+/* The automatic chunk of an unsharded Zarr v2 array (OME-NGFF 0.4: one file per chunk; issue 35
+ * item 3): SM_OUTPUT_V2_PLANE on y and x (the last two axes), SM_OUTPUT_V2_DEPTH on the others,
+ * clipped to the shape. A viewer showing one xy plane fetches the files it crosses, at most
+ * SM_OUTPUT_V2_DEPTH planes per plane shown; a file holds 1-4 MiB of 1-4 byte values
+ * (docs/VIEWING.md "Read amplification"). */
+#define SM_OUTPUT_V2_PLANE 512u
+#define SM_OUTPUT_V2_DEPTH 4u
 void sm_output_chunk_v2(unsigned ndim, const uint64_t *shape, size_t elem_size, uint64_t *chunk);
 #define SM_AUTO_CHUNK 64u
 #define SM_AUTO_SHARD_TARGET ((uint64_t)32 << 20)
