@@ -5,7 +5,12 @@ plane view and a 3-D view fetch over HTTP against the bytes they display, at eve
     PYTHONPATH=$PWD/tests/lib /usr/bin/python3 bench/viewer/viewer.py [--shardmill BIN]
         [--work DIR] [--volumes ct,1024] [--write-pairs N] [--out DIR]
     PYTHONPATH=$PWD/tests/lib /usr/bin/python3 bench/viewer/viewer.py --check OUT.zarr [OUT.zarr ...]
-        (ctest bench.viewer.quick: every level of each output, exit 1 above the bounds)
+        (every level of each output through nginx; exit 1 above the bounds)
+    PYTHONPATH=$PWD/tests/lib /usr/bin/python3 bench/viewer/viewer.py --quick --work DIR
+        (ctest bench.viewer.quick: a 48x320x320 uint16 CT-like volume, 0.5 and 0.4, downsample
+        auto and yx, default chunks: every level within the bounds, nginx's bytes == the files';
+        and the 64^3 inner chunks of before issue 35 above the plane bound, so the check can
+        fail; bytes only, never time)
 
 The two views (docs/VIEWING.md "Read amplification"):
   plane view  one whole xy plane (the middle z) of a level, tiled as vizarr/Viv tile it: square
@@ -470,6 +475,51 @@ def check_outputs(paths):
     return 1 if failed else 0
 
 
+def quick(args):
+    """bench.viewer.quick: the default chunks of a small output meet the bounds."""
+    work = os.path.abspath(args.work)
+    os.makedirs(work, exist_ok=True)
+    n = (48, 320, 320)
+    from w9 import ct_slice
+    raw = os.path.join(work, "quick.u16")
+    with open(raw, "wb") as f:
+        for z in range(n[0]):
+            f.write(ct_slice(n, z).tobytes())
+    cfg = os.path.join(work, "quick.yaml")
+    with open(cfg, "w") as f:
+        f.write(f"""job: convert
+input:
+  store: {raw}
+  format: raw
+  raw: {{dtype: uint16, shape: {list(n)}, byte_order: little}}
+  spacing: [1.0, 1.0, 1.0]
+normalize: {{mode: none}}
+output:
+  path: {work}/unused.zarr
+  dtype: uint16
+  fsync: false
+  exists: overwrite
+  ome: {{levels: 3}}
+parallel: {{threads: 2}}
+progress: false
+""")
+    log = os.path.join(work, "runs.log")
+    made = []
+    for name, sets in (("auto-05", []), ("yx-05", ["output.ome.downsample=yx"]),
+                       ("auto-04", ["output.ome.version=\"0.4\""]),
+                       ("yx-04", ["output.ome.version=\"0.4\"", "output.ome.downsample=yx"]),
+                       ("cube64-05", ["output.chunk=[64, 64, 64]"])):
+        run(args.shardmill, cfg, sets + [f"output.path={work}/{name}.zarr"], log)
+        made.append(os.path.join(work, f"{name}.zarr"))
+    rc = check_outputs(made[:4])
+    if check_outputs(made[4:]) == 0:
+        print("FAIL the 64^3 inner chunks passed the plane bound: the check cannot fail")
+        rc = 1
+    else:
+        print("ok   the 64^3 inner chunks (before issue 35) exceed the plane bound, as they should")
+    return rc
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--shardmill", default=os.path.join(ROOT, "build", "release", "shardmill"))
@@ -478,7 +528,10 @@ def main():
     ap.add_argument("--write-pairs", type=int, default=0)
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results"))
     ap.add_argument("--check", nargs="+", metavar="OUT.zarr")
+    ap.add_argument("--quick", action="store_true")
     args = ap.parse_args()
+    if args.quick:
+        return quick(args)
     if args.check:
         return check_outputs(args.check)
     from shardmill_test.nginx_server import NginxServer

@@ -174,8 +174,11 @@ static bool aligned_layout(const struct sm_output_spec *l0, const uint64_t *f,
  * both made the smaller of the two when powers of two: square tiles for viewers that tile by
  * powers of two, and fetch a chunk once per tile it crosses) and double together while it holds
  * less than VIEW_CHUNK_BYTES of values, the doubled extent divides the shard's and the level
- * extends past it: 128 x 128 for 2- and 4-byte values, 256 x 256 for 1-byte ones. The shard is
- * never changed (the partition and the read plan keep theirs). */
+ * extends past it: 128 x 128 for 2- and 4-byte values, 256 x 256 for 1-byte ones; then halved
+ * while the chunks a plane crosses would span more than 4/3 of the level's y or x
+ * (sm_output_pad_over), so a plane view fetches at most 4 x (4/3)^2 = 7.1 times the plane's
+ * values however they compress. The shard is never changed (the partition and the read plan
+ * keep theirs). */
 #define VIEW_DEPTH 4u
 #define VIEW_CHUNK_BYTES ((uint64_t)128 << 10)
 
@@ -201,6 +204,12 @@ void sm_run_ome_chunk(const struct sm_run_output *o, struct sm_output_spec *s)
         c[1] *= 2;
         c[2] *= 2;
         bytes *= 4;
+    }
+    while (pow2 && c[1] > 1 &&
+           (sm_output_pad_over(shape[1], c[1]) ||  /* edge chunks mostly */
+            sm_output_pad_over(shape[2], c[2]))) { /* outside the level */
+        c[1] /= 2;
+        c[2] /= 2;
     }
 }
 

@@ -90,12 +90,24 @@ sm_status sm_output_layout_auto(unsigned ndim, const uint64_t *shape, size_t ele
     return SM_OK;
 }
 
+bool sm_output_pad_over(uint64_t n, uint64_t c)
+{
+    return c > 0 && (n + c - 1) / c * c * 3 > n * 4;
+}
+
 void sm_output_chunk_v2(unsigned ndim, const uint64_t *shape, size_t elem_size, uint64_t *chunk)
 {
     (void)elem_size; /* the bytes follow from the extents: 1-4 MiB a file for 1-4 byte values */
-    for (unsigned d = 0; d < ndim; d++) { /* clipped to the shape: no padding */
-        const uint64_t most = d + 2 >= ndim ? SM_OUTPUT_V2_PLANE : SM_OUTPUT_V2_DEPTH;
-        chunk[d] = shape[d] < most ? shape[d] : most;
+    for (unsigned d = 0; d < ndim; d++) {
+        if (d + 2 < ndim) { /* z: clipped to the shape */
+            chunk[d] = shape[d] < SM_OUTPUT_V2_DEPTH ? shape[d] : SM_OUTPUT_V2_DEPTH;
+            continue;
+        }
+        uint64_t c = SM_OUTPUT_V2_PLANE; /* y, x: a power of two within the shape, the edge */
+        while (c > 1 && (c > shape[d] || sm_output_pad_over(shape[d], c))) { /* padding bounded */
+            c /= 2;
+        }
+        chunk[d] = c;
     }
 }
 

@@ -129,11 +129,20 @@ static void v2_chunks_are_4_planes_deep(void **state)
     assert_int_equal(ch[0], 4);
     assert_int_equal(ch[1], 256);
     assert_int_equal(ch[2], 256);
-    const uint64_t small[3] = {3, 150, 100}; /* the whole level, never past it */
+    /* y and x: powers of two within the shape, chunks spanning at most 4/3 of it (viewers tile
+     * by powers of two: each tile fetches each file once) */
+    const uint64_t small[3] = {3, 150, 100};
     sm_output_chunk_v2(3, small, 2, ch);
     assert_int_equal(ch[0], 3);
-    assert_int_equal(ch[1], 150);
-    assert_int_equal(ch[2], 100);
+    assert_int_equal(ch[1], 64); /* 128: 256 / 150 > 4/3; 64: 192 / 150 */
+    assert_int_equal(ch[2], 64); /* 128 > 100; 64: 128 / 100 */
+    const uint64_t odd[3] = {9, 320, 3};
+    sm_output_chunk_v2(3, odd, 2, ch);
+    assert_int_equal(ch[0], 4);
+    assert_int_equal(ch[1], 128); /* 256: 512 / 320; 128: 384 / 320 */
+    assert_int_equal(ch[2], 2);   /* 2: 4 / 3, just within */
+    assert_false(sm_output_pad_over(320, 128));
+    assert_true(sm_output_pad_over(320, 256));
     const uint64_t big[3] = {2048, 2048, 2048}; /* uint16: 4 x 512 x 512 = 2 MiB a file */
     sm_output_chunk_v2(3, big, 2, ch);
     assert_int_equal(ch[0], 4);
@@ -288,7 +297,7 @@ static void auto_shards_align_levels_with_level_0(void **state)
     }
 }
 
-/* Issue 35 item 3, from the layouts alone: at every level of the CT and of 1024^3 (uint8,
+/* Issue 35 item 3, from the layouts alone: at every level of the CT, 1024^3 and 48x320^2 (uint8,
  * uint16, float32; downsample auto, all, yx) the automatic inner chunk divides the shard, is at
  * most 4 planes deep with square power-of-two y and x, and bounds the bytes of the chunks a
  * full xy plane crosses (values with their padding, incompressible) at 8x the plane's and those
@@ -296,12 +305,12 @@ static void auto_shards_align_levels_with_level_0(void **state)
 static void inner_chunks_bound_plane_and_volume_reads(void **state)
 {
     (void)state;
-    const uint64_t ct[3] = {108, 256, 256}, big[3] = {1024, 1024, 1024};
-    const uint64_t *shapes[2] = {ct, big};
+    const uint64_t ct[3] = {108, 256, 256}, big[3] = {1024, 1024, 1024}, odd[3] = {48, 320, 320};
+    const uint64_t *shapes[3] = {ct, big, odd};
     const enum sm_dtype types[3] = {SM_DT_UINT8, SM_DT_UINT16, SM_DT_FLOAT32};
     const enum sm_run_ome_downsample modes[3] = {SM_RUN_OME_DOWN_AUTO, SM_RUN_OME_DOWN_ALL,
                                                  SM_RUN_OME_DOWN_YX};
-    for (unsigned i = 0; i < 2; i++) {
+    for (unsigned i = 0; i < 3; i++) {
         for (unsigned t = 0; t < 3; t++) {
             for (unsigned m = 0; m < 3; m++) {
                 struct sm_run_output o = ct_output(modes[m], 3);
