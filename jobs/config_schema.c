@@ -459,10 +459,13 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .def_doc = "auto: 64 voxels per axis, clipped to the output (with an explicit output.shard: "
                 "64 where it divides the shard's extent, else the shard's extent); an OME-Zarr "
                 "0.5 image's 3-D levels: 4 planes deep (a divisor of the shard's depth), y and x "
-                "square, 64 doubled up to 128 KiB of values within the shard (uint16: [4, 128, "
-                "128]), so a viewer reads at most 8x the bytes of an xy plane it shows and 2x "
-                "those of a level (docs/VIEWING.md); an OME-Zarr 0.4 image's: [4, 512, 512] "
-                "clipped to the level; an explicit output.chunk is used as given",
+                "square powers of two, 64 doubled up to 128 KiB of values within the shard "
+                "(uint16: [4, 128, 128]) and halved while the chunks would span more than 4/3 "
+                "of the level's y or x; an OME-Zarr 0.4 image's: 4 planes, y and x the largest "
+                "power of two up to 512 within the level spanning at most 4/3 of it (the CT: "
+                "[4, 256, 256]); so a viewer fetches at most 8x the bytes of an xy plane it "
+                "shows and 2x those of a level (docs/VIEWING.md); an explicit output.chunk is "
+                "used as given",
      .help = "inner chunk shape of every shard (the chunk shape when unsharded); divides "
              "output.shard",
      .example = "[4, 32, 32]",

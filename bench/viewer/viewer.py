@@ -36,8 +36,9 @@ Cross-check: the same figure computed from the files on disk (each shard's index
 file: the inner chunks' lengths; a 0.4 chunk's file size), which must equal nginx's; the 0.5
 plane decoded by the client equals the 0.4 plane read by zarr-python (the two are bit-identical
 by issue 35 item 1).
-Write cost (--write-pairs N): the main job's convert with the default chunks and with
-`output.chunk: [64, 64, 64]`, N pairs back to back (alternating order), wall time of each.
+Write cost (--write-pairs N): each volume's convert with the default chunks and with
+`output.chunk: [64, 64, 64]`, N pairs back to back (alternating order): the report's total and
+write times.
 Results: OUT/viewer-<commit>.json (bench/results by default) and a Markdown table on stdout.
 """
 
@@ -402,7 +403,7 @@ VARIANTS = (("0.5", []), ("0.5-64cube", ["output.chunk=[64, 64, 64]"]),
             ("0.4", ["output.ome.version=\"0.4\"", "output.codec={name: blosc}"]))
 
 
-def outputs(args, work, log):
+def outputs(args, work, log, configs):
     out = []
     ct_cfg = os.path.join(ROOT, "configs", "convert-ct-ome.yaml")
     vols = args.volumes.split(",")
@@ -412,8 +413,12 @@ def outputs(args, work, log):
         else:
             n = int(vol)
             cfg = config_1024(work, make_1024(work, n), n)
+        configs[vol] = cfg
         for variant, sets in VARIANTS:
             rel = f"{vol}-{variant}.zarr"
+            if args.reuse and os.path.exists(os.path.join(work, rel, "shardmill.complete.json")):
+                out.append((vol, variant, rel, float("nan")))
+                continue
             dt = run(args.shardmill, cfg, sets + [f"output.path={work}/{rel}",
                                                    "output.exists=overwrite",
                                                    f"report={work}/{rel}.report.json"], log)
@@ -421,22 +426,25 @@ def outputs(args, work, log):
     return out
 
 
-def write_pairs(args, work, log, n):
-    """The main job's convert, default chunks and 64^3, back to back."""
-    cfg = os.path.join(ROOT, "configs", "convert-ct-ome.yaml")
-    times = {"default": [], "64cube": []}
-    for i in range(n):
-        order = ("default", "64cube") if i % 2 == 0 else ("64cube", "default")
-        for which in order:
-            sets = [f"output.path={work}/pair.zarr", "output.exists=overwrite",
-                    f"report={work}/pair.report.json"]
-            if which == "64cube":
-                sets.append("output.chunk=[64, 64, 64]")
-            run(args.shardmill, cfg, sets, log)
-            with open(f"{work}/pair.report.json") as f:
-                rep = json.load(f)
-            times[which].append(rep.get("timing_ms", {}).get("total", float("nan")))
-    return times
+def write_pairs(args, work, log, n, configs):
+    """Each volume's convert with the default chunks and with 64^3, n pairs back to back
+    (alternating which goes first): the report's total and write times (ms)."""
+    out = {}
+    for vol, cfg in configs.items():
+        times = {"default": [], "64cube": []}
+        for i in range(n):
+            order = ("default", "64cube") if i % 2 == 0 else ("64cube", "default")
+            for which in order:
+                sets = [f"output.path={work}/pair.zarr", "output.exists=overwrite",
+                        f"report={work}/pair.report.json"]
+                if which == "64cube":
+                    sets.append("output.chunk=[64, 64, 64]")
+                run(args.shardmill, cfg, sets, log)
+                with open(f"{work}/pair.report.json") as f:
+                    t = json.load(f).get("timing_ms", {})
+                times[which].append({"total": t.get("total"), "write": t.get("write")})
+        out[vol] = times
+    return out
 
 
 def table(results):
@@ -526,6 +534,9 @@ def main():
     ap.add_argument("--work", default=os.path.join(ROOT, "out", "viewer-bench"))
     ap.add_argument("--volumes", default="ct,1024")
     ap.add_argument("--write-pairs", type=int, default=0)
+    ap.add_argument("--pairs-volumes", default="ct,1024", help="the volumes --write-pairs runs")
+    ap.add_argument("--reuse", action="store_true",
+                    help="keep an output of an earlier run that has its marker")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results"))
     ap.add_argument("--check", nargs="+", metavar="OUT.zarr")
     ap.add_argument("--quick", action="store_true")
@@ -538,7 +549,8 @@ def main():
     work = os.path.abspath(args.work)
     os.makedirs(work, exist_ok=True)
     log = os.path.join(work, "runs.log")
-    made = outputs(args, work, log)
+    configs = {}
+    made = outputs(args, work, log, configs)
     results = []
     with NginxServer(work) as srv:
         for vol, variant, rel, dt in made:
@@ -554,7 +566,8 @@ def main():
         a["planes_equal_0.4"] = b["planes_equal_0.4"] = same
     for r in results:
         del r["_planes"]
-    pairs = write_pairs(args, work, log, args.write_pairs) if args.write_pairs else None
+    pair_cfgs = {v: c for v, c in configs.items() if v in args.pairs_volumes.split(",")}
+    pairs = write_pairs(args, work, log, args.write_pairs, pair_cfgs) if args.write_pairs else None
     commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
                             stdout=subprocess.PIPE, text=True).stdout.strip()
     doc = {"commit": commit, "bounds": {"plane": PLANE_BOUND, "volume": VOLUME_BOUND},
