@@ -457,7 +457,15 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .flags = SM_CFGF_NONEMPTY | SM_CFGF_POSITIVE | SM_CFGF_AUTO,
      .def = "auto",
      .def_doc = "auto: 64 voxels per axis, clipped to the output (with an explicit output.shard: "
-                "64 where it divides the shard's extent, else the shard's extent)",
+                "64 where it divides the shard's extent, else the shard's extent); an OME-Zarr "
+                "0.5 image's 3-D levels: 4 planes deep (a divisor of the shard's depth), y and x "
+                "square powers of two, 64 doubled up to 128 KiB of values within the shard "
+                "(uint16: [4, 128, 128]) and halved while the chunks would span more than 4/3 "
+                "of the level's y or x; an OME-Zarr 0.4 image's: 4 planes, y and x the largest "
+                "power of two up to 512 within the level spanning at most 4/3 of it (the CT: "
+                "[4, 256, 256]); so a viewer fetches at most 8x the bytes of an xy plane it "
+                "shows and 2x those of a level (docs/VIEWING.md); an explicit output.chunk is "
+                "used as given",
      .help = "inner chunk shape of every shard (the chunk shape when unsharded); divides "
              "output.shard",
      .example = "[4, 32, 32]",
@@ -587,8 +595,9 @@ const struct sm_cfg_key sm_cfg_keys[] = {
              "arrays (.zgroup, .zattrs with multiscales 0.4 and omero, .zarray with "
              "dimension_separator \"/\", C order), one file per chunk, no shards (output.shard "
              "refused), for the tools that read no Zarr v3 (Bio-Formats, QuPath, OMERO, MoBIE, "
-             "ilastik); automatic chunks of 64 voxels per axis doubled on y, x, then z up to "
-             ">= 4 MiB of values; output.codec defaults to blosc lz4 level 5 with byte shuffle "
+             "ilastik); automatic chunks of 4 planes of 512 x 512 voxels, clipped to the "
+             "level (1-4 MiB files; see output.chunk); output.codec defaults to blosc lz4 level 5 "
+             "with byte shuffle "
              "(as bioformats2raw writes it); the values are those of 0.5",
      .example = "\"0.4\"",
      FIELD(output.ome_version)},

@@ -238,6 +238,11 @@ void sm_job_layout_text(const struct sm_job_config *c, const struct sm_output_sp
 {
     const bool shard_auto = !c->output.shard.set || c->output.shard.is_auto;
     const bool chunk_auto = !c->output.chunk.set || c->output.chunk.is_auto;
+    struct sm_run_output o; /* an OME level 0's inner chunk is the viewers' (issue 35) */
+    sm_job_run_output(c, &o);
+    struct sm_output_spec level0 = *spec;
+    sm_run_ome_chunk(&o, &level0);
+    spec = &level0;
     const uint64_t *outer = spec->sharded ? spec->shard : spec->chunk;
     double bytes = (double)sm_dtype_size(spec->dtype);
     for (unsigned d = 0; d < spec->ndim; d++) {

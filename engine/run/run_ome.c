@@ -166,6 +166,53 @@ static bool aligned_layout(const struct sm_output_spec *l0, const uint64_t *f,
     return one || voxels * sm_dtype_size(l0->dtype) >= ALIGNED_MIN_BYTES;
 }
 
+/* Issue 35 item 3: the inner chunk of a sharded 3-D level whose chunk is automatic, for plane
+ * viewers and 3-D viewers both (docs/VIEWING.md "Read amplification"). A viewer showing one xy
+ * plane fetches every inner chunk the plane crosses, so the chunk is VIEW_DEPTH planes deep (the
+ * largest divisor of the shard's depth up to it): at most VIEW_DEPTH planes fetched per plane
+ * shown. y and x start at the layout's chunk (SM_AUTO_CHUNK, or the shard's extent when smaller;
+ * both made the smaller of the two when powers of two: square tiles for viewers that tile by
+ * powers of two, and fetch a chunk once per tile it crosses) and double together while it holds
+ * less than VIEW_CHUNK_BYTES of values, the doubled extent divides the shard's and the level
+ * extends past it: 128 x 128 for 2- and 4-byte values, 256 x 256 for 1-byte ones; then halved
+ * while the chunks a plane crosses would span more than 4/3 of the level's y or x
+ * (sm_output_pad_over), so a plane view fetches at most 4 x (4/3)^2 = 7.1 times the plane's
+ * values however they compress. The shard is never changed (the partition and the read plan
+ * keep theirs). */
+#define VIEW_DEPTH 4u
+#define VIEW_CHUNK_BYTES ((uint64_t)128 << 10)
+
+void sm_run_ome_chunk(const struct sm_run_output *o, struct sm_output_spec *s)
+{
+    if (o->ome.levels == 0 || o->chunk.set || s->ndim != 3 || !s->sharded) {
+        return;
+    }
+    uint64_t *c = s->chunk;
+    const uint64_t *sh = s->shard, *shape = s->shape;
+    uint64_t cz = sh[0] < VIEW_DEPTH ? sh[0] : VIEW_DEPTH;
+    while (sh[0] % cz != 0) {
+        cz--;
+    }
+    c[0] = cz;
+    const bool pow2 = (c[1] & (c[1] - 1)) == 0 && (c[2] & (c[2] - 1)) == 0;
+    if (pow2 && c[1] != c[2]) { /* square: a viewer's tile is the smaller side */
+        c[1] = c[2] = c[1] < c[2] ? c[1] : c[2];
+    }
+    uint64_t bytes = sm_dtype_size(s->dtype) * c[0] * c[1] * c[2];
+    while (bytes < VIEW_CHUNK_BYTES && sh[1] % (2 * c[1]) == 0 && sh[2] % (2 * c[2]) == 0 &&
+           c[1] < shape[1] && c[2] < shape[2]) {
+        c[1] *= 2;
+        c[2] *= 2;
+        bytes *= 4;
+    }
+    while (pow2 && c[1] > 1 &&
+           (sm_output_pad_over(shape[1], c[1]) ||  /* edge chunks mostly */
+            sm_output_pad_over(shape[2], c[2]))) { /* outside the level */
+        c[1] /= 2;
+        c[2] /= 2;
+    }
+}
+
 sm_status sm_run_ome_levels(const struct sm_run_output *o, unsigned nd, const uint64_t *shape,
                             enum sm_dtype dtype, struct sm_output_spec *levels, unsigned *nlevels,
                             struct sm_err *err)
@@ -203,6 +250,7 @@ sm_status sm_run_ome_levels(const struct sm_run_output *o, unsigned nd, const ui
             aligned = aligned_layout(&levels[0], f, &a);
             levels[k] = aligned ? a : levels[k];
         }
+        sm_run_ome_chunk(o, &levels[k]);
         next_level(&o->ome, nd, cur, f);
     }
     *nlevels = n;

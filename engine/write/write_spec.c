@@ -90,31 +90,24 @@ sm_status sm_output_layout_auto(unsigned ndim, const uint64_t *shape, size_t ele
     return SM_OK;
 }
 
+bool sm_output_pad_over(uint64_t n, uint64_t c)
+{
+    return c > 0 && (n + c - 1) / c * c * 3 > n * 4;
+}
+
 void sm_output_chunk_v2(unsigned ndim, const uint64_t *shape, size_t elem_size, uint64_t *chunk)
 {
-    uint64_t bytes = elem_size;
+    (void)elem_size; /* the bytes follow from the extents: 1-4 MiB a file for 1-4 byte values */
     for (unsigned d = 0; d < ndim; d++) {
-        chunk[d] = shape[d] < SM_AUTO_CHUNK ? shape[d] : SM_AUTO_CHUNK;
-        bytes *= chunk[d];
-    }
-    unsigned order[SM_MAX_DIMS], n = 0; /* y, x, then the others */
-    for (unsigned d = ndim >= 2 ? ndim - 2 : 0; d < ndim; d++) {
-        order[n++] = d;
-    }
-    for (unsigned d = 0; d + 2 < ndim; d++) {
-        order[n++] = d;
-    }
-    for (unsigned i = 0, idle = 0; bytes < SM_OUTPUT_V2_CHUNK_BYTES && idle < ndim;
-         i = (i + 1) % ndim) {
-        const unsigned d = order[i];
-        if (chunk[d] >= shape[d]) {
-            idle++;
+        if (d + 2 < ndim) { /* z: clipped to the shape */
+            chunk[d] = shape[d] < SM_OUTPUT_V2_DEPTH ? shape[d] : SM_OUTPUT_V2_DEPTH;
             continue;
         }
-        idle = 0;
-        const uint64_t twice = chunk[d] * 2 > shape[d] ? shape[d] : chunk[d] * 2; /* no padding */
-        bytes = bytes / chunk[d] * twice;
-        chunk[d] = twice;
+        uint64_t c = SM_OUTPUT_V2_PLANE; /* y, x: a power of two within the shape, the edge */
+        while (c > 1 && (c > shape[d] || sm_output_pad_over(shape[d], c))) { /* padding bounded */
+            c /= 2;
+        }
+        chunk[d] = c;
     }
 }
 

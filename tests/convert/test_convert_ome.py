@@ -878,9 +878,12 @@ def case_aligned(c, args, work):
                 spec_oracle.first_diff(got, refs[k]))
     inner = [json.load(open(os.path.join(out, str(k), "zarr.json")))["codecs"][0]
              ["configuration"]["chunk_shape"] for k in range(5)]
-    c.check("levels 0-2 on level 0's shard grid (256x256x128 / 2^k), levels 3-4 their own",
+    c.check("levels 0-2 on level 0's shard grid (256x256x128 / 2^k), levels 3-4 their own; "
+            "inner chunks 4 planes deep (a divisor of the shard's), square y and x within the "
+            "shard whose chunks span <= 4/3 of the level's y and x (issue 35)",
             shards == [[256, 256, 128], [128, 128, 64], [64, 64, 32], [17, 33, 33], [9, 17, 17]]
-            and inner[:3] == [[64, 64, 64], [64, 64, 64], [64, 64, 32]], (shards, inner))
+            and inner == [[4, 64, 64], [4, 32, 32], [4, 16, 16], [1, 33, 33], [3, 17, 17]],
+            (shards, inner))
     wrote = (rep or {}).get("output", {}).get("shards")
     c.check("3 x 6 aligned shards + 2 read-back shards written", wrote == 20, wrote)
     # one pass: each of the 3 x 5 x 5 input chunks read once, the statistics restated after

@@ -141,8 +141,8 @@ def case_ct(c, args, work):
                 [t[0]["scale"] for t in cts] == scales, cts)
         ngff04.check(c, out, f"CT 0.4 {mode}")
         za = json.load(open(os.path.join(out, "0", ".zarray")))
-        c.check(f"{mode}: level 0's automatic chunk [64, 128, 128] (4 MiB of float32)",
-                za.get("chunks") == [64, 128, 128], za.get("chunks"))
+        c.check(f"{mode}: level 0's automatic chunk [4, 256, 256] (4 planes, 1 MiB of float32)",
+                za.get("chunks") == [4, 256, 256], za.get("chunks"))
         c.check(f"{mode}: .zarray as bioformats2raw writes it: blosc lz4 clevel 5, byte shuffle, "
                 f"'/' keys, C order, <f4",
                 za.get("compressor") == {"blocksize": 0, "clevel": 5, "cname": "lz4",

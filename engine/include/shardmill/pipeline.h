@@ -516,5 +516,12 @@ void sm_run_read_plan(const struct sm_array_meta *m, enum sm_source_access acces
 sm_status sm_run_ome_levels(const struct sm_run_output *o, unsigned nd, const uint64_t *shape,
                             enum sm_dtype dtype, struct sm_output_spec *levels, unsigned *nlevels,
                             struct sm_err *err);
+/* The inner chunk of a sharded 3-D OME level (spec's shape and shard) when output.chunk is
+ * automatic: 4 planes deep, y and x square powers of two (64 doubled up to 128 KiB of values
+ * within the shard, halved while the chunks span more than 4/3 of the level), so that a plane
+ * view fetches at most 4 x (4/3)^2 planes per plane shown (issue 35, docs/VIEWING.md). No
+ * change for a plain array, an explicit chunk, an unsharded (0.4) or a 2-D level. The shard is
+ * kept. sm_run_ome_levels applies it to every level. */
+void sm_run_ome_chunk(const struct sm_run_output *o, struct sm_output_spec *s);
 
 #endif

@@ -66,12 +66,20 @@ struct sm_output_spec {
  * shard. chunk_auto / shard_auto say which of the two to choose (the other is left as given, and
  * an automatic shard is then a multiple of the given chunk). SM_E_USAGE if ndim is out of range,
  * an extent or elem_size is 0, or a given chunk is 0. */
-/* The automatic chunk of an unsharded Zarr v2 array (OME-NGFF 0.4: one file per chunk):
- * SM_AUTO_CHUNK per axis (clipped to the shape), y, x, then z doubled in turn (the last two axes
- * first; clipped to the shape) while the chunk holds less than SM_OUTPUT_V2_CHUNK_BYTES of values
- * and ends short of the array. */
-#define SM_OUTPUT_V2_CHUNK_BYTES ((uint64_t)4 << 20)
+/* The automatic chunk of an unsharded Zarr v2 array (OME-NGFF 0.4: one file per chunk; issue 35
+ * item 3): SM_OUTPUT_V2_DEPTH on the axes before y and x (clipped to the shape); on y and x (the
+ * last two axes) the largest power of two up to SM_OUTPUT_V2_PLANE and the extent whose chunks
+ * span at most 4/3 of the extent (sm_output_pad_over): the CT's 256 -> 256, 320 -> 128,
+ * 108 -> 64.
+ * Viewers tile planes by powers of two, so each tile fetches each file once; a plane view
+ * fetches at most 4 x (4/3)^2 times the plane's values; a file holds up to 1-4 MiB of 1-4 byte
+ * values (docs/VIEWING.md "Read amplification"). */
+#define SM_OUTPUT_V2_PLANE 512u
+#define SM_OUTPUT_V2_DEPTH 4u
 void sm_output_chunk_v2(unsigned ndim, const uint64_t *shape, size_t elem_size, uint64_t *chunk);
+/* True when chunks of extent c cover an axis of n voxels with more than 4/3 of n (the last chunk
+ * mostly padding). */
+bool sm_output_pad_over(uint64_t n, uint64_t c);
 #define SM_AUTO_CHUNK 64u
 #define SM_AUTO_SHARD_TARGET ((uint64_t)32 << 20)
 sm_status sm_output_layout_auto(unsigned ndim, const uint64_t *shape, size_t elem_size,

@@ -118,25 +118,36 @@ static void yx_never_halves_z(void **state)
     check_shapes(&o, big, 3, three);
 }
 
-static void v2_chunks_grow_y_x_first_within_the_shape(void **state)
+/* Issue 35 item 3: a 0.4 chunk (a file) is 4 planes deep and 512 x 512 in y and x, clipped to
+ * the shape: a plane view fetches at most 4 planes per plane shown. */
+static void v2_chunks_are_4_planes_deep(void **state)
 {
     (void)state;
     uint64_t ch[3];
-    const uint64_t ct[3] = {108, 256, 256}; /* float32: 64 x 128 x 128 = 4 MiB */
+    const uint64_t ct[3] = {108, 256, 256};
     sm_output_chunk_v2(3, ct, 4, ch);
-    assert_int_equal(ch[0], 64);
-    assert_int_equal(ch[1], 128);
-    assert_int_equal(ch[2], 128);
-    const uint64_t small[3] = {5, 150, 100}; /* the whole level, never past it */
+    assert_int_equal(ch[0], 4);
+    assert_int_equal(ch[1], 256);
+    assert_int_equal(ch[2], 256);
+    /* y and x: powers of two within the shape, chunks spanning at most 4/3 of it (viewers tile
+     * by powers of two: each tile fetches each file once) */
+    const uint64_t small[3] = {3, 150, 100};
     sm_output_chunk_v2(3, small, 2, ch);
-    assert_int_equal(ch[0], 5);
-    assert_int_equal(ch[1], 150);
-    assert_int_equal(ch[2], 100);
-    const uint64_t big[3] = {2048, 2048, 2048}; /* uint16: y, x, then z: 128^3 = 4 MiB */
+    assert_int_equal(ch[0], 3);
+    assert_int_equal(ch[1], 64); /* 128: 256 / 150 > 4/3; 64: 192 / 150 */
+    assert_int_equal(ch[2], 64); /* 128 > 100; 64: 128 / 100 */
+    const uint64_t odd[3] = {9, 320, 3};
+    sm_output_chunk_v2(3, odd, 2, ch);
+    assert_int_equal(ch[0], 4);
+    assert_int_equal(ch[1], 128); /* 256: 512 / 320; 128: 384 / 320 */
+    assert_int_equal(ch[2], 2);   /* 2: 4 / 3, just within */
+    assert_false(sm_output_pad_over(320, 128));
+    assert_true(sm_output_pad_over(320, 256));
+    const uint64_t big[3] = {2048, 2048, 2048}; /* uint16: 4 x 512 x 512 = 2 MiB a file */
     sm_output_chunk_v2(3, big, 2, ch);
-    assert_int_equal(ch[0], 128);
-    assert_int_equal(ch[1], 128);
-    assert_int_equal(ch[2], 128);
+    assert_int_equal(ch[0], 4);
+    assert_int_equal(ch[1], 512);
+    assert_int_equal(ch[2], 512);
     /* level 0 of an OME-NGFF 0.4 output: unsharded, Zarr v2, those chunks */
     struct sm_run_output o = ct_output(SM_RUN_OME_DOWN_YX, 3);
     o.ome.version = SM_RUN_OME_V04;
@@ -147,7 +158,8 @@ static void v2_chunks_grow_y_x_first_within_the_shape(void **state)
     assert_int_equal(sm_run_ome_levels(&o, 3, ct, SM_DT_FLOAT32, levels, &n, &err), SM_OK);
     assert_int_equal(n, 3);
     assert_true(levels[0].zarr_v2 && !levels[0].sharded && levels[2].zarr_v2);
-    assert_int_equal(levels[0].chunk[1], 128);
+    assert_int_equal(levels[0].chunk[0], 4);
+    assert_int_equal(levels[0].chunk[1], 256);
     assert_int_equal(levels[2].chunk[1], 64); /* level 2 is 108 x 64 x 64: the whole of y */
 }
 
@@ -253,7 +265,8 @@ static void auto_shards_align_levels_with_level_0(void **state)
     const uint64_t big[3] = {1024, 1024, 1024}; /* float32: 256 x 256 x 128 shards of 32 MiB */
     levels_of(&o, big, SM_DT_FLOAT32, lv, 4);
     const uint64_t want_shard[3][3] = {{256, 256, 128}, {128, 128, 64}, {64, 64, 32}};
-    const uint64_t want_chunk[3][3] = {{64, 64, 64}, {64, 64, 64}, {64, 64, 32}};
+    /* inner chunks 4 planes deep, y and x square and doubled up to 128 KiB (issue 35) */
+    const uint64_t want_chunk[3][3] = {{4, 128, 128}, {4, 64, 64}, {4, 32, 32}};
     for (unsigned k = 0; k < 3; k++) {
         for (unsigned d = 0; d < 3; d++) {
             assert_int_equal(lv[k].shard[d], want_shard[k][d]);
@@ -284,17 +297,66 @@ static void auto_shards_align_levels_with_level_0(void **state)
     }
 }
 
+/* Issue 35 item 3, from the layouts alone: at every level of the CT, 1024^3 and 48x320^2 (uint8,
+ * uint16, float32; downsample auto, all, yx) the automatic inner chunk divides the shard, is at
+ * most 4 planes deep with square power-of-two y and x, and bounds the bytes of the chunks a
+ * full xy plane crosses (values with their padding, incompressible) at 8x the plane's and those
+ * of the whole level at 2x; an explicit chunk is kept. */
+static void inner_chunks_bound_plane_and_volume_reads(void **state)
+{
+    (void)state;
+    const uint64_t ct[3] = {108, 256, 256}, big[3] = {1024, 1024, 1024}, odd[3] = {48, 320, 320};
+    const uint64_t *shapes[3] = {ct, big, odd};
+    const enum sm_dtype types[3] = {SM_DT_UINT8, SM_DT_UINT16, SM_DT_FLOAT32};
+    const enum sm_run_ome_downsample modes[3] = {SM_RUN_OME_DOWN_AUTO, SM_RUN_OME_DOWN_ALL,
+                                                 SM_RUN_OME_DOWN_YX};
+    for (unsigned i = 0; i < 3; i++) {
+        for (unsigned t = 0; t < 3; t++) {
+            for (unsigned m = 0; m < 3; m++) {
+                struct sm_run_output o = ct_output(modes[m], 3);
+                struct sm_output_spec lv[SM_MAX_LEVELS];
+                levels_of(&o, shapes[i], types[t], lv, 3);
+                for (unsigned k = 0; k < 3; k++) {
+                    const uint64_t *c = lv[k].chunk, *sh = lv[k].shard, *n = lv[k].shape;
+                    double pad = 1.0; /* the chunks' extents over the level's, per axis */
+                    for (unsigned d = 0; d < 3; d++) {
+                        assert_int_equal(sh[d] % c[d], 0);
+                        pad *= (double)(((n[d] + c[d] - 1) / c[d]) * c[d]) / (double)n[d];
+                    }
+                    assert_true(c[0] <= 4);
+                    assert_int_equal(c[1], c[2]);
+                    assert_int_equal(c[1] & (c[1] - 1), 0);
+                    const double z_pad = (double)(((n[0] + c[0] - 1) / c[0]) * c[0]) / (double)n[0];
+                    assert_true(pad / z_pad * (double)c[0] <= 8.0); /* one plane */
+                    assert_true(pad <= 2.0);                        /* the level */
+                }
+            }
+        }
+    }
+    struct sm_run_output o = ct_output(SM_RUN_OME_DOWN_AUTO, 3);
+    o.chunk.set = true;
+    o.chunk.n = 3;
+    o.chunk.v[0] = o.chunk.v[1] = o.chunk.v[2] = 32;
+    struct sm_output_spec lv[SM_MAX_LEVELS];
+    levels_of(&o, ct, SM_DT_UINT16, lv, 3);
+    for (unsigned k = 0; k < 3; k++) {
+        assert_int_equal(lv[k].chunk[0], 32);
+        assert_int_equal(lv[k].chunk[2], 32);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(auto_halves_the_fine_axes_first),
         cmocka_unit_test(all_halves_every_axis),
         cmocka_unit_test(yx_never_halves_z),
-        cmocka_unit_test(v2_chunks_grow_y_x_first_within_the_shape),
+        cmocka_unit_test(v2_chunks_are_4_planes_deep),
         cmocka_unit_test(one_voxel_axes_are_kept),
         cmocka_unit_test(auto_levels_stop_at_256),
         cmocka_unit_test(attrs_scale_translation_method_omero),
         cmocka_unit_test(auto_shards_align_levels_with_level_0),
+        cmocka_unit_test(inner_chunks_bound_plane_and_volume_reads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
