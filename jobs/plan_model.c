@@ -9,6 +9,11 @@
 
 #include <shardmill/meta.h>
 
+static uint64_t max_u64(uint64_t a, uint64_t b)
+{
+    return a > b ? a : b;
+}
+
 static uint64_t min_u64(uint64_t a, uint64_t b)
 {
     return a < b ? a : b;
@@ -202,8 +207,11 @@ uint64_t sm_plan_peak_rss(const struct sm_plan_mem *m, struct sm_plan_rss_parts 
     if (m->source_loads) {
         p.input = m->rank_in_bytes; /* the source's inflated box */
     }
+    /* the tiles and shards in flight: one per thread, never more than the rank has */
+    const uint64_t Ts = m->rank_tiles > 0 ? min_u64(T, m->rank_tiles) : T;
+    const uint64_t Tw = m->rank_shards > 0 ? min_u64(T, m->rank_shards) : T;
     if (m->two_pass) {
-        p.scan = T * (m->tile_bytes + m->hist_bytes); /* scan workers */
+        p.scan = Ts * m->tile_bytes + T * m->hist_bytes; /* scan workers */
     }
     if (m->two_pass && (m->kept || m->kept_some)) {
         p.input += m->rank_in_bytes; /* the kept decoded input */
@@ -220,9 +228,9 @@ uint64_t sm_plan_peak_rss(const struct sm_plan_mem *m, struct sm_plan_rss_parts 
      * padded copy was before the clipped encode) and the encoded shard (at most the values plus
      * the codec's bound), a histogram in one pass, the decode scratch of an input chunk (decoded
      * and encoded) and the codec contexts */
-    const uint64_t vox = m->shard_voxels;
-    p.write = T * (vox * m->in_elem + 3 * vox * m->out_elem + m->hist_bytes + 2 * m->chunk_bytes +
-                   m->codec_bytes);
+    const uint64_t vox = m->shard_voxels, vals = vox * m->out_elem;
+    p.write = Tw * (vox * m->in_elem + 2 * vals + vals / 7 + (64u << 10)) +
+              T * (m->hist_bytes + 2 * m->chunk_bytes + m->codec_bytes);
     if (m->pyr_shard_voxels > 0) {
         /* a thread's slab of the level below (engine/run/run_pyramid.c slab_step: at most 8
          * shards' worth, at most a level chunk's depth of planes) and its shard buffers */
@@ -235,7 +243,10 @@ uint64_t sm_plan_peak_rss(const struct sm_plan_mem *m, struct sm_plan_rss_parts 
          * for its filter (deflated and not) */
         p.hdf5 = m->export_buffer_bytes + 4 * m->export_chunk_bytes + m->codec_bytes;
     }
-    p.total = p.baseline + p.caches + p.input + p.scan + p.write + p.pyramid + p.hdf5;
+    /* the scan's, the write's and the pyramid's buffers are freed when their phase ends (blocks of
+     * 2 MiB and more are their own mappings: core_alloc_huge.c): the largest of them counts */
+    const uint64_t phase = max_u64(p.scan, max_u64(p.write, p.pyramid));
+    p.total = p.baseline + p.caches + p.input + phase + p.hdf5;
     if (parts != NULL) {
         *parts = p;
     }

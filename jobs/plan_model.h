@@ -118,8 +118,11 @@ struct sm_plan_mem {
     uint64_t tile_bytes;        /* one scan tile buffer */
     uint64_t chunk_bytes;       /* one decoded input chunk (decode scratch) */
     uint64_t shard_voxels;      /* voxels of a level 0 shard */
-    uint64_t pyr_shard_voxels;  /* voxels of a level 1 shard (0: no pyramid) */
-    uint64_t pyr_slab_voxels;   /* a pyramid thread's slab of the level below (0: 8 shards) */
+    /* the most scan tiles and level 0 shards a rank has (0: unknown, `threads` of each in
+     * flight): a rank holds at most min(threads, these) tile and shard buffers at once */
+    uint64_t rank_tiles, rank_shards;
+    uint64_t pyr_shard_voxels; /* voxels of a level 1 shard (0: no pyramid) */
+    uint64_t pyr_slab_voxels;  /* a pyramid thread's slab of the level below (0: 8 shards) */
     size_t in_elem, out_elem;
     uint64_t hist_bytes;    /* one histogram (per thread) */
     uint64_t shard_records; /* the output's shard records (sm_output_track_bytes) */

@@ -424,12 +424,17 @@ json_t *sm_report_run(const struct sm_job_config *c, const struct sm_run_result 
 }
 
 sm_status sm_report_run_emit(const struct sm_job_config *c, const char *path,
-                             const struct sm_run_result *r, struct sm_err *err)
+                             const struct sm_run_result *r, json_t *ceiling, struct sm_err *err)
 {
     if (sm_par_rank() != 0) {
+        json_decref(ceiling);
         return SM_OK;
     }
     json_t *rep = sm_report_run(c, r);
+    if (rep != NULL && ceiling != NULL) { /* the memory ceiling: checked, adapted (SPEC §1) */
+        json_object_set(json_object_get(rep, "memory"), "ceiling", ceiling);
+    }
+    json_decref(ceiling);
     if (rep == NULL) {
         SM_FAIL(err, SM_E_NOMEM, "cannot build the report");
     }
