@@ -553,6 +553,7 @@ static void estimate_memory(const struct sm_job_config *c, const struct sm_plan_
             in->src != NULL && (strcmp(fmt, "nifti") == 0 ||
                                 (slen > 3 && strcmp(c->input.store + slen - 3, ".gz") == 0)),
         .source = in->src != NULL,
+        .grouped = e->convert && e->rp_write.windowed,
         .rank_in_bytes = rank_in,
         /* the decoded bytes: the bound is the same whether a sample was read (plan) or not
          * (run's check), so never below what the run checks */

@@ -217,9 +217,10 @@ uint64_t sm_plan_peak_rss(const struct sm_plan_mem *m, struct sm_plan_rss_parts 
         p.input += m->rank_in_bytes; /* the kept decoded input */
     }
     p.input += m->window_bytes; /* the group's window a pass cuts its shards from */
-    if (!(m->two_pass && m->kept) && !m->source) {
+    if (!(m->two_pass && m->kept) && !m->source && !m->grouped) {
         /* the chunk memos: an eighth of the budget, at most SM_PLAN_MEMO_SLOTS read units and a
-         * spare per thread (engine/tile/tile_memo.c) */
+         * spare per thread (engine/tile/tile_memo.c); none when the shards are cut from windows
+         * (engine/run/run_convert_write.c) */
         const uint64_t slots = T * SM_PLAN_MEMO_SLOTS * m->chunk_bytes;
         p.caches += min_u64(min_u64(m->memory_bytes / 8, m->rank_in_bytes), slots);
     }

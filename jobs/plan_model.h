@@ -111,6 +111,7 @@ struct sm_plan_mem {
     bool two_pass, kept, source_loads; /* source_loads: the source inflates its box (NIfTI) */
     bool kept_some;         /* kept false: some ranks keep their input, the others memoize chunks */
     bool source;            /* a file source: no chunk memo, no cache */
+    bool grouped;           /* the shards are read group by group through windows: no memo */
     uint64_t rank_in_bytes; /* decoded input of the busiest rank's box */
     uint64_t rank_stored_bytes; /* its encoded bytes (what the cache may hold) */
     uint64_t cache_max_bytes;   /* input.cache.max_bytes (0: disabled) */
