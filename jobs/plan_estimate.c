@@ -527,6 +527,18 @@ static uint64_t window_bytes(const struct sm_plan_estimate *e)
     return scan > write ? scan : write;
 }
 
+/* A local Zarr/N5 input's payload bytes over its decoded bytes (1: unknown, or a source). */
+static double stored_ratio(const struct sm_job_config *c, const struct sm_plan_input *in)
+{
+    if (in->array == NULL || !c->input.cache_enabled) {
+        return 1.0;
+    }
+    const double files = (double)sm_report_zarr_input_bytes(c);
+    const double full =
+        (double)prod(in->m->shape, in->m->ndim) * (double)sm_dtype_size(in->m->dtype);
+    return files > 0 && full > 0 ? files / full : 1.0;
+}
+
 static void estimate_memory(const struct sm_job_config *c, const struct sm_plan_input *in,
                             const struct sm_run_setup *su, const struct levels *lv,
                             uint64_t rank_in, int ranks, struct sm_plan_estimate *e)
@@ -554,10 +566,11 @@ static void estimate_memory(const struct sm_job_config *c, const struct sm_plan_
                                 (slen > 3 && strcmp(c->input.store + slen - 3, ".gz") == 0)),
         .source = in->src != NULL,
         .grouped = e->convert && e->rp_write.windowed,
+        .aligned = lv->n > 1 && aligned_levels(lv) > 1,
         .rank_in_bytes = rank_in,
-        /* the decoded bytes: the bound is the same whether a sample was read (plan) or not
-         * (run's check), so never below what the run checks */
-        .rank_stored_bytes = rank_in,
+        /* at the stored/decoded ratio of a local array's files (the same for plan and run's
+         * check: no sample), else the decoded bytes */
+        .rank_stored_bytes = (uint64_t)((double)rank_in * stored_ratio(c, in)),
         .cache_max_bytes = c->input.cache_enabled ? c->input.cache_max_bytes : 0,
         .index_cache_bytes = index_cache_bytes(c, m),
         .tile_bytes = prod(tile, m->ndim) * in_elem,

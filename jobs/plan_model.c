@@ -201,7 +201,12 @@ uint64_t sm_plan_peak_rss(const struct sm_plan_mem *m, struct sm_plan_rss_parts 
     p.baseline = m->baseline + m->shard_records;
     /* the encoded-object cache: within half the budget, never more than the rank's input */
     if (!m->source) {
-        p.caches = min_u64(min_u64(m->cache_max_bytes, half), m->rank_stored_bytes);
+        const uint64_t cap = min_u64(m->cache_max_bytes, half);
+        p.caches = min_u64(cap, m->rank_stored_bytes);
+        if (m->rank_stored_bytes > cap) {
+            /* a cache that evicts leaves holes of other sizes in the heap: 1/10 of it more */
+            p.caches += cap / 10;
+        }
         p.caches += m->index_cache_bytes;
     }
     if (m->source_loads) {
@@ -230,7 +235,10 @@ uint64_t sm_plan_peak_rss(const struct sm_plan_mem *m, struct sm_plan_rss_parts 
      * the codec's bound), a histogram in one pass, the decode scratch of an input chunk (decoded
      * and encoded) and the codec contexts */
     const uint64_t vox = m->shard_voxels, vals = vox * m->out_elem;
-    p.write = Tw * (vox * m->in_elem + 2 * vals + vals / 7 + (64u << 10)) +
+    /* an image's aligned levels: their float32 means and their values, 1/8 + 1/64 + ... of the
+     * shard's voxels each */
+    const uint64_t levels = vals / 7 + (m->aligned ? vox * 4 / 7 : 0);
+    p.write = Tw * (vox * m->in_elem + 2 * vals + levels + (64u << 10)) +
               T * (m->hist_bytes + 2 * m->chunk_bytes + m->codec_bytes);
     if (m->pyr_shard_voxels > 0) {
         /* a thread's slab of the level below (engine/run/run_pyramid.c slab_step: at most 8

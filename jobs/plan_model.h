@@ -112,6 +112,7 @@ struct sm_plan_mem {
     bool kept_some;         /* kept false: some ranks keep their input, the others memoize chunks */
     bool source;            /* a file source: no chunk memo, no cache */
     bool grouped;           /* the shards are read group by group through windows: no memo */
+    bool aligned;           /* an image's levels made with each level-0 shard (float means) */
     uint64_t rank_in_bytes; /* decoded input of the busiest rank's box */
     uint64_t rank_stored_bytes; /* its encoded bytes (what the cache may hold) */
     uint64_t cache_max_bytes;   /* input.cache.max_bytes (0: disabled) */

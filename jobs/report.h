@@ -62,6 +62,10 @@ json_t *sm_report_run(const struct sm_job_config *c, const struct sm_run_result 
 sm_status sm_report_run_emit(const struct sm_job_config *c, const char *path,
                              const struct sm_run_result *r, json_t *ceiling, struct sm_err *err);
 
+/* The payload objects' bytes of a local Zarr/N5 input (input.store/input.array; 0: a remote
+ * store, or none found): the input's size on disk (io.source.input_bytes, plan's memory bound). */
+uint64_t sm_report_zarr_input_bytes(const struct sm_job_config *c);
+
 /* Writes the report atomically to path (tmp + rename). SM_E_IO naming the path. */
 sm_status sm_report_write(const char *path, json_t *report, struct sm_err *err);
 

@@ -278,6 +278,9 @@ static void test_peak_rss_parts(void **state)
     assert_int_equal(p.total, one);
     m.rank_shards = 1; /* one shard on the rank: one shard in flight, whatever the threads */
     assert_int_equal(sm_plan_peak_rss(&m, &p), one - shard);
+    m.aligned = true; /* an image's levels made with the shard: + their float32 means */
+    assert_int_equal(sm_plan_peak_rss(&m, &p), one - shard + 10 * 4 / 7);
+    m.aligned = false;
     m.rank_shards = 0;
     m.two_pass = true; /* scan workers: freed before the write, the larger phase counts */
     assert_int_equal(sm_plan_peak_rss(&m, &p), one);
@@ -295,6 +298,9 @@ static void test_peak_rss_parts(void **state)
     m.kept = true; /* every rank keeps (4000): no memo */
     assert_int_equal(sm_plan_peak_rss(&m, &p), one - 2176 + 4000);
     assert_int_equal(p.input, 4000);
+    m.cache_max_bytes = 1000; /* a cache under the rank's stored bytes evicts: + a tenth */
+    sm_plan_peak_rss(&m, &p);
+    assert_int_equal(p.caches, 1000 + 100 + 100);
     m.cache_max_bytes = 0; /* a disabled cache holds nothing */
     const uint64_t kept = one - 2176 + 4000 - 1500;
     assert_int_equal(sm_plan_peak_rss(&m, NULL), kept);
