@@ -200,9 +200,10 @@ struct plan_opts {
     double cores_per_node, ratio;
     bool as_json;
     const char *rates;
-    double fs_read; /* --fs-read-bandwidth (0: the rates') */
-    double fs;      /* --fs-bandwidth (0: no shared file system's limit) */
-    bool warm;      /* --cache warm */
+    double fs_read;   /* --fs-read-bandwidth (0: the rates') */
+    double fs;        /* --fs-bandwidth (0: no shared file system's limit) */
+    bool warm;        /* --cache warm */
+    bool memory_only; /* run's ceiling check: the fit alone, nothing read or printed */
 };
 
 /* How the input's read blocks read: a source says; an array's chunks decode whole. */
@@ -269,7 +270,8 @@ static sm_status emit(const struct sm_job_config *c, const struct plan_opts *o,
     return SM_OK;
 }
 
-static sm_status plan(const struct sm_job_config *c, const struct plan_opts *o, struct sm_err *err)
+static sm_status plan(const struct sm_job_config *c, const struct plan_opts *o,
+                      struct sm_plan_fit *fit, struct sm_err *err)
 {
     const int nranks = o->ranks;
     const bool writes = c->job == SM_JOB_CONVERT || c->job == SM_JOB_INGEST; /* ingest: convert */
@@ -331,14 +333,25 @@ static sm_status plan(const struct sm_job_config *c, const struct plan_opts *o, 
         ph[i].plan.n = sm_job_plan(c, m, &ph[i].part, nranks, ph[i].shares);
         ph[i].plan.items = ph[i].part.ntiles;
     }
-    if (st == SM_OK) {
-        st = sm_plan_estimate(c, &in, &su, &ph[0].plan, nph == 2 ? &ph[1].grid : NULL,
-                              nph == 2 ? &ph[1].plan : NULL, nranks, o->threads, &est, err);
+    memset(fit, 0, sizeof(*fit));
+    /* the ceiling (plan_memory.c): the run checks this same bound, and adapts as it says */
+    if (st == SM_OK && nph == 2 && c->limits.memory_ceiling) {
+        st = sm_plan_memory_fit(c, &in, &su, &ph[0].plan, &ph[1].grid, &ph[1].plan, nranks,
+                                o->threads, &est, fit, err);
     }
-    if (st == SM_OK) {
+    const bool adapt = fit->checked && fit->fits;
+    est.reread = adapt && fit->reread;
+    est.memory_only = o->memory_only;
+    if (st == SM_OK && !o->memory_only) {
+        st = sm_plan_estimate(c, &in, &su, &ph[0].plan, nph == 2 ? &ph[1].grid : NULL,
+                              nph == 2 ? &ph[1].plan : NULL, nranks,
+                              adapt ? fit->threads : o->threads, &est, err);
+        est.fit = *fit;
+    }
+    if (st == SM_OK && !o->memory_only) {
         st = emit(c, o, &su, ph, nph, &spec, &est, m->ndim, err);
     }
-    if (st == SM_OK && nph == 2) {
+    if (st == SM_OK && nph == 2 && !o->memory_only) {
         sm_job_layout_warn(&spec, ph[1].grid.ntiles);
     }
     for (unsigned i = 0; i < nph; i++) {
@@ -348,6 +361,29 @@ static sm_status plan(const struct sm_job_config *c, const struct plan_opts *o, 
     sm_source_close(in.src);
     sm_store_close(store);
     return st;
+}
+
+sm_status sm_plan_memory_run(const struct sm_job_config *c, int ranks, int threads,
+                             struct sm_plan_fit *fit, struct sm_err *err)
+{
+    memset(fit, 0, sizeof(*fit));
+    const bool writes = c->job == SM_JOB_CONVERT || c->job == SM_JOB_INGEST;
+    if (!writes || !c->limits.memory_ceiling) {
+        return SM_OK;
+    }
+    struct plan_opts po = {.ranks = ranks > 0 ? ranks : 1,
+                           .threads = threads > 0 ? threads : sm_write_default_threads(),
+                           .nodes = 1,
+                           .memory_only = true};
+    struct sm_err ignored;
+    sm_err_clear(&ignored);
+    /* a setup that fails here fails the run the same way, which reports it itself */
+    if (plan(c, &po, fit, &ignored) != SM_OK) {
+        memset(fit, 0, sizeof(*fit));
+        return SM_OK;
+    }
+    (void)err;
+    return SM_OK;
 }
 
 int sm_cmd_plan(int argc, char **argv)
@@ -407,7 +443,10 @@ int sm_cmd_plan(int argc, char **argv)
         "it touches, and the imbalance max/mean; then an estimate (JSON `estimate`): seconds "
         "from launch to the completion marker (scaling/MODEL.md's model over per-stage rates "
         "calibrated by scaling/calibrate), an upper bound of each rank's peak RSS (the engine's "
-        "buffers, caches and limits.memory_bytes), the output's bytes (the codec's ratio "
+        "buffers, caches and limits.memory_bytes) and, for a convert, the `ceiling` line that "
+        "`run` acts on (JSON `memory_ceiling`: within limits.memory_bytes, adapted to it by "
+        "re-reading the input or running fewer threads, or over it: run exits 5 before "
+        "writing), the output's bytes (the codec's ratio "
         "measured on at most 4 sampled output chunks of input, or the values' bytes with codec "
         "none) and its exact number of files; with export.hdf5.path, the HDF5 file's bytes, "
         "seconds and buffer (JSON `export`). The groups line names the groups of shards that "
@@ -474,12 +513,18 @@ int sm_cmd_plan(int argc, char **argv)
     if (threads > 0) {
         c.parallel.threads = threads; /* the scan's and the write's threads, as --set would */
     }
-    const struct plan_opts po = {
-        (int)ranks, c.parallel.threads > 0 ? (int)c.parallel.threads : sm_write_default_threads(),
-        (int)nodes, (double)cores,
-        ratio_v,    as_json,
-        rates,      (double)fs_read,
-        (double)fs, cache != NULL && strcmp(cache, "warm") == 0};
+    const struct plan_opts po = {(int)ranks,
+                                 c.parallel.threads > 0 ? (int)c.parallel.threads
+                                                        : sm_write_default_threads(),
+                                 (int)nodes,
+                                 (double)cores,
+                                 ratio_v,
+                                 as_json,
+                                 rates,
+                                 (double)fs_read,
+                                 (double)fs,
+                                 cache != NULL && strcmp(cache, "warm") == 0,
+                                 false};
     struct sm_job_s3 s3; /* an s3:// input's endpoint, region and credentials */
     st = sm_job_s3_resolve(c.input.store, c.input.s3_endpoint, c.input.s3_region,
                            c.input.s3_path_style, &s3, &err);
@@ -487,7 +532,8 @@ int sm_cmd_plan(int argc, char **argv)
         c.input.http.s3 = &s3.opts;
     }
     if (st == SM_OK) {
-        st = plan(&c, &po, &err);
+        struct sm_plan_fit fit;
+        st = plan(&c, &po, &fit, &err);
     }
     if (st == SM_OK && (fflush(stdout) != 0 || ferror(stdout))) {
         st = sm_err_set(&err, SM_E_IO, __FILE__, __LINE__, "cannot write the plan");

@@ -128,6 +128,7 @@ struct sm_job_config {
 
     struct {
         uint64_t memory_bytes;     /* limits.memory_bytes (2GiB) */
+        bool memory_ceiling;       /* limits.memory_ceiling (true): memory_bytes bounds the RSS */
         uint64_t max_object_bytes; /* limits.max_object_bytes (512MiB) */
         uint64_t max_chunk_bytes;  /* limits.max_chunk_bytes (1GiB) */
         uint64_t max_requests;     /* limits.max_requests (1000000) */

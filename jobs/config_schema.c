@@ -693,15 +693,29 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .def = "2GiB",
      .min = 1,
      .max = SIZE_CAP,
-     .help = "memory budget of a rank: decoded input is kept for the write pass only when it "
-             "fits in half of it, else re-read; the encoded-object cache gets at most half "
-             "(SPEC §1); ingest of a .nii.gz: the inflated z slabs of the rank's shards must fit "
-             "in it (more ranks each hold less); the threads' tile buffers and the output's "
-             "per-shard records must fit in it too, as must an HDF5 input's chunk buffers (3 "
-             "chunks a read; the reads in flight hold at most half of it), or the run stops "
+     .help = "the ceiling of each rank's peak RSS as a whole process (the binary and its "
+             "libraries, caches, windows, kept input, the threads' buffers; SPEC §1): before a "
+             "convert writes anything, the bound `plan` prints is checked against it and, when "
+             "over, the run adapts (re-reads its input instead of keeping it, then runs fewer "
+             "threads, so fewer shards in flight) or stops with exit 5 naming the bound and its "
+             "parts; within it, decoded input is kept for the write pass only when it fits in "
+             "half of it, the encoded-object cache gets at most half; ingest of a .nii.gz: the "
+             "inflated z slabs of the rank's shards must fit in it (more ranks each hold less); "
+             "the output's per-shard records and an HDF5 input's chunk buffers (3 chunks a read; "
+             "the reads in flight hold at most half of it) must fit too, or the run stops "
              "before any output with exit 5 naming the limit",
      .example = "8GiB",
      FIELD(limits.memory_bytes)},
+    {.path = "limits.memory_ceiling",
+     .applies = SM_CFG_ALL_JOBS,
+     .type = SM_CFG_BOOL,
+     .def = "true",
+     .help = "check a convert's bound of a rank's peak RSS against limits.memory_bytes before "
+             "it starts (adapt, or exit 5); false: limits.memory_bytes only sizes the engine's "
+             "buffers (kept input, windows, caches), e.g. a tiny budget that forces re-reads in "
+             "a test",
+     .example = "false",
+     FIELD(limits.memory_ceiling)},
     {.path = "limits.max_object_bytes",
      .applies = SM_CFG_ALL_JOBS,
      .type = SM_CFG_SIZE,

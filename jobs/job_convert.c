@@ -18,6 +18,7 @@
 #include <shardmill/write.h>
 
 #include "jobs.h"
+#include "plan_estimate.h"
 #include "progress.h"
 #include "report.h"
 
@@ -106,11 +107,22 @@ sm_status sm_job_convert(const struct sm_job_config *c, const char *report_path,
         sm_job_source_params(c, &sp);
         p.source_params = &sp;
     }
+    /* the memory ceiling (SPEC §1): plan's bound, adapted or refused before anything is
+     * written; every rank computes the same from the same metadata (no collective) */
+    struct sm_plan_fit fit;
+    SM_TRY(sm_plan_memory_run(c, sm_par_size(), p.c.threads, &fit, err));
+    if (fit.checked && !fit.fits) {
+        return sm_plan_memory_refuse(&fit, err);
+    }
+    if (fit.checked) {
+        p.c.threads = fit.threads;
+        p.c.reread = fit.reread;
+    }
     struct sm_run_result r;
     sm_status st = sm_run_convert(&p, &r, err);
     const char *rp = report_path != NULL ? report_path : c->report;
     if (st == SM_OK) { /* rank 0's alone: the others exit 0 */
-        st = sm_report_run_emit(c, rp, &r, err);
+        st = sm_report_run_emit(c, rp, &r, fit.checked ? sm_plan_fit_json(&fit) : NULL, err);
     }
     /* the summary says it; with --report - (JSON only on stdout) the line goes to stderr */
     if (st == SM_OK && sm_par_rank() == 0 && r.output_found == SM_OUTPUT_FOUND_COMPLETE &&

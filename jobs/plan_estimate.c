@@ -36,6 +36,11 @@ extern const size_t sm_plan_rates_builtin_len;
  * (its window and hash tables, ~1-3 MiB), a decompression context and gzip/blosc state. */
 #define PLAN_CODEC_BYTES ((uint64_t)4 << 20)
 
+/* What loading the HDF5 library adds to a rank's resident set (the h5source or export module and
+ * libhdf5 with its own allocations): measured, a tiny HDF5 convert's peak over a tiny Zarr one's
+ * (18.4 vs 8.5 MiB, Debian's HDF5 1.10.8). */
+#define PLAN_HDF5_RSS_BYTES ((uint64_t)10 << 20)
+
 static uint64_t prod(const uint64_t *v, unsigned n)
 {
     uint64_t p = 1;
@@ -536,8 +541,10 @@ static int next_listed(const struct sm_plan_phase *a, const struct sm_plan_phase
 static void rank_boxes(const struct sm_job_config *c, const struct sm_array_meta *m,
                        const struct sm_run_setup *su, const struct sm_plan_phase *tph,
                        const struct sm_tiling *grid, const struct sm_plan_phase *sph, int ranks,
-                       bool two_pass, uint64_t *max_in, bool *all_kept, bool *some_kept)
+                       bool two_pass, uint64_t *max_in, bool *all_kept, bool *some_kept,
+                       uint64_t *max_tiles, uint64_t *max_shards)
 {
+    *max_tiles = *max_shards = 0;
     const size_t elem = sm_dtype_size(m->dtype);
     const uint64_t budget = c->limits.memory_bytes / 2 - c->limits.memory_bytes / 8;
     *max_in = 0;
@@ -572,6 +579,10 @@ static void rank_boxes(const struct sm_job_config *c, const struct sm_array_meta
             bytes = sb > bytes ? sb : bytes;
         }
         *max_in = bytes > *max_in ? bytes : *max_in;
+        *max_tiles = tiles->count > *max_tiles ? tiles->count : *max_tiles;
+        if (shards != NULL) {
+            *max_shards = shards->count > *max_shards ? shards->count : *max_shards;
+        }
         *all_kept = *all_kept && box && bytes <= budget;
         *some_kept = *some_kept || (two_pass && box && bytes <= budget);
     }
@@ -600,6 +611,18 @@ static uint64_t window_bytes(const struct sm_plan_estimate *e)
     return scan > write ? scan : write;
 }
 
+/* A local Zarr/N5 input's payload bytes over its decoded bytes (1: unknown, or a source). */
+static double stored_ratio(const struct sm_job_config *c, const struct sm_plan_input *in)
+{
+    if (in->array == NULL || !c->input.cache_enabled) {
+        return 1.0;
+    }
+    const double files = (double)sm_report_zarr_input_bytes(c);
+    const double full =
+        (double)prod(in->m->shape, in->m->ndim) * (double)sm_dtype_size(in->m->dtype);
+    return files > 0 && full > 0 ? files / full : 1.0;
+}
+
 static void estimate_memory(const struct sm_job_config *c, const struct sm_plan_input *in,
                             const struct sm_run_setup *su, const struct levels *lv,
                             uint64_t rank_in, int ranks, struct sm_plan_estimate *e)
@@ -614,7 +637,9 @@ static void estimate_memory(const struct sm_job_config *c, const struct sm_plan_
     const char *fmt = in->src != NULL ? sm_source_info(in->src)->format : "";
     const size_t slen = c->input.store != NULL ? strlen(c->input.store) : 0;
     const struct sm_plan_mem mm = {
-        .baseline = ranks > 1 ? e->rates.baseline_rss_mpi_bytes : e->rates.baseline_rss_bytes,
+        .baseline =
+            (ranks > 1 ? e->rates.baseline_rss_mpi_bytes : e->rates.baseline_rss_bytes) +
+            (strcmp(fmt, "hdf5") == 0 || c->export_.hdf5_path != NULL ? PLAN_HDF5_RSS_BYTES : 0),
         .memory_bytes = c->limits.memory_bytes,
         .threads = e->threads,
         .two_pass = e->two_pass,
@@ -624,14 +649,21 @@ static void estimate_memory(const struct sm_job_config *c, const struct sm_plan_
             in->src != NULL && (strcmp(fmt, "nifti") == 0 ||
                                 (slen > 3 && strcmp(c->input.store + slen - 3, ".gz") == 0)),
         .source = in->src != NULL,
+        .grouped = e->convert && e->rp_write.windowed,
+        .aligned = lv->n > 1 && aligned_levels(lv) > 1,
         .rank_in_bytes = rank_in,
-        .rank_stored_bytes = (uint64_t)((double)rank_in * e->in_ratio),
+        /* at the stored/decoded ratio of a local array's files (the same for plan and run's
+         * check: no sample), else the decoded bytes */
+        .rank_stored_bytes = (uint64_t)((double)rank_in * stored_ratio(c, in)),
         .cache_max_bytes = c->input.cache_enabled ? c->input.cache_max_bytes : 0,
         .index_cache_bytes = index_cache_bytes(c, m),
         .tile_bytes = prod(tile, m->ndim) * in_elem,
         .chunk_bytes = prod(unit, m->ndim) * in_elem,
         .shard_voxels = lv->n > 0 ? clipped_voxels(&lv->s[0]) : 0,
-        .pyr_shard_voxels = lv->n > 1 ? clipped_voxels(&lv->s[1]) : 0,
+        /* the pyramid phase runs for the levels not written with level 0 */
+        .pyr_shard_voxels = lv->n > 1 && aligned_levels(lv) < lv->n ? clipped_voxels(&lv->s[1]) : 0,
+        .rank_tiles = e->two_pass ? e->rank_tiles : 0,
+        .rank_shards = e->rank_shards,
         .pyr_slab_voxels = pyramid_slab(lv),
         .in_elem = in_elem,
         .out_elem = lv->n > 0 ? sm_dtype_size(lv->s[0].dtype) : 0,
@@ -755,8 +787,18 @@ sm_status sm_plan_estimate(const struct sm_job_config *c, const struct sm_plan_i
         sg.tiling = e->rp_write.groups;
     }
     rank_boxes(c, m, grouped ? &sg : su, tiles, grouped ? &e->rp_write.groups : grid,
-               e->convert ? shards : NULL, ranks, e->two_pass, &rank_in, &e->kept, &e->kept_some);
-    e->kept = e->kept && e->convert;
+               e->convert ? shards : NULL, ranks, e->two_pass, &rank_in, &e->kept, &e->kept_some,
+               &e->rank_tiles, &e->rank_shards);
+    if (grouped) { /* items are groups: each holds this many shards (tiles: the same boxes) */
+        uint64_t per = 1;
+        for (unsigned d = 0; d < grid->ndim; d++) {
+            per *= (e->rp_write.groups.tile[d] + grid->tile[d] - 1) / grid->tile[d];
+        }
+        e->rank_tiles *= per;
+        e->rank_shards *= per;
+    }
+    e->kept = e->kept && e->convert && !e->reread;
+    e->kept_some = e->kept_some && !e->reread; /* the run's adaptation: never kept */
     struct levels lv = {0};
     if (e->convert) {
         enum sm_dtype dt;
@@ -766,6 +808,8 @@ sm_status sm_plan_estimate(const struct sm_job_config *c, const struct sm_plan_i
         if (e->ratio_given > 0) {
             e->ratio = e->ratio_given; /* a metadata-only sizing: no chunk is read */
             e->ratio_from = "--ratio";
+        } else if (e->memory_only) {
+            e->ratio_from = "not sampled"; /* run's memory check: the ratio is not in the bound */
         } else if (strcmp(lv.s[0].codec, "none") != 0) {
             struct sample sp;
             memset(&sp, 0, sizeof(sp));
@@ -919,6 +963,9 @@ json_t *sm_plan_estimate_json(const struct sm_plan_estimate *e, int ranks)
                           e->threads, "levels", (int)e->levels, "terms_s", terms, "rss_parts_bytes",
                           rss, "sample", sample, "assumes", assumes, "read", read_json(e));
     json_object_set_new(j, "export", x);
+    if (e->fit.checked) {
+        json_object_set_new(j, "memory_ceiling", sm_plan_fit_json(&e->fit));
+    }
     return j;
 }
 
@@ -996,6 +1043,29 @@ static void print_reads(const struct sm_plan_estimate *e)
     }
 }
 
+/* The ceiling's line: within limits.memory_bytes, adapted to it, or over it (run: exit 5). */
+static void print_fit(const struct sm_plan_fit *f)
+{
+    if (!f->checked) {
+        return;
+    }
+    char lim[32], b[32], asked[32];
+    human((double)f->limit, lim, sizeof(lim));
+    human((double)f->bound, b, sizeof(b));
+    human((double)f->bound_asked, asked, sizeof(asked));
+    if (!f->fits) {
+        printf("    ceiling  over limits.memory_bytes %s even with 1 thread and the input re-read "
+               "(%s): run stops with exit 5 before writing\n",
+               lim, b);
+    } else if (strcmp(f->adapted, "none") == 0) {
+        printf("    ceiling  within limits.memory_bytes %s\n", lim);
+    } else {
+        printf("    ceiling  limits.memory_bytes %s: run adapts (%s), bound %s (as configured "
+               "%s)\n",
+               lim, f->adapted, b, asked);
+    }
+}
+
 void sm_plan_estimate_print(const struct sm_plan_estimate *e, int ranks)
 {
     const struct sm_plan_terms *t = &e->t;
@@ -1035,6 +1105,7 @@ void sm_plan_estimate_print(const struct sm_plan_estimate *e, int ranks)
     printf("    memory   %s peak RSS per rank (upper bound: baseline %s, caches %s, input %s, scan "
            "%s, write %s, pyramid %s, export %s)\n",
            rss, parts[0], parts[1], parts[2], parts[3], parts[4], parts[5], parts[6]);
+    print_fit(&e->fit);
     if (!e->convert) {
         return;
     }

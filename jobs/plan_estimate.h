@@ -40,13 +40,31 @@ struct sm_plan_input {
     const struct sm_array_meta *m;
 };
 
+/* The memory ceiling (limits.memory_bytes, SPEC §1) as `plan` prints it and `run` checks it
+ * (jobs/plan_memory.c): the bound of a rank's peak RSS as configured and, when over the ceiling,
+ * as adapted: the input re-read instead of kept, then fewer threads (fewer shards in flight). */
+struct sm_plan_fit {
+    bool checked;                   /* a convert with limits.memory_ceiling */
+    bool fits;                      /* the adapted bound is within the limit */
+    uint64_t limit;                 /* limits.memory_bytes */
+    int threads_asked, threads;     /* as configured; as adapted */
+    bool kept_asked;                /* as configured, some rank keeps its decoded input */
+    bool reread;                    /* adapted: the input re-read, not kept */
+    uint64_t bound_asked, bound;    /* as configured; adapted (or the least any adaptation gets) */
+    struct sm_plan_rss_parts parts; /* of `bound` */
+    char adapted[160];              /* what the run does differently ("none": nothing) */
+};
+
 struct sm_plan_estimate {
-    int nodes;             /* in: --nodes (>= 1) */
-    double cores_per_node; /* in: --cores-per-node (0: the calibrated machine's) */
-    double ratio_given;    /* in: --ratio (0: measured on the sample) */
-    double fs_read_given;  /* in: --fs-read-bandwidth, bytes/s (0: the rates') */
-    double fs_given;       /* in: --fs-bandwidth, the shared file system's aggregate (0: none) */
-    bool warm;             /* in: --cache warm: the rates' warm read bandwidth, not the cold */
+    int nodes;              /* in: --nodes (>= 1) */
+    bool reread;            /* in: the input is re-read, never kept (sm_run_common.reread) */
+    bool memory_only;       /* in: no sample is read or encoded (the ratio is 1): run's check */
+    struct sm_plan_fit fit; /* out of the plan command: the ceiling's check */
+    double cores_per_node;  /* in: --cores-per-node (0: the calibrated machine's) */
+    double ratio_given;     /* in: --ratio (0: measured on the sample) */
+    double fs_read_given;   /* in: --fs-read-bandwidth, bytes/s (0: the rates') */
+    double fs_given;        /* in: --fs-bandwidth, the shared file system's aggregate (0: none) */
+    bool warm;              /* in: --cache warm: the rates' warm read bandwidth, not the cold */
     /* in: how the scan's tiles and the write's shards read the input (sm_run_read_plan; the
      * write's from sm_run_input_layout, the layout the run chooses) */
     struct sm_read_plan rp_scan, rp_write;
@@ -78,8 +96,9 @@ struct sm_plan_estimate {
     double level_ratio;
     double in_ratio;        /* the input's stored / decoded bytes in the sample (1: unknown) */
     const char *ratio_from; /* "sample", "metadata", "--ratio", "codec none" or "no output" */
-    bool kept;              /* every rank keeps its decoded input (two passes) */
-    bool kept_some;         /* some ranks keep it (their RSS holds it) */
+    uint64_t rank_tiles, rank_shards; /* the most scan tiles, shards a rank has */
+    bool kept;                        /* every rank keeps its decoded input (two passes) */
+    bool kept_some;                   /* some ranks keep it (their RSS holds it) */
     bool two_pass;
     /* the reads: the input's size on disk (the ROI's share) and where it came from ("files": the
      * source's files; "sample": the sampled chunks' stored/decoded ratio; "decoded": unknown,
@@ -124,6 +143,25 @@ struct sm_plan_level_work {
 sm_status sm_plan_level_work(const struct sm_job_config *c, unsigned nd, const uint64_t *shape,
                              enum sm_dtype in_dt, struct sm_plan_level_work *lw,
                              struct sm_err *err);
+/* The ceiling's check of a convert whose phases are set up (the arguments of sm_plan_estimate;
+ * proto: an estimate's inputs, left as they are): the bound as configured and, while over
+ * c->limits.memory_bytes, re-read instead of kept, then the most threads (at most `threads`)
+ * whose bound fits. No sample is read. */
+sm_status sm_plan_memory_fit(const struct sm_job_config *c, const struct sm_plan_input *in,
+                             const struct sm_run_setup *su, const struct sm_plan_phase *tiles,
+                             const struct sm_tiling *grid, const struct sm_plan_phase *shards,
+                             int ranks, int threads, const struct sm_plan_estimate *proto,
+                             struct sm_plan_fit *fit, struct sm_err *err);
+/* SM_E_LIMIT, where limits.memory_bytes, naming the least bound and its parts. */
+sm_status sm_plan_memory_refuse(const struct sm_plan_fit *fit, struct sm_err *err);
+/* {limit_bytes, bound_bytes, bound_as_configured_bytes, fits, threads, threads_asked, reread,
+ * adapted} */
+struct json_t *sm_plan_fit_json(const struct sm_plan_fit *fit);
+/* The ceiling's check for `run` of a convert (cmd_plan.c: the plan's own setup, memory only) over
+ * `ranks` ranks of `threads` threads. fit->checked false when the check does not apply or the
+ * setup fails (the run then reports the failure itself). */
+sm_status sm_plan_memory_run(const struct sm_job_config *c, int ranks, int threads,
+                             struct sm_plan_fit *fit, struct sm_err *err);
 
 /* The JSON member `estimate`, and the human lines. */
 struct json_t *sm_plan_estimate_json(const struct sm_plan_estimate *e, int ranks);

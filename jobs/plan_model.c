@@ -9,6 +9,11 @@
 
 #include <shardmill/meta.h>
 
+static uint64_t max_u64(uint64_t a, uint64_t b)
+{
+    return a > b ? a : b;
+}
+
 static uint64_t min_u64(uint64_t a, uint64_t b)
 {
     return a < b ? a : b;
@@ -298,22 +303,31 @@ uint64_t sm_plan_peak_rss(const struct sm_plan_mem *m, struct sm_plan_rss_parts 
     p.baseline = m->baseline + m->shard_records;
     /* the encoded-object cache: within half the budget, never more than the rank's input */
     if (!m->source) {
-        p.caches = min_u64(min_u64(m->cache_max_bytes, half), m->rank_stored_bytes);
+        const uint64_t cap = min_u64(m->cache_max_bytes, half);
+        p.caches = min_u64(cap, m->rank_stored_bytes);
+        if (m->rank_stored_bytes > cap) {
+            /* a cache that evicts leaves holes of other sizes in the heap: 1/10 of it more */
+            p.caches += cap / 10;
+        }
         p.caches += m->index_cache_bytes;
     }
     if (m->source_loads) {
         p.input = m->rank_in_bytes; /* the source's inflated box */
     }
+    /* the tiles and shards in flight: one per thread, never more than the rank has */
+    const uint64_t Ts = m->rank_tiles > 0 ? min_u64(T, m->rank_tiles) : T;
+    const uint64_t Tw = m->rank_shards > 0 ? min_u64(T, m->rank_shards) : T;
     if (m->two_pass) {
-        p.scan = T * (m->tile_bytes + m->hist_bytes); /* scan workers */
+        p.scan = Ts * m->tile_bytes + T * m->hist_bytes; /* scan workers */
     }
     if (m->two_pass && (m->kept || m->kept_some)) {
         p.input += m->rank_in_bytes; /* the kept decoded input */
     }
     p.input += m->window_bytes; /* the group's window a pass cuts its shards from */
-    if (!(m->two_pass && m->kept) && !m->source) {
+    if (!(m->two_pass && m->kept) && !m->source && !m->grouped) {
         /* the chunk memos: an eighth of the budget, at most SM_PLAN_MEMO_SLOTS read units and a
-         * spare per thread (engine/tile/tile_memo.c) */
+         * spare per thread (engine/tile/tile_memo.c); none when the shards are cut from windows
+         * (engine/run/run_convert_write.c) */
         const uint64_t slots = T * SM_PLAN_MEMO_SLOTS * m->chunk_bytes;
         p.caches += min_u64(min_u64(m->memory_bytes / 8, m->rank_in_bytes), slots);
     }
@@ -322,9 +336,12 @@ uint64_t sm_plan_peak_rss(const struct sm_plan_mem *m, struct sm_plan_rss_parts 
      * padded copy was before the clipped encode) and the encoded shard (at most the values plus
      * the codec's bound), a histogram in one pass, the decode scratch of an input chunk (decoded
      * and encoded) and the codec contexts */
-    const uint64_t vox = m->shard_voxels;
-    p.write = T * (vox * m->in_elem + 3 * vox * m->out_elem + m->hist_bytes + 2 * m->chunk_bytes +
-                   m->codec_bytes);
+    const uint64_t vox = m->shard_voxels, vals = vox * m->out_elem;
+    /* an image's aligned levels: their float32 means and their values, 1/8 + 1/64 + ... of the
+     * shard's voxels each */
+    const uint64_t levels = vals / 7 + (m->aligned ? vox * 4 / 7 : 0);
+    p.write = Tw * (vox * m->in_elem + 2 * vals + levels + (64u << 10)) +
+              T * (m->hist_bytes + 2 * m->chunk_bytes + m->codec_bytes);
     if (m->pyr_shard_voxels > 0) {
         /* a thread's slab of the level below (engine/run/run_pyramid.c slab_step: at most 8
          * shards' worth, at most a level chunk's depth of planes) and its shard buffers */
@@ -337,7 +354,10 @@ uint64_t sm_plan_peak_rss(const struct sm_plan_mem *m, struct sm_plan_rss_parts 
          * for its filter (deflated and not) */
         p.hdf5 = m->export_buffer_bytes + 4 * m->export_chunk_bytes + m->codec_bytes;
     }
-    p.total = p.baseline + p.caches + p.input + p.scan + p.write + p.pyramid + p.hdf5;
+    /* the scan's, the write's and the pyramid's buffers are freed when their phase ends (blocks of
+     * 2 MiB and more are their own mappings: core_alloc_huge.c): the largest of them counts */
+    const uint64_t phase = max_u64(p.scan, max_u64(p.write, p.pyramid));
+    p.total = p.baseline + p.caches + p.input + phase + p.hdf5;
     if (parts != NULL) {
         *parts = p;
     }

@@ -142,6 +142,8 @@ struct sm_plan_mem {
     bool two_pass, kept, source_loads; /* source_loads: the source inflates its box (NIfTI) */
     bool kept_some;         /* kept false: some ranks keep their input, the others memoize chunks */
     bool source;            /* a file source: no chunk memo, no cache */
+    bool grouped;           /* the shards are read group by group through windows: no memo */
+    bool aligned;           /* an image's levels made with each level-0 shard (float means) */
     uint64_t rank_in_bytes; /* decoded input of the busiest rank's box */
     uint64_t rank_stored_bytes; /* its encoded bytes (what the cache may hold) */
     uint64_t cache_max_bytes;   /* input.cache.max_bytes (0: disabled) */
@@ -149,8 +151,11 @@ struct sm_plan_mem {
     uint64_t tile_bytes;        /* one scan tile buffer */
     uint64_t chunk_bytes;       /* one decoded input chunk (decode scratch) */
     uint64_t shard_voxels;      /* voxels of a level 0 shard */
-    uint64_t pyr_shard_voxels;  /* voxels of a level 1 shard (0: no pyramid) */
-    uint64_t pyr_slab_voxels;   /* a pyramid thread's slab of the level below (0: 8 shards) */
+    /* the most scan tiles and level 0 shards a rank has (0: unknown, `threads` of each in
+     * flight): a rank holds at most min(threads, these) tile and shard buffers at once */
+    uint64_t rank_tiles, rank_shards;
+    uint64_t pyr_shard_voxels; /* voxels of a level 1 shard (0: no pyramid) */
+    uint64_t pyr_slab_voxels;  /* a pyramid thread's slab of the level below (0: 8 shards) */
     size_t in_elem, out_elem;
     uint64_t hist_bytes;    /* one histogram (per thread) */
     uint64_t shard_records; /* the output's shard records (sm_output_track_bytes) */

@@ -293,7 +293,7 @@ static uint64_t payload_bytes(const char *dir, unsigned depth)
 /* A Zarr or N5 input's size on disk: its array's payload objects (the whole array, not only the
  * ROI's) in a local store; 0 (unknown) for an HTTP or S3 store, which would take a request per
  * object. */
-static uint64_t zarr_input_bytes(const struct sm_job_config *c)
+uint64_t sm_report_zarr_input_bytes(const struct sm_job_config *c)
 {
     const char *store = c->input.store;
     if (store == NULL || (strstr(store, "://") != NULL && strncmp(store, "file://", 7) != 0)) {
@@ -411,7 +411,7 @@ json_t *sm_report_run(const struct sm_job_config *c, const struct sm_run_result 
             src = json_object();
             json_object_set_new(p.io, "source", src);
         }
-        add_passes(src, r, r->source != NULL ? r->input_bytes : zarr_input_bytes(c));
+        add_passes(src, r, r->source != NULL ? r->input_bytes : sm_report_zarr_input_bytes(c));
     }
     json_t *rep = sm_report_new(&p);
     if (rep != NULL && convert) { /* the ranks that kept their decoded input (SPEC §1) */
@@ -428,12 +428,17 @@ json_t *sm_report_run(const struct sm_job_config *c, const struct sm_run_result 
 }
 
 sm_status sm_report_run_emit(const struct sm_job_config *c, const char *path,
-                             const struct sm_run_result *r, struct sm_err *err)
+                             const struct sm_run_result *r, json_t *ceiling, struct sm_err *err)
 {
     if (sm_par_rank() != 0) {
+        json_decref(ceiling);
         return SM_OK;
     }
     json_t *rep = sm_report_run(c, r);
+    if (rep != NULL && ceiling != NULL) { /* the memory ceiling: checked, adapted (SPEC §1) */
+        json_object_set(json_object_get(rep, "memory"), "ceiling", ceiling);
+    }
+    json_decref(ceiling);
     if (rep == NULL) {
         SM_FAIL(err, SM_E_NOMEM, "cannot build the report");
     }

@@ -56,10 +56,15 @@ json_t *sm_report_new(const struct sm_report_parts *p);
 json_t *sm_report_run(const struct sm_job_config *c, const struct sm_run_result *r);
 
 /* Rank 0: sm_report_run, then sm_report_emit to `path` (NULL: the summary alone). The other
- * ranks do nothing. A failure here is rank 0's alone (its exit status; the run itself succeeded
- * on every rank, so the others exit 0): no collective follows a run. */
+ * ranks do nothing. `ceiling` (stolen; NULL: none) is memory.ceiling: the memory ceiling's
+ * check of the run (sm_plan_fit_json). A failure here is rank 0's alone (its exit status; the run
+ * itself succeeded on every rank, so the others exit 0): no collective follows a run. */
 sm_status sm_report_run_emit(const struct sm_job_config *c, const char *path,
-                             const struct sm_run_result *r, struct sm_err *err);
+                             const struct sm_run_result *r, json_t *ceiling, struct sm_err *err);
+
+/* The payload objects' bytes of a local Zarr/N5 input (input.store/input.array; 0: a remote
+ * store, or none found): the input's size on disk (io.source.input_bytes, plan's memory bound). */
+uint64_t sm_report_zarr_input_bytes(const struct sm_job_config *c);
 
 /* Writes the report atomically to path (tmp + rename). SM_E_IO naming the path. */
 sm_status sm_report_write(const char *path, json_t *report, struct sm_err *err);

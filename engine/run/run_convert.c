@@ -521,7 +521,7 @@ static sm_status scan_groups(struct cv *cv, struct sm_err *err)
     sp.keep = NULL;
     SM_TRY(sm_hist_init(&cv->res->scan.hist, cv->m->dtype, sp.bins, sp.lo, sp.hi, err));
     uint64_t off[SM_MAX_DIMS], shape[SM_MAX_DIMS];
-    if (shards_box(cv, off, shape)) {
+    if (!cv->p->c.reread && shards_box(cv, off, shape)) {
         uint64_t n = cv->win.elem;
         for (unsigned d = 0; d < cv->m->ndim; d++) {
             n *= shape[d];
@@ -564,8 +564,9 @@ static sm_status ph_scan(void *ctx, struct sm_err *err)
         cv->t_scan = sm_clock_ns() - cv->t_start;
         return st;
     }
-    cv->keep = sm_cv_keep_plan(cv->p->c.memory_bytes, cv->m, &cv->su, &cv->mine, &cv->grid,
-                               &cv->shards, &cv->keep_bytes);
+    cv->keep = cv->p->c.reread ? NULL
+                               : sm_cv_keep_plan(cv->p->c.memory_bytes, cv->m, &cv->su, &cv->mine,
+                                                 &cv->grid, &cv->shards, &cv->keep_bytes);
     const sm_status st = sm_scan_tiles(cv->res->array, &cv->su.tiling, cv->mine.first,
                                        cv->mine.count, &cv->su.params, &cv->res->scan, err);
     cv->t_scan = sm_clock_ns() - cv->t_start;

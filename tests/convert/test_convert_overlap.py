@@ -59,7 +59,7 @@ def convert_cfg(root, name, store, out, extra=None):
     cfg = {"job": "convert", "input": {"store": store}, "normalize": {"mode": "scale"},
            "histogram": {"bins": 16, "range": [0, 1]},
            "output": {"path": out, "exists": "overwrite", "fsync": False},
-           "limits": {"memory_bytes": "64KiB"}, "progress": False}
+           "limits": {"memory_bytes": "64KiB", "memory_ceiling": False}, "progress": False}
     return cc.write_config(os.path.join(root, name), cc.merge_config(cfg, extra))
 
 

@@ -62,7 +62,7 @@ def job(work, name, inp):
         "normalize": {"mode": "percentile", "lo": 1, "hi": 99},
         "output": {"path": name + ".zarr", "dtype": "uint16", "fsync": False,
                    "shard": SHARD, "chunk": SHARD},
-        "limits": {"memory_bytes": MEMORY},
+        "limits": {"memory_bytes": MEMORY, "memory_ceiling": False},
         "parallel": {"threads": 2}, "progress": False})
 
 

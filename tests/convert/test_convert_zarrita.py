@@ -369,7 +369,7 @@ def family_threads(c, args, work):
     """Thread count, kept-or-reread input and the report path leave no trace in the bytes."""
     inp, vals = make_v2(work, "threads", "uint8", 21, "default")
     norm = {"mode": "percentile", "lo": 2, "hi": 98}
-    runs = [("t1", 1, {}), ("t2", 2, {}), ("t2_reread", 2, {"limits": {"memory_bytes": "64KiB"}})]
+    runs = [("t1", 1, {}), ("t2", 2, {}), ("t2_reread", 2, {"limits": {"memory_bytes": "64KiB", "memory_ceiling": False}})]
     trees = []
     for tag, threads, extra in runs:
         d = cc.fresh_dir(os.path.join(work, tag))  # same relative output.path, another directory
@@ -452,7 +452,7 @@ def family_spec_provenance(c, args, work):
     variants = [
         ("base", "out.zarr", {}),
         ("threads1", "out.zarr", {"parallel": {"threads": 1}}),
-        ("limits", "out.zarr", {"limits": {"memory_bytes": "64KiB"}}),
+        ("limits", "out.zarr", {"limits": {"memory_bytes": "64KiB", "memory_ceiling": False}}),
         ("report", "out.zarr", {"report": "elsewhere.json"}),
         ("path", "renamed.zarr", {}),
         ("exists_overwrite", "out.zarr", {"output": {"exists": "overwrite"}}),

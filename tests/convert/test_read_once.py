@@ -329,7 +329,7 @@ def run_case(c, args, name, work):
             cfg = cc.write_config(os.path.join(work, tag + ".yaml"), {
                 "job": "convert", "input": inp,
                 "normalize": {"mode": "percentile", "lo": PCT[0], "hi": PCT[1]},
-                "output": output, "limits": {"memory_bytes": MEMORY},
+                "output": output, "limits": {"memory_bytes": MEMORY, "memory_ceiling": False},
                 "parallel": {"threads": threads}, "progress": False})
             rep_path = os.path.join(work, tag + ".report.json")
             argv = [args.shardmill, "run", cfg, "--report", rep_path]

@@ -108,6 +108,8 @@ struct sm_run_common {
     int threads;                   /* parallel.threads (<= 0: OMP_NUM_THREADS or the cores) */
     enum sm_part_kind partition;   /* parallel.partition (SM_PART_BALANCED) */
     uint64_t memory_bytes;         /* limits.memory_bytes: the rank's budget (SPEC §1) */
+    bool reread; /* a convert re-reads its input for the write pass, never keeps it (the memory
+                  * ceiling's first adaptation: jobs/plan_memory.c) */
     struct sm_run_progress progress;
     const atomic_int *stop; /* cooperative stop flag (status.h), or NULL */
     const void *mpi_comm;   /* NULL, or a pointer to the MPI_Comm to run on (see above) */

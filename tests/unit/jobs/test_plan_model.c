@@ -293,40 +293,63 @@ static void test_peak_rss_parts(void **state)
                             .shard_records = 50,
                             .codec_bytes = 1};
     /* one pass: baseline + records; cache (the rank's stored bytes: 1500) + index + memos (17
-     * units of 64 bytes per thread: 2176, under the input and the eighth); 2 threads x (20 + 120
-     * + 8 + 128 + 1) */
+     * units of 64 bytes per thread: 2176, under the input and the eighth); per shard in flight (2
+     * threads, the rank's shards unknown): its input (20), values (40) and encoded shard (at most
+     * the values), an image's aligned levels (40 / 7) and 64 KiB of codec bound; per thread:
+     * histogram, decode scratch (2 chunks), codec contexts */
     struct sm_plan_rss_parts p;
-    const uint64_t write = 2 * (20 + 120 + 8 + 128 + 1);
+    const uint64_t shard = 20 + 2 * 40 + 40 / 7 + 65536, thread = 8 + 128 + 1;
+    const uint64_t write = 2 * shard + 2 * thread;
     const uint64_t one = 1000 + 50 + 1500 + 100 + 2176 + write;
     assert_int_equal(sm_plan_peak_rss(&m, &p), one);
     assert_int_equal(p.baseline, 1050);
     assert_int_equal(p.caches, 1500 + 100 + 2176);
     assert_int_equal(p.write, write);
     assert_int_equal(p.total, one);
-    m.two_pass = true; /* + scan workers; the memo stays (not kept) */
-    assert_int_equal(sm_plan_peak_rss(&m, NULL), one + 2 * (512 + 8));
+    m.rank_shards = 1; /* one shard on the rank: one shard in flight, whatever the threads */
+    assert_int_equal(sm_plan_peak_rss(&m, &p), one - shard);
+    m.aligned = true; /* an image's levels made with the shard: + their float32 means */
+    assert_int_equal(sm_plan_peak_rss(&m, &p), one - shard + 10 * 4 / 7);
+    m.aligned = false;
+    m.rank_shards = 0;
+    m.two_pass = true; /* scan workers: freed before the write, the larger phase counts */
+    assert_int_equal(sm_plan_peak_rss(&m, &p), one);
+    assert_int_equal(p.scan, 2 * (512 + 8));
+    m.tile_bytes = 100000; /* a scan larger than the write */
+    assert_int_equal(sm_plan_peak_rss(&m, &p), one - write + 2 * (100000 + 8));
+    m.rank_tiles = 1; /* one tile in flight, a histogram per thread: the write counts again */
+    assert_int_equal(sm_plan_peak_rss(&m, &p), one);
+    assert_int_equal(p.scan, 100000 + 2 * 8);
+    m.rank_tiles = 0;
+    m.tile_bytes = 512;
     m.kept_some = true; /* some ranks keep (4000), the others memoize: a rank may hold either */
-    assert_int_equal(sm_plan_peak_rss(&m, NULL), one + 2 * (512 + 8) + 4000);
+    assert_int_equal(sm_plan_peak_rss(&m, NULL), one + 4000);
     m.kept_some = false;
     m.kept = true; /* every rank keeps (4000): no memo */
-    assert_int_equal(sm_plan_peak_rss(&m, &p), one + 2 * (512 + 8) - 2176 + 4000);
+    assert_int_equal(sm_plan_peak_rss(&m, &p), one - 2176 + 4000);
     assert_int_equal(p.input, 4000);
+    m.cache_max_bytes = 1000; /* a cache under the rank's stored bytes evicts: + a tenth */
+    sm_plan_peak_rss(&m, &p);
+    assert_int_equal(p.caches, 1000 + 100 + 100);
     m.cache_max_bytes = 0; /* a disabled cache holds nothing */
-    const uint64_t kept = one + 2 * (512 + 8) - 2176 + 4000 - 1500;
+    const uint64_t kept = one - 2176 + 4000 - 1500;
     assert_int_equal(sm_plan_peak_rss(&m, NULL), kept);
-    m.pyr_shard_voxels = 5; /* + a slab of 8 level-1 shards and 3 buffers per thread */
-    assert_int_equal(sm_plan_peak_rss(&m, &p), kept + 2 * (160 + 60));
+    m.pyr_shard_voxels = 5; /* a slab of 8 level-1 shards and 3 buffers per thread: under the
+                             * write's, which counts */
+    assert_int_equal(sm_plan_peak_rss(&m, &p), kept);
     assert_int_equal(p.pyramid, 2 * (160 + 60));
-    m.memory_bytes = 640; /* the slab is capped by half the budget per thread: 160 */
-    assert_int_equal(sm_plan_peak_rss(&m, &p), kept + 2 * (160 + 60));
-    m.memory_bytes = 400;
-    assert_int_equal(p.pyramid, 2 * (160 + 60));
+    m.memory_bytes = 400; /* the slab is capped by half the budget per thread: 100 */
     sm_plan_peak_rss(&m, &p);
     assert_int_equal(p.pyramid, 2 * (100 + 60));
     m.pyr_slab_voxels = 20; /* a slab of a chunk's depth: 20 voxels of 4 bytes */
     sm_plan_peak_rss(&m, &p);
     assert_int_equal(p.pyramid, 2 * (80 + 60));
+    m.pyr_shard_voxels = 50000; /* a pyramid larger than the write counts instead */
     m.pyr_slab_voxels = 0;
+    m.memory_bytes = 1 << 30;
+    sm_plan_peak_rss(&m, &p);
+    assert_int_equal(p.total, kept - write + p.pyramid);
+    m.pyr_shard_voxels = 0;
     /* a source: no cache, no index cache, no memo; a NIfTI source's inflated box */
     struct sm_plan_mem s = m;
     s.memory_bytes = 1 << 30;
@@ -341,6 +364,9 @@ static void test_peak_rss_parts(void **state)
     s.window_bytes = 7000; /* a group's window (issue 33): held while its shards are cut */
     assert_int_equal(sm_plan_peak_rss(&s, &p), 1050 + 4000 + 7000 + write);
     assert_int_equal(p.input, 4000 + 7000);
+    s.export_buffer_bytes = 300; /* the export's buffers add to the largest phase */
+    s.export_chunk_bytes = 10;
+    assert_int_equal(sm_plan_peak_rss(&s, &p), 1050 + 4000 + 7000 + write + 300 + 40 + 1);
 }
 
 /* The HDF5 export (issue 34 item 3): one thread per rank reads its block of level-0 shards back
