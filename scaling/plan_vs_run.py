@@ -113,8 +113,9 @@ def job_of(a, kind, tag, inputs, http_url):
         return scaling, [f"input.store={inputs['vol']}"] + sets, out
     if kind == "pct":
         # the 512³ input is 256 MiB decoded: it does not fit half of 192 MiB, so the write pass
-        # reads it again (quick: 128³ = 4 MiB against 6 MiB)
-        mem = "6MiB" if a.quick else "192MiB"
+        # reads it again (quick: 128³ = 4 MiB against 6 MiB, a budget no whole process fits: a
+        # knob that makes the input re-read, not a ceiling, limits.memory_ceiling false)
+        mem = "6MiB, memory_ceiling: false" if a.quick else "192MiB"
         cfg = write_yaml(os.path.join(a.work, "pct.yaml"), [
             "job: convert", f"input: {{store: {inputs['vol']}, cache: {{enabled: true, "
             "max_bytes: 32MiB}}", "normalize: {mode: percentile, lo: 1, hi: 99}",
