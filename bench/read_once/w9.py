@@ -35,16 +35,22 @@ slow everyone's builds). Per run it records:
     report has no `passes` yet, the per-pass ratio from io.source.bytes_read (decoded bytes then)
     over the passes made (two unless every rank kept its input) and the decoded size;
   - peak RSS per rank (wait4) against limits.memory_bytes; the output's files and levels;
-  - the floor: max(passes x the input's size on disk / the disk's cold read bandwidth, the
-    output's bytes (every level) / (zstd -3's measured per-core speed x ranks x threads)), the
-    bandwidth measured here (cache dropped, the input's files read in order with 8 MiB reads, up
-    to --bw-bytes) and the codec speed on the sampled output chunks (python-zstandard, the same
-    libzstd); wall / floor;
+  - the floor (docs/BENCHMARKS.md "W9"): per pass max(read, decode [+ encode in the write
+    pass]), summed over the passes (a percentile finishes its scan before writing; a kept input
+    adds the encode alone), read = the input's size on disk / the disk's cold read bandwidth
+    (measured here: cache dropped, the input's files read in order with 8 MiB reads, up to
+    --bw-bytes), encode = the output's bytes (every level) / (zstd -3's per-core speed x ranks x
+    threads) on the sampled output chunks (python-zstandard, the same libzstd), decode = a
+    compressed input's decoded bytes / (zlib's inflate per-core speed x ranks x threads) on the
+    sampled box cut in the input's blocks; wall / floor; user+sys CPU of the run and the load
+    average before it;
+  - `shardmill plan --cache cold --fs-read-bandwidth <measured>`'s estimate (and with the rates'
+    own cold bandwidth) and its error against the wall time (target +-25 %);
   - values: the report's window equals NumPy's percentiles of the generator's histogram, and
     --samples level-0 shards (seeded choice) decoded by shardmill_test.zarr_decode equal NumPy's
     rint(float32(window(v)) x 65535) of the input box read back by tifffile / h5py.
 Targets (issue 33 "Done when"), printed PASS/FAIL: read ratio <= 1.05 per pass, wall <= 1.3 x
-floor, peak RSS per rank < limits.memory_bytes, values equal. The full profile exits 1 only on a
+floor, plan within +-25 % of the wall, peak RSS per rank < limits.memory_bytes, values equal. The full profile exits 1 only on a
 failed run or wrong values; --quick exits 1 also when a pass reads more than 1.05x, by the
 report or by the process tree's rchar (<= 1.05 x passes x the input on disk + 1 MiB), never on
 time. --quick: a 64x1024x1024 stack of every variant in OUT/w9-quick-data (deleted), shards
