@@ -442,7 +442,8 @@ def one_run(a, env, man, variant, layout, cfg):
     argv_sm = [a.shardmill, "run", base + ".yaml", "--report", rep_path]
     launcher = env["plain"] if ranks == 1 else env["mpirun"]
     argv, penv = launcher.command(ranks, threads, argv_sm, base + ".spawn")
-    plan = plan_of(a, base + ".yaml", ranks, threads, env["bandwidth"][variant]["bytes_per_s"])
+    plan = {} if a.quick else plan_of(a, base + ".yaml", ranks, threads,  # quick: no time
+                                      env["bandwidth"][variant]["bytes_per_s"])
     cold = drop_caches(a)
     busy = machine.busy_cores(0.3)
     load = os.getloadavg()
