@@ -28,13 +28,15 @@ static uint64_t mul_sat(uint64_t a, uint64_t b)
 
 unsigned sm_run_read_windows(uint64_t window_bytes, uint64_t window_budget)
 {
-    return window_bytes > 0 && window_bytes <= window_budget / 2 ? 2 : 1;
+    /* the other buffers of a run (shards, levels, codecs) take about what one window does of the
+     * rest: two windows only when both fit half of the window budget */
+    return window_bytes > 0 && window_bytes <= window_budget / 4 ? 2 : 1;
 }
 
 /* A source read at any box reads a shard's box row by row: a shard narrower than the input's
  * last axis makes one read call per row of the shard, each of its width. Below this many bytes
  * per row the shards of a row of the grid along the last axis are one group, read as whole rows
- * (a strip's rows in one call). */
+ * (a strip's rows in one call), when that window fits a quarter of the window budget. */
 #define SM_RUN_ROW_READ_MIN (64u * 1024u)
 
 static uint64_t random_run(const struct sm_tiling *grid, unsigned d, size_t elem)
@@ -101,7 +103,10 @@ void sm_run_read_plan(const struct sm_array_meta *m, enum sm_source_access acces
     rp->roi_bytes = roi;
     rp->window_bytes = several ? window : 0;
     rp->window_budget = memory_bytes == 0 ? UINT64_MAX : memory_bytes / 2;
-    rp->windowed = several && window <= rp->window_budget;
+    /* a source read at any box needs no window: its rows are grouped only into a quarter of the
+     * budget, so the read stays within what it read shard by shard */
+    rp->windowed = several && window <= (access == SM_SOURCE_BLOCKS ? rp->window_budget
+                                                                    : rp->window_budget / 4);
     rp->windows = rp->windowed ? sm_run_read_windows(window, rp->window_budget) : 1;
     if (access != SM_SOURCE_BLOCKS && !rp->windowed) { /* rows read shard by shard, as before */
         (void)sm_tiling_init(&rp->groups, nd, m->shape, grid->roi_offset, grid->roi_shape,

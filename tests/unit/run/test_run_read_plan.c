@@ -100,7 +100,8 @@ static void aligned_or_random_access_needs_no_group(void **state)
 
 /* A source read at any box with shards narrower than a row (256 bytes of a 2 KiB row): each
  * shard would read one row at a time, 256 bytes a call; the shards of a row of the grid along x
- * are one group, read as whole rows. Without the memory for it, each shard reads its own rows. */
+ * are one group, read as whole rows, when its window fits a quarter of the window budget; else
+ * each shard reads its own rows. */
 static void random_access_groups_narrow_rows(void **state)
 {
     (void)state;
@@ -115,29 +116,30 @@ static void random_access_groups_narrow_rows(void **state)
     assert_int_equal(rp.groups.ntiles, 8);
     assert_int_equal(rp.window_bytes, 64 * 128 * 1024 * 2);
     assert_int_equal(rp.pass_bytes, rp.roi_bytes);
-    sm_run_read_plan(&raw, SM_SOURCE_RANDOM, &rg, 16 * MIB, &rp); /* a window of 16 MiB: no */
+    sm_run_read_plan(&raw, SM_SOURCE_RANDOM, &rg, 64 * MIB, &rp); /* 16 MiB > a quarter of 32 */
     assert_false(rp.windowed);
     assert_int_equal(rp.groups.ntiles, rg.ntiles);
     assert_int_equal(rp.window_bytes, 0);
     assert_int_equal(rp.pass_bytes, rp.roi_bytes);
 }
 
-/* Two windows when two fit the window budget: the next group is read while the current one is
- * processed. A 64 MiB slab window: 256 MiB (budget 128 MiB) reads ahead, 192 MiB (96) does not. */
+/* Two windows when two fit half of the window budget: the next group is read while the current
+ * one is processed. A 64 MiB slab window: 512 MiB (budget 256 MiB) reads ahead, 384 MiB (192)
+ * does not. */
 static void the_next_group_is_read_ahead_when_two_windows_fit(void **state)
 {
     (void)state;
-    assert_int_equal(sm_run_read_windows(64 * MIB, 128 * MIB), 2);
-    assert_int_equal(sm_run_read_windows(64 * MIB, 96 * MIB), 1);
+    assert_int_equal(sm_run_read_windows(64 * MIB, 256 * MIB), 2);
+    assert_int_equal(sm_run_read_windows(64 * MIB, 192 * MIB), 1);
     assert_int_equal(sm_run_read_windows(0, 96 * MIB), 1);
     const struct sm_array_meta m = volume(128, 1024, 1024, 1, 1024, 1024);
     const struct sm_tiling g = shards(&m, NULL, NULL, 32, 128, 128);
     struct sm_read_plan rp;
-    sm_run_read_plan(&m, SM_SOURCE_BLOCKS, &g, 256 * MIB, &rp);
+    sm_run_read_plan(&m, SM_SOURCE_BLOCKS, &g, 512 * MIB, &rp);
     assert_true(rp.windowed);
     assert_int_equal(rp.window_bytes, 64 * MIB);
     assert_int_equal(rp.windows, 2);
-    sm_run_read_plan(&m, SM_SOURCE_BLOCKS, &g, 192 * MIB, &rp);
+    sm_run_read_plan(&m, SM_SOURCE_BLOCKS, &g, 384 * MIB, &rp);
     assert_true(rp.windowed);
     assert_int_equal(rp.windows, 1);
     sm_run_read_plan(&m, SM_SOURCE_STREAM, &g, 1024 * MIB, &rp); /* the source holds the slabs */
