@@ -601,13 +601,16 @@ static uint64_t index_cache_bytes(const struct sm_job_config *c, const struct sm
     return all < c->input.index_cache_bytes ? all : c->input.index_cache_bytes;
 }
 
-/* The largest window a rank holds: a windowed pass's group box (one group at a time per rank;
- * the write pass only when it reads). */
+/* The largest window a rank holds: a windowed pass's group box (one group at a time per rank, two
+ * when the next is read ahead: rp.windows; the write pass only when it reads). */
 static uint64_t window_bytes(const struct sm_plan_estimate *e)
 {
-    const uint64_t scan = e->two_pass && e->rp_scan.windowed ? e->rp_scan.window_bytes : 0;
-    const uint64_t write =
-        e->convert && !e->kept && e->rp_write.windowed ? e->rp_write.window_bytes : 0;
+    const uint64_t scan = e->two_pass && e->rp_scan.windowed
+                              ? e->rp_scan.window_bytes * (e->rp_scan.windows > 1 ? 2 : 1)
+                              : 0;
+    const uint64_t write = e->convert && !e->kept && e->rp_write.windowed
+                               ? e->rp_write.window_bytes * (e->rp_write.windows > 1 ? 2 : 1)
+                               : 0;
     return scan > write ? scan : write;
 }
 
@@ -909,8 +912,9 @@ static json_t *read_json(const struct sm_plan_estimate *e)
                                                 "ratio", ratio, "read_s", e->t.read[p]));
     }
     json_t *layout =
-        json_pack("{s:o,s:o,s:b,s:s}", "groups", sm_json_u64(rp->groups.ntiles), "window_bytes",
-                  sm_json_u64(rp->window_bytes), "windowed", rp->windowed, "why", rp->why);
+        json_pack("{s:o,s:o,s:b,s:i,s:s}", "groups", sm_json_u64(rp->groups.ntiles), "window_bytes",
+                  sm_json_u64(rp->window_bytes), "windowed", rp->windowed, "windows",
+                  rp->windowed ? (int)(rp->windows > 1 ? 2 : 1) : 0, "why", rp->why);
     json_t *bw = e->fs_read_bytes_per_s > 0 ? json_real(e->fs_read_bytes_per_s) : json_null();
     return json_pack("{s:o,s:s,s:o,s:f,s:o,s:s,s:o}", "input_bytes", sm_json_u64(e->disk_bytes),
                      "input_bytes_from", e->disk_from, "passes", passes, "read_ratio", worst,

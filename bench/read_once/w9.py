@@ -35,16 +35,22 @@ slow everyone's builds). Per run it records:
     report has no `passes` yet, the per-pass ratio from io.source.bytes_read (decoded bytes then)
     over the passes made (two unless every rank kept its input) and the decoded size;
   - peak RSS per rank (wait4) against limits.memory_bytes; the output's files and levels;
-  - the floor: max(passes x the input's size on disk / the disk's cold read bandwidth, the
-    output's bytes (every level) / (zstd -3's measured per-core speed x ranks x threads)), the
-    bandwidth measured here (cache dropped, the input's files read in order with 8 MiB reads, up
-    to --bw-bytes) and the codec speed on the sampled output chunks (python-zstandard, the same
-    libzstd); wall / floor;
+  - the floor (docs/BENCHMARKS.md "W9"): per pass max(read, decode [+ encode in the write
+    pass]), summed over the passes (a percentile finishes its scan before writing; a kept input
+    adds the encode alone), read = the input's size on disk / the disk's cold read bandwidth
+    (measured here: cache dropped, the input's files read in order with 8 MiB reads, up to
+    --bw-bytes), encode = the output's bytes (every level) / (zstd -3's per-core speed x ranks x
+    threads) on the sampled output chunks (python-zstandard, the same libzstd), decode = a
+    compressed input's decoded bytes / (zlib's inflate per-core speed x ranks x threads) on the
+    sampled box cut in the input's blocks; wall / floor; user+sys CPU of the run and the load
+    average before it;
+  - `shardmill plan --cache cold --fs-read-bandwidth <measured>`'s estimate (and with the rates'
+    own cold bandwidth) and its error against the wall time (target +-25 %);
   - values: the report's window equals NumPy's percentiles of the generator's histogram, and
     --samples level-0 shards (seeded choice) decoded by shardmill_test.zarr_decode equal NumPy's
     rint(float32(window(v)) x 65535) of the input box read back by tifffile / h5py.
 Targets (issue 33 "Done when"), printed PASS/FAIL: read ratio <= 1.05 per pass, wall <= 1.3 x
-floor, peak RSS per rank < limits.memory_bytes, values equal. The full profile exits 1 only on a
+floor, plan within +-25 % of the wall, peak RSS per rank < limits.memory_bytes, values equal. The full profile exits 1 only on a
 failed run or wrong values; --quick exits 1 also when a pass reads more than 1.05x, by the
 report or by the process tree's rchar (<= 1.05 x passes x the input on disk + 1 MiB), never on
 time. --quick: a 64x1024x1024 stack of every variant in OUT/w9-quick-data (deleted), shards
@@ -56,6 +62,7 @@ import argparse
 import json
 import os
 import random
+import resource
 import shutil
 import signal
 import subprocess
@@ -85,6 +92,7 @@ CONFIGS = {"1x2": (1, 2), "2x1": (2, 1)}
 PCT = (1, 99)
 RATIO_TARGET = 1.05
 FLOOR_TARGET = 1.3
+PLAN_TARGET = 0.25
 SEED = 20261207
 H5_DATASET = "/volume"
 
@@ -340,7 +348,8 @@ def pass_figures(rep, man, ranks):
 
 
 def check_values(a, rec, man, out, lo_hi):
-    """Sampled level-0 shards against NumPy; a list of problems; the encode speed sample."""
+    """Sampled level-0 shards against NumPy; a list of problems; the encode speed sample (output
+    bytes per second per core) and, for a compressed input, its decode speed (decoded bytes/s)."""
     problems = []
     paths, metas = levels_of(out)
     meta = metas[0]
@@ -349,9 +358,12 @@ def check_values(a, rec, man, out, lo_hi):
     picks = random.Random(f"{SEED}-{rec['tag']}").sample(
         [idx for idx in np.ndindex(*grid)], min(a.samples, int(np.prod(grid))))
     lo, hi = lo_hi
+    import zlib
     import zstandard
     enc = zstandard.ZstdCompressor(level=3)
     enc_bytes, enc_s = 0, 0.0
+    dec_bytes, dec_s = 0, 0.0
+    compressed = man["variant"] in ("tiff_tiled", "hdf5_slices", "hdf5_cubes")
     rec["sampled_shards"] = []
     for idx in picks:
         off = [i * c for i, c in zip(idx, shard)]
@@ -377,7 +389,49 @@ def check_values(a, rec, man, out, lo_hi):
             enc.compress(b)
         enc_s += time.perf_counter() - t0
         enc_bytes += sum(len(b) for b in blobs)
-    return problems, (enc_bytes / enc_s if enc_s else None)
+        if compressed:  # the input's own blocks deflated (level 4, as written), inflated by zlib
+            dec_bytes, dec_s = input_decode(man, vals, dec_bytes, dec_s, zlib)
+    return problems, (enc_bytes / enc_s if enc_s else None), (dec_bytes / dec_s if dec_s else None)
+
+
+def input_decode(man, vals, nbytes, secs, zlib):
+    """Adds the time zlib takes to inflate the sampled box cut in the input's own blocks (tiles
+    of a tiled TIFF, the HDF5 chunk's part in the box), deflated at level 4 as generated."""
+    if man["variant"] == "tiff_tiled":
+        block = (1, 256, 256)
+    elif man["variant"] == "hdf5_slices":
+        block = (1,) + vals.shape[1:]
+    else:
+        block = (64, 64, 64)
+    blobs = []
+    for jdx in np.ndindex(*[-(-n // c) for n, c in zip(vals.shape, block)]):
+        b = vals[tuple(slice(j * c, (j + 1) * c) for j, c in zip(jdx, block))]
+        blobs.append(zlib.compress(np.ascontiguousarray(b).tobytes(), 4))
+    t0 = time.perf_counter()
+    for b in blobs:
+        nbytes += len(zlib.decompress(b))
+    return nbytes, secs + time.perf_counter() - t0
+
+
+def plan_of(a, yaml_path, ranks, threads, bw):
+    """`shardmill plan --cache cold` of the job: its estimate in seconds, with the disk's read
+    bandwidth measured here (--fs-read-bandwidth) and with the rates' own cold bandwidth."""
+    rec = {}
+    for key, extra in (("measured_bw", ["--fs-read-bandwidth", str(int(bw))] if bw else None),
+                       ("rates_bw", [])):
+        if extra is None:
+            continue
+        argv = [a.shardmill, "plan", yaml_path, "--ranks", str(ranks), "--threads", str(threads),
+                "--cache", "cold", "--json"] + extra
+        r = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        if r.returncode != 0:
+            rec[key] = {"error": r.stderr.strip()[-300:]}
+            continue
+        est = json.loads(r.stdout)["estimate"]
+        rec[key] = {"seconds": est["seconds"], "terms_s": est.get("terms_s"),
+                    "fs_read_bytes_per_s": (est.get("read") or {}).get("fs_read_bytes_per_s"),
+                    "peak_rss_bytes_per_rank": est.get("peak_rss_bytes_per_rank")}
+    return rec
 
 
 def one_run(a, env, man, variant, layout, cfg):
@@ -391,18 +445,26 @@ def one_run(a, env, man, variant, layout, cfg):
     argv_sm = [a.shardmill, "run", base + ".yaml", "--report", rep_path]
     launcher = env["plain"] if ranks == 1 else env["mpirun"]
     argv, penv = launcher.command(ranks, threads, argv_sm, base + ".spawn")
+    plan = {} if a.quick else plan_of(a, base + ".yaml", ranks, threads,  # quick: no time
+                                      env["bandwidth"][variant]["bytes_per_s"])
     cold = drop_caches(a)
     busy = machine.busy_cores(0.3)
+    load = os.getloadavg()
     r0 = rchar()
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
     with open(base + ".stdout", "wb") as so, open(base + ".stderr", "wb") as se:
         rc = subprocess.run(argv, env=penv, stdout=so, stderr=se,
                             stdin=subprocess.DEVNULL).returncode
     wall = time.monotonic() - t0
     tree_rchar = rchar() - r0
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu_s = {"user": round(ru.ru_utime - ru0.ru_utime, 2), "sys": round(ru.ru_stime - ru0.ru_stime, 2)}
     rec = {"tag": tag, "variant": variant, "layout": layout, "config": cfg, "ranks": ranks,
            "threads": threads, "cold": cold, "wall_s": round(wall, 3), "launcher_rc": rc,
-           "busy_cores_before": busy, "tree_rchar": tree_rchar, "input_bytes": man["input_bytes"],
+           "busy_cores_before": busy, "loadavg_before": [round(x, 2) for x in load],
+           "loadavg_after": [round(x, 2) for x in os.getloadavg()],
+           "cpu_s": cpu_s, "plan": plan, "tree_rchar": tree_rchar, "input_bytes": man["input_bytes"],
            "tree_rchar_ratio": round(tree_rchar / man["input_bytes"], 4),
            "per_rank": sm_launch.spawn_results(base + ".spawn", ranks), "problems": []}
     with open(base + ".stderr", errors="replace") as f:
@@ -436,26 +498,48 @@ def one_run(a, env, man, variant, layout, cfg):
     n = rec["report"]["normalization"] or {}
     if [n.get("lo"), n.get("hi")] != [float(lo_hi[0]), float(lo_hi[1])]:
         rec["problems"].append(f"window {[n.get('lo'), n.get('hi')]} != NumPy's {lo_hi}")
-    probs, enc_speed = check_values(a, rec, man, out, lo_hi)
+    probs, enc_speed, dec_speed = check_values(a, rec, man, out, lo_hi)
     rec["problems"] += probs
     shutil.rmtree(out, ignore_errors=True)
-    # the floor
+    # the floor (docs/BENCHMARKS.md "W9"): a percentile job finishes its scan pass before it
+    # writes anything, so the passes add up; within a pass the reads overlap the codec work spread
+    # over every core: scan = max(read, decode), write = max(read, decode + encode) (a kept input:
+    # no write read, no decode); decode only for a compressed input
     bw = env["bandwidth"][variant]["bytes_per_s"]
-    npasses = len(rec["passes"])
-    read_s = npasses * man["input_bytes"] / bw if bw else None
-    enc_s = out_bytes / (enc_speed * ranks * threads) if enc_speed else None
-    rec["floor"] = {"passes": npasses, "read_s": read_s and round(read_s, 3),
-                    "disk_bytes_per_s": bw, "encode_bytes_per_s_per_core": enc_speed,
-                    "output_decoded_bytes": out_bytes, "encode_s": enc_s and round(enc_s, 3),
-                    "floor_s": round(max(read_s or 0, enc_s or 0), 3)}
+    cores = ranks * threads
+    read_s = man["input_bytes"] / bw if bw else 0.0
+    dec_s = man["decoded_bytes"] / (dec_speed * cores) if dec_speed else 0.0
+    enc_s = out_bytes / (enc_speed * cores) if enc_speed else 0.0
+    names = [p.get("pass") for p in rec["passes"]]
+    floor_s, terms = 0.0, []
+    for name in names:
+        if name == "write":
+            t = max(read_s, dec_s + enc_s)
+        else:  # scan, range, or a pass of the older report's even split
+            t = max(read_s, dec_s)
+        terms.append({"pass": name, "seconds": round(t, 3)})
+        floor_s += t
+    if "write" not in names:  # the scan kept the input: the write only encodes
+        terms.append({"pass": "write (kept input: encode only)", "seconds": round(enc_s, 3)})
+        floor_s += enc_s
+    rec["floor"] = {"passes": len(names), "read_s": round(read_s, 3), "disk_bytes_per_s": bw,
+                    "encode_bytes_per_s_per_core": enc_speed,
+                    "decode_bytes_per_s_per_core": dec_speed,
+                    "output_decoded_bytes": out_bytes, "encode_s": round(enc_s, 3),
+                    "decode_s": round(dec_s, 3), "per_pass": terms,
+                    "floor_s": round(floor_s, 3)}
     rec["wall_over_floor"] = round(wall / rec["floor"]["floor_s"], 3) \
         if rec["floor"]["floor_s"] else None
+    pm = (plan.get("measured_bw") or {}).get("seconds")
+    rec["plan_s"] = pm and round(pm, 1)
+    rec["plan_error"] = round((pm - wall) / wall, 3) if pm else None
     rec["ok"] = not rec["problems"]
     results.log(f"w9 {variant} {layout} {cfg}: {wall:.1f} s ({'cold' if cold else 'warm'}), "
                 f"read ratio {rec['read_ratio']:.3f} per pass ({rec['passes_from']}), tree rchar "
                 f"{rec['tree_rchar_ratio']}x, RSS/rank "
                 f"{[round((x or 0) / MIB) for x in rec['peak_rss_per_rank_bytes']]} MiB, files "
-                f"{rec['files']}, floor {rec['floor']['floor_s']} s"
+                f"{rec['files']}, floor {rec['floor']['floor_s']} s, plan {rec['plan_s']} s, "
+                f"cpu {cpu_s}, load {rec['loadavg_before'][0]}"
                 + ("" if rec["ok"] else f" PROBLEMS {rec['problems']}"))
     return rec
 
@@ -487,6 +571,10 @@ def targets(a, runs):
                         "value": r["wall_over_floor"], "target": f"<= {FLOOR_TARGET}",
                         "pass": r["wall_over_floor"] is not None and
                         r["wall_over_floor"] <= FLOOR_TARGET})
+            out.append({"what": f"{name}: plan --cache cold (measured bandwidth) vs wall",
+                        "value": r.get("plan_error"), "target": f"within +-{PLAN_TARGET:.0%}",
+                        "pass": r.get("plan_error") is not None and
+                        abs(r["plan_error"]) <= PLAN_TARGET})
         rss = max(x or 0 for x in r["peak_rss_per_rank_bytes"])
         out.append({"what": f"{name}: peak RSS per rank", "value": rss,
                     "target": f"< {a.prof['memory']}", "pass": rss < a.prof["memory"]})
@@ -496,17 +584,24 @@ def targets(a, runs):
 
 
 def table(res):
-    lines = ["| input | layout | ranks×threads | wall s | floor s | wall/floor | read ratio per "
-             "pass | tree rchar / input | peak RSS/rank MiB | files | values |",
-             "|---|---|---|---:|---:|---:|---|---:|---:|---:|---|"]
+    lines = ["| input | layout | ranks×threads | wall s | user+sys s | load | floor s | wall/floor | "
+             "plan s | plan error | read ratio per pass | tree rchar / input | peak RSS/rank MiB | "
+             "files | values |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---|"]
     for r in res["runs"]:
         if not r.get("passes"):
             lines.append(f"| {r['variant']} | {r['layout']} | {r['config']} | failed: "
                          f"{r['problems']} |")
             continue
         ratios = ", ".join(f"{p['ratio']:.3f}" for p in r["passes"])
+        cpu = r.get("cpu_s") or {}
+        cpu_t = f"{cpu['user'] + cpu['sys']:.1f}" if cpu else "-"
+        load = f"{r['loadavg_before'][0]:.1f}" if r.get("loadavg_before") else "-"
+        plan = f"{r['plan_s']:.1f}" if r.get("plan_s") else "-"
+        perr = f"{r['plan_error'] * 100:+.0f} %" if r.get("plan_error") is not None else "-"
         lines.append(f"| {r['variant']} | {r['layout']} | {r['config']} | {r['wall_s']:.1f} | "
-                     f"{r['floor']['floor_s']:.1f} | {r['wall_over_floor']} | {ratios} | "
+                     f"{cpu_t} | {load} | {r['floor']['floor_s']:.1f} | {r['wall_over_floor']} | "
+                     f"{plan} | {perr} | {ratios} | "
                      f"{r['tree_rchar_ratio']:.2f} | "
                      f"{max(x or 0 for x in r['peak_rss_per_rank_bytes']) / MIB:.0f} | "
                      f"{r['files']} | {'equal' if r['ok'] else 'DIFFER'} |")

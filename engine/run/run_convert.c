@@ -448,6 +448,8 @@ static sm_status ph_plan(void *ctx, struct sm_err *err)
         cv->nmine = cv->shards.count;
     }
     sm_run_window_init(&cv->win, cv->m->ndim, sm_dtype_size(cv->m->dtype), &cv->m->chunk_shape[0]);
+    sm_run_window_init(&cv->ahead, cv->m->ndim, sm_dtype_size(cv->m->dtype),
+                       &cv->m->chunk_shape[0]);
     if (cv->src != NULL && !c->tile.set) { /* a source's tiles are the shards: read once */
         memcpy(cv->su.tile, cv->grid.tile, sizeof(cv->su.tile));
         cv->su.tiling = cv->grid;
@@ -509,6 +511,29 @@ static void scan_merge(struct sm_scan_result *into, const struct sm_scan_result 
     into->process_ns += r->process_ns;
 }
 
+struct scan_group {
+    const struct sm_scan_params *sp;
+    struct sm_run_progress_base pb;
+};
+
+/* One group's shards scanned as tiles from the window, into the rank's scan. */
+static sm_status scan_group(struct cv *cv, void *user, uint64_t k, const uint64_t *off,
+                            const uint64_t *shape, struct sm_err *err)
+{
+    (void)k;
+    struct scan_group *sg = user;
+    struct sm_tiling sub; /* the group's shards as tiles */
+    SM_TRY(sm_tiling_init(&sub, cv->m->ndim, cv->m->shape, off, shape, cv->grid.tile, err));
+    struct sm_scan_result r;
+    const sm_status st = sm_scan_tiles(NULL, &sub, 0, sub.ntiles, sg->sp, &r, err);
+    if (st == SM_OK) {
+        scan_merge(&cv->res->scan, &r);
+        sm_run_progress_next(&sg->pb);
+    }
+    sm_scan_result_destroy(&r);
+    return st;
+}
+
 /* The scan of a grouped rank: each group's box read once into the window and its shards scanned
  * from there. When the rank's whole box fits what a kept input may hold, it is the one window,
  * read once, and the write cuts its shards from it too (the input read once in all). */
@@ -531,23 +556,10 @@ static sm_status scan_groups(struct cv *cv, struct sm_err *err)
             cv->keep_bytes = n; /* reported as the kept input */
         }
     }
-    struct sm_run_progress_base pb = {sp.progress, sp.progress_user, 0, 0, 0, 0};
+    struct scan_group sg = {&sp, {sp.progress, sp.progress_user, 0, 0, 0, 0}};
     sp.progress = sm_run_progress_based;
-    sp.progress_user = &pb;
-    for (uint64_t k = 0; k < cv->gmine.count; k++) {
-        sm_tiling_box(&cv->rp.groups, cv->gmine.first + k, off, shape);
-        SM_TRY(sm_cv_window_load(cv, off, shape, err));
-        struct sm_tiling sub; /* the group's shards as tiles */
-        SM_TRY(sm_tiling_init(&sub, cv->m->ndim, cv->m->shape, off, shape, cv->grid.tile, err));
-        struct sm_scan_result r;
-        const sm_status st = sm_scan_tiles(NULL, &sub, 0, sub.ntiles, &sp, &r, err);
-        if (st == SM_OK) {
-            scan_merge(&cv->res->scan, &r);
-            sm_run_progress_next(&pb);
-        }
-        sm_scan_result_destroy(&r);
-        SM_TRY(st);
-    }
+    sp.progress_user = &sg.pb;
+    SM_TRY(sm_cv_groups(cv, scan_group, &sg, err));
     sm_hist_finish(&cv->res->scan.hist);
     return SM_OK;
 }
@@ -696,6 +708,7 @@ static void cv_free(struct cv *cv)
     sm_free(cv->order);
     sm_free(cv->gstart);
     sm_run_window_free(&cv->win);
+    sm_run_window_free(&cv->ahead);
 }
 
 sm_status sm_run_convert(const struct sm_convert_run *p, struct sm_run_result *res,

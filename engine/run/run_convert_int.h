@@ -62,6 +62,7 @@ struct cv {
     uint64_t *gstart; /* grouped: where each of gmine's groups starts in order (count + 1) */
     uint64_t nmine;   /* this rank's shards */
     struct sm_run_window win;
+    struct sm_run_window ahead; /* rp.windows 2: the next group's, read while win is processed */
     /* scan */
     uint8_t *keep; /* the decoded input box of this rank's tiles, or NULL */
     size_t keep_bytes;
@@ -89,6 +90,13 @@ struct cv {
  * group, read once per pass), unless the window holds it already. */
 sm_status sm_cv_window_load(struct cv *cv, const uint64_t *off, const uint64_t *shape,
                             struct sm_err *err);
+
+/* run_convert_write.c: each of this rank's groups (grouped) read into cv->win, then fn(cv, user,
+ * k, the group's box); with rp.windows 2 and a source, the next group is read into cv->ahead on
+ * a thread of its own while fn runs (windows swapped after). fn must not read the source. */
+typedef sm_status (*sm_cv_group_fn)(struct cv *cv, void *user, uint64_t k, const uint64_t *off,
+                                    const uint64_t *shape, struct sm_err *err);
+sm_status sm_cv_groups(struct cv *cv, sm_cv_group_fn fn, void *user, struct sm_err *err);
 
 /* run_convert_write.c: the phases write, flush (with its cleanup) and statistics */
 sm_status sm_cv_write(void *ctx, struct sm_err *err);

@@ -214,35 +214,77 @@ sm_status sm_cv_window_load(struct cv *cv, const uint64_t *off, const uint64_t *
                            : sm_run_window_load_array(&cv->win, cv->res->array, off, shape, err);
 }
 
-/* A grouped rank's write: each group's box read into the window (unless the scan kept the rank's
- * whole box there), then the group's shards cut from it; the write results and the progress add
- * up over the groups. */
-static sm_status write_groups(struct cv *cv, const struct sm_write_job *all, struct sm_err *err)
+sm_status sm_cv_groups(struct cv *cv, sm_cv_group_fn fn, void *user, struct sm_err *err)
 {
-    struct sm_run_progress_base pb = {all->progress, all->progress_user, 0, 0, 0, 0};
-    struct sm_write_job job = *all;
-    job.progress = sm_run_progress_based;
-    job.progress_user = &pb;
-    memset(&cv->wr, 0, sizeof(cv->wr));
+    /* read ahead: a source read block by block (a stream's plan holds its slabs), two windows */
+    const bool ahead = cv->rp.windows > 1 && cv->src != NULL &&
+                       sm_source_info(cv->src)->access != SM_SOURCE_STREAM;
+    struct sm_run_prefetch pf = {.running = false};
     for (uint64_t k = 0; k < cv->gmine.count; k++) {
         uint64_t off[SM_MAX_DIMS], shape[SM_MAX_DIMS];
         sm_tiling_box(&cv->rp.groups, cv->gmine.first + k, off, shape);
+        if (pf.running) { /* the window read ahead holds this group */
+            SM_TRY(sm_run_prefetch_join(&pf, err));
+            const struct sm_run_window w = cv->win;
+            cv->win = cv->ahead;
+            cv->ahead = w;
+        }
         SM_TRY(sm_run_stop_check(cv->p->c.stop, SM_OK, err));
         SM_TRY(sm_cv_window_load(cv, off, shape, err));
-        job.list = cv->order + cv->gstart[k];
-        job.count = cv->gstart[k + 1] - cv->gstart[k];
-        struct sm_write_result r;
-        const sm_status st = sm_write_shards(cv->w, cv->out, &job, &r, err);
-        cv->wr.written += r.written;
-        cv->wr.kept += r.kept;
-        cv->wr.bytes += r.bytes;
-        cv->wr.fill_ns += r.fill_ns;
-        cv->wr.encode_ns += r.encode_ns;
-        cv->wr.write_ns += r.write_ns;
-        sm_run_progress_next(&pb);
-        SM_TRY(st);
+        if (ahead && k + 1 < cv->gmine.count) {
+            uint64_t noff[SM_MAX_DIMS], nshape[SM_MAX_DIMS];
+            sm_tiling_box(&cv->rp.groups, cv->gmine.first + k + 1, noff, nshape);
+            if (!sm_run_window_covers(&cv->win, noff, nshape)) {
+                SM_TRY(sm_run_prefetch_start(&pf, &cv->ahead, cv->src, cv->nthreads, cv->p->c.stop,
+                                             noff, nshape, err));
+            }
+        }
+        const sm_status st = fn(cv, user, k, off, shape, err);
+        if (st != SM_OK) {
+            struct sm_err ignored;
+            (void)sm_run_prefetch_join(&pf, &ignored);
+            return st;
+        }
     }
     return SM_OK;
+}
+
+struct write_group {
+    const struct sm_write_job *all;
+    struct sm_write_job job;
+    struct sm_run_progress_base pb;
+};
+
+static sm_status write_group(struct cv *cv, void *user, uint64_t k, const uint64_t *off,
+                             const uint64_t *shape, struct sm_err *err)
+{
+    (void)off;
+    (void)shape;
+    struct write_group *wg = user;
+    wg->job.list = cv->order + cv->gstart[k];
+    wg->job.count = cv->gstart[k + 1] - cv->gstart[k];
+    struct sm_write_result r;
+    const sm_status st = sm_write_shards(cv->w, cv->out, &wg->job, &r, err);
+    cv->wr.written += r.written;
+    cv->wr.kept += r.kept;
+    cv->wr.bytes += r.bytes;
+    cv->wr.fill_ns += r.fill_ns;
+    cv->wr.encode_ns += r.encode_ns;
+    cv->wr.write_ns += r.write_ns;
+    sm_run_progress_next(&wg->pb);
+    return st;
+}
+
+/* A grouped rank's write: each group's box read into the window (unless the scan kept the rank's
+ * whole box there), then the group's shards cut from it (sm_cv_groups reads the next group ahead
+ * when two windows fit); the write results and the progress add up over the groups. */
+static sm_status write_groups(struct cv *cv, const struct sm_write_job *all, struct sm_err *err)
+{
+    struct write_group wg = {all, *all, {all->progress, all->progress_user, 0, 0, 0, 0}};
+    wg.job.progress = sm_run_progress_based;
+    wg.job.progress_user = &wg.pb;
+    memset(&cv->wr, 0, sizeof(cv->wr));
+    return sm_cv_groups(cv, write_group, &wg, err);
 }
 
 /* Phase write: this rank's block of shards (one pass: scanning the input of each). One pass

@@ -2,6 +2,8 @@
 #ifndef SM_RUN_RUN_INT_H
 #define SM_RUN_RUN_INT_H
 
+#include <pthread.h>
+
 #include "shardmill/pipeline.h"
 
 /* Ranks for a run: with mpi_comm set, par/ on a duplicate of it for the run's duration. *entered
@@ -62,6 +64,26 @@ sm_status sm_run_window_load_source(struct sm_run_window *w, struct sm_source *s
  * once, parallel outside a parallel region). */
 sm_status sm_run_window_load_array(struct sm_run_window *w, struct sm_array *a, const uint64_t *off,
                                    const uint64_t *shape, struct sm_err *err);
+/* A window read ahead on a thread of its own (sm_run_window_load_source there), so that the next
+ * group's input is read while the current group is scanned or written. Nothing else may read
+ * the source until the join. */
+struct sm_run_prefetch {
+    pthread_t thread;
+    bool running;
+    struct sm_run_window *w;
+    struct sm_source *src;
+    int threads;
+    const atomic_int *stop;
+    uint64_t off[SM_MAX_DIMS], shape[SM_MAX_DIMS];
+    sm_status st;
+    struct sm_err err;
+};
+/* Starts reading the box into w (when no thread can be started, reads it here, now). */
+sm_status sm_run_prefetch_start(struct sm_run_prefetch *p, struct sm_run_window *w,
+                                struct sm_source *src, int threads, const atomic_int *stop,
+                                const uint64_t *off, const uint64_t *shape, struct sm_err *err);
+/* Waits for a started read (none: SM_OK); its status and error. */
+sm_status sm_run_prefetch_join(struct sm_run_prefetch *p, struct sm_err *err);
 /* True when the window holds the box. */
 bool sm_run_window_covers(const struct sm_run_window *w, const uint64_t *off,
                           const uint64_t *shape);

@@ -26,6 +26,29 @@ static uint64_t mul_sat(uint64_t a, uint64_t b)
     return b != 0 && a > UINT64_MAX / b ? UINT64_MAX : a * b;
 }
 
+unsigned sm_run_read_windows(uint64_t window_bytes, uint64_t window_budget)
+{
+    /* the other buffers of a run (shards, levels, codecs) take about what one window does of the
+     * rest: two windows only when both fit half of the window budget */
+    return window_bytes > 0 && window_bytes <= window_budget / 4 ? 2 : 1;
+}
+
+/* A source read at any box reads a shard's box row by row: a shard narrower than the input's
+ * last axis makes one read call per row of the shard, each of its width. Below this many bytes
+ * per row the shards of a row of the grid along the last axis are one group, read as whole rows
+ * (a strip's rows in one call), when that window fits a quarter of the window budget. */
+#define SM_RUN_ROW_READ_MIN (64u * 1024u)
+
+static uint64_t random_run(const struct sm_tiling *grid, unsigned d, size_t elem)
+{
+    const unsigned last = grid->ndim - 1;
+    if (grid->ndim < 2 || d != last || grid->grid[d] < 2 ||
+        (uint64_t)elem * grid->tile[d] >= SM_RUN_ROW_READ_MIN) {
+        return 1;
+    }
+    return grid->grid[d];
+}
+
 /* A stream (.nii.gz) is inflated from its start to the end of a rank's box, so splitting it over
  * ranks does not shorten the read and makes every rank after the first inflate the bytes of the
  * ranks before it. The whole ROI is one group, on one rank, when the z slabs its plan holds fit
@@ -47,6 +70,7 @@ static void stream_plan(const struct sm_array_meta *m, const struct sm_tiling *g
                          one ? grid->roi_shape : grid->tile, &ignored);
     rp->window_bytes = one ? slabs : 0;
     rp->windowed = one;
+    rp->windows = 1; /* the source holds the slabs: nothing to read ahead */
 }
 
 void sm_run_read_plan(const struct sm_array_meta *m, enum sm_source_access access,
@@ -64,8 +88,9 @@ void sm_run_read_plan(const struct sm_array_meta *m, enum sm_source_access acces
     uint64_t gtile[SM_MAX_DIMS], roi = elem, window = elem;
     bool several = false;
     for (unsigned d = 0; d < nd; d++) {
-        const uint64_t r =
-            access == SM_SOURCE_BLOCKS ? group_run(grid->tile[d], u.shape[d], grid->grid[d]) : 1;
+        const uint64_t r = access == SM_SOURCE_BLOCKS
+                               ? group_run(grid->tile[d], u.shape[d], grid->grid[d])
+                               : random_run(grid, d, elem);
         several = several || r > 1;
         gtile[d] = grid->tile[d] * r;
         roi = mul_sat(roi, grid->roi_shape[d]);
@@ -78,7 +103,16 @@ void sm_run_read_plan(const struct sm_array_meta *m, enum sm_source_access acces
     rp->roi_bytes = roi;
     rp->window_bytes = several ? window : 0;
     rp->window_budget = memory_bytes == 0 ? UINT64_MAX : memory_bytes / 2;
-    rp->windowed = several && window <= rp->window_budget;
+    /* a source read at any box needs no window: its rows are grouped only into a quarter of the
+     * budget, so the read stays within what it read shard by shard */
+    rp->windowed = several && window <= (access == SM_SOURCE_BLOCKS ? rp->window_budget
+                                                                    : rp->window_budget / 4);
+    rp->windows = rp->windowed ? sm_run_read_windows(window, rp->window_budget) : 1;
+    if (access != SM_SOURCE_BLOCKS && !rp->windowed) { /* rows read shard by shard, as before */
+        (void)sm_tiling_init(&rp->groups, nd, m->shape, grid->roi_offset, grid->roi_shape,
+                             grid->tile, &ignored);
+        rp->window_bytes = 0;
+    }
     if (access != SM_SOURCE_BLOCKS) { /* every box reads its own bytes (a stream: its plan) */
         rp->pass_bytes = roi;
         return;
@@ -115,7 +149,8 @@ sm_status sm_run_input_layout(const struct sm_run_output *o, const struct sm_arr
     SM_TRY(sm_run_shard_grid(o, m, s, grid, &sp, err));
     sm_run_read_plan(m, access, grid, memory_bytes, rp);
     const bool shard_auto = !o->shard.set && sp.sharded && m->ndim > 0;
-    if (shard_auto && rp->window_bytes > rp->window_budget) {
+    /* random access never needs a window (rows are grouped only when it fits): keep the shard */
+    if (shard_auto && access == SM_SOURCE_BLOCKS && rp->window_bytes > rp->window_budget) {
         const uint64_t was = sp.shard[0];
         const uint64_t depth = fitting_depth(m, access, grid, sp.chunk[0], memory_bytes);
         if (depth != 0 && depth < was) {

@@ -125,6 +125,45 @@ sm_status sm_run_window_load_array(struct sm_run_window *w, struct sm_array *a, 
     return st;
 }
 
+static void *prefetch_main(void *arg)
+{
+    struct sm_run_prefetch *p = arg;
+    sm_err_clear(&p->err);
+    p->st = sm_run_window_load_source(p->w, p->src, p->threads, p->stop, p->off, p->shape, &p->err);
+    return NULL;
+}
+
+sm_status sm_run_prefetch_start(struct sm_run_prefetch *p, struct sm_run_window *w,
+                                struct sm_source *src, int threads, const atomic_int *stop,
+                                const uint64_t *off, const uint64_t *shape, struct sm_err *err)
+{
+    p->running = false;
+    p->w = w;
+    p->src = src;
+    p->threads = threads;
+    p->stop = stop;
+    memcpy(p->off, off, sizeof(p->off[0]) * w->ndim);
+    memcpy(p->shape, shape, sizeof(p->shape[0]) * w->ndim);
+    if (pthread_create(&p->thread, NULL, prefetch_main, p) != 0) {
+        return sm_run_window_load_source(w, src, threads, stop, off, shape, err); /* now */
+    }
+    p->running = true;
+    return SM_OK;
+}
+
+sm_status sm_run_prefetch_join(struct sm_run_prefetch *p, struct sm_err *err)
+{
+    if (!p->running) {
+        return SM_OK;
+    }
+    (void)pthread_join(p->thread, NULL);
+    p->running = false;
+    if (p->st != SM_OK) {
+        *err = p->err;
+    }
+    return p->st;
+}
+
 bool sm_run_window_covers(const struct sm_run_window *w, const uint64_t *off, const uint64_t *shape)
 {
     if (!w->valid) {

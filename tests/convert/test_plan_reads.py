@@ -7,8 +7,9 @@ Usage: /usr/bin/python3 test_plan_reads.py --shardmill BIN --work DIR --case rea
          narrow explicit shards [8,64,64] and a memory limit whose half cannot hold a group's
          window (1 MiB of a slice row): the write pass reads 16x the files (each of the 16
          shards of a slice inflates the whole strip), `read.layout.windowed` false; with 64 MiB
-         the group of 16 shards is read once into a window: 1.00x, and the peak RSS bound's
-         input part is that window (0 without one). --fs-read-bandwidth B gives
+         the group of 16 shards is read once into a window: 1.00x, two windows fit (the next group
+         is read ahead: `windows` 2), and the peak RSS bound's input part is both windows (0
+         without one). --fs-read-bandwidth B gives
          each pass read_s = bytes_read / B exactly and the write term is at least that; a
          percentile job whose input is kept reads in the scan pass only; a float32 stack's
          min/max pass (SPEC §5) is a `range` pass before the write; a rates file without
@@ -102,8 +103,11 @@ def case_reads(c, args, work):
                 est["read"]["layout"]["window_bytes"] == SHAPE[0] * SHAPE[1] * SHAPE[2] * 2 and
                 abs(w.get("bytes_read", 0) - disk) <= 1 and abs(w.get("ratio", 0) - 1) < 1e-9,
                 est["read"])
-        c.check("the peak RSS bound holds the window (input part)",
-                est["rss_parts_bytes"]["input"] == est["read"]["layout"]["window_bytes"],
+        lay = est["read"]["layout"]
+        c.check("two windows fit half of 64 MiB: the next group is read ahead (windows 2)",
+                lay.get("windows") == 2, lay)
+        c.check("the peak RSS bound holds both windows (input part)",
+                est["rss_parts_bytes"]["input"] == lay["window_bytes"] * lay.get("windows", 1),
                 est["rss_parts_bytes"])
 
     bw = 1 << 20

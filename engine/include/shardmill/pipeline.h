@@ -342,6 +342,9 @@ struct sm_read_plan {
     uint64_t window_bytes;   /* decoded input bytes of the largest group's box */
     uint64_t window_budget;  /* what one window may hold: a share of limits.memory_bytes */
     bool windowed;           /* groups of several shards are read through a window */
+    /* windows a windowed rank holds: 2 when two fit half the budget, so that the next group is read
+     * while the current one is scanned or written (sm_run_read_windows), else 1 */
+    unsigned windows;
     /* decoded input bytes one pass reads from storage, summed over ranks (blocks whole), and the
      * ROI's own decoded bytes: pass_bytes / roi_bytes is the pass's read amplification (1 when
      * windowed, aligned or random access) */
@@ -507,6 +510,9 @@ sm_status sm_run_input_layout(const struct sm_run_output *o, const struct sm_arr
 /* The read plan of an existing shard grid (sm_run_input_layout without choosing the shard). */
 void sm_run_read_plan(const struct sm_array_meta *m, enum sm_source_access access,
                       const struct sm_tiling *grid, uint64_t memory_bytes, struct sm_read_plan *rp);
+/* Windows a windowed rank holds (rp->windows): 2 when two windows of window_bytes fit half of
+ * window_budget (the next group is read while the current one is processed), else 1. */
+unsigned sm_run_read_windows(uint64_t window_bytes, uint64_t window_budget);
 
 /* ---- OME-Zarr output (SPEC §2) ---- */
 

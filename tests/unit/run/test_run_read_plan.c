@@ -78,7 +78,8 @@ static void a_window_that_does_not_fit_reads_per_shard(void **state)
     assert_int_equal(rp.pass_bytes, 64 * rp.roi_bytes);
 }
 
-/* Chunks that tile the shards, and sources read at any box: no group, no window, each byte once. */
+/* Chunks that tile the shards, and sources read at any box with rows of at least 64 KiB in a
+ * shard: no group, no window, each byte once. */
 static void aligned_or_random_access_needs_no_group(void **state)
 {
     (void)state;
@@ -89,12 +90,60 @@ static void aligned_or_random_access_needs_no_group(void **state)
     assert_false(rp.windowed);
     assert_int_equal(rp.groups.ntiles, g.ntiles);
     assert_int_equal(rp.pass_bytes, rp.roi_bytes);
-    const struct sm_array_meta raw = volume(64, 1024, 1024, 1, 1024, 1024);
-    const struct sm_tiling rg = shards(&raw, NULL, NULL, 64, 128, 128);
+    const struct sm_array_meta raw = volume(4, 1024, 65536, 1, 1024, 65536);
+    const struct sm_tiling rg = shards(&raw, NULL, NULL, 4, 128, 32768);
     sm_run_read_plan(&raw, SM_SOURCE_RANDOM, &rg, 0, &rp);
     assert_false(rp.windowed);
     assert_int_equal(rp.groups.ntiles, rg.ntiles);
     assert_int_equal(rp.pass_bytes, rp.roi_bytes);
+}
+
+/* A source read at any box with shards narrower than a row (256 bytes of a 2 KiB row): each
+ * shard would read one row at a time, 256 bytes a call; the shards of a row of the grid along x
+ * are one group, read as whole rows, when its window fits a quarter of the window budget; else
+ * each shard reads its own rows. */
+static void random_access_groups_narrow_rows(void **state)
+{
+    (void)state;
+    const struct sm_array_meta raw = volume(64, 1024, 1024, 1, 1024, 1024);
+    const struct sm_tiling rg = shards(&raw, NULL, NULL, 64, 128, 128);
+    struct sm_read_plan rp;
+    sm_run_read_plan(&raw, SM_SOURCE_RANDOM, &rg, 0, &rp);
+    assert_true(rp.windowed);
+    assert_int_equal(rp.groups.tile[0], 64);
+    assert_int_equal(rp.groups.tile[1], 128);
+    assert_int_equal(rp.groups.tile[2], 1024);
+    assert_int_equal(rp.groups.ntiles, 8);
+    assert_int_equal(rp.window_bytes, 64 * 128 * 1024 * 2);
+    assert_int_equal(rp.pass_bytes, rp.roi_bytes);
+    sm_run_read_plan(&raw, SM_SOURCE_RANDOM, &rg, 64 * MIB, &rp); /* 16 MiB > a quarter of 32 */
+    assert_false(rp.windowed);
+    assert_int_equal(rp.groups.ntiles, rg.ntiles);
+    assert_int_equal(rp.window_bytes, 0);
+    assert_int_equal(rp.pass_bytes, rp.roi_bytes);
+}
+
+/* Two windows when two fit half of the window budget: the next group is read while the current
+ * one is processed. A 64 MiB slab window: 512 MiB (budget 256 MiB) reads ahead, 384 MiB (192)
+ * does not. */
+static void the_next_group_is_read_ahead_when_two_windows_fit(void **state)
+{
+    (void)state;
+    assert_int_equal(sm_run_read_windows(64 * MIB, 256 * MIB), 2);
+    assert_int_equal(sm_run_read_windows(64 * MIB, 192 * MIB), 1);
+    assert_int_equal(sm_run_read_windows(0, 96 * MIB), 1);
+    const struct sm_array_meta m = volume(128, 1024, 1024, 1, 1024, 1024);
+    const struct sm_tiling g = shards(&m, NULL, NULL, 32, 128, 128);
+    struct sm_read_plan rp;
+    sm_run_read_plan(&m, SM_SOURCE_BLOCKS, &g, 512 * MIB, &rp);
+    assert_true(rp.windowed);
+    assert_int_equal(rp.window_bytes, 64 * MIB);
+    assert_int_equal(rp.windows, 2);
+    sm_run_read_plan(&m, SM_SOURCE_BLOCKS, &g, 384 * MIB, &rp);
+    assert_true(rp.windowed);
+    assert_int_equal(rp.windows, 1);
+    sm_run_read_plan(&m, SM_SOURCE_STREAM, &g, 1024 * MIB, &rp); /* the source holds the slabs */
+    assert_int_equal(rp.windows, 1);
 }
 
 /* 512-wide tiles over 256-wide shards: a group is 2 x 2 shards of one slab; 384-wide tiles need
@@ -202,6 +251,8 @@ int main(void)
         cmocka_unit_test(a_slice_read_whole_groups_a_slab),
         cmocka_unit_test(a_window_that_does_not_fit_reads_per_shard),
         cmocka_unit_test(aligned_or_random_access_needs_no_group),
+        cmocka_unit_test(random_access_groups_narrow_rows),
+        cmocka_unit_test(the_next_group_is_read_ahead_when_two_windows_fit),
         cmocka_unit_test(tiles_wider_than_a_shard_group_by_their_multiple),
         cmocka_unit_test(a_roi_inside_a_block_counts_the_shared_blocks),
         cmocka_unit_test(a_stream_is_one_group_when_it_fits),
