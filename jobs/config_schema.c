@@ -233,16 +233,8 @@ const struct sm_cfg_key sm_cfg_keys[] = {
     {.path = "input.format",
      .applies = SM_CFG_ALL_JOBS,
      .type = SM_CFG_NAME,
-     .choices = "zarr|n5|raw|nifti|tiff|hdf5",
+     .from = SM_CFG_FROM_FORMAT, /* choices, help and def_doc: the source registry */
      .flags = SM_CFGF_NULLABLE,
-     .def_doc = "convert and ingest: nifti for a .nii or .nii.gz file, tiff for a .tif or .tiff "
-                "file, hdf5 for a .h5, .hdf5 or .nxs file, else zarr (convert) or raw (ingest); "
-                "scan and read-bench: zarr",
-     .help = "what input.store holds (raw, nifti, tiff and hdf5 are read by convert and ingest; "
-             "scan and read-bench read zarr or n5; tiff: a "
-             "directory of 2-D slices in natural name order, or one multi-page file; hdf5: the "
-             "dataset input.hdf5.dataset of an HDF5 file; zarr and n5 are told apart by the "
-             "store's metadata, so either reads both)",
      .example = "nifti",
      FIELD(input.format)},
     {.path = "input.raw.dtype",
@@ -392,13 +384,9 @@ const struct sm_cfg_key sm_cfg_keys[] = {
     {.path = "normalize.mode",
      .applies = CONVERT_INGEST,
      .type = SM_CFG_ENUM,
-     .choices = "scale|window|percentile|none",
+     .from = SM_CFG_FROM_MODE, /* choices and help: the modes' descriptors */
      .def = "scale",
      .def_doc = "scale (ingest: none, the only mode it takes)",
-     .help = "scale: v / divisor; window: clamp((v - lo) / (hi - lo), 0, 1); percentile: window "
-             "between the lo-th and hi-th percentiles of the global histogram (SPEC §5); none: "
-             "the input's values and type kept (rechunk / re-encode, SPEC §2; output.dtype may "
-             "widen them losslessly)",
      .example = "percentile",
      FIELD(normalize.mode)},
     {.path = "normalize.divisor",
@@ -412,14 +400,14 @@ const struct sm_cfg_key sm_cfg_keys[] = {
     {.path = "normalize.lo",
      .applies = CONVERT_INGEST,
      .type = SM_CFG_FLOAT,
-     .def_doc = "required by window and percentile",
+     .from = SM_CFG_FROM_MODE_KEY,
      .help = "window: the value mapped to 0; percentile: a percentile in 0..100",
      .example = "1",
      FIELD(normalize.lo)},
     {.path = "normalize.hi",
      .applies = CONVERT_INGEST,
      .type = SM_CFG_FLOAT,
-     .def_doc = "required by window and percentile",
+     .from = SM_CFG_FROM_MODE_KEY,
      .help = "window: the value mapped to 1; percentile: a percentile in 0..100, above lo",
      .example = "99",
      FIELD(normalize.hi)},
@@ -465,18 +453,17 @@ const struct sm_cfg_key sm_cfg_keys[] = {
     {.path = "output.codec.name",
      .applies = CONVERT_INGEST,
      .type = SM_CFG_NAME,
-     .choices = "zstd|gzip|blosc|none",
+     .from = SM_CFG_FROM_CODEC, /* choices and help: the codecs with writer slots */
      .def = "zstd",
-     .help = "compression of the (inner) chunks",
      .example = "gzip",
      FIELD(output.codec)},
     {.path = "output.codec.level",
      .applies = CONVERT_INGEST,
      .type = SM_CFG_INT,
      .def = "3",
-     .min = -131072,
+     .min = -131072, /* the union of the writers' ranges (test_config_schema.c checks it) */
      .max = 22,
-     .help = "compression level: zstd -131072..22, gzip 0..9, blosc 0..9 (none ignores it)",
+     .from = SM_CFG_FROM_LEVEL, /* help: each writer's range */
      .example = "5",
      FIELD(output.codec_level)},
     {.path = "output.dtype",
@@ -978,7 +965,7 @@ const char *sm_cfg_expected(const struct sm_cfg_key *k, char *buf, size_t cap)
     case SM_CFG_ENUM:
     case SM_CFG_NAME: {
         size_t n = (size_t)snprintf(buf, cap, "one of ");
-        for (const char *c = k->choices; *c != '\0' && n + 3 < cap; c++) {
+        for (const char *c = sm_cfg_choices(k); *c != '\0' && n + 3 < cap; c++) {
             if (*c == '|') {
                 buf[n++] = ',';
                 buf[n++] = ' ';
@@ -1003,33 +990,4 @@ const char *sm_cfg_expected(const struct sm_cfg_key *k, char *buf, size_t cap)
                                                   : "a list of finite numbers like [0, 0, 0]";
     }
     return "?";
-}
-
-bool sm_cfg_used(const struct sm_cfg_key *k, const struct sm_job_config *c)
-{
-    if ((k->applies & SM_CFG_JOB(c->job)) == 0) {
-        return false;
-    }
-    /* the keys of one source, of an s3:// store, of an export (issue 32 #18) */
-    const char *fmt = c->input.format; /* NULL until the loader settles it: not yet known */
-    if (strncmp(k->path, "input.raw.", 10) == 0) {
-        return fmt == NULL || strcmp(fmt, "raw") == 0;
-    }
-    if (strncmp(k->path, "input.hdf5.", 11) == 0) {
-        return fmt == NULL || strcmp(fmt, "hdf5") == 0;
-    }
-    if (strncmp(k->path, "input.s3.", 9) == 0) {
-        return c->input.store == NULL || strncmp(c->input.store, "s3://", 5) == 0;
-    }
-    if (strncmp(k->path, "export.hdf5.", 12) == 0 && strcmp(k->path, "export.hdf5.path") != 0) {
-        return c->export_.hdf5_path != NULL;
-    }
-    const enum sm_norm_mode m = c->normalize.mode; /* the keys of one mode */
-    if (strcmp(k->path, "normalize.divisor") == 0) {
-        return m == SM_NORM_SCALE;
-    }
-    if (strcmp(k->path, "normalize.lo") == 0 || strcmp(k->path, "normalize.hi") == 0) {
-        return m == SM_NORM_WINDOW || m == SM_NORM_PERCENTILE;
-    }
-    return true;
 }
