@@ -46,7 +46,8 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .flags = SM_CFGF_NONEMPTY,
      .required = SM_CFG_ALL_JOBS,
      .help = "the input: a Zarr or N5 store path, file://, http(s):// or s3://bucket/prefix URL "
-             "(ingest: a local raw, NIfTI-1, TIFF or HDF5 file, or a directory of TIFF slices)",
+             "(convert and ingest: also a local file, or a directory of slices, of a source "
+             "input.format names)",
      .example = "http://127.0.0.1:8080/ct.zarr",
      FIELD(input.store)},
     {.path = "input.array",
@@ -62,8 +63,8 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .applies = CONVERT_INGEST,
      .type = SM_CFG_FLOATS,
      .flags = SM_CFGF_NULLABLE | SM_CFGF_POSITIVE,
-     .def_doc = "from the input (an OME-Zarr image's level scale, NIfTI pixdim, TIFF ImageJ or "
-                "OME-XML metadata or resolution tags), else 1 per axis",
+     .def_doc = "from the input (an OME-Zarr image's level scale, or what a source's file "
+                "states: its header, ImageJ or OME-XML metadata, resolution tags), else 1 per axis",
      .help = "voxel size per axis in z, y, x order (SPEC §2): the output's OME `scale` "
              "(x the level's factor per axis at level k), its provenance and the HDF5 export's "
              "attributes",
@@ -74,8 +75,8 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .type = SM_CFG_STRING,
      .path_class = SM_PATHC_NONE,
      .flags = SM_CFGF_NULLABLE | SM_CFGF_NONEMPTY | SM_CFGF_SPACE_UNIT,
-     .def_doc = "from the input (OME-Zarr axes, NIfTI xyzt_units, TIFF ImageJ or OME-XML "
-                "metadata or resolution tags), else none",
+     .def_doc = "from the input (OME-Zarr axes, or what a source's file states: its header's "
+                "units, ImageJ or OME-XML metadata, resolution tags), else none",
      .help = "unit of input.spacing, a UDUNITS-2 space unit as OME-Zarr wants (millimeter, "
              "micrometer, ...; `um` or `micron` are refused: micrometer)",
      .example = "millimeter",
@@ -430,11 +431,12 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .type = SM_CFG_DIMS,
      .flags = SM_CFGF_POSITIVE | SM_CFGF_AUTO,
      .def = "auto",
-     .def_doc = "auto: the inner chunk times powers of two, so that a shard holds 32-64 MiB of "
-                "output values (one shard when the output is smaller), made shallower on axis 0 "
-                "until a group of shards that share input read blocks (a TIFF strip, an HDF5 "
-                "chunk) fits half of limits.memory_bytes, so each input byte is read once per "
-                "pass (docs/internals/reading.md); [] writes an unsharded array",
+     .def_doc =
+         "auto: the inner chunk times powers of two, so that a shard holds 32-64 MiB of "
+         "output values (one shard when the output is smaller), made shallower on axis 0 "
+         "until a group of shards that share input read blocks (a strip of an image "
+         "file, a chunk) fits half of limits.memory_bytes, so each input byte is read once per "
+         "pass (docs/internals/reading.md); [] writes an unsharded array",
      .help = "shard shape of the output (SPEC §2 default layout: a volume of N bytes makes about "
              "N / 32 MiB shards; `plan` and `validate` print the layout)",
      .example = "[16, 64, 64]",
@@ -697,7 +699,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .min = 1,
      .max = SIZE_CAP,
      .help = "largest decoded chunk, and the most a codec may decode where the metadata does "
-             "not fix the size (a gzip, zstd or blosc header after another compressor), and an "
+             "not fix the size (a compressor's header after another compressor), and an "
              "HDF5 input's chunk (its values), checked before allocating; a larger one is exit "
              "5",
      .example = "256MiB",
@@ -756,7 +758,8 @@ const struct sm_cfg_group sm_cfg_groups[] = {
     {"job", "What to run."},
     {"input",
      "Where the volume comes from: the store and array, the encoded-object and "
-     "shard-index caches, HTTP behaviour, and the raw, NIfTI-1, TIFF or HDF5 source of `ingest`."},
+     "shard-index caches, HTTP behaviour, and the sources (`input.format`) of `convert` and "
+     "`ingest`."},
     {"roi", "The region of interest; by default the whole array."},
     {"tile", "How the ROI is cut into units of work."},
     {"passes", "Repetitions of a `scan` (benchmarks, cache checks)."},
