@@ -489,7 +489,7 @@ static sm_status check_output(struct lctx *cx)
 {
     struct sm_job_config *c = cx->cfg;
     const char *codec = c->output.codec;
-    const struct sm_codec_ops *ops = sm_codec_find(codec); /* its writer's level range */
+    const struct sm_codec_ops *ops = sm_codec_find_writer(codec); /* its writer's level range */
     const struct sm_codec_writer *w = ops != NULL ? ops->writer : NULL;
     if (w != NULL &&
         (c->output.codec_level < w->level_min || c->output.codec_level > w->level_max)) {

@@ -88,7 +88,7 @@ const char *sm_cfg_choices(const struct sm_cfg_key *k)
             }
         } else if (k->from == SM_CFG_FROM_CODEC) {
             for (unsigned i = 0; writable(i) != NULL; i++) {
-                put(x, "%s|", writable(i)->name);
+                put(x, "%s|", sm_codec_choice(writable(i)));
             }
             put(x, "none");
         } else {
@@ -131,7 +131,8 @@ const char *sm_cfg_help(const struct sm_cfg_key *k)
     } else if (k->from == SM_CFG_FROM_CODEC) {
         put(x, "compression of the (inner) chunks");
         for (unsigned i = 0; writable(i) != NULL; i++) {
-            put(x, "%s%s: %s", i == 0 ? " (" : "; ", writable(i)->name, writable(i)->writer->doc);
+            put(x, "%s%s: %s", i == 0 ? " (" : "; ", sm_codec_choice(writable(i)),
+                writable(i)->writer->doc);
         }
         put(x, "; none: stored as they are)");
     } else if (k->from == SM_CFG_FROM_LEVEL) {
@@ -140,7 +141,7 @@ const char *sm_cfg_help(const struct sm_cfg_key *k)
             char r[48];
             snprintf(r, sizeof(r), "%d..%d", writable(i)->writer->level_min,
                      writable(i)->writer->level_max);
-            put(x, i == 0 ? "%s %s" : ", %s %s", writable(i)->name, r);
+            put(x, i == 0 ? "%s %s" : ", %s %s", sm_codec_choice(writable(i)), r);
         }
         put(x, " (none ignores it)");
     } else {
@@ -286,7 +287,7 @@ const char *sm_cfg_registry_rules(void)
         char r[48];
         snprintf(r, sizeof(r), "%d..%d", writable(i)->writer->level_min,
                  writable(i)->writer->level_max);
-        put(&x, i == 0 ? "%s %s" : ", %s %s", writable(i)->name, r);
+        put(&x, i == 0 ? "%s %s" : ", %s %s", sm_codec_choice(writable(i)), r);
     }
     put(&x, " |\n");
     return x.sb.p != NULL ? x.sb.p : "";

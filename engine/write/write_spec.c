@@ -140,7 +140,7 @@ static void writable_names(char *buf, size_t cap)
     buf[0] = '\0';
     for (size_t i = 0; sm_codec_at(i) != NULL && n < cap; i++) {
         if (sm_codec_at(i)->writer != NULL) {
-            n += (size_t)snprintf(buf + n, cap - n, "%s, ", sm_codec_at(i)->name);
+            n += (size_t)snprintf(buf + n, cap - n, "%s, ", sm_codec_choice(sm_codec_at(i)));
         }
     }
     if (n >= 2 && n < cap) {
@@ -161,7 +161,7 @@ static sm_status compressor2(const struct sm_output_spec *s, json_t **out, json_
         *v2 = json_null();
         return SM_OK;
     }
-    const struct sm_codec_ops *ops = sm_codec_find(name);
+    const struct sm_codec_ops *ops = sm_codec_find_writer(name);
     const struct sm_codec_writer *w = ops != NULL ? ops->writer : NULL;
     if (w == NULL) {
         char names[256];
@@ -174,7 +174,7 @@ static sm_status compressor2(const struct sm_output_spec *s, json_t **out, json_
     }
     json_t *cfg = NULL;
     SM_TRY(w->config(s->level, (unsigned)sm_dtype_size(s->dtype), s->blosc_cname, &cfg, v2, err));
-    *out = json_pack("{s:s, s:o}", "name", name, "configuration", cfg);
+    *out = json_pack("{s:s, s:o}", "name", ops->name, "configuration", cfg);
     if (*out == NULL) {
         json_decref(*v2);
         *v2 = NULL;

@@ -36,6 +36,7 @@ struct sm_scratch;
  * from them and jobs/ its choices, level range and help, so a new output codec is its own file
  * plus one registry entry (CONTRIBUTING.md "A new output codec"). */
 struct sm_codec_writer {
+    const char *choice;       /* its output.codec.name; NULL: the codec's v3 name */
     int level_min, level_max; /* output.codec.level, inclusive */
     const char *level_word;   /* the configuration's name of the level ("level", "clevel") */
     /* The configuration of the v3 stage {"name", "configuration": *v3} and of the v2 compressor
@@ -83,6 +84,11 @@ const struct sm_codec_ops *sm_codec_find_v2(const char *v2_id);
 /* The i-th codec of the registry, NULL past the last (in registry order: the writable ones,
  * ops->writer != NULL, in the order output.codec.name lists them). */
 const struct sm_codec_ops *sm_codec_at(size_t i);
+/* The writable codec whose output.codec.name is `choice` (its writer's choice, else its v3
+ * name), or NULL. */
+const struct sm_codec_ops *sm_codec_find_writer(const char *choice);
+/* The output.codec.name of a writable codec. */
+const char *sm_codec_choice(const struct sm_codec_ops *ops);
 
 /* Per-thread codec state. Not thread-safe: one per thread. */
 sm_status sm_scratch_new(struct sm_scratch **out, struct sm_err *err);

@@ -656,7 +656,7 @@ static void test_choices_match_the_registries(void **state)
         const struct sm_codec_writer *w = sm_codec_at(i)->writer;
         if (w != NULL) {
             assert_string_equal(nth_choice(sm_cfg_choices(codec), n++, buf, sizeof(buf)),
-                                sm_codec_at(i)->name);
+                                sm_codec_choice(sm_codec_at(i)));
             lo = w->level_min < lo ? w->level_min : lo;
             hi = w->level_max > hi ? w->level_max : hi;
         }
