@@ -497,7 +497,7 @@ static sm_status check_output(struct lctx *cx)
                  "output.codec.level: %s level %" PRId64 " is out of range (%d to %d)", codec,
                  c->output.codec_level, w->level_min, w->level_max);
     }
-    if (c->output.ome_version == SM_CFG_OME_V04) { /* OME-NGFF 0.4: Zarr v2, no shards */
+    if (c->output.ome_version == SM_RUN_OME_V04) { /* OME-NGFF 0.4: Zarr v2, no shards */
         if (c->output.shard.set && c->output.shard.n > 0) {
             FAIL_KEY(cx, "output.shard",
                      "output.shard: OME-NGFF 0.4 (output.ome.version) has no shards; give "

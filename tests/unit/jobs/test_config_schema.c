@@ -422,13 +422,13 @@ static void test_defaults_equal_the_documented_values(void **state)
     assert_true(d.output.chunk.is_auto);
     assert_string_equal(d.output.codec, "zstd");
     assert_int_equal(d.output.codec_level, 3);
-    assert_int_equal(d.output.exists, SM_EXISTS_ERROR);
+    assert_int_equal(d.output.exists, SM_OUTPUT_EXISTS_ERROR);
     assert_true(d.output.fsync);
     assert_null(d.export_.hdf5_path);
     assert_int_equal(d.export_.hdf5_deflate, 0);
     assert_string_equal(d.export_.hdf5_dataset, "/data");
     assert_false(d.export_.hdf5_chunk.set);
-    assert_int_equal(d.export_.hdf5_exists, SM_CFG_EXPORT_EXISTS_ERROR);
+    assert_int_equal(d.export_.hdf5_exists, SM_EXPORT_EXISTS_ERROR);
     assert_int_equal(d.parallel.threads, 0);
     assert_int_equal(d.parallel.partition, SM_PARTITION_BALANCED);
     assert_int_equal(d.limits.memory_bytes, 2ull << 30);
@@ -490,11 +490,14 @@ static void test_enum_names_follow_the_c_enums(void **state)
         {"normalize.mode=window", offsetof(struct sm_job_config, normalize.mode), SM_NORM_WINDOW},
         {"normalize.mode=percentile", offsetof(struct sm_job_config, normalize.mode),
          SM_NORM_PERCENTILE},
-        {"output.exists=error", offsetof(struct sm_job_config, output.exists), SM_EXISTS_ERROR},
+        {"output.exists=error", offsetof(struct sm_job_config, output.exists),
+         SM_OUTPUT_EXISTS_ERROR},
         {"output.exists=overwrite", offsetof(struct sm_job_config, output.exists),
-         SM_EXISTS_OVERWRITE},
-        {"output.exists=resume", offsetof(struct sm_job_config, output.exists), SM_EXISTS_RESUME},
-        {"output.exists=auto", offsetof(struct sm_job_config, output.exists), SM_EXISTS_AUTO},
+         SM_OUTPUT_EXISTS_OVERWRITE},
+        {"output.exists=resume", offsetof(struct sm_job_config, output.exists),
+         SM_OUTPUT_EXISTS_RESUME},
+        {"output.exists=auto", offsetof(struct sm_job_config, output.exists),
+         SM_OUTPUT_EXISTS_AUTO},
         {"parallel.partition=balanced", offsetof(struct sm_job_config, parallel.partition),
          SM_PARTITION_BALANCED},
         {"parallel.partition=block", offsetof(struct sm_job_config, parallel.partition),
@@ -662,6 +665,22 @@ static void test_choices_match_the_registries(void **state)
         }
     }
     assert_string_equal(nth_choice(sm_cfg_choices(codec), n, buf, sizeof(buf)), "none");
+    /* the engine enums config.h uses directly: their YAML choices are in enum order */
+    assert_string_equal(nth_choice(sm_cfg_choices(sm_cfg_find("output.exists")),
+                                   SM_OUTPUT_EXISTS_AUTO, buf, sizeof(buf)),
+                        "auto");
+    assert_string_equal(nth_choice(sm_cfg_choices(sm_cfg_find("output.exists")),
+                                   SM_OUTPUT_EXISTS_RESUME, buf, sizeof(buf)),
+                        "resume");
+    assert_string_equal(nth_choice(sm_cfg_choices(sm_cfg_find("output.ome.downsample")),
+                                   SM_RUN_OME_DOWN_YX, buf, sizeof(buf)),
+                        "yx");
+    assert_string_equal(nth_choice(sm_cfg_choices(sm_cfg_find("output.ome.version")),
+                                   SM_RUN_OME_V04, buf, sizeof(buf)),
+                        "0.4");
+    assert_string_equal(nth_choice(sm_cfg_choices(sm_cfg_find("export.hdf5.exists")),
+                                   SM_EXPORT_EXISTS_OVERWRITE, buf, sizeof(buf)),
+                        "overwrite");
     assert_int_equal(level->min, lo);
     assert_int_equal((int64_t)level->max, hi);
 }
