@@ -436,8 +436,9 @@ int sm_cmd_plan(int argc, char **argv)
         "CONFIG.yaml --ranks N [--threads T] [--nodes M] [--set KEY=VALUE]... [--rates FILE] "
         "[--ratio X] [--fs-bandwidth BYTES] [--fs-read-bandwidth BYTES] [--cache cold|warm] "
         "[--json]",
-        "Prints how a scan, convert or ingest job (a Zarr/N5 array or a raw, NIfTI, TIFF or HDF5 "
-        "source; read-bench is not planned) splits its work over N ranks (parallel.partition): "
+        "Prints how a scan, convert or ingest job (a Zarr/N5 array or a source of "
+        "input.format; read-bench is not planned) splits its work over N ranks "
+        "(parallel.partition): "
         "each "
         "rank's contiguous run of scan tiles and of output shards, with the decoded input bytes "
         "it touches, and the imbalance max/mean; then an estimate (JSON `estimate`): seconds "

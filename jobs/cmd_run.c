@@ -65,7 +65,7 @@ int sm_cmd_run(int argc, char **argv)
         "values and type kept) or read-bench (timed region reads with I/O counters, SPEC §8 W3). "
         "scan and read-bench read a Zarr v2/v3 array or an N5 dataset from a directory, a "
         "file://, http(s):// or s3://bucket/prefix URL (input.store); convert and ingest read "
-        "those or a raw file, a NIfTI-1 file, a TIFF stack or an HDF5 dataset (input.format), "
+        "those or the file of a source (input.format: docs/CONFIG.md lists the sources), "
         "each rank only the slabs of its own shards under mpirun. Prints a "
         "short summary; the JSON report goes to --report or the config's `report`. See "
         "docs/CONFIG.md for every key and its default. SIGTERM or SIGINT (Slurm's time limit or "

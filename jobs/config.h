@@ -10,7 +10,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <shardmill/stats.h> /* enum sm_norm_mode */
+#include <shardmill/export.h>   /* enum sm_export_exists (export.hdf5.exists) */
+#include <shardmill/pipeline.h> /* enum sm_run_ome_downsample, sm_run_ome_version */
+#include <shardmill/stats.h>    /* enum sm_norm_mode */
+#include <shardmill/write.h>    /* enum sm_output_exists (output.exists) */
 #include <shardmill/status.h>
 #include <shardmill/store.h>
 
@@ -32,12 +35,10 @@ struct sm_cfg_dims {
 };
 
 enum sm_job_kind { SM_JOB_SCAN, SM_JOB_CONVERT, SM_JOB_INGEST, SM_JOB_READ_BENCH };
-enum sm_exists_policy { SM_EXISTS_ERROR, SM_EXISTS_OVERWRITE, SM_EXISTS_RESUME, SM_EXISTS_AUTO };
+/* output.exists, output.ome.downsample, output.ome.version and export.hdf5.exists are the
+ * engine's own enums (their YAML choices in enum order; test_config_schema.c checks it). */
 enum sm_partition_kind { SM_PARTITION_BALANCED, SM_PARTITION_BLOCK };
 enum sm_sync_kind { SM_CFG_SYNC_SYNCFS, SM_CFG_SYNC_FSYNC };
-enum sm_ome_down_kind { SM_CFG_OME_DOWN_AUTO, SM_CFG_OME_DOWN_ALL, SM_CFG_OME_DOWN_YX };
-enum sm_ome_version_kind { SM_CFG_OME_V05, SM_CFG_OME_V04 };
-enum sm_export_exists_kind { SM_CFG_EXPORT_EXISTS_ERROR, SM_CFG_EXPORT_EXISTS_OVERWRITE };
 
 struct sm_job_config {
     enum sm_job_kind job; /* job: scan | convert | ingest | read-bench (required) */
@@ -103,22 +104,23 @@ struct sm_job_config {
         char *codec;                  /* output.codec.name: zstd | gzip | blosc | none (zstd) */
         int64_t codec_level;          /* output.codec.level (3) */
         char *dtype;                  /* output.dtype (float32; ingest: the input's type) */
-        enum sm_exists_policy exists; /* output.exists (error) */
+        enum sm_output_exists exists; /* output.exists (error) */
         bool fsync;                   /* output.fsync (true) */
         enum sm_sync_kind sync;       /* output.sync: syncfs | fsync (syncfs) */
         uint64_t ome_levels;          /* output.ome.levels (0 = auto) */
         char *ome_method;             /* output.ome.method (NULL: no OME-Zarr image) */
-        enum sm_ome_down_kind ome_downsample; /* output.ome.downsample: auto | all | yx (auto) */
-        enum sm_ome_version_kind ome_version; /* output.ome.version: "0.5" | "0.4" ("0.5") */
+        enum sm_run_ome_downsample
+            ome_downsample;                  /* output.ome.downsample: auto | all | yx (auto) */
+        enum sm_run_ome_version ome_version; /* output.ome.version: "0.5" | "0.4" ("0.5") */
     } output;
 
     struct {
-        char *hdf5_path;                        /* export.hdf5.path (none: no export) */
-        char *hdf5_dataset;                     /* export.hdf5.dataset ("/data") */
-        struct sm_cfg_dims hdf5_chunk;          /* export.hdf5.chunk (the output's shard shape) */
-        int64_t hdf5_deflate;                   /* export.hdf5.deflate (0 = off, 1..9) */
-        enum sm_export_exists_kind hdf5_exists; /* export.hdf5.exists (error) */
-        uint64_t hdf5_timeout_s;                /* export.hdf5.collective_timeout_s (60) */
+        char *hdf5_path;                   /* export.hdf5.path (none: no export) */
+        char *hdf5_dataset;                /* export.hdf5.dataset ("/data") */
+        struct sm_cfg_dims hdf5_chunk;     /* export.hdf5.chunk (the output's shard shape) */
+        int64_t hdf5_deflate;              /* export.hdf5.deflate (0 = off, 1..9) */
+        enum sm_export_exists hdf5_exists; /* export.hdf5.exists (error) */
+        uint64_t hdf5_timeout_s;           /* export.hdf5.collective_timeout_s (60) */
     } export_;
 
     struct {

@@ -56,11 +56,12 @@ static void md_type_only(struct sm_cfg_sb *sb, const struct sm_cfg_key *k)
     case SM_CFG_ENUM:
     case SM_CFG_NAME: {
         sm_cfg_sb_printf(sb, "one of ");
-        const char *s = k->choices;
+        const char *const choices = sm_cfg_choices(k);
+        const char *s = choices;
         while (s != NULL) {
             const char *e = strchr(s, '|');
             size_t n = e != NULL ? (size_t)(e - s) : strlen(s);
-            sm_cfg_sb_printf(sb, "%s`%.*s`", s == k->choices ? "" : ", ", (int)n, s);
+            sm_cfg_sb_printf(sb, "%s`%.*s`", s == choices ? "" : ", ", (int)n, s);
             s = e != NULL ? e + 1 : NULL;
         }
         return;
@@ -96,11 +97,11 @@ static void md_default(struct sm_cfg_sb *sb, const struct sm_cfg_key *k, bool br
 {
     if (k->def != NULL) {
         sm_cfg_sb_printf(sb, "`%s`", k->def);
-        if (k->def_doc != NULL && !brief) {
-            sm_cfg_sb_printf(sb, " (%s)", k->def_doc);
+        if (sm_cfg_def_doc(k) != NULL && !brief) {
+            sm_cfg_sb_printf(sb, " (%s)", sm_cfg_def_doc(k));
         }
-    } else if (k->def_doc != NULL) {
-        sm_cfg_sb_printf(sb, "%s", k->def_doc);
+    } else if (sm_cfg_def_doc(k) != NULL) {
+        sm_cfg_sb_printf(sb, "%s", sm_cfg_def_doc(k));
     } else {
         sm_cfg_sb_printf(sb, "none");
     }
@@ -209,8 +210,9 @@ static const char md_examples[] =
     "A TIFF stack (a directory of 2-D slices in natural name order; `configs/ingest-tiff.yaml`)\n"
     "to a sharded Zarr v3 array of the same type, then an S3 scan and a convert of the result "
     "once it\nis uploaded (`configs/scan-s3.yaml`). An HDF5 dataset is read the same way with "
-    "`input.format:\nhdf5` and `input.hdf5.dataset` (`configs/ingest-hdf5.yaml`); raw and NIfTI "
-    "in\n`configs/ingest-ct.yaml`. Ingest runs under `mpirun` too: each rank reads only its "
+    "`input.format:\nhdf5` and `input.hdf5.dataset` (`configs/ingest-hdf5.yaml`); the other "
+    "sources in\n`configs/ingest-ct.yaml`. Ingest runs under `mpirun` too: each rank reads only "
+    "its "
     "shards' slices.\n"
     "\n"
     "```yaml\n"
@@ -243,16 +245,10 @@ static const char md_examples[] =
  * check_normalize, check_output, check_export, check_rules), so `validate` refuses what `run`
  * would before any store is opened. A rule added there gets its line here. */
 static const char *const md_rules[] = {
-    "`job` | `input.format` is `zarr` or `n5` for scan and read-bench; convert and ingest read "
-    "those and every source: `raw`, `nifti`, `tiff` or `hdf5` (default: `nifti` for a "
-    "`.nii`/`.nii.gz` store, `tiff` for a `.tif`/`.tiff` file, `hdf5` for a `.h5`/`.hdf5`/`.nxs` "
-    "file, else `zarr` for convert and `raw` for ingest; a directory of slices needs "
-    "`input.format: tiff`)",
     "`job: ingest` | convert with `normalize.mode: none` (the values kept): any other "
     "`normalize` key or mode is refused",
-    "`input.format: raw` | `input.raw.dtype` and `input.raw.shape` are required",
-    "`input.format: hdf5` | `input.hdf5.dataset` is required: an absolute HDF5 path (such as "
-    "`/exchange/data`), not the root, without empty, `.` or `..` components",
+    "`input.hdf5.dataset` | an absolute HDF5 path (such as `/exchange/data`), not the root, "
+    "without empty, `.` or `..` components",
     "`input.http.backoff_base_ms`, `input.http.backoff_max_ms` | base <= max",
     "`input.s3.endpoint` | an `http://` or `https://` URL",
     "`roi.offset`, `roi.shape` | the same number of axes",
@@ -261,13 +257,10 @@ static const char *const md_rules[] = {
     "export) | one value per axis each: the same number of axes (the first key given sets it; "
     "defaults count, so 2-D data needs `output.shard` and `output.chunk` of 2 values)",
     "`input.spacing`, `input.origin` and the keys above | one value per axis of the keys above "
-    "when one is given (a TIFF input: 3); otherwise checked when the run opens the input (exit 2)",
+    "when one is given (or the source's fixed count, above); otherwise checked when the run opens "
+    "the input (exit 2)",
     "`output.shard`, `output.chunk` | the chunk has the shard's axes and divides it on each axis",
     "`histogram.range`, `histogram.bins` | a range needs `bins` >= 1",
-    "`normalize.mode`, `normalize.lo`, `normalize.hi` | `window` and `percentile` need both, with "
-    "lo < hi; `percentile` values are within 0..100",
-    "`output.codec.name`, `output.codec.level` | gzip and blosc levels are 0..9 (zstd "
-    "-131072..22)",
     "`job`, `output.dtype` | a normalized `convert` writes `float32`, `uint8` or `uint16`",
     "`normalize.mode: none`, `output.dtype` | the input's type or a lossless wider one (checked "
     "against the input when the run opens it: a narrowing cast is exit 2 naming `output.dtype`); "
@@ -286,8 +279,7 @@ static const char *const md_rules[] = {
     "written path (output, export, report) is the input, lies inside it or contains it, nor "
     "overlaps another written path (a report inside the output is refused), compared after "
     "resolving links (HTTP inputs are not compared); exit 2 naming the key",
-    "`input.raw.*`, `input.hdf5.*`, `input.s3.*`, `export.hdf5.*` | read only with "
-    "`input.format: raw`, `input.format: hdf5`, an `s3://` `input.store`, and "
+    "`input.s3.*`, `export.hdf5.*` | read only with an `s3://` `input.store`, and "
     "`export.hdf5.path` respectively: given otherwise they are refused, never ignored (so is "
     "an empty `export` or `export.hdf5` group)",
     "`read_bench.extents`, `roi.shape` | exclude each other (a read-bench case is a cube of each "
@@ -303,6 +295,7 @@ char *sm_config_markdown(void)
                           "file, line and column of the key to change\n(the one the file gives, "
                           "of the keys named).\n\n"
                           "| keys | rule |\n| --- | --- |\n");
+    sm_cfg_sb_printf(&sb, "%s", sm_cfg_registry_rules()); /* sources, modes, codecs */
     for (size_t i = 0; i < sizeof(md_rules) / sizeof(md_rules[0]); i++) {
         sm_cfg_sb_printf(&sb, "| %s |\n", md_rules[i]);
     }
@@ -345,10 +338,10 @@ char *sm_config_markdown(void)
             if (strncmp(k->path, g->name, n) != 0 || (k->path[n] != '\0' && k->path[n] != '.')) {
                 continue;
             }
+            const char *help = sm_cfg_help(k);
             sm_cfg_sb_printf(&sb, "\n### %s\n\n%c%s.\n\n- type: ", k->path,
-                             k->help[0] >= 'a' && k->help[0] <= 'z' ? k->help[0] - 'a' + 'A'
-                                                                    : k->help[0],
-                             k->help + 1);
+                             help[0] >= 'a' && help[0] <= 'z' ? help[0] - 'a' + 'A' : help[0],
+                             help + 1);
             md_type(&sb, k);
             sm_cfg_sb_printf(&sb, "\n- default: ");
             md_default(&sb, k, false);

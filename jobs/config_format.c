@@ -222,7 +222,7 @@ void sm_cfg_format_value(struct sm_cfg_sb *sb, const struct sm_cfg_key *k,
         int v;
         char buf[64];
         memcpy(&v, p, sizeof(v));
-        sm_cfg_sb_printf(sb, "%s", choice_name(k->choices, v, buf, sizeof(buf)));
+        sm_cfg_sb_printf(sb, "%s", choice_name(sm_cfg_choices(k), v, buf, sizeof(buf)));
         return;
     }
     case SM_CFG_DIMS: {

@@ -351,10 +351,10 @@ static sm_status parse_scalar(struct lctx *cx, const struct sm_cfg_key *k, const
     }
     case SM_CFG_ENUM:
     case SM_CFG_NAME: {
-        int i = choice_index(k->choices, t);
+        int i = choice_index(sm_cfg_choices(k), t);
         if (i < 0) {
             char exp[160], got[64], near[64];
-            if (choice_suggest(k->choices, t, near, sizeof(near))) {
+            if (choice_suggest(sm_cfg_choices(k), t, near, sizeof(near))) {
                 FAIL_AT(cx, n, "%s: expected %s, got %s (did you mean '%s'?)", k->path,
                         sm_cfg_expected(k, exp, sizeof(exp)),
                         sm_cfg_node_describe(n, got, sizeof(got)), near);

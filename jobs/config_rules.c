@@ -18,7 +18,9 @@
 #include <unistd.h>
 
 #include <shardmill/alloc.h>
+#include <shardmill/codec.h>
 #include <shardmill/path.h>
+#include <shardmill/source.h>
 
 /* ==== checks across keys and job-dependent defaults ==== */
 
@@ -123,12 +125,6 @@ static bool present(const struct lctx *cx, const struct sm_cfg_key *k)
     default:
         return cx->orig[row_index(k)].kind != ORIGIN_DEFAULT;
     }
-}
-
-static bool ends_with(const char *s, const char *suffix)
-{
-    size_t n = strlen(s), m = strlen(suffix);
-    return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
 static void dims_text(const struct sm_cfg_dims *d, char *buf, size_t cap)
@@ -260,34 +256,31 @@ static sm_status check_h5_dataset(struct lctx *cx, const char *ds)
     return SM_OK;
 }
 
-/* input.format of a job that writes (convert, ingest): zarr, n5 or a source (raw, nifti, tiff,
- * hdf5), by default from the file's name (ingest: raw; convert: zarr), with the source's keys. */
+/* input.format of a job that writes (convert, ingest): zarr, n5 or a source of the registry
+ * (shardmill/source.h), by default the one its extensions name (ingest: the first, raw; convert:
+ * zarr), with the keys the source requires. */
 static sm_status check_source(struct lctx *cx)
 {
     struct sm_job_config *c = cx->cfg;
-    const char *s = c->input.store;
-    bool nifti = ends_with(s, ".nii") || ends_with(s, ".nii.gz");
-    bool tiff = ends_with(s, ".tif") || ends_with(s, ".tiff") || ends_with(s, ".TIF") ||
-                ends_with(s, ".TIFF");
-    bool hdf5 = ends_with(s, ".h5") || ends_with(s, ".hdf5") || ends_with(s, ".nxs");
+    const struct sm_source_format *inferred = sm_source_format_infer(c->input.store);
     SM_TRY(set_default_name(cx, &c->input.format,
-                            nifti                     ? "nifti"
-                            : tiff                    ? "tiff"
-                            : hdf5                    ? "hdf5"
-                            : c->job == SM_JOB_INGEST ? "raw"
+                            inferred != NULL          ? inferred->name
+                            : c->job == SM_JOB_INGEST ? sm_source_formats[0].name
                                                       : "zarr"));
-    if (strcmp(c->input.format, "hdf5") == 0) {
-        SM_TRY(check_h5_dataset(cx, c->input.hdf5_dataset));
+    const struct sm_source_format *f = sm_source_format_find(c->input.format);
+    for (const char *e = f != NULL ? f->required : ""; *e != '\0';) {
+        char key[64];
+        const size_t len = strcspn(e, "|");
+        snprintf(key, sizeof(key), "%.*s", (int)len, e);
+        const struct sm_cfg_key *rk = sm_cfg_find(key);
+        if (rk == NULL || !present(cx, rk)) {
+            FAIL_KEY(cx, key, "missing required key '%s' (required to read %s input)", key,
+                     f->name);
+        }
+        e += len + (e[len] == '|');
     }
-    if (strcmp(c->input.format, "raw") == 0) {
-        if (c->input.raw_dtype == NULL) {
-            FAIL_KEY(cx, "input.raw.dtype",
-                     "missing required key 'input.raw.dtype' (required to read raw input)");
-        }
-        if (!c->input.raw_shape.set) {
-            FAIL_KEY(cx, "input.raw.shape",
-                     "missing required key 'input.raw.shape' (required to read raw input)");
-        }
+    if (c->input.hdf5_dataset != NULL && strcmp(c->input.format, "hdf5") == 0) {
+        SM_TRY(check_h5_dataset(cx, c->input.hdf5_dataset));
     }
     return SM_OK;
 }
@@ -352,9 +345,10 @@ static sm_status check_unused(struct lctx *cx)
                      "(no export is written)",
                      k->path);
         }
-        FAIL_KEY(cx, k->path, "`%s` is used by input.format %s only (the input's format is %s)",
-                 k->path, strncmp(k->path, "input.raw.", 10) == 0 ? "raw" : "hdf5",
-                 c->input.format);
+        /* input.<source>.*: the source's name is the path's second component */
+        const int n = (int)strcspn(k->path + 6, ".");
+        FAIL_KEY(cx, k->path, "`%s` is used by input.format %.*s only (the input's format is %s)",
+                 k->path, n, k->path + 6, c->input.format);
     }
     if (c->export_.hdf5_path == NULL) {
         static const char *const groups[] = {"export", "export.hdf5"};
@@ -421,18 +415,34 @@ static sm_status check_ingest_alias(struct lctx *cx)
     return SM_OK;
 }
 
-/* normalize.divisor belongs to mode scale, normalize.lo and .hi to window and percentile: given
- * with another mode they would be ignored, so they are refused. */
+/* A normalize.* key belongs to the modes whose descriptor (shardmill/stats.h) reads it: given
+ * with another mode it would be ignored, so it is refused. */
 static sm_status check_mode_keys(struct lctx *cx)
 {
-    static const char *const keys[] = {"normalize.divisor", "normalize.lo", "normalize.hi"};
-    static const char *const modes[] = {"scale", "window and percentile", "window and percentile"};
-    static const char *const names[] = {"scale", "window", "percentile", "none"};
-    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
-        if (given(cx, keys[i]) && !sm_cfg_used(sm_cfg_find(keys[i]), cx->cfg)) {
-            FAIL_KEY(cx, keys[i], "`%s` is used by normalize.mode %s only (the mode is %s)",
-                     keys[i], modes[i], names[cx->cfg->normalize.mode]);
+    for (unsigned i = 0; i < sm_cfg_nkeys; i++) {
+        const struct sm_cfg_key *k = &sm_cfg_keys[i];
+        if (strncmp(k->path, "normalize.", 10) != 0 || !given(cx, k->path) ||
+            sm_cfg_used(k, cx->cfg)) {
+            continue;
         }
+        char modes[128] = ""; /* "window and percentile" */
+        unsigned n = 0, count = 0;
+        for (unsigned m = 0; m < SM_NORM_NMODES; m++) {
+            count += strstr(sm_norm_modes[m].keys, k->path) != NULL;
+        }
+        for (unsigned m = 0; m < SM_NORM_NMODES; m++) {
+            if (strstr(sm_norm_modes[m].keys, k->path) != NULL) {
+                const size_t len = strlen(modes);
+                snprintf(modes + len, sizeof(modes) - len, "%s%s",
+                         n == 0           ? ""
+                         : n + 1 == count ? " and "
+                                          : ", ",
+                         sm_norm_modes[m].name);
+                n++;
+            }
+        }
+        FAIL_KEY(cx, k->path, "`%s` is used by normalize.mode %s only (the mode is %s)", k->path,
+                 modes, sm_norm_mode_name(cx->cfg->normalize.mode));
     }
     return SM_OK;
 }
@@ -446,10 +456,11 @@ static sm_status check_normalize(struct lctx *cx)
     if (c->job == SM_JOB_INGEST || c->job == SM_JOB_CONVERT) {
         SM_TRY(check_mode_keys(cx));
     }
-    if (c->normalize.mode == SM_NORM_SCALE || c->normalize.mode == SM_NORM_NONE) {
-        return SM_OK;
+    const struct sm_norm_desc *d = sm_norm_desc(c->normalize.mode);
+    if (d->window != SM_NORM_WIN_VALUES && d->window != SM_NORM_WIN_PERCENTILE) {
+        return SM_OK; /* lo and hi are the window's */
     }
-    const char *mode = sm_norm_mode_name(c->normalize.mode);
+    const char *mode = d->name;
     static const char *const ends[] = {"normalize.lo", "normalize.hi"};
     for (size_t i = 0; i < 2; i++) {
         if (!given(cx, ends[i])) {
@@ -458,7 +469,7 @@ static sm_status check_normalize(struct lctx *cx)
         }
     }
     double lo = c->normalize.lo, hi = c->normalize.hi;
-    if (c->normalize.mode == SM_NORM_PERCENTILE) {
+    if (d->window == SM_NORM_WIN_PERCENTILE) {
         if (lo < 0 || lo > 100) {
             FAIL_KEY(cx, "normalize.lo", "normalize.lo: percentile %g is out of range (0 to 100)",
                      lo);
@@ -478,13 +489,15 @@ static sm_status check_output(struct lctx *cx)
 {
     struct sm_job_config *c = cx->cfg;
     const char *codec = c->output.codec;
-    if ((strcmp(codec, "gzip") == 0 || strcmp(codec, "blosc") == 0) &&
-        (c->output.codec_level < 0 || c->output.codec_level > 9)) {
+    const struct sm_codec_ops *ops = sm_codec_find_writer(codec); /* its writer's level range */
+    const struct sm_codec_writer *w = ops != NULL ? ops->writer : NULL;
+    if (w != NULL &&
+        (c->output.codec_level < w->level_min || c->output.codec_level > w->level_max)) {
         FAIL_KEY(cx, given(cx, "output.codec.level") ? "output.codec.level" : "output.codec.name",
-                 "output.codec.level: %s level %" PRId64 " is out of range (0 to 9)", codec,
-                 c->output.codec_level);
+                 "output.codec.level: %s level %" PRId64 " is out of range (%d to %d)", codec,
+                 c->output.codec_level, w->level_min, w->level_max);
     }
-    if (c->output.ome_version == SM_CFG_OME_V04) { /* OME-NGFF 0.4: Zarr v2, no shards */
+    if (c->output.ome_version == SM_RUN_OME_V04) { /* OME-NGFF 0.4: Zarr v2, no shards */
         if (c->output.shard.set && c->output.shard.n > 0) {
             FAIL_KEY(cx, "output.shard",
                      "output.shard: OME-NGFF 0.4 (output.ome.version) has no shards; give "
@@ -571,9 +584,11 @@ static sm_status check_axes(struct lctx *cx)
     } keys[8];
     unsigned n = 0;
     const bool writes = c->job == SM_JOB_CONVERT || c->job == SM_JOB_INGEST;
-    const bool raw = writes && strcmp(c->input.format, "raw") == 0;
-    if (raw) {
-        keys[n].path = "input.raw.shape", keys[n++].d = &c->input.raw_shape;
+    const struct sm_source_format *src = writes ? sm_source_format_find(c->input.format) : NULL;
+    if (src != NULL && src->shape_key != NULL) { /* the source's shape key sets the axes first */
+        keys[n].path = src->shape_key;
+        keys[n++].d = (const struct sm_cfg_dims *)(const void *)((const char *)c +
+                                                                 sm_cfg_find(src->shape_key)->off);
     }
     keys[n].path = "roi.offset", keys[n++].d = &c->roi.offset;
     keys[n].path = "roi.shape", keys[n++].d = &c->roi.shape;
@@ -594,10 +609,11 @@ static sm_status check_axes(struct lctx *cx)
             break;
         }
     }
-    const bool tiff = writes && strcmp(c->input.format, "tiff") == 0;
     if (ref < 0) {
-        /* a TIFF volume always has 3 axes (z, y, x): input.spacing/origin are checked anyway */
-        return tiff ? check_geometry_axes(cx, 3, "a TIFF input") : SM_OK;
+        /* a source of a fixed axis count (a TIFF stack: z, y, x): input.spacing/origin are
+         * checked anyway */
+        return src != NULL && src->ndim != 0 ? check_geometry_axes(cx, src->ndim, src->noun)
+                                             : SM_OK;
     }
     const unsigned want = keys[ref].d->n;
     for (unsigned i = 0; i < n; i++) {

@@ -46,7 +46,8 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .flags = SM_CFGF_NONEMPTY,
      .required = SM_CFG_ALL_JOBS,
      .help = "the input: a Zarr or N5 store path, file://, http(s):// or s3://bucket/prefix URL "
-             "(ingest: a local raw, NIfTI-1, TIFF or HDF5 file, or a directory of TIFF slices)",
+             "(convert and ingest: also a local file, or a directory of slices, of a source "
+             "input.format names)",
      .example = "http://127.0.0.1:8080/ct.zarr",
      FIELD(input.store)},
     {.path = "input.array",
@@ -62,8 +63,8 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .applies = CONVERT_INGEST,
      .type = SM_CFG_FLOATS,
      .flags = SM_CFGF_NULLABLE | SM_CFGF_POSITIVE,
-     .def_doc = "from the input (an OME-Zarr image's level scale, NIfTI pixdim, TIFF ImageJ or "
-                "OME-XML metadata or resolution tags), else 1 per axis",
+     .def_doc = "from the input (an OME-Zarr image's level scale, or what a source's file "
+                "states: its header, ImageJ or OME-XML metadata, resolution tags), else 1 per axis",
      .help = "voxel size per axis in z, y, x order (SPEC §2): the output's OME `scale` "
              "(x the level's factor per axis at level k), its provenance and the HDF5 export's "
              "attributes",
@@ -74,8 +75,8 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .type = SM_CFG_STRING,
      .path_class = SM_PATHC_NONE,
      .flags = SM_CFGF_NULLABLE | SM_CFGF_NONEMPTY | SM_CFGF_SPACE_UNIT,
-     .def_doc = "from the input (OME-Zarr axes, NIfTI xyzt_units, TIFF ImageJ or OME-XML "
-                "metadata or resolution tags), else none",
+     .def_doc = "from the input (OME-Zarr axes, or what a source's file states: its header's "
+                "units, ImageJ or OME-XML metadata, resolution tags), else none",
      .help = "unit of input.spacing, a UDUNITS-2 space unit as OME-Zarr wants (millimeter, "
              "micrometer, ...; `um` or `micron` are refused: micrometer)",
      .example = "millimeter",
@@ -233,16 +234,8 @@ const struct sm_cfg_key sm_cfg_keys[] = {
     {.path = "input.format",
      .applies = SM_CFG_ALL_JOBS,
      .type = SM_CFG_NAME,
-     .choices = "zarr|n5|raw|nifti|tiff|hdf5",
+     .from = SM_CFG_FROM_FORMAT, /* choices, help and def_doc: the source registry */
      .flags = SM_CFGF_NULLABLE,
-     .def_doc = "convert and ingest: nifti for a .nii or .nii.gz file, tiff for a .tif or .tiff "
-                "file, hdf5 for a .h5, .hdf5 or .nxs file, else zarr (convert) or raw (ingest); "
-                "scan and read-bench: zarr",
-     .help = "what input.store holds (raw, nifti, tiff and hdf5 are read by convert and ingest; "
-             "scan and read-bench read zarr or n5; tiff: a "
-             "directory of 2-D slices in natural name order, or one multi-page file; hdf5: the "
-             "dataset input.hdf5.dataset of an HDF5 file; zarr and n5 are told apart by the "
-             "store's metadata, so either reads both)",
      .example = "nifti",
      FIELD(input.format)},
     {.path = "input.raw.dtype",
@@ -392,13 +385,9 @@ const struct sm_cfg_key sm_cfg_keys[] = {
     {.path = "normalize.mode",
      .applies = CONVERT_INGEST,
      .type = SM_CFG_ENUM,
-     .choices = "scale|window|percentile|none",
+     .from = SM_CFG_FROM_MODE, /* choices and help: the modes' descriptors */
      .def = "scale",
      .def_doc = "scale (ingest: none, the only mode it takes)",
-     .help = "scale: v / divisor; window: clamp((v - lo) / (hi - lo), 0, 1); percentile: window "
-             "between the lo-th and hi-th percentiles of the global histogram (SPEC §5); none: "
-             "the input's values and type kept (rechunk / re-encode, SPEC §2; output.dtype may "
-             "widen them losslessly)",
      .example = "percentile",
      FIELD(normalize.mode)},
     {.path = "normalize.divisor",
@@ -412,14 +401,14 @@ const struct sm_cfg_key sm_cfg_keys[] = {
     {.path = "normalize.lo",
      .applies = CONVERT_INGEST,
      .type = SM_CFG_FLOAT,
-     .def_doc = "required by window and percentile",
+     .from = SM_CFG_FROM_MODE_KEY,
      .help = "window: the value mapped to 0; percentile: a percentile in 0..100",
      .example = "1",
      FIELD(normalize.lo)},
     {.path = "normalize.hi",
      .applies = CONVERT_INGEST,
      .type = SM_CFG_FLOAT,
-     .def_doc = "required by window and percentile",
+     .from = SM_CFG_FROM_MODE_KEY,
      .help = "window: the value mapped to 1; percentile: a percentile in 0..100, above lo",
      .example = "99",
      FIELD(normalize.hi)},
@@ -442,11 +431,12 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .type = SM_CFG_DIMS,
      .flags = SM_CFGF_POSITIVE | SM_CFGF_AUTO,
      .def = "auto",
-     .def_doc = "auto: the inner chunk times powers of two, so that a shard holds 32-64 MiB of "
-                "output values (one shard when the output is smaller), made shallower on axis 0 "
-                "until a group of shards that share input read blocks (a TIFF strip, an HDF5 "
-                "chunk) fits half of limits.memory_bytes, so each input byte is read once per "
-                "pass (docs/internals/reading.md); [] writes an unsharded array",
+     .def_doc =
+         "auto: the inner chunk times powers of two, so that a shard holds 32-64 MiB of "
+         "output values (one shard when the output is smaller), made shallower on axis 0 "
+         "until a group of shards that share input read blocks (a strip of an image "
+         "file, a chunk) fits half of limits.memory_bytes, so each input byte is read once per "
+         "pass (docs/internals/reading.md); [] writes an unsharded array",
      .help = "shard shape of the output (SPEC §2 default layout: a volume of N bytes makes about "
              "N / 32 MiB shards; `plan` and `validate` print the layout)",
      .example = "[16, 64, 64]",
@@ -473,18 +463,17 @@ const struct sm_cfg_key sm_cfg_keys[] = {
     {.path = "output.codec.name",
      .applies = CONVERT_INGEST,
      .type = SM_CFG_NAME,
-     .choices = "zstd|gzip|blosc|none",
+     .from = SM_CFG_FROM_CODEC, /* choices and help: the codecs with writer slots */
      .def = "zstd",
-     .help = "compression of the (inner) chunks",
      .example = "gzip",
      FIELD(output.codec)},
     {.path = "output.codec.level",
      .applies = CONVERT_INGEST,
      .type = SM_CFG_INT,
      .def = "3",
-     .min = -131072,
+     .min = -131072, /* the union of the writers' ranges (test_config_schema.c checks it) */
      .max = 22,
-     .help = "compression level: zstd -131072..22, gzip 0..9, blosc 0..9 (none ignores it)",
+     .from = SM_CFG_FROM_LEVEL, /* help: each writer's range */
      .example = "5",
      FIELD(output.codec_level)},
     {.path = "output.dtype",
@@ -733,7 +722,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .min = 1,
      .max = SIZE_CAP,
      .help = "largest decoded chunk, and the most a codec may decode where the metadata does "
-             "not fix the size (a gzip, zstd or blosc header after another compressor), and an "
+             "not fix the size (a compressor's header after another compressor), and an "
              "HDF5 input's chunk (its values), checked before allocating; a larger one is exit "
              "5",
      .example = "256MiB",
@@ -792,7 +781,8 @@ const struct sm_cfg_group sm_cfg_groups[] = {
     {"job", "What to run."},
     {"input",
      "Where the volume comes from: the store and array, the encoded-object and "
-     "shard-index caches, HTTP behaviour, and the raw, NIfTI-1, TIFF or HDF5 source of `ingest`."},
+     "shard-index caches, HTTP behaviour, and the sources (`input.format`) of `convert` and "
+     "`ingest`."},
     {"roi", "The region of interest; by default the whole array."},
     {"tile", "How the ROI is cut into units of work."},
     {"passes", "Repetitions of a `scan` (benchmarks, cache checks)."},
@@ -1001,7 +991,7 @@ const char *sm_cfg_expected(const struct sm_cfg_key *k, char *buf, size_t cap)
     case SM_CFG_ENUM:
     case SM_CFG_NAME: {
         size_t n = (size_t)snprintf(buf, cap, "one of ");
-        for (const char *c = k->choices; *c != '\0' && n + 3 < cap; c++) {
+        for (const char *c = sm_cfg_choices(k); *c != '\0' && n + 3 < cap; c++) {
             if (*c == '|') {
                 buf[n++] = ',';
                 buf[n++] = ' ';
@@ -1026,33 +1016,4 @@ const char *sm_cfg_expected(const struct sm_cfg_key *k, char *buf, size_t cap)
                                                   : "a list of finite numbers like [0, 0, 0]";
     }
     return "?";
-}
-
-bool sm_cfg_used(const struct sm_cfg_key *k, const struct sm_job_config *c)
-{
-    if ((k->applies & SM_CFG_JOB(c->job)) == 0) {
-        return false;
-    }
-    /* the keys of one source, of an s3:// store, of an export (issue 32 #18) */
-    const char *fmt = c->input.format; /* NULL until the loader settles it: not yet known */
-    if (strncmp(k->path, "input.raw.", 10) == 0) {
-        return fmt == NULL || strcmp(fmt, "raw") == 0;
-    }
-    if (strncmp(k->path, "input.hdf5.", 11) == 0) {
-        return fmt == NULL || strcmp(fmt, "hdf5") == 0;
-    }
-    if (strncmp(k->path, "input.s3.", 9) == 0) {
-        return c->input.store == NULL || strncmp(c->input.store, "s3://", 5) == 0;
-    }
-    if (strncmp(k->path, "export.hdf5.", 12) == 0 && strcmp(k->path, "export.hdf5.path") != 0) {
-        return c->export_.hdf5_path != NULL;
-    }
-    const enum sm_norm_mode m = c->normalize.mode; /* the keys of one mode */
-    if (strcmp(k->path, "normalize.divisor") == 0) {
-        return m == SM_NORM_SCALE;
-    }
-    if (strcmp(k->path, "normalize.lo") == 0 || strcmp(k->path, "normalize.hi") == 0) {
-        return m == SM_NORM_WINDOW || m == SM_NORM_PERCENTILE;
-    }
-    return true;
 }

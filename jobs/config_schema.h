@@ -39,10 +39,22 @@ enum sm_cfg_type {
     (SM_CFG_JOB(SM_JOB_SCAN) | SM_CFG_JOB(SM_JOB_CONVERT) | SM_CFG_JOB(SM_JOB_INGEST) |            \
      SM_CFG_JOB(SM_JOB_READ_BENCH))
 
+/* A row whose names, help or default text come from an engine registry (config_tables.c), so
+ * that jobs/ restates no list of sources, codecs or modes. */
+enum sm_cfg_from {
+    SM_CFG_FROM_ROW = 0,  /* the row's own strings */
+    SM_CFG_FROM_FORMAT,   /* input.format: "zarr|n5|" + the sources (shardmill/source.h) */
+    SM_CFG_FROM_CODEC,    /* output.codec.name: the writable codecs (shardmill/codec.h) + none */
+    SM_CFG_FROM_LEVEL,    /* output.codec.level: the writers' level ranges */
+    SM_CFG_FROM_MODE,     /* normalize.mode: the modes' descriptors (shardmill/stats.h) */
+    SM_CFG_FROM_MODE_KEY, /* normalize.*: the modes whose descriptor reads the key */
+};
+
 struct sm_cfg_key {
     const char *path; /* dotted path: "input.cache.max_bytes" */
     enum sm_cfg_type type;
-    const char *choices; /* ENUM/NAME: "scan|convert|ingest|read-bench", in enum order */
+    /* ENUM/NAME: "scan|convert|ingest|read-bench", in enum order; read through sm_cfg_choices */
+    const char *choices;
     const char *def;     /* default, in the syntax a user writes; NULL = unset */
     const char *def_doc; /* what an unset/default value means, when `def` alone does not say */
     int64_t min;         /* UINT/INT/SIZE: inclusive range (every numeric row has one) */
@@ -59,7 +71,17 @@ struct sm_cfg_key {
     const char *example;           /* a valid value, in YAML syntax */
     size_t off, size;              /* offsetof/sizeof the field in struct sm_job_config */
     size_t off2, off_set;          /* RANGE: offset of hi, and of the bool "given" */
+    enum sm_cfg_from from;         /* where choices, help and def_doc come from */
 };
+
+/* Row k's choices, help and default text: its own strings, or those its `from` registry gives
+ * (built once, kept for the process; the configuration is loaded by one thread). */
+const char *sm_cfg_choices(const struct sm_cfg_key *k);
+const char *sm_cfg_help(const struct sm_cfg_key *k);
+const char *sm_cfg_def_doc(const struct sm_cfg_key *k);
+/* The lines of docs/CONFIG.md's "Rules between keys" that the registries make (one string of
+ * "| keys | rule |\n" rows), for config_doc.c. */
+const char *sm_cfg_registry_rules(void);
 
 /* Sections of docs/CONFIG.md: the first path component and what its keys are about. */
 struct sm_cfg_group {

@@ -85,10 +85,8 @@ void sm_job_run_output(const struct sm_job_config *c, struct sm_run_output *o)
             c->output.ome_levels == 0 ? SM_RUN_OME_AUTO : (unsigned)c->output.ome_levels;
         o->ome.method =
             strcmp(c->output.ome_method, "nearest") == 0 ? SM_RUN_OME_NEAREST : SM_RUN_OME_MEAN;
-        o->ome.version = c->output.ome_version == SM_CFG_OME_V04 ? SM_RUN_OME_V04 : SM_RUN_OME_V05;
-        o->ome.downsample = c->output.ome_downsample == SM_CFG_OME_DOWN_ALL  ? SM_RUN_OME_DOWN_ALL
-                            : c->output.ome_downsample == SM_CFG_OME_DOWN_YX ? SM_RUN_OME_DOWN_YX
-                                                                             : SM_RUN_OME_DOWN_AUTO;
+        o->ome.version = c->output.ome_version;       /* the engine's enum (config.h) */
+        o->ome.downsample = c->output.ome_downsample; /* the engine's enum */
     }
 }
 
@@ -108,9 +106,7 @@ void sm_job_run_export(const struct sm_job_config *c, struct sm_run_export *x)
     x->dataset = c->export_.hdf5_dataset;
     dims(&c->export_.hdf5_chunk, &x->chunk);
     x->deflate = (int)c->export_.hdf5_deflate;
-    x->exists = c->export_.hdf5_exists == SM_CFG_EXPORT_EXISTS_OVERWRITE
-                    ? SM_EXPORT_EXISTS_OVERWRITE
-                    : SM_EXPORT_EXISTS_ERROR;
+    x->exists = c->export_.hdf5_exists; /* the engine's enum (config.h) */
     x->collective_timeout_s = c->export_.hdf5_timeout_s;
 }
 
@@ -197,10 +193,7 @@ sm_status sm_job_output_spec(const struct sm_job_config *c, unsigned nd, const u
 struct sm_output_opts sm_job_output_opts(const struct sm_job_config *c)
 {
     struct sm_output_opts o = SM_OUTPUT_OPTS_DEFAULTS;
-    o.exists = c->output.exists == SM_EXISTS_RESUME      ? SM_OUTPUT_EXISTS_RESUME
-               : c->output.exists == SM_EXISTS_OVERWRITE ? SM_OUTPUT_EXISTS_OVERWRITE
-               : c->output.exists == SM_EXISTS_AUTO      ? SM_OUTPUT_EXISTS_AUTO
-                                                         : SM_OUTPUT_EXISTS_ERROR;
+    o.exists = c->output.exists; /* the engine's enum (config.h) */
     o.sync = !c->output.fsync                      ? SM_OUTPUT_SYNC_NONE
              : c->output.sync == SM_CFG_SYNC_FSYNC ? SM_OUTPUT_SYNC_FSYNC
                                                    : SM_OUTPUT_SYNC_SYNCFS;

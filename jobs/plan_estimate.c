@@ -243,7 +243,7 @@ static sm_status sample_norm(const struct sm_job_config *c, const struct sm_run_
     nm->divisor = c->normalize.divisor;
     nm->lo = c->normalize.lo;
     nm->hi = c->normalize.hi;
-    if (c->normalize.mode != SM_NORM_PERCENTILE) {
+    if (sm_norm_desc(c->normalize.mode)->window != SM_NORM_WIN_PERCENTILE) {
         return SM_OK;
     }
     const size_t elem = sm_dtype_size(dt);
@@ -781,7 +781,7 @@ sm_status sm_plan_estimate(const struct sm_job_config *c, const struct sm_plan_i
     e->in_ratio = 1.0;
     e->ratio_from = e->convert ? "codec none" : "no output";
     const bool ome = c->output.ome_method != NULL;
-    e->two_pass = !e->convert || c->normalize.mode == SM_NORM_PERCENTILE;
+    e->two_pass = !e->convert || sm_norm_desc(c->normalize.mode)->needs_statistics;
     uint64_t rank_in = 0;
     /* grouped (docs/internals/reading.md): both phases' shares are runs of groups */
     const bool grouped = e->convert && e->rp_write.windowed;

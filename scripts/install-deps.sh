@@ -16,10 +16,10 @@ die() { printf 'install-deps: error: %s\n' "$*" >&2; exit 1; }
 
 packages=(
     build-essential cmake pkg-config git
-    libzstd-dev libdeflate-dev zlib1g-dev libblosc-dev libcurl4-openssl-dev libyaml-dev
+    libzstd-dev liblz4-dev libdeflate-dev zlib1g-dev libblosc-dev libcurl4-openssl-dev libyaml-dev
     libjansson-dev nettle-dev libopenmpi-dev openmpi-bin libhdf5-openmpi-dev libcmocka-dev
     nginx-light liblzma-dev libbz2-dev
-    python3 python3-numpy python3-zarr python3-numcodecs python3-zstandard python3-crc32c
+    python3 python3-numpy python3-zarr python3-numcodecs python3-lz4 python3-zstandard python3-crc32c
     python3-h5py python3-nibabel python3-botocore
     slurm-wlm munge python3-matplotlib
     clang-format-16 hyperfine strace

@@ -291,6 +291,42 @@ static sm_status blosc_encode(const void *prep, struct sm_bytes in, struct sm_bu
     return SM_OK;
 }
 
+/* The writer's slots: blosc with byte shuffle and an automatic block size, as bioformats2raw
+ * writes it; variant: the inner compressor (cname, default lz4). */
+static sm_status blosc_write_config(int level, unsigned typesize, const char *variant, json_t **v3,
+                                    json_t **v2, struct sm_err *err)
+{
+    static const char *const cnames[] = {"lz4", "lz4hc", "blosclz", "zstd", "zlib", NULL};
+    const char *cname = variant != NULL ? variant : cnames[0];
+    bool ok = false;
+    char known[64] = "";
+    for (const char *const *k = cnames; *k != NULL; k++) {
+        ok = ok || strcmp(*k, cname) == 0;
+        size_t n = strlen(known);
+        snprintf(known + n, sizeof(known) - n, "%s%s", k == cnames ? "" : ", ", *k);
+    }
+    if (!ok) {
+        SM_FAIL_AT(err, SM_E_USAGE, "output.codec", "unknown blosc cname '%s' (%s)", cname, known);
+    }
+    *v3 = json_pack("{s:s, s:i, s:s, s:i, s:i}", "cname", cname, "clevel", level, "shuffle",
+                    "shuffle", "typesize", (int)typesize, "blocksize", 0);
+    *v2 = json_pack("{s:i, s:i, s:s, s:s, s:i}", "blocksize", 0, "clevel", level, "cname", cname,
+                    "id", "blosc", "shuffle", 1);
+    if (*v3 == NULL || *v2 == NULL) {
+        json_decref(*v3), json_decref(*v2);
+        SM_FAIL(err, SM_E_NOMEM, "cannot build the codec configuration");
+    }
+    return SM_OK;
+}
+
+static const struct sm_codec_writer blosc_writer = {
+    .level_min = 0,
+    .level_max = 9,
+    .level_word = "clevel",
+    .config = blosc_write_config,
+    .doc = "c-blosc (lz4 inside by default) with byte shuffle",
+};
+
 const struct sm_codec_ops sm_codec_blosc_ops = {
     .name = "blosc",
     .v2_id = "blosc",
@@ -301,4 +337,5 @@ const struct sm_codec_ops sm_codec_blosc_ops = {
     .encode = blosc_encode,
     .free_conf = sm_free,
     .free_prep = sm_free,
+    .writer = &blosc_writer,
 };

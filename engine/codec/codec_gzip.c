@@ -5,6 +5,7 @@
  * be concatenated); of unknown size, one member, never past the scratch's decode bound. */
 #include "codec_int.h"
 
+#include <jansson.h>
 #include <libdeflate.h>
 #include <string.h>
 
@@ -176,6 +177,28 @@ uint32_t sm_codec_crc32(uint32_t crc, const void *data, size_t n)
     return libdeflate_crc32(crc, data, n);
 }
 
+/* The writer's slots: gzip (deflate in a gzip member) at a level. */
+static sm_status gzip_write_config(int level, unsigned typesize, const char *variant, json_t **v3,
+                                   json_t **v2, struct sm_err *err)
+{
+    (void)typesize, (void)variant;
+    *v3 = json_pack("{s:i}", "level", level);
+    *v2 = json_pack("{s:s, s:i}", "id", "gzip", "level", level);
+    if (*v3 == NULL || *v2 == NULL) {
+        json_decref(*v3), json_decref(*v2);
+        SM_FAIL(err, SM_E_NOMEM, "cannot build the codec configuration");
+    }
+    return SM_OK;
+}
+
+static const struct sm_codec_writer gzip_writer = {
+    .level_min = 0,
+    .level_max = 9,
+    .level_word = "level",
+    .config = gzip_write_config,
+    .doc = "deflate in gzip members (libdeflate)",
+};
+
 const struct sm_codec_ops sm_codec_gzip_ops = {
     .name = "gzip",
     .v2_id = "gzip",
@@ -186,4 +209,5 @@ const struct sm_codec_ops sm_codec_gzip_ops = {
     .encode = gzip_encode,
     .free_conf = sm_free,
     .free_prep = sm_free,
+    .writer = &gzip_writer,
 };

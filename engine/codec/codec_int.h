@@ -142,6 +142,7 @@ extern const struct sm_codec_ops sm_codec_sharding_ops;
 extern const struct sm_codec_ops sm_codec_n5_ops;
 extern const struct sm_codec_ops sm_codec_xz_ops;  /* liblzma, dlopen()ed on first parse */
 extern const struct sm_codec_ops sm_codec_bz2_ops; /* libbz2, dlopen()ed on first parse */
+extern const struct sm_codec_ops sm_codec_lz4_ops; /* numcodecs' LZ4 (liblz4) */
 
 /* The registry itself (NULL-terminated), for the conformance suite. */
 extern const struct sm_codec_ops *const sm_codec_registry[];

@@ -7,6 +7,7 @@
 #define ZSTD_STATIC_LINKING_ONLY /* ZSTD_findDecompressedSize (stable since 1.3) */
 #include "codec_int.h"
 
+#include <jansson.h>
 #include <zstd.h>
 #include <zstd_errors.h>
 
@@ -210,6 +211,28 @@ static sm_status zstd_encode(const void *prep, struct sm_bytes in, struct sm_buf
     return SM_OK;
 }
 
+/* The writer's slots: zstd at a level, without the frame checksum. */
+static sm_status zstd_write_config(int level, unsigned typesize, const char *variant, json_t **v3,
+                                   json_t **v2, struct sm_err *err)
+{
+    (void)typesize, (void)variant;
+    *v3 = json_pack("{s:i, s:b}", "level", level, "checksum", 0);
+    *v2 = json_pack("{s:s, s:i}", "id", "zstd", "level", level);
+    if (*v3 == NULL || *v2 == NULL) {
+        json_decref(*v3), json_decref(*v2);
+        SM_FAIL(err, SM_E_NOMEM, "cannot build the codec configuration");
+    }
+    return SM_OK;
+}
+
+static const struct sm_codec_writer zstd_writer = {
+    .level_min = -131072,
+    .level_max = 22,
+    .level_word = "level",
+    .config = zstd_write_config,
+    .doc = "Zstandard (fast levels below 1)",
+};
+
 const struct sm_codec_ops sm_codec_zstd_ops = {
     .name = "zstd",
     .v2_id = "zstd",
@@ -220,4 +243,5 @@ const struct sm_codec_ops sm_codec_zstd_ops = {
     .encode = zstd_encode,
     .free_conf = sm_free,
     .free_prep = sm_free,
+    .writer = &zstd_writer,
 };

@@ -133,6 +133,16 @@ static sm_status convert_compressor(json_t *comp, enum sm_dtype dt, json_t **out
         *out = json_pack("{s:s,s:{s:s,s:I,s:s,s:I,s:I}}", "name", "blosc", "configuration", "cname",
                          cname != NULL ? json_string_value(cname) : "lz4", "clevel", clevel,
                          "shuffle", shuf, "typesize", typesize, "blocksize", blocksize);
+    } else if (sm_codec_find_v2(id) != NULL) {
+        /* any other codec of the registry with a numcodecs id (numcodecs.lz4): its v2 options
+         * are its v3 configuration, which the codec's parse checks */
+        json_t *cfg = json_deep_copy(comp);
+        if (cfg != NULL) {
+            json_object_del(cfg, "id");
+        }
+        *out = cfg != NULL ? json_pack("{s:s,s:o}", "name", sm_codec_find_v2(id)->name,
+                                       "configuration", cfg)
+                           : NULL;
     } else {
         SM_FAIL(err, SM_E_DATA, "unsupported v2 compressor '%s'", id);
     }

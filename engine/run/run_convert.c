@@ -423,7 +423,7 @@ static sm_status ph_plan(void *ctx, struct sm_err *err)
     const struct sm_run_common *c = &p->c;
     const struct sm_run_hooks *hk = &p->hooks;
     /* one pass unless percentile needs the statistics first */
-    cv->one_pass = p->normalize.mode != SM_NORM_PERCENTILE;
+    cv->one_pass = !sm_norm_desc(p->normalize.mode)->needs_statistics;
     struct sm_run_output o = p->output; /* the grid of the output's own type (its writer's) */
     o.dtype_set = true;
     o.dtype = cv->out_dt;

@@ -61,12 +61,30 @@ static inline uint16_t to_u16(float w)
 
 #define NORM_FROM(OT, CONV) SM_DTYPE_DISPATCH(dt, T, NORM_LOOP(T, OT, CONV))
 
+const struct sm_norm_desc sm_norm_modes[SM_NORM_NMODES] = {
+    [SM_NORM_SCALE] = {"scale", false, "normalize.divisor", SM_NORM_WIN_DIVISOR,
+                       SM_NORM_OMERO_WINDOW, "v / divisor"},
+    [SM_NORM_WINDOW] = {"window", false, "normalize.lo|normalize.hi", SM_NORM_WIN_VALUES,
+                        SM_NORM_OMERO_WINDOW, "clamp((v - lo) / (hi - lo), 0, 1)"},
+    [SM_NORM_PERCENTILE] = {"percentile", true, "normalize.lo|normalize.hi", SM_NORM_WIN_PERCENTILE,
+                            SM_NORM_OMERO_WINDOW,
+                            "window between the lo-th and hi-th percentiles of the global "
+                            "histogram (SPEC §5)"},
+    [SM_NORM_NONE] = {"none", false, "", SM_NORM_WIN_NONE, SM_NORM_OMERO_INPUT,
+                      "the input's values and type kept (rechunk / re-encode, SPEC §2; "
+                      "output.dtype may widen them losslessly)"},
+};
+
+const struct sm_norm_desc *sm_norm_desc(enum sm_norm_mode m)
+{
+    return (unsigned)m < SM_NORM_NMODES ? &sm_norm_modes[m] : &sm_norm_modes[SM_NORM_WINDOW];
+}
+
 const char *sm_norm_mode_name(enum sm_norm_mode m)
 {
-    return m == SM_NORM_SCALE    ? "scale"
-           : m == SM_NORM_WINDOW ? "window"
-           : m == SM_NORM_NONE   ? "none"
-                                 : "percentile";
+    /* out of range: as before, the percentile's name */
+    return (unsigned)m < SM_NORM_NMODES ? sm_norm_modes[m].name
+                                        : sm_norm_modes[SM_NORM_PERCENTILE].name;
 }
 
 bool sm_normalize_output_ok(enum sm_dtype out_dt)

@@ -8,6 +8,7 @@
 
 #include <inttypes.h>
 #include <jansson.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "shardmill/alloc.h"
@@ -125,52 +126,62 @@ static json_t *u64_array(unsigned n, const uint64_t *v)
     return a;
 }
 
-/* The compressor stage, or NULL (json_null) for "none". *bad tells an unknown codec or level. */
-static sm_status compressor(const struct sm_output_spec *s, json_t **out, struct sm_err *err)
+/* "a, b, c or none": the writable codecs of the registry (the error's list). */
+static void writable_names(char *buf, size_t cap)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; sm_codec_at(i) != NULL && n < cap; i++) {
+        if (sm_codec_at(i)->writer != NULL) {
+            n += (size_t)snprintf(buf + n, cap - n, "%s, ", sm_codec_choice(sm_codec_at(i)));
+        }
+    }
+    if (n >= 2 && n < cap) {
+        snprintf(buf + n - 2, cap - (n - 2), " or none");
+    }
+}
+
+/* The compressor stage (NULL for "none") and its v2 compressor (JSON null for "none"), from the
+ * codec's writer slots (shardmill/codec.h): an unknown or read-only codec or a level outside the
+ * writer's range is SM_E_USAGE naming output.codec. */
+static sm_status compressor2(const struct sm_output_spec *s, json_t **out, json_t **v2,
+                             struct sm_err *err)
 {
     const char *name = s->codec != NULL ? s->codec : "zstd";
     *out = NULL;
+    *v2 = NULL;
     if (strcmp(name, "none") == 0) {
+        *v2 = json_null();
         return SM_OK;
     }
-    if (strcmp(name, "zstd") == 0) {
-        if (s->level < -131072 || s->level > 22) {
-            SM_FAIL_AT(err, SM_E_USAGE, "output.codec", "%s level %d is outside -131072..22", name,
-                       s->level);
-        }
-        *out = json_pack("{s:s, s:{s:i, s:b}}", "name", "zstd", "configuration", "level", s->level,
-                         "checksum", 0);
-    } else if (strcmp(name, "gzip") == 0) {
-        if (s->level < 0 || s->level > 9) {
-            SM_FAIL_AT(err, SM_E_USAGE, "output.codec", "%s level %d is outside 0..9", name,
-                       s->level);
-        }
-        *out = json_pack("{s:s, s:{s:i}}", "name", "gzip", "configuration", "level", s->level);
-    } else if (strcmp(name, "blosc") == 0) {
-        if (s->level < 0 || s->level > 9) {
-            SM_FAIL_AT(err, SM_E_USAGE, "output.codec", "%s clevel %d is outside 0..9", name,
-                       s->level);
-        }
-        const char *cname = s->blosc_cname != NULL ? s->blosc_cname : "lz4";
-        static const char *const known[] = {"lz4", "lz4hc", "blosclz", "zstd", "zlib", NULL};
-        bool ok = false;
-        for (const char *const *k = known; *k != NULL; k++) {
-            ok = ok || strcmp(*k, cname) == 0;
-        }
-        if (!ok) {
-            SM_FAIL_AT(err, SM_E_USAGE, "output.codec",
-                       "unknown blosc cname '%s' (lz4, lz4hc, blosclz, zstd, zlib)", cname);
-        }
-        *out = json_pack("{s:s, s:{s:s, s:i, s:s, s:i, s:i}}", "name", "blosc", "configuration",
-                         "cname", cname, "clevel", s->level, "shuffle", "shuffle", "typesize",
-                         (int)sm_dtype_size(s->dtype), "blocksize", 0);
-    } else {
-        SM_FAIL_AT(err, SM_E_USAGE, "output.codec",
-                   "unknown codec '%s' (zstd, gzip, blosc or none)", name);
+    const struct sm_codec_ops *ops = sm_codec_find_writer(name);
+    const struct sm_codec_writer *w = ops != NULL ? ops->writer : NULL;
+    if (w == NULL) {
+        char names[256];
+        writable_names(names, sizeof(names));
+        SM_FAIL_AT(err, SM_E_USAGE, "output.codec", "unknown codec '%s' (%s)", name, names);
     }
+    if (s->level < w->level_min || s->level > w->level_max) {
+        SM_FAIL_AT(err, SM_E_USAGE, "output.codec", "%s %s %d is outside %d..%d", name,
+                   w->level_word, s->level, w->level_min, w->level_max);
+    }
+    json_t *cfg = NULL;
+    SM_TRY(w->config(s->level, (unsigned)sm_dtype_size(s->dtype), s->blosc_cname, &cfg, v2, err));
+    *out = json_pack("{s:s, s:o}", "name", ops->name, "configuration", cfg);
     if (*out == NULL) {
+        json_decref(*v2);
+        *v2 = NULL;
         SM_FAIL(err, SM_E_NOMEM, "cannot build the codec configuration");
     }
+    return SM_OK;
+}
+
+/* The compressor stage, or NULL for "none". */
+static sm_status compressor(const struct sm_output_spec *s, json_t **out, struct sm_err *err)
+{
+    json_t *v2;
+    SM_TRY(compressor2(s, out, &v2, err));
+    json_decref(v2);
     return SM_OK;
 }
 
@@ -292,26 +303,13 @@ static const char *v2_dtype(enum sm_dtype dt)
     }
 }
 
-/* The v2 compressor of s (validated as the v3 stage): blosc as bioformats2raw writes it (byte
- * shuffle, automatic block size), zstd and gzip by level; JSON null for none. */
+/* The v2 compressor of s (validated as the v3 stage; the writer slots' numcodecs object); JSON
+ * null for none. */
 static sm_status v2_compressor(const struct sm_output_spec *s, json_t **out, struct sm_err *err)
 {
     json_t *v3;
-    SM_TRY(compressor(s, &v3, err));
-    const char *name = s->codec != NULL ? s->codec : "zstd";
+    SM_TRY(compressor2(s, &v3, out, err));
     json_decref(v3);
-    if (strcmp(name, "none") == 0) {
-        *out = json_null();
-    } else if (strcmp(name, "blosc") == 0) {
-        *out =
-            json_pack("{s:i, s:i, s:s, s:s, s:i}", "blocksize", 0, "clevel", s->level, "cname",
-                      s->blosc_cname != NULL ? s->blosc_cname : "lz4", "id", "blosc", "shuffle", 1);
-    } else {
-        *out = json_pack("{s:s, s:i}", "id", name, "level", s->level);
-    }
-    if (*out == NULL) {
-        SM_FAIL(err, SM_E_NOMEM, "cannot build the codec configuration");
-    }
     return SM_OK;
 }
 

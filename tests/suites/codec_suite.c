@@ -1,6 +1,6 @@
 /* The codec conformance suite (see codec_suite.h): the case table and the three checks. Included by
  * tests/unit/codec/test_codec_registry.c, which runs every row and checks that every registered
- * codec has at least one. Golden encodings: numcodecs 0.11 (gzip, zlib, zstd, blosc) and
+ * codec has at least one. Golden encodings: numcodecs 0.11 (gzip, zlib, zstd, blosc, lz4) and
  * hand-assembled bytes following the spec text (bytes, crc32c, sharding_indexed), zarr-python
  * 2.13's N5ChunkWrapper (n5_block). */
 #include "shardmill/sm_config.h"
@@ -93,6 +93,16 @@ const struct codec_suite_case codec_suite_cases[] = {
      {33, 17},
      0,
      NULL},
+    /* numcodecs.lz4: golden block by numcodecs 0.11 LZ4(acceleration=1) (4-byte size, block). */
+    {"numcodecs.lz4",
+     "[" LE ",{\"name\":\"numcodecs.lz4\",\"configuration\":{\"acceleration\":1}}]",
+     SM_DT_INT16,
+     1,
+     {64},
+     0,
+     "80000000f071ceffd1ffd4ffd7ffdaffddffe0ffe3ffe6ffe9ffecffeffff2fff5fff8fffbfffeff0100040007000a"
+     "000d0010001300160019001c001f002200250028002b002e003100340037003a003d0040004300460049004c004f"
+     "005200550058005b005e006100640067006a006d0070007300760079007c007f008200850088008b00"},
     {"blosc",
      "[" LE ",{\"name\":\"blosc\",\"configuration\":{\"cname\":\"lz4\",\"clevel\":5,\"shuffle\":"
      "\"shuffle\",\"typesize\":2,\"blocksize\":0}}]",

@@ -31,6 +31,23 @@ enum sm_codec_kind { SM_CODEC_A2A, SM_CODEC_A2B, SM_CODEC_B2B };
 
 struct sm_scratch;
 
+/* The writer's slots of a codec the output may be compressed with (output.codec.name): a codec
+ * with them is writable, one without (writer NULL) is read only. write/ builds the chunks' stage
+ * from them and jobs/ its choices, level range and help, so a new output codec is its own file
+ * plus one registry entry (CONTRIBUTING.md "A new output codec"). */
+struct sm_codec_writer {
+    const char *choice;       /* its output.codec.name; NULL: the codec's v3 name */
+    int level_min, level_max; /* output.codec.level, inclusive */
+    const char *level_word;   /* the configuration's name of the level ("level", "clevel") */
+    /* The configuration of the v3 stage {"name", "configuration": *v3} and of the v2 compressor
+     * (*v2: the numcodecs object with its "id") for a level in range and values of `typesize`
+     * bytes; `variant` is the codec's own sub-choice (blosc's cname; NULL: its default).
+     * SM_E_USAGE (where output.codec) for a variant it does not know, SM_E_NOMEM. */
+    sm_status (*config)(int level, unsigned typesize, const char *variant, struct json_t **v3,
+                        struct json_t **v2, struct sm_err *err);
+    const char *doc; /* one line for docs/CONFIG.md */
+};
+
 struct sm_codec_ops {
     const char *name;  /* v3 name, e.g. "zstd" */
     const char *v2_id; /* numcodecs id, or NULL */
@@ -57,11 +74,21 @@ struct sm_codec_ops {
      * chains below the prepared stage. */
     void (*set_depth)(void *conf, unsigned depth);
     unsigned (*height)(const void *prep);
+    /* Optional (NULL: the output is never written with it): the writer's slots above. */
+    const struct sm_codec_writer *writer;
 };
 
 /* The registry: NULL-terminated, looked up by v3 name or by numcodecs id. */
 const struct sm_codec_ops *sm_codec_find(const char *name);
 const struct sm_codec_ops *sm_codec_find_v2(const char *v2_id);
+/* The i-th codec of the registry, NULL past the last (in registry order: the writable ones,
+ * ops->writer != NULL, in the order output.codec.name lists them). */
+const struct sm_codec_ops *sm_codec_at(size_t i);
+/* The writable codec whose output.codec.name is `choice` (its writer's choice, else its v3
+ * name), or NULL. */
+const struct sm_codec_ops *sm_codec_find_writer(const char *choice);
+/* The output.codec.name of a writable codec. */
+const char *sm_codec_choice(const struct sm_codec_ops *ops);
 
 /* Per-thread codec state. Not thread-safe: one per thread. */
 sm_status sm_scratch_new(struct sm_scratch **out, struct sm_err *err);

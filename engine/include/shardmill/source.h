@@ -54,7 +54,7 @@ struct sm_source_info {
     double spacing[SM_MAX_DIMS];
     double origin[SM_MAX_DIMS];
     const char *unit; /* a UDUNITS-2 name ("millimeter"), or NULL when the file states none */
-    char format[8];   /* "raw" | "nifti" | "tiff" | "hdf5" | a caller's own name */
+    char format[8];   /* a row's name of sm_source_formats, or a caller's own */
     /* Where the geometry came from, as the report names it (`input.geometry_from`): a TIFF's
      * "imagej" | "ome-xml" | "tiff-resolution"; empty: `format` ("nifti"). */
     char geometry_from[16];
@@ -93,7 +93,7 @@ sm_status sm_source_new(const struct sm_source_ops *ops, void *user,
 
 /* The engine's file sources (input.format and input.raw.* / input.hdf5.* of docs/CONFIG.md). */
 struct sm_source_params {
-    const char *format; /* "raw" | "nifti" | "tiff" | "hdf5" */
+    const char *format; /* the name of a row of sm_source_formats */
     const char *path;   /* the file (a TIFF stack: its directory or one multi-page file) */
     /* raw */
     enum sm_dtype raw_dtype;
@@ -116,6 +116,32 @@ struct sm_source_params {
      * positive finite number is then read, not refused (its info.spacing is the file's, as is). */
     bool spacing_given;
 };
+
+/* The registry of the engine's file sources (CONTRIBUTING.md "A new source"): one row per
+ * input.format, read by sm_source_open and by jobs/ (the key's choices, the inference from the
+ * file's name, the source's keys and axes, the help and docs/CONFIG.md), so that no list of
+ * formats is written anywhere else. A source's own keys are input.<name>.* (their rows in
+ * jobs/config_schema.c); a key of another source is refused. */
+struct sm_source_format {
+    const char *name; /* input.format */
+    /* "|"-separated endings of a file name (compared ignoring case) that infer the format when
+     * input.format is not given; "" for none */
+    const char *extensions;
+    sm_status (*open)(const struct sm_source_params *p, struct sm_source **out, struct sm_err *err);
+    /* The axes rule: the volume's fixed number of axes (a TIFF stack: 3), or 0: the file's own
+     * (checked when opened), or the count of `shape_key` when it has one. */
+    unsigned ndim;
+    const char *shape_key; /* the key stating the volume's shape (input.raw.shape), or NULL */
+    const char *required;  /* "|"-separated keys it needs ("" for none) */
+    const char *noun;      /* the input in messages ("a TIFF input") */
+    const char *doc;       /* one line: what input.store names for it */
+};
+/* The rows, in the order input.format lists them; the last has name NULL. */
+extern const struct sm_source_format sm_source_formats[];
+/* The row of input.format `name`, or NULL. */
+const struct sm_source_format *sm_source_format_find(const char *name);
+/* The row whose extensions end `path` (ignoring case), or NULL. */
+const struct sm_source_format *sm_source_format_infer(const char *path);
 
 /* Opens the source p names and reads its header: SM_E_USAGE for bad parameters (naming the
  * input.* key), SM_E_DATA for a malformed or unsupported file (naming the file and the field),

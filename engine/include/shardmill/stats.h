@@ -100,8 +100,34 @@ void sm_checksums_add_box(struct sm_checksums *c, enum sm_dtype dt, const void *
  * and becomes that window; none keeps the input's values and type (SPEC §2: rechunk / re-encode;
  * output.dtype may widen them). */
 enum sm_norm_mode { SM_NORM_SCALE, SM_NORM_WINDOW, SM_NORM_PERCENTILE, SM_NORM_NONE };
-/* Its name in the configuration, zarr.json and the report ("scale", ..., "none"). */
+/* Its name in the configuration, zarr.json and the report (sm_norm_modes[m].name). */
 const char *sm_norm_mode_name(enum sm_norm_mode m);
+
+/* The registry of normalization modes (docs/CONTRIBUTING.md "A new normalization mode"): one
+ * descriptor per mode, indexed by its enum value, read by the run, by jobs/' schema, rules, help,
+ * docs/CONFIG.md and plan alike, so that no list of modes is written anywhere else. */
+enum sm_norm_window {
+    SM_NORM_WIN_DIVISOR,    /* [0, divisor] maps to [0, 1]: normalize.divisor */
+    SM_NORM_WIN_VALUES,     /* [lo, hi] given as values: normalize.lo, normalize.hi */
+    SM_NORM_WIN_PERCENTILE, /* lo and hi are percentiles (0..100) of the global histogram */
+    SM_NORM_WIN_NONE        /* no window: the values are kept (a lossless cast) */
+};
+enum sm_norm_omero {
+    SM_NORM_OMERO_WINDOW, /* the OME-Zarr omero window is the normalization's output range */
+    SM_NORM_OMERO_INPUT   /* the input's own values: the p1..p99 of their histogram */
+};
+struct sm_norm_desc {
+    const char *name;      /* normalize.mode's YAML choice */
+    bool needs_statistics; /* the window needs the global histogram first: two passes */
+    const char *keys;      /* the normalize.* keys it reads, "|"-separated ("" for none) */
+    enum sm_norm_window window;
+    enum sm_norm_omero omero;
+    const char *doc; /* one line for docs/CONFIG.md and the key's help */
+};
+#define SM_NORM_NMODES 4
+extern const struct sm_norm_desc sm_norm_modes[SM_NORM_NMODES];
+/* sm_norm_modes[m]; a mode out of range is treated as a window (as the kernel treats it). */
+const struct sm_norm_desc *sm_norm_desc(enum sm_norm_mode m);
 
 /* Normalization (SPEC §5), computed in float32 exactly as written. The kernel's mode is
  * SM_NORM_SCALE or SM_NORM_WINDOW (a percentile is resolved to its window first; none is no

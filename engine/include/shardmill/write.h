@@ -31,9 +31,9 @@ struct sm_output_spec {
     bool sharded;                /* false: plain chunks of `chunk`, codecs [bytes, codec] */
     uint64_t shard[SM_MAX_DIMS]; /* shard shape (the chunk grid); each a multiple of chunk */
     uint64_t chunk[SM_MAX_DIMS]; /* inner chunk shape (sharded) or the chunk shape */
-    const char *codec;           /* "zstd" | "gzip" | "blosc" | "none" */
-    int level;                   /* zstd -131072..22, gzip 0..9, blosc clevel 0..9 */
-    const char *blosc_cname;     /* blosc only: lz4 | lz4hc | blosclz | zstd | zlib */
+    const char *codec;           /* a writable codec (sm_codec_ops.writer) or "none" */
+    int level;                   /* within the codec's writer level_min..level_max */
+    const char *blosc_cname;     /* the writer's variant (blosc: its cname; NULL: default) */
     bool index_crc32c;           /* index codecs [bytes little, crc32c] (else [bytes little]) */
     enum sm_shard_index_location index_location;
     uint8_t fill[8];                 /* fill value: little-endian bytes of dtype */

@@ -41,7 +41,10 @@ static void test_registry_finds_numcodecs_ids(void **state)
     assert_ptr_equal(sm_codec_find_v2("zstd"), &sm_codec_zstd_ops);
     assert_ptr_equal(sm_codec_find_v2("blosc"), &sm_codec_blosc_ops);
     assert_null(sm_codec_find_v2("bytes")); /* v3-only codecs have no numcodecs id */
-    assert_null(sm_codec_find_v2("lz4"));
+    assert_ptr_equal(sm_codec_find_v2("lz4"), &sm_codec_lz4_ops); /* numcodecs.lz4 in v3 */
+    assert_ptr_equal(sm_codec_find_writer("lz4"), &sm_codec_lz4_ops);
+    assert_null(sm_codec_find_writer("bytes")); /* read only: no writer slots */
+    assert_null(sm_codec_find_v2("lz5"));
 }
 
 static void test_registry_unknown_names_are_null(void **state)

@@ -226,8 +226,8 @@ static void test_v2_blosc_rejects_unknown_shuffle(void **state)
 static void test_v2_unknown_compressor_is_named(void **state)
 {
     (void)state;
-    expect_error(zarray("<u2", "C", "{\"id\": \"lz4\", \"acceleration\": 1}", "0", "null", ""),
-                 "unsupported v2 compressor 'lz4'");
+    expect_error(zarray("<u2", "C", "{\"id\": \"lz5\", \"acceleration\": 1}", "0", "null", ""),
+                 "unsupported v2 compressor 'lz5'");
     expect_error(zarray("<u2", "C", "{\"level\": 1}", "0", "null", ""),
                  "field 'compressor' has no string 'id'");
     expect_error(zarray("<u2", "C", "\"gzip\"", "0", "null", ""),

@@ -11,12 +11,15 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
 
 #include "config.h"
 #include "config_schema.h"
+#include "shardmill/codec.h"
+#include "shardmill/source.h"
 #include "shardmill/alloc.h"
 #include "shardmill/store.h"
 #include "sm_test.h"
@@ -309,17 +312,18 @@ static void test_numeric_rows_have_ranges_holding_defaults(void **state)
     (void)state;
     for (unsigned i = 0; i < sm_cfg_nkeys; i++) {
         const struct sm_cfg_key *k = &sm_cfg_keys[i];
-        assert_non_null(k->help);
+        const char *help = sm_cfg_help(k);
+        assert_non_null(help);
         assert_non_null(k->example);
-        assert_true(k->help[0] != '\0' && k->help[strlen(k->help) - 1] != '.');
-        assert_null(strchr(k->help, '|')); /* Markdown table cells */
-        if (k->def_doc != NULL) {
-            assert_null(strchr(k->def_doc, '|'));
+        assert_true(help[0] != '\0' && help[strlen(help) - 1] != '.');
+        assert_null(strchr(help, '|')); /* Markdown table cells */
+        if (sm_cfg_def_doc(k) != NULL) {
+            assert_null(strchr(sm_cfg_def_doc(k), '|'));
         }
         if (k->type == SM_CFG_ENUM || k->type == SM_CFG_NAME) {
-            assert_non_null(k->choices);
+            assert_non_null(sm_cfg_choices(k));
         } else {
-            assert_null(k->choices);
+            assert_null(sm_cfg_choices(k));
         }
         if (k->type != SM_CFG_UINT && k->type != SM_CFG_INT && k->type != SM_CFG_SIZE) {
             assert_int_equal(k->min, 0);
@@ -418,13 +422,13 @@ static void test_defaults_equal_the_documented_values(void **state)
     assert_true(d.output.chunk.is_auto);
     assert_string_equal(d.output.codec, "zstd");
     assert_int_equal(d.output.codec_level, 3);
-    assert_int_equal(d.output.exists, SM_EXISTS_ERROR);
+    assert_int_equal(d.output.exists, SM_OUTPUT_EXISTS_ERROR);
     assert_true(d.output.fsync);
     assert_null(d.export_.hdf5_path);
     assert_int_equal(d.export_.hdf5_deflate, 0);
     assert_string_equal(d.export_.hdf5_dataset, "/data");
     assert_false(d.export_.hdf5_chunk.set);
-    assert_int_equal(d.export_.hdf5_exists, SM_CFG_EXPORT_EXISTS_ERROR);
+    assert_int_equal(d.export_.hdf5_exists, SM_EXPORT_EXISTS_ERROR);
     assert_int_equal(d.parallel.threads, 0);
     assert_int_equal(d.parallel.partition, SM_PARTITION_BALANCED);
     assert_int_equal(d.limits.memory_bytes, 2ull << 30);
@@ -486,11 +490,14 @@ static void test_enum_names_follow_the_c_enums(void **state)
         {"normalize.mode=window", offsetof(struct sm_job_config, normalize.mode), SM_NORM_WINDOW},
         {"normalize.mode=percentile", offsetof(struct sm_job_config, normalize.mode),
          SM_NORM_PERCENTILE},
-        {"output.exists=error", offsetof(struct sm_job_config, output.exists), SM_EXISTS_ERROR},
+        {"output.exists=error", offsetof(struct sm_job_config, output.exists),
+         SM_OUTPUT_EXISTS_ERROR},
         {"output.exists=overwrite", offsetof(struct sm_job_config, output.exists),
-         SM_EXISTS_OVERWRITE},
-        {"output.exists=resume", offsetof(struct sm_job_config, output.exists), SM_EXISTS_RESUME},
-        {"output.exists=auto", offsetof(struct sm_job_config, output.exists), SM_EXISTS_AUTO},
+         SM_OUTPUT_EXISTS_OVERWRITE},
+        {"output.exists=resume", offsetof(struct sm_job_config, output.exists),
+         SM_OUTPUT_EXISTS_RESUME},
+        {"output.exists=auto", offsetof(struct sm_job_config, output.exists),
+         SM_OUTPUT_EXISTS_AUTO},
         {"parallel.partition=balanced", offsetof(struct sm_job_config, parallel.partition),
          SM_PARTITION_BALANCED},
         {"parallel.partition=block", offsetof(struct sm_job_config, parallel.partition),
@@ -603,6 +610,81 @@ static void test_yaml_view_round_trips(void **state)
     }
 }
 
+/* The n-th name of "a|b|c" (into buf), or "" past the last. */
+static const char *nth_choice(const char *choices, unsigned n, char *buf, size_t cap)
+{
+    for (; n > 0 && choices != NULL; n--) {
+        choices = strchr(choices, '|');
+        choices = choices != NULL ? choices + 1 : NULL;
+    }
+    snprintf(buf, cap, "%.*s", choices != NULL ? (int)strcspn(choices, "|") : 0,
+             choices != NULL ? choices : "");
+    return buf;
+}
+
+/* issue 36: an enum's YAML choices are its registry, value for value, and the keys of rows that
+ * read a registry agree with it (a mode's keys are rows; the level row spans every writer). */
+static void test_choices_match_the_registries(void **state)
+{
+    (void)state;
+    char buf[64];
+    const struct sm_cfg_key *mode = sm_cfg_find("normalize.mode");
+    for (unsigned m = 0; m < SM_NORM_NMODES; m++) {
+        assert_string_equal(nth_choice(sm_cfg_choices(mode), m, buf, sizeof(buf)),
+                            sm_norm_mode_name((enum sm_norm_mode)m));
+        for (const char *e = sm_norm_modes[m].keys; *e != '\0';) {
+            snprintf(buf, sizeof(buf), "%.*s", (int)strcspn(e, "|"), e);
+            assert_non_null(sm_cfg_find(buf));
+            e += strcspn(e, "|") + (e[strcspn(e, "|")] == '|');
+        }
+    }
+    assert_string_equal(nth_choice(sm_cfg_choices(mode), SM_NORM_NMODES, buf, sizeof(buf)), "");
+    assert_int_equal(sm_norm_desc(SM_NORM_PERCENTILE)->needs_statistics, true);
+    const struct sm_cfg_key *fmt = sm_cfg_find("input.format");
+    unsigned n = 0;
+    for (const struct sm_source_format *f = sm_source_formats; f->name != NULL; f++, n++) {
+        assert_string_equal(nth_choice(sm_cfg_choices(fmt), 2 + n, buf, sizeof(buf)), f->name);
+        for (const char *e = f->required; *e != '\0';) {
+            snprintf(buf, sizeof(buf), "%.*s", (int)strcspn(e, "|"), e);
+            assert_non_null(sm_cfg_find(buf));
+            e += strcspn(e, "|") + (e[strcspn(e, "|")] == '|');
+        }
+        assert_true(f->shape_key == NULL || sm_cfg_find(f->shape_key)->type == SM_CFG_DIMS);
+    }
+    const struct sm_cfg_key *codec = sm_cfg_find("output.codec.name");
+    const struct sm_cfg_key *level = sm_cfg_find("output.codec.level");
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    n = 0;
+    for (size_t i = 0; sm_codec_at(i) != NULL; i++) {
+        const struct sm_codec_writer *w = sm_codec_at(i)->writer;
+        if (w != NULL) {
+            assert_string_equal(nth_choice(sm_cfg_choices(codec), n++, buf, sizeof(buf)),
+                                sm_codec_choice(sm_codec_at(i)));
+            lo = w->level_min < lo ? w->level_min : lo;
+            hi = w->level_max > hi ? w->level_max : hi;
+        }
+    }
+    assert_string_equal(nth_choice(sm_cfg_choices(codec), n, buf, sizeof(buf)), "none");
+    /* the engine enums config.h uses directly: their YAML choices are in enum order */
+    assert_string_equal(nth_choice(sm_cfg_choices(sm_cfg_find("output.exists")),
+                                   SM_OUTPUT_EXISTS_AUTO, buf, sizeof(buf)),
+                        "auto");
+    assert_string_equal(nth_choice(sm_cfg_choices(sm_cfg_find("output.exists")),
+                                   SM_OUTPUT_EXISTS_RESUME, buf, sizeof(buf)),
+                        "resume");
+    assert_string_equal(nth_choice(sm_cfg_choices(sm_cfg_find("output.ome.downsample")),
+                                   SM_RUN_OME_DOWN_YX, buf, sizeof(buf)),
+                        "yx");
+    assert_string_equal(nth_choice(sm_cfg_choices(sm_cfg_find("output.ome.version")),
+                                   SM_RUN_OME_V04, buf, sizeof(buf)),
+                        "0.4");
+    assert_string_equal(nth_choice(sm_cfg_choices(sm_cfg_find("export.hdf5.exists")),
+                                   SM_EXPORT_EXISTS_OVERWRITE, buf, sizeof(buf)),
+                        "overwrite");
+    assert_int_equal(level->min, lo);
+    assert_int_equal((int64_t)level->max, hi);
+}
+
 static void test_markdown_documents_every_key(void **state)
 {
     (void)state;
@@ -616,7 +698,7 @@ static void test_markdown_documents_every_key(void **state)
         assert_contains(md, h);
         snprintf(h, sizeof(h), "| [`%s`]", k->path);
         assert_contains(md, h);
-        assert_contains(md, k->help + 1);
+        assert_contains(md, sm_cfg_help(k) + 1);
         if (k->def != NULL) {
             snprintf(h, sizeof(h), "- default: `%s`", k->def);
             assert_contains(md, h);
@@ -733,6 +815,7 @@ int main(void)
         cmocka_unit_test(test_enum_names_follow_the_c_enums),
         cmocka_unit_test(test_distance_and_suggestions),
         cmocka_unit_test(test_yaml_view_round_trips),
+        cmocka_unit_test(test_choices_match_the_registries),
         cmocka_unit_test(test_markdown_documents_every_key),
         cmocka_unit_test(test_markdown_examples_load),
     };

@@ -232,7 +232,7 @@ static void test_enum_values(void **state)
                     "parallel: {partition: block}\n",
             &c);
     assert_int_equal(c.job, SM_JOB_CONVERT);
-    assert_int_equal(c.output.exists, SM_EXISTS_RESUME);
+    assert_int_equal(c.output.exists, SM_OUTPUT_EXISTS_RESUME);
     assert_string_equal(c.output.codec, "none");
     assert_int_equal(c.parallel.partition, SM_PARTITION_BLOCK);
     sm_config_destroy(&c);
@@ -248,8 +248,8 @@ static void test_enum_values(void **state)
                  "output.exists: expected one of error, overwrite, resume, auto, got 'replace'");
     expect_error(SCAN "parallel: {partition: cyclic}\n", "f.yaml:3:23",
                  "expected one of balanced, block, got 'cyclic'");
-    expect_error(SCAN "output: {codec: {name: lz4}}\n", "f.yaml:3:24",
-                 "output.codec.name: expected one of zstd, gzip, blosc, none, got 'lz4'");
+    expect_error(SCAN "output: {codec: {name: lz5}}\n", "f.yaml:3:24",
+                 "output.codec.name: expected one of zstd, gzip, blosc, lz4, none, got 'lz5'");
     expect_error(SCAN "output: {codec: {name: null}}\n", "f.yaml:3:24", "got null");
     expect_error(SCAN "input.format: dicom\n", "f.yaml:3:15", "got 'dicom'");
     expect_error(SCAN "input.format: dicom\n", "f.yaml:3:15", "expected one of zarr, ");
@@ -900,7 +900,7 @@ static void test_export_hdf5_keys(void **state)
     assert_string_equal(c.export_.hdf5_dataset, "/data");
     assert_false(c.export_.hdf5_chunk.set);
     assert_int_equal(c.export_.hdf5_deflate, 0);
-    assert_int_equal(c.export_.hdf5_exists, SM_CFG_EXPORT_EXISTS_ERROR);
+    assert_int_equal(c.export_.hdf5_exists, SM_EXPORT_EXISTS_ERROR);
     sm_config_destroy(&c);
     load_ok(CONVERT "export:\n  hdf5:\n    path: x.h5\n    dataset: /ct/volume\n"
                     "    chunk: [4, 64, 64]\n    deflate: 9\n    exists: overwrite\n",
@@ -910,7 +910,7 @@ static void test_export_hdf5_keys(void **state)
     assert_int_equal(c.export_.hdf5_chunk.n, 3);
     assert_int_equal(c.export_.hdf5_chunk.v[2], 64);
     assert_int_equal(c.export_.hdf5_deflate, 9);
-    assert_int_equal(c.export_.hdf5_exists, SM_CFG_EXPORT_EXISTS_OVERWRITE);
+    assert_int_equal(c.export_.hdf5_exists, SM_EXPORT_EXISTS_OVERWRITE);
     sm_config_destroy(&c);
     expect_error(CONVERT "export: {hdf5: {path: x.h5, deflate: 10}}\n", "f.yaml:4:38",
                  "export.hdf5.deflate: 10 is out of range (0 to 9)");
