@@ -386,6 +386,30 @@ sm_status sm_plan_memory_run(const struct sm_job_config *c, int ranks, int threa
     return SM_OK;
 }
 
+/* plan --help: what it prints */
+static const char PLAN_ABOUT[] =
+    "Prints how a scan, convert or ingest job (a Zarr/N5 array or a source of "
+    "input.format; read-bench is not planned) splits its work over N ranks "
+    "(parallel.partition): "
+    "each "
+    "rank's contiguous run of scan tiles and of output shards, with the decoded input bytes "
+    "it touches, and the imbalance max/mean; then an estimate (JSON `estimate`): seconds "
+    "from launch to the completion marker (scaling/MODEL.md's model over per-stage rates "
+    "calibrated by scaling/calibrate), an upper bound of each rank's peak RSS (the engine's "
+    "buffers, caches and limits.memory_bytes) and, for a convert, the `ceiling` line that "
+    "`run` acts on (JSON `memory_ceiling`: within limits.memory_bytes, adapted to it by "
+    "re-reading the input or running fewer threads, or over it: run exits 5 before "
+    "writing), the output's bytes (the codec's ratio "
+    "measured on at most 4 sampled output chunks of input, or the values' bytes with codec "
+    "none) and its exact number of files; with export.hdf5.path, the HDF5 file's bytes, "
+    "seconds and buffer (JSON `export`). The groups line names the groups of shards that "
+    "share input blocks and the window each is read into (and why an automatic shard has "
+    "its depth); the reads line gives the bytes each pass fetches from storage, their ratio "
+    "to the input's size on disk and their time at the file system's read bandwidth: a "
+    "pass lasts the longer of its compute and its read. Reads the input's metadata and "
+    "those few sample chunks only (a chunk that does not exist reads as the fill value). "
+    "See docs/internals/ranks.md and docs/SLURM.md \"Sizing a large run\".";
+
 int sm_cmd_plan(int argc, char **argv)
 {
     struct sm_str_list sets = {0};
@@ -436,27 +460,7 @@ int sm_cmd_plan(int argc, char **argv)
         "CONFIG.yaml --ranks N [--threads T] [--nodes M] [--set KEY=VALUE]... [--rates FILE] "
         "[--ratio X] [--fs-bandwidth BYTES] [--fs-read-bandwidth BYTES] [--cache cold|warm] "
         "[--json]",
-        "Prints how a scan, convert or ingest job (a Zarr/N5 array or a source of "
-        "input.format; read-bench is not planned) splits its work over N ranks "
-        "(parallel.partition): "
-        "each "
-        "rank's contiguous run of scan tiles and of output shards, with the decoded input bytes "
-        "it touches, and the imbalance max/mean; then an estimate (JSON `estimate`): seconds "
-        "from launch to the completion marker (scaling/MODEL.md's model over per-stage rates "
-        "calibrated by scaling/calibrate), an upper bound of each rank's peak RSS (the engine's "
-        "buffers, caches and limits.memory_bytes) and, for a convert, the `ceiling` line that "
-        "`run` acts on (JSON `memory_ceiling`: within limits.memory_bytes, adapted to it by "
-        "re-reading the input or running fewer threads, or over it: run exits 5 before "
-        "writing), the output's bytes (the codec's ratio "
-        "measured on at most 4 sampled output chunks of input, or the values' bytes with codec "
-        "none) and its exact number of files; with export.hdf5.path, the HDF5 file's bytes, "
-        "seconds and buffer (JSON `export`). The groups line names the groups of shards that "
-        "share input blocks and the window each is read into (and why an automatic shard has "
-        "its depth); the reads line gives the bytes each pass fetches from storage, their ratio "
-        "to the input's size on disk and their time at the file system's read bandwidth: a "
-        "pass lasts the longer of its compute and its read. Reads the input's metadata and "
-        "those few sample chunks only (a chunk that does not exist reads as the fill value). "
-        "See docs/internals/ranks.md and docs/SLURM.md \"Sizing a large run\".",
+        PLAN_ABOUT,
         opts,
         1,
         1};
@@ -514,18 +518,13 @@ int sm_cmd_plan(int argc, char **argv)
     if (threads > 0) {
         c.parallel.threads = threads; /* the scan's and the write's threads, as --set would */
     }
-    const struct plan_opts po = {(int)ranks,
-                                 c.parallel.threads > 0 ? (int)c.parallel.threads
-                                                        : sm_write_default_threads(),
-                                 (int)nodes,
-                                 (double)cores,
-                                 ratio_v,
-                                 as_json,
-                                 rates,
-                                 (double)fs_read,
-                                 (double)fs,
-                                 cache != NULL && strcmp(cache, "warm") == 0,
-                                 false};
+    const struct plan_opts po = {
+        (int)ranks, c.parallel.threads > 0 ? (int)c.parallel.threads : sm_write_default_threads(),
+        (int)nodes, (double)cores,
+        ratio_v,    as_json,
+        rates,      (double)fs_read,
+        (double)fs, cache != NULL && strcmp(cache, "warm") == 0,
+        false};
     struct sm_job_s3 s3; /* an s3:// input's endpoint, region and credentials */
     st = sm_job_s3_resolve(c.input.store, c.input.s3_endpoint, c.input.s3_region,
                            c.input.s3_path_style, &s3, &err);

@@ -57,9 +57,9 @@ from shardmill_test import results
 from shardmill_test import volumes as mv
 from shardmill_test.nginx_server import NginxServer
 from shardmill_test.ranks import session_env
+from shardmill_test import script_module
 
-sys.path.insert(0, os.path.join(REPO, "bench", "ingest"))
-import w7  # noqa: E402  (the CT as a TIFF stack and an HDF5 dataset)
+w7 = script_module.load("bench/ingest/w7.py")  # the CT as a TIFF stack and an HDF5 dataset
 
 PY = "/usr/bin/python3"
 MiB = 2**20

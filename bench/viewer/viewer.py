@@ -55,10 +55,10 @@ from collections.abc import MutableMapping
 
 import numpy as np
 
+from shardmill_test import script_module
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
-sys.path.insert(0, os.path.join(ROOT, "bench", "read_once"))
 
 PLANE_BOUND, VOLUME_BOUND = 8.0, 2.0
 META = (".zarray", ".zattrs", ".zgroup", "zarr.json", "shardmill.complete.json")
@@ -365,7 +365,7 @@ def run(shardmill, config, sets, log):
 
 def make_1024(work, n):
     """The CT-like volume as a raw uint16 file (written once)."""
-    from w9 import ct_slice
+    ct_slice = script_module.load("bench/read_once/w9.py").ct_slice
     path = os.path.join(work, f"ct-like-{n}.u16")
     if os.path.exists(path) and os.path.getsize(path) == 2 * n ** 3:
         return path
@@ -488,7 +488,7 @@ def quick(args):
     work = os.path.abspath(args.work)
     os.makedirs(work, exist_ok=True)
     n = (48, 320, 320)
-    from w9 import ct_slice
+    ct_slice = script_module.load("bench/read_once/w9.py").ct_slice
     raw = os.path.join(work, "quick.u16")
     with open(raw, "wb") as f:
         for z in range(n[0]):
