@@ -110,7 +110,7 @@ sm_status sm_job_convert(const struct sm_job_config *c, const char *report_path,
     sm_status st = sm_run_convert(&p, &r, err);
     const char *rp = report_path != NULL ? report_path : c->report;
     if (st == SM_OK) { /* rank 0's alone: the others exit 0 */
-        st = sm_report_run_emit(c, rp, &r, err);
+        st = sm_report_run_emit(sm_config_job_name(c->job), true, rp, &r, err);
     }
     /* the summary says it; with --report - (JSON only on stdout) the line goes to stderr */
     if (st == SM_OK && sm_par_rank() == 0 && r.output_found == SM_OUTPUT_FOUND_COMPLETE &&

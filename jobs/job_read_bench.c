@@ -275,7 +275,7 @@ static json_t *make_report(const struct sm_job_config *c, const struct sm_array_
         .job = "read-bench",
         .ranks = 1,
         .threads = 1, /* one read call at a time */
-        .input = sm_job_input_json(c, m),
+        .input = sm_report_array_input(c->input.store, c->input.array, m),
         .ndim = m->ndim,
         .roi_offset = cases[0].off,
         .roi_shape = box,

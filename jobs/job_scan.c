@@ -25,7 +25,8 @@ sm_status sm_job_scan(const struct sm_job_config *c, const char *report_path, st
     struct sm_run_result r;
     sm_status st = sm_run_scan(&p, &r, err);
     if (st == SM_OK) { /* rank 0's alone: the others exit 0 */
-        st = sm_report_run_emit(c, report_path != NULL ? report_path : c->report, &r, err);
+        st = sm_report_run_emit(sm_config_job_name(c->job), false,
+                                report_path != NULL ? report_path : c->report, &r, err);
     }
     sm_run_result_destroy(&r);
     return st;

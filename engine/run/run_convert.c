@@ -708,6 +708,9 @@ sm_status sm_run_convert(const struct sm_convert_run *p, struct sm_run_result *r
     cv.res = res;
     cv.src = p->source;
     res->source = p->source;
+    res->norm_config = p->normalize;
+    res->input_store = p->c.input.store;
+    res->input_array = p->c.input.array;
     cv.t_start = sm_clock_ns();
     cv.rank = sm_par_rank();
     cv.nranks = sm_par_size();

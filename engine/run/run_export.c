@@ -242,9 +242,12 @@ static sm_status plan_spec(const struct sm_convert_run *p, const struct sm_run_f
 }
 
 /* What the export wrote, for the report: the same on every rank. */
-static void keep_result(const struct sm_export_result *er, char *path, struct sm_run_result *res)
+static void keep_result(const struct sm_run_export *x, const struct sm_export_result *er,
+                        char *path, struct sm_run_result *res)
 {
     struct sm_run_export_result *o = &res->export;
+    o->dataset = x->dataset;
+    o->deflate = x->deflate;
     sm_free(o->path);
     o->done = true;
     o->path = path;
@@ -314,7 +317,7 @@ sm_status sm_run_export(const struct sm_convert_run *p, const struct sm_run_flus
         sm_run_progress_end(&c->progress, st == SM_OK);
     }
     if (st == SM_OK) {
-        keep_result(&er, path, res);
+        keep_result(&p->export, &er, path, res);
         path = NULL;
     }
     sm_array_scratch_free(scratch);

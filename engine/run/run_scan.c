@@ -153,6 +153,8 @@ static const struct run_phase scan_phases[] = {
 sm_status sm_run_scan(const struct sm_scan_run *p, struct sm_run_result *res, struct sm_err *err)
 {
     memset(res, 0, sizeof(*res));
+    res->input_store = p->c.input.store;
+    res->input_array = p->c.input.array;
     bool entered = false;
     SM_TRY(sm_run_ranks_enter(p->c.mpi_comm, &entered, err));
     struct sc sc;

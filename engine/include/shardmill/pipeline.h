@@ -326,6 +326,8 @@ struct sm_run_export_result {
     uint64_t chunk[SM_MAX_DIMS]; /* the HDF5 chunk shape (clipped to the array) */
     uint64_t bytes;              /* of the file */
     uint64_t rounds;             /* collective write rounds */
+    const char *dataset;         /* the run's export.hdf5.dataset (borrowed from the run) */
+    int deflate;                 /* the run's export.hdf5.deflate */
 };
 
 /* How a convert reads its input. The output's shards are grouped by the input read blocks they
@@ -351,8 +353,12 @@ struct sm_run_result {
     unsigned ndim;
     uint64_t roi_offset[SM_MAX_DIMS], roi_shape[SM_MAX_DIMS], tile[SM_MAX_DIMS];
     uint64_t passes;
-    struct sm_scan_result scan; /* global (summed over ranks): histogram, checksums, voxels */
-    struct sm_norm norm;        /* convert: the normalization applied (window or scale) */
+    struct sm_scan_result scan;     /* global (summed over ranks): histogram, checksums, voxels */
+    struct sm_norm norm;            /* convert: the normalization applied (window or scale) */
+    struct sm_run_norm norm_config; /* convert: the normalization the run was asked for */
+    /* The run's input.store and input.array (borrowed from the run's parameters: valid while
+     * they are), what the report names a Zarr/N5 input by; NULL for a source. */
+    const char *input_store, *input_array;
     /* convert: SPEC §5 checksums of the written values (float32: bit patterns; uint8/uint16 and
      * the integers of normalize none: the values), summed over ranks; the output's type */
     uint64_t output_checksum, output_weighted_checksum;
