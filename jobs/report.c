@@ -439,7 +439,8 @@ json_t *sm_report_run(const char *job, bool convert, const struct sm_run_result 
         .peak_rss_bytes = r->peak_rss_bytes,
         .voxels_per_s = secs > 0 ? (double)(r->scan.voxels * r->passes) / secs : 0.0,
     };
-    if (convert && json_is_object(p.input) && r->geometry.spacing_from[0] != '\0') {
+    /* the geometry the output got: none for a complete output left alone */
+    if (convert && !skipped && json_is_object(p.input) && r->geometry.spacing_from[0] != '\0') {
         add_geometry(p.input, r);
     }
     if (convert && json_is_object(p.io)) { /* a Zarr input's io gets the same io.source */

@@ -89,6 +89,12 @@ struct sm_run_progress {
     void (*next_call)(void *user);
     void (*end)(void *user, bool ok);
     void *user;
+    /* NULL, or told every transition of the run's phase table (docs/internals/pipeline.md), on
+     * every rank: `what` is "begin" (the phase starts), "ok" or "failed" (after its agreement),
+     * "skipped" (its `when` says it is not part of this run, e.g. scan in one pass), "ended" (the
+     * run ended early: output.exists: auto over a complete output) or "cleanup" (after a failure).
+     */
+    void (*trace)(void *user, const char *phase, const char *what);
 };
 
 /* Where a histogram's range comes from (SPEC §5): histogram.range (config), the type's exact
