@@ -211,8 +211,8 @@ static sm_status run_case(const struct sm_job_config *c, struct sm_store *store,
     touched(m, k, &outer, &inner);
     const double med_s = (double)median / 1e9;
     json_t *o = json_object();
-    json_object_set_new(o, "offset", sm_json_dims(k->off, m->ndim));
-    json_object_set_new(o, "shape", sm_json_dims(k->shape, m->ndim));
+    json_object_set_new(o, "offset", sm_json_u64_array(k->off, m->ndim));
+    json_object_set_new(o, "shape", sm_json_u64_array(k->shape, m->ndim));
     json_object_set_new(o, "voxels", sm_json_u64(k->voxels));
     json_object_set_new(o, "bytes", sm_json_u64(k->bytes));
     json_object_set_new(o, "warmup", sm_json_u64(warm));

@@ -17,15 +17,6 @@
 #include <shardmill/source.h>
 #include <shardmill/url.h>
 
-json_t *sm_json_dims(const uint64_t *v, unsigned n)
-{
-    json_t *a = json_array();
-    for (unsigned i = 0; i < n; i++) {
-        json_array_append_new(a, sm_json_u64(v[i]));
-    }
-    return a;
-}
-
 json_t *sm_json_hist(const struct sm_hist *h)
 {
     json_t *counts = json_array();
@@ -125,8 +116,8 @@ json_t *sm_report_new(const struct sm_report_parts *p)
     json_object_set_new(rep, "threads", json_integer(p->threads));
     json_object_set_new(rep, "input", or_null(p->input));
     json_object_set_new(rep, "roi",
-                        json_pack("{s:o,s:o}", "offset", sm_json_dims(p->roi_offset, p->ndim),
-                                  "shape", sm_json_dims(p->roi_shape, p->ndim)));
+                        json_pack("{s:o,s:o}", "offset", sm_json_u64_array(p->roi_offset, p->ndim),
+                                  "shape", sm_json_u64_array(p->roi_shape, p->ndim)));
     json_object_set_new(rep, "tile", or_null(p->tile));
     json_object_set_new(rep, "passes", or_null(p->passes));
     json_object_set_new(rep, "result", or_null(p->result));
@@ -156,13 +147,13 @@ json_t *sm_report_array_input(const char *store, const char *array, const struct
     }
     json_object_set_new(o, "zarr_format",
                         m->zarr_format != 0 ? json_integer(m->zarr_format) : json_null());
-    json_object_set_new(o, "shape", sm_json_dims(m->shape, m->ndim));
+    json_object_set_new(o, "shape", sm_json_u64_array(m->shape, m->ndim));
     json_object_set_new(o, "dtype", json_string(sm_dtype_name(m->dtype)));
     if (m->inner_ndim != 0) {
-        json_object_set_new(o, "chunks", sm_json_dims(m->inner_chunk_shape, m->inner_ndim));
-        json_object_set_new(o, "shards", sm_json_dims(m->chunk_shape, m->ndim));
+        json_object_set_new(o, "chunks", sm_json_u64_array(m->inner_chunk_shape, m->inner_ndim));
+        json_object_set_new(o, "shards", sm_json_u64_array(m->chunk_shape, m->ndim));
     } else {
-        json_object_set_new(o, "chunks", sm_json_dims(m->chunk_shape, m->ndim));
+        json_object_set_new(o, "chunks", sm_json_u64_array(m->chunk_shape, m->ndim));
         json_object_set_new(o, "shards", json_null());
     }
     return o;
@@ -181,7 +172,7 @@ static json_t *source_input(const struct sm_source *s, const json_t *identity)
     if (o != NULL) { /* SPEC §7: input.store is the path the config named */
         const char *path = json_string_value(json_object_get(named, "path"));
         json_object_set_new(o, "store", json_string(path != NULL ? path : ""));
-        json_object_set_new(o, "shape", sm_json_dims(in->shape, in->ndim));
+        json_object_set_new(o, "shape", sm_json_u64_array(in->shape, in->ndim));
         json_object_set_new(o, "dtype", json_string(sm_dtype_name(in->dtype)));
         json_object_set_new(o, "chunks", json_null());
         json_object_set_new(o, "shards", json_null());
@@ -244,7 +235,7 @@ static json_t *export_json(const struct sm_run_export_result *x)
     json_object_set_new(o, "path", json_string(x->path));
     json_object_set_new(o, "bytes", sm_json_u64(x->bytes));
     json_object_set_new(o, "dataset", json_string(x->dataset));
-    json_object_set_new(o, "chunk", sm_json_dims(x->chunk, x->ndim));
+    json_object_set_new(o, "chunk", sm_json_u64_array(x->chunk, x->ndim));
     json_object_set_new(o, "deflate", json_integer(x->deflate));
     json_object_set_new(o, "driver", json_string(x->driver));
     json_object_set_new(o, "rounds", sm_json_u64(x->rounds));
@@ -428,7 +419,7 @@ json_t *sm_report_run(const char *job, bool convert, const struct sm_run_result 
         .ndim = r->ndim,
         .roi_offset = r->roi_offset,
         .roi_shape = r->roi_shape,
-        .tile = sm_json_dims(r->tile, r->ndim),
+        .tile = sm_json_u64_array(r->tile, r->ndim),
         .passes = sm_json_u64(r->passes),
         /* a complete output left alone: no statistics were computed */
         .result = skipped ? NULL : result_json(r, convert),

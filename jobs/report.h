@@ -16,7 +16,6 @@
 #include <shardmill/status.h>
 #include <shardmill/store.h>
 
-json_t *sm_json_dims(const uint64_t *v, unsigned n);
 json_t *sm_json_hist(const struct sm_hist *h);
 /* {"requests": {...}, "bytes": {...}, "cache": {...}, "index_cache": {...}, "http": {...}} */
 json_t *sm_json_io(const struct sm_run_io *io);
