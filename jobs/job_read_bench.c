@@ -66,24 +66,19 @@ static sm_status make_cases(const struct sm_job_config *c, const struct sm_array
         }
         if (!inside) {
             char a[200], b[200], s[200];
-            sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
-                       "the region %s + %s is outside the array of shape %s",
+            SM_FAIL_AT(err, SM_E_USAGE, key, "the region %s + %s is outside the array of shape %s",
                        dims_str(k->off, m->ndim, a, sizeof(a)),
                        dims_str(k->shape, m->ndim, b, sizeof(b)),
                        dims_str(m->shape, m->ndim, s, sizeof(s)));
-            sm_err_where(err, "%s", key);
-            return err->status;
         }
         const uint64_t elem = sm_dtype_size(m->dtype);
         if (overflow || __builtin_mul_overflow(k->voxels, elem, &k->bytes) ||
             k->bytes > c->limits.memory_bytes || k->bytes > SIZE_MAX) {
             char b[200];
-            sm_err_set(err, SM_E_LIMIT, __FILE__, __LINE__,
+            SM_FAIL_AT(err, SM_E_LIMIT, key,
                        "a region of shape %s does not fit in limits.memory_bytes (%" PRIu64
                        " bytes)",
                        dims_str(k->shape, m->ndim, b, sizeof(b)), c->limits.memory_bytes);
-            sm_err_where(err, "%s", key);
-            return err->status;
         }
     }
     *ncases = n;

@@ -47,10 +47,9 @@ static sm_status check(const struct sm_run_export *x, const struct sm_export_opt
     spec.naux = 1;
     SM_TRY(sm_export_hdf5_check(x->path, o, &spec, resolved, err));
     if (sm_path_is_within(*resolved, output_path) || sm_path_is_within(output_path, *resolved)) {
-        sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
-                   "the export path is inside the output directory %s (give a path beside it)",
-                   output_path);
-        sm_err_where(err, "%s", *resolved);
+        SM_ERR_AT(err, SM_E_USAGE, *resolved,
+                  "the export path is inside the output directory %s (give a path beside it)",
+                  output_path);
         sm_free(*resolved);
         *resolved = NULL;
         return err->status;

@@ -108,11 +108,10 @@ static sm_status same_identity(const struct sm_output *o, const char *name, stru
     if (sm_output_identity_same(have, identity, what, sizeof(what))) {
         return SM_OK;
     }
-    sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
-               "output.exists: auto: another job's output: its %s differs from this "
-               "job's in %s; use overwrite or another output.path",
-               name, what);
-    sm_err_where(err, "%s", o->root);
+    SM_ERR_AT(err, SM_E_USAGE, o->root,
+              "output.exists: auto: another job's output: its %s differs from this "
+              "job's in %s; use overwrite or another output.path",
+              name, what);
     return err->status;
 }
 

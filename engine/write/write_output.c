@@ -332,17 +332,15 @@ sm_status sm_output_open(const char *path, const struct sm_output_opts *opts,
     sm_status st = sm_output_classify(root, &state, err);
     if (st == SM_OK && opts->exists == SM_OUTPUT_EXISTS_ERROR && state != OUT_ABSENT &&
         state != OUT_EMPTY) {
-        st = sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
-                        "output exists (set output.exists: overwrite or resume)");
-        sm_err_where(err, "%s", root);
+        st = SM_ERR_AT(err, SM_E_USAGE, root,
+                       "output exists (set output.exists: overwrite or resume)");
     } else if (st == SM_OK && state == OUT_FOREIGN) {
-        st = sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
-                        "not a shardmill output (no %s/ or %s): refusing to %s it", SM_PRIV_DIR,
-                        SM_MARKER_NAME,
-                        opts->exists == SM_OUTPUT_EXISTS_RESUME ? "resume"
-                        : opts->exists == SM_OUTPUT_EXISTS_AUTO ? "write into"
-                                                                : "overwrite");
-        sm_err_where(err, "%s", root);
+        st = SM_ERR_AT(err, SM_E_USAGE, root,
+                       "not a shardmill output (no %s/ or %s): refusing to %s it", SM_PRIV_DIR,
+                       SM_MARKER_NAME,
+                       opts->exists == SM_OUTPUT_EXISTS_RESUME ? "resume"
+                       : opts->exists == SM_OUTPUT_EXISTS_AUTO ? "write into"
+                                                               : "overwrite");
     } else if (st == SM_OK && state == OUT_SHARDMILL) {
         const int fd = sm_output_open_root(root);
         if (fd < 0) {
