@@ -79,15 +79,15 @@ static json_t *phase_json(const struct phase *ph, int n)
         }
     }
     json_t *o = json_pack("{s:o,s:o,s:o,s:f,s:i,s:b,s:o}", "items", sm_json_u64(ph->grid.ntiles),
-                          "shape", sm_json_dims(ph->grid.tile, ph->grid.ndim), "grid",
-                          sm_json_dims(ph->grid.grid, ph->grid.ndim), "imbalance", imbalance(ph, n),
-                          "idle_ranks", n - (int)ph->plan.n, "idle_listed", list_all(ph, n),
-                          "ranks", ranks);
+                          "shape", sm_json_u64_array(ph->grid.tile, ph->grid.ndim), "grid",
+                          sm_json_u64_array(ph->grid.grid, ph->grid.ndim), "imbalance",
+                          imbalance(ph, n), "idle_ranks", n - (int)ph->plan.n, "idle_listed",
+                          list_all(ph, n), "ranks", ranks);
     if (o != NULL && ph->grouped) { /* the ranks' first/count are groups */
         json_object_set_new(o, "groups",
                             json_pack("{s:o,s:o,s:o}", "items", sm_json_u64(ph->part.ntiles),
-                                      "shape", sm_json_dims(ph->part.tile, ph->part.ndim), "grid",
-                                      sm_json_dims(ph->part.grid, ph->part.ndim)));
+                                      "shape", sm_json_u64_array(ph->part.tile, ph->part.ndim),
+                                      "grid", sm_json_u64_array(ph->part.grid, ph->part.ndim)));
     }
     return o;
 }
@@ -251,7 +251,7 @@ static sm_status emit(const struct sm_job_config *c, const struct plan_opts *o,
             "{s:s,s:s,s:i,s:s,s:{s:o,s:o}}", "job", sm_config_job_name(c->job), "input",
             sm_url_redact(c->input.store, shown, sizeof(shown)), "ranks", nranks, "partition",
             c->parallel.partition == SM_PARTITION_BLOCK ? "block" : "balanced", "roi", "offset",
-            sm_json_dims(su->off, nd), "shape", sm_json_dims(su->shape, nd));
+            sm_json_u64_array(su->off, nd), "shape", sm_json_u64_array(su->shape, nd));
         for (unsigned i = 0; i < nph; i++) {
             json_object_set_new(j, i == 0 ? "tiles" : "shards", phase_json(&ph[i], nranks));
         }

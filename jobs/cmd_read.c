@@ -59,16 +59,12 @@ static sm_status out_open(struct out_file *o, const char *path, struct sm_err *e
     o->fd = -1;
     if ((size_t)snprintf(o->tmp, sizeof(o->tmp), "%s.tmp.%ld", path, (long)getpid()) >=
         sizeof(o->tmp)) {
-        sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "output path too long");
-        sm_err_where(err, "%s", path);
-        return err->status;
+        SM_FAIL_AT(err, SM_E_USAGE, path, "output path too long");
     }
     o->fd = open(o->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
     if (o->fd < 0) {
         int e = errno;
-        sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "cannot create output: %s", strerror(e));
-        sm_err_where(err, "%s", path);
-        return err->status;
+        SM_FAIL_AT(err, SM_E_IO, path, "cannot create output: %s", strerror(e));
     }
     return SM_OK;
 }

@@ -21,6 +21,7 @@
 #include "plan_estimate.h"
 #include "progress.h"
 #include "report.h"
+#include "report_rates.h"
 
 /* The configuration text hashed into provenance: everything that determines the output bytes,
  * so thread counts, report paths and progress settings do not change zarr.json. input.store is
@@ -122,7 +123,9 @@ sm_status sm_job_convert(const struct sm_job_config *c, const char *report_path,
     sm_status st = sm_run_convert(&p, &r, err);
     const char *rp = report_path != NULL ? report_path : c->report;
     if (st == SM_OK) { /* rank 0's alone: the others exit 0 */
-        st = sm_report_run_emit(c, rp, &r, fit.checked ? sm_plan_fit_json(&fit) : NULL, err);
+        st = sm_report_run_emit(sm_config_job_name(c->job), true, rp, &r,
+                                fit.checked ? sm_plan_fit_json(&fit) : NULL,
+                                sm_report_rates_json(c, &r), err);
     }
     /* the summary says it; with --report - (JSON only on stdout) the line goes to stderr */
     if (st == SM_OK && sm_par_rank() == 0 && r.output_found == SM_OUTPUT_FOUND_COMPLETE &&

@@ -14,7 +14,6 @@
 #include <shardmill/write.h>
 
 #include "jobs.h"
-#include "report.h"
 
 static void dims(const struct sm_cfg_dims *in, struct sm_run_dims *out)
 {
@@ -155,30 +154,6 @@ sm_status sm_job_scan_setup(const struct sm_job_config *c, const struct sm_array
     struct sm_run_common rc;
     sm_job_run_common(c, &rc);
     return sm_run_setup(&rc, m, s, err);
-}
-
-json_t *sm_job_input_json(const struct sm_job_config *c, const struct sm_array_meta *m)
-{
-    json_t *o = json_object();
-    char shown[SM_URL_REDACT_MAX]; /* reports and summaries never carry credentials */
-    json_object_set_new(o, "store",
-                        json_string(sm_url_redact(c->input.store, shown, sizeof(shown))));
-    json_object_set_new(o, "array", json_string(c->input.array != NULL ? c->input.array : ""));
-    if (m->zarr_format == 0) { /* an N5 dataset */
-        json_object_set_new(o, "format", json_string("n5"));
-    }
-    json_object_set_new(o, "zarr_format",
-                        m->zarr_format != 0 ? json_integer(m->zarr_format) : json_null());
-    json_object_set_new(o, "shape", sm_json_dims(m->shape, m->ndim));
-    json_object_set_new(o, "dtype", json_string(sm_dtype_name(m->dtype)));
-    if (m->inner_ndim != 0) {
-        json_object_set_new(o, "chunks", sm_json_dims(m->inner_chunk_shape, m->inner_ndim));
-        json_object_set_new(o, "shards", sm_json_dims(m->chunk_shape, m->ndim));
-    } else {
-        json_object_set_new(o, "chunks", sm_json_dims(m->chunk_shape, m->ndim));
-        json_object_set_new(o, "shards", json_null());
-    }
-    return o;
 }
 
 sm_status sm_job_output_spec(const struct sm_job_config *c, unsigned nd, const uint64_t *shape,

@@ -78,11 +78,8 @@ sm_status sm_job_check_path_uses(const struct sm_path_use *uses, unsigned n, str
                 (r == SM_PATH_INSIDE && uses[j].cls == SM_PATHC_LOG_DIR)) {
                 continue;
             }
-            sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
-                       "%s %s the %s %s (after resolving links)", w, sm_job_path_rel_words(r),
-                       uses[j].noun, o);
-            sm_err_where(err, "%s", uses[i].key);
-            return err->status;
+            SM_FAIL_AT(err, SM_E_USAGE, uses[i].key, "%s %s the %s %s (after resolving links)", w,
+                       sm_job_path_rel_words(r), uses[j].noun, o);
         }
     }
     return SM_OK;

@@ -66,24 +66,19 @@ static sm_status make_cases(const struct sm_job_config *c, const struct sm_array
         }
         if (!inside) {
             char a[200], b[200], s[200];
-            sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
-                       "the region %s + %s is outside the array of shape %s",
+            SM_FAIL_AT(err, SM_E_USAGE, key, "the region %s + %s is outside the array of shape %s",
                        dims_str(k->off, m->ndim, a, sizeof(a)),
                        dims_str(k->shape, m->ndim, b, sizeof(b)),
                        dims_str(m->shape, m->ndim, s, sizeof(s)));
-            sm_err_where(err, "%s", key);
-            return err->status;
         }
         const uint64_t elem = sm_dtype_size(m->dtype);
         if (overflow || __builtin_mul_overflow(k->voxels, elem, &k->bytes) ||
             k->bytes > c->limits.memory_bytes || k->bytes > SIZE_MAX) {
             char b[200];
-            sm_err_set(err, SM_E_LIMIT, __FILE__, __LINE__,
+            SM_FAIL_AT(err, SM_E_LIMIT, key,
                        "a region of shape %s does not fit in limits.memory_bytes (%" PRIu64
                        " bytes)",
                        dims_str(k->shape, m->ndim, b, sizeof(b)), c->limits.memory_bytes);
-            sm_err_where(err, "%s", key);
-            return err->status;
         }
     }
     *ncases = n;
@@ -211,8 +206,8 @@ static sm_status run_case(const struct sm_job_config *c, struct sm_store *store,
     touched(m, k, &outer, &inner);
     const double med_s = (double)median / 1e9;
     json_t *o = json_object();
-    json_object_set_new(o, "offset", sm_json_dims(k->off, m->ndim));
-    json_object_set_new(o, "shape", sm_json_dims(k->shape, m->ndim));
+    json_object_set_new(o, "offset", sm_json_u64_array(k->off, m->ndim));
+    json_object_set_new(o, "shape", sm_json_u64_array(k->shape, m->ndim));
     json_object_set_new(o, "voxels", sm_json_u64(k->voxels));
     json_object_set_new(o, "bytes", sm_json_u64(k->bytes));
     json_object_set_new(o, "warmup", sm_json_u64(warm));
@@ -275,7 +270,7 @@ static json_t *make_report(const struct sm_job_config *c, const struct sm_array_
         .job = "read-bench",
         .ranks = 1,
         .threads = 1, /* one read call at a time */
-        .input = sm_job_input_json(c, m),
+        .input = sm_report_array_input(c->input.store, c->input.array, m),
         .ndim = m->ndim,
         .roi_offset = cases[0].off,
         .roi_shape = box,

@@ -184,9 +184,8 @@ sm_status sm_job_s3_resolve(const char *store, const char *endpoint, const char 
     if (id != NULL) {
         const char *secret = env("AWS_SECRET_ACCESS_KEY");
         if (secret == NULL) {
-            st = sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
-                            "AWS_ACCESS_KEY_ID is set but AWS_SECRET_ACCESS_KEY is not");
-            sm_err_where(err, "%s", store);
+            st = SM_ERR_AT(err, SM_E_USAGE, store,
+                           "AWS_ACCESS_KEY_ID is set but AWS_SECRET_ACCESS_KEY is not");
         } else {
             o->access_key_id = keep(out, id, err);
             o->secret_access_key = keep(out, secret, err);
@@ -215,10 +214,9 @@ sm_status sm_job_s3_resolve(const char *store, const char *endpoint, const char 
             o->access_key_id = keep(out, val, err);
             if (!sm_job_aws_ini_get(texts[f], lens[f], sections[f], "aws_secret_access_key", val,
                                     sizeof(val), &have)) {
-                st = sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
-                                "profile '%s' has aws_access_key_id but no aws_secret_access_key",
-                                profile);
-                sm_err_where(err, "%s", paths[f]);
+                st = SM_ERR_AT(err, SM_E_USAGE, paths[f],
+                               "profile '%s' has aws_access_key_id but no aws_secret_access_key",
+                               profile);
                 break;
             }
             o->secret_access_key = keep(out, val, err);
@@ -231,10 +229,9 @@ sm_status sm_job_s3_resolve(const char *store, const char *endpoint, const char 
             o->credentials_from = keep(out, from, err);
         }
         if (st == SM_OK && o->access_key_id == NULL && profile_named && !sec_cred && !sec_conf) {
-            st = sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
-                            "AWS_PROFILE names profile '%s', found in neither %s nor %s", profile,
-                            cred_path, conf_path);
-            sm_err_where(err, "%s", store);
+            st = SM_ERR_AT(err, SM_E_USAGE, store,
+                           "AWS_PROFILE names profile '%s', found in neither %s nor %s", profile,
+                           cred_path, conf_path);
         }
     }
     if (cred != NULL) {

@@ -10,6 +10,7 @@
 #include "jobs.h"
 #include "progress.h"
 #include "report.h"
+#include "report_rates.h"
 
 sm_status sm_job_scan(const struct sm_job_config *c, const char *report_path, struct sm_err *err)
 {
@@ -25,7 +26,9 @@ sm_status sm_job_scan(const struct sm_job_config *c, const char *report_path, st
     struct sm_run_result r;
     sm_status st = sm_run_scan(&p, &r, err);
     if (st == SM_OK) { /* rank 0's alone: the others exit 0 */
-        st = sm_report_run_emit(c, report_path != NULL ? report_path : c->report, &r, NULL, err);
+        st = sm_report_run_emit(sm_config_job_name(c->job), false,
+                                report_path != NULL ? report_path : c->report, &r, NULL,
+                                sm_report_rates_json(c, &r), err);
     }
     sm_run_result_destroy(&r);
     return st;

@@ -29,11 +29,6 @@ bool sm_job_reads_source(const struct sm_job_config *c);
  * input.hdf5.*, input.spacing given, limits.memory_bytes as the decoders' allocation bound), for
  * sm_source_open. Strings are borrowed from c. */
 void sm_job_source_params(const struct sm_job_config *c, struct sm_source_params *p);
-/* The report's `input` of a source: the run's input identity (identity, the provenance's
- * `input`, its path resolved; NULL: the source's description), the path the config named as
- * `store`, its shape and type. */
-struct json_t *sm_job_source_json(const struct sm_source *s, const struct json_t *identity);
-
 /* Opens the configured store (+ cache) and array (sm_run_open_input). On failure nothing stays
  * open. */
 sm_status sm_job_open_input(const struct sm_job_config *c, struct sm_store **store,
@@ -102,9 +97,6 @@ struct sm_job_prepare {
     const char *report_flag; /* --report (NULL: none) */
 };
 sm_status sm_job_prepare(void *user, struct sm_err *err);
-
-/* The "input" object of a report. */
-struct json_t *sm_job_input_json(const struct sm_job_config *c, const struct sm_array_meta *m);
 
 /* True when an MPI launcher (mpirun/mpiexec: OMPI_COMM_WORLD_SIZE, PMIX_RANK, PMI_RANK, PMI_SIZE;
  * srun: SLURM_PROCID with SLURM_NTASKS > 1) started the process; false forces

@@ -620,7 +620,7 @@ static double stored_ratio(const struct sm_job_config *c, const struct sm_plan_i
     if (in->array == NULL || !c->input.cache_enabled) {
         return 1.0;
     }
-    const double files = (double)sm_report_zarr_input_bytes(c);
+    const double files = (double)sm_report_zarr_input_bytes(c->input.store, c->input.array);
     const double full =
         (double)prod(in->m->shape, in->m->ndim) * (double)sm_dtype_size(in->m->dtype);
     return files > 0 && full > 0 ? files / full : 1.0;

@@ -29,12 +29,10 @@ static sm_status need_number(json_t *o, const char *key, bool positive, double *
 {
     json_t *v = json_object_get(o, key);
     if (!json_is_number(v) || json_number_value(v) < 0 || (positive && json_number_value(v) <= 0)) {
-        sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "rates member '%s' is %s", key,
+        SM_FAIL_AT(err, SM_E_USAGE, where, "rates member '%s' is %s", key,
                    v == NULL  ? "missing"
                    : positive ? "not a positive number"
                               : "not a number >= 0");
-        sm_err_where(err, "%s", where);
-        return err->status;
     }
     *out = json_number_value(v);
     return SM_OK;
@@ -137,9 +135,7 @@ sm_status sm_plan_rates_parse(const char *text, size_t len, const char *where,
     struct sm_err je;
     sm_err_clear(&je);
     if (sm_json_load(text, len, where, &o, &je) != SM_OK) {
-        sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "not a rates document: %s", je.what);
-        sm_err_where(err, "%s", where);
-        return err->status;
+        SM_FAIL_AT(err, SM_E_USAGE, where, "not a rates document: %s", je.what);
     }
     json_t *rt = json_object_get(o, "rates");
     const struct {

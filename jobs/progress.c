@@ -155,6 +155,7 @@ struct sm_run_progress sm_job_progress_hooks(struct sm_job_progress *jp,
     memset(jp, 0, sizeof(*jp));
     jp->c = c;
     jp->job = job;
-    const struct sm_run_progress p = {hook_begin, sm_progress_update, hook_next_call, hook_end, jp};
+    const struct sm_run_progress p = {hook_begin, sm_progress_update, hook_next_call, hook_end, jp,
+                                      NULL};
     return p;
 }

@@ -14,17 +14,8 @@
 #include <shardmill/par.h>
 #include <shardmill/sm_version.h>
 
-#include "jobs_run.h"
-#include "report_rates.h"
-
-json_t *sm_json_dims(const uint64_t *v, unsigned n)
-{
-    json_t *a = json_array();
-    for (unsigned i = 0; i < n; i++) {
-        json_array_append_new(a, sm_json_u64(v[i]));
-    }
-    return a;
-}
+#include <shardmill/source.h>
+#include <shardmill/url.h>
 
 json_t *sm_json_hist(const struct sm_hist *h)
 {
@@ -125,8 +116,8 @@ json_t *sm_report_new(const struct sm_report_parts *p)
     json_object_set_new(rep, "threads", json_integer(p->threads));
     json_object_set_new(rep, "input", or_null(p->input));
     json_object_set_new(rep, "roi",
-                        json_pack("{s:o,s:o}", "offset", sm_json_dims(p->roi_offset, p->ndim),
-                                  "shape", sm_json_dims(p->roi_shape, p->ndim)));
+                        json_pack("{s:o,s:o}", "offset", sm_json_u64_array(p->roi_offset, p->ndim),
+                                  "shape", sm_json_u64_array(p->roi_shape, p->ndim)));
     json_object_set_new(rep, "tile", or_null(p->tile));
     json_object_set_new(rep, "passes", or_null(p->passes));
     json_object_set_new(rep, "result", or_null(p->result));
@@ -143,19 +134,57 @@ json_t *sm_report_new(const struct sm_report_parts *p)
     return rep;
 }
 
-/* ---- scan and convert ---- */
+/* ---- the input section ---- */
 
-/* result.normalization of a convert: the window applied (SPEC §5), as zarr.json states it. */
-static json_t *normalization_json(const struct sm_job_config *c, const struct sm_norm *nm)
+json_t *sm_report_array_input(const char *store, const char *array, const struct sm_array_meta *m)
 {
-    struct sm_run_norm cfg;
-    sm_job_run_norm(c, &cfg);
-    return sm_run_norm_json(&cfg, nm);
+    json_t *o = json_object();
+    char shown[SM_URL_REDACT_MAX]; /* reports and summaries never carry credentials */
+    json_object_set_new(o, "store", json_string(sm_url_redact(store, shown, sizeof(shown))));
+    json_object_set_new(o, "array", json_string(array != NULL ? array : ""));
+    if (m->zarr_format == 0) { /* an N5 dataset */
+        json_object_set_new(o, "format", json_string("n5"));
+    }
+    json_object_set_new(o, "zarr_format",
+                        m->zarr_format != 0 ? json_integer(m->zarr_format) : json_null());
+    json_object_set_new(o, "shape", sm_json_u64_array(m->shape, m->ndim));
+    json_object_set_new(o, "dtype", json_string(sm_dtype_name(m->dtype)));
+    if (m->inner_ndim != 0) {
+        json_object_set_new(o, "chunks", sm_json_u64_array(m->inner_chunk_shape, m->inner_ndim));
+        json_object_set_new(o, "shards", sm_json_u64_array(m->chunk_shape, m->ndim));
+    } else {
+        json_object_set_new(o, "chunks", sm_json_u64_array(m->chunk_shape, m->ndim));
+        json_object_set_new(o, "shards", json_null());
+    }
+    return o;
 }
 
-static json_t *result_json(const struct sm_job_config *c, const struct sm_run_result *r)
+/* The report's `input` of a source: the run's input identity (identity, the provenance's
+ * `input`, its path resolved; NULL: the source's description), the path the source names as
+ * `store`, its shape and type. */
+static json_t *source_input(const struct sm_source *s, const json_t *identity)
 {
-    const bool convert = c->job != SM_JOB_SCAN;
+    /* the provenance's input (its path resolved) when the run got that far, else the source's
+     * own description */
+    json_t *named = sm_source_describe(s);
+    json_t *o = json_is_object(identity) ? json_deep_copy(identity) : json_incref(named);
+    const struct sm_source_info *in = sm_source_info(s);
+    if (o != NULL) { /* SPEC §7: input.store is the path the config named */
+        const char *path = json_string_value(json_object_get(named, "path"));
+        json_object_set_new(o, "store", json_string(path != NULL ? path : ""));
+        json_object_set_new(o, "shape", sm_json_u64_array(in->shape, in->ndim));
+        json_object_set_new(o, "dtype", json_string(sm_dtype_name(in->dtype)));
+        json_object_set_new(o, "chunks", json_null());
+        json_object_set_new(o, "shards", json_null());
+    }
+    json_decref(named);
+    return o;
+}
+
+/* ---- scan and convert ---- */
+
+static json_t *result_json(const struct sm_run_result *r, bool convert)
+{
     json_t *res = json_object();
     json_object_set_new(res, "voxels", sm_json_u64(r->scan.voxels));
     json_object_set_new(res, "voxels_processed", sm_json_u64(r->scan.voxels * r->passes));
@@ -169,7 +198,7 @@ static json_t *result_json(const struct sm_job_config *c, const struct sm_run_re
     json_object_set_new(res, "histogram", h);
     /* SPEC §7: what a scan does not do is null, not missing */
     json_object_set_new(res, "normalization",
-                        convert ? normalization_json(c, &r->norm) : json_null());
+                        convert ? sm_run_norm_json(&r->norm_config, &r->norm) : json_null());
     json_object_set_new(res, "output_checksum",
                         convert ? sm_json_checksum_i64((int64_t)r->output_checksum) : json_null());
     json_object_set_new(res, "output_weighted_checksum",
@@ -199,15 +228,15 @@ static json_t *timing_json(const struct sm_run_result *r, int last)
     return t;
 }
 
-/* The "export" section: what was written, and the configuration's dataset and level. */
-static json_t *export_json(const struct sm_job_config *c, const struct sm_run_export_result *x)
+/* The "export" section: what was written, its dataset and deflate level. */
+static json_t *export_json(const struct sm_run_export_result *x)
 {
     json_t *o = json_object();
     json_object_set_new(o, "path", json_string(x->path));
     json_object_set_new(o, "bytes", sm_json_u64(x->bytes));
-    json_object_set_new(o, "dataset", json_string(c->export_.hdf5_dataset));
-    json_object_set_new(o, "chunk", sm_json_dims(x->chunk, x->ndim));
-    json_object_set_new(o, "deflate", json_integer((int)c->export_.hdf5_deflate));
+    json_object_set_new(o, "dataset", json_string(x->dataset));
+    json_object_set_new(o, "chunk", sm_json_u64_array(x->chunk, x->ndim));
+    json_object_set_new(o, "deflate", json_integer(x->deflate));
     json_object_set_new(o, "driver", json_string(x->driver));
     json_object_set_new(o, "rounds", sm_json_u64(x->rounds));
     json_object_set_new(o, "complete", json_boolean(x->done));
@@ -293,9 +322,8 @@ static uint64_t payload_bytes(const char *dir, unsigned depth)
 /* A Zarr or N5 input's size on disk: its array's payload objects (the whole array, not only the
  * ROI's) in a local store; 0 (unknown) for an HTTP or S3 store, which would take a request per
  * object. */
-uint64_t sm_report_zarr_input_bytes(const struct sm_job_config *c)
+uint64_t sm_report_zarr_input_bytes(const char *store, const char *array)
 {
-    const char *store = c->input.store;
     if (store == NULL || (strstr(store, "://") != NULL && strncmp(store, "file://", 7) != 0)) {
         return 0;
     }
@@ -303,8 +331,8 @@ uint64_t sm_report_zarr_input_bytes(const struct sm_job_config *c)
         store += 7;
     }
     char dir[4096];
-    const char *array = c->input.array != NULL ? c->input.array : "";
-    if ((size_t)snprintf(dir, sizeof(dir), "%s/%s", store, array) >= sizeof(dir)) {
+    if ((size_t)snprintf(dir, sizeof(dir), "%s/%s", store, array != NULL ? array : "") >=
+        sizeof(dir)) {
         return 0;
     }
     return payload_bytes(dir, 0);
@@ -377,32 +405,33 @@ static void add_geometry(json_t *input, const struct sm_run_result *r)
                                   "origin", g->origin_from));
 }
 
-json_t *sm_report_run(const struct sm_job_config *c, const struct sm_run_result *r)
+json_t *sm_report_run(const char *job, bool convert, const struct sm_run_result *r)
 {
-    const bool convert = c->job != SM_JOB_SCAN; /* an ingest is a convert */
     const bool skipped = convert && r->output_found == SM_OUTPUT_FOUND_COMPLETE;
     const double secs = r->timing_max[SM_RUN_T_TOTAL] / 1e3;
     const struct sm_report_parts p = {
-        .job = sm_config_job_name(c->job),
+        .job = job,
         .ranks = r->ranks,
         .threads = r->threads,
-        .input = r->source != NULL ? sm_job_source_json(r->source, r->input_identity)
-                                   : sm_job_input_json(c, sm_array_meta(r->array)),
+        .input = r->source != NULL ? source_input(r->source, r->input_identity)
+                                   : sm_report_array_input(r->input_store, r->input_array,
+                                                           sm_array_meta(r->array)),
         .ndim = r->ndim,
         .roi_offset = r->roi_offset,
         .roi_shape = r->roi_shape,
-        .tile = sm_json_dims(r->tile, r->ndim),
+        .tile = sm_json_u64_array(r->tile, r->ndim),
         .passes = sm_json_u64(r->passes),
         /* a complete output left alone: no statistics were computed */
-        .result = skipped ? NULL : result_json(c, r),
+        .result = skipped ? NULL : result_json(r, convert),
         .io = r->source != NULL ? source_io(r) : sm_json_io(&r->io),
         .timing = timing_json(r, convert ? SM_RUN_T_FINISH : SM_RUN_T_WRITE), /* no scan_wall */
-        .export = convert && r->export.done ? export_json(c, &r->export) : NULL,
+        .export = convert && r->export.done ? export_json(&r->export) : NULL,
         .output = convert ? output_json(r) : NULL,
         .peak_rss_bytes = r->peak_rss_bytes,
         .voxels_per_s = secs > 0 ? (double)(r->scan.voxels * r->passes) / secs : 0.0,
     };
-    if (convert && json_is_object(p.input) && r->geometry.spacing_from[0] != '\0') {
+    /* the geometry the output got: none for a complete output left alone */
+    if (convert && !skipped && json_is_object(p.input) && r->geometry.spacing_from[0] != '\0') {
         add_geometry(p.input, r);
     }
     if (convert && json_is_object(p.io)) { /* a Zarr input's io gets the same io.source */
@@ -411,7 +440,9 @@ json_t *sm_report_run(const struct sm_job_config *c, const struct sm_run_result 
             src = json_object();
             json_object_set_new(p.io, "source", src);
         }
-        add_passes(src, r, r->source != NULL ? r->input_bytes : sm_report_zarr_input_bytes(c));
+        add_passes(src, r,
+                   r->source != NULL ? r->input_bytes
+                                     : sm_report_zarr_input_bytes(r->input_store, r->input_array));
     }
     json_t *rep = sm_report_new(&p);
     if (rep != NULL && convert) { /* the ranks that kept their decoded input (SPEC §1) */
@@ -421,24 +452,27 @@ json_t *sm_report_run(const struct sm_job_config *c, const struct sm_run_result 
         json_object_set_new(mem, "kept_input_ranks", sm_json_u64(r->kept_input_ranks));
         json_object_set_new(mem, "kept_input_bytes", sm_json_u64(r->kept_input_bytes));
     }
-    if (rep != NULL) { /* per-stage rates (report_rates.c), for scaling/calibrate */
-        json_object_set_new(rep, "rates", sm_report_rates_json(c, r));
-    }
     return rep;
 }
 
-sm_status sm_report_run_emit(const struct sm_job_config *c, const char *path,
-                             const struct sm_run_result *r, json_t *ceiling, struct sm_err *err)
+sm_status sm_report_run_emit(const char *job, bool convert, const char *path,
+                             const struct sm_run_result *r, json_t *ceiling, json_t *rates,
+                             struct sm_err *err)
 {
     if (sm_par_rank() != 0) {
         json_decref(ceiling);
+        json_decref(rates);
         return SM_OK;
     }
-    json_t *rep = sm_report_run(c, r);
+    json_t *rep = sm_report_run(job, convert, r);
     if (rep != NULL && ceiling != NULL) { /* the memory ceiling: checked, adapted (SPEC §1) */
         json_object_set(json_object_get(rep, "memory"), "ceiling", ceiling);
     }
+    if (rep != NULL && rates != NULL) { /* per-stage rates (report_rates.c), for calibrate */
+        json_object_set(rep, "rates", rates);
+    }
     json_decref(ceiling);
+    json_decref(rates);
     if (rep == NULL) {
         SM_FAIL(err, SM_E_NOMEM, "cannot build the report");
     }

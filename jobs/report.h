@@ -1,10 +1,11 @@
 /* The JSON report of `run` (SPEC §7; docs/internals/report.md), built in one place (report.c)
- * from what the engine returns, the configuration and the input's description; its atomic writer
- * and the short summary on standard output (report_summary.c). */
+ * from what the engine returns (struct sm_run_result), never from the configuration again; its
+ * atomic writer and the short summary on standard output (report_emit.c). */
 #ifndef SM_JOBS_REPORT_H
 #define SM_JOBS_REPORT_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -15,9 +16,6 @@
 #include <shardmill/status.h>
 #include <shardmill/store.h>
 
-#include "config.h"
-
-json_t *sm_json_dims(const uint64_t *v, unsigned n);
 json_t *sm_json_hist(const struct sm_hist *h);
 /* {"requests": {...}, "bytes": {...}, "cache": {...}, "index_cache": {...}, "http": {...}} */
 json_t *sm_json_io(const struct sm_run_io *io);
@@ -39,7 +37,7 @@ static inline double sm_ms(uint64_t ns)
 struct sm_report_parts {
     const char *job; /* sm_config_job_name */
     int ranks, threads;
-    json_t *input; /* sm_job_input_json, sm_job_source_json */
+    json_t *input; /* sm_report_array_input, or a source's */
     unsigned ndim;
     const uint64_t *roi_offset, *roi_shape;
     json_t *tile, *passes, *result, *io, *timing, *export, *output;
@@ -49,22 +47,29 @@ struct sm_report_parts {
 /* A new report (NULL if it cannot be allocated). A job adds its own sections after these. */
 json_t *sm_report_new(const struct sm_report_parts *p);
 
-/* The report of a scan or a convert (c->job; also an ingest, a convert) from its result r, of a
- * Zarr/N5 array or a file source (r->source): counters summed and peaks the maximum over ranks,
- * timings the maximum (flat fields and timing_ms.max) and mean over ranks, as the engine reduced
- * them. NULL if it cannot be allocated. */
-json_t *sm_report_run(const struct sm_job_config *c, const struct sm_run_result *r);
+/* The "input" object of a Zarr/N5 array's report: the store (credentials redacted), the array's
+ * path and its metadata m. */
+json_t *sm_report_array_input(const char *store, const char *array, const struct sm_array_meta *m);
+
+/* The report of a scan or a convert (`convert`: also an ingest) named `job` (sm_config_job_name)
+ * from its result r alone, of a Zarr/N5 array or a file source (r->source): counters summed and
+ * peaks the maximum over ranks, timings the maximum (flat fields and timing_ms.max) and mean over
+ * ranks, as the engine reduced them. NULL if it cannot be allocated. */
+json_t *sm_report_run(const char *job, bool convert, const struct sm_run_result *r);
 
 /* Rank 0: sm_report_run, then sm_report_emit to `path` (NULL: the summary alone). The other
  * ranks do nothing. `ceiling` (stolen; NULL: none) is memory.ceiling: the memory ceiling's
- * check of the run (sm_plan_fit_json). A failure here is rank 0's alone (its exit status; the run
- * itself succeeded on every rank, so the others exit 0): no collective follows a run. */
-sm_status sm_report_run_emit(const struct sm_job_config *c, const char *path,
-                             const struct sm_run_result *r, json_t *ceiling, struct sm_err *err);
+ * check of the run (sm_plan_fit_json); `rates` (stolen; NULL: none) the per-stage rates
+ * (sm_report_rates_json), both built by the job. A failure here is rank 0's alone (its exit
+ * status; the run itself succeeded on every rank, so the others exit 0): no collective follows a
+ * run. */
+sm_status sm_report_run_emit(const char *job, bool convert, const char *path,
+                             const struct sm_run_result *r, json_t *ceiling, json_t *rates,
+                             struct sm_err *err);
 
-/* The payload objects' bytes of a local Zarr/N5 input (input.store/input.array; 0: a remote
- * store, or none found): the input's size on disk (io.source.input_bytes, plan's memory bound). */
-uint64_t sm_report_zarr_input_bytes(const struct sm_job_config *c);
+/* The payload objects' bytes of a local Zarr/N5 array (store, array; 0: a remote store, or none
+ * found): the input's size on disk (io.source.input_bytes, plan's memory bound). */
+uint64_t sm_report_zarr_input_bytes(const char *store, const char *array);
 
 /* Writes the report atomically to path (tmp + rename). SM_E_IO naming the path. */
 sm_status sm_report_write(const char *path, json_t *report, struct sm_err *err);

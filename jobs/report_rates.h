@@ -3,6 +3,7 @@
 #ifndef SM_JOBS_REPORT_RATES_H
 #define SM_JOBS_REPORT_RATES_H
 
+#include "config.h"
 #include "report.h"
 
 /* The `rates` section of the report of r (a scan or a convert of c): ranks, threads, the cores of

@@ -301,11 +301,9 @@ sm_status sm_fs_shared_tmp_name(const char *path, char *buf, size_t cap, struct 
     const int dl = slash != NULL ? (int)(slash - path) + 1 : 0;
     const int n = snprintf(buf, cap, "%.*s.%s.shardmill-tmp", dl, path, path + dl);
     if (n < 0 || (size_t)n >= cap) {
-        sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
+        SM_FAIL_AT(err, SM_E_USAGE, path,
                    "the path is too long for its temporary "
                    "name");
-        sm_err_where(err, "%s", path);
-        return err->status;
     }
     return SM_OK;
 }

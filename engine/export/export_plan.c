@@ -81,9 +81,7 @@ sm_status sm_export_dir_name(const char *path, char *buf, size_t cap, struct sm_
         n = snprintf(buf, cap, "%.*s", (int)(slash - path), path);
     }
     if (n < 0 || (size_t)n >= cap) {
-        sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "the export path is too long");
-        sm_err_where(err, "%s", path);
-        return err->status;
+        SM_FAIL_AT(err, SM_E_USAGE, path, "the export path is too long");
     }
     return SM_OK;
 }
@@ -113,10 +111,8 @@ sm_status sm_export_check_h5path(const char *name, const char *key, struct sm_er
         }
     }
     if (why != NULL) {
-        sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "the dataset name %s (got '%.100s')", why,
+        SM_FAIL_AT(err, SM_E_USAGE, key, "the dataset name %s (got '%.100s')", why,
                    name != NULL ? name : "");
-        sm_err_where(err, "%s", key);
-        return err->status;
     }
     return SM_OK;
 }

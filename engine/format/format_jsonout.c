@@ -23,6 +23,18 @@ json_t *sm_json_u64(uint64_t v)
     return json_stringn(text, (size_t)n);
 }
 
+json_t *sm_json_u64_array(const uint64_t *v, unsigned n)
+{
+    json_t *a = json_array();
+    for (unsigned i = 0; a != NULL && i < n; i++) {
+        if (json_array_append_new(a, sm_json_u64(v[i])) != 0) {
+            json_decref(a);
+            return NULL;
+        }
+    }
+    return a;
+}
+
 json_t *sm_json_checksum_u64(uint64_t v)
 {
     char text[32];

@@ -109,18 +109,6 @@ sm_status sm_fmt_meta_finish(struct sm_array_meta *m, struct sm_err *err)
 
 /* ---- describe ---- */
 
-static json_t *dims_json(unsigned ndim, const uint64_t *dims)
-{
-    json_t *a = json_array();
-    for (unsigned d = 0; a != NULL && d < ndim; d++) {
-        if (json_array_append_new(a, json_integer((json_int_t)dims[d])) != 0) {
-            json_decref(a);
-            a = NULL;
-        }
-    }
-    return a;
-}
-
 /* A copy the caller may change without touching m (NULL stays NULL -> JSON null). */
 static json_t *copy_or_null(const json_t *v)
 {
@@ -139,14 +127,14 @@ static sm_status describe_into(const struct sm_array_meta *m, json_t *d, struct 
         SM_TRY(sm_fmt_set(d, "zarr_format", json_integer(m->zarr_format), err));
     }
     SM_TRY(sm_fmt_set(d, "node_type", json_string("array"), err));
-    SM_TRY(sm_fmt_set(d, "shape", dims_json(m->ndim, m->shape), err));
+    SM_TRY(sm_fmt_set(d, "shape", sm_json_u64_array(m->shape, m->ndim), err));
     SM_TRY(sm_fmt_set(d, "dtype", json_string(sm_dtype_name(m->dtype)), err));
     SM_TRY(sm_fmt_set(d, "chunks",
-                      sharded ? dims_json(m->inner_ndim, m->inner_chunk_shape)
-                              : dims_json(m->ndim, m->chunk_shape),
+                      sharded ? sm_json_u64_array(m->inner_chunk_shape, m->inner_ndim)
+                              : sm_json_u64_array(m->chunk_shape, m->ndim),
                       err));
-    SM_TRY(
-        sm_fmt_set(d, "shards", sharded ? dims_json(m->ndim, m->chunk_shape) : json_null(), err));
+    SM_TRY(sm_fmt_set(d, "shards",
+                      sharded ? sm_json_u64_array(m->chunk_shape, m->ndim) : json_null(), err));
     SM_TRY(sm_fmt_set(d, "codecs", copy_or_null(m->codecs), err));
     SM_TRY(sm_fmt_set(d, "fill_value", sm_meta_fill_json(m), err));
     SM_TRY(sm_fmt_set(d, "chunk_key_encoding",

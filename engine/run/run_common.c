@@ -92,9 +92,7 @@ sm_status sm_run_check_input_store(const char *store, struct sm_err *err)
     if (what == NULL) {
         return SM_OK;
     }
-    sm_err_set(err, SM_E_DATA, __FILE__, __LINE__, "%s", what);
-    sm_err_where(err, "%s", store);
-    return err->status;
+    SM_FAIL_AT(err, SM_E_DATA, store, "%s", what);
 }
 
 /* Rank 0's metadata documents to every rank: kind and have_attrs, then the two documents. */
@@ -203,10 +201,7 @@ sm_status sm_run_open_input_sha(const struct sm_run_input *in, uint64_t memory_b
 static sm_status dims_mismatch(const char *key, unsigned n, unsigned nd, const char *what,
                                struct sm_err *err)
 {
-    sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "has %u values, the %s has %u dimensions", n,
-               what, nd);
-    sm_err_where(err, "%s", key);
-    return err->status;
+    SM_FAIL_AT(err, SM_E_USAGE, key, "has %u values, the %s has %u dimensions", n, what, nd);
 }
 
 sm_status sm_run_roi(const struct sm_run_common *c, const struct sm_array_meta *m, uint64_t *off,

@@ -6,16 +6,17 @@
  * caller's own), read the same way: each rank only the boxes of its tiles and shards.
  *
  * The run is a table of phases (run_phase.c drives them: stop check, agreement, timing,
- * progress): prepare → output → input → exists → plan → scan → reduce → begin → write → flush →
- * statistics → pyramid → flushed → finish → collect. With output.exists: auto, exists decides
- * (rank 0, broadcast) whether to write, resume, or end the run there (this job's complete,
- * verified output: only collect runs). Two protocols (docs/internals/pipeline.md):
+ * progress): prepare → output → input → exists → plan → range → scan → reduce → begin → write →
+ * flush → statistics → pyramid → export → flushed → finish → collect. With output.exists: auto,
+ * exists decides (rank 0, broadcast) whether to write, resume, or end the run there (this job's
+ * complete, verified output: only collect runs). Two protocols (docs/internals/pipeline.md):
  * - one pass (scale, window, none: nothing needs the statistics before writing): scan and reduce
- *   do nothing; each shard is written from the input region it covers, whose histogram and
- *   checksums are counted on the way, so the input is read once. zarr.json (an image's group
- *   document) begins without its `shardmill.histogram` provenance, and an image of the input's
- *   values without its omero window (write.h `pending`); the statistics phase restates it. An
- *   image's levels on level 0's shard grid are written with each level-0 shard (run_pyramid.c).
+ *   are not part of the run (their rows' `when`); each shard is written from the input region it
+ * covers, whose histogram and checksums are counted on the way, so the input is read once.
+ * zarr.json (an image's group document) begins without its `shardmill.histogram` provenance, and an
+ * image of the input's values without its omero window (write.h `pending`); the statistics phase
+ * restates it. An image's levels on level 0's shard grid are written with each level-0 shard
+ * (run_pyramid.c).
  * - two passes (percentile): scan the rank's tiles, reduce, derive the window, then write. A
  *   rank keeps the decoded input of its tiles from the scan when they fill a box holding its
  *   shards' input and it fits in half of memory_bytes (sm_cv_keep_plan); otherwise each shard's
@@ -119,7 +120,7 @@ static bool no_histogram(const struct cv *cv)
 }
 
 /* Phase input: the array (rank 0 fetches the metadata and broadcasts it) or the source, then
- * the ROI, tile and histogram parameters. */
+ * the ROI, tile and histogram parameters, and the output's geometry from the input's metadata. */
 static sm_status ph_input(void *ctx, struct sm_err *err)
 {
     struct cv *cv = ctx;
@@ -158,7 +159,9 @@ static sm_status ph_input(void *ctx, struct sm_err *err)
     cv->su.params.progress = c->progress.update;
     cv->su.params.progress_user = c->progress.user;
     cv->su.params.stop = c->stop;
-    return SM_OK;
+    /* the output's geometry (output.ome filled from the input's metadata), read here, once */
+    cv->oo = cv->p->output;
+    return sm_cv_input_geometry(cv, err);
 }
 
 /* The complete output's zarr.json carries `state` (an object {"input_state": ...}); else `what`
@@ -481,7 +484,14 @@ static sm_status ph_range(void *ctx, struct sm_err *err)
 static uint64_t scan_total(void *ctx)
 {
     const struct cv *cv = ctx;
-    return cv->one_pass ? UINT64_MAX : cv->su.tiling.ntiles;
+    return cv->su.tiling.ntiles;
+}
+
+/* The rows of the statistics pass (scan, reduce): a percentile window needs them first. */
+static bool two_passes(const void *ctx)
+{
+    const struct cv *cv = ctx;
+    return !cv->one_pass;
 }
 
 /* A box of the input from the group's window (the scan's reader when grouped). */
@@ -564,13 +574,11 @@ static sm_status scan_groups(struct cv *cv, struct sm_err *err)
     return SM_OK;
 }
 
-/* Phase scan (two passes only): this rank's tiles, kept when they hold its shards' input. */
+/* Phase scan (its row's `when`: two passes only): this rank's tiles, kept when they hold its
+ * shards' input. */
 static sm_status ph_scan(void *ctx, struct sm_err *err)
 {
     struct cv *cv = ctx;
-    if (cv->one_pass) {
-        return SM_OK;
-    }
     if (cv->grouped) {
         const sm_status st = scan_groups(cv, err);
         cv->t_scan = sm_clock_ns() - cv->t_start;
@@ -585,13 +593,11 @@ static sm_status ph_scan(void *ctx, struct sm_err *err)
     return st;
 }
 
-/* Phase reduce (two passes): the global statistics, the same on every rank. */
+/* Phase reduce (its row's `when`: two passes only): the global statistics, the same on every rank.
+ */
 static sm_status ph_reduce(void *ctx, struct sm_err *err)
 {
     struct cv *cv = ctx;
-    if (cv->one_pass) {
-        return SM_OK;
-    }
     const uint64_t t0 = sm_clock_ns();
     const sm_status st = sm_run_reduce_scan(&cv->res->scan, err);
     cv->allreduce_ns += sm_clock_ns() - t0;
@@ -608,14 +614,13 @@ static sm_status ph_begin(void *ctx, struct sm_err *err)
     const unsigned nd = cv->m->ndim;
     SM_TRY(sm_cv_make_norm(&p->normalize, &cv->res->scan.hist, &cv->res->norm, err));
     cv->attrs = sm_cv_provenance(cv, cv->one_pass ? NULL : &cv->res->scan);
-    cv->oo = p->output; /* with the shard depth the partition used (ph_plan's read plan) */
+    /* cv->oo has the input's geometry (ph_input); now the shard depth the partition used */
     cv->oo.shard_depth = !p->output.shard.set && cv->layout.sharded ? cv->layout.shard[0] : 0;
     SM_TRY(sm_run_output_spec(&cv->oo, nd, cv->su.shape, cv->out_dt, cv->attrs, &cv->spec, err));
     const bool window_later = cv->one_pass && p->normalize.mode == SM_NORM_NONE;
     cv->spec.pending = !cv->one_pass                          ? CV_PENDING_STATE
                        : window_later && p->output.ome.levels ? CV_PENDING_OME_NONE
                                                               : CV_PENDING_ATTR;
-    SM_TRY(sm_cv_input_geometry(cv, err));
     sm_run_provenance_spacing(cv->attrs, &cv->oo.ome, nd);
     struct sm_run_omero omero;
     sm_cv_omero(cv, &omero);
@@ -651,20 +656,35 @@ static sm_status ph_pyramid(void *ctx, struct sm_err *err)
     return st;
 }
 
-/* Phase flushed: the export (export.path: run_export.c), then the caller's collective step,
- * between the flush and the marker; each status is the same on every rank, and a failure leaves
- * no marker. */
+static struct sm_run_flushed flushed_of(const struct cv *cv)
+{
+    return (struct sm_run_flushed){cv->final, sm_output_path(cv->out), &cv->res->scan.hist,
+                                   cv->attrs};
+}
+
+static bool exporting(const void *ctx)
+{
+    const struct cv *cv = ctx;
+    return cv->p->export.path != NULL;
+}
+
+/* Phase export (export.path: run_export.c), after the flush and before the marker; its status is
+ * the same on every rank, and a failure leaves no marker. */
+static sm_status ph_export(void *ctx, struct sm_err *err)
+{
+    struct cv *cv = ctx;
+    const struct sm_run_flushed f = flushed_of(cv);
+    struct sm_convert_run p = *cv->p; /* its export's policy as ph_exists settled it */
+    p.export = export_of(cv);
+    return sm_run_export(&p, &f, cv->res, err);
+}
+
+/* Phase flushed: the caller's collective step, between the flush (and export) and the marker. */
 static sm_status ph_flushed(void *ctx, struct sm_err *err)
 {
     struct cv *cv = ctx;
     const struct sm_run_hooks *hk = &cv->p->hooks;
-    const struct sm_run_flushed f = {cv->final, sm_output_path(cv->out), &cv->res->scan.hist,
-                                     cv->attrs};
-    if (cv->p->export.path != NULL) {
-        struct sm_convert_run p = *cv->p; /* its export's policy as ph_exists settled it */
-        p.export = export_of(cv);
-        SM_TRY(sm_run_export(&p, &f, cv->res, err));
-    }
+    const struct sm_run_flushed f = flushed_of(cv);
     return hk->flushed != NULL ? hk->flushed(hk->user, &f, err) : SM_OK;
 }
 
@@ -678,22 +698,39 @@ static sm_status ph_finish(void *ctx, struct sm_err *err)
 }
 
 static const struct run_phase convert_phases[] = {
-    {"prepare", ph_prepare, NULL, NULL, NULL, SM_RUN_T_OPEN, 0},
-    {"output", ph_output, NULL, NULL, NULL, SM_RUN_T_OPEN, 0},
-    {"input", ph_input, NULL, NULL, NULL, SM_RUN_T_OPEN, 0},
-    {"exists", ph_exists, NULL, NULL, NULL, SM_RUN_T_OPEN, 0},
-    {"plan", ph_plan, NULL, NULL, NULL, -1, 0},
-    {"range", ph_range, NULL, "tiles", range_total, SM_RUN_T_RANGE, 0},
-    {"scan", ph_scan, NULL, "tiles", scan_total, -1, 0},
-    {"reduce", ph_reduce, NULL, NULL, NULL, -1, 0},
-    {"begin", ph_begin, NULL, NULL, NULL, -1, 0},
-    {"write", sm_cv_write, NULL, "shards", sm_cv_write_total, -1, 0},
-    {"flush", sm_cv_flush, sm_cv_flush_kept, NULL, NULL, -1, 0},
-    {"statistics", sm_cv_statistics, NULL, NULL, NULL, -1, 0},
-    {"pyramid", ph_pyramid, NULL, NULL, NULL, -1, 0},
-    {"flushed", ph_flushed, NULL, NULL, NULL, -1, 0},
-    {"finish", ph_finish, NULL, NULL, NULL, SM_RUN_T_FINISH, 0},
-    {"collect", sm_cv_collect, NULL, NULL, NULL, -1, RUN_PHASE_NO_STOP | RUN_PHASE_ALWAYS},
+    {.name = "prepare", .run = ph_prepare, .timing = SM_RUN_T_OPEN},
+    {.name = "output", .run = ph_output, .timing = SM_RUN_T_OPEN},
+    {.name = "input", .run = ph_input, .timing = SM_RUN_T_OPEN},
+    {.name = "exists", .run = ph_exists, .timing = SM_RUN_T_OPEN},
+    {.name = "plan", .run = ph_plan, .timing = -1},
+    {.name = "range",
+     .run = ph_range,
+     .unit = "tiles",
+     .total = range_total,
+     .timing = SM_RUN_T_RANGE},
+    {.name = "scan",
+     .run = ph_scan,
+     .unit = "tiles",
+     .total = scan_total,
+     .when = two_passes,
+     .timing = -1},
+    {.name = "reduce", .run = ph_reduce, .when = two_passes, .timing = -1},
+    {.name = "begin", .run = ph_begin, .timing = -1},
+    {.name = "write",
+     .run = sm_cv_write,
+     .unit = "shards",
+     .total = sm_cv_write_total,
+     .timing = -1},
+    {.name = "flush", .run = sm_cv_flush, .cleanup = sm_cv_flush_kept, .timing = -1},
+    {.name = "statistics", .run = sm_cv_statistics, .timing = -1},
+    {.name = "pyramid", .run = ph_pyramid, .timing = -1},
+    {.name = "export", .run = ph_export, .when = exporting, .timing = -1},
+    {.name = "flushed", .run = ph_flushed, .timing = -1},
+    {.name = "finish", .run = ph_finish, .timing = SM_RUN_T_FINISH},
+    {.name = "collect",
+     .run = sm_cv_collect,
+     .timing = -1,
+     .flags = RUN_PHASE_NO_STOP | RUN_PHASE_ALWAYS},
 };
 
 static void cv_free(struct cv *cv)
@@ -723,6 +760,9 @@ sm_status sm_run_convert(const struct sm_convert_run *p, struct sm_run_result *r
     cv.res = res;
     cv.src = p->source;
     res->source = p->source;
+    res->norm_config = p->normalize;
+    res->input_store = p->c.input.store;
+    res->input_array = p->c.input.array;
     cv.t_start = sm_clock_ns();
     cv.rank = sm_par_rank();
     cv.nranks = sm_par_size();

@@ -30,15 +30,6 @@ json_t *sm_run_norm_json(const struct sm_run_norm *cfg, const struct sm_norm *nm
     return o;
 }
 
-static json_t *dims_json(const uint64_t *v, unsigned n)
-{
-    json_t *a = json_array();
-    for (unsigned i = 0; i < n; i++) {
-        json_array_append_new(a, sm_json_u64(v[i]));
-    }
-    return a;
-}
-
 json_t *sm_cv_identity(const struct cv *cv)
 {
     const struct sm_convert_run *p = cv->p;
@@ -81,8 +72,8 @@ json_t *sm_cv_provenance(const struct cv *cv, const struct sm_scan_result *r)
                               "weighted_checksum", sm_json_checksum_u64(r->sums.weighted));
     json_t *pv = sm_cv_identity(cv); /* engine, config_sha256, input first: the job's identity */
     json_object_set_new(pv, "roi",
-                        json_pack("{s:o,s:o}", "offset", dims_json(su->off, nd), "shape",
-                                  dims_json(su->shape, nd)));
+                        json_pack("{s:o,s:o}", "offset", sm_json_u64_array(su->off, nd), "shape",
+                                  sm_json_u64_array(su->shape, nd)));
     json_object_set_new(pv, "normalization", sm_run_norm_json(&p->normalize, nm));
     /* the type the values are written as (SPEC §2: uint8/uint16 are rint(w × MAX)) */
     json_object_set_new(pv, "output_dtype", json_string(sm_dtype_name(cv->out_dt)));

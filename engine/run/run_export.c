@@ -47,10 +47,9 @@ static sm_status check(const struct sm_run_export *x, const struct sm_export_opt
     spec.naux = 1;
     SM_TRY(sm_export_hdf5_check(x->path, o, &spec, resolved, err));
     if (sm_path_is_within(*resolved, output_path) || sm_path_is_within(output_path, *resolved)) {
-        sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
-                   "the export path is inside the output directory %s (give a path beside it)",
-                   output_path);
-        sm_err_where(err, "%s", *resolved);
+        SM_ERR_AT(err, SM_E_USAGE, *resolved,
+                  "the export path is inside the output directory %s (give a path beside it)",
+                  output_path);
         sm_free(*resolved);
         *resolved = NULL;
         return err->status;
@@ -242,9 +241,12 @@ static sm_status plan_spec(const struct sm_convert_run *p, const struct sm_run_f
 }
 
 /* What the export wrote, for the report: the same on every rank. */
-static void keep_result(const struct sm_export_result *er, char *path, struct sm_run_result *res)
+static void keep_result(const struct sm_run_export *x, const struct sm_export_result *er,
+                        char *path, struct sm_run_result *res)
 {
     struct sm_run_export_result *o = &res->export;
+    o->dataset = x->dataset;
+    o->deflate = x->deflate;
     sm_free(o->path);
     o->done = true;
     o->path = path;
@@ -314,7 +316,7 @@ sm_status sm_run_export(const struct sm_convert_run *p, const struct sm_run_flus
         sm_run_progress_end(&c->progress, st == SM_OK);
     }
     if (st == SM_OK) {
-        keep_result(&er, path, res);
+        keep_result(&p->export, &er, path, res);
         path = NULL;
     }
     sm_array_scratch_free(scratch);

@@ -186,14 +186,19 @@ sm_status sm_run_open_input_sha(const struct sm_run_input *in, uint64_t memory_b
  * the driver agrees on the lowest failing rank's error (all ranks go on, or all stop with it) and
  * adds the wall time to timing_ms[timing] (timing < 0: none). With `unit` set the phase shows
  * progress (`total` gives its count; UINT64_MAX: the phase has nothing to do in this run and is
- * not shown). After a failure the later phases do not run; those with a `cleanup` call it instead
- * (as does a phase whose own run failed), e.g. to flush the shards written so far. */
+ * not shown). `when` (NULL: always) says whether the phase is part of this run, asked when its
+ * turn comes (e.g. "two passes only", once the plan decided): a phase it rules out is neither
+ * run, checked, agreed nor timed. After a failure the later phases do not run; those with a
+ * `cleanup` call it instead (as does a phase whose own run failed), e.g. to flush the shards
+ * written so far. Every transition goes to the progress hook's `trace` when it is set. Rows are
+ * written with designated initializers. */
 struct run_phase {
     const char *name;
     sm_status (*run)(void *ctx, struct sm_err *err);
     void (*cleanup)(void *ctx);
     const char *unit;
     uint64_t (*total)(void *ctx);
+    bool (*when)(const void *ctx);
     int timing;
     unsigned flags;
 };

@@ -4,8 +4,9 @@
  * while every rank succeeded; after a failure the phases with a cleanup (the flush of written
  * shards) still run it on every rank, so a resume keeps what was done. A run that ends early
  * (env->done, e.g. output.exists: auto over a complete output) runs only the phases flagged
- * RUN_PHASE_ALWAYS (the result). With env->res it also counts the input's reads of each pass
- * (range, scan, write: SPEC §7 io.source.passes). */
+ * RUN_PHASE_ALWAYS (the result); a phase whose `when` is false is not part of this run. Each
+ * transition is traced through the progress hook (progress->trace). With env->res it also counts
+ * the input's reads of each pass (range, scan, write: SPEC §7 io.source.passes). */
 #include "run_int.h"
 
 #include <string.h>
@@ -57,6 +58,14 @@ static void probe_end(struct sm_run_result *res, struct pass_probe *pr, int slot
     }
 }
 
+static void trace(const struct run_phase_env *env, const struct run_phase *p, const char *what)
+{
+    const struct sm_run_progress *pr = env->progress;
+    if (pr != NULL && pr->trace != NULL) {
+        pr->trace(pr->user, p->name, what);
+    }
+}
+
 sm_status sm_run_phases(const struct run_phase *ph, size_t n, void *ctx,
                         const struct run_phase_env *env, struct sm_err *err)
 {
@@ -72,13 +81,20 @@ sm_status sm_run_phases(const struct run_phase *ph, size_t n, void *ctx,
         const uint64_t t0 = sm_clock_ns();
         if (st != SM_OK) {
             if (p->cleanup != NULL) {
+                trace(env, p, "cleanup");
                 p->cleanup(ctx);
             }
             continue;
         }
         if (env->done != NULL && *env->done && (p->flags & RUN_PHASE_ALWAYS) == 0) {
+            trace(env, p, "ended");
             continue; /* ended early, alike on every rank: nothing to agree on */
         }
+        if (p->when != NULL && !p->when(ctx)) {
+            trace(env, p, "skipped");
+            continue; /* not part of this run, alike on every rank */
+        }
+        trace(env, p, "begin");
         const bool shown = p->unit != NULL && (p->total == NULL || p->total(ctx) != UINT64_MAX);
         if (shown) {
             sm_run_progress_begin(env->progress, p->name, p->unit,
@@ -101,9 +117,11 @@ sm_status sm_run_phases(const struct run_phase *ph, size_t n, void *ctx,
             sm_run_progress_end(env->progress, st == SM_OK); /* every rank, success or not */
         }
         if (st != SM_OK && p->cleanup != NULL) {
+            trace(env, p, "cleanup");
             p->cleanup(ctx);
         }
         st = sm_run_agree(&agreed, st, err);
+        trace(env, p, st == SM_OK ? "ok" : "failed");
         if (p->timing >= 0 && env->timing_ms != NULL) {
             env->timing_ms[p->timing] += run_ms(sm_clock_ns() - t0);
         }

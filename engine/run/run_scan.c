@@ -141,18 +141,24 @@ static sm_status ph_collect(void *ctx, struct sm_err *err)
 }
 
 static const struct run_phase scan_phases[] = {
-    {"prepare", ph_prepare, NULL, NULL, NULL, SM_RUN_T_OPEN, 0},
-    {"open", ph_open, NULL, NULL, NULL, SM_RUN_T_OPEN, 0},
-    {"setup", ph_setup, NULL, NULL, NULL, -1, 0},
-    {"range", ph_range, NULL, "tiles", range_total, SM_RUN_T_RANGE, 0},
-    {"scan", ph_scan, NULL, "tiles", scan_total, -1, 0},
-    {"reduce", ph_reduce, NULL, NULL, NULL, -1, 0},
-    {"collect", ph_collect, NULL, NULL, NULL, -1, RUN_PHASE_NO_STOP},
+    {.name = "prepare", .run = ph_prepare, .timing = SM_RUN_T_OPEN},
+    {.name = "open", .run = ph_open, .timing = SM_RUN_T_OPEN},
+    {.name = "setup", .run = ph_setup, .timing = -1},
+    {.name = "range",
+     .run = ph_range,
+     .unit = "tiles",
+     .total = range_total,
+     .timing = SM_RUN_T_RANGE},
+    {.name = "scan", .run = ph_scan, .unit = "tiles", .total = scan_total, .timing = -1},
+    {.name = "reduce", .run = ph_reduce, .timing = -1},
+    {.name = "collect", .run = ph_collect, .timing = -1, .flags = RUN_PHASE_NO_STOP},
 };
 
 sm_status sm_run_scan(const struct sm_scan_run *p, struct sm_run_result *res, struct sm_err *err)
 {
     memset(res, 0, sizeof(*res));
+    res->input_store = p->c.input.store;
+    res->input_array = p->c.input.array;
     bool entered = false;
     SM_TRY(sm_run_ranks_enter(p->c.mpi_comm, &entered, err));
     struct sc sc;

@@ -31,10 +31,8 @@ sm_status sm_src_pread(int fd, uint64_t off, void *dst, size_t n, const char *pa
             return SM_ERRNO(err, errno, path, "read");
         }
         if (r == 0) {
-            sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
+            SM_FAIL_AT(err, SM_E_DATA, path,
                        "file ends at byte %" PRIu64 ", before the volume does", off);
-            sm_err_where(err, "%s", path);
-            return err->status;
         }
         p += r;
         n -= (size_t)r;
@@ -69,10 +67,8 @@ sm_status sm_src_open_file(const char *path, bool dir_ok, int *fd, struct sm_err
     }
     if (!S_ISREG(st.st_mode) && !(dir_ok && S_ISDIR(st.st_mode))) {
         close(f);
-        sm_err_set(err, SM_E_DATA, __FILE__, __LINE__, "is %s, not a regular file%s",
-                   file_kind(st.st_mode), dir_ok ? " or a directory" : "");
-        sm_err_where(err, "%s", path);
-        return err->status;
+        SM_FAIL_AT(err, SM_E_DATA, path, "is %s, not a regular file%s", file_kind(st.st_mode),
+                   dir_ok ? " or a directory" : "");
     }
     const int fl = fcntl(f, F_GETFL);
     if (fl < 0 || fcntl(f, F_SETFL, fl & ~O_NONBLOCK) != 0) { /* reads block as usual again */

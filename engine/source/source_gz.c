@@ -30,9 +30,7 @@ struct sm_gz {
 
 sm_status sm_gz_fail(struct sm_gz *g, struct sm_err *err, const char *what)
 {
-    sm_err_set(err, SM_E_DATA, __FILE__, __LINE__, "%s (inflated byte %" PRIu64 ")", what, g->pos);
-    sm_err_where(err, "%s", g->path);
-    return err->status;
+    SM_FAIL_AT(err, SM_E_DATA, g->path, "%s (inflated byte %" PRIu64 ")", what, g->pos);
 }
 
 void sm_gz_close(struct sm_gz *g)

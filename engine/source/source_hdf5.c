@@ -117,12 +117,10 @@ static sm_status elink_fail(struct sm_err *err, const char *where, const char *n
                             const struct elink_guard *g)
 {
     H5Eclear2(H5E_DEFAULT);
-    sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
+    SM_FAIL_AT(err, SM_E_DATA, where,
                "the path %s leads through an external link (to %s:%s), outside the input file "
                "(input.hdf5.allow_external: true follows it)",
                name, g->file, g->object);
-    sm_err_where(err, "%s", where);
-    return err->status;
 }
 
 static const char *class_name(H5T_class_t c)

@@ -50,13 +50,11 @@ static sm_status take_header(struct nifti *n, const uint8_t *h, size_t hlen, uin
     memcpy(f->shape, x->shape, sizeof(x->shape));
     f->data_offset = x->vox_offset;
     if (x->vox_offset > file_len || x->data_bytes > file_len - x->vox_offset) {
-        sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
+        SM_FAIL_AT(err, SM_E_DATA, n->path,
                    "the volume needs %" PRIu64 " bytes after byte %" PRIu64 ", %s %" PRIu64,
                    x->data_bytes, x->vox_offset,
                    n->gz ? "a gzip file of this size inflates to at most" : "the file has",
                    file_len);
-        sm_err_where(err, "%s", n->path);
-        return err->status;
     }
     f->swap = x->swap && sm_dtype_size(x->dtype) > 1;
     /* SPEC §2: scl_slope/scl_inter are applied, never ignored: the values become v * slope +
@@ -111,10 +109,8 @@ static sm_status open_nii(struct nifti *n, struct sm_err *err)
     const uint64_t len = (uint64_t)st.st_size;
     uint8_t h[SM_NIFTI_HEADER_BYTES];
     if (len < sizeof(h)) {
-        sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
+        SM_FAIL_AT(err, SM_E_DATA, n->path,
                    "the file has %" PRIu64 " bytes, a NIfTI-1 header needs 348", len);
-        sm_err_where(err, "%s", n->path);
-        return err->status;
     }
     SM_TRY(sm_src_pread(n->flat.fd, 0, h, sizeof(h), n->path, err));
     return take_header(n, h, sizeof(h), len, err);
@@ -136,12 +132,11 @@ static sm_status nifti_plan(void *user, const uint64_t *off, const uint64_t *sha
     }
     const uint64_t first = f->data_offset + off[0] * slab, len = shape[0] * slab;
     if (len > memory_bytes) {
-        sm_err_set(err, SM_E_LIMIT, __FILE__, __LINE__,
-                   "the %" PRIu64 " slabs of axis 0 this process reads inflate to %" PRIu64
-                   " bytes, more than limits.memory_bytes (%" PRIu64
-                   "); raise it, run more MPI ranks, or gunzip the file first",
-                   shape[0], len, memory_bytes);
-        sm_err_where(err, "%s", n->path);
+        SM_ERR_AT(err, SM_E_LIMIT, n->path,
+                  "the %" PRIu64 " slabs of axis 0 this process reads inflate to %" PRIu64
+                  " bytes, more than limits.memory_bytes (%" PRIu64
+                  "); raise it, run more MPI ranks, or gunzip the file first",
+                  shape[0], len, memory_bytes);
         return err->status;
     }
     sm_free(n->mem);

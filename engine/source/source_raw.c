@@ -54,9 +54,7 @@ static const struct sm_source_ops raw_ops = {
 
 static sm_status usage(struct sm_err *err, const char *key, const char *what)
 {
-    sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "%s", what);
-    sm_err_where(err, "%s", key);
-    return err->status;
+    SM_FAIL_AT(err, SM_E_USAGE, key, "%s", what);
 }
 
 /* The parameters as the flat reader's; the file is opened after. */
@@ -96,11 +94,10 @@ static sm_status raw_open_file(struct raw *r, uint64_t bytes, struct sm_err *err
     }
     const uint64_t len = (uint64_t)st.st_size;
     if (f->data_offset > len || bytes != len - f->data_offset) {
-        sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
-                   "file is %" PRIu64 " bytes; %" PRIu64 " header bytes + %" PRIu64
-                   " bytes of volume expected",
-                   len, f->data_offset, bytes);
-        sm_err_where(err, "%s", r->path);
+        SM_ERR_AT(err, SM_E_DATA, r->path,
+                  "file is %" PRIu64 " bytes; %" PRIu64 " header bytes + %" PRIu64
+                  " bytes of volume expected",
+                  len, f->data_offset, bytes);
         return err->status;
     }
     return SM_OK;

@@ -168,9 +168,7 @@ static sm_status list_slices(struct tiff_stack *t, struct sm_err *err)
     }
     closedir(d);
     if (s == SM_OK && t->n == 0) {
-        s = sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
-                       "no .tif or .tiff slices in the directory");
-        sm_err_where(err, "%s", t->dir);
+        s = SM_ERR_AT(err, SM_E_DATA, t->dir, "no .tif or .tiff slices in the directory");
     }
     if (s == SM_OK) {
         qsort(t->names, (size_t)t->n, sizeof(*t->names), natural_qsort);
@@ -257,9 +255,7 @@ static sm_status scan_pages(struct tiff_stack *t, struct sm_err *err)
         t->ifd[t->n++] = t->lib->current_dir_offset(f.t);
     } while (t->lib->read_directory(f.t));
     if (s == SM_OK && f.msg[0] != '\0') { /* a directory chain that breaks off */
-        s = sm_err_set(err, SM_E_DATA, __FILE__, __LINE__, "after page %" PRIu64 ": %s", t->n - 1,
-                       f.msg);
-        sm_err_where(err, "%s", t->dir);
+        s = SM_ERR_AT(err, SM_E_DATA, t->dir, "after page %" PRIu64 ": %s", t->n - 1, f.msg);
     }
     sm_tfile_close(&f);
     return s;
@@ -531,9 +527,7 @@ sm_status sm_src_open_tiff(const struct sm_source_params *p, struct sm_source **
     info.slab[2] = t->blk_w;
     info.access = t->direct ? SM_SOURCE_RANDOM : SM_SOURCE_BLOCKS;
     if (t->geom.refused[0] != '\0' && !p->spacing_given) { /* input.spacing would replace it */
-        sm_err_set(err, SM_E_DATA, __FILE__, __LINE__, "%s (give input.spacing instead)",
-                   t->geom.refused);
-        sm_err_where(err, "%s", p->path);
+        SM_ERR_AT(err, SM_E_DATA, p->path, "%s (give input.spacing instead)", t->geom.refused);
         stack_close(t);
         return err->status;
     }

@@ -51,10 +51,9 @@ const struct sm_tiff_lib *sm_tiff_load(const char *path, struct sm_err *err)
 {
     pthread_once(&tiff_once, tiff_init_once);
     if (tiff.fdopen_ext == NULL) {
-        sm_err_set(err, SM_E_IO, __FILE__, __LINE__,
-                   "TIFF input needs libtiff (libtiff.so.6, Debian package libtiff6): %s",
-                   tiff_load_error);
-        sm_err_where(err, "%s", path);
+        SM_ERR_AT(err, SM_E_IO, path,
+                  "TIFF input needs libtiff (libtiff.so.6, Debian package libtiff6): %s",
+                  tiff_load_error);
         return NULL;
     }
     return &tiff;
@@ -111,9 +110,8 @@ sm_status sm_tfile_open(const struct sm_tiff_lib *lib, struct sm_tfile *f, const
     f->fd = f->t != NULL ? fd : -1;
     if (st == SM_OK && f->t == NULL) {
         close(fd);
-        st = sm_err_set(err, SM_E_DATA, __FILE__, __LINE__, "not a readable TIFF file: %s",
-                        f->msg[0] != '\0' ? f->msg : "libtiff refused it");
-        sm_err_where(err, "%s", path);
+        st = SM_ERR_AT(err, SM_E_DATA, path, "not a readable TIFF file: %s",
+                       f->msg[0] != '\0' ? f->msg : "libtiff refused it");
     }
     if (st != SM_OK) {
         lib->opts_free(f->opts);

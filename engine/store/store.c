@@ -72,9 +72,7 @@ static sm_status check_key(const struct sm_store *s, const char *key, struct sm_
     }
     return SM_OK;
 bad:
-    sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "key '%s' escapes the store root", key);
-    sm_err_where(err, "%s", s->url);
-    return err->status;
+    SM_FAIL_AT(err, SM_E_USAGE, s->url, "key '%s' escapes the store root", key);
 }
 
 static void name_object(const struct sm_store *s, const char *key, struct sm_err *err)

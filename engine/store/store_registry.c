@@ -43,10 +43,8 @@ sm_status sm_store_open_with(const char *url, const struct sm_http_opts *http,
     }
     const char *colon = strstr(url, "://");
     if (colon != NULL) {
-        sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "unsupported store scheme '%.*s'",
-                   (int)(colon - url), url);
-        sm_err_where(err, "%s", url);
-        return err->status;
+        SM_FAIL_AT(err, SM_E_USAGE, url, "unsupported store scheme '%.*s'", (int)(colon - url),
+                   url);
     }
     if (url[0] == '\0') {
         SM_FAIL(err, SM_E_USAGE, "empty store path");

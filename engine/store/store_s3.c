@@ -207,11 +207,9 @@ sm_status sm_s3_map_url(const char *url, const struct sm_s3_opts *o, struct sm_s
                                   (c >= '0' && c <= '9') || c == '.' || c == '-' || c == '_');
     }
     if (!bucket_ok) {
-        sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
+        SM_FAIL_AT(err, SM_E_USAGE, sm_url_redact(url, shown, sizeof(shown)),
                    "not an S3 URL: want s3://bucket/prefix with a bucket name of letters, digits, "
                    "'.', '-' and '_'");
-        sm_err_where(err, "%s", sm_url_redact(url, shown, sizeof(shown)));
-        return err->status;
     }
     snprintf(out->bucket, sizeof(out->bucket), "%.*s", (int)blen, b);
     const char *region = o->region != NULL && o->region[0] != '\0' ? o->region : "us-east-1";
@@ -257,9 +255,8 @@ sm_status sm_s3_map_url(const char *url, const struct sm_s3_opts *o, struct sm_s
     w = snprintf(out->display, sizeof(out->display), "s3://%s%s%.*s", out->bucket,
                  plen > 0 ? "/" : "", (int)plen, prefix);
     if (!ok || w < 0 || (size_t)w >= sizeof(out->display)) {
-        sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "the S3 URL is too long");
-        sm_err_where(err, "%s", sm_url_redact(url, shown, sizeof(shown)));
-        return err->status;
+        SM_FAIL_AT(err, SM_E_USAGE, sm_url_redact(url, shown, sizeof(shown)),
+                   "the S3 URL is too long");
     }
     return SM_OK;
 }
@@ -299,10 +296,8 @@ sm_status sm_store_s3_open(const char *url, const struct sm_http_opts *opts, str
     if (g->key_id != NULL && g->secret == NULL) {
         signer_free(g);
         sm_free(m);
-        sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
+        SM_FAIL_AT(err, SM_E_USAGE, sm_url_redact(url, shown, sizeof(shown)),
                    "an access key id without a secret access key (AWS_SECRET_ACCESS_KEY)");
-        sm_err_where(err, "%s", sm_url_redact(url, shown, sizeof(shown)));
-        return err->status;
     }
     const struct sm_http_signer signer = {
         .ctx = g, .sign = s3_sign, .refine = s3_refine, .free = signer_free, .display = g->display};

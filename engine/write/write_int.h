@@ -88,7 +88,7 @@ struct sm_output {
     struct sm_output_opts opts;
     bool was_auto;          /* opts.exists was AUTO before sm_output_settle (for messages) */
     const atomic_int *stop; /* sm_output_set_stop: ends overwrite's delete walk */
-    int state;              /* enum out_state (write_output.c) */
+    int state;              /* enum out_state */
     int rootfd;             /* -1 until begin/join */
     const struct sm_writer *w;
     struct sm_store *store; /* file store at root: every object is staged and committed here */
@@ -237,5 +237,43 @@ bool sm_writer_key_index(const struct sm_writer *w, const char *key, uint64_t *s
 /* A writer for an existing zarr.json text (verify reads outputs it did not write). SM_E_DATA if
  * the text is not a v3 array. */
 sm_status sm_writer_from_json(struct sm_bytes text, struct sm_writer **out, struct sm_err *err);
+
+/* ---- the output directory, split in three files: write_output.c (path, lock, shards, flush,
+ * marker), write_exists.c (output.exists: auto), write_resume.c (begin, join, resume) ---- */
+enum out_state {
+    OUT_ABSENT,    /* nothing at the path */
+    OUT_EMPTY,     /* an empty directory */
+    OUT_SHARDMILL, /* holds .shardmill/ or the marker */
+    OUT_FOREIGN,   /* anything else */
+};
+#define PATH_CAP 4096
+
+/* write_output.c: the root's descriptor (O_NOFOLLOW directory), -1 on failure */
+int sm_output_open_root(const char *root);
+/* *state (enum out_state) of the path root */
+sm_status sm_output_classify(const char *root, int *state, struct sm_err *err);
+/* The level directories of c/ under fd from depth `from` on, checked or removed (mode) */
+sm_status sm_output_level_dirs(int fd, unsigned from, enum sm_wfs_walk mode, const atomic_int *stop,
+                               struct sm_err *err);
+/* SM_E_USAGE unless the tree under fd holds only what an output holds */
+sm_status sm_output_check_tree(int fd, const char *root, struct sm_err *err);
+/* Removes the root's files (tmp_only: only temporary ones) */
+sm_status sm_output_remove_root_files(struct sm_output *o, bool tmp_only, struct sm_err *err);
+/* Whether the output's sync mode syncs at all */
+bool sm_output_syncing(const struct sm_output *o);
+sm_status sm_output_fsync_dir(struct sm_output *o, const char *rel, struct sm_err *err);
+sm_status sm_output_drop_marker(struct sm_output *o, struct sm_err *err);
+/* The marker, then every object of the output: an output to write anew */
+sm_status sm_output_clear(struct sm_output *o, struct sm_err *err);
+sm_status sm_output_take_lock(struct sm_output *o, struct sm_err *err);
+sm_status sm_output_put_owner(struct sm_output *o, struct sm_err *err);
+/* One metadata document put (staged, committed, synced) */
+sm_status sm_output_put_doc(struct sm_output *o, const char *key, struct sm_bytes data,
+                            struct sm_err *err);
+/* write_exists.c: a JSON document under meta.h's number policy (NULL: does not parse, why in *e);
+ * a document's attributes; the dotted first member where a and b differ (false: equal) */
+struct json_t *sm_output_load_doc(struct sm_bytes b, struct sm_err *e);
+struct json_t *sm_output_attrs_of(struct json_t *doc);
+bool sm_output_first_diff(struct json_t *a, struct json_t *b, char *path, size_t cap);
 
 #endif

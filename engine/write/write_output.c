@@ -27,15 +27,6 @@
 #include "shardmill/fs.h"
 #include "shardmill/path.h"
 
-enum out_state {
-    OUT_ABSENT,    /* nothing at the path */
-    OUT_EMPTY,     /* an empty directory */
-    OUT_SHARDMILL, /* holds .shardmill/ or the marker */
-    OUT_FOREIGN,   /* anything else */
-};
-
-#define PATH_CAP 4096
-
 /* ---- the path ---- */
 
 static sm_status resolve(const char *path, const char *base, char **out, struct sm_err *err)
@@ -46,13 +37,13 @@ static sm_status resolve(const char *path, const char *base, char **out, struct 
 
 /* ---- recognising an output ---- */
 
-static int open_root(const char *root)
+int sm_output_open_root(const char *root)
 {
     return open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 }
 
 /* Classifies the path; `fd` (if the path is a directory) is left open in *dfd. */
-static sm_status classify(const char *root, int *state, struct sm_err *err)
+sm_status sm_output_classify(const char *root, int *state, struct sm_err *err)
 {
     struct stat sb;
     if (lstat(root, &sb) != 0) {
@@ -70,7 +61,7 @@ static sm_status classify(const char *root, int *state, struct sm_err *err)
         *state = OUT_FOREIGN;
         return SM_OK;
     }
-    const int fd = open_root(root);
+    const int fd = sm_output_open_root(root);
     if (fd < 0) {
         return SM_ERRNO(err, errno, root, "cannot open the output");
     }
@@ -116,8 +107,8 @@ static bool root_name_ok(const char *name, const struct stat *sb)
  * zarr.json (or its temporary names) and the c/ tree; a Zarr v2 image's (.zgroup at the root)
  * .zarray and the chunk tree itself. CHECK fails on anything else, SWEEP_TMP removes temporary
  * files, REMOVE removes the level directories. */
-static sm_status level_dirs(int fd, unsigned from, enum sm_wfs_walk mode, const atomic_int *stop,
-                            struct sm_err *err)
+sm_status sm_output_level_dirs(int fd, unsigned from, enum sm_wfs_walk mode, const atomic_int *stop,
+                               struct sm_err *err)
 {
     const bool v2 = sm_wfs_is_v2(fd);
     const char *ldoc = v2 ? SM_ZARRAY : SM_ZARR_JSON;
@@ -174,7 +165,7 @@ static sm_status level_dirs(int fd, unsigned from, enum sm_wfs_walk mode, const 
 }
 
 /* Fails (SM_E_USAGE) on any entry a shardmill output cannot contain; changes nothing. */
-static sm_status check_tree(int fd, const char *root, struct sm_err *err)
+sm_status sm_output_check_tree(int fd, const char *root, struct sm_err *err)
 {
     struct sm_strv names = {NULL, 0, 0};
     SM_TRY(sm_wfs_list(fd, "", &names, err));
@@ -198,7 +189,7 @@ static sm_status check_tree(int fd, const char *root, struct sm_err *err)
         st = sm_wfs_walk(fd, SM_PRIV_DIR, false, SM_WFS_CHECK, err);
     }
     if (st == SM_OK) {
-        st = level_dirs(fd, 0, SM_WFS_CHECK, NULL, err);
+        st = sm_output_level_dirs(fd, 0, SM_WFS_CHECK, NULL, err);
     }
     if (st != SM_OK) {
         sm_err_where(err, "%s", root);
@@ -207,7 +198,7 @@ static sm_status check_tree(int fd, const char *root, struct sm_err *err)
 }
 
 /* Removes the files at the root whose names satisfy `pick`. */
-static sm_status remove_root_files(struct sm_output *o, bool tmp_only, struct sm_err *err)
+sm_status sm_output_remove_root_files(struct sm_output *o, bool tmp_only, struct sm_err *err)
 {
     struct sm_strv names = {NULL, 0, 0};
     SM_TRY(sm_wfs_list(o->rootfd, "", &names, err));
@@ -226,39 +217,39 @@ static sm_status remove_root_files(struct sm_output *o, bool tmp_only, struct sm
     return st;
 }
 
-static bool syncing(const struct sm_output *o)
+bool sm_output_syncing(const struct sm_output *o)
 {
     return o->opts.sync != SM_OUTPUT_SYNC_NONE;
 }
 
-static sm_status fsync_dir(struct sm_output *o, const char *rel, struct sm_err *err)
+sm_status sm_output_fsync_dir(struct sm_output *o, const char *rel, struct sm_err *err)
 {
     return sm_store_sync(o->store, SM_STORE_SYNC_DIR, rel, err);
 }
 
 /* Removes the marker, durably, before anything of a finished output changes. */
-static sm_status drop_marker(struct sm_output *o, struct sm_err *err)
+sm_status sm_output_drop_marker(struct sm_output *o, struct sm_err *err)
 {
     if (unlinkat(o->rootfd, SM_MARKER_NAME, 0) != 0) {
         return errno == ENOENT ? SM_OK : SM_ERRNO(err, errno, SM_MARKER_NAME, "cannot remove");
     }
-    return syncing(o) ? fsync_dir(o, "", err) : SM_OK;
+    return sm_output_syncing(o) ? sm_output_fsync_dir(o, "", err) : SM_OK;
 }
 
 /* OVERWRITE (and a RESUME without zarr.json): the marker first, then shards, journal, zarr.json.
  * .shardmill/ (with the owner record begin wrote) stays until the marker of the new run: an
  * overwrite killed or failing half-way leaves a directory a later overwrite or resume still
  * recognises as shardmill's, and finishes. */
-static sm_status clear(struct sm_output *o, struct sm_err *err)
+sm_status sm_output_clear(struct sm_output *o, struct sm_err *err)
 {
-    SM_TRY(drop_marker(o, err));
+    SM_TRY(sm_output_drop_marker(o, err));
     SM_TRY(sm_wfs_walk_stop(o->rootfd, "c", true, SM_WFS_REMOVE, o->stop, err));
     if (unlinkat(o->rootfd, "c", AT_REMOVEDIR) != 0 && errno != ENOENT) {
         return SM_ERRNO(err, errno, "c", "cannot remove directory");
     }
-    SM_TRY(level_dirs(o->rootfd, 0, SM_WFS_REMOVE, o->stop, err));
+    SM_TRY(sm_output_level_dirs(o->rootfd, 0, SM_WFS_REMOVE, o->stop, err));
     SM_TRY(sm_wfs_walk(o->rootfd, SM_JOURNAL_DIR, false, SM_WFS_REMOVE, err));
-    return remove_root_files(o, false, err);
+    return sm_output_remove_root_files(o, false, err);
 }
 
 /* ---- the owner record and the lock ---- */
@@ -269,7 +260,7 @@ static sm_status clear(struct sm_output *o, struct sm_err *err)
  * run on the same output (overwrite or resume) is refused before it deletes or writes anything,
  * naming the holder from .shardmill/owner (host, pid, start time). The kernel drops the lock
  * when the holder dies, so a killed run leaves no stale lock. */
-static sm_status take_lock(struct sm_output *o, struct sm_err *err)
+sm_status sm_output_take_lock(struct sm_output *o, struct sm_err *err)
 {
     if (flock(o->rootfd, LOCK_EX | LOCK_NB) == 0) {
         return SM_OK;
@@ -308,7 +299,7 @@ static sm_status take_lock(struct sm_output *o, struct sm_err *err)
 }
 
 /* Writes .shardmill/owner: who holds the output now. Written before anything is deleted. */
-static sm_status put_owner(struct sm_output *o, struct sm_err *err)
+sm_status sm_output_put_owner(struct sm_output *o, struct sm_err *err)
 {
     char host[128] = "?";
     if (gethostname(host, sizeof(host)) != 0) {
@@ -325,7 +316,8 @@ static sm_status put_owner(struct sm_output *o, struct sm_err *err)
     const int n =
         snprintf(text, sizeof(text), "host %s pid %ld started %s\n", host, (long)getpid(), when);
     SM_TRY(sm_fs_mkdirs(o->rootfd, SM_PRIV_DIR, err));
-    return sm_store_put(o->store, OWNER_KEY, sm_bytes_of(text, (size_t)n), syncing(o), err);
+    return sm_store_put(o->store, OWNER_KEY, sm_bytes_of(text, (size_t)n), sm_output_syncing(o),
+                        err);
 }
 
 /* ---- lifecycle ---- */
@@ -337,26 +329,24 @@ sm_status sm_output_open(const char *path, const struct sm_output_opts *opts,
     char *root;
     SM_TRY(resolve(path, opts->base, &root, err));
     int state = OUT_ABSENT;
-    sm_status st = classify(root, &state, err);
+    sm_status st = sm_output_classify(root, &state, err);
     if (st == SM_OK && opts->exists == SM_OUTPUT_EXISTS_ERROR && state != OUT_ABSENT &&
         state != OUT_EMPTY) {
-        st = sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
-                        "output exists (set output.exists: overwrite or resume)");
-        sm_err_where(err, "%s", root);
+        st = SM_ERR_AT(err, SM_E_USAGE, root,
+                       "output exists (set output.exists: overwrite or resume)");
     } else if (st == SM_OK && state == OUT_FOREIGN) {
-        st = sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
-                        "not a shardmill output (no %s/ or %s): refusing to %s it", SM_PRIV_DIR,
-                        SM_MARKER_NAME,
-                        opts->exists == SM_OUTPUT_EXISTS_RESUME ? "resume"
-                        : opts->exists == SM_OUTPUT_EXISTS_AUTO ? "write into"
-                                                                : "overwrite");
-        sm_err_where(err, "%s", root);
+        st = SM_ERR_AT(err, SM_E_USAGE, root,
+                       "not a shardmill output (no %s/ or %s): refusing to %s it", SM_PRIV_DIR,
+                       SM_MARKER_NAME,
+                       opts->exists == SM_OUTPUT_EXISTS_RESUME ? "resume"
+                       : opts->exists == SM_OUTPUT_EXISTS_AUTO ? "write into"
+                                                               : "overwrite");
     } else if (st == SM_OK && state == OUT_SHARDMILL) {
-        const int fd = open_root(root);
+        const int fd = sm_output_open_root(root);
         if (fd < 0) {
             st = SM_ERRNO(err, errno, root, "cannot open the output");
         } else {
-            st = check_tree(fd, root, err);
+            st = sm_output_check_tree(fd, root, err);
             close(fd);
         }
     }
@@ -382,650 +372,6 @@ sm_status sm_output_open(const char *path, const struct sm_output_opts *opts,
         SM_FAIL(err, SM_E_NOMEM, "cannot allocate an output");
     }
     *out = o;
-    return SM_OK;
-}
-
-/* ---- output.exists: auto ---- */
-
-#define SM_PROVENANCE_KEY "shardmill" /* zarr.json attributes.shardmill: the provenance */
-
-static bool first_diff(json_t *a, json_t *b, char *path, size_t cap);
-
-/* A JSON document read under meta.h's number policy (every integer exact); NULL when it does not
- * parse, with the reason in *e. */
-static json_t *load_doc(struct sm_bytes b, struct sm_err *e)
-{
-    json_t *j = NULL;
-    sm_err_clear(e);
-    (void)sm_json_load((const char *)b.ptr, b.len, SM_ZARR_JSON, &j, e);
-    return j;
-}
-
-/* The attributes of a document: zarr.json's "attributes" object (whether or not the document
- * says zarr_format); a Zarr v2 .zattrs, which has none, is the attributes itself. */
-static json_t *attrs_of(json_t *doc)
-{
-    json_t *a = json_object_get(doc, "attributes");
-    return json_is_object(a) ? a : doc;
-}
-
-/* {"attributes": {"shardmill": {m: v}}} for every member m of `identity`, v taken from `prov`
- * (the existing provenance; a member it lacks stays out) or from identity itself. */
-static json_t *identity_doc(json_t *identity, json_t *prov)
-{
-    json_t *sub = json_object();
-    const char *key;
-    json_t *v;
-    json_object_foreach(identity, key, v)
-    {
-        json_t *have = prov != NULL ? json_object_get(prov, key) : v;
-        if (have != NULL) {
-            json_object_set(sub, key, have);
-        }
-    }
-    return json_pack("{s:{s:o}}", "attributes", SM_PROVENANCE_KEY, sub);
-}
-
-bool sm_output_identity_same(struct sm_bytes have, const json_t *identity, char *what, size_t cap)
-{
-    struct sm_err e;
-    json_t *doc = load_doc(have, &e);
-    if (doc == NULL) { /* same_identity refuses it first: a parse failure is an error */
-        snprintf(what, cap, "its bytes (not JSON)");
-        return false;
-    }
-    /* compare like with like: this job's identity as text, read back the way the existing
-     * document was read */
-    char *text = sm_json_dumps(identity, JSON_COMPACT);
-    json_t *want_id = text != NULL ? load_doc(sm_bytes_of(text, strlen(text)), &e) : NULL;
-    sm_json_free_text(text);
-    json_t *prov = json_object_get(attrs_of(doc), SM_PROVENANCE_KEY);
-    json_t *none = json_object(); /* no provenance: every member of the identity differs */
-    json_t *a =
-        json_is_object(want_id) ? identity_doc(want_id, json_is_object(prov) ? prov : none) : NULL;
-    json_t *b = json_is_object(want_id) ? identity_doc(want_id, NULL) : NULL;
-    what[0] = '\0';
-    const bool differ = a == NULL || b == NULL || first_diff(a, b, what, cap);
-    json_decref(a);
-    json_decref(b);
-    json_decref(none);
-    json_decref(want_id);
-    json_decref(doc);
-    if (differ && what[0] == '\0') {
-        snprintf(what, cap, "its bytes");
-    }
-    return !differ;
-}
-
-/* SM_OK when the existing zarr.json `have` carries `identity` in attributes.shardmill, else
- * SM_E_USAGE naming the first member that differs. */
-static sm_status same_identity(const struct sm_output *o, const char *name, struct sm_bytes have,
-                               const json_t *identity, struct sm_err *err)
-{
-    json_t *doc = load_doc(have, err);
-    if (doc == NULL) { /* a document that does not parse is an error, never "another job's" */
-        sm_err_where(err, "%s/%s", o->root, name);
-        return err->status;
-    }
-    json_decref(doc);
-    char what[256];
-    if (sm_output_identity_same(have, identity, what, sizeof(what))) {
-        return SM_OK;
-    }
-    sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
-               "output.exists: auto: another job's output: its %s differs from this "
-               "job's in %s; use overwrite or another output.path",
-               name, what);
-    sm_err_where(err, "%s", o->root);
-    return err->status;
-}
-
-/* The marker's verdict: COMPLETE when sm_output_verify finds nothing, else DAMAGED. */
-static sm_status verdict(const struct sm_output *o, struct sm_output_decision *d,
-                         struct sm_err *err)
-{
-    struct sm_verify_report rep;
-    SM_TRY(sm_output_verify(o->root, &rep, err));
-    d->found = rep.nproblems == 0 ? SM_OUTPUT_FOUND_COMPLETE : SM_OUTPUT_FOUND_DAMAGED;
-    d->shards = rep.shards;
-    d->bytes = rep.bytes;
-    d->problems = rep.nproblems;
-    if (rep.nproblems > 0) {
-        snprintf(d->first_problem, sizeof(d->first_problem), "%s: %s", rep.problems[0].key,
-                 rep.problems[0].what);
-    }
-    sm_verify_report_destroy(&rep);
-    return SM_OK;
-}
-
-sm_status sm_output_decide(const struct sm_output *o, const json_t *identity,
-                           struct sm_output_decision *d, struct sm_err *err)
-{
-    memset(d, 0, sizeof(*d));
-    d->found = SM_OUTPUT_FOUND_NEW;
-    if (o->opts.exists != SM_OUTPUT_EXISTS_AUTO || !json_is_object(identity)) {
-        SM_FAIL(err, SM_E_INTERNAL,
-                "sm_output_decide: an output opened with output.exists auto "
-                "and an identity object");
-    }
-    if (o->state != OUT_SHARDMILL) { /* open refused a foreign one */
-        return SM_OK;
-    }
-    const int fd = open_root(o->root);
-    if (fd < 0) {
-        return SM_ERRNO(err, errno, o->root, "cannot open the output");
-    }
-    struct sm_buf zj = SM_BUF_INIT;
-    bool found = false, marked = false;
-    const char *name = sm_wfs_root_doc(fd);
-    sm_status st = sm_wfs_read(fd, name, &zj, &found, err);
-    struct stat sb;
-    if (st == SM_OK) {
-        marked = fstatat(fd, SM_MARKER_NAME, &sb, AT_SYMLINK_NOFOLLOW) == 0;
-    }
-    close(fd);
-    d->found = SM_OUTPUT_FOUND_UNFINISHED; /* no zarr.json: nothing to keep, resume clears it */
-    if (st == SM_OK && found) {
-        st = same_identity(o, name, sm_buf_bytes(&zj), identity, err);
-    }
-    if (st == SM_OK && found && marked) {
-        st = verdict(o, d, err);
-    }
-    sm_buf_free(&zj);
-    if (st != SM_OK) {
-        sm_err_where(err, "%s", o->root);
-    }
-    return st;
-}
-
-void sm_output_settle(struct sm_output *o, enum sm_output_found found)
-{
-    if (o->opts.exists != SM_OUTPUT_EXISTS_AUTO) {
-        return;
-    }
-    o->was_auto = true;
-    if (found == SM_OUTPUT_FOUND_NEW) {
-        o->opts.exists = SM_OUTPUT_EXISTS_ERROR;
-    } else if (found != SM_OUTPUT_FOUND_COMPLETE) {
-        o->opts.exists = SM_OUTPUT_EXISTS_RESUME;
-    }
-}
-
-const char *sm_output_found_action(enum sm_output_found found)
-{
-    switch (found) {
-    case SM_OUTPUT_FOUND_NEW:
-        return "written";
-    case SM_OUTPUT_FOUND_UNFINISHED:
-        return "resumed";
-    case SM_OUTPUT_FOUND_DAMAGED:
-        return "repaired";
-    case SM_OUTPUT_FOUND_COMPLETE:
-        return "complete";
-    }
-    return "written";
-}
-
-uint64_t sm_output_track_bytes(uint64_t nshards)
-{
-    /* this run's records, a resume's previous ones and its merge, the records gathered on rank
-     * 0, the marker's text (SM_MARKER_REC_MAX a record line) and the directory flags */
-    const uint64_t per =
-        3 * sizeof(struct sm_shard_rec) + SM_JREC_BYTES + SM_MARKER_REC_MAX + sizeof(atomic_uchar);
-    return nshards > UINT64_MAX / per ? UINT64_MAX : nshards * per;
-}
-
-/* Directory flags and records for w's grid. */
-static sm_status setup(struct sm_output *o, const struct sm_writer *w, struct sm_err *err)
-{
-    o->w = w;
-    const uint64_t n = w->nshards;
-    const unsigned nlev = w->nlevels > 0 ? w->nlevels : 1;
-    o->dir_base = sm_calloc((size_t)nlev * (SM_MAX_DIMS + 1), sizeof(*o->dir_base));
-    if (o->dir_base == NULL) {
-        SM_FAIL(err, SM_E_NOMEM, "cannot track %" PRIu64 " shards", n);
-    }
-    uint64_t total = 0;
-    for (unsigned k = 0; k < nlev; k++) { /* each level (array) its own c/ tree */
-        const struct sm_writer *lw = w->nlevels > 0 ? w->lv[k] : w;
-        uint64_t *base = o->dir_base + (size_t)k * (SM_MAX_DIMS + 1);
-        uint64_t level = 1;
-        for (unsigned l = 0; l < lw->ndim; l++) { /* n > 0: every grid extent is >= 1 */
-            base[l] = total;
-            total += lw->nshards == 0 ? 0 : level;
-            level *= lw->nshards == 0 ? 1 : lw->grid[l];
-        }
-        base[lw->ndim] = total;
-    }
-    if (n > SIZE_MAX / sizeof(*o->recs)) {
-        SM_FAIL(err, SM_E_NOMEM, "cannot track %" PRIu64 " shards", n);
-    }
-    o->recs = sm_calloc(n == 0 ? 1 : (size_t)n, sizeof(*o->recs));
-    o->dirs = sm_calloc(total == 0 ? 1 : (size_t)total, sizeof(*o->dirs));
-    if (o->recs == NULL || o->dirs == NULL) {
-        SM_FAIL(err, SM_E_NOMEM, "cannot track %" PRIu64 " shards", n);
-    }
-    return SM_OK;
-}
-
-/* The file store at the root: every object of the output is staged and committed through it. */
-static sm_status open_store(struct sm_output *o, struct sm_err *err)
-{
-    return o->store != NULL ? SM_OK : sm_store_file_open(o->root, &o->store, err);
-}
-
-/* Removes every journal file of the output but `keep` (a name inside the journal directory). */
-static sm_status remove_journals_but(struct sm_output *o, const char *keep, struct sm_err *err)
-{
-    struct sm_strv names = {NULL, 0, 0};
-    SM_TRY(sm_wfs_list(o->rootfd, SM_JOURNAL_DIR, &names, err));
-    sm_status st = SM_OK;
-    for (size_t i = 0; i < names.n && st == SM_OK; i++) {
-        char rel[SM_KEY_MAX + 64];
-        snprintf(rel, sizeof(rel), SM_JOURNAL_DIR "/%s", names.v[i]);
-        if (strcmp(rel, keep) != 0 && sm_fs_unlink_beneath(o->rootfd, rel, 0) != 0 &&
-            errno != ENOENT) {
-            st = SM_ERRNO(err, errno, rel, "cannot remove");
-        }
-    }
-    sm_strv_free(&names);
-    return st;
-}
-
-/* RESUME: merges the records of a previous marker and of every journal left by previous runs into
- * one journal file, merged.jnl (which every rank of this run loads), durably,
- * removes the files it merged, then drops the marker. So journals never pile up over repeated
- * resumes; this reads one record per shard once. */
-static sm_status compact_journals(struct sm_output *o, const struct sm_writer *w,
-                                  struct sm_err *err)
-{
-    struct sm_buf doc = SM_BUF_INIT, jb = SM_BUF_INIT;
-    bool found;
-    sm_status st = sm_wfs_read(o->rootfd, SM_MARKER_NAME, &doc, &found, err);
-    struct sm_shard_rec *recs = NULL;
-    if (st == SM_OK) {
-        recs = sm_calloc(w->nshards == 0 ? 1 : (size_t)w->nshards, sizeof(*recs));
-        if (recs == NULL) {
-            st = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__, "cannot read the shard records");
-        }
-    }
-    if (st == SM_OK && found) {
-        char why[160];
-        struct sm_marker_head head;
-        if (!sm_marker_parse(w, sm_buf_bytes(&doc), recs, &head, why, sizeof(why))) {
-            memset(recs, 0, (size_t)w->nshards * sizeof(*recs)); /* unusable: trust the journal */
-        }
-    }
-    if (st == SM_OK) {
-        st = sm_journal_load(o->rootfd, o->token, w->nshards, recs, err);
-    }
-    for (uint64_t i = 0; st == SM_OK && i < w->nshards; i++) {
-        if (recs[i].set) {
-            st = sm_buf_reserve(&jb, jb.len + SM_JREC_BYTES, err);
-            if (st == SM_OK) {
-                sm_jrec_encode(jb.ptr + jb.len, i, &recs[i]);
-                jb.len += SM_JREC_BYTES;
-            }
-        }
-    }
-    char rel[SM_KEY_MAX + 64];
-    sm_journal_name(o->token, -1, rel, sizeof(rel));
-    if (st == SM_OK && jb.len > 0) {
-        /* durable before the marker goes: else a crash between the two loses every record */
-        st = sm_store_put(o->store, rel, sm_buf_bytes(&jb), syncing(o), err);
-    }
-    if (st == SM_OK) {
-        st = remove_journals_but(o, rel, err);
-    }
-    if (st == SM_OK && syncing(o)) {
-        st = fsync_dir(o, SM_JOURNAL_DIR, err);
-    }
-    sm_free(recs);
-    sm_buf_free(&doc);
-    sm_buf_free(&jb);
-    return st == SM_OK ? drop_marker(o, err) : st;
-}
-
-/* Removes the pending attributes ("member/key" words, write.h) from a zarr.json document (a Zarr
- * v2 .zattrs: "ome/key" is the top-level key, where OME-NGFF 0.4 keeps omero). */
-static void drop_pending(json_t *doc, const char *pending)
-{
-    json_t *attrs = attrs_of(doc);
-    for (const char *p = pending; attrs != NULL && *p != '\0';) {
-        const size_t n = strcspn(p, " ");
-        const char *slash = memchr(p, '/', n);
-        if (slash != NULL) {
-            char member[64], key[64];
-            snprintf(member, sizeof(member), "%.*s", (int)(slash - p), p);
-            snprintf(key, sizeof(key), "%.*s", (int)(p + n - slash - 1), slash + 1);
-            json_t *m = json_object_get(attrs, member);
-            if (json_is_object(m)) {
-                json_object_del(m, key);
-            } else if (attrs == doc && strcmp(member, "ome") == 0) {
-                json_object_del(attrs, key); /* a Zarr v2 .zattrs (OME-NGFF 0.4): no "ome" */
-            }
-        }
-        p += n + (p[n] == ' ');
-    }
-}
-
-/* zarr.json `have` is the document `want`: byte for byte, or, with a pending attribute, equal as
- * JSON once that attribute is dropped from both. */
-static bool same_zarr(const char *pending, struct sm_bytes have, struct sm_bytes want)
-{
-    if (have.len == want.len && memcmp(have.ptr, want.ptr, have.len) == 0) {
-        return true;
-    }
-    if (pending == NULL) {
-        return false;
-    }
-    struct sm_err e;
-    json_t *a = load_doc(have, &e);
-    json_t *b = load_doc(want, &e);
-    bool eq = a != NULL && b != NULL;
-    if (eq) {
-        drop_pending(a, pending);
-        drop_pending(b, pending);
-        eq = json_equal(a, b) != 0;
-    }
-    json_decref(a);
-    json_decref(b);
-    return eq;
-}
-
-/* Appends to path (dotted) the first member where a and b differ; false if they are equal. */
-static bool first_diff(json_t *a, json_t *b, char *path, size_t cap)
-{
-    if (json_equal(a, b)) {
-        return false;
-    }
-    if (!json_is_object(a) || !json_is_object(b)) {
-        return true; /* a differing value (or type): this is the member */
-    }
-    const char *key;
-    json_t *v;
-    const size_t at = strlen(path);
-    json_object_foreach(a, key, v)
-    {
-        snprintf(path + at, cap - at, "%s%s", at == 0 ? "" : ".", key);
-        json_t *w = json_object_get(b, key);
-        if (w == NULL || first_diff(v, w, path, cap)) {
-            return true;
-        }
-    }
-    json_object_foreach(b, key, v)
-    {
-        if (json_object_get(a, key) == NULL) {
-            snprintf(path + at, cap - at, "%s%s", at == 0 ? "" : ".", key);
-            return true;
-        }
-    }
-    path[at] = '\0';
-    return true;
-}
-
-/* Names the first member of zarr.json where the existing document and this job's differ (the
- * pending member left out): "attributes.shardmill.input.metadata_sha256" says the input changed,
- * "attributes.shardmill.config_sha256" the configuration. */
-static void zarr_diff(const char *pending, struct sm_bytes have, struct sm_bytes want, char *path,
-                      size_t cap)
-{
-    struct sm_err e;
-    json_t *a = load_doc(have, &e);
-    snprintf(path, cap, "its bytes%s%.160s%s", a == NULL ? " (" : "", a == NULL ? e.what : "",
-             a == NULL ? ")" : "");
-    json_t *b = load_doc(want, &e);
-    if (a != NULL && b != NULL) {
-        if (pending != NULL) {
-            drop_pending(a, pending);
-            drop_pending(b, pending);
-        }
-        path[0] = '\0';
-        if (!first_diff(a, b, path, cap) || path[0] == '\0') {
-            snprintf(path, cap, "its bytes");
-        }
-    }
-    json_decref(a);
-    json_decref(b);
-}
-
-/* The policy the user chose, for messages: a settled AUTO resumes under its own name. */
-static const char *policy_name(const struct sm_output *o)
-{
-    return o->was_auto ? "auto" : "resume";
-}
-
-/* RESUME (under the lock, zarr.json this job's): removes the entries named like the output's but
- * of no key of w's grid, which verify reports and a repair would otherwise keep for ever
- * (`c/0/0/7` past the grid, a directory where a shard belongs, a level directory past the
- * image's levels, c/ at an image's root). Names no output holds were refused by check_tree. */
-static sm_status prune_grid(struct sm_output *o, const struct sm_writer *w, struct sm_err *err)
-{
-    uint64_t removed = 0;
-    if (w->nlevels == 0) {
-        SM_TRY(sm_wfs_prune(o->rootfd, "c", w, o->stop, &removed, err));
-        return level_dirs(o->rootfd, 0, SM_WFS_REMOVE, o->stop, err); /* an array has none */
-    }
-    SM_TRY(sm_wfs_walk_stop(o->rootfd, "c", true, SM_WFS_REMOVE, o->stop, err));
-    if (unlinkat(o->rootfd, "c", AT_REMOVEDIR) != 0 && errno != ENOENT) {
-        return SM_ERRNO(err, errno, "c", "cannot remove directory");
-    }
-    for (unsigned k = 0; k < w->nlevels; k++) {
-        char rel[32];
-        sm_writer_tree(w, k, rel, sizeof(rel));
-        SM_TRY(sm_wfs_prune(o->rootfd, rel, w->lv[k], o->stop, &removed, err));
-    }
-    return level_dirs(o->rootfd, w->nlevels, SM_WFS_REMOVE, o->stop, err);
-}
-
-/* .shardmill/journal, made again when missing (or not a directory): .shardmill/ is shardmill's
- * own bookkeeping, and a damaged marker's repair or an overwrite stopped half-way leaves it
- * without its journal directory. Called under the lock, after the owner record. */
-static sm_status journal_dir(struct sm_output *o, struct sm_err *err)
-{
-    struct stat sb;
-    if (fstatat(o->rootfd, SM_JOURNAL_DIR, &sb, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(sb.st_mode) &&
-        sm_fs_unlink_beneath(o->rootfd, SM_JOURNAL_DIR, 0) != 0 && errno != ENOENT) {
-        return SM_ERRNO(err, errno, SM_JOURNAL_DIR, "cannot remove");
-    }
-    return sm_fs_mkdirs(o->rootfd, SM_JOURNAL_DIR, err);
-}
-
-/* RESUME of an existing shardmill output. *keep_zarr tells zarr.json is already w's; missing[k]
- * that level k's zarr.json is missing (a run killed between the level documents): begin writes
- * it, the others are this job's byte for byte. */
-static sm_status prepare_resume(struct sm_output *o, const struct sm_writer *w, bool *keep_zarr,
-                                bool *missing, struct sm_err *err)
-{
-    struct sm_buf have = SM_BUF_INIT;
-    bool found;
-    sm_status st = sm_wfs_read(o->rootfd, sm_writer_doc_name(w), &have, &found, err);
-    if (st == SM_OK && found && w->v2 != sm_wfs_is_v2(o->rootfd)) {
-        found = false; /* a document of the other Zarr version's tree: nothing to keep */
-    }
-    if (st == SM_OK && !found) {
-        st = put_owner(o, err);
-        if (st == SM_OK) {
-            st = clear(o, err); /* no zarr.json: nothing can be trusted */
-        }
-    } else if (st == SM_OK) {
-        if (!same_zarr(w->spec.pending, sm_buf_bytes(&have), sm_buf_bytes(&w->text))) {
-            char what[256];
-            zarr_diff(w->spec.pending, sm_buf_bytes(&have), sm_buf_bytes(&w->text), what,
-                      sizeof(what));
-            st = sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
-                            "output.exists: %s: the existing %s differs from this "
-                            "job's in %s (another configuration or input); use overwrite",
-                            policy_name(o), sm_writer_doc_name(w), what);
-        } else {
-            *keep_zarr = true;
-        }
-        for (unsigned k = 0; st == SM_OK && k < w->nlevels; k++) { /* each level's too */
-            char key[32];
-            snprintf(key, sizeof(key), "%u/%s", k, sm_writer_doc_name(w->lv[k]));
-            const struct sm_buf *want = &w->lv[k]->text;
-            st = sm_wfs_read(o->rootfd, key, &have, &found, err);
-            missing[k] = st == SM_OK && !found;
-            if (st == SM_OK && found &&
-                (have.len != want->len || memcmp(have.ptr, want->ptr, have.len) != 0)) {
-                st = sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
-                                "output.exists: %s: the existing %s differs from this "
-                                "job's (another configuration or input); use overwrite",
-                                policy_name(o), key);
-            }
-        }
-        if (st == SM_OK) {
-            st = put_owner(o, err); /* checked: from here on the directory changes */
-        }
-        if (st == SM_OK) {
-            st = journal_dir(o, err);
-        }
-        if (st == SM_OK) {
-            st = compact_journals(o, w, err);
-        }
-    }
-    sm_buf_free(&have);
-    if (st == SM_OK) {
-        st = remove_root_files(o, true, err);
-    }
-    if (st == SM_OK) {
-        st = sm_wfs_walk(o->rootfd, "c", true, SM_WFS_SWEEP_TMP, err);
-    }
-    if (st == SM_OK) {
-        st = level_dirs(o->rootfd, 0, SM_WFS_SWEEP_TMP, o->stop, err);
-    }
-    if (st == SM_OK && *keep_zarr) { /* zarr.json kept: what lies outside its grid goes */
-        st = prune_grid(o, w, err);
-    }
-    if (st == SM_OK) {
-        st = sm_wfs_walk(o->rootfd, SM_PRIV_DIR, false, SM_WFS_SWEEP_TMP, err);
-    }
-    return st;
-}
-
-/* zarr.json and the marker are fsynced in both durable modes: a crash during a SYNCFS run must
- * leave a zarr.json that resume can compare. */
-static sm_status put_doc(struct sm_output *o, const char *key, struct sm_bytes data,
-                         struct sm_err *err)
-{
-    return sm_store_put(o->store, key, data, syncing(o), err);
-}
-
-static sm_status begin(struct sm_output *o, const struct sm_writer *w, struct sm_err *err)
-{
-    if (o->opts.exists == SM_OUTPUT_EXISTS_AUTO) { /* unsettled, or settled COMPLETE */
-        SM_FAIL(err, SM_E_INTERNAL,
-                "output.exists: auto: begin before sm_output_settle, or of "
-                "a complete output");
-    }
-    SM_TRY(sm_fs_mkdirs(AT_FDCWD, o->root, err));
-    o->token = sm_journal_token(); /* sm_output_set_run may replace it before any record */
-    o->rootfd = open_root(o->root);
-    if (o->rootfd < 0) {
-        return SM_ERRNO(err, errno, o->root, "cannot open the output");
-    }
-    SM_TRY(open_store(o, err));
-    SM_TRY(take_lock(o, err));
-    /* The path may have changed since open: decide again, and check before changing anything. */
-    int state;
-    SM_TRY(classify(o->root, &state, err));
-    if (state == OUT_FOREIGN || (o->opts.exists == SM_OUTPUT_EXISTS_ERROR && state != OUT_EMPTY)) {
-        SM_FAIL(err, SM_E_USAGE, "output exists (set output.exists: overwrite or resume)");
-    }
-    bool keep_zarr = false;
-    bool missing[SM_MAX_LEVELS] = {false};
-    if (state == OUT_SHARDMILL) {
-        SM_TRY(check_tree(o->rootfd, o->root, err));
-    } else {
-        SM_TRY(put_owner(o, err));
-    }
-    if (state == OUT_SHARDMILL) {
-        if (o->opts.exists == SM_OUTPUT_EXISTS_OVERWRITE) {
-            SM_TRY(put_owner(o, err)); /* shardmill's until the marker, whatever happens */
-            SM_TRY(clear(o, err));
-        } else {
-            SM_TRY(prepare_resume(o, w, &keep_zarr, missing, err));
-        }
-    }
-    SM_TRY(journal_dir(o, err));
-    SM_TRY(setup(o, w, err));
-    if (w->v2 && !keep_zarr) { /* a Zarr v2 group: .zgroup first, it says the tree is v2 */
-        SM_TRY(put_doc(o, SM_ZGROUP, sm_bytes_of(SM_ZGROUP_TEXT, strlen(SM_ZGROUP_TEXT)), err));
-    }
-    if (!keep_zarr) {
-        SM_TRY(put_doc(o, sm_writer_doc_name(w), sm_buf_bytes(&w->text), err));
-    }
-    for (unsigned k = 0; k < w->nlevels; k++) { /* an OME-Zarr image's levels */
-        if (keep_zarr && !missing[k]) {
-            continue;
-        }
-        char key[32];
-        snprintf(key, sizeof(key), "%u/%s", k, sm_writer_doc_name(w->lv[k]));
-        SM_TRY(put_doc(o, key, sm_buf_bytes(&w->lv[k]->text), err));
-        if (syncing(o)) {
-            snprintf(key, sizeof(key), "%u", k);
-            SM_TRY(fsync_dir(o, key, err));
-        }
-    }
-    if (syncing(o)) {
-        SM_TRY(fsync_dir(o, SM_PRIV_DIR, err));
-        SM_TRY(fsync_dir(o, "", err));
-    }
-    return SM_OK;
-}
-
-sm_status sm_output_begin(struct sm_output *o, const struct sm_writer *w, struct sm_err *err)
-{
-    const sm_status st = begin(o, w, err);
-    if (st != SM_OK) {
-        sm_err_where(err, "%s", o->root);
-    }
-    return st;
-}
-
-sm_status sm_output_join(struct sm_output *o, const struct sm_writer *w, struct sm_err *err)
-{
-    o->rootfd = open_root(o->root);
-    if (o->rootfd < 0) {
-        return SM_ERRNO(err, errno, o->root, "cannot open the output");
-    }
-    struct sm_buf have = SM_BUF_INIT;
-    bool found;
-    sm_status st = sm_wfs_read(o->rootfd, sm_writer_doc_name(w), &have, &found, err);
-    if (st == SM_OK &&
-        (!found || !same_zarr(w->spec.pending, sm_buf_bytes(&have), sm_buf_bytes(&w->text)))) {
-        st = sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
-                        "zarr.json is missing or not this job's (the primary did not begin it)");
-    }
-    sm_buf_free(&have);
-    if (st == SM_OK) {
-        st = open_store(o, err);
-    }
-    if (st == SM_OK) {
-        st = setup(o, w, err);
-    }
-    if (st != SM_OK) {
-        sm_err_where(err, "%s", o->root);
-    }
-    return st;
-}
-
-sm_status sm_output_restate(struct sm_output *o, const struct sm_writer *w, bool primary,
-                            struct sm_err *err)
-{
-    const struct sm_writer *was = o->w;
-    if (was == NULL || was->nshards != w->nshards ||
-        !same_zarr(was->spec.pending, sm_buf_bytes(&w->text), sm_buf_bytes(&was->text))) {
-        SM_FAIL(err, SM_E_INTERNAL, "the restated zarr.json is not the begun array's");
-    }
-    if (primary) {
-        const sm_status st = put_doc(o, sm_writer_doc_name(w), sm_buf_bytes(&w->text), err);
-        if (st != SM_OK) {
-            sm_err_where(err, "%s", o->root);
-            return st;
-        }
-    }
-    o->w = w;
     return SM_OK;
 }
 
@@ -1087,6 +433,14 @@ void sm_output_stats(const struct sm_output *o, struct sm_output_stats *out)
     out->sync_ns = atomic_load(&o->sync_ns);
     out->total_shards = o->total_shards;
     out->total_bytes = o->total_bytes;
+}
+
+/* zarr.json and the marker are fsynced in both durable modes: a crash during a SYNCFS run must
+ * leave a zarr.json that resume can compare. */
+sm_status sm_output_put_doc(struct sm_output *o, const char *key, struct sm_bytes data,
+                            struct sm_err *err)
+{
+    return sm_store_put(o->store, key, data, sm_output_syncing(o), err);
 }
 
 /* ---- shards ---- */
@@ -1303,15 +657,15 @@ static sm_status flush(struct sm_output *o, struct sm_err *err)
                 }
                 char rel[PATH_CAP];
                 dir_path(lw, prefix, l, p, rel, sizeof(rel));
-                SM_TRY(fsync_dir(o, rel, err));
+                SM_TRY(sm_output_fsync_dir(o, rel, err));
                 if (l == 0 && o->w->nlevels > 0) { /* the level directory holds c/ */
                     snprintf(rel, sizeof(rel), "%u", k);
-                    SM_TRY(fsync_dir(o, rel, err));
+                    SM_TRY(sm_output_fsync_dir(o, rel, err));
                 }
             }
         }
     }
-    return atomic_load(&o->root_dirty) ? fsync_dir(o, "", err) : SM_OK;
+    return atomic_load(&o->root_dirty) ? sm_output_fsync_dir(o, "", err) : SM_OK;
 }
 
 sm_status sm_output_flush(struct sm_output *o, struct sm_err *err)
@@ -1371,11 +725,11 @@ static sm_status finish(struct sm_output *o, struct sm_err *err)
         st = sm_marker_build(w, o->recs, &b, err);
     }
     if (st == SM_OK) {
-        st = put_doc(o, SM_MARKER_NAME, sm_buf_bytes(&b), err);
+        st = sm_output_put_doc(o, SM_MARKER_NAME, sm_buf_bytes(&b), err);
     }
     sm_buf_free(&b);
-    if (st == SM_OK && syncing(o)) {
-        st = fsync_dir(o, "", err);
+    if (st == SM_OK && sm_output_syncing(o)) {
+        st = sm_output_fsync_dir(o, "", err);
     }
     if (st == SM_OK) {
         st = drop_journals(o, err);

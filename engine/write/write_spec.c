@@ -114,18 +114,6 @@ void sm_output_chunk_v2(unsigned ndim, const uint64_t *shape, size_t elem_size, 
 
 /* ---- zarr.json ---- */
 
-static json_t *u64_array(unsigned n, const uint64_t *v)
-{
-    json_t *a = json_array();
-    for (unsigned d = 0; a != NULL && d < n; d++) {
-        if (json_array_append_new(a, sm_json_u64(v[d])) != 0) {
-            json_decref(a);
-            return NULL;
-        }
-    }
-    return a;
-}
-
 /* "a, b, c or none": the writable codecs of the registry (the error's list). */
 static void writable_names(char *buf, size_t cap)
 {
@@ -209,7 +197,7 @@ static json_t *codecs_json(const struct sm_output_spec *s, json_t *comp_take)
                         ? json_pack("[{s:s, s:{s:s}}, {s:s}]", "name", "bytes", "configuration",
                                     "endian", "little", "name", "crc32c")
                         : bytes_chain(NULL);
-    json_t *cs = u64_array(s->ndim, s->chunk);
+    json_t *cs = sm_json_u64_array(s->chunk, s->ndim);
     if (index == NULL || cs == NULL) {
         json_decref(inner);
         json_decref(index);
@@ -233,8 +221,8 @@ static sm_status build_json(const struct sm_output_spec *s, json_t **out, struct
     memset(&fm, 0, sizeof(fm));
     fm.dtype = s->dtype;
     memcpy(fm.fill, s->fill, sizeof(fm.fill));
-    json_t *shape = u64_array(s->ndim, s->shape);
-    json_t *grid = u64_array(s->ndim, s->sharded ? s->shard : s->chunk);
+    json_t *shape = sm_json_u64_array(s->shape, s->ndim);
+    json_t *grid = sm_json_u64_array(s->sharded ? s->shard : s->chunk, s->ndim);
     json_t *codecs = codecs_json(s, comp);
     json_t *fill = sm_meta_fill_json(&fm);
     json_t *attrs = s->attributes != NULL ? json_deep_copy(s->attributes) : json_object();
@@ -330,8 +318,8 @@ static sm_status build_v2_json(const struct sm_output_spec *s, json_t **out, str
     memset(&fm, 0, sizeof(fm));
     fm.dtype = s->dtype;
     memcpy(fm.fill, s->fill, sizeof(fm.fill));
-    json_t *shape = u64_array(s->ndim, s->shape);
-    json_t *chunks = u64_array(s->ndim, s->chunk);
+    json_t *shape = sm_json_u64_array(s->shape, s->ndim);
+    json_t *chunks = sm_json_u64_array(s->chunk, s->ndim);
     json_t *fill = sm_meta_fill_json(&fm);
     if (shape == NULL || chunks == NULL || fill == NULL) {
         json_decref(comp);

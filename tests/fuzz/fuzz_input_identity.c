@@ -1,5 +1,5 @@
 /* Fuzz target: the reader of the input-identity record output.exists: auto trusts (issue 32) --
- * sm_output_identity_same (engine/write/write_output.c) reading an existing zarr.json's
+ * sm_output_identity_same (engine/write/write_exists.c) reading an existing zarr.json's
  * attributes.shardmill against this job's identity (engine, config_sha256, input: a source's
  * file records or a Zarr input's store, metadata and objects digests, run_input_id.c).
  * Invariants that must hold for any input abort() when broken: a verdict of "differs" names a

@@ -103,6 +103,9 @@ struct json_t *sm_meta_describe(const struct sm_array_meta *m);
  * jansson integers are int64: an integer outside it is held as a string starting with NUL
  * ("\u0000<digits>", which no parsed string can be) and sm_json_dumps() renders it bare. */
 struct json_t *sm_json_u64(uint64_t v);
+/* The n values of v as a JSON array of sm_json_u64 (shapes, chunk shapes, counts); NULL on
+ * allocation failure. */
+struct json_t *sm_json_u64_array(const uint64_t *v, unsigned n);
 /* A checksum as its decimal string ("18430814901801376625"); the signed form for SPEC §5.2's
  * `checksum` ("-12"). NULL on allocation failure. */
 struct json_t *sm_json_checksum_u64(uint64_t v);

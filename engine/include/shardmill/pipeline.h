@@ -89,6 +89,12 @@ struct sm_run_progress {
     void (*next_call)(void *user);
     void (*end)(void *user, bool ok);
     void *user;
+    /* NULL, or told every transition of the run's phase table (docs/internals/pipeline.md), on
+     * every rank: `what` is "begin" (the phase starts), "ok" or "failed" (after its agreement),
+     * "skipped" (its `when` says it is not part of this run, e.g. scan in one pass), "ended" (the
+     * run ended early: output.exists: auto over a complete output) or "cleanup" (after a failure).
+     */
+    void (*trace)(void *user, const char *phase, const char *what);
 };
 
 /* Where a histogram's range comes from (SPEC §5): histogram.range (config), the type's exact
@@ -331,6 +337,8 @@ struct sm_run_export_result {
     uint64_t chunk[SM_MAX_DIMS]; /* the HDF5 chunk shape (clipped to the array) */
     uint64_t bytes;              /* of the file */
     uint64_t rounds;             /* collective write rounds */
+    const char *dataset;         /* the run's export.hdf5.dataset (borrowed from the run) */
+    int deflate;                 /* the run's export.hdf5.deflate */
 };
 
 /* How a convert reads its input. The output's shards are grouped by the input read blocks they
@@ -359,8 +367,12 @@ struct sm_run_result {
     unsigned ndim;
     uint64_t roi_offset[SM_MAX_DIMS], roi_shape[SM_MAX_DIMS], tile[SM_MAX_DIMS];
     uint64_t passes;
-    struct sm_scan_result scan; /* global (summed over ranks): histogram, checksums, voxels */
-    struct sm_norm norm;        /* convert: the normalization applied (window or scale) */
+    struct sm_scan_result scan;     /* global (summed over ranks): histogram, checksums, voxels */
+    struct sm_norm norm;            /* convert: the normalization applied (window or scale) */
+    struct sm_run_norm norm_config; /* convert: the normalization the run was asked for */
+    /* The run's input.store and input.array (borrowed from the run's parameters: valid while
+     * they are), what the report names a Zarr/N5 input by; NULL for a source. */
+    const char *input_store, *input_array;
     /* convert: SPEC §5 checksums of the written values (float32: bit patterns; uint8/uint16 and
      * the integers of normalize none: the values), summed over ranks; the output's type */
     uint64_t output_checksum, output_weighted_checksum;

@@ -1,4 +1,4 @@
-/* Unit tests of output.exists: auto (engine/write/write_output.c sm_output_decide and
+/* Unit tests of output.exists: auto (engine/write/write_exists.c sm_output_decide and
  * sm_output_settle, issue 22): nothing or an empty directory is NEW and written as by `error`; a
  * directory that is no shardmill output is refused at open; this job's output (the same
  * attributes.shardmill identity) without a marker is UNFINISHED and resumed to the clean bytes; a
