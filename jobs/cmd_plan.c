@@ -200,10 +200,11 @@ struct plan_opts {
     double cores_per_node, ratio;
     bool as_json;
     const char *rates;
-    double fs_read;   /* --fs-read-bandwidth (0: the rates') */
-    double fs;        /* --fs-bandwidth (0: no shared file system's limit) */
-    bool warm;        /* --cache warm */
-    bool memory_only; /* run's ceiling check: the fit alone, nothing read or printed */
+    double fs_read;       /* --fs-read-bandwidth (0: the rates') */
+    double fs;            /* --fs-bandwidth (0: no shared file system's limit) */
+    bool warm;            /* --cache warm */
+    bool memory_only;     /* run's ceiling check: the fit alone, nothing read or printed */
+    struct sm_run_io *io; /* memory_only: the input's requests for it (the run counts them) */
 };
 
 /* How the input's read blocks read: a source says; an array's chunks decode whole. */
@@ -228,8 +229,9 @@ static sm_status read_layout(const struct sm_job_config *c, const struct sm_plan
     if (c->output.dtype != NULL && !sm_dtype_from_name(c->output.dtype, &o.dtype)) {
         o.dtype = SM_DT_FLOAT32;
     }
-    return sm_run_input_layout(&o, m, input_access(in), su, c->limits.memory_bytes, grid, spec,
-                               &est->rp_write, err);
+    SM_TRY(sm_run_input_layout(&o, m, input_access(in), su, c->limits.memory_bytes, grid, spec,
+                               &est->rp_write, err));
+    return sm_run_check_shards(grid->ntiles, c->limits.memory_bytes, err); /* as the run */
 }
 
 /* The scan's read plan, once its tiles are known (a source's are the shards). */
@@ -357,6 +359,9 @@ static sm_status plan(const struct sm_job_config *c, const struct plan_opts *o,
     for (unsigned i = 0; i < nph; i++) {
         sm_free(ph[i].shares);
     }
+    if (o->io != NULL) {
+        sm_run_io_of(store, in.array, o->io);
+    }
     sm_array_close(in.array);
     sm_source_close(in.src);
     sm_store_close(store);
@@ -364,9 +369,10 @@ static sm_status plan(const struct sm_job_config *c, const struct plan_opts *o,
 }
 
 sm_status sm_plan_memory_run(const struct sm_job_config *c, int ranks, int threads,
-                             struct sm_plan_fit *fit, struct sm_err *err)
+                             struct sm_plan_fit *fit, struct sm_run_io *io, struct sm_err *err)
 {
     memset(fit, 0, sizeof(*fit));
+    memset(io, 0, sizeof(*io));
     const bool writes = c->job == SM_JOB_CONVERT || c->job == SM_JOB_INGEST;
     if (!writes || !c->limits.memory_ceiling) {
         return SM_OK;
@@ -374,7 +380,8 @@ sm_status sm_plan_memory_run(const struct sm_job_config *c, int ranks, int threa
     struct plan_opts po = {.ranks = ranks > 0 ? ranks : 1,
                            .threads = threads > 0 ? threads : sm_write_default_threads(),
                            .nodes = 1,
-                           .memory_only = true};
+                           .memory_only = true,
+                           .io = io};
     struct sm_err ignored;
     sm_err_clear(&ignored);
     /* a setup that fails here fails the run the same way, which reports it itself */
@@ -518,13 +525,17 @@ int sm_cmd_plan(int argc, char **argv)
     if (threads > 0) {
         c.parallel.threads = threads; /* the scan's and the write's threads, as --set would */
     }
-    const struct plan_opts po = {
-        (int)ranks, c.parallel.threads > 0 ? (int)c.parallel.threads : sm_write_default_threads(),
-        (int)nodes, (double)cores,
-        ratio_v,    as_json,
-        rates,      (double)fs_read,
-        (double)fs, cache != NULL && strcmp(cache, "warm") == 0,
-        false};
+    const struct plan_opts po = {.ranks = (int)ranks,
+                                 .threads = c.parallel.threads > 0 ? (int)c.parallel.threads
+                                                                   : sm_write_default_threads(),
+                                 .nodes = (int)nodes,
+                                 .cores_per_node = (double)cores,
+                                 .ratio = ratio_v,
+                                 .as_json = as_json,
+                                 .rates = rates,
+                                 .fs_read = (double)fs_read,
+                                 .fs = (double)fs,
+                                 .warm = cache != NULL && strcmp(cache, "warm") == 0};
     struct sm_job_s3 s3; /* an s3:// input's endpoint, region and credentials */
     st = sm_job_s3_resolve(c.input.store, c.input.s3_endpoint, c.input.s3_region,
                            c.input.s3_path_style, &s3, &err);

@@ -1,8 +1,8 @@
-/* Configuration values as text (SPEC §4, STYLE B10): a growing string buffer, the value of a
- * schema row as YAML (sizes in the largest exact binary unit, or in bytes for the canonical text
- * the provenance hashes; strings quoted JSON-style, a URL's credentials redacted, unset values
- * `null`), the effective configuration as a YAML document (`shardmill validate`, loading back to
- * the same values) and the range of a numeric row ("1 to 1024TiB"). */
+/* Configuration values as text (SPEC §4, STYLE B10): the value of a schema row as YAML (sizes in
+ * the largest exact binary unit, or in bytes for the canonical text the provenance hashes; strings
+ * quoted JSON-style, a URL's credentials redacted, unset values `null`), the effective
+ * configuration as a YAML document (`shardmill validate`, loading back to the same values), the
+ * range of a numeric row ("1 to 1024TiB") and what a key's value must look like. */
 #include <shardmill/sm_config.h>
 
 #include "config_schema.h"
@@ -20,81 +20,6 @@
 #define MIB (UINT64_C(1) << 20)
 #define GIB (UINT64_C(1) << 30)
 #define TIB (UINT64_C(1) << 40)
-
-/* ---- string building ---- */
-
-void sm_cfg_sb_printf(struct sm_cfg_sb *sb, const char *fmt, ...)
-{
-    if (sb->oom) {
-        return;
-    }
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (n < 0) {
-        sb->oom = true;
-        return;
-    }
-    size_t need = sb->len + (size_t)n + 1;
-    if (need > sb->cap) {
-        size_t cap = sb->cap == 0 ? 256 : sb->cap;
-        while (cap < need) {
-            cap *= 2;
-        }
-        char *p = sm_realloc(sb->p, cap);
-        if (p == NULL) {
-            sb->oom = true;
-            return;
-        }
-        sb->p = p;
-        sb->cap = cap;
-    }
-    va_start(ap, fmt);
-    vsnprintf(sb->p + sb->len, sb->cap - sb->len, fmt, ap);
-    va_end(ap);
-    sb->len += (size_t)n;
-}
-
-void sm_cfg_sb_quote(struct sm_cfg_sb *sb, const char *s)
-{
-    sm_cfg_sb_printf(sb, "\"");
-    for (const unsigned char *c = (const unsigned char *)s; *c != '\0'; c++) {
-        switch (*c) {
-        case '"':
-            sm_cfg_sb_printf(sb, "\\\"");
-            break;
-        case '\\':
-            sm_cfg_sb_printf(sb, "\\\\");
-            break;
-        case '\n':
-            sm_cfg_sb_printf(sb, "\\n");
-            break;
-        case '\t':
-            sm_cfg_sb_printf(sb, "\\t");
-            break;
-        case '\r':
-            sm_cfg_sb_printf(sb, "\\r");
-            break;
-        default:
-            if (*c < 0x20 || *c == 0x7f) {
-                sm_cfg_sb_printf(sb, "\\u%04x", (unsigned)*c);
-            } else {
-                sm_cfg_sb_printf(sb, "%c", (char)*c);
-            }
-        }
-    }
-    sm_cfg_sb_printf(sb, "\"");
-}
-
-char *sm_cfg_sb_finish(struct sm_cfg_sb *sb)
-{
-    if (sb->oom || sb->p == NULL) {
-        sm_free(sb->p);
-        return NULL;
-    }
-    return sb->p;
-}
 
 /* ---- values ---- */
 
@@ -352,4 +277,53 @@ void sm_cfg_format_range(struct sm_cfg_sb *sb, const struct sm_cfg_key *k)
     format_bound(sb, k, k->min < 0 ? (uint64_t)(-(k->min + 1)) + 1 : (uint64_t)k->min, k->min < 0);
     sm_cfg_sb_printf(sb, " to ");
     format_bound(sb, k, k->max, false);
+}
+
+const char *sm_cfg_expected(const struct sm_cfg_key *k, char *buf, size_t cap)
+{
+    switch (k->type) {
+    case SM_CFG_BOOL:
+        return "true or false";
+    case SM_CFG_UINT:
+        if ((k->flags & SM_CFGF_AUTO) != 0) {
+            snprintf(buf, cap, "'auto' or an integer >= %" PRId64, k->min);
+            return buf;
+        }
+        return "a non-negative integer";
+    case SM_CFG_INT:
+        return "an integer";
+    case SM_CFG_FLOAT:
+        return "a finite number";
+    case SM_CFG_SIZE:
+        return "a size like 256MiB";
+    case SM_CFG_STRING:
+        return "a string";
+    case SM_CFG_ENUM:
+    case SM_CFG_NAME: {
+        size_t n = (size_t)snprintf(buf, cap, "one of ");
+        for (const char *c = sm_cfg_choices(k); *c != '\0' && n + 3 < cap; c++) {
+            if (*c == '|') {
+                buf[n++] = ',';
+                buf[n++] = ' ';
+            } else {
+                buf[n++] = *c;
+            }
+        }
+        buf[n] = '\0';
+        return buf;
+    }
+    case SM_CFG_DIMS:
+        if ((k->flags & SM_CFGF_AUTO) != 0) {
+            return "`auto` or a list of positive integers like [64, 64, 64]";
+        }
+        return (k->flags & SM_CFGF_POSITIVE) != 0
+                   ? "a list of positive integers like [64, 64, 64]"
+                   : "a list of non-negative integers like [0, 0, 0]";
+    case SM_CFG_RANGE:
+        return "a pair [lo, hi] of finite numbers";
+    case SM_CFG_FLOATS:
+        return (k->flags & SM_CFGF_POSITIVE) != 0 ? "a list of positive numbers like [1.5, 1, 1]"
+                                                  : "a list of finite numbers like [0, 0, 0]";
+    }
+    return "?";
 }

@@ -1,6 +1,5 @@
 /* The lookups on the configuration schema (config_schema.h): a key by path, whether a path is a
- * group, the jobs a key applies to, the nearest key to a misspelt one, a job's name and what a
- * key's value must look like. */
+ * group, the jobs a key applies to, the nearest key to a misspelt one and a job's name. */
 #include <shardmill/sm_config.h>
 
 #include "config_schema.h"
@@ -159,55 +158,6 @@ const char *sm_config_job_name(enum sm_job_kind job)
         return "ingest";
     case SM_JOB_READ_BENCH:
         return "read-bench";
-    }
-    return "?";
-}
-
-const char *sm_cfg_expected(const struct sm_cfg_key *k, char *buf, size_t cap)
-{
-    switch (k->type) {
-    case SM_CFG_BOOL:
-        return "true or false";
-    case SM_CFG_UINT:
-        if ((k->flags & SM_CFGF_AUTO) != 0) {
-            snprintf(buf, cap, "'auto' or an integer >= %" PRId64, k->min);
-            return buf;
-        }
-        return "a non-negative integer";
-    case SM_CFG_INT:
-        return "an integer";
-    case SM_CFG_FLOAT:
-        return "a finite number";
-    case SM_CFG_SIZE:
-        return "a size like 256MiB";
-    case SM_CFG_STRING:
-        return "a string";
-    case SM_CFG_ENUM:
-    case SM_CFG_NAME: {
-        size_t n = (size_t)snprintf(buf, cap, "one of ");
-        for (const char *c = sm_cfg_choices(k); *c != '\0' && n + 3 < cap; c++) {
-            if (*c == '|') {
-                buf[n++] = ',';
-                buf[n++] = ' ';
-            } else {
-                buf[n++] = *c;
-            }
-        }
-        buf[n] = '\0';
-        return buf;
-    }
-    case SM_CFG_DIMS:
-        if ((k->flags & SM_CFGF_AUTO) != 0) {
-            return "`auto` or a list of positive integers like [64, 64, 64]";
-        }
-        return (k->flags & SM_CFGF_POSITIVE) != 0
-                   ? "a list of positive integers like [64, 64, 64]"
-                   : "a list of non-negative integers like [0, 0, 0]";
-    case SM_CFG_RANGE:
-        return "a pair [lo, hi] of finite numbers";
-    case SM_CFG_FLOATS:
-        return (k->flags & SM_CFGF_POSITIVE) != 0 ? "a list of positive numbers like [1.5, 1, 1]"
-                                                  : "a list of finite numbers like [0, 0, 0]";
     }
     return "?";
 }

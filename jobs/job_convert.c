@@ -111,7 +111,9 @@ sm_status sm_job_convert(const struct sm_job_config *c, const char *report_path,
     /* the memory ceiling (SPEC §1): plan's bound, adapted or refused before anything is
      * written; every rank computes the same from the same metadata (no collective) */
     struct sm_plan_fit fit;
-    SM_TRY(sm_plan_memory_run(c, sm_par_size(), p.c.threads, &fit, err));
+    struct sm_run_io preflight;
+    SM_TRY(sm_plan_memory_run(c, sm_par_size(), p.c.threads, &fit, &preflight, err));
+    p.c.preflight = &preflight; /* its metadata read: in the report's requests */
     if (fit.checked && !fit.fits) {
         return sm_plan_memory_refuse(&fit, err);
     }

@@ -159,9 +159,10 @@ sm_status sm_plan_memory_refuse(const struct sm_plan_fit *fit, struct sm_err *er
 struct json_t *sm_plan_fit_json(const struct sm_plan_fit *fit);
 /* The ceiling's check for `run` of a convert (cmd_plan.c: the plan's own setup, memory only) over
  * `ranks` ranks of `threads` threads. fit->checked false when the check does not apply or the
- * setup fails (the run then reports the failure itself). */
+ * setup fails (the run then reports the failure itself). *io: the requests its metadata read made
+ * on the input (a Zarr/N5 array's store), which the run counts (sm_run_common.preflight). */
 sm_status sm_plan_memory_run(const struct sm_job_config *c, int ranks, int threads,
-                             struct sm_plan_fit *fit, struct sm_err *err);
+                             struct sm_plan_fit *fit, struct sm_run_io *io, struct sm_err *err);
 
 /* The JSON member `estimate`, and the human lines. */
 struct json_t *sm_plan_estimate_json(const struct sm_plan_estimate *e, int ranks);

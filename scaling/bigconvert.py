@@ -93,7 +93,9 @@ def memory_case(a, env):
     limit = QUICK["memory_bytes"] if a.quick else a.memory_bytes
     variants = ["default"] if a.quick else a.cache
     configs = [(1, 2), (2, 1)]
-    sets_base = [f"limits.memory_bytes={limit}"]
+    # quick: 1 MiB is a knob that makes every rank re-read, below any process (not a ceiling)
+    sets_base = [f"limits.memory_bytes={limit}"] + (
+        ["limits.memory_ceiling=false"] if a.quick else [])
     if a.quick:
         sets_base += [f"output.shard=[{', '.join(map(str, shard))}]",
                       f"output.chunk=[{', '.join(map(str, chunk))}]"]

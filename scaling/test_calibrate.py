@@ -218,6 +218,26 @@ def test_fit(args):
               fr["reports"])
         check("the basis says how many reports each fitted key rests on",
               fr["fitted"]["write_s_per_byte"]["reports"] == 6, fr["fitted"]["write_s_per_byte"])
+        # a uint16 write faster than its own input's read: the fit clamps its rate at 0, which
+        # would make plan count no write time: the base's rate stays (absent here), with a warning
+        MiB = 1 << 20
+        fast = made_up(1, 1, 2, "zarr", "uint16", {
+            "write": {"bytes": 16 * MiB, "input_bytes": 32 * MiB, "input_read": "scan",
+                      "files": 2, "terms": {"read_s_per_byte": 32 * MiB}}})
+        fast["rates"]["stages"]["write"]["seconds"] *= 0.5
+        with open(os.path.join(runs, "fast.report.json"), "w") as f:
+            json.dump(fast, f)
+        out2 = os.path.join(d, "fitted2.json")
+        p = subprocess.run([sys.executable, os.path.join(HERE, "calibrate"), "--from-reports",
+                            runs, "--base", base, "-o", out2], capture_output=True, text=True)
+        with open(out2) as f:
+            r2 = json.load(f)["rates"]
+        check("a rate the fit clamps at 0 is not written: the base's stays, with a warning",
+              p.returncode == 0 and nested(r2, "by_dtype.uint16.write_s_per_byte") ==
+              nested(b["rates"], "by_dtype.uint16.write_s_per_byte") and
+              "by_dtype.uint16.write_s_per_byte: not determined" in p.stderr,
+              (p.returncode, nested(r2, "by_dtype.uint16.write_s_per_byte"), p.stderr[-300:]))
+        os.unlink(os.path.join(runs, "fast.report.json"))
         # no reports at all: exit 3, nothing written
         os.unlink(out)
         empty = os.path.join(d, "empty")

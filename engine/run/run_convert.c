@@ -752,6 +752,9 @@ sm_status sm_run_convert(const struct sm_convert_run *p, struct sm_run_result *r
                          struct sm_err *err)
 {
     memset(res, 0, sizeof(*res));
+    if (p->c.preflight != NULL) {
+        res->preflight = *p->c.preflight;
+    }
     bool entered = false;
     SM_TRY(sm_run_ranks_enter(p->c.mpi_comm, &entered, err));
     struct cv cv;

@@ -148,9 +148,6 @@ sm_status sm_run_begin(struct sm_output *out, const struct sm_writer *w, sm_stat
  * the marker's status is rank 0's: the caller's phase agreement follows. */
 sm_status sm_run_finish(struct sm_output *out, const atomic_int *stop, struct sm_err *err);
 
-/* SM_E_LIMIT naming limits.memory_bytes when tracking nshards output shards would not fit it
- * (run_bounds.c; memory_bytes 0: unchecked). */
-sm_status sm_run_check_shards(uint64_t nshards, uint64_t memory_bytes, struct sm_err *err);
 
 /* Progress helpers: NULL members are skipped. */
 void sm_run_progress_begin(const struct sm_run_progress *p, const char *phase, const char *unit,

@@ -199,6 +199,7 @@ sm_status sm_run_reduce_usage(struct sm_run_result *res, struct sm_err *err)
     SM_TRY(reduce_passes(res, err));
     struct sm_run_io mine;
     sm_run_io_of(res->store, res->array, &mine);
+    sm_run_io_add(&mine, &res->preflight); /* the caller's requests before the run */
     uint64_t sum[IO_NSUM], max[IO_NMAX];
     io_pack(&mine, sum, max);
     max[IO_NMAX - 1] = sm_peak_rss_bytes(); /* measured now: the run's end on this rank */

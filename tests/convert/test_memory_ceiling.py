@@ -29,6 +29,7 @@ import time
 import numpy as np
 
 from shardmill_test import runner as cc
+from shardmill_test.ranks import mpi_env
 
 SHAPE = (128, 256, 256)
 MIB = 1 << 20
@@ -212,8 +213,7 @@ def case_mpi(c, args, work):
     if got is None:
         return None
     ceiling, cfg, _ = got
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               OMPI_MCA_rmaps_base_oversubscribe="1")
+    env = mpi_env()  # a session directory of its own (mpi.session_dir)
     r = cc.run([mpirun, "-n", "2", "--oversubscribe", args.shardmill, "run", cfg], env=env)
     rep = check_run(c, "mpi", ceiling, r, None, os.path.join(work, "mpi.json"))
     if rep is not None:

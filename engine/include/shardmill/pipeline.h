@@ -116,6 +116,9 @@ struct sm_run_common {
     uint64_t memory_bytes;         /* limits.memory_bytes: the rank's budget (SPEC §1) */
     bool reread; /* a convert re-reads its input for the write pass, never keeps it (the memory
                   * ceiling's first adaptation: jobs/plan_memory.c) */
+    /* The requests this rank's caller made on the input before the run (jobs/: the memory
+     * ceiling's metadata read), counted in the result's io with the run's own; NULL: none. */
+    const struct sm_run_io *preflight;
     struct sm_run_progress progress;
     const atomic_int *stop; /* cooperative stop flag (status.h), or NULL */
     const void *mpi_comm;   /* NULL, or a pointer to the MPI_Comm to run on (see above) */
@@ -438,6 +441,7 @@ struct sm_run_result {
      * of the run), and the export (convert with export.path). */
     struct sm_run_io io;
     uint64_t peak_rss_bytes;
+    struct sm_run_io preflight; /* the engine's: sm_run_common.preflight, reduced with io */
     struct sm_run_export_result export;
     /* The input, still open for its counters and metadata (sm_store_stats, sm_array_stats,
      * sm_array_meta); released by sm_run_result_destroy. */
@@ -510,6 +514,10 @@ size_t sm_run_plan_shares(enum sm_part_kind kind, const struct sm_array_meta *m,
 /* ---- reading each input byte once per pass (docs/internals/reading.md; struct sm_read_plan
  * above) ---- */
 
+/* SM_E_LIMIT where output.shard when tracking nshards output shards would not fit
+ * limits.memory_bytes (run_bounds.c; memory_bytes 0: unchecked): the run's check of a grid before
+ * it commits to it, which `plan` makes too. */
+sm_status sm_run_check_shards(uint64_t nshards, uint64_t memory_bytes, struct sm_err *err);
 /* The output's shard grid and the read plan of a convert whose input m is read with `access`,
  * in memory_bytes (0: unbounded). Like sm_run_shard_grid, except that an automatic shard
  * (output.shard unset) is made shallower (whole inner chunks) until a group's window fits
