@@ -229,9 +229,8 @@ static sm_status read_layout(const struct sm_job_config *c, const struct sm_plan
     if (c->output.dtype != NULL && !sm_dtype_from_name(c->output.dtype, &o.dtype)) {
         o.dtype = SM_DT_FLOAT32;
     }
-    SM_TRY(sm_run_input_layout(&o, m, input_access(in), su, c->limits.memory_bytes, grid, spec,
-                               &est->rp_write, err));
-    return sm_run_check_shards(grid->ntiles, c->limits.memory_bytes, err); /* as the run */
+    return sm_run_input_layout(&o, m, input_access(in), su, c->limits.memory_bytes, grid, spec,
+                               &est->rp_write, err);
 }
 
 /* The scan's read plan, once its tiles are known (a source's are the shards). */
@@ -309,6 +308,9 @@ static sm_status plan(const struct sm_job_config *c, const struct plan_opts *o,
     }
     if (st == SM_OK && nph == 2) {
         st = read_layout(c, &in, &su, &ph[1].grid, &spec, &est, err);
+    }
+    if (st == SM_OK && nph == 2 && o->memory_only) { /* a grid the run refuses: it says why */
+        st = sm_run_check_shards(ph[1].grid.ntiles, c->limits.memory_bytes, err);
     }
     if (st == SM_OK && nph == 2 && in.src != NULL && !c->tile.set) {
         ph[0].grid = ph[1].grid; /* a source's tiles are the shards (run_convert.c ph_plan) */

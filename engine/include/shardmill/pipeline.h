@@ -516,7 +516,7 @@ size_t sm_run_plan_shares(enum sm_part_kind kind, const struct sm_array_meta *m,
 
 /* SM_E_LIMIT where output.shard when tracking nshards output shards would not fit
  * limits.memory_bytes (run_bounds.c; memory_bytes 0: unchecked): the run's check of a grid before
- * it commits to it, which `plan` makes too. */
+ * it commits to it, which the memory ceiling's check (jobs/) makes first. */
 sm_status sm_run_check_shards(uint64_t nshards, uint64_t memory_bytes, struct sm_err *err);
 /* The output's shard grid and the read plan of a convert whose input m is read with `access`,
  * in memory_bytes (0: unbounded). Like sm_run_shard_grid, except that an automatic shard
