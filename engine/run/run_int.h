@@ -148,7 +148,6 @@ sm_status sm_run_begin(struct sm_output *out, const struct sm_writer *w, sm_stat
  * the marker's status is rank 0's: the caller's phase agreement follows. */
 sm_status sm_run_finish(struct sm_output *out, const atomic_int *stop, struct sm_err *err);
 
-
 /* Progress helpers: NULL members are skipped. */
 void sm_run_progress_begin(const struct sm_run_progress *p, const char *phase, const char *unit,
                            uint64_t total);

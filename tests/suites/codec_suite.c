@@ -100,7 +100,8 @@ const struct codec_suite_case codec_suite_cases[] = {
      1,
      {64},
      0,
-     "80000000f071ceffd1ffd4ffd7ffdaffddffe0ffe3ffe6ffe9ffecffeffff2fff5fff8fffbfffeff0100040007000a"
+     "80000000f071ceffd1ffd4ffd7ffdaffddffe0ffe3ffe6ffe9ffecffeffff2fff5fff8fffbfffeff0100040007000"
+     "a"
      "000d0010001300160019001c001f002200250028002b002e003100340037003a003d0040004300460049004c004f"
      "005200550058005b005e006100640067006a006d0070007300760079007c007f008200850088008b00"},
     {"blosc",
