@@ -312,11 +312,7 @@ static sm_status blosc_write_config(int level, unsigned typesize, const char *va
                     "shuffle", "typesize", (int)typesize, "blocksize", 0);
     *v2 = json_pack("{s:i, s:i, s:s, s:s, s:i}", "blocksize", 0, "clevel", level, "cname", cname,
                     "id", "blosc", "shuffle", 1);
-    if (*v3 == NULL || *v2 == NULL) {
-        json_decref(*v3), json_decref(*v2);
-        SM_FAIL(err, SM_E_NOMEM, "cannot build the codec configuration");
-    }
-    return SM_OK;
+    return sm_codec_config_made(v3, v2, err);
 }
 
 static const struct sm_codec_writer blosc_writer = {

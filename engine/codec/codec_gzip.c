@@ -184,11 +184,7 @@ static sm_status gzip_write_config(int level, unsigned typesize, const char *var
     (void)typesize, (void)variant;
     *v3 = json_pack("{s:i}", "level", level);
     *v2 = json_pack("{s:s, s:i}", "id", "gzip", "level", level);
-    if (*v3 == NULL || *v2 == NULL) {
-        json_decref(*v3), json_decref(*v2);
-        SM_FAIL(err, SM_E_NOMEM, "cannot build the codec configuration");
-    }
-    return SM_OK;
+    return sm_codec_config_made(v3, v2, err);
 }
 
 static const struct sm_codec_writer gzip_writer = {

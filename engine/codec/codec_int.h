@@ -147,4 +147,8 @@ extern const struct sm_codec_ops sm_codec_lz4_ops; /* numcodecs' LZ4 (liblz4) */
 /* The registry itself (NULL-terminated), for the conformance suite. */
 extern const struct sm_codec_ops *const sm_codec_registry[];
 
+/* A writer's config slot's end (shardmill/codec.h `config`): SM_E_NOMEM, both released and
+ * NULL, when either object could not be built (codec_registry.c). */
+sm_status sm_codec_config_made(struct json_t **v3, struct json_t **v2, struct sm_err *err);
+
 #endif

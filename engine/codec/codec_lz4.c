@@ -119,11 +119,7 @@ static sm_status lz4_write_config(int level, unsigned typesize, const char *vari
     (void)typesize, (void)variant;
     *v3 = json_pack("{s:i}", "acceleration", level);
     *v2 = json_pack("{s:i, s:s}", "acceleration", level, "id", "lz4");
-    if (*v3 == NULL || *v2 == NULL) {
-        json_decref(*v3), json_decref(*v2);
-        SM_FAIL(err, SM_E_NOMEM, "cannot build the codec configuration");
-    }
-    return SM_OK;
+    return sm_codec_config_made(v3, v2, err);
 }
 
 static const struct sm_codec_writer lz4_writer = {

@@ -6,6 +6,8 @@
 
 #include <string.h>
 
+#include <jansson.h>
+
 const struct sm_codec_ops *const sm_codec_registry[] = {
     &sm_codec_zstd_ops,
     &sm_codec_gzip_ops,
@@ -67,4 +69,15 @@ const struct sm_codec_ops *sm_codec_find_v2(const char *v2_id)
         }
     }
     return NULL;
+}
+
+sm_status sm_codec_config_made(json_t **v3, json_t **v2, struct sm_err *err)
+{
+    if (*v3 == NULL || *v2 == NULL) {
+        json_decref(*v3);
+        json_decref(*v2);
+        *v3 = *v2 = NULL;
+        SM_FAIL(err, SM_E_NOMEM, "cannot build the codec configuration");
+    }
+    return SM_OK;
 }

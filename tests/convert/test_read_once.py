@@ -74,18 +74,12 @@ H5_DATASET = "/volume"
 
 def volume():
     """The CT-like phantom (bench/read_once/w9.py's generator), slice by slice."""
-    z, y, x = SHAPE
-    return np.concatenate([volumes.phantom(SHAPE, [k, 0, 0], [1, y, x], 33, 30.0, k)
-                           for k in range(z)])
+    return volumes.phantom_slices(SHAPE)
 
 
 def oracle(vol):
     """SPEC §5 by NumPy: the percentile window of the default uint16 histogram, to uint16."""
-    bins, lo, hi = spec_oracle.default_hist(vol.dtype)
-    counts, under, over, _ = spec_oracle.histogram(vol, bins, lo, hi)
-    p_lo = spec_oracle.percentile(counts, under, over, lo, hi, PCT[0])
-    p_hi = spec_oracle.percentile(counts, under, over, lo, hi, PCT[1])
-    w = spec_oracle.normalize(vol, "window", lo=p_lo, hi=p_hi)
+    w = spec_oracle.percentile_window(vol, PCT[0], PCT[1])
     y = np.rint(w.astype(np.float32) * np.float32(65535))
     return y.clip(0, 65535).astype(np.uint16)
 

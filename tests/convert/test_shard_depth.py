@@ -38,18 +38,11 @@ PCT = (1, 99)
 
 
 def volume():
-    z, y, x = SHAPE
-    return np.concatenate([volumes.phantom(SHAPE, [k, 0, 0], [1, y, x], 33, 30.0, k)
-                           for k in range(z)])
+    return volumes.phantom_slices(SHAPE)
 
 
 def oracle(vol):
-    bins, lo, hi = spec_oracle.default_hist(vol.dtype)
-    counts, under, over, _ = spec_oracle.histogram(vol, bins, lo, hi)
-    p_lo = spec_oracle.percentile(counts, under, over, lo, hi, PCT[0])
-    p_hi = spec_oracle.percentile(counts, under, over, lo, hi, PCT[1])
-    w = spec_oracle.normalize(vol, "window", lo=p_lo, hi=p_hi)
-    return w.astype(np.float32)
+    return spec_oracle.percentile_window(vol, PCT[0], PCT[1]).astype(np.float32)
 
 
 def tree_digest(root):

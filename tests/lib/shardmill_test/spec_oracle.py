@@ -80,6 +80,16 @@ def normalize(values, mode, divisor=None, lo=None, hi=None):
     return np.clip(y, np.float32(0), np.float32(1)).astype(np.float32)
 
 
+def percentile_window(values, lo_pct, hi_pct):
+    """SPEC §5 percentile normalization of values over the default histogram of their type: the
+    window [p_lo, p_hi] from the histogram's percentiles, applied as float64 (normalize)."""
+    bins, lo, hi = default_hist(values.dtype)
+    counts, under, over, _ = histogram(values, bins, lo, hi)
+    p_lo = percentile(counts, under, over, lo, hi, lo_pct)
+    p_hi = percentile(counts, under, over, lo, hi, hi_pct)
+    return normalize(values, "window", lo=p_lo, hi=p_hi)
+
+
 def block_mean(a, block):
     """SPEC §2's mean of one pyramid level: per block of the level above (block[d] voxels on axis
     d: 2 where the level halves it, 1 elsewhere; fewer at the edges) the float32 values summed in

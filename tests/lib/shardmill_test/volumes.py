@@ -89,6 +89,13 @@ def phantom(shape, start, extent, seed, noise, block_index):
 
 # ---- the oracle, per block ----
 
+
+def phantom_slices(shape, seed=33, noise=30.0):
+    """The whole phantom of shape, slice by slice as the read-once tests and W9 make it (each
+    z slice one block_index of phantom), as uint16."""
+    z, y, x = shape
+    return np.concatenate([phantom(shape, [k, 0, 0], [1, y, x], seed, noise, k) for k in range(z)])
+
 def block_oracle(vals, start, shape, divisor):
     """Partial SPEC §5 sums of one block (all modulo 2^64) and its histogram."""
     Z, Y, X = shape
