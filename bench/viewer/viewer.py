@@ -51,7 +51,6 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import MutableMapping
 
 import numpy as np
 
@@ -253,37 +252,8 @@ def read_v3(lv, base, reads, want_plane=None):
     return plane
 
 
-class HTTPStore(MutableMapping):
-    """A read-only mapping for zarr-python 2 (wrapped in zarr.storage.KVStore): each key one GET
-    (KeyError on 404)."""
-
-    def __init__(self, base):
-        self.base = base
-
-    def __getitem__(self, key):
-        body = _get(f"{self.base}/{key}")
-        if body is None:
-            raise KeyError(key)
-        return body
-
-    def __contains__(self, key):
-        try:
-            self[key]
-            return True
-        except KeyError:
-            return False
-
-    def __setitem__(self, key, value):
-        raise PermissionError("read-only")
-
-    def __delitem__(self, key):
-        raise PermissionError("read-only")
-
-    def __iter__(self):
-        return iter([])
-
-    def __len__(self):
-        return 0
+# zarr-python 2's read-only HTTP store: the W2 peer's (a GET per key, KeyError on 404)
+HTTPStore = script_module.load("bench/convert_ct/peer_zarr2.py").HTTPStore
 
 
 def read_v2_plane(lv, base, z):
