@@ -220,10 +220,10 @@ sm_status sm_fs_fail(struct sm_err *err, const char *what, int dirfd, const char
     }
     char link[PATH_CAP];
     link_in(dirfd, rel, link, sizeof(link));
-    sm_err_set(err, SM_E_IO, __FILE__, __LINE__,
-               "%s '%s': '%s' is a symbolic link, which shardmill never makes: refusing to go "
-               "through it",
-               what, rel, link);
+    SM_ERR(err, SM_E_IO,
+           "%s '%s': '%s' is a symbolic link, which shardmill never makes: refusing to go "
+           "through it",
+           what, rel, link);
     sm_err_cause(err, "errno", e);
     return err->status;
 }

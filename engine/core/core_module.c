@@ -98,20 +98,19 @@ sm_status sm_module_load(const char *file, const char *symbol, uint32_t size, in
         const size_t fl = strlen(file); /* dlerror repeats the file name: drop it */
         const char *w =
             strncmp(why, file, fl) == 0 && strncmp(why + fl, ": ", 2) == 0 ? why + fl + 2 : why;
-        st = sm_err_set(err, SM_E_IO, __FILE__, __LINE__,
-                        "cannot load this part of shardmill (%s; also looked in %s); cmake "
-                        "--install puts it beside the shardmill binary",
-                        w, where[0] != '\0' ? where : "the program's directory");
+        st = SM_ERR(err, SM_E_IO,
+                    "cannot load this part of shardmill (%s; also looked in %s); cmake "
+                    "--install puts it beside the shardmill binary",
+                    w, where[0] != '\0' ? where : "the program's directory");
     } else {
         const struct sm_module_head *h = dlsym(lib, symbol);
         if (h == NULL) {
-            st = sm_err_set(err, SM_E_IO, __FILE__, __LINE__,
-                            "not a shardmill module of this build: it has no %s", symbol);
+            st = SM_ERR(err, SM_E_IO, "not a shardmill module of this build: it has no %s", symbol);
         } else if (h->abi != SM_MODULE_ABI || h->size != size) {
-            st = sm_err_set(err, SM_E_IO, __FILE__, __LINE__,
-                            "a shardmill module of another build (module ABI %u, table of %u "
-                            "bytes; this build expects ABI %u, %u bytes)",
-                            (unsigned)h->abi, (unsigned)h->size, SM_MODULE_ABI, (unsigned)size);
+            st = SM_ERR(err, SM_E_IO,
+                        "a shardmill module of another build (module ABI %u, table of %u "
+                        "bytes; this build expects ABI %u, %u bytes)",
+                        (unsigned)h->abi, (unsigned)h->size, SM_MODULE_ABI, (unsigned)size);
         } else {
             *table = h;
         }

@@ -87,7 +87,7 @@ sm_status sm_stop_check(const atomic_int *stop, struct sm_err *err)
     if (sig == 0) {
         return SM_OK;
     }
-    sm_err_set(err, SM_E_STOPPED, __FILE__, __LINE__, "stopped by signal %d", sig);
+    SM_ERR(err, SM_E_STOPPED, "stopped by signal %d", sig);
     sm_err_cause(err, "signal", sig);
     return err->status;
 }

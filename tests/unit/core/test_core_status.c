@@ -1,6 +1,7 @@
 /* Unit tests for engine/core/core_status.c: the error context of STYLE B5. The first error wins,
- * `where` is filled once by the innermost layer that knows the object, SM_FAIL records file and
- * line, SM_TRY forwards a failure without running the rest of the caller. */
+ * `where` is filled once by the innermost layer that knows the object, SM_ERR and SM_FAIL record
+ * file and line (SM_ERR as an expression), SM_TRY forwards a failure without running the rest of
+ * the caller. */
 #include "shardmill/sm_config.h"
 
 #include <errno.h>
@@ -20,8 +21,20 @@ static int fail_line; /* the line of the SM_FAIL in fail_data() */
 
 static sm_status fail_data(struct sm_err *err, int n)
 {
-    fail_line = __LINE__ + 1;
+    fail_line = __LINE__ + 1; /* checksrc: allow err-at -- the macros' own test */
     SM_FAIL(err, SM_E_DATA, "crc32c mismatch: stored %08x, computed %08x", n, n + 1);
+}
+
+static int err_line;  /* the line of the SM_ERR in err_then_go_on() */
+static int after_err; /* set when the code after that SM_ERR runs */
+
+static sm_status err_then_go_on(struct sm_err *err)
+{
+    after_err = 0;
+    err_line = __LINE__ + 1; /* checksrc: allow err-at -- the macros' own test */
+    sm_status st = SM_ERR(err, SM_E_LIMIT, "%d shards over the limit", 3);
+    after_err = 1; /* an expression: the caller cleans up, then returns st */
+    return st;
 }
 
 static sm_status succeed(struct sm_err *err)
@@ -78,9 +91,26 @@ static void test_fail_records_what_file_and_line(void **state)
     assert_int_equal(fail_data(&err, 0x10), SM_E_DATA);
     assert_int_equal(err.status, SM_E_DATA);
     assert_string_equal(err.what, "crc32c mismatch: stored 00000010, computed 00000011");
-    assert_string_equal(err.file, __FILE__);
+    assert_string_equal(err.file, __FILE__); /* checksrc: allow err-at -- the macros' own test */
     assert_int_equal(err.line, fail_line);
     assert_string_equal(err.where, "");
+}
+
+static void test_err_records_file_and_line_and_returns_nothing(void **state)
+{
+    (void)state;
+    struct sm_err err;
+    sm_err_clear(&err);
+    assert_int_equal(err_then_go_on(&err), SM_E_LIMIT);
+    assert_int_equal(after_err, 1);
+    assert_string_equal(err.what, "3 shards over the limit");
+    assert_string_equal(err.file, __FILE__); /* checksrc: allow err-at -- the macros' own test */
+    assert_int_equal(err.line, err_line);
+    assert_string_equal(err.where, "");
+    /* the first error wins: a later SM_ERR returns the recorded status and changes nothing */
+    assert_int_equal(SM_ERR(&err, SM_E_IO, "later"), SM_E_LIMIT);
+    assert_string_equal(err.what, "3 shards over the limit");
+    assert_int_equal(err.line, err_line);
 }
 
 static void test_first_error_wins(void **state)
@@ -119,7 +149,7 @@ static void test_what_is_truncated_not_overflowed(void **state)
     memset(big, 'x', sizeof(big) - 1);
     big[sizeof(big) - 1] = '\0';
     sm_err_clear(&err);
-    sm_err_set(&err, SM_E_DATA, __FILE__, __LINE__, "%s", big);
+    SM_ERR(&err, SM_E_DATA, "%s", big);
     assert_int_equal(strlen(err.what), sizeof(err.what) - 1);
     sm_err_where(&err, "%s", big);
     assert_int_equal(strlen(err.where), sizeof(err.where) - 1);
@@ -129,7 +159,7 @@ static int fail_at_line; /* the line of the SM_FAIL_AT in fail_key() */
 
 static sm_status fail_key(struct sm_err *err, const char *key)
 {
-    fail_at_line = __LINE__ + 1;
+    fail_at_line = __LINE__ + 1; /* checksrc: allow err-at -- the macros' own test */
     SM_FAIL_AT(err, SM_E_USAGE, key, "must be positive, got %d", -3);
 }
 
@@ -141,7 +171,7 @@ static void test_fail_at_records_what_where_file_and_line(void **state)
     assert_int_equal(fail_key(&err, "tile.shape"), SM_E_USAGE);
     assert_string_equal(err.what, "must be positive, got -3");
     assert_string_equal(err.where, "tile.shape");
-    assert_string_equal(err.file, __FILE__);
+    assert_string_equal(err.file, __FILE__); /* checksrc: allow err-at -- the macros' own test */
     assert_int_equal(err.line, fail_at_line);
     assert_null(err.cause_lib);
 }
@@ -175,7 +205,7 @@ static void test_errno_appends_strerror_and_records_the_cause(void **state)
     assert_string_equal(err.cause_lib, "errno");
     assert_int_equal(err.cause, ENOENT);
     assert_string_equal(err.where, "");
-    assert_string_equal(err.file, __FILE__);
+    assert_string_equal(err.file, __FILE__); /* checksrc: allow err-at -- the macros' own test */
 
     sm_err_clear(&err);
     assert_int_equal(SM_ERRNO(&err, EACCES, "out.zarr", "cannot open the output"), SM_E_IO);
@@ -233,7 +263,7 @@ static void test_cause_needs_a_failure_and_first_cause_wins(void **state)
     sm_err_cause(&err, "errno", 2);
     assert_null(err.cause_lib);
     assert_int_equal(err.cause, 0);
-    sm_err_set(&err, SM_E_IO, __FILE__, __LINE__, "open failed");
+    SM_ERR(&err, SM_E_IO, "open failed");
     sm_err_cause(&err, "errno", 13);
     sm_err_cause(&err, "zstd", 99);
     assert_string_equal(err.cause_lib, "errno");
@@ -292,7 +322,7 @@ static void test_stop_check_records_the_signal_only_once_set(void **state)
     assert_string_equal(err.where, "");
     /* the first error wins: a stop does not replace an earlier failure */
     sm_err_clear(&err);
-    sm_err_set(&err, SM_E_DATA, __FILE__, __LINE__, "bad chunk");
+    SM_ERR(&err, SM_E_DATA, "bad chunk");
     assert_int_equal(sm_stop_check(&flag, &err), SM_E_DATA);
     assert_string_equal(err.what, "bad chunk");
 }
@@ -303,6 +333,7 @@ int main(void)
         cmocka_unit_test(test_err_clear_resets_everything),
         cmocka_unit_test(test_stop_check_records_the_signal_only_once_set),
         cmocka_unit_test(test_fail_records_what_file_and_line),
+        cmocka_unit_test(test_err_records_file_and_line_and_returns_nothing),
         cmocka_unit_test(test_first_error_wins),
         cmocka_unit_test(test_err_vset_formats_like_set),
         cmocka_unit_test(test_what_is_truncated_not_overflowed),
