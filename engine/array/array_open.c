@@ -43,9 +43,8 @@ static sm_status get_meta(struct sm_store *s, const char *prefix, const char *na
 
 static sm_status not_a_node(struct sm_store *s, const char *prefix, struct sm_err *err)
 {
-    sm_err_set(
-        err, SM_E_DATA, __FILE__, __LINE__,
-        "no Zarr metadata found (tried zarr.json, .zarray, .zgroup, and N5's attributes.json)");
+    SM_ERR(err, SM_E_DATA,
+           "no Zarr metadata found (tried zarr.json, .zarray, .zgroup, and N5's attributes.json)");
     sm_err_where(err, "%s%s%.*s", s->url, prefix[0] != '\0' ? "/" : "",
                  (int)(prefix[0] != '\0' ? strlen(prefix) - 1 : 0), prefix);
     return err->status;
@@ -53,9 +52,9 @@ static sm_status not_a_node(struct sm_store *s, const char *prefix, struct sm_er
 
 static sm_status is_group(struct sm_store *s, const char *prefix, struct sm_err *err)
 {
-    sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
-               "is a group, not an array (address an array inside it by its path; `shardmill info` "
-               "lists the members)");
+    SM_ERR(err, SM_E_DATA,
+           "is a group, not an array (address an array inside it by its path; `shardmill info` "
+           "lists the members)");
     sm_err_where(err, "%s%s%.*s", s->url, prefix[0] != '\0' ? "/" : "",
                  (int)(prefix[0] != '\0' ? strlen(prefix) - 1 : 0), prefix);
     return err->status;
@@ -428,9 +427,9 @@ static json_t *ome_level(struct sm_store *s, const char *prefix, const char *pat
     struct sm_array_meta *meta = NULL;
     json_t *gattrs = NULL;
     sm_status st = sub != NULL ? read_node(s, sub, &kind, &meta, &gattrs, zarr_format, &e)
-                               : sm_err_set(&e, SM_E_DATA, __FILE__, __LINE__, "path too long");
+                               : SM_ERR(&e, SM_E_DATA, "path too long");
     if (st == SM_OK && kind != SM_NODE_ARRAY) {
-        st = sm_err_set(&e, SM_E_DATA, __FILE__, __LINE__, "is a group, not an array");
+        st = SM_ERR(&e, SM_E_DATA, "is a group, not an array");
     }
     if (st == SM_OK) {
         json_t *d = sm_meta_describe(meta);

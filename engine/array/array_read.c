@@ -68,9 +68,9 @@ static sm_status check_region(const struct sm_array *a, const uint64_t *offset,
     const uint64_t maxc = a->opts.limits.max_chunk_bytes;
     if (maxc != 0 && a->unit_len > maxc) { /* every chunk of the array: name the array */
         const size_t pn = strlen(a->prefix);
-        sm_err_set(err, SM_E_LIMIT, __FILE__, __LINE__,
-                   "decoded chunk of %zu bytes exceeds limits.max_chunk_bytes (%" PRIu64 ")",
-                   a->unit_len, maxc);
+        SM_ERR(err, SM_E_LIMIT,
+               "decoded chunk of %zu bytes exceeds limits.max_chunk_bytes (%" PRIu64 ")",
+               a->unit_len, maxc);
         sm_err_where(err, "%s%s%.*s", a->store->url, pn > 0 ? "/" : "", (int)(pn > 0 ? pn - 1 : 0),
                      a->prefix);
         return err->status;

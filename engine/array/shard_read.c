@@ -238,7 +238,7 @@ static sm_status place_run(struct sm_array *a, const char *key, const struct sm_
                                bufs->enc, &enc, &ref, &found, err));
     sm_array_lap(&a->fetch_ns, t);
     if (!found) {
-        sm_err_set(err, SM_E_DATA, __FILE__, __LINE__, "shard disappeared while reading it");
+        SM_ERR(err, SM_E_DATA, "shard disappeared while reading it");
         sm_err_where(err, "%s/%s", a->store->url, key);
         return err->status;
     }
