@@ -255,8 +255,8 @@ static sm_status blosc_decode(const void *prep, struct sm_bytes in, struct sm_bu
     if (nbytes != 0) {
         const int r = bl.decompress_ctx(in.ptr, out->ptr, nbytes, 1);
         if (r <= 0) {
-            sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
-                       "blosc: corrupt data (%zu bytes, %zu expected decoded)", in.len, nbytes);
+            SM_ERR(err, SM_E_DATA, "blosc: corrupt data (%zu bytes, %zu expected decoded)", in.len,
+                   nbytes);
             sm_err_cause(err, "blosc", r);
             return err->status;
         }
@@ -282,8 +282,8 @@ static sm_status blosc_encode(const void *prep, struct sm_bytes in, struct sm_bu
     const int r = bl.compress_ctx(p->c.clevel, p->c.shuffle, p->c.typesize, in.len, in.ptr,
                                   out->ptr, cap, p->c.cname, p->c.blocksize, 1);
     if (r <= 0) {
-        sm_err_set(err, SM_E_INTERNAL, __FILE__, __LINE__,
-                   "blosc: compressing %zu bytes with %s failed", in.len, p->c.cname);
+        SM_ERR(err, SM_E_INTERNAL, "blosc: compressing %zu bytes with %s failed", in.len,
+               p->c.cname);
         sm_err_cause(err, "blosc", r);
         return err->status;
     }

@@ -145,28 +145,27 @@ static sm_status bz2_decode(const void *prep, struct sm_bytes in, struct sm_buf 
             break;
         }
         if (r != BZ_OK) {
-            st = sm_err_set(err, r == BZ_MEM_ERROR ? SM_E_NOMEM : SM_E_DATA, __FILE__, __LINE__,
-                            "bzip2: corrupt stream at byte %zu", pos);
+            st = SM_ERR(err, r == BZ_MEM_ERROR ? SM_E_NOMEM : SM_E_DATA,
+                        "bzip2: corrupt stream at byte %zu", pos);
             sm_err_cause(err, "libbz2", r);
             break;
         }
         if (got < cap) {
             if (pos == in.len && in0 == s.avail_in) { /* no progress, no input left */
-                st = sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
-                                "bzip2: stream truncated after %zu bytes", in.len);
+                st = SM_ERR(err, SM_E_DATA, "bzip2: stream truncated after %zu bytes", in.len);
                 break;
             }
             continue;
         }
         const size_t next = sm_codec_grow(cap, bound);
         if (next == 0) {
-            st = known ? sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
-                                    "bzip2: stream decodes to more than the expected %zu bytes",
-                                    p->dec_len)
-                       : sm_err_set(err, SM_E_LIMIT, __FILE__, __LINE__,
-                                    "bzip2: stream decodes to more than the decode limit of %zu "
-                                    "bytes (limits.max_chunk_bytes)",
-                                    bound);
+            st = known ? SM_ERR(err, SM_E_DATA,
+                                "bzip2: stream decodes to more than the expected %zu bytes",
+                                p->dec_len)
+                       : SM_ERR(err, SM_E_LIMIT,
+                                "bzip2: stream decodes to more than the decode limit of %zu "
+                                "bytes (limits.max_chunk_bytes)",
+                                bound);
             break;
         }
         st = sm_buf_reserve(out, next, err);
@@ -177,8 +176,7 @@ static sm_status bz2_decode(const void *prep, struct sm_bytes in, struct sm_buf 
     }
     bz.decompress_end(&s);
     if (st == SM_OK && pos != in.len) {
-        st = sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
-                        "bzip2: %zu bytes follow the end of the stream", in.len - pos);
+        st = SM_ERR(err, SM_E_DATA, "bzip2: %zu bytes follow the end of the stream", in.len - pos);
     }
     out->len = st == SM_OK ? got : 0;
     if (st == SM_OK && known && got != p->dec_len) {
@@ -211,8 +209,8 @@ static sm_status bz2_encode(const void *prep, struct sm_bytes in, struct sm_buf 
     }
     if (r != BZ_STREAM_END) {
         out->len = 0;
-        sm_err_set(err, r == BZ_MEM_ERROR ? SM_E_NOMEM : SM_E_INTERNAL, __FILE__, __LINE__,
-                   "bzip2: encoding %zu bytes failed", in.len);
+        SM_ERR(err, r == BZ_MEM_ERROR ? SM_E_NOMEM : SM_E_INTERNAL,
+               "bzip2: encoding %zu bytes failed", in.len);
         sm_err_cause(err, "libbz2", r);
         return err->status;
     }

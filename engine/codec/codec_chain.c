@@ -257,9 +257,8 @@ sm_status sm_codec_chain_decode(const struct sm_codec_chain *c, struct sm_bytes 
             break;
         }
         if (s->dec.len != SM_LEN_VARIABLE && dst->len != s->dec.len) {
-            st = sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
-                            "codec '%s': decoded size %zu, expected %zu", s->ops->name, dst->len,
-                            s->dec.len);
+            st = SM_ERR(err, SM_E_DATA, "codec '%s': decoded size %zu, expected %zu", s->ops->name,
+                        dst->len, s->dec.len);
             break;
         }
         cur = sm_buf_bytes(dst);
@@ -313,9 +312,8 @@ sm_status sm_codec_chain_encode(const struct sm_codec_chain *c, struct sm_bytes 
             break;
         }
         if (s->enc.len != SM_LEN_VARIABLE && dst->len != s->enc.len) {
-            st = sm_err_set(err, SM_E_INTERNAL, __FILE__, __LINE__,
-                            "codec '%s': encoded size %zu, expected %zu", s->ops->name, dst->len,
-                            s->enc.len);
+            st = SM_ERR(err, SM_E_INTERNAL, "codec '%s': encoded size %zu, expected %zu",
+                        s->ops->name, dst->len, s->enc.len);
             break;
         }
         cur = sm_buf_bytes(dst);

@@ -48,10 +48,10 @@ static sm_status gzip_prepare(const void *conf, const struct sm_repr *in, struct
 static sm_status corrupt(struct sm_err *err, enum libdeflate_result r, size_t at)
 {
     if (r == LIBDEFLATE_INSUFFICIENT_SPACE) {
-        sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
-                   "gzip: member at byte %zu decodes to more than the expected size", at);
+        SM_ERR(err, SM_E_DATA, "gzip: member at byte %zu decodes to more than the expected size",
+               at);
     } else {
-        sm_err_set(err, SM_E_DATA, __FILE__, __LINE__, "gzip: corrupt stream at byte %zu", at);
+        SM_ERR(err, SM_E_DATA, "gzip: corrupt stream at byte %zu", at);
     }
     sm_err_cause(err, "libdeflate", (int)r);
     return err->status;
@@ -130,10 +130,10 @@ static sm_status decode_unknown(struct libdeflate_decompressor *d, struct sm_byt
         }
         cap = sm_codec_grow(cap, bound);
         if (cap == 0) {
-            sm_err_set(err, SM_E_LIMIT, __FILE__, __LINE__,
-                       "gzip: member decodes to more than the decode limit of %zu bytes "
-                       "(limits.max_chunk_bytes)",
-                       bound);
+            SM_ERR(err, SM_E_LIMIT,
+                   "gzip: member decodes to more than the decode limit of %zu bytes "
+                   "(limits.max_chunk_bytes)",
+                   bound);
             sm_err_cause(err, "libdeflate", (int)r);
             return err->status;
         }

@@ -100,13 +100,12 @@ static sm_status xz_prepare(const void *conf, const struct sm_repr *in, struct s
 static sm_status xz_fail(struct sm_err *err, lzma_ret r, size_t at)
 {
     if (r == LZMA_MEMLIMIT_ERROR) {
-        sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
-                   "xz: the stream needs more than %llu MiB of decoder memory",
-                   (unsigned long long)(XZ_MEMLIMIT >> 20));
+        SM_ERR(err, SM_E_DATA, "xz: the stream needs more than %llu MiB of decoder memory",
+               (unsigned long long)(XZ_MEMLIMIT >> 20));
     } else if (r == LZMA_MEM_ERROR) {
-        sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__, "xz: cannot allocate decoder memory");
+        SM_ERR(err, SM_E_NOMEM, "xz: cannot allocate decoder memory");
     } else {
-        sm_err_set(err, SM_E_DATA, __FILE__, __LINE__, "xz: corrupt stream at byte %zu", at);
+        SM_ERR(err, SM_E_DATA, "xz: corrupt stream at byte %zu", at);
     }
     sm_err_cause(err, "liblzma", (int)r);
     return err->status;
@@ -147,20 +146,19 @@ static sm_status xz_decode(const void *prep, struct sm_bytes in, struct sm_buf *
             break;
         }
         if (s.avail_out != 0) { /* input exhausted before the end of the stream */
-            st = sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
-                            "xz: stream truncated after %zu bytes", in.len);
+            st = SM_ERR(err, SM_E_DATA, "xz: stream truncated after %zu bytes", in.len);
             break;
         }
         const size_t got = (size_t)s.total_out;
         const size_t next = sm_codec_grow(cap, bound);
         if (next == 0) {
-            st = known ? sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
-                                    "xz: stream decodes to more than the expected %zu bytes",
-                                    p->dec_len)
-                       : sm_err_set(err, SM_E_LIMIT, __FILE__, __LINE__,
-                                    "xz: stream decodes to more than the decode limit of %zu "
-                                    "bytes (limits.max_chunk_bytes)",
-                                    bound);
+            st = known
+                     ? SM_ERR(err, SM_E_DATA,
+                              "xz: stream decodes to more than the expected %zu bytes", p->dec_len)
+                     : SM_ERR(err, SM_E_LIMIT,
+                              "xz: stream decodes to more than the decode limit of %zu "
+                              "bytes (limits.max_chunk_bytes)",
+                              bound);
             break;
         }
         st = sm_buf_reserve(out, next, err);
@@ -172,8 +170,8 @@ static sm_status xz_decode(const void *prep, struct sm_bytes in, struct sm_buf *
         s.avail_out = cap - got;
     }
     if (st == SM_OK && s.avail_in != 0) {
-        st = sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
-                        "xz: %zu bytes follow the end of the stream", (size_t)s.avail_in);
+        st = SM_ERR(err, SM_E_DATA, "xz: %zu bytes follow the end of the stream",
+                    (size_t)s.avail_in);
     }
     out->len = st == SM_OK ? (size_t)s.total_out : 0;
     xz.end(&s);
@@ -206,8 +204,8 @@ static sm_status xz_encode(const void *prep, struct sm_bytes in, struct sm_buf *
     out->len = (size_t)s.total_out;
     xz.end(&s);
     if (r != LZMA_STREAM_END) {
-        sm_err_set(err, r == LZMA_MEM_ERROR ? SM_E_NOMEM : SM_E_INTERNAL, __FILE__, __LINE__,
-                   "xz: encoding %zu bytes failed", in.len);
+        SM_ERR(err, r == LZMA_MEM_ERROR ? SM_E_NOMEM : SM_E_INTERNAL,
+               "xz: encoding %zu bytes failed", in.len);
         sm_err_cause(err, "liblzma", (int)r);
         return err->status;
     }

@@ -59,11 +59,10 @@ static sm_status zlib_decode(const void *prep, struct sm_bytes in, struct sm_buf
         libdeflate_zlib_decompress_ex(d, in.ptr, in.len, out->ptr, p->dec_len, &ain, &aout);
     if (r != LIBDEFLATE_SUCCESS) {
         if (r == LIBDEFLATE_INSUFFICIENT_SPACE) {
-            sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
-                       "zlib: stream decodes to more than the expected %zu bytes", p->dec_len);
+            SM_ERR(err, SM_E_DATA, "zlib: stream decodes to more than the expected %zu bytes",
+                   p->dec_len);
         } else {
-            sm_err_set(err, SM_E_DATA, __FILE__, __LINE__, "zlib: corrupt stream of %zu bytes",
-                       in.len);
+            SM_ERR(err, SM_E_DATA, "zlib: corrupt stream of %zu bytes", in.len);
         }
         sm_err_cause(err, "libdeflate", (int)r);
         return err->status;

@@ -60,14 +60,11 @@ static sm_status zstd_fail(struct sm_err *err, size_t r, const char *what, size_
 {
     const ZSTD_ErrorCode code = ZSTD_getErrorCode(r);
     if (code == ZSTD_error_memory_allocation) {
-        sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__, "zstd: out of memory decoding %zu bytes",
-                   n);
+        SM_ERR(err, SM_E_NOMEM, "zstd: out of memory decoding %zu bytes", n);
     } else if (code == ZSTD_error_dstSize_tooSmall) {
-        sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
-                   "zstd: %s decodes to more than the expected %zu bytes", what, want);
+        SM_ERR(err, SM_E_DATA, "zstd: %s decodes to more than the expected %zu bytes", what, want);
     } else {
-        sm_err_set(err, SM_E_DATA, __FILE__, __LINE__, "zstd: %s of %zu bytes: %s", what, n,
-                   ZSTD_getErrorName(r));
+        SM_ERR(err, SM_E_DATA, "zstd: %s of %zu bytes: %s", what, n, ZSTD_getErrorName(r));
     }
     sm_err_cause(err, "zstd", (int)code);
     return err->status;
@@ -192,8 +189,8 @@ static sm_status zstd_encode(const void *prep, struct sm_bytes in, struct sm_buf
         r = ZSTD_CCtx_setParameter(c, ZSTD_c_checksumFlag, p->c.checksum ? 1 : 0);
     }
     if (ZSTD_isError(r)) {
-        sm_err_set(err, SM_E_INTERNAL, __FILE__, __LINE__, "zstd: cannot set level %d: %s",
-                   p->c.level, ZSTD_getErrorName(r));
+        SM_ERR(err, SM_E_INTERNAL, "zstd: cannot set level %d: %s", p->c.level,
+               ZSTD_getErrorName(r));
         sm_err_cause(err, "zstd", (int)ZSTD_getErrorCode(r));
         return err->status;
     }
@@ -202,8 +199,8 @@ static sm_status zstd_encode(const void *prep, struct sm_bytes in, struct sm_buf
     r = ZSTD_compress2(c, out->ptr, bound, in.ptr, in.len);
     if (ZSTD_isError(r)) {
         const ZSTD_ErrorCode code = ZSTD_getErrorCode(r);
-        sm_err_set(err, code == ZSTD_error_memory_allocation ? SM_E_NOMEM : SM_E_INTERNAL, __FILE__,
-                   __LINE__, "zstd: compressing %zu bytes: %s", in.len, ZSTD_getErrorName(r));
+        SM_ERR(err, code == ZSTD_error_memory_allocation ? SM_E_NOMEM : SM_E_INTERNAL,
+               "zstd: compressing %zu bytes: %s", in.len, ZSTD_getErrorName(r));
         sm_err_cause(err, "zstd", (int)code);
         return err->status;
     }
