@@ -557,18 +557,14 @@ static sm_status check_names(const struct sm_export_spec *spec, struct sm_err *e
         SM_TRY(sm_export_check_h5path(a, "export.hdf5.dataset", err));
         if (strcmp(a, spec->dataset) == 0 || (strncmp(a, spec->dataset, dl) == 0 && a[dl] == '/') ||
             (strncmp(spec->dataset, a, al) == 0 && spec->dataset[al] == '/')) {
-            sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
+            SM_FAIL_AT(err, SM_E_USAGE, "export.hdf5.dataset",
                        "'%s' collides with the dataset '%s' the export also writes", spec->dataset,
                        a);
-            sm_err_where(err, "export.hdf5.dataset");
-            return err->status;
         }
     }
     if (spec->deflate < 0 || spec->deflate > 9) {
-        sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "deflate level %d is not in 0..9",
+        SM_FAIL_AT(err, SM_E_USAGE, "export.hdf5.deflate", "deflate level %d is not in 0..9",
                    spec->deflate);
-        sm_err_where(err, "export.hdf5.deflate");
-        return err->status;
     }
     return SM_OK;
 }
@@ -579,31 +575,25 @@ static sm_status check_spec(const struct sm_export_spec *spec, const struct sm_a
 {
     hid_t ft, mt;
     if (!h5_types(m->dtype, &ft, &mt) || m->ndim == 0) {
-        sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
+        SM_FAIL_AT(err, SM_E_USAGE, "export.hdf5.path",
                    "the HDF5 export writes float32, uint8 or uint16 arrays of at least one "
                    "dimension; the source is %s with %u",
                    sm_dtype_name(m->dtype), m->ndim);
-        sm_err_where(err, "export.hdf5.path");
-        return err->status;
     }
     SM_TRY(check_names(spec, err));
     uint64_t bytes = sm_dtype_size(m->dtype);
     for (unsigned d = 0; d < m->ndim; d++) {
         if (spec->chunk[d] == 0 || work->unit[d] == 0) {
-            sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "extent 0 on axis %u", d);
-            sm_err_where(err, "export.hdf5.chunk");
-            return err->status;
+            SM_FAIL_AT(err, SM_E_USAGE, "export.hdf5.chunk", "extent 0 on axis %u", d);
         }
         chunk[d] = spec->chunk[d] < m->shape[d] ? spec->chunk[d] : m->shape[d];
         chunk[d] = chunk[d] > 0 ? chunk[d] : 1;
         bytes = bytes > CHUNK_BYTES_MAX ? bytes : bytes * chunk[d];
     }
     if (bytes >= CHUNK_BYTES_MAX) {
-        sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
+        SM_FAIL_AT(err, SM_E_USAGE, "export.hdf5.chunk",
                    "a chunk of %llu bytes: HDF5 chunks must be smaller than 4 GiB",
                    (unsigned long long)bytes);
-        sm_err_where(err, "export.hdf5.chunk");
-        return err->status;
     }
     return SM_OK;
 }

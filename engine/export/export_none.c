@@ -10,10 +10,8 @@ bool sm_export_hdf5_available(void)
 
 static sm_status unavailable(struct sm_err *err)
 {
-    sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
+    SM_FAIL_AT(err, SM_E_USAGE, "export.hdf5.path",
                "this build has no HDF5 export (configured with SM_WITH_HDF5=OFF)");
-    sm_err_where(err, "export.hdf5.path");
-    return err->status;
 }
 
 sm_status sm_export_hdf5_check(const char *path, const struct sm_export_opts *opts,
