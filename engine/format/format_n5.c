@@ -233,7 +233,7 @@ sm_status sm_meta_parse_n5(const char *json, size_t len, enum sm_node_kind *kind
     *kind = SM_NODE_ARRAY;
     struct sm_array_meta *m = sm_fmt_meta_new();
     if (m == NULL) {
-        st = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__, "cannot allocate array metadata");
+        st = SM_ERR(err, SM_E_NOMEM, "cannot allocate array metadata");
     } else {
         st = parse_array(root, m, err);
     }

@@ -283,7 +283,7 @@ sm_status sm_meta_parse_v2(const char *zarray, size_t len, const char *zattrs, s
     struct sm_array_meta *m = sm_fmt_meta_new();
     sm_status st;
     if (m == NULL) {
-        st = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__, "cannot allocate array metadata");
+        st = SM_ERR(err, SM_E_NOMEM, "cannot allocate array metadata");
     } else {
         st = parse_root(root, m, err);
     }
