@@ -37,12 +37,14 @@ static const char *level_name(int level)
                                             : "an unknown level";
 }
 
-static sm_status mpi_fail(struct sm_err *err, int line, const char *call, int rc)
+static sm_status mpi_fail(struct sm_err *err, const char *file, int line, const char *call, int rc)
 {
-    sm_err_set(err, SM_E_INTERNAL, __FILE__, line, "%s failed (code %d)", call, rc);
+    sm_err_set(err, SM_E_INTERNAL, file, line, "%s failed (code %d)", call, rc);
     sm_err_cause(err, "mpi", rc);
     return err->status;
 }
+/* An MPI call that returned rc != MPI_SUCCESS, at this file and line: the status now in err. */
+#define PAR_MPI_ERR(err, call, rc) mpi_fail((err), __FILE__, __LINE__, (call), (rc))
 
 static sm_status mpi_init_comm(const void *mpi_comm, int *argc, char ***argv, struct sm_err *err)
 {
@@ -63,7 +65,7 @@ static sm_status mpi_init_comm(const void *mpi_comm, int *argc, char ***argv, st
     if (!inited) {
         rc = MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
         if (rc != MPI_SUCCESS) {
-            return mpi_fail(err, __LINE__, "MPI_Init_thread", rc);
+            return PAR_MPI_ERR(err, "MPI_Init_thread", rc);
         }
         owns_mpi = true;
     } else {
@@ -71,18 +73,18 @@ static sm_status mpi_init_comm(const void *mpi_comm, int *argc, char ***argv, st
     }
     sm_status st = SM_OK;
     if (provided < MPI_THREAD_FUNNELED) {
-        st = sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
-                        "MPI provides the thread level %s; shardmill needs at least "
-                        "MPI_THREAD_FUNNELED (initialise MPI with MPI_Init_thread)",
-                        level_name(provided));
+        st = SM_ERR(err, SM_E_USAGE,
+                    "MPI provides the thread level %s; shardmill needs at least "
+                    "MPI_THREAD_FUNNELED (initialise MPI with MPI_Init_thread)",
+                    level_name(provided));
     }
     const MPI_Comm base = mpi_comm != NULL ? *(const MPI_Comm *)mpi_comm : MPI_COMM_WORLD;
     if (st == SM_OK && base == MPI_COMM_NULL) {
-        st = sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
-                        "the MPI communicator given is MPI_COMM_NULL (this process is not in it)");
+        st = SM_ERR(err, SM_E_USAGE,
+                    "the MPI communicator given is MPI_COMM_NULL (this process is not in it)");
     }
     if (st == SM_OK && (rc = MPI_Comm_dup(base, &comm)) != MPI_SUCCESS) {
-        st = mpi_fail(err, __LINE__, "MPI_Comm_dup", rc);
+        st = PAR_MPI_ERR(err, "MPI_Comm_dup", rc);
     }
     if (st != SM_OK) {
         comm = MPI_COMM_NULL;
@@ -177,18 +179,17 @@ static sm_status mpi_bcast_buf(struct sm_buf *b, int root, struct sm_err *err)
     SM_TRY(mpi_bcast(&len, sizeof(len), root, err));
     sm_status st = SM_OK;
     if (my_rank != root) {
-        st = len > SIZE_MAX ? sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__,
-                                         "broadcast of %llu bytes", (unsigned long long)len)
-                            : sm_buf_reserve(b, (size_t)len, err);
+        st = len > SIZE_MAX
+                 ? SM_ERR(err, SM_E_NOMEM, "broadcast of %llu bytes", (unsigned long long)len)
+                 : sm_buf_reserve(b, (size_t)len, err);
     }
     /* every rank must be able to receive before the bytes move */
     int ok = st == SM_OK, all = 0;
     MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_LAND, comm);
     if (!all) {
         if (st == SM_OK) {
-            sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__,
-                       "another rank cannot hold a broadcast of %llu bytes",
-                       (unsigned long long)len);
+            SM_ERR(err, SM_E_NOMEM, "another rank cannot hold a broadcast of %llu bytes",
+                   (unsigned long long)len);
         }
         return err->status;
     }
@@ -218,8 +219,7 @@ static sm_status mpi_gatherv_bytes(struct sm_bytes mine, struct sm_buf *all, int
         counts = sm_calloc((size_t)n_ranks, sizeof(*counts));
         displs = sm_calloc((size_t)n_ranks, sizeof(*displs));
         if (lens == NULL || counts == NULL || displs == NULL) {
-            st = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__, "cannot gather from %d ranks",
-                            n_ranks);
+            st = SM_ERR(err, SM_E_NOMEM, "cannot gather from %d ranks", n_ranks);
         }
     }
     uint64_t scratch = 0;
@@ -229,8 +229,7 @@ static sm_status mpi_gatherv_bytes(struct sm_bytes mine, struct sm_buf *all, int
         uint64_t total = 0;
         for (int r = 0; r < n_ranks; r++) {
             if (lens[r] > (uint64_t)INT_MAX || total > (uint64_t)INT_MAX - lens[r]) {
-                st = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__,
-                                "a gather of more than %d bytes", INT_MAX);
+                st = SM_ERR(err, SM_E_NOMEM, "a gather of more than %d bytes", INT_MAX);
                 break;
             }
             counts[r] = (int)lens[r];
@@ -252,8 +251,7 @@ static sm_status mpi_gatherv_bytes(struct sm_bytes mine, struct sm_buf *all, int
         MPI_Gatherv(mine.ptr, (int)mine.len, MPI_BYTE, my_rank == root ? all->ptr : NULL, counts,
                     displs, MPI_BYTE, root, comm);
     } else if (st == SM_OK) {
-        st = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__,
-                        "rank %d cannot hold the gathered bytes", root);
+        st = SM_ERR(err, SM_E_NOMEM, "rank %d cannot hold the gathered bytes", root);
     }
     sm_free(lens);
     sm_free(counts);
@@ -355,7 +353,7 @@ static sm_status mpi_agree_within(sm_status local, uint64_t timeout_ms, struct s
     /* A collective request cannot be cancelled: the ranks are out of step for good. */
     stuck = true;
     if (local == SM_OK) {
-        sm_err_set(err, SM_E_INTERNAL, __FILE__, __LINE__, "another rank failed");
+        SM_ERR(err, SM_E_INTERNAL, "another rank failed");
     }
     const size_t n = strlen(err->what);
     snprintf(err->what + n, sizeof(err->what) - n,
