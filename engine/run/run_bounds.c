@@ -14,10 +14,8 @@ sm_status sm_run_check_shards(uint64_t nshards, uint64_t memory_bytes, struct sm
     if (memory_bytes == 0 || need <= memory_bytes) {
         return SM_OK;
     }
-    sm_err_set(err, SM_E_LIMIT, __FILE__, __LINE__,
+    SM_FAIL_AT(err, SM_E_LIMIT, "output.shard",
                "%" PRIu64 " output shards take %" PRIu64 " bytes of records, more than "
                "limits.memory_bytes (%" PRIu64 "); set a larger output.shard or raise the limit",
                nshards, need, memory_bytes);
-    sm_err_where(err, "output.shard");
-    return err->status;
 }

@@ -140,8 +140,7 @@ sm_status sm_run_open_input_sha(const struct sm_run_input *in, uint64_t memory_b
     *array = NULL;
     sm_status st = SM_OK;
     if (in->store == NULL) {
-        st = sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "no input store given");
-        sm_err_where(err, "input.store");
+        st = SM_ERR_AT(err, SM_E_USAGE, "input.store", "no input store given");
     }
     if (st == SM_OK) {
         st = sm_run_check_input_store(in->store, err); /* missing, or a file: SM_E_DATA */
@@ -245,10 +244,8 @@ sm_status sm_run_setup(const struct sm_run_common *c, const struct sm_array_meta
         p->hi = c->hist_hi;
         p->bins = c->hist_bins;
         if (p->bins == 0) {
-            sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
+            SM_FAIL_AT(err, SM_E_USAGE, "histogram",
                        "histogram.bins is required with histogram.range");
-            sm_err_where(err, "histogram");
-            return err->status;
         }
         return SM_OK;
     }
@@ -371,8 +368,7 @@ sm_status sm_run_reduce_scan(struct sm_scan_result *r, struct sm_err *err)
     uint64_t *v = sm_malloc(n * sizeof(uint64_t));
     sm_status st = SM_OK;
     if (v == NULL) {
-        st = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__,
-                        "cannot allocate the reduction of %zu counters", n);
+        st = SM_ERR(err, SM_E_NOMEM, "cannot allocate the reduction of %zu counters", n);
     }
     /* every rank must take part in the reduction, so a failure to allocate is agreed first */
     SM_TRY(sm_par_agree(st, err));

@@ -501,8 +501,7 @@ static sm_status read_window(void *user, int thread, const uint64_t *off, const 
     const struct cv *cv = user;
     if (!sm_run_window_covers(&cv->win, off, shape)) { /* a stream's slabs, held by its plan */
         return cv->src != NULL ? sm_source_read_box(cv->src, thread, off, shape, out, err)
-                               : sm_err_set(err, SM_E_INTERNAL, __FILE__, __LINE__,
-                                            "a tile outside its group's window");
+                               : SM_ERR(err, SM_E_INTERNAL, "a tile outside its group's window");
     }
     sm_run_window_copy(&cv->win, off, shape, out);
     return SM_OK;

@@ -112,11 +112,9 @@ sm_status sm_cv_make_norm(const struct sm_run_norm *cfg, const struct sm_hist *h
         nm->lo = sm_hist_percentile(h, cfg->lo);
         nm->hi = sm_hist_percentile(h, cfg->hi);
         if (!(nm->hi > nm->lo)) {
-            sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
+            SM_FAIL_AT(err, SM_E_DATA, "normalize",
                        "percentiles %g and %g give an empty window [%g, %g] for this data", cfg->lo,
                        cfg->hi, nm->lo, nm->hi);
-            sm_err_where(err, "normalize");
-            return err->status;
         }
         return SM_OK;
     }
@@ -170,23 +168,19 @@ sm_status sm_cv_output_dtype(const struct sm_run_norm *nm, const struct sm_run_o
     if (nm->mode != SM_NORM_NONE) {
         *out = o->dtype_set ? o->dtype : SM_DT_FLOAT32;
         if (!sm_normalize_output_ok(*out)) {
-            sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
+            SM_FAIL_AT(err, SM_E_USAGE, "output.dtype",
                        "a normalized output is float32, uint8 or uint16, not %s (other types "
                        "need normalize.mode: none)",
                        sm_dtype_name(*out));
-            sm_err_where(err, "output.dtype");
-            return err->status;
         }
         return SM_OK;
     }
     *out = o->dtype_set ? o->dtype : in;
     if (!sm_cast_lossless(in, *out)) {
-        sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
+        SM_FAIL_AT(err, SM_E_USAGE, "output.dtype",
                    "%s -> %s is a narrowing cast (not every %s value is a %s value); normalize "
                    "none keeps values: use the input's type or a wider one",
                    sm_dtype_name(in), sm_dtype_name(*out), sm_dtype_name(in), sm_dtype_name(*out));
-        sm_err_where(err, "output.dtype");
-        return err->status;
     }
     return SM_OK;
 }

@@ -204,10 +204,8 @@ static sm_status plan_spec(const struct sm_convert_run *p, const struct sm_run_f
     spec.deflate = x->deflate;
     spec.timeout_ms = x->collective_timeout_s * 1000;
     if (x->chunk.set && x->chunk.n != om->ndim) {
-        sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
+        SM_FAIL_AT(err, SM_E_USAGE, "export.hdf5.chunk",
                    "has %u values, the output has %u dimensions", x->chunk.n, om->ndim);
-        sm_err_where(err, "export.hdf5.chunk");
-        return err->status;
     }
     for (unsigned d = 0; d < om->ndim; d++) {
         spec.chunk[d] = x->chunk.set ? x->chunk.v[d] : om->chunk_shape[d];
@@ -277,9 +275,9 @@ sm_status sm_run_export(const struct sm_convert_run *p, const struct sm_run_flus
     struct export_plan *e = sm_calloc(1, sizeof(*e));
     /* Local preparation (the checks of the open phase again: the file system may have changed
      * during the conversion), then one agreement before the collective write. */
-    sm_status st = text != NULL && e != NULL ? SM_OK
-                                             : sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__,
-                                                          "cannot format the export's provenance");
+    sm_status st = text != NULL && e != NULL
+                       ? SM_OK
+                       : SM_ERR(err, SM_E_NOMEM, "cannot format the export's provenance");
     if (st == SM_OK) {
         st = check(&p->export, &opts, f->output_path, &path, err);
     }

@@ -108,7 +108,7 @@ static sm_status list_sorted(const char *dir, char ***out, size_t *count, struct
             cap = cap == 0 ? 64 : cap * 2;
             char **nv = sm_realloc(v, cap * sizeof(*v));
             if (nv == NULL) {
-                st = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__, "cannot list %s", dir);
+                st = SM_ERR(err, SM_E_NOMEM, "cannot list %s", dir);
                 break;
             }
             v = nv;
@@ -116,7 +116,7 @@ static sm_status list_sorted(const char *dir, char ***out, size_t *count, struct
         const size_t len = strlen(de->d_name) + 1;
         v[n] = sm_malloc(len);
         if (v[n] == NULL) {
-            st = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__, "cannot list %s", dir);
+            st = SM_ERR(err, SM_E_NOMEM, "cannot list %s", dir);
             break;
         }
         memcpy(v[n++], de->d_name, len);
@@ -156,7 +156,7 @@ static sm_status walk_dir(struct walk *w, const char *dir, const char *rel, unsi
         if ((size_t)snprintf(full, sizeof(full), "%s/%s", dir, nm) >= sizeof(full) ||
             (size_t)snprintf(sub, sizeof(sub), "%s%s%s", rel, rel[0] != '\0' ? "/" : "", nm) >=
                 sizeof(sub)) {
-            st = sm_err_set(err, SM_E_DATA, __FILE__, __LINE__, "path too long");
+            st = SM_ERR(err, SM_E_DATA, "path too long");
             sm_err_where(err, "%s/%s", dir, nm);
             break;
         }
@@ -216,7 +216,7 @@ static sm_status tree_json(const char *root, const char *sub, bool recurse, bool
         const size_t n = slash != NULL ? (size_t)(slash - p) : strlen(p);
         const size_t dl = strlen(dir), rl = strlen(rel);
         if (st == SM_OK && (dl + 1 + n >= sizeof(dir) || rl + 1 + n >= sizeof(rel))) {
-            st = sm_err_set(err, SM_E_DATA, __FILE__, __LINE__, "path too long");
+            st = SM_ERR(err, SM_E_DATA, "path too long");
             sm_err_where(err, "%s/%s", root, sub);
         }
         if (st == SM_OK) {
@@ -268,7 +268,7 @@ sm_status sm_run_file_identity(const char *path, char *resolved, size_t cap, jso
                      sm_json_checksum_u64((uint64_t)sb.st_dev), "ino",
                      sm_json_checksum_u64((uint64_t)sb.st_ino), "ctime_ns",
                      sm_json_checksum_i64(ts_ns(sb.st_ctim)));
-    return *out != NULL ? SM_OK : sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__, "out of memory");
+    return *out != NULL ? SM_OK : SM_ERR(err, SM_E_NOMEM, "out of memory");
 }
 
 /* The local path of a file store, or NULL (a URL). */
@@ -383,13 +383,13 @@ sm_status sm_cv_input_identity(struct cv *cv, struct sm_err *err)
         char *t = st == SM_OK ? json_dumps(id, JSON_COMPACT) : NULL; /* u64 marks kept */
         json_decref(id);
         if (st == SM_OK && t == NULL) {
-            st = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__, "cannot describe the input");
+            st = SM_ERR(err, SM_E_NOMEM, "cannot describe the input");
         }
         if (t != NULL) {
             const size_t n = strlen(t);
             text.ptr = sm_malloc(n + 1);
             if (text.ptr == NULL) {
-                st = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__, "cannot describe the input");
+                st = SM_ERR(err, SM_E_NOMEM, "cannot describe the input");
             } else {
                 memcpy(text.ptr, t, n);
                 text.len = n;
@@ -408,8 +408,7 @@ sm_status sm_cv_input_identity(struct cv *cv, struct sm_err *err)
     if (st == SM_OK) {
         cv->input_id = json_loadb((const char *)text.ptr, text.len, 0, NULL);
         if (!json_is_object(cv->input_id)) {
-            st = sm_err_set(err, SM_E_INTERNAL, __FILE__, __LINE__,
-                            "rank 0's input identity does not parse");
+            st = SM_ERR(err, SM_E_INTERNAL, "rank 0's input identity does not parse");
         }
     }
     sm_buf_free(&text);

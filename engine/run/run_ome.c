@@ -381,7 +381,7 @@ sm_status sm_run_ome_writer(const struct sm_run_output *o, unsigned nd, const ui
     if (st == SM_OK) {
         group = sm_run_ome_attrs(&o->ome, nd, shape, n, omero, attrs);
         if (group == NULL) {
-            st = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__, "cannot build the OME metadata");
+            st = SM_ERR(err, SM_E_NOMEM, "cannot build the OME metadata");
         }
     }
     if (st == SM_OK) {

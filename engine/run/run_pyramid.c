@@ -241,7 +241,7 @@ sm_status sm_run_pyramid(const struct sm_run_pyramid *p, struct sm_write_result 
     sm_status st = SM_OK;
     py.ts = sm_calloc((size_t)threads, sizeof(*py.ts));
     if (py.ts == NULL) {
-        st = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__, "cannot allocate %d threads", threads);
+        st = SM_ERR(err, SM_E_NOMEM, "cannot allocate %d threads", threads);
     }
     for (int i = 0; st == SM_OK && i < threads; i++) {
         st = sm_scratch_new(&py.ts[i].scratch, err);

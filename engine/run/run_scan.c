@@ -97,8 +97,8 @@ static sm_status ph_scan(void *ctx, struct sm_err *err)
                            &sc->su.params, into, err);
         sc->process_ns += into->process_ns;
         if (st == SM_OK && pass > 0 && !same_result(&sc->res->scan, &r)) {
-            st = sm_err_set(err, SM_E_INTERNAL, __FILE__, __LINE__,
-                            "pass %llu disagrees with pass 1", (unsigned long long)pass + 1);
+            st = SM_ERR(err, SM_E_INTERNAL, "pass %llu disagrees with pass 1",
+                        (unsigned long long)pass + 1);
         }
         sm_scan_result_destroy(&r);
     }
