@@ -497,8 +497,7 @@ static sm_status open_locked(const char *path, const char *dataset, struct sm_h5
         if (fd >= 0) {
             close(fd);
         }
-        sm_err_set(err, SM_E_DATA, __FILE__, __LINE__, "cannot open the HDF5 file: %s",
-                   strerror(e));
+        SM_ERR(err, SM_E_DATA, "cannot open the HDF5 file: %s", strerror(e));
         sm_err_cause(err, "errno", e);
         sm_err_where(err, "%s", s->where);
         return err->status;

@@ -152,19 +152,19 @@ static sm_status chunk_limits(const struct sm_source_params *p, struct h5 *s, st
     char chunk[200];
     chunk_text(info, chunk, sizeof(chunk));
     if (p->max_chunk_bytes != 0 && (wraps || bytes > p->max_chunk_bytes)) {
-        sm_err_set(err, SM_E_LIMIT, __FILE__, __LINE__,
-                   "the dataset's chunk %s holds %" PRIu64 " bytes of values, more than "
-                   "limits.max_chunk_bytes (%" PRIu64 ")",
-                   chunk, wraps ? UINT64_MAX : bytes, p->max_chunk_bytes);
+        SM_ERR(err, SM_E_LIMIT,
+               "the dataset's chunk %s holds %" PRIu64 " bytes of values, more than "
+               "limits.max_chunk_bytes (%" PRIu64 ")",
+               chunk, wraps ? UINT64_MAX : bytes, p->max_chunk_bytes);
         sm_err_where(err, "%s: %s", s->path, s->dataset);
         return err->status;
     }
     if (p->max_alloc != 0 && (wraps || bufs > p->max_alloc)) {
-        sm_err_set(err, SM_E_LIMIT, __FILE__, __LINE__,
-                   "reading the dataset's chunk %s of %" PRIu64 " bytes takes up to %u times as "
-                   "much in buffers (stored, inflated, unshuffled), more than "
-                   "limits.memory_bytes (%" PRIu64 ")",
-                   chunk, wraps ? UINT64_MAX : bytes, H5_CHUNK_BUFFERS, p->max_alloc);
+        SM_ERR(err, SM_E_LIMIT,
+               "reading the dataset's chunk %s of %" PRIu64 " bytes takes up to %u times as "
+               "much in buffers (stored, inflated, unshuffled), more than "
+               "limits.memory_bytes (%" PRIu64 ")",
+               chunk, wraps ? UINT64_MAX : bytes, H5_CHUNK_BUFFERS, p->max_alloc);
         sm_err_where(err, "%s: %s", s->path, s->dataset);
         return err->status;
     }

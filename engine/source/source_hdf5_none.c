@@ -6,8 +6,6 @@ sm_status sm_src_open_hdf5(const struct sm_source_params *p, struct sm_source **
 {
     (void)p;
     *out = NULL;
-    sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
+    SM_FAIL_AT(err, SM_E_USAGE, "input.format",
                "this build has no HDF5 (configured with SM_WITH_HDF5=OFF)");
-    sm_err_where(err, "input.format");
-    return err->status;
 }

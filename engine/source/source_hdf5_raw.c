@@ -161,10 +161,10 @@ static sm_status bad_chunk(const struct sm_h5raw *raw, const hsize_t *coff, size
     if (n < sizeof(at)) {
         snprintf(at + n, sizeof(at) - n, "]");
     }
-    return sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
-                      "the gzip chunk at offset %s (%zu stored bytes) is corrupt: it does not "
-                      "inflate",
-                      at, len);
+    SM_FAIL(err, SM_E_DATA,
+            "the gzip chunk at offset %s (%zu stored bytes) is corrupt: it does not "
+            "inflate",
+            at, len);
 }
 
 sm_status sm_h5raw_read_box(const struct sm_h5raw *raw, hid_t dset, pthread_mutex_t *lock,
@@ -183,8 +183,8 @@ sm_status sm_h5raw_read_box(const struct sm_h5raw *raw, hid_t dset, pthread_mute
     sm_status st = SM_OK;
     if (dz == NULL || !bytes_room(&values, raw->chunk_bytes) ||
         (raw->shuffle && !bytes_room(&shuffled, raw->chunk_bytes))) {
-        st = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__,
-                        "cannot allocate the buffers of a %zu-byte HDF5 chunk", raw->chunk_bytes);
+        st = SM_ERR(err, SM_E_NOMEM, "cannot allocate the buffers of a %zu-byte HDF5 chunk",
+                    raw->chunk_bytes);
     }
     for (bool more = true; st == SM_OK && more && !*fallback;) {
         hsize_t coff[SM_MAX_DIMS];

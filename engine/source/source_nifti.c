@@ -74,10 +74,10 @@ static sm_status check_spacing(const struct nifti *n, struct sm_err *err)
     for (unsigned d = 0; d < n->hdr.ndim; d++) {
         const double s = n->hdr.spacing[d];
         if (!isfinite(s) || s <= 0) {
-            sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
-                       "pixdim[%u] is %g: a voxel size must be a positive finite number "
-                       "(input.spacing replaces the file's)",
-                       n->hdr.ndim - d, s);
+            SM_ERR(err, SM_E_DATA,
+                   "pixdim[%u] is %g: a voxel size must be a positive finite number "
+                   "(input.spacing replaces the file's)",
+                   n->hdr.ndim - d, s);
             sm_err_where(err, "%s: pixdim", n->path);
             return err->status;
         }

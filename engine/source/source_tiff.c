@@ -154,14 +154,14 @@ static sm_status list_slices(struct tiff_stack *t, struct sm_err *err)
             cap = cap == 0 ? 64 : cap * 2;
             char **grown = sm_realloc(t->names, cap * sizeof(*grown));
             if (grown == NULL) {
-                s = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__, "cannot list the slices");
+                s = SM_ERR(err, SM_E_NOMEM, "cannot list the slices");
                 break;
             }
             t->names = grown;
         }
         t->names[t->n] = sm_src_strdup(de->d_name);
         if (t->names[t->n] == NULL) {
-            s = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__, "cannot list the slices");
+            s = SM_ERR(err, SM_E_NOMEM, "cannot list the slices");
             break;
         }
         t->n++;
@@ -203,9 +203,9 @@ static sm_status check_slices(struct tiff_stack *t, struct sm_err *err)
                 s = merge_block(t, &f, i, err);
             }
             if (s == SM_OK && t->lib->read_directory(f.t)) {
-                s = sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
-                               "has more than one page: a stack directory holds one slice per "
-                               "file (give a multi-page file as input.store instead)");
+                s = SM_ERR(err, SM_E_DATA,
+                           "has more than one page: a stack directory holds one slice per "
+                           "file (give a multi-page file as input.store instead)");
             }
             if (s != SM_OK && err->where[0] == '\0') {
                 sm_err_where(err, "%s", path);
@@ -232,7 +232,7 @@ static sm_status scan_pages(struct tiff_stack *t, struct sm_err *err)
             cap = cap == 0 ? 64 : cap * 2;
             uint64_t *grown = sm_realloc(t->ifd, cap * sizeof(*grown));
             if (grown == NULL) {
-                s = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__, "cannot list the pages");
+                s = SM_ERR(err, SM_E_NOMEM, "cannot list the pages");
                 break;
             }
             t->ifd = grown;
@@ -427,10 +427,10 @@ static sm_status read_rows(const struct tiff_stack *t, struct sm_tfile *f, uint6
             const tmsize_t got = tiled ? t->lib->read_tile(f->t, idx, blk, (tmsize_t)want)
                                        : t->lib->read_strip(f->t, idx, blk, (tmsize_t)want);
             if (got < 0 || (uint64_t)got < want) {
-                s = sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
-                               "%s %" PRIu32 " decodes to %lld of %" PRIu64 " bytes%s%s",
-                               tiled ? "tile" : "strip", idx, (long long)got, want,
-                               f->msg[0] != '\0' ? ": " : "", f->msg);
+                s = SM_ERR(err, SM_E_DATA,
+                           "%s %" PRIu32 " decodes to %lld of %" PRIu64 " bytes%s%s",
+                           tiled ? "tile" : "strip", idx, (long long)got, want,
+                           f->msg[0] != '\0' ? ": " : "", f->msg);
                 break;
             }
             *read += counts != NULL ? counts[idx] : want; /* the stored bytes libtiff read */
@@ -462,12 +462,12 @@ static sm_status tiff_read_box(void *user, int thread, const uint64_t *off, cons
         if (t->names != NULL) {
             path = join(t->dir, t->names[z]);
             if (path == NULL) {
-                s = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__, "cannot allocate a path");
+                s = SM_ERR(err, SM_E_NOMEM, "cannot allocate a path");
                 break;
             }
             s = sm_tfile_open(t->lib, &f, path, t->max_alloc, err);
         } else if (!t->lib->set_sub_directory(f.t, t->ifd[z])) {
-            s = sm_err_set(err, SM_E_DATA, __FILE__, __LINE__, "cannot read the page: %s", f.msg);
+            s = SM_ERR(err, SM_E_DATA, "cannot read the page: %s", f.msg);
         }
         if (s == SM_OK) {
             s = read_rows(t, &f, off[1], shape[1], off[2], shape[2], dst, read, err);
