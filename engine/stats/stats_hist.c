@@ -42,12 +42,10 @@ sm_status sm_hist_minmax_range(double min, double max, double *lo, double *hi, s
     /* hi one double above max: max is inside [lo, hi), in the last bin at the latest */
     const double h = nextafter(max, INFINITY);
     if (!isfinite(h) || !isfinite(h - min)) {
-        sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
+        SM_FAIL_AT(err, SM_E_DATA, "histogram.range",
                    "the finite values span [%g, %g], too wide for a histogram range in double "
                    "precision; set histogram.range",
                    min, max);
-        sm_err_where(err, "histogram.range");
-        return err->status;
     }
     *lo = min, *hi = h;
     return SM_OK;
