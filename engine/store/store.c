@@ -84,9 +84,9 @@ sm_status sm_store_check_len(const struct sm_store *s, const char *key, uint64_t
                              struct sm_err *err)
 {
     if (s->max_object_bytes != 0 && n > s->max_object_bytes) {
-        sm_err_set(err, SM_E_LIMIT, __FILE__, __LINE__,
-                   "object of %" PRIu64 " bytes exceeds limits.max_object_bytes (%" PRIu64 ")", n,
-                   s->max_object_bytes);
+        SM_ERR(err, SM_E_LIMIT,
+               "object of %" PRIu64 " bytes exceeds limits.max_object_bytes (%" PRIu64 ")", n,
+               s->max_object_bytes);
         name_object(s, key, err);
         return err->status;
     }
@@ -103,9 +103,8 @@ sm_status sm_store_admit(struct sm_store *s, uint64_t n, const char *key, struct
     if (before + n <= s->max_requests) {
         return SM_OK;
     }
-    sm_err_set(err, SM_E_LIMIT, __FILE__, __LINE__,
-               "request %" PRIu64 " would exceed limits.max_requests (%" PRIu64 ")",
-               before < s->max_requests ? s->max_requests + 1 : before + 1, s->max_requests);
+    SM_ERR(err, SM_E_LIMIT, "request %" PRIu64 " would exceed limits.max_requests (%" PRIu64 ")",
+           before < s->max_requests ? s->max_requests + 1 : before + 1, s->max_requests);
     name_object(s, key, err);
     return err->status;
 }
@@ -127,14 +126,14 @@ static sm_status check_range(const struct sm_store *s, const char *key, struct s
         return SM_OK;
     }
     if (r.kind == SM_RANGE_SPAN) {
-        sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
-                   "read of %" PRIu64 " bytes at offset %" PRIu64 " returned %zu bytes "
-                   "(range past the end of the object)",
-                   r.len, r.offset, got);
+        SM_ERR(err, SM_E_DATA,
+               "read of %" PRIu64 " bytes at offset %" PRIu64 " returned %zu bytes "
+               "(range past the end of the object)",
+               r.len, r.offset, got);
     } else {
-        sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
-                   "object is %zu bytes, shorter than the %" PRIu64 "-byte suffix requested", got,
-                   r.len);
+        SM_ERR(err, SM_E_DATA,
+               "object is %zu bytes, shorter than the %" PRIu64 "-byte suffix requested", got,
+               r.len);
     }
     name_object(s, key, err);
     return err->status;
@@ -297,7 +296,7 @@ sm_status sm_store_exists(struct sm_store *s, const char *key, bool *exists, str
 
 static sm_status read_only(struct sm_store *s, const char *key, struct sm_err *err)
 {
-    sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "store '%s' is read-only", s->ops->scheme);
+    SM_ERR(err, SM_E_USAGE, "store '%s' is read-only", s->ops->scheme);
     name_object(s, key, err);
     return err->status;
 }

@@ -91,8 +91,7 @@ static sm_status read_at(int fd, uint64_t off, size_t n, bool whole, struct sm_b
                 continue;
             }
             if (errno == EISDIR) {
-                return sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
-                                  "is a directory, expected an object");
+                SM_FAIL(err, SM_E_DATA, "is a directory, expected an object");
             }
             return SM_ERRNO(err, errno, NULL, "read");
         }
@@ -136,8 +135,7 @@ static sm_status read_range(struct file_store *fs, int fd, const char *key, stru
             return SM_ERRNO(err, errno, NULL, "stat");
         }
         if (S_ISDIR(st.st_mode)) {
-            return sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
-                              "is a directory, expected an object");
+            SM_FAIL(err, SM_E_DATA, "is a directory, expected an object");
         }
         uint64_t size = (uint64_t)st.st_size;
         if (objsize != NULL) {
@@ -153,7 +151,7 @@ static sm_status read_range(struct file_store *fs, int fd, const char *key, stru
         }
     }
     if (n > SIZE_MAX) {
-        return sm_err_set(err, SM_E_LIMIT, __FILE__, __LINE__, "object too large");
+        SM_FAIL(err, SM_E_LIMIT, "object too large");
     }
     return read_at(fd, off, (size_t)n, false, out, err);
 }
@@ -368,10 +366,10 @@ sm_status sm_store_file_open(const char *root, struct sm_store **out, struct sm_
     if (root_fd(fs) < 0 && errno != ENOENT) {
         int e = errno;
         if (e == ENOTDIR) { /* a file where the store should be: invalid input, not I/O (§4) */
-            sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
-                       "not a Zarr store directory (the path or one of its parents is a file)");
+            SM_ERR(err, SM_E_DATA,
+                   "not a Zarr store directory (the path or one of its parents is a file)");
         } else {
-            sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "cannot open store root: %s", strerror(e));
+            SM_ERR(err, SM_E_IO, "cannot open store root: %s", strerror(e));
         }
         sm_err_cause(err, "errno", e);
         sm_err_where(err, "%s", fs->root);

@@ -182,8 +182,7 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *user)
         break;
     case SM_HTTP_GROW:
         if (grow_to > SIZE_MAX || sm_buf_reserve(out, (size_t)grow_to, x->err) != SM_OK) {
-            sm_err_set(x->err, SM_E_NOMEM, __FILE__, __LINE__,
-                       "cannot hold a response body of %" PRIu64 " bytes", grow_to);
+            SM_ERR(x->err, SM_E_NOMEM, "cannot hold a response body of %" PRIu64 " bytes", grow_to);
             return 0;
         }
         break;
@@ -272,31 +271,29 @@ static enum outcome judge(struct xfer *x, CURLcode cc, long code, bool head, str
         return FAIL;
     }
     if (cc == CURLE_WRITE_ERROR && x->overflow) {
-        sm_err_set(err, SM_E_IO, __FILE__, __LINE__,
-                   "server sent more bytes than announced (%" PRIu64 ")", x->body.expect);
+        SM_ERR(err, SM_E_IO, "server sent more bytes than announced (%" PRIu64 ")", x->body.expect);
         return RETRY;
     }
     if (cc != CURLE_OK && code >= 300 && code < 400 && x->resp.location[0] != '\0') {
         /* a redirect libcurl refused to follow: to another protocol, or too many */
         char shown[SM_URL_REDACT_MAX];
-        sm_err_set(err, SM_E_IO, __FILE__, __LINE__,
-                   "HTTP %ld redirect to '%s' not followed: %s (only http and https redirects "
-                   "are followed, at most 5)",
-                   code, sm_url_redact(x->resp.location, shown, sizeof(shown)),
-                   curl.easy_strerror(cc));
+        SM_ERR(err, SM_E_IO,
+               "HTTP %ld redirect to '%s' not followed: %s (only http and https redirects "
+               "are followed, at most 5)",
+               code, sm_url_redact(x->resp.location, shown, sizeof(shown)), curl.easy_strerror(cc));
         sm_err_cause(err, "curl", (int)cc);
         return FAIL;
     }
     const long limit = x->hs->opts.request_timeout_ms;
     if (cc == CURLE_OPERATION_TIMEDOUT && limit > 0 &&
         (sm_clock_ns() - x->t0_ns) / 1000000u >= (uint64_t)limit) {
-        sm_err_set(err, SM_E_IO, __FILE__, __LINE__,
-                   "no complete response within input.http.request_timeout_ms (%ld ms)", limit);
+        SM_ERR(err, SM_E_IO, "no complete response within input.http.request_timeout_ms (%ld ms)",
+               limit);
         sm_err_cause(err, "curl", (int)cc);
         return RETRY;
     }
     if (cc != CURLE_OK) {
-        sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "%s", curl.easy_strerror(cc));
+        SM_ERR(err, SM_E_IO, "%s", curl.easy_strerror(cc));
         sm_err_cause(err, "curl", (int)cc);
         switch (cc) {
         case CURLE_COULDNT_CONNECT:
@@ -322,7 +319,7 @@ static enum outcome judge(struct xfer *x, CURLcode cc, long code, bool head, str
         return DONE;
     }
     if (code == 429 || code >= 500) {
-        sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "server answered HTTP %ld", code);
+        SM_ERR(err, SM_E_IO, "server answered HTTP %ld", code);
         return RETRY;
     }
     if (code == 416) { /* range not satisfiable: nothing there; the dispatch reports the range */
@@ -331,12 +328,12 @@ static enum outcome judge(struct xfer *x, CURLcode cc, long code, bool head, str
         return DONE;
     }
     if (code != 200 && code != 206) {
-        sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "server answered HTTP %ld", code);
+        SM_ERR(err, SM_E_IO, "server answered HTTP %ld", code);
         return FAIL;
     }
     if (x->resp.have_clen && x->out->len != x->resp.clen) {
-        sm_err_set(err, SM_E_IO, __FILE__, __LINE__,
-                   "truncated body: %zu of %" PRIu64 " bytes announced", x->out->len, x->resp.clen);
+        SM_ERR(err, SM_E_IO, "truncated body: %zu of %" PRIu64 " bytes announced", x->out->len,
+               x->resp.clen);
         return RETRY;
     }
     *found = true;
@@ -350,16 +347,15 @@ static enum outcome judge(struct xfer *x, CURLcode cc, long code, bool head, str
     case SM_HTTP_PARTIAL_OK:
         return DONE;
     case SM_HTTP_PARTIAL_NO_RANGE:
-        sm_err_set(err, SM_E_IO, __FILE__, __LINE__,
-                   "partial response without a matching Content-Range (%zu bytes received)",
-                   x->out->len);
+        SM_ERR(err, SM_E_IO,
+               "partial response without a matching Content-Range (%zu bytes received)",
+               x->out->len);
         return RETRY;
     case SM_HTTP_PARTIAL_MISMATCH:
         break;
     }
-    sm_err_set(err, SM_E_IO, __FILE__, __LINE__,
-               "Content-Range bytes %" PRIu64 "-%" PRIu64 " does not match the request",
-               x->resp.cr_first, x->resp.cr_last);
+    SM_ERR(err, SM_E_IO, "Content-Range bytes %" PRIu64 "-%" PRIu64 " does not match the request",
+           x->resp.cr_first, x->resp.cr_last);
     return RETRY;
 }
 
@@ -511,8 +507,7 @@ static sm_status request(struct http_store *hs, const char *key, struct sm_range
         }
         curl.easy_reset(h);
         if (common_opts(hs, h) != CURLE_OK) {
-            sm_err_set(&last, SM_E_IO, __FILE__, __LINE__,
-                       "this libcurl cannot restrict requests to http and https");
+            SM_ERR(&last, SM_E_IO, "this libcurl cannot restrict requests to http and https");
             st = SM_E_IO;
             o = FAIL;
             break;
@@ -754,9 +749,9 @@ sm_status sm_store_http_open_signed(const char *url, const struct sm_http_opts *
         if (signer != NULL && signer->free != NULL) {
             signer->free(signer->ctx);
         }
-        sm_err_set(err, SM_E_IO, __FILE__, __LINE__,
-                   "HTTP stores need a working libcurl (libcurl.so.4, Debian package libcurl4): %s",
-                   curl_load_error);
+        SM_ERR(err, SM_E_IO,
+               "HTTP stores need a working libcurl (libcurl.so.4, Debian package libcurl4): %s",
+               curl_load_error);
         char shown[SM_URL_REDACT_MAX];
         sm_err_where(
             err, "%s",

@@ -191,8 +191,7 @@ static sm_status mem_commit(struct sm_store *s, const char *key, uint64_t ticket
     pthread_mutex_lock(&ms->mu);
     const size_t i = find_staged(ms, key, ticket);
     if (i == ms->nstaged) {
-        st = sm_err_set(err, SM_E_INTERNAL, __FILE__, __LINE__,
-                        "no staged object %" PRIu64 " for this key", ticket);
+        st = SM_ERR(err, SM_E_INTERNAL, "no staged object %" PRIu64 " for this key", ticket);
     } else {
         drop_staged_locked(ms, i, &data);
         st = publish_locked(ms, key, &data, err);

@@ -108,8 +108,7 @@ static bool s3_refine(void *ctx, long code, bool head, const char *body, size_t 
     char scode[64], msg[160];
     const bool have = sm_s3_parse_error(body, n, scode, sizeof(scode), msg, sizeof(msg));
     if (code == 404 && have && strcmp(scode, "NoSuchBucket") == 0) {
-        sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
-                   "the bucket '%s' does not exist (S3 NoSuchBucket)", g->bucket);
+        SM_ERR(err, SM_E_DATA, "the bucket '%s' does not exist (S3 NoSuchBucket)", g->bucket);
         return true;
     }
     if (code == 404 || code == 410 || code == 429 || code >= 500) {
@@ -125,11 +124,11 @@ static bool s3_refine(void *ctx, long code, bool head, const char *body, size_t 
     }
     const char *detail = have ? msg : head ? "no error body to a HEAD request" : "no S3 error body";
     if (code == 403 || code == 401) {
-        sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "the request was refused: HTTP %ld %s, %s: %s",
-                   code, have ? scode : "", signed_with, detail);
+        SM_ERR(err, SM_E_IO, "the request was refused: HTTP %ld %s, %s: %s", code,
+               have ? scode : "", signed_with, detail);
     } else {
-        sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "S3 answered HTTP %ld %s, %s: %s", code,
-                   have ? scode : "", signed_with, detail);
+        SM_ERR(err, SM_E_IO, "S3 answered HTTP %ld %s, %s: %s", code, have ? scode : "",
+               signed_with, detail);
     }
     return true;
 }
@@ -227,11 +226,9 @@ sm_status sm_s3_map_url(const char *url, const struct sm_s3_opts *o, struct sm_s
     const bool https = strncmp(endpoint, "https://", 8) == 0;
     if ((!https && strncmp(endpoint, "http://", 7) != 0) || strchr(endpoint, '?') != NULL ||
         strchr(endpoint, '#') != NULL || strlen(endpoint) <= (https ? 8u : 7u)) {
-        sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
+        SM_FAIL_AT(err, SM_E_USAGE, "input.s3.endpoint",
                    "the S3 endpoint '%s' is not an http:// or https:// URL",
                    sm_url_redact(endpoint, shown, sizeof(shown)));
-        sm_err_where(err, "input.s3.endpoint");
-        return err->status;
     }
     const char *host = endpoint + (https ? 8 : 7);
     const size_t hlen = strcspn(host, "/");
