@@ -15,16 +15,12 @@ sm_status sm_tiling_init(struct sm_tiling *t, unsigned ndim, const uint64_t *arr
     t->ntiles = 1;
     for (unsigned d = 0; d < ndim; d++) {
         if (offset[d] > array_shape[d] || shape[d] > array_shape[d] - offset[d]) {
-            sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
+            SM_FAIL_AT(err, SM_E_USAGE, "roi",
                        "axis %u [%" PRIu64 ", %" PRIu64 ") leaves the array extent %" PRIu64, d,
                        offset[d], offset[d] + shape[d], array_shape[d]);
-            sm_err_where(err, "roi");
-            return err->status;
         }
         if (tile[d] == 0) {
-            sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "tile side %u is 0", d);
-            sm_err_where(err, "tile");
-            return err->status;
+            SM_FAIL_AT(err, SM_E_USAGE, "tile", "tile side %u is 0", d);
         }
         t->roi_offset[d] = offset[d];
         t->roi_shape[d] = shape[d];

@@ -99,9 +99,8 @@ static uint8_t *alloc_unit(struct sm_chunk_memo *mo, uint8_t **p, struct sm_err 
     if (*p == NULL) {
         *p = sm_malloc((size_t)mo->unit_bytes);
         if (*p == NULL) {
-            sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__,
-                       "cannot allocate a %llu-byte chunk memo slot",
-                       (unsigned long long)mo->unit_bytes);
+            SM_ERR(err, SM_E_NOMEM, "cannot allocate a %llu-byte chunk memo slot",
+                   (unsigned long long)mo->unit_bytes);
         }
     }
     return *p;

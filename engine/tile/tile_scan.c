@@ -142,12 +142,10 @@ static sm_status tile_buffer_bytes(const struct sm_tiling *t, enum sm_dtype dt, 
     const u128 all = mul_sat(one, (u128)nthreads);
     if ((budget != 0 && all > budget) || one > SIZE_MAX) {
         const uint64_t shown = one > UINT64_MAX ? UINT64_MAX : (uint64_t)one;
-        sm_err_set(err, SM_E_LIMIT, __FILE__, __LINE__,
+        SM_FAIL_AT(err, SM_E_LIMIT, "tile",
                    "a tile buffer of %s %s takes %" PRIu64 " bytes and each of %d thread%s "
                    "holds one: more than limits.memory_bytes (%" PRIu64 "); set a smaller tile",
                    dims, sm_dtype_name(dt), shown, nthreads, nthreads > 1 ? "s" : "", budget);
-        sm_err_where(err, "tile");
-        return err->status;
     }
     *bytes = (size_t)one;
     return SM_OK;
