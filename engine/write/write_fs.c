@@ -29,10 +29,10 @@
 
 static sm_status link_fail(struct sm_err *err, const char *what, const char *path)
 {
-    sm_err_set(err, SM_E_IO, __FILE__, __LINE__,
-               "%s '%s': it is a symbolic link, which shardmill never makes: refusing to go "
-               "through it",
-               what, path);
+    SM_ERR(err, SM_E_IO,
+           "%s '%s': it is a symbolic link, which shardmill never makes: refusing to go "
+           "through it",
+           what, path);
     sm_err_cause(err, "errno", ELOOP);
     return err->status;
 }
@@ -238,8 +238,8 @@ static sm_status walk_dir(int fd, const char *rel, bool chunks, enum sm_wfs_walk
     for (size_t i = 0; i < names.n && st == SM_OK; i++) {
         const char *name = names.v[i];
         if (stop != NULL && atomic_load_explicit(stop, memory_order_relaxed) != 0) {
-            st = sm_err_set(err, SM_E_STOPPED, __FILE__, __LINE__, "stopped while walking %s",
-                            rel); /* a walk of a huge tree ends at a stop too */
+            st = SM_ERR(err, SM_E_STOPPED, "stopped while walking %s",
+                        rel); /* a walk of a huge tree ends at a stop too */
             break;
         }
         char path[PATH_CAP];
@@ -378,7 +378,7 @@ static sm_status prune_dir(int fd, const char *rel, const struct sm_writer *lw, 
     for (size_t i = 0; i < names.n && st == SM_OK; i++) {
         const char *name = names.v[i];
         if (stop != NULL && atomic_load_explicit(stop, memory_order_relaxed) != 0) {
-            st = sm_err_set(err, SM_E_STOPPED, __FILE__, __LINE__, "stopped while walking %s", rel);
+            st = SM_ERR(err, SM_E_STOPPED, "stopped while walking %s", rel);
             break;
         }
         char path[PATH_CAP];
@@ -493,10 +493,10 @@ sm_status sm_wfs_refuse_links(int rootfd, struct sm_err *err)
     bool found;
     SM_TRY(sm_wfs_find_link(rootfd, where, sizeof(where), &found, err));
     if (found) {
-        sm_err_set(err, SM_E_IO, __FILE__, __LINE__,
-                   "output.path: '%s' is a symbolic link, which shardmill never makes (planted "
-                   "during the run?): refusing to complete the output",
-                   where);
+        SM_ERR(err, SM_E_IO,
+               "output.path: '%s' is a symbolic link, which shardmill never makes (planted "
+               "during the run?): refusing to complete the output",
+               where);
         sm_err_cause(err, "errno", ELOOP);
         return err->status;
     }

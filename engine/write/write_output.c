@@ -144,10 +144,10 @@ sm_status sm_output_level_dirs(int fd, unsigned from, enum sm_wfs_walk mode, con
             const bool chunks =
                 v2 ? sm_wfs_chunk_name(n, true, true) != SM_WFS_NAME_FOREIGN : strcmp(n, "c") == 0;
             if (mode == SM_WFS_CHECK && !tmp && !doc && !chunks) {
-                st = sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
-                                "not a shardmill output: unexpected entry '%s' (refusing to touch "
-                                "the directory)",
-                                rel);
+                st = SM_ERR(err, SM_E_USAGE,
+                            "not a shardmill output: unexpected entry '%s' (refusing to touch "
+                            "the directory)",
+                            rel);
             } else if (((mode == SM_WFS_REMOVE && (tmp || doc)) ||
                         (mode == SM_WFS_SWEEP_TMP && tmp)) &&
                        sm_fs_unlink_beneath(fd, rel, 0) != 0 && errno != ENOENT) {
@@ -175,10 +175,10 @@ sm_status sm_output_check_tree(int fd, const char *root, struct sm_err *err)
         if (fstatat(fd, names.v[i], &sb, AT_SYMLINK_NOFOLLOW) != 0) {
             st = SM_ERRNO(err, errno, names.v[i], "cannot stat");
         } else if (!root_name_ok(names.v[i], &sb)) {
-            st = sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
-                            "not a shardmill output: unexpected entry '%s' (refusing to touch "
-                            "the directory)",
-                            names.v[i]);
+            st = SM_ERR(err, SM_E_USAGE,
+                        "not a shardmill output: unexpected entry '%s' (refusing to touch "
+                        "the directory)",
+                        names.v[i]);
         }
     }
     sm_strv_free(&names);
@@ -352,7 +352,7 @@ sm_status sm_output_open(const char *path, const struct sm_output_opts *opts,
     }
     struct sm_output *o = st == SM_OK ? sm_calloc(1, sizeof(*o)) : NULL;
     if (st == SM_OK && o == NULL) {
-        st = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__, "cannot allocate an output");
+        st = SM_ERR(err, SM_E_NOMEM, "cannot allocate an output");
     }
     if (st != SM_OK) {
         sm_free(root);
@@ -461,9 +461,9 @@ static sm_status load_prev(struct sm_output *o, struct sm_err *err)
     if (!o->prev_loaded) {
         const uint64_t n = o->w->nshards;
         o->prev = sm_calloc(n == 0 ? 1 : (size_t)n, sizeof(*o->prev));
-        st = o->prev == NULL ? sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__,
-                                          "cannot hold the records of %" PRIu64 " shards", n)
-                             : sm_journal_load(o->rootfd, o->token, n, o->prev, err);
+        st = o->prev == NULL
+                 ? SM_ERR(err, SM_E_NOMEM, "cannot hold the records of %" PRIu64 " shards", n)
+                 : sm_journal_load(o->rootfd, o->token, n, o->prev, err);
         o->prev_loaded = st == SM_OK;
     }
     pthread_mutex_unlock(&o->jmu);
@@ -540,8 +540,7 @@ static sm_status remember_staged(struct sm_output *o, uint64_t shard, uint64_t t
         const size_t cap = o->staged_cap == 0 ? 256 : o->staged_cap * 2;
         struct sm_staged *v = sm_realloc(o->staged, cap * sizeof(*v));
         if (v == NULL) {
-            st = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__, "cannot track %zu staged shards",
-                            cap);
+            st = SM_ERR(err, SM_E_NOMEM, "cannot track %zu staged shards", cap);
         } else {
             o->staged = v;
             o->staged_cap = cap;
@@ -710,9 +709,8 @@ static sm_status finish(struct sm_output *o, struct sm_err *err)
             char key[SM_KEY_MAX];
             st = key_of(o, i, key, err);
             if (st == SM_OK) {
-                st =
-                    sm_err_set(err, SM_E_INTERNAL, __FILE__, __LINE__,
-                               "shard %s has no record (never written): no completion marker", key);
+                st = SM_ERR(err, SM_E_INTERNAL,
+                            "shard %s has no record (never written): no completion marker", key);
             }
         }
         total += o->recs[i].size;

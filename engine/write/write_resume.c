@@ -94,7 +94,7 @@ static sm_status compact_journals(struct sm_output *o, const struct sm_writer *w
     if (st == SM_OK) {
         recs = sm_calloc(w->nshards == 0 ? 1 : (size_t)w->nshards, sizeof(*recs));
         if (recs == NULL) {
-            st = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__, "cannot read the shard records");
+            st = SM_ERR(err, SM_E_NOMEM, "cannot read the shard records");
         }
     }
     if (st == SM_OK && found) {
@@ -271,10 +271,10 @@ static sm_status prepare_resume(struct sm_output *o, const struct sm_writer *w, 
             char what[256];
             zarr_diff(w->spec.pending, sm_buf_bytes(&have), sm_buf_bytes(&w->text), what,
                       sizeof(what));
-            st = sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
-                            "output.exists: %s: the existing %s differs from this "
-                            "job's in %s (another configuration or input); use overwrite",
-                            policy_name(o), sm_writer_doc_name(w), what);
+            st = SM_ERR(err, SM_E_USAGE,
+                        "output.exists: %s: the existing %s differs from this "
+                        "job's in %s (another configuration or input); use overwrite",
+                        policy_name(o), sm_writer_doc_name(w), what);
         } else {
             *keep_zarr = true;
         }
@@ -286,10 +286,10 @@ static sm_status prepare_resume(struct sm_output *o, const struct sm_writer *w, 
             missing[k] = st == SM_OK && !found;
             if (st == SM_OK && found &&
                 (have.len != want->len || memcmp(have.ptr, want->ptr, have.len) != 0)) {
-                st = sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
-                                "output.exists: %s: the existing %s differs from this "
-                                "job's (another configuration or input); use overwrite",
-                                policy_name(o), key);
+                st = SM_ERR(err, SM_E_USAGE,
+                            "output.exists: %s: the existing %s differs from this "
+                            "job's (another configuration or input); use overwrite",
+                            policy_name(o), key);
             }
         }
         if (st == SM_OK) {
@@ -406,8 +406,8 @@ sm_status sm_output_join(struct sm_output *o, const struct sm_writer *w, struct 
     sm_status st = sm_wfs_read(o->rootfd, sm_writer_doc_name(w), &have, &found, err);
     if (st == SM_OK &&
         (!found || !same_zarr(w->spec.pending, sm_buf_bytes(&have), sm_buf_bytes(&w->text)))) {
-        st = sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
-                        "zarr.json is missing or not this job's (the primary did not begin it)");
+        st = SM_ERR(err, SM_E_DATA,
+                    "zarr.json is missing or not this job's (the primary did not begin it)");
     }
     sm_buf_free(&have);
     if (st == SM_OK) {

@@ -470,9 +470,8 @@ sm_status sm_writer_new(const struct sm_output_spec *spec, struct sm_writer **ou
         if (from_text(w, &e) != SM_OK) {
             /* Our own document was rejected: an unsupported combination the spec let through
              * (e.g. a shard too large to prepare), reported as the configuration's problem. */
-            st = sm_err_set(err, e.status == SM_E_NOMEM ? SM_E_NOMEM : SM_E_USAGE, __FILE__,
-                            __LINE__, "the output layout is not writable: %s", e.what);
-            sm_err_where(err, "output");
+            st = SM_ERR_AT(err, e.status == SM_E_NOMEM ? SM_E_NOMEM : SM_E_USAGE, "output",
+                           "the output layout is not writable: %s", e.what);
         }
     }
     if (st != SM_OK) {
@@ -790,8 +789,7 @@ sm_status sm_writer_new_group(const struct sm_output_spec *levels, unsigned nlev
     g->v2 = levels[0].zarr_v2;
     for (unsigned k = 1; st == SM_OK && k < nlevels; k++) {
         if (levels[k].zarr_v2 != g->v2) {
-            st = sm_err_set(err, SM_E_INTERNAL, __FILE__, __LINE__,
-                            "level %u is not of level 0's Zarr version", k);
+            st = SM_ERR(err, SM_E_INTERNAL, "level %u is not of level 0's Zarr version", k);
         }
     }
     if (st == SM_OK) {
@@ -869,7 +867,7 @@ sm_status sm_writer_from_output(int dirfd, struct sm_bytes text, struct sm_write
         bool found;
         st = sm_wfs_read(dirfd, key, &b, &found, err);
         if (st == SM_OK && !found) {
-            st = sm_err_set(err, SM_E_DATA, __FILE__, __LINE__, "%s is missing", key);
+            st = SM_ERR(err, SM_E_DATA, "%s is missing", key);
         }
         if (st == SM_OK) {
             st = from_doc(sm_buf_bytes(&b), v2, &lv[made], err);

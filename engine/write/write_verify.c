@@ -102,9 +102,8 @@ static sm_status list_dir(int fd, const char *rel, struct sm_strv *names,
     struct sm_err le;
     sm_err_clear(&le);
     if (sm_wfs_list(fd, rel, names, &le) != SM_OK) {
-        return le.status == SM_E_NOMEM
-                   ? sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__, "%s", le.what)
-                   : problem(rep, rel, err, "cannot list: %s", le.what);
+        return le.status == SM_E_NOMEM ? SM_ERR(err, SM_E_NOMEM, "%s", le.what)
+                                       : problem(rep, rel, err, "cannot list: %s", le.what);
     }
     return SM_OK;
 }
@@ -242,9 +241,8 @@ static sm_status check_marker(int fd, struct sm_bytes marker, struct sm_verify_r
     sm_err_clear(&pe);
     sm_status st = SM_OK;
     if (sm_writer_from_output(fd, sm_buf_bytes(&zj), &w, &pe) != SM_OK) {
-        st = pe.status == SM_E_NOMEM
-                 ? sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__, "%s", pe.what)
-                 : problem(rep, doc, err, "%s", pe.what);
+        st = pe.status == SM_E_NOMEM ? SM_ERR(err, SM_E_NOMEM, "%s", pe.what)
+                                     : problem(rep, doc, err, "%s", pe.what);
         sm_buf_free(&zj);
         return st;
     }
@@ -253,8 +251,7 @@ static sm_status check_marker(int fd, struct sm_bytes marker, struct sm_verify_r
     char sha[65], why[160];
     struct sm_marker_head head;
     if (recs == NULL) {
-        st = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__, "cannot verify %" PRIu64 " shards",
-                        w->nshards);
+        st = SM_ERR(err, SM_E_NOMEM, "cannot verify %" PRIu64 " shards", w->nshards);
     } else if (!sm_marker_parse(w, marker, recs, &head, why, sizeof(why))) {
         st = problem(rep, SM_MARKER_NAME, err, "%s", why);
     } else {
@@ -314,8 +311,7 @@ static sm_status verify(const char *path, struct sm_verify_report *rep, struct s
         if (fstatat(fd, SM_PRIV_DIR, &sb, 0) == 0 && S_ISDIR(sb.st_mode)) {
             st = problem(rep, SM_MARKER_NAME, err, "missing: the run did not complete");
         } else {
-            st = sm_err_set(err, SM_E_DATA, __FILE__, __LINE__,
-                            "not a shardmill output (no " SM_MARKER_NAME ")");
+            st = SM_ERR(err, SM_E_DATA, "not a shardmill output (no " SM_MARKER_NAME ")");
         }
     } else if (st == SM_OK) {
         st = check_marker(fd, sm_buf_bytes(&marker), rep, err);
