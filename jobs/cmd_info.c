@@ -109,8 +109,7 @@ int sm_cmd_info(int argc, char **argv)
     if (st == SM_OK) {
         char *text = sm_json_dumps(desc, compact ? JSON_COMPACT : JSON_INDENT(2));
         if (text == NULL || puts(text) < 0 || fflush(stdout) != 0) {
-            sm_err_set(&err, SM_E_IO, __FILE__, __LINE__, "cannot write to standard output");
-            sm_err_where(&err, "info");
+            SM_ERR_AT(&err, SM_E_IO, "info", "cannot write to standard output");
             st = err.status;
         }
         sm_json_free_text(text);

@@ -277,12 +277,10 @@ static sm_status plan(const struct sm_job_config *c, const struct plan_opts *o,
     const int nranks = o->ranks;
     const bool writes = c->job == SM_JOB_CONVERT || c->job == SM_JOB_INGEST; /* ingest: convert */
     if (c->job != SM_JOB_SCAN && !writes) {
-        sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
+        SM_FAIL_AT(err, SM_E_USAGE, "job",
                    "plan applies to scan, convert and ingest jobs (this is %s: a benchmark of "
                    "the reads, not planned)",
                    sm_config_job_name(c->job));
-        sm_err_where(err, "job");
-        return err->status;
     }
     struct sm_plan_estimate est;
     memset(&est, 0, sizeof(est));
@@ -329,8 +327,8 @@ static sm_status plan(const struct sm_job_config *c, const struct plan_opts *o,
             (uint64_t)nranks < ph[i].part.ntiles ? (uint64_t)nranks : ph[i].part.ntiles;
         ph[i].shares = sm_calloc((size_t)(room > 0 ? room : 1), sizeof(struct sm_rank_part));
         if (ph[i].shares == NULL) {
-            st = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__,
-                            "cannot allocate the plan of %llu shares", (unsigned long long)room);
+            st = SM_ERR(err, SM_E_NOMEM, "cannot allocate the plan of %llu shares",
+                        (unsigned long long)room);
             break;
         }
         ph[i].plan.shares = ph[i].shares;
@@ -549,8 +547,7 @@ int sm_cmd_plan(int argc, char **argv)
         st = plan(&c, &po, &fit, &err);
     }
     if (st == SM_OK && (fflush(stdout) != 0 || ferror(stdout))) {
-        st = sm_err_set(&err, SM_E_IO, __FILE__, __LINE__, "cannot write the plan");
-        sm_err_where(&err, "standard output");
+        st = SM_ERR_AT(&err, SM_E_IO, "standard output", "cannot write the plan");
     }
     sm_job_s3_destroy(&s3);
     sm_config_destroy(&c);

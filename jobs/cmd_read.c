@@ -78,12 +78,12 @@ static sm_status out_close(struct out_file *o, sm_status st, struct sm_err *err)
     const bool ok = st == SM_OK; /* else the error is the caller's, with its own place */
     if (close(o->fd) != 0 && st == SM_OK) {
         int e = errno;
-        st = sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "close failed: %s", strerror(e));
+        st = SM_ERR(err, SM_E_IO, "close failed: %s", strerror(e));
     }
     o->fd = -1;
     if (st == SM_OK && rename(o->tmp, o->path) != 0) {
         int e = errno;
-        st = sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "rename failed: %s", strerror(e));
+        st = SM_ERR(err, SM_E_IO, "rename failed: %s", strerror(e));
     }
     if (st != SM_OK) {
         unlink(o->tmp);
@@ -166,7 +166,7 @@ static sm_status write_stats(const char *path, const struct sm_array *a, const u
     json_decref(o);
     sm_status st = SM_OK;
     if (text == NULL) {
-        st = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__, "cannot format statistics");
+        st = SM_ERR(err, SM_E_NOMEM, "cannot format statistics");
     } else {
         st = write_output(path, (const uint8_t *)text, strlen(text), err);
         sm_json_free_text(text);
@@ -251,8 +251,7 @@ static sm_status read_region(struct read_req *q, int *usage_rc, struct sm_err *e
         buf = sm_malloc(nbytes == 0 ? 1 : nbytes);
         ns = sm_calloc(q->repeat, sizeof(uint64_t));
         if (buf == NULL || ns == NULL) {
-            st = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__,
-                            "cannot allocate a %zu-byte region", nbytes);
+            st = SM_ERR(err, SM_E_NOMEM, "cannot allocate a %zu-byte region", nbytes);
         }
     }
     /* A single read into a file writes each band of rows as soon as it is decoded, while the

@@ -137,8 +137,8 @@ int sm_cmd_run(int argc, char **argv)
         break;
     case SM_JOB_READ_BENCH:
         if (sm_par_size() > 1) { /* timings of one reader; ranks would contend for the same I/O */
-            sm_err_set(&err, SM_E_USAGE, __FILE__, __LINE__,
-                       "read-bench runs as one process, not under %d MPI ranks", sm_par_size());
+            SM_ERR(&err, SM_E_USAGE, "read-bench runs as one process, not under %d MPI ranks",
+                   sm_par_size());
             sm_err_where(&err, "%s: job", pos[0]);
             st = err.status;
             break;

@@ -18,8 +18,7 @@
 static int flush_stdout(struct sm_err *err)
 {
     if (fflush(stdout) != 0 || ferror(stdout)) {
-        sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "cannot write the output");
-        sm_err_where(err, "standard output");
+        SM_ERR_AT(err, SM_E_IO, "standard output", "cannot write the output");
         return sm_report_error(err);
     }
     return 0;
@@ -114,7 +113,7 @@ int sm_cmd_validate(int argc, char **argv)
     if (markdown) {
         char *md = sm_config_markdown();
         if (md == NULL) {
-            sm_err_set(&err, SM_E_NOMEM, __FILE__, __LINE__, "out of memory");
+            SM_ERR(&err, SM_E_NOMEM, "out of memory");
             return sm_report_error(&err);
         }
         fputs(md, stdout);
@@ -157,7 +156,7 @@ int sm_cmd_validate(int argc, char **argv)
     if (!quiet) {
         char *yaml = sm_config_format_yaml(&cfg);
         if (yaml == NULL) {
-            sm_err_set(&err, SM_E_NOMEM, __FILE__, __LINE__, "out of memory");
+            SM_ERR(&err, SM_E_NOMEM, "out of memory");
             rc = sm_report_error(&err);
         } else {
             fputs(yaml, stdout);

@@ -74,10 +74,12 @@ void sm_cfg_where_set(struct lctx *cx, unsigned i);
 sm_status sm_cfg_fail_at(struct lctx *cx, const struct ynode *n, sm_status st, const char *file,
                          int line, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 
-#define FAIL_AT(cx, node, ...)                                                                     \
-    return sm_cfg_fail_at((cx), (node), SM_E_USAGE, __FILE__, __LINE__, __VA_ARGS__)
-#define FAIL_NOMEM(cx, node)                                                                       \
-    return sm_cfg_fail_at((cx), (node), SM_E_NOMEM, __FILE__, __LINE__, "out of memory")
+/* sm_cfg_fail_at at this file and line, as an expression (the status recorded); FAIL_AT and
+ * FAIL_NOMEM return it. */
+#define SM_CFG_ERR(cx, node, st, ...)                                                              \
+    sm_cfg_fail_at((cx), (node), (st), __FILE__, __LINE__, __VA_ARGS__)
+#define FAIL_AT(cx, node, ...) return SM_CFG_ERR((cx), (node), SM_E_USAGE, __VA_ARGS__)
+#define FAIL_NOMEM(cx, node) return SM_CFG_ERR((cx), (node), SM_E_NOMEM, "out of memory")
 
 /* ==== the steps of a load ==== */
 

@@ -76,9 +76,8 @@ static sm_status load(struct lctx *cx, const char *text, size_t len, unsigned ns
         st = sm_cfg_walk_map(cx, "", root);
     } else if (root != NULL && !sm_cfg_node_is_null(root)) {
         char got[64];
-        st = sm_cfg_fail_at(cx, root, SM_E_USAGE, __FILE__, __LINE__,
-                            "expected a mapping of configuration keys, got %s",
-                            sm_cfg_node_describe(root, got, sizeof(got)));
+        st = SM_CFG_ERR(cx, root, SM_E_USAGE, "expected a mapping of configuration keys, got %s",
+                        sm_cfg_node_describe(root, got, sizeof(got)));
     }
     for (unsigned i = 0; st == SM_OK && i < nsets; i++) {
         st = sm_cfg_apply_set(cx, i);
@@ -104,7 +103,7 @@ sm_status sm_config_load_string(const char *name, const char *text, size_t len,
     cx.orig = sm_calloc(sm_cfg_nkeys, sizeof(*cx.orig));
     sm_status st;
     if (cx.orig == NULL) {
-        st = sm_cfg_fail_at(&cx, NULL, SM_E_NOMEM, __FILE__, __LINE__, "out of memory");
+        st = SM_CFG_ERR(&cx, NULL, SM_E_NOMEM, "out of memory");
     } else {
         st = load(&cx, text, len, nsets);
     }
@@ -121,8 +120,7 @@ static sm_status read_file(const char *path, char **out, size_t *len, struct sm_
     FILE *f = fopen(path, "rb");
     if (f == NULL) {
         int e = errno;
-        sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "cannot open configuration: %s",
-                   strerror(e));
+        SM_ERR(err, SM_E_USAGE, "cannot open configuration: %s", strerror(e));
         sm_err_cause(err, "errno", e);
         sm_err_where(err, "%s", path);
         return err->status;
@@ -131,20 +129,17 @@ static sm_status read_file(const char *path, char **out, size_t *len, struct sm_
     sm_status rc = SM_OK;
     char *buf = NULL;
     if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        rc = sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
-                        "cannot read configuration: not a regular file");
+        rc = SM_ERR(err, SM_E_USAGE, "cannot read configuration: not a regular file");
     } else if ((uint64_t)st.st_size > MAX_FILE_BYTES) {
-        rc = sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
-                        "configuration of %lld bytes is larger than %u", (long long)st.st_size,
-                        MAX_FILE_BYTES);
+        rc = SM_ERR(err, SM_E_USAGE, "configuration of %lld bytes is larger than %u",
+                    (long long)st.st_size, MAX_FILE_BYTES);
     } else if ((buf = sm_malloc((size_t)st.st_size + 1)) == NULL) {
-        rc = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__, "out of memory");
+        rc = SM_ERR(err, SM_E_NOMEM, "out of memory");
     } else {
         size_t n = fread(buf, 1, (size_t)st.st_size, f);
         if (n != (size_t)st.st_size || ferror(f)) {
             int e = errno;
-            rc = sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "cannot read configuration: %s",
-                            strerror(e));
+            rc = SM_ERR(err, SM_E_IO, "cannot read configuration: %s", strerror(e));
         }
         buf[n] = '\0';
         *len = n;

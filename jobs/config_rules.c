@@ -94,7 +94,9 @@ static sm_status fail_key(struct lctx *cx, const char *path, const char *file, i
     return cx->err->status;
 }
 
-#define FAIL_KEY(cx, path, ...) return fail_key((cx), (path), __FILE__, __LINE__, __VA_ARGS__)
+/* fail_key at this file and line, as an expression (the status recorded); FAIL_KEY returns it. */
+#define KEY_ERR(cx, path, ...) fail_key((cx), (path), __FILE__, __LINE__, __VA_ARGS__)
+#define FAIL_KEY(cx, path, ...) return KEY_ERR((cx), (path), __VA_ARGS__)
 
 static bool given(const struct lctx *cx, const char *path)
 {
@@ -677,10 +679,8 @@ static sm_status check_path(struct lctx *cx, const char *key, const char *noun, 
 static sm_status report_fail(const char *key, const char *path, const char *why, const char *dir,
                              struct sm_err *err)
 {
-    sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "cannot write the report '%s': %s%s%s", path,
-               why, dir != NULL ? " " : "", dir != NULL ? dir : "");
-    sm_err_where(err, "%s", key);
-    return err->status;
+    SM_FAIL_AT(err, SM_E_USAGE, key, "cannot write the report '%s': %s%s%s", path, why,
+               dir != NULL ? " " : "", dir != NULL ? dir : "");
 }
 
 sm_status sm_config_check_report(const char *path, const char *key, struct sm_err *err)
@@ -759,24 +759,24 @@ static sm_status check_rules(struct lctx *cx)
     if (c->job == SM_JOB_CONVERT && c->export_.hdf5_path != NULL) {
         const char *why = h5_name_problem(c->export_.hdf5_dataset);
         if (why != NULL) {
-            st = fail_key(cx, "export.hdf5.dataset", __FILE__, __LINE__,
-                          "export.hdf5.dataset: the dataset name %s (got '%.100s')", why,
-                          c->export_.hdf5_dataset);
+            st = KEY_ERR(cx, "export.hdf5.dataset",
+                         "export.hdf5.dataset: the dataset name %s (got '%.100s')", why,
+                         c->export_.hdf5_dataset);
         } else if (strcmp(c->export_.hdf5_dataset, "/histogram") == 0 ||
                    strncmp(c->export_.hdf5_dataset, "/histogram/", 11) == 0) {
-            st = fail_key(cx, "export.hdf5.dataset", __FILE__, __LINE__,
-                          "export.hdf5.dataset: '%s' collides with the dataset '/histogram' the "
-                          "export also writes",
-                          c->export_.hdf5_dataset);
+            st = KEY_ERR(cx, "export.hdf5.dataset",
+                         "export.hdf5.dataset: '%s' collides with the dataset '/histogram' the "
+                         "export also writes",
+                         c->export_.hdf5_dataset);
         }
         if (st == SM_OK) {
             st = check_path(cx, "export.hdf5.path", "export", "file", c->export_.hdf5_path, &ex);
         }
         if (st == SM_OK && (sm_path_is_within(ex, out) || sm_path_is_within(out, ex))) {
-            st = fail_key(cx, "export.hdf5.path", __FILE__, __LINE__,
-                          "export.hdf5.path '%s' %s the output '%s' (output.path; give a path "
-                          "beside it)",
-                          ex, sm_path_is_within(ex, out) ? "lies inside" : "contains", out);
+            st = KEY_ERR(cx, "export.hdf5.path",
+                         "export.hdf5.path '%s' %s the output '%s' (output.path; give a path "
+                         "beside it)",
+                         ex, sm_path_is_within(ex, out) ? "lies inside" : "contains", out);
         }
     }
     sm_free(ex);

@@ -248,8 +248,7 @@ static sm_status build_node(struct ybuild *b, yaml_event_t *ev, unsigned depth, 
     default: {
         int type = (int)ev->type;
         y.event_delete(ev);
-        return sm_err_set(b->cx->err, SM_E_INTERNAL, __FILE__, __LINE__, "unexpected YAML event %d",
-                          type);
+        SM_FAIL(b->cx->err, SM_E_INTERNAL, "unexpected YAML event %d", type);
     }
     }
     if (anchor != NULL || tag != NULL) {
@@ -279,13 +278,12 @@ static sm_status build_node(struct ybuild *b, yaml_event_t *ev, unsigned depth, 
         n->plain = ev->data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
         n->text = sm_malloc(len + 1);
         if (n->text == NULL) {
-            st = sm_cfg_fail_at(b->cx, &at, SM_E_NOMEM, __FILE__, __LINE__, "out of memory");
+            st = SM_CFG_ERR(b->cx, &at, SM_E_NOMEM, "out of memory");
         } else {
             memcpy(n->text, ev->data.scalar.value, len);
             n->text[len] = '\0';
             if (strlen(n->text) != len) {
-                st = sm_cfg_fail_at(b->cx, &at, SM_E_USAGE, __FILE__, __LINE__,
-                                    "a NUL character in a YAML scalar");
+                st = SM_CFG_ERR(b->cx, &at, SM_E_USAGE, "a NUL character in a YAML scalar");
             }
         }
         y.event_delete(ev);
@@ -310,10 +308,10 @@ sm_status sm_cfg_yaml_parse(struct lctx *cx, const char *text, size_t len, struc
     *root = NULL;
     pthread_once(&y_once, y_load);
     if (y.parser_initialize == NULL) {
-        return sm_cfg_fail_at(cx, NULL, SM_E_IO, __FILE__, __LINE__,
-                              "reading a YAML configuration needs libyaml (%s, Debian package "
-                              "libyaml-0-2): %s",
-                              YAML_LIB, y_error);
+        return SM_CFG_ERR(cx, NULL, SM_E_IO,
+                          "reading a YAML configuration needs libyaml (%s, Debian package "
+                          "libyaml-0-2): %s",
+                          YAML_LIB, y_error);
     }
     if (!y.parser_initialize(&b.parser)) {
         FAIL_NOMEM(cx, NULL);
@@ -343,8 +341,8 @@ sm_status sm_cfg_yaml_parse(struct lctx *cx, const char *text, size_t len, struc
                                .line = (int)ev.start_mark.line + 1,
                                .col = (int)ev.start_mark.column + 1};
             y.event_delete(&ev);
-            st = sm_cfg_fail_at(cx, &at, SM_E_USAGE, __FILE__, __LINE__,
-                                "a second YAML document: a configuration is one document");
+            st = SM_CFG_ERR(cx, &at, SM_E_USAGE,
+                            "a second YAML document: a configuration is one document");
         }
     }
     if (st == SM_OK) {

@@ -89,9 +89,8 @@ sm_status sm_job_convert(const struct sm_job_config *c, const char *report_path,
     /* output.dtype: float32 unless normalize none (the engine checks it against the input) */
     p.output.dtype_set = c->output.dtype != NULL;
     if (p.output.dtype_set && !sm_dtype_from_name(c->output.dtype, &p.output.dtype)) {
-        sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "unknown data type '%s'", c->output.dtype);
-        sm_err_where(err, "output.dtype");
-        return err->status; /* the same on every rank: the same config */
+        SM_FAIL_AT(err, SM_E_USAGE, "output.dtype", "unknown data type '%s'",
+                   c->output.dtype); /* the same on every rank: the same config */
     }
     sm_job_run_norm(c, &p.normalize);
     char hex[65];

@@ -155,8 +155,7 @@ static sm_status run_case(const struct sm_job_config *c, struct sm_store *store,
     uint64_t *ns = sm_calloc(reps, sizeof(uint64_t));
     sm_status st = SM_OK;
     if (buf == NULL || ns == NULL) {
-        st = sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__,
-                        "cannot allocate a region of %" PRIu64 " bytes", k->bytes);
+        st = SM_ERR(err, SM_E_NOMEM, "cannot allocate a region of %" PRIu64 " bytes", k->bytes);
     }
     if (st == SM_OK) {
         st = sm_scratch_new(&scratch, err);
@@ -181,10 +180,10 @@ static sm_status run_case(const struct sm_job_config *c, struct sm_store *store,
         if (r == 0) {
             ref = cs;
         } else if (cs.sum != ref.sum || cs.weighted != ref.weighted) {
-            st = sm_err_set(err, SM_E_INTERNAL, __FILE__, __LINE__,
-                            "read %" PRIu64 " of the region returned other values than read 1 "
-                            "(checksum %" PRId64 ", not %" PRId64 ")",
-                            r + 1, (int64_t)cs.sum, (int64_t)ref.sum);
+            st = SM_ERR(err, SM_E_INTERNAL,
+                        "read %" PRIu64 " of the region returned other values than read 1 "
+                        "(checksum %" PRId64 ", not %" PRId64 ")",
+                        r + 1, (int64_t)cs.sum, (int64_t)ref.sum);
         }
         ++*reads_done;
         sm_progress_update(pg, *reads_done, *reads_done * k->bytes);
@@ -337,9 +336,8 @@ sm_status sm_job_read_bench(const struct sm_job_config *c, const char *report_pa
     if (st == SM_OK) {
         json_t *rep = make_report(c, sm_array_meta(a), cases, ncases, case_list, &tot,
                                   sm_clock_ns() - t_start);
-        st = rep != NULL
-                 ? sm_report_emit(report_path != NULL ? report_path : c->report, rep, err)
-                 : sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__, "cannot build the report");
+        st = rep != NULL ? sm_report_emit(report_path != NULL ? report_path : c->report, rep, err)
+                         : SM_ERR(err, SM_E_NOMEM, "cannot build the report");
         json_decref(rep);
     }
     json_decref(case_list);

@@ -112,7 +112,7 @@ static const char *keep(struct sm_job_s3 *s, const char *v, struct sm_err *err)
     char *d = sm_strdup(v);
     if (d == NULL || s->nowned == sizeof(s->owned) / sizeof(s->owned[0])) {
         sm_free(d);
-        sm_err_set(err, SM_E_NOMEM, __FILE__, __LINE__, "cannot hold the S3 settings");
+        SM_ERR(err, SM_E_NOMEM, "cannot hold the S3 settings");
         return NULL;
     }
     s->owned[s->nowned++] = d;

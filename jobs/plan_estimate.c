@@ -78,8 +78,7 @@ sm_status sm_plan_rates_load(const char *path, struct sm_plan_rates *r, char *fr
     }
     sm_status st = SM_OK;
     if (!ok) {
-        st = sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "cannot read the rates file");
-        sm_err_where(err, "%s", p);
+        st = SM_ERR_AT(err, SM_E_USAGE, p, "cannot read the rates file");
     } else {
         st = sm_plan_rates_parse(text, n, p, r, err);
     }
@@ -94,9 +93,7 @@ static sm_status out_dtype(const struct sm_job_config *c, enum sm_dtype in, enum
 {
     *out = in;
     if (c->output.dtype != NULL && !sm_dtype_from_name(c->output.dtype, out)) {
-        sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "unknown data type '%s'", c->output.dtype);
-        sm_err_where(err, "output.dtype");
-        return err->status;
+        SM_FAIL_AT(err, SM_E_USAGE, "output.dtype", "unknown data type '%s'", c->output.dtype);
     }
     return SM_OK;
 }

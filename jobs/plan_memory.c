@@ -112,14 +112,12 @@ sm_status sm_plan_memory_refuse(const struct sm_plan_fit *f, struct sm_err *err)
     for (int i = 0; i < 9; i++) {
         mib(all[i], v[i], sizeof(v[i]));
     }
-    sm_err_set(err, SM_E_LIMIT, __FILE__, __LINE__,
+    SM_FAIL_AT(err, SM_E_LIMIT, "limits.memory_bytes",
                "a rank's peak RSS would reach %s (baseline %s, caches %s, input %s, scan %s, "
                "write %s, pyramid %s, export %s) with 1 thread%s, over the ceiling of %s; raise "
                "it or run more ranks (nothing was written)",
                v[0], v[2], v[3], v[4], v[5], v[6], v[7], v[8],
                f->kept_asked ? " and the input re-read" : "", v[1]);
-    sm_err_where(err, "limits.memory_bytes");
-    return err->status;
 }
 
 json_t *sm_plan_fit_json(const struct sm_plan_fit *f)

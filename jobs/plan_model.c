@@ -53,10 +53,8 @@ static sm_status kind_number(json_t *o, const char *kind, const char *name, cons
         return SM_OK;
     }
     if (!json_is_number(v) || json_number_value(v) < 0) {
-        sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "rates member '%s.%s.%s' is %s", kind, name,
-                   key, "not a number >= 0");
-        sm_err_where(err, "%s", where);
-        return err->status;
+        SM_FAIL_AT(err, SM_E_USAGE, where, "rates member '%s.%s.%s' is %s", kind, name, key,
+                   "not a number >= 0");
     }
     *out = json_number_value(v);
     return SM_OK;
@@ -156,9 +154,9 @@ sm_status sm_plan_rates_parse(const char *text, size_t len, const char *where,
                 {"start_mpi_s", false, &r->start_mpi_s},
                 {"start_mpi_s_per_rank", false, &r->start_mpi_s_per_rank},
                 {"allreduce_s", false, &r->allreduce_s}};
-    sm_status st = json_is_object(rt) ? SM_OK
-                                      : sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__,
-                                                   "rates document has no 'rates' object");
+    sm_status st = json_is_object(rt)
+                       ? SM_OK
+                       : SM_ERR(err, SM_E_USAGE, "rates document has no 'rates' object");
     if (st != SM_OK) {
         sm_err_where(err, "%s", where);
     }

@@ -44,14 +44,12 @@ sm_status sm_report_write(const char *path, json_t *report, struct sm_err *err)
     FILE *f = fopen(tmp, "w");
     sm_status st = SM_OK;
     if (f == NULL) {
-        st = sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "cannot create the report: %s",
-                        strerror(errno));
+        st = SM_ERR(err, SM_E_IO, "cannot create the report: %s", strerror(errno));
     } else {
         int ok = fputs(text, f) >= 0 && fputc('\n', f) != EOF;
         ok = (fclose(f) == 0) && ok;
         if (!ok || rename(tmp, path) != 0) {
-            st = sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "cannot write the report: %s",
-                            strerror(errno));
+            st = SM_ERR(err, SM_E_IO, "cannot write the report: %s", strerror(errno));
             unlink(tmp);
         }
     }
