@@ -64,8 +64,7 @@ static sm_status fill_fn(void *user, int thread, uint64_t shard, const uint64_t 
     (void)thread;
     const struct pattern *p = user;
     if (shard == p->fail_shard) {
-        return sm_err_set(err, SM_E_DATA, __FILE__, __LINE__, "injected failure at shard %llu",
-                          (unsigned long long)shard);
+        SM_FAIL(err, SM_E_DATA, "injected failure at shard %llu", (unsigned long long)shard);
     }
     const size_t elem = sm_dtype_size(p->dt);
     uint64_t c[SM_MAX_DIMS] = {0};

@@ -61,7 +61,7 @@ static void collectives(MPI_Comm expect_like)
     /* an agreement: the last rank fails, every rank gets its error */
     sm_status local = SM_OK;
     if (r == n - 1) {
-        local = sm_err_set(&err, SM_E_DATA, __FILE__, __LINE__, "bad chunk on rank %d", r);
+        local = SM_ERR(&err, SM_E_DATA, "bad chunk on rank %d", r);
     }
     CHECK(sm_par_agree(local, &err) == SM_E_DATA);
     char want[64];

@@ -829,10 +829,10 @@ static sm_status band_copy_band(void *ctx, const void *bytes, size_t off, size_t
     const unsigned k = ++b->bands;
     pthread_mutex_unlock(&b->mu);
     if (k == b->fail_at) {
-        return sm_err_set(err, SM_E_IO, __FILE__, __LINE__, "band %u refused", k);
+        SM_FAIL(err, SM_E_IO, "band %u refused", k);
     }
     if (off > b->n || len > b->n - off) {
-        return sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "band out of the region");
+        SM_FAIL(err, SM_E_USAGE, "band out of the region");
     }
     memcpy(b->copy + off, (const uint8_t *)bytes + off, len); /* disjoint bands: no lock */
     for (size_t i = off; i < off + len; i++) {

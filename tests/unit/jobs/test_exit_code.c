@@ -40,7 +40,7 @@ static void test_a_stop_exits_128_plus_its_signal(void **state)
     err.cause = 0; /* a stop whose signal got lost: still a signal's status, never 0 or 1 */
     assert_int_equal(sm_exit_code_of(&err), 143);
     sm_err_clear(&err);
-    sm_err_set(&err, SM_E_DATA, __FILE__, __LINE__, "bad");
+    SM_ERR(&err, SM_E_DATA, "bad");
     err.cause = 15; /* a cause of another failure is not a signal */
     assert_int_equal(sm_exit_code_of(&err), 3);
 }

@@ -66,8 +66,7 @@ static void test_agree_with_one_rank_is_the_local_status(void **state)
     struct sm_err err;
     sm_err_clear(&err);
     assert_int_equal(sm_par_agree(SM_OK, &err), SM_OK);
-    sm_err_set(&err, SM_E_DATA, __FILE__, __LINE__, "bad chunk");
-    sm_err_where(&err, "in.zarr/2.2.3");
+    SM_ERR_AT(&err, SM_E_DATA, "in.zarr/2.2.3", "bad chunk");
     assert_int_equal(sm_par_agree(err.status, &err), SM_E_DATA);
     assert_string_equal(err.what, "bad chunk");
     assert_string_equal(err.where, "in.zarr/2.2.3");
@@ -80,7 +79,7 @@ static void test_agree_within_with_one_rank_is_the_local_status(void **state)
     struct sm_err err;
     sm_err_clear(&err);
     assert_int_equal(sm_par_agree_within(SM_OK, 1, &err), SM_OK);
-    sm_err_set(&err, SM_E_IO, __FILE__, __LINE__, "H5Fflush failed");
+    SM_ERR(&err, SM_E_IO, "H5Fflush failed");
     assert_int_equal(sm_par_agree_within(err.status, 1, &err), SM_E_IO);
     assert_string_equal(err.what, "H5Fflush failed"); /* nothing appended: no timeout */
     assert_false(sm_par_stuck());

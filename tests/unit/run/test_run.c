@@ -394,9 +394,7 @@ static void test_convert_exists_auto(void **state)
 static sm_status refuse(void *user, struct sm_err *err)
 {
     ++*(int *)user;
-    sm_err_set(err, SM_E_USAGE, __FILE__, __LINE__, "refused");
-    sm_err_where(err, "--report");
-    return err->status;
+    SM_FAIL_AT(err, SM_E_USAGE, "--report", "refused");
 }
 
 static void test_result_holds_io_and_memory(void **state)

@@ -51,9 +51,7 @@ static sm_status src_plan(void *user, const uint64_t *off, const uint64_t *shape
     memcpy(s->plan_off, off, sizeof(s->plan_off));
     memcpy(s->plan_shape, shape, sizeof(s->plan_shape));
     if (s->plan_status != SM_OK) {
-        sm_err_set(err, s->plan_status, __FILE__, __LINE__, "the plan refuses");
-        sm_err_where(err, "limits.memory_bytes");
-        return err->status;
+        SM_FAIL_AT(err, s->plan_status, "limits.memory_bytes", "the plan refuses");
     }
     return SM_OK;
 }
@@ -73,9 +71,7 @@ static sm_status src_read_box(void *user, int thread, const uint64_t *off, const
     }
     const int fz = atomic_load(&s->fail_at_z);
     if (fz >= 0 && off[0] <= (uint64_t)fz && (uint64_t)fz < off[0] + shape[0]) {
-        sm_err_set(err, SM_E_DATA, __FILE__, __LINE__, "bad slice %d", fz);
-        sm_err_where(err, "volume.raw");
-        return err->status;
+        SM_FAIL_AT(err, SM_E_DATA, "volume.raw", "bad slice %d", fz);
     }
     size_t i = 0;
     for (uint64_t z = off[0]; z < off[0] + shape[0]; z++) {

@@ -65,8 +65,7 @@ static inline sm_status wt_fill(void *user, int thread, uint64_t shard, const ui
     (void)thread;
     const struct wt_pattern *p = (const struct wt_pattern *)user;
     if (shard == p->fail_shard) {
-        return sm_err_set(err, SM_E_DATA, __FILE__, __LINE__, "injected failure at shard %llu",
-                          (unsigned long long)shard);
+        SM_FAIL(err, SM_E_DATA, "injected failure at shard %llu", (unsigned long long)shard);
     }
     const size_t elem = sm_dtype_size(p->dt);
     uint64_t c[SM_MAX_DIMS] = {0};
