@@ -18,6 +18,9 @@ def _load_checksrc():
     return mod
 
 
+# scripts/checksrc as a module: its rules for the tests that enforce one of them (unit.arch.err_at).
+CHECKSRC = _load_checksrc()
+
 # strip_c(text) -> (code, code_with_strings): comments blanked in both, literal contents also in
 # `code`; every offset and newline kept.
-strip_c = _load_checksrc().strip_c
+strip_c = CHECKSRC.strip_c
