@@ -131,7 +131,7 @@ static void print_text(const struct sm_job_config *c, const struct sm_run_setup 
     printf("+");
     print_dims(su->shape, nd);
     printf(", partition %s, %d rank%s\n",
-           c->parallel.partition == SM_PARTITION_BLOCK ? "block" : "balanced", n, n > 1 ? "s" : "");
+           c->parallel.partition == SM_PART_BLOCK ? "block" : "balanced", n, n > 1 ? "s" : "");
     bool all = true;
     for (unsigned i = 0; i < nph; i++) {
         printf("  %s: %llu %s of ", ph[i].name, (unsigned long long)ph[i].grid.ntiles,
@@ -251,7 +251,7 @@ static sm_status emit(const struct sm_job_config *c, const struct plan_opts *o,
         json_t *j = json_pack(
             "{s:s,s:s,s:i,s:s,s:{s:o,s:o}}", "job", sm_config_job_name(c->job), "input",
             sm_url_redact(c->input.store, shown, sizeof(shown)), "ranks", nranks, "partition",
-            c->parallel.partition == SM_PARTITION_BLOCK ? "block" : "balanced", "roi", "offset",
+            c->parallel.partition == SM_PART_BLOCK ? "block" : "balanced", "roi", "offset",
             sm_json_u64_array(su->off, nd), "shape", sm_json_u64_array(su->shape, nd));
         for (unsigned i = 0; i < nph; i++) {
             json_object_set_new(j, i == 0 ? "tiles" : "shards", phase_json(&ph[i], nranks));

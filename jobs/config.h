@@ -12,8 +12,9 @@
 
 #include <shardmill/export.h>   /* enum sm_export_exists (export.hdf5.exists) */
 #include <shardmill/pipeline.h> /* enum sm_run_ome_downsample, sm_run_ome_version */
+#include <shardmill/tile.h>     /* enum sm_part_kind (parallel.partition) */
 #include <shardmill/stats.h>    /* enum sm_norm_mode */
-#include <shardmill/write.h>    /* enum sm_output_exists (output.exists) */
+#include <shardmill/write.h>    /* enum sm_output_exists, sm_output_sync (output.sync) */
 #include <shardmill/status.h>
 #include <shardmill/store.h>
 
@@ -35,10 +36,9 @@ struct sm_cfg_dims {
 };
 
 enum sm_job_kind { SM_JOB_SCAN, SM_JOB_CONVERT, SM_JOB_INGEST, SM_JOB_READ_BENCH };
-/* output.exists, output.ome.downsample, output.ome.version and export.hdf5.exists are the
- * engine's own enums (their YAML choices in enum order; test_config_schema.c checks it). */
-enum sm_partition_kind { SM_PARTITION_BALANCED, SM_PARTITION_BLOCK };
-enum sm_sync_kind { SM_CFG_SYNC_SYNCFS, SM_CFG_SYNC_FSYNC };
+/* output.exists, output.sync, output.ome.downsample, output.ome.version, export.hdf5.exists and
+ * parallel.partition are the engine's own enums (their YAML choices in enum order;
+ * test_config_schema.c checks every value). */
 
 struct sm_job_config {
     enum sm_job_kind job; /* job: scan | convert | ingest | read-bench (required) */
@@ -106,7 +106,8 @@ struct sm_job_config {
         char *dtype;                  /* output.dtype (float32; ingest: the input's type) */
         enum sm_output_exists exists; /* output.exists (error) */
         bool fsync;                   /* output.fsync (true) */
-        enum sm_sync_kind sync;       /* output.sync: syncfs | fsync (syncfs) */
+        enum sm_output_sync sync;     /* output.sync: fsync | syncfs (syncfs); never NONE:
+                                         output.fsync false is the engine's NONE */
         uint64_t ome_levels;          /* output.ome.levels (0 = auto) */
         char *ome_method;             /* output.ome.method (NULL: no OME-Zarr image) */
         enum sm_run_ome_downsample
@@ -124,8 +125,8 @@ struct sm_job_config {
     } export_;
 
     struct {
-        uint64_t threads; /* parallel.threads (0 = auto: OMP_NUM_THREADS or the cores) */
-        enum sm_partition_kind partition; /* parallel.partition (balanced) */
+        uint64_t threads;            /* parallel.threads (0 = auto: OMP_NUM_THREADS or the cores) */
+        enum sm_part_kind partition; /* parallel.partition (balanced) */
     } parallel;
 
     struct {

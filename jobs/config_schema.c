@@ -526,7 +526,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
     {.path = "output.sync",
      .applies = CONVERT_INGEST,
      .type = SM_CFG_ENUM,
-     .choices = "syncfs|fsync",
+     .choices = "fsync|syncfs", /* enum sm_output_sync's order */
      .def = "syncfs",
      .help = "how output.fsync makes shards durable: syncfs = shards staged under temporary "
              "names, one syncfs, all renamed, a second syncfs; fsync = each shard fsynced before "
@@ -667,7 +667,7 @@ const struct sm_cfg_key sm_cfg_keys[] = {
     {.path = "parallel.partition",
      .applies = TILE_JOBS,
      .type = SM_CFG_ENUM,
-     .choices = "balanced|block",
+     .choices = "block|balanced", /* enum sm_part_kind's order */
      .def = "balanced",
      .help = "how the tiles and the shard grid are split across ranks, each rank getting one "
              "contiguous run: balanced = equal costs (the decoded input bytes each box touches), "

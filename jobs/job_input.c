@@ -46,7 +46,7 @@ void sm_job_run_common(const struct sm_job_config *c, struct sm_run_common *rc)
     rc->hist_lo = c->histogram.lo;
     rc->hist_hi = c->histogram.hi;
     rc->threads = (int)c->parallel.threads;
-    rc->partition = c->parallel.partition == SM_PARTITION_BLOCK ? SM_PART_BLOCK : SM_PART_BALANCED;
+    rc->partition = c->parallel.partition; /* the engine's enum (config.h) */
     rc->memory_bytes = c->limits.memory_bytes;
 }
 
@@ -92,9 +92,7 @@ void sm_job_run_output(const struct sm_job_config *c, struct sm_run_output *o)
 size_t sm_job_plan(const struct sm_job_config *c, const struct sm_array_meta *m,
                    const struct sm_tiling *t, int nranks, struct sm_rank_part *out)
 {
-    return sm_run_plan_shares(c->parallel.partition == SM_PARTITION_BLOCK ? SM_PART_BLOCK
-                                                                          : SM_PART_BALANCED,
-                              m, t, nranks, out);
+    return sm_run_plan_shares(c->parallel.partition, m, t, nranks, out);
 }
 
 void sm_job_run_export(const struct sm_job_config *c, struct sm_run_export *x)
@@ -169,9 +167,7 @@ struct sm_output_opts sm_job_output_opts(const struct sm_job_config *c)
 {
     struct sm_output_opts o = SM_OUTPUT_OPTS_DEFAULTS;
     o.exists = c->output.exists; /* the engine's enum (config.h) */
-    o.sync = !c->output.fsync                      ? SM_OUTPUT_SYNC_NONE
-             : c->output.sync == SM_CFG_SYNC_FSYNC ? SM_OUTPUT_SYNC_FSYNC
-                                                   : SM_OUTPUT_SYNC_SYNCFS;
+    o.sync = c->output.fsync ? c->output.sync : SM_OUTPUT_SYNC_NONE; /* the engine's enum */
     return o;
 }
 

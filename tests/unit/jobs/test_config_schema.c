@@ -430,7 +430,8 @@ static void test_defaults_equal_the_documented_values(void **state)
     assert_false(d.export_.hdf5_chunk.set);
     assert_int_equal(d.export_.hdf5_exists, SM_EXPORT_EXISTS_ERROR);
     assert_int_equal(d.parallel.threads, 0);
-    assert_int_equal(d.parallel.partition, SM_PARTITION_BALANCED);
+    assert_int_equal(d.parallel.partition, SM_PART_BALANCED);
+    assert_int_equal(d.output.sync, SM_OUTPUT_SYNC_SYNCFS);
     assert_int_equal(d.limits.memory_bytes, 2ull << 30);
     assert_int_equal(d.limits.max_object_bytes, 512u << 20);
     assert_int_equal(d.limits.max_chunk_bytes, 1u << 30);
@@ -499,9 +500,11 @@ static void test_enum_names_follow_the_c_enums(void **state)
         {"output.exists=auto", offsetof(struct sm_job_config, output.exists),
          SM_OUTPUT_EXISTS_AUTO},
         {"parallel.partition=balanced", offsetof(struct sm_job_config, parallel.partition),
-         SM_PARTITION_BALANCED},
+         SM_PART_BALANCED},
         {"parallel.partition=block", offsetof(struct sm_job_config, parallel.partition),
-         SM_PARTITION_BLOCK},
+         SM_PART_BLOCK},
+        {"output.sync=syncfs", offsetof(struct sm_job_config, output.sync), SM_OUTPUT_SYNC_SYNCFS},
+        {"output.sync=fsync", offsetof(struct sm_job_config, output.sync), SM_OUTPUT_SYNC_FSYNC},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         struct sm_job_config c;
@@ -622,6 +625,44 @@ static const char *nth_choice(const char *choices, unsigned n, char *buf, size_t
     return buf;
 }
 
+/* The engine's enums that config.h fields are (issue 36): each value with its YAML name. */
+struct engine_enum {
+    const char *path;
+    unsigned nchoices; /* the values that are YAML choices: 0 .. nchoices-1 */
+    struct {
+        int value;
+        const char *name; /* "" for a value that is no choice */
+    } values[6];
+};
+static const struct engine_enum engine_enums[] = {
+    {"output.exists",
+     4,
+     {{SM_OUTPUT_EXISTS_ERROR, "error"},
+      {SM_OUTPUT_EXISTS_OVERWRITE, "overwrite"},
+      {SM_OUTPUT_EXISTS_RESUME, "resume"},
+      {SM_OUTPUT_EXISTS_AUTO, "auto"},
+      {0, NULL}}},
+    {"output.sync",
+     2,
+     {{SM_OUTPUT_SYNC_FSYNC, "fsync"},
+      {SM_OUTPUT_SYNC_SYNCFS, "syncfs"},
+      {SM_OUTPUT_SYNC_NONE, ""},
+      {0, NULL}}},
+    {"output.ome.downsample",
+     3,
+     {{SM_RUN_OME_DOWN_AUTO, "auto"},
+      {SM_RUN_OME_DOWN_ALL, "all"},
+      {SM_RUN_OME_DOWN_YX, "yx"},
+      {0, NULL}}},
+    {"output.ome.version", 2, {{SM_RUN_OME_V05, "0.5"}, {SM_RUN_OME_V04, "0.4"}, {0, NULL}}},
+    {"export.hdf5.exists",
+     2,
+     {{SM_EXPORT_EXISTS_ERROR, "error"}, {SM_EXPORT_EXISTS_OVERWRITE, "overwrite"}, {0, NULL}}},
+    {"parallel.partition",
+     2,
+     {{SM_PART_BLOCK, "block"}, {SM_PART_BALANCED, "balanced"}, {0, NULL}}},
+};
+
 /* issue 36: an enum's YAML choices are its registry, value for value, and the keys of rows that
  * read a registry agree with it (a mode's keys are rows; the level row spans every writer). */
 static void test_choices_match_the_registries(void **state)
@@ -665,22 +706,26 @@ static void test_choices_match_the_registries(void **state)
         }
     }
     assert_string_equal(nth_choice(sm_cfg_choices(codec), n, buf, sizeof(buf)), "none");
-    /* the engine enums config.h uses directly: their YAML choices are in enum order */
-    assert_string_equal(nth_choice(sm_cfg_choices(sm_cfg_find("output.exists")),
-                                   SM_OUTPUT_EXISTS_AUTO, buf, sizeof(buf)),
-                        "auto");
-    assert_string_equal(nth_choice(sm_cfg_choices(sm_cfg_find("output.exists")),
-                                   SM_OUTPUT_EXISTS_RESUME, buf, sizeof(buf)),
-                        "resume");
-    assert_string_equal(nth_choice(sm_cfg_choices(sm_cfg_find("output.ome.downsample")),
-                                   SM_RUN_OME_DOWN_YX, buf, sizeof(buf)),
-                        "yx");
-    assert_string_equal(nth_choice(sm_cfg_choices(sm_cfg_find("output.ome.version")),
-                                   SM_RUN_OME_V04, buf, sizeof(buf)),
-                        "0.4");
-    assert_string_equal(nth_choice(sm_cfg_choices(sm_cfg_find("export.hdf5.exists")),
-                                   SM_EXPORT_EXISTS_OVERWRITE, buf, sizeof(buf)),
-                        "overwrite");
+    /* the engine enums config.h uses directly: their YAML choices are in enum order, every
+     * value of the enum a choice and no choice past its last value (output.sync's NONE is
+     * output.fsync false, not a choice) */
+    for (size_t i = 0; i < sizeof(engine_enums) / sizeof(engine_enums[0]); i++) {
+        const struct engine_enum *e = &engine_enums[i];
+        const struct sm_cfg_key *k = sm_cfg_find(e->path);
+        assert_non_null(k);
+        assert_int_equal(k->type, SM_CFG_ENUM);
+        unsigned count = 0;
+        for (; e->values[count].name != NULL; count++) {
+            if (strcmp(nth_choice(sm_cfg_choices(k), (unsigned)e->values[count].value, buf,
+                                  sizeof(buf)),
+                       e->values[count].name) != 0) {
+                fail_msg("%s: choice %d is '%s', the enum's value is %s", e->path,
+                         e->values[count].value, buf, e->values[count].name);
+            }
+        }
+        assert_string_equal(nth_choice(sm_cfg_choices(k), e->nchoices, buf, sizeof(buf)), "");
+        assert_true(e->nchoices <= count);
+    }
     assert_int_equal(level->min, lo);
     assert_int_equal((int64_t)level->max, hi);
 }

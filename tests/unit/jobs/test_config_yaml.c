@@ -234,7 +234,7 @@ static void test_enum_values(void **state)
     assert_int_equal(c.job, SM_JOB_CONVERT);
     assert_int_equal(c.output.exists, SM_OUTPUT_EXISTS_RESUME);
     assert_string_equal(c.output.codec, "none");
-    assert_int_equal(c.parallel.partition, SM_PARTITION_BLOCK);
+    assert_int_equal(c.parallel.partition, SM_PART_BLOCK);
     sm_config_destroy(&c);
     expect_error("job: read_bench\n", "f.yaml:1:6",
                  "job: expected one of scan, convert, ingest, read-bench, got 'read_bench' "
@@ -247,7 +247,7 @@ static void test_enum_values(void **state)
     expect_error(SCAN "output: {exists: replace}\n", "f.yaml:3:18",
                  "output.exists: expected one of error, overwrite, resume, auto, got 'replace'");
     expect_error(SCAN "parallel: {partition: cyclic}\n", "f.yaml:3:23",
-                 "expected one of balanced, block, got 'cyclic'");
+                 "expected one of block, balanced, got 'cyclic'");
     expect_error(SCAN "output: {codec: {name: lz5}}\n", "f.yaml:3:24",
                  "output.codec.name: expected one of zstd, gzip, blosc, lz4, none, got 'lz5'");
     expect_error(SCAN "output: {codec: {name: null}}\n", "f.yaml:3:24", "got null");
