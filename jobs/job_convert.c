@@ -29,33 +29,33 @@ static void hook_layout(void *user, const struct sm_output_spec *spec, uint64_t 
 sm_status sm_job_convert(const struct sm_job_config *c, const struct sm_report_to *to,
                          struct sm_err *err)
 {
-    struct sm_job_convert_params cp;
-    SM_TRY(sm_job_convert_params(c, &cp, err));
-    struct sm_convert_run *p = &cp.p;
+    struct sm_convert_run p;
+    struct sm_job_convert_keep keep; /* what p points to: its source's parameters, its hash */
+    SM_TRY(sm_job_convert_params(c, &p, &keep, err));
     struct sm_job_progress jp;
-    p->c.progress = sm_job_progress_hooks(&jp, c, "convert");
-    p->c.stop = sm_signals_flag();
+    p.c.progress = sm_job_progress_hooks(&jp, c, "convert");
+    p.c.stop = sm_signals_flag();
     struct sm_job_prepare prep = {c, to->flag};
     const struct sm_run_hooks hooks = {sm_job_prepare, NULL, hook_layout, NULL, &prep};
-    p->hooks = hooks;
+    p.hooks = hooks;
     /* the memory ceiling (SPEC §1): plan's bound, adapted or refused before anything is
      * written; every rank computes the same from the same metadata (no collective) */
     struct sm_plan_fit fit;
     struct sm_run_io preflight;
-    SM_TRY(sm_plan_memory_run(c, sm_par_size(), p->c.threads, &fit, &preflight, err));
-    p->c.preflight = &preflight; /* its metadata read: in the report's requests */
+    SM_TRY(sm_plan_memory_run(c, sm_par_size(), p.c.threads, &fit, &preflight, err));
+    p.c.preflight = &preflight; /* its metadata read: in the report's requests */
     if (fit.checked && !fit.fits) {
         return sm_plan_memory_refuse(&fit, err);
     }
     if (fit.checked) {
-        p->c.threads = fit.threads;
-        p->c.reread = fit.reread;
+        p.c.threads = fit.threads;
+        p.c.reread = fit.reread;
     }
     struct sm_run_result r;
-    sm_status st = sm_run_convert(p, &r, err);
+    sm_status st = sm_run_convert(&p, &r, err);
     if (st == SM_OK) { /* rank 0's alone: the others exit 0 */
         st = sm_report_run_emit(to, true, &r, fit.checked ? sm_plan_fit_json(&fit) : NULL,
-                                sm_report_rates_json(&p->output, &r), err);
+                                sm_report_rates_json(&p.output, &r), err);
     }
     /* the summary says it; with --report - (JSON only on stdout) the line goes to stderr */
     if (st == SM_OK && sm_par_rank() == 0 && r.output_found == SM_OUTPUT_FOUND_COMPLETE &&

@@ -188,10 +188,9 @@ static void config_hash(const char *effective, char hex[65])
     sm_free(text);
 }
 
-sm_status sm_job_convert_params(const struct sm_job_config *c, struct sm_job_convert_params *cp,
-                                struct sm_err *err)
+sm_status sm_job_convert_params(const struct sm_job_config *c, struct sm_convert_run *p,
+                                struct sm_job_convert_keep *keep, struct sm_err *err)
 {
-    struct sm_convert_run *p = &cp->p;
     const struct sm_convert_run defaults = SM_CONVERT_RUN_DEFAULTS;
     *p = defaults;
     sm_job_run_common(c, &p->c);
@@ -203,11 +202,11 @@ sm_status sm_job_convert_params(const struct sm_job_config *c, struct sm_job_con
         SM_FAIL_AT(err, SM_E_USAGE, "output.dtype", "unknown data type '%s'", c->output.dtype);
     }
     sm_job_run_norm(c, &p->normalize);
-    config_hash(c->effective != NULL ? c->effective : "", cp->config_sha256);
-    p->config_sha256 = cp->config_sha256;
+    config_hash(c->effective != NULL ? c->effective : "", keep->config_sha256);
+    p->config_sha256 = keep->config_sha256;
     if (sm_job_reads_source(c)) { /* the engine opens the file on every rank */
-        sm_job_source_params(c, &cp->sp);
-        p->source_params = &cp->sp;
+        sm_job_source_params(c, &keep->sp);
+        p->source_params = &keep->sp;
     }
     return SM_OK;
 }

@@ -25,18 +25,17 @@ void sm_job_run_export(const struct sm_job_config *c, struct sm_run_export *x);
 
 /* A convert's engine parameters from the config, the one place a convert reads it: p's input,
  * ROI, tile, histogram, threads, partition, memory budget, output, output.dtype, export,
- * normalize, the provenance's config hash (config_sha256: everything that shapes the output's
- * bytes, URLs redacted) and, for a file source, its parameters (sp). Progress, stop, hooks and
- * the memory ceiling's adaptation are the job's. Strings are borrowed from c; p points into *cp:
- * fill it in place. SM_E_USAGE naming output.dtype for a type with no name (the same on every
- * rank). */
-struct sm_job_convert_params {
-    struct sm_convert_run p;
+ * normalize, the provenance's config hash (everything that shapes the output's bytes, URLs
+ * redacted) and, for a file source, its parameters. Progress, stop, hooks and the memory
+ * ceiling's adaptation are the job's. Strings are borrowed from c; what p points to that is not
+ * c's is kept in *keep, which must outlive p. SM_E_USAGE naming output.dtype for a type with no
+ * name (the same on every rank). */
+struct sm_job_convert_keep {
     struct sm_source_params sp;
     char config_sha256[65];
 };
-sm_status sm_job_convert_params(const struct sm_job_config *c, struct sm_job_convert_params *cp,
-                                struct sm_err *err);
+sm_status sm_job_convert_params(const struct sm_job_config *c, struct sm_convert_run *p,
+                                struct sm_job_convert_keep *keep, struct sm_err *err);
 
 /* True when input.format names a source (raw, nifti, tiff, hdf5), not a Zarr/N5 store. */
 bool sm_job_reads_source(const struct sm_job_config *c);
