@@ -11,6 +11,7 @@
 #include "config.h"
 #include "job_s3.h"
 #include "jobs_run.h"
+#include "report.h"
 
 /* Ends a run: the error line is printed once, by rank 0 (every rank holds the same error: the
  * engine agreed it), MPI is finalised, and the exit status is the error's. A report that rank 0
@@ -125,15 +126,18 @@ int sm_cmd_run(int argc, char **argv)
     if (quiet) {
         c.progress = false;
     }
-    switch (c.job) { /* each job's report goes to --report, else the config's (NULL: summary) */
+    /* each job's report goes to --report, else the config's (NULL: the summary alone) */
+    const struct sm_report_to to = {sm_config_job_name(c.job), report != NULL ? report : c.report,
+                                    report};
+    switch (c.job) {
     case SM_JOB_SCAN:
-        st = sm_job_scan(&c, report, &err);
+        st = sm_job_scan(&c, &to, &err);
         break;
     case SM_JOB_CONVERT:
-        st = sm_job_convert(&c, report, &err);
+        st = sm_job_convert(&c, &to, &err);
         break;
     case SM_JOB_INGEST:
-        st = sm_job_convert(&c, report, &err); /* convert with normalize none (config_rules.c) */
+        st = sm_job_convert(&c, &to, &err); /* convert with normalize none (config_rules.c) */
         break;
     case SM_JOB_READ_BENCH:
         if (sm_par_size() > 1) { /* timings of one reader; ranks would contend for the same I/O */
@@ -143,7 +147,7 @@ int sm_cmd_run(int argc, char **argv)
             st = err.status;
             break;
         }
-        st = sm_job_read_bench(&c, report, &err);
+        st = sm_job_read_bench(&c, to.path, &err);
         break;
     }
     if (st == SM_E_STOPPED) { /* every rank holds the same agreed stop: name the signal */

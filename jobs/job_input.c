@@ -1,7 +1,7 @@
 /* The config as the engine's parameters (STYLE B10: YAML -> struct; shardmill/pipeline.h does
- * the rest): the input, ROI, tile, histogram, output layout and policy, the export; the rank
- * plan `plan` prints; the "input" object of a report; the layout line of `plan` and `validate`
- * and the warning about very many shards. */
+ * the rest): the input (a store or a file source), ROI, tile, histogram, output layout and
+ * policy, the export, a convert's whole run with its provenance hash; the rank plan `plan`
+ * prints; the layout line of `plan` and `validate` and the warning about very many shards. */
 #include "jobs_run.h"
 
 #include <inttypes.h>
@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <shardmill/alloc.h>
 #include <shardmill/par.h>
 #include <shardmill/url.h>
 #include <shardmill/write.h>
@@ -107,6 +108,12 @@ void sm_job_run_export(const struct sm_job_config *c, struct sm_run_export *x)
     x->collective_timeout_s = c->export_.hdf5_timeout_s;
 }
 
+bool sm_job_reads_source(const struct sm_job_config *c)
+{
+    const char *f = c->input.format;
+    return f != NULL && strcmp(f, "zarr") != 0 && strcmp(f, "n5") != 0;
+}
+
 void sm_job_source_params(const struct sm_job_config *c, struct sm_source_params *p)
 {
     memset(p, 0, sizeof(*p));
@@ -128,6 +135,78 @@ void sm_job_source_params(const struct sm_job_config *c, struct sm_source_params
     p->max_alloc = c->limits.memory_bytes; /* a strip or tile past the rank's budget is refused */
     p->max_chunk_bytes = c->limits.max_chunk_bytes; /* as is an HDF5 chunk past this */
     p->spacing_given = c->input.spacing.set;
+}
+
+/* The configuration text hashed into provenance: everything that determines the output bytes,
+ * so thread counts, report paths and progress settings do not change zarr.json. input.store is
+ * left out: the provenance's `input` names the input resolved (its realpath, a URL redacted:
+ * run_input_id.c), so `./in.zarr`, `in.zarr/` and the absolute path are one job; every other
+ * URL is hashed redacted (issue 32: a password neither shapes config_sha256 nor can be guessed
+ * offline from it). */
+static void config_hash(const char *effective, char hex[65])
+{
+    static const char *const skip[] = {"parallel.",   "report",
+                                       "progress",    "input.cache.",
+                                       "input.http.", "input.index_cache.",
+                                       "limits.",     "output.exists",
+                                       "output.path", "output.fsync",
+                                       "output.sync", "input.store=",
+                                       NULL};
+    size_t n = strlen(effective);
+    char *text = sm_malloc(n + 1);
+    size_t w = 0;
+    for (const char *line = effective; text != NULL && *line != '\0';) {
+        const char *nl = strchr(line, '\n');
+        size_t len = nl != NULL ? (size_t)(nl - line) + 1 : strlen(line);
+        bool drop = false;
+        for (size_t i = 0; skip[i] != NULL && !drop; i++) {
+            drop = strncmp(line, skip[i], strlen(skip[i])) == 0;
+        }
+        drop = drop || strncmp(line, "export.", 7) == 0; /* the HDF5 copy: not the Zarr bytes */
+        if (!drop) {
+            memcpy(text + w, line, len);
+            w += len;
+        }
+        line += len;
+    }
+    if (text != NULL) {
+        text[w] = '\0';
+    }
+    /* a redacted URL is longer than its secret by at most "<redacted>" per secret: 3n bounds it */
+    const size_t cap = 3 * (text != NULL ? w : n) + 64;
+    char *red = sm_malloc(cap);
+    const char *hashed = text != NULL ? text : effective;
+    if (red != NULL) {
+        hashed = sm_url_redact(hashed, red, cap);
+    } else {
+        hashed = ""; /* out of memory: never hash a secret */
+    }
+    sm_sha256_hex(hashed, strlen(hashed), hex);
+    sm_free(red);
+    sm_free(text);
+}
+
+sm_status sm_job_convert_params(const struct sm_job_config *c, struct sm_convert_run *p,
+                                struct sm_job_convert_keep *keep, struct sm_err *err)
+{
+    const struct sm_convert_run defaults = SM_CONVERT_RUN_DEFAULTS;
+    *p = defaults;
+    sm_job_run_common(c, &p->c);
+    sm_job_run_output(c, &p->output);
+    sm_job_run_export(c, &p->export);
+    /* output.dtype: float32 unless normalize none (the engine checks it against the input) */
+    p->output.dtype_set = c->output.dtype != NULL;
+    if (p->output.dtype_set && !sm_dtype_from_name(c->output.dtype, &p->output.dtype)) {
+        SM_FAIL_AT(err, SM_E_USAGE, "output.dtype", "unknown data type '%s'", c->output.dtype);
+    }
+    sm_job_run_norm(c, &p->normalize);
+    config_hash(c->effective != NULL ? c->effective : "", keep->config_sha256);
+    p->config_sha256 = keep->config_sha256;
+    if (sm_job_reads_source(c)) { /* the engine opens the file on every rank */
+        sm_job_source_params(c, &keep->sp);
+        p->source_params = &keep->sp;
+    }
+    return SM_OK;
 }
 
 sm_status sm_job_open_input(const struct sm_job_config *c, struct sm_store **store,

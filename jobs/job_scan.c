@@ -12,7 +12,8 @@
 #include "report.h"
 #include "report_rates.h"
 
-sm_status sm_job_scan(const struct sm_job_config *c, const char *report_path, struct sm_err *err)
+sm_status sm_job_scan(const struct sm_job_config *c, const struct sm_report_to *to,
+                      struct sm_err *err)
 {
     struct sm_scan_run p = SM_SCAN_RUN_DEFAULTS;
     sm_job_run_common(c, &p.c);
@@ -20,15 +21,13 @@ sm_status sm_job_scan(const struct sm_job_config *c, const char *report_path, st
     struct sm_job_progress jp;
     p.c.progress = sm_job_progress_hooks(&jp, c, "scan");
     p.c.stop = sm_signals_flag();
-    struct sm_job_prepare prep = {c, report_path}; /* rank 0's --report, agreed by the engine */
+    struct sm_job_prepare prep = {c, to->flag}; /* rank 0's --report, agreed by the engine */
     p.prepare = sm_job_prepare;
     p.user = &prep;
     struct sm_run_result r;
     sm_status st = sm_run_scan(&p, &r, err);
     if (st == SM_OK) { /* rank 0's alone: the others exit 0 */
-        st = sm_report_run_emit(sm_config_job_name(c->job), false,
-                                report_path != NULL ? report_path : c->report, &r, NULL,
-                                sm_report_rates_json(c, &r), err);
+        st = sm_report_run_emit(to, false, &r, NULL, sm_report_rates_json(NULL, &r), err);
     }
     sm_run_result_destroy(&r);
     return st;

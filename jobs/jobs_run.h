@@ -23,6 +23,20 @@ void sm_job_run_norm(const struct sm_job_config *c, struct sm_run_norm *n);
 /* export.hdf5.* (path NULL: no export). */
 void sm_job_run_export(const struct sm_job_config *c, struct sm_run_export *x);
 
+/* A convert's engine parameters from the config, the one place a convert reads it: p's input,
+ * ROI, tile, histogram, threads, partition, memory budget, output, output.dtype, export,
+ * normalize, the provenance's config hash (everything that shapes the output's bytes, URLs
+ * redacted) and, for a file source, its parameters. Progress, stop, hooks and the memory
+ * ceiling's adaptation are the job's. Strings are borrowed from c; what p points to that is not
+ * c's is kept in *keep, which must outlive p. SM_E_USAGE naming output.dtype for a type with no
+ * name (the same on every rank). */
+struct sm_job_convert_keep {
+    struct sm_source_params sp;
+    char config_sha256[65];
+};
+sm_status sm_job_convert_params(const struct sm_job_config *c, struct sm_convert_run *p,
+                                struct sm_job_convert_keep *keep, struct sm_err *err);
+
 /* True when input.format names a source (raw, nifti, tiff, hdf5), not a Zarr/N5 store. */
 bool sm_job_reads_source(const struct sm_job_config *c);
 /* The engine's parameters of an ingest source (input.format, input.store, input.raw.*,
@@ -113,14 +127,18 @@ int sm_job_launch_rank(void);
 size_t sm_job_plan(const struct sm_job_config *c, const struct sm_array_meta *m,
                    const struct sm_tiling *t, int nranks, struct sm_rank_part *out);
 
-/* The jobs. Each returns SM_OK or fills err; `report_path` (--report; may be NULL) overrides
- * c->report. jobs/ makes no collective call of its own (tests/arch/test_jobs_collectives.py): the
- * engine agrees on every phase and reduces what the report needs; a job's status is the same on
- * every rank, except a report that rank 0 fails to write (rank 0's exit status alone). */
-sm_status sm_job_scan(const struct sm_job_config *c, const char *report_path, struct sm_err *err);
+/* The jobs. Each returns SM_OK or fills err; `to` says where the report goes (report.h: --report,
+ * else the config's `report`, as `run` settled it). jobs/ makes no collective call of its own
+ * (tests/arch/test_jobs_collectives.py): the engine agrees on every phase and reduces what the
+ * report needs; a job's status is the same on every rank, except a report that rank 0 fails to
+ * write (rank 0's exit status alone). */
+struct sm_report_to;
+sm_status sm_job_scan(const struct sm_job_config *c, const struct sm_report_to *to,
+                      struct sm_err *err);
 /* convert, also of `job: ingest` (the loader set normalize none) */
-sm_status sm_job_convert(const struct sm_job_config *c, const char *report_path,
+sm_status sm_job_convert(const struct sm_job_config *c, const struct sm_report_to *to,
                          struct sm_err *err);
+/* read-bench: one process; report_path (NULL: the config's `report`) */
 sm_status sm_job_read_bench(const struct sm_job_config *c, const char *report_path,
                             struct sm_err *err);
 

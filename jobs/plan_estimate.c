@@ -98,13 +98,13 @@ static sm_status out_dtype(const struct sm_job_config *c, enum sm_dtype in, enum
     return SM_OK;
 }
 
-/* The specs of every level the writer makes (the engine's layout: auto per level). */
-static sm_status level_specs(const struct sm_job_config *c, unsigned nd, const uint64_t *shape,
-                             enum sm_dtype dt, struct sm_output_spec *specs, unsigned *n,
-                             struct sm_err *err)
+/* The specs of every level the writer makes of the output parameters o (the engine's layout:
+ * auto per level). */
+static sm_status output_levels(const struct sm_run_output *out, unsigned nd, const uint64_t *shape,
+                               enum sm_dtype dt, struct sm_output_spec *specs, unsigned *n,
+                               struct sm_err *err)
 {
-    struct sm_run_output o;
-    sm_job_run_output(c, &o);
+    struct sm_run_output o = *out;
     o.dtype_set = true;
     o.dtype = dt;
     if (o.ome.levels != 0) {
@@ -112,6 +112,16 @@ static sm_status level_specs(const struct sm_job_config *c, unsigned nd, const u
     }
     *n = 1;
     return sm_run_output_spec(&o, nd, shape, dt, NULL, &specs[0], err);
+}
+
+/* The same of the config's output. */
+static sm_status level_specs(const struct sm_job_config *c, unsigned nd, const uint64_t *shape,
+                             enum sm_dtype dt, struct sm_output_spec *specs, unsigned *n,
+                             struct sm_err *err)
+{
+    struct sm_run_output o;
+    sm_job_run_output(c, &o);
+    return output_levels(&o, nd, shape, dt, specs, n, err);
 }
 
 static const uint64_t *outer(const struct sm_output_spec *s)
@@ -742,14 +752,13 @@ static void estimate_reads(const struct sm_plan_input *in, const struct sm_run_s
     w->fs_read_bytes_per_s = e->fs_read_bytes_per_s;
 }
 
-sm_status sm_plan_level_work(const struct sm_job_config *c, unsigned nd, const uint64_t *shape,
-                             enum sm_dtype in_dt, struct sm_plan_level_work *lw, struct sm_err *err)
+sm_status sm_plan_level_work(const struct sm_run_output *o, unsigned nd, const uint64_t *shape,
+                             enum sm_dtype out_dt, struct sm_plan_level_work *lw,
+                             struct sm_err *err)
 {
     memset(lw, 0, sizeof(*lw));
     struct levels lv = {0};
-    enum sm_dtype dt;
-    SM_TRY(out_dtype(c, in_dt, &dt, err));
-    SM_TRY(level_specs(c, nd, shape, dt, lv.s, &lv.n, err));
+    SM_TRY(output_levels(o, nd, shape, out_dt, lv.s, &lv.n, err));
     level_sizes(&lv);
     lw->levels = lv.n;
     lw->levels_with = lv.n > 0 ? aligned_levels(&lv) : 1;

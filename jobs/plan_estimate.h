@@ -133,15 +133,15 @@ sm_status sm_plan_estimate(const struct sm_job_config *c, const struct sm_plan_i
 
 /* The output's work by level as the model counts it (sm_plan_work): level 0's shards, the levels
  * written with each level-0 shard (1: level 0 alone) and their value bytes, the shards and value
- * bytes of the levels read back (the pyramid), for a convert of c over an ROI of `shape` of an
- * input of type in_dt. The report's per-stage rates use it (report_rates.c). SM_E_USAGE as the
- * plan for an output it cannot lay out. */
+ * bytes of the levels read back (the pyramid), for a convert with the output parameters o (the
+ * run's, sm_convert_run.output) over an ROI of `shape`, written as out_dt. The report's per-stage
+ * rates use it (report_rates.c). SM_E_USAGE as the plan for an output it cannot lay out. */
 struct sm_plan_level_work {
     unsigned levels, levels_with;
     uint64_t shards, level0_value_bytes, out_value_bytes, pyr_shards, pyr_value_bytes;
 };
-sm_status sm_plan_level_work(const struct sm_job_config *c, unsigned nd, const uint64_t *shape,
-                             enum sm_dtype in_dt, struct sm_plan_level_work *lw,
+sm_status sm_plan_level_work(const struct sm_run_output *o, unsigned nd, const uint64_t *shape,
+                             enum sm_dtype out_dt, struct sm_plan_level_work *lw,
                              struct sm_err *err);
 /* The ceiling's check of a convert whose phases are set up (the arguments of sm_plan_estimate;
  * proto: an estimate's inputs, left as they are): the bound as configured and, while over

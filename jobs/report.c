@@ -455,7 +455,7 @@ json_t *sm_report_run(const char *job, bool convert, const struct sm_run_result 
     return rep;
 }
 
-sm_status sm_report_run_emit(const char *job, bool convert, const char *path,
+sm_status sm_report_run_emit(const struct sm_report_to *to, bool convert,
                              const struct sm_run_result *r, json_t *ceiling, json_t *rates,
                              struct sm_err *err)
 {
@@ -464,7 +464,7 @@ sm_status sm_report_run_emit(const char *job, bool convert, const char *path,
         json_decref(rates);
         return SM_OK;
     }
-    json_t *rep = sm_report_run(job, convert, r);
+    json_t *rep = sm_report_run(to->job, convert, r);
     if (rep != NULL && ceiling != NULL) { /* the memory ceiling: checked, adapted (SPEC §1) */
         json_object_set(json_object_get(rep, "memory"), "ceiling", ceiling);
     }
@@ -476,7 +476,7 @@ sm_status sm_report_run_emit(const char *job, bool convert, const char *path,
     if (rep == NULL) {
         SM_FAIL(err, SM_E_NOMEM, "cannot build the report");
     }
-    const sm_status st = sm_report_emit(path, rep, err); /* the JSON to `path`, a summary */
+    const sm_status st = sm_report_emit(to->path, rep, err); /* the JSON, a summary */
     json_decref(rep);
     return st;
 }

@@ -57,13 +57,20 @@ json_t *sm_report_array_input(const char *store, const char *array, const struct
  * ranks, as the engine reduced them. NULL if it cannot be allocated. */
 json_t *sm_report_run(const char *job, bool convert, const struct sm_run_result *r);
 
-/* Rank 0: sm_report_run, then sm_report_emit to `path` (NULL: the summary alone). The other
- * ranks do nothing. `ceiling` (stolen; NULL: none) is memory.ceiling: the memory ceiling's
- * check of the run (sm_plan_fit_json); `rates` (stolen; NULL: none) the per-stage rates
- * (sm_report_rates_json), both built by the job. A failure here is rank 0's alone (its exit
- * status; the run itself succeeded on every rank, so the others exit 0): no collective follows a
- * run. */
-sm_status sm_report_run_emit(const char *job, bool convert, const char *path,
+/* Where a run's report goes and the name it gives the job, settled once by `run` (cmd_run.c)
+ * before the job starts, so a job hands the report its result and these alone. */
+struct sm_report_to {
+    const char *job;  /* the report's `job` (sm_config_job_name: "ingest" of an ingest) */
+    const char *path; /* --report, else the config's `report`; NULL: the summary alone */
+    const char *flag; /* --report as given (NULL: none): the engine's prepare step checks it */
+};
+
+/* Rank 0: sm_report_run, then sm_report_emit to to->path. The other ranks do nothing.
+ * `ceiling` (stolen; NULL: none) is memory.ceiling: the memory ceiling's check of the run
+ * (sm_plan_fit_json); `rates` (stolen; NULL: none) the per-stage rates (sm_report_rates_json),
+ * both built by the job. A failure here is rank 0's alone (its exit status; the run itself
+ * succeeded on every rank, so the others exit 0): no collective follows a run. */
+sm_status sm_report_run_emit(const struct sm_report_to *to, bool convert,
                              const struct sm_run_result *r, json_t *ceiling, json_t *rates,
                              struct sm_err *err);
 

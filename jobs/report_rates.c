@@ -41,9 +41,9 @@ static enum sm_dtype input_dtype(const struct sm_run_result *r)
     return r->array != NULL ? sm_array_meta(r->array)->dtype : SM_DT_UINT8;
 }
 
-json_t *sm_report_rates_json(const struct sm_job_config *c, const struct sm_run_result *r)
+json_t *sm_report_rates_json(const struct sm_run_output *out, const struct sm_run_result *r)
 {
-    const bool convert = c->job != SM_JOB_SCAN;
+    const bool convert = out != NULL;
     if ((convert && r->output_found != SM_OUTPUT_FOUND_NEW) ||
         (r->source == NULL && r->array == NULL)) {
         return json_null(); /* a resume or a complete output: its stages did part of the work */
@@ -55,7 +55,7 @@ json_t *sm_report_rates_json(const struct sm_job_config *c, const struct sm_run_
     const uint64_t in_bytes = voxels * sm_dtype_size(input_dtype(r));
     const double *t = r->timing_max;
     const long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    const bool two_pass = !convert || c->normalize.mode == SM_NORM_PERCENTILE;
+    const bool two_pass = !convert || sm_norm_desc(r->norm_config.mode)->needs_statistics;
     const bool kept = convert && two_pass && r->kept_input_ranks == (uint64_t)r->ranks;
     json_t *o = json_object(), *st = json_object();
     json_object_set_new(o, "ranks", json_integer(r->ranks));
@@ -81,7 +81,7 @@ json_t *sm_report_rates_json(const struct sm_job_config *c, const struct sm_run_
     struct sm_plan_level_work lw;
     struct sm_err ignored;
     sm_err_clear(&ignored);
-    if (sm_plan_level_work(c, r->ndim, r->roi_shape, input_dtype(r), &lw, &ignored) != SM_OK) {
+    if (sm_plan_level_work(out, r->ndim, r->roi_shape, r->output_dtype, &lw, &ignored) != SM_OK) {
         json_decref(st);
         json_decref(o);
         return json_null();
@@ -125,7 +125,7 @@ json_t *sm_report_rates_json(const struct sm_job_config *c, const struct sm_run_
         json_t *x = stage(lw.level0_value_bytes, xp);
         json_object_set_new(x, "file_bytes", sm_json_u64(r->export.bytes));
         json_object_set_new(x, "shards", sm_json_u64(lw.shards));
-        json_object_set_new(x, "deflate", json_boolean(c->export_.hdf5_deflate > 0));
+        json_object_set_new(x, "deflate", json_boolean(r->export.deflate > 0));
         json_object_set_new(st, "export", x);
     }
     json_t *f = json_object();
