@@ -102,6 +102,15 @@ static double or_else(double v, double fallback)
     return v > 0 ? v : fallback;
 }
 
+const char *sm_plan_source_rates_name(const char *format, bool random_access)
+{
+    if (format != NULL && random_access &&
+        (strcmp(format, "tiff") == 0 || strcmp(format, "hdf5") == 0)) {
+        return "raw";
+    }
+    return format;
+}
+
 void sm_plan_rates_for(const struct sm_plan_rates *r, bool scan_job, const char *source,
                        const char *out_dtype, struct sm_plan_rates *eff)
 {

@@ -68,6 +68,13 @@ struct sm_plan_rates {
 void sm_plan_rates_for(const struct sm_plan_rates *r, bool scan_job, const char *source,
                        const char *out_dtype, struct sm_plan_rates *eff);
 
+/* The entry of a rates file's `sources` a file source is priced by: a TIFF or HDF5 file whose
+ * boxes read just their own bytes (random_access: uncompressed strips or tiles, contiguous or
+ * unfiltered chunks; sm_source_info.access) reads as a raw file does, with nothing to inflate, so
+ * it takes "raw"'s rates (the calibration's TIFF and HDF5 files are compressed); any other source
+ * its own format's. */
+const char *sm_plan_source_rates_name(const char *format, bool random_access);
+
 /* Parses a rates document (JSON text of scaling/calibrate). SM_E_USAGE naming `where` (the file)
  * and the member when one is missing, not a number or not positive where it must be. */
 sm_status sm_plan_rates_parse(const char *text, size_t len, const char *where,

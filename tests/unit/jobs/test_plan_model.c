@@ -470,14 +470,29 @@ static void test_rates_kinds(void **state)
     assert_non_null(strstr(err.what, "sources.raw.scan_s_per_byte"));
 }
 
+/* Issue 33's W9: an uncompressed TIFF stack read in place was priced at the calibration's deflate
+ * TIFF's rates (plan +32 %); a TIFF or HDF5 file that reads its boxes in place takes raw's. */
+static void test_source_rates_name(void **state)
+{
+    (void)state;
+    assert_string_equal(sm_plan_source_rates_name("tiff", true), "raw");
+    assert_string_equal(sm_plan_source_rates_name("hdf5", true), "raw");
+    assert_string_equal(sm_plan_source_rates_name("tiff", false), "tiff");
+    assert_string_equal(sm_plan_source_rates_name("hdf5", false), "hdf5");
+    assert_string_equal(sm_plan_source_rates_name("nifti", true), "nifti");
+    assert_string_equal(sm_plan_source_rates_name("raw", true), "raw");
+    assert_null(sm_plan_source_rates_name(NULL, true));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_rates_parse),     cmocka_unit_test(test_rates_refused),
-        cmocka_unit_test(test_seconds_by_hand), cmocka_unit_test(test_rates_fs_read),
-        cmocka_unit_test(test_pass_read_bytes), cmocka_unit_test(test_seconds_reads),
-        cmocka_unit_test(test_fs_bandwidth),    cmocka_unit_test(test_peak_rss_parts),
-        cmocka_unit_test(test_export_term),     cmocka_unit_test(test_rates_kinds),
+        cmocka_unit_test(test_rates_parse),       cmocka_unit_test(test_rates_refused),
+        cmocka_unit_test(test_seconds_by_hand),   cmocka_unit_test(test_rates_fs_read),
+        cmocka_unit_test(test_pass_read_bytes),   cmocka_unit_test(test_seconds_reads),
+        cmocka_unit_test(test_fs_bandwidth),      cmocka_unit_test(test_peak_rss_parts),
+        cmocka_unit_test(test_export_term),       cmocka_unit_test(test_rates_kinds),
+        cmocka_unit_test(test_source_rates_name),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
