@@ -372,6 +372,22 @@ def test_report(args):
     shutil.rmtree(args.work, ignore_errors=True)
 
 
+def test_clamped():
+    """The direct calibration, like --from-reports, does not write a rate its fit clamped at 0
+    (the calibration of 2026-12-07 wrote sources.tiff.decode_s_per_byte 0 and plan fell back to
+    a Zarr input's decode): drop_clamped removes it, and main() keeps --base's."""
+    fitted = {"write_s_per_byte": 5e-9, "sources.tiff.decode_s_per_byte": 0.0,
+              "by_dtype.uint8.write_s_per_byte": 0.0}
+    gone = cal.drop_clamped(fitted, "the runs", "base.json")
+    check("drop_clamped: the rates clamped at 0, sorted",
+          gone == ["by_dtype.uint8.write_s_per_byte", "sources.tiff.decode_s_per_byte"], gone)
+    check("drop_clamped: the determined rate stays", fitted == {"write_s_per_byte": 5e-9}, fitted)
+    base = {"sources": {"tiff": {"decode_s_per_byte": 2e-9}}}
+    check("get_rate: a nested member", cal.get_rate(base, "sources.tiff.decode_s_per_byte") ==
+          2e-9)
+    check("get_rate: absent", cal.get_rate(base, "by_dtype.uint8.write_s_per_byte") is None)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shardmill")
@@ -379,6 +395,7 @@ def main():
                                                    f"test_calibrate-{os.getpid()}"))
     args = ap.parse_args()
     test_refusal()
+    test_clamped()
     test_fit(args)
     if args.shardmill:
         test_report(args)
