@@ -885,9 +885,11 @@ sm_status sm_plan_estimate(const struct sm_job_config *c, const struct sm_plan_i
     e->levels = lv.n;
     estimate_reads(in, su, &w, e);
     struct sm_plan_rates rt; /* a source's, an output type's or a scan job's own rates */
-    sm_plan_rates_for(&e->rates, !e->convert,
-                      in->src != NULL ? sm_source_info(in->src)->format : NULL,
-                      lv.n > 0 ? sm_dtype_name(lv.s[0].dtype) : NULL, &rt);
+    const struct sm_source_info *si = in->src != NULL ? sm_source_info(in->src) : NULL;
+    sm_plan_rates_for(
+        &e->rates, !e->convert,
+        si != NULL ? sm_plan_source_rates_name(si->format, si->access == SM_SOURCE_RANDOM) : NULL,
+        lv.n > 0 ? sm_dtype_name(lv.s[0].dtype) : NULL, &rt);
     sm_plan_seconds(&rt, &w, &e->t);
     return SM_OK;
 }

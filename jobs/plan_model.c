@@ -100,6 +100,15 @@ static double or_else(double v, double fallback)
     return v > 0 ? v : fallback;
 }
 
+const char *sm_plan_source_rates_name(const char *format, bool random_access)
+{
+    if (format != NULL && random_access &&
+        (strcmp(format, "tiff") == 0 || strcmp(format, "hdf5") == 0)) {
+        return "raw";
+    }
+    return format;
+}
+
 void sm_plan_rates_for(const struct sm_plan_rates *r, bool scan_job, const char *source,
                        const char *out_dtype, struct sm_plan_rates *eff)
 {
@@ -180,9 +189,11 @@ sm_status sm_plan_rates_parse(const char *text, size_t len, const char *where,
             st = need_number(rt, fs_keys[i], true, fs_dst[i], where, err);
         }
     }
-    const char *opt_keys[3] = {"read_s_per_byte", "scan_job_s_per_byte", "export_s_per_byte"};
-    double *opt_dst[3] = {&r->read_s_per_byte, &r->scan_job_s_per_byte, &r->export_s_per_byte};
-    for (int i = 0; st == SM_OK && i < 3; i++) {
+    const char *opt_keys[4] = {"read_s_per_byte", "scan_job_s_per_byte", "export_s_per_byte",
+                               "run_fixed_s"};
+    double *opt_dst[4] = {&r->read_s_per_byte, &r->scan_job_s_per_byte, &r->export_s_per_byte,
+                          &r->run_fixed_s};
+    for (int i = 0; st == SM_OK && i < 4; i++) {
         if (json_object_get(rt, opt_keys[i]) != NULL) {
             st = need_number(rt, opt_keys[i], false, opt_dst[i], where, err);
         }
@@ -236,7 +247,8 @@ void sm_plan_seconds(const struct sm_plan_rates *r, const struct sm_plan_work *w
     const double in_shard = w->shards ? (double)w->in_bytes / (double)w->shards : 0.0;
     const double out_shard = w->shards ? (double)w->out_value_bytes / (double)w->shards : 0.0;
     t->start =
-        w->mpi || R > 1 ? r->start_mpi_s + r->start_mpi_s_per_rank * per_node : r->start_plain_s;
+        (w->mpi || R > 1 ? r->start_mpi_s + r->start_mpi_s_per_rank * per_node : r->start_plain_s) +
+        r->run_fixed_s;
     /* each pass's read at the file system's bandwidth, and the decodes past the first (a block
      * that several boxes decode whole, once each) */
     double again[SM_PLAN_PASSES];

@@ -33,8 +33,12 @@ struct sm_plan_rates {
     double finish_s_per_shard; /* rank 0's marker per shard record */
     double start_plain_s;      /* launch of one process without MPI */
     double start_mpi_s;        /* launch -> MPI_Init done, fixed part */
-    double start_mpi_s_per_rank;     /* and per rank */
-    double allreduce_s;              /* the histogram's allreduce */
+    double start_mpi_s_per_rank; /* and per rank */
+    double allreduce_s;          /* the histogram's allreduce */
+    /* A run's own fixed work, whatever its size: opening the input, creating the output, the
+     * first buffers (a 64³ run's engine time less its bytes' work; optional, 0 when absent). The
+     * start term counts it. */
+    double run_fixed_s;
     uint64_t baseline_rss_bytes;     /* binary + libraries + a tiny run, no MPI */
     uint64_t baseline_rss_mpi_bytes; /* the same under mpirun (Open MPI's share included) */
     /* The input file system's read bandwidth (bytes/s) from a cold page cache (the pages evicted
@@ -67,6 +71,13 @@ struct sm_plan_rates {
  * scan, then to the general). */
 void sm_plan_rates_for(const struct sm_plan_rates *r, bool scan_job, const char *source,
                        const char *out_dtype, struct sm_plan_rates *eff);
+
+/* The entry of a rates file's `sources` a file source is priced by: a TIFF or HDF5 file whose
+ * boxes read just their own bytes (random_access: uncompressed strips or tiles, contiguous or
+ * unfiltered chunks; sm_source_info.access) reads as a raw file does, with nothing to inflate, so
+ * it takes "raw"'s rates (the calibration's TIFF and HDF5 files are compressed); any other source
+ * its own format's. */
+const char *sm_plan_source_rates_name(const char *format, bool random_access);
 
 /* Parses a rates document (JSON text of scaling/calibrate). SM_E_USAGE naming `where` (the file)
  * and the member when one is missing, not a number or not positive where it must be. */
@@ -118,12 +129,13 @@ struct sm_plan_work {
     bool export_deflate;
 };
 
-/* The model's terms (seconds), launch to marker. A pass that reads the input (scan, write) lasts
- * max(its compute, its read bytes / fs_read_bytes_per_s); its compute decodes read_amp times the
- * input (each decode past the first at decode_s_per_byte). Per node: ⌈R/nodes⌉ ranks of T threads
- * share cores_per_node cores (time-slicing beyond), launch costs grow with the ranks of a node
- * (srun and mpirun start nodes in parallel), and each node flushes its own dirty output at the
- * calibrated syncfs bandwidth, the nodes together at most at fs_bytes_per_s when it is set. */
+/* The model's terms (seconds), launch to marker; start is the launch and the run's fixed work. A
+ * pass that reads the input (scan, write) lasts max(its compute, its read bytes /
+ * fs_read_bytes_per_s); its compute decodes read_amp times the input (each decode past the first at
+ * decode_s_per_byte). Per node: ⌈R/nodes⌉ ranks of T threads share cores_per_node cores
+ * (time-slicing beyond), launch costs grow with the ranks of a node (srun and mpirun start nodes in
+ * parallel), and each node flushes its own dirty output at the calibrated syncfs bandwidth, the
+ * nodes together at most at fs_bytes_per_s when it is set. */
 struct sm_plan_terms {
     double start, scan, allreduce, write, pyramid, sync, hdf5, finish, total; /* hdf5: export */
     /* the reads of each pass at fs_read_bytes_per_s (seconds): a pass takes the longer of its

@@ -29,7 +29,9 @@ then one run: one plain process for one rank, else mpirun --oversubscribe --bind
 pml ob1; each rank runs under a small wrapper that records its whole process's peak RSS
 (wait4's ru_maxrss). Measured: wall = launch -> exit, every rank's peak RSS, the output tree's
 bytes (the sum of its files' sizes) and its file count (the HDF5 export's file, when there is
-one, is not among them: plan's output_bytes and files are the Zarr output's). Errors are
+one, is not among them: plan's output_bytes and files are the Zarr output's); beside them, in
+the JSON, the run's process tree's CPU seconds, other work's cores and the vCPUs' steal over
+the run, which tell work per byte from waiting when the seconds are off. Errors are
 (estimate - measured) / measured. The load average before and after each run is recorded.
 Every output is kept until the end (ext4 without a journal slows creates after a many-file
 deletion: docs/BENCHMARKS.md W8), then deleted.
@@ -45,6 +47,7 @@ table); OUT is bench/results by default.
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -96,6 +99,20 @@ def configurations(quick):
           ("pct-reread-1x2", "pct", 1, 2, []), ("ome-u8-{ome}-2x1", "ome8", 2, 1, []),
           ("scan-http-1x2", "http", 1, 2, [])]
     return c
+
+
+def children_cpu_s():
+    """User+sys CPU seconds of this process's waited-for children (their children included)."""
+    c = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return c.ru_utime + c.ru_stime
+
+
+def proc_stat_s():
+    """(the machine's busy CPU seconds, its steal seconds) from /proc/stat's first line."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    hz = os.sysconf("SC_CLK_TCK")
+    return (sum(v[:8]) - v[3] - v[4]) / hz, (v[7] if len(v) > 7 else 0) / hz
 
 
 def write_yaml(path, lines):
@@ -182,11 +199,14 @@ def point(a, cfg, sets, out, tag, kind, ranks, threads):
     launcher = [] if ranks == 1 else [a.mpirun, "--oversubscribe", "--bind-to", "none", "--mca",
                                       "pml", "ob1", "-np", str(ranks)]
     load0 = os.getloadavg()
+    cpu0, stat0 = children_cpu_s(), proc_stat_s()
     t0 = time.monotonic()
     r = subprocess.run(launcher + [PY, a.wrap, rssdir, a.shardmill, "run", cfg, "-q", "--report",
                                    rep] + argv, env=env, capture_output=True, text=True)
     wall = time.monotonic() - t0
     load1 = os.getloadavg()
+    cpu = children_cpu_s() - cpu0
+    stat1 = proc_stat_s()
     if r.returncode != 0:
         raise SystemExit(f"plan_vs_run: {tag}: run failed ({r.returncode}): "
                          f"{r.stderr.strip()[-2000:]}")
@@ -212,7 +232,13 @@ def point(a, cfg, sets, out, tag, kind, ranks, threads):
            "terms_s": est["terms_s"], "rss_parts_bytes": est["rss_parts_bytes"],
            "kept_input": est["assumes"]["kept_input"], "two_pass": est["assumes"]["two_pass"],
            "loadavg_before": [round(x, 2) for x in load0],
-           "loadavg_after": [round(x, 2) for x in load1]}
+           "loadavg_after": [round(x, 2) for x in load1],
+           # where the wall time went: the run's process tree's CPU seconds (user+sys, every
+           # rank, the launcher's), the machine's other work's cores over the run and the time
+           # the hypervisor took the vCPUs (steal), to tell work per byte from waiting
+           "cpu_s": round(cpu, 2),
+           "other_cores": round(max(0.0, stat1[0] - stat0[0] - cpu) / wall, 2) if wall else None,
+           "steal_s": round(stat1[1] - stat0[1], 2)}
     row["checks"] = {
         "bytes_within_10pct": abs(row["bytes_error_pct"]) <= 10,
         "files_exact": row["files_est"] == row["files"],
@@ -221,7 +247,8 @@ def point(a, cfg, sets, out, tag, kind, ranks, threads):
         "seconds_within_25pct": abs(row["seconds_error_pct"]) <= 25}
     print(json.dumps({k: row[k] for k in ("tag", "estimated_s", "measured_s", "seconds_error_pct",
                                           "rss_bound_over_peak", "bytes_error_pct", "files_est",
-                                          "files")}), flush=True)
+                                          "files", "cpu_s", "other_cores", "steal_s")}),
+          flush=True)
     return row
 
 

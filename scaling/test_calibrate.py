@@ -372,6 +372,45 @@ def test_report(args):
     shutil.rmtree(args.work, ignore_errors=True)
 
 
+def test_clamped():
+    """The direct calibration, like --from-reports, does not write a rate its fit clamped at 0
+    (the calibration of 2026-12-07 wrote sources.tiff.decode_s_per_byte 0 and plan fell back to
+    a Zarr input's decode): drop_clamped removes it, and main() keeps --base's."""
+    fitted = {"write_s_per_byte": 5e-9, "sources.tiff.decode_s_per_byte": 0.0,
+              "by_dtype.uint8.write_s_per_byte": 0.0}
+    gone = cal.drop_clamped(fitted, "the runs", "base.json")
+    check("drop_clamped: the rates clamped at 0, sorted",
+          gone == ["by_dtype.uint8.write_s_per_byte", "sources.tiff.decode_s_per_byte"], gone)
+    check("drop_clamped: the determined rate stays", fitted == {"write_s_per_byte": 5e-9}, fitted)
+    base = {"sources": {"tiff": {"decode_s_per_byte": 2e-9}}}
+    check("get_rate: a nested member", cal.get_rate(base, "sources.tiff.decode_s_per_byte") ==
+          2e-9)
+    check("get_rate: absent", cal.get_rate(base, "by_dtype.uint8.write_s_per_byte") is None)
+
+
+def test_run_fixed():
+    """The run's fixed work: a tiny run's write stage less its bytes' work, and taken out of each
+    run's first stage before the fit (the scan's when there is one, else the write's)."""
+    sec = {"stages": {"write": {"bytes": 1000, "seconds": 0.05, "input_bytes": 500, "files": 1}}}
+    f = cal.run_fixed_of(sec, {"read_s_per_byte": 2e-6, "write_s_per_byte": 1e-5}, 0.001)
+    check("run_fixed_of: write seconds - (input x read + bytes x write + files x shard_fixed)",
+          close(f, 0.05 - (0.001 + 0.01 + 0.001)), f)
+    check("run_fixed_of: never negative, 0 without a write stage",
+          cal.run_fixed_of(sec, {"write_s_per_byte": 1.0}, 0.0) == 0.0 and
+          cal.run_fixed_of({"stages": {}}, {}, 0.0) == 0.0)
+    rr = {"ranks": 1, "threads": 1, "cores": 2, "input": "zarr", "output_dtype": "float32",
+          "stages": {"scan": {"bytes": 100, "seconds": 1.0, "tiles": 1},
+                     "write": {"bytes": 200, "seconds": 2.0, "input_bytes": 0,
+                               "input_read": "kept", "shards": 1, "files": 0}}}
+    rows = dict((tuple(sorted(c)), rhs) for c, rhs in cal.stage_rows(rr, 0.0, 0.25))
+    check("stage_rows: the fixed work comes off the first stage (the scan) only",
+          close(rows[("scan_s_per_byte",)], 0.75) and close(rows[("write_s_per_byte",)], 2.0),
+          rows)
+    del rr["stages"]["scan"]
+    rows = dict((tuple(sorted(c)), rhs) for c, rhs in cal.stage_rows(rr, 0.0, 0.25))
+    check("stage_rows: one pass, off the write", close(rows[("write_s_per_byte",)], 1.75), rows)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shardmill")
@@ -379,6 +418,8 @@ def main():
                                                    f"test_calibrate-{os.getpid()}"))
     args = ap.parse_args()
     test_refusal()
+    test_clamped()
+    test_run_fixed()
     test_fit(args)
     if args.shardmill:
         test_report(args)
