@@ -612,6 +612,9 @@ static sm_status ph_begin(void *ctx, struct sm_err *err)
     const struct sm_convert_run *p = cv->p;
     const unsigned nd = cv->m->ndim;
     SM_TRY(sm_cv_make_norm(&p->normalize, &cv->res->scan.hist, &cv->res->norm, err));
+    if (p->normalize.mode != SM_NORM_NONE) { /* none: the values are cast */
+        SM_TRY(sm_norm_lut_init(&cv->lut, &cv->res->norm, cv->m->dtype, cv->out_dt, err));
+    }
     cv->attrs = sm_cv_provenance(cv, cv->one_pass ? NULL : &cv->res->scan);
     /* cv->oo has the input's geometry (ph_input); now the shard depth the partition used */
     cv->oo.shard_depth = !p->output.shard.set && cv->layout.sharded ? cv->layout.shard[0] : 0;
@@ -743,6 +746,7 @@ static void cv_free(struct cv *cv)
     sm_free(cv->keep);
     sm_free(cv->order);
     sm_free(cv->gstart);
+    sm_norm_lut_destroy(&cv->lut);
     sm_run_window_free(&cv->win);
     sm_run_window_free(&cv->ahead);
 }

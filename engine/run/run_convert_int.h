@@ -69,6 +69,7 @@ struct cv {
     uint64_t allreduce_ns, t_scan;
     /* begin */
     enum sm_dtype out_dt;
+    struct sm_norm_lut lut; /* the normalization prepared once (a table for <= 16-bit input) */
     struct json_t *attrs;
     struct sm_output_spec spec;
     struct sm_run_output oo; /* output.ome with the input's geometry where unset */

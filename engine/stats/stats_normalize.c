@@ -13,6 +13,9 @@
 #include "shardmill/stats.h"
 
 #include <math.h>
+#include <string.h>
+
+#include "shardmill/alloc.h"
 
 /* np.clip(x, 0, 1) on float32 as NumPy computes it: min(max(x, 0), 1) with max(a, b) = a > b ? a
  * : b and min(a, b) = a < b ? a : b, a NaN a passing through both. So every x <= 0 that is no NaN
@@ -114,4 +117,105 @@ void sm_normalize(const struct sm_norm *nm, enum sm_dtype dt, const void *values
                   float *out)
 {
     sm_normalize_to(nm, dt, values, n, SM_DT_FLOAT32, out);
+}
+
+/* The table's entries for an input type: every bit pattern of a type of at most 16 bits. */
+static size_t lut_entries(enum sm_dtype in_dt)
+{
+    switch (in_dt) {
+    case SM_DT_BOOL: /* read as its byte, as sm_normalize_to reads it */
+    case SM_DT_INT8:
+    case SM_DT_UINT8:
+        return 256;
+    case SM_DT_INT16:
+    case SM_DT_UINT16:
+        return 65536;
+    default:
+        return 0;
+    }
+}
+
+bool sm_norm_lut_fits(enum sm_dtype in_dt, enum sm_dtype out_dt)
+{
+    return lut_entries(in_dt) != 0 && sm_normalize_output_ok(out_dt);
+}
+
+sm_status sm_norm_lut_init(struct sm_norm_lut *lut, const struct sm_norm *nm, enum sm_dtype in_dt,
+                           enum sm_dtype out_dt, struct sm_err *err)
+{
+    memset(lut, 0, sizeof(*lut));
+    lut->norm = *nm;
+    lut->in_dt = in_dt;
+    lut->out_dt = out_dt;
+    if (!sm_norm_lut_fits(in_dt, out_dt)) {
+        return SM_OK; /* the formula */
+    }
+    const size_t entries = lut_entries(in_dt), in_size = entries == 256 ? 1 : 2;
+    const size_t out_size = sm_dtype_size(out_dt);
+    uint8_t *table = sm_malloc(entries * out_size);
+    if (table == NULL) {
+        SM_FAIL(err, SM_E_NOMEM, "cannot allocate a %zu-entry normalization table", entries);
+    }
+    /* every bit pattern in blocks, each block's values as in_dt (a signed type reads the same
+     * bits: entry b is the output of the value whose bits are b) through the formula itself */
+    enum { BLOCK = 4096 };
+    uint16_t bits[BLOCK];
+    uint8_t bytes[BLOCK];
+    for (size_t b0 = 0; b0 < entries; b0 += BLOCK) {
+        const size_t k = entries - b0 < BLOCK ? entries - b0 : BLOCK;
+        for (size_t i = 0; i < k; i++) {
+            bits[i] = (uint16_t)(b0 + i);
+            bytes[i] = (uint8_t)(b0 + i);
+        }
+        sm_normalize_to(nm, in_dt, in_size == 1 ? (const void *)bytes : (const void *)bits, k,
+                        out_dt, table + b0 * out_size);
+    }
+    lut->entries = entries;
+    lut->table = table;
+    return SM_OK;
+}
+
+void sm_norm_lut_destroy(struct sm_norm_lut *lut)
+{
+    sm_free(lut->table);
+    lut->table = NULL;
+    lut->entries = 0;
+}
+
+/* One load per value: the input's bits (IT, unsigned) index the table of outputs (OT, a float32
+ * copied as its 32 bits). */
+#define LUT_LOOP(IT, OT)                                                                           \
+    do {                                                                                           \
+        const IT *p = values;                                                                      \
+        const OT *t = lut->table;                                                                  \
+        OT *q = out;                                                                               \
+        for (size_t i = 0; i < n; i++) {                                                           \
+            q[i] = t[p[i]];                                                                        \
+        }                                                                                          \
+    } while (0)
+
+#define LUT_OUT(IT)                                                                                \
+    do {                                                                                           \
+        switch (sm_dtype_size(lut->out_dt)) {                                                      \
+        case 1:                                                                                    \
+            LUT_LOOP(IT, uint8_t);                                                                 \
+            break;                                                                                 \
+        case 2:                                                                                    \
+            LUT_LOOP(IT, uint16_t);                                                                \
+            break;                                                                                 \
+        default:                                                                                   \
+            LUT_LOOP(IT, uint32_t);                                                                \
+            break;                                                                                 \
+        }                                                                                          \
+    } while (0)
+
+void sm_norm_lut_apply(const struct sm_norm_lut *lut, const void *values, size_t n, void *out)
+{
+    if (lut->entries == 0) {
+        sm_normalize_to(&lut->norm, lut->in_dt, values, n, lut->out_dt, out);
+    } else if (lut->entries == 256) {
+        LUT_OUT(uint8_t);
+    } else {
+        LUT_OUT(uint16_t);
+    }
 }

@@ -149,6 +149,28 @@ bool sm_normalize_output_ok(enum sm_dtype out_dt);
 void sm_normalize_to(const struct sm_norm *nm, enum sm_dtype dt, const void *values, size_t n,
                      enum sm_dtype out_dt, void *out);
 
+/* A normalization prepared once per run (SPEC §5, stats_normalize.c): for an input of at most 16
+ * bits (bool, int8, uint8, int16, uint16) a lookup table with the output of every possible value
+ * (256 or 65,536 entries of out_dt, at most 256 KiB), filled by sm_normalize_to itself, so the
+ * table gives sm_normalize_to's outputs bit for bit and a value costs one load. Other input types
+ * (and an out_dt no normalization writes) keep no table: sm_norm_lut_apply computes the formula. */
+struct sm_norm_lut {
+    struct sm_norm norm;
+    enum sm_dtype in_dt, out_dt;
+    size_t entries; /* 256 or 65536; 0: no table, the formula */
+    void *table;    /* entries outputs of out_dt, indexed by the input value's bits (owned) */
+};
+/* True if sm_norm_lut_init builds a table for this input and output type. */
+bool sm_norm_lut_fits(enum sm_dtype in_dt, enum sm_dtype out_dt);
+/* Prepares nm from in_dt to out_dt (sm_normalize_output_ok), with its table when
+ * sm_norm_lut_fits. SM_E_NOMEM (the table). sm_norm_lut_destroy frees it. */
+sm_status sm_norm_lut_init(struct sm_norm_lut *lut, const struct sm_norm *nm, enum sm_dtype in_dt,
+                           enum sm_dtype out_dt, struct sm_err *err);
+void sm_norm_lut_destroy(struct sm_norm_lut *lut);
+/* sm_normalize_to(&lut->norm, lut->in_dt, values, n, lut->out_dt, out), through the table when
+ * there is one. */
+void sm_norm_lut_apply(const struct sm_norm_lut *lut, const void *values, size_t n, void *out);
+
 /* SPEC §2 `normalize.mode: none` (stats_cast.c): true if every value of `from` is exactly a value
  * of `to` (the same type, a wider integer, a float with enough significand bits). */
 bool sm_cast_lossless(enum sm_dtype from, enum sm_dtype to);

@@ -141,6 +141,29 @@ static void test_crc32c_paths_agree_with_bitwise_reference(void **state)
     }
 }
 
+/* Inputs long enough for the three interleaved streams (3 x 4096 bytes a block) and the joins by
+ * the shift tables: one, two and three blocks with tails, misaligned, seeded, against the bitwise
+ * reference and the table path. */
+static void test_crc32c_long_inputs_three_streams(void **state)
+{
+    (void)state;
+    struct sm_test_rng rng = {33};
+    static uint8_t data[3 * 3 * 4096 + 40];
+    sm_test_rng_bytes(&rng, data, sizeof(data));
+    const size_t lens[] = {3 * 4096 - 1, 3 * 4096, 3 * 4096 + 7, 2 * 3 * 4096 + 13, 3 * 3 * 4096};
+    for (size_t k = 0; k < sizeof(lens) / sizeof(lens[0]); k++) {
+        for (size_t off = 0; off < 3; off++) {
+            const uint32_t seed = (uint32_t)sm_test_rng_next(&rng);
+            const uint32_t want = crc_bitwise(seed, data + off, lens[k]);
+            assert_int_equal(sm_crc32c(seed, data + off, lens[k]), want);
+            assert_int_equal(crc_table_path(seed, data + off, lens[k]), want);
+            if (have_hw()) {
+                assert_int_equal(crc_hw_path(seed, data + off, lens[k]), want);
+            }
+        }
+    }
+}
+
 static void test_crc32c_detects_single_bit_flips(void **state)
 {
     (void)state;
@@ -166,6 +189,7 @@ int main(void)
         cmocka_unit_test(test_crc32c_text_vectors),
         cmocka_unit_test(test_crc32c_incremental_equals_one_shot),
         cmocka_unit_test(test_crc32c_paths_agree_with_bitwise_reference),
+        cmocka_unit_test(test_crc32c_long_inputs_three_streams),
         cmocka_unit_test(test_crc32c_detects_single_bit_flips),
     };
     return cmocka_run_group_tests_name("core_crc32c", tests, NULL, NULL);

@@ -79,6 +79,69 @@ static void test_checksum_box_equals_per_element_reference(void **state)
     assert_int_equal(c.weighted, weighted);
 }
 
+/* The 8- and 16-bit runs (summed in blocks of 2^15 with 32-bit products) against a per-element
+ * reference: a run over several blocks, values at the type's extremes (a block of the minimum,
+ * one of the maximum, then mixed), and first indexes that wrap 2^64 within the run. */
+static void small_run_check(enum sm_dtype dt, size_t elem, uint64_t first)
+{
+    enum { N = 3 * 32768 + 4321 };
+    static uint8_t buf[N * 2];
+    uint32_t x = 12345;
+    for (size_t i = 0; i < N; i++) {
+        x = x * 1664525u + 1013904223u;
+        uint16_t bits = (uint16_t)(x >> 16);
+        if (i < 32768) {
+            bits = elem == 1 ? 0x80 : 0x8000; /* the signed minimum */
+        } else if (i < 2 * 32768 + 7) {
+            bits = elem == 1 ? 0x7f : 0x7fff; /* the signed maximum */
+        } else if (i % 5 == 0) {
+            bits = 0xffff; /* the unsigned maximum, -1 signed */
+        }
+        memcpy(buf + i * elem, &bits, elem); /* little-endian: the low byte for 1-byte types */
+    }
+    uint64_t sum = 0, weighted = 0;
+    for (size_t i = 0; i < N; i++) {
+        uint64_t v;
+        switch (dt) {
+        case SM_DT_INT8:
+            v = (uint64_t)(int64_t)((const int8_t *)buf)[i];
+            break;
+        case SM_DT_INT16:
+            v = (uint64_t)(int64_t)((const int16_t *)buf)[i];
+            break;
+        case SM_DT_UINT16:
+            v = ((const uint16_t *)buf)[i];
+            break;
+        default:
+            v = buf[i];
+            break;
+        }
+        sum += v;
+        weighted += v * (first + i + 1);
+    }
+    for (size_t split = 0; split < 2; split++) {
+        struct sm_checksums c = {0, 0};
+        const size_t a = split ? 32768 + 77 : N;
+        sm_checksums_add_run(&c, dt, buf, a, first);
+        sm_checksums_add_run(&c, dt, buf + a * elem, N - a, first + a);
+        assert_int_equal(c.sum, sum);
+        assert_int_equal(c.weighted, weighted);
+    }
+}
+
+static void test_checksum_small_types_blocks(void **state)
+{
+    (void)state;
+    const uint64_t firsts[] = {0, 1000003, UINT64_MAX - 50000};
+    for (size_t f = 0; f < 3; f++) {
+        small_run_check(SM_DT_UINT8, 1, firsts[f]);
+        small_run_check(SM_DT_INT8, 1, firsts[f]);
+        small_run_check(SM_DT_BOOL, 1, firsts[f]);
+        small_run_check(SM_DT_UINT16, 2, firsts[f]);
+        small_run_check(SM_DT_INT16, 2, firsts[f]);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -87,6 +150,7 @@ int main(void)
         cmocka_unit_test(test_checksum_float_uses_bit_pattern),
         cmocka_unit_test(test_checksum_uint64_wraps),
         cmocka_unit_test(test_checksum_box_equals_per_element_reference),
+        cmocka_unit_test(test_checksum_small_types_blocks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,5 +1,6 @@
-/* Unit tests for engine/stats/stats_normalize.c: float32 formulas of SPEC §5, clamping, NaN, and
- * the integer outputs of SPEC §2 (rint(w * MAX) in float32, half to even, clamped, NaN -> 0). */
+/* Unit tests for engine/stats/stats_normalize.c: float32 formulas of SPEC §5, clamping, NaN, the
+ * integer outputs of SPEC §2 (rint(w * MAX) in float32, half to even, clamped, NaN -> 0), and the
+ * lookup table of <= 16-bit inputs against the formula for every input value. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -223,6 +224,102 @@ static void test_mode_names_follow_the_key_choices(void **state)
     assert_int_equal(SM_NORM_NONE, 3);
 }
 
+/* The table path (sm_norm_lut_apply) against the formula path (sm_normalize_to, one value at a
+ * time) for every value of every input type of at most 16 bits (all 65,536 uint16 and int16, all
+ * 256 uint8 and int8, bool's bytes), each mode, each output type, and windows at the edges: the
+ * type's whole range, a window of one step, one outside the values on either side, fractional
+ * bounds, a window wider than the type, divisors below 1, of 1 and above the range. Bit for bit:
+ * a float32 output is compared as its bits. The values are passed in a scrambled order. */
+static const struct sm_norm lut_norms[] = {
+    {SM_NORM_SCALE, 255, 0, 0},         {SM_NORM_SCALE, 65535, 0, 0},
+    {SM_NORM_SCALE, 1, 0, 0},           {SM_NORM_SCALE, 0.5, 0, 0},
+    {SM_NORM_SCALE, 3028, 0, 0},        {SM_NORM_SCALE, 1e9, 0, 0},
+    {SM_NORM_WINDOW, 0, 0, 65535},      {SM_NORM_WINDOW, 0, 0, 255},
+    {SM_NORM_WINDOW, 0, -32768, 32767}, {SM_NORM_WINDOW, 0, -128, 127},
+    {SM_NORM_WINDOW, 0, 1000, 1001},    {SM_NORM_WINDOW, 0, 0, 510},
+    {SM_NORM_WINDOW, 0, 17, 3028},      {SM_NORM_WINDOW, 0, -3.5, 1000.25},
+    {SM_NORM_WINDOW, 0, 70000, 80000},  {SM_NORM_WINDOW, 0, -80000, -70000},
+    {SM_NORM_WINDOW, 0, -1e6, 1e6},     {SM_NORM_WINDOW, 0, 100, 100.0001},
+};
+
+static void lut_check(enum sm_dtype in_dt, size_t count)
+{
+    static uint16_t values[65536];
+    static uint8_t table_out[65536 * 4 + 1], formula_out[65536 * 4];
+    const size_t in_size = count == 256 ? 1 : 2;
+    uint8_t *bytes = (uint8_t *)values;
+    for (size_t i = 0; i < count; i++) { /* 40503 is odd: i -> i * 40503 is a permutation */
+        const size_t b = (i * 40503u) % count;
+        if (in_size == 1) {
+            bytes[i] = (uint8_t)b;
+        } else {
+            values[i] = (uint16_t)b;
+        }
+    }
+    const enum sm_dtype outs[] = {SM_DT_FLOAT32, SM_DT_UINT8, SM_DT_UINT16};
+    for (size_t k = 0; k < sizeof(lut_norms) / sizeof(lut_norms[0]); k++) {
+        for (size_t o = 0; o < 3; o++) {
+            struct sm_norm_lut lut;
+            struct sm_err err = {0};
+            assert_int_equal(sm_norm_lut_init(&lut, &lut_norms[k], in_dt, outs[o], &err), SM_OK);
+            assert_int_equal(lut.entries, count); /* the table path, not the formula */
+            const size_t osz = outs[o] == SM_DT_FLOAT32 ? 4 : outs[o] == SM_DT_UINT16 ? 2 : 1;
+            memset(table_out, 0xa5, sizeof(table_out));
+            sm_norm_lut_apply(&lut, values, count, table_out);
+            for (size_t i = 0; i < count; i++) {
+                sm_normalize_to(&lut_norms[k], in_dt, bytes + i * in_size, 1, outs[o],
+                                formula_out + i * osz);
+            }
+            if (memcmp(table_out, formula_out, count * osz) != 0) {
+                fail_msg("table != formula: input type %d, norm %zu, output %d", (int)in_dt, k,
+                         (int)outs[o]);
+            }
+            assert_int_equal(table_out[count * osz], 0xa5); /* nothing past n */
+            sm_norm_lut_destroy(&lut);
+        }
+    }
+}
+
+static void test_lut_equals_formula_16_bit(void **state)
+{
+    (void)state;
+    lut_check(SM_DT_UINT16, 65536);
+    lut_check(SM_DT_INT16, 65536);
+}
+
+static void test_lut_equals_formula_8_bit(void **state)
+{
+    (void)state;
+    lut_check(SM_DT_UINT8, 256);
+    lut_check(SM_DT_INT8, 256);
+    lut_check(SM_DT_BOOL, 256);
+}
+
+/* Wider inputs keep no table: apply is the formula. */
+static void test_lut_wider_types_use_the_formula(void **state)
+{
+    (void)state;
+    assert_true(sm_norm_lut_fits(SM_DT_UINT16, SM_DT_UINT8));
+    assert_false(sm_norm_lut_fits(SM_DT_UINT32, SM_DT_UINT8));
+    assert_false(sm_norm_lut_fits(SM_DT_FLOAT32, SM_DT_FLOAT32));
+    assert_false(sm_norm_lut_fits(SM_DT_UINT16, SM_DT_INT16));
+    const struct sm_norm nm = {SM_NORM_WINDOW, 0, -3.5, 1000.25};
+    float v[64];
+    uint16_t a[64], b[64];
+    for (int i = 0; i < 64; i++) {
+        v[i] = -50.0f + 17.3f * (float)i;
+    }
+    v[3] = NAN;
+    struct sm_norm_lut lut;
+    struct sm_err err = {0};
+    assert_int_equal(sm_norm_lut_init(&lut, &nm, SM_DT_FLOAT32, SM_DT_UINT16, &err), SM_OK);
+    assert_int_equal(lut.entries, 0);
+    sm_norm_lut_apply(&lut, v, 64, a);
+    sm_normalize_to(&nm, SM_DT_FLOAT32, v, 64, SM_DT_UINT16, b);
+    assert_memory_equal(a, b, sizeof(a));
+    sm_norm_lut_destroy(&lut);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -237,6 +334,9 @@ int main(void)
         cmocka_unit_test(test_nan_and_inf),
         cmocka_unit_test(test_float32_output_and_types),
         cmocka_unit_test(test_mode_names_follow_the_key_choices),
+        cmocka_unit_test(test_lut_equals_formula_16_bit),
+        cmocka_unit_test(test_lut_equals_formula_8_bit),
+        cmocka_unit_test(test_lut_wider_types_use_the_formula),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
