@@ -526,6 +526,28 @@ static sm_status encode_parallel(const struct sm_shard_codec *sc, struct sm_byte
     return st;
 }
 
+/* Room in out, whose old bytes do not matter, for the encoded shard as a codec that does not
+ * shrink the values makes it: the values, 1/64 more and 64 bytes per inner chunk (zstd's and
+ * gzip's worst case on incompressible data stays under that), and the index. Taken once: grown
+ * chunk by chunk, the buffer was copied at every doubling, each time into fresh pages the kernel
+ * zeroes (a large block is a mapping of its own); unused pages of a mapping cost no memory. A
+ * shard that needs more still grows on append. */
+static sm_status reserve_shard(const struct sm_shard_codec *sc, struct sm_buf *out,
+                               struct sm_err *err)
+{
+    const struct sm_shard_layout *L = &sc->layout;
+    const size_t len = sc->shard.len;
+    if (L->n_inner > (SIZE_MAX - L->index_len) / 128 || len > SIZE_MAX / 2) {
+        return SM_OK; /* no sensible guess: grown on append */
+    }
+    const size_t want = len + len / 64 + (size_t)L->n_inner * 64 + L->index_len;
+    if (out->cap < want) {
+        sm_buf_free(out);
+        SM_TRY(sm_buf_reserve(out, want, err));
+    }
+    return SM_OK;
+}
+
 /* The shard whose values inside [0, clip) are `in` and the fill value elsewhere. */
 static sm_status encode_clipped(const struct sm_shard_codec *sc, struct sm_bytes in,
                                 const uint64_t *clip, struct sm_buf *out,
@@ -552,6 +574,7 @@ static sm_status encode_clipped(const struct sm_shard_codec *sc, struct sm_bytes
     SM_TRY(sm_buf_reserve(raw, sc->pairs_len, err));
     chunk->len = ir->len;
     raw->len = sc->pairs_len;
+    SM_TRY(reserve_shard(sc, out, err));
     out->len = 0;
     if (L->location == SM_SHARD_INDEX_START) { /* the index is written over this at the end */
         SM_TRY(sm_buf_reserve(out, L->index_len, err));

@@ -38,6 +38,16 @@ _Static_assert(sizeof(struct hdr) <= HDR, "the header fits its 16 bytes");
 #define SM_HUGE_OK 1
 #endif
 
+struct padded_counter {
+    alignas(LINE) atomic_uint_fast64_t v;
+    char pad[LINE - sizeof(atomic_uint_fast64_t)];
+};
+
+static struct padded_counter cur_bytes;
+static struct padded_counter peak_bytes;
+static struct padded_counter fail_countdown; /* 0: off; 1: the next allocation fails */
+static struct padded_counter large_count;    /* blocks of SM_HUGE_MIN bytes or more */
+
 /* n bytes after a header, zeroed when `zero`; no accounting, no injection. */
 static unsigned char *raw_alloc(size_t n, int zero)
 {
@@ -46,6 +56,9 @@ static unsigned char *raw_alloc(size_t n, int zero)
     }
     struct hdr h = {n, 0};
     unsigned char *p = NULL;
+    if (n >= SM_HUGE_MIN) {
+        atomic_fetch_add_explicit(&large_count.v, 1, memory_order_relaxed);
+    }
     if (SM_HUGE_OK && n >= SM_HUGE_MIN) {
         size_t back;
         p = sm_huge_map(n, HDR, &back); /* fresh anonymous pages are zero */
@@ -71,15 +84,6 @@ static void raw_free(unsigned char *base)
         free(base);
     }
 }
-
-struct padded_counter {
-    alignas(LINE) atomic_uint_fast64_t v;
-    char pad[LINE - sizeof(atomic_uint_fast64_t)];
-};
-
-static struct padded_counter cur_bytes;
-static struct padded_counter peak_bytes;
-static struct padded_counter fail_countdown; /* 0: off; 1: the next allocation fails */
 
 static int should_fail(void)
 {
@@ -205,6 +209,11 @@ uint64_t sm_alloc_peak(void)
 void sm_alloc_reset_peak(void)
 {
     atomic_store(&peak_bytes.v, atomic_load(&cur_bytes.v));
+}
+
+uint64_t sm_alloc_large_count(void)
+{
+    return atomic_load(&large_count.v);
 }
 
 void sm_alloc_fail_at(uint64_t n)

@@ -277,14 +277,19 @@ static sm_status write_group(struct cv *cv, void *user, uint64_t k, const uint64
 
 /* A grouped rank's write: each group's box read into the window (unless the scan kept the rank's
  * whole box there), then the group's shards cut from it (sm_cv_groups reads the next group ahead
- * when two windows fit); the write results and the progress add up over the groups. */
+ * when two windows fit) by one crew of writers; the write results and the progress add up over
+ * the groups. */
 static sm_status write_groups(struct cv *cv, const struct sm_write_job *all, struct sm_err *err)
 {
     struct write_group wg = {all, *all, {all->progress, all->progress_user, 0, 0, 0, 0}};
     wg.job.progress = sm_run_progress_based;
     wg.job.progress_user = &wg.pb;
     memset(&cv->wr, 0, sizeof(cv->wr));
-    return sm_cv_groups(cv, write_group, &wg, err);
+    /* the threads' shard buffers and codec contexts made once for all the groups */
+    SM_TRY(sm_write_crew_new(&wg.job.crew, err));
+    const sm_status st = sm_cv_groups(cv, write_group, &wg, err);
+    sm_write_crew_free(wg.job.crew);
+    return st;
 }
 
 /* Phase write: this rank's block of shards (one pass: scanning the input of each). One pass

@@ -238,6 +238,7 @@ sm_status sm_run_pyramid(const struct sm_run_pyramid *p, struct sm_write_result 
     const int threads = p->threads > 0 ? p->threads : sm_write_default_threads();
     struct pyramid py = {0};
     struct sm_store *store = NULL;
+    struct sm_write_crew *crew = NULL; /* the writers' buffers, made once for all the levels */
     sm_status st = SM_OK;
     py.ts = sm_calloc((size_t)threads, sizeof(*py.ts));
     if (py.ts == NULL) {
@@ -248,6 +249,9 @@ sm_status sm_run_pyramid(const struct sm_run_pyramid *p, struct sm_write_result 
     }
     if (st == SM_OK) {
         st = sm_store_file_open(sm_output_path(p->output), &store, err);
+    }
+    if (st == SM_OK) {
+        st = sm_write_crew_new(&crew, err);
     }
     st = sm_par_agree(st, err);
     for (unsigned k = p->done > 1 ? p->done : 1; st == SM_OK && k < nlev; k++) {
@@ -276,7 +280,8 @@ sm_status sm_run_pyramid(const struct sm_run_pyramid *p, struct sm_write_result 
                                              .user = &py,
                                              .progress = p->progress.update,
                                              .progress_user = p->progress.user,
-                                             .stop = p->stop};
+                                             .stop = p->stop,
+                                             .crew = crew};
             st = sm_write_shards(w, p->output, &job, &r, err);
         }
         sm_run_progress_end(&p->progress, st == SM_OK);
@@ -303,6 +308,7 @@ sm_status sm_run_pyramid(const struct sm_run_pyramid *p, struct sm_write_result 
         sm_buf_free(&py.ts[i].slab);
     }
     sm_free(py.ts);
+    sm_write_crew_free(crew);
     sm_store_close(store);
     return st;
 }

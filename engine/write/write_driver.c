@@ -1,6 +1,7 @@
 /* The shard driver (SPEC §1 "each rank, OpenMP threads over its shards: normalize -> encode inner
  * chunks -> write shard atomically") on the engine's one work driver (work.h): each thread owns a
- * write scratch, a value buffer of one shard and an encoded buffer; on failure the error of the
+ * write scratch, a value buffer of one shard and an encoded buffer, kept from call to call when the
+ * job brings a crew (large blocks are fresh kernel-zeroed mappings); on failure the error of the
  * lowest failing shard is reported, so the message is the same for any thread count.
  * Spec: https://zarr-specs.readthedocs.io/en/latest/v3/codecs/sharding-indexed/index.html
  * Invariant: a shard's bytes depend only on its values, never on the thread that encoded it. */
@@ -15,9 +16,16 @@
 
 struct worker {
     struct sm_write_scratch *ws;
-    uint8_t **values; /* one shard's values per level written (job.levels, at least 1) */
+    struct sm_buf *values; /* one shard's values per level written (job.levels, at least 1) */
+    unsigned nvalues;
     struct sm_buf enc;
     uint64_t written, kept, bytes, fill_ns, encode_ns, write_ns;
+};
+
+/* The workers of one call, or kept by the caller from call to call (write.h). */
+struct sm_write_crew {
+    struct worker *wks;
+    int n;
 };
 
 struct drive {
@@ -33,14 +41,42 @@ int sm_write_default_threads(void)
     return sm_work_default_threads();
 }
 
-static void worker_destroy(struct worker *wk, unsigned levels)
+static void worker_destroy(struct worker *wk)
 {
     sm_write_scratch_free(wk->ws);
-    for (unsigned k = 0; wk->values != NULL && k < levels; k++) {
-        sm_free(wk->values[k]);
+    for (unsigned k = 0; wk->values != NULL && k < wk->nvalues; k++) {
+        sm_buf_free(&wk->values[k]);
     }
     sm_free(wk->values);
     sm_buf_free(&wk->enc);
+    memset(wk, 0, sizeof(*wk));
+}
+
+sm_status sm_write_crew_new(struct sm_write_crew **out, struct sm_err *err)
+{
+    *out = sm_calloc(1, sizeof(**out));
+    if (*out == NULL) {
+        SM_FAIL(err, SM_E_NOMEM, "cannot allocate a write crew");
+    }
+    return SM_OK;
+}
+
+static void crew_destroy(struct sm_write_crew *c)
+{
+    for (int i = 0; c->wks != NULL && i < c->n; i++) {
+        worker_destroy(&c->wks[i]);
+    }
+    sm_free(c->wks);
+    c->wks = NULL;
+    c->n = 0;
+}
+
+void sm_write_crew_free(struct sm_write_crew *crew)
+{
+    if (crew != NULL) {
+        crew_destroy(crew);
+        sm_free(crew);
+    }
 }
 
 /* Level k's shard buffer: the largest shard of any level for level 0 (a group's read-back
@@ -50,21 +86,59 @@ static size_t level_bytes(const struct sm_writer *w, unsigned k)
     return k == 0 ? w->obj_bytes : w->lv[k]->obj_bytes;
 }
 
-static sm_status worker_init(struct worker *wk, const struct sm_writer *w, unsigned levels,
-                             struct sm_err *err)
+/* Room for n bytes whose old contents do not matter: a buffer too small is freed before the new
+ * one is taken (no copy, and the two never held at once). */
+static sm_status reserve_empty(struct sm_buf *b, size_t n, struct sm_err *err)
 {
-    memset(wk, 0, sizeof(*wk));
-    SM_TRY(sm_write_scratch_new(&wk->ws, err));
-    wk->values = sm_calloc(levels, sizeof(*wk->values));
-    if (wk->values == NULL) {
-        SM_FAIL(err, SM_E_NOMEM, "cannot allocate %u shard buffers", levels);
+    if (b->cap < n) {
+        sm_buf_free(b);
+    }
+    return sm_buf_reserve(b, n, err);
+}
+
+/* A worker ready for a call of `levels` levels on w: what it holds from an earlier call (its
+ * scratch's codec contexts, buffers big enough) is kept, the rest made. */
+static sm_status worker_ready(struct worker *wk, const struct sm_writer *w, unsigned levels,
+                              struct sm_err *err)
+{
+    if (wk->ws == NULL) {
+        SM_TRY(sm_write_scratch_new(&wk->ws, err));
+    }
+    if (wk->nvalues < levels) {
+        struct sm_buf *v = sm_realloc(wk->values, levels * sizeof(*v));
+        if (v == NULL) {
+            SM_FAIL(err, SM_E_NOMEM, "cannot allocate %u shard buffers", levels);
+        }
+        memset(v + wk->nvalues, 0, (levels - wk->nvalues) * sizeof(*v));
+        wk->values = v;
+        wk->nvalues = levels;
     }
     for (unsigned k = 0; k < levels; k++) {
-        const size_t n = level_bytes(w, k);
-        wk->values[k] = sm_malloc(n == 0 ? 1 : n);
-        if (wk->values[k] == NULL) {
-            SM_FAIL(err, SM_E_NOMEM, "cannot allocate a %zu-byte shard buffer", n);
+        SM_TRY(reserve_empty(&wk->values[k], level_bytes(w, k), err));
+    }
+    return SM_OK;
+}
+
+/* n workers ready (worker_ready), the crew grown to them. */
+static sm_status crew_ready(struct sm_write_crew *c, int n, const struct sm_writer *w,
+                            unsigned levels, unsigned codec_threads, struct sm_err *err)
+{
+    if (c->n < n) {
+        struct worker *wks = sm_realloc(c->wks, (size_t)n * sizeof(*wks));
+        if (wks == NULL) {
+            SM_FAIL(err, SM_E_NOMEM, "cannot allocate %d workers", n);
         }
+        memset(wks + c->n, 0, (size_t)(n - c->n) * sizeof(*wks));
+        c->wks = wks;
+        c->n = n;
+    }
+    for (int i = 0; i < n; i++) { /* this call's counts, whatever fails below */
+        struct worker *wk = &c->wks[i];
+        wk->written = wk->kept = wk->bytes = wk->fill_ns = wk->encode_ns = wk->write_ns = 0;
+    }
+    for (int i = 0; i < n; i++) {
+        SM_TRY(worker_ready(&c->wks[i], w, levels, err));
+        sm_write_scratch_set_threads(c->wks[i].ws, codec_threads);
     }
     return SM_OK;
 }
@@ -111,7 +185,7 @@ static sm_status one_shard(void *user, int thread, uint64_t item, uint64_t *byte
     const uint64_t shard = job->list != NULL ? job->list[item] : job->first + item;
     uint64_t off[2][SM_MAX_DIMS], shape[2][SM_MAX_DIMS];
     sm_writer_shard_box(w, shard, off[0], shape[0]);
-    struct sm_level_box up = {off[0], shape[0], wk->values[0], sm_writer_shard_bytes(w, shard)};
+    struct sm_level_box up = {off[0], shape[0], wk->values[0].ptr, sm_writer_shard_bytes(w, shard)};
     uint64_t t0 = sm_clock_ns();
     SM_TRY(job->fill(job->user, thread, shard, up.offset, up.shape, up.data, up.len, err));
     wk->fill_ns += sm_clock_ns() - t0;
@@ -120,7 +194,7 @@ static sm_status one_shard(void *user, int thread, uint64_t item, uint64_t *byte
     for (unsigned k = 1; k < dr->levels; k++) {
         const uint64_t s = sm_writer_level_first(w, k) + shard; /* level 0's shards come first */
         sm_writer_shard_box(w, s, off[k % 2], shape[k % 2]);
-        struct sm_level_box down = {off[k % 2], shape[k % 2], wk->values[k],
+        struct sm_level_box down = {off[k % 2], shape[k % 2], wk->values[k].ptr,
                                     sm_writer_shard_bytes(w, s)};
         t0 = sm_clock_ns();
         SM_TRY(job->derive(job->user, thread, k, &up, &down, err));
@@ -180,18 +254,11 @@ sm_status sm_write_shards(const struct sm_writer *w, struct sm_output *o,
      * encode of its inner chunks use every thread instead. */
     const bool inner = threads > 1 && count < (uint64_t)threads;
     const int nthreads = inner ? 1 : threads;
-    struct drive dr = {w, o, job, levels, sm_calloc((size_t)nthreads, sizeof(struct worker))};
-    if (dr.wks == NULL) {
-        SM_FAIL(err, SM_E_NOMEM, "cannot allocate %d workers", nthreads);
-    }
-    sm_status st = SM_OK;
-    for (int i = 0; i < nthreads && st == SM_OK; i++) {
-        st = worker_init(&dr.wks[i], w, levels, err);
-    }
+    struct sm_write_crew own = {NULL, 0};
+    struct sm_write_crew *crew = job->crew != NULL ? job->crew : &own;
+    sm_status st = crew_ready(crew, nthreads, w, levels, inner ? (unsigned)threads : 0, err);
     if (st == SM_OK) {
-        if (inner) {
-            sm_write_scratch_set_threads(dr.wks[0].ws, (unsigned)threads);
-        }
+        struct drive dr = {w, o, job, levels, crew->wks};
         const struct sm_work wk = {.count = count,
                                    .threads = nthreads,
                                    .item = one_shard,
@@ -202,15 +269,14 @@ sm_status sm_write_shards(const struct sm_writer *w, struct sm_output *o,
                                    .on_caller = inner};
         st = sm_work_run(&wk, err);
     }
-    for (int i = 0; i < nthreads; i++) {
-        res->written += dr.wks[i].written;
-        res->kept += dr.wks[i].kept;
-        res->bytes += dr.wks[i].bytes;
-        res->fill_ns += dr.wks[i].fill_ns;
-        res->encode_ns += dr.wks[i].encode_ns;
-        res->write_ns += dr.wks[i].write_ns;
-        worker_destroy(&dr.wks[i], levels);
+    for (int i = 0; i < nthreads && i < crew->n; i++) {
+        res->written += crew->wks[i].written;
+        res->kept += crew->wks[i].kept;
+        res->bytes += crew->wks[i].bytes;
+        res->fill_ns += crew->wks[i].fill_ns;
+        res->encode_ns += crew->wks[i].encode_ns;
+        res->write_ns += crew->wks[i].write_ns;
     }
-    sm_free(dr.wks);
+    crew_destroy(&own);
     return st;
 }

@@ -17,6 +17,10 @@ uint64_t sm_alloc_current(void);
 uint64_t sm_alloc_peak(void);
 void sm_alloc_reset_peak(void);
 
+/* Blocks of 2 MiB or more allocated since start (each a fresh mapping, core_alloc_huge.c, whose
+ * pages the kernel zeroes on first touch): what a run's buffer reuse is checked by. */
+uint64_t sm_alloc_large_count(void);
+
 /* Makes the Nth allocation from now on fail (1 = the next one); 0 disables. For torture tests. */
 void sm_alloc_fail_at(uint64_t n);
 

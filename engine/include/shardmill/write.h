@@ -425,7 +425,20 @@ struct sm_write_job {
      * only. */
     unsigned levels;
     sm_shard_derive_fn derive;
+    /* If non-NULL, the driver's per-thread state (a write scratch with its codec contexts, one
+     * shard's values per level, the encoded shard) is taken from here and left here for the next
+     * call (sm_write_crew_new); NULL: made and freed by this call. */
+    struct sm_write_crew *crew;
 };
+
+/* What sm_write_shards' threads hold, kept from call to call: a caller writing its shards in
+ * several calls (a run's groups, a pyramid's levels) makes its buffers and codec contexts once
+ * instead of once per call. A large block is a fresh mapping whose pages the kernel zeroes on
+ * first touch (core_alloc_huge.c), so a buffer made per call costs a page clear per 4 KiB. The
+ * buffers grow to the largest call's; one crew serves one call at a time. */
+struct sm_write_crew;
+sm_status sm_write_crew_new(struct sm_write_crew **out, struct sm_err *err);
+void sm_write_crew_free(struct sm_write_crew *crew); /* NULL: nothing */
 
 struct sm_write_result {
     uint64_t written, kept, bytes;         /* shards put, resume-kept shards, bytes put */

@@ -2,7 +2,8 @@
  * trips with the index at the end and at the start, inner chunks in C order, empty inner chunks
  * (2^64-1 markers) read as the fill value, index checksum mismatches, entries past the end or
  * overflowing (naming the inner chunk), nested sharding both whole and through the ranged-read
- * API, and configurations the spec rejects (non-dividing chunk_shape, variable-size index). */
+ * API, configurations the spec rejects (non-dividing chunk_shape, variable-size index), and a large
+ * shard encoded into a buffer taken once. */
 #include "shardmill/sm_config.h"
 
 #include <setjmp.h>
@@ -15,6 +16,7 @@
 
 #include "sm_test.h"
 #include "codec_test.h"
+#include "shardmill/alloc.h"
 #include "shardmill/crc32c.h"
 
 #define LE "{\"name\":\"bytes\",\"configuration\":{\"endian\":\"little\"}}"
@@ -384,6 +386,44 @@ static void test_sharding_parallel_encode_gives_the_serial_bytes(void **state)
     }
 }
 
+/* A large shard is encoded into a buffer taken once, not grown inner chunk by inner chunk: 8 MiB
+ * of values that do not compress (zstd stores them) make one large block (alloc.h), where growing
+ * by doubling made one for every doubling past 2 MiB, each a copy into fresh pages. */
+static void test_sharding_encode_reserves_the_shard_once(void **state)
+{
+    (void)state;
+    static const uint64_t big[3] = {64, 256, 256};
+    char text[1024];
+    shard_json(text, sizeof(text), "[16,64,64]", "[" LE "," ZS "]", "[" LE ",\"crc32c\"]", "end");
+    struct sm_codec_chain *c = ct_chain(text, SM_DT_UINT16, 3, big);
+    const size_t len = sm_codec_chain_repr(c)->len;
+    uint8_t *data = test_malloc(len);
+    uint64_t x = 88172645463325252u;
+    for (size_t i = 0; i < len; i++) { /* xorshift64: no match for zstd to find */
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        data[i] = (uint8_t)(x >> 56);
+    }
+    struct sm_scratch *sc = ct_scratch();
+    struct sm_buf out = SM_BUF_INIT;
+    struct sm_err err;
+    sm_err_clear(&err);
+    const uint64_t before = sm_alloc_large_count();
+    assert_ok(sm_codec_chain_encode(c, sm_bytes_of(data, len), &out, sc, &err), &err);
+    assert_int_equal(sm_alloc_large_count() - before, 1);
+    assert_true(out.len > len); /* stored: more than the values */
+    struct sm_buf back = SM_BUF_INIT;
+    assert_ok(sm_codec_chain_decode(c, sm_buf_bytes(&out), &back, sc, &err), &err);
+    assert_int_equal(back.len, len);
+    assert_memory_equal(back.ptr, data, len);
+    sm_buf_free(&back);
+    sm_buf_free(&out);
+    sm_scratch_free(sc);
+    test_free(data);
+    sm_codec_chain_free(c);
+}
+
 /* An edge shard encoded from its clipped values (sm_shard_encode_clipped) has the bytes of the
  * chain's encode of the shard padded with the fill value, serial and on 3 threads, for clips that
  * cut inner chunks, leave whole inner chunks out, and keep the whole shard; a clip past the shard
@@ -528,6 +568,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sharding_layout_describes_the_inner_grid),
         cmocka_unit_test(test_sharding_parallel_encode_gives_the_serial_bytes),
+        cmocka_unit_test(test_sharding_encode_reserves_the_shard_once),
         cmocka_unit_test(test_sharding_clipped_encode_gives_the_padded_bytes),
         cmocka_unit_test(test_sharding_round_trips_with_the_index_at_the_end),
         cmocka_unit_test(test_sharding_round_trips_with_the_index_at_the_start),
