@@ -617,59 +617,6 @@ static uint64_t window_bytes(const struct sm_plan_estimate *e)
     return scan > write ? scan : write;
 }
 
-/* A local Zarr/N5 input's payload bytes over its decoded bytes; else a scan's sampled ratio
- * (sample_stored: a scan has no ceiling check, so plan alone decides its bound); 1: unknown, or
- * a source. */
-static double stored_ratio(const struct sm_job_config *c, const struct sm_plan_input *in,
-                           double sampled)
-{
-    if (in->array == NULL || !c->input.cache_enabled) {
-        return 1.0;
-    }
-    const double files = (double)sm_report_zarr_input_bytes(c->input.store, c->input.array);
-    const double full =
-        (double)prod(in->m->shape, in->m->ndim) * (double)sm_dtype_size(in->m->dtype);
-    if (files > 0 && full > 0) {
-        return files / full;
-    }
-    return sampled > 0 ? sampled : 1.0;
-}
-
-/* A scan of a remote Zarr/N5 array with the cache on: what the encoded-object cache holds per
- * decoded byte, from the payload of a few input chunks on the ROI's diagonal (sample_read), with
- * a margin of SM_PLAN_SAMPLE_MARGIN for the chunks it did not read. */
-static sm_status sample_stored(const struct sm_job_config *c, const struct sm_plan_input *in,
-                               const struct sm_run_setup *su, struct sm_plan_estimate *e,
-                               double *ratio, struct sm_err *err)
-{
-    const struct sm_array_meta *m = in->m;
-    *ratio = 0;
-    if (e->convert || e->memory_only || in->array == NULL || !c->input.cache_enabled ||
-        sm_report_zarr_input_bytes(c->input.store, c->input.array) > 0) {
-        return SM_OK;
-    }
-    struct sm_output_spec s0;
-    memset(&s0, 0, sizeof(s0));
-    s0.ndim = m->ndim;
-    const uint64_t *u = m->inner_ndim > 0 ? m->inner_chunk_shape : m->chunk_shape;
-    for (unsigned d = 0; d < m->ndim; d++) {
-        s0.shape[d] = su->shape[d];
-        s0.chunk[d] = u[d] < su->shape[d] ? u[d] : su->shape[d];
-    }
-    struct sample sp;
-    memset(&sp, 0, sizeof(sp));
-    uint64_t units = 0;
-    const sm_status st = sample_read(c, in, su, &s0, &sp, &units, err);
-    for (unsigned i = 0; i < SM_PLAN_SAMPLES; i++) {
-        sm_buf_free(&sp.in[i]);
-    }
-    if (st == SM_OK && sp.n > 0) {
-        const double r = sp.in_ratio * SM_PLAN_SAMPLE_MARGIN;
-        *ratio = r < 1.0 ? r : 1.0;
-    }
-    return st;
-}
-
 /* Whether every level-0 shard's box (clipped to the ROI) is whole in the input's read units on
  * every axis: it starts on a unit boundary and ends on one or at the array's end. A whole box is
  * read straight into the shard (engine/tile/tile_memo.c), never through a chunk memo. */
@@ -707,9 +654,50 @@ static bool padded(const struct levels *lv)
     return false;
 }
 
+/* What the encoded-object cache holds per decoded byte of a Zarr/N5 input (1: unknown, no cache
+ * or a source): a local array's payload bytes over its decoded bytes (its files: the same for plan
+ * and run's ceiling check); a scan of a remote one (no ceiling check: plan alone decides its
+ * bound) from the payload of a few input chunks on the ROI's diagonal (sample_read), raised by
+ * SM_PLAN_SAMPLE_MARGIN for the chunks it did not read; a failed sample leaves 1. */
+static double cache_ratio(const struct sm_job_config *c, const struct sm_plan_input *in,
+                          const struct sm_run_setup *su, const struct sm_plan_estimate *e)
+{
+    const struct sm_array_meta *m = in->m;
+    if (in->array == NULL || !c->input.cache_enabled) {
+        return 1.0;
+    }
+    const double files = (double)sm_report_zarr_input_bytes(c->input.store, c->input.array);
+    const double full = (double)prod(m->shape, m->ndim) * (double)sm_dtype_size(m->dtype);
+    if (files > 0 && full > 0) {
+        return files / full;
+    }
+    if (e->convert || e->memory_only) {
+        return 1.0;
+    }
+    struct sm_output_spec s0; /* boxes of one input read unit each */
+    memset(&s0, 0, sizeof(s0));
+    s0.ndim = m->ndim;
+    const uint64_t *u = m->inner_ndim > 0 ? m->inner_chunk_shape : m->chunk_shape;
+    for (unsigned d = 0; d < m->ndim; d++) {
+        s0.shape[d] = su->shape[d];
+        s0.chunk[d] = u[d] < su->shape[d] ? u[d] : su->shape[d];
+    }
+    struct sample sp;
+    memset(&sp, 0, sizeof(sp));
+    uint64_t units = 0;
+    struct sm_err ignored;
+    sm_err_clear(&ignored);
+    const sm_status st = sample_read(c, in, su, &s0, &sp, &units, &ignored);
+    for (unsigned i = 0; i < SM_PLAN_SAMPLES; i++) {
+        sm_buf_free(&sp.in[i]);
+    }
+    const double r = sp.in_ratio * SM_PLAN_SAMPLE_MARGIN;
+    return st == SM_OK && sp.n > 0 && r < 1.0 ? r : 1.0;
+}
+
 static void estimate_memory(const struct sm_job_config *c, const struct sm_plan_input *in,
                             const struct sm_run_setup *su, const struct levels *lv,
-                            uint64_t rank_in, int ranks, double sampled, struct sm_plan_estimate *e)
+                            uint64_t rank_in, int ranks, struct sm_plan_estimate *e)
 {
     const struct sm_array_meta *m = in->m;
     const size_t in_elem = sm_dtype_size(m->dtype);
@@ -740,8 +728,8 @@ static void estimate_memory(const struct sm_job_config *c, const struct sm_plan_
         .padded = padded(lv),
         .rank_in_bytes = rank_in,
         /* at the stored/decoded ratio of a local array's files (the same for plan and run's
-         * check: no sample), else the decoded bytes */
-        .rank_stored_bytes = (uint64_t)((double)rank_in * stored_ratio(c, in, sampled)),
+         * check: no sample), a remote scan's sample, else the decoded bytes */
+        .rank_stored_bytes = (uint64_t)((double)rank_in * cache_ratio(c, in, su, e)),
         .cache_max_bytes = c->input.cache_enabled ? c->input.cache_max_bytes : 0,
         .index_cache_bytes = index_cache_bytes(c, m),
         .tile_bytes = prod(tile, m->ndim) * in_elem,
@@ -932,9 +920,7 @@ sm_status sm_plan_estimate(const struct sm_job_config *c, const struct sm_plan_i
         output_size(&lv, ome, e);
         export_size(c, &lv, (uint64_t)su->params.bins, e);
     }
-    double sampled = 0; /* a remote scan input's stored ratio, for its cache */
-    SM_TRY(sample_stored(c, in, su, e, &sampled, err));
-    estimate_memory(c, in, su, &lv, rank_in, ranks, sampled, e);
+    estimate_memory(c, in, su, &lv, rank_in, ranks, e);
     struct sm_plan_work w = {
         .ranks = ranks,
         .threads = threads,
