@@ -15,6 +15,7 @@
 #include <shardmill/alloc.h>
 #include <shardmill/array.h>
 #include <shardmill/meta.h>
+#include <shardmill/par.h>
 #include <shardmill/store.h>
 #include <shardmill/url.h>
 #include <shardmill/write.h>
@@ -205,6 +206,9 @@ struct plan_opts {
     bool warm;            /* --cache warm */
     bool memory_only;     /* run's ceiling check: the fit alone, nothing read or printed */
     struct sm_run_io *io; /* memory_only: the input's requests for it (the run counts them) */
+    /* memory_only: a local input's payload bytes, walked on rank 0 and broadcast (files_given) */
+    bool files_given;
+    uint64_t files_bytes;
 };
 
 /* How the input's read blocks read: a source says; an array's chunks decode whole. */
@@ -292,6 +296,8 @@ static sm_status plan(const struct sm_job_config *c, const struct plan_opts *o,
     est.fs_read_given = o->fs_read;
     est.fs_given = o->fs;
     est.warm = o->warm;
+    est.input_files_given = o->files_given;
+    est.input_files_bytes = o->files_bytes;
     SM_TRY(sm_plan_rates_load(o->rates, &est.rates, est.rates_from, sizeof(est.rates_from), err));
     struct sm_store *store = NULL;
     struct sm_plan_input in = {NULL, NULL, NULL};
@@ -383,7 +389,15 @@ sm_status sm_plan_memory_run(const struct sm_job_config *c, int ranks, int threa
                            .threads = threads > 0 ? threads : sm_write_default_threads(),
                            .nodes = 1,
                            .memory_only = true,
-                           .io = io};
+                           .io = io,
+                           .files_given = true};
+    /* the cache term's stored ratio: rank 0 walks a local input's files, the others get the sum
+     * (every rank reaches this with the same configuration: the broadcast is unconditional) */
+    if (c->input.cache_enabled && !sm_job_reads_source(c)) {
+        po.files_bytes =
+            sm_par_rank() == 0 ? sm_report_zarr_input_bytes(c->input.store, c->input.array) : 0;
+        SM_TRY(sm_par_bcast(&po.files_bytes, sizeof(po.files_bytes), 0, err));
+    }
     struct sm_err ignored;
     sm_err_clear(&ignored);
     /* a setup that fails here fails the run the same way, which reports it itself */
@@ -391,7 +405,6 @@ sm_status sm_plan_memory_run(const struct sm_job_config *c, int ranks, int threa
         memset(fit, 0, sizeof(*fit));
         return SM_OK;
     }
-    (void)err;
     return SM_OK;
 }
 

@@ -666,7 +666,9 @@ static double cache_ratio(const struct sm_job_config *c, const struct sm_plan_in
     if (in->array == NULL || !c->input.cache_enabled) {
         return 1.0;
     }
-    const double files = (double)sm_report_zarr_input_bytes(c->input.store, c->input.array);
+    const double files =
+        (double)(e->input_files_given ? e->input_files_bytes
+                                      : sm_report_zarr_input_bytes(c->input.store, c->input.array));
     const double full = (double)prod(m->shape, m->ndim) * (double)sm_dtype_size(m->dtype);
     if (files > 0 && full > 0) {
         return files / full;

@@ -65,6 +65,11 @@ struct sm_plan_estimate {
     double fs_read_given;   /* in: --fs-read-bandwidth, bytes/s (0: the rates') */
     double fs_given;        /* in: --fs-bandwidth, the shared file system's aggregate (0: none) */
     bool warm;              /* in: --cache warm: the rates' warm read bandwidth, not the cold */
+    /* in: a local Zarr/N5 input's payload bytes (sm_report_zarr_input_bytes) when the caller
+     * has them (run's ceiling check: rank 0 walks the files and broadcasts the sum); else plan
+     * walks them itself */
+    bool input_files_given;
+    uint64_t input_files_bytes;
     /* in: how the scan's tiles and the write's shards read the input (sm_run_read_plan; the
      * write's from sm_run_input_layout, the layout the run chooses) */
     struct sm_read_plan rp_scan, rp_write;

@@ -15,6 +15,8 @@ Usage: /usr/bin/python3 test_memory_ceiling.py --shardmill BIN --work DIR --case
   tiff_ome the same volume as a TIFF stack (tifffile) to a 2-level OME-Zarr image
   hdf5     the same volume as an HDF5 dataset (h5py, gzip chunks [32,64,64])
   mpi      the Zarr array over 2 ranks (mpirun), 1 thread each: every rank under the ceiling
+  walk     the Zarr array over 2 ranks, each under strace: the check's walk of the input's files
+           (the cache term's stored ratio) is rank 0's alone, broadcast; rank 1 stats no chunk file
   refuse   a ceiling of 12 MiB (below the binary's own baseline with any adaptation): exit 5, one
            error line naming limits.memory_bytes and the bound's parts, nothing written
 Prints one ok/FAIL line per check and a closing count; exit 1 on any failure (77: no mpirun).
@@ -221,6 +223,42 @@ def case_mpi(c, args, work):
     return None
 
 
+def case_walk(c, args, work):
+    """The ceiling's check walks a local input's files on rank 0 only (the cache term's stored
+    ratio, broadcast): under strace, rank 1 stats none of the input's chunk files."""
+    mpirun = shutil.which("mpirun") or shutil.which("mpiexec")
+    strace = shutil.which("strace")
+    if mpirun is None or strace is None:
+        print("skip: no mpirun or strace")
+        return 77
+    inp = make_input(work, "zarr")
+    inp["cache"] = {"enabled": True, "max_bytes": "64MiB"}
+    cfg = config(work, "walk", inp, 1, "1GiB")
+    trace = os.path.join(work, "walk.trace")
+    r = cc.run([mpirun, "-n", "2", "--oversubscribe", "sh", "-c",
+                f'exec {strace} -f -qq -e trace=newfstatat,lstat,stat,statx -o {trace}.$OMPI_COMM_WORLD_RANK '
+                f'"$0" run "$1"', args.shardmill, cfg], env=mpi_env())
+    if not c.check("walk: 2 ranks under strace, exit 0", r.returncode == 0, cc.describe(r)):
+        return None
+    chunks = os.path.join(inp["store"], "")
+
+    def stats(rank):  # stat calls on the input's chunk files (not its .zarray/.zattrs)
+        n = 0
+        with open(f"{trace}.{rank}") as f:
+            for line in f:
+                q = line.split('"')
+                if len(q) > 1 and q[1].startswith(chunks) and \
+                        not os.path.basename(q[1]).startswith("."):
+                    n += 1
+        return n
+
+    files = sum(1 for f in os.listdir(inp["store"]) if not f.startswith("."))
+    s0, s1 = stats(0), stats(1)
+    c.check(f"walk: rank 0 stats the input's {files} chunk files ({s0} calls)", s0 >= files, s0)
+    c.check(f"walk: rank 1 stats none of them ({s1} calls)", s1 == 0, s1)
+    return None
+
+
 def case_refuse(c, args, work):
     inp = make_input(work, "zarr")
     cfg = config(work, "refuse", inp, 2, "12MiB")
@@ -246,4 +284,4 @@ def case_refuse(c, args, work):
 if __name__ == "__main__":
     cc.main_guard(lambda: cc.case_main("convert.memory_ceiling", {
         "zarr": case_zarr, "tiff_ome": case_tiff_ome, "hdf5": case_hdf5, "mpi": case_mpi,
-        "refuse": case_refuse}))
+        "refuse": case_refuse, "walk": case_walk}))
