@@ -176,10 +176,10 @@ static void print_text(const struct sm_job_config *c, const struct sm_run_setup 
  * describes the volume (its read unit as the chunk shape, as engine/run/run_convert.c does). */
 static sm_status open_input(const struct sm_job_config *c, struct sm_store **store,
                             struct sm_plan_input *in, struct sm_array_meta *src_meta,
-                            struct sm_err *err)
+                            struct sm_meta_docs *docs, struct sm_err *err)
 {
     if (!sm_job_reads_source(c)) {
-        SM_TRY(sm_job_open_input(c, store, &in->array, err));
+        SM_TRY(sm_job_open_input_docs(c, store, &in->array, docs, err));
         in->m = sm_array_meta(in->array);
         return SM_OK;
     }
@@ -209,6 +209,7 @@ struct plan_opts {
     /* memory_only: a local input's payload bytes, walked on rank 0 and broadcast (files_given) */
     bool files_given;
     uint64_t files_bytes;
+    struct sm_meta_docs *docs; /* memory_only: the metadata rank 0 fetched, kept for the run */
 };
 
 /* How the input's read blocks read: a source says; an array's chunks decode whole. */
@@ -302,7 +303,7 @@ static sm_status plan(const struct sm_job_config *c, const struct plan_opts *o,
     struct sm_store *store = NULL;
     struct sm_plan_input in = {NULL, NULL, NULL};
     struct sm_array_meta src_meta;
-    SM_TRY(open_input(c, &store, &in, &src_meta, err));
+    SM_TRY(open_input(c, &store, &in, &src_meta, o->docs, err));
     const struct sm_array_meta *m = in.m;
     struct sm_run_setup su;
     struct sm_output_spec spec;
@@ -377,7 +378,8 @@ static sm_status plan(const struct sm_job_config *c, const struct plan_opts *o,
 }
 
 sm_status sm_plan_memory_run(const struct sm_job_config *c, int ranks, int threads,
-                             struct sm_plan_fit *fit, struct sm_run_io *io, struct sm_err *err)
+                             struct sm_plan_fit *fit, struct sm_run_io *io,
+                             struct sm_meta_docs *docs, struct sm_err *err)
 {
     memset(fit, 0, sizeof(*fit));
     memset(io, 0, sizeof(*io));
@@ -390,7 +392,8 @@ sm_status sm_plan_memory_run(const struct sm_job_config *c, int ranks, int threa
                            .nodes = 1,
                            .memory_only = true,
                            .io = io,
-                           .files_given = true};
+                           .files_given = true,
+                           .docs = docs};
     /* the cache term's stored ratio: rank 0 walks a local input's files, the others get the sum
      * (every rank reaches this with the same configuration: the broadcast is unconditional) */
     if (c->input.cache_enabled && !sm_job_reads_source(c)) {

@@ -165,9 +165,13 @@ struct json_t *sm_plan_fit_json(const struct sm_plan_fit *fit);
 /* The ceiling's check for `run` of a convert (cmd_plan.c: the plan's own setup, memory only) over
  * `ranks` ranks of `threads` threads. fit->checked false when the check does not apply or the
  * setup fails (the run then reports the failure itself). *io: the requests its metadata read made
- * on the input (a Zarr/N5 array's store), which the run counts (sm_run_common.preflight). */
+ * on the input (a Zarr/N5 array's store), which the run counts (sm_run_common.preflight); *docs
+ * (empty on entry): the metadata documents that read fetched on rank 0, for the run to open the
+ * input from (sm_run_input.docs) instead of fetching them again. A local input's files are walked
+ * on rank 0 and their sum broadcast (collective: every rank calls it). */
 sm_status sm_plan_memory_run(const struct sm_job_config *c, int ranks, int threads,
-                             struct sm_plan_fit *fit, struct sm_run_io *io, struct sm_err *err);
+                             struct sm_plan_fit *fit, struct sm_run_io *io,
+                             struct sm_meta_docs *docs, struct sm_err *err);
 
 /* The JSON member `estimate`, and the human lines. */
 struct json_t *sm_plan_estimate_json(const struct sm_plan_estimate *e, int ranks);

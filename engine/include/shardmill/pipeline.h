@@ -71,13 +71,18 @@ struct sm_run_input {
     uint64_t max_object_bytes;    /* limits.max_object_bytes */
     uint64_t max_chunk_bytes;     /* limits.max_chunk_bytes */
     uint64_t max_requests;        /* limits.max_requests: of the store opened (0: no limit) */
+    /* NULL, or the metadata documents kept across opens of the same input (rank 0's; borrowed):
+     * empty (SM_META_DOCS_NONE), the open fetches them and keeps a copy there; holding a kind,
+     * rank 0 opens from them instead of fetching again (jobs/: the memory ceiling's check
+     * fetches, the run reuses: the metadata is read once) */
+    struct sm_meta_docs *docs;
 };
 #define SM_RUN_INPUT_DEFAULTS                                                                      \
     {                                                                                              \
         .store = NULL, .array = NULL, .http = SM_HTTP_OPTS_DEFAULTS, .cache_enabled = true,        \
         .cache_max_bytes = (uint64_t)256 << 20, .index_cache_bytes = (uint64_t)16 << 20,           \
         .index_cache_entries = 64, .max_object_bytes = (uint64_t)512 << 20,                        \
-        .max_chunk_bytes = (uint64_t)1 << 30, .max_requests = 0                                    \
+        .max_chunk_bytes = (uint64_t)1 << 30, .max_requests = 0, .docs = NULL                      \
     }
 
 /* Progress of the phases (jobs/progress.c prints rank 0's line). Every member may be NULL. Called
