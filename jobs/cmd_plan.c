@@ -15,7 +15,6 @@
 #include <shardmill/alloc.h>
 #include <shardmill/array.h>
 #include <shardmill/meta.h>
-#include <shardmill/par.h>
 #include <shardmill/store.h>
 #include <shardmill/url.h>
 #include <shardmill/write.h>
@@ -176,10 +175,13 @@ static void print_text(const struct sm_job_config *c, const struct sm_run_setup 
  * describes the volume (its read unit as the chunk shape, as engine/run/run_convert.c does). */
 static sm_status open_input(const struct sm_job_config *c, struct sm_store **store,
                             struct sm_plan_input *in, struct sm_array_meta *src_meta,
-                            struct sm_meta_docs *docs, struct sm_err *err)
+                            struct sm_meta_docs *docs, uint64_t *files_bytes, struct sm_err *err)
 {
     if (!sm_job_reads_source(c)) {
-        SM_TRY(sm_job_open_input_docs(c, store, &in->array, docs, err));
+        SM_TRY(sm_job_open_input_docs(
+            c, store, &in->array, docs,
+            files_bytes != NULL && c->input.cache_enabled ? sm_report_zarr_input_bytes : NULL,
+            files_bytes, err));
         in->m = sm_array_meta(in->array);
         return SM_OK;
     }
@@ -206,9 +208,9 @@ struct plan_opts {
     bool warm;            /* --cache warm */
     bool memory_only;     /* run's ceiling check: the fit alone, nothing read or printed */
     struct sm_run_io *io; /* memory_only: the input's requests for it (the run counts them) */
-    /* memory_only: a local input's payload bytes, walked on rank 0 and broadcast (files_given) */
+    /* memory_only: a local input's payload bytes are walked on rank 0 by the engine's open and
+     * broadcast with the metadata (sm_run_input.files_size) */
     bool files_given;
-    uint64_t files_bytes;
     struct sm_meta_docs *docs; /* memory_only: the metadata rank 0 fetched, kept for the run */
 };
 
@@ -298,12 +300,12 @@ static sm_status plan(const struct sm_job_config *c, const struct plan_opts *o,
     est.fs_given = o->fs;
     est.warm = o->warm;
     est.input_files_given = o->files_given;
-    est.input_files_bytes = o->files_bytes;
     SM_TRY(sm_plan_rates_load(o->rates, &est.rates, est.rates_from, sizeof(est.rates_from), err));
     struct sm_store *store = NULL;
     struct sm_plan_input in = {NULL, NULL, NULL};
     struct sm_array_meta src_meta;
-    SM_TRY(open_input(c, &store, &in, &src_meta, o->docs, err));
+    SM_TRY(open_input(c, &store, &in, &src_meta, o->docs,
+                      o->files_given ? &est.input_files_bytes : NULL, err));
     const struct sm_array_meta *m = in.m;
     struct sm_run_setup su;
     struct sm_output_spec spec;
@@ -394,20 +396,13 @@ sm_status sm_plan_memory_run(const struct sm_job_config *c, int ranks, int threa
                            .io = io,
                            .files_given = true,
                            .docs = docs};
-    /* the cache term's stored ratio: rank 0 walks a local input's files, the others get the sum
-     * (every rank reaches this with the same configuration: the broadcast is unconditional) */
-    if (c->input.cache_enabled && !sm_job_reads_source(c)) {
-        po.files_bytes =
-            sm_par_rank() == 0 ? sm_report_zarr_input_bytes(c->input.store, c->input.array) : 0;
-        SM_TRY(sm_par_bcast(&po.files_bytes, sizeof(po.files_bytes), 0, err));
-    }
     struct sm_err ignored;
     sm_err_clear(&ignored);
     /* a setup that fails here fails the run the same way, which reports it itself */
     if (plan(c, &po, fit, &ignored) != SM_OK) {
         memset(fit, 0, sizeof(*fit));
-        return SM_OK;
     }
+    (void)err;
     return SM_OK;
 }
 

@@ -168,7 +168,7 @@ struct json_t *sm_plan_fit_json(const struct sm_plan_fit *fit);
  * on the input (a Zarr/N5 array's store), which the run counts (sm_run_common.preflight); *docs
  * (empty on entry): the metadata documents that read fetched on rank 0, for the run to open the
  * input from (sm_run_input.docs) instead of fetching them again. A local input's files are walked
- * on rank 0 and their sum broadcast (collective: every rank calls it). */
+ * on rank 0 by the engine's open and their sum broadcast (sm_run_input.files_size). */
 sm_status sm_plan_memory_run(const struct sm_job_config *c, int ranks, int threads,
                              struct sm_plan_fit *fit, struct sm_run_io *io,
                              struct sm_meta_docs *docs, struct sm_err *err);

@@ -201,6 +201,11 @@ sm_status sm_run_open_input_sha(const struct sm_run_input *in, uint64_t memory_b
     if (st == SM_OK) {
         st = bcast_docs(&docs, err);
     }
+    if (st == SM_OK && in->files_size != NULL && in->files_bytes != NULL) {
+        uint64_t b = sm_par_rank() == 0 ? in->files_size(in->store, path) : 0;
+        st = sm_par_bcast(&b, sizeof(b), 0, err);
+        *in->files_bytes = b;
+    }
     if (st == SM_OK) {
         st = sm_array_open_docs(*store, path, &o, &docs, array, err);
     }
