@@ -175,10 +175,13 @@ static void print_text(const struct sm_job_config *c, const struct sm_run_setup 
  * describes the volume (its read unit as the chunk shape, as engine/run/run_convert.c does). */
 static sm_status open_input(const struct sm_job_config *c, struct sm_store **store,
                             struct sm_plan_input *in, struct sm_array_meta *src_meta,
-                            struct sm_err *err)
+                            struct sm_meta_docs *docs, uint64_t *files_bytes, struct sm_err *err)
 {
     if (!sm_job_reads_source(c)) {
-        SM_TRY(sm_job_open_input(c, store, &in->array, err));
+        SM_TRY(sm_job_open_input_docs(
+            c, store, &in->array, docs,
+            files_bytes != NULL && c->input.cache_enabled ? sm_report_zarr_input_bytes : NULL,
+            files_bytes, err));
         in->m = sm_array_meta(in->array);
         return SM_OK;
     }
@@ -205,6 +208,10 @@ struct plan_opts {
     bool warm;            /* --cache warm */
     bool memory_only;     /* run's ceiling check: the fit alone, nothing read or printed */
     struct sm_run_io *io; /* memory_only: the input's requests for it (the run counts them) */
+    /* memory_only: a local input's payload bytes are walked on rank 0 by the engine's open and
+     * broadcast with the metadata (sm_run_input.files_size) */
+    bool files_given;
+    struct sm_meta_docs *docs; /* memory_only: the metadata rank 0 fetched, kept for the run */
 };
 
 /* How the input's read blocks read: a source says; an array's chunks decode whole. */
@@ -290,11 +297,13 @@ static sm_status plan(const struct sm_job_config *c, const struct plan_opts *o,
     est.fs_read_given = o->fs_read;
     est.fs_given = o->fs;
     est.warm = o->warm;
+    est.input_files_given = o->files_given;
     SM_TRY(sm_plan_rates_load(o->rates, &est.rates, est.rates_from, sizeof(est.rates_from), err));
     struct sm_store *store = NULL;
     struct sm_plan_input in = {NULL, NULL, NULL};
     struct sm_array_meta src_meta;
-    SM_TRY(open_input(c, &store, &in, &src_meta, err));
+    SM_TRY(open_input(c, &store, &in, &src_meta, o->docs,
+                      o->files_given ? &est.input_files_bytes : NULL, err));
     const struct sm_array_meta *m = in.m;
     struct sm_run_setup su;
     struct sm_output_spec spec;
@@ -369,7 +378,8 @@ static sm_status plan(const struct sm_job_config *c, const struct plan_opts *o,
 }
 
 sm_status sm_plan_memory_run(const struct sm_job_config *c, int ranks, int threads,
-                             struct sm_plan_fit *fit, struct sm_run_io *io, struct sm_err *err)
+                             struct sm_plan_fit *fit, struct sm_run_io *io,
+                             struct sm_meta_docs *docs, struct sm_err *err)
 {
     memset(fit, 0, sizeof(*fit));
     memset(io, 0, sizeof(*io));
@@ -381,13 +391,14 @@ sm_status sm_plan_memory_run(const struct sm_job_config *c, int ranks, int threa
                            .threads = threads > 0 ? threads : sm_write_default_threads(),
                            .nodes = 1,
                            .memory_only = true,
-                           .io = io};
+                           .io = io,
+                           .files_given = true,
+                           .docs = docs};
     struct sm_err ignored;
     sm_err_clear(&ignored);
     /* a setup that fails here fails the run the same way, which reports it itself */
     if (plan(c, &po, fit, &ignored) != SM_OK) {
         memset(fit, 0, sizeof(*fit));
-        return SM_OK;
     }
     (void)err;
     return SM_OK;

@@ -42,17 +42,24 @@ sm_status sm_job_convert(const struct sm_job_config *c, const struct sm_report_t
      * written; every rank computes the same from the same metadata (no collective) */
     struct sm_plan_fit fit;
     struct sm_run_io preflight;
-    SM_TRY(sm_plan_memory_run(c, sm_par_size(), p.c.threads, &fit, &preflight, err));
+    struct sm_meta_docs docs = SM_META_DOCS_INIT; /* its metadata, read once: the run reuses it */
+    sm_status st = sm_plan_memory_run(c, sm_par_size(), p.c.threads, &fit, &preflight, &docs, err);
     p.c.preflight = &preflight; /* its metadata read: in the report's requests */
-    if (fit.checked && !fit.fits) {
-        return sm_plan_memory_refuse(&fit, err);
+    p.c.input.docs = &docs;
+    if (st == SM_OK && fit.checked && !fit.fits) {
+        st = sm_plan_memory_refuse(&fit, err);
+    }
+    if (st != SM_OK) {
+        sm_meta_docs_free(&docs);
+        return st;
     }
     if (fit.checked) {
         p.c.threads = fit.threads;
         p.c.reread = fit.reread;
     }
     struct sm_run_result r;
-    sm_status st = sm_run_convert(&p, &r, err);
+    st = sm_run_convert(&p, &r, err);
+    sm_meta_docs_free(&docs);
     if (st == SM_OK) { /* rank 0's alone: the others exit 0 */
         st = sm_report_run_emit(to, true, &r, fit.checked ? sm_plan_fit_json(&fit) : NULL,
                                 sm_report_rates_json(&p.output, &r), err);

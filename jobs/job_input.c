@@ -212,8 +212,19 @@ sm_status sm_job_convert_params(const struct sm_job_config *c, struct sm_convert
 sm_status sm_job_open_input(const struct sm_job_config *c, struct sm_store **store,
                             struct sm_array **array, struct sm_err *err)
 {
+    return sm_job_open_input_docs(c, store, array, NULL, NULL, NULL, err);
+}
+
+sm_status sm_job_open_input_docs(const struct sm_job_config *c, struct sm_store **store,
+                                 struct sm_array **array, struct sm_meta_docs *docs,
+                                 uint64_t (*files_size)(const char *store, const char *array),
+                                 uint64_t *files_bytes, struct sm_err *err)
+{
     struct sm_run_common rc;
     sm_job_run_common(c, &rc);
+    rc.input.docs = docs;
+    rc.input.files_size = files_size;
+    rc.input.files_bytes = files_bytes;
     return sm_run_open_input(&rc.input, rc.memory_bytes, store, array, err);
 }
 

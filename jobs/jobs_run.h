@@ -47,6 +47,14 @@ void sm_job_source_params(const struct sm_job_config *c, struct sm_source_params
  * open. */
 sm_status sm_job_open_input(const struct sm_job_config *c, struct sm_store **store,
                             struct sm_array **array, struct sm_err *err);
+/* The same, keeping the metadata documents rank 0 fetched in *docs (sm_run_input.docs: empty,
+ * filled; holding a kind, reused) so a later open of the input reads none again. */
+/* files_size (NULL: none): told on rank 0 by the open, its answer broadcast into *files_bytes
+ * (sm_run_input.files_size). */
+sm_status sm_job_open_input_docs(const struct sm_job_config *c, struct sm_store **store,
+                                 struct sm_array **array, struct sm_meta_docs *docs,
+                                 uint64_t (*files_size)(const char *store, const char *array),
+                                 uint64_t *files_bytes, struct sm_err *err);
 
 /* The ROI of the config for this array: defaults to the whole array; SM_E_USAGE naming
  * roi.offset / roi.shape on a dimension mismatch (bounds are checked by the tiling). */

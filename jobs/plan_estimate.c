@@ -32,6 +32,9 @@ extern const size_t sm_plan_rates_builtin_len;
  * written (write_output.c). */
 #define MARKER_FILES 1u
 
+/* The sampled stored ratio of a scan's input raised by this much for the chunks not sampled. */
+#define SM_PLAN_SAMPLE_MARGIN 1.05
+
 /* A thread's codec contexts: a zstd level-3 compression context over a chunk of up to a few MiB
  * (its window and hash tables, ~1-3 MiB), a decompression context and gzip/blosc state. */
 #define PLAN_CODEC_BYTES ((uint64_t)4 << 20)
@@ -621,16 +624,84 @@ static uint64_t window_bytes(const struct sm_plan_estimate *e)
     return scan > write ? scan : write;
 }
 
-/* A local Zarr/N5 input's payload bytes over its decoded bytes (1: unknown, or a source). */
-static double stored_ratio(const struct sm_job_config *c, const struct sm_plan_input *in)
+/* Whether every level-0 shard's box (clipped to the ROI) is whole in the input's read units on
+ * every axis: it starts on a unit boundary and ends on one or at the array's end. A whole box is
+ * read straight into the shard (engine/tile/tile_memo.c), never through a chunk memo. */
+static bool units_whole(const struct sm_array_meta *m, const struct sm_run_setup *su,
+                        const struct levels *lv)
 {
+    if (lv->n == 0) {
+        return false;
+    }
+    const uint64_t *u = m->inner_ndim > 0 ? m->inner_chunk_shape : m->chunk_shape;
+    const uint64_t *o = outer(&lv->s[0]);
+    for (unsigned d = 0; d < m->ndim; d++) {
+        const uint64_t end = su->off[d] + su->shape[d];
+        const bool one = o[d] >= su->shape[d]; /* a single shard along d */
+        if (u[d] == 0 || su->off[d] % u[d] != 0 || (!one && o[d] % u[d] != 0) ||
+            (end % u[d] != 0 && end != m->shape[d])) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Output chunks without a shard codec, some of them at an edge: the writer pads each edge chunk
+ * into a full one before its encode (engine/write/write_shard.c). */
+static bool padded(const struct levels *lv)
+{
+    if (lv->n == 0 || lv->s[0].sharded) {
+        return false;
+    }
+    for (unsigned d = 0; d < lv->s[0].ndim; d++) {
+        if (lv->s[0].shape[d] % lv->s[0].chunk[d] != 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* What the encoded-object cache holds per decoded byte of a Zarr/N5 input (1: unknown, no cache
+ * or a source): a local array's payload bytes over its decoded bytes (its files: the same for plan
+ * and run's ceiling check); a scan of a remote one (no ceiling check: plan alone decides its
+ * bound) from the payload of a few input chunks on the ROI's diagonal (sample_read), raised by
+ * SM_PLAN_SAMPLE_MARGIN for the chunks it did not read; a failed sample leaves 1. */
+static double cache_ratio(const struct sm_job_config *c, const struct sm_plan_input *in,
+                          const struct sm_run_setup *su, const struct sm_plan_estimate *e)
+{
+    const struct sm_array_meta *m = in->m;
     if (in->array == NULL || !c->input.cache_enabled) {
         return 1.0;
     }
-    const double files = (double)sm_report_zarr_input_bytes(c->input.store, c->input.array);
-    const double full =
-        (double)prod(in->m->shape, in->m->ndim) * (double)sm_dtype_size(in->m->dtype);
-    return files > 0 && full > 0 ? files / full : 1.0;
+    const double files =
+        (double)(e->input_files_given ? e->input_files_bytes
+                                      : sm_report_zarr_input_bytes(c->input.store, c->input.array));
+    const double full = (double)prod(m->shape, m->ndim) * (double)sm_dtype_size(m->dtype);
+    if (files > 0 && full > 0) {
+        return files / full;
+    }
+    if (e->convert || e->memory_only) {
+        return 1.0;
+    }
+    struct sm_output_spec s0; /* boxes of one input read unit each */
+    memset(&s0, 0, sizeof(s0));
+    s0.ndim = m->ndim;
+    const uint64_t *u = m->inner_ndim > 0 ? m->inner_chunk_shape : m->chunk_shape;
+    for (unsigned d = 0; d < m->ndim; d++) {
+        s0.shape[d] = su->shape[d];
+        s0.chunk[d] = u[d] < su->shape[d] ? u[d] : su->shape[d];
+    }
+    struct sample sp;
+    memset(&sp, 0, sizeof(sp));
+    uint64_t units = 0;
+    struct sm_err ignored;
+    sm_err_clear(&ignored);
+    const sm_status st = sample_read(c, in, su, &s0, &sp, &units, &ignored);
+    for (unsigned i = 0; i < SM_PLAN_SAMPLES; i++) {
+        sm_buf_free(&sp.in[i]);
+    }
+    const double r = sp.in_ratio * SM_PLAN_SAMPLE_MARGIN;
+    return st == SM_OK && sp.n > 0 && r < 1.0 ? r : 1.0;
 }
 
 static void estimate_memory(const struct sm_job_config *c, const struct sm_plan_input *in,
@@ -661,10 +732,13 @@ static void estimate_memory(const struct sm_job_config *c, const struct sm_plan_
         .source = in->src != NULL,
         .grouped = e->convert && e->rp_write.windowed,
         .aligned = lv->n > 1 && aligned_levels(lv) > 1,
+        .scan_job = !e->convert,
+        .units_whole = in->src == NULL && units_whole(m, su, lv),
+        .padded = padded(lv),
         .rank_in_bytes = rank_in,
         /* at the stored/decoded ratio of a local array's files (the same for plan and run's
-         * check: no sample), else the decoded bytes */
-        .rank_stored_bytes = (uint64_t)((double)rank_in * stored_ratio(c, in)),
+         * check: no sample), a remote scan's sample, else the decoded bytes */
+        .rank_stored_bytes = (uint64_t)((double)rank_in * cache_ratio(c, in, su, e)),
         .cache_max_bytes = c->input.cache_enabled ? c->input.cache_max_bytes : 0,
         .index_cache_bytes = index_cache_bytes(c, m),
         .tile_bytes = prod(tile, m->ndim) * in_elem,
@@ -807,7 +881,8 @@ sm_status sm_plan_estimate(const struct sm_job_config *c, const struct sm_plan_i
         e->rank_shards *= per;
     }
     e->kept = e->kept && e->convert && !e->reread;
-    e->kept_some = e->kept_some && !e->reread; /* the run's adaptation: never kept */
+    /* the run's adaptation: never kept; a scan keeps nothing (it reads each tile once) */
+    e->kept_some = e->kept_some && !e->reread && e->convert;
     struct levels lv = {0};
     if (e->convert) {
         enum sm_dtype dt;

@@ -65,6 +65,11 @@ struct sm_plan_estimate {
     double fs_read_given;   /* in: --fs-read-bandwidth, bytes/s (0: the rates') */
     double fs_given;        /* in: --fs-bandwidth, the shared file system's aggregate (0: none) */
     bool warm;              /* in: --cache warm: the rates' warm read bandwidth, not the cold */
+    /* in: a local Zarr/N5 input's payload bytes (sm_report_zarr_input_bytes) when the caller
+     * has them (run's ceiling check: rank 0 walks the files and broadcasts the sum); else plan
+     * walks them itself */
+    bool input_files_given;
+    uint64_t input_files_bytes;
     /* in: how the scan's tiles and the write's shards read the input (sm_run_read_plan; the
      * write's from sm_run_input_layout, the layout the run chooses) */
     struct sm_read_plan rp_scan, rp_write;
@@ -160,9 +165,13 @@ struct json_t *sm_plan_fit_json(const struct sm_plan_fit *fit);
 /* The ceiling's check for `run` of a convert (cmd_plan.c: the plan's own setup, memory only) over
  * `ranks` ranks of `threads` threads. fit->checked false when the check does not apply or the
  * setup fails (the run then reports the failure itself). *io: the requests its metadata read made
- * on the input (a Zarr/N5 array's store), which the run counts (sm_run_common.preflight). */
+ * on the input (a Zarr/N5 array's store), which the run counts (sm_run_common.preflight); *docs
+ * (empty on entry): the metadata documents that read fetched on rank 0, for the run to open the
+ * input from (sm_run_input.docs) instead of fetching them again. A local input's files are walked
+ * on rank 0 by the engine's open and their sum broadcast (sm_run_input.files_size). */
 sm_status sm_plan_memory_run(const struct sm_job_config *c, int ranks, int threads,
-                             struct sm_plan_fit *fit, struct sm_run_io *io, struct sm_err *err);
+                             struct sm_plan_fit *fit, struct sm_run_io *io,
+                             struct sm_meta_docs *docs, struct sm_err *err);
 
 /* The JSON member `estimate`, and the human lines. */
 struct json_t *sm_plan_estimate_json(const struct sm_plan_estimate *e, int ranks);

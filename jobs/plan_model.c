@@ -323,31 +323,36 @@ uint64_t sm_plan_peak_rss(const struct sm_plan_mem *m, struct sm_plan_rss_parts 
     /* the tiles and shards in flight: one per thread, never more than the rank has */
     const uint64_t Ts = m->rank_tiles > 0 ? min_u64(T, m->rank_tiles) : T;
     const uint64_t Tw = m->rank_shards > 0 ? min_u64(T, m->rank_shards) : T;
+    /* per thread that decodes: the scratch of an input chunk (decoded and encoded) and the codec
+     * contexts */
+    const uint64_t decode = T * (2 * m->chunk_bytes + m->codec_bytes);
     if (m->two_pass) {
-        p.scan = Ts * m->tile_bytes + T * m->hist_bytes; /* scan workers */
+        p.scan = Ts * m->tile_bytes + T * m->hist_bytes + decode; /* scan workers */
     }
-    if (m->two_pass && (m->kept || m->kept_some)) {
-        p.input += m->rank_in_bytes; /* the kept decoded input */
+    if (m->two_pass && !m->scan_job && (m->kept || m->kept_some)) {
+        p.input += m->rank_in_bytes; /* the kept decoded input (a convert's) */
     }
     p.input += m->window_bytes; /* the group's window a pass cuts its shards from */
-    if (!(m->two_pass && m->kept) && !m->source && !m->grouped) {
+    if (!(m->two_pass && m->kept) && !m->source && !m->grouped && !m->units_whole && !m->scan_job) {
         /* the chunk memos: an eighth of the budget, at most SM_PLAN_MEMO_SLOTS read units and a
          * spare per thread (engine/tile/tile_memo.c); none when the shards are cut from windows
-         * (engine/run/run_convert_write.c) */
+         * (engine/run/run_convert_write.c) or every shard's box is whole in read units (read
+         * straight into the shard) */
         const uint64_t slots = T * SM_PLAN_MEMO_SLOTS * m->chunk_bytes;
         p.caches += min_u64(min_u64(m->memory_bytes / 8, m->rank_in_bytes), slots);
     }
-    /* per writing thread: the shard's input box, its values, the shards of an image's aligned
-     * levels made from them (under 1/7 of the values: 1/8 + 1/64 + ...; where an edge shard's
-     * padded copy was before the clipped encode) and the encoded shard (at most the values plus
-     * the codec's bound), a histogram in one pass, the decode scratch of an input chunk (decoded
-     * and encoded) and the codec contexts */
+    /* per writing thread: the shard's input box, its values, the encoded shard (at most the
+     * values plus the codec's bound), an edge chunk's padded copy without a shard codec, the
+     * shards of an image's aligned levels made from them (their values under 1/7 of the shard's:
+     * 1/8 + 1/64 + ..., and their float32 means); per thread a histogram in one pass and the
+     * decode scratch */
     const uint64_t vox = m->shard_voxels, vals = vox * m->out_elem;
-    /* an image's aligned levels: their float32 means and their values, 1/8 + 1/64 + ... of the
-     * shard's voxels each */
-    const uint64_t levels = vals / 7 + (m->aligned ? vox * 4 / 7 : 0);
-    p.write = Tw * (vox * m->in_elem + 2 * vals + levels + (64u << 10)) +
-              T * (m->hist_bytes + 2 * m->chunk_bytes + m->codec_bytes);
+    const uint64_t levels = m->aligned ? vals / 7 + vox * 4 / 7 : 0;
+    if (!m->scan_job) {
+        p.write =
+            Tw * (vox * m->in_elem + 2 * vals + (m->padded ? vals : 0) + levels + (64u << 10)) +
+            T * (m->two_pass ? 0 : m->hist_bytes) + decode;
+    }
     if (m->pyr_shard_voxels > 0) {
         /* a thread's slab of the level below (engine/run/run_pyramid.c slab_step: at most 8
          * shards' worth, at most a level chunk's depth of planes) and its shard buffers */

@@ -176,6 +176,12 @@ struct sm_plan_mem {
     /* the HDF5 export (0: none): a rank's value buffer (run_export.c: min(64 MiB, memory_bytes
      * / 4), at least a shard) and one chunk of the export's dataset (values) */
     uint64_t export_buffer_bytes, export_chunk_bytes;
+    bool scan_job; /* a scan: no write phase, no kept input; its threads decode (scratch, codecs) */
+    /* every level-0 shard's box is whole in the input's read units (it starts on a unit boundary
+     * and ends on one or at the array's end): read straight into the shard, no chunk memo
+     * (engine/tile/tile_memo.c) */
+    bool units_whole;
+    bool padded; /* output chunks without a shard codec, some at an edge: a padded copy each */
 };
 
 /* Slots of a thread's chunk memo plus its spare unit (engine/tile/tile_memo.c MEMO_MAX_SLOTS). */

@@ -106,6 +106,16 @@ static sm_status bcast_docs(struct sm_meta_docs *d, struct sm_err *err)
     return sm_par_bcast_buf(&d->attrs, 0, err);
 }
 
+/* A copy of the documents src into dst (replaced). */
+static sm_status copy_docs(const struct sm_meta_docs *src, struct sm_meta_docs *dst,
+                           struct sm_err *err)
+{
+    dst->kind = src->kind;
+    dst->have_attrs = src->have_attrs;
+    SM_TRY(sm_buf_set(&dst->doc, sm_buf_bytes(&src->doc), err));
+    return sm_buf_set(&dst->attrs, sm_buf_bytes(&src->attrs), err);
+}
+
 sm_status sm_run_open_input(const struct sm_run_input *in, uint64_t memory_bytes,
                             struct sm_store **store, struct sm_array **array, struct sm_err *err)
 {
@@ -178,10 +188,22 @@ sm_status sm_run_open_input_sha(const struct sm_run_input *in, uint64_t memory_b
      * opens the array from the same bytes. Collective: the fetch status is agreed first. */
     const char *path = in->array != NULL ? in->array : "";
     struct sm_meta_docs docs = SM_META_DOCS_INIT;
-    st = sm_par_rank() == 0 ? sm_array_fetch_meta(*store, path, &o, &docs, err) : SM_OK;
+    if (sm_par_rank() == 0) { /* fetched, or kept from an earlier open of this input */
+        st = in->docs != NULL && in->docs->kind != SM_META_DOCS_NONE
+                 ? copy_docs(in->docs, &docs, err)
+                 : sm_array_fetch_meta(*store, path, &o, &docs, err);
+        if (st == SM_OK && in->docs != NULL && in->docs->kind == SM_META_DOCS_NONE) {
+            st = copy_docs(&docs, in->docs, err);
+        }
+    }
     st = sm_par_agree(st, err);
     if (st == SM_OK) {
         st = bcast_docs(&docs, err);
+    }
+    if (st == SM_OK && in->files_size != NULL && in->files_bytes != NULL) {
+        uint64_t b = sm_par_rank() == 0 ? in->files_size(in->store, path) : 0;
+        st = sm_par_bcast(&b, sizeof(b), 0, err);
+        *in->files_bytes = b;
     }
     if (st == SM_OK) {
         st = sm_array_open_docs(*store, path, &o, &docs, array, err);

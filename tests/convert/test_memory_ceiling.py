@@ -15,6 +15,10 @@ Usage: /usr/bin/python3 test_memory_ceiling.py --shardmill BIN --work DIR --case
   tiff_ome the same volume as a TIFF stack (tifffile) to a 2-level OME-Zarr image
   hdf5     the same volume as an HDF5 dataset (h5py, gzip chunks [32,64,64])
   mpi      the Zarr array over 2 ranks (mpirun), 1 thread each: every rank under the ceiling
+  walk     the Zarr array over 2 ranks, each under strace: the check's walk of the input's files
+           (the cache term's stored ratio) is rank 0's alone, broadcast; rank 1 stats no chunk file
+  meta     the Zarr array over HTTP (http.server with a request log), 2 ranks: each metadata
+           document is fetched once per run (the check's fetch on rank 0, reused by the run)
   refuse   a ceiling of 12 MiB (below the binary's own baseline with any adaptation): exit 5, one
            error line naming limits.memory_bytes and the bound's parts, nothing written
 Prints one ok/FAIL line per check and a closing count; exit 1 on any failure (77: no mpirun).
@@ -24,6 +28,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 
 import numpy as np
@@ -221,6 +226,85 @@ def case_mpi(c, args, work):
     return None
 
 
+def case_walk(c, args, work):
+    """The ceiling's check walks a local input's files on rank 0 only (the cache term's stored
+    ratio, broadcast): under strace, rank 1 stats none of the input's chunk files."""
+    mpirun = shutil.which("mpirun") or shutil.which("mpiexec")
+    strace = shutil.which("strace")
+    if mpirun is None or strace is None:
+        print("skip: no mpirun or strace")
+        return 77
+    inp = make_input(work, "zarr")
+    inp["cache"] = {"enabled": True, "max_bytes": "64MiB"}
+    cfg = config(work, "walk", inp, 1, "1GiB")
+    trace = os.path.join(work, "walk.trace")
+    r = cc.run([mpirun, "-n", "2", "--oversubscribe", "sh", "-c",
+                f'exec {strace} -f -qq -e trace=newfstatat,lstat,stat,statx -o {trace}.$OMPI_COMM_WORLD_RANK '
+                f'"$0" run "$1"', args.shardmill, cfg], env=mpi_env())
+    if not c.check("walk: 2 ranks under strace, exit 0", r.returncode == 0, cc.describe(r)):
+        return None
+    chunks = os.path.join(inp["store"], "")
+
+    def stats(rank):  # stat calls on the input's chunk files (not its .zarray/.zattrs)
+        n = 0
+        with open(f"{trace}.{rank}") as f:
+            for line in f:
+                q = line.split('"')
+                if len(q) > 1 and q[1].startswith(chunks) and \
+                        not os.path.basename(q[1]).startswith("."):
+                    n += 1
+        return n
+
+    files = sum(1 for f in os.listdir(inp["store"]) if not f.startswith("."))
+    s0, s1 = stats(0), stats(1)
+    c.check(f"walk: rank 0 stats the input's {files} chunk files ({s0} calls)", s0 >= files, s0)
+    c.check(f"walk: rank 1 stats none of them ({s1} calls)", s1 == 0, s1)
+    return None
+
+
+def case_meta(c, args, work):
+    """The input's metadata is read once per run: the ceiling's check fetches it on rank 0 and the
+    run opens the input from those documents (sm_run_input.docs), over HTTP with 2 ranks."""
+    mpirun = shutil.which("mpirun") or shutil.which("mpiexec")
+    if mpirun is None:
+        print("skip: no mpirun")
+        return 77
+    root = os.path.join(work, "root")
+    os.makedirs(root)
+    inp = make_input(root, "zarr")
+    log, port_file = os.path.join(work, "requests.jsonl"), os.path.join(work, "port")
+    srv = subprocess.Popen([sys.executable, "-m", "shardmill_test.plain_server", "--root", root,
+                            "--port-file", port_file, "--log", log, "--max-lifetime", "300"],
+                           stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while not (os.path.exists(port_file) and open(port_file).read().strip()):
+            if srv.poll() is not None or time.monotonic() > deadline:
+                c.check("meta: the HTTP server starts", False)
+                return None
+            time.sleep(0.02)
+        url = f"http://127.0.0.1:{int(open(port_file).read())}/in.zarr"
+        cfg = config(work, "meta", {"store": url}, 1, "1GiB")
+        r = cc.run([mpirun, "-n", "2", "--oversubscribe", args.shardmill, "run", cfg],
+                   env=mpi_env())
+        if not c.check("meta: 2 ranks over HTTP, exit 0", r.returncode == 0, cc.describe(r)):
+            return None
+        time.sleep(0.2)  # the handler logs after the client has its last byte
+        docs = [json.loads(x)["path"] for x in open(log) if x.strip()]
+        docs = [d for d in docs if os.path.basename(d) in
+                ("zarr.json", ".zarray", ".zattrs", ".zgroup")]
+        c.check(f"meta: each metadata document fetched once ({docs})",
+                len(docs) == len(set(docs)) and "in.zarr/.zarray" in docs, docs)
+        with open(os.path.join(work, "meta.json")) as f:
+            rep = json.load(f)
+        c.check("meta: the report's ceiling was checked", rep["memory"].get("ceiling") is not None,
+                rep["memory"])
+    finally:
+        srv.terminate()
+        srv.wait()
+    return None
+
+
 def case_refuse(c, args, work):
     inp = make_input(work, "zarr")
     cfg = config(work, "refuse", inp, 2, "12MiB")
@@ -246,4 +330,4 @@ def case_refuse(c, args, work):
 if __name__ == "__main__":
     cc.main_guard(lambda: cc.case_main("convert.memory_ceiling", {
         "zarr": case_zarr, "tiff_ome": case_tiff_ome, "hdf5": case_hdf5, "mpi": case_mpi,
-        "refuse": case_refuse}))
+        "refuse": case_refuse, "walk": case_walk, "meta": case_meta}))

@@ -17,6 +17,11 @@ Cases (one ctest each: convert.plan_bounds.<case>):
           requests (metadata only: ratio_from "metadata", input_chunks_needed 262144, the text
           names --ratio); the same array with [16,16,16] chunks is still sampled (ratio_from
           "sample") in at most 4096 chunk requests plus the metadata.
+  parts   the peak-RSS bound's parts follow what a rank holds: plan --json of a scan over HTTP
+          (http.server) of a 128^3 uint16 zarr-python array (32^3 chunks, zstd) has input 0 and
+          its cache part within 0.95..1.15x the array's stored bytes (its chunk files' sizes); a
+          convert of the same local array with shards [64,64,64] (whole in input chunks) counts
+          no chunk memo beyond the stored bytes; with shards [48,64,64] a window or memos.
 Prints one ok/FAIL line per check and a closing count; exit 1 on any failure.
 """
 
@@ -201,7 +206,74 @@ def case_sample(c, args, work):
         srv.stop()
 
 
-CASES = {"ranks": case_ranks, "sample": case_sample}
+def stored_bytes(path):
+    """The array's chunk files' bytes (its .zarray/.zattrs/.zgroup left out): what the
+    encoded-object cache can hold of it."""
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path)
+               for f in fs if not f.startswith("."))
+
+
+def case_parts(c, args, work):
+    """The peak-RSS bound's parts follow what a rank holds (issue 34: bound <= 1.3x the peak):
+    a scan keeps no input and its cache holds the input's stored bytes (sampled over HTTP); a
+    convert whose shards are whole in input chunks reads them straight in (no chunk memo)."""
+    import numpy as np
+    import zarr
+    from numcodecs import Zstd
+    root = os.path.join(work, "root")
+    path = os.path.join(root, "vol.zarr")
+    rng = np.random.default_rng(34)  # 12-bit values, the same statistics in every chunk
+    vol = rng.integers(0, 4096, size=(128, 128, 128), dtype=np.uint16)
+    z = zarr.open(path, mode="w", shape=vol.shape, chunks=(32, 32, 32), dtype="<u2",
+                  compressor=Zstd(level=3))
+    z[:] = vol
+    stored, decoded = stored_bytes(path), vol.nbytes
+    c.check(f"the input compresses ({stored} of {decoded} bytes)", stored < 0.9 * decoded)
+    srv = Server(root, work)
+    try:
+        cfg = cc.write_config(os.path.join(work, "scan.yaml"), {
+            "job": "scan", "input": {"store": f"{srv.url}/vol.zarr",
+                                     "cache": {"enabled": True, "max_bytes": "256MiB"}},
+            "tile": [32, 32, 32], "progress": False})
+        r, _ = timed([args.shardmill, "plan", cfg, "--ranks", "1", "--threads", "2", "--json"],
+                     work)
+        if c.check("scan over HTTP: plan exits 0", r is not None and r.returncode == 0,
+                   cc.describe(r) if r else "timed out"):
+            parts = json.loads(r.stdout)["estimate"]["rss_parts_bytes"]
+            c.check("scan: the input part is 0 (a scan keeps nothing)", parts["input"] == 0,
+                    parts)
+            c.check(f"scan: the cache part {parts['caches']} within 0.95..1.15x the stored "
+                    f"bytes {stored} (sampled, not the decoded {decoded})",
+                    0.95 * stored <= parts["caches"] <= 1.15 * stored, parts)
+    finally:
+        srv.stop()
+    for shard, memo in (([64, 64, 64], False), ([48, 64, 64], True)):
+        cfg = cc.write_config(os.path.join(work, "convert.yaml"), {
+            "job": "convert", "input": {"store": path,
+                                        "cache": {"enabled": True, "max_bytes": "256MiB"}},
+            "normalize": {"mode": "scale", "divisor": 4095},
+            "output": {"path": os.path.join(work, "out.zarr"), "shard": shard,
+                       "chunk": [16, 16, 16]}, "progress": False})
+        r, _ = timed([args.shardmill, "plan", cfg, "--ranks", "1", "--threads", "2", "--json"],
+                     work)
+        if not c.check(f"convert, shards {shard}: plan exits 0",
+                       r is not None and r.returncode == 0, cc.describe(r) if r else "timed out"):
+            continue
+        parts = json.loads(r.stdout)["estimate"]["rss_parts_bytes"]
+        # the cache holds the stored bytes (the local files' sizes); a chunk memo per thread
+        # (or a group's window) only when a shard's box cuts input chunks
+        extra = parts["caches"] - stored
+        if memo:  # read through a group's window (input) or the threads' chunk memos
+            c.check(f"convert, shards {shard} across input chunks: the stored bytes and a "
+                    f"window or memos of at least a chunk per thread ({extra} + "
+                    f"{parts['input']})", extra >= 0 and extra + parts["input"] >= 2 * 65536,
+                    parts)
+        else:
+            c.check(f"convert, shards {shard} whole in input chunks: the caches hold the stored "
+                    f"bytes, no chunk memo ({extra} more)", 0 <= extra < 65536, parts)
+
+
+CASES = {"ranks": case_ranks, "sample": case_sample, "parts": case_parts}
 
 
 def main():

@@ -71,13 +71,24 @@ struct sm_run_input {
     uint64_t max_object_bytes;    /* limits.max_object_bytes */
     uint64_t max_chunk_bytes;     /* limits.max_chunk_bytes */
     uint64_t max_requests;        /* limits.max_requests: of the store opened (0: no limit) */
+    /* NULL, or the metadata documents kept across opens of the same input (rank 0's; borrowed):
+     * empty (SM_META_DOCS_NONE), the open fetches them and keeps a copy there; holding a kind,
+     * rank 0 opens from them instead of fetching again (jobs/: the memory ceiling's check
+     * fetches, the run reuses: the metadata is read once) */
+    struct sm_meta_docs *docs;
+    /* NULL, or called on rank 0 by the open with the store and the array's path (a local input's
+     * files' size: jobs/' memory ceiling prices its cache by it), the answer broadcast with the
+     * metadata into *files_bytes on every rank (collective, never a walk per rank) */
+    uint64_t (*files_size)(const char *store, const char *array);
+    uint64_t *files_bytes;
 };
 #define SM_RUN_INPUT_DEFAULTS                                                                      \
     {                                                                                              \
         .store = NULL, .array = NULL, .http = SM_HTTP_OPTS_DEFAULTS, .cache_enabled = true,        \
         .cache_max_bytes = (uint64_t)256 << 20, .index_cache_bytes = (uint64_t)16 << 20,           \
         .index_cache_entries = 64, .max_object_bytes = (uint64_t)512 << 20,                        \
-        .max_chunk_bytes = (uint64_t)1 << 30, .max_requests = 0                                    \
+        .max_chunk_bytes = (uint64_t)1 << 30, .max_requests = 0, .docs = NULL, .files_size = NULL, \
+        .files_bytes = NULL                                                                        \
     }
 
 /* Progress of the phases (jobs/progress.c prints rank 0's line). Every member may be NULL. Called

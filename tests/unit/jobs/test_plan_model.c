@@ -295,11 +295,11 @@ static void test_peak_rss_parts(void **state)
     /* one pass: baseline + records; cache (the rank's stored bytes: 1500) + index + memos (17
      * units of 64 bytes per thread: 2176, under the input and the eighth); per shard in flight (2
      * threads, the rank's shards unknown): its input (20), values (40) and encoded shard (at most
-     * the values), an image's aligned levels (40 / 7) and 64 KiB of codec bound; per thread:
-     * histogram, decode scratch (2 chunks), codec contexts */
+     * the values) and 64 KiB of codec bound; per thread: histogram (one pass), decode scratch (2
+     * chunks), codec contexts */
     struct sm_plan_rss_parts p;
-    const uint64_t shard = 20 + 2 * 40 + 40 / 7 + 65536, thread = 8 + 128 + 1;
-    const uint64_t write = 2 * shard + 2 * thread;
+    const uint64_t shard = 20 + 2 * 40 + 65536, decode = 2 * (128 + 1);
+    const uint64_t write = 2 * shard + 2 * 8 + decode;
     const uint64_t one = 1000 + 50 + 1500 + 100 + 2176 + write;
     assert_int_equal(sm_plan_peak_rss(&m, &p), one);
     assert_int_equal(p.baseline, 1050);
@@ -308,31 +308,46 @@ static void test_peak_rss_parts(void **state)
     assert_int_equal(p.total, one);
     m.rank_shards = 1; /* one shard on the rank: one shard in flight, whatever the threads */
     assert_int_equal(sm_plan_peak_rss(&m, &p), one - shard);
-    m.aligned = true; /* an image's levels made with the shard: + their float32 means */
-    assert_int_equal(sm_plan_peak_rss(&m, &p), one - shard + 10 * 4 / 7);
+    m.aligned = true; /* an image's levels made with the shard: their values and float32 means */
+    assert_int_equal(sm_plan_peak_rss(&m, &p), one - shard + 40 / 7 + 10 * 4 / 7);
     m.aligned = false;
+    m.padded = true; /* chunks without a shard codec at an edge: a padded copy in flight */
+    assert_int_equal(sm_plan_peak_rss(&m, &p), one - shard + 40);
+    m.padded = false;
+    m.units_whole = true; /* every shard whole in read units: read straight in, no memo */
+    assert_int_equal(sm_plan_peak_rss(&m, &p), one - shard - 2176);
+    m.units_whole = false;
     m.rank_shards = 0;
-    m.two_pass = true; /* scan workers: freed before the write, the larger phase counts */
-    assert_int_equal(sm_plan_peak_rss(&m, &p), one);
-    assert_int_equal(p.scan, 2 * (512 + 8));
+    m.two_pass = true; /* scan workers: freed before the write, the larger phase counts; the
+                        * write's threads have no histogram */
+    const uint64_t write2 = write - 2 * 8, two = one - 2 * 8;
+    assert_int_equal(sm_plan_peak_rss(&m, &p), two);
+    assert_int_equal(p.scan, 2 * (512 + 8) + decode);
     m.tile_bytes = 100000; /* a scan larger than the write */
-    assert_int_equal(sm_plan_peak_rss(&m, &p), one - write + 2 * (100000 + 8));
+    assert_int_equal(sm_plan_peak_rss(&m, &p), two - write2 + 2 * (100000 + 8) + decode);
     m.rank_tiles = 1; /* one tile in flight, a histogram per thread: the write counts again */
-    assert_int_equal(sm_plan_peak_rss(&m, &p), one);
-    assert_int_equal(p.scan, 100000 + 2 * 8);
+    assert_int_equal(sm_plan_peak_rss(&m, &p), two);
+    assert_int_equal(p.scan, 100000 + 2 * 8 + decode);
     m.rank_tiles = 0;
     m.tile_bytes = 512;
     m.kept_some = true; /* some ranks keep (4000), the others memoize: a rank may hold either */
-    assert_int_equal(sm_plan_peak_rss(&m, NULL), one + 4000);
+    assert_int_equal(sm_plan_peak_rss(&m, NULL), two + 4000);
+    struct sm_plan_mem sj = m; /* a scan job keeps nothing and writes nothing */
+    sj.scan_job = true;
+    sm_plan_peak_rss(&sj, &p);
+    assert_int_equal(p.input, 0);
+    assert_int_equal(p.write, 0);
+    assert_int_equal(p.caches, 1500 + 100);
+    assert_int_equal(p.total, 1050 + 1500 + 100 + 2 * (512 + 8) + decode);
     m.kept_some = false;
     m.kept = true; /* every rank keeps (4000): no memo */
-    assert_int_equal(sm_plan_peak_rss(&m, &p), one - 2176 + 4000);
+    assert_int_equal(sm_plan_peak_rss(&m, &p), two - 2176 + 4000);
     assert_int_equal(p.input, 4000);
     m.cache_max_bytes = 1000; /* a cache under the rank's stored bytes evicts: + a tenth */
     sm_plan_peak_rss(&m, &p);
     assert_int_equal(p.caches, 1000 + 100 + 100);
     m.cache_max_bytes = 0; /* a disabled cache holds nothing */
-    const uint64_t kept = one - 2176 + 4000 - 1500;
+    const uint64_t kept = two - 2176 + 4000 - 1500;
     assert_int_equal(sm_plan_peak_rss(&m, NULL), kept);
     m.pyr_shard_voxels = 5; /* a slab of 8 level-1 shards and 3 buffers per thread: under the
                              * write's, which counts */
@@ -348,7 +363,7 @@ static void test_peak_rss_parts(void **state)
     m.pyr_slab_voxels = 0;
     m.memory_bytes = 1 << 30;
     sm_plan_peak_rss(&m, &p);
-    assert_int_equal(p.total, kept - write + p.pyramid);
+    assert_int_equal(p.total, kept - write2 + p.pyramid);
     m.pyr_shard_voxels = 0;
     /* a source: no cache, no index cache, no memo; a NIfTI source's inflated box */
     struct sm_plan_mem s = m;
