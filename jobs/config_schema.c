@@ -92,7 +92,9 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      .applies = SM_CFG_ALL_JOBS,
      .type = SM_CFG_BOOL,
      .def = "true",
-     .help = "keep fetched encoded objects in a byte-capped LRU cache (SPEC §3)",
+     .help = "keep fetched encoded objects in a byte-capped LRU cache (SPEC §3); on by "
+             "default; skipped when no input object can be read twice (the report's "
+             "io.cache.why)",
      .example = "false",
      FIELD(input.cache_enabled)},
     {.path = "input.cache.max_bytes",

@@ -706,7 +706,7 @@ static double cache_ratio(const struct sm_job_config *c, const struct sm_plan_in
 
 static void estimate_memory(const struct sm_job_config *c, const struct sm_plan_input *in,
                             const struct sm_run_setup *su, const struct levels *lv,
-                            uint64_t rank_in, int ranks, struct sm_plan_estimate *e)
+                            uint64_t rank_in, int ranks, bool cache, struct sm_plan_estimate *e)
 {
     const struct sm_array_meta *m = in->m;
     const size_t in_elem = sm_dtype_size(m->dtype);
@@ -739,7 +739,7 @@ static void estimate_memory(const struct sm_job_config *c, const struct sm_plan_
         /* at the stored/decoded ratio of a local array's files (the same for plan and run's
          * check: no sample), a remote scan's sample, else the decoded bytes */
         .rank_stored_bytes = (uint64_t)((double)rank_in * cache_ratio(c, in, su, e)),
-        .cache_max_bytes = c->input.cache_enabled ? c->input.cache_max_bytes : 0,
+        .cache_max_bytes = c->input.cache_enabled && cache ? c->input.cache_max_bytes : 0,
         .index_cache_bytes = index_cache_bytes(c, m),
         .tile_bytes = prod(tile, m->ndim) * in_elem,
         .chunk_bytes = prod(unit, m->ndim) * in_elem,
@@ -928,7 +928,10 @@ sm_status sm_plan_estimate(const struct sm_job_config *c, const struct sm_plan_i
         output_size(&lv, ome, e);
         export_size(c, &lv, (uint64_t)su->params.bins, e);
     }
-    estimate_memory(c, in, su, &lv, rank_in, ranks, e);
+    /* the run skips the object cache when no input object is read twice (the same predicate) */
+    const bool cache =
+        in->src != NULL || sm_run_cache_useful(m, grid, e->two_pass, su->range_from, grouped);
+    estimate_memory(c, in, su, &lv, rank_in, ranks, cache, e);
     struct sm_plan_work w = {
         .ranks = ranks,
         .threads = threads,

@@ -76,11 +76,16 @@ json_t *sm_json_io(const struct sm_run_io *io)
     json_t *o = json_object();
     json_object_set_new(o, "requests", per_class(io->requests));
     json_object_set_new(o, "bytes", per_class(io->bytes));
+    /* why it is off: the run found no input object read twice, or the configuration */
+    const char *why = io->cache_enabled   ? NULL
+                      : io->cache_skipped ? "no input object is read twice"
+                                          : "off in the configuration";
     json_object_set_new(o, "cache",
-                        json_pack("{s:o,s:o,s:o,s:o,s:b}", "hits", sm_json_u64(io->cache_hits),
+                        json_pack("{s:o,s:o,s:o,s:o,s:b,s:o}", "hits", sm_json_u64(io->cache_hits),
                                   "misses", sm_json_u64(io->cache_misses), "evictions",
                                   sm_json_u64(io->cache_evictions), "peak_bytes",
-                                  sm_json_u64(io->cache_peak_bytes), "enabled", io->cache_enabled));
+                                  sm_json_u64(io->cache_peak_bytes), "enabled", io->cache_enabled,
+                                  "why", why != NULL ? json_string(why) : json_null()));
     json_object_set_new(o, "index_cache",
                         json_pack("{s:o,s:o,s:o}", "hits", sm_json_u64(io->index_hits), "misses",
                                   sm_json_u64(io->index_misses), "peak_bytes",

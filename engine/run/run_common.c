@@ -163,7 +163,8 @@ sm_status sm_run_open_input_sha(const struct sm_run_input *in, uint64_t memory_b
     }
     /* The cache lives within the rank's memory budget: at most half of memory_bytes, so the peak
      * RSS follows the budget, not the volume (the other half holds the decoded tiles, shard
-     * buffers and the index cache). */
+     * buffers and the index cache). A convert that reads no object twice bypasses it once its
+     * layout is known (sm_run_cache_useful, run_convert.c's plan phase). */
     const uint64_t cache_cap =
         in->cache_max_bytes < memory_bytes / 2 ? in->cache_max_bytes : memory_bytes / 2;
     if (st == SM_OK && in->cache_enabled && cache_cap > 0) {

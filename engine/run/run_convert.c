@@ -435,6 +435,11 @@ static sm_status ph_plan(void *ctx, struct sm_err *err)
     SM_TRY(sm_run_input_layout(&o, cv->m, access, &cv->su, c->memory_bytes, &cv->grid, &cv->layout,
                                &cv->rp, err));
     cv->res->read_plan = cv->rp;
+    /* a Zarr input whose objects are each read once: no encoded-object cache (SPEC §3) */
+    if (cv->src == NULL &&
+        !sm_run_cache_useful(cv->m, &cv->grid, !cv->one_pass, cv->su.range_from, cv->rp.windowed)) {
+        sm_store_cache_bypass(cv->res->store);
+    }
     SM_TRY(sm_run_check_shards(cv->grid.ntiles, c->memory_bytes, err));
     if (cv->rank == 0 && hk->layout != NULL) {
         hk->layout(hk->user, &cv->layout, cv->grid.ntiles);

@@ -184,3 +184,23 @@ sm_status sm_run_input_layout(const struct sm_run_output *o, const struct sm_arr
     }
     return SM_OK;
 }
+
+bool sm_run_cache_useful(const struct sm_array_meta *m, const struct sm_tiling *grid, bool two_pass,
+                         enum sm_hist_range_from range_from, bool windowed)
+{
+    if (m == NULL || grid == NULL || two_pass || range_from == SM_HIST_RANGE_MINMAX || windowed) {
+        return true; /* a second pass over the input, or groups cut from windows: may hit */
+    }
+    for (unsigned d = 0; d < m->ndim; d++) {
+        /* the stored object grid (a sharded input's outer shard: its index and merged runs are
+         * read per output shard that touches it) */
+        const uint64_t c = m->chunk_shape[d];
+        if (grid->tile[d] >= grid->roi_shape[d]) {
+            continue; /* one output shard along this axis: no boundary inside the ROI */
+        }
+        if (c == 0 || grid->roi_offset[d] % c != 0 || grid->tile[d] % c != 0) {
+            return true; /* an input object may straddle two output shards' boxes */
+        }
+    }
+    return false;
+}

@@ -28,7 +28,8 @@ void sm_run_io_of(struct sm_store *store, const struct sm_array *array, struct s
         }
         struct sm_cache_stats cs;
         sm_store_cache_stats(store, &cs);
-        io->cache_enabled = backing != store;
+        io->cache_skipped = cs.bypassed;
+        io->cache_enabled = backing != store && !cs.bypassed;
         io->cache_hits = cs.hits;
         io->cache_misses = cs.misses;
         io->cache_evictions = cs.evictions;
@@ -59,7 +60,9 @@ void sm_run_io_add(struct sm_run_io *sum, const struct sm_run_io *x)
         sum->requests[c] += x->requests[c];
         sum->bytes[c] += x->bytes[c];
     }
-    sum->cache_enabled = sum->cache_enabled || x->cache_enabled;
+    /* a run that skipped its cache did not cache, whatever a preflight's store did */
+    sum->cache_skipped = sum->cache_skipped || x->cache_skipped;
+    sum->cache_enabled = (sum->cache_enabled || x->cache_enabled) && !sum->cache_skipped;
     sum->cache_hits += x->cache_hits;
     sum->cache_misses += x->cache_misses;
     sum->cache_evictions += x->cache_evictions;
@@ -75,7 +78,7 @@ void sm_run_io_add(struct sm_run_io *sum, const struct sm_run_io *x)
 
 /* The members of struct sm_run_io in two arrays, one summed and one maximised over ranks (flags as
  * 0/1 under the maximum: true if any rank's is). */
-enum { IO_NSUM = 2 * SM_IO_NCLASS + 7, IO_NMAX = 6 };
+enum { IO_NSUM = 2 * SM_IO_NCLASS + 7, IO_NMAX = 7 };
 
 static void io_pack(const struct sm_run_io *io, uint64_t *sum, uint64_t *max)
 {
@@ -94,6 +97,7 @@ static void io_pack(const struct sm_run_io *io, uint64_t *sum, uint64_t *max)
     max[2] = io->cache_enabled;
     max[3] = io->http;
     max[4] = io->range_ignored;
+    max[5] = io->cache_skipped;
 }
 
 static void io_unpack(const uint64_t *sum, const uint64_t *max, struct sm_run_io *io)
@@ -113,6 +117,7 @@ static void io_unpack(const uint64_t *sum, const uint64_t *max, struct sm_run_io
     io->cache_enabled = max[2] != 0;
     io->http = max[3] != 0;
     io->range_ignored = max[4] != 0;
+    io->cache_skipped = max[5] != 0;
 }
 
 const char *sm_run_pass_name(int i)

@@ -291,6 +291,16 @@ static void cache_close(struct sm_store *s)
     sm_free(cs);
 }
 
+/* Bypassed (sm_store_cache_bypass): every read goes to the wrapped store, and without a borrow op
+ * sm_store_get_borrow reads into the caller's buffer as it would from that store (a reference
+ * lent before keeps cache_release). */
+static sm_status bypass_get(struct sm_store *s, const char *key, struct sm_range r,
+                            enum sm_io_class cls, struct sm_buf *out, bool *found,
+                            uint64_t *objsize, struct sm_err *err)
+{
+    return sm_store_get_sized(cs_of(s)->inner, key, r, cls, out, found, objsize, err);
+}
+
 /* Two tables: the cache writes and lists only when the store it wraps does. */
 static const struct sm_store_ops cache_ops_ro = {
     .scheme = "cache",
@@ -326,6 +336,40 @@ static const struct sm_store_ops cache_ops_rw = {
     .release = cache_release,
 };
 
+static const struct sm_store_ops bypass_ops_ro = {
+    .scheme = "cache",
+    .caps = SM_STORE_RANGE | SM_STORE_THREADSAFE,
+    .get = bypass_get,
+    .get_many = NULL,
+    .size = cache_size,
+    .put_atomic = cache_put,
+    .stage = cache_stage,
+    .commit = cache_commit,
+    .abort = cache_abort,
+    .sync = cache_sync,
+    .list = cache_list,
+    .close = cache_close,
+    .borrow = NULL,
+    .release = cache_release,
+};
+
+static const struct sm_store_ops bypass_ops_rw = {
+    .scheme = "cache",
+    .caps = SM_STORE_RANGE | SM_STORE_THREADSAFE | SM_STORE_WRITE | SM_STORE_LIST,
+    .get = bypass_get,
+    .get_many = NULL,
+    .size = cache_size,
+    .put_atomic = cache_put,
+    .stage = cache_stage,
+    .commit = cache_commit,
+    .abort = cache_abort,
+    .sync = cache_sync,
+    .list = cache_list,
+    .close = cache_close,
+    .borrow = NULL,
+    .release = cache_release,
+};
+
 sm_status sm_store_cache_new(struct sm_store *inner_take, uint64_t max_bytes, struct sm_store **out,
                              struct sm_err *err)
 {
@@ -349,6 +393,21 @@ sm_status sm_store_cache_new(struct sm_store *inner_take, uint64_t max_bytes, st
     return SM_OK;
 }
 
+void sm_store_cache_bypass(struct sm_store *s)
+{
+    if (s == NULL || s->ops->close != cache_close || s->ops->get == bypass_get) {
+        return;
+    }
+    struct cache_store *cs = cs_of(s);
+    pthread_mutex_lock(&cs->mu);
+    s->ops = s->ops == &cache_ops_rw ? &bypass_ops_rw : &bypass_ops_ro;
+    struct sm_lru_node *n;
+    while ((n = sm_lru_oldest(&cs->lru)) != NULL) { /* a held entry outlives the table */
+        delist(cs, SM_LRU_ENTRY(n, struct centry, lru));
+    }
+    pthread_mutex_unlock(&cs->mu);
+}
+
 void sm_store_cache_stats(struct sm_store *s, struct sm_cache_stats *out)
 {
     memset(out, 0, sizeof(*out));
@@ -360,6 +419,7 @@ void sm_store_cache_stats(struct sm_store *s, struct sm_cache_stats *out)
     *out = cs->st;
     out->bytes = cs->lru.bytes;
     out->peak_bytes = cs->lru.peak_bytes;
+    out->bypassed = s->ops->get == bypass_get;
     pthread_mutex_unlock(&cs->mu);
 }
 

@@ -331,6 +331,7 @@ const char *sm_run_pass_name(int i);
 struct sm_run_io {
     uint64_t requests[SM_IO_NCLASS], bytes[SM_IO_NCLASS];
     bool cache_enabled; /* a cache decorator is in front of the store */
+    bool cache_skipped; /* ... bypassed: no input object is read twice (sm_run_cache_useful) */
     uint64_t cache_hits, cache_misses, cache_evictions, cache_peak_bytes;
     uint64_t index_hits, index_misses, index_peak_bytes; /* the shard-index cache */
     bool http;          /* an HTTP or S3 store: the next members count */
@@ -541,6 +542,14 @@ sm_status sm_run_input_layout(const struct sm_run_output *o, const struct sm_arr
 /* The read plan of an existing shard grid (sm_run_input_layout without choosing the shard). */
 void sm_run_read_plan(const struct sm_array_meta *m, enum sm_source_access access,
                       const struct sm_tiling *grid, uint64_t memory_bytes, struct sm_read_plan *rp);
+/* Whether a convert may read one stored input object twice, so that the encoded-object cache
+ * (SPEC §3) can hit: false only when sure it cannot -- one pass (no percentile scan, no min/max
+ * range pass), no group windows, and every boundary between the output shards' boxes inside the
+ * ROI (grid) falls on the input's stored object grid (m->chunk_shape: a sharded input's outer
+ * shard), so each object lies in one shard's box and is read once. The run skips the cache when
+ * false (run_common.c) and `plan`'s memory bound counts no cache then, so both agree. */
+bool sm_run_cache_useful(const struct sm_array_meta *m, const struct sm_tiling *grid, bool two_pass,
+                         enum sm_hist_range_from range_from, bool windowed);
 /* Windows a windowed rank holds (rp->windows): 2 when two windows of window_bytes fit half of
  * window_budget (the next group is read while the current one is processed), else 1. */
 unsigned sm_run_read_windows(uint64_t window_bytes, uint64_t window_budget);

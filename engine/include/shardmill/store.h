@@ -297,7 +297,13 @@ sm_status sm_store_cache_new(struct sm_store *inner_take, uint64_t max_bytes, st
                              struct sm_err *err);
 struct sm_cache_stats {
     uint64_t hits, misses, evictions, bytes, peak_bytes;
+    bool bypassed; /* sm_store_cache_bypass: the counters stopped there */
 };
+/* Turns a cache store into a pass-through for the rest of its life: reads go to the wrapped
+ * store, admitted entries are freed (a lent one when released). For a run that knows no object
+ * will be read twice (sm_run_cache_useful); call it while no read is in flight. Nothing for other
+ * stores. */
+void sm_store_cache_bypass(struct sm_store *s);
 /* Counters of a cache store; all zero for other stores. */
 void sm_store_cache_stats(struct sm_store *s, struct sm_cache_stats *out);
 /* The store that really performs requests: the inner store of a cache, else s itself. */

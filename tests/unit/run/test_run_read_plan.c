@@ -245,6 +245,38 @@ static void an_automatic_shard_is_made_shallow_enough(void **state)
     assert_string_equal(rp.why, "");
 }
 
+/* sm_run_cache_useful (SPEC §3.5): no object cache only when no input object can be read twice:
+ * one pass, no min/max pass, no windows, and the output shards' boundaries inside the ROI on the
+ * input's object grid (a shard covering an axis whole has none there). */
+static void the_cache_is_useful_unless_each_object_is_read_once(void **state)
+{
+    (void)state;
+    const struct sm_array_meta m = volume(512, 512, 512, 64, 64, 64);
+    const enum sm_hist_range_from type = SM_HIST_RANGE_TYPE;
+    const struct sm_tiling w5 = shards(&m, NULL, NULL, 64, 256, 256); /* W5: aligned */
+    assert_false(sm_run_cache_useful(&m, &w5, false, type, false));
+    assert_true(sm_run_cache_useful(&m, &w5, true, type, false)); /* percentile: two passes */
+    assert_true(sm_run_cache_useful(&m, &w5, false, SM_HIST_RANGE_MINMAX, false));
+    assert_true(sm_run_cache_useful(&m, &w5, false, type, true));       /* group windows */
+    const struct sm_tiling half = shards(&m, NULL, NULL, 32, 256, 256); /* a chunk in 2 shards */
+    assert_true(sm_run_cache_useful(&m, &half, false, type, false));
+    const struct sm_tiling wide = shards(&m, NULL, NULL, 96, 512, 512); /* 96: no multiple */
+    assert_true(sm_run_cache_useful(&m, &wide, false, type, false));
+    /* a ROI off the chunk grid moves every boundary off it; one shard along an axis has none */
+    const uint64_t off[3] = {16, 0, 0}, roi[3] = {256, 512, 512};
+    const struct sm_tiling moved = shards(&m, off, roi, 64, 512, 512);
+    assert_true(sm_run_cache_useful(&m, &moved, false, type, false));
+    const struct sm_tiling whole = shards(&m, off, roi, 256, 512, 512);
+    assert_false(sm_run_cache_useful(&m, &whole, false, type, false));
+    /* a sharded input: its outer shard is the object grid */
+    struct sm_array_meta sh = volume(512, 512, 512, 128, 128, 128);
+    sh.inner_ndim = 3;
+    sh.inner_chunk_shape[0] = sh.inner_chunk_shape[1] = sh.inner_chunk_shape[2] = 64;
+    assert_true(sm_run_cache_useful(&sh, &w5, false, type, false));
+    const struct sm_tiling outer = shards(&sh, NULL, NULL, 128, 256, 256);
+    assert_false(sm_run_cache_useful(&sh, &outer, false, type, false));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -257,6 +289,7 @@ int main(void)
         cmocka_unit_test(a_roi_inside_a_block_counts_the_shared_blocks),
         cmocka_unit_test(a_stream_is_one_group_when_it_fits),
         cmocka_unit_test(an_automatic_shard_is_made_shallow_enough),
+        cmocka_unit_test(the_cache_is_useful_unless_each_object_is_read_once),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -194,6 +194,53 @@ static void test_borrow_of_a_short_range_is_a_data_error_and_holds_nothing(void 
     assert_int_equal(sm_alloc_current(), base);
 }
 
+/* A bypassed cache (sm_store_cache_bypass) reads through: no entry kept, no lookup counted, a
+ * borrow reads into the caller's buffer, an entry lent before it still released; the stats say
+ * bypassed. */
+static void test_bypassed_cache_reads_through_and_keeps_nothing(void **state)
+{
+    (void)state;
+    struct fx f;
+    const uint64_t base = sm_alloc_current();
+    open_cache(&f, 1u << 20);
+    struct sm_bytes va;
+    void *ra;
+    borrow(&f, "a", &va, &ra); /* an entry, lent across the bypass */
+    const uint64_t cached = sm_alloc_current();
+    sm_store_cache_bypass(f.cache);
+    sm_store_cache_bypass(f.cache); /* twice: nothing more */
+    assert_memory_equal(va.ptr, "alpha alpha alpha", 17);
+    sm_store_release(f.cache, ra); /* freed now: out of the table already */
+    assert_true(sm_alloc_current() < cached);
+    struct sm_buf buf = SM_BUF_INIT;
+    struct sm_bytes v;
+    void *r = NULL;
+    bool found = false;
+    for (int i = 0; i < 2; i++) {
+        assert_ok(sm_store_get_borrow(f.cache, "b", sm_range_all(), SM_IO_PAYLOAD, &buf, &v, &r,
+                                      &found, &f.err),
+                  &f.err);
+        assert_true(found);
+        assert_null(r); /* read into the caller's buffer */
+        assert_ptr_equal(v.ptr, buf.ptr);
+        assert_memory_equal(v.ptr, "bravo bravo bravo", 17);
+    }
+    assert_ok(sm_store_get(f.cache, "nope", sm_range_all(), SM_IO_PAYLOAD, &buf, &found, &f.err),
+              &f.err);
+    assert_false(found);
+    sm_buf_free(&buf);
+    struct sm_cache_stats st;
+    sm_store_cache_stats(f.cache, &st);
+    assert_true(st.bypassed);
+    assert_int_equal(st.hits, 0);
+    assert_int_equal(st.misses, 1); /* "a" before the bypass alone */
+    assert_int_equal(st.bytes, 0);
+    assert_int_equal(sm_store_requests(f.mem, SM_IO_PAYLOAD), 4); /* every read reached it */
+    assert_ptr_equal(sm_store_backing(f.cache), f.mem);
+    sm_store_close(f.cache);
+    assert_int_equal(sm_alloc_current(), base);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -203,6 +250,7 @@ int main(void)
         cmocka_unit_test(test_borrow_of_a_missing_object_is_not_found),
         cmocka_unit_test(test_borrow_from_a_store_that_cannot_lend_reads_into_the_buffer),
         cmocka_unit_test(test_borrow_of_a_short_range_is_a_data_error_and_holds_nothing),
+        cmocka_unit_test(test_bypassed_cache_reads_through_and_keeps_nothing),
     };
     return cmocka_run_group_tests_name("store_cache", tests, NULL, NULL);
 }
