@@ -195,6 +195,7 @@ def test_fit(args):
         b["rates"]["shard_fixed_s"] = FIXED
         b["rates"]["syncfs_fixed_s"] = SYNC_FIXED
         b["rates"]["start_plain_s"] = 0.123
+        b["rates"]["run_fixed_s"] = 0.0  # the made-up reports have no fixed work to take out
         with open(base, "w") as f:
             json.dump(b, f)
         out = os.path.join(d, "fitted.json")
@@ -284,8 +285,16 @@ def plan_predicts(args, cfg, rep, st):
     """The rates fitted from this one report make `plan` of the same job give its stage times
     back (the fit inverts plan's model; scan and write are determined by this report alone)."""
     fitted = os.path.join(args.work, "fitted-one.json")
+    # a base without fixed work (the repo's rates may have some): the fit then puts all of each
+    # stage's seconds in its rates, and plan's terms are the stages' seconds exactly
+    base = os.path.join(args.work, "base-no-fixed.json")
+    with open(os.path.join(os.path.dirname(HERE), "scaling", "rates.json")) as f:
+        b = json.load(f)
+    b["rates"]["run_fixed_s"] = 0.0
+    with open(base, "w") as f:
+        json.dump(b, f)
     p = subprocess.run([sys.executable, os.path.join(HERE, "calibrate"), "--from-reports", rep,
-                        "-o", fitted], capture_output=True, text=True)
+                        "--base", base, "-o", fitted], capture_output=True, text=True)
     check("calibrate --from-reports of one real report", p.returncode == 0, p.stderr)
     p = subprocess.run([args.shardmill, "plan", cfg, "--ranks", "1", "--threads", "2", "--json",
                         "--rates", fitted], capture_output=True, text=True)

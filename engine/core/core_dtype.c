@@ -20,6 +20,12 @@ size_t sm_dtype_size(enum sm_dtype dt)
     return (unsigned)dt < SM_DT_COUNT ? dtypes[dt].size : 0;
 }
 
+size_t sm_dtype_patterns(enum sm_dtype dt)
+{
+    const size_t size = sm_dtype_size(dt);
+    return size != 0 && size <= 2 && !sm_dtype_is_float(dt) ? (size_t)1 << (8 * size) : 0;
+}
+
 const char *sm_dtype_name(enum sm_dtype dt)
 {
     return (unsigned)dt < SM_DT_COUNT ? dtypes[dt].name : "invalid";

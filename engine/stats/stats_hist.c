@@ -51,22 +51,6 @@ sm_status sm_hist_minmax_range(double min, double max, double *lo, double *hi, s
     return SM_OK;
 }
 
-/* Number of raw counters for a type: every possible value of 8/16-bit types, else 0. */
-static size_t raw_size(enum sm_dtype dt)
-{
-    switch (dt) {
-    case SM_DT_BOOL:
-    case SM_DT_INT8:
-    case SM_DT_UINT8:
-        return 256;
-    case SM_DT_INT16:
-    case SM_DT_UINT16:
-        return 65536;
-    default:
-        return 0;
-    }
-}
-
 sm_status sm_hist_init(struct sm_hist *h, enum sm_dtype dt, uint32_t bins, double lo, double hi,
                        struct sm_err *err)
 {
@@ -80,7 +64,7 @@ sm_status sm_hist_init(struct sm_hist *h, enum sm_dtype dt, uint32_t bins, doubl
     h->hi = hi;
     h->min = INFINITY;
     h->max = -INFINITY;
-    h->nraw = raw_size(dt);
+    h->nraw = sm_dtype_patterns(dt);
     h->counts = sm_calloc(bins, sizeof(uint64_t));
     if (h->nraw != 0) {
         h->raw = sm_calloc(h->nraw, sizeof(uint64_t));
@@ -157,7 +141,8 @@ static int raw_first(enum sm_dtype dt)
 
 void sm_hist_add(struct sm_hist *h, const void *values, size_t n)
 {
-    if (raw_size(h->dtype) != 0) { /* the 8- and 16-bit types (and bool): counted by value */
+    if (sm_dtype_patterns(h->dtype) !=
+        0) { /* the 8- and 16-bit types (and bool): counted by value */
         SM_DTYPE_DISPATCH(h->dtype, T, RAW_LOOP(T));
     } else {
         SM_DTYPE_DISPATCH(h->dtype, T, VALUE_LOOP(T));

@@ -119,25 +119,9 @@ void sm_normalize(const struct sm_norm *nm, enum sm_dtype dt, const void *values
     sm_normalize_to(nm, dt, values, n, SM_DT_FLOAT32, out);
 }
 
-/* The table's entries for an input type: every bit pattern of a type of at most 16 bits. */
-static size_t lut_entries(enum sm_dtype in_dt)
-{
-    switch (in_dt) {
-    case SM_DT_BOOL: /* read as its byte, as sm_normalize_to reads it */
-    case SM_DT_INT8:
-    case SM_DT_UINT8:
-        return 256;
-    case SM_DT_INT16:
-    case SM_DT_UINT16:
-        return 65536;
-    default:
-        return 0;
-    }
-}
-
 bool sm_norm_lut_fits(enum sm_dtype in_dt, enum sm_dtype out_dt)
 {
-    return lut_entries(in_dt) != 0 && sm_normalize_output_ok(out_dt);
+    return sm_dtype_patterns(in_dt) != 0 && sm_normalize_output_ok(out_dt);
 }
 
 sm_status sm_norm_lut_init(struct sm_norm_lut *lut, const struct sm_norm *nm, enum sm_dtype in_dt,
@@ -150,7 +134,7 @@ sm_status sm_norm_lut_init(struct sm_norm_lut *lut, const struct sm_norm *nm, en
     if (!sm_norm_lut_fits(in_dt, out_dt)) {
         return SM_OK; /* the formula */
     }
-    const size_t entries = lut_entries(in_dt), in_size = entries == 256 ? 1 : 2;
+    const size_t entries = sm_dtype_patterns(in_dt), in_size = entries == 256 ? 1 : 2;
     const size_t out_size = sm_dtype_size(out_dt);
     uint8_t *table = sm_malloc(entries * out_size);
     if (table == NULL) {

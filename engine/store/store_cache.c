@@ -301,74 +301,21 @@ static sm_status bypass_get(struct sm_store *s, const char *key, struct sm_range
     return sm_store_get_sized(cs_of(s)->inner, key, r, cls, out, found, objsize, err);
 }
 
-/* Two tables: the cache writes and lists only when the store it wraps does. */
-static const struct sm_store_ops cache_ops_ro = {
-    .scheme = "cache",
-    .caps = SM_STORE_RANGE | SM_STORE_THREADSAFE,
-    .get = cache_get,
-    .get_many = NULL,
-    .size = cache_size,
-    .put_atomic = cache_put,
-    .stage = cache_stage,
-    .commit = cache_commit,
-    .abort = cache_abort,
-    .sync = cache_sync,
-    .list = cache_list,
-    .close = cache_close,
-    .borrow = cache_borrow,
-    .release = cache_release,
-};
-
-static const struct sm_store_ops cache_ops_rw = {
-    .scheme = "cache",
-    .caps = SM_STORE_RANGE | SM_STORE_THREADSAFE | SM_STORE_WRITE | SM_STORE_LIST,
-    .get = cache_get,
-    .get_many = NULL,
-    .size = cache_size,
-    .put_atomic = cache_put,
-    .stage = cache_stage,
-    .commit = cache_commit,
-    .abort = cache_abort,
-    .sync = cache_sync,
-    .list = cache_list,
-    .close = cache_close,
-    .borrow = cache_borrow,
-    .release = cache_release,
-};
-
-static const struct sm_store_ops bypass_ops_ro = {
-    .scheme = "cache",
-    .caps = SM_STORE_RANGE | SM_STORE_THREADSAFE,
-    .get = bypass_get,
-    .get_many = NULL,
-    .size = cache_size,
-    .put_atomic = cache_put,
-    .stage = cache_stage,
-    .commit = cache_commit,
-    .abort = cache_abort,
-    .sync = cache_sync,
-    .list = cache_list,
-    .close = cache_close,
-    .borrow = NULL,
-    .release = cache_release,
-};
-
-static const struct sm_store_ops bypass_ops_rw = {
-    .scheme = "cache",
-    .caps = SM_STORE_RANGE | SM_STORE_THREADSAFE | SM_STORE_WRITE | SM_STORE_LIST,
-    .get = bypass_get,
-    .get_many = NULL,
-    .size = cache_size,
-    .put_atomic = cache_put,
-    .stage = cache_stage,
-    .commit = cache_commit,
-    .abort = cache_abort,
-    .sync = cache_sync,
-    .list = cache_list,
-    .close = cache_close,
-    .borrow = NULL,
-    .release = cache_release,
-};
+/* Four tables: the cache writes and lists only when the store it wraps does, and a bypassed
+ * cache reads through and lends nothing. */
+#define CACHE_CAPS_RO (SM_STORE_RANGE | SM_STORE_THREADSAFE)
+#define CACHE_CAPS_RW (CACHE_CAPS_RO | SM_STORE_WRITE | SM_STORE_LIST)
+#define CACHE_OPS(CAPS, GET, BORROW)                                                               \
+    {                                                                                              \
+        .scheme = "cache", .caps = (CAPS), .get = (GET), .get_many = NULL, .size = cache_size,     \
+        .put_atomic = cache_put, .stage = cache_stage, .commit = cache_commit,                     \
+        .abort = cache_abort, .sync = cache_sync, .list = cache_list, .close = cache_close,        \
+        .borrow = (BORROW), .release = cache_release,                                              \
+    }
+static const struct sm_store_ops cache_ops_ro = CACHE_OPS(CACHE_CAPS_RO, cache_get, cache_borrow);
+static const struct sm_store_ops cache_ops_rw = CACHE_OPS(CACHE_CAPS_RW, cache_get, cache_borrow);
+static const struct sm_store_ops bypass_ops_ro = CACHE_OPS(CACHE_CAPS_RO, bypass_get, NULL);
+static const struct sm_store_ops bypass_ops_rw = CACHE_OPS(CACHE_CAPS_RW, bypass_get, NULL);
 
 sm_status sm_store_cache_new(struct sm_store *inner_take, uint64_t max_bytes, struct sm_store **out,
                              struct sm_err *err)

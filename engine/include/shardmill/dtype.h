@@ -30,6 +30,10 @@ const char *sm_dtype_name(enum sm_dtype dt);
 bool sm_dtype_from_name(const char *name, enum sm_dtype *out);
 bool sm_dtype_is_float(enum sm_dtype dt);
 bool sm_dtype_is_signed(enum sm_dtype dt);
+/* The bit patterns of an element of at most 16 bits (bool read as its byte: 256), which tables
+ * indexed by value (the histogram's raw counts, the normalization's lookup table) hold; 0 for
+ * wider and floating types. */
+size_t sm_dtype_patterns(enum sm_dtype dt);
 
 /* The one per-type dispatch: runs the statement(s) `...` with T a typedef of the C type that holds
  * one element of dt (bool as uint8_t), so a kernel is written once as a macro or block on T and

@@ -147,6 +147,23 @@ static void test_dtype_dispatch_nests_and_converts_like_c(void **state)
     assert_true(outd[0] == -2.0 && outd[1] == 0.0 && outd[2] == 300.0);
 }
 
+/* A table indexed by value holds every bit pattern of the 8- and 16-bit types, none of a wider
+ * or floating one (the histogram's raw counts and the normalization's lookup table). */
+static void test_dtype_patterns_of_narrow_integers_only(void **state)
+{
+    (void)state;
+    assert_int_equal(sm_dtype_patterns(SM_DT_BOOL), 256);
+    assert_int_equal(sm_dtype_patterns(SM_DT_INT8), 256);
+    assert_int_equal(sm_dtype_patterns(SM_DT_UINT8), 256);
+    assert_int_equal(sm_dtype_patterns(SM_DT_INT16), 65536);
+    assert_int_equal(sm_dtype_patterns(SM_DT_UINT16), 65536);
+    const enum sm_dtype wide[] = {SM_DT_INT32,   SM_DT_UINT32,  SM_DT_INT64, SM_DT_UINT64,
+                                  SM_DT_FLOAT32, SM_DT_FLOAT64, SM_DT_COUNT};
+    for (size_t i = 0; i < sizeof(wide) / sizeof(wide[0]); i++) {
+        assert_int_equal(sm_dtype_patterns(wide[i]), 0);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -156,6 +173,7 @@ int main(void)
         cmocka_unit_test(test_dtype_unknown_name_is_rejected_and_output_untouched),
         cmocka_unit_test(test_dtype_out_of_range_value_has_no_size),
         cmocka_unit_test(test_dtype_float_and_signed_classification),
+        cmocka_unit_test(test_dtype_patterns_of_narrow_integers_only),
         cmocka_unit_test(test_dtype_dispatch_gives_every_type_its_c_type),
         cmocka_unit_test(test_dtype_dispatch_runs_nothing_for_an_invalid_type),
         cmocka_unit_test(test_dtype_dispatch_nests_and_converts_like_c),
