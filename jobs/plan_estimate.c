@@ -36,16 +36,15 @@ extern const size_t sm_plan_rates_builtin_len;
 #define SM_PLAN_SAMPLE_MARGIN 1.05
 
 /* A thread's codec contexts: a zstd level-3 compression context over a chunk of up to a few MiB
- * (its window, at most 2 MiB, and its hash and chain tables, 768 KiB), a decompression context
- * (~100 KiB) and gzip/blosc state. */
-#define PLAN_CODEC_BYTES ((uint64_t)3 << 20)
+ * (its window and hash tables, ~1-3 MiB), a decompression context and gzip/blosc state. */
+#define PLAN_CODEC_BYTES ((uint64_t)4 << 20)
 
 /* What loading the HDF5 library adds to a rank's resident set (the h5source or export module and
  * libhdf5 with its own allocations): measured, a tiny HDF5 convert's peak over a tiny Zarr one's
  * (18.4 vs 8.5 MiB, Debian's HDF5 1.10.8). */
 #define PLAN_HDF5_RSS_BYTES ((uint64_t)10 << 20)
 /* The encoded shard's resident bytes over the sampled ratio's: its densest shard's margin. */
-#define PLAN_ENC_MARGIN 1.4
+#define PLAN_ENC_MARGIN 1.3
 
 static uint64_t prod(const uint64_t *v, unsigned n)
 {

@@ -351,9 +351,11 @@ uint64_t sm_plan_peak_rss(const struct sm_plan_mem *m, struct sm_plan_rss_parts 
     const uint64_t levels = m->aligned ? vals / 7 + vox * 4 / 7 : 0;
     const double share = m->enc_share > 0 && m->enc_share < 1 ? m->enc_share : 1.0;
     /* one buffer for the shard and its levels' (the level 0 shard's the largest), touched in huge
-     * pages (core_alloc_huge.c): one more 2 MiB page */
+     * pages (core_alloc_huge.c): whole 2 MiB pages */
+    const uint64_t page = (uint64_t)2 << 20;
     const uint64_t enc =
-        share < 1.0 ? min_u64(vals, (uint64_t)((double)vals * share) + (2u << 20)) : vals;
+        share < 1.0 ? min_u64(vals, ((uint64_t)((double)vals * share) + page - 1) / page * page)
+                    : vals;
     if (!m->scan_job) {
         p.write =
             Tw * (vox * m->in_elem + vals + enc + (m->padded ? vals : 0) + levels + (64u << 10)) +
