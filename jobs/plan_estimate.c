@@ -43,6 +43,8 @@ extern const size_t sm_plan_rates_builtin_len;
  * libhdf5 with its own allocations): measured, a tiny HDF5 convert's peak over a tiny Zarr one's
  * (18.4 vs 8.5 MiB, Debian's HDF5 1.10.8). */
 #define PLAN_HDF5_RSS_BYTES ((uint64_t)10 << 20)
+/* The encoded shard's resident bytes over the sampled ratio's: its densest shard's margin. */
+#define PLAN_ENC_MARGIN 1.3
 
 static uint64_t prod(const uint64_t *v, unsigned n)
 {
@@ -757,6 +759,8 @@ static void estimate_memory(const struct sm_job_config *c, const struct sm_plan_
         .window_bytes = window_bytes(e),
         .export_buffer_bytes = e->export_buffer_bytes,
         .export_chunk_bytes = e->export_chunk_bytes,
+        /* the densest shard compresses worse than the sample's mean */
+        .enc_share = e->samples > 0 || e->ratio_given > 0 ? e->ratio * PLAN_ENC_MARGIN : 1.0,
     };
     e->peak_rss_bytes = sm_plan_peak_rss(&mm, &e->rss);
 }

@@ -351,16 +351,24 @@ uint64_t sm_plan_peak_rss(const struct sm_plan_mem *m, struct sm_plan_rss_parts 
         const uint64_t slots = T * SM_PLAN_MEMO_SLOTS * m->chunk_bytes;
         p.caches += min_u64(min_u64(m->memory_bytes / 8, m->rank_in_bytes), slots);
     }
-    /* per writing thread: the shard's input box, its values, the encoded shard (at most the
-     * values plus the codec's bound), an edge chunk's padded copy without a shard codec, the
-     * shards of an image's aligned levels made from them (their values under 1/7 of the shard's:
-     * 1/8 + 1/64 + ..., and their float32 means); per thread a histogram in one pass and the
-     * decode scratch */
+    /* per writing thread: the shard's input box, its values, the encoded shard (the pages of
+     * its buffer the encode touches: the values at the sampled ratio with a margin, all of them
+     * when not sampled; engine/codec/codec_sharding.c reserve_shard), an edge chunk's padded copy
+     * without a shard codec, the shards of an image's aligned levels made from them (their values
+     * under 1/7 of the shard's: 1/8 + 1/64 + ..., and their float32 means); per thread a histogram
+     * in one pass and the decode scratch */
     const uint64_t vox = m->shard_voxels, vals = vox * m->out_elem;
     const uint64_t levels = m->aligned ? vals / 7 + vox * 4 / 7 : 0;
+    const double share = m->enc_share > 0 && m->enc_share < 1 ? m->enc_share : 1.0;
+    /* one buffer for the shard and its levels' (the level 0 shard's the largest), touched in huge
+     * pages (core_alloc_huge.c): whole 2 MiB pages */
+    const uint64_t page = (uint64_t)2 << 20;
+    const uint64_t enc =
+        share < 1.0 ? min_u64(vals, ((uint64_t)((double)vals * share) + page - 1) / page * page)
+                    : vals;
     if (!m->scan_job) {
         p.write =
-            Tw * (vox * m->in_elem + 2 * vals + (m->padded ? vals : 0) + levels + (64u << 10)) +
+            Tw * (vox * m->in_elem + vals + enc + (m->padded ? vals : 0) + levels + (64u << 10)) +
             T * (m->two_pass ? 0 : m->hist_bytes) + decode;
     }
     if (m->pyr_shard_voxels > 0) {

@@ -182,6 +182,9 @@ struct sm_plan_mem {
      * (engine/tile/tile_memo.c) */
     bool units_whole;
     bool padded; /* output chunks without a shard codec, some at an edge: a padded copy each */
+    /* the encoded shard's resident share of its values (its buffer's untouched pages cost no
+     * memory): the sampled ratio with a margin, 1 when not sampled (at most 1) */
+    double enc_share;
 };
 
 /* Slots of a thread's chunk memo plus its spare unit (engine/tile/tile_memo.c MEMO_MAX_SLOTS). */

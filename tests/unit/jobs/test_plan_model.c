@@ -443,6 +443,41 @@ static void test_export_term(void **state)
     assert_int_equal(p.hdf5, 5000 + 4 * 64 + 1);
 }
 
+/* The encoded shard (issue 34: the RSS bound within 1.3x the peak): its buffer's untouched pages
+ * cost nothing, so with a sampled ratio it counts the values at that share (the margin is the
+ * caller's) in whole 2 MiB pages, never more than the values; unsampled (0), all of them. */
+static void test_encoded_share(void **state)
+{
+    (void)state;
+    const uint64_t MiB = (uint64_t)1 << 20;
+    struct sm_plan_mem m = {.baseline = 1000,
+                            .memory_bytes = (uint64_t)1 << 32,
+                            .threads = 1,
+                            .source = true,
+                            .shard_voxels = 4 * MiB, /* a W5 shard: [64,256,256] */
+                            .in_elem = 2,
+                            .out_elem = 4,
+                            .hist_bytes = 8,
+                            .codec_bytes = 1};
+    struct sm_plan_rss_parts p;
+    const uint64_t full = sm_plan_peak_rss(&m, &p); /* values + encoded at 16 MiB each */
+    const uint64_t fixed = 8 * MiB + 16 * MiB + (64u << 10) + 8 + 1; /* in, values, spare, hist */
+    assert_int_equal(p.write, fixed + 16 * MiB);
+    m.enc_share = 0.37 * 1.3; /* 7.7 MiB: 4 pages */
+    assert_int_equal(sm_plan_peak_rss(&m, &p), full - 8 * MiB);
+    assert_int_equal(p.write, fixed + 8 * MiB);
+    m.enc_share = 0.25; /* exactly 2 pages */
+    sm_plan_peak_rss(&m, &p);
+    assert_int_equal(p.write, fixed + 4 * MiB);
+    m.enc_share = 0.99; /* 15.84 MiB rounds to 16: never above the values */
+    sm_plan_peak_rss(&m, &p);
+    assert_int_equal(p.write, fixed + 16 * MiB);
+    m.shard_voxels = 1000; /* a small shard: at most its values */
+    m.enc_share = 0.1;
+    sm_plan_peak_rss(&m, &p);
+    assert_int_equal(p.write, 1000 * 2 + 2 * 4000 + (64u << 10) + 8 + 1);
+}
+
 /* Issue 34 item 2: the optional rates (one pass's read, a scan job's, the export's, a source's
  * and an output type's own) are read, picked for the job, and used by the terms. */
 static void test_rates_kinds(void **state)
@@ -553,6 +588,7 @@ int main(void)
         cmocka_unit_test(test_fs_bandwidth),      cmocka_unit_test(test_peak_rss_parts),
         cmocka_unit_test(test_export_term),       cmocka_unit_test(test_rates_kinds),
         cmocka_unit_test(test_source_rates_name), cmocka_unit_test(test_run_fixed),
+        cmocka_unit_test(test_encoded_share),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
