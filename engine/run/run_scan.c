@@ -56,6 +56,11 @@ static sm_status ph_setup(void *ctx, struct sm_err *err)
     struct sc *sc = ctx;
     const struct sm_run_common *c = &sc->p->c;
     SM_TRY(sm_run_setup(c, sc->m, &sc->su, err));
+    /* one traversal of tiles that hold whole input objects: none is read twice (SPEC §3) */
+    if (sc->passes == 1 &&
+        !sm_run_cache_useful(sc->m, &sc->su.tiling, false, sc->su.range_from, false)) {
+        sm_store_cache_bypass(sc->res->store);
+    }
     sc->su.params.progress = c->progress.update;
     sc->su.params.progress_user = c->progress.user;
     sc->su.params.stop = c->stop;

@@ -16,6 +16,10 @@ Cases (one ctest each, label `convert`):
               files equal those of a run with input.cache.enabled: false
   percentile  the aligned layout with normalize percentile (two passes over the input): the
               cache stays on and hits
+  scan        a scan with tiles [32,32,32] on the chunk grid, one pass: the cache is skipped
+              (why "no input object is read twice"), 64 payload requests, the histogram equals
+              NumPy's and the cache-off run's, and `plan` counts no cache; with `passes: 2` the
+              cache stays on and hits
 Prints one ok/FAIL line per check and a closing count; exit 1 on any failure.
 """
 
@@ -158,6 +162,55 @@ def case_percentile(c, args, root):
     c.check("percentile: two passes keep the cache on", cache.get("enabled") is True, cache)
 
 
+def scan(c, args, root, tag, extra=None):
+    cfg = {"job": "scan", "input": {"store": "in.zarr"}, "tile": [32, 32, 32],
+           "histogram": {"bins": 4096, "range": [0, 4096]}, "progress": False}
+    path = cc.write_config(os.path.join(root, tag + ".yaml"), cc.merge_config(cfg, extra))
+    rep = os.path.join(root, tag + ".report.json")
+    r = cc.run([args.shardmill, "run", path, "--report", rep], cwd=root)
+    c.check(f"{tag}: exit 0", r.returncode == 0, cc.describe(r))
+    if r.returncode != 0:
+        return None, path
+    with open(rep) as f:
+        return json.load(f), path
+
+
+def case_scan(c, args, root):
+    make_input(root)
+    import zarr
+    want = np.bincount(zarr.open(os.path.join(root, "in.zarr"), mode="r")[:].ravel(),
+                       minlength=4096)
+    rep, path = scan(c, args, root, "scan")
+    rep_off, path_off = scan(c, args, root, "scan-off", {"input": {"cache": {"enabled": False}}})
+    rep2, _ = scan(c, args, root, "scan2", {"passes": 2})
+    if rep is None or rep_off is None or rep2 is None:
+        return
+    cache = rep["io"]["cache"]
+    c.check("scan, one pass on the chunk grid: io.cache says skipped",
+            cache.get("enabled") is False and
+            cache.get("why") == "no input object is read twice", cache)
+    c.check("scan: payload requests = the input's 64 chunks, as with the cache off",
+            rep["io"]["requests"]["payload"] == 64 == rep_off["io"]["requests"]["payload"],
+            (rep["io"]["requests"], rep_off["io"]["requests"]))
+    hist = find_key(rep["result"], "counts")
+    c.check("scan: the histogram equals NumPy's bincount",
+            hist is not None and list(hist) == [int(v) for v in want], "counts differ")
+    c.check("scan: the histogram equals the cache-off run's",
+            hist == find_key(rep_off["result"], "counts"), "counts differ")
+    c.check("scan, two passes: the cache stays on and hits",
+            rep2["io"]["cache"].get("enabled") is True and rep2["io"]["cache"]["hits"] > 0,
+            rep2["io"]["cache"])
+    on = cc.run([args.shardmill, "plan", path, "--json"], cwd=root)
+    off = cc.run([args.shardmill, "plan", path_off, "--json"], cwd=root)
+    if c.check("scan: plan exits 0", on.returncode == 0 and off.returncode == 0,
+               cc.describe(on if on.returncode else off)):
+        a = find_key(json.loads(on.stdout), "peak_rss_bytes_per_rank")
+        b = find_key(json.loads(off.stdout), "peak_rss_bytes_per_rank")
+        c.check("scan: plan's peak RSS bound is the cache-off job's", a is not None and a == b,
+                (a, b))
+
+
 if __name__ == "__main__":
     cc.main_guard(lambda: cc.case_main("convert.cache_skip", {
-        "aligned": case_aligned, "misaligned": case_misaligned, "percentile": case_percentile}))
+        "aligned": case_aligned, "misaligned": case_misaligned, "percentile": case_percentile,
+        "scan": case_scan}))
