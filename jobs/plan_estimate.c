@@ -935,8 +935,8 @@ sm_status sm_plan_estimate(const struct sm_job_config *c, const struct sm_plan_i
     /* the run skips the object cache when no input object is read twice (the same predicate) */
     const bool cache =
         in->src != NULL ||
-        (e->convert ? sm_run_cache_useful(m, grid, e->two_pass, su->range_from, grouped)
-                    : sm_run_cache_useful(m, &su->tiling, c->passes > 1, su->range_from, false));
+        sm_run_cache_useful(m, e->convert ? grid : &su->tiling,
+                            e->convert ? e->two_pass : c->passes > 1, su->range_from, grouped);
     estimate_memory(c, in, su, &lv, rank_in, ranks, cache, e);
     struct sm_plan_work w = {
         .ranks = ranks,

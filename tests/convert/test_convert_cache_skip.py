@@ -46,6 +46,18 @@ def make_input(root):
               dtype="u2")[:] = vals
 
 
+def run_job(c, args, root, tag, cfg, extra=None):
+    """Runs the job cfg (merged with extra) as TAG.yaml; (report or None, config path)."""
+    path = cc.write_config(os.path.join(root, tag + ".yaml"), cc.merge_config(cfg, extra))
+    rep = os.path.join(root, tag + ".report.json")
+    r = cc.run([args.shardmill, "run", path, "--report", rep], cwd=root)
+    c.check(f"{tag}: exit 0", r.returncode == 0, cc.describe(r))
+    if r.returncode != 0:
+        return None, path
+    with open(rep) as f:
+        return json.load(f), path
+
+
 def convert(c, args, root, tag, extra=None, normalize=None):
     """Runs a convert of in.zarr into TAG.zarr; (report, output dir) or (None, None)."""
     cfg = {"job": "convert", "input": {"store": "in.zarr"},
@@ -53,14 +65,8 @@ def convert(c, args, root, tag, extra=None, normalize=None):
            "output": {"path": tag + ".zarr", "shard": [32, 64, 64], "chunk": [32, 32, 32],
                       "codec": {"name": "zstd", "level": 1}, "fsync": False},
            "parallel": {"threads": 1}, "progress": False}
-    path = cc.write_config(os.path.join(root, tag + ".yaml"), cc.merge_config(cfg, extra))
-    rep = os.path.join(root, tag + ".report.json")
-    r = cc.run([args.shardmill, "run", path, "--report", rep], cwd=root)
-    c.check(f"{tag}: exit 0", r.returncode == 0, cc.describe(r))
-    if r.returncode != 0:
-        return None, None
-    with open(rep) as f:
-        return json.load(f), os.path.join(root, tag + ".zarr")
+    rep, _ = run_job(c, args, root, tag, cfg, extra)
+    return (rep, os.path.join(root, tag + ".zarr")) if rep is not None else (None, None)
 
 
 def same_shards(c, label, a, b):
@@ -163,16 +169,10 @@ def case_percentile(c, args, root):
 
 
 def scan(c, args, root, tag, extra=None):
+    """Runs a scan of in.zarr in 32^3 tiles (the chunk grid); (report or None, config path)."""
     cfg = {"job": "scan", "input": {"store": "in.zarr"}, "tile": [32, 32, 32],
            "histogram": {"bins": 4096, "range": [0, 4096]}, "progress": False}
-    path = cc.write_config(os.path.join(root, tag + ".yaml"), cc.merge_config(cfg, extra))
-    rep = os.path.join(root, tag + ".report.json")
-    r = cc.run([args.shardmill, "run", path, "--report", rep], cwd=root)
-    c.check(f"{tag}: exit 0", r.returncode == 0, cc.describe(r))
-    if r.returncode != 0:
-        return None, path
-    with open(rep) as f:
-        return json.load(f), path
+    return run_job(c, args, root, tag, cfg, extra)
 
 
 def case_scan(c, args, root):
