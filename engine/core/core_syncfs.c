@@ -2,7 +2,8 @@
  * and inode of a store's file system, in place of one fsync per object and directory. Also the
  * readdir d_type kinds (DT_*), so tree walks need no stat per entry, and openat2(2), which
  * resolves a path inside the output in one call without following any symbolic link (fs.h). And a
- * new worker thread's first placement (sched_getcpu, sched_setaffinity; core_int.h).
+ * new worker thread's first placement (sched_getcpu, sched_setaffinity; core_int.h). And
+ * sync_file_range(2), which starts a staged shard's write-out while the next ones are encoded.
  * Spec: https://man7.org/linux/man-pages/man2/syncfs.2.html
  * Invariant: the only file that asks for _GNU_SOURCE (syncfs, openat2 and the affinity calls are
  * Linux's, not POSIX), so the rest of the engine stays on the POSIX level of sm_config.h. */
@@ -30,6 +31,15 @@ sm_status sm_fs_syncfs(int fd, struct sm_err *err)
         return SM_ERRNO(err, errno, NULL, "syncfs");
     }
     return SM_OK;
+}
+
+void sm_fs_start_writeback(int fd)
+{
+#ifdef SYNC_FILE_RANGE_WRITE
+    (void)sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE); /* best effort: syncfs checks */
+#else
+    (void)fd;
+#endif
 }
 
 enum sm_fs_kind sm_fs_dirent_kind(unsigned char d_type)

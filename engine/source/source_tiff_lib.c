@@ -105,8 +105,11 @@ sm_status sm_tfile_open(const struct sm_tiff_lib *lib, struct sm_tfile *f, const
     /* "m": read with pread, not a mapping of the file: a stack opens one file per slice, and with
      * several threads each munmap at TIFFClose stops the other cores to flush their TLBs (~0.1
      * ms on a virtual machine; 216 of them were 28 ms of a 190 ms ingest of the head CT).
+     * "c": no strip chopping: libtiff would present an uncompressed one-strip page as 8 KiB
+     * strips of two rows, and the box read would pread 8 KiB at a time (1,024 preads per 2048²
+     * uint16 slice); the page's real strips are read whole or in part by pread (read_direct).
      * TIFFClose closes fd; a failed open leaves it to us. */
-    f->t = st == SM_OK ? lib->fdopen_ext(fd, path, "rm", f->opts) : NULL;
+    f->t = st == SM_OK ? lib->fdopen_ext(fd, path, "rmc", f->opts) : NULL;
     f->fd = f->t != NULL ? fd : -1;
     if (st == SM_OK && f->t == NULL) {
         close(fd);

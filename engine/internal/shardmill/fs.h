@@ -21,6 +21,9 @@
 #include "shardmill/buf.h"
 #include "shardmill/status.h"
 
+/* The size from which sm_fs_stage starts an object's write-out at once (a shard, not a doc). */
+#define SM_FS_EARLY_WRITEBACK ((size_t)1 << 20)
+
 /* mkdir of every missing directory of `rel` (like mkdir -p; "" is the directory itself). */
 sm_status sm_fs_mkdirs(int dirfd, const char *rel, struct sm_err *err);
 /* The temporary name of a per-process staged object: "<key>.tmp.<pid>.<n>", a name no Zarr
@@ -34,7 +37,9 @@ sm_status sm_fs_shared_tmp_name(const char *path, char *buf, size_t cap, struct 
 bool sm_fs_is_tmp(const char *name);
 /* Creates `tmp` (exclusively, never through a link) with `data`, fsynced if `sync`. When the
  * parent directory of tmp is missing it is created (mkdir -p) and the create is retried once.
- * On failure nothing is left behind. */
+ * Without `sync`, an object of SM_FS_EARLY_WRITEBACK bytes or more starts going to the disk now
+ * (sm_fs_start_writeback), so a final syncfs waits only for the last ones. On failure nothing is
+ * left behind. */
 sm_status sm_fs_stage(int dirfd, const char *tmp, struct sm_bytes data, bool sync,
                       struct sm_err *err);
 /* Renames `tmp` over `key` (atomically replacing an existing object). The temporary file is left
@@ -62,6 +67,10 @@ void sm_fs_use_openat2(bool on);
 int sm_fs_openat2_beneath(int dirfd, const char *rel, int flags, unsigned mode);
 /* syncfs(2) of the file system holding fd (core_syncfs.c: Linux, _GNU_SOURCE). */
 sm_status sm_fs_syncfs(int fd, struct sm_err *err);
+/* Starts the write-out of fd's dirty pages without waiting (sync_file_range(2) with
+ * SYNC_FILE_RANGE_WRITE; core_syncfs.c: Linux); a no-op where the call is missing or refused. It
+ * is not durability: a later fsync or syncfs still waits for what it started. */
+void sm_fs_start_writeback(int fd);
 /* The kind of a directory entry from readdir's d_type (core_syncfs.c: the DT_* names need
  * _GNU_SOURCE), so a walk of a large tree needs no stat per entry. SM_FS_UNKNOWN (file systems
  * that do not fill d_type): the caller stats the entry. */

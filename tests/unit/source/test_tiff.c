@@ -1,11 +1,11 @@
 /* Unit tests for engine/source/source_tiff.c: the natural name order of stack slices, the refusals
  * (a path that does not exist, a directory without slices, a file that is not a TIFF), and stacks
  * written here with libtiff (a directory of strip slices in natural order, a multi-page tiled
- * file, an uncompressed big-endian file): values, info (the read block and its access), and
- * sm_source_bytes_read counting the encoded bytes a box fetched: the stored bytes of every
- * compressed strip or tile it decoded (libtiff's byte counts, read back here), the box's own bytes
- * of an uncompressed page (issue 33). Stacks written by tifffile are read in
- * tests/convert/test_ingest_tiff.py. */
+ * file, an uncompressed big-endian file, an uncompressed one-strip page): values, info (the read
+ * block and its access), and sm_source_bytes_read counting the encoded bytes a box fetched: the
+ * stored bytes of every compressed strip or tile it decoded (libtiff's byte counts, read back
+ * here), the box's own bytes of an uncompressed page (issue 33). Stacks written by tifffile are
+ * read in tests/convert/test_ingest_tiff.py. */
 #include "shardmill/sm_config.h"
 
 #include <setjmp.h>
@@ -287,6 +287,41 @@ static void test_uncompressed(void **state)
     sm_source_close(s);
 }
 
+/* One uncompressed strip of a whole 96 x 64 page (12 KiB, as tifffile writes CT slices): the read
+ * block is the page, not libtiff's chopped 8 KiB strips of 64 rows (opened without "c", a whole
+ * slice read by pread 8 KiB at a time), and a box reads its rows. */
+static void test_one_strip_page(void **state)
+{
+    (void)state;
+    enum { W = 64, H = 96 };
+    char path[128];
+    snprintf(path, sizeof(path), "%s/s1.tif", tmpdir);
+    TIFF *t = TIFFOpen(path, "w");
+    assert_non_null(t);
+    page_fields(t, W, H);
+    TIFFSetField(t, TIFFTAG_COMPRESSION, COMPRESSION_NONE);
+    TIFFSetField(t, TIFFTAG_ROWSPERSTRIP, H);
+    static uint16_t buf[H * W];
+    for (uint32_t i = 0; i < H * W; i++) {
+        buf[i] = value(0, i / W, i % W, W);
+    }
+    assert_true(TIFFWriteEncodedStrip(t, 0, buf, (tmsize_t)sizeof(buf)) >= 0);
+    TIFFClose(t);
+    struct sm_source *s = open_stack(tmpdir);
+    const struct sm_source_info *in = sm_source_info(s);
+    assert_int_equal(in->access, SM_SOURCE_RANDOM);
+    assert_int_equal(in->slab[1], H);
+    assert_int_equal(in->slab[2], W);
+    static uint16_t out[H * W];
+    struct sm_err err;
+    sm_err_clear(&err);
+    const uint64_t off[3] = {0, 40, 0}, shape[3] = {1, 50, W}; /* across the chopped strips */
+    assert_int_equal(sm_source_read_box(s, 0, off, shape, out, &err), SM_OK);
+    assert_memory_equal(out, buf + 40 * W, 50 * W * 2);
+    assert_int_equal(sm_source_bytes_read(s), 50 * W * 2);
+    sm_source_close(s);
+}
+
 static void test_refusals(void **state)
 {
     (void)state;
@@ -338,6 +373,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_directory_stack, make_dir, remove_dir),
         cmocka_unit_test_setup_teardown(test_multipage_tiles, make_dir, remove_dir),
         cmocka_unit_test_setup_teardown(test_uncompressed, make_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(test_one_strip_page, make_dir, remove_dir),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
