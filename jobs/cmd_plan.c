@@ -35,7 +35,7 @@ struct phase {
      * run reads them through windows (docs/internals/reading.md): then first/count are groups */
     struct sm_tiling part;
     bool grouped;
-    struct sm_rank_part *shares; /* the ranks that get items (sm_job_plan), in rank order */
+    struct sm_rank_part *shares; /* the ranks that get items (sm_run_plan_shares), in rank order */
     struct sm_plan_phase plan;
 };
 
@@ -173,21 +173,20 @@ static void print_text(const struct sm_job_config *c, const struct sm_run_setup 
 
 /* The input as the run opens it: a Zarr/N5 array (metadata only), or a file source whose header
  * describes the volume (its read unit as the chunk shape, as engine/run/run_convert.c does). */
-static sm_status open_input(const struct sm_job_config *c, struct sm_store **store,
+static sm_status open_input(const struct sm_plan_job *j, struct sm_store **store,
                             struct sm_plan_input *in, struct sm_array_meta *src_meta,
                             struct sm_meta_docs *docs, uint64_t *files_bytes, struct sm_err *err)
 {
-    if (!sm_job_reads_source(c)) {
-        SM_TRY(sm_job_open_input_docs(
-            c, store, &in->array, docs,
-            files_bytes != NULL && c->input.cache_enabled ? sm_report_zarr_input_bytes : NULL,
-            files_bytes, err));
+    if (j->run.source_params == NULL) {
+        struct sm_run_input ri = j->run.c.input;
+        ri.docs = docs;
+        ri.files_size = files_bytes != NULL && ri.cache_enabled ? sm_report_zarr_input_bytes : NULL;
+        ri.files_bytes = files_bytes;
+        SM_TRY(sm_run_open_input(&ri, j->run.c.memory_bytes, store, &in->array, err));
         in->m = sm_array_meta(in->array);
         return SM_OK;
     }
-    struct sm_source_params sp;
-    sm_job_source_params(c, &sp);
-    SM_TRY(sm_source_open(&sp, &in->src, err));
+    SM_TRY(sm_source_open(j->run.source_params, &in->src, err));
     const struct sm_source_info *si = sm_source_info(in->src);
     memset(src_meta, 0, sizeof(*src_meta));
     src_meta->ndim = si->ndim;
@@ -223,28 +222,24 @@ static enum sm_source_access input_access(const struct sm_plan_input *in)
 /* The output's shard grid as the run lays it out (sm_run_input_layout: an automatic shard made
  * shallow enough for a group's window to fit the memory budget) and the write's read plan. */
 
-static sm_status read_layout(const struct sm_job_config *c, const struct sm_plan_input *in,
+static sm_status read_layout(const struct sm_plan_job *j, const struct sm_plan_input *in,
                              const struct sm_run_setup *su, struct sm_tiling *grid,
                              struct sm_output_spec *spec, struct sm_plan_estimate *est,
                              struct sm_err *err)
 {
     const struct sm_array_meta *m = in->m;
-    struct sm_run_output o; /* the output's type, as sm_job_shard_grid sets it */
-    sm_job_run_output(c, &o);
+    struct sm_run_output o = j->run.output; /* the output's type: output.dtype, else the input's */
     o.dtype_set = true;
-    o.dtype = m->dtype;
-    if (c->output.dtype != NULL && !sm_dtype_from_name(c->output.dtype, &o.dtype)) {
-        o.dtype = SM_DT_FLOAT32;
-    }
-    return sm_run_input_layout(&o, m, input_access(in), su, c->limits.memory_bytes, grid, spec,
+    o.dtype = j->run.output.dtype_set ? j->run.output.dtype : m->dtype;
+    return sm_run_input_layout(&o, m, input_access(in), su, j->run.c.memory_bytes, grid, spec,
                                &est->rp_write, err);
 }
 
 /* The scan's read plan, once its tiles are known (a source's are the shards). */
-static void scan_read_plan(const struct sm_job_config *c, const struct sm_plan_input *in,
+static void scan_read_plan(const struct sm_plan_job *j, const struct sm_plan_input *in,
                            const struct sm_run_setup *su, struct sm_plan_estimate *est)
 {
-    sm_run_read_plan(in->m, input_access(in), &su->tiling, c->limits.memory_bytes, &est->rp_scan);
+    sm_run_read_plan(in->m, input_access(in), &su->tiling, j->run.c.memory_bytes, &est->rp_scan);
 }
 
 static sm_status emit(const struct sm_job_config *c, const struct plan_opts *o,
@@ -278,10 +273,11 @@ static sm_status emit(const struct sm_job_config *c, const struct plan_opts *o,
     return SM_OK;
 }
 
-static sm_status plan(const struct sm_job_config *c, const struct plan_opts *o,
-                      struct sm_plan_fit *fit, struct sm_err *err)
+/* The job c as the engine's parameters plan estimates from (the run's own, sm_job_convert_params;
+ * *keep outlives j). SM_E_USAGE for a job plan does not apply to. */
+static sm_status plan_job(const struct sm_job_config *c, struct sm_plan_job *j,
+                          struct sm_job_convert_keep *keep, struct sm_err *err)
 {
-    const int nranks = o->ranks;
     const bool writes = c->job == SM_JOB_CONVERT || c->job == SM_JOB_INGEST; /* ingest: convert */
     if (c->job != SM_JOB_SCAN && !writes) {
         SM_FAIL_AT(err, SM_E_USAGE, "job",
@@ -289,6 +285,18 @@ static sm_status plan(const struct sm_job_config *c, const struct plan_opts *o,
                    "the reads, not planned)",
                    sm_config_job_name(c->job));
     }
+    j->convert = writes;
+    j->passes = (int)c->passes;
+    j->ceiling = c->limits.memory_ceiling;
+    return sm_job_convert_params(c, &j->run, keep, err);
+}
+
+/* The plan of job j; printed (c: the configuration it came from, for the text) unless
+ * o->memory_only (c NULL: the run's ceiling check, *fit alone). */
+static sm_status plan(const struct sm_plan_job *j, const struct sm_job_config *c,
+                      const struct plan_opts *o, struct sm_plan_fit *fit, struct sm_err *err)
+{
+    const int nranks = o->ranks;
     struct sm_plan_estimate est;
     memset(&est, 0, sizeof(est));
     est.nodes = o->nodes;
@@ -302,29 +310,29 @@ static sm_status plan(const struct sm_job_config *c, const struct plan_opts *o,
     struct sm_store *store = NULL;
     struct sm_plan_input in = {NULL, NULL, NULL};
     struct sm_array_meta src_meta;
-    SM_TRY(open_input(c, &store, &in, &src_meta, o->docs,
+    SM_TRY(open_input(j, &store, &in, &src_meta, o->docs,
                       o->files_given ? &est.input_files_bytes : NULL, err));
     const struct sm_array_meta *m = in.m;
     struct sm_run_setup su;
     struct sm_output_spec spec;
     struct phase ph[2] = {{.name = "scan"}, {.name = "write"}};
-    unsigned nph = writes ? 2 : 1;
-    sm_status st = sm_job_scan_setup(c, m, &su, err);
+    unsigned nph = j->convert ? 2 : 1;
+    sm_status st = sm_run_setup(&j->run.c, m, &su, err);
     if (st == SM_OK) {
         ph[0].grid = su.tiling;
     }
     if (st == SM_OK && nph == 2) {
-        st = read_layout(c, &in, &su, &ph[1].grid, &spec, &est, err);
+        st = read_layout(j, &in, &su, &ph[1].grid, &spec, &est, err);
     }
     if (st == SM_OK && nph == 2 && o->memory_only) { /* a grid the run refuses: it says why */
-        st = sm_run_check_shards(ph[1].grid.ntiles, c->limits.memory_bytes, err);
+        st = sm_run_check_shards(ph[1].grid.ntiles, j->run.c.memory_bytes, err);
     }
-    if (st == SM_OK && nph == 2 && in.src != NULL && !c->tile.set) {
+    if (st == SM_OK && nph == 2 && in.src != NULL && !j->run.c.tile.set) {
         ph[0].grid = ph[1].grid; /* a source's tiles are the shards (run_convert.c ph_plan) */
         su.tiling = ph[1].grid;
     }
     if (st == SM_OK) {
-        scan_read_plan(c, &in, &su, &est);
+        scan_read_plan(j, &in, &su, &est);
     }
     for (unsigned i = 0; i < nph; i++) { /* grouped: both passes go group by group */
         ph[i].grouped = nph == 2 && est.rp_write.windowed;
@@ -341,20 +349,20 @@ static sm_status plan(const struct sm_job_config *c, const struct plan_opts *o,
             break;
         }
         ph[i].plan.shares = ph[i].shares;
-        ph[i].plan.n = sm_job_plan(c, m, &ph[i].part, nranks, ph[i].shares);
+        ph[i].plan.n = sm_run_plan_shares(j->run.c.partition, m, &ph[i].part, nranks, ph[i].shares);
         ph[i].plan.items = ph[i].part.ntiles;
     }
     memset(fit, 0, sizeof(*fit));
     /* the ceiling (plan_memory.c): the run checks this same bound, and adapts as it says */
-    if (st == SM_OK && nph == 2 && c->limits.memory_ceiling) {
-        st = sm_plan_memory_fit(c, &in, &su, &ph[0].plan, &ph[1].grid, &ph[1].plan, nranks,
+    if (st == SM_OK && nph == 2 && j->ceiling) {
+        st = sm_plan_memory_fit(j, &in, &su, &ph[0].plan, &ph[1].grid, &ph[1].plan, nranks,
                                 o->threads, &est, fit, err);
     }
     const bool adapt = fit->checked && fit->fits;
     est.reread = adapt && fit->reread;
     est.memory_only = o->memory_only;
     if (st == SM_OK && !o->memory_only) {
-        st = sm_plan_estimate(c, &in, &su, &ph[0].plan, nph == 2 ? &ph[1].grid : NULL,
+        st = sm_plan_estimate(j, &in, &su, &ph[0].plan, nph == 2 ? &ph[1].grid : NULL,
                               nph == 2 ? &ph[1].plan : NULL, nranks,
                               adapt ? fit->threads : o->threads, &est, err);
         est.fit = *fit;
@@ -377,16 +385,13 @@ static sm_status plan(const struct sm_job_config *c, const struct plan_opts *o,
     return st;
 }
 
-sm_status sm_plan_memory_run(const struct sm_job_config *c, int ranks, int threads,
+sm_status sm_plan_memory_run(const struct sm_convert_run *p, int ranks, int threads,
                              struct sm_plan_fit *fit, struct sm_run_io *io,
                              struct sm_meta_docs *docs, struct sm_err *err)
 {
     memset(fit, 0, sizeof(*fit));
     memset(io, 0, sizeof(*io));
-    const bool writes = c->job == SM_JOB_CONVERT || c->job == SM_JOB_INGEST;
-    if (!writes || !c->limits.memory_ceiling) {
-        return SM_OK;
-    }
+    const struct sm_plan_job j = {.convert = true, .passes = 1, .ceiling = true, .run = *p};
     struct plan_opts po = {.ranks = ranks > 0 ? ranks : 1,
                            .threads = threads > 0 ? threads : sm_write_default_threads(),
                            .nodes = 1,
@@ -397,7 +402,7 @@ sm_status sm_plan_memory_run(const struct sm_job_config *c, int ranks, int threa
     struct sm_err ignored;
     sm_err_clear(&ignored);
     /* a setup that fails here fails the run the same way, which reports it itself */
-    if (plan(c, &po, fit, &ignored) != SM_OK) {
+    if (plan(&j, NULL, &po, fit, &ignored) != SM_OK) {
         memset(fit, 0, sizeof(*fit));
     }
     (void)err;
@@ -553,9 +558,14 @@ int sm_cmd_plan(int argc, char **argv)
     if (s3.active) {
         c.input.http.s3 = &s3.opts;
     }
+    struct sm_plan_job j;
+    struct sm_job_convert_keep keep; /* what j.run points to */
+    if (st == SM_OK) {
+        st = plan_job(&c, &j, &keep, &err);
+    }
     if (st == SM_OK) {
         struct sm_plan_fit fit;
-        st = plan(&c, &po, &fit, &err);
+        st = plan(&j, &c, &po, &fit, &err);
     }
     if (st == SM_OK && (fflush(stdout) != 0 || ferror(stdout))) {
         st = SM_ERR_AT(&err, SM_E_IO, "standard output", "cannot write the plan");

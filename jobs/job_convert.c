@@ -40,10 +40,14 @@ sm_status sm_job_convert(const struct sm_job_config *c, const struct sm_report_t
     p.hooks = hooks;
     /* the memory ceiling (SPEC §1): plan's bound, adapted or refused before anything is
      * written; every rank computes the same from the same metadata (no collective) */
-    struct sm_plan_fit fit;
+    struct sm_plan_fit fit = {.checked = false};
     struct sm_run_io preflight;
+    memset(&preflight, 0, sizeof(preflight));
     struct sm_meta_docs docs = SM_META_DOCS_INIT; /* its metadata, read once: the run reuses it */
-    sm_status st = sm_plan_memory_run(c, sm_par_size(), p.c.threads, &fit, &preflight, &docs, err);
+    sm_status st = SM_OK;
+    if (c->limits.memory_ceiling) { /* planned from p, the parameters the run gets */
+        st = sm_plan_memory_run(&p, sm_par_size(), p.c.threads, &fit, &preflight, &docs, err);
+    }
     p.c.preflight = &preflight; /* its metadata read: in the report's requests */
     p.c.input.docs = &docs;
     if (st == SM_OK && fit.checked && !fit.fits) {

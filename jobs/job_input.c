@@ -90,12 +90,6 @@ void sm_job_run_output(const struct sm_job_config *c, struct sm_run_output *o)
     }
 }
 
-size_t sm_job_plan(const struct sm_job_config *c, const struct sm_array_meta *m,
-                   const struct sm_tiling *t, int nranks, struct sm_rank_part *out)
-{
-    return sm_run_plan_shares(c->parallel.partition, m, t, nranks, out);
-}
-
 void sm_job_run_export(const struct sm_job_config *c, struct sm_run_export *x)
 {
     const struct sm_run_export defaults = SM_RUN_EXPORT_DEFAULTS;
@@ -212,19 +206,8 @@ sm_status sm_job_convert_params(const struct sm_job_config *c, struct sm_convert
 sm_status sm_job_open_input(const struct sm_job_config *c, struct sm_store **store,
                             struct sm_array **array, struct sm_err *err)
 {
-    return sm_job_open_input_docs(c, store, array, NULL, NULL, NULL, err);
-}
-
-sm_status sm_job_open_input_docs(const struct sm_job_config *c, struct sm_store **store,
-                                 struct sm_array **array, struct sm_meta_docs *docs,
-                                 uint64_t (*files_size)(const char *store, const char *array),
-                                 uint64_t *files_bytes, struct sm_err *err)
-{
     struct sm_run_common rc;
     sm_job_run_common(c, &rc);
-    rc.input.docs = docs;
-    rc.input.files_size = files_size;
-    rc.input.files_bytes = files_bytes;
     return sm_run_open_input(&rc.input, rc.memory_bytes, store, array, err);
 }
 
@@ -234,14 +217,6 @@ sm_status sm_job_roi(const struct sm_job_config *c, const struct sm_array_meta *
     struct sm_run_common rc;
     sm_job_run_common(c, &rc);
     return sm_run_roi(&rc, m, off, shape, err);
-}
-
-sm_status sm_job_scan_setup(const struct sm_job_config *c, const struct sm_array_meta *m,
-                            struct sm_run_setup *s, struct sm_err *err)
-{
-    struct sm_run_common rc;
-    sm_job_run_common(c, &rc);
-    return sm_run_setup(&rc, m, s, err);
 }
 
 sm_status sm_job_output_spec(const struct sm_job_config *c, unsigned nd, const uint64_t *shape,
@@ -259,20 +234,6 @@ struct sm_output_opts sm_job_output_opts(const struct sm_job_config *c)
     o.exists = c->output.exists; /* the engine's enum (config.h) */
     o.sync = c->output.fsync ? c->output.sync : SM_OUTPUT_SYNC_NONE; /* the engine's enum */
     return o;
-}
-
-sm_status sm_job_shard_grid(const struct sm_job_config *c, const struct sm_array_meta *m,
-                            const struct sm_run_setup *su, struct sm_tiling *grid,
-                            struct sm_output_spec *spec_out, struct sm_err *err)
-{
-    struct sm_run_output o;
-    sm_job_run_output(c, &o);
-    o.dtype_set = true; /* the output's type (the auto layout depends on it): the run's */
-    o.dtype = m->dtype;
-    if (c->output.dtype != NULL && !sm_dtype_from_name(c->output.dtype, &o.dtype)) {
-        o.dtype = SM_DT_FLOAT32;
-    }
-    return sm_run_shard_grid(&o, m, su, grid, spec_out, err);
 }
 
 static size_t dims_str(const uint64_t *v, unsigned n, char *buf, size_t cap)

@@ -47,35 +47,16 @@ void sm_job_source_params(const struct sm_job_config *c, struct sm_source_params
  * open. */
 sm_status sm_job_open_input(const struct sm_job_config *c, struct sm_store **store,
                             struct sm_array **array, struct sm_err *err);
-/* The same, keeping the metadata documents rank 0 fetched in *docs (sm_run_input.docs: empty,
- * filled; holding a kind, reused) so a later open of the input reads none again. */
-/* files_size (NULL: none): told on rank 0 by the open, its answer broadcast into *files_bytes
- * (sm_run_input.files_size). */
-sm_status sm_job_open_input_docs(const struct sm_job_config *c, struct sm_store **store,
-                                 struct sm_array **array, struct sm_meta_docs *docs,
-                                 uint64_t (*files_size)(const char *store, const char *array),
-                                 uint64_t *files_bytes, struct sm_err *err);
-
 /* The ROI of the config for this array: defaults to the whole array; SM_E_USAGE naming
  * roi.offset / roi.shape on a dimension mismatch (bounds are checked by the tiling). */
 sm_status sm_job_roi(const struct sm_job_config *c, const struct sm_array_meta *m, uint64_t *off,
                      uint64_t *shape, struct sm_err *err);
-
-/* ROI (default: the whole array), tile (default: the stored chunk shape), histogram bins and
- * range (SPEC §5 defaults by type), threads. SM_E_USAGE naming the key. */
-sm_status sm_job_scan_setup(const struct sm_job_config *c, const struct sm_array_meta *m,
-                            struct sm_run_setup *s, struct sm_err *err);
 
 /* The output layout of the config (output.shard, output.chunk, output.codec, defaults of SPEC §2)
  * for an array of `shape` and `dtype`. SM_E_USAGE naming the key. */
 sm_status sm_job_output_spec(const struct sm_job_config *c, unsigned nd, const uint64_t *shape,
                              enum sm_dtype dtype, const struct json_t *attrs,
                              struct sm_output_spec *spec, struct sm_err *err);
-/* The output shard grid of a convert as a tiling of the ROI by the shard shape (the chunk shape
- * when unsharded), in the writer's C order: what the write phase's plan splits. */
-sm_status sm_job_shard_grid(const struct sm_job_config *c, const struct sm_array_meta *m,
-                            const struct sm_run_setup *s, struct sm_tiling *grid,
-                            struct sm_output_spec *spec, struct sm_err *err);
 /* A layout that makes more shards than this gets a warning (SPEC §2: never hundreds of
  * thousands of files). */
 #define SM_JOB_MANY_SHARDS 100000u
@@ -127,13 +108,6 @@ bool sm_job_launched_by_mpi(void);
 /* The rank the launcher gave this process (OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK,
  * SLURM_PROCID), before MPI starts; 0 without a launcher or when it names none. */
 int sm_job_launch_rank(void);
-
-/* The plan of parallel.partition over the tiles of t (tiles of a scan, or a shard grid as a
- * tiling of the ROI by the shard shape) for nranks ranks: the shares that hold tiles, by rank,
- * into out (room for min(nranks, t->ntiles)); returns their number (the other ranks get
- * nothing). Metadata only; O(shares), whatever nranks. */
-size_t sm_job_plan(const struct sm_job_config *c, const struct sm_array_meta *m,
-                   const struct sm_tiling *t, int nranks, struct sm_rank_part *out);
 
 /* The jobs. Each returns SM_OK or fills err; `to` says where the report goes (report.h: --report,
  * else the config's `report`, as `run` settled it). jobs/ makes no collective call of its own

@@ -91,16 +91,11 @@ sm_status sm_plan_rates_load(const char *path, struct sm_plan_rates *r, char *fr
     return st;
 }
 
-/* The output's type: output.dtype (the loader's float32 default; ingest and none: NULL, the
+/* The output's type: output.dtype (the loader's float32 default; ingest and none: unset, the
  * input's own). */
-static sm_status out_dtype(const struct sm_job_config *c, enum sm_dtype in, enum sm_dtype *out,
-                           struct sm_err *err)
+static enum sm_dtype out_dtype(const struct sm_plan_job *j, enum sm_dtype in)
 {
-    *out = in;
-    if (c->output.dtype != NULL && !sm_dtype_from_name(c->output.dtype, out)) {
-        SM_FAIL_AT(err, SM_E_USAGE, "output.dtype", "unknown data type '%s'", c->output.dtype);
-    }
-    return SM_OK;
+    return j->run.output.dtype_set ? j->run.output.dtype : in;
 }
 
 /* The specs of every level the writer makes of the output parameters o (the engine's layout:
@@ -117,16 +112,6 @@ static sm_status output_levels(const struct sm_run_output *out, unsigned nd, con
     }
     *n = 1;
     return sm_run_output_spec(&o, nd, shape, dt, NULL, &specs[0], err);
-}
-
-/* The same of the config's output. */
-static sm_status level_specs(const struct sm_job_config *c, unsigned nd, const uint64_t *shape,
-                             enum sm_dtype dt, struct sm_output_spec *specs, unsigned *n,
-                             struct sm_err *err)
-{
-    struct sm_run_output o;
-    sm_job_run_output(c, &o);
-    return output_levels(&o, nd, shape, dt, specs, n, err);
 }
 
 static const uint64_t *outer(const struct sm_output_spec *s)
@@ -176,7 +161,7 @@ struct sample {
     struct sm_buf in[SM_PLAN_SAMPLES];
 };
 
-static sm_status sample_read(const struct sm_job_config *c, const struct sm_plan_input *in,
+static sm_status sample_read(const struct sm_plan_job *j, const struct sm_plan_input *in,
                              const struct sm_run_setup *su, const struct sm_output_spec *s0,
                              struct sample *sp, uint64_t *units, struct sm_err *err)
 {
@@ -223,7 +208,7 @@ static sm_status sample_read(const struct sm_job_config *c, const struct sm_plan
         sp->in[i].len = len;
         *units += units_of(m, off, sp->shape[i]);
         if (st == SM_OK && in->src != NULL) {
-            st = sm_source_plan(in->src, off, sp->shape[i], c->limits.memory_bytes, err);
+            st = sm_source_plan(in->src, off, sp->shape[i], j->run.c.memory_bytes, err);
             if (st == SM_OK) {
                 st = sm_source_read_box(in->src, 0, off, sp->shape[i], sp->in[i].ptr, err);
             }
@@ -246,16 +231,16 @@ static sm_status sample_read(const struct sm_job_config *c, const struct sm_plan
 
 /* The normalization the write phase would apply; a percentile window from the sample's own
  * histogram (the run's comes from the whole ROI). */
-static sm_status sample_norm(const struct sm_job_config *c, const struct sm_run_setup *su,
+static sm_status sample_norm(const struct sm_plan_job *j, const struct sm_run_setup *su,
                              enum sm_dtype dt, const struct sample *sp, struct sm_norm *nm,
                              struct sm_err *err)
 {
     memset(nm, 0, sizeof(*nm));
-    nm->mode = c->normalize.mode == SM_NORM_SCALE ? SM_NORM_SCALE : SM_NORM_WINDOW;
-    nm->divisor = c->normalize.divisor;
-    nm->lo = c->normalize.lo;
-    nm->hi = c->normalize.hi;
-    if (sm_norm_desc(c->normalize.mode)->window != SM_NORM_WIN_PERCENTILE) {
+    nm->mode = j->run.normalize.mode == SM_NORM_SCALE ? SM_NORM_SCALE : SM_NORM_WINDOW;
+    nm->divisor = j->run.normalize.divisor;
+    nm->lo = j->run.normalize.lo;
+    nm->hi = j->run.normalize.hi;
+    if (sm_norm_desc(j->run.normalize.mode)->window != SM_NORM_WIN_PERCENTILE) {
         return SM_OK;
     }
     const size_t elem = sm_dtype_size(dt);
@@ -275,8 +260,8 @@ static sm_status sample_norm(const struct sm_job_config *c, const struct sm_run_
         sm_hist_add(&h, sp->in[i].ptr, sp->in[i].len / elem);
     }
     sm_hist_finish(&h);
-    nm->lo = sm_hist_percentile(&h, c->normalize.lo);
-    nm->hi = sm_hist_percentile(&h, c->normalize.hi);
+    nm->lo = sm_hist_percentile(&h, j->run.normalize.lo);
+    nm->hi = sm_hist_percentile(&h, j->run.normalize.hi);
     if (!(nm->hi > nm->lo)) {
         nm->hi = nm->lo + 1.0; /* a flat sample: any window encodes the same constant */
     }
@@ -361,7 +346,7 @@ static void reduce_box(enum sm_dtype dt, bool nearest, unsigned nd, const uint64
 
 /* Encodes each sample box as a shard of one inner chunk of the level 0 spec: its codec, level,
  * fill and index; with levels below (s1 not NULL), the box reduced to level 1 too. */
-static sm_status sample_encode(const struct sm_job_config *c, const struct sm_run_setup *su,
+static sm_status sample_encode(const struct sm_plan_job *j, const struct sm_run_setup *su,
                                enum sm_dtype in_dt, const struct sm_output_spec *s0,
                                const struct sm_output_spec *s1, const struct sample *sp,
                                struct sm_plan_estimate *e, struct sm_err *err)
@@ -371,10 +356,10 @@ static sm_status sample_encode(const struct sm_job_config *c, const struct sm_ru
         f[d] = (s0->shape[d] + s1->shape[d] - 1) / s1->shape[d];
     }
     const bool nearest =
-        c->output.ome_method != NULL && strcmp(c->output.ome_method, "nearest") == 0;
+        j->run.output.ome.levels != 0 && j->run.output.ome.method == SM_RUN_OME_NEAREST;
     struct sm_buf low = SM_BUF_INIT;
     struct sm_norm nm;
-    SM_TRY(sample_norm(c, su, in_dt, sp, &nm, err));
+    SM_TRY(sample_norm(j, su, in_dt, sp, &nm, err));
     const size_t in_elem = sm_dtype_size(in_dt), out_elem = sm_dtype_size(s0->dtype);
     struct sm_write_scratch *ws = NULL;
     struct sm_buf vals = SM_BUF_INIT, enc = SM_BUF_INIT;
@@ -385,7 +370,7 @@ static sm_status sample_encode(const struct sm_job_config *c, const struct sm_ru
         if (st != SM_OK) {
             break;
         }
-        if (c->normalize.mode == SM_NORM_NONE) {
+        if (j->run.normalize.mode == SM_NORM_NONE) {
             sm_cast_values(in_dt, sp->in[i].ptr, n, s0->dtype, vals.ptr);
         } else {
             sm_normalize_to(&nm, in_dt, sp->in[i].ptr, n, s0->dtype, vals.ptr);
@@ -497,29 +482,29 @@ static void output_size(const struct levels *lv, bool ome, struct sm_plan_estima
  * (default the output's chunk shape), deflated at about the output codec's sampled ratio (the
  * values' bytes without deflate), one file; a rank buffers min(64 MiB, memory_bytes / 4) of
  * values, at least a shard. */
-static void export_size(const struct sm_job_config *c, const struct levels *lv, uint64_t bins,
+static void export_size(const struct sm_plan_job *j, const struct levels *lv, uint64_t bins,
                         struct sm_plan_estimate *e)
 {
-    if (c->export_.hdf5_path == NULL || lv->n == 0) {
+    if (j->run.export.path == NULL || lv->n == 0) {
         return;
     }
     const struct sm_output_spec *s = &lv->s[0];
     const size_t elem = sm_dtype_size(s->dtype);
     uint64_t chunk[SM_MAX_DIMS];
     for (unsigned d = 0; d < s->ndim; d++) {
-        const uint64_t want = c->export_.hdf5_chunk.set && c->export_.hdf5_chunk.n == s->ndim
-                                  ? c->export_.hdf5_chunk.v[d]
+        const uint64_t want = j->run.export.chunk.set && j->run.export.chunk.n == s->ndim
+                                  ? j->run.export.chunk.v[d]
                                   : s->chunk[d];
         chunk[d] = want > 0 && want < s->shape[d] ? want : s->shape[d];
     }
-    e->export_path = c->export_.hdf5_path;
-    e->export_deflate = (int)c->export_.hdf5_deflate;
+    e->export_path = j->run.export.path;
+    e->export_deflate = j->run.export.deflate;
     e->export_chunks = grid_count(s->shape, chunk, s->ndim);
     e->export_chunk_bytes = prod(chunk, s->ndim) * elem;
     const double ratio = e->export_deflate > 0 ? e->ratio : 1.0;
     e->export_bytes = (uint64_t)((double)lv->values[0] * ratio) + EXPORT_META_BYTES +
                       (bins + 16u) * 8u + e->export_chunks * EXPORT_CHUNK_INDEX_BYTES;
-    const uint64_t quarter = c->limits.memory_bytes / 4, cap = 64ull << 20;
+    const uint64_t quarter = j->run.c.memory_bytes / 4, cap = 64ull << 20;
     const uint64_t shard = clipped_voxels(s) * elem;
     const uint64_t buf = quarter < cap ? quarter : cap;
     e->export_buffer_bytes = buf > shard ? buf : shard;
@@ -550,7 +535,7 @@ static int next_listed(const struct sm_plan_phase *a, const struct sm_plan_phase
     return ra < rb ? ra : rb;
 }
 
-static void rank_boxes(const struct sm_job_config *c, const struct sm_array_meta *m,
+static void rank_boxes(const struct sm_plan_job *j, const struct sm_array_meta *m,
                        const struct sm_run_setup *su, const struct sm_plan_phase *tph,
                        const struct sm_tiling *grid, const struct sm_plan_phase *sph, int ranks,
                        bool two_pass, uint64_t *max_in, bool *all_kept, bool *some_kept,
@@ -558,7 +543,7 @@ static void rank_boxes(const struct sm_job_config *c, const struct sm_array_meta
 {
     *max_tiles = *max_shards = 0;
     const size_t elem = sm_dtype_size(m->dtype);
-    const uint64_t budget = c->limits.memory_bytes / 2 - c->limits.memory_bytes / 8;
+    const uint64_t budget = j->run.c.memory_bytes / 2 - j->run.c.memory_bytes / 8;
     *max_in = 0;
     *all_kept = two_pass;
     *some_kept = false;
@@ -603,14 +588,14 @@ static void rank_boxes(const struct sm_job_config *c, const struct sm_array_meta
     }
 }
 
-static uint64_t index_cache_bytes(const struct sm_job_config *c, const struct sm_array_meta *m)
+static uint64_t index_cache_bytes(const struct sm_plan_job *j, const struct sm_array_meta *m)
 {
-    if (m->inner_ndim == 0 || c->input.index_cache_entries == 0) {
+    if (m->inner_ndim == 0 || j->run.c.input.index_cache_entries == 0) {
         return 0;
     }
     const uint64_t inner = grid_count(m->chunk_shape, m->inner_chunk_shape, m->ndim);
     const uint64_t all = grid_count(m->shape, m->chunk_shape, m->ndim) * (inner * 16 + 4);
-    return all < c->input.index_cache_bytes ? all : c->input.index_cache_bytes;
+    return all < j->run.c.input.index_cache_bytes ? all : j->run.c.input.index_cache_bytes;
 }
 
 /* The largest window a rank holds: a windowed pass's group box (one group at a time per rank, two
@@ -668,16 +653,17 @@ static bool padded(const struct levels *lv)
  * and run's ceiling check); a scan of a remote one (no ceiling check: plan alone decides its
  * bound) from the payload of a few input chunks on the ROI's diagonal (sample_read), raised by
  * SM_PLAN_SAMPLE_MARGIN for the chunks it did not read; a failed sample leaves 1. */
-static double cache_ratio(const struct sm_job_config *c, const struct sm_plan_input *in,
+static double cache_ratio(const struct sm_plan_job *j, const struct sm_plan_input *in,
                           const struct sm_run_setup *su, const struct sm_plan_estimate *e)
 {
     const struct sm_array_meta *m = in->m;
-    if (in->array == NULL || !c->input.cache_enabled) {
+    if (in->array == NULL || !j->run.c.input.cache_enabled) {
         return 1.0;
     }
     const double files =
-        (double)(e->input_files_given ? e->input_files_bytes
-                                      : sm_report_zarr_input_bytes(c->input.store, c->input.array));
+        (double)(e->input_files_given
+                     ? e->input_files_bytes
+                     : sm_report_zarr_input_bytes(j->run.c.input.store, j->run.c.input.array));
     const double full = (double)prod(m->shape, m->ndim) * (double)sm_dtype_size(m->dtype);
     if (files > 0 && full > 0) {
         return files / full;
@@ -698,7 +684,7 @@ static double cache_ratio(const struct sm_job_config *c, const struct sm_plan_in
     uint64_t units = 0;
     struct sm_err ignored;
     sm_err_clear(&ignored);
-    const sm_status st = sample_read(c, in, su, &s0, &sp, &units, &ignored);
+    const sm_status st = sample_read(j, in, su, &s0, &sp, &units, &ignored);
     for (unsigned i = 0; i < SM_PLAN_SAMPLES; i++) {
         sm_buf_free(&sp.in[i]);
     }
@@ -706,7 +692,7 @@ static double cache_ratio(const struct sm_job_config *c, const struct sm_plan_in
     return st == SM_OK && sp.n > 0 && r < 1.0 ? r : 1.0;
 }
 
-static void estimate_memory(const struct sm_job_config *c, const struct sm_plan_input *in,
+static void estimate_memory(const struct sm_plan_job *j, const struct sm_plan_input *in,
                             const struct sm_run_setup *su, const struct levels *lv,
                             uint64_t rank_in, int ranks, bool cache, struct sm_plan_estimate *e)
 {
@@ -718,19 +704,19 @@ static void estimate_memory(const struct sm_job_config *c, const struct sm_plan_
         tile[d] = su->tiling.tile[d] < su->shape[d] ? su->tiling.tile[d] : su->shape[d];
     }
     const char *fmt = in->src != NULL ? sm_source_info(in->src)->format : "";
-    const size_t slen = c->input.store != NULL ? strlen(c->input.store) : 0;
+    const size_t slen = j->run.c.input.store != NULL ? strlen(j->run.c.input.store) : 0;
     const struct sm_plan_mem mm = {
         .baseline =
             (ranks > 1 ? e->rates.baseline_rss_mpi_bytes : e->rates.baseline_rss_bytes) +
-            (strcmp(fmt, "hdf5") == 0 || c->export_.hdf5_path != NULL ? PLAN_HDF5_RSS_BYTES : 0),
-        .memory_bytes = c->limits.memory_bytes,
+            (strcmp(fmt, "hdf5") == 0 || j->run.export.path != NULL ? PLAN_HDF5_RSS_BYTES : 0),
+        .memory_bytes = j->run.c.memory_bytes,
         .threads = e->threads,
         .two_pass = e->two_pass,
         .kept = e->kept,
         .kept_some = e->kept_some,
         .source_loads =
             in->src != NULL && (strcmp(fmt, "nifti") == 0 ||
-                                (slen > 3 && strcmp(c->input.store + slen - 3, ".gz") == 0)),
+                                (slen > 3 && strcmp(j->run.c.input.store + slen - 3, ".gz") == 0)),
         .source = in->src != NULL,
         .grouped = e->convert && e->rp_write.windowed,
         .aligned = lv->n > 1 && aligned_levels(lv) > 1,
@@ -740,9 +726,10 @@ static void estimate_memory(const struct sm_job_config *c, const struct sm_plan_
         .rank_in_bytes = rank_in,
         /* at the stored/decoded ratio of a local array's files (the same for plan and run's
          * check: no sample), a remote scan's sample, else the decoded bytes */
-        .rank_stored_bytes = (uint64_t)((double)rank_in * cache_ratio(c, in, su, e)),
-        .cache_max_bytes = c->input.cache_enabled && cache ? c->input.cache_max_bytes : 0,
-        .index_cache_bytes = index_cache_bytes(c, m),
+        .rank_stored_bytes = (uint64_t)((double)rank_in * cache_ratio(j, in, su, e)),
+        .cache_max_bytes =
+            j->run.c.input.cache_enabled && cache ? j->run.c.input.cache_max_bytes : 0,
+        .index_cache_bytes = index_cache_bytes(j, m),
         .tile_bytes = prod(tile, m->ndim) * in_elem,
         .chunk_bytes = prod(unit, m->ndim) * in_elem,
         .shard_voxels = lv->n > 0 ? clipped_voxels(&lv->s[0]) : 0,
@@ -853,19 +840,19 @@ sm_status sm_plan_level_work(const struct sm_run_output *o, unsigned nd, const u
     return SM_OK;
 }
 
-sm_status sm_plan_estimate(const struct sm_job_config *c, const struct sm_plan_input *in,
+sm_status sm_plan_estimate(const struct sm_plan_job *j, const struct sm_plan_input *in,
                            const struct sm_run_setup *su, const struct sm_plan_phase *tiles,
                            const struct sm_tiling *grid, const struct sm_plan_phase *shards,
                            int ranks, int threads, struct sm_plan_estimate *e, struct sm_err *err)
 {
     const struct sm_array_meta *m = in->m;
     e->threads = threads;
-    e->convert = c->job == SM_JOB_CONVERT || c->job == SM_JOB_INGEST; /* ingest: a convert */
+    e->convert = j->convert;
     e->ratio = 1.0;
     e->in_ratio = 1.0;
     e->ratio_from = e->convert ? "codec none" : "no output";
-    const bool ome = c->output.ome_method != NULL;
-    e->two_pass = !e->convert || sm_norm_desc(c->normalize.mode)->needs_statistics;
+    const bool ome = j->run.output.ome.levels != 0;
+    e->two_pass = !e->convert || sm_norm_desc(j->run.normalize.mode)->needs_statistics;
     uint64_t rank_in = 0;
     /* grouped (docs/internals/reading.md): both phases' shares are runs of groups */
     const bool grouped = e->convert && e->rp_write.windowed;
@@ -873,7 +860,7 @@ sm_status sm_plan_estimate(const struct sm_job_config *c, const struct sm_plan_i
     if (grouped) {
         sg.tiling = e->rp_write.groups;
     }
-    rank_boxes(c, m, grouped ? &sg : su, tiles, grouped ? &e->rp_write.groups : grid,
+    rank_boxes(j, m, grouped ? &sg : su, tiles, grouped ? &e->rp_write.groups : grid,
                e->convert ? shards : NULL, ranks, e->two_pass, &rank_in, &e->kept, &e->kept_some,
                &e->rank_tiles, &e->rank_shards);
     if (grouped) { /* items are groups: each holds this many shards (tiles: the same boxes) */
@@ -889,9 +876,8 @@ sm_status sm_plan_estimate(const struct sm_job_config *c, const struct sm_plan_i
     e->kept_some = e->kept_some && !e->reread && e->convert;
     struct levels lv = {0};
     if (e->convert) {
-        enum sm_dtype dt;
-        SM_TRY(out_dtype(c, m->dtype, &dt, err));
-        SM_TRY(level_specs(c, m->ndim, su->shape, dt, lv.s, &lv.n, err));
+        const enum sm_dtype dt = out_dtype(j, m->dtype);
+        SM_TRY(output_levels(&j->run.output, m->ndim, su->shape, dt, lv.s, &lv.n, err));
         level_sizes(&lv);
         if (e->ratio_given > 0) {
             e->ratio = e->ratio_given; /* a metadata-only sizing: no chunk is read */
@@ -901,14 +887,14 @@ sm_status sm_plan_estimate(const struct sm_job_config *c, const struct sm_plan_i
         } else if (strcmp(lv.s[0].codec, "none") != 0) {
             struct sample sp;
             memset(&sp, 0, sizeof(sp));
-            sm_status st = sample_read(c, in, su, &lv.s[0], &sp, &e->sample_in_chunks, err);
+            sm_status st = sample_read(j, in, su, &lv.s[0], &sp, &e->sample_in_chunks, err);
             if (st == SM_OK) {
                 /* the pyramid's types (a level below of another type keeps level 0's ratio) */
                 const enum sm_dtype od = lv.s[0].dtype;
                 const bool reduce =
                     lv.n > 1 && (od == SM_DT_FLOAT32 || od == SM_DT_UINT8 || od == SM_DT_UINT16);
                 st =
-                    sample_encode(c, su, m->dtype, &lv.s[0], reduce ? &lv.s[1] : NULL, &sp, e, err);
+                    sample_encode(j, su, m->dtype, &lv.s[0], reduce ? &lv.s[1] : NULL, &sp, e, err);
             }
             for (unsigned i = 0; i < SM_PLAN_SAMPLES; i++) {
                 sm_buf_free(&sp.in[i]);
@@ -930,14 +916,14 @@ sm_status sm_plan_estimate(const struct sm_job_config *c, const struct sm_plan_i
             e->level_ratio = e->ratio; /* --ratio, codec none, or no sample */
         }
         output_size(&lv, ome, e);
-        export_size(c, &lv, (uint64_t)su->params.bins, e);
+        export_size(j, &lv, (uint64_t)su->params.bins, e);
     }
     /* the run skips the object cache when no input object is read twice (the same predicate) */
     const bool cache =
         in->src != NULL ||
         sm_run_cache_useful(m, e->convert ? grid : &su->tiling,
-                            e->convert ? e->two_pass : c->passes > 1, su->range_from, grouped);
-    estimate_memory(c, in, su, &lv, rank_in, ranks, cache, e);
+                            e->convert ? e->two_pass : j->passes > 1, su->range_from, grouped);
+    estimate_memory(j, in, su, &lv, rank_in, ranks, cache, e);
     struct sm_plan_work w = {
         .ranks = ranks,
         .threads = threads,
@@ -951,7 +937,7 @@ sm_status sm_plan_estimate(const struct sm_job_config *c, const struct sm_plan_i
         .shards = lv.n > 0 ? lv.shards[0] : 0,
         .out_value_bytes = lv.n > 0 ? lv.values[0] : 0,
         .out_bytes = e->output_bytes,
-        .scan_passes = e->convert || c->passes < 1 ? 1u : (unsigned)c->passes,
+        .scan_passes = e->convert || j->passes < 1 ? 1u : (unsigned)j->passes,
         .export_value_bytes = e->export_path != NULL ? lv.values[0] : 0,
         .export_file_bytes = e->export_bytes,
         .export_deflate = e->export_deflate > 0,

@@ -40,6 +40,17 @@ struct sm_plan_input {
     const struct sm_array_meta *m;
 };
 
+/* The job a plan estimates, as the engine's parameters the run gets (sm_job_convert_params):
+ * the input, ROI, tile, partition and limits.memory_bytes (run.c), normalize, output, the export
+ * and a file source's parameters; a scan reads run.c alone. `run`'s ceiling check plans from the
+ * very parameters it then runs with, never from the configuration again. */
+struct sm_plan_job {
+    bool convert; /* convert or ingest (else a scan) */
+    int passes;   /* a scan's passes */
+    bool ceiling; /* limits.memory_ceiling */
+    struct sm_convert_run run;
+};
+
 /* The memory ceiling (limits.memory_bytes, SPEC §1) as `plan` prints it and `run` checks it
  * (jobs/plan_memory.c): the bound of a rank's peak RSS as configured and, when over the ceiling,
  * as adapted: the input re-read instead of kept, then fewer threads (fewer shards in flight). */
@@ -127,11 +138,11 @@ struct sm_plan_estimate {
 sm_status sm_plan_rates_load(const char *path, struct sm_plan_rates *r, char *from, size_t cap,
                              struct sm_err *err);
 
-/* The estimate of job c on `in` over `ranks` ranks of `threads` threads: su and tiles are the
+/* The estimate of job j on `in` over `ranks` ranks of `threads` threads: su and tiles are the
  * scan's setup and plan; for a convert, grid and shards are the level 0 shard grid and its plan
  * (else NULL); e->nodes and e->cores_per_node are set by the caller. O(listed shares) whatever
  * `ranks`. Reads at most SM_PLAN_SAMPLES output chunks' input. */
-sm_status sm_plan_estimate(const struct sm_job_config *c, const struct sm_plan_input *in,
+sm_status sm_plan_estimate(const struct sm_plan_job *j, const struct sm_plan_input *in,
                            const struct sm_run_setup *su, const struct sm_plan_phase *tiles,
                            const struct sm_tiling *grid, const struct sm_plan_phase *shards,
                            int ranks, int threads, struct sm_plan_estimate *e, struct sm_err *err);
@@ -150,9 +161,9 @@ sm_status sm_plan_level_work(const struct sm_run_output *o, unsigned nd, const u
                              struct sm_err *err);
 /* The ceiling's check of a convert whose phases are set up (the arguments of sm_plan_estimate;
  * proto: an estimate's inputs, left as they are): the bound as configured and, while over
- * c->limits.memory_bytes, re-read instead of kept, then the most threads (at most `threads`)
- * whose bound fits. No sample is read. */
-sm_status sm_plan_memory_fit(const struct sm_job_config *c, const struct sm_plan_input *in,
+ * j->run.c.memory_bytes (limits.memory_bytes), re-read instead of kept, then the most threads (at
+ * most `threads`) whose bound fits. No sample is read. */
+sm_status sm_plan_memory_fit(const struct sm_plan_job *j, const struct sm_plan_input *in,
                              const struct sm_run_setup *su, const struct sm_plan_phase *tiles,
                              const struct sm_tiling *grid, const struct sm_plan_phase *shards,
                              int ranks, int threads, const struct sm_plan_estimate *proto,
@@ -162,14 +173,15 @@ sm_status sm_plan_memory_refuse(const struct sm_plan_fit *fit, struct sm_err *er
 /* {limit_bytes, bound_bytes, bound_as_configured_bytes, fits, threads, threads_asked, reread,
  * adapted} */
 struct json_t *sm_plan_fit_json(const struct sm_plan_fit *fit);
-/* The ceiling's check for `run` of a convert (cmd_plan.c: the plan's own setup, memory only) over
- * `ranks` ranks of `threads` threads. fit->checked false when the check does not apply or the
- * setup fails (the run then reports the failure itself). *io: the requests its metadata read made
- * on the input (a Zarr/N5 array's store), which the run counts (sm_run_common.preflight); *docs
- * (empty on entry): the metadata documents that read fetched on rank 0, for the run to open the
- * input from (sm_run_input.docs) instead of fetching them again. A local input's files are walked
- * on rank 0 by the engine's open and their sum broadcast (sm_run_input.files_size). */
-sm_status sm_plan_memory_run(const struct sm_job_config *c, int ranks, int threads,
+/* The ceiling's check for `run` of a convert with limits.memory_ceiling, over `ranks` ranks of
+ * `threads` threads: cmd_plan.c's plan of the run's own parameters p (sm_job_convert_params),
+ * memory only. fit->checked false when the setup fails (the run then reports the failure itself).
+ * *io: the requests its metadata read made on the input (a Zarr/N5 array's store), which the run
+ * counts (sm_run_common.preflight); *docs (empty on entry): the metadata documents that read
+ * fetched on rank 0, for the run to open the input from (sm_run_input.docs) instead of fetching
+ * them again. A local input's files are walked on rank 0 by the engine's open and their sum
+ * broadcast (sm_run_input.files_size). */
+sm_status sm_plan_memory_run(const struct sm_convert_run *p, int ranks, int threads,
                              struct sm_plan_fit *fit, struct sm_run_io *io,
                              struct sm_meta_docs *docs, struct sm_err *err);
 

@@ -13,7 +13,7 @@
 #include "report.h"
 
 /* The bound with `threads` threads, the input re-read or not (no sample read). */
-static sm_status bound_of(const struct sm_job_config *c, const struct sm_plan_input *in,
+static sm_status bound_of(const struct sm_plan_job *j, const struct sm_plan_input *in,
                           const struct sm_run_setup *su, const struct sm_plan_phase *tiles,
                           const struct sm_tiling *grid, const struct sm_plan_phase *shards,
                           int ranks, int threads, bool reread, const struct sm_plan_estimate *proto,
@@ -22,20 +22,20 @@ static sm_status bound_of(const struct sm_job_config *c, const struct sm_plan_in
     *e = *proto;
     e->reread = reread;
     e->memory_only = true;
-    return sm_plan_estimate(c, in, su, tiles, grid, shards, ranks, threads, e, err);
+    return sm_plan_estimate(j, in, su, tiles, grid, shards, ranks, threads, e, err);
 }
 
-sm_status sm_plan_memory_fit(const struct sm_job_config *c, const struct sm_plan_input *in,
+sm_status sm_plan_memory_fit(const struct sm_plan_job *j, const struct sm_plan_input *in,
                              const struct sm_run_setup *su, const struct sm_plan_phase *tiles,
                              const struct sm_tiling *grid, const struct sm_plan_phase *shards,
                              int ranks, int threads, const struct sm_plan_estimate *proto,
                              struct sm_plan_fit *fit, struct sm_err *err)
 {
     memset(fit, 0, sizeof(*fit));
-    const uint64_t limit = c->limits.memory_bytes;
+    const uint64_t limit = j->run.c.memory_bytes;
     const int T = threads > 0 ? threads : 1;
     struct sm_plan_estimate e;
-    SM_TRY(bound_of(c, in, su, tiles, grid, shards, ranks, T, false, proto, &e, err));
+    SM_TRY(bound_of(j, in, su, tiles, grid, shards, ranks, T, false, proto, &e, err));
     fit->checked = true;
     fit->limit = limit;
     fit->threads_asked = fit->threads = T;
@@ -49,7 +49,7 @@ sm_status sm_plan_memory_fit(const struct sm_job_config *c, const struct sm_plan
     }
     bool reread = false;
     if (fit->kept_asked) { /* 1: re-read instead of keep */
-        SM_TRY(bound_of(c, in, su, tiles, grid, shards, ranks, T, true, proto, &e, err));
+        SM_TRY(bound_of(j, in, su, tiles, grid, shards, ranks, T, true, proto, &e, err));
         if (e.peak_rss_bytes < fit->bound) {
             reread = true;
             fit->reread = true;
@@ -61,7 +61,7 @@ sm_status sm_plan_memory_fit(const struct sm_job_config *c, const struct sm_plan
      * bound(hi) does not */
     int best = T;
     if (fit->bound > limit) {
-        SM_TRY(bound_of(c, in, su, tiles, grid, shards, ranks, 1, reread, proto, &e, err));
+        SM_TRY(bound_of(j, in, su, tiles, grid, shards, ranks, 1, reread, proto, &e, err));
         if (e.peak_rss_bytes > limit) {
             fit->bound = e.peak_rss_bytes;
             fit->parts = e.rss;
@@ -72,7 +72,7 @@ sm_status sm_plan_memory_fit(const struct sm_job_config *c, const struct sm_plan
         int lo = 1, hi = T;
         while (hi - lo > 1) {
             const int mid = lo + (hi - lo) / 2;
-            SM_TRY(bound_of(c, in, su, tiles, grid, shards, ranks, mid, reread, proto, &e, err));
+            SM_TRY(bound_of(j, in, su, tiles, grid, shards, ranks, mid, reread, proto, &e, err));
             if (e.peak_rss_bytes <= limit) {
                 lo = mid;
             } else {
@@ -81,7 +81,7 @@ sm_status sm_plan_memory_fit(const struct sm_job_config *c, const struct sm_plan
         }
         best = lo;
     }
-    SM_TRY(bound_of(c, in, su, tiles, grid, shards, ranks, best, reread, proto, &e, err));
+    SM_TRY(bound_of(j, in, su, tiles, grid, shards, ranks, best, reread, proto, &e, err));
     const uint64_t best_bound = e.peak_rss_bytes;
     const struct sm_plan_rss_parts best_parts = e.rss;
     fit->fits = true;
