@@ -12,6 +12,11 @@ views, computed from the files, the worst level), so a chunk or codec choice is 
         --shardmill build/release/jobs/shardmill --work DIR
         (ctest bench.w6_chunks.quick: a 64x128x128 volume, auto and 64x64x64 once; exit 1 when
         the automatic chunks break the viewers' bounds, plane <= 8x and 3-D <= 2x)
+    PYTHONPATH=$PWD/tests/lib /usr/bin/python3 bench/pyramid/w6_chunks.py --zstd \
+        64x64x64@3,4x128x128@3,4x128x128@p18,16,18,1,4,0,2 [--shape ...] [--repeats 2]
+        (zstd alone, python-zstandard, on level 0's values (the volume / 4095 as float32), each
+        chunk one frame: bytes and CPU seconds (min of the repeats); @L a level, @pW,C,H,S,M,T,ST
+        explicit window, chain, hash, search logs, min match, target length, strategy)
 
 A candidate is `auto` (the engine's automatic OME chunks), an explicit chunk `ZxYxX`
 (output.chunk, every level), either with `@L` for zstd level L (default 3). Runs alternate over
@@ -27,8 +32,13 @@ import shutil
 import statistics
 import subprocess
 import sys
+import time
+
+import numpy as np
+import zstandard
 
 from shardmill_test import script_module
+from shardmill_test.zarr_decode import spec_decode
 from shardmill_test.ranks import plain_env
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -52,6 +62,17 @@ def tree_bytes(path):
     for d, _s, files in os.walk(path):
         n += sum(os.path.getsize(os.path.join(d, f)) for f in files)
     return n
+
+
+def split_specs(text):
+    """"64x64x64@3,4x128x128@p18,16,18,1,4,0,2" -> the two specs (a p list keeps its commas)."""
+    out = []
+    for part in text.split(","):
+        if out and "x" not in part:
+            out[-1] += "," + part
+        else:
+            out.append(part)
+    return out
 
 
 def parse(cand):
@@ -84,6 +105,31 @@ def views(out):
     return rows
 
 
+def zstd_only(vol, specs, repeats):
+    values = spec_decode(vol).astype(np.float32) / np.float32(4095)
+    print("| chunks @ zstd | bytes | CPU s |\n|---|---:|---:|")
+    for spec in specs:
+        chunk, _, z = spec.partition("@")
+        cz, cy, cx = (int(x) for x in chunk.split("x"))
+        if z.startswith("p"):
+            w, c, h, s, m, t, st = (int(x) for x in z[1:].split(","))
+            cctx = zstandard.ZstdCompressor(compression_params=zstandard.ZstdCompressionParameters(
+                window_log=w, chain_log=c, hash_log=h, search_log=s, min_match=m,
+                target_length=t, strategy=st))
+        else:
+            cctx = zstandard.ZstdCompressor(level=int(z or 3))
+        frames = [np.ascontiguousarray(values[a:a + cz, b:b + cy, c:c + cx]).tobytes()
+                  for a in range(0, values.shape[0], cz) for b in range(0, values.shape[1], cy)
+                  for c in range(0, values.shape[2], cx)]
+        best = None
+        for _ in range(repeats):
+            t0 = time.process_time()
+            n = sum(len(cctx.compress(f)) for f in frames)
+            dt = time.process_time() - t0
+            best = dt if best is None else min(best, dt)
+        print(f"| {spec} | {n / 1e6:.1f} MB | {best:.2f} |", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shardmill", required=True)
@@ -94,6 +140,7 @@ def main():
     ap.add_argument("--work", default=os.path.join(REPO, "build", "bench-data", "w6"))
     ap.add_argument("--out", default=None)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--zstd", default=None, help="CHUNK@L,...: zstd alone on level 0's values")
     args = ap.parse_args()
     if args.quick:
         args.shape, args.repeats, args.candidates = "64,128,128", 1, "auto,64x64x64"
@@ -106,6 +153,9 @@ def main():
         subprocess.run(["/usr/bin/python3", os.path.join(REPO, "scaling", "make_volume.py"), vol,
                         "--shape", args.shape, "--noise", str(args.noise), "--jobs", "2"],
                        check=True, stdout=subprocess.DEVNULL)
+    if args.zstd:
+        zstd_only(vol, split_specs(args.zstd), args.repeats)
+        return
     cands = args.candidates.split(",")
     res = {c: {"cpu_s": []} for c in cands}
     for rep in range(args.repeats):
