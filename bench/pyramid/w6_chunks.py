@@ -180,8 +180,8 @@ def main():
         r["plane_worst"] = max(x["plane"] for x in r["levels"])
         r["volume_worst"] = max(x["volume"] for x in r["levels"])
         chunks = " ".join("x".join(map(str, x["chunk"])) for x in r["levels"])
-        print(f"| {c} | {chunks} | {r['bytes'] / 1e6:.1f} MB | {r['bytes'] / base['bytes'] - 1:+.1%}"
-              f" | {r['cpu_min_s']:.2f} ({r['cpu_median_s']:.2f}) | {r['plane_worst']:.2f}x | "
+        print(f"| {c} | {chunks} | {r['bytes'] / 1e6:.1f} MB | "
+              f"{r['bytes'] / base['bytes'] - 1:+.1%} | {r['cpu_min_s']:.2f} ({r['cpu_median_s']:.2f}) | {r['plane_worst']:.2f}x | "
               f"{r['volume_worst']:.2f}x |")
     if args.out:
         os.makedirs(args.out, exist_ok=True)
@@ -196,7 +196,8 @@ def main():
         print(f"w6_chunks: wrote {path}")
     viewer = script_module.load("bench/viewer/viewer.py")
     bad = [c for c in cands if c.startswith("auto") and
-           (res[c]["plane_worst"] > viewer.PLANE_BOUND or res[c]["volume_worst"] > viewer.VOLUME_BOUND)]
+           (res[c]["plane_worst"] > viewer.PLANE_BOUND
+            or res[c]["volume_worst"] > viewer.VOLUME_BOUND)]
     if bad:
         sys.exit(f"w6_chunks: the automatic chunks of {bad} break the viewers' bounds")
 
