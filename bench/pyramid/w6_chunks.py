@@ -181,8 +181,8 @@ def main():
         r["volume_worst"] = max(x["volume"] for x in r["levels"])
         chunks = " ".join("x".join(map(str, x["chunk"])) for x in r["levels"])
         print(f"| {c} | {chunks} | {r['bytes'] / 1e6:.1f} MB | "
-              f"{r['bytes'] / base['bytes'] - 1:+.1%} | {r['cpu_min_s']:.2f} ({r['cpu_median_s']:.2f}) | {r['plane_worst']:.2f}x | "
-              f"{r['volume_worst']:.2f}x |")
+              f"{r['bytes'] / base['bytes'] - 1:+.1%} | {r['cpu_min_s']:.2f} "
+              f"({r['cpu_median_s']:.2f}) | {r['plane_worst']:.2f}x | {r['volume_worst']:.2f}x |")
     if args.out:
         os.makedirs(args.out, exist_ok=True)
         utc = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
