@@ -328,7 +328,7 @@ def case_http(c, args, work):
             c.check("read_s: the busiest thread's half of the requests and bytes",
                     abs(p.get("read_s", 0) - want) <= 1e-6 * want, (p, want))
             c.check("priced at the rates' HTTP fetch, not the file system's read",
-                    est["read"]["http"] == {"request_s": 1e-3,
+                    est["read"].get("http") == {"request_s": 1e-3,
                                             "bytes_per_s_per_connection": 1e8} and
                     est["read"]["fs_read_from"] == "rates (http)" and
                     est["read"]["fs_read_bytes_per_s"] is None, est["read"])
@@ -346,7 +346,7 @@ def case_http(c, args, work):
         if est is not None:
             p = passes(est).get("scan", {})
             c.check("no HTTP fetch rate: the file system's cold read, as before",
-                    est["read"]["http"] is None and est["read"]["fs_read_from"] == "rates (cold)"
+                    est["read"].get("http") is None and est["read"]["fs_read_from"] == "rates (cold)"
                     and abs(p.get("read_s", 0) - p.get("bytes_read", 0) / cold) <= 1e-6,
                     est["read"])
         r = plan(args, job, "--rates", rates)
@@ -363,7 +363,7 @@ def case_http(c, args, work):
                     scan_job(os.path.join(root, "v.zarr"), "local.yaml"), "--rates", rates)
     if est is not None:
         c.check("a local input: the file system's read, no requests",
-                est["read"]["http"] is None and "requests" not in passes(est).get("scan", {}) and
+                est["read"].get("http") is None and "requests" not in passes(est).get("scan", {}) and
                 est["read"]["fs_read_from"] == "rates (cold)", est["read"])
 
 
