@@ -463,7 +463,8 @@ int sm_cmd_plan(int argc, char **argv)
         {"fs-read-bandwidth", 0, SM_OPT_STRING, "BYTES",
          "the input file system's aggregate read bandwidth in bytes per second (e.g. 20GiB for a "
          "parallel file system), for the estimate's read time (default: the rates' cold or warm "
-         "bandwidth, measured by scaling/calibrate)",
+         "bandwidth, measured by scaling/calibrate; an http(s) or s3 input: the rates' HTTP "
+         "fetch rate per connection, which this caps together)",
          &fs_read_s, SM_PATHC_NONE},
         {"fs-bandwidth", 0, SM_OPT_STRING, "BYTES",
          "a shared (parallel) file system's aggregate bandwidth in bytes per second (e.g. "

@@ -671,6 +671,10 @@ static double cache_ratio(const struct sm_plan_job *j, const struct sm_plan_inpu
     if (e->convert || e->memory_only) {
         return 1.0;
     }
+    if (e->in_sampled) { /* a remote scan's sample (scan_stored_ratio), already read */
+        const double r = e->in_ratio * SM_PLAN_SAMPLE_MARGIN;
+        return r < 1.0 ? r : 1.0;
+    }
     struct sm_output_spec s0; /* boxes of one input read unit each */
     memset(&s0, 0, sizeof(s0));
     s0.ndim = m->ndim;
@@ -690,6 +694,74 @@ static double cache_ratio(const struct sm_plan_job *j, const struct sm_plan_inpu
     }
     const double r = sp.in_ratio * SM_PLAN_SAMPLE_MARGIN;
     return st == SM_OK && sp.n > 0 && r < 1.0 ? r : 1.0;
+}
+
+/* An http(s) or s3 input (input.store's scheme): its reads are requests (rates http_*). */
+static bool remote_input(const struct sm_plan_job *j)
+{
+    const char *s = j->run.c.input.store;
+    return s != NULL && (strncmp(s, "http://", 7) == 0 || strncmp(s, "https://", 8) == 0 ||
+                         strncmp(s, "s3://", 5) == 0);
+}
+
+/* A remote scan's stored/decoded ratio (e->in_ratio, e->in_sampled): its fetches carry the stored
+ * bytes, not the decoded (scan-http: 135 of 268 MB), and no file can be walked for them. The
+ * sample reads up to SM_PLAN_SAMPLES boxes of one input read unit each, as cache_ratio's; a
+ * failed or empty sample leaves the ratio unknown (1). */
+static void scan_stored_ratio(const struct sm_plan_job *j, const struct sm_plan_input *in,
+                              const struct sm_run_setup *su, struct sm_plan_estimate *e)
+{
+    const struct sm_array_meta *m = in->m;
+    if (in->array == NULL || e->convert || e->memory_only || !e->remote) {
+        return;
+    }
+    struct sm_output_spec s0;
+    memset(&s0, 0, sizeof(s0));
+    s0.ndim = m->ndim;
+    const uint64_t *u = m->inner_ndim > 0 ? m->inner_chunk_shape : m->chunk_shape;
+    for (unsigned d = 0; d < m->ndim; d++) {
+        s0.shape[d] = su->shape[d];
+        s0.chunk[d] = u[d] < su->shape[d] ? u[d] : su->shape[d];
+    }
+    struct sample sp;
+    memset(&sp, 0, sizeof(sp));
+    uint64_t units = 0;
+    struct sm_err ignored;
+    sm_err_clear(&ignored);
+    const sm_status st = sample_read(j, in, su, &s0, &sp, &units, &ignored);
+    for (unsigned i = 0; i < SM_PLAN_SAMPLES; i++) {
+        sm_buf_free(&sp.in[i]);
+    }
+    if (st == SM_OK && sp.n > 0 && sp.in_ratio < 1.0) {
+        e->in_ratio = sp.in_ratio;
+        e->in_sampled = true;
+    }
+}
+
+/* The requests of a pass that decodes pass_bytes of blocks whole: one per read unit (a chunk, or
+ * an inner chunk's range of a shard; store_http.c has no multi-range get), the ROI's units when
+ * the read plan has no bytes. */
+static uint64_t pass_requests(const struct sm_array_meta *m, const struct sm_run_setup *su,
+                              uint64_t pass_bytes)
+{
+    const uint64_t *u = m->inner_ndim > 0 ? m->inner_chunk_shape : m->chunk_shape;
+    const uint64_t unit = prod(u, m->ndim) * sm_dtype_size(m->dtype);
+    return pass_bytes > 0 && unit > 0 ? (pass_bytes + unit - 1) / unit
+                                      : units_of(m, su->off, su->shape);
+}
+
+/* A sharded input's shard indexes the ROI touches (one request each, then the index cache). */
+static uint64_t index_requests(const struct sm_array_meta *m, const struct sm_run_setup *su)
+{
+    if (m->inner_ndim == 0) {
+        return 0;
+    }
+    uint64_t n = 1;
+    for (unsigned d = 0; d < m->ndim; d++) {
+        const uint64_t s = m->chunk_shape[d];
+        n *= s ? (su->off[d] + su->shape[d] - 1) / s - su->off[d] / s + 1 : 1;
+    }
+    return n;
 }
 
 static void estimate_memory(const struct sm_plan_job *j, const struct sm_plan_input *in,
@@ -773,7 +845,7 @@ static void estimate_reads(const struct sm_plan_input *in, const struct sm_run_s
     const struct sm_array_meta *m = in->m;
     const uint64_t roi = w->in_bytes;
     e->disk_bytes = (uint64_t)((double)roi * e->in_ratio + 0.5);
-    e->disk_from = e->samples > 0 && e->in_ratio < 1.0 ? "sample" : "decoded";
+    e->disk_from = (e->samples > 0 || e->in_sampled) && e->in_ratio < 1.0 ? "sample" : "decoded";
     const uint64_t files = in->src != NULL ? source_file_bytes(in->src) : 0;
     if (files > 0) {
         const double full = (double)prod(m->shape, m->ndim) * (double)sm_dtype_size(m->dtype);
@@ -791,6 +863,27 @@ static void estimate_reads(const struct sm_plan_input *in, const struct sm_run_s
             e->reads[p] ? sm_plan_pass_read_bytes(rp->pass_bytes, rp->roi_bytes, e->disk_bytes) : 0;
         w->read_bytes[p] = e->read_bytes[p]; /* of one pass: a scan job's `passes` repeat it */
         w->read_amp[p] = e->read_ratio[p];
+    }
+    bool index = in->array != NULL; /* the shard indexes: fetched by the first pass that reads */
+    for (int p = 0; in->array != NULL && p < SM_PLAN_PASSES; p++) {
+        const struct sm_read_plan *rp = p == SM_PLAN_PASS_WRITE ? &e->rp_write : &e->rp_scan;
+        if (e->reads[p]) {
+            e->read_requests[p] =
+                pass_requests(m, su, rp->pass_bytes) + (index ? index_requests(m, su) : 0);
+            index = false;
+        }
+        w->read_requests[p] = e->read_requests[p];
+    }
+    /* an http(s) or s3 input: requests over connections at the rates' HTTP fetch rate, no page
+     * cache; --fs-read-bandwidth (the server's or the link's aggregate) caps them together */
+    w->remote = e->remote;
+    e->http = e->remote && e->rates.http_bytes_per_s > 0;
+    if (e->http) {
+        e->fs_read_bytes_per_s = e->fs_read_given > 0 ? e->fs_read_given : 0;
+        e->fs_read_from = e->fs_read_given > 0 ? "--fs-read-bandwidth" : "rates (http)";
+        w->fs_bytes_per_s = e->fs_given;
+        w->fs_read_bytes_per_s = e->fs_read_bytes_per_s;
+        return;
     }
     if (e->fs_read_given > 0) {
         e->fs_read_bytes_per_s = e->fs_read_given;
@@ -923,6 +1016,8 @@ sm_status sm_plan_estimate(const struct sm_plan_job *j, const struct sm_plan_inp
         in->src != NULL ||
         sm_run_cache_useful(m, e->convert ? grid : &su->tiling,
                             e->convert ? e->two_pass : j->passes > 1, su->range_from, grouped);
+    e->remote = in->array != NULL && remote_input(j);
+    scan_stored_ratio(j, in, su, e);
     estimate_memory(j, in, su, &lv, rank_in, ranks, cache, e);
     struct sm_plan_work w = {
         .ranks = ranks,

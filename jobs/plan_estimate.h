@@ -129,6 +129,13 @@ struct sm_plan_estimate {
      * (warm)", "--fs-bandwidth" (it set the bound) or "none" (0) */
     double fs_read_bytes_per_s;
     const char *fs_read_from;
+    /* an http(s) or s3 input: the requests each pass makes (its read units, and a sharded input's
+     * shard indexes in the first pass; summed over ranks); http: priced at the rates'
+     * http_request_s and http_bytes_per_s (each thread its own connection), fs_read_bytes_per_s
+     * then only --fs-read-bandwidth's aggregate; in_sampled: a remote scan's stored/decoded
+     * ratio (in_ratio) from its sample */
+    bool remote, http, in_sampled;
+    uint64_t read_requests[SM_PLAN_PASSES];
     char rates_from[300]; /* "built in (scaling/rates.json)" or the file */
     struct sm_plan_rates rates;
 };

@@ -45,6 +45,11 @@ struct sm_plan_rates {
      * first) and a warm one (read again at once); optional members, 0 when the rates file has
      * none (calibrated before issue 33): the model then has no I/O term. */
     double fs_read_cold_bytes_per_s, fs_read_warm_bytes_per_s;
+    /* An http(s) or s3 input's fetch (issue 34): one request's fixed cost (seconds) and the bytes/s
+     * of one connection, each thread fetching its own objects one request at a time (store_http.c);
+     * optional members, 0 when absent (calibrated before): remote reads are then priced at the
+     * file system's read bandwidth above. */
+    double http_request_s, http_bytes_per_s;
     /* Optional members (issue 34 item 2; 0 when absent: the general rate above is used). A one
      * pass convert's read, decode and count per input byte in its write phase (else
      * scan_s_per_byte); a scan job's per byte of each pass (else scan_s_per_byte); the HDF5
@@ -117,6 +122,12 @@ struct sm_plan_work {
     uint64_t read_bytes[SM_PLAN_PASSES];
     double read_amp[SM_PLAN_PASSES];
     double fs_read_bytes_per_s; /* the file system's aggregate read bandwidth (0: no I/O term) */
+    /* an http(s) or s3 input (rates with http_bytes_per_s): each thread fetches its share of a
+     * pass's read_requests and read_bytes over its own connection (the pass's items split as its
+     * work: the busiest thread's share), at most at fs_read_bytes_per_s together when that is set
+     * (--fs-read-bandwidth: the server's or the link's aggregate) */
+    bool remote;
+    uint64_t read_requests[SM_PLAN_PASSES]; /* requests of each pass, summed over ranks */
     /* a shared (parallel) file system's aggregate bandwidth, --fs-bandwidth (0: none): the nodes'
      * flushes of the output and the export together go no faster */
     double fs_bytes_per_s;
@@ -131,7 +142,8 @@ struct sm_plan_work {
 
 /* The model's terms (seconds), launch to marker; start is the launch and the run's fixed work. A
  * pass that reads the input (scan, write) lasts max(its compute, its read bytes /
- * fs_read_bytes_per_s); its compute decodes read_amp times the input (each decode past the first at
+ * fs_read_bytes_per_s) (a remote input: its busiest thread's requests x http_request_s + bytes /
+ * http_bytes_per_s); its compute decodes read_amp times the input (each decode past the first at
  * decode_s_per_byte). Per node: ⌈R/nodes⌉ ranks of T threads share cores_per_node cores
  * (time-slicing beyond), launch costs grow with the ranks of a node (srun and mpirun start nodes in
  * parallel), and each node flushes its own dirty output at the calibrated syncfs bandwidth, the

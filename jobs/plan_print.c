@@ -32,18 +32,27 @@ static json_t *read_json(const struct sm_plan_estimate *e)
         const double ratio =
             e->disk_bytes > 0 ? (double)e->read_bytes[p] / (double)e->disk_bytes : 0.0;
         worst = ratio > worst ? ratio : worst;
-        json_array_append_new(passes, json_pack("{s:s,s:o,s:f,s:f}", "pass", sm_plan_pass_name(p),
-                                                "bytes_read", sm_json_u64(e->read_bytes[p]),
-                                                "ratio", ratio, "read_s", e->t.read[p]));
+        json_t *pj =
+            json_pack("{s:s,s:o,s:f,s:f}", "pass", sm_plan_pass_name(p), "bytes_read",
+                      sm_json_u64(e->read_bytes[p]), "ratio", ratio, "read_s", e->t.read[p]);
+        if (e->remote) {
+            json_object_set_new(pj, "requests", sm_json_u64(e->read_requests[p]));
+        }
+        json_array_append_new(passes, pj);
     }
     json_t *layout =
         json_pack("{s:o,s:o,s:b,s:i,s:s}", "groups", sm_json_u64(rp->groups.ntiles), "window_bytes",
                   sm_json_u64(rp->window_bytes), "windowed", rp->windowed, "windows",
                   rp->windowed ? (int)(rp->windows > 1 ? 2 : 1) : 0, "why", rp->why);
     json_t *bw = e->fs_read_bytes_per_s > 0 ? json_real(e->fs_read_bytes_per_s) : json_null();
-    return json_pack("{s:o,s:s,s:o,s:f,s:o,s:s,s:o}", "input_bytes", sm_json_u64(e->disk_bytes),
+    /* an http(s) or s3 input priced at the rates' HTTP fetch (null: the file system's read) */
+    json_t *http = e->http ? json_pack("{s:f,s:f}", "request_s", e->rates.http_request_s,
+                                       "bytes_per_s_per_connection", e->rates.http_bytes_per_s)
+                           : json_null();
+    return json_pack("{s:o,s:s,s:o,s:f,s:o,s:s,s:o,s:o}", "input_bytes", sm_json_u64(e->disk_bytes),
                      "input_bytes_from", e->disk_from, "passes", passes, "read_ratio", worst,
-                     "fs_read_bytes_per_s", bw, "fs_read_from", e->fs_read_from, "layout", layout);
+                     "fs_read_bytes_per_s", bw, "fs_read_from", e->fs_read_from, "http", http,
+                     "layout", layout);
 }
 
 json_t *sm_plan_estimate_json(const struct sm_plan_estimate *e, int ranks)
@@ -145,16 +154,30 @@ static void print_reads(const struct sm_plan_estimate *e)
         if (e->reads[p]) {
             char b[32];
             human((double)e->read_bytes[p], b, sizeof(b));
-            printf("%s %s %s (%.2fx", first ? "" : ",", sm_plan_pass_name(p), b,
+            printf("%s %s %s", first ? "" : ",", sm_plan_pass_name(p), b);
+            if (e->remote) {
+                printf(" in %llu requests", (unsigned long long)e->read_requests[p]);
+            }
+            printf(" (%.2fx",
                    e->disk_bytes > 0 ? (double)e->read_bytes[p] / (double)e->disk_bytes : 0.0);
-            if (e->fs_read_bytes_per_s > 0) {
+            if (e->fs_read_bytes_per_s > 0 || e->http) {
                 printf(", %.1f s", e->t.read[p]);
             }
             printf(")");
             first = false;
         }
     }
-    if (e->fs_read_bytes_per_s > 0) {
+    if (e->http) {
+        human(e->rates.http_bytes_per_s, bw, sizeof(bw));
+        printf(" over HTTP, each thread its own connection at %s/s and %.3f ms a request (rates "
+               "(http))",
+               bw, e->rates.http_request_s * 1e3);
+        if (e->fs_read_bytes_per_s > 0) {
+            human(e->fs_read_bytes_per_s, bw, sizeof(bw));
+            printf(", together at most %s/s (%s)", bw, e->fs_read_from);
+        }
+        printf("\n");
+    } else if (e->fs_read_bytes_per_s > 0) {
         human(e->fs_read_bytes_per_s, bw, sizeof(bw));
         printf(" at %s/s (%s%s)\n", bw, e->fs_read_from,
                e->fs_read_given > 0 || e->nodes <= 1 || e->fs_read_from[0] == '-'

@@ -4,6 +4,8 @@
             when they exceed the limit (unless --force): pure functions, made-up samples;
   fit       `calibrate --from-reports` over made-up reports whose stage seconds follow from known
             rates: the rates file it writes holds those rates (and the base's others);
+  http      the HTTP fetch rates (a request's cost, one connection's bytes/s) from two made-up
+            one-thread scans (http_fit);
   report    a run's report carries a `rates` section whose bytes are the input's and output's
             (NumPy and the output's zarr.json as oracles) and whose bytes_per_s = bytes / seconds.
 
@@ -452,6 +454,26 @@ def test_shard_fixed():
           cal.sync_file_of({"stages": {"finish": {"files": 3}}}, 1e6, 0.0) is None)
 
 
+def test_http_fit():
+    """The HTTP fetch rates: two one-thread scans whose fetch seconds follow from a known request
+    cost and bytes/s (made up: 0.2 ms a request, 800 MB/s) give them back; a request cost that
+    comes out negative is 0 (the bytes from the large run alone); runs that do not determine a
+    positive bytes/s give None (nothing written)."""
+    c, bw = 2e-4, 8e8
+    small = (512 * c + 30000 / bw, 512, 30000)
+    big = (512 * c + 135e6 / bw, 512, int(135e6))
+    got = cal.http_fit(small, big)
+    check("http_fit: the request cost and bytes/s the runs follow from",
+          got is not None and close(got[0], c) and close(got[1], bw), got)
+    got = cal.http_fit((0.001, 100, int(1e6)), (0.5, 100, int(4e8)))  # 1 MB in 1 ms
+    check("http_fit: a negative request cost is 0, the bytes/s the large run's",
+          got is not None and got[0] == 0.0 and close(got[1], 4e8 / 0.5), got)
+    check("http_fit: the small run slower than the large one: None",
+          cal.http_fit((0.5, 512, 30000), (0.1, 512, int(1e8))) is None)
+    check("http_fit: the same requests and bytes twice: None",
+          cal.http_fit((0.1, 8, 100), (0.2, 16, 200)) is None)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shardmill")
@@ -462,6 +484,7 @@ def main():
     test_clamped()
     test_run_fixed()
     test_shard_fixed()
+    test_http_fit()
     test_fit(args)
     if args.shardmill:
         test_report(args)

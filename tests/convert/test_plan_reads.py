@@ -23,6 +23,13 @@ Usage: /usr/bin/python3 test_plan_reads.py --shardmill BIN --work DIR --case rea
          the probe's cold reads accounted, every other rate unchanged; `plan --rates` of that
          file uses its cold bandwidth by default and its warm one with --cache warm; with
          --nodes 2 each node reads at it (2x), while --fs-read-bandwidth is the aggregate.
+  http   a uint16 Zarr (zarr-python, 32 chunks of 32³, zstd) and a sharded one (4 shards of
+         [64,64,64], inner 32³) served by a real nginx on 127.0.0.1, scans planned with rates
+         whose HTTP fetch rate is made up (1 ms a request, 100 MB/s a connection): each chunk
+         one request (sharded: each inner chunk, and each shard index once), the bytes the chunk
+         files' (sampled, +-10 %), read_s the busiest thread's share of requests x 1 ms + bytes /
+         100 MB/s; --fs-read-bandwidth caps it; rates without it read at the file system's cold
+         bandwidth as before; a local path to the same volume has no requests.
 Prints one ok/FAIL line per check and a closing count; exit 1 on any failure.
 """
 
@@ -259,6 +266,108 @@ def case_calibrate(c, args, work):
                 est["read"]["fs_read_bytes_per_s"] == 3 << 30, est["read"])
 
 
+def chunk_files(root):
+    """(objects, bytes) of a Zarr array's chunk or shard files (its metadata documents apart)."""
+    n = b = 0
+    for d, _, files in os.walk(root):
+        for f in files:
+            if not f.startswith(".") and f != "zarr.json":
+                n += 1
+                b += os.path.getsize(os.path.join(d, f))
+    return n, b
+
+
+def case_http(c, args, work):
+    """An http input (a real nginx on 127.0.0.1): each pass's requests and its fetch time at the
+    rates' HTTP fetch rate (made up here: 1 ms a request, 100 MB/s a connection), the busiest
+    thread's share; the stored bytes from the sample. Oracles: the chunk files (count, sizes) and
+    the shard geometry."""
+    import numcodecs
+    import numpy as np
+    import zarr
+    from shardmill_test import volumes as mv
+    from shardmill_test.nginx_server import NginxServer
+    root = os.path.join(work, "www")
+    os.makedirs(root, exist_ok=True)
+    a = np.random.default_rng(34).normal(1000, 40, (64, 128, 128)).clip(0, 4095).astype("<u2")
+    z = zarr.open(os.path.join(root, "v.zarr"), mode="w", shape=a.shape, chunks=(32, 32, 32),
+                  dtype="<u2", compressor=numcodecs.Zstd(level=3))
+    z[:] = a
+    objects, stored = chunk_files(os.path.join(root, "v.zarr"))
+    mv.ensure_volume(os.path.join(root, "s.zarr"), (64, 128, 128), chunk=(32, 32, 32),
+                     shard=(64, 64, 64), quiet=True)
+    with open(os.path.join(REPO, "scaling", "rates.json")) as f:
+        doc = json.load(f)
+    doc["rates"].pop("http_request_s", None)
+    doc["rates"].pop("http_bytes_per_s", None)
+    plain = os.path.join(work, "plain.json")
+    with open(plain, "w") as f:
+        json.dump(doc, f)
+    cold = doc["rates"]["fs_read_cold_bytes_per_s"]
+    doc["rates"].update(http_request_s=1e-3, http_bytes_per_s=1e8)
+    rates = os.path.join(work, "http.json")
+    with open(rates, "w") as f:
+        json.dump(doc, f)
+
+    def scan_job(store, name):
+        return cc.write_config(os.path.join(work, name), {
+            "job": "scan", "progress": False, "input": {"store": store},
+            "tile": [32, 32, 32], "passes": 1, "parallel": {"threads": 2}})
+
+    with NginxServer(root) as srv:
+        job = scan_job(srv.url + "/v.zarr", "http.yaml")
+        est = plan_json(c, "plan an http scan --rates (HTTP fetch rate)", args, job, "--rates",
+                        rates, "--ranks", "1", "--threads", "2")
+        if est is not None:
+            p = passes(est).get("scan", {})
+            c.check(f"one request a chunk: {objects}", p.get("requests") == objects, p)
+            c.check("bytes read: the chunk files' stored bytes (the sample's ratio, +-10 %)",
+                    abs(p.get("bytes_read", 0) - stored) <= 0.1 * stored and
+                    est["read"]["input_bytes_from"] == "sample", (p, stored))
+            want = 0.5 * (objects * 1e-3 + p.get("bytes_read", 0) / 1e8)  # 16 of 32 tiles
+            c.check("read_s: the busiest thread's half of the requests and bytes",
+                    abs(p.get("read_s", 0) - want) <= 1e-6 * want, (p, want))
+            c.check("priced at the rates' HTTP fetch, not the file system's read",
+                    est["read"].get("http") == {"request_s": 1e-3,
+                                            "bytes_per_s_per_connection": 1e8} and
+                    est["read"]["fs_read_from"] == "rates (http)" and
+                    est["read"]["fs_read_bytes_per_s"] is None, est["read"])
+            c.check("the scan term holds the fetch (a thread a core: they add)",
+                    est["terms_s"]["scan"] >= want, est["terms_s"])
+        est = plan_json(c, "--fs-read-bandwidth 1000", args, job, "--rates", rates,
+                        "--fs-read-bandwidth", "1000")
+        if est is not None:
+            p = passes(est).get("scan", {})
+            c.check("--fs-read-bandwidth caps the connections together",
+                    abs(p.get("read_s", 0) - p.get("bytes_read", 0) / 1000) <= 1e-6 *
+                    p.get("read_s", 1) and est["read"]["fs_read_from"] == "--fs-read-bandwidth",
+                    est["read"])
+        est = plan_json(c, "rates without an HTTP fetch rate", args, job, "--rates", plain)
+        if est is not None:
+            p = passes(est).get("scan", {})
+            c.check("no HTTP fetch rate: the file system's cold read, as before",
+                    est["read"].get("http") is None and est["read"]["fs_read_from"] == "rates (cold)"
+                    and abs(p.get("read_s", 0) - p.get("bytes_read", 0) / cold) <= 1e-6,
+                    est["read"])
+        r = plan(args, job, "--rates", rates)
+        c.check("the text names the requests and the HTTP fetch",
+                r.returncode == 0 and f"in {objects} requests" in r.stdout and
+                "over HTTP" in r.stdout, cc.describe(r) + r.stdout)
+        sjob = scan_job(srv.url + "/s.zarr", "sharded.yaml")
+        est = plan_json(c, "plan a sharded http scan", args, sjob, "--rates", rates)
+        if est is not None:
+            p = passes(est).get("scan", {})
+            c.check("sharded: one request an inner chunk (32) and one a shard index (4)",
+                    p.get("requests") == 32 + 4, p)
+    est = plan_json(c, "the same volume as a local path", args,
+                    scan_job(os.path.join(root, "v.zarr"), "local.yaml"), "--rates", rates)
+    if est is not None:
+        c.check("a local input: the file system's read, no requests",
+                est["read"].get("http") is None and "requests" not in passes(est).get("scan", {}) and
+                est["read"]["fs_read_from"] == "rates (cold)", est["read"])
+
+
 if __name__ == "__main__":
     cc.main_guard(lambda: cc.case_main("convert.plan_reads",
-                                       {"reads": case_reads, "calibrate": case_calibrate}))
+                                       {"reads": case_reads, "calibrate": case_calibrate,
+                                        "http": case_http}))

@@ -579,6 +579,90 @@ static void test_run_fixed(void **state)
     assert_non_null(strstr(err.what, "run_fixed_s"));
 }
 
+/* An http(s) or s3 input's reads (rates http_request_s, http_bytes_per_s; optional, positive when
+ * present): each thread fetches its share of a pass's requests and bytes over its own connection,
+ * the busiest thread's items over the pass's; the compute adds to it on a thread a core (k = 1).
+ * The same work from a local input, or remote with rates that have no HTTP fetch rate, keeps the
+ * file system's read term; --fs-read-bandwidth caps the connections together. */
+static void test_http_term(void **state)
+{
+    (void)state;
+    struct sm_plan_rates r;
+    struct sm_err err;
+    sm_err_clear(&err);
+    char doc[sizeof(RATES) + 128];
+    const char *at = strstr(RATES, "\"cores\"");
+    assert_non_null(at);
+    snprintf(doc, sizeof(doc),
+             "%.*s\"fs_read_cold_bytes_per_s\": 1e9, \"http_request_s\": 0.001, "
+             "\"http_bytes_per_s\": 1e8, %s",
+             (int)(at - RATES), RATES, at);
+    assert_int_equal(sm_plan_rates_parse(doc, strlen(doc), "r.json", &r, &err), SM_OK);
+    assert_true(r.http_request_s == 0.001 && r.http_bytes_per_s == 1e8);
+    /* a scan job: 10 tiles on 1 rank x 2 threads (busiest 5 of 10), 20 requests, 50 MB */
+    struct sm_plan_work w = {.ranks = 1,
+                             .threads = 2,
+                             .two_pass = true,
+                             .tiles = 10,
+                             .in_bytes = 100000000,
+                             .fs_read_bytes_per_s = 0};
+    w.read_bytes[SM_PLAN_PASS_SCAN] = 50000000;
+    w.read_requests[SM_PLAN_PASS_SCAN] = 20;
+    w.read_amp[SM_PLAN_PASS_SCAN] = 1.0;
+    struct sm_plan_terms local, remote, capped, none;
+    sm_plan_seconds(&r, &w, &local); /* not remote: no bandwidth given, no read term */
+    const double cpu = 5 * 1e7 * 1e-9;
+    assert_true(local.read[SM_PLAN_PASS_SCAN] == 0.0 && fabs(local.scan - cpu) < 1e-12);
+    w.remote = true;
+    sm_plan_seconds(&r, &w, &remote);
+    const double fetch = 0.5 * (20 * 0.001 + 5e7 / 1e8); /* 0.26 s */
+    assert_true(fabs(remote.read[SM_PLAN_PASS_SCAN] - fetch) < 1e-12);
+    assert_true(fabs(remote.scan - (cpu + fetch)) < 1e-12); /* k = 1: they add */
+    assert_true(fabs(remote.total - (local.total + fetch)) < 1e-12);
+    /* 1 x 4 threads on 2 cores (k = 2): the busiest thread's 3 of 10 tiles, its compute half
+     * hidden behind the others' waits */
+    w.threads = 4;
+    struct sm_plan_terms four;
+    sm_plan_seconds(&r, &w, &four);
+    const double fetch4 = 0.3 * (20 * 0.001 + 5e7 / 1e8); /* busiest 3 of 10 tiles */
+    assert_true(fabs(four.read[SM_PLAN_PASS_SCAN] - fetch4) < 1e-12);
+    assert_true(fabs(four.scan - (fmax(3 * 1e7 * 1e-9 * 2, fetch4) +
+                                  fmin(3 * 1e7 * 1e-9 * 2, fetch4) / 2)) < 1e-12);
+    w.threads = 2;
+    /* an aggregate cap (--fs-read-bandwidth) slower than the connections sets the read */
+    w.fs_read_bytes_per_s = 1e7;
+    sm_plan_seconds(&r, &w, &capped);
+    assert_true(fabs(capped.read[SM_PLAN_PASS_SCAN] - 5.0) < 1e-12);
+    /* the write pass of a one-pass convert: its shards' share (1 of 2 shards on 2 ranks) */
+    struct sm_plan_work cw = {.ranks = 2,
+                              .threads = 1,
+                              .mpi = true,
+                              .remote = true,
+                              .shards = 2,
+                              .in_bytes = 1000,
+                              .out_value_bytes = 2000};
+    cw.read_bytes[SM_PLAN_PASS_WRITE] = 1000000;
+    cw.read_requests[SM_PLAN_PASS_WRITE] = 8;
+    struct sm_plan_terms ct;
+    sm_plan_seconds(&r, &cw, &ct);
+    assert_true(fabs(ct.read[SM_PLAN_PASS_WRITE] - 0.5 * (8 * 0.001 + 1e6 / 1e8)) < 1e-12);
+    /* rates without the HTTP members: the file system's read, as before */
+    struct sm_plan_rates old = r;
+    old.http_request_s = old.http_bytes_per_s = 0;
+    w.fs_read_bytes_per_s = 1e9;
+    sm_plan_seconds(&old, &w, &none);
+    assert_true(fabs(none.read[SM_PLAN_PASS_SCAN] - 0.05) < 1e-12);
+    /* present, the members must be positive */
+    snprintf(doc, sizeof(doc), "%.*s\"http_bytes_per_s\": 0, %s", (int)(at - RATES), RATES, at);
+    sm_err_clear(&err);
+    assert_int_equal(sm_plan_rates_parse(doc, strlen(doc), "r.json", &r, &err), SM_E_USAGE);
+    assert_non_null(strstr(err.what, "http_bytes_per_s"));
+    snprintf(doc, sizeof(doc), "%.*s\"http_request_s\": -1, %s", (int)(at - RATES), RATES, at);
+    sm_err_clear(&err);
+    assert_int_equal(sm_plan_rates_parse(doc, strlen(doc), "r.json", &r, &err), SM_E_USAGE);
+    assert_non_null(strstr(err.what, "http_request_s"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -588,7 +672,7 @@ int main(void)
         cmocka_unit_test(test_fs_bandwidth),      cmocka_unit_test(test_peak_rss_parts),
         cmocka_unit_test(test_export_term),       cmocka_unit_test(test_rates_kinds),
         cmocka_unit_test(test_source_rates_name), cmocka_unit_test(test_run_fixed),
-        cmocka_unit_test(test_encoded_share),
+        cmocka_unit_test(test_encoded_share),     cmocka_unit_test(test_http_term),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
