@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include <shardmill/meta.h>
+#include <shardmill/store.h>
 
 static uint64_t max_u64(uint64_t a, uint64_t b)
 {
@@ -328,7 +329,16 @@ void sm_plan_seconds(const struct sm_plan_rates *r, const struct sm_plan_work *w
     }
     const double files =
         (double)(w->shards * (w->levels_with > 1 ? w->levels_with : 1) + w->pyr_shards);
-    t->sync = (double)w->out_bytes / flush + r->syncfs_fixed_s + files * r->rename_s / R;
+    /* a file of the early write-out's size starts going to the disk when it is put (the file
+     * store's stage): the flush at the end waits for what the write and pyramid stages did not
+     * cover, and at least for the file each thread of a node put last */
+    const double file_bytes = files > 0 ? (double)w->out_bytes / files : 0.0;
+    double tail = (double)w->out_bytes;
+    if (file_bytes >= (double)sm_store_file_early_writeback()) {
+        tail = fmax(file_bytes * T * per_node * N, tail - (t->write + t->pyramid) * flush);
+        tail = fmin(tail, (double)w->out_bytes);
+    }
+    t->sync = tail / flush + r->syncfs_fixed_s + files * r->rename_s / R;
     t->finish = files * r->finish_s_per_shard;
     t->total = t->start + t->range + t->scan + t->allreduce + t->write + t->pyramid + t->sync +
                t->hdf5 + t->finish;

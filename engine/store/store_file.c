@@ -380,3 +380,8 @@ sm_status sm_store_file_open(const char *root, struct sm_store **out, struct sm_
     *out = &fs->base;
     return SM_OK;
 }
+
+size_t sm_store_file_early_writeback(void)
+{
+    return SM_FS_EARLY_WRITEBACK;
+}

@@ -192,6 +192,10 @@ sm_status sm_store_sync(struct sm_store *s, enum sm_store_sync how, const char *
 /* Stage then commit in one call, fsynced if `sync` (sm_store_put_atomic is the sync case). */
 sm_status sm_store_put(struct sm_store *s, const char *key, struct sm_bytes data, bool sync,
                        struct sm_err *err);
+/* The file store's staged objects of this many bytes or more start their write-out as they are
+ * put, when the put does not fsync them (core/core_fs.c): a SYNC_ALL at the end then waits only
+ * for what has not reached the disk yet. For plan's flush term. */
+size_t sm_store_file_early_writeback(void);
 /* Durability counter snapshot (fsyncs and syncfs calls made through the store). */
 uint64_t sm_store_fsyncs(const struct sm_store *s);
 sm_status sm_store_list(struct sm_store *s, const char *prefix, struct sm_strv *out,

@@ -126,6 +126,18 @@ static void test_seconds_by_hand(void **state)
     wide.cores_per_node = 4; /* enough cores: no stretch */
     sm_plan_seconds(&r, &wide, &t);
     assert_true(fabs(t.scan - 3 * 1e6 * 1e-9) < 1e-12);
+    /* files of 1 MiB and more go to the disk as they are put: the flush waits for what the write
+     * and pyramid stages (0.0345 s at 1 GB/s: 34.5 MB) did not cover, at least the file each of
+     * the node's 4 threads put last */
+    const double renames = 0.01 + 6 * 0.0001 / 2, covered = (0.0245 + 0.01) * 1e9;
+    struct sm_plan_work big = w;
+    big.out_bytes = 6 * 2097152; /* all covered: 4 files of 2 MiB left */
+    sm_plan_seconds(&r, &big, &t);
+    assert_true(fabs(t.write + t.pyramid - 0.0345) < 1e-12);
+    assert_true(fabs(t.sync - (4 * 2097152 / 1e9 + renames)) < 1e-12);
+    big.out_bytes = 6 * 67108864; /* 64 MiB files: more than is covered */
+    sm_plan_seconds(&r, &big, &t);
+    assert_true(fabs(t.sync - ((6 * 67108864 - covered) / 1e9 + renames)) < 1e-9);
 }
 
 /* The read bandwidths are optional members (rates files calibrated before issue 33 have none:
