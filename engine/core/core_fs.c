@@ -357,7 +357,8 @@ sm_status sm_fs_stage(int dirfd, const char *tmp, struct sm_bytes data, bool syn
         st = SM_ERRNO(err, errno, NULL, "cannot fsync '%s'", tmp);
     } else if (st == SM_OK && !sync && data.len >= SM_FS_EARLY_WRITEBACK) {
         /* a large shard goes to the disk while the next are encoded: with the page cache full of
-         * output, the one syncfs at the end waited for all of it (2.4 s of a 33 s W9 convert) */
+         * output, the one syncfs at the end waited for all of it (W9's 512×2048² TIFF convert:
+         * 0.8-1.5 s, 0.3 s with this) */
         sm_fs_start_writeback(fd);
     }
     if (close(fd) != 0 && st == SM_OK) {
