@@ -648,6 +648,33 @@ static bool padded(const struct levels *lv)
     return false;
 }
 
+/* The stored/decoded ratio of a few boxes of one input read unit each on the ROI's diagonal
+ * (sample_read); false when the sample fails or reads nothing. */
+static bool unit_sample_ratio(const struct sm_plan_job *j, const struct sm_plan_input *in,
+                              const struct sm_run_setup *su, double *ratio)
+{
+    const struct sm_array_meta *m = in->m;
+    struct sm_output_spec s0;
+    memset(&s0, 0, sizeof(s0));
+    s0.ndim = m->ndim;
+    const uint64_t *u = m->inner_ndim > 0 ? m->inner_chunk_shape : m->chunk_shape;
+    for (unsigned d = 0; d < m->ndim; d++) {
+        s0.shape[d] = su->shape[d];
+        s0.chunk[d] = u[d] < su->shape[d] ? u[d] : su->shape[d];
+    }
+    struct sample sp;
+    memset(&sp, 0, sizeof(sp));
+    uint64_t units = 0;
+    struct sm_err ignored;
+    sm_err_clear(&ignored);
+    const sm_status st = sample_read(j, in, su, &s0, &sp, &units, &ignored);
+    for (unsigned i = 0; i < SM_PLAN_SAMPLES; i++) {
+        sm_buf_free(&sp.in[i]);
+    }
+    *ratio = sp.in_ratio;
+    return st == SM_OK && sp.n > 0;
+}
+
 /* What the encoded-object cache holds per decoded byte of a Zarr/N5 input (1: unknown, no cache
  * or a source): a local array's payload bytes over its decoded bytes (its files: the same for plan
  * and run's ceiling check); a scan of a remote one (no ceiling check: plan alone decides its
@@ -671,29 +698,12 @@ static double cache_ratio(const struct sm_plan_job *j, const struct sm_plan_inpu
     if (e->convert || e->memory_only) {
         return 1.0;
     }
-    if (e->in_sampled) { /* a remote scan's sample (scan_stored_ratio), already read */
-        const double r = e->in_ratio * SM_PLAN_SAMPLE_MARGIN;
-        return r < 1.0 ? r : 1.0;
+    double sampled = e->in_ratio; /* a remote scan's sample (scan_stored_ratio), already read */
+    if (!e->in_sampled && !unit_sample_ratio(j, in, su, &sampled)) {
+        return 1.0;
     }
-    struct sm_output_spec s0; /* boxes of one input read unit each */
-    memset(&s0, 0, sizeof(s0));
-    s0.ndim = m->ndim;
-    const uint64_t *u = m->inner_ndim > 0 ? m->inner_chunk_shape : m->chunk_shape;
-    for (unsigned d = 0; d < m->ndim; d++) {
-        s0.shape[d] = su->shape[d];
-        s0.chunk[d] = u[d] < su->shape[d] ? u[d] : su->shape[d];
-    }
-    struct sample sp;
-    memset(&sp, 0, sizeof(sp));
-    uint64_t units = 0;
-    struct sm_err ignored;
-    sm_err_clear(&ignored);
-    const sm_status st = sample_read(j, in, su, &s0, &sp, &units, &ignored);
-    for (unsigned i = 0; i < SM_PLAN_SAMPLES; i++) {
-        sm_buf_free(&sp.in[i]);
-    }
-    const double r = sp.in_ratio * SM_PLAN_SAMPLE_MARGIN;
-    return st == SM_OK && sp.n > 0 && r < 1.0 ? r : 1.0;
+    const double r = sampled * SM_PLAN_SAMPLE_MARGIN;
+    return r < 1.0 ? r : 1.0;
 }
 
 /* An http(s) or s3 input (input.store's scheme): its reads are requests (rates http_*). */
@@ -711,31 +721,13 @@ static bool remote_input(const struct sm_plan_job *j)
 static void scan_stored_ratio(const struct sm_plan_job *j, const struct sm_plan_input *in,
                               const struct sm_run_setup *su, struct sm_plan_estimate *e)
 {
-    const struct sm_array_meta *m = in->m;
-    if (in->array == NULL || e->convert || e->memory_only || !e->remote) {
+    double sampled;
+    if (in->array == NULL || e->convert || e->memory_only || !e->remote ||
+        !unit_sample_ratio(j, in, su, &sampled) || sampled >= 1.0) {
         return;
     }
-    struct sm_output_spec s0;
-    memset(&s0, 0, sizeof(s0));
-    s0.ndim = m->ndim;
-    const uint64_t *u = m->inner_ndim > 0 ? m->inner_chunk_shape : m->chunk_shape;
-    for (unsigned d = 0; d < m->ndim; d++) {
-        s0.shape[d] = su->shape[d];
-        s0.chunk[d] = u[d] < su->shape[d] ? u[d] : su->shape[d];
-    }
-    struct sample sp;
-    memset(&sp, 0, sizeof(sp));
-    uint64_t units = 0;
-    struct sm_err ignored;
-    sm_err_clear(&ignored);
-    const sm_status st = sample_read(j, in, su, &s0, &sp, &units, &ignored);
-    for (unsigned i = 0; i < SM_PLAN_SAMPLES; i++) {
-        sm_buf_free(&sp.in[i]);
-    }
-    if (st == SM_OK && sp.n > 0 && sp.in_ratio < 1.0) {
-        e->in_ratio = sp.in_ratio;
-        e->in_sampled = true;
-    }
+    e->in_ratio = sampled;
+    e->in_sampled = true;
 }
 
 /* The requests of a pass that decodes pass_bytes of blocks whole: one per read unit (a chunk, or
