@@ -14,6 +14,7 @@ import os
 import re
 import sys
 
+from shardmill_test.c_source import call_args, line_of
 from shardmill_test.c_source import strip_c as STRIP_C
 from shardmill_test.checks import check, summary
 
@@ -22,19 +23,6 @@ CONFIG = re.compile(r"(?<![A-Za-z0-9_])sm_job_config(?![A-Za-z0-9_])")
 JOB_READS = re.compile(r"(?<![A-Za-z0-9_])(c->report(?![A-Za-z0-9_])|sm_config_job_name\s*\()")
 REPORT_CALL = re.compile(r"(?<![A-Za-z0-9_])(sm_report_run_emit|sm_report_rates_json)\s*\(")
 C_ARG = re.compile(r"(?<![A-Za-z0-9_>.])c(?![A-Za-z0-9_])")
-
-
-def line_of(code, pos):
-    return code.count("\n", 0, pos) + 1
-
-
-def call_args(code, start):
-    """The text between the parentheses of the call whose '(' ends code[:start]."""
-    depth, i = 1, start
-    while i < len(code) and depth > 0:
-        depth += {"(": 1, ")": -1}.get(code[i], 0)
-        i += 1
-    return code[start:i - 1]
 
 
 def report_findings(text):

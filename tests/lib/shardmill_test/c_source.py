@@ -24,3 +24,17 @@ CHECKSRC = _load_checksrc()
 # strip_c(text) -> (code, code_with_strings): comments blanked in both, literal contents also in
 # `code`; every offset and newline kept.
 strip_c = CHECKSRC.strip_c
+
+
+def line_of(code, pos):
+    """The 1-based line of offset pos."""
+    return code.count("\n", 0, pos) + 1
+
+
+def call_args(code, start):
+    """The text between the parentheses of the call whose '(' ends code[:start]."""
+    depth, i = 1, start
+    while i < len(code) and depth > 0:
+        depth += {"(": 1, ")": -1}.get(code[i], 0)
+        i += 1
+    return code[start:i - 1]
