@@ -182,24 +182,25 @@ sm_status sm_plan_rates_parse(const char *text, size_t len, const char *where,
     }
     r->baseline_rss_bytes = (uint64_t)base;
     r->baseline_rss_mpi_bytes = (uint64_t)base_mpi;
-    /* optional (rates files calibrated before issue 33, or before the HTTP fetch rate, have
-     * none): positive when present */
-    const char *fs_keys[4] = {"fs_read_cold_bytes_per_s", "fs_read_warm_bytes_per_s",
-                              "http_request_s", "http_bytes_per_s"};
-    double *fs_dst[4] = {&r->fs_read_cold_bytes_per_s, &r->fs_read_warm_bytes_per_s,
-                         &r->http_request_s, &r->http_bytes_per_s};
-    for (int i = 0; st == SM_OK && i < 4; i++) {
-        if (json_object_get(rt, fs_keys[i]) != NULL) {
-            st = need_number(rt, fs_keys[i], true, fs_dst[i], where, err);
-        }
-    }
-    const char *opt_keys[4] = {"read_s_per_byte", "scan_job_s_per_byte", "export_s_per_byte",
-                               "run_fixed_s"};
-    double *opt_dst[4] = {&r->read_s_per_byte, &r->scan_job_s_per_byte, &r->export_s_per_byte,
-                          &r->run_fixed_s};
-    for (int i = 0; st == SM_OK && i < 4; i++) {
-        if (json_object_get(rt, opt_keys[i]) != NULL) {
-            st = need_number(rt, opt_keys[i], false, opt_dst[i], where, err);
+    /* optional members (rates files calibrated before issue 33, or before the HTTP fetch rate,
+     * have no read bandwidths or HTTP rates: those positive when present; the others >= 0) */
+    const struct {
+        const char *key;
+        bool positive;
+        double *dst;
+    } opt[] = {
+        {"fs_read_cold_bytes_per_s", true, &r->fs_read_cold_bytes_per_s},
+        {"fs_read_warm_bytes_per_s", true, &r->fs_read_warm_bytes_per_s},
+        {"http_request_s", true, &r->http_request_s},
+        {"http_bytes_per_s", true, &r->http_bytes_per_s},
+        {"read_s_per_byte", false, &r->read_s_per_byte},
+        {"scan_job_s_per_byte", false, &r->scan_job_s_per_byte},
+        {"export_s_per_byte", false, &r->export_s_per_byte},
+        {"run_fixed_s", false, &r->run_fixed_s},
+    };
+    for (size_t i = 0; st == SM_OK && i < sizeof(opt) / sizeof(opt[0]); i++) {
+        if (json_object_get(rt, opt[i].key) != NULL) {
+            st = need_number(rt, opt[i].key, opt[i].positive, opt[i].dst, where, err);
         }
     }
     if (st == SM_OK) {

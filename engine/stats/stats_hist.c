@@ -141,8 +141,8 @@ static int raw_first(enum sm_dtype dt)
 
 void sm_hist_add(struct sm_hist *h, const void *values, size_t n)
 {
-    if (sm_dtype_patterns(h->dtype) !=
-        0) { /* the 8- and 16-bit types (and bool): counted by value */
+    /* the 8- and 16-bit types (and bool): counted by value */
+    if (sm_dtype_patterns(h->dtype) != 0) {
         SM_DTYPE_DISPATCH(h->dtype, T, RAW_LOOP(T));
     } else {
         SM_DTYPE_DISPATCH(h->dtype, T, VALUE_LOOP(T));

@@ -134,7 +134,7 @@ sm_status sm_norm_lut_init(struct sm_norm_lut *lut, const struct sm_norm *nm, en
     if (!sm_norm_lut_fits(in_dt, out_dt)) {
         return SM_OK; /* the formula */
     }
-    const size_t entries = sm_dtype_patterns(in_dt), in_size = entries == 256 ? 1 : 2;
+    const size_t entries = sm_dtype_patterns(in_dt), in_size = sm_dtype_size(in_dt);
     const size_t out_size = sm_dtype_size(out_dt);
     uint8_t *table = sm_malloc(entries * out_size);
     if (table == NULL) {
