@@ -948,6 +948,7 @@ sm_status sm_plan_estimate(const struct sm_plan_job *j, const struct sm_plan_inp
     rank_boxes(j, m, grouped ? &sg : su, tiles, grouped ? &e->rp_write.groups : grid,
                e->convert ? shards : NULL, ranks, e->two_pass, &rank_in, &e->kept, &e->kept_some,
                &e->rank_tiles, &e->rank_shards);
+    const uint64_t rank_groups = grouped ? e->rank_tiles : 0;
     if (grouped) { /* items are groups: each holds this many shards (tiles: the same boxes) */
         uint64_t per = 1;
         for (unsigned d = 0; d < grid->ndim; d++) {
@@ -1043,6 +1044,11 @@ sm_status sm_plan_estimate(const struct sm_plan_job *j, const struct sm_plan_inp
     estimate_reads(in, su, &w, e);
     struct sm_plan_rates rt; /* a source's, an output type's or a scan job's own rates */
     const struct sm_source_info *si = in->src != NULL ? sm_source_info(in->src) : NULL;
+    /* the run reads a source's next group ahead when two windows fit (sm_cv_groups) */
+    w.ahead_groups = grouped && si != NULL && si->access != SM_SOURCE_STREAM &&
+                             e->rp_write.windows > 1
+                         ? rank_groups
+                         : 0;
     sm_plan_rates_for(
         &e->rates, !e->convert,
         si != NULL ? sm_plan_source_rates_name(si->format, si->access == SM_SOURCE_RANDOM) : NULL,

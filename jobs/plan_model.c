@@ -237,10 +237,32 @@ static double with_reads(double cpu, double io, double k)
     return fmax(cpu, io) + fmin(cpu, io) / k;
 }
 
+/* with_reads() for a pass that reads the next of its `groups` groups while it works on the
+ * current one (sm_cv_groups): only the first group's read waits, and each later read overlaps
+ * the group before it, (cpu + io) / G + (G - 1) / G * max(cpu, io). */
+static double with_reads_ahead(double cpu, double io, double k, uint64_t groups)
+{
+    if (groups < 2) {
+        return with_reads(cpu, io, k);
+    }
+    const double g = (double)groups;
+    return (cpu + io) / g + (g - 1.0) / g * fmax(cpu, io);
+}
+
 /* Work items of the busiest thread: ⌈⌈n/R⌉/T⌉ (the engine splits in blocks, then threads). */
 static double busiest(uint64_t n, int ranks, int threads)
 {
     return (double)ceil_div(ceil_div(n, (uint64_t)ranks), (uint64_t)threads);
+}
+
+/* The write's work items of the busiest thread: a rank with fewer shards than threads writes one
+ * shard at a time with every thread on its fill and inner chunks (write_driver.c `inner`), so its
+ * threads share its shards; otherwise busiest(). W7's head CT is one shard: at 1x2 its write took
+ * 0.148 s against 0.20 s planned for one thread. */
+static double write_items(uint64_t shards, int ranks, int threads)
+{
+    const uint64_t mine = ceil_div(shards, (uint64_t)ranks);
+    return mine < (uint64_t)threads ? (double)mine / threads : busiest(shards, ranks, threads);
 }
 
 /* A remote input's fetch in one pass by its busiest thread (seconds): each thread fetches the
@@ -295,7 +317,7 @@ void sm_plan_seconds(const struct sm_plan_rates *r, const struct sm_plan_work *w
     if (w->two_pass) {
         t->scan = busiest(w->tiles, R, T) * per_tile *
                   (r->scan_s_per_byte + again[SM_PLAN_PASS_SCAN] * r->decode_s_per_byte) * k;
-        t->scan = with_reads(t->scan, t->read[SM_PLAN_PASS_SCAN], k) *
+        t->scan = with_reads_ahead(t->scan, t->read[SM_PLAN_PASS_SCAN], k, w->ahead_groups) *
                   (w->scan_passes > 1 ? (double)w->scan_passes : 1.0);
     }
     t->range = t->read[SM_PLAN_PASS_RANGE]; /* its compute (min/max only) is not modelled */
@@ -308,8 +330,8 @@ void sm_plan_seconds(const struct sm_plan_rates *r, const struct sm_plan_work *w
                                      : r->decode_s_per_byte + again_w;
     const double per_shard = in_shard * read + out_shard * r->write_s_per_byte +
                              r->shard_fixed_s * (w->levels_with > 1 ? w->levels_with : 1);
-    t->write = busiest(w->shards, R, T) * per_shard * k;
-    t->write = with_reads(t->write, t->read[SM_PLAN_PASS_WRITE], k);
+    t->write = write_items(w->shards, R, T) * per_shard * k;
+    t->write = with_reads_ahead(t->write, t->read[SM_PLAN_PASS_WRITE], k, w->ahead_groups);
     if (w->pyr_shards > 0) {
         const double per = (double)w->pyr_value_bytes / (double)w->pyr_shards;
         t->pyramid =

@@ -121,6 +121,10 @@ struct sm_plan_work {
      * roi_bytes; 0 counts as 1). The range pass (a float input's min/max) costs its read only. */
     uint64_t read_bytes[SM_PLAN_PASSES];
     double read_amp[SM_PLAN_PASSES];
+    /* a source read group by group through two windows (rp.windows 2, sm_cv_groups): the busiest
+     * rank's groups, the next of which is read while the current one is scanned or written
+     * (0: each read waits, with_reads) */
+    uint64_t ahead_groups;
     double fs_read_bytes_per_s; /* the file system's aggregate read bandwidth (0: no I/O term) */
     /* an http(s) or s3 input (rates with http_bytes_per_s): each thread fetches its share of a
      * pass's read_requests and read_bytes over its own connection (the pass's items split as its

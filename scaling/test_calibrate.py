@@ -91,13 +91,15 @@ FIXED = 0.00017  # shard_fixed_s of the base
 SYNC_BPS, SYNC_FIXED = 1.5e9, 0.003
 
 
-def model_threads(items, ranks, threads, cores):
+def model_threads(items, ranks, threads, cores, inner=False):
     """The model's threads at once (jobs/plan_model.c): items over the busiest thread's
     ceil(ceil(items / ranks) / threads), divided by the time-slicing max(1, ranks x threads /
-    cores); min(ranks x threads, cores) when the stage names no items."""
+    cores); min(ranks x threads, cores) when the stage names no items. `inner` (the write): a
+    rank with fewer shards than threads shares them among its threads (items / ranks / threads)."""
     if items is None:
         return min(ranks * threads, cores)
-    busiest = math.ceil(math.ceil(items / ranks) / threads)
+    mine = math.ceil(items / ranks)
+    busiest = mine / threads if inner and mine < threads else math.ceil(mine / threads)
     return items / busiest / max(1.0, ranks * threads / cores)
 
 
@@ -115,7 +117,7 @@ def made_up(ranks, threads, cores, kind, dtype, stages):
             t = sum(b * KNOWN[k] for k, b in s.pop("terms").items()) + s.get("files", 0) * FIXED
             items = s.get("tiles", s.get("shards", s.get("files") if name == "pyramid" else None))
             s["seconds"] = t / model_threads(items, ranks, 1 if name == "export" else threads,
-                                             cores)
+                                             cores, name == "write")
         if "bytes" in s:
             s["bytes_per_s"] = s["bytes"] / s["seconds"]
         st[name] = s
@@ -129,7 +131,7 @@ def reports():
     MiB = 1 << 20
     inb, outb = 32 * MiB, 64 * MiB
     return [
-        # percentile kept, float32, 1 x 4 on 2 cores: 8 tiles, 2 shards (2 threads idle)
+        # percentile kept, float32, 1 x 4 on 2 cores: 8 tiles, 2 shards (4 threads on each)
         made_up(1, 4, 2, "zarr", "float32", {
             "scan": {"bytes": inb, "tiles": 8, "terms": {"scan_s_per_byte": inb}},
             "write": {"bytes": outb, "input_bytes": 0, "input_read": "kept", "files": 2,

@@ -11,7 +11,7 @@ RSS within limits.memory_bytes.
 
     PYTHONPATH=$PWD/tests/lib /usr/bin/python3 bench/pyramid/w6.py --shardmill build/release/jobs/shardmill [--size 1024]
         [--shape Z,Y,X] [--noise SIGMA] [--layouts 1x2,2x1] [--repeats 3] [--mpiexec mpirun]
-        [--quick] [--out bench/results]
+        [--chunk Z,Y,X] [--quick] [--out bench/results]
 
 --shape replaces the cube of --size (issue 23's second case: 256,512,512 with --noise 200, CT-like
 noise that keeps zstd busy).
@@ -112,6 +112,9 @@ def main():
                     help="bench_floor --reps: each part's minimum of N (its write's fsync varies)")
     ap.add_argument("--floor-bin", default=None,
                     help="bench_floor (default: bench/bench_floor beside --shardmill's jobs/)")
+    ap.add_argument("--chunk", default=None,
+                    help="Z,Y,X: output.chunk for both runs (a before/after pair on one inner "
+                    "chunk: binaries before issue 35 used the input's chunk, 64,64,64 here)")
     ap.add_argument("--out", default=None)
     ap.add_argument("--work", default=os.path.join(REPO, "build", "bench-data", "w6"))
     ap.add_argument("--no-ngff-check", action="store_true",
@@ -145,6 +148,8 @@ def main():
                 shutil.rmtree(out, ignore_errors=True)
                 cfg = os.path.join(work, f"{kind}.yaml")
                 ome = "  ome: {levels: auto, method: mean}\n" if kind == "ome" else ""
+                if args.chunk:
+                    ome += f"  chunk: [{args.chunk}]\n"
                 with open(cfg, "w") as f:
                     f.write(f"job: convert\ninput: {{store: {vol}}}\n"
                             "normalize: {mode: scale, divisor: 4095}\n"

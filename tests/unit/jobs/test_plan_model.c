@@ -114,6 +114,15 @@ static void test_seconds_by_hand(void **state)
     kept.kept = true;
     sm_plan_seconds(&r, &kept, &t);
     assert_true(fabs(t.write - (5e6 * 2e-9 + 0.001) * 2) < 1e-12);
+    /* one shard on a rank of 2 threads: both work on it (write_driver.c), half of it each */
+    struct sm_plan_work few = kept;
+    few.ranks = 1;
+    few.mpi = false;
+    few.shards = 1;
+    few.out_value_bytes = 5000000;
+    few.pyr_shards = 0;
+    sm_plan_seconds(&r, &few, &t);
+    assert_true(fabs(t.write - (5e6 * 2e-9 + 0.001) / 2) < 1e-12);
     /* two nodes of one core: one rank per node, its 2 threads stretched 2x; the launch of one
      * rank per node; each node flushes half the output */
     struct sm_plan_work wide = w;
@@ -286,6 +295,14 @@ static void test_seconds_reads(void **state)
     const double one_cpu = 4 * (2.5e6 * (1e-9 + 5e-10) + 5e6 * 2e-9 + 0.001);
     /* one thread on 2 cores (k = 1): the reads add to the compute (ome-u8-1024: -33 % with
      * max()) */
+    assert_true(fabs(t.write - (one_cpu + 4.0)) < 1e-12);
+    /* a source's next group read ahead (4 groups): the first read waits, the rest overlap */
+    struct sm_plan_work ahead = one;
+    ahead.ahead_groups = 4;
+    sm_plan_seconds(&r, &ahead, &t);
+    assert_true(fabs(t.write - ((one_cpu + 4.0) / 4 + 0.75 * fmax(one_cpu, 4.0))) < 1e-12);
+    ahead.ahead_groups = 1; /* one group: nothing to read ahead */
+    sm_plan_seconds(&r, &ahead, &t);
     assert_true(fabs(t.write - (one_cpu + 4.0)) < 1e-12);
     one.read_bytes[SM_PLAN_PASS_WRITE] = 10000;
     sm_plan_seconds(&r, &one, &t);
