@@ -197,7 +197,9 @@ sm_status sm_plan_rates_parse(const char *text, size_t len, const char *where,
         {"scan_job_s_per_byte", false, &r->scan_job_s_per_byte},
         {"export_s_per_byte", false, &r->export_s_per_byte},
         {"run_fixed_s", false, &r->run_fixed_s},
+        {"inner_efficiency", false, &r->inner_efficiency},
     };
+    r->inner_efficiency = 1.0;
     for (size_t i = 0; st == SM_OK && i < sizeof(opt) / sizeof(opt[0]); i++) {
         if (json_object_get(rt, opt[i].key) != NULL) {
             st = need_number(rt, opt[i].key, opt[i].positive, opt[i].dst, where, err);
@@ -256,13 +258,17 @@ static double busiest(uint64_t n, int ranks, int threads)
 }
 
 /* The write's work items of the busiest thread: a rank with fewer shards than threads writes one
- * shard at a time with every thread on its fill and inner chunks (write_driver.c `inner`), so its
- * threads share its shards; otherwise busiest(). W7's head CT is one shard: at 1x2 its write took
- * 0.148 s against 0.20 s planned for one thread. */
-static double write_items(uint64_t shards, int ranks, int threads)
+ * shard at a time with every thread on its fill and inner chunks (write_driver.c `inner`), at a
+ * speedup of 1 + (T - 1) x the calibrated inner_efficiency; otherwise busiest(). W7's head CT is
+ * one shard: at 1x2 its write took 0.148 s against 0.20 s planned for one thread. */
+static double write_items(uint64_t shards, int ranks, int threads, double efficiency)
 {
     const uint64_t mine = ceil_div(shards, (uint64_t)ranks);
-    return mine < (uint64_t)threads ? (double)mine / threads : busiest(shards, ranks, threads);
+    if (mine >= (uint64_t)threads) {
+        return busiest(shards, ranks, threads);
+    }
+    const double e = efficiency < 0 ? 0.0 : efficiency > 1 ? 1.0 : efficiency;
+    return (double)mine / (1.0 + (threads - 1) * e);
 }
 
 /* A remote input's fetch in one pass by its busiest thread (seconds): each thread fetches the
@@ -330,7 +336,7 @@ void sm_plan_seconds(const struct sm_plan_rates *r, const struct sm_plan_work *w
                                      : r->decode_s_per_byte + again_w;
     const double per_shard = in_shard * read + out_shard * r->write_s_per_byte +
                              r->shard_fixed_s * (w->levels_with > 1 ? w->levels_with : 1);
-    t->write = write_items(w->shards, R, T) * per_shard * k;
+    t->write = write_items(w->shards, R, T, r->inner_efficiency) * per_shard * k;
     t->write = with_reads_ahead(t->write, t->read[SM_PLAN_PASS_WRITE], k, w->ahead_groups);
     if (w->pyr_shards > 0) {
         const double per = (double)w->pyr_value_bytes / (double)w->pyr_shards;

@@ -39,6 +39,10 @@ struct sm_plan_rates {
      * first buffers (a 64³ run's engine time less its bytes' work; optional, 0 when absent). The
      * start term counts it. */
     double run_fixed_s;
+    /* What each thread past the first adds to a rank's write when the rank has fewer shards than
+     * threads and all of them work on one shard at a time (write_driver.c `inner`): the speedup
+     * is 1 + (T - 1) x inner_efficiency (0..1; optional, 1 when absent). */
+    double inner_efficiency;
     uint64_t baseline_rss_bytes;     /* binary + libraries + a tiny run, no MPI */
     uint64_t baseline_rss_mpi_bytes; /* the same under mpirun (Open MPI's share included) */
     /* The input file system's read bandwidth (bytes/s) from a cold page cache (the pages evicted

@@ -428,6 +428,29 @@ def test_run_fixed():
     check("stage_rows: one pass, off the write", close(rows[("write_s_per_byte",)], 1.75), rows)
 
 
+def test_inner_efficiency():
+    """Run I (one shard, a thread per core): what each thread past the first adds, from its write
+    stage against its bytes' work for one thread; a report of such a run fits back the rates
+    that made it when the fit counts the same efficiency (made up: 2 threads at 1.4x)."""
+    work = 500 * 2e-6 + 1000 * 1e-5 + 1 * 0.001  # read + write + the shard file: 0.012 s
+    sec = {"ranks": 1, "threads": 2, "cores": 2, "input": "zarr", "output_dtype": "float32",
+           "stages": {"write": {"bytes": 1000, "seconds": 0.005 + work / 1.4, "input_bytes": 500,
+                                "input_read": "scan", "shards": 1, "files": 1}}}
+    fitted = {"read_s_per_byte": 2e-6, "write_s_per_byte": 1e-5}
+    e = cal.inner_efficiency_of(sec, fitted, 0.001, 0.005)
+    check("inner_efficiency_of: (work / (write - run_fixed) - 1) / (T - 1)", close(e, 0.4), e)
+    check("inner_efficiency_of: None for one thread or without a write stage",
+          cal.inner_efficiency_of(dict(sec, threads=1), fitted, 0.001) is None and
+          cal.inner_efficiency_of({"threads": 2, "stages": {}}, fitted, 0.0) is None)
+    slow = dict(sec, stages={"write": dict(sec["stages"]["write"], seconds=1.0)})
+    check("inner_efficiency_of: clamped at 0 (slower than one thread)",
+          cal.inner_efficiency_of(slow, fitted, 0.001) == 0.0)
+    rows = cal.stage_rows(sec, 0.001, 0.005, inner_efficiency=0.4)
+    coef, rhs = rows[0]
+    check("stage_rows: the write of one shard on 2 threads at efficiency 0.4 is 1.4 threads' time",
+          close(rhs, work - 0.001), (coef, rhs))
+
+
 def test_shard_fixed():
     """Run M (many small shard files): the shard file's fixed cost is its write stage less its
     bytes' work and the run's fixed work, over its files; the sync's cost per file its sync stage
@@ -489,6 +512,7 @@ def main():
     test_refusal()
     test_clamped()
     test_run_fixed()
+    test_inner_efficiency()
     test_shard_fixed()
     test_http_fit()
     test_fit(args)

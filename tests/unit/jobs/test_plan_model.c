@@ -33,6 +33,7 @@ static void test_rates_parse(void **state)
     assert_true(r.cores == 2.0);
     assert_true(r.write_s_per_byte == 2e-9);
     assert_int_equal(r.baseline_rss_mpi_bytes, 3000);
+    assert_true(r.inner_efficiency == 1.0); /* absent: every thread counts */
     assert_string_equal(r.filesystem, "ext4");
     assert_string_equal(r.calibrated, "20261204T000000Z");
 }
@@ -123,6 +124,10 @@ static void test_seconds_by_hand(void **state)
     few.pyr_shards = 0;
     sm_plan_seconds(&r, &few, &t);
     assert_true(fabs(t.write - (5e6 * 2e-9 + 0.001) / 2) < 1e-12);
+    struct sm_plan_rates half = r; /* each thread past the first adds half a thread */
+    half.inner_efficiency = 0.5;
+    sm_plan_seconds(&half, &few, &t);
+    assert_true(fabs(t.write - (5e6 * 2e-9 + 0.001) / 1.5) < 1e-12);
     /* two nodes of one core: one rank per node, its 2 threads stretched 2x; the launch of one
      * rank per node; each node flushes half the output */
     struct sm_plan_work wide = w;
