@@ -88,18 +88,23 @@ KNOWN = {"scan_s_per_byte": 8e-9, "decode_s_per_byte": 5e-9, "read_s_per_byte": 
          "sources.tiff.scan_s_per_byte": 2.5e-8, "sources.tiff.decode_s_per_byte": 2.2e-8,
          "sources.tiff.read_s_per_byte": 2.7e-8, "sources.raw.read_s_per_byte": 4e-9}
 FIXED = 0.00017  # shard_fixed_s of the base
+INNER = 0.6  # inner_efficiency of the base: a write of fewer shards than threads
 SYNC_BPS, SYNC_FIXED = 1.5e9, 0.003
 
 
-def model_threads(items, ranks, threads, cores, inner=False):
+def model_threads(items, ranks, threads, cores, inner=None):
     """The model's threads at once (jobs/plan_model.c): items over the busiest thread's
     ceil(ceil(items / ranks) / threads), divided by the time-slicing max(1, ranks x threads /
-    cores); min(ranks x threads, cores) when the stage names no items. `inner` (the write): a
-    rank with fewer shards than threads shares them among its threads (items / ranks / threads)."""
+    cores); min(ranks x threads, cores) when the stage names no items. `inner` (the write: the
+    base's inner_efficiency e): a rank with fewer shards than threads works on each with all of
+    them, at a speedup of 1 + (threads - 1) x e."""
     if items is None:
         return min(ranks * threads, cores)
     mine = math.ceil(items / ranks)
-    busiest = mine / threads if inner and mine < threads else math.ceil(mine / threads)
+    if inner is not None and mine < threads:
+        busiest = mine / (1 + (threads - 1) * inner)
+    else:
+        busiest = math.ceil(mine / threads)
     return items / busiest / max(1.0, ranks * threads / cores)
 
 
@@ -117,7 +122,7 @@ def made_up(ranks, threads, cores, kind, dtype, stages):
             t = sum(b * KNOWN[k] for k, b in s.pop("terms").items()) + s.get("files", 0) * FIXED
             items = s.get("tiles", s.get("shards", s.get("files") if name == "pyramid" else None))
             s["seconds"] = t / model_threads(items, ranks, 1 if name == "export" else threads,
-                                             cores, name == "write")
+                                             cores, INNER if name == "write" else None)
         if "bytes" in s:
             s["bytes_per_s"] = s["bytes"] / s["seconds"]
         st[name] = s
@@ -131,7 +136,8 @@ def reports():
     MiB = 1 << 20
     inb, outb = 32 * MiB, 64 * MiB
     return [
-        # percentile kept, float32, 1 x 4 on 2 cores: 8 tiles, 2 shards (4 threads on each)
+        # percentile kept, float32, 1 x 4 on 2 cores: 8 tiles, 2 shards (4 threads on each, at
+        # the base's inner_efficiency)
         made_up(1, 4, 2, "zarr", "float32", {
             "scan": {"bytes": inb, "tiles": 8, "terms": {"scan_s_per_byte": inb}},
             "write": {"bytes": outb, "input_bytes": 0, "input_read": "kept", "files": 2,
@@ -200,6 +206,7 @@ def test_fit(args):
         b["rates"]["syncfs_fixed_s"] = SYNC_FIXED
         b["rates"]["start_plain_s"] = 0.123
         b["rates"]["run_fixed_s"] = 0.0  # the made-up stages hold no run's fixed work
+        b["rates"]["inner_efficiency"] = INNER
         with open(base, "w") as f:
             json.dump(b, f)
         out = os.path.join(d, "fitted.json")

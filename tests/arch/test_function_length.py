@@ -1,9 +1,9 @@
 #!/usr/bin/python3
 """unit.arch.function_length: no function in engine/ or jobs/ is longer than 150 lines (issue 24
-#4; CONTRIBUTING.md "Naming and structure").
+#4) and no file longer than 1,000 (issue 36; CONTRIBUTING.md "Naming and structure").
 
-    PYTHONPATH=tests/lib test_function_length.py [--max N] [PATH ...]
-                                                     (default: engine/ jobs/, limit 150)
+    PYTHONPATH=tests/lib test_function_length.py [--max N] [--max-file-lines N] [PATH ...]
+                                                     (default: engine/ jobs/, limits 150, 1000)
 
 A function's length is the lines of its body, from the line of its opening `{` to the line of its
 closing `}`, both counted (the signature above the `{` is not). Functions are found by matching
@@ -27,6 +27,7 @@ from shardmill_test.c_source import strip_c as STRIP_C
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 LIMIT = 150
+FILE_LIMIT = 1000  # lines of a source file, comments included
 IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
 NOT_A_NAME = {"__attribute__", "__declspec", "sizeof", "_Alignas", "alignas", "if", "for",
               "while", "switch", "return"}
@@ -148,12 +149,14 @@ def sources(paths):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--max", type=int, default=LIMIT, help="the limit (default %(default)s)")
+    ap.add_argument("--max-file-lines", type=int, default=FILE_LIMIT,
+                    help="a file's limit (default %(default)s)")
     ap.add_argument("paths", nargs="*", help="files or directories (default: engine/ jobs/)")
     a = ap.parse_args()
     self_test()
     paths = a.paths or [os.path.join(ROOT, "engine"), os.path.join(ROOT, "jobs")]
     nfiles = nfuncs = 0
-    offenders = []
+    offenders, long_files = [], []
     for path in sources(paths):
         rel = os.path.relpath(path, ROOT)
         with open(path, encoding="utf-8", errors="replace") as f:
@@ -164,15 +167,22 @@ def main():
             sys.exit(f"test_function_length: {rel}: cannot match braces: {e}")
         nfiles += 1
         nfuncs += len(found)
+        lines = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
+        if lines > a.max_file_lines:
+            long_files.append((rel, lines))
         offenders += [(rel, line, name, n) for name, line, n in found if n > a.max]
     if nfuncs < 100 and not a.paths:
         sys.exit(f"test_function_length: only {nfuncs} functions found under engine/ and jobs/")
     for rel, line, name, n in offenders:
         print(f"{rel}:{line}: {name} is {n} lines (limit {a.max})")
-    if offenders:
-        sys.exit(f"test_function_length: {len(offenders)} function(s) over {a.max} lines "
+    for rel, n in long_files:
+        print(f"{rel}: {n} lines (limit {a.max_file_lines})")
+    if offenders or long_files:
+        sys.exit(f"test_function_length: {len(offenders)} function(s) over {a.max} lines, "
+                 f"{len(long_files)} file(s) over {a.max_file_lines} "
                  "(split them: CONTRIBUTING.md \"Naming and structure\")")
-    print(f"ok   no function over {a.max} lines ({nfuncs} functions in {nfiles} files)")
+    print(f"ok   no function over {a.max} lines ({nfuncs} functions in {nfiles} files), no file "
+          f"over {a.max_file_lines} lines")
 
 
 if __name__ == "__main__":
