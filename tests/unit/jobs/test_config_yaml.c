@@ -248,8 +248,11 @@ static void test_enum_values(void **state)
                  "output.exists: expected one of error, overwrite, resume, auto, got 'replace'");
     expect_error(SCAN "parallel: {partition: cyclic}\n", "f.yaml:3:23",
                  "expected one of block, balanced, got 'cyclic'");
+    /* the choices come from the codec registry (unit.jobs.config_schema compares them): a new
+     * output codec changes the list, not this test */
     expect_error(SCAN "output: {codec: {name: lz5}}\n", "f.yaml:3:24",
-                 "output.codec.name: expected one of zstd, gzip, blosc, lz4, none, got 'lz5'");
+                 "output.codec.name: expected one of zstd, ");
+    expect_error(SCAN "output: {codec: {name: lz5}}\n", "f.yaml:3:24", ", none, got 'lz5'");
     expect_error(SCAN "output: {codec: {name: null}}\n", "f.yaml:3:24", "got null");
     expect_error(SCAN "input.format: dicom\n", "f.yaml:3:15", "got 'dicom'");
     expect_error(SCAN "input.format: dicom\n", "f.yaml:3:15", "expected one of zarr, ");
