@@ -6,7 +6,7 @@
   - Zarr v3, unsharded: every chunk file is a numcodecs LZ4 block (python3-lz4's
     lz4.block.decompress with its 4-byte size) whose values equal NumPy's slice of the volume;
   - a level outside the writer's range is exit 2 naming output.codec.level.
-Usage: test_write_lz4.py --shardmill BIN --work DIR
+Usage: test_codec_lz4.py --shardmill BIN --work DIR
 """
 
 import argparse
