@@ -47,15 +47,6 @@ extern const size_t sm_plan_rates_builtin_len;
 /* The encoded shard's resident bytes over the sampled ratio's: its densest shard's margin. */
 #define PLAN_ENC_MARGIN 1.3
 
-static uint64_t prod(const uint64_t *v, unsigned n)
-{
-    uint64_t p = 1;
-    for (unsigned d = 0; d < n; d++) {
-        p *= v[d];
-    }
-    return p;
-}
-
 static uint64_t grid_count(const uint64_t *shape, const uint64_t *obj, unsigned n)
 {
     uint64_t p = 1;
@@ -182,7 +173,7 @@ static void level_sizes(struct levels *lv)
     for (unsigned k = 0; k < lv->n; k++) {
         const struct sm_output_spec *s = &lv->s[k];
         lv->shards[k] = grid_count(s->shape, outer(s), s->ndim);
-        lv->values[k] = prod(s->shape, s->ndim) * sm_dtype_size(s->dtype);
+        lv->values[k] = sm_plan_prod(s->shape, s->ndim) * sm_dtype_size(s->dtype);
     }
 }
 
@@ -232,7 +223,7 @@ static void export_size(const struct sm_plan_job *j, const struct levels *lv, ui
     e->export_path = j->run.export.path;
     e->export_deflate = j->run.export.deflate;
     e->export_chunks = grid_count(s->shape, chunk, s->ndim);
-    e->export_chunk_bytes = prod(chunk, s->ndim) * elem;
+    e->export_chunk_bytes = sm_plan_prod(chunk, s->ndim) * elem;
     const double ratio = e->export_deflate > 0 ? e->ratio : 1.0;
     e->export_bytes = (uint64_t)((double)lv->values[0] * ratio) + EXPORT_META_BYTES +
                       (bins + 16u) * 8u + e->export_chunks * EXPORT_CHUNK_INDEX_BYTES;
@@ -301,10 +292,10 @@ static void rank_boxes(const struct sm_plan_job *j, const struct sm_array_meta *
         uint64_t bytes = 0;
         if (two_pass && tiles->count > 0) {
             sm_tiling_run_box(&su->tiling, tiles->first, tiles->count, off, shape);
-            bytes = prod(shape, m->ndim) * elem;
+            bytes = sm_plan_prod(shape, m->ndim) * elem;
         }
         if (has_shards) {
-            const uint64_t sb = prod(ss, m->ndim) * elem;
+            const uint64_t sb = sm_plan_prod(ss, m->ndim) * elem;
             bytes = sb > bytes ? sb : bytes;
         }
         *max_in = bytes > *max_in ? bytes : *max_in;
@@ -423,7 +414,7 @@ static double cache_ratio(const struct sm_plan_job *j, const struct sm_plan_inpu
         (double)(e->input_files_given
                      ? e->input_files_bytes
                      : sm_report_zarr_input_bytes(j->run.c.input.store, j->run.c.input.array));
-    const double full = (double)prod(m->shape, m->ndim) * (double)sm_dtype_size(m->dtype);
+    const double full = (double)sm_plan_prod(m->shape, m->ndim) * (double)sm_dtype_size(m->dtype);
     if (files > 0 && full > 0) {
         return files / full;
     }
@@ -469,7 +460,7 @@ static uint64_t pass_requests(const struct sm_array_meta *m, const struct sm_run
                               uint64_t pass_bytes)
 {
     const uint64_t *u = m->inner_ndim > 0 ? m->inner_chunk_shape : m->chunk_shape;
-    const uint64_t unit = prod(u, m->ndim) * sm_dtype_size(m->dtype);
+    const uint64_t unit = sm_plan_prod(u, m->ndim) * sm_dtype_size(m->dtype);
     return pass_bytes > 0 && unit > 0 ? (pass_bytes + unit - 1) / unit
                                       : sm_plan_units_of(m, su->off, su->shape);
 }
@@ -526,8 +517,8 @@ static void estimate_memory(const struct sm_plan_job *j, const struct sm_plan_in
         .cache_max_bytes =
             j->run.c.input.cache_enabled && cache ? j->run.c.input.cache_max_bytes : 0,
         .index_cache_bytes = index_cache_bytes(j, m),
-        .tile_bytes = prod(tile, m->ndim) * in_elem,
-        .chunk_bytes = prod(unit, m->ndim) * in_elem,
+        .tile_bytes = sm_plan_prod(tile, m->ndim) * in_elem,
+        .chunk_bytes = sm_plan_prod(unit, m->ndim) * in_elem,
         .shard_voxels = lv->n > 0 ? clipped_voxels(&lv->s[0]) : 0,
         /* the pyramid phase runs for the levels not written with level 0 */
         .pyr_shard_voxels = lv->n > 1 && aligned_levels(lv) < lv->n ? clipped_voxels(&lv->s[1]) : 0,
@@ -572,7 +563,8 @@ static void estimate_reads(const struct sm_plan_input *in, const struct sm_run_s
     e->disk_from = (e->samples > 0 || e->in_sampled) && e->in_ratio < 1.0 ? "sample" : "decoded";
     const uint64_t files = in->src != NULL ? source_file_bytes(in->src) : 0;
     if (files > 0) {
-        const double full = (double)prod(m->shape, m->ndim) * (double)sm_dtype_size(m->dtype);
+        const double full =
+            (double)sm_plan_prod(m->shape, m->ndim) * (double)sm_dtype_size(m->dtype);
         e->disk_bytes = full > 0 ? (uint64_t)((double)files * ((double)roi / full) + 0.5) : files;
         e->disk_from = "files";
     }
@@ -753,7 +745,7 @@ sm_status sm_plan_estimate(const struct sm_plan_job *j, const struct sm_plan_inp
         .two_pass = e->two_pass,
         .kept = e->kept,
         .tiles = su->tiling.ntiles,
-        .in_bytes = prod(su->shape, m->ndim) * sm_dtype_size(m->dtype),
+        .in_bytes = sm_plan_prod(su->shape, m->ndim) * sm_dtype_size(m->dtype),
         .shards = lv.n > 0 ? lv.shards[0] : 0,
         .out_value_bytes = lv.n > 0 ? lv.values[0] : 0,
         .out_bytes = e->output_bytes,

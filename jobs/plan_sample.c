@@ -14,7 +14,7 @@
 #include <shardmill/store.h>
 #include <shardmill/write.h>
 
-static uint64_t prod(const uint64_t *v, unsigned n)
+uint64_t sm_plan_prod(const uint64_t *v, unsigned n)
 {
     uint64_t p = 1;
     for (unsigned d = 0; d < n; d++) {
@@ -89,7 +89,7 @@ sm_status sm_plan_sample_read(const struct sm_plan_job *j, const struct sm_plan_
         for (unsigned d = 0; d < m->ndim; d++) {
             off[d] = su->off[d] + sp->off[i][d]; /* ROI -> input coordinates */
         }
-        const size_t len = (size_t)prod(sp->shape[i], m->ndim) * elem;
+        const size_t len = (size_t)sm_plan_prod(sp->shape[i], m->ndim) * elem;
         st = sm_buf_reserve(&sp->in[i], len, err);
         sp->in[i].len = len;
         *units += sm_plan_units_of(m, off, sp->shape[i]);
@@ -109,7 +109,7 @@ sm_status sm_plan_sample_read(const struct sm_plan_job *j, const struct sm_plan_
     const uint64_t got =
         store != NULL ? atomic_load(&store->stats.bytes[SM_IO_PAYLOAD]) - before : 0;
     const uint64_t *u = m->inner_ndim > 0 ? m->inner_chunk_shape : m->chunk_shape;
-    const double decoded = (double)*units * (double)(prod(u, m->ndim) * elem);
+    const double decoded = (double)*units * (double)(sm_plan_prod(u, m->ndim) * elem);
     sp->in_ratio = got > 0 && decoded > 0 ? (double)got / decoded : 1.0;
     sp->in_ratio = sp->in_ratio < 1.0 ? sp->in_ratio : 1.0;
     return st;
@@ -270,7 +270,7 @@ sm_status sm_plan_sample_encode(const struct sm_plan_job *j, const struct sm_run
             if (st == SM_OK) {
                 reduce_box(s0->dtype, nearest, s0->ndim, sp->shape[i], f, vals.ptr, oshape,
                            low.ptr);
-                const size_t ln = (size_t)prod(oshape, s0->ndim) * out_elem;
+                const size_t ln = (size_t)sm_plan_prod(oshape, s0->ndim) * out_elem;
                 st = encode_box(s1, oshape, low.ptr, ln, &enc, ws, err);
                 e->level_sample_raw += ln;
                 e->level_sample_encoded += st == SM_OK ? enc.len : 0;

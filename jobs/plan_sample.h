@@ -16,6 +16,9 @@ struct sm_plan_sample {
     struct sm_buf in[SM_PLAN_SAMPLES];
 };
 
+/* The product of v[0..n): a shape's elements. */
+uint64_t sm_plan_prod(const uint64_t *v, unsigned n);
+
 /* Input read units (chunks, inner chunks, a source's slabs) a box touches. */
 uint64_t sm_plan_units_of(const struct sm_array_meta *m, const uint64_t *off,
                           const uint64_t *shape);
