@@ -528,18 +528,50 @@ static void scan_merge(struct sm_scan_result *into, const struct sm_scan_result 
 struct scan_group {
     const struct sm_scan_params *sp;
     struct sm_run_progress_base pb;
+    const struct cv_boxes *boxes;
+    /* planes: the progress of a slab in shards of the rank (units), by the voxels scanned */
+    uint64_t units, voxels, rank_voxels, slab_units, slab_tiles;
 };
 
-/* One group's shards scanned as tiles from the window, into the rank's scan. */
+/* A slab's progress in the rank's shards, from its own tiles done. */
+static void slab_progress(void *user, uint64_t done, uint64_t bytes)
+{
+    struct scan_group *sg = user;
+    const uint64_t u = sg->slab_tiles == 0 ? 0 : sg->slab_units * done / sg->slab_tiles;
+    sm_run_progress_based(&sg->pb, u, bytes);
+}
+
+/* One box's tiles scanned from the window into the rank's scan: a group's shards, or the parts of
+ * the shards a slab of planes holds (their depth the slab's). */
 static sm_status scan_group(struct cv *cv, void *user, uint64_t k, const uint64_t *off,
                             const uint64_t *shape, struct sm_err *err)
 {
     (void)k;
     struct scan_group *sg = user;
-    struct sm_tiling sub; /* the group's shards as tiles */
-    SM_TRY(sm_tiling_init(&sub, cv->m->ndim, cv->m->shape, off, shape, cv->grid.tile, err));
+    uint64_t tile[SM_MAX_DIMS];
+    memcpy(tile, cv->grid.tile, sizeof(tile));
+    struct sm_scan_params sp = *sg->sp;
+    if (sg->boxes->planes) {
+        tile[0] = shape[0];
+        uint64_t n = 1;
+        for (unsigned d = 0; d < cv->m->ndim; d++) {
+            n *= shape[d];
+        }
+        const uint64_t before = sg->units;
+        sg->voxels += n;
+        sg->units =
+            sg->voxels >= sg->rank_voxels
+                ? cv->nmine
+                : (uint64_t)((double)cv->nmine * (double)sg->voxels / (double)sg->rank_voxels);
+        sg->slab_units = sg->units - before;
+        sp.progress = slab_progress;
+        sp.progress_user = sg;
+    }
+    struct sm_tiling sub; /* the box's shards (or their parts) as tiles */
+    SM_TRY(sm_tiling_init(&sub, cv->m->ndim, cv->m->shape, off, shape, tile, err));
+    sg->slab_tiles = sub.ntiles;
     struct sm_scan_result r;
-    const sm_status st = sm_scan_tiles(NULL, &sub, 0, sub.ntiles, sg->sp, &r, err);
+    const sm_status st = sm_scan_tiles(NULL, &sub, 0, sub.ntiles, &sp, &r, err);
     if (st == SM_OK) {
         scan_merge(&cv->res->scan, &r);
         sm_run_progress_next(&sg->pb);
@@ -549,8 +581,9 @@ static sm_status scan_group(struct cv *cv, void *user, uint64_t k, const uint64_
 }
 
 /* The scan of a grouped rank: each group's box read once into the window and its shards scanned
- * from there. When the rank's whole box fits what a kept input may hold, it is the one window,
- * read once, and the write cuts its shards from it too (the input read once in all). */
+ * from there, or a source read at any box in slabs of whole planes (sm_cv_planes). When the
+ * rank's whole box fits what a kept input may hold, it is the one window, read once, and the
+ * write cuts its shards from it too (the input read once in all). */
 static sm_status scan_groups(struct cv *cv, struct sm_err *err)
 {
     const uint64_t memory = cv->p->c.memory_bytes;
@@ -560,20 +593,34 @@ static sm_status scan_groups(struct cv *cv, struct sm_err *err)
     sp.keep = NULL;
     SM_TRY(sm_hist_init(&cv->res->scan.hist, cv->m->dtype, sp.bins, sp.lo, sp.hi, err));
     uint64_t off[SM_MAX_DIMS], shape[SM_MAX_DIMS];
-    if (!cv->p->c.reread && shards_box(cv, off, shape)) {
-        uint64_t n = cv->win.elem;
+    bool kept = false;
+    uint64_t n = cv->win.elem;
+    if (shards_box(cv, off, shape)) {
         for (unsigned d = 0; d < cv->m->ndim; d++) {
             n *= shape[d];
         }
-        if (memory == 0 || n <= memory / 2 - run_memo_total(memory)) {
+        if (!cv->p->c.reread && (memory == 0 || n <= memory / 2 - run_memo_total(memory))) {
             SM_TRY(sm_cv_window_load(cv, off, shape, err));
             cv->keep_bytes = n; /* reported as the kept input */
+            kept = true;
         }
     }
-    struct scan_group sg = {&sp, {sp.progress, sp.progress_user, 0, 0, 0, 0}};
+    struct cv_boxes boxes;
+    if (kept || !sm_cv_planes(cv, &boxes)) {
+        sm_cv_group_boxes(cv, &boxes);
+    }
+    struct scan_group sg = {&sp, {sp.progress, sp.progress_user, 0, 0, 0, 0}, &boxes, 0, 0, 0, 0,
+                            0};
+    for (uint64_t k = 0; boxes.planes && k < boxes.nrun; k++) {
+        uint64_t v = 1;
+        for (unsigned d = 0; d < cv->m->ndim; d++) {
+            v *= boxes.shape[k][d];
+        }
+        sg.rank_voxels += v;
+    }
     sp.progress = sm_run_progress_based;
     sp.progress_user = &sg.pb;
-    SM_TRY(sm_cv_groups(cv, scan_group, &sg, err));
+    SM_TRY(sm_cv_each_box(cv, &boxes, scan_group, &sg, err));
     sm_hist_finish(&cv->res->scan.hist);
     return SM_OK;
 }

@@ -87,16 +87,43 @@ struct cv {
     uint64_t t_finish;
 };
 
-/* run_convert_write.c: the box [off, off + shape) of the input into cv->win (a grouped rank's
+/* run_convert_boxes.c: the box [off, off + shape) of the input into cv->win (a grouped rank's
  * group, read once per pass), unless the window holds it already. */
 sm_status sm_cv_window_load(struct cv *cv, const uint64_t *off, const uint64_t *shape,
                             struct sm_err *err);
 
-/* run_convert_write.c: each of this rank's groups (grouped) read into cv->win, then fn(cv, user,
- * k, the group's box); with rp.windows 2 and a source, the next group is read into cv->ahead on
- * a thread of its own while fn runs (windows swapped after). fn must not read the source. */
+/* The boxes a grouped rank reads through its window, one after another (run_convert_boxes.c):
+ * its groups (gmine), or, for the scan of a source read at any box, the union of its groups cut
+ * into slabs of whole planes (sm_cv_planes). */
+struct cv_boxes {
+    uint64_t count;
+    bool planes;
+    unsigned nrun; /* planes: the boxes of the rank's run of groups (sm_tiling_run_boxes) */
+    uint64_t off[SM_TILING_RUN_BOXES][SM_MAX_DIMS], shape[SM_TILING_RUN_BOXES][SM_MAX_DIMS];
+    uint64_t depth[SM_TILING_RUN_BOXES];      /* planes per slab of each run box */
+    uint64_t before[SM_TILING_RUN_BOXES + 1]; /* slabs before each run box */
+};
+/* This rank's groups as boxes. */
+void sm_cv_group_boxes(const struct cv *cv, struct cv_boxes *b);
+/* The scan of a grouped rank whose source reads any box (SM_SOURCE_RANDOM: uncompressed TIFF
+ * strips, raw, NIfTI, contiguous HDF5) and whose groups are narrower than the rank's run of them
+ * on an axis after the first: that run's boxes in slabs of whole planes, each at most a group's
+ * window (rp.window_bytes), so that each plane (a slice file) is read whole and in order. A
+ * group of [256, 256, 2048] of a stack of 2048^2 slices reads 1 MiB of each of 256 files, which
+ * a disk serves at about half the bandwidth of whole files (issue 33). The histogram and the
+ * checksums do not depend on the order. False (b untouched) when it does not apply. */
+bool sm_cv_planes(const struct cv *cv, struct cv_boxes *b);
+/* Box k of b. */
+void sm_cv_box(const struct cv *cv, const struct cv_boxes *b, uint64_t k, uint64_t *off,
+               uint64_t *shape);
+
+/* run_convert_boxes.c: each box of b read into cv->win, then fn(cv, user, k, the box); with
+ * rp.windows 2 and a source, the next box is read into cv->ahead on a thread of its own while fn
+ * runs (windows swapped after). fn must not read the source. sm_cv_groups: the rank's groups. */
 typedef sm_status (*sm_cv_group_fn)(struct cv *cv, void *user, uint64_t k, const uint64_t *off,
                                     const uint64_t *shape, struct sm_err *err);
+sm_status sm_cv_each_box(struct cv *cv, const struct cv_boxes *b, sm_cv_group_fn fn, void *user,
+                         struct sm_err *err);
 sm_status sm_cv_groups(struct cv *cv, sm_cv_group_fn fn, void *user, struct sm_err *err);
 
 /* run_convert_write.c: the phases write, flush (with its cleanup) and statistics */

@@ -200,55 +200,6 @@ uint64_t sm_cv_write_total(void *ctx)
     return sm_writer_nshards(sm_writer_level(cv->w, 0));
 }
 
-sm_status sm_cv_window_load(struct cv *cv, const uint64_t *off, const uint64_t *shape,
-                            struct sm_err *err)
-{
-    if (sm_run_window_covers(&cv->win, off, shape)) {
-        return SM_OK; /* the rank's whole box, kept from the scan */
-    }
-    if (cv->src != NULL && sm_source_info(cv->src)->access == SM_SOURCE_STREAM) {
-        return SM_OK; /* its plan holds the rank's slabs inflated: boxes come from there */
-    }
-    return cv->src != NULL ? sm_run_window_load_source(&cv->win, cv->src, cv->nthreads,
-                                                       cv->p->c.stop, off, shape, err)
-                           : sm_run_window_load_array(&cv->win, cv->res->array, off, shape, err);
-}
-
-sm_status sm_cv_groups(struct cv *cv, sm_cv_group_fn fn, void *user, struct sm_err *err)
-{
-    /* read ahead: a source read block by block (a stream's plan holds its slabs), two windows */
-    const bool ahead = cv->rp.windows > 1 && cv->src != NULL &&
-                       sm_source_info(cv->src)->access != SM_SOURCE_STREAM;
-    struct sm_run_prefetch pf = {.running = false};
-    for (uint64_t k = 0; k < cv->gmine.count; k++) {
-        uint64_t off[SM_MAX_DIMS], shape[SM_MAX_DIMS];
-        sm_tiling_box(&cv->rp.groups, cv->gmine.first + k, off, shape);
-        if (pf.running) { /* the window read ahead holds this group */
-            SM_TRY(sm_run_prefetch_join(&pf, err));
-            const struct sm_run_window w = cv->win;
-            cv->win = cv->ahead;
-            cv->ahead = w;
-        }
-        SM_TRY(sm_run_stop_check(cv->p->c.stop, SM_OK, err));
-        SM_TRY(sm_cv_window_load(cv, off, shape, err));
-        if (ahead && k + 1 < cv->gmine.count) {
-            uint64_t noff[SM_MAX_DIMS], nshape[SM_MAX_DIMS];
-            sm_tiling_box(&cv->rp.groups, cv->gmine.first + k + 1, noff, nshape);
-            if (!sm_run_window_covers(&cv->win, noff, nshape)) {
-                SM_TRY(sm_run_prefetch_start(&pf, &cv->ahead, cv->src, cv->nthreads, cv->p->c.stop,
-                                             noff, nshape, err));
-            }
-        }
-        const sm_status st = fn(cv, user, k, off, shape, err);
-        if (st != SM_OK) {
-            struct sm_err ignored;
-            (void)sm_run_prefetch_join(&pf, &ignored);
-            return st;
-        }
-    }
-    return SM_OK;
-}
-
 struct write_group {
     const struct sm_write_job *all;
     struct sm_write_job job;

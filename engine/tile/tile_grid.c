@@ -85,3 +85,30 @@ bool sm_tiling_run_box(const struct sm_tiling *t, uint64_t first, uint64_t count
     const u128 voxels = sm_tiling_sums_before(&s, first + count) - sm_tiling_sums_before(&s, first);
     return box == voxels;
 }
+
+unsigned sm_tiling_run_boxes(const struct sm_tiling *t, uint64_t first, uint64_t count,
+                             uint64_t (*offset)[SM_MAX_DIMS], uint64_t (*shape)[SM_MAX_DIMS])
+{
+    uint64_t stride[SM_MAX_DIMS];
+    for (unsigned d = t->ndim; d-- > 0;) {
+        stride[d] = d + 1 < t->ndim ? stride[d + 1] * t->grid[d + 1] : 1; /* <= ntiles */
+    }
+    unsigned n = 0;
+    const uint64_t end = first + count;
+    for (uint64_t i = first; i < end && t->ndim > 0;) {
+        /* the outermost axis whose whole slabs start at i and fit the rest of the run */
+        unsigned d = 0;
+        while (d + 1 < t->ndim && (i % stride[d] != 0 || stride[d] > end - i)) {
+            d++;
+        }
+        uint64_t k = (end - i) / stride[d];
+        if (d > 0) { /* not past the end of the enclosing slab of axis d - 1 */
+            const uint64_t room = t->grid[d] - i / stride[d] % t->grid[d];
+            k = k < room ? k : room;
+        }
+        (void)sm_tiling_run_box(t, i, k * stride[d], offset[n], shape[n]);
+        n++;
+        i += k * stride[d];
+    }
+    return n;
+}

@@ -35,6 +35,9 @@ than every input's read block (a slice, a strip, a tile, a chunk). Checks per ru
   - the output values: the first run of a layout decoded by shardmill_test.zarr_decode equals
     NumPy's SPEC §5 percentile window of the volume scaled to uint16 (rint(float32(w) x 65535)),
     and every other run of the layout wrote the same shard files, byte for byte.
+tiff_strip_none also runs the narrow layout at 1x2 under strace: the scan of a source read at any
+box reads whole planes (docs/internals/reading.md), so at least one pread64 per slice reads the
+whole plane (group by group, NARROW[1] rows at a time, none would).
 Where the report has no `io.source.passes` yet (main before issue 33's item 4), the per-pass
 ratio is measured with what it has: io.source.bytes_read (a Zarr input: io.bytes.payload) over
 the passes the run made (two unless every rank kept its input) and the volume's DECODED bytes
@@ -355,6 +358,42 @@ def run_case(c, args, name, work):
             shutil.rmtree(out, ignore_errors=True)
 
 
+def plane_reads(c, args, work, inp):
+    """A source read at any box (uncompressed strips) scans in slabs of whole planes: under
+    strace, the narrow layout's 1x2 run reads every slice file's strip in one pread of the whole
+    plane (the scan), where group by group it would read NARROW[1] rows at a time."""
+    if shutil.which("strace") is None:
+        c.check("strace (scripts/install-deps.sh installs it) is on PATH", False)
+        return
+    plane = SHAPE[1] * SHAPE[2] * 2
+    out, trace = os.path.join(work, "planes.zarr"), os.path.join(work, "planes.strace")
+    cfg = cc.write_config(os.path.join(work, "planes.yaml"), {
+        "job": "convert", "input": inp,
+        "normalize": {"mode": "percentile", "lo": PCT[0], "hi": PCT[1]},
+        "output": {"path": out, "dtype": "uint16", "shard": NARROW, "fsync": False},
+        "limits": {"memory_bytes": MEMORY, "memory_ceiling": False},
+        "parallel": {"threads": 2}, "progress": False})
+    env = plain_env()
+    env["OMP_NUM_THREADS"] = "2"
+    r = subprocess.run(["strace", "-f", "-qq", "-e", "trace=pread64", "-e", "signal=none",
+                        "-o", trace, args.shardmill, "run", cfg], env=env, cwd=work,
+                       capture_output=True, text=True, timeout=300)
+    if not c.check("planes: convert under strace exits 0", r.returncode == 0, r.stderr[-600:]):
+        return
+    sizes = []
+    with open(trace) as f:
+        for line in f:
+            # a call another thread interrupted ends on its "<... pread64 resumed>" line
+            if "pread64" in line and "unfinished" not in line and "= " in line:
+                tail = line.rsplit("= ", 1)[1].split()[0]
+                sizes.append(int(tail) if tail.lstrip("-").isdigit() else -1)
+    whole = sum(1 for n in sizes if n >= plane)
+    print(f"note: planes: {len(sizes)} pread64 calls, {whole} of a whole plane ({plane} B) or more")
+    c.check(f"planes: the scan reads each of the {SHAPE[0]} slices whole ({whole} preads of >= "
+            f"{plane} B)", whole >= SHAPE[0])
+    shutil.rmtree(out, ignore_errors=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shardmill", required=True)
@@ -369,6 +408,9 @@ def main():
     work = cc.fresh_dir(os.path.abspath(os.path.join(args.work, args.case)))
     c = Checks(f"read_once.{args.case}")
     run_case(c, args, args.case, work)
+    if args.case == "tiff_strip_none":
+        plane_reads(c, args, work, CASES[args.case](cc.fresh_dir(os.path.join(work, "pl")),
+                                                     volume())[0])
     status = c.done()
     if status == 0:
         shutil.rmtree(work, ignore_errors=True)

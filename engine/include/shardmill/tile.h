@@ -37,6 +37,14 @@ void sm_tiling_box(const struct sm_tiling *t, uint64_t index, uint64_t *offset, 
 bool sm_tiling_run_box(const struct sm_tiling *t, uint64_t first, uint64_t count, uint64_t *offset,
                        uint64_t *shape);
 
+/* The C-order run of tiles [first, first + count) as disjoint boxes, each exactly a union of
+ * whole tiles (sm_tiling_run_box true), in C order: the end of the first row, plane, ..., the
+ * whole slabs, then the start of the last ... row. Writes at most 2 * ndim - 1 boxes into
+ * offset and shape and returns their number (0 when count is 0). */
+#define SM_TILING_RUN_BOXES (2 * SM_MAX_DIMS - 1)
+unsigned sm_tiling_run_boxes(const struct sm_tiling *t, uint64_t first, uint64_t count,
+                             uint64_t (*offset)[SM_MAX_DIMS], uint64_t (*shape)[SM_MAX_DIMS]);
+
 /* Contiguous split of n items over `nranks`: rank r gets [first, first + count). */
 void sm_partition_block(uint64_t n, int nranks, int rank, uint64_t *first, uint64_t *count);
 

@@ -92,6 +92,43 @@ static bool ref_run_box(const struct sm_tiling *t, uint64_t first, uint64_t coun
     return box == voxels;
 }
 
+/* sm_tiling_run_boxes: at most 2 nd - 1 exact boxes, in C order, that hold every tile of the
+ * run once and no other tile (each tile's first voxel in exactly one box, only for the run's). */
+static void check_run_boxes(const struct sm_tiling *t, uint64_t first, uint64_t count)
+{
+    uint64_t bo[SM_TILING_RUN_BOXES][SM_MAX_DIMS], bs[SM_TILING_RUN_BOXES][SM_MAX_DIMS];
+    const unsigned n = sm_tiling_run_boxes(t, first, count, bo, bs);
+    assert_true(n >= 1 && n <= 2 * t->ndim - 1);
+    for (uint64_t i = 0; i < t->ntiles; i++) {
+        uint64_t off[SM_MAX_DIMS], shp[SM_MAX_DIMS];
+        sm_tiling_box(t, i, off, shp);
+        unsigned in = 0, whole = 0;
+        for (unsigned b = 0; b < n; b++) {
+            bool at = true, all = true;
+            for (unsigned d = 0; d < t->ndim; d++) {
+                at = at && off[d] >= bo[b][d] && off[d] < bo[b][d] + bs[b][d];
+                all = all && off[d] + shp[d] <= bo[b][d] + bs[b][d];
+            }
+            in += at;
+            whole += at && all;
+        }
+        const bool mine = i >= first && i < first + count;
+        assert_int_equal(in, mine ? 1 : 0);
+        assert_int_equal(whole, in);
+    }
+    uint64_t at = first; /* in C order: each box starts at the run's next tile */
+    for (unsigned b = 0; b < n; b++) {
+        uint64_t off[SM_MAX_DIMS], shp[SM_MAX_DIMS], tiles = 1;
+        sm_tiling_box(t, at, off, shp);
+        assert_memory_equal(off, bo[b], t->ndim * sizeof(uint64_t));
+        for (unsigned d = 0; d < t->ndim; d++) {
+            tiles *= (bs[b][d] + t->tile[d] - 1) / t->tile[d];
+        }
+        at += tiles;
+    }
+    assert_int_equal(at, first + count);
+}
+
 static uint64_t rng_state = 0x9e3779b97f4a7c15u;
 
 static uint64_t rnd(uint64_t n) /* uniform-ish in [0, n) */
@@ -145,6 +182,7 @@ static void test_closed_form_equals_the_walk(void **state)
             assert_int_equal(g, w);
             assert_memory_equal(go, wo, nd * sizeof(uint64_t));
             assert_memory_equal(gs, ws, nd * sizeof(uint64_t));
+            check_run_boxes(&t, first, count);
         }
     }
 }
