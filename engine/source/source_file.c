@@ -12,7 +12,9 @@
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -161,4 +163,136 @@ void sm_src_swap_values(uint8_t *p, size_t n, size_t es)
             p[b] = c;
         }
     }
+}
+
+int sm_src_natural_cmp(const char *a, const char *b)
+{
+    const char *p = a, *q = b;
+    while (*p != '\0' && *q != '\0') {
+        if (*p >= '0' && *p <= '9' && *q >= '0' && *q <= '9') {
+            while (*p == '0') {
+                p++;
+            }
+            while (*q == '0') {
+                q++;
+            }
+            size_t np = 0, nq = 0;
+            while (p[np] >= '0' && p[np] <= '9') {
+                np++;
+            }
+            while (q[nq] >= '0' && q[nq] <= '9') {
+                nq++;
+            }
+            if (np != nq) {
+                return np < nq ? -1 : 1;
+            }
+            const int c = strncmp(p, q, np);
+            if (c != 0) {
+                return c;
+            }
+            p += np;
+            q += nq;
+        } else if (*p != *q) {
+            return (unsigned char)*p < (unsigned char)*q ? -1 : 1;
+        } else {
+            p++;
+            q++;
+        }
+    }
+    if (*p != *q) {
+        return *p == '\0' ? -1 : 1;
+    }
+    return strcmp(a, b); /* "a01" and "a1": still a total order */
+}
+
+static int natural_qsort(const void *x, const void *y)
+{
+    return sm_src_natural_cmp(*(char *const *)x, *(char *const *)y);
+}
+
+char *sm_src_join(const char *dir, const char *name)
+{
+    const size_t n = strlen(dir) + strlen(name) + 2;
+    char *s = sm_malloc(n);
+    if (s != NULL) {
+        snprintf(s, n, "%s/%s", dir, name);
+    }
+    return s;
+}
+
+/* name ends in one of the "|"-separated extensions (any case), and is no hidden file */
+static bool has_extension(const char *name, const char *extensions)
+{
+    const size_t n = strlen(name);
+    for (const char *e = extensions; name[0] != '.' && *e != '\0';) {
+        const size_t len = strcspn(e, "|");
+        if (len > 0 && len < n && strncasecmp(name + n - len, e, len) == 0) {
+            return true;
+        }
+        e += len + (e[len] == '|');
+    }
+    return false;
+}
+
+void sm_src_free_names(char **names, uint64_t n)
+{
+    for (uint64_t i = 0; names != NULL && i < n; i++) {
+        sm_free(names[i]);
+    }
+    sm_free(names);
+}
+
+/* "no .tif or .tiff slices in the directory", from the extensions */
+static sm_status no_slices(const char *dir, const char *extensions, struct sm_err *err)
+{
+    char list[96] = "";
+    size_t at = 0;
+    for (const char *e = extensions; *e != '\0' && at < sizeof(list);) {
+        const size_t len = strcspn(e, "|");
+        const char *sep = at == 0 ? "" : e[len] == '\0' ? " or " : ", ";
+        at += (size_t)snprintf(list + at, sizeof(list) - at, "%s%.*s", sep, (int)len, e);
+        e += len + (e[len] == '|');
+    }
+    SM_FAIL_AT(err, SM_E_DATA, dir, "no %s slices in the directory", list);
+}
+
+sm_status sm_src_list_slices(const char *dir, const char *extensions, char ***names, uint64_t *n,
+                             struct sm_err *err)
+{
+    *names = NULL;
+    *n = 0;
+    DIR *d = opendir(dir);
+    if (d == NULL) {
+        return SM_ERRNO(err, errno, dir, "open directory");
+    }
+    uint64_t cap = 0;
+    sm_status s = SM_OK;
+    for (struct dirent *de; s == SM_OK && (de = readdir(d)) != NULL;) {
+        if (!has_extension(de->d_name, extensions)) {
+            continue;
+        }
+        if (*n == cap) {
+            cap = cap == 0 ? 64 : cap * 2;
+            char **grown = sm_realloc(*names, cap * sizeof(*grown));
+            if (grown == NULL) {
+                s = SM_ERR(err, SM_E_NOMEM, "cannot list the slices");
+                break;
+            }
+            *names = grown;
+        }
+        (*names)[*n] = sm_src_strdup(de->d_name);
+        if ((*names)[*n] == NULL) {
+            s = SM_ERR(err, SM_E_NOMEM, "cannot list the slices");
+            break;
+        }
+        (*n)++;
+    }
+    closedir(d);
+    if (s == SM_OK && *n == 0) {
+        s = no_slices(dir, extensions, err);
+    }
+    if (s == SM_OK) {
+        qsort(*names, (size_t)*n, sizeof(**names), natural_qsort);
+    }
+    return s;
 }

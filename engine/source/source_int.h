@@ -47,6 +47,18 @@ sm_status sm_src_pread(int fd, uint64_t off, void *dst, size_t n, const char *pa
  * directory unless dir_ok) is SM_E_DATA naming path; *fd (blocking again) is the caller's to
  * close. SM_E_IO (errno) when it cannot be opened. */
 sm_status sm_src_open_file(const char *path, bool dir_ok, int *fd, struct sm_err *err);
+/* Natural order of names: runs of digits compare as numbers ("a2" < "a10"), then bytewise. */
+int sm_src_natural_cmp(const char *a, const char *b);
+/* A directory of 2-D slices (a TIFF or PNG stack): the names of dir's files that end in one of
+ * the "|"-separated extensions (any case; no hidden file), in natural order, the order of axis 0.
+ * SM_E_DATA naming dir when there is none ("no .tif or .tiff slices in the directory"), SM_E_IO
+ * (errno) when dir cannot be listed, SM_E_NOMEM. *names (*n of them) is freed by
+ * sm_src_free_names. */
+sm_status sm_src_list_slices(const char *dir, const char *extensions, char ***names, uint64_t *n,
+                             struct sm_err *err);
+void sm_src_free_names(char **names, uint64_t n);
+/* "dir/name" (NULL when out of memory). */
+char *sm_src_join(const char *dir, const char *name);
 /* Reverses the bytes of each of n values of es bytes at p (big-endian stored values). */
 void sm_src_swap_values(uint8_t *p, size_t n, size_t es);
 /* NULL when out of memory. */
@@ -100,9 +112,5 @@ uint64_t sm_gz_file_size(const struct sm_gz *g);
 uint64_t sm_gz_bytes_in(const struct sm_gz *g);
 /* Accepts NULL. */
 void sm_gz_close(struct sm_gz *g);
-
-/* ---- source_tiff.c ---- */
-/* Natural order of names: runs of digits compare as numbers ("a2" < "a10"), then bytewise. */
-int sm_tiff_natural_cmp(const char *a, const char *b);
 
 #endif

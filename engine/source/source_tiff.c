@@ -9,14 +9,11 @@
  * ones decode whole, and a read counts their stored bytes (issue 33). */
 #include "source_int.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/stat.h>
 
 #include "shardmill/alloc.h"
@@ -75,112 +72,18 @@ static sm_status same_page(const struct tiff_stack *t, const struct sm_tiff_page
             sm_dtype_name(t->pg.dtype));
 }
 
-static bool is_tiff_name(const char *s)
-{
-    const char *dot = strrchr(s, '.');
-    return s[0] != '.' && dot != NULL &&
-           (strcasecmp(dot, ".tif") == 0 || strcasecmp(dot, ".tiff") == 0);
-}
-
-int sm_tiff_natural_cmp(const char *a, const char *b)
-{
-    const char *p = a, *q = b;
-    while (*p != '\0' && *q != '\0') {
-        if (*p >= '0' && *p <= '9' && *q >= '0' && *q <= '9') {
-            while (*p == '0') {
-                p++;
-            }
-            while (*q == '0') {
-                q++;
-            }
-            size_t np = 0, nq = 0;
-            while (p[np] >= '0' && p[np] <= '9') {
-                np++;
-            }
-            while (q[nq] >= '0' && q[nq] <= '9') {
-                nq++;
-            }
-            if (np != nq) {
-                return np < nq ? -1 : 1;
-            }
-            const int c = strncmp(p, q, np);
-            if (c != 0) {
-                return c;
-            }
-            p += np;
-            q += nq;
-        } else if (*p != *q) {
-            return (unsigned char)*p < (unsigned char)*q ? -1 : 1;
-        } else {
-            p++;
-            q++;
-        }
-    }
-    if (*p != *q) {
-        return *p == '\0' ? -1 : 1;
-    }
-    return strcmp(a, b); /* "a01" and "a1": still a total order */
-}
-
-static int natural_qsort(const void *x, const void *y)
-{
-    return sm_tiff_natural_cmp(*(char *const *)x, *(char *const *)y);
-}
-
-static char *join(const char *dir, const char *name)
-{
-    const size_t n = strlen(dir) + strlen(name) + 2;
-    char *s = sm_malloc(n);
-    if (s != NULL) {
-        snprintf(s, n, "%s/%s", dir, name);
-    }
-    return s;
-}
-
 /* Directory mode: the slice names in natural order. */
 static sm_status list_slices(struct tiff_stack *t, struct sm_err *err)
 {
-    DIR *d = opendir(t->dir);
-    if (d == NULL) {
-        return SM_ERRNO(err, errno, t->dir, "open directory");
-    }
-    uint64_t cap = 0;
-    sm_status s = SM_OK;
-    for (struct dirent *de; s == SM_OK && (de = readdir(d)) != NULL;) {
-        if (!is_tiff_name(de->d_name)) {
-            continue;
-        }
-        if (t->n == cap) {
-            cap = cap == 0 ? 64 : cap * 2;
-            char **grown = sm_realloc(t->names, cap * sizeof(*grown));
-            if (grown == NULL) {
-                s = SM_ERR(err, SM_E_NOMEM, "cannot list the slices");
-                break;
-            }
-            t->names = grown;
-        }
-        t->names[t->n] = sm_src_strdup(de->d_name);
-        if (t->names[t->n] == NULL) {
-            s = SM_ERR(err, SM_E_NOMEM, "cannot list the slices");
-            break;
-        }
-        t->n++;
-    }
-    closedir(d);
-    if (s == SM_OK && t->n == 0) {
-        s = SM_ERR_AT(err, SM_E_DATA, t->dir, "no .tif or .tiff slices in the directory");
-    }
-    if (s == SM_OK) {
-        qsort(t->names, (size_t)t->n, sizeof(*t->names), natural_qsort);
-    }
-    return s;
+    return sm_src_list_slices(t->dir, sm_source_format_find("tiff")->extensions, &t->names, &t->n,
+                              err);
 }
 
 /* Directory mode: every slice opened once, single page, the same as the first. */
 static sm_status check_slices(struct tiff_stack *t, struct sm_err *err)
 {
     for (uint64_t i = 0; i < t->n; i++) {
-        char *path = join(t->dir, t->names[i]);
+        char *path = sm_src_join(t->dir, t->names[i]);
         if (path == NULL) {
             SM_FAIL(err, SM_E_NOMEM, "cannot allocate a path");
         }
@@ -263,10 +166,7 @@ static sm_status scan_pages(struct tiff_stack *t, struct sm_err *err)
 
 static void stack_close(struct tiff_stack *t)
 {
-    for (uint64_t i = 0; t->names != NULL && i < t->n; i++) {
-        sm_free(t->names[i]);
-    }
-    sm_free(t->names);
+    sm_src_free_names(t->names, t->n);
     sm_free(t->ifd);
     sm_free(t->dir);
     sm_free(t);
@@ -460,7 +360,7 @@ static sm_status tiff_read_box(void *user, int thread, const uint64_t *off, cons
     for (uint64_t z = off[0]; s == SM_OK && z < off[0] + shape[0]; z++, dst += plane) {
         char *path = NULL;
         if (t->names != NULL) {
-            path = join(t->dir, t->names[z]);
+            path = sm_src_join(t->dir, t->names[z]);
             if (path == NULL) {
                 s = SM_ERR(err, SM_E_NOMEM, "cannot allocate a path");
                 break;

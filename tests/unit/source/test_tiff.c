@@ -28,20 +28,20 @@
 static void test_natural_order(void **state)
 {
     (void)state;
-    assert_true(sm_tiff_natural_cmp("s2.tif", "s10.tif") < 0);
-    assert_true(sm_tiff_natural_cmp("s10.tif", "s9.tif") > 0);
-    assert_true(sm_tiff_natural_cmp("slice_0009.tif", "slice_0010.tif") < 0);
-    assert_true(sm_tiff_natural_cmp("a.tif", "b.tif") < 0);
-    assert_true(sm_tiff_natural_cmp("img1_z2.tif", "img1_z10.tif") < 0);
-    assert_true(sm_tiff_natural_cmp("img2_z1.tif", "img10_z1.tif") < 0);
-    assert_int_equal(sm_tiff_natural_cmp("x7.tif", "x7.tif"), 0);
+    assert_true(sm_src_natural_cmp("s2.tif", "s10.tif") < 0);
+    assert_true(sm_src_natural_cmp("s10.tif", "s9.tif") > 0);
+    assert_true(sm_src_natural_cmp("slice_0009.tif", "slice_0010.tif") < 0);
+    assert_true(sm_src_natural_cmp("a.tif", "b.tif") < 0);
+    assert_true(sm_src_natural_cmp("img1_z2.tif", "img1_z10.tif") < 0);
+    assert_true(sm_src_natural_cmp("img2_z1.tif", "img10_z1.tif") < 0);
+    assert_int_equal(sm_src_natural_cmp("x7.tif", "x7.tif"), 0);
     /* the same number written differently: still a strict, consistent order */
-    const int a = sm_tiff_natural_cmp("x01.tif", "x1.tif");
+    const int a = sm_src_natural_cmp("x01.tif", "x1.tif");
     assert_true(a != 0);
-    assert_int_equal(sm_tiff_natural_cmp("x1.tif", "x01.tif"), -a);
-    assert_true(sm_tiff_natural_cmp("s1", "s1.tif") < 0);
+    assert_int_equal(sm_src_natural_cmp("x1.tif", "x01.tif"), -a);
+    assert_true(sm_src_natural_cmp("s1", "s1.tif") < 0);
     /* digit runs longer than any integer type */
-    assert_true(sm_tiff_natural_cmp("n99999999999999999999999", "n100000000000000000000000") < 0);
+    assert_true(sm_src_natural_cmp("n99999999999999999999999", "n100000000000000000000000") < 0);
 }
 
 static char tmpdir[64];
