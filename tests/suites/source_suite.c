@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <tiffio.h>
 #include <unistd.h>
 
@@ -121,16 +122,20 @@ static void make_hdf5(const char *path, struct sm_source_params *p)
     H5Fclose(f);
 }
 
-/* One case per source of the registry: its name, a file name ending, its maker. */
+/* One case per source of the registry: its name, a file name ending, its maker. A stack of
+ * slice files (slices true) is a directory at the path holding s1<suffix> .. s3<suffix>, which
+ * the maker writes one by one with make_slice instead. */
 static const struct source_suite_case {
     const char *format;
     const char *suffix;
     void (*make)(const char *path, struct sm_source_params *p);
+    bool slices;
+    void (*make_slice)(const char *path, unsigned z);
 } source_suite_cases[] = {
-    {"raw", ".raw", make_raw},
-    {"nifti", ".nii", make_nifti},
-    {"tiff", ".tif", make_tiff},
-    {"hdf5", ".h5", make_hdf5},
+    {.format = "raw", .suffix = ".raw", .make = make_raw},
+    {.format = "nifti", .suffix = ".nii", .make = make_nifti},
+    {.format = "tiff", .suffix = ".tif", .make = make_tiff},
+    {.format = "hdf5", .suffix = ".h5", .make = make_hdf5},
 };
 #define SOURCE_SUITE_N (sizeof(source_suite_cases) / sizeof(source_suite_cases[0]))
 
@@ -149,17 +154,35 @@ static void suite_box(struct sm_source *s, unsigned z, unsigned y, unsigned x, u
     }
 }
 
+/* The slice files of a stack case: path/s<z + 1><suffix>. */
+static void suite_slice_path(char *out, size_t cap, const char *path,
+                             const struct source_suite_case *c, unsigned z)
+{
+    snprintf(out, cap, "%s/s%u%s", path, z + 1, c->suffix);
+}
+
 /* Every case on one source: shape, type, describe, corner and edge boxes, the counter, and the
- * truncated file. */
+ * truncated file (a stack: its second slice, cut to half). */
 static void source_suite_run(const struct source_suite_case *c)
 {
-    char path[96];
-    snprintf(path, sizeof(path), "/tmp/sm_source_suite_%d%s", (int)getpid(), c->suffix);
+    char path[96], victim[128];
+    snprintf(path, sizeof(path), "/tmp/sm_source_suite_%d%s", (int)getpid(),
+             c->slices ? "" : c->suffix);
+    snprintf(victim, sizeof(victim), "%s", path);
     struct sm_source_params p;
     memset(&p, 0, sizeof(p));
     p.format = c->format;
     p.path = path;
-    c->make(path, &p);
+    if (c->slices) {
+        assert_int_equal(mkdir(path, 0700), 0);
+        for (unsigned z = 0; z < SZ; z++) {
+            suite_slice_path(victim, sizeof(victim), path, c, z);
+            c->make_slice(victim, z);
+        }
+        suite_slice_path(victim, sizeof(victim), path, c, 1);
+    } else {
+        c->make(path, &p);
+    }
     struct sm_source *s = NULL;
     struct sm_err err;
     sm_err_clear(&err);
@@ -183,7 +206,9 @@ static void source_suite_run(const struct source_suite_case *c)
     suite_box(s, 0, 0, 0, SZ, SY, SX);             /* the whole volume */
     sm_source_close(s);
     /* truncated to half: a data error at open or at the read of the whole volume */
-    assert_int_equal(truncate(path, 200), 0);
+    struct stat vs;
+    assert_int_equal(stat(victim, &vs), 0);
+    assert_int_equal(truncate(victim, c->slices ? vs.st_size / 2 : 200), 0);
     s = NULL;
     sm_err_clear(&err);
     sm_status st = sm_source_open(&p, &s, &err);
@@ -197,7 +222,11 @@ static void source_suite_run(const struct source_suite_case *c)
         fail_msg("%s: truncated file gives %s, not a data error (%s)", c->format,
                  sm_status_name(st), err.what);
     }
-    unlink(path);
+    for (unsigned z = 0; c->slices && z < SZ; z++) {
+        suite_slice_path(victim, sizeof(victim), path, c, z);
+        unlink(victim);
+    }
+    (void)(c->slices ? rmdir(path) : unlink(path));
 }
 
 /* Every source of the registry has a case, and every case names one. */
