@@ -28,6 +28,9 @@ void sm_source_count(struct sm_source *s, uint64_t n);
 void sm_source_set_input_bytes(struct sm_source *s, uint64_t n);
 
 /* ---- the formats (source_open.c dispatches on p->format; p->path is set) ---- */
+/* The file name endings of a stack's slices: its registry row's extensions, which the source
+ * lists a directory by (sm_src_list_slices) without calling back into source_open.c. */
+#define SM_SRC_TIFF_EXTENSIONS ".tif|.tiff"
 sm_status sm_src_open_raw(const struct sm_source_params *p, struct sm_source **out,
                           struct sm_err *err);
 sm_status sm_src_open_nifti(const struct sm_source_params *p, struct sm_source **out,

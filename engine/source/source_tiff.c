@@ -75,8 +75,7 @@ static sm_status same_page(const struct tiff_stack *t, const struct sm_tiff_page
 /* Directory mode: the slice names in natural order. */
 static sm_status list_slices(struct tiff_stack *t, struct sm_err *err)
 {
-    return sm_src_list_slices(t->dir, sm_source_format_find("tiff")->extensions, &t->names, &t->n,
-                              err);
+    return sm_src_list_slices(t->dir, SM_SRC_TIFF_EXTENSIONS, &t->names, &t->n, err);
 }
 
 /* Directory mode: every slice opened once, single page, the same as the first. */
