@@ -24,7 +24,7 @@ packages=(
     slurm-wlm munge python3-matplotlib
     clang-format-16 hyperfine strace
     clang libclang-rt-14-dev
-    libtiff-dev libtiff-tools python3-tifffile
+    libtiff-dev libtiff-tools python3-tifffile libpng-dev python3-png
     chromium python3-pil
 )
 

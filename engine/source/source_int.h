@@ -31,12 +31,15 @@ void sm_source_set_input_bytes(struct sm_source *s, uint64_t n);
 /* The file name endings of a stack's slices: its registry row's extensions, which the source
  * lists a directory by (sm_src_list_slices) without calling back into source_open.c. */
 #define SM_SRC_TIFF_EXTENSIONS ".tif|.tiff"
+#define SM_SRC_PNG_EXTENSIONS ".png"
 sm_status sm_src_open_raw(const struct sm_source_params *p, struct sm_source **out,
                           struct sm_err *err);
 sm_status sm_src_open_nifti(const struct sm_source_params *p, struct sm_source **out,
                             struct sm_err *err);
 sm_status sm_src_open_tiff(const struct sm_source_params *p, struct sm_source **out,
                            struct sm_err *err);
+sm_status sm_src_open_png(const struct sm_source_params *p, struct sm_source **out,
+                          struct sm_err *err);
 /* SM_E_USAGE naming input.format in a build without HDF5 (source_hdf5_none.c). */
 sm_status sm_src_open_hdf5(const struct sm_source_params *p, struct sm_source **out,
                            struct sm_err *err);

@@ -34,6 +34,14 @@ const struct sm_source_format sm_source_formats[] = {
      .required = "input.hdf5.dataset",
      .noun = "an HDF5 input",
      .doc = "the dataset input.hdf5.dataset of an HDF5 file"},
+    {.name = "png",
+     .extensions = SM_SRC_PNG_EXTENSIONS,
+     .open = sm_src_open_png,
+     .ndim = 3,
+     .required = "",
+     .noun = "a PNG input",
+     .doc = "a directory of 2-D grayscale PNG slices (8 or 16 bits) in natural name order, or one "
+            "PNG file"},
     {.name = NULL},
 };
 

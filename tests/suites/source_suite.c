@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <tiffio.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <cmocka.h>
 
@@ -122,6 +123,43 @@ static void make_hdf5(const char *path, struct sm_source_params *p)
     H5Fclose(f);
 }
 
+/* A PNG chunk: length, type, data, the CRC-32 of type and data (big-endian). */
+static void png_chunk(FILE *f, const char *type, const uint8_t *data, uint32_t n)
+{
+    const uLong crc = crc32(crc32(0, (const Bytef *)type, 4), data, n);
+    const uint8_t len[4] = {(uint8_t)(n >> 24), (uint8_t)(n >> 16), (uint8_t)(n >> 8), (uint8_t)n};
+    const uint8_t sum[4] = {(uint8_t)(crc >> 24), (uint8_t)(crc >> 16), (uint8_t)(crc >> 8),
+                            (uint8_t)crc};
+    assert_int_equal(fwrite(len, 1, 4, f), 4);
+    assert_int_equal(fwrite(type, 1, 4, f), 4);
+    assert_int_equal(n == 0 ? 0 : fwrite(data, 1, n, f), n);
+    assert_int_equal(fwrite(sum, 1, 4, f), 4);
+}
+
+/* Slice z as a 16-bit grayscale PNG written here from the PNG specification (rows of filter 0,
+ * big-endian values, zlib's compress2 and crc32): bytes no PNG library made. */
+static void make_png_slice(const char *path, unsigned z)
+{
+    uint8_t raw[SY * (1 + 2 * SX)], packed[256];
+    for (unsigned y = 0, at = 0; y < SY; y++) {
+        raw[at++] = 0;
+        for (unsigned x = 0; x < SX; x++) {
+            raw[at++] = (uint8_t)(suite_value(z, y, x) >> 8);
+            raw[at++] = (uint8_t)suite_value(z, y, x);
+        }
+    }
+    uLongf np = sizeof(packed);
+    assert_int_equal(compress2(packed, &np, raw, sizeof(raw), 9), Z_OK);
+    const uint8_t ihdr[13] = {0, 0, 0, SX, 0, 0, 0, SY, 16, 0, 0, 0, 0};
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite("\x89PNG\r\n\x1a\n", 1, 8, f), 8);
+    png_chunk(f, "IHDR", ihdr, sizeof(ihdr));
+    png_chunk(f, "IDAT", packed, (uint32_t)np);
+    png_chunk(f, "IEND", NULL, 0);
+    assert_int_equal(fclose(f), 0);
+}
+
 /* One case per source of the registry: its name, a file name ending, its maker. A stack of
  * slice files (slices true) is a directory at the path holding s1<suffix> .. s3<suffix>, which
  * the maker writes one by one with make_slice instead. */
@@ -136,6 +174,7 @@ static const struct source_suite_case {
     {.format = "nifti", .suffix = ".nii", .make = make_nifti},
     {.format = "tiff", .suffix = ".tif", .make = make_tiff},
     {.format = "hdf5", .suffix = ".h5", .make = make_hdf5},
+    {.format = "png", .suffix = ".png", .slices = true, .make_slice = make_png_slice},
 };
 #define SOURCE_SUITE_N (sizeof(source_suite_cases) / sizeof(source_suite_cases[0]))
 
