@@ -75,6 +75,7 @@ struct png_page {
 
 struct png_file {
     const char *path;
+    uint64_t max_alloc; /* sm_source_params.max_alloc: the largest buffer a slice may take */
     int fd;
     uint64_t bytes; /* consumed from the file */
     png_structp p;
@@ -176,6 +177,12 @@ static sm_status file_decode(struct png_file *f, struct png_page *pg, const stru
     png.update_info(f->p, f->info);
     const size_t row = (size_t)w * r->elem;
     const uint64_t held = passes > 1 ? h : 1, last = passes > 1 ? h : r->y1;
+    if (f->max_alloc != 0 && row * held > f->max_alloc) {
+        SM_FAIL_AT(err, SM_E_LIMIT, f->path,
+                   "an interlaced slice of %" PRIu64 " bytes exceeds the bound on one allocation "
+                   "(%" PRIu64 " bytes)",
+                   (uint64_t)(row * held), f->max_alloc);
+    }
     f->row = sm_malloc(row * held == 0 ? 1 : row * held);
     if (f->row == NULL) {
         SM_FAIL(err, SM_E_NOMEM, "cannot allocate %" PRIu64 " PNG row(s) of %zu bytes", held, row);
@@ -193,12 +200,13 @@ static sm_status file_decode(struct png_file *f, struct png_page *pg, const stru
     return SM_OK;
 }
 
-static sm_status slice_read(const char *path, struct png_page *pg, const struct png_rows *r,
-                            uint64_t *bytes, struct sm_err *err)
+static sm_status slice_read(const char *path, uint64_t max_alloc, struct png_page *pg,
+                            const struct png_rows *r, uint64_t *bytes, struct sm_err *err)
 {
     struct png_file f;
     memset(&f, 0, sizeof(f));
     f.path = path;
+    f.max_alloc = max_alloc;
     f.fd = -1;
     sm_status st = sm_src_open_file(path, false, &f.fd, err);
     if (st == SM_OK) {
@@ -217,7 +225,7 @@ struct png_stack {
     uint64_t n;
     struct png_page pg; /* the first slice's */
     enum sm_dtype dtype;
-    uint64_t file_bytes;
+    uint64_t file_bytes, max_alloc;
 };
 
 static void stack_close(void *user)
@@ -250,7 +258,7 @@ static sm_status png_read_box(void *user, int thread, const uint64_t *off, const
         const struct png_rows r = {off[1], off[1] + shape[1],         off[2], shape[2],
                                    elem,   (uint8_t *)out + z * plane};
         struct png_page pg;
-        st = slice_read(path, &pg, &r, read, err);
+        st = slice_read(path, t->max_alloc, &pg, &r, read, err);
         if (st == SM_OK &&
             (pg.width != t->pg.width || pg.height != t->pg.height || pg.depth != t->pg.depth)) {
             st = SM_ERR_AT(err, SM_E_DATA, path, "the slice changed since the input was opened");
@@ -286,7 +294,7 @@ static sm_status check_slices(struct png_stack *t, struct sm_err *err)
         }
         struct png_page pg;
         uint64_t ignored = 0;
-        sm_status st = slice_read(path, &pg, NULL, &ignored, err);
+        sm_status st = slice_read(path, t->max_alloc, &pg, NULL, &ignored, err);
         struct stat sb;
         if (st == SM_OK && stat(path, &sb) == 0) {
             t->file_bytes += (uint64_t)sb.st_size;
@@ -330,6 +338,7 @@ sm_status sm_src_open_png(const struct sm_source_params *p, struct sm_source **o
         SM_FAIL(err, SM_E_NOMEM, "cannot allocate a PNG stack");
     }
     t->n = 1;
+    t->max_alloc = p->max_alloc;
     sm_status s = S_ISDIR(st.st_mode)
                       ? sm_src_list_slices(t->path, SM_SRC_PNG_EXTENSIONS, &t->names, &t->n, err)
                       : SM_OK;
