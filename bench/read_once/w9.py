@@ -7,6 +7,7 @@ size on disk, the wall time against its floor, peak RSS, files and sampled value
         [--configs 1x2,2x1] [--layouts default,narrow] [--data-dir DIR] [--shardmill BIN]
     PYTHONPATH=$PWD/tests/lib /usr/bin/python3 bench/read_once/w9.py --generate-only --variants tiff_strip
     PYTHONPATH=$PWD/tests/lib /usr/bin/python3 bench/read_once/w9.py --quick --out DIR   (CI: bench.w9.quick)
+    PYTHONPATH=$PWD/tests/lib /usr/bin/python3 bench/read_once/w9.py --replan RESULT.json --rates RATES.json
 
 Inputs (written once under --data-dir, slice by slice as reconstructions arrive, by Debian's
 tifffile / h5py / NumPy; never in git; about 16 GiB each at 2048³: check `df -h` first):
@@ -583,6 +584,49 @@ def targets(a, runs):
     return out
 
 
+def replan(a):
+    """--replan: the estimate of each run of a result file from rates calibrated later (on the
+    machine the runs measured: `shardmill plan` is a prediction from the job and the rates, which
+    never sees the run), against the wall times measured then; the targets recomputed."""
+    with open(a.replan) as f:
+        res = json.load(f)
+    work = os.path.abspath(a.work or os.path.join(a.data_dir, "work"))
+    a.shardmill = os.path.abspath(a.shardmill)
+    a.quick = res.get("quick", False)
+    a.prof = dict(QUICK if a.quick else FULL)
+    saved = os.environ.get("SHARDMILL_RATES")
+    if a.rates:
+        os.environ["SHARDMILL_RATES"] = os.path.abspath(a.rates)
+    try:
+        for r in res["runs"]:
+            bw = res["disk_bandwidth"][r["variant"]]["bytes_per_s"]
+            r["plan_before_replan"] = {"plan_s": r.get("plan_s"), "plan_error": r.get("plan_error")}
+            r["plan"] = plan_of(a, os.path.join(work, r["tag"] + ".yaml"), r["ranks"],
+                                r["threads"], bw)
+            pm = (r["plan"].get("measured_bw") or {}).get("seconds")
+            r["plan_s"] = pm and round(pm, 1)
+            r["plan_error"] = round((pm - r["wall_s"]) / r["wall_s"], 3) if pm else None
+    finally:
+        if saved is None:
+            os.environ.pop("SHARDMILL_RATES", None)
+        else:
+            os.environ["SHARDMILL_RATES"] = saved
+    res["replan"] = {"rates": os.path.abspath(a.rates) if a.rates else "built in",
+                     "shardmill": a.shardmill, "utc": results.utc_stamp()}
+    res["targets"] = targets(a, res["runs"])
+    stem = os.path.splitext(a.replan)[0]
+    tag = os.path.splitext(os.path.basename(a.rates))[0] if a.rates else "built-in"
+    path = results.unique_path(os.path.dirname(stem) or ".",
+                               os.path.basename(stem) + "-replan-" + tag, ".json")
+    results.write_json(path, res)
+    print(table(res))
+    for t in res["targets"]:
+        if "plan" in t["what"]:
+            print(f"{'PASS' if t['pass'] else 'FAIL'} {t['what']}: {t['value']} ({t['target']})")
+    print(f"w9: replanned {len(res['runs'])} runs; result {path}")
+    return 0
+
+
 def table(res):
     lines = ["| input | layout | ranks×threads | wall s | user+sys s | load | floor s | wall/floor | "
              "plan s | plan error | read ratio per pass | tree rchar / input | peak RSS/rank MiB | "
@@ -631,11 +675,18 @@ def main():
     ap.add_argument("--generate-only", action="store_true")
     ap.add_argument("--keep-data", action="store_true", help="--quick: keep the inputs")
     ap.add_argument("--table", metavar="JSON", help="print the table of a result file")
+    ap.add_argument("--replan", metavar="JSON",
+                    help="plan a result file's runs again (their job files under --work or "
+                         "DATA-DIR/work, the bandwidth measured then) with --rates, and write "
+                         "JSON-replan-<rates>.json; the runs are not repeated")
+    ap.add_argument("--rates", help="--replan: a rates file of scaling/calibrate")
     a = ap.parse_args()
     if a.table:
         with open(a.table) as f:
             print(table(json.load(f)))
         return 0
+    if a.replan:
+        return replan(a)
     a.prof = dict(QUICK if a.quick else FULL)
     if a.shape:
         a.prof["shape"] = [int(v) for v in a.shape.split(",")]
