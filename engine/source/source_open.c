@@ -40,7 +40,7 @@ const struct sm_source_format sm_source_formats[] = {
      .ndim = 3,
      .required = "",
      .noun = "a PNG input",
-     .doc = "a directory of 2-D grayscale PNG slices (8 or 16 bits) in natural name order, or one "
+     .doc = "a directory of 2-D grayscale PNG slices (1 to 16 bits) in natural name order, or one "
             "PNG file"},
     {.name = NULL},
 };
