@@ -122,6 +122,9 @@ def make_inputs():
         f.write(bytes(hdr) + bytes(8 * 8 * 4))
     with open(os.path.join(WORK, "fake.tif"), "wb") as f:
         f.write(b"not a tiff at all")
+    os.makedirs(os.path.join(WORK, "fakepng"), exist_ok=True)
+    with open(os.path.join(WORK, "fakepng", "s1.png"), "wb") as f:
+        f.write(b"not a png at all")
     with open(os.path.join(WORK, "fake.h5"), "wb") as f:
         f.write(bytes(2048))
     try:
@@ -409,6 +412,8 @@ def main():
     write("rawshort.yaml", "job: ingest\ninput: {store: vol.raw, format: raw, raw: {dtype: "
           "int16, shape: [5, 8, 8]}}\noutput: {path: x.zarr}\n")
     write("faketiff.yaml", "job: ingest\ninput: {store: fake.tif}\noutput: {path: x.zarr}\n")
+    write("fakepng.yaml", "job: ingest\ninput: {store: fakepng, format: png}\n"
+          "output: {path: x.zarr}\n")
     write("fakeh5.yaml", "job: ingest\ninput: {store: fake.h5, hdf5: {dataset: /d}}\n"
           "output: {path: x.zarr}\n")
     write("rbmissing.yaml", "job: read-bench\ninput: {store: gone.zarr}\n")
@@ -422,6 +427,7 @@ def main():
         (["run", "--config", "rawmissing.yaml"], "no such file"),
         (["run", "--config", "rawshort.yaml"], "but input.raw needs 640"),
         (["run", "--config", "faketiff.yaml"], "not a TIFF file"),
+        (["run", "--config", "fakepng.yaml"], "not a PNG file"),
         (["run", "--config", "fakeh5.yaml"], "not an HDF5 file"),
         (["run", "--config", "rbmissing.yaml"], "the input does not open"),
         (["convert", "--config", "parentfile.yaml"], "is not a directory"),
