@@ -609,15 +609,8 @@ static sm_status scan_groups(struct cv *cv, struct sm_err *err)
     if (kept || !sm_cv_planes(cv, &boxes)) {
         sm_cv_group_boxes(cv, &boxes);
     }
-    struct scan_group sg = {&sp, {sp.progress, sp.progress_user, 0, 0, 0, 0}, &boxes, 0, 0, 0, 0,
-                            0};
-    for (uint64_t k = 0; boxes.planes && k < boxes.nrun; k++) {
-        uint64_t v = 1;
-        for (unsigned d = 0; d < cv->m->ndim; d++) {
-            v *= boxes.shape[k][d];
-        }
-        sg.rank_voxels += v;
-    }
+    struct scan_group sg = {
+        &sp, {sp.progress, sp.progress_user, 0, 0, 0, 0}, &boxes, 0, 0, boxes.voxels, 0, 0};
     sp.progress = sm_run_progress_based;
     sp.progress_user = &sg.pb;
     SM_TRY(sm_cv_each_box(cv, &boxes, scan_group, &sg, err));

@@ -60,6 +60,7 @@ bool sm_cv_planes(const struct cv *cv, struct cv_boxes *b)
         const uint64_t depth = cv->rp.window_bytes / plane;
         p.depth[r] = depth < p.shape[r][0] ? depth : p.shape[r][0];
         p.before[r + 1] = p.before[r] + (p.shape[r][0] + p.depth[r] - 1) / p.depth[r];
+        p.voxels += plane / sm_dtype_size(cv->m->dtype) * p.shape[r][0];
     }
     p.count = p.before[p.nrun];
     *b = p;

@@ -102,6 +102,7 @@ struct cv_boxes {
     uint64_t off[SM_TILING_RUN_BOXES][SM_MAX_DIMS], shape[SM_TILING_RUN_BOXES][SM_MAX_DIMS];
     uint64_t depth[SM_TILING_RUN_BOXES];      /* planes per slab of each run box */
     uint64_t before[SM_TILING_RUN_BOXES + 1]; /* slabs before each run box */
+    uint64_t voxels;                          /* of the run's boxes */
 };
 /* This rank's groups as boxes. */
 void sm_cv_group_boxes(const struct cv *cv, struct cv_boxes *b);

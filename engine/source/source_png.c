@@ -223,10 +223,16 @@ struct png_stack {
     char *path;   /* the directory, or the one file */
     char **names; /* directory: the slices in natural order; NULL: one file */
     uint64_t n;
-    struct png_page pg; /* the first slice's */
-    enum sm_dtype dtype;
+    struct png_page pg;         /* the first slice's */
+    struct sm_source_info info; /* the volume, from the first slice and the count */
     uint64_t file_bytes, max_alloc;
 };
+
+/* A slice of the first one's size and bit depth. */
+static bool same_page(const struct png_page *a, const struct png_page *b)
+{
+    return a->width == b->width && a->height == b->height && a->depth == b->depth;
+}
 
 static void stack_close(void *user)
 {
@@ -247,7 +253,7 @@ static sm_status png_read_box(void *user, int thread, const uint64_t *off, const
 {
     (void)thread;
     const struct png_stack *t = user;
-    const size_t elem = sm_dtype_size(t->dtype);
+    const size_t elem = sm_dtype_size(t->info.dtype);
     const size_t plane = (size_t)shape[1] * shape[2] * elem;
     sm_status st = SM_OK;
     for (uint64_t z = 0; st == SM_OK && z < shape[0]; z++) {
@@ -259,8 +265,7 @@ static sm_status png_read_box(void *user, int thread, const uint64_t *off, const
                                    elem,   (uint8_t *)out + z * plane};
         struct png_page pg;
         st = slice_read(path, t->max_alloc, &pg, &r, read, err);
-        if (st == SM_OK &&
-            (pg.width != t->pg.width || pg.height != t->pg.height || pg.depth != t->pg.depth)) {
+        if (st == SM_OK && !same_page(&pg, &t->pg)) {
             st = SM_ERR_AT(err, SM_E_DATA, path, "the slice changed since the input was opened");
         }
         sm_free(path);
@@ -271,11 +276,7 @@ static sm_status png_read_box(void *user, int thread, const uint64_t *off, const
 static json_t *png_describe(void *user)
 {
     const struct png_stack *t = user;
-    struct sm_source_info info = {.ndim = 3, .dtype = t->dtype, .format = "png"};
-    info.shape[0] = t->n;
-    info.shape[1] = t->pg.height;
-    info.shape[2] = t->pg.width;
-    return sm_src_describe_file(t->path, &info);
+    return sm_src_describe_file(t->path, &t->info);
 }
 
 static const struct sm_source_ops png_ops = {
@@ -301,8 +302,7 @@ static sm_status check_slices(struct png_stack *t, struct sm_err *err)
         }
         if (st == SM_OK && z == 0) {
             t->pg = pg;
-        } else if (st == SM_OK && (pg.width != t->pg.width || pg.height != t->pg.height ||
-                                   pg.depth != t->pg.depth)) {
+        } else if (st == SM_OK && !same_page(&pg, &t->pg)) {
             st =
                 SM_ERR_AT(err, SM_E_DATA, path,
                           "slice %" PRIu64 " is %" PRIu32 " x %" PRIu32 " of %d bits, the first "
@@ -314,7 +314,14 @@ static sm_status check_slices(struct png_stack *t, struct sm_err *err)
             return st;
         }
     }
-    t->dtype = t->pg.depth == 16 ? SM_DT_UINT16 : SM_DT_UINT8;
+    struct sm_source_info *in = &t->info;
+    *in = (struct sm_source_info){.ndim = 3, .format = "png"};
+    in->dtype = t->pg.depth == 16 ? SM_DT_UINT16 : SM_DT_UINT8;
+    in->shape[0] = t->n;
+    in->shape[1] = in->slab[1] = t->pg.height;
+    in->shape[2] = in->slab[2] = t->pg.width;
+    in->slab[0] = 1;               /* the read block: a slice, */
+    in->access = SM_SOURCE_BLOCKS; /* one zlib stream */
     return SM_OK;
 }
 
@@ -345,14 +352,8 @@ sm_status sm_src_open_png(const struct sm_source_params *p, struct sm_source **o
     if (s == SM_OK) {
         s = check_slices(t, err);
     }
-    struct sm_source_info info = {.ndim = 3, .dtype = t->dtype, .format = "png"};
-    info.shape[0] = info.slab[0] = t->n;
-    info.shape[1] = info.slab[1] = t->pg.height;
-    info.shape[2] = info.slab[2] = t->pg.width;
-    info.slab[0] = 1;
-    info.access = SM_SOURCE_BLOCKS; /* one zlib stream per slice */
     if (s == SM_OK) {
-        s = sm_source_new(&png_ops, t, &info, out, err);
+        s = sm_source_new(&png_ops, t, &t->info, out, err);
     }
     if (s != SM_OK) {
         stack_close(t);
