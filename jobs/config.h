@@ -68,6 +68,7 @@ struct sm_job_config {
         uint64_t raw_header_bytes;    /* input.raw.header_bytes (0) */
         char *hdf5_dataset;           /* input.hdf5.dataset: absolute HDF5 path (hdf5 input) */
         bool hdf5_allow_external;     /* input.hdf5.allow_external (false) */
+        bool direct_io;               /* input.direct_io (true) */
     } input;
 
     struct {
@@ -108,6 +109,7 @@ struct sm_job_config {
         bool fsync;                   /* output.fsync (true) */
         enum sm_output_sync sync;     /* output.sync: fsync | syncfs (syncfs); never NONE:
                                          output.fsync false is the engine's NONE */
+        bool direct_io;               /* output.direct_io (true) */
         uint64_t ome_levels;          /* output.ome.levels (0 = auto) */
         char *ome_method;             /* output.ome.method (NULL: no OME-Zarr image) */
         enum sm_run_ome_downsample

@@ -293,6 +293,16 @@ const struct sm_cfg_key sm_cfg_keys[] = {
              "input's directory)",
      .example = "true",
      FIELD(input.hdf5_allow_external)},
+    {.path = "input.direct_io",
+     .applies = SM_CFG_ALL_JOBS,
+     .type = SM_CFG_BOOL,
+     .def = "true",
+     .help = "read an uncompressed TIFF's samples 1 MiB or more at a time with O_DIRECT, past the "
+             "page cache: a pass reads each byte once, and copying it through the cache costs CPU "
+             "the codecs need (buffered where the file system refuses O_DIRECT; "
+             "docs/internals/reading.md); false: every read buffered",
+     .example = "false",
+     FIELD(input.direct_io)},
 
     {.path = "roi.offset",
      .applies = SM_CFG_ALL_JOBS,
@@ -535,6 +545,16 @@ const struct sm_cfg_key sm_cfg_keys[] = {
              "its rename and each directory after (same guarantee, one fsync per file)",
      .example = "fsync",
      FIELD(output.sync)},
+    {.path = "output.direct_io",
+     .applies = CONVERT_INGEST,
+     .type = SM_CFG_BOOL,
+     .def = "true",
+     .help = "write each shard of 1 MiB or more with O_DIRECT, past the page cache, all but its "
+             "last partial 4 KiB block (buffered where the file system refuses O_DIRECT; the "
+             "durability of output.fsync is the same; docs/internals/writing.md); false: every "
+             "write buffered",
+     .example = "false",
+     FIELD(output.direct_io)},
     {.path = "output.ome.levels",
      .applies = CONVERT_INGEST,
      .type = SM_CFG_UINT,

@@ -129,6 +129,7 @@ void sm_job_source_params(const struct sm_job_config *c, struct sm_source_params
     p->max_alloc = c->limits.memory_bytes; /* a strip or tile past the rank's budget is refused */
     p->max_chunk_bytes = c->limits.max_chunk_bytes; /* as is an HDF5 chunk past this */
     p->spacing_given = c->input.spacing.set;
+    p->direct_min = c->input.direct_io ? 0 : UINT64_MAX; /* 0: the engine's 1 MiB */
 }
 
 /* The configuration text hashed into provenance: everything that determines the output bytes,
@@ -139,13 +140,10 @@ void sm_job_source_params(const struct sm_job_config *c, struct sm_source_params
  * offline from it). */
 static void config_hash(const char *effective, char hex[65])
 {
-    static const char *const skip[] = {"parallel.",   "report",
-                                       "progress",    "input.cache.",
-                                       "input.http.", "input.index_cache.",
-                                       "limits.",     "output.exists",
-                                       "output.path", "output.fsync",
-                                       "output.sync", "input.store=",
-                                       NULL};
+    static const char *const skip[] = {
+        "parallel.",          "report",       "progress",        "input.cache.",     "input.http.",
+        "input.index_cache.", "limits.",      "output.exists",   "output.path",      "output.fsync",
+        "output.sync",        "input.store=", "input.direct_io", "output.direct_io", NULL};
     size_t n = strlen(effective);
     char *text = sm_malloc(n + 1);
     size_t w = 0;
@@ -233,6 +231,7 @@ struct sm_output_opts sm_job_output_opts(const struct sm_job_config *c)
     struct sm_output_opts o = SM_OUTPUT_OPTS_DEFAULTS;
     o.exists = c->output.exists; /* the engine's enum (config.h) */
     o.sync = c->output.fsync ? c->output.sync : SM_OUTPUT_SYNC_NONE; /* the engine's enum */
+    o.direct = c->output.direct_io;
     return o;
 }
 

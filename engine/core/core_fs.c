@@ -329,12 +329,49 @@ static sm_status write_all(int fd, struct sm_bytes data, const char *path, struc
     return SM_OK;
 }
 
+/* The bytes of data before its last partial block, written with O_DIRECT: the count written,
+ * fewer (the rest is for a buffered write) where the file system refuses O_DIRECT or a write of
+ * it, or SM_E_IO. Why: the copy of a large output into the page cache cost more CPU than any step
+ * but the codec (W9's 2048³ TIFF convert: 32 of 259 CPU-seconds in copy_folio_from_iter_atomic,
+ * docs/BENCHMARKS.md "Sixth session"), and a staged shard is not read again by this process. */
+static sm_status write_head_direct(int fd, struct sm_bytes data, const char *path, size_t *done,
+                                   struct sm_err *err)
+{
+    const size_t head = data.len & ~(SM_FS_DIRECT_ALIGN - 1);
+    *done = 0;
+    if (data.len < SM_FS_DIRECT_MIN || ((uintptr_t)data.ptr & (SM_FS_DIRECT_ALIGN - 1)) != 0 ||
+        !sm_fs_set_direct(fd, true)) {
+        return SM_OK;
+    }
+    sm_status st = SM_OK;
+    while (*done < head) {
+        const ssize_t w = write(fd, data.ptr + *done, head - *done);
+        if (w < 0 && errno == EINTR) {
+            continue;
+        }
+        if (w < 0 && errno != EINVAL) {
+            st = SM_ERRNO(err, errno, NULL, "cannot write '%s'", path);
+        }
+        if (w <= 0 || ((size_t)w & (SM_FS_DIRECT_ALIGN - 1)) != 0) {
+            if (w > 0) {
+                *done += (size_t)w;
+            }
+            break; /* refused, or a short write: what is left goes buffered */
+        }
+        *done += (size_t)w;
+    }
+    if (!sm_fs_set_direct(fd, false) && st == SM_OK) {
+        st = SM_ERRNO(err, errno, NULL, "cannot write '%s'", path);
+    }
+    return st;
+}
+
 static int create_tmp(int dirfd, const char *tmp)
 {
     return open_at(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0666);
 }
 
-sm_status sm_fs_stage(int dirfd, const char *tmp, struct sm_bytes data, bool sync,
+sm_status sm_fs_stage(int dirfd, const char *tmp, struct sm_bytes data, bool sync, bool direct,
                       struct sm_err *err)
 {
     /* Create first, mkdir only when the parent is missing: no failing mkdirat per object. */
@@ -352,7 +389,11 @@ sm_status sm_fs_stage(int dirfd, const char *tmp, struct sm_bytes data, bool syn
     if (fd < 0) {
         return sm_fs_fail(err, "cannot create", dirfd, tmp, errno);
     }
-    sm_status st = write_all(fd, data, tmp, err);
+    size_t done = 0;
+    sm_status st = direct ? write_head_direct(fd, data, tmp, &done, err) : SM_OK;
+    if (st == SM_OK) {
+        st = write_all(fd, (struct sm_bytes){data.ptr + done, data.len - done}, tmp, err);
+    }
     if (st == SM_OK && sync && fsync(fd) != 0) {
         st = SM_ERRNO(err, errno, NULL, "cannot fsync '%s'", tmp);
     } else if (st == SM_OK && !sync && data.len >= SM_FS_EARLY_WRITEBACK) {

@@ -3,7 +3,8 @@
  * readdir d_type kinds (DT_*), so tree walks need no stat per entry, and openat2(2), which
  * resolves a path inside the output in one call without following any symbolic link (fs.h). And a
  * new worker thread's first placement (sched_getcpu, sched_setaffinity; core_int.h). And
- * sync_file_range(2), which starts a staged shard's write-out while the next ones are encoded.
+ * sync_file_range(2), which starts a staged shard's write-out while the next ones are encoded. And
+ * O_DIRECT, for a source's large reads that bypass the page cache (source_direct.c).
  * Spec: https://man7.org/linux/man-pages/man2/syncfs.2.html
  * Invariant: the only file that asks for _GNU_SOURCE (syncfs, openat2 and the affinity calls are
  * Linux's, not POSIX), so the rest of the engine stays on the POSIX level of sm_config.h. */
@@ -22,6 +23,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
+#include <stdio.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -39,6 +42,41 @@ void sm_fs_start_writeback(int fd)
     (void)sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE); /* best effort: syncfs checks */
 #else
     (void)fd;
+#endif
+}
+
+int sm_fs_reopen_direct(int fd)
+{
+#ifdef O_DIRECT
+    char path[40];
+    (void)snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+    const int d = open(path, O_RDONLY | O_DIRECT | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    struct stat a, b;
+    if (d < 0) {
+        return -1;
+    }
+    if (fstat(fd, &a) != 0 || fstat(d, &b) != 0 || !S_ISREG(b.st_mode) || a.st_dev != b.st_dev ||
+        a.st_ino != b.st_ino) { /* /proc/self/fd is a link to fd's file: anything else is not it */
+        close(d);
+        errno = EXDEV;
+        return -1;
+    }
+    return d;
+#else
+    (void)fd;
+    errno = EINVAL;
+    return -1;
+#endif
+}
+
+bool sm_fs_set_direct(int fd, bool on)
+{
+#ifdef O_DIRECT
+    const int fl = fcntl(fd, F_GETFL);
+    return fl >= 0 && fcntl(fd, F_SETFL, on ? fl | O_DIRECT : fl & ~O_DIRECT) == 0;
+#else
+    (void)fd, (void)on;
+    return false;
 #endif
 }
 

@@ -48,6 +48,29 @@ sm_status sm_src_open_hdf5(const struct sm_source_params *p, struct sm_source **
 /* Exactly n bytes at off (SM_E_DATA naming path when the file ends first). */
 sm_status sm_src_pread(int fd, uint64_t off, void *dst, size_t n, const char *path,
                        struct sm_err *err);
+/* ---- source_direct.c: large reads that bypass the page cache (O_DIRECT) ---- */
+/* Reads of this many bytes or more go direct by default (sm_source_params.direct_min). */
+#define SM_SRC_DIRECT_MIN ((uint64_t)1 << 20)
+/* The bounce buffer: an O_DIRECT read moves at most this many bytes at once. */
+#define SM_SRC_DIRECT_CHUNK ((uint64_t)4 << 20)
+/* One reader's state (one per box read, not shared between threads). */
+struct sm_src_direct {
+    uint64_t min; /* reads of fewer bytes stay buffered */
+    bool off;     /* buffered only: min was UINT64_MAX, or the file system refused */
+    int fd;       /* the O_DIRECT descriptor of file (dev, ino), or -1 */
+    uint64_t dev, ino;
+    uint8_t *mem; /* the bounce buffer's allocation, or NULL */
+};
+/* min: UINT64_MAX turns direct reads off. */
+void sm_src_direct_init(struct sm_src_direct *d, uint64_t min);
+/* Exactly n bytes at off of the file open on fd (as sm_src_pread), read with O_DIRECT when n >=
+ * d->min and the file system allows it, else buffered; *fetched += the bytes read from the file
+ * (a direct read: the 4 KiB-aligned range around them). */
+sm_status sm_src_pread_direct(struct sm_src_direct *d, int fd, uint64_t off, void *dst, size_t n,
+                              uint64_t *fetched, const char *path, struct sm_err *err);
+/* Closes the O_DIRECT descriptor and frees the buffer; d can be used again. */
+void sm_src_direct_end(struct sm_src_direct *d);
+
 /* Opens path for reading as a source's file: with O_NONBLOCK, so that a FIFO never blocks the
  * open (nor a SIGTERM that should stop the run), then fstat. A FIFO, device or socket (a
  * directory unless dir_ok) is SM_E_DATA naming path; *fd (blocking again) is the caller's to

@@ -29,6 +29,7 @@ struct tiff_stack {
     uint64_t n;    /* slices */
     struct sm_tiff_page pg;
     uint64_t max_alloc;
+    uint64_t direct_min;      /* sm_source_params.direct_min, resolved (source_direct.c) */
     struct sm_tiff_geom geom; /* what the first slice states */
     /* the read block over every page (source.h slab: the smallest rows x columns that hold
      * whole blocks of every page) and whether every page is read directly (uncompressed) */
@@ -228,7 +229,8 @@ struct block_part {
     uint32_t idx;
     uint64_t bx, by, bw, ylo, yhi, xlo, xhi;
 };
-static sm_status read_direct(const struct tiff_stack *t, struct sm_tfile *f, const uint64_t *offs,
+static sm_status read_direct(const struct tiff_stack *t, struct sm_tfile *f,
+                             struct sm_src_direct *dio, const uint64_t *offs,
                              const uint64_t *counts, const struct block_part *bp, uint8_t *dst,
                              uint64_t pitch, uint64_t *read, struct sm_err *err)
 {
@@ -254,14 +256,15 @@ static sm_status read_direct(const struct tiff_stack *t, struct sm_tfile *f, con
     }
     const uint64_t rows = bp->yhi - bp->ylo;
     if (run == row && pitch == row) { /* whole rows, one after another in both */
-        SM_TRY(sm_src_pread(f->fd, offs[bp->idx] + first, dst, (size_t)(rows * row), "", err));
+        SM_TRY(sm_src_pread_direct(dio, f->fd, offs[bp->idx] + first, dst, (size_t)(rows * row),
+                                   read, "", err));
     } else {
         for (uint64_t y = 0; y < rows; y++) {
             SM_TRY(sm_src_pread(f->fd, offs[bp->idx] + first + y * row, dst + y * pitch,
                                 (size_t)run, "", err));
         }
+        *read += rows * run;
     }
-    *read += rows * run;
     if (t->lib->is_byte_swapped(f->t) && es > 1) {
         for (uint64_t y = 0; y < rows; y++) {
             sm_src_swap_values(dst + y * pitch, (size_t)(run / es), es);
@@ -274,9 +277,9 @@ static sm_status read_direct(const struct tiff_stack *t, struct sm_tfile *f, con
  * gets the encoded bytes fetched from the file: of an uncompressed page only the samples of the
  * box (pread), of a compressed one the stored bytes of every strip or tile decoded (its byte
  * count: a block decodes whole). */
-static sm_status read_rows(const struct tiff_stack *t, struct sm_tfile *f, uint64_t y0, uint64_t ny,
-                           uint64_t x0, uint64_t nx, uint8_t *dst, uint64_t *read,
-                           struct sm_err *err)
+static sm_status read_rows(const struct tiff_stack *t, struct sm_tfile *f,
+                           struct sm_src_direct *dio, uint64_t y0, uint64_t ny, uint64_t x0,
+                           uint64_t nx, uint8_t *dst, uint64_t *read, struct sm_err *err)
 {
     const size_t es = sm_dtype_size(t->pg.dtype);
     const uint64_t width = t->pg.width;
@@ -318,8 +321,8 @@ static sm_status read_rows(const struct tiff_stack *t, struct sm_tfile *f, uint6
             const uint64_t xhi = bxe < x0 + nx ? bxe : x0 + nx;
             if (direct) {
                 const struct block_part bp = {tiled, idx, bx, by, bw, ylo, yhi, xlo, xhi};
-                s = read_direct(t, f, offs, counts, &bp, dst + ((ylo - y0) * nx + (xlo - x0)) * es,
-                                nx * es, read, err);
+                s = read_direct(t, f, dio, offs, counts, &bp,
+                                dst + ((ylo - y0) * nx + (xlo - x0)) * es, nx * es, read, err);
                 continue;
             }
             const uint64_t want = tiled ? need : rows * width * es;
@@ -352,6 +355,8 @@ static sm_status tiff_read_box(void *user, int thread, const uint64_t *off, cons
     const uint64_t plane = shape[1] * shape[2] * es;
     uint8_t *dst = out;
     struct sm_tfile f = {0};
+    struct sm_src_direct dio;
+    sm_src_direct_init(&dio, t->direct_min);
     sm_status s = SM_OK;
     if (t->names == NULL) {
         s = sm_tfile_open(t->lib, &f, t->dir, t->max_alloc, err);
@@ -369,7 +374,7 @@ static sm_status tiff_read_box(void *user, int thread, const uint64_t *off, cons
             s = SM_ERR(err, SM_E_DATA, "cannot read the page: %s", f.msg);
         }
         if (s == SM_OK) {
-            s = read_rows(t, &f, off[1], shape[1], off[2], shape[2], dst, read, err);
+            s = read_rows(t, &f, &dio, off[1], shape[1], off[2], shape[2], dst, read, err);
         }
         if (s != SM_OK && err->where[0] == '\0') {
             if (path != NULL) {
@@ -384,6 +389,7 @@ static sm_status tiff_read_box(void *user, int thread, const uint64_t *off, cons
         sm_free(path);
     }
     sm_tfile_close(&f);
+    sm_src_direct_end(&dio);
     return s;
 }
 
@@ -414,6 +420,7 @@ sm_status sm_src_open_tiff(const struct sm_source_params *p, struct sm_source **
     *out = NULL;
     struct tiff_stack *t;
     SM_TRY(stack_open(p->path, p->max_alloc, &t, err));
+    t->direct_min = p->direct_min != 0 ? p->direct_min : SM_SRC_DIRECT_MIN;
     struct sm_source_info info = {.ndim = 3, .dtype = t->pg.dtype, .format = "tiff"};
     /* the read block: a strip [1, rows_per_strip, width] or a tile [1, th, tw] of one page (over
      * pages that differ, the smallest box holding whole blocks of each); uncompressed blocks are

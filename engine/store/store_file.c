@@ -31,6 +31,7 @@ struct file_store {
     atomic_int rootfd; /* -1 while the root does not exist */
     char *root;
     atomic_uint tmp_counter;
+    bool direct; /* sm_store_file_direct */
 };
 
 static struct file_store *fs_of(struct sm_store *s)
@@ -239,7 +240,7 @@ static sm_status file_stage(struct sm_store *s, const char *key, struct sm_bytes
     const unsigned n = atomic_fetch_add(&fs->tmp_counter, 1);
     char tmp[TMP_CAP];
     SM_TRY(sm_fs_tmp_name(key, n, tmp, sizeof(tmp), err));
-    SM_TRY(sm_fs_stage(dfd, tmp, data, sync, err));
+    SM_TRY(sm_fs_stage(dfd, tmp, data, sync, fs->direct, err));
     *ticket = n;
     return SM_OK;
 }
@@ -384,4 +385,11 @@ sm_status sm_store_file_open(const char *root, struct sm_store **out, struct sm_
 size_t sm_store_file_early_writeback(void)
 {
     return SM_FS_EARLY_WRITEBACK;
+}
+
+void sm_store_file_direct(struct sm_store *s, bool on)
+{
+    if (s != NULL && s->ops == &file_ops) {
+        fs_of(s)->direct = on;
+    }
 }

@@ -396,6 +396,60 @@ def plane_reads(c, args, work, inp):
     shutil.rmtree(out, ignore_errors=True)
 
 
+DIRECT_SHAPE = (8, 1024, 768)  # 1.5 MiB slices: each read past the page cache (input.direct_io)
+
+
+def direct_io(c, args, work):
+    """Reads and writes past the page cache (input.direct_io, output.direct_io): under strace, a
+    stack of 1.5 MiB one-strip slices is read through O_DIRECT descriptors of its files and its
+    shards (codec none, 3 MiB) are written with O_DIRECT set; the shards equal NumPy's SPEC §5
+    values and are byte-identical to a run with both keys false, which opens nothing O_DIRECT."""
+    if shutil.which("strace") is None:
+        c.check("strace (scripts/install-deps.sh installs it) is on PATH", False)
+        return
+    vol = volumes.phantom_slices(DIRECT_SHAPE)
+    inp, _ = stack(cc.fresh_dir(os.path.join(work, "dio")), vol, rowsperstrip=DIRECT_SHAPE[1])
+    env = plain_env()
+    env["ASAN_OPTIONS"] = ":".join(x for x in (env.get("ASAN_OPTIONS"), "detect_leaks=0") if x)
+    digests = {}
+    for on in (True, False):
+        tag = "direct" if on else "buffered"
+        out, trace = os.path.join(work, tag + ".zarr"), os.path.join(work, tag + ".strace")
+        cfg = cc.write_config(os.path.join(work, tag + ".yaml"), {
+            "job": "convert", "input": dict(inp, direct_io=on),
+            "normalize": {"mode": "percentile", "lo": PCT[0], "hi": PCT[1]},
+            "output": {"path": out, "dtype": "uint16", "shard": [8, 512, 384],
+                       "codec": {"name": "none"}, "fsync": True, "direct_io": on},
+            "limits": {"memory_bytes": 64 << 20, "memory_ceiling": False},
+            "parallel": {"threads": 2}, "progress": False})
+        r = subprocess.run(["strace", "-f", "-qq", "-e", "trace=openat,fcntl", "-e",
+                            "signal=none", "-o", trace, args.shardmill, "run", cfg], env=env,
+                           cwd=work, capture_output=True, text=True, timeout=300)
+        if not c.check(f"direct_io {tag}: convert under strace exits 0", r.returncode == 0,
+                       r.stderr[-600:]):
+            return
+        with open(trace) as f:
+            lines = f.read().splitlines()
+        opens = sum(1 for ln in lines if "/proc/self/fd/" in ln and "O_DIRECT" in ln
+                    and "= -1" not in ln)
+        sets = sum(1 for ln in lines if "F_SETFL" in ln and "O_DIRECT" in ln and "= 0" in ln)
+        print(f"note: direct_io {tag}: {opens} O_DIRECT opens, {sets} O_DIRECT fcntls")
+        if on:
+            c.check(f"direct_io: every slice is read through an O_DIRECT descriptor ({opens} "
+                    f">= {DIRECT_SHAPE[0]} opens)", opens >= DIRECT_SHAPE[0])
+            c.check(f"direct_io: the 4 shards are written with O_DIRECT ({sets} >= 4)", sets >= 4)
+            got = zarr_decode.spec_decode(out)
+            c.check("direct_io: the shards equal NumPy's SPEC §5 values",
+                    got.shape == vol.shape and np.array_equal(got, oracle(vol)))
+        else:
+            c.check(f"direct_io false: nothing opened or set O_DIRECT ({opens}, {sets})",
+                    opens == 0 and sets == 0)
+        digests[tag] = tree_digest(out)
+        shutil.rmtree(out, ignore_errors=True)
+    c.check("direct_io: the shards are byte-identical with and without it",
+            digests.get("direct") == digests.get("buffered"))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shardmill", required=True)
@@ -413,6 +467,7 @@ def main():
     if args.case == "tiff_strip_none":
         plane_reads(c, args, work, CASES[args.case](cc.fresh_dir(os.path.join(work, "pl")),
                                                      volume())[0])
+        direct_io(c, args, work)
     status = c.done()
     if status == 0:
         shutil.rmtree(work, ignore_errors=True)

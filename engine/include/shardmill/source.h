@@ -115,6 +115,10 @@ struct sm_source_params {
     /* The caller brings its own voxel spacing (input.spacing): a NIfTI file whose pixdim is not a
      * positive finite number is then read, not refused (its info.spacing is the file's, as is). */
     bool spacing_given;
+    /* Reads of an uncompressed TIFF's samples of this many contiguous bytes or more bypass the page
+     * cache (O_DIRECT, source_direct.c; buffered where the file system refuses it): 0 is 1 MiB,
+     * UINT64_MAX never (input.direct_io: false). */
+    uint64_t direct_min;
 };
 
 /* The registry of the engine's file sources (CONTRIBUTING.md "A new source"): one row per

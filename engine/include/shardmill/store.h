@@ -196,6 +196,10 @@ sm_status sm_store_put(struct sm_store *s, const char *key, struct sm_bytes data
  * put, when the put does not fsync them (core/core_fs.c): a SYNC_ALL at the end then waits only
  * for what has not reached the disk yet. For plan's flush term. */
 size_t sm_store_file_early_writeback(void);
+/* A file store (sm_store_file_open) whose staged objects of 1 MiB or more, from a 4 KiB-aligned
+ * buffer, are written with O_DIRECT past the page cache (on), or buffered (off, the default):
+ * core/core_fs.c sm_fs_stage. Not a file store: nothing. */
+void sm_store_file_direct(struct sm_store *s, bool on);
 /* Durability counter snapshot (fsyncs and syncfs calls made through the store). */
 uint64_t sm_store_fsyncs(const struct sm_store *s);
 sm_status sm_store_list(struct sm_store *s, const char *prefix, struct sm_strv *out,

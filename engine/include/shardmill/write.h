@@ -200,10 +200,13 @@ struct sm_output_opts {
     /* If non-NULL, the output path is resolved against this directory and must stay inside it:
      * a path with a ".." component or an absolute path outside base is refused. */
     const char *base;
+    /* Shards of 1 MiB or more are written with O_DIRECT, past the page cache (sm_fs_stage;
+     * output.direct_io). */
+    bool direct;
 };
 #define SM_OUTPUT_OPTS_DEFAULTS                                                                    \
     {                                                                                              \
-        .exists = SM_OUTPUT_EXISTS_ERROR, .sync = SM_OUTPUT_SYNC_FSYNC                             \
+        .exists = SM_OUTPUT_EXISTS_ERROR, .sync = SM_OUTPUT_SYNC_FSYNC, .direct = true             \
     }
 
 /* An output directory being written. Layout: zarr.json, c/... (the shards), during a run the

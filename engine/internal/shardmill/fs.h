@@ -23,6 +23,9 @@
 
 /* The size from which sm_fs_stage starts an object's write-out at once (a shard, not a doc). */
 #define SM_FS_EARLY_WRITEBACK ((size_t)1 << 20)
+/* The size from which sm_fs_stage writes an object from a 4 KiB-aligned buffer with O_DIRECT. */
+#define SM_FS_DIRECT_MIN ((size_t)1 << 20)
+#define SM_FS_DIRECT_ALIGN ((size_t)4096)
 
 /* mkdir of every missing directory of `rel` (like mkdir -p; "" is the directory itself). */
 sm_status sm_fs_mkdirs(int dirfd, const char *rel, struct sm_err *err);
@@ -37,10 +40,13 @@ sm_status sm_fs_shared_tmp_name(const char *path, char *buf, size_t cap, struct 
 bool sm_fs_is_tmp(const char *name);
 /* Creates `tmp` (exclusively, never through a link) with `data`, fsynced if `sync`. When the
  * parent directory of tmp is missing it is created (mkdir -p) and the create is retried once.
+ * With `direct`, an object of SM_FS_DIRECT_MIN bytes or more whose bytes start at a
+ * SM_FS_DIRECT_ALIGN boundary is written with O_DIRECT, all but its last partial block (written
+ * buffered), so it bypasses the page cache (buffered wholly where the file system refuses).
  * Without `sync`, an object of SM_FS_EARLY_WRITEBACK bytes or more starts going to the disk now
  * (sm_fs_start_writeback), so a final syncfs waits only for the last ones. On failure nothing is
  * left behind. */
-sm_status sm_fs_stage(int dirfd, const char *tmp, struct sm_bytes data, bool sync,
+sm_status sm_fs_stage(int dirfd, const char *tmp, struct sm_bytes data, bool sync, bool direct,
                       struct sm_err *err);
 /* Renames `tmp` over `key` (atomically replacing an existing object). The temporary file is left
  * in place on failure (the caller removes it or reports it). */
@@ -71,6 +77,14 @@ sm_status sm_fs_syncfs(int fd, struct sm_err *err);
  * SYNC_FILE_RANGE_WRITE; core_syncfs.c: Linux); a no-op where the call is missing or refused. It
  * is not durability: a later fsync or syncfs still waits for what it started. */
 void sm_fs_start_writeback(int fd);
+/* A second descriptor of the regular file open on fd, opened through /proc/self/fd with O_DIRECT
+ * (core_syncfs.c: Linux, _GNU_SOURCE): its reads bypass the page cache and need offsets, lengths
+ * and buffers aligned to the device's block. -1 with errno where the file system refuses O_DIRECT
+ * (EINVAL), /proc is not mounted, or the file opened is not fd's (EXDEV); the caller reads fd. */
+int sm_fs_reopen_direct(int fd);
+/* Sets (on) or clears O_DIRECT on fd with fcntl(F_SETFL) (core_syncfs.c); false where the file
+ * system refuses it (then fd is unchanged). */
+bool sm_fs_set_direct(int fd, bool on);
 /* The kind of a directory entry from readdir's d_type (core_syncfs.c: the DT_* names need
  * _GNU_SOURCE), so a walk of a large tree needs no stat per entry. SM_FS_UNKNOWN (file systems
  * that do not fill d_type): the caller stats the entry. */

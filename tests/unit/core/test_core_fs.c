@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -63,14 +64,56 @@ static void test_fs_tmp_names(void **state)
     assert_string_equal(buf, "out/.ct.h5.shardmill-tmp");
 }
 
+/* Direct staging (O_DIRECT for the aligned head, buffered for the tail) writes exactly the bytes
+ * given, for an aligned and an unaligned buffer, below and above SM_FS_DIRECT_MIN, with a tail or
+ * none, fsynced or not. */
+static void test_fs_stage_direct_writes_exact_bytes(void **state)
+{
+    (void)state;
+    const size_t sizes[] = {SM_FS_DIRECT_MIN - 1, SM_FS_DIRECT_MIN, SM_FS_DIRECT_MIN + 1,
+                            3 * SM_FS_DIRECT_MIN + SM_FS_DIRECT_ALIGN - 1, 4097};
+    const size_t cap = 4 * SM_FS_DIRECT_MIN;
+    unsigned char *mem = NULL;
+    assert_int_equal(posix_memalign((void **)&mem, SM_FS_DIRECT_ALIGN, cap + 1), 0);
+    for (size_t i = 0; i < cap + 1; i++) {
+        mem[i] = (unsigned char)(i * 7 + (i >> 12));
+    }
+    struct sm_err err;
+    sm_err_clear(&err);
+    unsigned n = 0;
+    for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+        for (int shift = 0; shift <= 1; shift++) { /* aligned, and one byte off: buffered */
+            for (int sync = 0; sync <= 1; sync++) {
+                char tmp[64], p[1200];
+                snprintf(tmp, sizeof(tmp), "d/o.tmp.1.%u", n++);
+                const struct sm_bytes b = {mem + shift, sizes[k]};
+                assert_ok(sm_fs_stage(dfd, tmp, b, sync == 1, true, &err), &err);
+                snprintf(p, sizeof(p), "%s/%s", dir, tmp);
+                FILE *f = fopen(p, "rb");
+                assert_non_null(f);
+                unsigned char *got = malloc(sizes[k] + 1);
+                assert_non_null(got);
+                assert_int_equal(fread(got, 1, sizes[k] + 1, f), sizes[k]);
+                assert_memory_equal(got, mem + shift, sizes[k]);
+                fclose(f);
+                free(got);
+                assert_int_equal(unlink(p), 0);
+            }
+        }
+    }
+    free(mem);
+}
+
 static void test_fs_stage_creates_parents_and_rename_replaces(void **state)
 {
     (void)state;
     struct sm_err err;
     sm_err_clear(&err);
-    assert_ok(sm_fs_stage(dfd, "a/b/obj.tmp.1.0", sm_bytes_of("first", 5), true, &err), &err);
+    assert_ok(sm_fs_stage(dfd, "a/b/obj.tmp.1.0", sm_bytes_of("first", 5), true, false, &err),
+              &err);
     assert_ok(sm_fs_rename(dfd, "a/b/obj.tmp.1.0", "a/b/obj", &err), &err);
-    assert_ok(sm_fs_stage(dfd, "a/b/obj.tmp.1.1", sm_bytes_of("second!", 7), false, &err), &err);
+    assert_ok(sm_fs_stage(dfd, "a/b/obj.tmp.1.1", sm_bytes_of("second!", 7), false, false, &err),
+              &err);
     assert_ok(sm_fs_rename(dfd, "a/b/obj.tmp.1.1", "a/b/obj", &err), &err);
     char p[1200];
     snprintf(p, sizeof(p), "%s/a/b/obj", dir);
@@ -80,15 +123,15 @@ static void test_fs_stage_creates_parents_and_rename_replaces(void **state)
     snprintf(p, sizeof(p), "%s/a/b", dir);
     assert_int_equal(sm_test_count_entries(p, ""), 1); /* no temporary file left */
     /* An existing staged name is never overwritten (O_EXCL): SM_E_IO, and the file survives. */
-    assert_ok(sm_fs_stage(dfd, "a/b/x.tmp.1.2", sm_bytes_of("x", 1), false, &err), &err);
-    assert_status(sm_fs_stage(dfd, "a/b/x.tmp.1.2", sm_bytes_of("yy", 2), false, &err), SM_E_IO,
-                  &err);
+    assert_ok(sm_fs_stage(dfd, "a/b/x.tmp.1.2", sm_bytes_of("x", 1), false, false, &err), &err);
+    assert_status(sm_fs_stage(dfd, "a/b/x.tmp.1.2", sm_bytes_of("yy", 2), false, false, &err),
+                  SM_E_IO, &err);
     assert_string_equal(err.cause_lib, "errno");
     assert_int_equal(sm_test_count_entries(p, ".tmp."), 1);
     sm_err_clear(&err);
     /* Below a regular file no directory can be made: SM_E_IO, nothing created. */
-    assert_status(sm_fs_stage(dfd, "a/b/obj/y.tmp.1.3", sm_bytes_of("y", 1), false, &err), SM_E_IO,
-                  &err);
+    assert_status(sm_fs_stage(dfd, "a/b/obj/y.tmp.1.3", sm_bytes_of("y", 1), false, false, &err),
+                  SM_E_IO, &err);
     sm_err_clear(&err);
     assert_status(sm_fs_rename(dfd, "a/b/missing.tmp.1.9", "a/b/missing", &err), SM_E_IO, &err);
     assert_contains(err.what, "cannot rename into place");
@@ -170,11 +213,12 @@ static void beneath_refuses_links(const char *tag)
     const int ofd = open(out, O_RDONLY | O_DIRECTORY);
     assert_true(ofd >= 0);
 
-    assert_status(sm_fs_stage(ofd, "c/0/1.tmp.1.1", sm_bytes_of("x", 1), true, &err), SM_E_IO,
-                  &err);
+    assert_status(sm_fs_stage(ofd, "c/0/1.tmp.1.1", sm_bytes_of("x", 1), true, false, &err),
+                  SM_E_IO, &err);
     assert_contains(err.what, "'c' is a symbolic link");
     sm_err_clear(&err);
-    assert_status(sm_fs_stage(ofd, "c/g.tmp.1.1", sm_bytes_of("x", 1), false, &err), SM_E_IO, &err);
+    assert_status(sm_fs_stage(ofd, "c/g.tmp.1.1", sm_bytes_of("x", 1), false, false, &err), SM_E_IO,
+                  &err);
     sm_err_clear(&err);
     assert_status(sm_fs_mkdirs(ofd, "c/0/1", &err), SM_E_IO, &err);
     sm_err_clear(&err);
@@ -197,7 +241,7 @@ static void beneath_refuses_links(const char *tag)
     /* Without links the same calls work, parents made one level at a time. */
     assert_int_equal(sm_fs_opendir_beneath(ofd, "m/a", false), -1);
     assert_int_equal(errno, ENOENT);
-    assert_ok(sm_fs_stage(ofd, "d/e/f.tmp.1.1", sm_bytes_of("y", 1), true, &err), &err);
+    assert_ok(sm_fs_stage(ofd, "d/e/f.tmp.1.1", sm_bytes_of("y", 1), true, false, &err), &err);
     assert_ok(sm_fs_rename(ofd, "d/e/f.tmp.1.1", "d/e/f", &err), &err);
     assert_ok(sm_fs_fsync(ofd, "d/e", &err), &err);
     assert_ok(sm_fs_mkdirs(ofd, "d/x/y", &err), &err);
@@ -228,6 +272,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fs_tmp_names),
         cmocka_unit_test(test_fs_stage_creates_parents_and_rename_replaces),
+        cmocka_unit_test(test_fs_stage_direct_writes_exact_bytes),
         cmocka_unit_test(test_fs_fsync_and_syncfs),
         cmocka_unit_test(test_fs_mkdirs_deep_and_partial),
         cmocka_unit_test(test_fs_dirent_kinds),

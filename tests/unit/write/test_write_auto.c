@@ -71,8 +71,9 @@ static uint64_t nshards_of(const struct sm_output_spec *s)
     return n;
 }
 
-static const struct sm_output_opts AUTO = {SM_OUTPUT_EXISTS_AUTO, SM_OUTPUT_SYNC_NONE, NULL};
-static const struct sm_output_opts ERROR = {SM_OUTPUT_EXISTS_ERROR, SM_OUTPUT_SYNC_NONE, NULL};
+static const struct sm_output_opts AUTO = {SM_OUTPUT_EXISTS_AUTO, SM_OUTPUT_SYNC_NONE, NULL, true};
+static const struct sm_output_opts ERROR = {SM_OUTPUT_EXISTS_ERROR, SM_OUTPUT_SYNC_NONE, NULL,
+                                            true};
 
 /* Opens dir with auto and decides against identity; the output stays open in *out. */
 static sm_status decide_at(const char *dir, const json_t *identity, struct sm_output **out,

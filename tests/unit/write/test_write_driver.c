@@ -30,7 +30,8 @@ static int teardown(void **state)
     return sm_test_rm_rf(base);
 }
 
-static const struct sm_output_opts OPTS = {SM_OUTPUT_EXISTS_OVERWRITE, SM_OUTPUT_SYNC_NONE, NULL};
+static const struct sm_output_opts OPTS = {SM_OUTPUT_EXISTS_OVERWRITE, SM_OUTPUT_SYNC_NONE, NULL,
+                                           true};
 
 static void test_driver_threads_give_identical_bytes(void **state)
 {

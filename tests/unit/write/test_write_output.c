@@ -41,7 +41,8 @@ static void path_of(char *buf, const char *name)
     snprintf(buf, 4096, "%.1000s/%.1000s", base, name);
 }
 
-static const struct sm_output_opts OPTS_NONE = {SM_OUTPUT_EXISTS_ERROR, SM_OUTPUT_SYNC_NONE, NULL};
+static const struct sm_output_opts OPTS_NONE = {SM_OUTPUT_EXISTS_ERROR, SM_OUTPUT_SYNC_NONE, NULL,
+                                                true};
 
 /* Writes the pattern output of `s` at base/name with exists policy `ex`. */
 static sm_status write_named(const char *name, const struct sm_output_spec *s,
