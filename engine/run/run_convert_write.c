@@ -281,6 +281,15 @@ sm_status sm_cv_write(void *ctx, struct sm_err *err)
     }
     /* an OME-Zarr image's levels on level 0's shard grid are made from its values in memory */
     cv->levels_with = sm_writer_levels(cv->w) > 1 ? sm_writer_aligned_levels(cv->w) : 1;
+    /* read back at once, so kept in the page cache: the pyramid's parents (the last level made
+     * in memory up to the one before the last level), and level 0 when the export copies it */
+    const unsigned nlev = sm_writer_levels(cv->w);
+    if (nlev > cv->levels_with) {
+        sm_output_set_read_back(cv->out, cv->levels_with - 1, nlev - 2);
+    }
+    if (cv->p->export.path != NULL) {
+        sm_output_set_read_back(cv->out, 0, 0);
+    }
     sm_run_levels_init(&cv->levels, cv->w, cv->oo.ome.method, cv->nthreads);
     const struct sm_run_progress *pg = &cv->p->c.progress;
     const struct sm_write_job job = {.first = s->first,

@@ -311,7 +311,7 @@ static void add(atomic_uint_fast64_t *c, uint64_t n)
     atomic_fetch_add_explicit(c, n, memory_order_relaxed);
 }
 
-sm_status sm_store_stage(struct sm_store *s, const char *key, struct sm_bytes data, bool sync,
+sm_status sm_store_stage(struct sm_store *s, const char *key, struct sm_bytes data, unsigned flags,
                          uint64_t *ticket, struct sm_err *err)
 {
     *ticket = 0;
@@ -319,14 +319,14 @@ sm_status sm_store_stage(struct sm_store *s, const char *key, struct sm_bytes da
     if (!can_stage(s)) {
         return read_only(s, key, err);
     }
-    sm_status st = s->ops->stage(s, key, data, sync, ticket, err);
+    sm_status st = s->ops->stage(s, key, data, flags, ticket, err);
     if (st != SM_OK) {
         name_object(s, key, err);
         return st;
     }
     add(&s->stats.stages, 1);
     add(&s->stats.put_bytes, data.len);
-    add(&s->stats.fsyncs, sync ? 1 : 0);
+    add(&s->stats.fsyncs, (flags & SM_STAGE_SYNC) != 0 ? 1 : 0);
     return SM_OK;
 }
 
@@ -380,7 +380,7 @@ sm_status sm_store_put(struct sm_store *s, const char *key, struct sm_bytes data
                        struct sm_err *err)
 {
     uint64_t ticket;
-    SM_TRY(sm_store_stage(s, key, data, sync, &ticket, err));
+    SM_TRY(sm_store_stage(s, key, data, sync ? SM_STAGE_SYNC : 0, &ticket, err));
     return sm_store_commit(s, key, ticket, err); /* a failed commit removed the staged object */
 }
 

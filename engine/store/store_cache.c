@@ -246,10 +246,10 @@ static sm_status cache_put(struct sm_store *s, const char *key, struct sm_bytes 
     return sm_store_put_atomic(cs_of(s)->inner, key, data, err);
 }
 
-static sm_status cache_stage(struct sm_store *s, const char *key, struct sm_bytes data, bool sync,
-                             uint64_t *ticket, struct sm_err *err)
+static sm_status cache_stage(struct sm_store *s, const char *key, struct sm_bytes data,
+                             unsigned flags, uint64_t *ticket, struct sm_err *err)
 {
-    return sm_store_stage(cs_of(s)->inner, key, data, sync, ticket, err);
+    return sm_store_stage(cs_of(s)->inner, key, data, flags, ticket, err);
 }
 
 static sm_status cache_commit(struct sm_store *s, const char *key, uint64_t ticket,

@@ -31,7 +31,6 @@ struct file_store {
     atomic_int rootfd; /* -1 while the root does not exist */
     char *root;
     atomic_uint tmp_counter;
-    bool direct; /* sm_store_file_direct */
 };
 
 static struct file_store *fs_of(struct sm_store *s)
@@ -231,8 +230,8 @@ static sm_status root_for_write(struct file_store *fs, int *dfd, struct sm_err *
     return SM_OK;
 }
 
-static sm_status file_stage(struct sm_store *s, const char *key, struct sm_bytes data, bool sync,
-                            uint64_t *ticket, struct sm_err *err)
+static sm_status file_stage(struct sm_store *s, const char *key, struct sm_bytes data,
+                            unsigned flags, uint64_t *ticket, struct sm_err *err)
 {
     struct file_store *fs = fs_of(s);
     int dfd;
@@ -240,7 +239,8 @@ static sm_status file_stage(struct sm_store *s, const char *key, struct sm_bytes
     const unsigned n = atomic_fetch_add(&fs->tmp_counter, 1);
     char tmp[TMP_CAP];
     SM_TRY(sm_fs_tmp_name(key, n, tmp, sizeof(tmp), err));
-    SM_TRY(sm_fs_stage(dfd, tmp, data, sync, fs->direct, err));
+    SM_TRY(sm_fs_stage(dfd, tmp, data, (flags & SM_STAGE_SYNC) != 0, (flags & SM_STAGE_DIRECT) != 0,
+                       err));
     *ticket = n;
     return SM_OK;
 }
@@ -385,11 +385,4 @@ sm_status sm_store_file_open(const char *root, struct sm_store **out, struct sm_
 size_t sm_store_file_early_writeback(void)
 {
     return SM_FS_EARLY_WRITEBACK;
-}
-
-void sm_store_file_direct(struct sm_store *s, bool on)
-{
-    if (s != NULL && s->ops == &file_ops) {
-        fs_of(s)->direct = on;
-    }
 }

@@ -141,10 +141,10 @@ static sm_status mem_put(struct sm_store *s, const char *key, struct sm_bytes da
     return st;
 }
 
-static sm_status mem_stage(struct sm_store *s, const char *key, struct sm_bytes data, bool sync,
-                           uint64_t *ticket, struct sm_err *err)
+static sm_status mem_stage(struct sm_store *s, const char *key, struct sm_bytes data,
+                           unsigned flags, uint64_t *ticket, struct sm_err *err)
 {
-    (void)sync; /* memory has nothing to make durable */
+    (void)flags; /* memory has nothing to make durable, and no page cache */
     struct mem_store *ms = ms_of(s);
     struct sm_buf copy = SM_BUF_INIT;
     SM_TRY(sm_buf_set(&copy, data, err));

@@ -556,6 +556,23 @@ static sm_status remember_staged(struct sm_output *o, uint64_t shard, uint64_t t
     return st;
 }
 
+void sm_output_set_read_back(struct sm_output *o, unsigned first, unsigned last)
+{
+    for (unsigned k = first; k <= last && k < 64; k++) {
+        o->read_back |= (uint64_t)1 << k;
+    }
+}
+
+/* A shard goes past the page cache (output.direct_io) unless this run reads its level back. */
+static unsigned direct_flag(const struct sm_output *o, uint64_t shard)
+{
+    unsigned level = 0;
+    uint64_t local;
+    (void)sm_writer_locate(o->w, shard, &level, &local);
+    const bool back = level < 64 && (o->read_back >> level & 1) != 0;
+    return o->opts.direct && !back ? SM_STAGE_DIRECT : 0;
+}
+
 sm_status sm_output_put_shard(struct sm_output *o, uint64_t shard, struct sm_bytes data,
                               uint64_t values, struct sm_err *err)
 {
@@ -563,16 +580,21 @@ sm_status sm_output_put_shard(struct sm_output *o, uint64_t shard, struct sm_byt
     SM_TRY(key_of(o, shard, key, err));
     const uint64_t t0 = sm_clock_ns();
     const struct sm_shard_rec rec = {data.len, values, sm_crc32c(0, data.ptr, data.len), true};
+    const unsigned direct = direct_flag(o, shard);
+    uint64_t ticket = 0;
     sm_status st;
     if (o->opts.sync == SM_OUTPUT_SYNC_SYNCFS) {
         /* staged under its temporary name; committed in sm_output_flush after one syncfs */
-        uint64_t ticket = 0;
-        st = sm_store_stage(o->store, key, data, false, &ticket, err);
+        st = sm_store_stage(o->store, key, data, direct, &ticket, err);
         if (st == SM_OK) {
             st = remember_staged(o, shard, ticket, key, err);
         }
-    } else {
-        st = sm_store_put(o->store, key, data, o->opts.sync == SM_OUTPUT_SYNC_FSYNC, err);
+    } else { /* sm_store_put with the flag: fsynced (FSYNC) or not (NONE), then renamed */
+        const bool sync = o->opts.sync == SM_OUTPUT_SYNC_FSYNC;
+        st = sm_store_stage(o->store, key, data, direct | (sync ? SM_STAGE_SYNC : 0), &ticket, err);
+        if (st == SM_OK) {
+            st = sm_store_commit(o->store, key, ticket, err);
+        }
     }
     if (st == SM_OK) {
         mark_dirs(o, shard);

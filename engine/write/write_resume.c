@@ -59,11 +59,7 @@ static sm_status setup(struct sm_output *o, const struct sm_writer *w, struct sm
 /* The file store at the root: every object of the output is staged and committed through it. */
 static sm_status open_store(struct sm_output *o, struct sm_err *err)
 {
-    if (o->store == NULL) {
-        SM_TRY(sm_store_file_open(o->root, &o->store, err));
-        sm_store_file_direct(o->store, o->opts.direct);
-    }
-    return SM_OK;
+    return o->store != NULL ? SM_OK : sm_store_file_open(o->root, &o->store, err);
 }
 
 /* Removes every journal file of the output but `keep` (a name inside the journal directory). */

@@ -396,6 +396,18 @@ def plane_reads(c, args, work, inp):
     shutil.rmtree(out, ignore_errors=True)
 
 
+def traced_lines(trace):
+    """The lines of `strace -ff -o trace`'s files, one per thread (so no call is split into an
+    "unfinished" and a "resumed" line by another thread's)."""
+    lines = []
+    d, base = os.path.split(trace)
+    for name in sorted(os.listdir(d)):
+        if name.startswith(base + "."):
+            with open(os.path.join(d, name)) as f:
+                lines += f.read().splitlines()
+    return lines
+
+
 DIRECT_SHAPE = (8, 1024, 768)  # 1.5 MiB slices: each read past the page cache (input.direct_io)
 
 
@@ -422,14 +434,13 @@ def direct_io(c, args, work):
                        "codec": {"name": "none"}, "fsync": True, "direct_io": on},
             "limits": {"memory_bytes": 64 << 20, "memory_ceiling": False},
             "parallel": {"threads": 2}, "progress": False})
-        r = subprocess.run(["strace", "-f", "-qq", "-e", "trace=openat,fcntl", "-e",
+        r = subprocess.run(["strace", "-ff", "-qq", "-e", "trace=openat,fcntl", "-e",
                             "signal=none", "-o", trace, args.shardmill, "run", cfg], env=env,
                            cwd=work, capture_output=True, text=True, timeout=300)
         if not c.check(f"direct_io {tag}: convert under strace exits 0", r.returncode == 0,
                        r.stderr[-600:]):
             return
-        with open(trace) as f:
-            lines = f.read().splitlines()
+        lines = traced_lines(trace)
         opens = sum(1 for ln in lines if "/proc/self/fd/" in ln and "O_DIRECT" in ln
                     and "= -1" not in ln)
         sets = sum(1 for ln in lines if "F_SETFL" in ln and "O_DIRECT" in ln and "= 0" in ln)
@@ -448,6 +459,30 @@ def direct_io(c, args, work):
         shutil.rmtree(out, ignore_errors=True)
     c.check("direct_io: the shards are byte-identical with and without it",
             digests.get("direct") == digests.get("buffered"))
+    # an OME pyramid whose level 1 is made from level 0 read back (explicit shards: no level on
+    # level 0's grid): level 0 stays in the page cache for it, the last level goes past it
+    out, trace = os.path.join(work, "ome.zarr"), os.path.join(work, "ome.strace")
+    cfg = cc.write_config(os.path.join(work, "ome.yaml"), {
+        "job": "convert", "input": inp,
+        "normalize": {"mode": "percentile", "lo": PCT[0], "hi": PCT[1]},
+        "output": {"path": out, "dtype": "uint16", "shard": [8, 512, 384],
+                   "codec": {"name": "none"}, "ome": {"levels": 2}},
+        "limits": {"memory_bytes": 64 << 20, "memory_ceiling": False},
+        "parallel": {"threads": 2}, "progress": False})
+    r = subprocess.run(["strace", "-ff", "-qq", "-y", "-e", "trace=fcntl", "-e", "signal=none",
+                        "-o", trace, args.shardmill, "run", cfg], env=env, cwd=work,
+                       capture_output=True, text=True, timeout=300)
+    if not c.check("direct_io ome: convert under strace exits 0", r.returncode == 0,
+                   r.stderr[-600:]):
+        return
+    sets = [ln for ln in traced_lines(trace)
+            if "F_SETFL" in ln and "|O_DIRECT" in ln and "= 0" in ln]
+    lv0 = sum(1 for ln in sets if "/ome.zarr/0/c/" in ln)
+    lv1 = sum(1 for ln in sets if "/ome.zarr/1/c/" in ln)
+    print(f"note: direct_io ome: O_DIRECT set on {lv0} level-0 and {lv1} level-1 shard files")
+    c.check(f"direct_io ome: level 0, read back for level 1, is written through the page cache "
+            f"({lv0} O_DIRECT) and level 1 past it ({lv1} >= 1)", lv0 == 0 and lv1 >= 1)
+    shutil.rmtree(out, ignore_errors=True)
 
 
 def main():

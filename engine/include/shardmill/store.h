@@ -109,10 +109,11 @@ struct sm_store_ops {
     sm_status (*put_atomic)(struct sm_store *, const char *key, struct sm_bytes data,
                             struct sm_err *);
     /* Writes `data` under a temporary name next to `key` (files: "<key>.tmp.<pid>.<n>" in the
-     * key's directory, directories created as needed), fsynced if `sync`. `key` is unchanged
-     * until commit. *ticket identifies the staged object (below 2^32). Nothing is left behind on
+     * key's directory, directories created as needed), fsynced with SM_STAGE_SYNC in `flags`,
+     * past the page cache with SM_STAGE_DIRECT (a hint: files only). `key` is unchanged until
+     * commit. *ticket identifies the staged object (below 2^32). Nothing is left behind on
      * failure. */
-    sm_status (*stage)(struct sm_store *, const char *key, struct sm_bytes data, bool sync,
+    sm_status (*stage)(struct sm_store *, const char *key, struct sm_bytes data, unsigned flags,
                        uint64_t *ticket, struct sm_err *);
     /* Renames a staged object over `key` (atomically replacing an existing object). On failure
      * the staged object is removed. */
@@ -178,12 +179,17 @@ sm_status sm_store_size(struct sm_store *s, const char *key, uint64_t *size, boo
  * fsync, then commit). SM_E_USAGE for a read-only store. */
 sm_status sm_store_put_atomic(struct sm_store *s, const char *key, struct sm_bytes data,
                               struct sm_err *err);
+/* sm_store_stage's flags: fsync the object; write it past the page cache (a file store: O_DIRECT
+ * for an object of 1 MiB or more from a 4 KiB-aligned buffer, core/core_fs.c sm_fs_stage; other
+ * stores ignore it). `true` is SM_STAGE_SYNC. */
+#define SM_STAGE_SYNC 1u
+#define SM_STAGE_DIRECT 2u
 /* Staged writes (SPEC §6), for writers that batch their durability (write/): stage writes the
- * object under a temporary name (fsynced if `sync`) and returns a ticket; commit renames it over
+ * object under a temporary name (`flags`: SM_STAGE_*) and returns a ticket; commit renames it over
  * the key; abort removes it; sync makes the directory entries (SM_STORE_SYNC_DIR, one fsync of
  * `prefix`) or the whole store (SM_STORE_SYNC_ALL, one syncfs) durable. Readers never see a
  * partial object: `key` is absent or old until commit. SM_E_USAGE for a read-only store. */
-sm_status sm_store_stage(struct sm_store *s, const char *key, struct sm_bytes data, bool sync,
+sm_status sm_store_stage(struct sm_store *s, const char *key, struct sm_bytes data, unsigned flags,
                          uint64_t *ticket, struct sm_err *err);
 sm_status sm_store_commit(struct sm_store *s, const char *key, uint64_t ticket, struct sm_err *err);
 void sm_store_abort(struct sm_store *s, const char *key, uint64_t ticket);
@@ -196,10 +202,7 @@ sm_status sm_store_put(struct sm_store *s, const char *key, struct sm_bytes data
  * put, when the put does not fsync them (core/core_fs.c): a SYNC_ALL at the end then waits only
  * for what has not reached the disk yet. For plan's flush term. */
 size_t sm_store_file_early_writeback(void);
-/* A file store (sm_store_file_open) whose staged objects of 1 MiB or more, from a 4 KiB-aligned
- * buffer, are written with O_DIRECT past the page cache (on), or buffered (off, the default):
- * core/core_fs.c sm_fs_stage. Not a file store: nothing. */
-void sm_store_file_direct(struct sm_store *s, bool on);
+
 /* Durability counter snapshot (fsyncs and syncfs calls made through the store). */
 uint64_t sm_store_fsyncs(const struct sm_store *s);
 sm_status sm_store_list(struct sm_store *s, const char *prefix, struct sm_strv *out,

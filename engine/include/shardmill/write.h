@@ -201,7 +201,7 @@ struct sm_output_opts {
      * a path with a ".." component or an absolute path outside base is refused. */
     const char *base;
     /* Shards of 1 MiB or more are written with O_DIRECT, past the page cache (sm_fs_stage;
-     * output.direct_io). */
+     * output.direct_io), but those of the levels the run reads back (sm_output_set_read_back). */
     bool direct;
 };
 #define SM_OUTPUT_OPTS_DEFAULTS                                                                    \
@@ -304,6 +304,10 @@ sm_status sm_output_shard_needed(struct sm_output *o, uint64_t shard, bool *need
 /* After sm_output_shard_needed said not needed: kept true adopts the previous record (the shard
  * counts as kept); false counts a shard whose values changed, which the caller then puts. */
 void sm_output_shard_kept(struct sm_output *o, uint64_t shard, bool kept);
+/* Levels [first, last] of the output are read back by this run (an OME pyramid's parents of the
+ * levels not made in memory, a level an export copies): their shards are written through the page
+ * cache even with opts.direct, since the run reads them again at once. */
+void sm_output_set_read_back(struct sm_output *o, unsigned first, unsigned last);
 /* Writes the encoded shard atomically (temporary name in the target directory, [fsync], rename),
  * then buffers its journal record -- size, CRC32C and `values`, the sm_write_values_digest of the
  * values encoded -- (appended to this rank's journal file every SM_JOURNAL_BATCH records and at
