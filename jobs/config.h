@@ -63,12 +63,12 @@ struct sm_job_config {
         /* ingest only */
         char *format;    /* input.format: zarr | raw | nifti | tiff | hdf5 (see sm_config_load) */
         char *raw_dtype; /* input.raw.dtype: v3 data type name */
-        struct sm_cfg_dims raw_shape; /* input.raw.shape: [z, y, x] */
-        char *raw_byte_order;         /* input.raw.byte_order: little | big (little) */
-        uint64_t raw_header_bytes;    /* input.raw.header_bytes (0) */
-        char *hdf5_dataset;           /* input.hdf5.dataset: absolute HDF5 path (hdf5 input) */
-        bool hdf5_allow_external;     /* input.hdf5.allow_external (false) */
-        bool direct_io;               /* input.direct_io (true) */
+        struct sm_cfg_dims raw_shape;    /* input.raw.shape: [z, y, x] */
+        char *raw_byte_order;            /* input.raw.byte_order: little | big (little) */
+        uint64_t raw_header_bytes;       /* input.raw.header_bytes (0) */
+        char *hdf5_dataset;              /* input.hdf5.dataset: absolute HDF5 path (hdf5 input) */
+        enum sm_source_direct direct_io; /* input.direct_io: auto | always | never (auto) */
+        bool hdf5_allow_external;        /* input.hdf5.allow_external (false) */
     } input;
 
     struct {
@@ -99,19 +99,19 @@ struct sm_job_config {
     } normalize;
 
     struct {
-        char *path;                   /* output.path (required for convert and ingest) */
-        struct sm_cfg_dims shard;     /* output.shard (auto; [] = not sharded) */
-        struct sm_cfg_dims chunk;     /* output.chunk (auto) */
-        char *codec;                  /* output.codec.name: zstd | gzip | blosc | none (zstd) */
-        int64_t codec_level;          /* output.codec.level (3) */
-        char *dtype;                  /* output.dtype (float32; ingest: the input's type) */
-        enum sm_output_exists exists; /* output.exists (error) */
-        bool fsync;                   /* output.fsync (true) */
-        enum sm_output_sync sync;     /* output.sync: fsync | syncfs (syncfs); never NONE:
-                                         output.fsync false is the engine's NONE */
-        bool direct_io;               /* output.direct_io (true) */
-        uint64_t ome_levels;          /* output.ome.levels (0 = auto) */
-        char *ome_method;             /* output.ome.method (NULL: no OME-Zarr image) */
+        char *path;                      /* output.path (required for convert and ingest) */
+        struct sm_cfg_dims shard;        /* output.shard (auto; [] = not sharded) */
+        struct sm_cfg_dims chunk;        /* output.chunk (auto) */
+        char *codec;                     /* output.codec.name: zstd | gzip | blosc | none (zstd) */
+        int64_t codec_level;             /* output.codec.level (3) */
+        char *dtype;                     /* output.dtype (float32; ingest: the input's type) */
+        enum sm_output_exists exists;    /* output.exists (error) */
+        bool fsync;                      /* output.fsync (true) */
+        enum sm_output_sync sync;        /* output.sync: fsync | syncfs (syncfs); never NONE:
+                                            output.fsync false is the engine's NONE */
+        enum sm_output_direct direct_io; /* output.direct_io: auto | always | never (auto) */
+        uint64_t ome_levels;             /* output.ome.levels (0 = auto) */
+        char *ome_method;                /* output.ome.method (NULL: no OME-Zarr image) */
         enum sm_run_ome_downsample
             ome_downsample;                  /* output.ome.downsample: auto | all | yx (auto) */
         enum sm_run_ome_version ome_version; /* output.ome.version: "0.5" | "0.4" ("0.5") */

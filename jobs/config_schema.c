@@ -295,13 +295,15 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      FIELD(input.hdf5_allow_external)},
     {.path = "input.direct_io",
      .applies = SM_CFG_ALL_JOBS,
-     .type = SM_CFG_BOOL,
-     .def = "true",
-     .help = "read an uncompressed TIFF's samples 1 MiB or more at a time with O_DIRECT, past the "
-             "page cache: a pass reads each byte once, and copying it through the cache costs CPU "
-             "the codecs need (buffered where the file system refuses O_DIRECT; "
-             "docs/internals/reading.md); false: every read buffered",
-     .example = "false",
+     .type = SM_CFG_ENUM,
+     .choices = "auto|always|never", /* enum sm_source_direct's order */
+     .def = "auto",
+     .help = "read an uncompressed TIFF's runs of 128 KiB or more with O_DIRECT, past the page "
+             "cache, where copying them through the cache costs CPU the codecs need (buffered "
+             "where the file system refuses O_DIRECT; docs/internals/reading.md): auto = when "
+             "the input's files hold at least half of the machine's memory (the cache could not "
+             "keep them between passes), always, never",
+     .example = "never",
      FIELD(input.direct_io)},
 
     {.path = "roi.offset",
@@ -547,13 +549,15 @@ const struct sm_cfg_key sm_cfg_keys[] = {
      FIELD(output.sync)},
     {.path = "output.direct_io",
      .applies = CONVERT_INGEST,
-     .type = SM_CFG_BOOL,
-     .def = "true",
+     .type = SM_CFG_ENUM,
+     .choices = "auto|always|never", /* enum sm_output_direct's order */
+     .def = "auto",
      .help = "write each shard of 1 MiB or more with O_DIRECT, past the page cache, all but its "
-             "last partial 4 KiB block (buffered where the file system refuses O_DIRECT; the "
-             "durability of output.fsync is the same; docs/internals/writing.md); false: every "
-             "write buffered",
-     .example = "false",
+             "last partial 4 KiB block, except the levels the run reads back (buffered where the "
+             "file system refuses O_DIRECT; the durability of output.fsync is the same; "
+             "docs/internals/writing.md): auto = when the output's values hold at least half of "
+             "the machine's memory, always, never",
+     .example = "never",
      FIELD(output.direct_io)},
     {.path = "output.ome.levels",
      .applies = CONVERT_INGEST,

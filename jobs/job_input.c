@@ -129,7 +129,7 @@ void sm_job_source_params(const struct sm_job_config *c, struct sm_source_params
     p->max_alloc = c->limits.memory_bytes; /* a strip or tile past the rank's budget is refused */
     p->max_chunk_bytes = c->limits.max_chunk_bytes; /* as is an HDF5 chunk past this */
     p->spacing_given = c->input.spacing.set;
-    p->direct_min = c->input.direct_io ? 0 : UINT64_MAX; /* 0: the engine's 1 MiB */
+    p->direct = c->input.direct_io; /* the engine's enum */
 }
 
 /* The configuration text hashed into provenance: everything that determines the output bytes,
@@ -231,7 +231,7 @@ struct sm_output_opts sm_job_output_opts(const struct sm_job_config *c)
     struct sm_output_opts o = SM_OUTPUT_OPTS_DEFAULTS;
     o.exists = c->output.exists; /* the engine's enum (config.h) */
     o.sync = c->output.fsync ? c->output.sync : SM_OUTPUT_SYNC_NONE; /* the engine's enum */
-    o.direct = c->output.direct_io;
+    o.direct = c->output.direct_io;                                  /* the engine's enum */
     return o;
 }
 

@@ -69,6 +69,12 @@ int sm_fs_reopen_direct(int fd)
 #endif
 }
 
+uint64_t sm_fs_memory_bytes(void)
+{
+    const long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+    return pages > 0 && size > 0 ? (uint64_t)pages * (uint64_t)size : 0;
+}
+
 bool sm_fs_set_direct(int fd, bool on)
 {
 #ifdef O_DIRECT

@@ -290,6 +290,17 @@ sm_status sm_cv_write(void *ctx, struct sm_err *err)
     if (cv->p->export.path != NULL) {
         sm_output_set_read_back(cv->out, 0, 0);
     }
+    uint64_t value_bytes = 0; /* output.direct_io auto: does the output fit the page cache? */
+    for (unsigned k = 0; k < (nlev > 0 ? nlev : 1); k++) {
+        const struct sm_array_meta *lm =
+            sm_writer_meta(nlev > 0 ? sm_writer_level(cv->w, k) : cv->w);
+        uint64_t n = sm_dtype_size(lm->dtype);
+        for (unsigned d = 0; d < lm->ndim; d++) {
+            n *= lm->shape[d];
+        }
+        value_bytes += n;
+    }
+    sm_output_set_size(cv->out, value_bytes);
     sm_run_levels_init(&cv->levels, cv->w, cv->oo.ome.method, cv->nthreads);
     const struct sm_run_progress *pg = &cv->p->c.progress;
     const struct sm_write_job job = {.first = s->first,

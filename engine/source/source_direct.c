@@ -8,10 +8,12 @@
  * CPU time the codecs need. On W9's 2-vCPU EPYC VM, 8 GiB of whole 8 MiB slices read buffered
  * cost 16-18 s of system time and 24-28 s of wall time from a cold cache; with O_DIRECT, 0.5 s
  * and 6-8 s (docs/BENCHMARKS.md, "Sixth session"). No library does this for a pread of our own;
- * it is one loop. Reads below the descriptor's `min` bytes stay buffered: they gain from the
- * kernel's read-ahead and cache. Where the file system refuses O_DIRECT, or a read is refused for
- * its alignment, the read is buffered as before and the reader stops trying (`off`).
- * Spec: https://man7.org/linux/man-pages/man2/open.2.html (O_DIRECT) */
+ * it is one loop. `auto` (input.direct_io) goes direct only when the input holds half of the
+ * machine's memory or more: a smaller one can stay cached between passes and runs, and a warm
+ * cache beats any disk. Reads below the descriptor's `min` bytes stay buffered. Where the file
+ * system refuses O_DIRECT, or a read is refused for its alignment, the read is buffered as before
+ * and the reader stops trying (`off`). Spec: https://man7.org/linux/man-pages/man2/open.2.html
+ * (O_DIRECT) */
 #include "shardmill/sm_config.h"
 
 #include "source_int.h"
@@ -30,6 +32,15 @@
 /* The alignment of offsets, lengths and the buffer: 4 KiB holds for 512-byte and 4 KiB logical
  * blocks (a device with larger ones refuses the read with EINVAL: buffered then). */
 #define DIRECT_ALIGN ((uint64_t)4096)
+
+uint64_t sm_src_direct_min(enum sm_source_direct how, uint64_t file_bytes)
+{
+    const uint64_t mem = sm_fs_memory_bytes();
+    const bool large = mem != 0 && file_bytes >= mem / 2;
+    return how == SM_SOURCE_DIRECT_ALWAYS || (how == SM_SOURCE_DIRECT_AUTO && large)
+               ? SM_SOURCE_DIRECT_MIN
+               : UINT64_MAX;
+}
 
 void sm_src_direct_init(struct sm_src_direct *d, uint64_t min)
 {

@@ -49,8 +49,6 @@ sm_status sm_src_open_hdf5(const struct sm_source_params *p, struct sm_source **
 sm_status sm_src_pread(int fd, uint64_t off, void *dst, size_t n, const char *path,
                        struct sm_err *err);
 /* ---- source_direct.c: large reads that bypass the page cache (O_DIRECT) ---- */
-/* Reads of this many bytes or more go direct by default (sm_source_params.direct_min). */
-#define SM_SRC_DIRECT_MIN ((uint64_t)1 << 20)
 /* The bounce buffer: an O_DIRECT read moves at most this many bytes at once. */
 #define SM_SRC_DIRECT_CHUNK ((uint64_t)4 << 20)
 /* One reader's state (one per box read, not shared between threads). */
@@ -61,6 +59,10 @@ struct sm_src_direct {
     uint64_t dev, ino;
     uint8_t *mem; /* the bounce buffer's allocation, or NULL */
 };
+/* The `min` of a source whose files hold `file_bytes`: SM_SOURCE_DIRECT_MIN, or UINT64_MAX (no
+ * direct reads) for NEVER, and for AUTO when the files hold less than half of the machine's
+ * memory (sm_fs_memory_bytes; unknown: never). */
+uint64_t sm_src_direct_min(enum sm_source_direct how, uint64_t file_bytes);
 /* min: UINT64_MAX turns direct reads off. */
 void sm_src_direct_init(struct sm_src_direct *d, uint64_t min);
 /* Exactly n bytes at off of the file open on fd (as sm_src_pread), read with O_DIRECT when n >=

@@ -29,7 +29,7 @@ struct tiff_stack {
     uint64_t n;    /* slices */
     struct sm_tiff_page pg;
     uint64_t max_alloc;
-    uint64_t direct_min;      /* sm_source_params.direct_min, resolved (source_direct.c) */
+    uint64_t direct_min;      /* sm_source_params.direct, resolved (sm_src_direct_min) */
     struct sm_tiff_geom geom; /* what the first slice states */
     /* the read block over every page (source.h slab: the smallest rows x columns that hold
      * whole blocks of every page) and whether every page is read directly (uncompressed) */
@@ -420,7 +420,7 @@ sm_status sm_src_open_tiff(const struct sm_source_params *p, struct sm_source **
     *out = NULL;
     struct tiff_stack *t;
     SM_TRY(stack_open(p->path, p->max_alloc, &t, err));
-    t->direct_min = p->direct_min != 0 ? p->direct_min : SM_SRC_DIRECT_MIN;
+    t->direct_min = sm_src_direct_min(p->direct, t->file_bytes);
     struct sm_source_info info = {.ndim = 3, .dtype = t->pg.dtype, .format = "tiff"};
     /* the read block: a strip [1, rows_per_strip, width] or a tile [1, th, tw] of one page (over
      * pages that differ, the smallest box holding whole blocks of each); uncompressed blocks are

@@ -563,14 +563,25 @@ void sm_output_set_read_back(struct sm_output *o, unsigned first, unsigned last)
     }
 }
 
-/* A shard goes past the page cache (output.direct_io) unless this run reads its level back. */
+void sm_output_set_size(struct sm_output *o, uint64_t value_bytes)
+{
+    o->value_bytes = value_bytes;
+}
+
+/* A shard goes past the page cache (output.direct_io: always, or auto for an output of half the
+ * memory or more, which the page cache could not keep anyway) unless this run reads its level
+ * back. */
 static unsigned direct_flag(const struct sm_output *o, uint64_t shard)
 {
+    const uint64_t mem = sm_fs_memory_bytes();
+    const bool on =
+        o->opts.direct == SM_OUTPUT_DIRECT_ALWAYS ||
+        (o->opts.direct == SM_OUTPUT_DIRECT_AUTO && mem != 0 && o->value_bytes >= mem / 2);
     unsigned level = 0;
     uint64_t local;
     (void)sm_writer_locate(o->w, shard, &level, &local);
     const bool back = level < 64 && (o->read_back >> level & 1) != 0;
-    return o->opts.direct && !back ? SM_STAGE_DIRECT : 0;
+    return on && !back ? SM_STAGE_DIRECT : 0;
 }
 
 sm_status sm_output_put_shard(struct sm_output *o, uint64_t shard, struct sm_bytes data,

@@ -92,6 +92,12 @@ sm_status sm_source_new(const struct sm_source_ops *ops, void *user,
                         struct sm_err *err);
 
 /* The engine's file sources (input.format and input.raw.* / input.hdf5.* of docs/CONFIG.md). */
+/* Reads past the page cache (sm_source_params.direct; input.direct_io's choices, in order). */
+enum sm_source_direct { SM_SOURCE_DIRECT_AUTO, SM_SOURCE_DIRECT_ALWAYS, SM_SOURCE_DIRECT_NEVER };
+/* The shortest run of contiguous bytes read with O_DIRECT: a narrow group's rows of a 2048-wide
+ * uint16 slice (128 rows: 512 KiB) go direct too, a 256² head CT slice (128 KiB) does as well. */
+#define SM_SOURCE_DIRECT_MIN ((uint64_t)128 << 10)
+
 struct sm_source_params {
     const char *format; /* the name of a row of sm_source_formats */
     const char *path;   /* the file (a TIFF stack: its directory or one multi-page file) */
@@ -115,10 +121,11 @@ struct sm_source_params {
     /* The caller brings its own voxel spacing (input.spacing): a NIfTI file whose pixdim is not a
      * positive finite number is then read, not refused (its info.spacing is the file's, as is). */
     bool spacing_given;
-    /* Reads of an uncompressed TIFF's samples of this many contiguous bytes or more bypass the page
-     * cache (O_DIRECT, source_direct.c; buffered where the file system refuses it): 0 is 1 MiB,
-     * UINT64_MAX never (input.direct_io: false). */
-    uint64_t direct_min;
+    /* input.direct_io: whether an uncompressed TIFF's runs of SM_SOURCE_DIRECT_MIN contiguous
+     * bytes or more are read past the page cache (O_DIRECT, source_direct.c; buffered where the
+     * file system refuses it). AUTO: when the input's files hold at least half of the machine's
+     * memory, so the page cache could not keep them between passes anyway. */
+    enum sm_source_direct direct;
 };
 
 /* The registry of the engine's file sources (CONTRIBUTING.md "A new source"): one row per

@@ -194,19 +194,24 @@ enum sm_output_exists {
  * never fsynced: a lost or torn record only makes resume rewrite that shard. */
 enum sm_output_sync { SM_OUTPUT_SYNC_FSYNC, SM_OUTPUT_SYNC_SYNCFS, SM_OUTPUT_SYNC_NONE };
 
+/* Writes past the page cache (sm_output_opts.direct; output.direct_io's choices, in order). */
+enum sm_output_direct { SM_OUTPUT_DIRECT_AUTO, SM_OUTPUT_DIRECT_ALWAYS, SM_OUTPUT_DIRECT_NEVER };
+
 struct sm_output_opts {
     enum sm_output_exists exists;
     enum sm_output_sync sync;
     /* If non-NULL, the output path is resolved against this directory and must stay inside it:
      * a path with a ".." component or an absolute path outside base is refused. */
     const char *base;
-    /* Shards of 1 MiB or more are written with O_DIRECT, past the page cache (sm_fs_stage;
-     * output.direct_io), but those of the levels the run reads back (sm_output_set_read_back). */
-    bool direct;
+    /* output.direct_io: whether shards of 1 MiB or more are written with O_DIRECT, past the page
+     * cache (sm_fs_stage), but those of the levels the run reads back (sm_output_set_read_back).
+     * AUTO: when the output's values (every level) hold at least half of the machine's memory
+     * (sm_output_set_size). */
+    enum sm_output_direct direct;
 };
 #define SM_OUTPUT_OPTS_DEFAULTS                                                                    \
     {                                                                                              \
-        .exists = SM_OUTPUT_EXISTS_ERROR, .sync = SM_OUTPUT_SYNC_FSYNC, .direct = true             \
+        .exists = SM_OUTPUT_EXISTS_ERROR, .sync = SM_OUTPUT_SYNC_FSYNC                             \
     }
 
 /* An output directory being written. Layout: zarr.json, c/... (the shards), during a run the
@@ -308,6 +313,8 @@ void sm_output_shard_kept(struct sm_output *o, uint64_t shard, bool kept);
  * levels not made in memory, a level an export copies): their shards are written through the page
  * cache even with opts.direct, since the run reads them again at once. */
 void sm_output_set_read_back(struct sm_output *o, unsigned first, unsigned last);
+/* The bytes of values the run writes (every level), for opts.direct AUTO. */
+void sm_output_set_size(struct sm_output *o, uint64_t value_bytes);
 /* Writes the encoded shard atomically (temporary name in the target directory, [fsync], rename),
  * then buffers its journal record -- size, CRC32C and `values`, the sm_write_values_digest of the
  * values encoded -- (appended to this rank's journal file every SM_JOURNAL_BATCH records and at

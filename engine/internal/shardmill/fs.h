@@ -82,6 +82,9 @@ void sm_fs_start_writeback(int fd);
  * and buffers aligned to the device's block. -1 with errno where the file system refuses O_DIRECT
  * (EINVAL), /proc is not mounted, or the file opened is not fd's (EXDEV); the caller reads fd. */
 int sm_fs_reopen_direct(int fd);
+/* The machine's physical memory in bytes (sysconf _SC_PHYS_PAGES; core_syncfs.c), 0 when unknown:
+ * whether a source's files or an output could stay in the page cache. */
+uint64_t sm_fs_memory_bytes(void);
 /* Sets (on) or clears O_DIRECT on fd with fcntl(F_SETFL) (core_syncfs.c); false where the file
  * system refuses it (then fd is unchanged). */
 bool sm_fs_set_direct(int fd, bool on);

@@ -661,6 +661,18 @@ static const struct engine_enum engine_enums[] = {
     {"parallel.partition",
      2,
      {{SM_PART_BLOCK, "block"}, {SM_PART_BALANCED, "balanced"}, {0, NULL}}},
+    {"input.direct_io",
+     3,
+     {{SM_SOURCE_DIRECT_AUTO, "auto"},
+      {SM_SOURCE_DIRECT_ALWAYS, "always"},
+      {SM_SOURCE_DIRECT_NEVER, "never"},
+      {0, NULL}}},
+    {"output.direct_io",
+     3,
+     {{SM_OUTPUT_DIRECT_AUTO, "auto"},
+      {SM_OUTPUT_DIRECT_ALWAYS, "always"},
+      {SM_OUTPUT_DIRECT_NEVER, "never"},
+      {0, NULL}}},
 };
 
 /* issue 36: an enum's YAML choices are its registry, value for value, and the keys of rows that

@@ -211,6 +211,18 @@ static void a_refusing_file_system_reads_buffered(void **state)
     close(fd);
 }
 
+/* input.direct_io: never and always whatever the size; auto only for files of half the memory. */
+static void the_policy_follows_the_input_size(void **state)
+{
+    (void)state;
+    const uint64_t mem = sm_fs_memory_bytes();
+    assert_true(mem > 0);
+    assert_int_equal(sm_src_direct_min(SM_SOURCE_DIRECT_NEVER, UINT64_MAX), UINT64_MAX);
+    assert_int_equal(sm_src_direct_min(SM_SOURCE_DIRECT_ALWAYS, 1), SM_SOURCE_DIRECT_MIN);
+    assert_int_equal(sm_src_direct_min(SM_SOURCE_DIRECT_AUTO, mem / 2 - 1), UINT64_MAX);
+    assert_int_equal(sm_src_direct_min(SM_SOURCE_DIRECT_AUTO, mem / 2), SM_SOURCE_DIRECT_MIN);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -219,6 +231,7 @@ int main(void)
         cmocka_unit_test(a_reused_descriptor_is_the_new_file),
         cmocka_unit_test(below_min_or_off_stays_buffered),
         cmocka_unit_test(a_refusing_file_system_reads_buffered),
+        cmocka_unit_test(the_policy_follows_the_input_size),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -71,7 +71,8 @@ static uint64_t nshards_of(const struct sm_output_spec *s)
     return n;
 }
 
-static const struct sm_output_opts AUTO = {SM_OUTPUT_EXISTS_AUTO, SM_OUTPUT_SYNC_NONE, NULL, true};
+static const struct sm_output_opts AUTO = {SM_OUTPUT_EXISTS_AUTO, SM_OUTPUT_SYNC_NONE, NULL,
+                                           SM_OUTPUT_DIRECT_ALWAYS};
 static const struct sm_output_opts ERROR = {SM_OUTPUT_EXISTS_ERROR, SM_OUTPUT_SYNC_NONE, NULL,
                                             true};
 

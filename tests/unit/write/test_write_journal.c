@@ -69,7 +69,8 @@ static void test_journal_batches_into_one_file_per_rank(void **state)
     s.chunk[0] = 2, s.chunk[1] = 32, s.chunk[2] = 32;
     struct sm_writer *w;
     struct sm_output *o;
-    const struct sm_output_opts opts = {SM_OUTPUT_EXISTS_ERROR, SM_OUTPUT_SYNC_NONE, NULL, true};
+    const struct sm_output_opts opts = {SM_OUTPUT_EXISTS_ERROR, SM_OUTPUT_SYNC_NONE, NULL,
+                                        SM_OUTPUT_DIRECT_ALWAYS};
     assert_ok(sm_writer_new(&s, &w, &err), &err);
     assert_true(sm_writer_nshards(w) > SM_JOURNAL_BATCH + 10);
     assert_ok(sm_output_open(dir, &opts, &o, &err), &err);

@@ -56,7 +56,8 @@ static void complete(const char *name)
     char dir[4096];
     path_of(dir, name);
     struct wt_pattern p = wt_pattern_of(spec(), 1000);
-    const struct sm_output_opts o = {SM_OUTPUT_EXISTS_ERROR, SM_OUTPUT_SYNC_NONE, NULL, true};
+    const struct sm_output_opts o = {SM_OUTPUT_EXISTS_ERROR, SM_OUTPUT_SYNC_NONE, NULL,
+                                     SM_OUTPUT_DIRECT_ALWAYS};
     assert_ok(wt_write(dir, spec(), &o, &p, 1, NULL, &err), &err);
 }
 
@@ -89,7 +90,8 @@ static void put_through_link(enum sm_output_sync sync, const char *tag)
     path_of(dir, out);
     struct sm_writer *w;
     struct sm_output *o;
-    const struct sm_output_opts opts = {SM_OUTPUT_EXISTS_ERROR, sync, NULL, true};
+    const struct sm_output_opts opts = {SM_OUTPUT_EXISTS_ERROR, sync, NULL,
+                                        SM_OUTPUT_DIRECT_ALWAYS};
     assert_ok(sm_writer_new(spec(), &w, &err), &err);
     assert_ok(sm_output_open(dir, &opts, &o, &err), &err);
     assert_ok(sm_output_begin(o, w, &err), &err);
@@ -193,7 +195,8 @@ static void test_links_finish_refuses_a_tree_holding_a_link(void **state)
     path_of(dir, "fin.zarr");
     struct sm_writer *w;
     struct sm_output *o;
-    const struct sm_output_opts opts = {SM_OUTPUT_EXISTS_ERROR, SM_OUTPUT_SYNC_NONE, NULL, true};
+    const struct sm_output_opts opts = {SM_OUTPUT_EXISTS_ERROR, SM_OUTPUT_SYNC_NONE, NULL,
+                                        SM_OUTPUT_DIRECT_ALWAYS};
     assert_ok(sm_writer_new(spec(), &w, &err), &err);
     assert_ok(sm_output_open(dir, &opts, &o, &err), &err);
     assert_ok(sm_output_begin(o, w, &err), &err);

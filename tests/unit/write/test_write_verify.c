@@ -44,7 +44,8 @@ static void fresh(const char *name)
     snprintf(out, sizeof(out), "%s/%s", base, name);
     const struct sm_output_spec s = wt_spec(20, 70, 45);
     struct wt_pattern p = wt_pattern_of(&s, 1000);
-    const struct sm_output_opts o = {SM_OUTPUT_EXISTS_ERROR, SM_OUTPUT_SYNC_NONE, NULL, true};
+    const struct sm_output_opts o = {SM_OUTPUT_EXISTS_ERROR, SM_OUTPUT_SYNC_NONE, NULL,
+                                     SM_OUTPUT_DIRECT_ALWAYS};
     assert_ok(wt_write(out, &s, &o, &p, 2, NULL, &err), &err);
 }
 
