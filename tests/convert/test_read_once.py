@@ -422,7 +422,12 @@ def direct_io(c, args, work):
         c.check("strace (scripts/install-deps.sh installs it) is on PATH", False)
         return
     vol = volumes.phantom_slices(DIRECT_SHAPE)
-    inp, _ = stack(cc.fresh_dir(os.path.join(work, "dio")), vol, rowsperstrip=DIRECT_SHAPE[1])
+    inp, files = stack(cc.fresh_dir(os.path.join(work, "dio")), vol, rowsperstrip=DIRECT_SHAPE[1])
+    try:  # a file system without O_DIRECT (tmpfs before Linux 6.6): the fallback is all there is
+        os.close(os.open(files[0], os.O_RDONLY | os.O_DIRECT))
+    except OSError as e:
+        print(f"note: direct_io: this file system refuses O_DIRECT ({e}): buffered fallback only")
+        files = None
     env = plain_env()
     env["ASAN_OPTIONS"] = ":".join(x for x in (env.get("ASAN_OPTIONS"), "detect_leaks=0") if x)
     digests = {}
@@ -448,10 +453,11 @@ def direct_io(c, args, work):
                     and "= -1" not in ln)
         sets = sum(1 for ln in lines if "F_SETFL" in ln and "O_DIRECT" in ln and "= 0" in ln)
         print(f"note: direct_io {tag}: {opens} O_DIRECT opens, {sets} O_DIRECT fcntls")
-        if on:
+        if on and files is not None:
             c.check(f"direct_io: every slice is read through an O_DIRECT descriptor ({opens} "
                     f">= {DIRECT_SHAPE[0]} opens)", opens >= DIRECT_SHAPE[0])
             c.check(f"direct_io: the 4 shards are written with O_DIRECT ({sets} >= 4)", sets >= 4)
+        if on:
             got = zarr_decode.spec_decode(out)
             c.check("direct_io: the shards equal NumPy's SPEC §5 values",
                     got.shape == vol.shape and np.array_equal(got, oracle(vol)))
@@ -487,7 +493,8 @@ def direct_io(c, args, work):
     lv1 = sum(1 for ln in sets if "/ome.zarr/1/c/" in ln)
     print(f"note: direct_io ome: O_DIRECT set on {lv0} level-0 and {lv1} level-1 shard files")
     c.check(f"direct_io ome: level 0, read back for level 1, is written through the page cache "
-            f"({lv0} O_DIRECT) and level 1 past it ({lv1} >= 1)", lv0 == 0 and lv1 >= 1)
+            f"({lv0} O_DIRECT) and level 1 past it ({lv1} >= 1)",
+            lv0 == 0 and (lv1 >= 1 or files is None))
     shutil.rmtree(out, ignore_errors=True)
 
 
