@@ -93,7 +93,7 @@ struct sm_output {
     const struct sm_writer *w;
     struct sm_store *store; /* file store at root: every object is staged and committed here */
     uint64_t read_back;     /* levels this run reads back (bit k): never written O_DIRECT */
-    uint64_t value_bytes;   /* sm_output_set_size: the values written, every level */
+    bool large;             /* sm_output_set_size: values of half the memory or more */
     struct sm_shard_rec *recs;
     /* SYNCFS: the shards this process staged and has not committed yet, with their store
      * tickets, in put order: O(shards of this rank), never the whole grid (issue 11). */

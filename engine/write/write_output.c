@@ -565,7 +565,8 @@ void sm_output_set_read_back(struct sm_output *o, unsigned first, unsigned last)
 
 void sm_output_set_size(struct sm_output *o, uint64_t value_bytes)
 {
-    o->value_bytes = value_bytes;
+    const uint64_t mem = sm_fs_memory_bytes(); /* once per run, not once per shard */
+    o->large = mem != 0 && value_bytes >= mem / 2;
 }
 
 /* A shard goes past the page cache (output.direct_io: always, or auto for an output of half the
@@ -573,10 +574,8 @@ void sm_output_set_size(struct sm_output *o, uint64_t value_bytes)
  * back. */
 static unsigned direct_flag(const struct sm_output *o, uint64_t shard)
 {
-    const uint64_t mem = sm_fs_memory_bytes();
-    const bool on =
-        o->opts.direct == SM_OUTPUT_DIRECT_ALWAYS ||
-        (o->opts.direct == SM_OUTPUT_DIRECT_AUTO && mem != 0 && o->value_bytes >= mem / 2);
+    const bool on = o->opts.direct == SM_OUTPUT_DIRECT_ALWAYS ||
+                    (o->opts.direct == SM_OUTPUT_DIRECT_AUTO && o->large);
     unsigned level = 0;
     uint64_t local;
     (void)sm_writer_locate(o->w, shard, &level, &local);
