@@ -155,17 +155,28 @@ static uint64_t pyramid_slab(const struct levels *lv)
 
 /* The levels written with level 0, on its shard grid (1: level 0 alone): the engine's own answer
  * (sm_writer_aligned_levels) for a group writer of these specs. */
-static unsigned aligned_levels(const struct levels *lv)
+static unsigned group_levels(const struct levels *lv, bool spill)
 {
     struct sm_writer *g = NULL;
     struct sm_err ignored;
     sm_err_clear(&ignored);
     if (lv->n < 2 || sm_writer_new_group(lv->s, lv->n, NULL, &g, &ignored) != SM_OK) {
-        return 1;
+        return spill ? 0 : 1;
     }
-    const unsigned n = sm_writer_aligned_levels(g);
+    const unsigned n = spill ? sm_writer_spill_level(g) : sm_writer_aligned_levels(g);
     sm_writer_free(g);
     return n;
+}
+
+static unsigned aligned_levels(const struct levels *lv)
+{
+    return group_levels(lv, false);
+}
+
+/* The level the write phase makes through the spill file (sm_writer_spill_level), 0: none. */
+static unsigned spill_level(const struct levels *lv)
+{
+    return group_levels(lv, true);
 }
 
 static void level_sizes(struct levels *lv)
@@ -638,9 +649,13 @@ sm_status sm_plan_level_work(const struct sm_run_output *o, unsigned nd, const u
     lw->levels_with = lv.n > 0 ? aligned_levels(&lv) : 1;
     lw->shards = lv.n > 0 ? lv.shards[0] : 0;
     lw->level0_value_bytes = lv.n > 0 ? lv.values[0] : 0;
+    const unsigned spill = spill_level(&lv);
     for (unsigned k = 0; k < lv.n; k++) {
         if (k < lw->levels_with) {
             lw->out_value_bytes += lv.values[k];
+        } else if (k == spill) {
+            lw->spill_shards = lv.shards[k];
+            lw->spill_value_bytes = lv.values[k];
         } else {
             lw->pyr_shards += lv.shards[k];
             lw->pyr_value_bytes += lv.values[k];
@@ -754,11 +769,16 @@ sm_status sm_plan_estimate(const struct sm_plan_job *j, const struct sm_plan_inp
         .export_file_bytes = e->export_bytes,
         .export_deflate = e->export_deflate > 0,
     };
-    /* the aligned levels are made and written with each level-0 shard, the others read back */
+    /* the aligned levels are made and written with each level-0 shard, the next one (when it
+     * spills) from the spill file, the others read back */
     w.levels_with = lv.n > 0 ? aligned_levels(&lv) : 1;
+    const unsigned spill = spill_level(&lv);
     for (unsigned k = 1; k < lv.n; k++) {
         if (k < w.levels_with) {
             w.out_value_bytes += lv.values[k];
+        } else if (k == spill) {
+            w.spill_shards = lv.shards[k];
+            w.spill_value_bytes = lv.values[k];
         } else {
             w.pyr_shards += lv.shards[k];
             w.pyr_value_bytes += lv.values[k];

@@ -162,6 +162,7 @@ sm_status sm_plan_estimate(const struct sm_plan_job *j, const struct sm_plan_inp
 struct sm_plan_level_work {
     unsigned levels, levels_with;
     uint64_t shards, level0_value_bytes, out_value_bytes, pyr_shards, pyr_value_bytes;
+    uint64_t spill_shards, spill_value_bytes; /* the level made from the spill file */
 };
 sm_status sm_plan_level_work(const struct sm_run_output *o, unsigned nd, const uint64_t *shape,
                              enum sm_dtype out_dt, struct sm_plan_level_work *lw,

@@ -343,6 +343,12 @@ void sm_plan_seconds(const struct sm_plan_rates *r, const struct sm_plan_work *w
         t->pyramid =
             busiest(w->pyr_shards, R, T) * (per * r->pyramid_s_per_byte + r->shard_fixed_s) * k;
     }
+    if (w->spill_shards > 0) { /* its values come made: each shard is encoded and put, as the
+                                * write phase's are (docs/internals/pyramid.md) */
+        const double per = (double)w->spill_value_bytes / (double)w->spill_shards;
+        t->pyramid +=
+            busiest(w->spill_shards, R, T) * (per * r->write_s_per_byte + r->shard_fixed_s) * k;
+    }
     if (w->export_value_bytes > 0) {
         /* one thread per rank reads its block of shards back and writes it (deflated first),
          * then the file's bytes reach storage at the flush bandwidth of each node */
@@ -356,8 +362,8 @@ void sm_plan_seconds(const struct sm_plan_rates *r, const struct sm_plan_work *w
                       (double)w->export_file_bytes / flush;
         }
     }
-    const double files =
-        (double)(w->shards * (w->levels_with > 1 ? w->levels_with : 1) + w->pyr_shards);
+    const double files = (double)(w->shards * (w->levels_with > 1 ? w->levels_with : 1) +
+                                  w->pyr_shards + w->spill_shards);
     /* a file of the early write-out's size starts going to the disk when it is put (the file
      * store's stage): the flush at the end waits for what the write and pyramid stages did not
      * cover, and at least for the file each thread of a node put last */

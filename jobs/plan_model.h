@@ -119,7 +119,9 @@ struct sm_plan_work {
     uint64_t out_value_bytes; /* values of level 0 and the aligned levels (size x voxels) */
     uint64_t pyr_shards;      /* shards of the levels read back */
     uint64_t pyr_value_bytes; /* values of the levels read back */
-    uint64_t out_bytes;       /* the estimated output bytes (encoded) */
+    uint64_t spill_shards;    /* shards of the level made from the spill file (0: none) */
+    uint64_t spill_value_bytes;
+    uint64_t out_bytes; /* the estimated output bytes (encoded) */
     /* What each pass reads from storage, summed over ranks (sm_plan_pass_read_bytes), and its
      * amplification: the decoded bytes it decodes over the ROI's (sm_read_plan pass_bytes /
      * roi_bytes; 0 counts as 1). The range pass (a float input's min/max) costs its read only. */

@@ -267,6 +267,11 @@ static json_t *output_json(const struct sm_run_result *r)
     if (r->levels > 0) { /* output.ome: the levels and rank 0's pyramid (wall) */
         json_object_set_new(o, "levels", json_integer(r->levels));
         json_object_set_new(o, "pyramid_ms", json_real((double)r->pyramid_ns / 1e6));
+        json_object_set_new(o, "spill",
+                            r->spill_level == 0
+                                ? json_null()
+                                : json_pack("{s:i,s:o}", "level", (json_int_t)r->spill_level,
+                                            "bytes", sm_json_u64(r->spill_bytes)));
     }
     return o;
 }

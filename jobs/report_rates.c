@@ -115,10 +115,16 @@ json_t *sm_report_rates_json(const struct sm_run_output *out, const struct sm_ru
     json_object_set_new(write, "shards", sm_json_u64(lw.shards));
     json_object_set_new(write, "files", sm_json_u64(lw.shards * lw.levels_with));
     json_object_set_new(st, "write", write);
+    const double spill = (double)r->spill_ns / 1e9;
     if (lw.pyr_shards > 0) {
-        json_t *p = stage(lw.pyr_value_bytes, pyr);
+        json_t *p = stage(lw.pyr_value_bytes, pyr - spill > 0 ? pyr - spill : 0.0);
         json_object_set_new(p, "files", sm_json_u64(lw.pyr_shards));
         json_object_set_new(st, "pyramid", p);
+    }
+    if (lw.spill_shards > 0 && r->spill_level != 0) {
+        json_t *p = stage(lw.spill_value_bytes, spill);
+        json_object_set_new(p, "files", sm_json_u64(lw.spill_shards));
+        json_object_set_new(st, "spill", p);
     }
     json_object_set_new(st, "sync", stage(r->output_bytes, sync));
     if (r->export.done) {

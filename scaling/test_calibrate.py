@@ -354,8 +354,9 @@ def test_report(args):
             check("scan.bytes = the input's decoded bytes (NumPy)", st["scan"]["bytes"] ==
                   in_bytes, st["scan"])
             lv = level_values(out)
-            wp = st["write"]["bytes"] + st.get("pyramid", {}).get("bytes", 0)
-            check("write.bytes + pyramid.bytes = every level's values (zarr.json)",
+            wp = (st["write"]["bytes"] + st.get("pyramid", {}).get("bytes", 0) +
+                  st.get("spill", {}).get("bytes", 0))
+            check("write.bytes + pyramid.bytes + spill.bytes = every level's values (zarr.json)",
                   wp == sum(lv) and st["write"]["bytes"] >= lv[0], (st, lv))
             check("write reads nothing (kept)", st["write"]["input_bytes"] == 0 and
                   st["write"]["input_read"] == "kept", st["write"])

@@ -697,7 +697,9 @@ static sm_status ph_pyramid(void *ctx, struct sm_err *err)
                                       .max_chunk_bytes = c->input.max_chunk_bytes,
                                       .progress = c->progress,
                                       .stop = c->stop,
-                                      .done = cv->levels_with};
+                                      .done = cv->levels_with,
+                                      .spill = cv->spill_level,
+                                      .spill_ns = &cv->res->spill_ns};
     const sm_status st = sm_run_pyramid(&py, &cv->wr, err);
     cv->res->pyramid_ns = sm_clock_ns() - t0;
     return st;

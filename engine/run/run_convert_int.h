@@ -83,6 +83,8 @@ struct cv {
     struct cv_thread *ts;
     unsigned levels_with; /* OME-Zarr levels written with level 0 (1: level 0 only) */
     struct sm_run_levels levels;
+    unsigned spill_level; /* 0, or the pyramid's level made in the write phase (run_spill.c) */
+    struct sm_run_spill spill;
     struct sm_write_result wr;
     uint64_t t_finish;
 };

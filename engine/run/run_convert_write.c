@@ -158,6 +158,13 @@ static sm_status derive_shard(void *user, int thread, unsigned level,
     return sm_run_levels_derive(&cv->levels, level, parent, child, err);
 }
 
+static sm_status spill_shard(void *user, int thread, uint64_t shard,
+                             const struct sm_level_box *last, struct sm_err *err)
+{
+    struct cv *cv = user;
+    return sm_run_spill_put(&cv->spill, thread, shard, last, err);
+}
+
 /* Per-thread state: scratch and chunk memo (a Zarr input read again), one pass's statistics. */
 static sm_status threads_new(struct cv *cv, struct sm_err *err)
 {
@@ -284,8 +291,10 @@ sm_status sm_cv_write(void *ctx, struct sm_err *err)
     /* read back at once, so kept in the page cache: the pyramid's parents (the last level made
      * in memory up to the one before the last level), and level 0 when the export copies it */
     const unsigned nlev = sm_writer_levels(cv->w);
-    if (nlev > cv->levels_with) {
-        sm_output_set_read_back(cv->out, cv->levels_with - 1, nlev - 2);
+    cv->spill_level = nlev > 1 ? sm_writer_spill_level(cv->w) : 0;
+    const unsigned back = cv->spill_level != 0 ? cv->levels_with : cv->levels_with - 1;
+    if (nlev >= 2 && back <= nlev - 2) {
+        sm_output_set_read_back(cv->out, back, nlev - 2);
     }
     if (cv->p->export.path != NULL) {
         sm_output_set_read_back(cv->out, 0, 0);
@@ -313,9 +322,25 @@ sm_status sm_cv_write(void *ctx, struct sm_err *err)
                                      .progress_user = pg->user,
                                      .stop = cv->p->c.stop,
                                      .levels = cv->levels_with,
-                                     .derive = derive_shard};
-    const sm_status st = cv->grouped ? write_groups(cv, &job, err)
-                                     : sm_write_shards(cv->w, cv->out, &job, &cv->wr, err);
+                                     .derive = derive_shard,
+                                     .spill = cv->spill_level != 0 ? spill_shard : NULL};
+    struct sm_run_spill *sp = &cv->spill;
+    sm_status st = SM_OK;
+    if (cv->spill_level != 0) {
+        struct sm_level_reduce red = {.dtype = cv->levels.dtype, .nearest = cv->levels.nearest};
+        memcpy(red.block, cv->levels.block[cv->spill_level], sizeof(red.block));
+        st = sm_run_spill_init(sp, cv->w, cv->spill_level, &red, cv->nthreads, err);
+        if (st == SM_OK) {
+            st = sm_spill_open(cv->out, cv->spill_level, sp->block_bytes, true, &sp->file, err);
+        }
+        cv->res->spill_level = cv->spill_level;
+        cv->res->spill_bytes = (uint64_t)sp->block_bytes * cv->grid.ntiles; /* every rank's */
+    }
+    if (st == SM_OK) {
+        st = cv->grouped ? write_groups(cv, &job, err)
+                         : sm_write_shards(cv->w, cv->out, &job, &cv->wr, err);
+    }
+    sm_run_spill_free(sp); /* closed before the pyramid's ranks open it */
     sm_free(order);
     return st;
 }

@@ -122,6 +122,30 @@ sm_status sm_run_levels_derive(const struct sm_run_levels *rl, unsigned level,
                                const struct sm_level_box *parent, const struct sm_level_box *child,
                                struct sm_err *err);
 
+/* The spilled level (run_spill.c): the first read-back level of an OME-Zarr image made while
+ * the write phase holds the level above, through the output's spill file (write.h). */
+struct sm_run_spill {
+    unsigned level;             /* sm_writer_spill_level */
+    const struct sm_writer *pw; /* the level above it (the last written with level 0) */
+    struct sm_level_reduce red;
+    unsigned nd;
+    size_t elem, block_bytes;
+    uint64_t cshard[3]; /* a full parent shard's block of the level (3 axes) */
+    struct sm_spill *file;
+    struct sm_buf *bufs; /* one block per thread */
+    int nthreads;
+};
+/* red: the level's reduction (its type, blocks and method, as the read-back's). */
+sm_status sm_run_spill_init(struct sm_run_spill *s, const struct sm_writer *w, unsigned level,
+                            const struct sm_level_reduce *red, int threads, struct sm_err *err);
+void sm_run_spill_free(struct sm_run_spill *s); /* closes s->file too */
+/* The write driver's spill: the level's block of the parent shard `shard` (box), into the file. */
+sm_status sm_run_spill_put(struct sm_run_spill *s, int thread, uint64_t shard,
+                           const struct sm_level_box *box, struct sm_err *err);
+/* The pyramid's fill (sm_shard_fill_fn, user: the spill): a shard of the level from the file. */
+sm_status sm_run_spill_fill(void *user, int thread, uint64_t shard, const uint64_t *offset,
+                            const uint64_t *shape, void *data, size_t len, struct sm_err *err);
+
 /* Phase export of a convert with p->export.path (run_export.c), after the flush agreement and
  * before the marker: every rank writes its block of the output f describes into the HDF5 file.
  * Collective; the status is the same on every rank, except when sm_par_stuck() is true after it:
@@ -300,7 +324,9 @@ struct sm_run_pyramid {
     uint64_t max_chunk_bytes; /* limits.max_chunk_bytes of the read-back */
     struct sm_run_progress progress;
     const atomic_int *stop;
-    unsigned done; /* levels 0 .. done-1 already written (with level 0: sm_write_job.levels) */
+    unsigned done;      /* levels 0 .. done-1 already written (with level 0: sm_write_job.levels) */
+    unsigned spill;     /* 0, or level `done` made from the spill file (sm_writer_spill_level) */
+    uint64_t *spill_ns; /* if non-NULL, receives the spilled level's wall time */
 };
 sm_status sm_run_pyramid(const struct sm_run_pyramid *p, struct sm_write_result *wr,
                          struct sm_err *err);

@@ -6,7 +6,8 @@
  * C order. Two ways, the same values:
  * - aligned levels (level 0's shard grid): sm_run_levels_derive makes a shard from the same
  *   shard of the level above while it is in memory, for the write driver (sm_write_job.levels);
- * - the others (sm_run_pyramid, a phase after level 0 and the aligned levels are flushed): each
+ * - the others (sm_run_pyramid, a phase after level 0 and the aligned levels are flushed): the
+ *   first of them from the spill file when the write phase made it (run_spill.c), each other
  *   shard from the level above read back from the output through array/, slab by slab, so no
  *   rank holds more than one slab of the parent per thread.
  * Invariant: a level-k+1 shard depends only on the level-k values it covers, so the bytes are
@@ -267,7 +268,17 @@ sm_status sm_run_pyramid(const struct sm_run_pyramid *p, struct sm_write_result 
             py.red.block[d] = d >= 3 - py.nd && lm->shape[a] < pm->shape[a] ? 2 : 1;
         }
         py.step = slab_step(p, pw, lw, py.red.block, threads);
-        st = open_level(p, store, k - 1, &py.parent, err);
+        struct sm_run_spill spill = {0};
+        const bool spilled = k == p->spill;
+        const uint64_t t0 = sm_clock_ns();
+        if (spilled) { /* made in the write phase: nothing read back (run_spill.c) */
+            st = sm_run_spill_init(&spill, w, k, &py.red, threads, err);
+            if (st == SM_OK) {
+                st = sm_spill_open(p->output, k, spill.block_bytes, false, &spill.file, err);
+            }
+        } else {
+            st = open_level(p, store, k - 1, &py.parent, err);
+        }
         uint64_t first, count;
         block_of(sm_writer_nshards(lw), &first, &count);
         sm_run_progress_begin(&p->progress, "pyramid", "shards", sm_writer_nshards(lw));
@@ -276,8 +287,8 @@ sm_status sm_run_pyramid(const struct sm_run_pyramid *p, struct sm_write_result 
             const struct sm_write_job job = {.first = sm_writer_level_first(w, k) + first,
                                              .count = count,
                                              .threads = threads,
-                                             .fill = fill_level,
-                                             .user = &py,
+                                             .fill = spilled ? sm_run_spill_fill : fill_level,
+                                             .user = spilled ? (void *)&spill : (void *)&py,
                                              .progress = p->progress.update,
                                              .progress_user = p->progress.user,
                                              .stop = p->stop,
@@ -293,8 +304,17 @@ sm_status sm_run_pyramid(const struct sm_run_pyramid *p, struct sm_write_result 
         wr->write_ns += r.write_ns;
         sm_array_close(py.parent);
         py.parent = NULL;
+        sm_run_spill_free(&spill);
         /* every rank's level k is in place before any rank reads it for level k+1 */
         st = sm_par_agree(sm_run_stop_check(p->stop, st, err), err);
+        if (spilled && sm_par_rank() == 0) { /* every rank closed it; a resume spills again */
+            struct sm_err ignored;
+            sm_err_clear(&ignored);
+            (void)sm_spill_remove(p->output, k, &ignored);
+        }
+        if (spilled && p->spill_ns != NULL) {
+            *p->spill_ns = sm_clock_ns() - t0;
+        }
         if (st == SM_OK) {
             st = sm_par_agree(sm_output_flush(p->output, err), err);
         } else { /* a stop or a failure keeps the finished shards for resume */

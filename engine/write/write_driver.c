@@ -202,6 +202,11 @@ static sm_status one_shard(void *user, int thread, uint64_t item, uint64_t *byte
         SM_TRY(keep_or_put(dr, wk, s, down.data, down.len, bytes, err));
         up = down;
     }
+    if (job->spill != NULL) {
+        t0 = sm_clock_ns();
+        SM_TRY(job->spill(job->user, thread, shard, &up, err));
+        wk->fill_ns += sm_clock_ns() - t0;
+    }
     return SM_OK;
 }
 

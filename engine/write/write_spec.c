@@ -563,6 +563,21 @@ unsigned sm_writer_aligned_levels(const struct sm_writer *w)
     return n;
 }
 
+unsigned sm_writer_spill_level(const struct sm_writer *w)
+{
+    const unsigned k = w->nlevels > 1 ? sm_writer_aligned_levels(w) : 0;
+    if (k == 0 || k >= w->nlevels) {
+        return 0;
+    }
+    const struct sm_writer *up = w->lv[k - 1], *lk = w->lv[k];
+    for (unsigned d = 0; d < w->ndim; d++) { /* a halved axis: its shards start on even offsets */
+        if (lk->spec.shape[d] < up->spec.shape[d] && up->grid[d] > 1 && up->obj[d] % 2 != 0) {
+            return 0;
+        }
+    }
+    return k;
+}
+
 uint64_t sm_writer_level_first(const struct sm_writer *w, unsigned k)
 {
     return w->nlevels > 0 && k <= w->nlevels ? w->lv_base[k] : 0;

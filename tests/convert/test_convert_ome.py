@@ -31,6 +31,10 @@ Cases:
             levels 1-2 on level 0's grid (made while it is written), 3-4 their own (read back);
             every level == the NumPy mean; 1 and 2 threads and 2 ranks byte-identical; one read
             of each input chunk; a damaged aligned and read-back shard rewritten by resume.
+  spill     level 1 of explicit shards made in the write phase (the spill file) and read back
+            from level 0 (odd shards, no spill) give the NumPy mean on every level and the same
+            bytes; the report names the spill and its size; a run killed in level 1 keeps
+            .shardmill/spill-1 and resumes to the clean tree, with no spill left.
 Every OME output a case writes is checked by tests/lib/shardmill_test/ome_ngff_check.py.
 Usage: test_convert_ome.py --shardmill BIN --node NODE --work DIR --case CASE [--mpiexec BIN]
 """
@@ -315,6 +319,73 @@ def case_levels(c, args, work):
     c.check("levels 9 on a 51-voxel ROI: exit 2, one line naming output.ome.levels",
             r.returncode == 2 and len(lines) == 1 and "output.ome.levels" in lines[0],
             cc.describe(r))
+
+
+def case_spill(c, args, work):
+    inp = os.path.join(work, "in.zarr")
+    a = make_input(inp, seed=17)
+    refs = reference(a, 4)
+    trees = {}
+    for tag, shard in (("spilled", [16, 16, 16]), ("read back", [15, 15, 15])):
+        out = os.path.join(work, tag.replace(" ", "_") + ".zarr")
+        rep_path = out + ".json"
+        cfg = job(out + ".yaml", inp, out, extra={
+            "output": {"path": out, "shard": shard, "chunk": [5, 5, 5] if shard[0] == 15
+                       else [8, 8, 8], "ome": {"levels": 4}}})
+        r = cc.run([args.shardmill, "run", cfg, "--report", rep_path])
+        if not c.check(f"{tag}: shards {shard} convert exits 0", r.returncode == 0,
+                       cc.describe(r)):
+            return
+        for k in range(4):
+            got = zarr_decode.spec_decode(os.path.join(out, str(k)))
+            c.check(f"{tag}: level {k} == the NumPy mean", spec_oracle.same_bits(got, refs[k]),
+                    spec_oracle.first_diff(got, refs[k]))
+        spill = json.load(open(rep_path))["output"].get("spill", "absent")
+        if tag == "spilled":
+            elem = np.dtype(refs[0].dtype).itemsize
+            grid = [-(-n // 16) for n in ROI]
+            want = {"level": 1, "bytes": grid[0] * grid[1] * grid[2] * 8 * 8 * 8 * elem}
+            c.check(f"spilled: the report's output.spill is {want}", spill == want, spill)
+        else:
+            c.check("read back: odd shards spill nothing (output.spill null)", spill is None,
+                    spill)
+        c.check(f"{tag}: no .shardmill/ left with the marker",
+                not os.path.exists(os.path.join(out, ".shardmill")), sorted(os.listdir(out)))
+        trees[tag] = [zarr_decode.spec_decode(os.path.join(out, str(k))) for k in range(4)]
+    c.check("the spilled and the read-back images hold the same values on every level",
+            len(trees) == 2 and all(np.array_equal(x, y) for x, y in
+                                    zip(trees["spilled"], trees["read back"])))
+    # a run killed while level 1 is written from the spill: the file is left in .shardmill/ (the
+    # output is not complete), and resume spills again and finishes the clean tree
+    clean = os.path.join(work, "spilled.zarr")
+    extra = {"output": {"path": "out.zarr", "shard": [16, 16, 16], "chunk": [8, 8, 8],
+                        "fsync": False, "ome": {"levels": 4}}}
+    slow = ["--set", "output.fsync=true", "--set", "output.sync=fsync"]
+    resume = ["--set", "output.exists=resume"]
+    cfg = job(os.path.join(work, "kill.yaml"), inp, "out.zarr", threads=1, extra=extra)
+    for attempt in range(3):
+        kdir = cc.fresh_dir(os.path.join(work, "killed"))
+        out = os.path.join(kdir, "out.zarr")
+        rc, after = kill_in_level(args.shardmill, [cfg] + resume + slow, kdir, out, 1)
+        if level_files(out, 2) == 0:
+            break
+    ok = c.check(f"killed by SIGKILL in level 1, before level 2 ({after} level-1 shards, run "
+                 f"{attempt + 1})", rc == -signal.SIGKILL and after >= 1 and
+                 level_files(out, 2) == 0, f"exit {rc}")
+    if not ok:
+        return
+    c.check("the killed output keeps .shardmill/spill-1",
+            os.path.isfile(os.path.join(out, ".shardmill", "spill-1")))
+    r = cc.run([args.shardmill, "run", cfg] + resume, cwd=kdir)
+    c.check("resume exits 0", r.returncode == 0, cc.describe(r))
+    r = cc.run([args.shardmill, "verify", out])
+    c.check("verify of the resumed output passes", r.returncode == 0, cc.describe(r))
+    for k in range(4):
+        got = zarr_decode.spec_decode(os.path.join(out, str(k)))
+        want = zarr_decode.spec_decode(os.path.join(clean, str(k)))
+        c.check(f"resumed level {k} == the clean run's", np.array_equal(got, want))
+    c.check("no .shardmill/ left after the resume",
+            not os.path.exists(os.path.join(out, ".shardmill")), sorted(os.listdir(out)))
 
 
 def case_identity(c, args, work):
@@ -925,7 +996,7 @@ def main():
     cases = {"levels": case_levels, "identity": case_identity, "resume": case_resume,
              "spacing": case_spacing, "ingest": case_ingest, "anisotropic": case_anisotropic,
              "nearest": case_nearest, "omero": case_omero, "checker": case_checker,
-             "aligned": case_aligned}
+             "aligned": case_aligned, "spill": case_spill}
     ap.add_argument("--case", required=True, choices=sorted(cases))
     args = ap.parse_args()
     work = cc.fresh_dir(os.path.join(args.work, args.case))

@@ -468,14 +468,15 @@ def direct_io(c, args, work):
         shutil.rmtree(out, ignore_errors=True)
     c.check("direct_io: the shards are byte-identical with and without it",
             digests.get("direct") == digests.get("buffered"))
-    # an OME pyramid whose level 1 is made from level 0 read back (explicit shards: no level on
-    # level 0's grid): level 0 stays in the page cache for it, the last level goes past it
+    # an OME pyramid of explicit shards (no level on level 0's grid): level 1 is made from level
+    # 0's values in the write phase (the spill file), so level 0 is never read back and goes
+    # past the page cache; level 1, read back for level 2, stays in it
     out, trace = os.path.join(work, "ome.zarr"), os.path.join(work, "ome.strace")
     cfg = cc.write_config(os.path.join(work, "ome.yaml"), {
         "job": "convert", "input": inp,
         "normalize": {"mode": "percentile", "lo": PCT[0], "hi": PCT[1]},
         "output": {"path": out, "dtype": "uint16", "shard": [8, 512, 384],
-                   "codec": {"name": "none"}, "ome": {"levels": 2}, "direct_io": "always"},
+                   "codec": {"name": "none"}, "ome": {"levels": 3}, "direct_io": "always"},
         "limits": {"memory_bytes": 64 << 20, "memory_ceiling": False},
         "parallel": {"threads": 2}, "progress": False})
     r = subprocess.run(["strace", "-ff", "-qq", "-y", "-e", "trace=openat,fcntl", "-e", "signal=none",
@@ -491,10 +492,17 @@ def direct_io(c, args, work):
             f"({opens} O_DIRECT opens)", opens == 0)
     lv0 = sum(1 for ln in sets if "/ome.zarr/0/c/" in ln)
     lv1 = sum(1 for ln in sets if "/ome.zarr/1/c/" in ln)
-    print(f"note: direct_io ome: O_DIRECT set on {lv0} level-0 and {lv1} level-1 shard files")
-    c.check(f"direct_io ome: level 0, read back for level 1, is written through the page cache "
-            f"({lv0} O_DIRECT) and level 1 past it ({lv1} >= 1)",
-            lv0 == 0 and (lv1 >= 1 or files is None))
+    def shard_reads(k):  # shard files of level k opened for reading (the result's path)
+        return [ln for ln in lines if ln.startswith("openat(") and "O_RDONLY" in ln and
+                "O_DIRECTORY" not in ln and f"/ome.zarr/{k}/c/" in ln.rsplit("= ", 1)[-1]]
+    reads0, reads1 = shard_reads(0), shard_reads(1)
+    print(f"note: direct_io ome: O_DIRECT set on {lv0} level-0 and {lv1} level-1 shard files; "
+          f"{len(reads0)} level-0 and {len(reads1)} level-1 shard files opened for reading")
+    c.check(f"direct_io ome: level 0, spilled and not read back, is written past the page cache "
+            f"({lv0} >= 4 O_DIRECT) and level 1, read back for level 2, through it ({lv1})",
+            (lv0 >= 4 or files is None) and lv1 == 0)
+    c.check(f"direct_io ome: the pyramid opens no level-0 shard for reading, and level 1's "
+            f"to make level 2 ({len(reads1)} >= 1)", not reads0 and len(reads1) >= 1, reads0[:3])
     shutil.rmtree(out, ignore_errors=True)
 
 

@@ -443,8 +443,13 @@ struct sm_run_result {
     enum sm_output_found output_found;
     uint64_t output_problems;
     char output_problem[272];
-    unsigned levels;                     /* convert: OME-Zarr levels written (0: a plain array) */
-    uint64_t pyramid_ns;                 /* convert: this rank's levels 1.. (wall) */
+    unsigned levels;     /* convert: OME-Zarr levels written (0: a plain array) */
+    uint64_t pyramid_ns; /* convert: this rank's levels 1.. (wall) */
+    /* convert: the level made in the write phase through the spill file (0: none) and the file's
+     * size, what the output's file system held on top of the image during the run */
+    unsigned spill_level;
+    uint64_t spill_bytes;
+    uint64_t spill_ns; /* this rank's pyramid time of the spilled level (part of pyramid_ns) */
     double timing[SM_RUN_NTIMINGS];      /* this rank */
     double timing_max[SM_RUN_NTIMINGS];  /* over ranks */
     double timing_mean[SM_RUN_NTIMINGS]; /* over ranks */

@@ -122,6 +122,11 @@ unsigned sm_writer_levels(const struct sm_writer *w);
  * level-0 shard boundary), so they can be written with it (sm_write_job.levels). n is the
  * largest such count: 1 for an array writer or a group whose level 1 has a grid of its own. */
 unsigned sm_writer_aligned_levels(const struct sm_writer *w);
+/* The first level after the aligned ones when the write phase can make it from their last one's
+ * shards (the spill file, docs/internals/pyramid.md "The spilled level"): every such shard starts
+ * on an even offset of each axis the level halves, so its values reduce to a box of the level on
+ * their own. 0 when there is no such level or an odd shard extent splits a block. */
+unsigned sm_writer_spill_level(const struct sm_writer *w);
 /* Level k's array writer (w itself for an array writer and k 0). */
 const struct sm_writer *sm_writer_level(const struct sm_writer *w, unsigned k);
 /* The group shard number of level k's shard 0 (0 for an array writer). */
@@ -397,6 +402,25 @@ struct sm_verify_report {
 sm_status sm_output_verify(const char *path, struct sm_verify_report *rep, struct sm_err *err);
 void sm_verify_report_destroy(struct sm_verify_report *rep);
 
+/* ==== the pyramid's spill file (write_spill.c) ==== */
+
+/* .shardmill/spill-<level> of a begun or joined output: the values of one OME-Zarr level made
+ * while the write phase holds the level above in memory, as raw blocks of block_bytes, block i at
+ * i * block_bytes, so the pyramid reads them instead of reading back and decoding the level above
+ * (docs/internals/pyramid.md "The spilled level"). Every rank opens it (create: for writing) and
+ * puts the blocks of its own shards; any rank gets any block once the writers closed it and
+ * agreed. SM_E_IO (with the path) on a failed open, write or read; a short file is SM_E_IO too. */
+struct sm_spill;
+sm_status sm_spill_open(struct sm_output *o, unsigned level, size_t block_bytes, bool create,
+                        struct sm_spill **out, struct sm_err *err);
+sm_status sm_spill_put(struct sm_spill *s, uint64_t block, const void *data, size_t len,
+                       struct sm_err *err);
+sm_status sm_spill_get(struct sm_spill *s, uint64_t block, void *data, size_t len,
+                       struct sm_err *err);
+void sm_spill_close(struct sm_spill *s); /* NULL: nothing */
+/* Removes the file (one rank, after every rank closed it); a missing file is SM_OK. */
+sm_status sm_spill_remove(struct sm_output *o, unsigned level, struct sm_err *err);
+
 /* ==== the shard driver (on the one work driver of work.h) ==== */
 
 /* Produces the decoded values of `shard`: the box [offset, offset + shape) of the output array
@@ -418,6 +442,10 @@ struct sm_level_box {
 typedef sm_status (*sm_shard_derive_fn)(void *user, int thread, unsigned level,
                                         const struct sm_level_box *parent,
                                         const struct sm_level_box *child, struct sm_err *err);
+/* Receives the values of the last level a job shard writes (level `levels` - 1 of the job, box of
+ * its shard `shard`, numbered as level 0's), after it is kept or put. Called like the fill. */
+typedef sm_status (*sm_shard_spill_fn)(void *user, int thread, uint64_t shard,
+                                       const struct sm_level_box *last, struct sm_err *err);
 
 struct sm_write_job {
     uint64_t first, count; /* shards [first, first + count) ... */
@@ -439,6 +467,8 @@ struct sm_write_job {
      * only. */
     unsigned levels;
     sm_shard_derive_fn derive;
+    /* If non-NULL, given each job shard's last level (run_spill.c: the pyramid's next level). */
+    sm_shard_spill_fn spill;
     /* If non-NULL, the driver's per-thread state (a write scratch with its codec contexts, one
      * shard's values per level, the encoded shard) is taken from here and left here for the next
      * call (sm_write_crew_new); NULL: made and freed by this call. */

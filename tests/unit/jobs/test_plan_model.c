@@ -99,6 +99,14 @@ static void test_seconds_by_hand(void **state)
     assert_true(fabs(t.finish - 6e-6) < 1e-15);
     assert_true(fabs(t.total - (t.start + t.scan + t.allreduce + t.write + t.pyramid + t.sync +
                                 t.finish)) < 1e-12);
+    /* a level made from the spill file: its shards cost the write's rate, not the read-back's */
+    struct sm_plan_work sp = w;
+    sp.spill_shards = 2;
+    sp.spill_value_bytes = 2000000;
+    struct sm_plan_terms ts;
+    sm_plan_seconds(&r, &sp, &ts);
+    assert_true(fabs(ts.pyramid - t.pyramid - (1e6 * 2e-9 + 0.001) * 2) < 1e-12);
+    assert_true(fabs(ts.sync - t.sync - 2 * 0.0001 / 2) < 1e-12); /* 2 more files renamed */
     /* one pass: no scan, each shard's input read while writing; a plain process starts */
     struct sm_plan_work one = w;
     one.ranks = 1;
