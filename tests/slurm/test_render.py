@@ -88,11 +88,11 @@ def exists_mode(p):
     return "auto" if "--set output.exists=auto" in p.stdout else None
 
 
-# ---- fixtures: inputs whose metadata or header is all render reads ----------------------------
+# ---- fixtures: inputs whose metadata or header is all plan reads ------------------------------
 
 def make_inputs():
     """A Zarr v2 uint8 [40, 70, 90] array (metadata only: every chunk is the fill value), a raw
-    int16 file, a TIFF (tifffile; else its header alone), a NIfTI-1 and (with h5py) an HDF5
+    int16 file, a TIFF (tifffile), a NIfTI-1 and (with h5py) an HDF5
     file, and files that are none."""
     z = os.path.join(WORK, "in.zarr")
     os.makedirs(z)
@@ -102,14 +102,11 @@ def make_inputs():
                    "filters": None}, f)
     with open(os.path.join(WORK, "vol.raw"), "wb") as f:
         f.write(bytes(4 * 8 * 8 * 2))
-    try:  # a real TIFF, so that plan opens it (issue 34 item 3)
-        import numpy as np
-        import tifffile
-        tifffile.imwrite(os.path.join(WORK, "vol.tif"), np.zeros((4, 8, 8), dtype=np.uint8),
-                         photometric="minisblack")
-    except ImportError:
-        with open(os.path.join(WORK, "vol.tif"), "wb") as f:  # the header is what render reads
-            f.write(b"II*\0" + struct.pack("<I", 8) + bytes(64))
+    # a real TIFF, so that plan opens it (issue 34 item 3; render's pre-check is plan's open)
+    import numpy as np
+    import tifffile
+    tifffile.imwrite(os.path.join(WORK, "vol.tif"), np.zeros((4, 8, 8), dtype=np.uint8),
+                     photometric="minisblack")
     hdr = bytearray(352)
     struct.pack_into("<i", hdr, 0, 348)
     struct.pack_into("<8h", hdr, 40, 3, 8, 8, 4, 1, 1, 1, 1)
@@ -424,10 +421,10 @@ def main():
         (["convert", "--config", "roi.yaml"], "leaves the array extent"),
         (["convert", "--config", "spacing.yaml"], "input.spacing has 2 values, the input has 3"),
         (["run", "--config", "origin.yaml"], "input.origin has 4 values, the input has 3"),
-        (["run", "--config", "rawmissing.yaml"], "no such file"),
-        (["run", "--config", "rawshort.yaml"], "but input.raw needs 640"),
-        (["run", "--config", "faketiff.yaml"], "not a TIFF file"),
-        (["run", "--config", "fakepng.yaml"], "not a PNG file"),
+        (["run", "--config", "rawmissing.yaml"], "No such file or directory"),
+        (["run", "--config", "rawshort.yaml"], "640 bytes of volume expected"),
+        (["run", "--config", "faketiff.yaml"], "not a readable TIFF file"),
+        (["run", "--config", "fakepng.yaml"], "not a readable PNG"),
         (["run", "--config", "fakeh5.yaml"], "not an HDF5 file"),
         (["run", "--config", "rbmissing.yaml"], "the input does not open"),
         (["convert", "--config", "parentfile.yaml"], "is not a directory"),
