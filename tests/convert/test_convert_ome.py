@@ -360,23 +360,17 @@ def case_spill(c, args, work):
     clean = os.path.join(work, "spilled.zarr")
     extra = {"output": {"path": "out.zarr", "shard": [16, 16, 16], "chunk": [8, 8, 8],
                         "fsync": False, "ome": {"levels": 4}}}
-    slow = ["--set", "output.fsync=true", "--set", "output.sync=fsync"]
-    resume = ["--set", "output.exists=resume"]
     cfg = job(os.path.join(work, "kill.yaml"), inp, "out.zarr", threads=1, extra=extra)
-    for attempt in range(3):
-        kdir = cc.fresh_dir(os.path.join(work, "killed"))
-        out = os.path.join(kdir, "out.zarr")
-        rc, after = kill_in_level(args.shardmill, [cfg] + resume + slow, kdir, out, 1)
-        if level_files(out, 2) == 0:
-            break
+    rc, after, out, attempt = kill_before_next(args, cfg, work, 1)
+    kdir = os.path.dirname(out)
     ok = c.check(f"killed by SIGKILL in level 1, before level 2 ({after} level-1 shards, run "
-                 f"{attempt + 1})", rc == -signal.SIGKILL and after >= 1 and
+                 f"{attempt})", rc == -signal.SIGKILL and after >= 1 and
                  level_files(out, 2) == 0, f"exit {rc}")
     if not ok:
         return
     c.check("the killed output keeps .shardmill/spill-1",
             os.path.isfile(os.path.join(out, ".shardmill", "spill-1")))
-    r = cc.run([args.shardmill, "run", cfg] + resume, cwd=kdir)
+    r = cc.run([args.shardmill, "run", cfg] + RESUME, cwd=kdir)
     c.check("resume exits 0", r.returncode == 0, cc.describe(r))
     r = cc.run([args.shardmill, "verify", out])
     c.check("verify of the resumed output passes", r.returncode == 0, cc.describe(r))
@@ -436,6 +430,23 @@ def kill_in_level(shardmill, run_args, cwd, out, level):
     return rc, level_files(out, level)
 
 
+KILL_SLOW = ["--set", "output.fsync=true", "--set", "output.sync=fsync"]
+RESUME = ["--set", "output.exists=resume"]
+
+
+def kill_before_next(args, cfg, work, level):
+    """Runs cfg (resume, slowed by fsync) in a fresh work/killed and kills it in `level`; a
+    loaded machine may deschedule the poll until level+1 has begun: such a miss is retried (up to
+    3 runs), so the kill lands in `level`. Returns (exit status, level's files, output, run)."""
+    for attempt in range(3):
+        kdir = cc.fresh_dir(os.path.join(work, "killed"))
+        out = os.path.join(kdir, "out.zarr")
+        rc, after = kill_in_level(args.shardmill, [cfg] + RESUME + KILL_SLOW, kdir, out, level)
+        if level_files(out, level + 1) == 0:
+            break
+    return rc, after, out, attempt + 1
+
+
 def case_resume(c, args, work):
     inp = os.path.join(work, "in.zarr")
     make_input(inp, seed=13)
@@ -443,27 +454,20 @@ def case_resume(c, args, work):
     # change the bytes), slow enough to be stopped in level 2; the others do not sync
     extra = {"output": {"path": "out.zarr", "shard": [8, 8, 8], "chunk": [8, 8, 8],
                         "fsync": False, "ome": {"levels": 4}}}
-    slow = ["--set", "output.fsync=true", "--set", "output.sync=fsync"]
     ref_dir = cc.fresh_dir(os.path.join(work, "clean"))
     cfg = job(os.path.join(work, "job.yaml"), inp, "out.zarr", threads=1, extra=extra)
-    resume = ["--set", "output.exists=resume"]
+    resume = RESUME
     r = cc.run([args.shardmill, "run", cfg] + resume, cwd=ref_dir)
     if not c.check("clean run exits 0", r.returncode == 0, cc.describe(r)):
         return
     ref = os.path.join(ref_dir, "out.zarr")
     total2 = level_files(ref, 2)
-    # a loaded machine may deschedule this poll until level 3 has begun: such a miss is retried
-    # (up to 3 runs), so the kill always lands in level 2
-    for attempt in range(3):
-        kdir = cc.fresh_dir(os.path.join(work, "killed"))
-        out = os.path.join(kdir, "out.zarr")
-        rc, after = kill_in_level(args.shardmill, [cfg] + resume + slow, kdir, out, 2)
-        if level_files(out, 3) == 0:
-            break
+    rc, after, out, attempt = kill_before_next(args, cfg, work, 2)
+    kdir = os.path.dirname(out)
     # level 2 has few shards: a late poll may find all of them, and the kill still lands before
     # level 3 (the pyramid's end) with the marker missing
     ok = c.check(f"killed by SIGKILL in level 2, before level 3 ({after} of {total2} level-2 "
-                 f"shards, run {attempt + 1})", rc == -signal.SIGKILL and 1 <= after <= total2
+                 f"shards, run {attempt})", rc == -signal.SIGKILL and 1 <= after <= total2
                  and level_files(out, 3) == 0, f"exit {rc}, {after} of {total2}")
     if not ok:
         return

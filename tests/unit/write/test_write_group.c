@@ -388,20 +388,6 @@ static sm_status derive_calls(void *user, int thread, unsigned level,
     return first_of_block(df->calls, thread, level, parent, child, err);
 }
 
-/* The image at path, overwritten and begun with g (no syncs). */
-static struct sm_output *begin_image(const char *path, const struct sm_writer *g)
-{
-    struct sm_err err;
-    sm_err_clear(&err);
-    struct sm_output_opts oo = SM_OUTPUT_OPTS_DEFAULTS;
-    oo.sync = SM_OUTPUT_SYNC_NONE;
-    oo.exists = SM_OUTPUT_EXISTS_OVERWRITE;
-    struct sm_output *o;
-    assert_ok(sm_output_open(path, &oo, &o, &err), &err);
-    assert_ok(sm_output_begin(o, g, &err), &err);
-    return o;
-}
-
 static void test_group_driver_writes_aligned_levels(void **state)
 {
     (void)state;
@@ -417,7 +403,7 @@ static void test_group_driver_writes_aligned_levels(void **state)
     char path[1100];
     snprintf(path, sizeof(path), "%s/img.zarr", dir);
     for (int threads = 1; threads <= 3; threads += 2) {
-        struct sm_output *o = begin_image(path, g);
+        struct sm_output *o = wt_begin_image(path, g);
         struct derived_fill df = {{0, 0, 0}};
         struct sm_write_job job = {.first = 0,
                                    .count = n0,
@@ -454,7 +440,7 @@ static void test_group_driver_writes_aligned_levels(void **state)
     }
     /* more levels than are aligned, no derive, or a shard that is not level 0's: the caller's
      * mistake, refused before anything is written */
-    struct sm_output *o = begin_image(path, g);
+    struct sm_output *o = wt_begin_image(path, g);
     struct derived_fill df = {{0, 0, 0}};
     struct sm_write_job bad = {
         .first = 0, .count = n0, .threads = 1, .fill = index_fill, .user = &df, .levels = 4};

@@ -72,19 +72,6 @@ static void test_spill_level(void **state)
     assert_int_equal(spill_of(lv, 3), 2);
 }
 
-static struct sm_output *begin_image(const char *path, const struct sm_writer *g)
-{
-    struct sm_err err;
-    sm_err_clear(&err);
-    struct sm_output_opts oo = SM_OUTPUT_OPTS_DEFAULTS;
-    oo.sync = SM_OUTPUT_SYNC_NONE;
-    oo.exists = SM_OUTPUT_EXISTS_OVERWRITE;
-    struct sm_output *o;
-    assert_ok(sm_output_open(path, &oo, &o, &err), &err);
-    assert_ok(sm_output_begin(o, g, &err), &err);
-    return o;
-}
-
 static void test_spill_file(void **state)
 {
     (void)state;
@@ -98,7 +85,7 @@ static void test_spill_file(void **state)
     levels_of(lv, 8, 32, 32);
     struct sm_writer *g;
     assert_ok(sm_writer_new_group(lv, 3, NULL, &g, &err), &err);
-    struct sm_output *o = begin_image(path, g);
+    struct sm_output *o = wt_begin_image(path, g);
     struct sm_spill *s;
     assert_ok(sm_spill_open(o, 1, 64, true, &s, &err), &err);
     uint8_t a[64], b[64], got[64];
@@ -180,7 +167,7 @@ static void test_spill_driver(void **state)
     const uint64_t n0 = sm_writer_nshards(l0); /* 3 x 3 x 2 */
     assert_int_equal(n0, 18);
     for (int threads = 1; threads <= 2; threads++) {
-        struct sm_output *o = begin_image(path, g);
+        struct sm_output *o = wt_begin_image(path, g);
         struct spill_calls c = {0};
         struct sm_write_job job = {.first = 0,
                                    .count = n0,

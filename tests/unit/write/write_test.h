@@ -278,6 +278,20 @@ static inline int wt_trees_differ(const char *a, const char *b)
 }
 
 /* A spec of `ndim` dims with the SPEC §2 defaults (3-d) or scaled-down ones. */
+/* The output at path, overwritten and begun with writer w (no syncs). */
+static inline struct sm_output *wt_begin_image(const char *path, const struct sm_writer *w)
+{
+    struct sm_err err;
+    sm_err_clear(&err);
+    struct sm_output_opts oo = SM_OUTPUT_OPTS_DEFAULTS;
+    oo.sync = SM_OUTPUT_SYNC_NONE;
+    oo.exists = SM_OUTPUT_EXISTS_OVERWRITE;
+    struct sm_output *o;
+    assert_ok(sm_output_open(path, &oo, &o, &err), &err);
+    assert_ok(sm_output_begin(o, w, &err), &err);
+    return o;
+}
+
 static inline struct sm_output_spec wt_spec(uint64_t z, uint64_t y, uint64_t x)
 {
     struct sm_output_spec s = SM_OUTPUT_SPEC_DEFAULTS;
