@@ -270,8 +270,8 @@ static json_t *output_json(const struct sm_run_result *r)
         json_object_set_new(o, "spill",
                             r->spill_level == 0
                                 ? json_null()
-                                : json_pack("{s:i,s:o}", "level", (json_int_t)r->spill_level,
-                                            "bytes", sm_json_u64(r->spill_bytes)));
+                                : json_pack("{s:i,s:o}", "level", (int)r->spill_level, "bytes",
+                                            sm_json_u64(r->spill_bytes)));
     }
     return o;
 }
