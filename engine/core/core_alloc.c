@@ -21,7 +21,9 @@
 
 /* A block's header: its size, and 0 for a malloc block or 1 + the distance from its mapping's
  * start for a block of SM_HUGE_MIN bytes or more (core_alloc_huge.c). Sanitizer builds keep every
- * block on malloc, so ASan still sees overflows and uses after free of the large ones. */
+ * block on the C allocator, so ASan still sees overflows and uses after free of the large ones;
+ * their large blocks are page-aligned there too (ALIGNED), as a mapping's are, so the paths that
+ * need that (O_DIRECT writes of a shard, core_fs.c) run in those builds as in a release. */
 struct hdr {
     size_t n, mapped;
 };
@@ -37,6 +39,8 @@ _Static_assert(sizeof(struct hdr) <= HDR, "the header fits its 16 bytes");
 #ifndef SM_HUGE_OK
 #define SM_HUGE_OK 1
 #endif
+#define PAGE ((size_t)4096)
+#define ALIGNED SIZE_MAX /* hdr.mapped of a large block from aligned_alloc (sanitizer builds) */
 
 struct padded_counter {
     alignas(LINE) atomic_uint_fast64_t v;
@@ -64,6 +68,17 @@ static unsigned char *raw_alloc(size_t n, int zero)
         p = sm_huge_map(n, HDR, &back); /* fresh anonymous pages are zero */
         h.mapped = back + 1;
     }
+    if (!SM_HUGE_OK && n >= SM_HUGE_MIN && n <= SIZE_MAX - 2 * PAGE) {
+        /* the caller's bytes on a page boundary, the header just before them */
+        unsigned char *base = aligned_alloc(PAGE, (PAGE + n + PAGE - 1) & ~(PAGE - 1));
+        if (base != NULL) {
+            if (zero) {
+                memset(base + PAGE, 0, n);
+            }
+            p = base + PAGE - HDR;
+            h.mapped = ALIGNED;
+        }
+    }
     if (p == NULL) {
         h.mapped = 0;
         p = zero ? calloc(1, n + HDR) : malloc(n + HDR);
@@ -78,7 +93,9 @@ static void raw_free(unsigned char *base)
 {
     struct hdr h;
     memcpy(&h, base, sizeof(h));
-    if (h.mapped != 0) {
+    if (h.mapped == ALIGNED) {
+        free(base - (PAGE - HDR));
+    } else if (h.mapped != 0) {
         sm_huge_unmap(base, h.n, HDR, h.mapped - 1);
     } else {
         free(base);
@@ -155,7 +172,7 @@ void *sm_realloc(void *ptr, size_t n)
     memcpy(&h, base, sizeof(h));
     const size_t old = h.n;
     unsigned char *p;
-    if (h.mapped == 0 && !(SM_HUGE_OK && n >= SM_HUGE_MIN)) {
+    if (h.mapped == 0 && n < SM_HUGE_MIN) { /* a large block is a mapping (or ALIGNED) */
         p = realloc(base, n + HDR);
         if (p == NULL) {
             return NULL;
