@@ -34,7 +34,7 @@ Cases:
   spill     level 1 of explicit shards made in the write phase (the spill file) and read back
             from level 0 (odd shards, no spill) give the NumPy mean on every level and the same
             bytes; the report names the spill and its size; a run killed in level 1 keeps
-            .shardmill/spill-1 and resumes to the clean tree, with no spill left.
+            .shardmill/spill-1 and resumes to the clean run's values, with no spill left.
 Every OME output a case writes is checked by tests/lib/shardmill_test/ome_ngff_check.py.
 Usage: test_convert_ome.py --shardmill BIN --node NODE --work DIR --case CASE [--mpiexec BIN]
 """
