@@ -153,30 +153,51 @@ static uint64_t pyramid_slab(const struct levels *lv)
     return v;
 }
 
-/* The levels written with level 0, on its shard grid (1: level 0 alone): the engine's own answer
- * (sm_writer_aligned_levels) for a group writer of these specs. */
-static unsigned group_levels(const struct levels *lv, bool spill)
+/* The levels written with level 0, on its shard grid (*aligned, 1: level 0 alone) and the level
+ * the write phase makes through the spill file (*spill, 0: none): the engine's own answers
+ * (sm_writer_aligned_levels, sm_writer_spill_level) for a group writer of these specs. */
+static void group_levels(const struct levels *lv, unsigned *aligned, unsigned *spill)
 {
     struct sm_writer *g = NULL;
     struct sm_err ignored;
     sm_err_clear(&ignored);
-    if (lv->n < 2 || sm_writer_new_group(lv->s, lv->n, NULL, &g, &ignored) != SM_OK) {
-        return spill ? 0 : 1;
+    *aligned = 1;
+    *spill = 0;
+    if (lv->n >= 2 && sm_writer_new_group(lv->s, lv->n, NULL, &g, &ignored) == SM_OK) {
+        *aligned = sm_writer_aligned_levels(g);
+        *spill = sm_writer_spill_level(g);
+        sm_writer_free(g);
     }
-    const unsigned n = spill ? sm_writer_spill_level(g) : sm_writer_aligned_levels(g);
-    sm_writer_free(g);
-    return n;
 }
 
 static unsigned aligned_levels(const struct levels *lv)
 {
-    return group_levels(lv, false);
+    unsigned aligned, spill;
+    group_levels(lv, &aligned, &spill);
+    return aligned;
 }
 
-/* The level the write phase makes through the spill file (sm_writer_spill_level), 0: none. */
-static unsigned spill_level(const struct levels *lv)
+/* Each level's work by the way the run makes it: with level 0 (the aligned levels), from the
+ * spill file, or read back. */
+static void split_levels(const struct levels *lv, struct sm_plan_level_work *lw)
 {
-    return group_levels(lv, true);
+    memset(lw, 0, sizeof(*lw));
+    unsigned spill;
+    group_levels(lv, &lw->levels_with, &spill);
+    lw->levels = lv->n;
+    lw->shards = lv->n > 0 ? lv->shards[0] : 0;
+    lw->level0_value_bytes = lv->n > 0 ? lv->values[0] : 0;
+    for (unsigned k = 0; k < lv->n; k++) {
+        if (k < lw->levels_with) {
+            lw->out_value_bytes += lv->values[k];
+        } else if (k == spill) {
+            lw->spill_shards = lv->shards[k];
+            lw->spill_value_bytes = lv->values[k];
+        } else {
+            lw->pyr_shards += lv->shards[k];
+            lw->pyr_value_bytes += lv->values[k];
+        }
+    }
 }
 
 static void level_sizes(struct levels *lv)
@@ -645,22 +666,7 @@ sm_status sm_plan_level_work(const struct sm_run_output *o, unsigned nd, const u
     struct levels lv = {0};
     SM_TRY(output_levels(o, nd, shape, out_dt, lv.s, &lv.n, err));
     level_sizes(&lv);
-    lw->levels = lv.n;
-    lw->levels_with = lv.n > 0 ? aligned_levels(&lv) : 1;
-    lw->shards = lv.n > 0 ? lv.shards[0] : 0;
-    lw->level0_value_bytes = lv.n > 0 ? lv.values[0] : 0;
-    const unsigned spill = spill_level(&lv);
-    for (unsigned k = 0; k < lv.n; k++) {
-        if (k < lw->levels_with) {
-            lw->out_value_bytes += lv.values[k];
-        } else if (k == spill) {
-            lw->spill_shards = lv.shards[k];
-            lw->spill_value_bytes = lv.values[k];
-        } else {
-            lw->pyr_shards += lv.shards[k];
-            lw->pyr_value_bytes += lv.values[k];
-        }
-    }
+    split_levels(&lv, lw);
     return SM_OK;
 }
 
@@ -762,7 +768,6 @@ sm_status sm_plan_estimate(const struct sm_plan_job *j, const struct sm_plan_inp
         .tiles = su->tiling.ntiles,
         .in_bytes = sm_plan_prod(su->shape, m->ndim) * sm_dtype_size(m->dtype),
         .shards = lv.n > 0 ? lv.shards[0] : 0,
-        .out_value_bytes = lv.n > 0 ? lv.values[0] : 0,
         .out_bytes = e->output_bytes,
         .scan_passes = e->convert || j->passes < 1 ? 1u : (unsigned)j->passes,
         .export_value_bytes = e->export_path != NULL ? lv.values[0] : 0,
@@ -771,19 +776,14 @@ sm_status sm_plan_estimate(const struct sm_plan_job *j, const struct sm_plan_inp
     };
     /* the aligned levels are made and written with each level-0 shard, the next one (when it
      * spills) from the spill file, the others read back */
-    w.levels_with = lv.n > 0 ? aligned_levels(&lv) : 1;
-    const unsigned spill = spill_level(&lv);
-    for (unsigned k = 1; k < lv.n; k++) {
-        if (k < w.levels_with) {
-            w.out_value_bytes += lv.values[k];
-        } else if (k == spill) {
-            w.spill_shards = lv.shards[k];
-            w.spill_value_bytes = lv.values[k];
-        } else {
-            w.pyr_shards += lv.shards[k];
-            w.pyr_value_bytes += lv.values[k];
-        }
-    }
+    struct sm_plan_level_work lw;
+    split_levels(&lv, &lw);
+    w.levels_with = lw.levels_with;
+    w.out_value_bytes = lw.out_value_bytes;
+    w.spill_shards = lw.spill_shards;
+    w.spill_value_bytes = lw.spill_value_bytes;
+    w.pyr_shards = lw.pyr_shards;
+    w.pyr_value_bytes = lw.pyr_value_bytes;
     e->levels = lv.n;
     estimate_reads(in, su, &w, e);
     struct sm_plan_rates rt; /* a source's, an output type's or a scan job's own rates */

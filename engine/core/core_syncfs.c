@@ -75,6 +75,12 @@ uint64_t sm_fs_memory_bytes(void)
     return pages > 0 && size > 0 ? (uint64_t)pages * (uint64_t)size : 0;
 }
 
+bool sm_fs_beyond_cache(uint64_t bytes)
+{
+    const uint64_t mem = sm_fs_memory_bytes();
+    return mem != 0 && bytes >= mem / 2;
+}
+
 bool sm_fs_set_direct(int fd, bool on)
 {
 #ifdef O_DIRECT

@@ -291,7 +291,7 @@ sm_status sm_cv_write(void *ctx, struct sm_err *err)
     /* read back at once, so kept in the page cache: the pyramid's parents (the last level made
      * in memory up to the one before the last level), and level 0 when the export copies it */
     const unsigned nlev = sm_writer_levels(cv->w);
-    cv->spill_level = nlev > 1 ? sm_writer_spill_level(cv->w) : 0;
+    cv->spill_level = sm_writer_spill_level(cv->w);
     const unsigned back = cv->spill_level != 0 ? cv->levels_with : cv->levels_with - 1;
     if (nlev >= 2 && back <= nlev - 2) {
         sm_output_set_read_back(cv->out, back, nlev - 2);

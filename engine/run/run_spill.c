@@ -24,16 +24,23 @@ static void child_box(const struct sm_run_spill *s, const uint64_t *poff, const 
     }
 }
 
-/* The box of the level above's shard `shard`, padded to 3 axes. */
-static void parent_box(const struct sm_run_spill *s, uint64_t shard, uint64_t *off, uint64_t *shape)
+/* The box [o, o + n) of s->nd axes padded to 3 (leading axes of one voxel). */
+static void pad_box(const struct sm_run_spill *s, const uint64_t *o, const uint64_t *n,
+                    uint64_t *off, uint64_t *shape)
 {
-    uint64_t o[SM_MAX_DIMS], n[SM_MAX_DIMS];
-    sm_writer_shard_box(s->pw, shard, o, n);
     const unsigned pad = 3 - s->nd;
     for (unsigned d = 0; d < 3; d++) {
         off[d] = d < pad ? 0 : o[d - pad];
         shape[d] = d < pad ? 1 : n[d - pad];
     }
+}
+
+/* The box of the level above's shard `shard`, padded to 3 axes. */
+static void parent_box(const struct sm_run_spill *s, uint64_t shard, uint64_t *off, uint64_t *shape)
+{
+    uint64_t o[SM_MAX_DIMS], n[SM_MAX_DIMS];
+    sm_writer_shard_box(s->pw, shard, o, n);
+    pad_box(s, o, n, off, shape);
 }
 
 sm_status sm_run_spill_init(struct sm_run_spill *s, const struct sm_writer *w, unsigned level,
@@ -76,7 +83,7 @@ sm_status sm_run_spill_put(struct sm_run_spill *s, int thread, uint64_t shard,
                            const struct sm_level_box *box, struct sm_err *err)
 {
     uint64_t off[3], shape[3], coff[3], cshape[3];
-    parent_box(s, shard, off, shape);
+    pad_box(s, box->offset, box->shape, off, shape); /* the driver's box of the shard */
     child_box(s, off, shape, coff, cshape);
     const size_t bytes = (size_t)(cshape[0] * cshape[1] * cshape[2]) * s->elem;
     if (box->len != (size_t)(shape[0] * shape[1] * shape[2]) * s->elem || thread < 0 ||
@@ -117,11 +124,8 @@ sm_status sm_run_spill_fill(void *user, int thread, uint64_t shard, const uint64
     (void)shard;
     struct sm_run_spill *s = user;
     const unsigned pad = 3 - s->nd;
-    uint64_t o[3] = {0, 0, 0}, n[3] = {1, 1, 1};
-    for (unsigned d = 0; d < s->nd; d++) {
-        o[d + pad] = offset[d];
-        n[d + pad] = shape[d];
-    }
+    uint64_t o[3], n[3];
+    pad_box(s, offset, shape, o, n);
     if (len != (size_t)(n[0] * n[1] * n[2]) * s->elem || thread < 0 || thread >= s->nthreads) {
         SM_FAIL(err, SM_E_INTERNAL, "level shard buffer of %zu bytes on thread %d", len, thread);
     }

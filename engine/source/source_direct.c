@@ -35,9 +35,8 @@
 
 uint64_t sm_src_direct_min(enum sm_source_direct how, uint64_t file_bytes)
 {
-    const uint64_t mem = sm_fs_memory_bytes();
-    const bool large = mem != 0 && file_bytes >= mem / 2;
-    return how == SM_SOURCE_DIRECT_ALWAYS || (how == SM_SOURCE_DIRECT_AUTO && large)
+    return how == SM_SOURCE_DIRECT_ALWAYS ||
+                   (how == SM_SOURCE_DIRECT_AUTO && sm_fs_beyond_cache(file_bytes))
                ? SM_SOURCE_DIRECT_MIN
                : UINT64_MAX;
 }

@@ -61,7 +61,7 @@ struct sm_src_direct {
 };
 /* The `min` of a source whose files hold `file_bytes`: SM_SOURCE_DIRECT_MIN, or UINT64_MAX (no
  * direct reads) for NEVER, and for AUTO when the files hold less than half of the machine's
- * memory (sm_fs_memory_bytes; unknown: never). */
+ * memory (sm_fs_beyond_cache). */
 uint64_t sm_src_direct_min(enum sm_source_direct how, uint64_t file_bytes);
 /* min: UINT64_MAX turns direct reads off. */
 void sm_src_direct_init(struct sm_src_direct *d, uint64_t min);

@@ -376,11 +376,11 @@ sm_status sm_store_sync(struct sm_store *s, enum sm_store_sync how, const char *
     return SM_OK;
 }
 
-sm_status sm_store_put(struct sm_store *s, const char *key, struct sm_bytes data, bool sync,
+sm_status sm_store_put(struct sm_store *s, const char *key, struct sm_bytes data, unsigned flags,
                        struct sm_err *err)
 {
     uint64_t ticket;
-    SM_TRY(sm_store_stage(s, key, data, sync ? SM_STAGE_SYNC : 0, &ticket, err));
+    SM_TRY(sm_store_stage(s, key, data, flags, &ticket, err));
     return sm_store_commit(s, key, ticket, err); /* a failed commit removed the staged object */
 }
 
@@ -392,7 +392,7 @@ sm_status sm_store_put_atomic(struct sm_store *s, const char *key, struct sm_byt
         return read_only(s, key, err);
     }
     if (s->ops->put_atomic == NULL) {
-        return sm_store_put(s, key, data, true, err); /* stage + fsync + commit */
+        return sm_store_put(s, key, data, SM_STAGE_SYNC, err); /* stage + fsync + commit */
     }
     sm_status st = s->ops->put_atomic(s, key, data, err);
     if (st != SM_OK) {

@@ -565,8 +565,7 @@ void sm_output_set_read_back(struct sm_output *o, unsigned first, unsigned last)
 
 void sm_output_set_size(struct sm_output *o, uint64_t value_bytes)
 {
-    const uint64_t mem = sm_fs_memory_bytes(); /* once per run, not once per shard */
-    o->large = mem != 0 && value_bytes >= mem / 2;
+    o->large = sm_fs_beyond_cache(value_bytes); /* once per run, not once per shard */
 }
 
 /* A shard goes past the page cache (output.direct_io: always, or auto for an output of half the
@@ -591,20 +590,17 @@ sm_status sm_output_put_shard(struct sm_output *o, uint64_t shard, struct sm_byt
     const uint64_t t0 = sm_clock_ns();
     const struct sm_shard_rec rec = {data.len, values, sm_crc32c(0, data.ptr, data.len), true};
     const unsigned direct = direct_flag(o, shard);
-    uint64_t ticket = 0;
     sm_status st;
     if (o->opts.sync == SM_OUTPUT_SYNC_SYNCFS) {
         /* staged under its temporary name; committed in sm_output_flush after one syncfs */
+        uint64_t ticket = 0;
         st = sm_store_stage(o->store, key, data, direct, &ticket, err);
         if (st == SM_OK) {
             st = remember_staged(o, shard, ticket, key, err);
         }
-    } else { /* sm_store_put with the flag: fsynced (FSYNC) or not (NONE), then renamed */
+    } else {
         const bool sync = o->opts.sync == SM_OUTPUT_SYNC_FSYNC;
-        st = sm_store_stage(o->store, key, data, direct | (sync ? SM_STAGE_SYNC : 0), &ticket, err);
-        if (st == SM_OK) {
-            st = sm_store_commit(o->store, key, ticket, err);
-        }
+        st = sm_store_put(o->store, key, data, direct | (sync ? SM_STAGE_SYNC : 0), err);
     }
     if (st == SM_OK) {
         mark_dirs(o, shard);

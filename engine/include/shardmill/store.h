@@ -195,8 +195,9 @@ sm_status sm_store_commit(struct sm_store *s, const char *key, uint64_t ticket, 
 void sm_store_abort(struct sm_store *s, const char *key, uint64_t ticket);
 sm_status sm_store_sync(struct sm_store *s, enum sm_store_sync how, const char *prefix,
                         struct sm_err *err);
-/* Stage then commit in one call, fsynced if `sync` (sm_store_put_atomic is the sync case). */
-sm_status sm_store_put(struct sm_store *s, const char *key, struct sm_bytes data, bool sync,
+/* Stage then commit in one call, with sm_store_stage's flags (`true` is SM_STAGE_SYNC;
+ * sm_store_put_atomic is the sync case). */
+sm_status sm_store_put(struct sm_store *s, const char *key, struct sm_bytes data, unsigned flags,
                        struct sm_err *err);
 /* The file store's staged objects of this many bytes or more start their write-out as they are
  * put, when the put does not fsync them (core/core_fs.c): a SYNC_ALL at the end then waits only

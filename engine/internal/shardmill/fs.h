@@ -82,9 +82,12 @@ void sm_fs_start_writeback(int fd);
  * and buffers aligned to the device's block. -1 with errno where the file system refuses O_DIRECT
  * (EINVAL), /proc is not mounted, or the file opened is not fd's (EXDEV); the caller reads fd. */
 int sm_fs_reopen_direct(int fd);
-/* The machine's physical memory in bytes (sysconf _SC_PHYS_PAGES; core_syncfs.c), 0 when unknown:
- * whether a source's files or an output could stay in the page cache. */
+/* The machine's physical memory in bytes (sysconf _SC_PHYS_PAGES; core_syncfs.c), 0 when unknown.
+ */
 uint64_t sm_fs_memory_bytes(void);
+/* True when `bytes` are half of that memory or more, so the page cache could not keep them between
+ * passes or runs: the `auto` rule of input.direct_io and output.direct_io. False when unknown. */
+bool sm_fs_beyond_cache(uint64_t bytes);
 /* Sets (on) or clears O_DIRECT on fd with fcntl(F_SETFL) (core_syncfs.c); false where the file
  * system refuses it (then fd is unchanged). */
 bool sm_fs_set_direct(int fd, bool on);
